@@ -1,0 +1,2 @@
+//! packetdrill-compatible conformance runner.
+#![deny(unsafe_code)]

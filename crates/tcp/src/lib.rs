@@ -1,0 +1,2 @@
+//! Sans-IO TCP connection engine.
+#![deny(unsafe_code)]
