@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (`.ci/run` calls this script).
+# Installs what it needs when it is missing, so it works on a fresh machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "toolchain components"
+for component in rustfmt clippy; do
+  if ! rustup component list --installed 2>/dev/null | grep -q "^${component}"; then
+    rustup component add "$component"
+  fi
+done
+
+step "format"
+cargo fmt --all -- --check
+
+step "lints"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "fuzz targets compile"
+cargo check --manifest-path fuzz/Cargo.toml --bins --quiet
+
+step "tests"
+cargo test --workspace --locked --profile ci
