@@ -7,7 +7,24 @@
 //!   and `emit(&self, &mut view)`.
 //!
 //! Protocol logic works on Reprs; only this crate touches bytes. Malformed input always yields a
-//! typed [`Error`], never a panic.
+//! typed [`Error`], never a panic. Even `new_unchecked` views never panic: accessors on a short
+//! buffer return zeros.
 #![deny(unsafe_code)]
 
+pub mod checksum;
+pub mod error;
+pub mod ethernet;
+pub mod ip;
+pub mod ipv4;
+pub mod ipv6;
 pub mod tcp;
+
+pub use checksum::ChecksumCaps;
+pub use error::{Error, Result};
+pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, VlanTag};
+pub use ip::{IpPair, IpProtocol};
+pub use ipv4::{Ipv4Packet, Ipv4Repr};
+pub use ipv6::{
+    Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6Packet, Ipv6Repr, Ipv6Walk, MAX_EXT_HEADERS,
+};
+pub use tcp::{SackBlock, SeqNumber, TcpFlags, TcpRepr, TcpTimestamp};
