@@ -214,7 +214,7 @@ impl<R: Read> PcapReader<R> {
         let limit = if self.snaplen_bytes == 0 {
             MAX_RECORD_BYTES
         } else {
-            self.snaplen_bytes.max(65_535).min(MAX_RECORD_BYTES)
+            self.snaplen_bytes.clamp(65_535, MAX_RECORD_BYTES)
         };
         if captured > limit {
             return Err(PcapError::RecordTooLong {
