@@ -1,0 +1,206 @@
+//! Exact-match steering filters and the full steering decision: filter first, then RSS.
+//!
+//! Models the Intel 82599's Flow Director "perfect match" filters (datasheet §7.1.2.7): a
+//! bounded table of exact 5-tuples, each naming a queue, consulted before RSS.
+
+use core::fmt;
+use core::net::IpAddr;
+use std::collections::HashMap;
+
+use crate::frame::{FlowFields, FrameError};
+use crate::input::{HashType, HashTypes, RssHasher};
+use crate::reta::Reta;
+
+/// Default filter capacity: the 82599's 8K perfect-match filters.
+pub const FILTERS_MAX_DEFAULT: usize = 8192;
+
+/// An exact-match key: protocol, addresses and ports as the packet carries them.
+///
+/// Invariant (checked on insert): `src` and `dst` are of the same family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FiveTuple {
+    /// IP protocol / IPv6 next header (6 = TCP, 17 = UDP).
+    pub protocol: u8,
+    /// Source address.
+    pub src: IpAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+}
+
+/// Why a filter was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterError {
+    /// The table holds its maximum number of filters.
+    Full,
+    /// Source and destination addresses are of different families.
+    MixedFamilies,
+}
+
+impl fmt::Display for FilterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FilterError::Full => "steering filter table is full",
+            FilterError::MixedFamilies => "filter mixes IPv4 and IPv6 addresses",
+        })
+    }
+}
+
+impl core::error::Error for FilterError {}
+
+/// Bounded exact-match table `FiveTuple → queue`.
+///
+/// Lookup only: nothing iterates the map, so its random order cannot leak into behaviour.
+/// Invariant: `filters.len() <= capacity`.
+#[derive(Clone, Debug)]
+pub struct FilterTable {
+    filters: HashMap<FiveTuple, u16>,
+    capacity: usize,
+}
+
+impl Default for FilterTable {
+    fn default() -> Self {
+        Self::with_capacity(FILTERS_MAX_DEFAULT)
+    }
+}
+
+impl FilterTable {
+    /// An empty table holding at most `capacity` filters.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            filters: HashMap::new(),
+            capacity,
+        }
+    }
+
+    /// Maximum number of filters.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Number of filters installed.
+    pub fn len(&self) -> usize {
+        self.filters.len()
+    }
+
+    /// Whether no filter is installed.
+    pub fn is_empty(&self) -> bool {
+        self.filters.is_empty()
+    }
+
+    /// Installs or replaces the filter for `tuple`; returns the queue it replaced.
+    /// Replacing an existing filter succeeds even when the table is full.
+    pub fn insert(&mut self, tuple: FiveTuple, queue: u16) -> Result<Option<u16>, FilterError> {
+        if tuple.src.is_ipv4() != tuple.dst.is_ipv4() {
+            return Err(FilterError::MixedFamilies);
+        }
+        if let Some(slot) = self.filters.get_mut(&tuple) {
+            return Ok(Some(core::mem::replace(slot, queue)));
+        }
+        if self.filters.len() >= self.capacity {
+            return Err(FilterError::Full);
+        }
+        self.filters.insert(tuple, queue);
+        Ok(None)
+    }
+
+    /// Removes the filter for `tuple`; returns its queue.
+    pub fn remove(&mut self, tuple: &FiveTuple) -> Option<u16> {
+        self.filters.remove(tuple)
+    }
+
+    /// The queue a filter assigns to `tuple`.
+    pub fn lookup(&self, tuple: &FiveTuple) -> Option<u16> {
+        self.filters.get(tuple).copied()
+    }
+}
+
+/// Which rule chose the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SteerHow {
+    /// An exact-match filter.
+    Filter,
+    /// The RSS hash through the RETA.
+    Rss,
+    /// No filter and no enabled hash type (non-IP, or hashing disabled for the packet's
+    /// type): the default queue.
+    NoHash,
+}
+
+/// Outcome of steering one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SteerDecision {
+    /// Receive queue.
+    pub queue: u16,
+    /// RSS hash, computed whenever an enabled hash type covers the packet — also when a
+    /// filter chose the queue, so the stack can reuse it ("hash once").
+    pub hash: Option<u32>,
+    /// Hash type used for `hash`.
+    pub hash_type: Option<HashType>,
+    /// Which rule chose the queue.
+    pub how: SteerHow,
+}
+
+/// Filters → RSS → default queue, as a multi-queue NIC steers received packets.
+#[derive(Clone, Debug, Default)]
+pub struct Steering {
+    /// Exact-match filters; they win over RSS.
+    pub filters: FilterTable,
+    /// Indirection table.
+    pub reta: Reta,
+    /// Hasher (key and symmetric mode).
+    pub hasher: RssHasher,
+    /// Enabled hash types.
+    pub hash_types: HashTypes,
+    /// Queue for packets nothing else steers (non-IP, unhashed types); 0 on real NICs.
+    pub default_queue: u16,
+}
+
+impl Steering {
+    /// Steers already-parsed flow fields.
+    pub fn steer_fields(&self, fields: &FlowFields) -> SteerDecision {
+        let hashed = fields
+            .hash_input(self.hash_types)
+            .map(|(t, input)| (t, self.hasher.hash(&input)));
+        let hash = hashed.map(|(_, h)| h);
+        let hash_type = hashed.map(|(t, _)| t);
+        if let Some(queue) = fields.five_tuple().and_then(|t| self.filters.lookup(&t)) {
+            return SteerDecision {
+                queue,
+                hash,
+                hash_type,
+                how: SteerHow::Filter,
+            };
+        }
+        match hash {
+            Some(h) => SteerDecision {
+                queue: self.reta.queue_for_hash(h),
+                hash,
+                hash_type,
+                how: SteerHow::Rss,
+            },
+            None => self.no_hash(),
+        }
+    }
+
+    /// Parses and steers an Ethernet frame. Malformed IP gets an error (the caller counts and
+    /// drops, or sends it to the default queue); non-IP gets [`SteerHow::NoHash`].
+    pub fn steer_frame(&self, frame: &[u8]) -> Result<SteerDecision, FrameError> {
+        Ok(match FlowFields::from_frame(frame)? {
+            Some(fields) => self.steer_fields(&fields),
+            None => self.no_hash(),
+        })
+    }
+
+    fn no_hash(&self) -> SteerDecision {
+        SteerDecision {
+            queue: self.default_queue,
+            hash: None,
+            hash_type: None,
+            how: SteerHow::NoHash,
+        }
+    }
+}
