@@ -11,20 +11,31 @@
 //! buffer return zeros.
 #![deny(unsafe_code)]
 
+pub mod arp;
 pub mod checksum;
 pub mod error;
 pub mod ethernet;
+pub mod icmpv4;
+pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
 pub mod tcp;
+pub mod udp;
 
+pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use checksum::ChecksumCaps;
 pub use error::{Error, Result};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, VlanTag};
+pub use icmpv4::{Icmpv4Packet, Icmpv4Repr};
+pub use icmpv6::{Icmpv6Packet, Icmpv6Repr};
 pub use ip::{IpPair, IpProtocol};
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{
     Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6Packet, Ipv6Repr, Ipv6Walk, MAX_EXT_HEADERS,
 };
-pub use tcp::{SackBlock, SeqNumber, TcpFlags, TcpRepr, TcpTimestamp};
+pub use tcp::{
+    SackBlock, SeqNumber, TcpFlags, TcpOption, TcpOptions, TcpPacket, TcpParseReport, TcpRepr,
+    TcpTimestamp,
+};
+pub use udp::{UdpPacket, UdpRepr};

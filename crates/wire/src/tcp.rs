@@ -151,3 +151,521 @@ pub struct TcpRepr<'a> {
     pub timestamp: Option<TcpTimestamp>,
     pub payload: &'a [u8],
 }
+
+use crate::checksum::{self, ChecksumCaps};
+use crate::error::{Error, Result};
+use crate::ip::{IpPair, IpProtocol};
+
+pub mod field {
+    use core::ops::Range;
+    pub const SRC_PORT: Range<usize> = 0..2;
+    pub const DST_PORT: Range<usize> = 2..4;
+    pub const SEQ_NUM: Range<usize> = 4..8;
+    pub const ACK_NUM: Range<usize> = 8..12;
+    /// High nibble: data offset in 32-bit words.
+    pub const DATA_OFFSET: usize = 12;
+    pub const FLAGS: usize = 13;
+    pub const WINDOW: Range<usize> = 14..16;
+    pub const CHECKSUM: Range<usize> = 16..18;
+    pub const URGENT: Range<usize> = 18..20;
+    pub const HEADER_LEN: usize = 20;
+    /// Largest header (data offset 15).
+    pub const MAX_HEADER_LEN: usize = 60;
+    /// Option space (RFC 9293 §3.1).
+    pub const MAX_OPTIONS_LEN: usize = 40;
+}
+
+/// Option kinds (IANA "TCP Option Kind Numbers").
+pub mod kind {
+    pub const END: u8 = 0;
+    pub const NOP: u8 = 1;
+    pub const MSS: u8 = 2;
+    pub const WINDOW_SCALE: u8 = 3;
+    pub const SACK_PERMITTED: u8 = 4;
+    pub const SACK: u8 = 5;
+    pub const TIMESTAMP: u8 = 8;
+}
+
+/// Largest window shift allowed (RFC 7323 §2.3).
+pub const MAX_WINDOW_SCALE: u8 = 14;
+
+/// One TCP option as found on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpOption<'a> {
+    /// Kind 0: the end of the option list.
+    EndOfList,
+    /// Kind 1.
+    NoOperation,
+    /// Kind 2, length 4 (RFC 9293 §3.2).
+    MaxSegmentSize(u16),
+    /// Kind 3, length 3 (RFC 7323 §2.2); the raw shift, possibly > 14.
+    WindowScale(u8),
+    /// Kind 4, length 2 (RFC 2018 §2).
+    SackPermitted,
+    /// Kind 5, length 2 + 8n with n in 1..=4 (RFC 2018 §3), filled from index 0.
+    SackRange([Option<SackBlock>; 4]),
+    /// Kind 8, length 10 (RFC 7323 §3.2).
+    Timestamp(TcpTimestamp),
+    /// Any other kind, skipped by its length; `data` excludes kind and length bytes.
+    Unknown { kind: u8, data: &'a [u8] },
+}
+
+/// Iterator over the options area of a TCP header. Yields `Err(BadOptionLength)` once and then
+/// stops when an option has length 0 or 1, overruns the options area, or has the wrong length
+/// for its kind. Stops after `EndOfList`.
+#[derive(Debug, Clone)]
+pub struct TcpOptions<'a> {
+    data: &'a [u8],
+    done: bool,
+}
+
+impl<'a> TcpOptions<'a> {
+    pub fn new(data: &'a [u8]) -> Self {
+        TcpOptions { data, done: false }
+    }
+}
+
+fn be16(b: &[u8], r: core::ops::Range<usize>) -> u16 {
+    match b.get(r) {
+        Some(&[hi, lo]) => u16::from_be_bytes([hi, lo]),
+        _ => 0,
+    }
+}
+
+fn be32(b: &[u8], r: core::ops::Range<usize>) -> u32 {
+    match b.get(r) {
+        Some(&[a, b, c, d]) => u32::from_be_bytes([a, b, c, d]),
+        _ => 0,
+    }
+}
+
+impl<'a> Iterator for TcpOptions<'a> {
+    type Item = Result<TcpOption<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let (&k, rest) = self.data.split_first()?;
+        match k {
+            kind::END => {
+                self.done = true;
+                return Some(Ok(TcpOption::EndOfList));
+            }
+            kind::NOP => {
+                self.data = rest;
+                return Some(Ok(TcpOption::NoOperation));
+            }
+            _ => {}
+        }
+        let len = rest.first().map_or(0, |&l| usize::from(l));
+        // RFC 9293 §3.2: the length counts kind and length bytes, so < 2 can never be valid
+        // (and 0 would loop forever); it must also stay inside the options area.
+        let Some(opt) = self.data.get(..len).filter(|_| len >= 2) else {
+            self.done = true;
+            return Some(Err(Error::BadOptionLength));
+        };
+        let body = opt.get(2..).unwrap_or(&[]);
+        let parsed = match (k, len) {
+            (kind::MSS, 4) => Ok(TcpOption::MaxSegmentSize(be16(body, 0..2))),
+            (kind::WINDOW_SCALE, 3) => {
+                Ok(TcpOption::WindowScale(body.first().copied().unwrap_or(0)))
+            }
+            (kind::SACK_PERMITTED, 2) => Ok(TcpOption::SackPermitted),
+            (kind::SACK, _) if (10..=34).contains(&len) && (len - 2) % 8 == 0 => {
+                let mut blocks = [None; 4];
+                for (slot, b) in blocks.iter_mut().zip(body.chunks_exact(8)) {
+                    *slot = Some(SackBlock {
+                        left: SeqNumber(be32(b, 0..4)),
+                        right: SeqNumber(be32(b, 4..8)),
+                    });
+                }
+                Ok(TcpOption::SackRange(blocks))
+            }
+            (kind::TIMESTAMP, 10) => Ok(TcpOption::Timestamp(TcpTimestamp {
+                tsval: be32(body, 0..4),
+                tsecr: be32(body, 4..8),
+            })),
+            (
+                kind::MSS
+                | kind::WINDOW_SCALE
+                | kind::SACK_PERMITTED
+                | kind::SACK
+                | kind::TIMESTAMP,
+                _,
+            ) => Err(Error::BadOptionLength),
+            (k, _) => Ok(TcpOption::Unknown {
+                kind: k,
+                data: body,
+            }),
+        };
+        if parsed.is_err() {
+            self.done = true;
+        }
+        self.data = self.data.get(len..).unwrap_or(&[]);
+        Some(parsed)
+    }
+}
+
+/// Checked view of a TCP segment. The buffer is the whole segment (the IP payload): TCP has no
+/// length field of its own.
+///
+/// After `new_checked`: buffer ≥ header length ≥ 20.
+#[derive(Debug, Clone)]
+pub struct TcpPacket<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> TcpPacket<T> {
+    pub fn new_unchecked(buffer: T) -> Self {
+        TcpPacket { buffer }
+    }
+
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let p = Self::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+
+    /// `Truncated` (< 20 bytes), `BadDataOffset` (< 5 or past the end of the buffer).
+    pub fn check_len(&self) -> Result<()> {
+        let len = self.b().len();
+        if len < field::HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let h = self.header_len();
+        if h < field::HEADER_LEN || h > len {
+            return Err(Error::BadDataOffset);
+        }
+        Ok(())
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    pub fn src_port(&self) -> u16 {
+        be16(self.b(), field::SRC_PORT)
+    }
+    pub fn dst_port(&self) -> u16 {
+        be16(self.b(), field::DST_PORT)
+    }
+    pub fn seq_number(&self) -> SeqNumber {
+        SeqNumber(be32(self.b(), field::SEQ_NUM))
+    }
+    pub fn ack_number(&self) -> SeqNumber {
+        SeqNumber(be32(self.b(), field::ACK_NUM))
+    }
+    /// Header length in bytes (data offset × 4).
+    pub fn header_len(&self) -> usize {
+        self.b()
+            .get(field::DATA_OFFSET)
+            .map_or(0, |v| usize::from(v >> 4) * 4)
+    }
+    pub fn flags(&self) -> TcpFlags {
+        TcpFlags(self.b().get(field::FLAGS).copied().unwrap_or(0))
+    }
+    pub fn window_len(&self) -> u16 {
+        be16(self.b(), field::WINDOW)
+    }
+    pub fn checksum(&self) -> u16 {
+        be16(self.b(), field::CHECKSUM)
+    }
+    pub fn urgent_pointer(&self) -> u16 {
+        be16(self.b(), field::URGENT)
+    }
+    /// The raw options area.
+    pub fn options(&self) -> &[u8] {
+        self.b()
+            .get(field::HEADER_LEN..self.header_len())
+            .unwrap_or(&[])
+    }
+    /// Iterates the options.
+    pub fn option_iter(&self) -> TcpOptions<'_> {
+        TcpOptions::new(self.options())
+    }
+    pub fn payload(&self) -> &[u8] {
+        self.b().get(self.header_len()..).unwrap_or(&[])
+    }
+    /// True when the checksum over pseudo-header + segment verifies (RFC 9293 §3.1).
+    pub fn verify_checksum(&self, addrs: &IpPair) -> bool {
+        let len = self.b().len();
+        let Ok(len32) = u32::try_from(len) else {
+            return false;
+        };
+        let ph = addrs.pseudo_header_sum(IpProtocol::TCP, len32);
+        checksum::combine(&[ph, checksum::sum(self.b())]) == 0xffff
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
+    fn put(&mut self, r: core::ops::Range<usize>, v: &[u8]) {
+        if let Some(dst) = self.buffer.as_mut().get_mut(r) {
+            dst.copy_from_slice(v);
+        }
+    }
+    pub fn set_src_port(&mut self, v: u16) {
+        self.put(field::SRC_PORT, &v.to_be_bytes());
+    }
+    pub fn set_dst_port(&mut self, v: u16) {
+        self.put(field::DST_PORT, &v.to_be_bytes());
+    }
+    pub fn set_seq_number(&mut self, v: SeqNumber) {
+        self.put(field::SEQ_NUM, &v.0.to_be_bytes());
+    }
+    pub fn set_ack_number(&mut self, v: SeqNumber) {
+        self.put(field::ACK_NUM, &v.0.to_be_bytes());
+    }
+    /// Sets the data offset from a header length in bytes (multiple of 4, 20..=60).
+    pub fn set_header_len(&mut self, header_len: usize) {
+        self.put(
+            field::DATA_OFFSET..field::DATA_OFFSET + 1,
+            &[((header_len / 4) as u8) << 4],
+        );
+    }
+    pub fn set_flags(&mut self, f: TcpFlags) {
+        self.put(field::FLAGS..field::FLAGS + 1, &[f.0]);
+    }
+    pub fn set_window_len(&mut self, v: u16) {
+        self.put(field::WINDOW, &v.to_be_bytes());
+    }
+    pub fn set_checksum(&mut self, v: u16) {
+        self.put(field::CHECKSUM, &v.to_be_bytes());
+    }
+    pub fn set_urgent_pointer(&mut self, v: u16) {
+        self.put(field::URGENT, &v.to_be_bytes());
+    }
+    pub fn options_mut(&mut self) -> &mut [u8] {
+        let h = self.header_len();
+        self.buffer
+            .as_mut()
+            .get_mut(field::HEADER_LEN..h)
+            .unwrap_or(&mut [])
+    }
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let h = self.header_len();
+        self.buffer.as_mut().get_mut(h..).unwrap_or(&mut [])
+    }
+    /// Computes and writes the checksum over the whole buffer.
+    pub fn fill_checksum(&mut self, addrs: &IpPair) {
+        self.set_checksum(0);
+        let len32 = u32::try_from(self.b().len()).unwrap_or(u32::MAX);
+        let ph = addrs.pseudo_header_sum(IpProtocol::TCP, len32);
+        let c = checksum::combine(&[ph, checksum::sum(self.b())]);
+        self.set_checksum(checksum::finish(c));
+    }
+}
+
+/// What [`TcpRepr::parse_with_report`] noticed that the Repr alone cannot show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpParseReport {
+    /// The window-scale option carried a shift > 14 and was clamped to 14 (RFC 7323 §2.3:
+    /// "use 14 instead and log an error").
+    pub window_scale_clamped: bool,
+    /// Options of unknown kind that were skipped by their length.
+    pub unknown_options: u8,
+}
+
+impl<'a> TcpRepr<'a> {
+    /// Parses a segment; see [`TcpRepr::parse_with_report`].
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(
+        packet: &TcpPacket<&'a T>,
+        addrs: &IpPair,
+        caps: ChecksumCaps,
+    ) -> Result<TcpRepr<'a>> {
+        Self::parse_with_report(packet, addrs, caps).map(|(r, _)| r)
+    }
+
+    /// Parses a segment and reports anomalies that are not errors (window scale clamped).
+    ///
+    /// Errors: the view's `check_len` errors, `BadOptionLength` from the option walk,
+    /// `BadChecksum` when `caps.verify_rx` and the checksum does not verify. When an option kind
+    /// repeats, the last occurrence wins.
+    pub fn parse_with_report<T: AsRef<[u8]> + ?Sized>(
+        packet: &TcpPacket<&'a T>,
+        addrs: &IpPair,
+        caps: ChecksumCaps,
+    ) -> Result<(TcpRepr<'a>, TcpParseReport)> {
+        packet.check_len()?;
+        if caps.verify_rx && !packet.verify_checksum(addrs) {
+            return Err(Error::BadChecksum);
+        }
+        let buf: &'a T = packet.buffer;
+        let bytes: &'a [u8] = buf.as_ref();
+        let header_len = packet.header_len();
+        let options = bytes.get(field::HEADER_LEN..header_len).unwrap_or(&[]);
+        let mut report = TcpParseReport::default();
+        let mut repr = TcpRepr {
+            src_port: packet.src_port(),
+            dst_port: packet.dst_port(),
+            seq_number: packet.seq_number(),
+            ack_number: packet.ack_number(),
+            flags: packet.flags(),
+            window_len: packet.window_len(),
+            urgent_pointer: packet.urgent_pointer(),
+            max_seg_size: None,
+            window_scale: None,
+            sack_permitted: false,
+            sack_blocks: [None; 4],
+            timestamp: None,
+            payload: bytes.get(header_len..).unwrap_or(&[]),
+        };
+        for opt in TcpOptions::new(options) {
+            match opt? {
+                TcpOption::EndOfList | TcpOption::NoOperation => {}
+                TcpOption::MaxSegmentSize(m) => repr.max_seg_size = Some(m),
+                TcpOption::WindowScale(s) => {
+                    if s > MAX_WINDOW_SCALE {
+                        report.window_scale_clamped = true;
+                    }
+                    repr.window_scale = Some(s.min(MAX_WINDOW_SCALE));
+                }
+                TcpOption::SackPermitted => repr.sack_permitted = true,
+                TcpOption::SackRange(blocks) => repr.sack_blocks = blocks,
+                TcpOption::Timestamp(ts) => repr.timestamp = Some(ts),
+                TcpOption::Unknown { .. } => {
+                    report.unknown_options = report.unknown_options.saturating_add(1);
+                }
+            }
+        }
+        Ok((repr, report))
+    }
+
+    /// Number of SACK blocks carried (they are filled from index 0).
+    pub fn sack_block_count(&self) -> usize {
+        self.sack_blocks.iter().take_while(|b| b.is_some()).count()
+    }
+
+    /// Bytes of options emit writes, in Linux's layout (`tcp_options_write`): MSS (4);
+    /// SACK-permitted+timestamps (12) or NOP NOP timestamps (12); NOP window scale (4);
+    /// NOP NOP SACK-permitted (4) when there are no timestamps; NOP NOP SACK blocks (4 + 8n).
+    /// Always a multiple of 4.
+    pub fn options_len(&self) -> usize {
+        let mut len = 0;
+        if self.max_seg_size.is_some() {
+            len += 4;
+        }
+        if self.timestamp.is_some() {
+            len += 12;
+        } else if self.sack_permitted {
+            len += 4;
+        }
+        if self.window_scale.is_some() {
+            len += 4;
+        }
+        let n = self.sack_block_count();
+        if n > 0 {
+            len += 4 + 8 * n;
+        }
+        len
+    }
+
+    /// Header length in bytes (20 + options); may exceed 60, in which case emit fails.
+    pub fn header_len(&self) -> usize {
+        field::HEADER_LEN + self.options_len()
+    }
+
+    /// Header plus payload.
+    pub fn buffer_len(&self) -> usize {
+        self.header_len() + self.payload.len()
+    }
+
+    /// Segment length in sequence space: payload plus one each for SYN and FIN
+    /// (RFC 9293 §3.4).
+    pub fn segment_len(&self) -> usize {
+        self.payload.len()
+            + usize::from(self.flags.contains(TcpFlags::SYN))
+            + usize::from(self.flags.contains(TcpFlags::FIN))
+    }
+
+    /// Writes header, options and payload into `packet`, whose buffer must be exactly
+    /// `buffer_len()` bytes long (it is the checksummed segment). Fills the checksum when
+    /// `caps.fill_tx`, else writes the pseudo-header sum for partial checksum offload.
+    ///
+    /// Errors: `OptionsTooLong` when the options exceed 40 bytes, `BufferTooSmall` when the
+    /// buffer is shorter than `buffer_len()`.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut TcpPacket<T>,
+        addrs: &IpPair,
+        caps: ChecksumCaps,
+    ) -> Result<()> {
+        let opts_len = self.options_len();
+        if opts_len > field::MAX_OPTIONS_LEN {
+            return Err(Error::OptionsTooLong);
+        }
+        let header_len = field::HEADER_LEN + opts_len;
+        if packet.b().len() < header_len + self.payload.len() {
+            return Err(Error::BufferTooSmall);
+        }
+        packet.set_src_port(self.src_port);
+        packet.set_dst_port(self.dst_port);
+        packet.set_seq_number(self.seq_number);
+        packet.set_ack_number(self.ack_number);
+        packet.set_header_len(header_len);
+        packet.set_flags(self.flags);
+        packet.set_window_len(self.window_len);
+        packet.set_urgent_pointer(self.urgent_pointer);
+        self.write_options(packet.options_mut());
+        if let Some(dst) = packet.payload_mut().get_mut(..self.payload.len()) {
+            dst.copy_from_slice(self.payload);
+        }
+        if caps.fill_tx {
+            packet.fill_checksum(addrs);
+        } else {
+            let len32 = u32::try_from(packet.b().len()).unwrap_or(u32::MAX);
+            packet.set_checksum(addrs.pseudo_header_sum(IpProtocol::TCP, len32));
+        }
+        Ok(())
+    }
+
+    fn write_options(&self, out: &mut [u8]) {
+        let mut w = OptWriter { out, pos: 0 };
+        if let Some(mss) = self.max_seg_size {
+            w.bytes(&[kind::MSS, 4]);
+            w.bytes(&mss.to_be_bytes());
+        }
+        if let Some(ts) = self.timestamp {
+            if self.sack_permitted {
+                w.bytes(&[kind::SACK_PERMITTED, 2]);
+            } else {
+                w.bytes(&[kind::NOP, kind::NOP]);
+            }
+            w.bytes(&[kind::TIMESTAMP, 10]);
+            w.bytes(&ts.tsval.to_be_bytes());
+            w.bytes(&ts.tsecr.to_be_bytes());
+        }
+        if let Some(ws) = self.window_scale {
+            w.bytes(&[kind::NOP, kind::WINDOW_SCALE, 3, ws]);
+        }
+        if self.sack_permitted && self.timestamp.is_none() {
+            w.bytes(&[kind::NOP, kind::NOP, kind::SACK_PERMITTED, 2]);
+        }
+        let n = self.sack_block_count();
+        if n > 0 {
+            w.bytes(&[kind::NOP, kind::NOP, kind::SACK, (2 + 8 * n) as u8]);
+            for b in self.sack_blocks.iter().flatten().take(n) {
+                w.bytes(&b.left.0.to_be_bytes());
+                w.bytes(&b.right.0.to_be_bytes());
+            }
+        }
+    }
+}
+
+struct OptWriter<'b> {
+    out: &'b mut [u8],
+    pos: usize,
+}
+
+impl OptWriter<'_> {
+    fn bytes(&mut self, v: &[u8]) {
+        if let Some(dst) = self.out.get_mut(self.pos..self.pos + v.len()) {
+            dst.copy_from_slice(v);
+        }
+        self.pos += v.len();
+    }
+}
