@@ -23,4 +23,8 @@ step "fuzz targets compile"
 cargo check --manifest-path fuzz/Cargo.toml --bins --quiet
 
 step "tests"
+# Tests that need root (TAP devices, network namespaces) must run, not pass vacuously, in CI.
+if [ "${CI:-}" = "true" ] || [ "$(id -u)" = 0 ]; then
+  export RSSTACK_REQUIRE_ROOT_TESTS=1
+fi
 cargo test --workspace --locked --profile ci

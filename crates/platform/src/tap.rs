@@ -1,0 +1,273 @@
+//! Linux TAP devices (`/dev/net/tun` with `IFF_TAP`), optionally multi-queue (`IFF_MULTI_QUEUE`):
+//! one file descriptor per queue, each carrying whole Ethernet frames.
+//!
+//! The kernel spreads the frames it transmits into the TAP over the queues with its own flow
+//! hash (or a steering eBPF program); rsstack's NIC model re-steers them with its Toeplitz hash
+//! and RETA, so which fd a frame arrives on does not decide which shard owns it.
+//!
+//! Every fd is non-blocking: `recv` returns `ErrorKind::WouldBlock` when the queue is empty, and
+//! [`wait_readable`] sleeps until one of several queues has a frame or a timeout passes.
+//! The device disappears when its last fd closes (it is never made persistent).
+
+use std::ffi::CStr;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+
+/// `IFNAMSIZ`: interface names are at most 15 bytes plus the terminating NUL.
+pub const IFNAMSIZ: usize = 16;
+/// Queues a multi-queue TAP may have (the kernel's `MAX_TAP_QUEUES`).
+pub const MAX_QUEUES: usize = 256;
+
+const TUN_PATH: &CStr = c"/dev/net/tun";
+const IFF_TAP: libc::c_short = 0x0002;
+const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
+/// `_IOW('T', 202, int)`.
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+
+/// `struct ifreq` with the flags member of its union (the layout `TUNSETIFF` and
+/// `SIOC[GS]IFFLAGS` read): 16 name bytes, then a 24-byte union.
+#[repr(C)]
+struct IfReqFlags {
+    name: [libc::c_char; IFNAMSIZ],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+impl IfReqFlags {
+    fn new(name: &str) -> io::Result<Self> {
+        let bytes = name.as_bytes();
+        if bytes.is_empty()
+            || bytes.len() >= IFNAMSIZ
+            || bytes.contains(&0)
+            || bytes.contains(&b'/')
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("interface name {name:?} must be 1 to 15 bytes without NUL or '/'"),
+            ));
+        }
+        let mut req = IfReqFlags {
+            name: [0; IFNAMSIZ],
+            flags: 0,
+            _pad: [0; 22],
+        };
+        for (dst, &src) in req.name.iter_mut().zip(bytes) {
+            *dst = src as libc::c_char;
+        }
+        Ok(req)
+    }
+}
+
+/// One queue of a TAP device: a non-blocking fd that reads and writes whole Ethernet frames.
+#[derive(Debug)]
+pub struct TapQueue {
+    file: File,
+}
+
+impl TapQueue {
+    /// Reads one frame into `buf`; `WouldBlock` when none is waiting. A frame longer than `buf`
+    /// is truncated by the kernel, so give a buffer of at least MTU + 14 (+4 for a VLAN tag).
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is a valid, writable region of `buf.len()` bytes for the whole call and
+        // the fd is owned by `self.file`.
+        let n = unsafe { libc::read(self.file.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Writes one whole frame; `WouldBlock` when the kernel's queue is full.
+    pub fn send(&self, frame: &[u8]) -> io::Result<usize> {
+        // SAFETY: `frame` is a valid, readable region of `frame.len()` bytes for the whole call.
+        let n = unsafe { libc::write(self.file.as_raw_fd(), frame.as_ptr().cast(), frame.len()) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+}
+
+impl AsFd for TapQueue {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+impl AsRawFd for TapQueue {
+    fn as_raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
+/// A TAP device with one or more queues.
+///
+/// Invariant: `queues.len()` is between 1 and [`MAX_QUEUES`], and every queue is attached to the
+/// interface called `name`.
+#[derive(Debug)]
+pub struct TapDevice {
+    name: String,
+    queues: Vec<TapQueue>,
+}
+
+impl TapDevice {
+    /// Creates (or attaches to) the TAP interface `name` with `queues` queues. With more than one
+    /// queue the device is multi-queue. Needs `CAP_NET_ADMIN`.
+    pub fn open(name: &str, queues: usize) -> io::Result<Self> {
+        if queues == 0 || queues > MAX_QUEUES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a TAP device has 1 to {MAX_QUEUES} queues, not {queues}"),
+            ));
+        }
+        let mut flags = IFF_TAP | IFF_NO_PI;
+        if queues > 1 {
+            flags |= IFF_MULTI_QUEUE;
+        }
+        let mut opened = Vec::with_capacity(queues);
+        let mut actual_name = name.to_string();
+        for _ in 0..queues {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+                .open(TUN_PATH.to_str().unwrap_or("/dev/net/tun"))?;
+            let mut req = IfReqFlags::new(&actual_name)?;
+            req.flags = flags;
+            // SAFETY: TUNSETIFF reads and writes a `struct ifreq`; `req` is a properly laid out,
+            // live, exclusively borrowed `IfReqFlags` of the same size for the whole call.
+            let rc = unsafe {
+                libc::ioctl(
+                    file.as_raw_fd(),
+                    TUNSETIFF as _,
+                    &mut req as *mut IfReqFlags,
+                )
+            };
+            if rc < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The kernel writes back the name it chose (it may fill a `%d` pattern).
+            let len = req.name.iter().position(|&c| c == 0).unwrap_or(IFNAMSIZ);
+            actual_name = req.name[..len].iter().map(|&c| c as u8 as char).collect();
+            opened.push(TapQueue { file });
+        }
+        Ok(TapDevice {
+            name: actual_name,
+            queues: opened,
+        })
+    }
+
+    /// The interface name the kernel gave the device.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The queues, in the order they were attached.
+    pub fn queues(&self) -> &[TapQueue] {
+        &self.queues
+    }
+
+    /// Splits the device into its queues (for handing one to each shard). The interface lives
+    /// until the last queue is dropped.
+    pub fn into_queues(self) -> Vec<TapQueue> {
+        self.queues
+    }
+
+    /// Sets the interface administratively up (`ip link set NAME up`).
+    pub fn set_up(&self) -> io::Result<()> {
+        set_interface_up(&self.name)
+    }
+}
+
+/// Sets interface `name` up through `SIOCGIFFLAGS`/`SIOCSIFFLAGS` on a datagram socket.
+pub fn set_interface_up(name: &str) -> io::Result<()> {
+    // SAFETY: plain socket(2) call; the returned fd is closed below on every path.
+    let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if sock < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let result = (|| {
+        let mut req = IfReqFlags::new(name)?;
+        // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read/write a `struct ifreq`; `req` is a live,
+        // exclusively borrowed, correctly sized `IfReqFlags`.
+        if unsafe { libc::ioctl(sock, libc::SIOCGIFFLAGS as _, &mut req as *mut IfReqFlags) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        req.flags |= libc::IFF_UP as libc::c_short;
+        // SAFETY: as above.
+        if unsafe { libc::ioctl(sock, libc::SIOCSIFFLAGS as _, &mut req as *mut IfReqFlags) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    })();
+    // SAFETY: `sock` is an fd we own and close exactly once.
+    unsafe { libc::close(sock) };
+    result
+}
+
+/// Waits until at least one of `fds` is readable or `timeout_ms` passes (`-1`: forever).
+/// Returns the indices of the readable fds (empty on timeout). `EINTR` counts as a timeout.
+pub fn wait_readable(fds: &[BorrowedFd<'_>], timeout_ms: i32) -> io::Result<Vec<usize>> {
+    let mut pollfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `pollfds` is a valid array of `pollfds.len()` initialised `pollfd`s that lives for
+    // the whole call.
+    let rc = unsafe {
+        libc::poll(
+            pollfds.as_mut_ptr(),
+            pollfds.len() as libc::nfds_t,
+            timeout_ms,
+        )
+    };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        return if err.kind() == io::ErrorKind::Interrupted {
+            Ok(Vec::new())
+        } else {
+            Err(err)
+        };
+    }
+    Ok(pollfds
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0)
+        .map(|(i, _)| i)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_names_are_validated_before_any_system_call() {
+        for bad in ["", "a-name-that-is-too-long", "bad/name", "nul\0"] {
+            let err = TapDevice::open(bad, 1).expect_err(bad);
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{bad:?}");
+        }
+        assert_eq!(
+            TapDevice::open("rsst0", 0).expect_err("0 queues").kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(
+            TapDevice::open("rsst0", 257).expect_err("257").kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+
+    #[test]
+    fn ifreq_has_the_kernel_layout() {
+        assert_eq!(core::mem::size_of::<IfReqFlags>(), 40);
+    }
+}
