@@ -1,0 +1,1368 @@
+//! A scannerless recursive-descent parser for packetdrill scripts.
+//!
+//! The grammar follows packetdrill's `parser.y` in spirit: the language is token-based, not
+//! line-based (a `sendmsg(…)` may span lines), except that an errno after a return value must be
+//! on the same line, and an unsupported packet line extends to the end of its line.
+//! Whitespace, `// …` and `/* … */` comments separate tokens anywhere.
+//!
+//! Errors carry the 1-based line and byte column where parsing stopped.
+
+use crate::ast::*;
+use wire::tcp::TcpFlags;
+
+/// Why a script failed to parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseErrorKind {
+    /// Something specific was expected here.
+    Expected(&'static str),
+    /// A number does not fit its field.
+    NumberTooLarge,
+    /// A time has more than 6 significant fractional digits (finer than 1 µs).
+    TimeTooPrecise,
+    /// `a~b` or `a...b` with `b < a`.
+    TimeRangeBackwards,
+    /// `start:end(len)` with `end != start + len`.
+    InconsistentSeqRange,
+    /// A flag letter appears twice, or `-` is combined with flags.
+    BadFlags,
+    /// A `/* … */`, backtick or `%{ … }%` block never ends.
+    Unterminated(&'static str),
+    /// `--option` after the first event.
+    OptionAfterEvent,
+    /// A `FO` cookie that is not an even number of hex digits.
+    BadCookie,
+}
+
+impl core::fmt::Display for ParseErrorKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ParseErrorKind::Expected(what) => write!(f, "expected {what}"),
+            ParseErrorKind::NumberTooLarge => f.write_str("number too large for its field"),
+            ParseErrorKind::TimeTooPrecise => f.write_str("time finer than 1 microsecond"),
+            ParseErrorKind::TimeRangeBackwards => f.write_str("time range ends before it starts"),
+            ParseErrorKind::InconsistentSeqRange => {
+                f.write_str("sequence range end is not start + length")
+            }
+            ParseErrorKind::BadFlags => f.write_str("repeated TCP flag or '-' mixed with flags"),
+            ParseErrorKind::Unterminated(what) => write!(f, "unterminated {what}"),
+            ParseErrorKind::OptionAfterEvent => f.write_str("--option after the first event"),
+            ParseErrorKind::BadCookie => {
+                f.write_str("fast open cookie must be pairs of hex digits")
+            }
+        }
+    }
+}
+
+/// A parse failure with its position (1-based line, 1-based byte column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParseError {
+    pub line: u32,
+    pub col: u32,
+    pub kind: ParseErrorKind,
+}
+
+impl core::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}:{}: {}", self.line, self.col, self.kind)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Parses a whole script.
+pub fn parse_script(src: &str) -> Result<Script, ParseError> {
+    let mut p = Parser::new(src);
+    let mut script = Script::default();
+    loop {
+        p.skip_trivia()?;
+        if p.at_end() {
+            break;
+        }
+        if p.starts_with("--") {
+            if !script.events.is_empty() {
+                return Err(p.error(ParseErrorKind::OptionAfterEvent));
+            }
+            script.options.push(p.script_option()?);
+            continue;
+        }
+        script.events.push(p.event()?);
+    }
+    Ok(script)
+}
+
+/// Parses one event (time and action), e.g. `+0 > S. 0:0(0) ack 1 <...>`; trailing trivia is
+/// allowed, anything else after the event is an error.
+pub fn parse_event(src: &str) -> Result<Event, ParseError> {
+    let mut p = Parser::new(src);
+    p.skip_trivia()?;
+    let ev = p.event()?;
+    p.skip_trivia()?;
+    if !p.at_end() {
+        return Err(p.error(ParseErrorKind::Expected("end of input")));
+    }
+    Ok(ev)
+}
+
+/// Internal failure: either a real error or "this packet line is of an unsupported kind".
+enum Fail {
+    Error(ParseError),
+    Unsupported,
+}
+
+impl From<ParseError> for Fail {
+    fn from(e: ParseError) -> Fail {
+        Fail::Error(e)
+    }
+}
+
+/// A position in the source. Invariant: `pos` is on a char boundary of `src`.
+#[derive(Clone, Copy)]
+struct Parser<'s> {
+    src: &'s str,
+    pos: usize,
+    line: u32,
+    col: u32,
+}
+
+fn is_ident_start(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_'
+}
+
+fn is_ident_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+impl<'s> Parser<'s> {
+    fn new(src: &'s str) -> Self {
+        Parser {
+            src,
+            pos: 0,
+            line: 1,
+            col: 1,
+        }
+    }
+
+    fn error(&self, kind: ParseErrorKind) -> ParseError {
+        ParseError {
+            line: self.line,
+            col: self.col,
+            kind,
+        }
+    }
+
+    fn here(&self) -> Pos {
+        Pos {
+            line: self.line,
+            col: self.col,
+        }
+    }
+
+    fn at_end(&self) -> bool {
+        self.pos >= self.src.len()
+    }
+
+    fn rest(&self) -> &'s str {
+        self.src.get(self.pos..).unwrap_or("")
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.src.as_bytes().get(self.pos).copied()
+    }
+
+    fn peek_at(&self, n: usize) -> Option<u8> {
+        self.src.as_bytes().get(self.pos + n).copied()
+    }
+
+    fn starts_with(&self, s: &str) -> bool {
+        self.rest().starts_with(s)
+    }
+
+    /// Advances one character (not byte), tracking line and column.
+    fn bump(&mut self) {
+        if let Some(c) = self.rest().chars().next() {
+            self.pos += c.len_utf8();
+            if c == '\n' {
+                self.line += 1;
+                self.col = 1;
+            } else {
+                self.col += c.len_utf8() as u32;
+            }
+        }
+    }
+
+    fn bump_n(&mut self, n: usize) {
+        for _ in 0..n {
+            self.bump();
+        }
+    }
+
+    fn eat(&mut self, s: &str) -> bool {
+        if self.starts_with(s) {
+            self.bump_n(s.chars().count());
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, s: &'static str) -> Result<(), ParseError> {
+        if self.eat(s) {
+            Ok(())
+        } else {
+            Err(self.error(ParseErrorKind::Expected(s)))
+        }
+    }
+
+    /// Skips spaces, newlines and comments.
+    fn skip_trivia(&mut self) -> Result<(), ParseError> {
+        loop {
+            match self.peek() {
+                Some(b' ' | b'\t' | b'\r' | b'\n') => self.bump(),
+                Some(b'/') if self.peek_at(1) == Some(b'/') => {
+                    while let Some(c) = self.peek() {
+                        if c == b'\n' {
+                            break;
+                        }
+                        self.bump();
+                    }
+                }
+                Some(b'/') if self.peek_at(1) == Some(b'*') => {
+                    let start = *self;
+                    self.bump_n(2);
+                    loop {
+                        if self.at_end() {
+                            return Err(start.error(ParseErrorKind::Unterminated("/* comment")));
+                        }
+                        if self.eat("*/") {
+                            break;
+                        }
+                        self.bump();
+                    }
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// Skips spaces and tabs only (stays on the current line).
+    fn skip_inline_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\r') = self.peek() {
+            self.bump();
+        }
+    }
+
+    fn ident(&mut self) -> Result<&'s str, ParseError> {
+        let start = self.pos;
+        match self.peek() {
+            Some(c) if is_ident_start(c) => self.bump(),
+            _ => return Err(self.error(ParseErrorKind::Expected("identifier"))),
+        }
+        while let Some(c) = self.peek() {
+            if !is_ident_char(c) {
+                break;
+            }
+            self.bump();
+        }
+        Ok(self.src.get(start..self.pos).unwrap_or(""))
+    }
+
+    fn peek_ident(&self) -> Option<&'s str> {
+        let mut p = *self;
+        p.ident().ok()
+    }
+
+    /// Unsigned decimal or `0x` hexadecimal integer.
+    fn uint(&mut self) -> Result<u64, ParseError> {
+        let at = *self;
+        if self.starts_with("0x") || self.starts_with("0X") {
+            self.bump_n(2);
+            let mut v: u64 = 0;
+            let mut n = 0;
+            while let Some(d) = self.peek().and_then(|c| (c as char).to_digit(16)) {
+                v = v
+                    .checked_mul(16)
+                    .and_then(|v| v.checked_add(u64::from(d)))
+                    .ok_or(at.error(ParseErrorKind::NumberTooLarge))?;
+                n += 1;
+                self.bump();
+            }
+            if n == 0 {
+                return Err(self.error(ParseErrorKind::Expected("hex digits")));
+            }
+            return Ok(v);
+        }
+        let mut v: u64 = 0;
+        let mut n = 0;
+        while let Some(d) = self.peek().and_then(|c| (c as char).to_digit(10)) {
+            v = v
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(u64::from(d)))
+                .ok_or(at.error(ParseErrorKind::NumberTooLarge))?;
+            n += 1;
+            self.bump();
+        }
+        if n == 0 {
+            return Err(self.error(ParseErrorKind::Expected("number")));
+        }
+        Ok(v)
+    }
+
+    fn u32(&mut self) -> Result<u32, ParseError> {
+        let at = *self;
+        let v = self.uint()?;
+        u32::try_from(v).map_err(|_| at.error(ParseErrorKind::NumberTooLarge))
+    }
+
+    fn u16(&mut self) -> Result<u16, ParseError> {
+        let at = *self;
+        let v = self.uint()?;
+        u16::try_from(v).map_err(|_| at.error(ParseErrorKind::NumberTooLarge))
+    }
+
+    fn u8(&mut self) -> Result<u8, ParseError> {
+        let at = *self;
+        let v = self.uint()?;
+        u8::try_from(v).map_err(|_| at.error(ParseErrorKind::NumberTooLarge))
+    }
+
+    fn script_option(&mut self) -> Result<ScriptOption, ParseError> {
+        self.expect("--")?;
+        let start = self.pos;
+        while let Some(c) = self.peek() {
+            if !(is_ident_char(c) || c == b'-') {
+                break;
+            }
+            self.bump();
+        }
+        let name = self.src.get(start..self.pos).unwrap_or("");
+        if name.is_empty() {
+            return Err(self.error(ParseErrorKind::Expected("option name")));
+        }
+        let value = if self.eat("=") {
+            let vstart = self.pos;
+            while let Some(c) = self.peek() {
+                if c.is_ascii_whitespace() {
+                    break;
+                }
+                self.bump();
+            }
+            let v = self.src.get(vstart..self.pos).unwrap_or("");
+            if v.is_empty() {
+                return Err(self.error(ParseErrorKind::Expected("option value")));
+            }
+            Some(v.to_string())
+        } else {
+            None
+        };
+        Ok(ScriptOption {
+            name: name.to_string(),
+            value,
+        })
+    }
+
+    /// A time in seconds (`2`, `0.100`, `.1`) converted to microseconds.
+    fn time_usecs(&mut self) -> Result<u64, ParseError> {
+        let at = *self;
+        let mut whole: u64 = 0;
+        let mut digits = 0;
+        while let Some(d) = self.peek().and_then(|c| (c as char).to_digit(10)) {
+            whole = whole
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(u64::from(d)))
+                .ok_or(at.error(ParseErrorKind::NumberTooLarge))?;
+            digits += 1;
+            self.bump();
+        }
+        let mut frac_usecs: u64 = 0;
+        if self.peek() == Some(b'.') && self.peek_at(1).is_some_and(|c| c.is_ascii_digit()) {
+            self.bump();
+            let mut scale: u64 = 100_000;
+            while let Some(d) = self.peek().and_then(|c| (c as char).to_digit(10)) {
+                if scale == 0 {
+                    if d != 0 {
+                        return Err(at.error(ParseErrorKind::TimeTooPrecise));
+                    }
+                } else {
+                    frac_usecs += u64::from(d) * scale;
+                    scale /= 10;
+                }
+                digits += 1;
+                self.bump();
+            }
+        }
+        if digits == 0 {
+            return Err(self.error(ParseErrorKind::Expected("time")));
+        }
+        whole
+            .checked_mul(1_000_000)
+            .and_then(|v| v.checked_add(frac_usecs))
+            .ok_or(at.error(ParseErrorKind::NumberTooLarge))
+    }
+
+    fn event_time(&mut self) -> Result<EventTime, ParseError> {
+        if self.eat("*") {
+            return Ok(EventTime::Any);
+        }
+        let relative = self.eat("+");
+        let start_usecs = self.time_usecs()?;
+        self.skip_inline_ws();
+        let at = *self;
+        if self.eat("...") {
+            self.skip_inline_ws();
+            let end_usecs = self.time_usecs()?;
+            if end_usecs < start_usecs {
+                return Err(at.error(ParseErrorKind::TimeRangeBackwards));
+            }
+            return Ok(if relative {
+                EventTime::RelativeBlocking {
+                    start_usecs,
+                    end_usecs,
+                }
+            } else {
+                EventTime::AbsoluteBlocking {
+                    start_usecs,
+                    end_usecs,
+                }
+            });
+        }
+        if self.eat("~") {
+            self.skip_inline_ws();
+            if relative {
+                self.expect("+")?;
+            } else if self.peek() == Some(b'+') {
+                return Err(self.error(ParseErrorKind::Expected("absolute end time")));
+            }
+            let end_usecs = self.time_usecs()?;
+            if end_usecs < start_usecs {
+                return Err(at.error(ParseErrorKind::TimeRangeBackwards));
+            }
+            return Ok(if relative {
+                EventTime::RelativeRange {
+                    start_usecs,
+                    end_usecs,
+                }
+            } else {
+                EventTime::AbsoluteRange {
+                    start_usecs,
+                    end_usecs,
+                }
+            });
+        }
+        Ok(if relative {
+            EventTime::Relative {
+                after_usecs: start_usecs,
+            }
+        } else {
+            EventTime::Absolute {
+                at_usecs: start_usecs,
+            }
+        })
+    }
+
+    fn event(&mut self) -> Result<Event, ParseError> {
+        let pos = self.here();
+        let time = if self.peek() == Some(b'`') || self.starts_with("%{") {
+            EventTime::Unspecified
+        } else {
+            let t = self.event_time()?;
+            self.skip_trivia()?;
+            t
+        };
+        let action = self.action()?;
+        Ok(Event { pos, time, action })
+    }
+
+    fn action(&mut self) -> Result<Action, ParseError> {
+        match self.peek() {
+            Some(b'<' | b'>') => self.packet(),
+            Some(b'`') => self.shell(),
+            Some(b'%') if self.starts_with("%{") => self.code(),
+            Some(c) if is_ident_start(c) => Ok(Action::Syscall(self.syscall()?)),
+            _ => Err(self.error(ParseErrorKind::Expected(
+                "packet ('<' or '>'), system call, `command` or %{ code }%",
+            ))),
+        }
+    }
+
+    fn shell(&mut self) -> Result<Action, ParseError> {
+        let start = *self;
+        self.expect("`")?;
+        let body = self.pos;
+        loop {
+            match self.peek() {
+                None => return Err(start.error(ParseErrorKind::Unterminated("`command`"))),
+                Some(b'`') => break,
+                Some(_) => self.bump(),
+            }
+        }
+        let text = self.src.get(body..self.pos).unwrap_or("").to_string();
+        self.bump();
+        Ok(Action::Shell(text))
+    }
+
+    fn code(&mut self) -> Result<Action, ParseError> {
+        let start = *self;
+        self.expect("%{")?;
+        let body = self.pos;
+        loop {
+            if self.at_end() {
+                return Err(start.error(ParseErrorKind::Unterminated("%{ code }%")));
+            }
+            if self.starts_with("}%") {
+                break;
+            }
+            self.bump();
+        }
+        let text = self.src.get(body..self.pos).unwrap_or("").to_string();
+        self.bump_n(2);
+        Ok(Action::Code(text))
+    }
+
+    /// A packet line; an unsupported one is captured verbatim up to the end of its line.
+    fn packet(&mut self) -> Result<Action, ParseError> {
+        let start = *self;
+        let mut p = *self;
+        match p.packet_inner() {
+            Ok(a) => {
+                *self = p;
+                Ok(a)
+            }
+            Err(Fail::Error(e)) => Err(e),
+            Err(Fail::Unsupported) => {
+                *self = start;
+                Ok(Action::Unsupported(self.rest_of_line()))
+            }
+        }
+    }
+
+    /// The text up to the end of the line, without a trailing `//` comment or whitespace.
+    fn rest_of_line(&mut self) -> String {
+        let begin = self.pos;
+        let mut end = self.pos;
+        while let Some(c) = self.peek() {
+            if c == b'\n' {
+                break;
+            }
+            if c == b'/' && self.peek_at(1) == Some(b'/') {
+                while let Some(c) = self.peek() {
+                    if c == b'\n' {
+                        break;
+                    }
+                    self.bump();
+                }
+                break;
+            }
+            self.bump();
+            if !c.is_ascii_whitespace() {
+                end = self.pos;
+            }
+        }
+        self.src.get(begin..end).unwrap_or("").to_string()
+    }
+
+    fn packet_inner(&mut self) -> Result<Action, Fail> {
+        let direction = if self.eat("<") {
+            Direction::Inbound
+        } else {
+            self.expect(">")?;
+            Direction::Outbound
+        };
+        self.skip_inline_ws();
+        match self.peek_ident() {
+            Some("udp") => {
+                self.bump_n(3);
+                self.skip_inline_ws();
+                self.expect("(")?;
+                let len_bytes = self.u32()?;
+                self.expect(")")?;
+                return Ok(Action::Udp(UdpLine {
+                    direction,
+                    len_bytes,
+                }));
+            }
+            Some("icmp") => {
+                self.bump_n(4);
+                self.skip_inline_ws();
+                let text = self.rest_of_line();
+                let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+                return Ok(Action::Icmp(IcmpLine { direction, text }));
+            }
+            _ => {}
+        }
+        let flags = self.flags()?;
+        self.skip_inline_ws();
+        let seq = self.seq_range()?;
+        self.skip_trivia()?;
+        let mut ack = None;
+        if self.peek_keyword("ack") {
+            self.bump_n(3);
+            self.skip_trivia()?;
+            ack = Some(self.u32()?);
+            self.skip_trivia()?;
+        }
+        let mut win = None;
+        if self.peek_keyword("win") {
+            self.bump_n(3);
+            self.skip_trivia()?;
+            win = Some(self.u16()?);
+            self.skip_trivia()?;
+        }
+        let mut urg = None;
+        if self.peek_keyword("urg") {
+            self.bump_n(3);
+            self.skip_trivia()?;
+            urg = Some(self.u16()?);
+            self.skip_trivia()?;
+        }
+        let options = if self.peek() == Some(b'<') {
+            self.tcp_options()?
+        } else {
+            TcpOptionsSpec::Absent
+        };
+        Ok(Action::Tcp(TcpLine {
+            direction,
+            flags,
+            seq,
+            ack,
+            win,
+            urg,
+            options,
+        }))
+    }
+
+    fn peek_keyword(&self, kw: &str) -> bool {
+        self.peek_ident() == Some(kw)
+    }
+
+    fn flags(&mut self) -> Result<TcpFlags, Fail> {
+        let at = *self;
+        if self.peek() == Some(b'-') {
+            self.bump();
+            if self.peek().is_some_and(|c| !c.is_ascii_whitespace()) {
+                return Err(Fail::Error(at.error(ParseErrorKind::BadFlags)));
+            }
+            return Ok(TcpFlags::NONE);
+        }
+        let mut flags = TcpFlags::NONE;
+        let mut n = 0;
+        while let Some(c) = self.peek() {
+            let f = match c {
+                b'F' => TcpFlags::FIN,
+                b'S' => TcpFlags::SYN,
+                b'R' => TcpFlags::RST,
+                b'P' => TcpFlags::PSH,
+                b'.' => TcpFlags::ACK,
+                b'U' => TcpFlags::URG,
+                b'E' => TcpFlags::ECE,
+                b'W' => TcpFlags::CWR,
+                _ => break,
+            };
+            if flags.intersects(f) {
+                return Err(Fail::Error(at.error(ParseErrorKind::BadFlags)));
+            }
+            flags |= f;
+            n += 1;
+            self.bump();
+        }
+        // Flags must be a whole word: `S.` is flags, `Sx` or `[ect0]` is something else.
+        if n == 0 || self.peek().is_some_and(|c| !c.is_ascii_whitespace()) {
+            return Err(Fail::Unsupported);
+        }
+        Ok(flags)
+    }
+
+    fn seq_range(&mut self) -> Result<SeqRange, ParseError> {
+        let at = *self;
+        let start = self.u32()?;
+        self.expect(":")?;
+        let end = self.u32()?;
+        self.expect("(")?;
+        let len_bytes = self.u32()?;
+        self.expect(")")?;
+        if start.wrapping_add(len_bytes) != end {
+            return Err(at.error(ParseErrorKind::InconsistentSeqRange));
+        }
+        Ok(SeqRange {
+            start,
+            end,
+            len_bytes,
+        })
+    }
+
+    fn tcp_options(&mut self) -> Result<TcpOptionsSpec, Fail> {
+        self.expect("<")?;
+        self.skip_inline_ws();
+        if self.eat("...") {
+            self.skip_inline_ws();
+            self.expect(">")?;
+            return Ok(TcpOptionsSpec::Any);
+        }
+        let mut list = Vec::new();
+        self.skip_inline_ws();
+        if self.eat(">") {
+            return Ok(TcpOptionsSpec::List(list));
+        }
+        loop {
+            self.skip_inline_ws();
+            list.push(self.tcp_option()?);
+            self.skip_inline_ws();
+            if self.eat(">") {
+                return Ok(TcpOptionsSpec::List(list));
+            }
+            self.expect(",")?;
+        }
+    }
+
+    fn tcp_option(&mut self) -> Result<TcpOption, Fail> {
+        let name = match self.peek_ident() {
+            Some(n) => n,
+            None => {
+                return Err(Fail::Error(
+                    self.error(ParseErrorKind::Expected("TCP option")),
+                ));
+            }
+        };
+        let opt = match name {
+            "nop" => {
+                self.bump_n(3);
+                TcpOption::Nop
+            }
+            "eol" => {
+                self.bump_n(3);
+                TcpOption::Eol
+            }
+            "mss" => {
+                self.bump_n(3);
+                self.skip_inline_ws();
+                TcpOption::Mss(self.u16()?)
+            }
+            "wscale" => {
+                self.bump_n(6);
+                self.skip_inline_ws();
+                TcpOption::WindowScale(self.u8()?)
+            }
+            "sackOK" => {
+                self.bump_n(6);
+                TcpOption::SackPermitted
+            }
+            "sack" => {
+                self.bump_n(4);
+                let mut blocks = Vec::new();
+                loop {
+                    self.skip_inline_ws();
+                    if !self.peek().is_some_and(|c| c.is_ascii_digit()) {
+                        break;
+                    }
+                    let left = self.u32()?;
+                    self.expect(":")?;
+                    let right = self.u32()?;
+                    blocks.push((left, right));
+                }
+                if blocks.is_empty() {
+                    return Err(Fail::Error(
+                        self.error(ParseErrorKind::Expected("SACK block")),
+                    ));
+                }
+                TcpOption::Sack(blocks)
+            }
+            "TS" => {
+                self.bump_n(2);
+                self.skip_inline_ws();
+                if !self.peek_keyword("val") {
+                    return Err(Fail::Error(self.error(ParseErrorKind::Expected("val"))));
+                }
+                self.bump_n(3);
+                self.skip_inline_ws();
+                let val = self.u32()?;
+                self.skip_inline_ws();
+                if !self.peek_keyword("ecr") {
+                    return Err(Fail::Error(self.error(ParseErrorKind::Expected("ecr"))));
+                }
+                self.bump_n(3);
+                self.skip_inline_ws();
+                let ecr = self.u32()?;
+                TcpOption::Timestamp { val, ecr }
+            }
+            "FO" => {
+                self.bump_n(2);
+                self.skip_inline_ws();
+                let at = *self;
+                let start = self.pos;
+                while self.peek().is_some_and(|c| c.is_ascii_alphanumeric()) {
+                    self.bump();
+                }
+                let hex = self.src.get(start..self.pos).unwrap_or("");
+                TcpOption::FastOpen(decode_hex(hex).ok_or(at.error(ParseErrorKind::BadCookie))?)
+            }
+            _ => return Err(Fail::Unsupported),
+        };
+        Ok(opt)
+    }
+
+    fn syscall(&mut self) -> Result<SyscallLine, ParseError> {
+        let name = self.ident()?.to_string();
+        self.skip_trivia()?;
+        self.expect("(")?;
+        let args = self.expr_list(")")?;
+        self.skip_trivia()?;
+        self.expect("=")?;
+        self.skip_trivia()?;
+        let ret = self.expr()?;
+        self.skip_inline_ws();
+        let mut errno = None;
+        let mut errno_note = None;
+        if let Some(c) = self.peek()
+            && is_ident_start(c)
+        {
+            errno = Some(self.ident()?.to_string());
+            self.skip_inline_ws();
+            if self.peek() == Some(b'(') {
+                let start = *self;
+                self.bump();
+                let body = self.pos;
+                loop {
+                    match self.peek() {
+                        None | Some(b'\n') => {
+                            return Err(start.error(ParseErrorKind::Unterminated("errno note")));
+                        }
+                        Some(b')') => break,
+                        Some(_) => self.bump(),
+                    }
+                }
+                errno_note = Some(self.src.get(body..self.pos).unwrap_or("").to_string());
+                self.bump();
+            }
+        }
+        Ok(SyscallLine {
+            name,
+            args,
+            ret,
+            errno,
+            errno_note,
+        })
+    }
+
+    /// Comma-separated expressions up to and including `close`.
+    fn expr_list(&mut self, close: &'static str) -> Result<Vec<Expr>, ParseError> {
+        let mut items = Vec::new();
+        self.skip_trivia()?;
+        if self.eat(close) {
+            return Ok(items);
+        }
+        loop {
+            self.skip_trivia()?;
+            items.push(self.expr()?);
+            self.skip_trivia()?;
+            if self.eat(close) {
+                return Ok(items);
+            }
+            if !self.eat(",") {
+                return Err(self.error(ParseErrorKind::Expected(if close == ")" {
+                    "',' or ')'"
+                } else {
+                    "',' or ']'"
+                })));
+            }
+        }
+    }
+
+    fn expr(&mut self) -> Result<Expr, ParseError> {
+        let first = self.term()?;
+        let mut ops = vec![first];
+        loop {
+            let save = *self;
+            self.skip_trivia()?;
+            if self.eat("|") {
+                self.skip_trivia()?;
+                ops.push(self.term()?);
+            } else {
+                *self = save;
+                break;
+            }
+        }
+        if ops.len() == 1 {
+            Ok(ops.pop().unwrap_or(Expr::Ellipsis))
+        } else {
+            Ok(Expr::Or(ops))
+        }
+    }
+
+    fn term(&mut self) -> Result<Expr, ParseError> {
+        match self.peek() {
+            Some(b'.') if self.starts_with("...") => {
+                self.bump_n(3);
+                Ok(Expr::Ellipsis)
+            }
+            Some(b'-') => {
+                let at = *self;
+                self.bump();
+                let v = self.uint()?;
+                let v = i64::try_from(v).map_err(|_| at.error(ParseErrorKind::NumberTooLarge))?;
+                Ok(Expr::Int(-v))
+            }
+            Some(c) if c.is_ascii_digit() => {
+                let at = *self;
+                let v = self.uint()?;
+                let v = i64::try_from(v).map_err(|_| at.error(ParseErrorKind::NumberTooLarge))?;
+                Ok(Expr::Int(v))
+            }
+            Some(b'"') => {
+                let start = *self;
+                self.bump();
+                let body = self.pos;
+                loop {
+                    match self.peek() {
+                        None => return Err(start.error(ParseErrorKind::Unterminated("string"))),
+                        Some(b'"') => break,
+                        Some(_) => self.bump(),
+                    }
+                }
+                let s = self.src.get(body..self.pos).unwrap_or("").to_string();
+                self.bump();
+                Ok(Expr::Str(s))
+            }
+            Some(b'[') => {
+                self.bump();
+                Ok(Expr::List(self.expr_list("]")?))
+            }
+            Some(b'{') => {
+                self.bump();
+                Ok(Expr::Struct(self.fields()?))
+            }
+            Some(c) if is_ident_start(c) => {
+                let name = self.ident()?.to_string();
+                let save = *self;
+                self.skip_inline_ws();
+                if self.eat("(") {
+                    let args = self.expr_list(")")?;
+                    Ok(Expr::Call(name, args))
+                } else {
+                    *self = save;
+                    Ok(Expr::Symbol(name))
+                }
+            }
+            _ => Err(self.error(ParseErrorKind::Expected("expression"))),
+        }
+    }
+
+    /// Struct elements up to and including `}`.
+    fn fields(&mut self) -> Result<Vec<Field>, ParseError> {
+        let mut fields = Vec::new();
+        self.skip_trivia()?;
+        if self.eat("}") {
+            return Ok(fields);
+        }
+        loop {
+            self.skip_trivia()?;
+            fields.push(self.field()?);
+            self.skip_trivia()?;
+            if self.eat("}") {
+                return Ok(fields);
+            }
+            if !self.eat(",") {
+                return Err(self.error(ParseErrorKind::Expected("',' or '}'")));
+            }
+        }
+    }
+
+    fn field(&mut self) -> Result<Field, ParseError> {
+        // `name=value` or `name(param)=value`; otherwise a positional expression.
+        let save = *self;
+        if let Ok(name) = self.ident() {
+            let name = name.to_string();
+            let mut p = *self;
+            p.skip_trivia()?;
+            if p.eat("=") {
+                p.skip_trivia()?;
+                let value = p.expr()?;
+                *self = p;
+                return Ok(Field {
+                    name: Some(name),
+                    param: None,
+                    value,
+                });
+            }
+            if p.eat("(") {
+                p.skip_trivia()?;
+                if let Ok(param) = p.expr() {
+                    p.skip_trivia()?;
+                    if p.eat(")") {
+                        p.skip_trivia()?;
+                        if p.eat("=") {
+                            p.skip_trivia()?;
+                            let value = p.expr()?;
+                            *self = p;
+                            return Ok(Field {
+                                name: Some(name),
+                                param: Some(param),
+                                value,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        *self = save;
+        Ok(Field {
+            name: None,
+            param: None,
+            value: self.expr()?,
+        })
+    }
+}
+
+/// Decodes an even-length hex string (possibly empty).
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    let b = s.as_bytes();
+    b.chunks(2)
+        .map(|pair| {
+            let hi = (*pair.first()? as char).to_digit(16)?;
+            let lo = (*pair.get(1)? as char).to_digit(16)?;
+            u8::try_from(hi * 16 + lo).ok()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp(src: &str) -> TcpLine {
+        match parse_event(src).expect("parses").action {
+            Action::Tcp(t) => t,
+            other => panic!("not a TCP line: {other:?}"),
+        }
+    }
+
+    fn call(src: &str) -> SyscallLine {
+        match parse_event(src).expect("parses").action {
+            Action::Syscall(c) => c,
+            other => panic!("not a call: {other:?}"),
+        }
+    }
+
+    fn err(src: &str) -> ParseError {
+        parse_script(src).expect_err("must not parse")
+    }
+
+    #[test]
+    fn inbound_syn_line_yields_all_fields() {
+        let t = tcp("+.1 < S 0:0(0) win 32792 <mss 1000,sackOK,nop,nop,nop,wscale 7>");
+        assert_eq!(t.direction, Direction::Inbound);
+        assert_eq!(t.flags, TcpFlags::SYN);
+        assert_eq!(
+            t.seq,
+            SeqRange {
+                start: 0,
+                end: 0,
+                len_bytes: 0
+            }
+        );
+        assert_eq!(t.ack, None);
+        assert_eq!(t.win, Some(32792));
+        assert_eq!(
+            t.options,
+            TcpOptionsSpec::List(vec![
+                TcpOption::Mss(1000),
+                TcpOption::SackPermitted,
+                TcpOption::Nop,
+                TcpOption::Nop,
+                TcpOption::Nop,
+                TcpOption::WindowScale(7),
+            ])
+        );
+    }
+
+    #[test]
+    fn outbound_line_with_sack_blocks_and_timestamps() {
+        let t = tcp("+0 > . 1:1(0) ack 1001 <nop,nop,TS val 200 ecr 201,sack 2001:3001 6001:7001>");
+        assert_eq!(t.direction, Direction::Outbound);
+        assert_eq!(t.flags, TcpFlags::ACK);
+        assert_eq!(t.ack, Some(1001));
+        assert_eq!(t.win, None);
+        assert_eq!(
+            t.options,
+            TcpOptionsSpec::List(vec![
+                TcpOption::Nop,
+                TcpOption::Nop,
+                TcpOption::Timestamp { val: 200, ecr: 201 },
+                TcpOption::Sack(vec![(2001, 3001), (6001, 7001)]),
+            ])
+        );
+    }
+
+    #[test]
+    fn flag_words_map_to_tcp_flags() {
+        let cases: [(&str, TcpFlags); 9] = [
+            ("S", TcpFlags::SYN),
+            ("S.", TcpFlags::SYN | TcpFlags::ACK),
+            (".", TcpFlags::ACK),
+            ("P.", TcpFlags::PSH | TcpFlags::ACK),
+            ("F.", TcpFlags::FIN | TcpFlags::ACK),
+            ("FP.", TcpFlags::FIN | TcpFlags::PSH | TcpFlags::ACK),
+            ("R", TcpFlags::RST),
+            ("-", TcpFlags::NONE),
+            ("SEW", TcpFlags::SYN | TcpFlags::ECE | TcpFlags::CWR),
+        ];
+        for (word, flags) in cases {
+            assert_eq!(
+                tcp(&format!("0 < {word} 0:0(0) win 1")).flags,
+                flags,
+                "{word}"
+            );
+        }
+    }
+
+    #[test]
+    fn any_options_and_fast_open_cookies() {
+        assert_eq!(tcp("0 > S 0:0(0) <...>").options, TcpOptionsSpec::Any);
+        assert_eq!(
+            tcp("0 < S. 123:123(0) ack 1 win 1 <FO abcd1234,nop,FO>").options,
+            TcpOptionsSpec::List(vec![
+                TcpOption::FastOpen(vec![0xab, 0xcd, 0x12, 0x34]),
+                TcpOption::Nop,
+                TcpOption::FastOpen(vec![]),
+            ])
+        );
+    }
+
+    #[test]
+    fn every_time_form_parses_to_microseconds() {
+        let cases = [
+            ("0", EventTime::Absolute { at_usecs: 0 }),
+            (
+                "2",
+                EventTime::Absolute {
+                    at_usecs: 2_000_000,
+                },
+            ),
+            (
+                "+.1",
+                EventTime::Relative {
+                    after_usecs: 100_000,
+                },
+            ),
+            ("+.002", EventTime::Relative { after_usecs: 2_000 }),
+            ("*", EventTime::Any),
+            (
+                "+0...0.200",
+                EventTime::RelativeBlocking {
+                    start_usecs: 0,
+                    end_usecs: 200_000,
+                },
+            ),
+            (
+                "+.1...0.200",
+                EventTime::RelativeBlocking {
+                    start_usecs: 100_000,
+                    end_usecs: 200_000,
+                },
+            ),
+            (
+                "0...0.2",
+                EventTime::AbsoluteBlocking {
+                    start_usecs: 0,
+                    end_usecs: 200_000,
+                },
+            ),
+            (
+                "0.1~0.2",
+                EventTime::AbsoluteRange {
+                    start_usecs: 100_000,
+                    end_usecs: 200_000,
+                },
+            ),
+            (
+                "+1.2~+1.240",
+                EventTime::RelativeRange {
+                    start_usecs: 1_200_000,
+                    end_usecs: 1_240_000,
+                },
+            ),
+        ];
+        for (text, time) in cases {
+            let ev = parse_event(&format!("{text} close(3) = 0")).expect(text);
+            assert_eq!(ev.time, time, "{text}");
+        }
+    }
+
+    #[test]
+    fn errno_and_its_note_are_split() {
+        let c = call("+0 connect(3, ..., ...) = -1 EINPROGRESS (Operation now in progress)");
+        assert_eq!(c.kind(), Some(SyscallKind::Connect));
+        assert_eq!(c.args, vec![Expr::Int(3), Expr::Ellipsis, Expr::Ellipsis]);
+        assert_eq!(c.ret, Expr::Int(-1));
+        assert_eq!(c.errno.as_deref(), Some("EINPROGRESS"));
+        assert_eq!(c.errno_note.as_deref(), Some("Operation now in progress"));
+        let bare = call("+0 sendto(4, NULL, 1, MSG_FASTOPEN, ..., ...) = -1");
+        assert_eq!(bare.errno, None);
+        assert_eq!(bare.args[1], Expr::Symbol("NULL".into()));
+    }
+
+    #[test]
+    fn sendmsg_spanning_lines_yields_nested_structs() {
+        let c = call(
+            "+0 sendmsg(4, {msg_name(...)=...,\n   msg_iov(3)=[{..., 100}, {..., 200}],\n\t\tmsg_flags=0}, MSG_MORE) = 495",
+        );
+        let Expr::Struct(fields) = &c.args[1] else {
+            panic!("not a struct: {:?}", c.args[1]);
+        };
+        assert_eq!(fields.len(), 3);
+        assert_eq!(fields[0].name.as_deref(), Some("msg_name"));
+        assert_eq!(fields[0].param, Some(Expr::Ellipsis));
+        assert_eq!(fields[1].param, Some(Expr::Int(3)));
+        let Expr::List(iov) = &fields[1].value else {
+            panic!("iov not a list");
+        };
+        assert_eq!(
+            iov[1],
+            Expr::Struct(vec![
+                Field {
+                    name: None,
+                    param: None,
+                    value: Expr::Ellipsis
+                },
+                Field {
+                    name: None,
+                    param: None,
+                    value: Expr::Int(200)
+                },
+            ])
+        );
+        assert_eq!(c.ret, Expr::Int(495));
+    }
+
+    #[test]
+    fn or_expressions_hex_and_calls_parse() {
+        let c =
+            call("+0 epoll_ctl(5, EPOLL_CTL_ADD, 4, {events=EPOLLOUT|EPOLLIN|EPOLLET, fd=4}) = 0");
+        let Expr::Struct(f) = &c.args[3] else {
+            panic!("not a struct")
+        };
+        assert_eq!(
+            f[0].value,
+            Expr::Or(vec![
+                Expr::Symbol("EPOLLOUT".into()),
+                Expr::Symbol("EPOLLIN".into()),
+                Expr::Symbol("EPOLLET".into()),
+            ])
+        );
+        let c = call("+0 setsockopt(4, SOL_TCP, TCP_NOTSENT_LOWAT, [0xffffffff], 4) = 0");
+        assert_eq!(c.args[3], Expr::List(vec![Expr::Int(0xffff_ffff)]));
+        let c = call("+0 bind(3, htons(8080), \"x y\") = 0");
+        assert_eq!(c.args[1], Expr::Call("htons".into(), vec![Expr::Int(8080)]));
+        assert_eq!(c.args[2], Expr::Str("x y".into()));
+    }
+
+    #[test]
+    fn unknown_tcp_option_becomes_unsupported_node_with_its_text() {
+        let ev = parse_event("+0 > S 0:0(0) <mss 1460,md5 abc> // trailing").expect("parses");
+        assert_eq!(
+            ev.action,
+            Action::Unsupported("> S 0:0(0) <mss 1460,md5 abc>".into())
+        );
+    }
+
+    #[test]
+    fn ip_level_annotation_becomes_unsupported_node() {
+        let s = parse_script("0 < [ect0] S 0:0(0) win 1\n+0 close(3) = 0\n").expect("parses");
+        assert_eq!(
+            s.events[0].action,
+            Action::Unsupported("< [ect0] S 0:0(0) win 1".into())
+        );
+        assert_eq!(s.stats().unsupported, 1);
+        assert_eq!(s.stats().syscalls, 1);
+    }
+
+    #[test]
+    fn udp_and_icmp_lines_are_typed_nodes() {
+        assert_eq!(
+            parse_event("+0 < udp (1472)").expect("udp").action,
+            Action::Udp(UdpLine {
+                direction: Direction::Inbound,
+                len_bytes: 1472
+            })
+        );
+        assert_eq!(
+            parse_event("+0 > icmp unreachable   frag_needed mtu 1200")
+                .expect("icmp")
+                .action,
+            Action::Icmp(IcmpLine {
+                direction: Direction::Outbound,
+                text: "unreachable frag_needed mtu 1200".into()
+            })
+        );
+    }
+
+    #[test]
+    fn options_comments_and_untimed_blocks() {
+        let s = parse_script(
+            "// head\n--tolerance_usecs=10000\n--verbose\n/* block\n comment */\n`a\nb`\n0 %{ x }%\n",
+        )
+        .expect("parses");
+        assert_eq!(s.tolerance_usecs(), 10_000);
+        assert_eq!(s.options[1].value, None);
+        assert_eq!(s.events[0].time, EventTime::Unspecified);
+        assert_eq!(s.events[0].action, Action::Shell("a\nb".into()));
+        assert_eq!(s.events[0].pos, Pos { line: 6, col: 1 });
+        assert_eq!(s.events[1].action, Action::Code(" x ".into()));
+        assert_eq!(s.events[1].pos, Pos { line: 8, col: 1 });
+        assert_eq!(
+            parse_script("0 close(3) = 0")
+                .expect("ok")
+                .tolerance_usecs(),
+            4000
+        );
+    }
+
+    #[test]
+    fn bad_sequence_range_reports_line_and_column() {
+        let e = err("0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n  +0 < S 0:0 win 1\n");
+        assert_eq!((e.line, e.col), (2, 13));
+        assert_eq!(e.kind, ParseErrorKind::Expected("("));
+        assert_eq!(e.to_string(), "2:13: expected (");
+    }
+
+    #[test]
+    fn inconsistent_sequence_range_is_rejected() {
+        let e = err("0 < P. 1:1001(999) ack 1 win 1");
+        assert_eq!(e.kind, ParseErrorKind::InconsistentSeqRange);
+        assert_eq!((e.line, e.col), (1, 8));
+    }
+
+    #[test]
+    fn malformed_inputs_yield_typed_errors() {
+        let cases: [(&str, ParseErrorKind); 10] = [
+            (
+                "0 %{ never closed",
+                ParseErrorKind::Unterminated("%{ code }%"),
+            ),
+            ("`never closed", ParseErrorKind::Unterminated("`command`")),
+            ("/* open", ParseErrorKind::Unterminated("/* comment")),
+            ("+0.0000001 close(3) = 0", ParseErrorKind::TimeTooPrecise),
+            ("+0.2~+0.1 > S 0:0(0)", ParseErrorKind::TimeRangeBackwards),
+            ("0 close(3) = 0\n--x=1", ParseErrorKind::OptionAfterEvent),
+            ("0 < SS 0:0(0) win 1", ParseErrorKind::BadFlags),
+            ("0 < S 0:0(0) win 65536", ParseErrorKind::NumberTooLarge),
+            ("0 < S 0:0(0) win 1 <FO abc>", ParseErrorKind::BadCookie),
+            (
+                "0 < S 4294967296:0(0) win 1",
+                ParseErrorKind::NumberTooLarge,
+            ),
+        ];
+        for (src, kind) in cases {
+            assert_eq!(err(src).kind, kind, "{src}");
+        }
+        assert_eq!(
+            err("0 close(3 = 0").kind,
+            ParseErrorKind::Expected("',' or ')'")
+        );
+        assert_eq!(
+            err("0 = 3").kind.to_string().split(' ').next(),
+            Some("expected")
+        );
+    }
+}

@@ -1,0 +1,283 @@
+//! Event times against a virtual clock.
+//!
+//! All times are microseconds since the script's time zero (the executor's start). The
+//! [`TimeCursor`] holds the *time base*: the script time relative times count from.
+//!
+//! Rules (packetdrill's `run.c`, restated):
+//! - `+d` happens at `base + d`; `t` at `t`. Both become the new base.
+//! - `a~b` / `+a~+b` (a range) accepts any time in `[a, b]`; the *actual* time becomes the new
+//!   base, since the script cannot know it in advance.
+//! - `*` accepts any time; the actual time becomes the new base.
+//! - `a...b` / `+a...b` (a blocking call) is issued at `a` and must return at `b`; both are
+//!   offset by the same base. The new base is the *start* `a`: in the corpus the lines after a
+//!   blocking call count from when it was issued (`blocking/blocking-read.pkt`).
+//! - An untimed line (backticks, `%{ }%` at the head or tail) runs at the base, unchecked.
+//! - Every check allows `tolerance_usecs` on either side (default 4000 µs, packetdrill's).
+
+use crate::ast::EventTime;
+use crate::print::Secs;
+
+/// The script-time window an event is expected in, before tolerance.
+///
+/// Invariant: `start_usecs <= end_usecs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// When the executor should act (inject an inbound packet, issue a call), and the earliest
+    /// time an outbound packet may appear.
+    pub start_usecs: u64,
+    /// The latest time an outbound packet may appear, or when a blocking call must return.
+    pub end_usecs: u64,
+    /// True for `a...b`: the call starts at `start_usecs` and completes at `end_usecs`.
+    pub blocking: bool,
+}
+
+/// An actual time outside the expected window (tolerance included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeMismatch {
+    /// Earliest acceptable time without tolerance.
+    pub expected_start_usecs: u64,
+    /// Latest acceptable time without tolerance (equal to start for an exact time).
+    pub expected_end_usecs: u64,
+    pub tolerance_usecs: u64,
+    pub actual_usecs: u64,
+}
+
+impl core::fmt::Display for TimeMismatch {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.expected_start_usecs == self.expected_end_usecs {
+            write!(f, "expected at {} s", Secs(self.expected_start_usecs))?;
+        } else {
+            write!(
+                f,
+                "expected between {} s and {} s",
+                Secs(self.expected_start_usecs),
+                Secs(self.expected_end_usecs)
+            )?;
+        }
+        let actual = self.actual_usecs;
+        let early = self.expected_start_usecs.saturating_sub(actual);
+        let late = actual.saturating_sub(self.expected_end_usecs);
+        write!(
+            f,
+            " (tolerance {} us), got {} s ({} us {})",
+            self.tolerance_usecs,
+            Secs(actual),
+            early.max(late),
+            if early > 0 { "early" } else { "late" }
+        )
+    }
+}
+
+impl std::error::Error for TimeMismatch {}
+
+/// The time base of a running script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimeCursor {
+    /// The script time relative times count from.
+    pub base_usecs: u64,
+}
+
+impl TimeCursor {
+    pub fn new() -> Self {
+        TimeCursor { base_usecs: 0 }
+    }
+
+    /// The window `time` stands for at the current base; `None` for `*` and untimed lines,
+    /// which happen whenever they happen (an untimed line should be run at [`Self::base_usecs`]).
+    pub fn window(&self, time: &EventTime) -> Option<Window> {
+        let b = self.base_usecs;
+        let w = |start_usecs: u64, end_usecs: u64, blocking: bool| Window {
+            start_usecs,
+            end_usecs,
+            blocking,
+        };
+        match *time {
+            EventTime::Unspecified | EventTime::Any => None,
+            EventTime::Absolute { at_usecs } => Some(w(at_usecs, at_usecs, false)),
+            EventTime::Relative { after_usecs } => {
+                let t = b.saturating_add(after_usecs);
+                Some(w(t, t, false))
+            }
+            EventTime::AbsoluteRange {
+                start_usecs,
+                end_usecs,
+            } => Some(w(start_usecs, end_usecs, false)),
+            EventTime::RelativeRange {
+                start_usecs,
+                end_usecs,
+            } => Some(w(
+                b.saturating_add(start_usecs),
+                b.saturating_add(end_usecs),
+                false,
+            )),
+            EventTime::AbsoluteBlocking {
+                start_usecs,
+                end_usecs,
+            } => Some(w(start_usecs, end_usecs, true)),
+            EventTime::RelativeBlocking {
+                start_usecs,
+                end_usecs,
+            } => Some(w(
+                b.saturating_add(start_usecs),
+                b.saturating_add(end_usecs),
+                true,
+            )),
+        }
+    }
+
+    /// Checks the moment an event *completed* — an outbound packet seen, a call returned —
+    /// against its expected time. For a blocking call that is the return, expected at `end`
+    /// only; otherwise anywhere in `[start, end]`. Tolerance applies on both sides.
+    pub fn check(
+        &self,
+        time: &EventTime,
+        actual_usecs: u64,
+        tolerance_usecs: u64,
+    ) -> Result<(), TimeMismatch> {
+        let Some(w) = self.window(time) else {
+            return Ok(());
+        };
+        let (lo, hi) = if w.blocking {
+            (w.end_usecs, w.end_usecs)
+        } else {
+            (w.start_usecs, w.end_usecs)
+        };
+        if actual_usecs.saturating_add(tolerance_usecs) < lo
+            || actual_usecs > hi.saturating_add(tolerance_usecs)
+        {
+            return Err(TimeMismatch {
+                expected_start_usecs: lo,
+                expected_end_usecs: hi,
+                tolerance_usecs,
+                actual_usecs,
+            });
+        }
+        Ok(())
+    }
+
+    /// Moves the base past an event that happened (`actual_usecs` is when it was seen or, for a
+    /// blocking call, when it was issued).
+    pub fn advance(&mut self, time: &EventTime, actual_usecs: u64) {
+        self.base_usecs = match *time {
+            EventTime::Unspecified => self.base_usecs,
+            EventTime::Any | EventTime::AbsoluteRange { .. } | EventTime::RelativeRange { .. } => {
+                actual_usecs
+            }
+            EventTime::Absolute { at_usecs } => at_usecs,
+            EventTime::Relative { after_usecs } => self.base_usecs.saturating_add(after_usecs),
+            EventTime::AbsoluteBlocking { start_usecs, .. } => start_usecs,
+            EventTime::RelativeBlocking { start_usecs, .. } => {
+                self.base_usecs.saturating_add(start_usecs)
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse_event;
+
+    fn time(text: &str) -> EventTime {
+        parse_event(&format!("{text} close(3) = 0"))
+            .expect("parses")
+            .time
+    }
+
+    #[test]
+    fn relative_time_within_tolerance_matches() {
+        let c = TimeCursor {
+            base_usecs: 100_000,
+        };
+        let t = time("+.1");
+        assert_eq!(c.check(&t, 200_000, 4000), Ok(()));
+        assert_eq!(c.check(&t, 204_000, 4000), Ok(()));
+        assert_eq!(c.check(&t, 196_000, 4000), Ok(()));
+    }
+
+    #[test]
+    fn late_packet_reports_expected_time_and_lateness() {
+        let c = TimeCursor {
+            base_usecs: 100_000,
+        };
+        let e = c.check(&time("+.1"), 204_001, 4000).expect_err("late");
+        assert_eq!(
+            e.to_string(),
+            "expected at 0.2 s (tolerance 4000 us), got 0.204001 s (4001 us late)"
+        );
+        let e = c.check(&time("+.1"), 150_000, 4000).expect_err("early");
+        assert!(e.to_string().ends_with("(50000 us early)"), "{e}");
+    }
+
+    #[test]
+    fn range_accepts_anything_inside_plus_tolerance() {
+        let c = TimeCursor {
+            base_usecs: 1_000_000,
+        };
+        let t = time("+.3~+.310");
+        assert!(c.check(&t, 1_296_000, 4000).is_ok());
+        assert!(c.check(&t, 1_305_000, 4000).is_ok());
+        assert!(c.check(&t, 1_314_000, 4000).is_ok());
+        let e = c.check(&t, 1_314_001, 4000).expect_err("late");
+        assert!(
+            e.to_string()
+                .starts_with("expected between 1.3 s and 1.31 s"),
+            "{e}"
+        );
+        assert!(c.check(&t, 1_295_999, 4000).is_err());
+    }
+
+    #[test]
+    fn wildcard_and_untimed_always_match_and_wildcard_rebases() {
+        let mut c = TimeCursor { base_usecs: 5 };
+        assert!(c.check(&EventTime::Any, 99_999_999, 0).is_ok());
+        assert!(c.check(&EventTime::Unspecified, 0, 0).is_ok());
+        c.advance(&EventTime::Unspecified, 777);
+        assert_eq!(c.base_usecs, 5);
+        c.advance(&EventTime::Any, 777);
+        assert_eq!(c.base_usecs, 777);
+    }
+
+    #[test]
+    fn blocking_call_returns_at_end_and_rebases_on_start() {
+        // blocking/blocking-read.pkt: `+.1...0.200 read(...)` then `+.1 < P. ...`.
+        let mut c = TimeCursor {
+            base_usecs: 1_000_000,
+        };
+        let t = time("+.1...0.200");
+        let w = c.window(&t).expect("window");
+        assert_eq!(
+            w,
+            Window {
+                start_usecs: 1_100_000,
+                end_usecs: 1_200_000,
+                blocking: true
+            }
+        );
+        // Returning at the start is wrong: the call must block until 0.2 s after the base.
+        assert!(c.check(&t, 1_100_000, 4000).is_err());
+        assert!(c.check(&t, 1_201_000, 4000).is_ok());
+        c.advance(&t, 1_100_000);
+        assert_eq!(c.base_usecs, 1_100_000);
+        // The inbound data `+.1` later arrives exactly when the read must return.
+        assert_eq!(
+            c.window(&time("+.1")).map(|w| w.start_usecs),
+            Some(1_200_000)
+        );
+    }
+
+    #[test]
+    fn absolute_times_ignore_and_reset_the_base() {
+        let mut c = TimeCursor {
+            base_usecs: 3_000_000,
+        };
+        let t = time("0.5");
+        assert_eq!(c.window(&t).map(|w| w.start_usecs), Some(500_000));
+        c.advance(&t, 500_100);
+        assert_eq!(c.base_usecs, 500_000);
+        let r = time("1~2");
+        assert!(c.check(&r, 1_500_000, 0).is_ok());
+        c.advance(&r, 1_500_000);
+        assert_eq!(c.base_usecs, 1_500_000);
+    }
+}
