@@ -1,1 +1,91 @@
-fn main() {}
+//! `rsstack`: the command-line front end of the rsstack user-space TCP/IP stack.
+//!
+//! Every subcommand validates its arguments up front. Bad input (an unparsable address, a key
+//! that is not 40 bytes of hex, zero queues…) prints exactly one line on stderr and exits with
+//! status 2; `--help` and `--version` print to stdout and exit 0.
+#![deny(unsafe_code)]
+
+mod cmd;
+mod endpoint;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A user-space TCP/IP stack that spreads network work over per-core shards with
+/// Receive-Side Scaling.
+#[derive(Debug, Parser)]
+#[command(name = "rsstack", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Receive-Side Scaling: Toeplitz hash, indirection table, spread of flows over queues.
+    #[command(subcommand)]
+    Rss(cmd::rss::RssCommand),
+}
+
+/// Exit status for invalid command-line input (as clap and sysexits' EX_USAGE-style tools use).
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                err.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                // Help goes to stdout (stderr for the "missing subcommand" form, as clap does).
+                let _ = err.print();
+                let code = if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    EXIT_USAGE
+                } else {
+                    0
+                };
+                return ExitCode::from(code);
+            }
+            return usage_error(&first_line(&err.to_string()));
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let result = match cli.command {
+        Command::Rss(cmd) => cmd::rss::run(cmd, &mut out),
+    };
+    match result {
+        Ok(()) => {
+            let _ = out.flush();
+            ExitCode::SUCCESS
+        }
+        Err(cmd::CliError::Usage(msg)) => usage_error(&msg),
+        Err(cmd::CliError::Io(err)) if err.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
+        Err(cmd::CliError::Io(err)) => {
+            eprintln!("rsstack: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints one line on stderr and returns exit status 2.
+fn usage_error(msg: &str) -> ExitCode {
+    eprintln!("rsstack: {msg}");
+    ExitCode::from(EXIT_USAGE)
+}
+
+/// clap renders errors over several lines (message, usage, hint); we keep the message only.
+fn first_line(text: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("invalid arguments");
+    line.trim_start_matches("error: ").to_string()
+}

@@ -1,0 +1,14 @@
+//! Subcommands. Each returns `Result<(), CliError>`; `main` turns errors into exit statuses.
+
+pub mod rss;
+
+/// What can end a subcommand early.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The arguments are wrong: one line on stderr, exit status 2.
+    #[error("{0}")]
+    Usage(String),
+    /// Writing the output failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
