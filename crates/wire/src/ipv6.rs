@@ -107,7 +107,7 @@ pub struct Ipv6Walk {
     /// Offset of the upper-layer header from the start of the IPv6 header. For a non-first
     /// fragment (offset ≠ 0) this is where the fragment data starts, not a transport header.
     pub upper_offset: usize,
-    /// The fragment header, if one was present.
+    /// The (first) fragment header, if one was present.
     pub fragment: Option<Ipv6FragmentHeader>,
     /// The headers walked, in order, filled from index 0 with no gaps.
     pub headers: [Option<Ipv6ExtHeader>; MAX_EXT_HEADERS],
@@ -269,7 +269,8 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
                         }
                         _ => return Err(Error::Truncated),
                     };
-                    walk.fragment = Some(frag);
+                    // A chain should hold one fragment header; report the first.
+                    walk.fragment.get_or_insert(frag);
                     Ipv6ExtHeader::Fragment(frag)
                 }
             };
