@@ -385,7 +385,7 @@ const TABLE: &[Row] = &[
         || {
             let b = ipv6(6, &[(60, 16)], 0);
             let r = Ipv6Repr::parse(&Ipv6Packet::new_checked(&b[..])?)?;
-            let mut out = vec![0u8; 50];
+            let mut out = [0u8; 50];
             r.emit(&mut Ipv6Packet::new_unchecked(&mut out[..]))
         },
     ),
