@@ -45,5 +45,5 @@ pub use host::{Host, HostId, PortId};
 pub use link::{ChannelConfig, ChannelCounters, Dir, JitterOrder, LinkId};
 pub use rng::SimRng;
 pub use scenario::{SeedFailure, SeedFailures, run_seeds, seeds_from_env_or};
-pub use trace::{Fnv64, TraceEvent};
+pub use trace::{Fnv64, TraceEvent, frame_digest};
 pub use world::{ConnectError, RunError, World, WorldCounters};

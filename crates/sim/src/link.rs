@@ -64,6 +64,15 @@ impl Dir {
     }
 }
 
+impl fmt::Display for Dir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dir::AToB => "a->b",
+            Dir::BToA => "b->a",
+        })
+    }
+}
+
 /// Whether jitter may reorder frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum JitterOrder {

@@ -23,7 +23,7 @@ fn splitmix64_next(state: &mut u64) -> u64 {
 }
 
 /// The SplitMix64 output finaliser (a bijection on `u64`).
-fn splitmix64_mix(x: u64) -> u64 {
+pub(crate) fn splitmix64_mix(x: u64) -> u64 {
     let mut z = x;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -9,7 +9,7 @@ use crate::fault::{DropReason, FaultRule, Flap};
 use crate::host::{Host, HostId, PortId};
 use crate::link::{Channel, ChannelConfig, ChannelCounters, Dir, LinkId};
 use crate::rng::SimRng;
-use crate::trace::{Fnv64, Trace, TraceEvent};
+use crate::trace::{Trace, TraceEvent, frame_digest};
 use core::cmp::Ordering;
 use core::fmt;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -79,13 +79,15 @@ impl std::error::Error for RunError {}
 /// World-level named counters (per-link counters live in [`ChannelCounters`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WorldCounters {
-    /// Events popped from the queue (stale timers included).
+    /// Events processed (stale timer events excluded).
     pub events: u64,
     /// Frames delivered to hosts.
     pub deliveries: u64,
     /// `handle_timeout` calls.
     pub timeouts: u64,
-    /// Timer events that were superseded by a later `poll_timeout` answer.
+    /// Timer events superseded by a different `poll_timeout` answer and discarded unprocessed.
+    /// (Superseded events stay queued until their instant; a host that moves its deadline on
+    /// every frame leaves up to one per move in flight.)
     pub timers_stale: u64,
     /// Frames sent on a port attached to no link (dropped).
     pub drop_no_link: u64,
@@ -369,7 +371,11 @@ impl World {
 
     /// Process the earliest pending event, advancing the clock to it. Returns `false` when
     /// there is nothing left to do.
+    ///
+    /// Superseded timer events are discarded without advancing the clock, so `now_ns` only
+    /// ever moves to an instant at which some host was called.
     pub fn step(&mut self) -> bool {
+        self.discard_stale_timers();
         let Some(ev) = self.queue.pop() else {
             return false;
         };
@@ -381,7 +387,28 @@ impl World {
             EventKind::Timer { host, generation } => self.fire_timer(host, generation),
             EventKind::Wake { host } => self.activate(host),
         }
+        self.discard_stale_timers();
         true
+    }
+
+    /// Pop superseded timer events off the top of the queue, so the head (what
+    /// [`World::next_event_ns`] reports) is always a live event.
+    fn discard_stale_timers(&mut self) {
+        while let Some(Event {
+            kind: EventKind::Timer { host, generation },
+            ..
+        }) = self.queue.peek()
+        {
+            let live = self
+                .hosts
+                .get(host.index())
+                .is_some_and(|slot| slot.timer_generation == *generation);
+            if live {
+                return;
+            }
+            self.queue.pop();
+            self.counters.timers_stale += 1;
+        }
     }
 
     /// Process every event scheduled at or before `deadline_ns`, then set the clock to
@@ -408,28 +435,48 @@ impl World {
     pub fn run_until_idle_checked(
         &mut self,
         events_max: u64,
+        check: impl FnMut(&World) -> Result<(), String>,
+    ) -> Result<u64, RunError> {
+        self.run_bounded(u64::MAX, events_max, check)
+    }
+
+    /// Process every event at or before `deadline_ns` with a budget of `events_max` events,
+    /// calling `check` after each; then set the clock to `deadline_ns`. For worlds that never
+    /// go idle (hosts with periodic timers) this is the safe way to run: a livelock becomes
+    /// [`RunError::EventLimit`] instead of a hang.
+    pub fn run_until_checked(
+        &mut self,
+        deadline_ns: u64,
+        events_max: u64,
+        check: impl FnMut(&World) -> Result<(), String>,
+    ) -> Result<u64, RunError> {
+        let events = self.run_bounded(deadline_ns, events_max, check)?;
+        self.now_ns = self.now_ns.max(deadline_ns);
+        Ok(events)
+    }
+
+    fn run_bounded(
+        &mut self,
+        deadline_ns: u64,
+        events_max: u64,
         mut check: impl FnMut(&World) -> Result<(), String>,
     ) -> Result<u64, RunError> {
         let mut events = 0;
-        loop {
+        while self.next_event_ns().is_some_and(|t| t <= deadline_ns) {
             if events >= events_max {
-                if self.queue.is_empty() {
-                    return Ok(events);
-                }
                 return Err(RunError::EventLimit {
                     events,
                     now_ns: self.now_ns,
                 });
             }
-            if !self.step() {
-                return Ok(events);
-            }
+            self.step();
             events += 1;
             check(self).map_err(|message| RunError::Check {
                 now_ns: self.now_ns,
                 message,
             })?;
         }
+        Ok(events)
     }
 
     fn schedule(&mut self, at_ns: u64, kind: EventKind) {
@@ -474,7 +521,7 @@ impl World {
             host,
             port,
             len: frame.len(),
-            frame_hash: Fnv64::hash(&frame),
+            frame_hash: frame_digest(&frame),
         });
         let now_ns = self.now_ns;
         if let Some(slot) = self.hosts.get_mut(host.index()) {
@@ -489,6 +536,7 @@ impl World {
             return;
         };
         if slot.timer_generation != generation {
+            // Normally discarded before it reaches here; kept for robustness.
             self.counters.timers_stale += 1;
             return;
         }
