@@ -1,1 +1,85 @@
-fn main() {}
+//! ns per Toeplitz hash: bit-serial reference vs table-driven fast path, for an IPv4 and an
+//! IPv6 4-tuple (default key). Run: `cargo bench -p rss -- --quick`.
+
+use core::net::{Ipv4Addr, Ipv6Addr};
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use rss::{HashInput, PortPair, RssHasher, RssKey, Toeplitz, toeplitz_reference};
+
+fn bench_toeplitz(c: &mut Criterion) {
+    let key = RssKey::default();
+    let fast = Toeplitz::new(&key);
+    let hasher = RssHasher::default();
+
+    let src4 = Ipv4Addr::new(66, 9, 149, 187);
+    let dst4 = Ipv4Addr::new(161, 142, 100, 80);
+    let v4 = HashInput::V4 {
+        src: src4,
+        dst: dst4,
+        ports: Some(PortPair {
+            src: 2794,
+            dst: 1766,
+        }),
+    };
+    let (v4_bytes, v4_len) = v4.to_bytes();
+    let v4_bytes = &v4_bytes[..v4_len];
+
+    let src6: Ipv6Addr = "3ffe:2501:200:1fff::7"
+        .parse()
+        .unwrap_or(Ipv6Addr::LOCALHOST);
+    let dst6: Ipv6Addr = "3ffe:2501:200:3::1".parse().unwrap_or(Ipv6Addr::LOCALHOST);
+    let v6 = HashInput::V6 {
+        src: src6,
+        dst: dst6,
+        ports: Some(PortPair {
+            src: 2794,
+            dst: 1766,
+        }),
+    };
+    let (v6_bytes, v6_len) = v6.to_bytes();
+    let v6_bytes = &v6_bytes[..v6_len];
+
+    let mut g = c.benchmark_group("toeplitz_ipv4_4tuple");
+    g.bench_function("reference", |b| {
+        b.iter(|| toeplitz_reference(black_box(&key), black_box(v4_bytes)))
+    });
+    g.bench_function("fast_slice", |b| b.iter(|| fast.hash(black_box(v4_bytes))));
+    g.bench_function("fast_typed", |b| {
+        b.iter(|| {
+            fast.hash_v4(
+                black_box(src4),
+                black_box(dst4),
+                black_box(2794),
+                black_box(1766),
+            )
+        })
+    });
+    g.bench_function("hasher_input", |b| b.iter(|| hasher.hash(black_box(&v4))));
+    g.finish();
+
+    let mut g = c.benchmark_group("toeplitz_ipv6_4tuple");
+    g.bench_function("reference", |b| {
+        b.iter(|| toeplitz_reference(black_box(&key), black_box(v6_bytes)))
+    });
+    g.bench_function("fast_slice", |b| b.iter(|| fast.hash(black_box(v6_bytes))));
+    g.bench_function("fast_typed", |b| {
+        b.iter(|| {
+            fast.hash_v6(
+                black_box(src6),
+                black_box(dst6),
+                black_box(2794),
+                black_box(1766),
+            )
+        })
+    });
+    g.bench_function("hasher_input", |b| b.iter(|| hasher.hash(black_box(&v6))));
+    g.finish();
+
+    c.bench_function("toeplitz_table_build", |b| {
+        b.iter(|| Toeplitz::new(black_box(&key)))
+    });
+}
+
+criterion_group!(benches, bench_toeplitz);
+criterion_main!(benches);

@@ -376,36 +376,24 @@ impl RssHasher {
     /// The RSS hash of `input` under this hasher's key and mode.
     #[inline]
     pub fn hash(&self, input: &HashInput) -> u32 {
-        let folded;
-        let input = match self.mode {
-            SymmetricMode::XorFold => {
-                folded = input.xor_folded();
-                &folded
-            }
-            SymmetricMode::None | SymmetricMode::RepeatedKey => input,
-        };
+        match self.mode {
+            SymmetricMode::None | SymmetricMode::RepeatedKey => self.hash_plain(input),
+            SymmetricMode::XorFold => self.hash_plain(&input.xor_folded()),
+        }
+    }
+
+    #[inline(always)]
+    fn hash_plain(&self, input: &HashInput) -> u32 {
         let t = &self.toeplitz;
-        match *input {
-            HashInput::V4 {
-                src,
-                dst,
-                ports: Some(p),
-            } => t.hash_v4(src, dst, p.src, p.dst),
-            HashInput::V4 {
-                src,
-                dst,
-                ports: None,
-            } => t.hash_v4_addrs(src, dst),
-            HashInput::V6 {
-                src,
-                dst,
-                ports: Some(p),
-            } => t.hash_v6(src, dst, p.src, p.dst),
-            HashInput::V6 {
-                src,
-                dst,
-                ports: None,
-            } => t.hash_v6_addrs(src, dst),
+        match input {
+            HashInput::V4 { src, dst, ports } => match ports {
+                Some(p) => t.hash_v4(*src, *dst, p.src, p.dst),
+                None => t.hash_v4_addrs(*src, *dst),
+            },
+            HashInput::V6 { src, dst, ports } => match ports {
+                Some(p) => t.hash_v6(*src, *dst, p.src, p.dst),
+                None => t.hash_v6_addrs(*src, *dst),
+            },
         }
     }
 }

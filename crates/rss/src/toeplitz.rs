@@ -143,11 +143,9 @@ impl Toeplitz {
     /// IPv6 address-only hash (NDIS `IPV6`): input = src ‖ dst, 32 bytes.
     #[inline]
     pub fn hash_v6_addrs(&self, src: Ipv6Addr, dst: Ipv6Addr) -> u32 {
-        let mut input = [0u8; 32];
-        let (left, right) = input.split_at_mut(16);
-        left.copy_from_slice(&src.octets());
-        right.copy_from_slice(&dst.octets());
-        self.hash_array(&input)
+        let (src_tables, rest) = self.tables.split_at(16);
+        let dst_tables = rest.get(..16).unwrap_or(&[]);
+        xor_lookups(src_tables, &src.octets()) ^ xor_lookups(dst_tables, &dst.octets())
     }
 
     /// IPv6 4-tuple hash (NDIS `TCP_IPV6`, `UDP_IPV6`): input = src ‖ dst ‖ sport ‖ dport,
@@ -156,18 +154,16 @@ impl Toeplitz {
     pub fn hash_v6(&self, src: Ipv6Addr, dst: Ipv6Addr, src_port: u16, dst_port: u16) -> u32 {
         let sp = src_port.to_be_bytes();
         let dp = dst_port.to_be_bytes();
-        self.hash_array(&concat_v6(src, dst, [sp[0], sp[1], dp[0], dp[1]]))
+        let port_tables = self.tables.get(32..36).unwrap_or(&[]);
+        self.hash_v6_addrs(src, dst) ^ xor_lookups(port_tables, &[sp[0], sp[1], dp[0], dp[1]])
     }
 }
 
-/// src ‖ dst ‖ tail as one 36-byte array.
+/// XOR of `tables[i][bytes[i]]` over the shorter of the two.
 #[inline(always)]
-fn concat_v6(src: Ipv6Addr, dst: Ipv6Addr, tail: [u8; 4]) -> [u8; 36] {
-    let mut input = [0u8; 36];
-    let (addrs, ports) = input.split_at_mut(32);
-    let (left, right) = addrs.split_at_mut(16);
-    left.copy_from_slice(&src.octets());
-    right.copy_from_slice(&dst.octets());
-    ports.copy_from_slice(&tail);
-    input
+fn xor_lookups(tables: &[[u32; 256]], bytes: &[u8]) -> u32 {
+    tables
+        .iter()
+        .zip(bytes)
+        .fold(0, |acc, (table, &byte)| acc ^ table[usize::from(byte)])
 }
