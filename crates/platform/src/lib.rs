@@ -1,9 +1,10 @@
 //! The only rsstack crate that talks to the operating system.
 //!
-//! It holds capture files ([`pcap`]) and the TAP backend ([`tap`]); AF_PACKET, AF_XDP and clocks
-//! join it as their issues land. `unsafe` is allowed here and nowhere else in the workspace;
+//! It holds capture files ([`pcap`]), the TAP backend ([`tap`]) and AF_PACKET with TPACKET_V3
+//! rings ([`af_packet`]); AF_XDP and clocks join it as their issues land. `unsafe` is allowed here and nowhere else in the workspace;
 //! every `unsafe` block carries a `SAFETY:` comment, and modules that need none deny it.
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod af_packet;
 pub mod pcap;
 pub mod tap;
