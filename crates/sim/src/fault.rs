@@ -281,3 +281,80 @@ impl FaultRule for Blackhole {
         }
     }
 }
+
+impl Flap {
+    /// `count` down windows of `down_ns` each, one every `period_ns`, the first starting at
+    /// `first_down_at_ns` (e.g. a link that bounces every second for 50 ms).
+    pub fn periodic(first_down_at_ns: u64, down_ns: u64, period_ns: u64, count: u32) -> Self {
+        let down = (0..u64::from(count))
+            .map(|k| {
+                let from_ns = first_down_at_ns.saturating_add(k.saturating_mul(period_ns));
+                Window {
+                    from_ns,
+                    until_ns: from_ns.saturating_add(down_ns),
+                }
+            })
+            .collect();
+        Self { down }
+    }
+}
+
+/// Bursty loss: the Gilbert–Elliott two-state Markov model. Before each frame the channel
+/// moves good→bad with probability `p_enter_bad` or bad→good with `p_leave_bad`; the frame is
+/// then lost with `loss_good` or `loss_bad` according to the state. The mean burst (bad-state
+/// sojourn) is `1 / p_leave_bad` frames; the long-run share of frames in the bad state is
+/// `p_enter_bad / (p_enter_bad + p_leave_bad)`. Drops count as [`DropReason::Loss`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BurstLoss {
+    /// Probability per frame of moving from the good to the bad state.
+    pub p_enter_bad: f64,
+    /// Probability per frame of moving from the bad to the good state.
+    pub p_leave_bad: f64,
+    /// Loss probability in the good state.
+    pub loss_good: f64,
+    /// Loss probability in the bad state.
+    pub loss_bad: f64,
+    /// Current state (starts good).
+    pub bad: bool,
+}
+
+impl BurstLoss {
+    /// A model losing nothing in the good state and everything in the bad state, with mean
+    /// burst length `burst_frames_mean` (>= 1) and long-run loss share `loss_share`.
+    pub fn with_mean_burst(loss_share: f64, burst_frames_mean: f64) -> Self {
+        let p_leave_bad = 1.0 / burst_frames_mean.max(1.0);
+        let share = loss_share.clamp(0.0, 0.999);
+        // share = enter / (enter + leave)  =>  enter = share * leave / (1 - share)
+        let p_enter_bad = (share * p_leave_bad / (1.0 - share)).min(1.0);
+        Self {
+            p_enter_bad,
+            p_leave_bad,
+            loss_good: 0.0,
+            loss_bad: 1.0,
+            bad: false,
+        }
+    }
+}
+
+impl FaultRule for BurstLoss {
+    fn verdict(&mut self, _ctx: &PacketCtx<'_>, rng: &mut SimRng) -> Verdict {
+        let flip = if self.bad {
+            self.p_leave_bad
+        } else {
+            self.p_enter_bad
+        };
+        if rng.chance(flip) {
+            self.bad = !self.bad;
+        }
+        let loss = if self.bad {
+            self.loss_bad
+        } else {
+            self.loss_good
+        };
+        if rng.chance(loss) {
+            Verdict::Drop(DropReason::Loss)
+        } else {
+            Verdict::Pass
+        }
+    }
+}

@@ -38,12 +38,12 @@ pub mod trace;
 pub mod world;
 
 pub use fault::{
-    Blackhole, Corrupt, DropReason, Duplicate, FaultRule, Flap, Loss, PacketCtx, Reorder, Verdict,
-    Window,
+    Blackhole, BurstLoss, Corrupt, DropReason, Duplicate, FaultRule, Flap, Loss, PacketCtx,
+    Reorder, Verdict, Window,
 };
 pub use host::{Host, HostId, PortId};
 pub use link::{ChannelConfig, ChannelCounters, Dir, JitterOrder, LinkId};
 pub use rng::SimRng;
 pub use scenario::{SeedFailure, SeedFailures, run_seeds, seeds_from_env_or};
 pub use trace::{Fnv64, TraceEvent, frame_digest};
-pub use world::{ConnectError, RunError, World, WorldCounters};
+pub use world::{ConnectError, FrameTap, RunError, World, WorldCounters};

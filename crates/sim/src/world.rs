@@ -165,7 +165,12 @@ pub struct World {
     counters: WorldCounters,
     /// Scratch for channel output, reused to avoid an allocation per frame.
     scratch: Vec<(u64, Vec<u8>)>,
+    /// Sees every delivered frame (e.g. to write a capture file).
+    tap: Option<Box<FrameTap>>,
 }
+
+/// A callback shown every frame the world delivers: `(at_ns, link, dir, frame)`.
+pub type FrameTap = dyn FnMut(u64, LinkId, Dir, &[u8]);
 
 impl World {
     /// Most frames one host activation may emit before the world yields to other events
@@ -186,7 +191,19 @@ impl World {
             trace: Trace::default(),
             counters: WorldCounters::default(),
             scratch: Vec::new(),
+            tap: None,
         }
+    }
+
+    /// Show every delivered frame, as the receiving host gets it, to `tap` (replacing any
+    /// previous tap). Use it to write a capture of a failing seed.
+    pub fn set_frame_tap(&mut self, tap: impl FnMut(u64, LinkId, Dir, &[u8]) + 'static) {
+        self.tap = Some(Box::new(tap));
+    }
+
+    /// Remove the frame tap.
+    pub fn clear_frame_tap(&mut self) {
+        self.tap = None;
     }
 
     /// The seed the world was created with.
@@ -524,6 +541,9 @@ impl World {
             frame_hash: frame_digest(&frame),
         });
         let now_ns = self.now_ns;
+        if let Some(tap) = self.tap.as_mut() {
+            tap(now_ns, link, dir, &frame);
+        }
         if let Some(slot) = self.hosts.get_mut(host.index()) {
             slot.host.handle_frame(now_ns, port, &frame);
         }

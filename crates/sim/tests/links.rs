@@ -408,3 +408,62 @@ fn connect_rejects_unknown_hosts_reused_ports_and_loops() {
         Err(sim::ConnectError::UnknownHost(ghost))
     );
 }
+
+#[test]
+fn burst_loss_drops_in_runs_with_the_configured_share() {
+    // 20% of frames in the bad state (all lost there), mean burst 5 frames.
+    let n = 20_000u64;
+    let (mut w, _tx, rx, link) = pair(18, SeqSender::new(P0, n, 16, 0), ChannelConfig::default());
+    w.add_fault(link, Dir::AToB, sim::BurstLoss::with_mean_burst(0.2, 5.0));
+    w.run_until_idle(EVENTS_MAX).expect("finite run");
+    let seqs = recorder(&w, rx).seqs();
+    let lost = n - seqs.len() as u64;
+    // Gaps between consecutive delivered sequence numbers are the loss bursts.
+    let bursts: Vec<u64> = seqs
+        .windows(2)
+        .map(|p| p[1] - p[0] - 1)
+        .filter(|&g| g > 0)
+        .collect();
+    let burst_mean = lost as f64 / bursts.len() as f64;
+    assert!((3_400..4_600).contains(&lost), "lost {lost}");
+    assert!((4.0..6.0).contains(&burst_mean), "mean burst {burst_mean}");
+    assert_eq!(
+        w.link_counters(link, Dir::AToB).map(|c| c.drop_loss),
+        Some(lost)
+    );
+}
+
+#[test]
+fn periodic_flap_repeats_its_down_window() {
+    let f = sim::Flap::periodic(1_000, 100, 1_000, 3);
+    let down: Vec<u64> = (0..5_000).step_by(50).filter(|&t| f.is_down(t)).collect();
+    assert_eq!(down, vec![1_000, 1_050, 2_000, 2_050, 3_000, 3_050]);
+}
+
+#[test]
+fn frame_tap_sees_every_delivered_frame_as_delivered() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let (mut w, _tx, rx, link) = pair(19, SeqSender::new(P0, 20, 16, 0), ChannelConfig::default());
+    w.add_fault(link, Dir::AToB, Corrupt { p: 0.5 });
+    w.add_fault(link, Dir::AToB, Loss { p: 0.3 });
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let sink = Rc::clone(&seen);
+    w.set_frame_tap(move |at_ns, l, dir, frame| {
+        sink.borrow_mut().push((at_ns, l, dir, frame.to_vec()));
+    });
+    w.run_until_idle(EVENTS_MAX).expect("finite run");
+    let tapped: Vec<Vec<u8>> = seen.borrow().iter().map(|t| t.3.clone()).collect();
+    let got: Vec<Vec<u8>> = recorder(&w, rx)
+        .frames
+        .iter()
+        .map(|f| f.frame.clone())
+        .collect();
+    assert_eq!(tapped, got);
+    assert!(
+        seen.borrow()
+            .iter()
+            .all(|t| t.1 == link && t.2 == Dir::AToB)
+    );
+    assert!(got.len() < 20);
+}
