@@ -4,12 +4,19 @@
 //! IPv6 (with its extension-header chain) → the first 4 bytes of TCP/UDP (the ports).
 //! Every read is bounds-checked; malformed or truncated input yields a [`FrameError`].
 //!
+//! The IP layers go through `wire`'s checked views (`Ipv4Packet::new_checked`,
+//! `Ipv6Packet::new_checked` + `walk_ext_headers`). The Ethernet/VLAN walk is our own small
+//! bounds-checked loop because `wire::EthernetFrame` knows a single 802.1Q tag and no 802.1ad
+//! (QinQ) outer tag, which NIC parsers do handle.
+//!
 //! Fragments: an IPv4 packet with MF set or a non-zero fragment offset (RFC 791 §3.1), and an
 //! IPv6 packet carrying a Fragment header (RFC 8200 §4.5), get no ports, so they fall back to
 //! the address-only hash — all fragments of a datagram then land on one queue.
 
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use wire::{Ipv4Packet, Ipv6Packet};
 
 use crate::input::{HashInput, HashType, HashTypes, IpVersion, L4Kind, PortPair};
 
@@ -21,55 +28,37 @@ const ETHERNET_HEADER_BYTES: usize = 14;
 const VLAN_TAG_BYTES: usize = 4;
 /// Most VLAN tags walked (QinQ); a frame with more is treated as non-IP.
 const VLAN_TAGS_MAX: usize = 2;
-/// Most IPv6 extension headers walked before giving up on finding ports (bounded work).
-const IPV6_EXT_HEADERS_MAX: usize = 8;
-
-const IPV4_HEADER_MIN_BYTES: usize = 20;
+/// Fixed IPv6 header length (RFC 8200 §3).
 const IPV6_HEADER_BYTES: usize = 40;
 
 /// IANA protocol numbers used here.
 pub const PROTO_TCP: u8 = 6;
 /// UDP.
 pub const PROTO_UDP: u8 = 17;
-const PROTO_HOP_BY_HOP: u8 = 0;
-const PROTO_ROUTING: u8 = 43;
-const PROTO_FRAGMENT: u8 = 44;
-const PROTO_AH: u8 = 51;
-const PROTO_DEST_OPTS: u8 = 60;
 
 /// Why a frame could not be parsed for hashing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameError {
     /// Shorter than an Ethernet header or a VLAN tag.
     TruncatedEthernet,
-    /// Shorter than the IPv4 header its IHL announces, or than its total length.
-    TruncatedIpv4,
-    /// IPv4 version field is not 4 (for EtherType 0x0800).
-    BadIpv4Version,
-    /// IHL < 5, or total length < header length.
-    BadIpv4Length,
-    /// Shorter than the fixed IPv6 header or than its payload length.
-    TruncatedIpv6,
-    /// IPv6 version field is not 6 (for EtherType 0x86dd).
-    BadIpv6Version,
-    /// An IPv6 extension header runs past the end of the packet.
-    TruncatedIpv6ExtHeader,
+    /// The IPv4 header is malformed or truncated (`wire`'s reason).
+    Ipv4(wire::Error),
+    /// The IPv6 header or its extension-header chain is malformed or truncated.
+    Ipv6(wire::Error),
     /// A non-fragment TCP/UDP packet with fewer than 4 bytes of transport header.
     TruncatedL4,
 }
 
 impl fmt::Display for FrameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            FrameError::TruncatedEthernet => "frame shorter than its Ethernet/VLAN header",
-            FrameError::TruncatedIpv4 => "IPv4 packet truncated",
-            FrameError::BadIpv4Version => "IPv4 version field is not 4",
-            FrameError::BadIpv4Length => "IPv4 header or total length invalid",
-            FrameError::TruncatedIpv6 => "IPv6 packet truncated",
-            FrameError::BadIpv6Version => "IPv6 version field is not 6",
-            FrameError::TruncatedIpv6ExtHeader => "IPv6 extension header truncated",
-            FrameError::TruncatedL4 => "TCP/UDP header too short for ports",
-        })
+        match self {
+            FrameError::TruncatedEthernet => {
+                f.write_str("frame shorter than its Ethernet/VLAN header")
+            }
+            FrameError::Ipv4(e) => write!(f, "IPv4: {e}"),
+            FrameError::Ipv6(e) => write!(f, "IPv6: {e}"),
+            FrameError::TruncatedL4 => f.write_str("TCP/UDP header too short for ports"),
+        }
     }
 }
 
@@ -91,12 +80,13 @@ pub enum IpPair {
 pub struct FlowFields {
     /// Source and destination addresses.
     pub addrs: IpPair,
-    /// Upper-layer protocol: IPv4 protocol field, or the IPv6 next header at the end of the
-    /// walked extension chain (e.g. 44 when a fragment's payload is not inspected, 50 for ESP).
+    /// Upper-layer protocol: the IPv4 protocol field, or the first IPv6 next header that is
+    /// not a Hop-by-Hop, Routing, Fragment or Destination Options header (so 51 for AH and
+    /// 50 for ESP: no ports are looked for behind them).
     pub protocol: u8,
     /// TCP/UDP ports of a non-fragment.
     pub ports: Option<PortPair>,
-    /// The packet is an IP fragment.
+    /// The packet is an IP fragment (IPv4 MF or offset ≠ 0; IPv6 with a Fragment header).
     pub is_fragment: bool,
 }
 
@@ -174,12 +164,10 @@ impl HashInput {
 }
 
 fn be16(bytes: &[u8], at: usize) -> Option<u16> {
-    let b = bytes.get(at..at.checked_add(2)?)?;
-    Some(u16::from_be_bytes([*b.first()?, *b.get(1)?]))
-}
-
-fn array<const N: usize>(bytes: &[u8], at: usize) -> Option<[u8; N]> {
-    bytes.get(at..at.checked_add(N)?)?.try_into().ok()
+    match bytes.get(at..at.checked_add(2)?)? {
+        &[hi, lo] => Some(u16::from_be_bytes([hi, lo])),
+        _ => None,
+    }
 }
 
 /// EtherType and L3 payload after the Ethernet header and up to two VLAN tags; `None` when
@@ -208,115 +196,48 @@ fn ports(l4: &[u8]) -> Result<PortPair, FrameError> {
     }
 }
 
-/// RFC 791 §3.1 header layout.
+fn is_tcp_or_udp(protocol: u8) -> bool {
+    protocol == PROTO_TCP || protocol == PROTO_UDP
+}
+
+/// RFC 791 §3.1. The checked view guarantees version 4, IHL ≥ 5, header ≤ total length ≤
+/// buffer; its payload stops at the total length, so link padding is never read as ports.
 fn parse_ipv4(packet: &[u8]) -> Result<FlowFields, FrameError> {
-    let first = *packet.first().ok_or(FrameError::TruncatedIpv4)?;
-    if first >> 4 != 4 {
-        return Err(FrameError::BadIpv4Version);
-    }
-    let header_bytes = usize::from(first & 0x0f) * 4;
-    if header_bytes < IPV4_HEADER_MIN_BYTES {
-        return Err(FrameError::BadIpv4Length);
-    }
-    if packet.len() < header_bytes {
-        return Err(FrameError::TruncatedIpv4);
-    }
-    let total_bytes = usize::from(be16(packet, 2).ok_or(FrameError::TruncatedIpv4)?);
-    if total_bytes < header_bytes {
-        return Err(FrameError::BadIpv4Length);
-    }
-    // Bytes past total length are link padding (short Ethernet frames), not payload.
-    let packet = packet.get(..total_bytes).ok_or(FrameError::TruncatedIpv4)?;
-    let flags_fragment = be16(packet, 6).ok_or(FrameError::TruncatedIpv4)?;
-    let more_fragments = flags_fragment & 0x2000 != 0;
-    let fragment_offset = flags_fragment & 0x1fff;
-    let is_fragment = more_fragments || fragment_offset != 0;
-    let protocol = *packet.get(9).ok_or(FrameError::TruncatedIpv4)?;
-    let src = Ipv4Addr::from(array::<4>(packet, 12).ok_or(FrameError::TruncatedIpv4)?);
-    let dst = Ipv4Addr::from(array::<4>(packet, 16).ok_or(FrameError::TruncatedIpv4)?);
-    let l4 = packet
-        .get(header_bytes..)
-        .ok_or(FrameError::TruncatedIpv4)?;
-    let ports = if !is_fragment && (protocol == PROTO_TCP || protocol == PROTO_UDP) {
-        Some(ports(l4)?)
+    let ip = Ipv4Packet::new_checked(packet).map_err(FrameError::Ipv4)?;
+    let is_fragment = ip.is_fragment();
+    let protocol = ip.protocol().0;
+    let ports = if !is_fragment && is_tcp_or_udp(protocol) {
+        Some(ports(ip.payload())?)
     } else {
         None
     };
     Ok(FlowFields {
-        addrs: IpPair::V4(src, dst),
+        addrs: IpPair::V4(ip.src_addr(), ip.dst_addr()),
         protocol,
         ports,
         is_fragment,
     })
 }
 
-/// RFC 8200 §3 header, §4 extension-header chain.
+/// RFC 8200 §3 header, §4 extension-header chain (walked by `wire`, bounded at
+/// `wire::ipv6::MAX_EXT_HEADERS`). Any Fragment header — even an atomic one (offset 0, M = 0)
+/// — makes the packet a fragment for hashing (RFC 8200 §4.5).
 fn parse_ipv6(packet: &[u8]) -> Result<FlowFields, FrameError> {
-    let first = *packet.first().ok_or(FrameError::TruncatedIpv6)?;
-    if first >> 4 != 6 {
-        return Err(FrameError::BadIpv6Version);
-    }
-    let payload_bytes = usize::from(be16(packet, 4).ok_or(FrameError::TruncatedIpv6)?);
-    let mut next_header = *packet.get(6).ok_or(FrameError::TruncatedIpv6)?;
-    let src = Ipv6Addr::from(array::<16>(packet, 8).ok_or(FrameError::TruncatedIpv6)?);
-    let dst = Ipv6Addr::from(array::<16>(packet, 24).ok_or(FrameError::TruncatedIpv6)?);
-    let after_header = packet
-        .get(IPV6_HEADER_BYTES..)
-        .ok_or(FrameError::TruncatedIpv6)?;
-    // Payload length 0 with a Hop-by-Hop header is a jumbogram (RFC 2675): the payload runs
-    // to the end of the frame. Otherwise bytes past the payload are link padding.
-    let mut rest = if payload_bytes == 0 {
-        after_header
-    } else {
-        after_header
-            .get(..payload_bytes)
-            .ok_or(FrameError::TruncatedIpv6)?
-    };
-    let mut is_fragment = false;
-    let mut walked_all = false;
-    for _ in 0..IPV6_EXT_HEADERS_MAX {
-        let header_bytes = match next_header {
-            PROTO_HOP_BY_HOP | PROTO_ROUTING | PROTO_DEST_OPTS => {
-                // RFC 8200 §4.3–4.6: Hdr Ext Len in 8-octet units, not counting the first 8.
-                let len = *rest.get(1).ok_or(FrameError::TruncatedIpv6ExtHeader)?;
-                (usize::from(len) + 1) * 8
-            }
-            PROTO_AH => {
-                // RFC 4302 §2.2: Payload Len in 4-octet units, minus 2.
-                let len = *rest.get(1).ok_or(FrameError::TruncatedIpv6ExtHeader)?;
-                (usize::from(len) + 2) * 4
-            }
-            PROTO_FRAGMENT => {
-                // RFC 8200 §4.5: any Fragment header makes this a fragment for hashing; the
-                // payload (ports of a first fragment) is not inspected.
-                if rest.len() < 8 {
-                    return Err(FrameError::TruncatedIpv6ExtHeader);
-                }
-                is_fragment = true;
-                walked_all = true;
-                break;
-            }
-            _ => {
-                walked_all = true;
-                break;
-            }
-        };
-        let following = *rest.first().ok_or(FrameError::TruncatedIpv6ExtHeader)?;
-        rest = rest
-            .get(header_bytes..)
-            .ok_or(FrameError::TruncatedIpv6ExtHeader)?;
-        next_header = following;
-    }
-    // Too long a chain: hash the addresses only (bounded work, no error: the packet may be
-    // valid, we just do not look further).
-    let protocol = next_header;
-    let ports = if walked_all && !is_fragment && (protocol == PROTO_TCP || protocol == PROTO_UDP) {
-        Some(ports(rest)?)
+    let ip = Ipv6Packet::new_checked(packet).map_err(FrameError::Ipv6)?;
+    let walk = ip.walk_ext_headers().map_err(FrameError::Ipv6)?;
+    let is_fragment = walk.fragment.is_some();
+    let protocol = walk.upper_protocol.0;
+    let ports = if !is_fragment && is_tcp_or_udp(protocol) {
+        // `upper_offset` counts from the start of the IPv6 header; stay inside the payload
+        // length so link padding is never read as ports.
+        let end = IPV6_HEADER_BYTES + ip.payload().len();
+        let l4 = packet.get(walk.upper_offset..end).unwrap_or(&[]);
+        Some(ports(l4)?)
     } else {
         None
     };
     Ok(FlowFields {
-        addrs: IpPair::V6(src, dst),
+        addrs: IpPair::V6(ip.src_addr(), ip.dst_addr()),
         protocol,
         ports,
         is_fragment,

@@ -5,6 +5,7 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 use rss::{FlowFields, FrameError, HashInput, HashType, HashTypes, PortPair};
+use wire::Error as WireError;
 
 const MAC_HEADER: [u8; 12] = [0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
 
@@ -290,55 +291,55 @@ fn truncated_and_malformed_frames_get_typed_errors() {
     let good4 = ethernet(0x0800, &ipv4(6, SRC4, DST4, 0, &l4(1, 2, 20)));
     assert_eq!(
         HashInput::from_frame(&good4[..14 + 19], all),
-        Err(FrameError::TruncatedIpv4)
+        Err(FrameError::Ipv4(WireError::Truncated))
     );
     assert_eq!(
         HashInput::from_frame(&good4[..14 + 22], all),
-        Err(FrameError::TruncatedIpv4)
+        Err(FrameError::Ipv4(WireError::BadTotalLength))
     );
     assert_eq!(
         HashInput::from_frame(&ethernet(0x0800, &[]), all),
-        Err(FrameError::TruncatedIpv4)
+        Err(FrameError::Ipv4(WireError::Truncated))
     );
     let mut bad_version = good4.clone();
     bad_version[14] = 0x65;
     assert_eq!(
         HashInput::from_frame(&bad_version, all),
-        Err(FrameError::BadIpv4Version)
+        Err(FrameError::Ipv4(WireError::BadVersion))
     );
     let mut bad_ihl = good4.clone();
     bad_ihl[14] = 0x44;
     assert_eq!(
         HashInput::from_frame(&bad_ihl, all),
-        Err(FrameError::BadIpv4Length)
+        Err(FrameError::Ipv4(WireError::BadIhl))
     );
     let mut short_total = good4.clone();
     short_total[16..18].copy_from_slice(&19u16.to_be_bytes());
     assert_eq!(
         HashInput::from_frame(&short_total, all),
-        Err(FrameError::BadIpv4Length)
+        Err(FrameError::Ipv4(WireError::BadIhl))
     );
 
     let good6 = ethernet(0x86dd, &ipv6(6, src6(), dst6(), &l4(1, 2, 20)));
     assert_eq!(
         HashInput::from_frame(&good6[..14 + 39], all),
-        Err(FrameError::TruncatedIpv6)
+        Err(FrameError::Ipv6(WireError::Truncated))
     );
     assert_eq!(
         HashInput::from_frame(&good6[..14 + 41], all),
-        Err(FrameError::TruncatedIpv6)
+        Err(FrameError::Ipv6(WireError::BadPayloadLength))
     );
     let mut bad6 = good6.clone();
     bad6[14] = 0x40;
     assert_eq!(
         HashInput::from_frame(&bad6, all),
-        Err(FrameError::BadIpv6Version)
+        Err(FrameError::Ipv6(WireError::BadVersion))
     );
     // Hop-by-Hop announcing 16 bytes with only 8 present.
     let hbh = ethernet(0x86dd, &ipv6(0, src6(), dst6(), &[6, 1, 0, 0, 0, 0, 0, 0]));
     assert_eq!(
         HashInput::from_frame(&hbh, all),
-        Err(FrameError::TruncatedIpv6ExtHeader)
+        Err(FrameError::Ipv6(WireError::Truncated))
     );
     let tcp_short = ethernet(0x86dd, &ipv6(6, src6(), dst6(), &[0, 1, 0]));
     assert_eq!(
@@ -348,7 +349,48 @@ fn truncated_and_malformed_frames_get_typed_errors() {
 }
 
 #[test]
+fn ipv6_behind_ah_or_esp_gets_address_only_hash() {
+    for next_header in [50u8, 51] {
+        let mut payload = vec![6, 4, 0, 0];
+        payload.extend_from_slice(&[0u8; 20]);
+        payload.extend_from_slice(&l4(2794, 1766, 20));
+        let f = ethernet(0x86dd, &ipv6(next_header, src6(), dst6(), &payload));
+        let got = HashInput::from_frame(&f, HashTypes::all());
+        assert_eq!(
+            got,
+            Ok(Some((
+                HashType::Ipv6,
+                HashInput::V6 {
+                    src: src6(),
+                    dst: dst6(),
+                    ports: None
+                }
+            ))),
+            "next header {next_header}"
+        );
+    }
+}
+
+#[test]
+fn ipv6_hop_by_hop_not_first_is_an_error() {
+    // Destination Options then Hop-by-Hop (RFC 8200 §4.1: Hop-by-Hop must come first).
+    let mut payload = vec![0, 0, 0, 0, 0, 0, 0, 0];
+    payload.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 0]);
+    payload.extend_from_slice(&l4(1, 2, 20));
+    let f = ethernet(0x86dd, &ipv6(60, src6(), dst6(), &payload));
+    assert_eq!(
+        HashInput::from_frame(&f, HashTypes::all()),
+        Err(FrameError::Ipv6(WireError::BadExtHeaderOrder))
+    );
+}
+
+#[test]
 fn frame_errors_display_a_message() {
+    assert!(
+        FrameError::Ipv4(WireError::BadIhl)
+            .to_string()
+            .starts_with("IPv4: ")
+    );
     assert!(!FrameError::TruncatedL4.to_string().is_empty());
 }
 
