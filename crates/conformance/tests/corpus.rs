@@ -113,3 +113,162 @@ fn corpus_python_and_shell_blocks_are_kept_verbatim() {
     assert!(code[0].contains("assert tcpi_ca_state == TCP_CA_Recovery, tcpi_ca_state"));
     assert!(matches!(&s.events[0].action, Action::Shell(c) if c == "../common/defaults.sh"));
 }
+
+use conformance::ast::{Direction, TcpLine, TcpOption, TcpOptionsSpec};
+use conformance::matcher::{BuildError, MatchContext, Mismatch, Progress, SuperSegment};
+use conformance::time::TimeCursor;
+use wire::tcp::{SackBlock, SeqNumber, TcpFlags, TcpRepr, TcpTimestamp};
+
+const PEER_BASE: u32 = 0x1234_5678;
+const STACK_BASE: u32 = 0xfff0_0000;
+const TS_OFFSET: u32 = 0x4000_0000;
+
+/// What a perfectly conforming stack would send for an outbound line.
+fn ideal_outbound<'a>(l: &TcpLine, payload: &'a [u8]) -> TcpRepr<'a> {
+    let mut r = TcpRepr {
+        src_port: 8080,
+        dst_port: 40000,
+        seq_number: SeqNumber(STACK_BASE.wrapping_add(l.seq.start)),
+        ack_number: SeqNumber(PEER_BASE.wrapping_add(l.ack.unwrap_or(0))),
+        flags: l.flags,
+        window_len: l.win.unwrap_or(1000),
+        urgent_pointer: l.urg.unwrap_or(0),
+        max_seg_size: None,
+        window_scale: None,
+        sack_permitted: false,
+        sack_blocks: [None; 4],
+        timestamp: None,
+        payload,
+    };
+    if let TcpOptionsSpec::List(list) = &l.options {
+        let mut n = 0;
+        for o in list {
+            match o {
+                TcpOption::Mss(m) => r.max_seg_size = Some(*m),
+                TcpOption::WindowScale(w) => r.window_scale = Some(*w),
+                TcpOption::SackPermitted => r.sack_permitted = true,
+                TcpOption::Timestamp { val, ecr } => {
+                    r.timestamp = Some(TcpTimestamp {
+                        tsval: val.wrapping_add(TS_OFFSET),
+                        tsecr: *ecr,
+                    })
+                }
+                TcpOption::Sack(blocks) => {
+                    for &(a, b) in blocks {
+                        if let Some(slot) = r.sack_blocks.get_mut(n) {
+                            *slot = Some(SackBlock {
+                                left: SeqNumber(PEER_BASE.wrapping_add(a)),
+                                right: SeqNumber(PEER_BASE.wrapping_add(b)),
+                            });
+                        }
+                        n += 1;
+                    }
+                }
+                TcpOption::Nop | TcpOption::Eol | TcpOption::FastOpen(_) => {}
+            }
+        }
+    }
+    r
+}
+
+/// Every outbound corpus line matches what an ideal stack sends, whole and split into
+/// 1000-byte pieces; every inbound line builds. The only exceptions are the TCP Fast Open
+/// lines, which a `TcpRepr` cannot carry.
+#[test]
+fn every_corpus_packet_line_matches_an_ideal_stack_or_is_fast_open() {
+    let mut outbound = 0;
+    let mut inbound = 0;
+    let mut split = 0;
+    let mut fast_open = 0;
+    for (path, text) in corpus() {
+        let s = parse_script(&text).expect("parses");
+        let mut ctx = MatchContext::new(SeqNumber(PEER_BASE));
+        ctx.tolerance_usecs = s.tolerance_usecs();
+        ctx.ts_tick_usecs = s.tcp_ts_tick_usecs();
+        for ev in &s.events {
+            let Action::Tcp(l) = &ev.action else { continue };
+            let payload = vec![0u8; l.payload_len() as usize];
+            let here = format!("{}:{}", path.display(), ev.pos);
+            let is_fo = matches!(&l.options, TcpOptionsSpec::List(v)
+                if v.iter().any(|o| matches!(o, TcpOption::FastOpen(_))));
+            match l.direction {
+                Direction::Inbound => match ctx.build_inbound(l, 40000, 8080, &payload) {
+                    Ok(r) => {
+                        assert_eq!(r.seq_number, SeqNumber(PEER_BASE.wrapping_add(l.seq.start)));
+                        inbound += 1;
+                    }
+                    Err(BuildError::Unrepresentable(_)) if is_fo => fast_open += 1,
+                    Err(e) => panic!("{here}: {e}"),
+                },
+                Direction::Outbound => {
+                    let ideal = ideal_outbound(l, &payload);
+                    match ctx.match_outbound(l, &ideal) {
+                        Ok(()) => outbound += 1,
+                        Err(e)
+                            if is_fo
+                                && e.mismatches
+                                    .iter()
+                                    .all(|m| matches!(m, Mismatch::Unverifiable(_))) =>
+                        {
+                            fast_open += 1
+                        }
+                        Err(e) => panic!("{here}: {e}"),
+                    }
+                    if l.payload_len() > 1000 {
+                        let mut acc = SuperSegment::new(l);
+                        let mut off = 0u32;
+                        loop {
+                            let n = (l.payload_len() - off).min(1000);
+                            let last = off + n == l.payload_len();
+                            let piece = vec![0u8; n as usize];
+                            let mut r = ideal_outbound(l, &piece);
+                            r.seq_number += off;
+                            if !last {
+                                r.flags =
+                                    TcpFlags(l.flags.0 & !(TcpFlags::PSH.0 | TcpFlags::FIN.0));
+                            }
+                            let p = acc
+                                .push(&mut ctx, &r)
+                                .unwrap_or_else(|e| panic!("{here}: piece at +{off}: {e}"));
+                            off += n;
+                            if last {
+                                assert_eq!(p, Progress::Complete, "{here}");
+                                break;
+                            }
+                        }
+                        split += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!((inbound, outbound, fast_open), (315, 270, 2));
+    assert!(split > 50, "only {split} lines were split");
+}
+
+/// Walking every script on an ideal clock (each event exactly when the script says) never
+/// reports a time mismatch, with zero tolerance.
+#[test]
+fn every_corpus_script_runs_on_an_ideal_clock() {
+    for (path, text) in corpus() {
+        let s = parse_script(&text).expect("parses");
+        let mut clock = TimeCursor::new();
+        let mut now_usecs = 0;
+        for ev in &s.events {
+            if let Some(w) = clock.window(&ev.time) {
+                let done = if w.blocking {
+                    w.end_usecs
+                } else {
+                    w.start_usecs
+                };
+                clock
+                    .check(&ev.time, done, 0)
+                    .unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), ev.pos));
+                now_usecs = now_usecs.max(w.start_usecs);
+                clock.advance(&ev.time, w.start_usecs);
+            } else {
+                clock.advance(&ev.time, now_usecs);
+            }
+        }
+    }
+}
