@@ -20,10 +20,10 @@ use wire::{Ipv4Packet, Ipv6Packet};
 
 use crate::input::{HashInput, HashType, HashTypes, IpVersion, L4Kind, PortPair};
 
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
-const ETHERTYPE_VLAN: u16 = 0x8100;
-const ETHERTYPE_QINQ: u16 = 0x88a8;
+const ETHERTYPE_IPV4: u16 = wire::EtherType::IPV4.0;
+const ETHERTYPE_IPV6: u16 = wire::EtherType::IPV6.0;
+const ETHERTYPE_VLAN: u16 = wire::EtherType::VLAN.0;
+const ETHERTYPE_QINQ: u16 = wire::EtherType::QINQ.0;
 const ETHERNET_HEADER_BYTES: usize = 14;
 const VLAN_TAG_BYTES: usize = 4;
 /// Most VLAN tags walked (QinQ); a frame with more is treated as non-IP.
@@ -31,10 +31,10 @@ const VLAN_TAGS_MAX: usize = 2;
 /// Fixed IPv6 header length (RFC 8200 §3).
 const IPV6_HEADER_BYTES: usize = 40;
 
-/// IANA protocol numbers used here.
-pub const PROTO_TCP: u8 = 6;
-/// UDP.
-pub const PROTO_UDP: u8 = 17;
+/// IANA protocol number of TCP.
+pub const PROTO_TCP: u8 = wire::IpProtocol::TCP.0;
+/// IANA protocol number of UDP.
+pub const PROTO_UDP: u8 = wire::IpProtocol::UDP.0;
 
 /// Why a frame could not be parsed for hashing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +62,14 @@ impl fmt::Display for FrameError {
     }
 }
 
-impl core::error::Error for FrameError {}
+impl core::error::Error for FrameError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            FrameError::Ipv4(e) | FrameError::Ipv6(e) => Some(e),
+            FrameError::TruncatedEthernet | FrameError::TruncatedL4 => None,
+        }
+    }
+}
 
 /// Addresses of a parsed IP packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

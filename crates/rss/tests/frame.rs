@@ -419,3 +419,84 @@ proptest! {
         }
     }
 }
+
+/// A random TCP/UDP flow as a frame, with what extraction must report for it.
+#[derive(Debug, Clone)]
+struct GeneratedFrame {
+    bytes: Vec<u8>,
+    expected: (HashType, HashInput),
+}
+
+fn generated_frame() -> impl Strategy<Value = GeneratedFrame> {
+    (
+        any::<bool>(),         // IPv6?
+        any::<bool>(),         // UDP?
+        0usize..=2,            // VLAN tags
+        any::<bool>(),         // fragment?
+        any::<(u128, u128)>(), // addresses (low 32 bits for IPv4)
+        any::<(u16, u16)>(),   // ports
+        0usize..16,            // link padding bytes
+    )
+        .prop_map(
+            |(is_v6, is_udp, tags, fragment, (s, d), (sp, dp), padding)| {
+                let protocol = if is_udp { 17 } else { 6 };
+                let l4_bytes = l4(sp, dp, if is_udp { 8 } else { 20 });
+                let ports = (!fragment).then_some(PortPair { src: sp, dst: dp });
+                let (ethertype, ip, expected) = if is_v6 {
+                    let (src, dst) = (Ipv6Addr::from_bits(s), Ipv6Addr::from_bits(d));
+                    let ip = if fragment {
+                        let mut payload = vec![protocol, 0, 0, 0, 0, 0, 0, 9];
+                        payload.extend_from_slice(&l4_bytes);
+                        ipv6(44, src, dst, &payload)
+                    } else {
+                        ipv6(protocol, src, dst, &l4_bytes)
+                    };
+                    let t = match (fragment, is_udp) {
+                        (true, _) => HashType::Ipv6,
+                        (false, true) => HashType::UdpIpv6,
+                        (false, false) => HashType::TcpIpv6,
+                    };
+                    (0x86dd, ip, (t, HashInput::V6 { src, dst, ports }))
+                } else {
+                    let (src, dst) = (Ipv4Addr::from_bits(s as u32), Ipv4Addr::from_bits(d as u32));
+                    let ip = ipv4(
+                        protocol,
+                        src,
+                        dst,
+                        if fragment { 0x2000 } else { 0x4000 },
+                        &l4_bytes,
+                    );
+                    let t = match (fragment, is_udp) {
+                        (true, _) => HashType::Ipv4,
+                        (false, true) => HashType::UdpIpv4,
+                        (false, false) => HashType::TcpIpv4,
+                    };
+                    (0x0800, ip, (t, HashInput::V4 { src, dst, ports }))
+                };
+                let mut bytes = MAC_HEADER.to_vec();
+                for tag in 0..tags {
+                    let tpid: u16 = if tag == 0 && tags == 2 {
+                        0x88a8
+                    } else {
+                        0x8100
+                    };
+                    bytes.extend_from_slice(&tpid.to_be_bytes());
+                    bytes.extend_from_slice(&(tag as u16 + 1).to_be_bytes());
+                }
+                bytes.extend_from_slice(&u16::to_be_bytes(ethertype));
+                bytes.extend_from_slice(&ip);
+                bytes.extend(std::iter::repeat_n(0xee, padding));
+                GeneratedFrame { bytes, expected }
+            },
+        )
+}
+
+proptest! {
+    #[test]
+    fn extraction_recovers_the_tuple_of_any_generated_frame(g in generated_frame()) {
+        prop_assert_eq!(
+            HashInput::from_frame(&g.bytes, HashTypes::all()),
+            Ok(Some(g.expected))
+        );
+    }
+}

@@ -159,3 +159,54 @@ fn steer_frame_agrees_with_hash_of_extracted_input() {
     assert_eq!(d.hash, Some(RssHasher::default().hash(&input)));
     assert_eq!(d.hash, Some(0x51cc_c178));
 }
+
+mod symmetric {
+    use super::*;
+    use proptest::prelude::*;
+    use rss::{RssKey, SymmetricMode};
+
+    fn reversed(f: &FlowFields) -> FlowFields {
+        let addrs = match f.addrs {
+            IpPair::V4(s, d) => IpPair::V4(d, s),
+            IpPair::V6(s, d) => IpPair::V6(d, s),
+        };
+        let ports = f.ports.map(|p| PortPair {
+            src: p.dst,
+            dst: p.src,
+        });
+        FlowFields { addrs, ports, ..*f }
+    }
+
+    proptest! {
+        #[test]
+        fn both_directions_of_a_flow_reach_the_same_queue_in_symmetric_modes(
+            is_v6 in any::<bool>(),
+            (s, d) in any::<(u128, u128)>(),
+            ports in prop::option::of(any::<(u16, u16)>()),
+            repeated in any::<bool>(),
+            reta_size_log2 in 0u32..=11,
+        ) {
+            let addrs = if is_v6 {
+                IpPair::V6(Ipv6Addr::from_bits(s), Ipv6Addr::from_bits(d))
+            } else {
+                IpPair::V4(Ipv4Addr::from_bits(s as u32), Ipv4Addr::from_bits(d as u32))
+            };
+            let flow = FlowFields {
+                addrs,
+                protocol: 6,
+                ports: ports.map(|(src, dst)| PortPair { src, dst }),
+                is_fragment: ports.is_none(),
+            };
+            let mode = if repeated { SymmetricMode::RepeatedKey } else { SymmetricMode::XorFold };
+            let s = Steering {
+                reta: Reta::with_equal(1 << reta_size_log2, 16).expect("valid"),
+                hasher: RssHasher::new(&RssKey::default(), mode),
+                ..Steering::default()
+            };
+            let there = s.steer_fields(&flow);
+            let back = s.steer_fields(&reversed(&flow));
+            prop_assert_eq!(there.hash, back.hash);
+            prop_assert_eq!(there.queue, back.queue);
+        }
+    }
+}
