@@ -13,6 +13,20 @@ for component in rustfmt clippy; do
   fi
 done
 
+step "system packages"
+# Real peers and tools the interop tests use. Installed only when missing.
+missing=()
+command -v tshark >/dev/null 2>&1 || missing+=(tshark)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "missing ${missing[*]} and not root: the tests that need them will not run" >&2
+  fi
+fi
+
 step "format"
 cargo fmt --all -- --check
 
