@@ -31,7 +31,12 @@ pub enum ParseErrorKind {
     OptionAfterEvent,
     /// A `FO` cookie that is not an even number of hex digits.
     BadCookie,
+    /// Expressions nested deeper than [`MAX_EXPR_DEPTH`].
+    TooDeep,
 }
+
+/// Deepest nesting of `[…]`, `{…}` and calls an expression may have (bounds parser recursion).
+pub const MAX_EXPR_DEPTH: u32 = 32;
 
 impl core::fmt::Display for ParseErrorKind {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -48,6 +53,9 @@ impl core::fmt::Display for ParseErrorKind {
             ParseErrorKind::OptionAfterEvent => f.write_str("--option after the first event"),
             ParseErrorKind::BadCookie => {
                 f.write_str("fast open cookie must be pairs of hex digits")
+            }
+            ParseErrorKind::TooDeep => {
+                write!(f, "expression nested deeper than {MAX_EXPR_DEPTH}")
             }
         }
     }
@@ -115,13 +123,16 @@ impl From<ParseError> for Fail {
     }
 }
 
-/// A position in the source. Invariant: `pos` is on a char boundary of `src`.
+/// A position in the source. Invariant: `pos` is on a char boundary of `src`;
+/// `depth <= MAX_EXPR_DEPTH`.
 #[derive(Clone, Copy)]
 struct Parser<'s> {
     src: &'s str,
     pos: usize,
     line: u32,
     col: u32,
+    /// Current expression nesting depth.
+    depth: u32,
 }
 
 fn is_ident_start(c: u8) -> bool {
@@ -139,6 +150,7 @@ impl<'s> Parser<'s> {
             pos: 0,
             line: 1,
             col: 1,
+            depth: 0,
         }
     }
 
@@ -888,6 +900,16 @@ impl<'s> Parser<'s> {
     }
 
     fn term(&mut self) -> Result<Expr, ParseError> {
+        if self.depth >= MAX_EXPR_DEPTH {
+            return Err(self.error(ParseErrorKind::TooDeep));
+        }
+        self.depth += 1;
+        let r = self.term_inner();
+        self.depth -= 1;
+        r
+    }
+
+    fn term_inner(&mut self) -> Result<Expr, ParseError> {
         match self.peek() {
             Some(b'.') if self.starts_with("...") => {
                 self.bump_n(3);
