@@ -44,6 +44,6 @@ pub use fault::{
 pub use host::{Host, HostId, PortId};
 pub use link::{ChannelConfig, ChannelCounters, Dir, JitterOrder, LinkId};
 pub use rng::SimRng;
-pub use scenario::{SeedFailure, SeedFailures, run_seeds, seeds_from_env_or};
+pub use scenario::{SeedFailure, SeedFailures, run_seeds, run_seeds_parallel, seeds_from_env_or};
 pub use trace::{Fnv64, TraceEvent, frame_digest};
 pub use world::{ConnectError, FrameTap, RunError, World, WorldCounters};

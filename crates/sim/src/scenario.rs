@@ -102,6 +102,75 @@ where
     }
 }
 
+/// Like [`run_seeds`], spread over `threads` worker threads (0 = the machine's available
+/// parallelism). Each seed still runs alone in its own world, so results are the same as
+/// sequentially; failures are reported in ascending seed order whatever thread found them.
+pub fn run_seeds_parallel<I, F>(seeds: I, threads: usize, scenario: F) -> Result<(), SeedFailures>
+where
+    I: IntoIterator<Item = u64>,
+    F: Fn(u64) -> Result<(), String> + Sync,
+{
+    let seeds: Vec<u64> = seeds.into_iter().collect();
+    let threads = match threads {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        n => n,
+    }
+    .clamp(1, seeds.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut failures: Vec<(usize, SeedFailure)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut found = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&seed) = seeds.get(i) else {
+                            return found;
+                        };
+                        let outcome = match catch_unwind(AssertUnwindSafe(|| scenario(seed))) {
+                            Ok(result) => result,
+                            Err(payload) => Err(panic_message(payload.as_ref())),
+                        };
+                        if let Err(message) = outcome {
+                            eprintln!("sim: seed {seed} FAILED: {message}");
+                            found.push((i, SeedFailure { seed, message }));
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                // Scenario panics are caught above; a worker can only fail outside them.
+                w.join().unwrap_or_else(|_| {
+                    vec![(
+                        usize::MAX,
+                        SeedFailure {
+                            seed: u64::MAX,
+                            message: "a worker thread panicked outside any scenario".into(),
+                        },
+                    )]
+                })
+            })
+            .collect()
+    });
+    failures.sort_by_key(|(i, _)| *i);
+    let failed = failures.len() as u64;
+    if failed == 0 {
+        return Ok(());
+    }
+    Err(SeedFailures {
+        runs: seeds.len() as u64,
+        failed,
+        failures: failures
+            .into_iter()
+            .map(|(_, f)| f)
+            .take(FAILURES_KEPT_MAX)
+            .collect(),
+    })
+}
+
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         format!("panicked: {s}")
@@ -177,6 +246,29 @@ mod tests {
         };
         assert_eq!(report.seeds(), vec![4]);
         assert!(report.failures.iter().any(|f| f.message.contains("boom")));
+    }
+
+    #[test]
+    fn run_seeds_parallel_reports_the_same_failures_in_seed_order() {
+        let scenario = |seed: u64| {
+            if seed % 7 == 3 {
+                Err(format!("bad {seed}"))
+            } else if seed == 20 {
+                panic!("boom {seed}");
+            } else {
+                Ok(())
+            }
+        };
+        let seq = run_seeds(0..40, scenario).err();
+        let par = run_seeds_parallel(0..40, 3, scenario).err();
+        assert!(seq.is_some());
+        assert_eq!(seq, par);
+        assert_eq!(
+            par.map(|r| r.seeds()),
+            Some(vec![3, 10, 17, 20, 24, 31, 38])
+        );
+        assert!(run_seeds_parallel(0..40, 0, |_| Ok(())).is_ok());
+        assert!(run_seeds_parallel(Vec::new(), 4, |_| Err("never".into())).is_ok());
     }
 
     #[test]

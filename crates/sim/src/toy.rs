@@ -2,6 +2,7 @@
 //!
 //! - [`SeqSender`] sends numbered frames (8-byte big-endian sequence number, then padding).
 //! - [`Recorder`] records every frame it receives with its arrival time.
+//! - [`Relay`] forwards frames between its two ports (a router in a dumbbell topology).
 //! - [`GbnSender`] / [`GbnReceiver`]: a go-back-N reliable transfer with a 64-bit checksum,
 //!   cumulative ACKs and a fixed retransmission timeout. The receiver's delivered bytes must
 //!   equal the sender's bytes exactly — the property the TCP soak checks later.
@@ -120,6 +121,53 @@ impl Host for Recorder {
 
     fn poll_transmit(&mut self, _now_ns: u64) -> Option<(PortId, Vec<u8>)> {
         None
+    }
+
+    fn poll_timeout(&self) -> Option<u64> {
+        None
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A two-port store-and-forward relay: every frame received on port 0 leaves on port 1 and
+/// vice versa, unchanged, at the instant it arrived. With links of different rates on each
+/// side, the egress link's transmit queue becomes the bottleneck queue of a classic
+/// dumbbell topology.
+#[derive(Clone, Debug, Default)]
+pub struct Relay {
+    pending: VecDeque<(PortId, Vec<u8>)>,
+    /// Frames forwarded.
+    pub forwarded: u64,
+    /// Frames received on a port other than 0 or 1 (discarded).
+    pub frames_unknown_port: u64,
+}
+
+impl Host for Relay {
+    fn handle_frame(&mut self, _now_ns: u64, port: PortId, frame: &[u8]) {
+        let out = match port {
+            PortId(0) => PortId(1),
+            PortId(1) => PortId(0),
+            _ => {
+                self.frames_unknown_port += 1;
+                return;
+            }
+        };
+        self.pending.push_back((out, frame.to_vec()));
+    }
+
+    fn handle_timeout(&mut self, _now_ns: u64) {}
+
+    fn poll_transmit(&mut self, _now_ns: u64) -> Option<(PortId, Vec<u8>)> {
+        let next = self.pending.pop_front()?;
+        self.forwarded += 1;
+        Some(next)
     }
 
     fn poll_timeout(&self) -> Option<u64> {

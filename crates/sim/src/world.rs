@@ -371,6 +371,24 @@ impl World {
         self.trace.events()
     }
 
+    /// The last `n` recorded events, one per line (for failure messages; empty unless
+    /// recording is on).
+    pub fn trace_tail(&self, n: usize) -> String {
+        let events = self.trace.events();
+        let skip = events.len().saturating_sub(n);
+        let mut out = String::new();
+        for e in events.iter().skip(skip) {
+            out.push_str(&e.to_string());
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Number of pending events (stale timer events included).
+    pub fn pending_events(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Digest of every trace event so far, in order.
     pub fn digest(&self) -> u64 {
         self.trace.digest()

@@ -467,3 +467,39 @@ fn frame_tap_sees_every_delivered_frame_as_delivered() {
     );
     assert!(got.len() < 20);
 }
+
+#[test]
+fn relay_egress_queue_is_the_bottleneck_of_a_dumbbell() {
+    // sender --1 Gb/s--> relay --10 Mb/s, 10-frame queue--> recorder.
+    // 50 frames of 1000 B arrive at the relay 8 us apart but leave 800 us apart: the slow
+    // link's queue fills and drops, and deliveries are paced at the slow rate.
+    let mut w = World::new(20);
+    let tx = w.add_host(Box::new(SeqSender::new(P0, 50, 1000, 0)));
+    let relay = w.add_host(Box::new(sim::toy::Relay::default()));
+    let rx = w.add_host(Box::new(Recorder::default()));
+    let fast = ChannelConfig::default().rate_bps(1_000_000_000);
+    let slow = ChannelConfig::default()
+        .rate_bps(10_000_000)
+        .queue_max(1 << 20, 10);
+    w.connect((tx, P0), (relay, P0), fast).expect("fresh ports");
+    let bottleneck = w
+        .connect((relay, PortId(1)), (rx, P0), slow)
+        .expect("fresh ports");
+    w.run_until_idle(EVENTS_MAX).expect("finite run");
+    let r = recorder(&w, rx);
+    let c = *w.link_counters(bottleneck, Dir::AToB).expect("link exists");
+    // The burst reaches the relay within 400 us, before the first slow frame (800 us) has
+    // left: exactly the queue's 10 frames get through.
+    assert_eq!(c.drop_queue_full, 40, "{c:?}");
+    assert_eq!(r.seqs(), (0..10).collect::<Vec<_>>());
+    let gaps: Vec<u64> = r
+        .frames
+        .windows(2)
+        .map(|p| p[1].at_ns - p[0].at_ns)
+        .collect();
+    assert!(gaps.iter().all(|&g| g == 800_000), "{gaps:?}");
+    assert_eq!(
+        w.host::<sim::toy::Relay>(relay).map(|x| x.forwarded),
+        Some(50)
+    );
+}
