@@ -69,6 +69,32 @@ impl fmt::Display for HashType {
     }
 }
 
+/// A hash type name that [`HashType::from_str`](core::str::FromStr) did not recognise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnknownHashType;
+
+impl fmt::Display for UnknownHashType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "unknown hash type (expected ipv4, tcp-ipv4, udp-ipv4, ipv6, tcp-ipv6, udp-ipv6)",
+        )
+    }
+}
+
+impl core::error::Error for UnknownHashType {}
+
+impl core::str::FromStr for HashType {
+    type Err = UnknownHashType;
+
+    /// Parses the names [`HashType`]'s `Display` prints (`tcp-ipv4`, …), case-insensitively.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        HashType::ALL
+            .into_iter()
+            .find(|t| t.to_string().eq_ignore_ascii_case(s.trim()))
+            .ok_or(UnknownHashType)
+    }
+}
+
 /// The set of enabled hash types (NDIS `HashInformation` type bits; Linux
 /// `ethtool -N rx-flow-hash`).
 ///

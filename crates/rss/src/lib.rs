@@ -15,6 +15,30 @@
 //! hashes back to the opening queue.
 //!
 //! Everything here is sans-IO and deterministic: no clock, no thread, no randomness.
+//!
+//! ```
+//! use core::net::Ipv4Addr;
+//! use rss::{HashInput, PortPair, Reta, RssHasher, SteerHow, Steering};
+//!
+//! // Microsoft's first verification vector: 66.9.149.187:2794 → 161.142.100.80:1766.
+//! let flow = HashInput::V4 {
+//!     src: Ipv4Addr::new(66, 9, 149, 187),
+//!     dst: Ipv4Addr::new(161, 142, 100, 80),
+//!     ports: Some(PortPair { src: 2794, dst: 1766 }),
+//! };
+//! let hasher = RssHasher::default(); // default key, not symmetric
+//! assert_eq!(hasher.hash(&flow), 0x51cc_c178);
+//!
+//! // 128-entry RETA spread round-robin over 8 queues (`ethtool -X equal 8`).
+//! let reta = Reta::with_equal(128, 8)?;
+//! assert_eq!(reta.queue_for_hash(0x51cc_c178), (0x78 % 8) as u16);
+//!
+//! // Whole-frame steering: filters first, then RSS; non-IP frames get no hash.
+//! let steering = Steering { reta, ..Steering::default() };
+//! let arp = [0u8; 12].iter().chain(&[0x08, 0x06]).chain(&[0u8; 28]).copied().collect::<Vec<_>>();
+//! assert_eq!(steering.steer_frame(&arp)?.how, SteerHow::NoHash);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -29,7 +53,7 @@ mod toeplitz;
 pub use frame::{FlowFields, FrameError, IpPair, PROTO_TCP, PROTO_UDP};
 pub use input::{
     HASH_INPUT_MAX_BYTES, HashInput, HashType, HashTypes, IpVersion, L4Kind, PortPair, RssHasher,
-    SymmetricMode,
+    SymmetricMode, UnknownHashType,
 };
 pub use key::{KEY_LEN_BYTES, KeyError, RssKey};
 pub use reta::{RETA_SIZE_DEFAULT, RETA_SIZE_MAX, Reta, RetaError};

@@ -69,6 +69,13 @@ impl Reta {
         })
     }
 
+    /// A table holding exactly `entries` (e.g. read back from a device or a config file).
+    pub fn from_entries(entries: &[u16]) -> Result<Self, RetaError> {
+        let mut reta = Self::new(entries.len())?;
+        reta.entries.copy_from_slice(entries);
+        Ok(reta)
+    }
+
     /// A table of `size_entries` entries filled like `ethtool -X equal queues`.
     pub fn with_equal(size_entries: usize, queues: u16) -> Result<Self, RetaError> {
         let mut reta = Self::new(size_entries)?;
@@ -260,6 +267,46 @@ mod tests {
             Err(RetaError::WeightsExceedSize)
         );
         assert_eq!(reta, before);
+    }
+
+    #[test]
+    fn from_entries_keeps_entries_and_checks_size() {
+        let reta = Reta::from_entries(&[3, 1, 4, 1]).expect("size 4");
+        assert_eq!(reta.entries(), &[3, 1, 4, 1]);
+        assert_eq!(reta.queue_for_hash(6), 4);
+        assert_eq!(Reta::from_entries(&[0; 3]), Err(RetaError::BadSize));
+        assert_eq!(Reta::from_entries(&[]), Err(RetaError::BadSize));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fill_weights_gives_each_queue_its_share_within_one_entry(
+            size_log2 in 0u32..=11,
+            weights in proptest::collection::vec(0u32..=64, 1..=16),
+        ) {
+            let size = 1usize << size_log2;
+            let sum: u32 = weights.iter().sum();
+            let mut reta = Reta::new(size).expect("valid size");
+            let result = reta.fill_weights(&weights);
+            if sum == 0 {
+                proptest::prop_assert_eq!(result, Err(RetaError::AllWeightsZero));
+            } else if sum as usize > size {
+                proptest::prop_assert_eq!(result, Err(RetaError::WeightsExceedSize));
+            } else {
+                proptest::prop_assert_eq!(result, Ok(()));
+                // Contiguous, ascending queue ranges.
+                proptest::prop_assert!(reta.entries().windows(2).all(|w| w[0] <= w[1]));
+                let counts = reta.entries_per_queue();
+                for (q, &w) in weights.iter().enumerate() {
+                    let count = counts.get(q).copied().unwrap_or(0) as f64;
+                    let exact = size as f64 * f64::from(w) / f64::from(sum);
+                    proptest::prop_assert!((count - exact).abs() < 1.0, "queue {q}: {count} vs {exact}");
+                    if w == 0 {
+                        proptest::prop_assert_eq!(count, 0.0);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -131,3 +131,18 @@ fn xor_fold_collides_flows_with_equal_address_and_port_xor() {
     assert_eq!(h.hash(&a), h.hash(&b));
     assert_ne!(RssHasher::default().hash(&a), RssHasher::default().hash(&b));
 }
+
+#[test]
+fn hash_type_names_round_trip_through_from_str() {
+    for t in rss::HashType::ALL {
+        assert_eq!(t.to_string().parse::<rss::HashType>(), Ok(t));
+    }
+    assert_eq!(
+        "TCP-IPv6".parse::<rss::HashType>(),
+        Ok(rss::HashType::TcpIpv6)
+    );
+    assert_eq!(
+        "sctp-ipv4".parse::<rss::HashType>(),
+        Err(rss::UnknownHashType)
+    );
+}
