@@ -7,7 +7,8 @@
 //!    `rate_bps` bits per second (0 = infinitely fast). The queue holds every frame whose last
 //!    bit has not yet left, including the one being serialized; a frame that would push it
 //!    past `queue_bytes_max` or `queue_packets_max` is dropped ([`DropReason::QueueFull`]).
-//!    A frame departs when its last bit has been serialized.
+//!    A frame departs when its last bit has been serialized. At an infinite rate frames
+//!    depart at once and the queue bounds never apply.
 //! 3. **Fault chain**: the rules of [`crate::fault`] are evaluated at the departure instant.
 //! 4. **Propagation**: the frame arrives `delay_ns` plus a uniform jitter in `[0, jitter_ns]`
 //!    after departure. With [`JitterOrder::Fifo`] jitter never lets a frame overtake an
@@ -289,21 +290,22 @@ impl Channel {
             self.queue.pop_front();
             self.queue_bytes -= bytes;
         }
-        if self.queue.len() >= self.cfg.queue_packets_max
-            || self.queue_bytes.saturating_add(len) > self.cfg.queue_bytes_max
-        {
-            self.counters.count_drop(DropReason::QueueFull);
-            return Err(DropReason::QueueFull);
-        }
         let start_ns = self.busy_until_ns.max(now_ns);
         let depart_ns = start_ns.saturating_add(self.cfg.serialization_ns(len));
-        self.busy_until_ns = depart_ns;
+        // A frame that leaves at once (infinite rate) never occupies the queue.
         if depart_ns > now_ns {
+            if self.queue.len() >= self.cfg.queue_packets_max
+                || self.queue_bytes.saturating_add(len) > self.cfg.queue_bytes_max
+            {
+                self.counters.count_drop(DropReason::QueueFull);
+                return Err(DropReason::QueueFull);
+            }
             self.queue.push_back((depart_ns, len));
             self.queue_bytes += len;
             self.counters.queue_bytes_peak =
                 self.counters.queue_bytes_peak.max(self.queue_bytes as u64);
         }
+        self.busy_until_ns = depart_ns;
 
         // Fault chain, evaluated at the departure instant.
         let mut extra_delay_ns = 0u64;

@@ -503,3 +503,13 @@ fn relay_egress_queue_is_the_bottleneck_of_a_dumbbell() {
         Some(50)
     );
 }
+
+#[test]
+fn infinite_rate_never_queues_so_queue_bounds_do_not_apply() {
+    let cfg = ChannelConfig::default().queue_max(0, 0);
+    let (mut w, _tx, rx, link) = pair(21, SeqSender::new(P0, 30, 100, 0), cfg);
+    w.run_until_idle(EVENTS_MAX).expect("finite run");
+    assert_eq!(recorder(&w, rx).frames.len(), 30);
+    let c = *w.link_counters(link, Dir::AToB).expect("link exists");
+    assert_eq!((c.drop_queue_full, c.queue_bytes_peak), (0, 0));
+}

@@ -67,16 +67,18 @@ fn transfer(seed: u64, harm: &mut Harm) -> Result<(), String> {
             ))
         }
     };
+    w.set_trace_recording(true);
     w.run_until_idle_checked(1_000_000, check)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("{e}; last events:\n{}", w.trace_tail(12)))?;
 
     let rcv = w.host::<GbnReceiver>(rx).ok_or("receiver missing")?;
     let snd = w.host::<GbnSender>(tx).ok_or("sender missing")?;
     if rcv.delivered != data {
         return Err(format!(
-            "delivered {} of {} bytes",
+            "delivered {} of {} bytes; last events:\n{}",
             rcv.delivered.len(),
-            data.len()
+            data.len(),
+            w.trace_tail(12)
         ));
     }
     if !snd.done() {
