@@ -1,0 +1,156 @@
+//! TCP option layout and iteration details beyond the round trip: Linux's padding, SACK block
+//! counts, partial checksum offload, incremental checksum updates on a live segment.
+
+use core::net::Ipv4Addr;
+
+use proptest::prelude::*;
+use wire::checksum;
+use wire::tcp::{TcpOption, TcpOptions};
+use wire::{
+    ChecksumCaps, IpPair, SackBlock, SeqNumber, TcpFlags, TcpPacket, TcpRepr, TcpTimestamp,
+};
+
+const V4: IpPair = IpPair::V4 {
+    src: Ipv4Addr::new(10, 1, 2, 3),
+    dst: Ipv4Addr::new(10, 3, 2, 1),
+};
+
+fn base(payload: &[u8]) -> TcpRepr<'_> {
+    TcpRepr {
+        src_port: 5000,
+        dst_port: 80,
+        seq_number: SeqNumber(0xffff_fff0),
+        ack_number: SeqNumber(42),
+        flags: TcpFlags::ACK,
+        window_len: 512,
+        urgent_pointer: 0,
+        max_seg_size: None,
+        window_scale: None,
+        sack_permitted: false,
+        sack_blocks: [None; 4],
+        timestamp: None,
+        payload,
+    }
+}
+
+fn emit(r: &TcpRepr<'_>, caps: ChecksumCaps) -> Vec<u8> {
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut TcpPacket::new_unchecked(&mut b[..]), &V4, caps)
+        .expect("fits");
+    b
+}
+
+#[test]
+fn sack_blocks_are_emitted_after_nop_nop_with_timestamps_first() {
+    let mut r = base(&[]);
+    r.timestamp = Some(TcpTimestamp { tsval: 7, tsecr: 9 });
+    r.sack_blocks[0] = Some(SackBlock {
+        left: SeqNumber(100),
+        right: SeqNumber(200),
+    });
+    r.sack_blocks[1] = Some(SackBlock {
+        left: SeqNumber(300),
+        right: SeqNumber(400),
+    });
+    let b = emit(&r, ChecksumCaps::ALL);
+    let opts = &b[20..];
+    assert_eq!(&opts[..4], &[1, 1, 8, 10]);
+    assert_eq!(&opts[12..16], &[1, 1, 5, 18]);
+    assert_eq!(opts.len(), 12 + 4 + 16);
+}
+
+#[test]
+fn sack_permitted_without_timestamps_is_padded_with_two_nops() {
+    let mut r = base(&[]);
+    r.flags = TcpFlags::SYN;
+    r.max_seg_size = Some(536);
+    r.sack_permitted = true;
+    r.window_scale = Some(0);
+    let b = emit(&r, ChecksumCaps::ALL);
+    assert_eq!(&b[20..], &[2, 4, 2, 24, 1, 3, 3, 0, 1, 1, 4, 2]);
+}
+
+#[test]
+fn four_sack_blocks_fit_when_alone_and_parse_back() {
+    let mut r = base(b"x");
+    for (i, slot) in r.sack_blocks.iter_mut().enumerate() {
+        let l = 1000 * (i as u32 + 1);
+        *slot = Some(SackBlock {
+            left: SeqNumber(l),
+            right: SeqNumber(l + 500),
+        });
+    }
+    assert_eq!(r.options_len(), 36);
+    let b = emit(&r, ChecksumCaps::ALL);
+    let p = TcpPacket::new_checked(&b[..]).expect("valid");
+    let parsed = TcpRepr::parse(&p, &V4, ChecksumCaps::ALL).expect("parses");
+    assert_eq!(parsed.sack_block_count(), 4);
+    assert_eq!(parsed, r);
+}
+
+#[test]
+fn option_iterator_yields_each_kind_then_stops_at_eol() {
+    let bytes = [1, 2, 4, 0x05, 0xb4, 4, 2, 3, 3, 20, 30, 3, 7, 0, 99, 99];
+    let got: Vec<_> = TcpOptions::new(&bytes).collect();
+    assert_eq!(
+        got,
+        vec![
+            Ok(TcpOption::NoOperation),
+            Ok(TcpOption::MaxSegmentSize(1460)),
+            Ok(TcpOption::SackPermitted),
+            Ok(TcpOption::WindowScale(20)),
+            Ok(TcpOption::Unknown {
+                kind: 30,
+                data: &[7]
+            }),
+            Ok(TcpOption::EndOfList),
+        ]
+    );
+}
+
+#[test]
+fn option_iterator_stops_after_the_first_error() {
+    let bytes = [1, 30, 0, 1, 1];
+    let got: Vec<_> = TcpOptions::new(&bytes).collect();
+    assert_eq!(
+        got,
+        vec![
+            Ok(TcpOption::NoOperation),
+            Err(wire::Error::BadOptionLength)
+        ]
+    );
+}
+
+#[test]
+fn partial_offload_leaves_pseudo_header_sum_that_completes_to_valid_checksum() {
+    // What a NIC with partial checksum offload does: sum from the TCP header to the end,
+    // starting from the pseudo-header sum the stack left in the checksum field.
+    let mut r = base(b"hello, offload");
+    r.timestamp = Some(TcpTimestamp { tsval: 1, tsecr: 2 });
+    let mut b = emit(&r, ChecksumCaps::NONE);
+    let c = checksum::finish(checksum::sum(&b));
+    b[16..18].copy_from_slice(&c.to_be_bytes());
+    assert!(
+        TcpPacket::new_checked(&b[..])
+            .expect("valid")
+            .verify_checksum(&V4)
+    );
+    assert_eq!(b, emit(&r, ChecksumCaps::ALL));
+}
+
+proptest! {
+    #[test]
+    fn rfc1624_update_of_seq_and_port_keeps_tcp_checksum_valid(
+        seq in any::<u32>(), port in any::<u16>(), data in proptest::collection::vec(any::<u8>(), 0..64),
+    ) {
+        let r = base(&data);
+        let mut b = emit(&r, ChecksumCaps::ALL);
+        let mut p = TcpPacket::new_checked(&mut b[..]).expect("valid");
+        let c = checksum::update_u32(p.checksum(), p.seq_number().0, seq);
+        let c = checksum::update(c, p.src_port(), port);
+        p.set_seq_number(SeqNumber(seq));
+        p.set_src_port(port);
+        p.set_checksum(c);
+        prop_assert!(p.verify_checksum(&V4));
+    }
+}
