@@ -9,6 +9,35 @@
 //! Protocol logic works on Reprs; only this crate touches bytes. Malformed input always yields a
 //! typed [`Error`], never a panic. Even `new_unchecked` views never panic: accessors on a short
 //! buffer return zeros.
+//!
+//! Parsing a frame layer by layer (each `payload()` feeds the next view):
+//!
+//! ```
+//! use wire::{ChecksumCaps, EthernetFrame, EthernetRepr, EtherType, IpPair, IpProtocol};
+//! use wire::{Ipv4Packet, Ipv4Repr, TcpPacket, TcpRepr};
+//!
+//! fn tcp_ports(frame: &[u8]) -> Result<Option<(u16, u16)>, wire::Error> {
+//!     let eth = EthernetFrame::new_checked(frame)?;
+//!     if EthernetRepr::parse(&eth)?.ethertype != EtherType::IPV4 {
+//!         return Ok(None);
+//!     }
+//!     let ip = Ipv4Packet::new_checked(eth.payload())?;
+//!     let ip_repr = Ipv4Repr::parse(&ip, ChecksumCaps::ALL)?;
+//!     if ip_repr.protocol != IpProtocol::TCP || ip.is_fragment() {
+//!         return Ok(None);
+//!     }
+//!     let addrs = IpPair::V4 { src: ip_repr.src_addr, dst: ip_repr.dst_addr };
+//!     let tcp = TcpPacket::new_checked(ip.payload())?;
+//!     let seg = TcpRepr::parse(&tcp, &addrs, ChecksumCaps::ALL)?;
+//!     Ok(Some((seg.src_port, seg.dst_port)))
+//! }
+//!
+//! assert_eq!(tcp_ports(&[0u8; 10]), Err(wire::Error::Truncated));
+//! ```
+//!
+//! Checksums: [`ChecksumCaps`] says whether `parse` verifies and whether `emit` fills them
+//! (or leaves the pseudo-header sum for partial offload). The RFC 1071 sum, pseudo-headers and
+//! the RFC 1624 incremental update live in [`checksum`].
 #![deny(unsafe_code)]
 
 pub mod arp;
