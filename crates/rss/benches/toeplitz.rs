@@ -5,7 +5,7 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use rss::{HashInput, PortPair, RssHasher, RssKey, Toeplitz, toeplitz_reference};
+use rss::{HashInput, PortPair, Reta, RssHasher, RssKey, Steering, Toeplitz, toeplitz_reference};
 
 fn bench_toeplitz(c: &mut Criterion) {
     let key = RssKey::default();
@@ -75,6 +75,21 @@ fn bench_toeplitz(c: &mut Criterion) {
     });
     g.bench_function("hasher_input", |b| b.iter(|| hasher.hash(black_box(&v6))));
     g.finish();
+
+    // Whole receive-side decision for one TCP/IPv4 frame: parse (wire views) + hash + RETA.
+    let steering = Steering {
+        reta: Reta::with_equal(128, 8).unwrap_or_default(),
+        ..Steering::default()
+    };
+    let mut frame = vec![0u8; 12];
+    frame.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 6, 0, 0]);
+    frame.extend_from_slice(&src4.octets());
+    frame.extend_from_slice(&dst4.octets());
+    frame.extend_from_slice(&[0x0a, 0xea, 0x06, 0xe6]);
+    frame.extend_from_slice(&[0u8; 16]);
+    c.bench_function("steer_frame_tcp_ipv4", |b| {
+        b.iter(|| steering.steer_frame(black_box(&frame)))
+    });
 
     c.bench_function("toeplitz_table_build", |b| {
         b.iter(|| Toeplitz::new(black_box(&key)))

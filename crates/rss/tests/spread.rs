@@ -60,7 +60,12 @@ fn max_over_mean(hasher: &RssHasher, flows: usize, v6: bool, seed: u64) -> f64 {
         counts[usize::from(reta.queue_for_hash(hasher.hash(&flow)))] += 1;
     }
     let max = counts.iter().copied().max().unwrap_or(0) as f64;
-    max / (flows as f64 / f64::from(QUEUES))
+    let ratio = max / (flows as f64 / f64::from(QUEUES));
+    eprintln!(
+        "{flows} flows, v6={v6}, {:?}: counts {counts:?}, max/mean {ratio:.4}",
+        hasher.mode()
+    );
+    ratio
 }
 
 #[test]
