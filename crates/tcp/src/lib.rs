@@ -1,2 +1,56 @@
-//! Sans-IO TCP connection engine.
+//! Sans-IO TCP connection engine (RFC 9293) — one connection's TCB plus the helpers a host
+//! stack needs around it (initial sequence numbers, SYN cookies).
+//!
+//! This crate never reads a clock, spawns a thread or makes a system call. Every input carries
+//! `now: u64` in nanoseconds from an arbitrary, monotonic origin; every output is polled.
+//!
+//! # Driver contract
+//!
+//! The host stack owns listeners, the 4-tuple table, IP and checksums. For each connection it:
+//!
+//! 1. creates the engine with [`Connection::connect`] (active open) or
+//!    [`Connection::accept`] (passive open, from a SYN that arrived on a listening port);
+//! 2. feeds inputs as they happen, each with the current `now`:
+//!    - [`Connection::handle_segment`] for every segment of this 4-tuple (checksum already
+//!      verified, demultiplexed by the stack);
+//!    - [`Connection::handle_timeout`] when `now` reaches the deadline last returned by
+//!      [`Connection::poll_timeout`] (calling it early is harmless);
+//!    - application calls: [`Connection::send`], [`Connection::recv`],
+//!      [`Connection::shutdown_write`], [`Connection::close`], [`Connection::abort`];
+//! 3. after every input, drains the outputs:
+//!    - [`Connection::poll_transmit`] until it returns `None` — each call yields at most one
+//!      segment whose payload was copied into the buffer the caller passed (typically the
+//!      payload area of the outgoing frame; pass at least the MSS);
+//!    - [`Connection::poll_event`] until `None`, handing events to the application;
+//!    - [`Connection::poll_timeout`] to re-arm its timer wheel (the deadline may move earlier
+//!      or later after any input);
+//! 4. drops the engine once [`Connection::state`] is [`State::Closed`] and `poll_transmit`
+//!    returns `None` (a final RST may still be pending right after an abort).
+//!
+//! The order inside step 3 does not matter for correctness; transmitting first gets ACKs out
+//! sooner. Within one `now`, calling `handle_*` several times before polling is allowed: ACK
+//! decisions (delayed ACK, every-second-segment) are based on the accumulated state.
+//!
+//! # Layout
+//!
+//! - [`config`]: every knob, with units and defaults;
+//! - [`connection`]: the state machine, input, timers, output;
+//! - [`cc`]: NewReno and CUBIC window arithmetic;
+//! - [`rtt`]: RFC 6298 estimator;
+//! - [`ring`], [`ooo`]: bounded receive/send storage and the out-of-order map;
+//! - [`isn`]: RFC 6528 initial sequence numbers and SYN cookies (SipHash-2-4);
+//! - [`snapshot`]: [`ConnectionSnapshot`] export/import for handoff.
 #![deny(unsafe_code)]
+
+pub mod cc;
+pub mod config;
+pub mod connection;
+pub mod isn;
+pub mod ooo;
+pub mod ring;
+pub mod rtt;
+
+pub use config::{Config, CongestionControl, KeepaliveConfig};
+pub use connection::{
+    AcceptError, CloseReason, Connection, Counters, Error, Event, Negotiated, State,
+};

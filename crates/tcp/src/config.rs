@@ -1,0 +1,181 @@
+//! Per-connection configuration: every knob, with its unit in its name and its default documented.
+
+/// Nanoseconds per millisecond.
+pub const NS_PER_MS: u64 = 1_000_000;
+/// Nanoseconds per second.
+pub const NS_PER_S: u64 = 1_000_000_000;
+
+/// Which congestion controller a connection runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CongestionControl {
+    /// NewReno: RFC 5681 slow start / congestion avoidance with RFC 6582 fast recovery.
+    #[default]
+    NewReno,
+    /// CUBIC (RFC 9438).
+    Cubic,
+}
+
+/// Keepalive parameters (RFC 9293 §3.8.4; RFC 1122 §4.2.3.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepaliveConfig {
+    /// Idle time before the first probe. RFC 1122 requires the default to be ≥ 2 hours.
+    pub idle_ns: u64,
+    /// Time between unanswered probes.
+    pub interval_ns: u64,
+    /// Unanswered probes after which the connection times out.
+    pub probes_max: u8,
+}
+
+impl Default for KeepaliveConfig {
+    fn default() -> Self {
+        KeepaliveConfig {
+            idle_ns: 7200 * NS_PER_S,
+            interval_ns: 75 * NS_PER_S,
+            probes_max: 9,
+        }
+    }
+}
+
+/// Configuration of one connection. Copied into the connection at open; later changes to the
+/// caller's copy have no effect.
+///
+/// Invariants (enforced by [`Config::validated`], which every constructor applies):
+/// `mss_bytes ≥ peer_mss_floor_bytes ≥ 64`, `rto_min_ns ≤ rto_initial_ns ≤ rto_max_ns`,
+/// buffers ≥ one segment, `initial_window_segments ≥ 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// The MSS we advertise and the largest payload we send (before options are subtracted).
+    /// Default 1460 (Ethernet MTU 1500 − 40 bytes of IPv4 and TCP headers).
+    pub mss_bytes: u16,
+    /// The peer's MSS assumed when its SYN carries no MSS option (RFC 9293 §3.7.1: 536 for
+    /// IPv4; the stack sets 1220 for IPv6). Default 536.
+    pub default_peer_mss_bytes: u16,
+    /// The smallest send MSS we accept from a peer: a smaller advertised MSS is raised to this
+    /// floor so a hostile peer cannot make us send tiny segments. Default 216.
+    pub peer_mss_floor_bytes: u16,
+    /// Initial congestion window in segments (RFC 6928). Default 10.
+    pub initial_window_segments: u16,
+    /// Lower bound of the retransmission timeout (RFC 6298 §2.4 says 1 s; 200 ms is the common
+    /// practice for modern networks). Default 200 ms.
+    pub rto_min_ns: u64,
+    /// Upper bound of the retransmission timeout, including backoff (RFC 6298 §2.5). Default 60 s.
+    pub rto_max_ns: u64,
+    /// RTO before the first RTT sample (RFC 6298 §2.1). Default 1 s.
+    pub rto_initial_ns: u64,
+    /// Longest an ACK is delayed (RFC 9293 §3.8.6.3 allows up to 500 ms). Default 40 ms.
+    pub delayed_ack_ns: u64,
+    /// Disable the Nagle algorithm (RFC 9293 §3.7.4). Default false.
+    pub nodelay: bool,
+    /// TIME-WAIT duration, 2·MSL (RFC 9293 §3.4.2). Default 60 s.
+    pub time_wait_ns: u64,
+    /// Send buffer capacity: unacknowledged plus unsent bytes. Default 256 KiB.
+    pub send_buffer_bytes: u32,
+    /// Receive buffer capacity: received bytes not yet read plus out-of-order bytes; also the
+    /// largest window we advertise. Default 256 KiB.
+    pub recv_buffer_bytes: u32,
+    /// Most out-of-order ranges kept (each a separate hole-bounded run). 0 disables the
+    /// out-of-order queue. Default 8.
+    pub ooo_segments_max: u16,
+    /// Most out-of-order bytes kept. Default 128 KiB.
+    pub ooo_bytes_max: u32,
+    /// Offer window scaling (RFC 7323 §2). Default true.
+    pub window_scale: bool,
+    /// Offer timestamps (RFC 7323 §3). Default true.
+    pub timestamps: bool,
+    /// Offer SACK (RFC 2018). Default true.
+    pub sack: bool,
+    /// Congestion controller. Default NewReno.
+    pub congestion_control: CongestionControl,
+    /// Challenge ACKs allowed per second per connection (RFC 5961 §7). Default 10.
+    pub challenge_acks_per_s_max: u32,
+    /// Keepalive; `None` disables it. Default `None`.
+    pub keepalive: Option<KeepaliveConfig>,
+    /// Abort when sent data stays unacknowledged this long (RFC 9293 §3.8.3, "R2"; RFC 5482).
+    /// `None` disables it. Default 300 s.
+    pub user_timeout_ns: Option<u64>,
+    /// SYN (or SYN-ACK) retransmissions before the open fails. Default 6.
+    pub syn_retries_max: u8,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mss_bytes: 1460,
+            default_peer_mss_bytes: 536,
+            peer_mss_floor_bytes: 216,
+            initial_window_segments: 10,
+            rto_min_ns: 200 * NS_PER_MS,
+            rto_max_ns: 60 * NS_PER_S,
+            rto_initial_ns: NS_PER_S,
+            delayed_ack_ns: 40 * NS_PER_MS,
+            nodelay: false,
+            time_wait_ns: 60 * NS_PER_S,
+            send_buffer_bytes: 256 * 1024,
+            recv_buffer_bytes: 256 * 1024,
+            ooo_segments_max: 8,
+            ooo_bytes_max: 128 * 1024,
+            window_scale: true,
+            timestamps: true,
+            sack: true,
+            congestion_control: CongestionControl::NewReno,
+            challenge_acks_per_s_max: 10,
+            keepalive: None,
+            user_timeout_ns: Some(300 * NS_PER_S),
+            syn_retries_max: 6,
+        }
+    }
+}
+
+/// Smallest MSS any configuration may use.
+pub const MSS_MIN_BYTES: u16 = 64;
+/// Largest receive buffer: the biggest window RFC 7323 §2.3 can express (2^30).
+pub const RECV_BUFFER_MAX_BYTES: u32 = 1 << 30;
+
+impl Config {
+    /// The configuration with every field forced into its valid range; constructors call this,
+    /// so an inconsistent configuration never reaches the engine.
+    pub fn validated(mut self) -> Config {
+        self.mss_bytes = self.mss_bytes.max(MSS_MIN_BYTES);
+        self.peer_mss_floor_bytes = self
+            .peer_mss_floor_bytes
+            .clamp(MSS_MIN_BYTES, self.mss_bytes);
+        self.default_peer_mss_bytes = self.default_peer_mss_bytes.max(self.peer_mss_floor_bytes);
+        self.initial_window_segments = self.initial_window_segments.max(1);
+        self.rto_min_ns = self.rto_min_ns.max(1);
+        self.rto_max_ns = self.rto_max_ns.max(self.rto_min_ns);
+        self.rto_initial_ns = self.rto_initial_ns.clamp(self.rto_min_ns, self.rto_max_ns);
+        let mss = u32::from(self.mss_bytes);
+        self.send_buffer_bytes = self.send_buffer_bytes.max(mss);
+        self.recv_buffer_bytes = self.recv_buffer_bytes.clamp(mss, RECV_BUFFER_MAX_BYTES);
+        self.ooo_bytes_max = self.ooo_bytes_max.min(self.recv_buffer_bytes);
+        self.time_wait_ns = self.time_wait_ns.max(1);
+        if let Some(ka) = &mut self.keepalive {
+            ka.idle_ns = ka.idle_ns.max(1);
+            ka.interval_ns = ka.interval_ns.max(1);
+            ka.probes_max = ka.probes_max.max(1);
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validated_repairs_inconsistent_rto_bounds() {
+        let c = Config {
+            rto_min_ns: 10,
+            rto_max_ns: 5,
+            rto_initial_ns: 1,
+            ..Config::default()
+        }
+        .validated();
+        assert!(c.rto_min_ns <= c.rto_initial_ns && c.rto_initial_ns <= c.rto_max_ns);
+    }
+
+    #[test]
+    fn validated_keeps_defaults_unchanged() {
+        assert_eq!(Config::default().validated(), Config::default());
+    }
+}

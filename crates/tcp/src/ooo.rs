@@ -1,0 +1,227 @@
+//! Bookkeeping for out-of-order received data.
+//!
+//! The bytes themselves sit in the receive ring at their final offsets (see
+//! [`crate::ring::Ring::write_at`]); this queue only remembers which sequence ranges beyond
+//! RCV.NXT are filled. It is bounded in ranges and in bytes so a hostile peer cannot make a
+//! connection hold more than the configured amount of out-of-order state.
+
+use wire::tcp::{SackBlock, SeqNumber};
+
+/// Why an out-of-order segment was not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OooReject {
+    /// Keeping it would exceed the range cap.
+    TooManyRanges,
+    /// Keeping it would exceed the byte cap.
+    TooManyBytes,
+}
+
+/// Filled ranges beyond RCV.NXT.
+///
+/// Invariants: `ranges` is sorted by `left`, ranges neither overlap nor touch, every range is
+/// non-empty, `ranges.len() ≤ ranges_max`, `bytes` = the sum of range lengths ≤ `bytes_max`.
+/// `recent` (when set) indexes the range holding the most recently received segment.
+#[derive(Debug, Clone, Default)]
+pub struct OooQueue {
+    ranges: Vec<SackBlock>,
+    bytes: u32,
+    ranges_max: u16,
+    bytes_max: u32,
+    recent: Option<SeqNumber>,
+}
+
+fn len_of(b: &SackBlock) -> u32 {
+    b.right.diff(b.left).max(0) as u32
+}
+
+impl OooQueue {
+    /// An empty queue with the given caps (allocates its small range table once).
+    pub fn new(ranges_max: u16, bytes_max: u32) -> OooQueue {
+        OooQueue {
+            ranges: Vec::with_capacity(usize::from(ranges_max)),
+            bytes: 0,
+            ranges_max,
+            bytes_max,
+            recent: None,
+        }
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> u32 {
+        self.bytes
+    }
+
+    /// Ranges held.
+    pub fn ranges(&self) -> &[SackBlock] {
+        &self.ranges
+    }
+
+    /// Forgets everything (out-of-order data is never carried across a snapshot).
+    pub fn clear(&mut self) {
+        self.ranges.clear();
+        self.bytes = 0;
+        self.recent = None;
+    }
+
+    /// Records `[left, right)` as received. On `Err` nothing changes and the caller must not
+    /// keep the bytes.
+    pub fn insert(&mut self, left: SeqNumber, right: SeqNumber) -> Result<(), OooReject> {
+        if right.le(left) {
+            return Ok(());
+        }
+        // Find the ranges that overlap or touch [left, right).
+        let first = self
+            .ranges
+            .iter()
+            .position(|r| r.right.ge(left))
+            .unwrap_or(self.ranges.len());
+        let mut last = first;
+        let mut merged = SackBlock { left, right };
+        let mut covered = 0u32;
+        while let Some(r) = self.ranges.get(last) {
+            if r.left.gt(right) {
+                break;
+            }
+            merged.left = merged.left.min(r.left);
+            merged.right = merged.right.max(r.right);
+            covered += len_of(r);
+            last += 1;
+        }
+        let new_bytes = self.bytes - covered + len_of(&merged);
+        let new_ranges = self.ranges.len() - (last - first) + 1;
+        if new_ranges > usize::from(self.ranges_max) {
+            return Err(OooReject::TooManyRanges);
+        }
+        if new_bytes > self.bytes_max {
+            return Err(OooReject::TooManyBytes);
+        }
+        self.ranges.drain(first..last);
+        self.ranges.insert(first, merged);
+        self.bytes = new_bytes;
+        self.recent = Some(left);
+        Ok(())
+    }
+
+    /// If the first range starts at or before `rcv_nxt`, removes it and returns its right edge:
+    /// the new RCV.NXT once its bytes are committed.
+    pub fn pop_contiguous(&mut self, rcv_nxt: SeqNumber) -> Option<SeqNumber> {
+        let first = *self.ranges.first()?;
+        if first.left.gt(rcv_nxt) {
+            return None;
+        }
+        self.ranges.remove(0);
+        self.bytes -= len_of(&first);
+        Some(first.right)
+    }
+
+    /// Fills `out` with SACK blocks per RFC 2018 §4: the first block holds the most recently
+    /// received segment, the rest follow highest-first. Returns the number written.
+    pub fn sack_blocks(&self, out: &mut [Option<SackBlock>]) -> usize {
+        let recent_idx = self.recent.and_then(|s| {
+            self.ranges
+                .iter()
+                .position(|r| r.left.le(s) && r.right.gt(s))
+        });
+        let mut n = 0;
+        if let (Some(i), Some(slot)) = (recent_idx, out.first_mut()) {
+            *slot = self.ranges.get(i).copied();
+            n = 1;
+        }
+        for (i, r) in self.ranges.iter().enumerate().rev() {
+            if Some(i) == recent_idx {
+                continue;
+            }
+            match out.get_mut(n) {
+                Some(slot) => *slot = Some(*r),
+                None => break,
+            }
+            n += 1;
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(n: u32) -> SeqNumber {
+        SeqNumber(n)
+    }
+
+    #[test]
+    fn adjacent_ranges_merge_and_pop_when_contiguous() {
+        let mut q = OooQueue::new(4, 1000);
+        q.insert(s(200), s(300)).unwrap();
+        q.insert(s(100), s(200)).unwrap();
+        assert_eq!(q.ranges().len(), 1);
+        assert_eq!(q.bytes(), 200);
+        assert_eq!(q.pop_contiguous(s(50)), None);
+        assert_eq!(q.pop_contiguous(s(100)), Some(s(300)));
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn range_cap_rejects_a_new_hole() {
+        let mut q = OooQueue::new(2, 1000);
+        q.insert(s(100), s(110)).unwrap();
+        q.insert(s(200), s(210)).unwrap();
+        assert_eq!(q.insert(s(300), s(310)), Err(OooReject::TooManyRanges));
+        // Extending an existing range is still fine.
+        assert_eq!(q.insert(s(110), s(120)), Ok(()));
+    }
+
+    #[test]
+    fn byte_cap_rejects_and_leaves_queue_unchanged() {
+        let mut q = OooQueue::new(8, 50);
+        q.insert(s(100), s(140)).unwrap();
+        assert_eq!(q.insert(s(200), s(220)), Err(OooReject::TooManyBytes));
+        assert_eq!(q.bytes(), 40);
+    }
+
+    #[test]
+    fn overlapping_insert_counts_bytes_once_across_wrap() {
+        let mut q = OooQueue::new(8, 1000);
+        q.insert(s(u32::MAX - 10), s(10)).unwrap();
+        q.insert(s(0), s(30)).unwrap();
+        assert_eq!(q.bytes(), 41);
+        assert_eq!(q.ranges().len(), 1);
+    }
+
+    #[test]
+    fn first_sack_block_is_the_most_recent_segment() {
+        let mut q = OooQueue::new(8, 1000);
+        q.insert(s(300), s(310)).unwrap();
+        q.insert(s(100), s(110)).unwrap();
+        q.insert(s(500), s(510)).unwrap();
+        q.insert(s(110), s(120)).unwrap();
+        let mut out = [None; 3];
+        assert_eq!(q.sack_blocks(&mut out), 3);
+        assert_eq!(
+            out[0],
+            Some(SackBlock {
+                left: s(100),
+                right: s(120)
+            })
+        );
+        assert_eq!(
+            out[1],
+            Some(SackBlock {
+                left: s(500),
+                right: s(510)
+            })
+        );
+        assert_eq!(
+            out[2],
+            Some(SackBlock {
+                left: s(300),
+                right: s(310)
+            })
+        );
+    }
+}

@@ -1,0 +1,372 @@
+//! Two `Connection`s joined by a virtual link on a virtual clock.
+//!
+//! The link delays every segment by `one_way_delay_ns`; a per-segment `filter` returns a
+//! verdict (pass, drop, duplicate, extra delay) so tests can lose, reorder or duplicate chosen
+//! segments. `step` jumps the clock to the earliest event (a delivery or either side's
+//! deadline), so a test of minutes of protocol time runs in microseconds.
+#![allow(dead_code)]
+
+use tcp::{Config, Connection, Event, State};
+use wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
+
+pub const MS: u64 = 1_000_000;
+
+/// An owned segment.
+#[derive(Debug, Clone)]
+pub struct Seg {
+    pub hdr: TcpRepr<'static>,
+    pub payload: Vec<u8>,
+}
+
+impl Seg {
+    pub fn from_repr(r: &TcpRepr<'_>) -> Seg {
+        Seg {
+            hdr: TcpRepr { payload: &[], ..*r },
+            payload: r.payload.to_vec(),
+        }
+    }
+    pub fn repr(&self) -> TcpRepr<'_> {
+        TcpRepr {
+            payload: &self.payload,
+            ..self.hdr
+        }
+    }
+    pub fn has(&self, f: TcpFlags) -> bool {
+        self.hdr.flags.contains(f)
+    }
+    pub fn seq(&self) -> SeqNumber {
+        self.hdr.seq_number
+    }
+    pub fn is_data(&self) -> bool {
+        !self.payload.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    AtoB,
+    BtoA,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    Drop,
+    Duplicate,
+    DelayExtra(u64),
+}
+
+/// What the filter sees besides the segment.
+#[derive(Debug, Clone, Copy)]
+pub struct Ctx {
+    pub now: u64,
+    pub dir: Dir,
+    /// Index of this segment among those sent in its direction (0-based).
+    pub index: usize,
+    /// Index among data-carrying segments in its direction.
+    pub data_index: usize,
+}
+
+pub type Filter = Box<dyn FnMut(&Ctx, &Seg) -> Verdict>;
+
+pub struct Pair {
+    pub now: u64,
+    pub a: Connection,
+    pub b: Connection,
+    pub one_way_delay_ns: u64,
+    /// (deliver_at, order, direction, segment)
+    in_flight: Vec<(u64, u64, Dir, Seg)>,
+    order: u64,
+    /// Every segment transmitted, with the time it left.
+    pub log: Vec<(u64, Dir, Seg)>,
+    pub filter: Filter,
+    pub a_events: Vec<Event>,
+    pub b_events: Vec<Event>,
+    /// When set, the application on that side reads everything as soon as it can.
+    pub a_auto_read: bool,
+    pub b_auto_read: bool,
+    pub a_read: Vec<u8>,
+    pub b_read: Vec<u8>,
+    /// Bytes the application on A still wants to write (written as space frees up).
+    pub a_to_send: Vec<u8>,
+    pub b_to_send: Vec<u8>,
+    sent_count: [usize; 2],
+    data_count: [usize; 2],
+}
+
+fn pass_all() -> Filter {
+    Box::new(|_, _| Verdict::Pass)
+}
+
+impl Pair {
+    /// A connects to B; B is created from A's SYN. Nothing is delivered yet beyond that SYN.
+    pub fn new(config_a: Config, config_b: Config, delay_ns: u64) -> Pair {
+        Pair::with_filter(config_a, config_b, delay_ns, pass_all())
+    }
+
+    /// Like `new`, with a link filter in place before B answers the SYN.
+    pub fn with_filter(config_a: Config, config_b: Config, delay_ns: u64, filter: Filter) -> Pair {
+        let now = 1_000 * MS;
+        let mut a = Connection::connect(now, &config_a, 1000, 80, SeqNumber(0xffff_f000), 0x1000);
+        let mut buf = vec![0u8; 65536];
+        let syn = Seg::from_repr(&a.poll_transmit(now, &mut buf).expect("SYN"));
+        let b = Connection::accept(
+            now + delay_ns,
+            &config_b,
+            &syn.repr(),
+            SeqNumber(0x7000_0000),
+            0x9000,
+        )
+        .expect("accept");
+        let mut p = Pair {
+            now: now + delay_ns,
+            a,
+            b,
+            one_way_delay_ns: delay_ns,
+            in_flight: Vec::new(),
+            order: 0,
+            log: vec![(now, Dir::AtoB, syn)],
+            filter,
+            a_events: Vec::new(),
+            b_events: Vec::new(),
+            a_auto_read: true,
+            b_auto_read: true,
+            a_read: Vec::new(),
+            b_read: Vec::new(),
+            a_to_send: Vec::new(),
+            b_to_send: Vec::new(),
+            sent_count: [1, 0],
+            data_count: [0, 0],
+        };
+        p.flush();
+        p
+    }
+
+    /// Runs until both sides are ESTABLISHED (or panics after 10 s of virtual time).
+    pub fn established(config_a: Config, config_b: Config, delay_ns: u64) -> Pair {
+        let mut p = Pair::new(config_a, config_b, delay_ns);
+        p.run_until(
+            |p| p.a.state() == State::Established && p.b.state() == State::Established,
+            10_000 * MS,
+        );
+        p.a_events.clear();
+        p.b_events.clear();
+        p.log.clear();
+        p
+    }
+
+    pub fn conn(&mut self, d: Dir) -> &mut Connection {
+        match d {
+            Dir::AtoB => &mut self.a,
+            Dir::BtoA => &mut self.b,
+        }
+    }
+
+    /// Drains transmissions and events from both sides; runs the applications.
+    pub fn flush(&mut self) {
+        let mut buf = vec![0u8; 65536];
+        for _ in 0..4 {
+            self.run_apps();
+            for dir in [Dir::AtoB, Dir::BtoA] {
+                loop {
+                    let now = self.now;
+                    let seg = match self.conn(dir).poll_transmit(now, &mut buf) {
+                        Some(r) => Seg::from_repr(&r),
+                        None => break,
+                    };
+                    self.enqueue(dir, seg);
+                }
+            }
+        }
+    }
+
+    fn run_apps(&mut self) {
+        while let Some(e) = self.a.poll_event() {
+            self.a_events.push(e);
+        }
+        while let Some(e) = self.b.poll_event() {
+            self.b_events.push(e);
+        }
+        let mut tmp = vec![0u8; 65536];
+        if self.a_auto_read {
+            while let Ok(n @ 1..) = self.a.recv(&mut tmp) {
+                self.a_read.extend_from_slice(&tmp[..n]);
+            }
+        }
+        if self.b_auto_read {
+            while let Ok(n @ 1..) = self.b.recv(&mut tmp) {
+                self.b_read.extend_from_slice(&tmp[..n]);
+            }
+        }
+        if !self.a_to_send.is_empty() {
+            if let Ok(n) = self.a.send(&self.a_to_send) {
+                self.a_to_send.drain(..n);
+            }
+        }
+        if !self.b_to_send.is_empty() {
+            if let Ok(n) = self.b.send(&self.b_to_send) {
+                self.b_to_send.drain(..n);
+            }
+        }
+    }
+
+    fn enqueue(&mut self, dir: Dir, seg: Seg) {
+        let i = match dir {
+            Dir::AtoB => 0,
+            Dir::BtoA => 1,
+        };
+        let ctx = Ctx {
+            now: self.now,
+            dir,
+            index: self.sent_count[i],
+            data_index: self.data_count[i],
+        };
+        self.sent_count[i] += 1;
+        if seg.is_data() {
+            self.data_count[i] += 1;
+        }
+        self.log.push((self.now, dir, seg.clone()));
+        let verdict = (self.filter)(&ctx, &seg);
+        let at = self.now + self.one_way_delay_ns;
+        match verdict {
+            Verdict::Pass => self.push_flight(at, dir, seg),
+            Verdict::Drop => {}
+            Verdict::Duplicate => {
+                self.push_flight(at, dir, seg.clone());
+                self.push_flight(at, dir, seg);
+            }
+            Verdict::DelayExtra(d) => self.push_flight(at + d, dir, seg),
+        }
+    }
+
+    fn push_flight(&mut self, at: u64, dir: Dir, seg: Seg) {
+        self.order += 1;
+        self.in_flight.push((at, self.order, dir, seg));
+    }
+
+    /// Puts a crafted segment on the link towards the side `dir` points at.
+    pub fn inject(&mut self, dir: Dir, seg: Seg) {
+        let at = self.now;
+        self.push_flight(at, dir, seg);
+    }
+
+    /// Advances to the next event and processes it. False when nothing is left to happen.
+    pub fn step(&mut self) -> bool {
+        self.flush();
+        let next_delivery = self.in_flight.iter().map(|e| e.0).min();
+        let next = [next_delivery, self.a.poll_timeout(), self.b.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(t) = next else { return false };
+        self.now = self.now.max(t);
+        self.process_due();
+        true
+    }
+
+    fn process_due(&mut self) {
+        let now = self.now;
+        // Deliver due segments in (time, order) order.
+        loop {
+            let idx = self
+                .in_flight
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.0 <= now)
+                .min_by_key(|(_, e)| (e.0, e.1))
+                .map(|(i, _)| i);
+            let Some(i) = idx else { break };
+            let (_, _, dir, seg) = self.in_flight.remove(i);
+            let to = match dir {
+                Dir::AtoB => &mut self.b,
+                Dir::BtoA => &mut self.a,
+            };
+            to.handle_segment(now, &seg.repr());
+        }
+        if self.a.poll_timeout().is_some_and(|t| t <= now) {
+            self.a.handle_timeout(now);
+        }
+        if self.b.poll_timeout().is_some_and(|t| t <= now) {
+            self.b.handle_timeout(now);
+        }
+        self.flush();
+    }
+
+    /// Steps until `cond` holds; panics if `limit_ns` of virtual time pass first.
+    pub fn run_until(&mut self, mut cond: impl FnMut(&Pair) -> bool, limit_ns: u64) {
+        let deadline = self.now + limit_ns;
+        while !cond(self) {
+            assert!(
+                self.now <= deadline,
+                "condition not reached within {limit_ns} ns (now {})",
+                self.now
+            );
+            if !self.step() {
+                assert!(
+                    cond(self),
+                    "nothing left to happen and condition not reached"
+                );
+                return;
+            }
+        }
+    }
+
+    /// Steps through everything due up to `now + dur_ns`, leaving the clock there.
+    pub fn run_for(&mut self, dur_ns: u64) {
+        let target = self.now + dur_ns;
+        loop {
+            self.flush();
+            let next_delivery = self.in_flight.iter().map(|e| e.0).min();
+            let next = [next_delivery, self.a.poll_timeout(), self.b.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            match next {
+                Some(t) if t <= target => {
+                    self.now = self.now.max(t);
+                    self.process_due();
+                }
+                _ => break,
+            }
+        }
+        self.now = target;
+    }
+
+    /// Segments sent in `dir` so far (log), filtered.
+    pub fn sent(&self, dir: Dir) -> impl Iterator<Item = &(u64, Dir, Seg)> {
+        self.log.iter().filter(move |e| e.1 == dir)
+    }
+
+    pub fn in_flight_len(&self) -> usize {
+        self.in_flight.len()
+    }
+}
+
+/// A bare segment from `src_port` to `dst_port` for injection tests.
+pub fn seg(src_port: u16, dst_port: u16, seq: SeqNumber, ack: SeqNumber, flags: TcpFlags) -> Seg {
+    Seg {
+        hdr: TcpRepr {
+            src_port,
+            dst_port,
+            seq_number: seq,
+            ack_number: ack,
+            flags,
+            window_len: 1000,
+            urgent_pointer: 0,
+            max_seg_size: None,
+            window_scale: None,
+            sack_permitted: false,
+            sack_blocks: [None; 4],
+            timestamp: None,
+            payload: &[],
+        },
+        payload: Vec::new(),
+    }
+}
+
+/// Deterministic test data: byte i is a function of i.
+pub fn pattern(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i.wrapping_mul(7) ^ (i >> 8)) as u8)
+        .collect()
+}
