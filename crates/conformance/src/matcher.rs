@@ -7,11 +7,19 @@
 //!   first outbound SYN ([`SeqSpace::learn_stack_isn`], done by [`MatchContext::match_outbound`]);
 //!   its `ack` and SACK blocks refer to the script side's space.
 //!
-//! Timestamps (RFC 7323 §3): the stack's TS val clock has an arbitrary origin. The first
-//! outbound TS val fixes `ts_val_offset = actual - script`; inbound `ecr` values are mapped
-//! through it, outbound `val`s are checked against it only when `--tcp_ts_tick_usecs` is given
-//! (within the tolerance converted to ticks). Inbound TS vals go out as written, so outbound
-//! `ecr` values are compared literally.
+//! Timestamps (RFC 7323 §3), as packetdrill's `run_packet.c` does them: the stack's TS val
+//! clock has an arbitrary origin. The first outbound TS val fixes
+//! `ts_val_offset = actual - script`; later outbound vals are mapped back to script space
+//! through it and checked only when `--tcp_ts_tick_usecs` is given:
+//! `|actual_script - expected| * tick_usecs <= tolerance_usecs`. Every matched outbound TS val
+//! is also recorded as script value → live value (`ts_val_map`); an inbound ACK's `ecr` is
+//! rewritten through that map, so it echoes a value the stack really sent. Inbound TS vals go
+//! out as written, so outbound `ecr` values are compared literally.
+//!
+//! Fields a line leaves out: no `win` → window not checked; no `urg` → urgent pointer must be
+//! 0 (packetdrill); no `ack` → ack field not checked (packetdrill compares it with 0, but
+//! RFC 9293 §3.1 makes it meaningless without the ACK bit, and with the ACK bit the corpus
+//! always writes `ack`).
 //!
 //! `wire::tcp::TcpRepr` keeps option *values*, not their order or padding: against a `TcpRepr`
 //! the matcher checks MSS, window scale, SACK-permitted, SACK blocks and timestamps;
@@ -21,6 +29,7 @@
 use crate::ast::{Direction, TcpLine, TcpOption, TcpOptionsSpec};
 use crate::print::ScriptFlags;
 use core::fmt;
+use std::collections::BTreeMap;
 use wire::tcp::{SackBlock, SeqNumber, TcpFlags, TcpRepr, TcpTimestamp};
 
 /// Maps script-relative sequence numbers to live ones for one connection.
@@ -71,12 +80,14 @@ impl SeqSpace {
 }
 
 /// Everything matching needs to know about one connection and the script's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MatchContext {
     pub seq: SeqSpace,
     /// `actual TS val - script TS val` of the stack's clock, learnt from the first outbound
     /// segment carrying a timestamp (when the script gives one).
     pub ts_val_offset: Option<u32>,
+    /// Script TS val → the live TS val last seen for it on a matched outbound segment.
+    pub ts_val_map: BTreeMap<u32, u32>,
     /// `--tcp_ts_tick_usecs`: when set, outbound TS vals are checked.
     pub ts_tick_usecs: Option<u64>,
     /// `--tolerance_usecs`.
@@ -89,15 +100,17 @@ impl MatchContext {
         MatchContext {
             seq: SeqSpace::new(peer_base),
             ts_val_offset: None,
+            ts_val_map: BTreeMap::new(),
             ts_tick_usecs: None,
             tolerance_usecs: crate::ast::DEFAULT_TOLERANCE_USECS,
         }
     }
 
-    /// Allowed TS val deviation in ticks: the time tolerance rounded up to whole ticks.
+    /// Allowed TS val deviation in whole ticks (`tolerance_usecs / tick_usecs`), when TS vals
+    /// are checked.
     pub fn ts_tolerance_ticks(&self) -> Option<u32> {
         self.ts_tick_usecs.map(|tick| {
-            let ticks = self.tolerance_usecs.div_ceil(tick.max(1));
+            let ticks = self.tolerance_usecs / tick.max(1);
             u32::try_from(ticks).unwrap_or(u32::MAX)
         })
     }
@@ -339,11 +352,10 @@ impl MatchContext {
                 actual: actual.window_len,
             });
         }
-        if let Some(u) = expected.urg
-            && u != actual.urgent_pointer
-        {
+        let urg = expected.urg.unwrap_or(0);
+        if urg != actual.urgent_pointer {
             out.push(Mismatch::Urgent {
-                expected: u,
+                expected: urg,
                 actual: actual.urgent_pointer,
             });
         }
@@ -392,13 +404,14 @@ impl MatchContext {
             _ => false,
         };
         if let (Some((val, _)), Some(got)) = (want.ts, actual.timestamp) {
+            self.ts_val_map.insert(val, got.tsval);
             let offset = *self
                 .ts_val_offset
                 .get_or_insert(got.tsval.wrapping_sub(val));
-            if let Some(tol) = self.ts_tolerance_ticks() {
+            if let (Some(tick), Some(tol)) = (self.ts_tick_usecs, self.ts_tolerance_ticks()) {
                 let got_script = got.tsval.wrapping_sub(offset);
                 let off_by = (got_script.wrapping_sub(val) as i32).unsigned_abs();
-                if off_by > tol {
+                if u64::from(off_by).saturating_mul(tick) > self.tolerance_usecs {
                     out.push(Mismatch::TsVal {
                         expected: val,
                         actual: got_script,
@@ -439,6 +452,8 @@ pub enum BuildError {
     AnyOptions,
     /// More SACK blocks than a `TcpRepr` holds (4).
     TooManySackBlocks,
+    /// An ACK's TS `ecr` names a script TS val no matched outbound segment carried.
+    NoTsValMapping { script_ecr: u32 },
     /// An option `TcpRepr` cannot carry.
     Unrepresentable(&'static str),
 }
@@ -460,6 +475,9 @@ impl fmt::Display for BuildError {
             }
             BuildError::AnyOptions => f.write_str("<...> on an inbound packet"),
             BuildError::TooManySackBlocks => f.write_str("more than 4 SACK blocks"),
+            BuildError::NoTsValMapping { script_ecr } => {
+                write!(f, "TS ecr {script_ecr} echoes no TS val the stack has sent")
+            }
             BuildError::Unrepresentable(what) => write!(f, "{what} cannot be built as a TcpRepr"),
         }
     }
@@ -472,8 +490,9 @@ impl MatchContext {
     ///
     /// `payload` must be `line.payload_len()` bytes (the executor chooses the content).
     /// The ack and SACK blocks are mapped into the stack's space, `seq` into the script
-    /// side's, and a TS `ecr` through the learnt TS val offset (an `ecr` of 0 stays 0: it means
-    /// "nothing to echo", RFC 7323 §3.2). `nop`/`eol` padding is not represented in `TcpRepr`.
+    /// side's, and, on a segment with the ACK bit, the TS `ecr` through `ts_val_map` (without
+    /// the ACK bit the `ecr` is sent as written; RFC 7323 §3.2 makes it meaningless there).
+    /// `nop`/`eol` padding is not represented in `TcpRepr`.
     pub fn build_inbound<'a>(
         &self,
         line: &TcpLine,
@@ -535,9 +554,13 @@ impl MatchContext {
                     }
                 }
                 TcpOption::Timestamp { val, ecr } => {
-                    let tsecr = match (*ecr, self.ts_val_offset) {
-                        (0, _) | (_, None) => *ecr,
-                        (e, Some(off)) => e.wrapping_add(off),
+                    let tsecr = if line.flags.contains(TcpFlags::ACK) {
+                        *self
+                            .ts_val_map
+                            .get(ecr)
+                            .ok_or(BuildError::NoTsValMapping { script_ecr: *ecr })?
+                    } else {
+                        *ecr
                     };
                     repr.timestamp = Some(TcpTimestamp { tsval: *val, tsecr });
                 }
@@ -1024,7 +1047,7 @@ mod tests {
     #[test]
     fn inbound_ack_sack_and_ecr_map_into_the_stack_space() {
         let mut ctx = established();
-        ctx.ts_val_offset = Some(9000);
+        ctx.ts_val_map.insert(100, 9100);
         let l =
             line("< . 1:1001(1000) ack 4001 win 320 <sack 5001:7001,nop,nop,TS val 201 ecr 100>");
         let payload = [7u8; 1000];
@@ -1098,6 +1121,58 @@ mod tests {
                 "{src}"
             );
         }
+    }
+
+    #[test]
+    fn inbound_ecr_must_echo_a_ts_val_the_stack_sent() {
+        let mut ctx = established();
+        let ack = line("< . 1:1(0) ack 1 win 257 <nop,nop,TS val 200 ecr 100>");
+        assert_eq!(
+            ctx.build_inbound(&ack, 1, 2, &[]),
+            Err(BuildError::NoTsValMapping { script_ecr: 100 })
+        );
+        assert_eq!(
+            BuildError::NoTsValMapping { script_ecr: 100 }.to_string(),
+            "TS ecr 100 echoes no TS val the stack has sent"
+        );
+        ctx.ts_val_map.insert(100, 0xdead_beef);
+        let r = ctx.build_inbound(&ack, 1, 2, &[]).expect("builds");
+        assert_eq!(r.timestamp.map(|t| t.tsecr), Some(0xdead_beef));
+        // Without the ACK bit the ecr goes out as written (here a SYN's 0).
+        let syn = line("< S 0:0(0) win 20000 <mss 1000,sackOK,TS val 100 ecr 0>");
+        let r = ctx.build_inbound(&syn, 1, 2, &[]).expect("builds");
+        assert_eq!(
+            r.timestamp,
+            Some(TcpTimestamp {
+                tsval: 100,
+                tsecr: 0
+            })
+        );
+    }
+
+    #[test]
+    fn matched_outbound_ts_vals_are_recorded_for_later_echoes() {
+        let mut ctx = established();
+        let want = line("> . 1:1(0) ack 1 <nop,nop,TS val 200 ecr 7>");
+        let mut got = seg(TcpFlags::ACK, STACK + 1, PEER + 1, &[]);
+        got.timestamp = Some(TcpTimestamp {
+            tsval: 5_000_200,
+            tsecr: 7,
+        });
+        assert_eq!(ctx.match_outbound(&want, &got), Ok(()));
+        assert_eq!(ctx.ts_val_map.get(&200), Some(&5_000_200));
+    }
+
+    #[test]
+    fn urgent_pointer_must_be_zero_when_the_line_omits_urg() {
+        let mut ctx = established();
+        let want = line("> . 1:1(0) ack 1");
+        let mut got = seg(TcpFlags::ACK, STACK + 1, PEER + 1, &[]);
+        got.urgent_pointer = 3;
+        assert_eq!(
+            err_text(ctx.match_outbound(&want, &got)),
+            "expected urg 0 got 3"
+        );
     }
 
     #[test]
