@@ -8,9 +8,59 @@
 //!   actual outbound [`wire::tcp::TcpRepr`] against an expected line, building an inbound one,
 //!   and the TSO super-segment accumulator;
 //! - [`inventory`]: what a set of scripts needs from the stack (calls, socket options, TCP
-//!   options).
+//!   options); `cargo run -p conformance --example inventory` prints it for the corpus.
 //!
-//! The executor that drives rsstack's sans-IO stack through a script is built on top of these.
+//! # How an executor drives these pieces
+//!
+//! For each event of [`Script::events`], in order, with one [`time::TimeCursor`] per script
+//! and one [`matcher::MatchContext`] per connection (tolerance from
+//! [`Script::tolerance_usecs`], TS tick from [`Script::tcp_ts_tick_usecs`]):
+//!
+//! 1. `cursor.window(&event.time)` gives when to act (`start_usecs`); advance the virtual
+//!    clock to it (running the stack's timers on the way).
+//! 2. Inbound TCP line: `ctx.build_inbound(line, ports, &payload)` → hand the `TcpRepr` to
+//!    the stack. Outbound line: collect what the stack sends, feed each segment to a
+//!    [`matcher::SuperSegment`] for the line until [`matcher::Progress::Complete`], and check
+//!    the time of the last one with `cursor.check`. System call: issue it at `start_usecs`;
+//!    check its return time with `cursor.check` (for `a...b`, the return must come at `b`).
+//!    Shell, code, UDP, ICMP, unknown calls and [`Action::Unsupported`] are skipped and counted
+//!    ([`Script::stats`]).
+//! 3. `cursor.advance(&event.time, done_usecs)` with the time the executor finished with the
+//!    event (see [`time`] for which time that is per event kind).
+//!
+//! ```
+//! use conformance::matcher::{MatchContext, Progress, SuperSegment};
+//! use conformance::{Action, parse_script};
+//! use wire::tcp::{SeqNumber, TcpFlags};
+//!
+//! let script = parse_script(
+//!     "0 < S 0:0(0) win 32792 <mss 1000,nop,wscale 7>\n\
+//!      +0 > S. 0:0(0) ack 1 <mss 1460,nop,wscale 8>\n",
+//! )?;
+//! let [syn, syn_ack] = &script.events[..] else { unreachable!() };
+//! let (Action::Tcp(syn), Action::Tcp(syn_ack)) = (&syn.action, &syn_ack.action) else {
+//!     unreachable!()
+//! };
+//! let mut ctx = MatchContext::new(SeqNumber(1_000));
+//! let inbound = ctx.build_inbound(syn, 40_000, 8_080, &[])?;
+//! assert_eq!(inbound.seq_number, SeqNumber(1_000));
+//!
+//! // Pretend the stack answered with ISN 77 but forgot the window scale option.
+//! let mut answer = inbound;
+//! answer.flags = TcpFlags::SYN | TcpFlags::ACK;
+//! answer.seq_number = SeqNumber(77);
+//! answer.ack_number = SeqNumber(1_001);
+//! answer.max_seg_size = Some(1460);
+//! answer.window_scale = None;
+//! let err = SuperSegment::new(syn_ack).push(&mut ctx, &answer).unwrap_err();
+//! assert_eq!(
+//!     err.to_string(),
+//!     "option mismatch: expected <mss 1460,nop,wscale 8>, got <mss 1460>"
+//! );
+//! answer.window_scale = Some(8);
+//! assert_eq!(SuperSegment::new(syn_ack).push(&mut ctx, &answer)?, Progress::Complete);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(unsafe_code)]
 
 pub mod ast;

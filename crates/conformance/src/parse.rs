@@ -800,11 +800,16 @@ impl<'s> Parser<'s> {
                 self.skip_inline_ws();
                 let at = *self;
                 let start = self.pos;
-                while self.peek().is_some_and(|c| c.is_ascii_alphanumeric()) {
+                while self.peek().is_some_and(is_ident_char) {
                     self.bump();
                 }
-                let hex = self.src.get(start..self.pos).unwrap_or("");
-                TcpOption::FastOpen(decode_hex(hex).ok_or(at.error(ParseErrorKind::BadCookie))?)
+                let word = self.src.get(start..self.pos).unwrap_or("");
+                if !word.bytes().all(|c| c.is_ascii_hexdigit()) {
+                    // A symbolic cookie (`FO TFO_COOKIE`) needs packetdrill's cookie
+                    // machinery: not modelled.
+                    return Err(Fail::Unsupported);
+                }
+                TcpOption::FastOpen(decode_hex(word).ok_or(at.error(ParseErrorKind::BadCookie))?)
             }
             _ => return Err(Fail::Unsupported),
         };
@@ -1286,6 +1291,18 @@ mod tests {
             ev.action,
             Action::Unsupported("> S 0:0(0) <mss 1460,md5 abc>".into())
         );
+    }
+
+    #[test]
+    fn symbolic_fast_open_cookie_and_accecn_flags_become_unsupported_nodes() {
+        for text in [
+            "< S 0:1000(1000) win 65535 <mss 1012,FO TFO_COOKIE>",
+            "< SEWA 0:0(0) win 32792 <mss 1050,nop,nop,sackOK,nop,wscale 8>",
+            "> SW. 0:0(0) ack 1 <mss 1460,ECN e1b 1 ceb 0 e0b 1,nop>",
+        ] {
+            let ev = parse_event(&format!("+0 {text}")).expect(text);
+            assert_eq!(ev.action, Action::Unsupported(text.to_string()));
+        }
     }
 
     #[test]
