@@ -162,6 +162,11 @@ pub enum Mismatch {
     },
     /// The expectation names something a `TcpRepr` cannot show (e.g. `FO`); it is not checked.
     Unverifiable(&'static str),
+    /// A piece of a super-segment is not cut at the MSS ([`SuperSegment::with_mss`]).
+    PieceSize {
+        mss_bytes: u32,
+        actual_bytes: u32,
+    },
 }
 
 impl fmt::Display for Mismatch {
@@ -206,6 +211,14 @@ impl fmt::Display for Mismatch {
             Mismatch::Unverifiable(what) => {
                 write!(f, "cannot verify {what} against a TcpRepr")
             }
+            Mismatch::PieceSize {
+                mss_bytes,
+                actual_bytes,
+            } => write!(
+                f,
+                "expected a segment of {mss_bytes} bytes (MSS, the last one at most that) \
+                 got {actual_bytes}"
+            ),
         }
     }
 }
@@ -593,14 +606,21 @@ pub enum Progress {
 /// - its seq continues exactly where the previous piece ended (first piece: the line's start);
 /// - it carries at least one byte, and no more than the line has left (a zero-length line is
 ///   matched by one zero-length segment);
+/// - with [`SuperSegment::with_mss`], every piece but the last carries exactly the MSS and
+///   the last at most the MSS (what TSO would have cut);
 /// - ack, win, urg and options are checked as for a whole line (the TS val with tolerance);
 /// - flags: the last piece must have exactly the line's flags; an earlier piece must have the
 ///   line's flags without FIN (FIN only ends the last piece) and with or without PSH (PSH is
-///   a delivery hint a sender may set on any segment, RFC 9293 §3.9.1.2).
+///   a delivery hint a sender may set on any segment, RFC 9293 §3.9.1.2). With
+///   [`SuperSegment::ignore_psh`] PSH is not checked on any piece.
 #[derive(Debug, Clone)]
 pub struct SuperSegment {
     expected: TcpLine,
+    /// Invariant: `covered_bytes <= expected.seq.len_bytes`.
     covered_bytes: u32,
+    mss_bytes: Option<u32>,
+    ignore_psh: bool,
+    complete: bool,
 }
 
 impl SuperSegment {
@@ -608,12 +628,32 @@ impl SuperSegment {
         SuperSegment {
             expected: expected.clone(),
             covered_bytes: 0,
+            mss_bytes: None,
+            ignore_psh: false,
+            complete: false,
         }
+    }
+
+    /// Also require TSO-like cutting: pieces of exactly `mss_bytes`, the last one at most that.
+    pub fn with_mss(mut self, mss_bytes: u32) -> Self {
+        self.mss_bytes = Some(mss_bytes);
+        self
+    }
+
+    /// Do not check PSH at all (for stacks that set PSH by another policy than Linux's).
+    pub fn ignore_psh(mut self) -> Self {
+        self.ignore_psh = true;
+        self
     }
 
     /// Payload bytes matched so far.
     pub fn covered_bytes(&self) -> u32 {
         self.covered_bytes
+    }
+
+    /// True once the whole line was matched.
+    pub fn is_complete(&self) -> bool {
+        self.complete
     }
 
     /// Matches the next actual segment; on error the accumulator is unchanged.
@@ -622,30 +662,37 @@ impl SuperSegment {
         ctx: &mut MatchContext,
         actual: &TcpRepr<'_>,
     ) -> Result<Progress, MatchError> {
+        let fail = |m: Mismatch| {
+            Err(MatchError {
+                mismatches: vec![m],
+            })
+        };
         let total = self.expected.seq.len_bytes;
-        let remaining = total - self.covered_bytes.min(total);
+        let remaining = total - self.covered_bytes;
         let got = u32::try_from(actual.payload.len()).unwrap_or(u32::MAX);
-        let whole_line = self.covered_bytes == 0 && got == total;
-        if whole_line {
-            ctx.match_outbound(&self.expected, actual)?;
-            self.covered_bytes = total;
-            return Ok(Progress::Complete);
-        }
-        if got == 0 || got > remaining {
-            return Err(MatchError {
-                mismatches: vec![Mismatch::PayloadLen {
-                    expected_bytes: remaining,
-                    actual_bytes: actual.payload.len(),
-                }],
+        if self.complete || (got == 0 && total != 0) || got > remaining {
+            return fail(Mismatch::PayloadLen {
+                expected_bytes: if self.complete { 0 } else { remaining },
+                actual_bytes: actual.payload.len(),
             });
         }
         let last = got == remaining;
+        if let Some(mss) = self.mss_bytes
+            && (got > mss || (!last && got != mss))
+        {
+            return fail(Mismatch::PieceSize {
+                mss_bytes: mss,
+                actual_bytes: got,
+            });
+        }
         let mut piece = self.expected.clone();
         piece.seq.start = self.expected.seq.start.wrapping_add(self.covered_bytes);
         piece.seq.len_bytes = got;
         piece.seq.end = piece.seq.start.wrapping_add(got);
         if !last {
             piece.flags = TcpFlags(piece.flags.0 & !TcpFlags::FIN.0);
+        }
+        if !last || self.ignore_psh {
             if actual.flags.contains(TcpFlags::PSH) {
                 piece.flags |= TcpFlags::PSH;
             } else {
@@ -655,6 +702,7 @@ impl SuperSegment {
         ctx.match_outbound(&piece, actual)?;
         self.covered_bytes += got;
         Ok(if last {
+            self.complete = true;
             Progress::Complete
         } else {
             Progress::Partial {
@@ -1277,6 +1325,76 @@ mod tests {
             &rest,
         );
         assert_eq!(acc.push(&mut ctx, &last), Ok(Progress::Complete));
+    }
+
+    #[test]
+    fn super_segment_with_mss_rejects_sub_mss_pieces_before_the_last() {
+        let mut ctx = established();
+        let want = line("> P. 1:2501(2500) ack 1");
+        let mut acc = SuperSegment::new(&want).with_mss(1000);
+        let small = [0u8; 500];
+        assert_eq!(
+            acc.push(
+                &mut ctx,
+                &seg(TcpFlags::ACK, STACK.wrapping_add(1), PEER + 1, &small)
+            )
+            .expect_err("sub-MSS first piece")
+            .to_string(),
+            "expected a segment of 1000 bytes (MSS, the last one at most that) got 500"
+        );
+        let full = [0u8; 1000];
+        for i in 0..2u32 {
+            let got = seg(
+                TcpFlags::ACK,
+                STACK.wrapping_add(1 + 1000 * i),
+                PEER + 1,
+                &full,
+            );
+            acc.push(&mut ctx, &got).expect("MSS piece");
+        }
+        let got = seg(PA, STACK.wrapping_add(2001), PEER + 1, &small);
+        assert_eq!(acc.push(&mut ctx, &got), Ok(Progress::Complete));
+        assert!(acc.is_complete());
+        // Nothing more belongs to a complete line.
+        assert!(acc.push(&mut ctx, &got).is_err());
+    }
+
+    #[test]
+    fn super_segment_can_ignore_psh_policy() {
+        let mut ctx = established();
+        let want = line("> . 1:2001(2000) ack 1");
+        let data = [0u8; 1000];
+        let first = seg(TcpFlags::ACK, STACK.wrapping_add(1), PEER + 1, &data);
+        let last_with_psh = seg(PA, STACK.wrapping_add(1001), PEER + 1, &data);
+        let mut strict = SuperSegment::new(&want);
+        strict.push(&mut ctx, &first).expect("first piece");
+        assert_eq!(
+            strict
+                .push(&mut ctx, &last_with_psh)
+                .expect_err("PSH on the last piece")
+                .to_string(),
+            "expected flags . got P."
+        );
+        let mut lenient = SuperSegment::new(&want).ignore_psh();
+        lenient.push(&mut ctx, &first).expect("first piece");
+        assert_eq!(
+            lenient.push(&mut ctx, &last_with_psh),
+            Ok(Progress::Complete)
+        );
+    }
+
+    #[test]
+    fn zero_length_line_is_matched_by_one_empty_segment() {
+        let mut ctx = established();
+        let want = line("> F. 1:1(0) ack 1");
+        let mut acc = SuperSegment::new(&want);
+        let fin = seg(
+            TcpFlags(TcpFlags::FIN.0 | TcpFlags::ACK.0),
+            STACK.wrapping_add(1),
+            PEER + 1,
+            &[],
+        );
+        assert_eq!(acc.push(&mut ctx, &fin), Ok(Progress::Complete));
     }
 
     #[test]

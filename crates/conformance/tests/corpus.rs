@@ -215,7 +215,7 @@ fn every_corpus_packet_line_matches_an_ideal_stack_or_is_fast_open() {
                         Err(e) => panic!("{here}: {e}"),
                     }
                     if l.payload_len() > 1000 {
-                        let mut acc = SuperSegment::new(l);
+                        let mut acc = SuperSegment::new(l).with_mss(1000);
                         let mut off = 0u32;
                         loop {
                             let n = (l.payload_len() - off).min(1000);
