@@ -174,6 +174,84 @@ impl TimeCursor {
     }
 }
 
+/// A script whose schedule packetdrill refuses before running it (`run.c`,
+/// `get_next_event`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScheduleError {
+    /// The first timed event is not at absolute time 0 (index into `Script::events`).
+    FirstEventNotAtZero { event: usize },
+    /// An absolute time is earlier than the absolute time before it.
+    TimeGoesBackward {
+        event: usize,
+        previous_usecs: u64,
+        at_usecs: u64,
+    },
+}
+
+impl core::fmt::Display for ScheduleError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            ScheduleError::FirstEventNotAtZero { event } => {
+                write!(f, "event {event}: first event should be at time 0")
+            }
+            ScheduleError::TimeGoesBackward {
+                event,
+                previous_usecs,
+                at_usecs,
+            } => write!(
+                f,
+                "event {event}: time goes backward from {} s to {} s",
+                Secs(previous_usecs),
+                Secs(at_usecs)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ScheduleError {}
+
+/// The absolute start time a time form names, if it is absolute.
+fn absolute_start(t: &EventTime) -> Option<u64> {
+    match *t {
+        EventTime::Absolute { at_usecs } => Some(at_usecs),
+        EventTime::AbsoluteRange { start_usecs, .. }
+        | EventTime::AbsoluteBlocking { start_usecs, .. } => Some(start_usecs),
+        _ => None,
+    }
+}
+
+/// Checks what packetdrill checks before running events: the first timed event is at
+/// absolute time 0, and consecutive absolute times never go backward.
+pub fn check_schedule(script: &crate::ast::Script) -> Result<(), ScheduleError> {
+    let mut timed = script
+        .events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.time != EventTime::Unspecified);
+    if let Some((event, first)) = timed.next()
+        && absolute_start(&first.time) != Some(0)
+    {
+        return Err(ScheduleError::FirstEventNotAtZero { event });
+    }
+    let mut previous: Option<u64> = None;
+    for (event, e) in script.events.iter().enumerate() {
+        let now = absolute_start(&e.time);
+        if let (Some(previous_usecs), Some(at_usecs)) = (previous, now)
+            && at_usecs < previous_usecs
+        {
+            return Err(ScheduleError::TimeGoesBackward {
+                event,
+                previous_usecs,
+                at_usecs,
+            });
+        }
+        if e.time != EventTime::Unspecified {
+            previous = now;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,5 +366,30 @@ mod tests {
         c.advance(&t, 103_000);
         assert_eq!(c.window(&t).map(|w| w.start_usecs), Some(203_000));
         assert!(c.check(&t, 206_000, 4000).is_ok());
+    }
+
+    #[test]
+    fn schedule_must_start_at_zero_and_never_go_back() {
+        use crate::parse::parse_script;
+        let ok = parse_script("`init`\n0 close(3) = 0\n+1 close(3) = 0\n2 close(3) = 0\n")
+            .expect("parses");
+        assert_eq!(check_schedule(&ok), Ok(()));
+        let late = parse_script("`init`\n+0.5 close(3) = 0\n").expect("parses");
+        assert_eq!(
+            check_schedule(&late),
+            Err(ScheduleError::FirstEventNotAtZero { event: 1 })
+        );
+        let back =
+            parse_script("0 close(3) = 0\n2 close(3) = 0\n1 close(3) = 0\n").expect("parses");
+        let e = check_schedule(&back).expect_err("backward");
+        assert_eq!(
+            e,
+            ScheduleError::TimeGoesBackward {
+                event: 2,
+                previous_usecs: 2_000_000,
+                at_usecs: 1_000_000
+            }
+        );
+        assert_eq!(e.to_string(), "event 2: time goes backward from 2 s to 1 s");
     }
 }

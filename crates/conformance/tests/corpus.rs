@@ -252,6 +252,7 @@ fn every_corpus_packet_line_matches_an_ideal_stack_or_is_fast_open() {
 fn every_corpus_script_runs_on_an_ideal_clock() {
     for (path, text) in corpus() {
         let s = parse_script(&text).expect("parses");
+        conformance::time::check_schedule(&s).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let mut clock = TimeCursor::new();
         let mut now_usecs = 0;
         for ev in &s.events {
