@@ -25,6 +25,8 @@ use crate::rtt::RttEstimator;
 const PAWS_IDLE_NS: u64 = 24 * 86_400 * 1_000_000_000;
 /// Largest window scale shift (RFC 7323 §2.3).
 const WSCALE_MAX: u8 = 14;
+/// Most duplicate ACKs owed at once (a burst of out-of-order segments beyond this gets fewer).
+const DUPACKS_OWED_MAX: u8 = 8;
 /// Bytes the timestamps option takes in every segment once negotiated (10 + 2 NOPs).
 const TS_OPTION_BYTES: u16 = 12;
 
@@ -270,6 +272,8 @@ pub struct Connection {
     pub(crate) probe_pending: bool,
     pub(crate) keepalive_pending: bool,
     pub(crate) events: u8,
+    /// Duplicate ACKs still owed for out-of-order segments received since the last poll.
+    pub(crate) dupacks_owed: u8,
     /// Bytes received in order since the last ACK we sent.
     pub(crate) rcv_unacked_bytes: u32,
     pub(crate) recover: SeqNumber,
@@ -380,6 +384,7 @@ impl Connection {
             probe_pending: false,
             keepalive_pending: false,
             events: 0,
+            dupacks_owed: 0,
             rcv_unacked_bytes: 0,
             recover: iss,
             cc: Congestion::new(
@@ -759,6 +764,7 @@ impl Connection {
         self.keepalive_deadline_ns = NEVER;
         self.time_wait_deadline_ns = NEVER;
         self.ack_due = AckDue::None;
+        self.dupacks_owed = 0;
         self.rtx_pending = false;
         self.probe_pending = false;
         self.keepalive_pending = false;
@@ -1273,8 +1279,11 @@ impl Connection {
             }
         } else if !data.is_empty() {
             self.accept_out_of_order(start, data);
-            // RFC 5681 §4.2: an out-of-order segment triggers an immediate (duplicate) ACK.
+            // RFC 5681 §4.2: an out-of-order segment triggers an immediate (duplicate) ACK —
+            // one per segment, even when a burst is processed before the next poll, or the
+            // sender would never count three duplicates.
             self.ack_due = AckDue::Now;
+            self.dupacks_owed = self.dupacks_owed.saturating_add(1).min(DUPACKS_OWED_MAX);
             fin = false;
         } else if fin {
             // A FIN beyond a hole: ACK at once so the sender sees the gap.
@@ -1561,9 +1570,15 @@ impl Connection {
                 let seq = self.snd_una;
                 let len = u32::from(self.eff_mss());
                 if self.snd_una != self.snd_max {
-                    self.counters.retransmitted_segments += 1;
                     return self.data_segment(now, seq, len, payload_buf, false);
                 }
+            }
+            // Duplicate ACKs must be pure ACKs (RFC 5681 §2), so they go before data.
+            if self.dupacks_owed > 0 {
+                self.dupacks_owed -= 1;
+                self.counters.pure_acks_sent += 1;
+                let seq = self.snd_nxt;
+                return Some(self.ack_repr(now, seq));
             }
             // Probes and forced sends first: they deliberately ignore SWS avoidance.
             if self.probe_pending {
@@ -1738,6 +1753,7 @@ impl Connection {
         let end = seq + n as u32 + u32::from(fin);
         let is_rtx = seq.lt(self.snd_max);
         if is_rtx {
+            self.counters.retransmitted_segments += 1;
             self.counters.retransmitted_bytes += n as u64;
             // Karn: a retransmission makes any running RTT measurement ambiguous.
             self.rtt_timed = None;

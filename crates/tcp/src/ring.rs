@@ -107,9 +107,8 @@ impl Ring {
         let n = n.min(self.len);
         self.head = self.wrap(self.head + n);
         self.len -= n;
-        if self.len == 0 {
-            self.head = 0;
-        }
+        // `head` is not reset when the ring empties: bytes written beyond `len` (out-of-order
+        // data) are addressed relative to it.
         n
     }
 

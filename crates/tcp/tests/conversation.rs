@@ -7,6 +7,18 @@ use harness::{Dir, MS, Pair, Seg, Verdict, pattern, seg};
 use tcp::{CloseReason, Config, Connection, Error, Event, State};
 use wire::tcp::{SeqNumber, TcpFlags};
 
+/// Byte-exact comparison that reports the first difference instead of printing megabytes.
+fn assert_same(got: &[u8], want: &[u8]) {
+    let first_diff = got.iter().zip(want).position(|(a, b)| a != b);
+    assert!(
+        got.len() == want.len() && first_diff.is_none(),
+        "received {} bytes, expected {}; first difference at {:?}",
+        got.len(),
+        want.len(),
+        first_diff
+    );
+}
+
 fn cfg() -> Config {
     Config::default()
 }
@@ -158,8 +170,8 @@ fn data_flows_both_ways_exactly_once() {
         |p| p.b_read.len() == a_data.len() && p.a_read.len() == b_data.len(),
         10_000 * MS,
     );
-    assert_eq!(p.b_read, a_data);
-    assert_eq!(p.a_read, b_data);
+    assert_same(&p.b_read, &a_data);
+    assert_same(&p.a_read, &b_data);
     assert_eq!(p.a.counters().retransmitted_segments, 0);
 }
 
@@ -228,7 +240,564 @@ fn half_close_keeps_receiving() {
     let data = pattern(50_000);
     p.b_to_send = data.clone();
     p.run_until(|p| p.a_read.len() == data.len(), 5_000 * MS);
-    assert_eq!(p.a_read, data);
+    assert_same(&p.a_read, &data);
     assert_eq!(p.a.state(), State::FinWait2);
     assert_eq!(p.a.send(b"more"), Err(Error::InvalidState));
+}
+
+// ---------------------------------------------------------------- RFC 5961 and acceptability
+
+/// A segment from B's port to A's port.
+fn to_a(seq: SeqNumber, ack: SeqNumber, flags: TcpFlags) -> Seg {
+    seg(80, 1000, seq, ack, flags)
+}
+
+fn established_no_ts() -> Pair {
+    Pair::established(no_ts(), no_ts(), 5 * MS)
+}
+
+#[test]
+fn exact_rst_resets() {
+    let mut p = established_no_ts();
+    let (_, _, rcv_nxt) = p.a.sequence_state();
+    p.inject(Dir::BtoA, to_a(rcv_nxt, SeqNumber(0), TcpFlags::RST));
+    p.step();
+    assert_eq!(p.a.state(), State::Closed);
+    assert_eq!(p.a.close_reason(), Some(CloseReason::Reset));
+    assert!(p.a_events.contains(&Event::Reset));
+    assert_eq!(p.a.recv(&mut [0u8; 4]), Err(Error::Reset));
+}
+
+#[test]
+fn rst_in_window_gets_challenge_ack() {
+    let mut p = established_no_ts();
+    let (_, snd_nxt, rcv_nxt) = p.a.sequence_state();
+    p.inject(Dir::BtoA, to_a(rcv_nxt + 100, SeqNumber(0), TcpFlags::RST));
+    p.step();
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(p.a.counters().challenge_acks_sent, 1);
+    let ack = p.sent(Dir::AtoB).last().expect("challenge ACK").2.clone();
+    assert!(ack.has(TcpFlags::ACK) && !ack.is_data());
+    assert_eq!(ack.hdr.ack_number, rcv_nxt);
+    assert_eq!(ack.seq(), snd_nxt);
+}
+
+#[test]
+fn rst_out_of_window_is_dropped_silently() {
+    let mut p = established_no_ts();
+    let (_, _, rcv_nxt) = p.a.sequence_state();
+    p.inject(
+        Dir::BtoA,
+        to_a(rcv_nxt + 10_000_000, SeqNumber(0), TcpFlags::RST),
+    );
+    p.step();
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(p.a.counters().rx_drop_rst_out_of_window, 1);
+    assert_eq!(p.sent(Dir::AtoB).count(), 0);
+}
+
+#[test]
+fn syn_on_established_connection_gets_challenge_ack() {
+    let mut p = established_no_ts();
+    let (_, _, rcv_nxt) = p.a.sequence_state();
+    p.inject(Dir::BtoA, to_a(rcv_nxt + 5, SeqNumber(0), TcpFlags::SYN));
+    p.step();
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(p.a.counters().rx_drop_syn_in_window, 1);
+    assert_eq!(p.a.counters().challenge_acks_sent, 1);
+}
+
+#[test]
+fn challenge_acks_are_rate_limited_per_second() {
+    let mut p = established_no_ts();
+    let (_, _, rcv_nxt) = p.a.sequence_state();
+    for i in 0..15 {
+        p.inject(
+            Dir::BtoA,
+            to_a(rcv_nxt + 10 + i, SeqNumber(0), TcpFlags::RST),
+        );
+    }
+    p.step();
+    assert_eq!(p.a.counters().challenge_acks_sent, 10);
+    assert_eq!(p.a.counters().challenge_acks_suppressed, 5);
+    // A new second opens a new allowance.
+    p.run_for(1_100 * MS);
+    p.inject(Dir::BtoA, to_a(rcv_nxt + 1, SeqNumber(0), TcpFlags::RST));
+    p.step();
+    assert_eq!(p.a.counters().challenge_acks_sent, 11);
+}
+
+#[test]
+fn old_ack_is_dropped_and_counted() {
+    let mut p = established_no_ts();
+    let (snd_una, _, rcv_nxt) = p.a.sequence_state();
+    let mut s = to_a(rcv_nxt, snd_una - 2_000_000, TcpFlags::ACK);
+    s.payload = b"must not be delivered".to_vec();
+    p.inject(Dir::BtoA, s);
+    p.step();
+    assert_eq!(p.a.counters().rx_drop_ack_too_old, 1);
+    assert!(p.a_read.is_empty());
+    assert_eq!(p.a.counters().challenge_acks_sent, 1);
+}
+
+#[test]
+fn ack_for_unsent_data_is_dropped_and_counted() {
+    let mut p = established_no_ts();
+    let (_, snd_nxt, rcv_nxt) = p.a.sequence_state();
+    let mut s = to_a(rcv_nxt, snd_nxt + 1000, TcpFlags::ACK);
+    s.payload = b"nope".to_vec();
+    p.inject(Dir::BtoA, s);
+    p.step();
+    assert_eq!(p.a.counters().rx_drop_ack_unsent, 1);
+    assert!(p.a_read.is_empty());
+}
+
+#[test]
+fn segment_beyond_window_is_dropped_and_acknowledged() {
+    let mut p = established_no_ts();
+    let (snd_una, _, rcv_nxt) = p.a.sequence_state();
+    let mut s = to_a(rcv_nxt + 10_000_000, snd_una, TcpFlags::ACK);
+    s.payload = vec![1; 100];
+    p.inject(Dir::BtoA, s);
+    p.step();
+    assert_eq!(p.a.counters().rx_drop_out_of_window, 1);
+    let ack = p
+        .sent(Dir::AtoB)
+        .last()
+        .expect("ACK for unacceptable segment")
+        .2
+        .clone();
+    assert_eq!(ack.hdr.ack_number, rcv_nxt);
+}
+
+#[test]
+fn old_duplicate_segment_is_acknowledged_not_delivered_twice() {
+    let mut p = established_no_ts();
+    p.b_to_send = b"hello".to_vec();
+    p.run_until(|p| p.a_read.len() == 5, 100 * MS);
+    let original = p.sent(Dir::BtoA).find(|e| e.2.is_data()).unwrap().2.clone();
+    p.inject(Dir::BtoA, original);
+    p.run_for(100 * MS);
+    assert_eq!(p.a_read, b"hello");
+    assert_eq!(p.a.counters().rx_drop_out_of_window, 1);
+}
+
+#[test]
+fn paws_drops_old_timestamp() {
+    let mut p = Pair::established(cfg(), cfg(), 5 * MS);
+    p.b_to_send = b"first".to_vec();
+    p.run_until(|p| p.a_read.len() == 5, 100 * MS);
+    let mut stale = p.sent(Dir::BtoA).find(|e| e.2.is_data()).unwrap().2.clone();
+    // Same bytes, moved to the next sequence number (so only PAWS can reject it), with an old
+    // timestamp.
+    let (_, _, rcv_nxt) = p.a.sequence_state();
+    stale.hdr.seq_number = rcv_nxt;
+    let ts = stale.hdr.timestamp.unwrap();
+    stale.hdr.timestamp = Some(wire::tcp::TcpTimestamp {
+        tsval: ts.tsval - 1000,
+        ..ts
+    });
+    p.inject(Dir::BtoA, stale);
+    p.step();
+    assert_eq!(p.a.counters().rx_drop_paws, 1);
+    assert_eq!(p.a_read, b"first");
+}
+
+#[test]
+fn segment_without_timestamp_is_dropped_once_negotiated() {
+    let mut p = Pair::established(cfg(), cfg(), 5 * MS);
+    let (snd_una, _, rcv_nxt) = p.a.sequence_state();
+    let mut s = to_a(rcv_nxt, snd_una, TcpFlags::ACK);
+    s.payload = b"x".to_vec();
+    p.inject(Dir::BtoA, s);
+    p.step();
+    assert_eq!(p.a.counters().rx_drop_missing_ts, 1);
+    assert!(p.a_read.is_empty());
+}
+
+#[test]
+fn bad_ack_in_syn_received_is_answered_with_rst() {
+    let mut syn = seg(5, 80, SeqNumber(1000), SeqNumber(0), TcpFlags::SYN);
+    syn.hdr.max_seg_size = Some(1460);
+    let mut b = Connection::accept(0, &no_ts(), &syn.repr(), SeqNumber(50_000), 0).unwrap();
+    let mut buf = [0u8; 100];
+    let _synack = b.poll_transmit(0, &mut buf).unwrap();
+    let bogus = seg(5, 80, SeqNumber(1001), SeqNumber(7), TcpFlags::ACK);
+    b.handle_segment(MS, &bogus.repr());
+    assert_eq!(b.counters().rx_drop_bad_ack, 1);
+    let rst = b.poll_transmit(MS, &mut buf).unwrap();
+    assert!(rst.flags.contains(TcpFlags::RST));
+    assert_eq!(rst.seq_number, SeqNumber(7));
+    assert_eq!(b.state(), State::SynReceived);
+}
+
+#[test]
+fn accept_rejects_non_syn() {
+    let s = seg(
+        5,
+        80,
+        SeqNumber(1),
+        SeqNumber(0),
+        TcpFlags::SYN | TcpFlags::ACK,
+    );
+    assert!(Connection::accept(0, &cfg(), &s.repr(), SeqNumber(1), 0).is_err());
+}
+
+#[test]
+fn abort_sends_rst_and_peer_resets() {
+    let mut p = established_no_ts();
+    p.a.abort();
+    p.run_until(|p| p.b.state() == State::Closed, 100 * MS);
+    assert_eq!(p.b.close_reason(), Some(CloseReason::Reset));
+    assert_eq!(p.a.close_reason(), Some(CloseReason::Aborted));
+}
+
+#[test]
+fn rst_in_time_wait_is_ignored() {
+    let mut p = established_no_ts();
+    p.a.shutdown_write().unwrap();
+    p.run_until(|p| p.b.state() == State::CloseWait, 100 * MS);
+    p.b.shutdown_write().unwrap();
+    p.run_until(
+        |p| p.a.state() == State::TimeWait && p.b.state() == State::Closed,
+        100 * MS,
+    );
+    let (_, _, rcv_nxt) = p.a.sequence_state();
+    p.inject(Dir::BtoA, to_a(rcv_nxt, SeqNumber(0), TcpFlags::RST));
+    p.step();
+    assert_eq!(p.a.state(), State::TimeWait);
+    assert_eq!(p.a.counters().rx_drop_rst_time_wait, 1);
+}
+
+// ---------------------------------------------------------------- timers
+
+fn data_times(p: &Pair, dir: Dir, seq: SeqNumber) -> Vec<u64> {
+    p.sent(dir)
+        .filter(|e| e.2.is_data() && e.2.seq() == seq)
+        .map(|e| e.0)
+        .collect()
+}
+
+#[test]
+fn rto_backs_off_exponentially() {
+    let mut p = established_no_ts();
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let (_, snd_nxt, _) = p.a.sequence_state();
+    p.a.send(b"lost").unwrap();
+    p.run_for(3_500 * MS);
+    let t = data_times(&p, Dir::AtoB, snd_nxt);
+    let gaps: Vec<u64> = t.windows(2).map(|w| (w[1] - w[0]) / MS).collect();
+    // RTT 10 ms ⇒ RTO clamps to the 200 ms minimum, then doubles.
+    assert_eq!(gaps, vec![200, 400, 800, 1600]);
+    assert_eq!(p.a.counters().rto_expirations, 4);
+}
+
+#[test]
+fn rto_minimum_is_configurable() {
+    let c = Config {
+        rto_min_ns: 50 * MS,
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let (_, snd_nxt, _) = p.a.sequence_state();
+    p.a.send(b"lost").unwrap();
+    p.run_for(200 * MS);
+    let t = data_times(&p, Dir::AtoB, snd_nxt);
+    assert_eq!((t[1] - t[0]) / MS, 50);
+}
+
+#[test]
+fn karn_skips_rtt_sample_on_retransmit() {
+    let mut p = established_no_ts();
+    let samples_before = p.a.counters().rtt_samples;
+    let srtt_before = p.a.srtt_ns();
+    // Lose the first transmission only.
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && c.data_index == 0 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    p.a.send(b"retransmitted").unwrap();
+    p.run_until(
+        |p| p.b_read.len() == 13 && p.a.send_queue_bytes() == 0,
+        2_000 * MS,
+    );
+    assert_eq!(
+        p.a.counters().retransmitted_segments + p.a.counters().rto_expirations,
+        1 + 1
+    );
+    assert_eq!(
+        p.a.counters().rtt_samples,
+        samples_before,
+        "ACK of a retransmission gives no sample"
+    );
+    assert_eq!(p.a.srtt_ns(), srtt_before);
+    // The next, clean exchange is sampled again.
+    p.a.send(b"clean").unwrap();
+    p.run_until(|p| p.a.send_queue_bytes() == 0, 2_000 * MS);
+    assert_eq!(p.a.counters().rtt_samples, samples_before + 1);
+}
+
+#[test]
+fn timestamps_sample_rtt_even_after_retransmission() {
+    let mut p = Pair::established(cfg(), cfg(), 5 * MS);
+    let samples_before = p.a.counters().rtt_samples;
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && c.data_index == 0 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    p.a.send(b"retransmitted").unwrap();
+    p.run_until(|p| p.a.send_queue_bytes() == 0, 2_000 * MS);
+    assert_eq!(p.a.counters().rtt_samples, samples_before + 1);
+}
+
+#[test]
+fn delayed_ack_every_second_full_segment() {
+    // A 64 KiB buffer fits the SYN's unscaled window, so reading never triggers a window
+    // update that would hide the delayed ACK.
+    let c = Config {
+        nodelay: true,
+        recv_buffer_bytes: 65535,
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    // One full segment: B delays its ACK by 40 ms.
+    p.a.send(&pattern(1460)).unwrap();
+    p.run_until(|p| p.sent(Dir::BtoA).count() == 1, 200 * MS);
+    let sent_at = p.sent(Dir::AtoB).next().unwrap().0;
+    let acked_at = p.sent(Dir::BtoA).next().unwrap().0;
+    assert_eq!(acked_at - sent_at, 5 * MS + 40 * MS);
+    assert_eq!(p.b.counters().delayed_acks_sent, 1);
+    // Two full segments back to back: the second is acknowledged on arrival.
+    p.log.clear();
+    p.a.send(&pattern(2920)).unwrap();
+    p.run_until(|p| p.sent(Dir::BtoA).count() == 1, 200 * MS);
+    let acks: Vec<_> = p.sent(Dir::BtoA).collect();
+    assert_eq!(acks[0].0 - p.sent(Dir::AtoB).next().unwrap().0, 5 * MS);
+    assert_eq!(p.b.counters().delayed_acks_sent, 1);
+}
+
+#[test]
+fn nagle_holds_small_segment_until_ack() {
+    let c = Config {
+        recv_buffer_bytes: 65535,
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.a.send(b"first").unwrap();
+    p.flush();
+    p.a.send(b"second").unwrap();
+    p.flush();
+    let data: Vec<_> = p
+        .sent(Dir::AtoB)
+        .filter(|e| e.2.is_data())
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(data.len(), 1, "the second small write waits for the ACK");
+    p.run_until(|p| p.b_read.len() == 11, 500 * MS);
+    let data: Vec<_> = p
+        .sent(Dir::AtoB)
+        .filter(|e| e.2.is_data())
+        .map(|e| e.0)
+        .collect();
+    // Sent once the (delayed) ACK of the first came back: 5 + 40 + 5 ms later.
+    assert_eq!(data[1] - data[0], 50 * MS);
+}
+
+#[test]
+fn nodelay_sends_small_segments_at_once() {
+    let c = Config {
+        nodelay: true,
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.a.send(b"first").unwrap();
+    p.flush();
+    p.a.send(b"second").unwrap();
+    p.flush();
+    assert_eq!(p.sent(Dir::AtoB).filter(|e| e.2.is_data()).count(), 2);
+}
+
+#[test]
+fn zero_window_probe_reopens() {
+    let small = Config {
+        recv_buffer_bytes: 4096,
+        ..no_ts()
+    };
+    let mut p = Pair::established(no_ts(), small, 5 * MS);
+    p.b_auto_read = false;
+    let data = pattern(20_000);
+    p.a_to_send = data.clone();
+    p.run_for(3_000 * MS);
+    assert_eq!(p.b.recv_queue_bytes(), 4096, "B's buffer is full");
+    assert_eq!(p.a.send_window_bytes(), 0);
+    assert!(
+        p.a.counters().window_probes_sent >= 2,
+        "A keeps probing the zero window"
+    );
+    assert_eq!(
+        p.a.state(),
+        State::Established,
+        "probing never times out the connection"
+    );
+    p.b_auto_read = true;
+    p.run_until(|p| p.b_read.len() == data.len(), 20_000 * MS);
+    assert_same(&p.b_read, &data);
+}
+
+#[test]
+fn window_update_after_read_restarts_a_stalled_sender() {
+    let small = Config {
+        recv_buffer_bytes: 8192,
+        ..no_ts()
+    };
+    let mut p = Pair::established(no_ts(), small, 5 * MS);
+    p.b_auto_read = false;
+    p.a_to_send = pattern(8192 + 1000);
+    p.run_for(500 * MS);
+    assert_eq!(p.b.recv_queue_bytes(), 8192);
+    let probes = p.a.counters().window_probes_sent;
+    // The application reads: B announces the opened window itself, before any probe.
+    p.b_auto_read = true;
+    p.run_until(|p| p.b_read.len() == 9192, 50 * MS);
+    assert_eq!(p.a.counters().window_probes_sent, probes);
+}
+
+// ---------------------------------------------------------------- loss recovery
+
+#[test]
+fn fast_retransmit_on_three_dupacks() {
+    let mut p = established_no_ts();
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && c.data_index == 2 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let data = pattern(14_600);
+    p.a_to_send = data.clone();
+    p.run_until(|p| p.b_read.len() == data.len(), 2_000 * MS);
+    assert_same(&p.b_read, &data);
+    assert_eq!(p.a.counters().fast_retransmits, 1);
+    assert_eq!(p.a.counters().rto_expirations, 0);
+    assert!(p.a.counters().dup_acks_rx >= 3);
+    // NewReno halved the flight (RFC 5681 §3.1 equation 4): below the initial window of 10.
+    assert!(p.a.ssthresh_bytes() <= 6 * 1460 && p.a.ssthresh_bytes() >= 2 * 1460);
+}
+
+#[test]
+fn limited_transmit_sends_new_data_on_first_two_dupacks() {
+    // cwnd of 4 segments and 8 to send: losing the first leaves only 3 dupacks' worth in
+    // flight; limited transmit (RFC 3042) sends 2 more so the third dupack arrives.
+    let c = Config {
+        initial_window_segments: 4,
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && c.data_index == 0 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let data = pattern(8 * 1460);
+    p.a_to_send = data.clone();
+    p.run_until(|p| p.b_read.len() == data.len(), 2_000 * MS);
+    assert_eq!(p.a.counters().fast_retransmits, 1);
+    assert_eq!(p.a.counters().rto_expirations, 0);
+}
+
+#[test]
+fn multiple_losses_in_one_window_recover_with_partial_acks() {
+    let mut p = established_no_ts();
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && (c.data_index == 2 || c.data_index == 5) {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let data = pattern(30_000);
+    p.a_to_send = data.clone();
+    p.run_until(|p| p.b_read.len() == data.len(), 3_000 * MS);
+    assert_same(&p.b_read, &data);
+    assert_eq!(
+        p.a.counters().fast_retransmits,
+        1,
+        "one recovery episode covers both holes"
+    );
+    assert_eq!(p.a.counters().rto_expirations, 0);
+    assert!(!p.a.in_recovery());
+}
+
+#[test]
+fn out_of_order_segments_are_kept_and_delivered_once_the_hole_fills() {
+    let mut p = established_no_ts();
+    // Delay the first data segment so later ones overtake it.
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && c.data_index == 0 {
+            Verdict::DelayExtra(2 * MS)
+        } else {
+            Verdict::Pass
+        }
+    });
+    let data = pattern(5 * 1460);
+    p.a_to_send = data.clone();
+    p.run_until(|p| p.b_read.len() == data.len(), 1_000 * MS);
+    assert_same(&p.b_read, &data);
+    assert!(p.b.counters().rx_ooo_segments >= 1);
+    assert_eq!(p.a.counters().retransmitted_segments, 0);
+}
+
+#[test]
+fn duplicated_segments_are_delivered_once() {
+    let mut p = established_no_ts();
+    p.filter = Box::new(|_, _| Verdict::Duplicate);
+    let data = pattern(50_000);
+    p.a_to_send = data.clone();
+    p.run_until(|p| p.b_read.len() == data.len(), 2_000 * MS);
+    p.run_for(500 * MS);
+    assert_same(&p.b_read, &data);
+    assert!(p.b.counters().rx_duplicate_bytes > 0 || p.b.counters().rx_drop_out_of_window > 0);
+}
+
+#[test]
+fn cubic_connection_transfers_under_loss() {
+    let c = Config {
+        congestion_control: tcp::CongestionControl::Cubic,
+        ..cfg()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && c.data_index % 40 == 7 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let data = pattern(300_000);
+    p.a_to_send = data.clone();
+    p.run_until(|p| p.b_read.len() == data.len(), 30_000 * MS);
+    assert_same(&p.b_read, &data);
+    assert!(p.a.counters().fast_retransmits >= 1);
 }
