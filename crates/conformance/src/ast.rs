@@ -3,8 +3,8 @@
 //! A script is a list of command-line style options (`--tolerance_usecs=10000`) followed by
 //! events. Every event has a time (possibly unspecified) and one action: a TCP/UDP/ICMP packet
 //! line, a system call, a shell command in backticks or a `%{ … }%` Python block. Comments are
-//! not kept. Equality of two scripts ignores nothing but positions: [`Event::pos`] is kept out of
-//! the comparisons made by the round-trip tests (see [`Script::same_content`]).
+//! not kept. Derived equality also compares source positions ([`Event::pos`]);
+//! [`Script::same_content`] compares everything else and is what the round-trip tests use.
 
 use wire::tcp::TcpFlags;
 
