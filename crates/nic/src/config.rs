@@ -1,0 +1,230 @@
+//! Configuration of the NIC model and the errors its set-up and control calls return.
+
+use core::fmt;
+
+/// Default NAPI poll budget (Linux `NAPI_POLL_WEIGHT`, 64 packets).
+pub const BUDGET_DEFAULT_PACKETS: usize = 64;
+/// Default receive ring size (82599 default `RxDescriptors`-like, 512 slots).
+pub const RX_RING_SLOTS_DEFAULT: usize = 512;
+/// Default transmit ring size.
+pub const TX_RING_SLOTS_DEFAULT: usize = 512;
+/// Largest queue count the model accepts (the 82599 has 128 RX/TX queues).
+pub const QUEUES_MAX: u16 = 128;
+/// Default limit on a received frame: a 9 KB jumbo frame plus Ethernet and VLAN headers.
+pub const RX_FRAME_BYTES_MAX_DEFAULT: usize = 9216 + 18;
+/// Largest merged IP packet GRO builds: the IPv4 total-length / IPv6 payload-length limit.
+pub const GRO_IP_BYTES_MAX: usize = 65535;
+
+/// Interrupt moderation of one queue.
+///
+/// A queue whose interrupts are armed and that holds unsignalled packets fires a wake-up when
+///
+/// - at least `interval_ns` have passed since its previous wake-up (the 82599 EITR / NDIS
+///   "interrupt moderation" rule: a minimum gap between interrupts, so the first packet after
+///   an idle period is signalled at once), or
+/// - `packets_threshold` packets are pending (ethtool `rx-frames`; 0 disables the rule), or
+/// - a TCP segment with PSH arrives and `lli_on_push` is set (the 82599's low-latency
+///   interrupts, seed 004 "Low Latency Interrupts").
+///
+/// With `adaptive` set, `interval_ns` is only the starting value: at each wake-up the interval
+/// is recomputed from the packet rate observed since the previous wake-up (see
+/// [`AdaptiveModeration`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModerationConfig {
+    /// Minimum gap between two wake-ups of the queue, in nanoseconds. 0 = no moderation.
+    pub interval_ns: u64,
+    /// Pending packets that fire a wake-up before the interval has passed; 0 = rule off.
+    pub packets_threshold: u32,
+    /// Low-latency interrupts: a TCP segment with PSH fires at once.
+    pub lli_on_push: bool,
+    /// Adaptive interval (ixgbe / NDIS adaptive ITR); `None` = fixed `interval_ns`.
+    pub adaptive: Option<AdaptiveModeration>,
+}
+
+impl ModerationConfig {
+    /// No moderation: every packet that finds the queue armed fires a wake-up.
+    pub const OFF: ModerationConfig = ModerationConfig {
+        interval_ns: 0,
+        packets_threshold: 0,
+        lli_on_push: false,
+        adaptive: None,
+    };
+
+    /// A fixed interval and no packet threshold.
+    pub const fn fixed(interval_ns: u64) -> Self {
+        ModerationConfig {
+            interval_ns,
+            packets_threshold: 0,
+            lli_on_push: false,
+            adaptive: None,
+        }
+    }
+}
+
+impl Default for ModerationConfig {
+    /// ixgbe's default: adaptive between 10 µs and 125 µs (8 000–100 000 interrupts/s).
+    fn default() -> Self {
+        ModerationConfig {
+            interval_ns: 10_000,
+            packets_threshold: 0,
+            lli_on_push: false,
+            adaptive: Some(AdaptiveModeration::default()),
+        }
+    }
+}
+
+/// Adaptive moderation: the interval rises linearly with the observed packet rate, from
+/// `interval_ns_min` at rate 0 to `interval_ns_max` at `rate_pps_high` and above, smoothed
+/// with an exponential moving average of weight 1/4 per wake-up.
+///
+/// This is the shape of ixgbe's `ixgbe_update_itr` (low latency at low rates, bulk latency at
+/// high rates) and of NDIS adaptive interrupt moderation, reduced to one continuous rule so
+/// tests can check monotonicity. Invariant (checked by [`NicConfig::validate`]):
+/// `interval_ns_min <= interval_ns_max` and `rate_pps_high > 0`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdaptiveModeration {
+    /// Interval at the lowest rates (latency first).
+    pub interval_ns_min: u64,
+    /// Interval at `rate_pps_high` and above (throughput first).
+    pub interval_ns_max: u64,
+    /// Packet rate (packets per second) at which the interval reaches its maximum.
+    pub rate_pps_high: u64,
+}
+
+impl Default for AdaptiveModeration {
+    fn default() -> Self {
+        AdaptiveModeration {
+            interval_ns_min: 10_000,
+            interval_ns_max: 125_000,
+            rate_pps_high: 1_000_000,
+        }
+    }
+}
+
+/// Receive coalescing (GRO / RSC) settings, per NIC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroConfig {
+    /// Coalescing on or off.
+    pub enabled: bool,
+    /// Flows each queue coalesces at once (Linux GRO keeps 8 per NAPI instance); a new flow
+    /// beyond this evicts (flushes) the oldest.
+    pub flows_max: usize,
+    /// A held flow is flushed this long after its first segment arrived (virtual time).
+    pub flush_timeout_ns: u64,
+    /// Largest merged IP packet in bytes (≤ [`GRO_IP_BYTES_MAX`]).
+    pub ip_bytes_max: usize,
+}
+
+impl Default for GroConfig {
+    fn default() -> Self {
+        GroConfig {
+            enabled: true,
+            flows_max: 8,
+            flush_timeout_ns: 50_000,
+            ip_bytes_max: GRO_IP_BYTES_MAX,
+        }
+    }
+}
+
+/// Everything [`crate::Nic::new`] needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NicConfig {
+    /// Number of RX/TX queue pairs (1..=[`QUEUES_MAX`]).
+    pub queues: u16,
+    /// Receive descriptors per queue (≥ 1).
+    pub rx_ring_slots: usize,
+    /// Transmit descriptors per queue (≥ 1).
+    pub tx_ring_slots: usize,
+    /// Frames longer than this are dropped on receive (`rx_drop_oversize`).
+    pub rx_frame_bytes_max: usize,
+    /// Verify IPv4 header and TCP/UDP checksums on receive and report them in the descriptor.
+    pub rx_checksum_offload: bool,
+    /// Moderation applied to every queue at start (changeable per queue later).
+    pub moderation: ModerationConfig,
+    /// Receive coalescing.
+    pub gro: GroConfig,
+}
+
+impl Default for NicConfig {
+    fn default() -> Self {
+        NicConfig {
+            queues: 4,
+            rx_ring_slots: RX_RING_SLOTS_DEFAULT,
+            tx_ring_slots: TX_RING_SLOTS_DEFAULT,
+            rx_frame_bytes_max: RX_FRAME_BYTES_MAX_DEFAULT,
+            rx_checksum_offload: true,
+            moderation: ModerationConfig::default(),
+            gro: GroConfig::default(),
+        }
+    }
+}
+
+impl NicConfig {
+    /// Checks the invariants the fields document.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.queues == 0 || self.queues > QUEUES_MAX {
+            return Err(ConfigError::BadQueueCount);
+        }
+        if self.rx_ring_slots == 0 || self.tx_ring_slots == 0 {
+            return Err(ConfigError::ZeroRingSlots);
+        }
+        validate_moderation(&self.moderation)?;
+        if self.gro.flows_max == 0 {
+            return Err(ConfigError::ZeroGroFlows);
+        }
+        if self.gro.ip_bytes_max > GRO_IP_BYTES_MAX || self.gro.ip_bytes_max < 64 {
+            return Err(ConfigError::BadGroSize);
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn validate_moderation(m: &ModerationConfig) -> Result<(), ConfigError> {
+    if let Some(a) = m.adaptive
+        && (a.interval_ns_min > a.interval_ns_max || a.rate_pps_high == 0)
+    {
+        return Err(ConfigError::BadAdaptiveBounds);
+    }
+    Ok(())
+}
+
+/// Why a configuration or control call was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConfigError {
+    /// `queues` is 0 or above [`QUEUES_MAX`].
+    BadQueueCount,
+    /// A ring with no slots.
+    ZeroRingSlots,
+    /// Adaptive moderation with `min > max` or a zero high rate.
+    BadAdaptiveBounds,
+    /// GRO with no flow slots.
+    ZeroGroFlows,
+    /// GRO size limit outside 64..=65535.
+    BadGroSize,
+    /// A queue index at or above the queue count.
+    NoSuchQueue,
+    /// A RETA index at or above the table size.
+    BadRetaIndex,
+    /// The steering filter table is full.
+    FilterTableFull,
+    /// A filter mixing IPv4 and IPv6 addresses.
+    FilterMixedFamilies,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConfigError::BadQueueCount => "queue count must be 1..=128",
+            ConfigError::ZeroRingSlots => "rings need at least one slot",
+            ConfigError::BadAdaptiveBounds => "adaptive moderation needs min <= max and a rate > 0",
+            ConfigError::ZeroGroFlows => "GRO needs at least one flow slot",
+            ConfigError::BadGroSize => "GRO size limit must be 64..=65535 bytes",
+            ConfigError::NoSuchQueue => "no such queue",
+            ConfigError::BadRetaIndex => "RETA index out of range",
+            ConfigError::FilterTableFull => "steering filter table is full",
+            ConfigError::FilterMixedFamilies => "filter mixes IPv4 and IPv6 addresses",
+        })
+    }
+}
+
+impl core::error::Error for ConfigError {}

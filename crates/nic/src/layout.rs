@@ -1,0 +1,201 @@
+//! Where the headers of an Ethernet frame sit: what checksum offload, GRO and TSO need.
+//!
+//! Parsing goes through `wire`'s checked views; the result is a set of offsets that are
+//! valid for the frame they came from (every accessor below uses `get`, never indexing, so a
+//! stale layout cannot panic either).
+
+use wire::{EthernetFrame, IpPair, IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket};
+
+/// IP version of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum L3 {
+    V4,
+    V6,
+}
+
+/// Header offsets of an IP frame.
+///
+/// Invariants: `l3_off < l4_off <= ip_end <= frame.len()`; for IPv4, `l3_off + 20 <= l4_off`;
+/// `ip_end` is where the IP packet ends (Ethernet padding after it is not part of it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Layout {
+    pub l3: L3,
+    pub l3_off: usize,
+    pub l4_off: usize,
+    pub ip_end: usize,
+    /// Upper-layer protocol (IPv4 protocol, or IPv6 next header when no extension headers).
+    pub protocol: IpProtocol,
+    pub addrs: IpPair,
+    /// IPv4 fragment, or IPv6 with extension headers: no L4 processing.
+    pub l4_opaque: bool,
+    /// IPv4 header has options (GRO does not coalesce those).
+    pub ip_options: bool,
+}
+
+/// Why a frame has no IP layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LayoutError {
+    /// Not IPv4/IPv6 (ARP, LLDP, …): fine, just nothing to do.
+    NotIp,
+    /// Claims to be IP but is malformed.
+    Malformed,
+}
+
+impl Layout {
+    pub(crate) fn parse(frame: &[u8]) -> Result<Layout, LayoutError> {
+        let eth = EthernetFrame::new_checked(frame).map_err(|_| LayoutError::Malformed)?;
+        let l3_off = eth.header_len();
+        let ethertype = eth.ethertype();
+        let l3_bytes = frame.get(l3_off..).ok_or(LayoutError::Malformed)?;
+        if ethertype == wire::EtherType::IPV4 {
+            let ip = Ipv4Packet::new_checked(l3_bytes).map_err(|_| LayoutError::Malformed)?;
+            let hl = ip.header_len();
+            let total = usize::from(ip.total_len());
+            Ok(Layout {
+                l3: L3::V4,
+                l3_off,
+                l4_off: l3_off + hl,
+                ip_end: l3_off + total,
+                protocol: ip.protocol(),
+                addrs: IpPair::V4 {
+                    src: ip.src_addr(),
+                    dst: ip.dst_addr(),
+                },
+                l4_opaque: ip.is_fragment(),
+                ip_options: hl > 20,
+            })
+        } else if ethertype == wire::EtherType::IPV6 {
+            let ip = Ipv6Packet::new_checked(l3_bytes).map_err(|_| LayoutError::Malformed)?;
+            let next = ip.next_header();
+            let plain = next == IpProtocol::TCP || next == IpProtocol::UDP;
+            Ok(Layout {
+                l3: L3::V6,
+                l3_off,
+                l4_off: l3_off + 40,
+                ip_end: l3_off + 40 + usize::from(ip.payload_len()),
+                protocol: next,
+                addrs: IpPair::V6 {
+                    src: ip.src_addr(),
+                    dst: ip.dst_addr(),
+                },
+                l4_opaque: !plain,
+                ip_options: !plain,
+            })
+        } else {
+            Err(LayoutError::NotIp)
+        }
+    }
+
+    /// The L4 segment (TCP/UDP header + payload), without Ethernet padding.
+    pub(crate) fn l4<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
+        frame.get(self.l4_off..self.ip_end).unwrap_or(&[])
+    }
+
+    /// The TCP view of a frame, if it carries a well-formed, non-fragmented TCP segment.
+    pub(crate) fn tcp<'a>(&self, frame: &'a [u8]) -> Option<TcpPacket<&'a [u8]>> {
+        if self.l4_opaque || self.protocol != IpProtocol::TCP {
+            return None;
+        }
+        TcpPacket::new_checked(self.l4(frame)).ok()
+    }
+}
+
+/// Checksum state a receive descriptor reports (like the 82599's IPCS/L4CS + IPE/TCPE bits).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CsumStatus {
+    /// Not checked (offload off, not IP, IPv6 has no header checksum, an IP fragment, …).
+    #[default]
+    NotChecked,
+    /// Verified correct.
+    Good,
+    /// Verified wrong.
+    Bad,
+}
+
+/// Checksum verification result for one received frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RxChecksum {
+    /// IPv4 header checksum.
+    pub ip: CsumStatus,
+    /// TCP or UDP checksum.
+    pub l4: CsumStatus,
+}
+
+/// Verifies the IPv4 header checksum and the TCP/UDP checksum, as a NIC with receive
+/// checksum offload does.
+pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> RxChecksum {
+    let mut out = RxChecksum::default();
+    if layout.l3 == L3::V4 {
+        let ip_bytes = frame.get(layout.l3_off..layout.ip_end).unwrap_or(&[]);
+        out.ip = if Ipv4Packet::new_unchecked(ip_bytes).verify_checksum() {
+            CsumStatus::Good
+        } else {
+            CsumStatus::Bad
+        };
+    }
+    if layout.l4_opaque {
+        return out;
+    }
+    let l4 = layout.l4(frame);
+    if layout.protocol == IpProtocol::TCP {
+        if let Ok(tcp) = TcpPacket::new_checked(l4) {
+            out.l4 = status(tcp.verify_checksum(&layout.addrs));
+        }
+    } else if layout.protocol == IpProtocol::UDP
+        && let Ok(udp) = UdpPacket::new_checked(l4)
+    {
+        // RFC 768: a zero checksum over IPv4 means "none computed".
+        out.l4 = if udp.checksum() == 0 && layout.l3 == L3::V4 {
+            CsumStatus::NotChecked
+        } else {
+            status(udp.verify_checksum(&layout.addrs))
+        };
+    }
+    out
+}
+
+fn status(ok: bool) -> CsumStatus {
+    if ok {
+        CsumStatus::Good
+    } else {
+        CsumStatus::Bad
+    }
+}
+
+/// Rewrites the IP length field for an IP packet now `ip_len_bytes` long (header included),
+/// refreshes the IPv4 header checksum, and recomputes the TCP/UDP checksum over
+/// `frame[l4_off..]`. The caller has truncated `frame` to the end of the IP packet.
+pub(crate) fn fix_lengths_and_checksums(frame: &mut [u8], layout: &Layout) {
+    let ip_len = frame.len().saturating_sub(layout.l3_off);
+    let ip_len16 = u16::try_from(ip_len).unwrap_or(u16::MAX);
+    if let Some(l3) = frame.get_mut(layout.l3_off..) {
+        match layout.l3 {
+            L3::V4 => {
+                let mut ip = Ipv4Packet::new_unchecked(l3);
+                ip.set_total_len(ip_len16);
+                ip.fill_checksum();
+            }
+            L3::V6 => {
+                let mut ip = Ipv6Packet::new_unchecked(l3);
+                ip.set_payload_len(ip_len16.saturating_sub(40));
+            }
+        }
+    }
+    let end = frame.len();
+    fill_l4_checksum(frame, layout, end);
+}
+
+/// Fills the TCP/UDP checksum of the segment at `frame[l4_off..end]` (checksum offload).
+pub(crate) fn fill_l4_checksum(frame: &mut [u8], layout: &Layout, end: usize) {
+    if layout.l4_opaque {
+        return;
+    }
+    let Some(l4) = frame.get_mut(layout.l4_off..end) else {
+        return;
+    };
+    if layout.protocol == IpProtocol::TCP {
+        TcpPacket::new_unchecked(l4).fill_checksum(&layout.addrs);
+    } else if layout.protocol == IpProtocol::UDP {
+        UdpPacket::new_unchecked(l4).fill_checksum(&layout.addrs);
+    }
+}

@@ -1,0 +1,543 @@
+//! One receive queue: a bounded descriptor ring and its receive-coalescing (GRO/RSC) contexts.
+//!
+//! # Coalescing model
+//!
+//! Like the 82599's RSC (datasheet §7.11), a coalesced group occupies one ring slot from the
+//! moment its first segment arrives; later segments of the flow are appended to that open
+//! slot without taking another. A slot is *open* while its group may still grow; the driver
+//! only sees *closed* slots, and every poll closes all groups first (so a poll always sees
+//! everything that has arrived, as Linux's `napi_gro_flush` at the end of a poll does).
+//! Because a group keeps the slot of its first segment, packets of one queue leave the ring in
+//! the order their first segment arrived, and packets of one flow stay in order.
+//!
+//! # Merge rules (ours, after Linux `tcp_gro_receive` and 82599 RSC)
+//!
+//! A TCP segment is *coalescible* when it is IPv4 without options and not a fragment, or IPv6
+//! without extension headers; its IP and TCP checksums verified good; it carries payload; its
+//! flags are ACK plus optionally PSH/FIN/ECE (never SYN, RST, URG, CWR: those must reach the
+//! stack as sent; CWR also ends ECN reaction windows, RFC 3168 §6.1.2).
+//!
+//! A coalescible segment joins the flow's open group when all hold:
+//!
+//! 1. its sequence number is the group's next expected one (otherwise: *gap*);
+//! 2. the Ethernet header, IP header (all but length, IPv4 ID and checksum: TOS/ECN, DF, TTL
+//!    included) and TCP header (ports, ACK number, window, ECE, urgent pointer, option bytes)
+//!    are identical to the group's first segment, except that a Timestamps option's TSval may
+//!    advance (otherwise: *header change*). Like Linux, a changed ACK or window ends the group:
+//!    the stack must see every ACK advance and window update, or duplicate-ACK counting and
+//!    window tracking go wrong. The merged frame keeps the **first** segment's TSval: RFC 7323
+//!    §4.3 has a receiver that acknowledges several segments at once echo the earliest
+//!    unacknowledged TSval, and that is the one the stack should record;
+//! 3. its payload is no longer than the group's first segment (the group's MSS), and the
+//!    merged IP packet stays within the size limit (otherwise: *size*).
+//!
+//! A segment that joins and carries PSH or FIN, or is shorter than the MSS, closes the group
+//! after joining; its PSH/FIN bits are carried on the merged header. So every merged frame is
+//! `segments - 1` MSS-sized payloads plus one of at most MSS, and the stack can recover the
+//! original boundaries from (`gro_mss_bytes`, `coalesced_segments`).
+//! Any other packet of the flow closes the flow's group first. A group is also closed by the
+//! flush timer, at the start of each poll, or when a new flow needs its context (the oldest is
+//! evicted).
+//!
+//! A closed group of two or more segments gets its IP length, IPv4 header checksum and TCP
+//! checksum recomputed, so it is a valid frame on its own, and its checksum flags say Good.
+
+use std::collections::VecDeque;
+
+use rss::{HashType, SteerHow};
+use wire::{IpPair, TcpFlags};
+
+use crate::config::GroConfig;
+use crate::counters::QueueCounters;
+use crate::layout::{CsumStatus, L3, Layout, RxChecksum, fix_lengths_and_checksums};
+
+/// A received packet as the driver finds it in the ring: the frame plus what the NIC learned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RxDescriptor {
+    /// The frame (Ethernet header first). A coalesced frame is one valid Ethernet/IP/TCP frame.
+    pub frame: Vec<u8>,
+    /// Queue the packet was steered to.
+    pub queue: u16,
+    /// RSS hash, whenever an enabled hash type covers the packet ("hash once": the stack
+    /// reuses it for its connection lookup).
+    pub hash: Option<u32>,
+    /// Hash type of `hash`.
+    pub hash_type: Option<HashType>,
+    /// Which rule chose the queue.
+    pub steered_by: SteerHow,
+    /// Receive checksum verification.
+    pub csum: RxChecksum,
+    /// Wire segments in this frame: 1, or more for a coalesced group.
+    pub coalesced_segments: u16,
+    /// Payload bytes of each segment but the last of a coalesced group (Linux `gso_size`);
+    /// 0 when `coalesced_segments == 1`.
+    pub gro_mss_bytes: u16,
+    /// When the (first) segment arrived.
+    pub arrival_ns: u64,
+}
+
+/// Why a coalesced group was closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FlushReason {
+    PushFin,
+    Short,
+    Gap,
+    HeaderChange,
+    Flags,
+    Size,
+    Timer,
+    Poll,
+    Evict,
+}
+
+/// What happened to a frame offered to the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Accept {
+    /// Took a slot of its own.
+    Queued,
+    /// Appended to an open group.
+    Coalesced,
+    /// No free slot.
+    RingFull,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FlowKey {
+    addrs: IpPair,
+    src_port: u16,
+    dst_port: u16,
+}
+
+/// An open coalesced group. Invariant: `slot_abs` names an open slot in the ring.
+#[derive(Clone, Debug)]
+struct GroCtx {
+    key: FlowKey,
+    slot_abs: u64,
+    layout: Layout,
+    /// Byte offset of the TCP header in the frame.
+    tcp_header_len: usize,
+    next_seq: u32,
+    mss_bytes: usize,
+    segments: u16,
+    opened_ns: u64,
+    /// Frame offset of the TSval field, when the options carry a Timestamps option.
+    tsval_off: Option<usize>,
+    last_tsval: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Slot {
+    desc: RxDescriptor,
+    open: bool,
+}
+
+/// Steering and verification results that travel with a frame into the ring.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RxMeta {
+    pub queue: u16,
+    pub hash: Option<u32>,
+    pub hash_type: Option<HashType>,
+    pub steered_by: SteerHow,
+    pub csum: RxChecksum,
+}
+
+/// The receive ring plus GRO contexts of one queue.
+///
+/// Invariants: `slots.len() <= capacity`; the slot at absolute index `i` is
+/// `slots[i - head_abs]`; every context names a distinct open slot, and every open slot has
+/// exactly one context; `contexts.len() <= gro.flows_max`.
+#[derive(Clone, Debug)]
+pub(crate) struct RxQueue {
+    slots: VecDeque<Slot>,
+    head_abs: u64,
+    capacity: usize,
+    contexts: Vec<GroCtx>,
+}
+
+impl RxQueue {
+    pub(crate) fn new(capacity: usize) -> Self {
+        RxQueue {
+            slots: VecDeque::with_capacity(capacity),
+            head_abs: 0,
+            capacity,
+            contexts: Vec::new(),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Earliest flush-timer deadline of an open group.
+    pub(crate) fn gro_deadline_ns(&self, gro: &GroConfig) -> Option<u64> {
+        self.contexts
+            .iter()
+            .map(|c| c.opened_ns.saturating_add(gro.flush_timeout_ns))
+            .min()
+    }
+
+    /// Closes groups whose flush timer expired.
+    pub(crate) fn on_timer(&mut self, now_ns: u64, gro: &GroConfig, c: &mut QueueCounters) {
+        while let Some(i) = self
+            .contexts
+            .iter()
+            .position(|x| now_ns >= x.opened_ns.saturating_add(gro.flush_timeout_ns))
+        {
+            self.close(i, FlushReason::Timer, c);
+        }
+    }
+
+    /// Closes every open group (start of a poll, or GRO switched off).
+    pub(crate) fn close_all(&mut self, reason: FlushReason, c: &mut QueueCounters) {
+        while !self.contexts.is_empty() {
+            self.close(0, reason, c);
+        }
+    }
+
+    /// Moves up to `budget` closed descriptors to `out`; returns how many.
+    pub(crate) fn take(&mut self, budget: usize, out: &mut Vec<RxDescriptor>) -> usize {
+        let mut n = 0;
+        while n < budget {
+            match self.slots.front() {
+                Some(s) if !s.open => {}
+                _ => break,
+            }
+            let Some(slot) = self.slots.pop_front() else {
+                break;
+            };
+            self.head_abs += 1;
+            out.push(slot.desc);
+            n += 1;
+        }
+        n
+    }
+
+    /// Offers a received frame. `layout` is `None` for non-IP frames.
+    pub(crate) fn accept(
+        &mut self,
+        now_ns: u64,
+        mut frame: Vec<u8>,
+        layout: Option<&Layout>,
+        meta: RxMeta,
+        gro: &GroConfig,
+        c: &mut QueueCounters,
+    ) -> Accept {
+        let tcp = layout.and_then(|l| tcp_info(&frame, l, meta.csum));
+        let key = tcp.as_ref().map(|t| t.key);
+        let ctx_idx = key.and_then(|k| self.contexts.iter().position(|x| x.key == k));
+
+        if let (Some(t), Some(l)) = (tcp.as_ref(), layout)
+            && gro.enabled
+        {
+            if let Some(i) = ctx_idx {
+                match self.try_merge(i, &frame, l, t, gro) {
+                    Ok(close_after) => {
+                        c.rx_coalesced_segments += 1;
+                        if let Some(reason) = close_after {
+                            self.close(i, reason, c);
+                        }
+                        return Accept::Coalesced;
+                    }
+                    Err(reason) => self.close(i, reason, c),
+                }
+            }
+            if t.coalescible {
+                if self.slots.len() >= self.capacity {
+                    return Accept::RingFull;
+                }
+                frame.truncate(l.ip_end);
+                let ends_now = t.flags.intersects(TcpFlags::PSH | TcpFlags::FIN);
+                let slot_abs = self.head_abs + self.slots.len() as u64;
+                self.slots.push_back(Slot {
+                    desc: descriptor(frame, meta, now_ns),
+                    open: !ends_now,
+                });
+                if !ends_now {
+                    if self.contexts.len() >= gro.flows_max {
+                        // Evict the oldest group (Linux GRO flushes the oldest when its
+                        // per-NAPI list is full).
+                        let oldest = self
+                            .contexts
+                            .iter()
+                            .enumerate()
+                            .min_by_key(|(_, x)| x.opened_ns)
+                            .map(|(i, _)| i);
+                        if let Some(i) = oldest {
+                            self.close(i, FlushReason::Evict, c);
+                        }
+                    }
+                    self.contexts.push(GroCtx {
+                        key: t.key,
+                        slot_abs,
+                        layout: *l,
+                        tcp_header_len: t.header_len,
+                        next_seq: t.seq.wrapping_add(t.payload_len as u32),
+                        mss_bytes: t.payload_len,
+                        segments: 1,
+                        opened_ns: now_ns,
+                        tsval_off: t.tsval_off,
+                        last_tsval: t.tsval,
+                    });
+                }
+                return Accept::Queued;
+            }
+            // Not coalescible (SYN/RST/URG/CWR, no payload, bad checksum…): alone.
+        } else if let Some(i) = ctx_idx {
+            // GRO off while a group is open cannot happen (switching off closes them), but a
+            // flow's other packets must never overtake its group: close it first.
+            self.close(i, FlushReason::Flags, c);
+        }
+        if self.slots.len() >= self.capacity {
+            return Accept::RingFull;
+        }
+        self.slots.push_back(Slot {
+            desc: descriptor(frame, meta, now_ns),
+            open: false,
+        });
+        Accept::Queued
+    }
+
+    /// Appends `frame` to group `i` if the merge rules allow. `Ok(Some(reason))`: merged, and
+    /// the group must close now. `Err(reason)`: not merged; the group must close.
+    fn try_merge(
+        &mut self,
+        i: usize,
+        frame: &[u8],
+        l: &Layout,
+        t: &TcpInfo,
+        gro: &GroConfig,
+    ) -> Result<Option<FlushReason>, FlushReason> {
+        let ctx = self.contexts.get(i).ok_or(FlushReason::Flags)?;
+        if !t.coalescible {
+            return Err(FlushReason::Flags);
+        }
+        if t.seq != ctx.next_seq {
+            return Err(FlushReason::Gap);
+        }
+        let idx = usize::try_from(ctx.slot_abs.saturating_sub(self.head_abs)).unwrap_or(usize::MAX);
+        let held = &self.slots.get(idx).ok_or(FlushReason::Flags)?.desc.frame;
+        if !headers_match(
+            held,
+            &ctx.layout,
+            ctx.tcp_header_len,
+            ctx.tsval_off,
+            frame,
+            l,
+            t,
+        ) {
+            return Err(FlushReason::HeaderChange);
+        }
+        if ctx.tsval_off.is_some() && (t.tsval.wrapping_sub(ctx.last_tsval) as i32) < 0 {
+            // RFC 7323 §5.3 (PAWS): a TSval going backwards is not "the same flow state".
+            return Err(FlushReason::HeaderChange);
+        }
+        if t.payload_len > ctx.mss_bytes
+            || held.len() - ctx.layout.l3_off + t.payload_len > gro.ip_bytes_max
+            || ctx.segments == u16::MAX
+        {
+            return Err(FlushReason::Size);
+        }
+        let payload = frame
+            .get(t.payload_off..t.payload_off + t.payload_len)
+            .ok_or(FlushReason::Flags)?;
+        let flags_off = ctx.layout.l4_off + 13;
+        let ctx = self.contexts.get_mut(i).ok_or(FlushReason::Flags)?;
+        let slot = self.slots.get_mut(idx).ok_or(FlushReason::Flags)?;
+        let held = &mut slot.desc.frame;
+        held.extend_from_slice(payload);
+        if let Some(b) = held.get_mut(flags_off) {
+            *b |= t.flags.0 & (TcpFlags::PSH.0 | TcpFlags::FIN.0);
+        }
+        ctx.segments += 1;
+        ctx.next_seq = ctx.next_seq.wrapping_add(t.payload_len as u32);
+        ctx.last_tsval = t.tsval;
+        let room = gro.ip_bytes_max - (held.len() - ctx.layout.l3_off);
+        Ok(if t.flags.intersects(TcpFlags::PSH | TcpFlags::FIN) {
+            Some(FlushReason::PushFin)
+        } else if t.payload_len < ctx.mss_bytes {
+            Some(FlushReason::Short)
+        } else if room < ctx.mss_bytes {
+            Some(FlushReason::Size)
+        } else {
+            None
+        })
+    }
+
+    /// Closes group `i`: fixes the merged frame and makes its slot visible to polls.
+    fn close(&mut self, i: usize, reason: FlushReason, c: &mut QueueCounters) {
+        if i >= self.contexts.len() {
+            return;
+        }
+        let ctx = self.contexts.swap_remove(i);
+        let counter = match reason {
+            FlushReason::PushFin => &mut c.gro_flush_push_fin,
+            FlushReason::Short => &mut c.gro_flush_short,
+            FlushReason::Gap => &mut c.gro_flush_gap,
+            FlushReason::HeaderChange => &mut c.gro_flush_header_change,
+            FlushReason::Flags => &mut c.gro_flush_flags,
+            FlushReason::Size => &mut c.gro_flush_size,
+            FlushReason::Timer => &mut c.gro_flush_timer,
+            FlushReason::Poll => &mut c.gro_flush_poll,
+            FlushReason::Evict => &mut c.gro_flush_evict,
+        };
+        *counter += 1;
+        let idx = usize::try_from(ctx.slot_abs.saturating_sub(self.head_abs)).unwrap_or(usize::MAX);
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return;
+        };
+        slot.open = false;
+        if ctx.segments > 1 {
+            let d = &mut slot.desc;
+            fix_lengths_and_checksums(&mut d.frame, &ctx.layout);
+            d.coalesced_segments = ctx.segments;
+            d.gro_mss_bytes = u16::try_from(ctx.mss_bytes).unwrap_or(u16::MAX);
+            d.csum = RxChecksum {
+                ip: if ctx.layout.l3 == L3::V4 {
+                    CsumStatus::Good
+                } else {
+                    CsumStatus::NotChecked
+                },
+                l4: CsumStatus::Good,
+            };
+        }
+    }
+}
+
+fn descriptor(frame: Vec<u8>, meta: RxMeta, now_ns: u64) -> RxDescriptor {
+    RxDescriptor {
+        frame,
+        queue: meta.queue,
+        hash: meta.hash,
+        hash_type: meta.hash_type,
+        steered_by: meta.steered_by,
+        csum: meta.csum,
+        coalesced_segments: 1,
+        gro_mss_bytes: 0,
+        arrival_ns: now_ns,
+    }
+}
+
+/// What GRO needs from a TCP segment.
+#[derive(Clone, Copy, Debug)]
+struct TcpInfo {
+    key: FlowKey,
+    seq: u32,
+    flags: TcpFlags,
+    header_len: usize,
+    payload_off: usize,
+    payload_len: usize,
+    tsval_off: Option<usize>,
+    tsval: u32,
+    coalescible: bool,
+}
+
+fn tcp_info(frame: &[u8], l: &Layout, csum: RxChecksum) -> Option<TcpInfo> {
+    let tcp = l.tcp(frame)?;
+    let header_len = tcp.header_len();
+    let payload_off = l.l4_off + header_len;
+    let payload_len = l.ip_end.saturating_sub(payload_off);
+    let flags = tcp.flags();
+    let (opts_ok, ts) = find_tsval(tcp.options());
+    let tsval_off = ts.map(|o| l.l4_off + 20 + o);
+    let tsval = tsval_off
+        .and_then(|o| frame.get(o..o + 4))
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map_or(0, u32::from_be_bytes);
+    let ip_ok = l.l3 == L3::V6 || csum.ip == CsumStatus::Good;
+    let forbidden = TcpFlags::SYN | TcpFlags::RST | TcpFlags::URG | TcpFlags::CWR;
+    let coalescible = opts_ok
+        && ip_ok
+        && !l.ip_options
+        && csum.l4 == CsumStatus::Good
+        && payload_len > 0
+        && flags.contains(TcpFlags::ACK)
+        && !flags.intersects(forbidden);
+    Some(TcpInfo {
+        key: FlowKey {
+            addrs: l.addrs,
+            src_port: tcp.src_port(),
+            dst_port: tcp.dst_port(),
+        },
+        seq: tcp.seq_number().0,
+        flags,
+        header_len,
+        payload_off,
+        payload_len,
+        tsval_off,
+        tsval,
+        coalescible,
+    })
+}
+
+/// Walks TCP options (RFC 9293 §3.1): returns whether they are well formed, and the offset
+/// (within the options) of a Timestamps option's TSval (RFC 7323 §3: kind 8, length 10).
+fn find_tsval(opts: &[u8]) -> (bool, Option<usize>) {
+    let mut i = 0;
+    let mut ts = None;
+    while let Some(&kind) = opts.get(i) {
+        match kind {
+            0 => break,
+            1 => i += 1,
+            _ => {
+                let Some(&len) = opts.get(i + 1) else {
+                    return (false, None);
+                };
+                let len = usize::from(len);
+                if len < 2 || i + len > opts.len() {
+                    return (false, None);
+                }
+                if kind == 8 {
+                    if len != 10 {
+                        return (false, None);
+                    }
+                    ts = Some(i + 2);
+                }
+                i += len;
+            }
+        }
+    }
+    (true, ts)
+}
+
+/// Rule 2 of the module docs: headers identical except lengths, IPv4 ID, checksums, sequence
+/// number, PSH/FIN and the TSval.
+fn headers_match(
+    held: &[u8],
+    hl: &Layout,
+    held_tcp_len: usize,
+    tsval_off: Option<usize>,
+    frame: &[u8],
+    l: &Layout,
+    t: &TcpInfo,
+) -> bool {
+    if hl.l3_off != l.l3_off || hl.l4_off != l.l4_off || held_tcp_len != t.header_len {
+        return false;
+    }
+    let end = l.l4_off + t.header_len;
+    let (Some(a), Some(b)) = (held.get(..end), frame.get(..end)) else {
+        return false;
+    };
+    let l3 = l.l3_off;
+    let l4 = l.l4_off;
+    let skip = |pos: usize| -> bool {
+        let in_ip = match l.l3 {
+            // total length, identification, header checksum (RFC 791 §3.1)
+            L3::V4 => (l3 + 2..l3 + 6).contains(&pos) || (l3 + 10..l3 + 12).contains(&pos),
+            // payload length (RFC 8200 §3)
+            L3::V6 => (l3 + 4..l3 + 6).contains(&pos),
+        };
+        in_ip
+            || (l4 + 4..l4 + 8).contains(&pos)
+            || (l4 + 16..l4 + 18).contains(&pos)
+            || tsval_off.is_some_and(|o| (o..o + 4).contains(&pos))
+    };
+    let flags_pos = l4 + 13;
+    let ignore_flags = TcpFlags::PSH.0 | TcpFlags::FIN.0;
+    a.iter().zip(b).enumerate().all(|(pos, (x, y))| {
+        if pos == flags_pos {
+            (x ^ y) & !ignore_flags == 0
+        } else {
+            skip(pos) || x == y
+        }
+    })
+}
