@@ -1,0 +1,238 @@
+//! Interface configuration and the stack's limits.
+
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+use wire::{ChecksumCaps, EthernetAddress};
+
+/// Nanoseconds per millisecond.
+pub const NS_PER_MS: u64 = 1_000_000;
+/// Nanoseconds per second.
+pub const NS_PER_S: u64 = 1_000_000_000;
+
+/// An IPv4 address with its on-link prefix length.
+///
+/// Invariant: `prefix_len` ≤ 32 (larger values are treated as 32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv4Cidr {
+    pub addr: Ipv4Addr,
+    pub prefix_len: u8,
+}
+
+impl Ipv4Cidr {
+    pub const fn new(addr: Ipv4Addr, prefix_len: u8) -> Self {
+        Ipv4Cidr { addr, prefix_len }
+    }
+
+    fn mask(&self) -> u32 {
+        match self.prefix_len.min(32) {
+            0 => 0,
+            n => u32::MAX << (32 - u32::from(n)),
+        }
+    }
+
+    /// True when `other` is on the same link (same prefix).
+    pub fn contains(&self, other: Ipv4Addr) -> bool {
+        let m = self.mask();
+        u32::from(self.addr) & m == u32::from(other) & m
+    }
+
+    /// The directed broadcast address of the prefix (RFC 919, RFC 922); `None` for /31 and
+    /// /32, which have none (RFC 3021).
+    pub fn broadcast(&self) -> Option<Ipv4Addr> {
+        (self.prefix_len < 31).then(|| Ipv4Addr::from(u32::from(self.addr) | !self.mask()))
+    }
+}
+
+/// An IPv6 address with its on-link prefix length.
+///
+/// Invariant: `prefix_len` ≤ 128 (larger values are treated as 128).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv6Cidr {
+    pub addr: Ipv6Addr,
+    pub prefix_len: u8,
+}
+
+impl Ipv6Cidr {
+    pub const fn new(addr: Ipv6Addr, prefix_len: u8) -> Self {
+        Ipv6Cidr { addr, prefix_len }
+    }
+
+    /// True when `other` is on the same link (same prefix).
+    pub fn contains(&self, other: Ipv6Addr) -> bool {
+        let m = match self.prefix_len.min(128) {
+            0 => 0u128,
+            n => u128::MAX << (128 - u32::from(n)),
+        };
+        u128::from(self.addr) & m == u128::from(other) & m
+    }
+
+    /// The link-local address derived from a MAC with modified EUI-64 (RFC 4291 §2.5.1,
+    /// appendix A), prefix fe80::/64.
+    pub fn link_local_from_mac(mac: EthernetAddress) -> Ipv6Cidr {
+        let m = mac.0;
+        let addr = Ipv6Addr::from([
+            0xfe,
+            0x80,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            m[0] ^ 0x02,
+            m[1],
+            m[2],
+            0xff,
+            0xfe,
+            m[3],
+            m[4],
+            m[5],
+        ]);
+        Ipv6Cidr::new(addr, 64)
+    }
+}
+
+/// The solicited-node multicast address of `addr` (RFC 4291 §2.7.1): ff02::1:ffXX:XXXX.
+pub fn solicited_node(addr: Ipv6Addr) -> Ipv6Addr {
+    let o = addr.octets();
+    Ipv6Addr::from([
+        0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff, o[13], o[14], o[15],
+    ])
+}
+
+/// The all-nodes link-local multicast address ff02::1 (RFC 4291 §2.7.1).
+pub const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+
+/// One Ethernet interface: its MAC, addresses, default gateways and MTU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceConfig {
+    pub mac: EthernetAddress,
+    /// IPv4 addresses; the first is the default source.
+    pub ipv4: Vec<Ipv4Cidr>,
+    /// IPv6 addresses, link-local included; the first non-link-local one is the default
+    /// source for global destinations.
+    pub ipv6: Vec<Ipv6Cidr>,
+    /// Next hop for IPv4 destinations no prefix covers.
+    pub gateway_v4: Option<Ipv4Addr>,
+    /// Next hop for IPv6 destinations no prefix covers (usually a link-local address).
+    pub gateway_v6: Option<Ipv6Addr>,
+    /// IP MTU in bytes (the largest IP packet, not counting the Ethernet header).
+    pub mtu_bytes: u16,
+}
+
+impl InterfaceConfig {
+    /// An interface with one IPv4 address, the MAC-derived link-local IPv6 address, no
+    /// gateways and a 1500-byte MTU.
+    pub fn new(mac: EthernetAddress, ipv4: Ipv4Cidr) -> Self {
+        InterfaceConfig {
+            mac,
+            ipv4: vec![ipv4],
+            ipv6: vec![Ipv6Cidr::link_local_from_mac(mac)],
+            gateway_v4: None,
+            gateway_v6: None,
+            mtu_bytes: 1500,
+        }
+    }
+}
+
+/// Every bound the stack enforces. Each has a counter that says when it bit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Neighbour cache entries (ARP and ND together).
+    pub neighbor_entries_max: usize,
+    /// Packets queued per unresolved neighbour (RFC 1122 §2.3.2.2 asks for at least one).
+    pub neighbor_pending_packets_max: usize,
+    /// How long a resolved entry stays usable.
+    pub neighbor_reachable_ns: u64,
+    /// Delay between resolution requests (RFC 1122 §2.3.2.1: at most one per second).
+    pub neighbor_retry_ns: u64,
+    /// Requests sent before giving up (RFC 4861 §10 MAX_MULTICAST_SOLICIT = 3).
+    pub neighbor_requests_max: u8,
+    /// Datagrams under reassembly at once (IPv4 and IPv6 together).
+    pub reasm_datagrams_max: usize,
+    /// Largest reassembled datagram payload in bytes.
+    pub reasm_bytes_max: usize,
+    /// Reassembly timeout (RFC 8200 §4.5: 60 s; RFC 791 suggests 15 s; we default to 30 s).
+    pub reasm_timeout_ns: u64,
+    /// Frames waiting in the transmit queue.
+    pub tx_queue_frames_max: usize,
+    /// Sockets (UDP, TCP listeners and connections together).
+    pub sockets_max: usize,
+    /// Datagrams queued per UDP socket.
+    pub udp_rx_queue_datagrams_max: usize,
+    /// ICMP errors per second (token bucket refill rate).
+    pub icmp_errors_per_s_max: u32,
+    /// ICMP error burst (token bucket depth).
+    pub icmp_errors_burst_max: u32,
+    /// Upper bound on a listener's accept backlog.
+    pub tcp_backlog_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            neighbor_entries_max: 256,
+            neighbor_pending_packets_max: 4,
+            neighbor_reachable_ns: 30 * NS_PER_S,
+            neighbor_retry_ns: NS_PER_S,
+            neighbor_requests_max: 3,
+            reasm_datagrams_max: 64,
+            reasm_bytes_max: 65_535,
+            reasm_timeout_ns: 30 * NS_PER_S,
+            tx_queue_frames_max: 1024,
+            sockets_max: 1024,
+            udp_rx_queue_datagrams_max: 64,
+            icmp_errors_per_s_max: 100,
+            icmp_errors_burst_max: 10,
+            tcp_backlog_max: 128,
+        }
+    }
+}
+
+/// Everything a [`crate::Stack`] is built from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackConfig {
+    pub interface: InterfaceConfig,
+    pub limits: Limits,
+    /// What the NIC verifies and fills for us.
+    pub checksums: ChecksumCaps,
+    /// Hop limit / TTL of packets we originate.
+    pub hop_limit: u8,
+}
+
+impl StackConfig {
+    pub fn new(interface: InterfaceConfig) -> Self {
+        StackConfig {
+            interface,
+            limits: Limits::default(),
+            checksums: ChecksumCaps::ALL,
+            hop_limit: 64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_contains_and_broadcast() {
+        let c = Ipv4Cidr::new(Ipv4Addr::new(10, 0, 0, 5), 24);
+        assert!(c.contains(Ipv4Addr::new(10, 0, 0, 200)));
+        assert!(!c.contains(Ipv4Addr::new(10, 0, 1, 1)));
+        assert_eq!(c.broadcast(), Some(Ipv4Addr::new(10, 0, 0, 255)));
+        assert_eq!(Ipv4Cidr::new(c.addr, 32).broadcast(), None);
+        assert!(Ipv4Cidr::new(c.addr, 0).contains(Ipv4Addr::new(1, 2, 3, 4)));
+    }
+
+    #[test]
+    fn link_local_uses_modified_eui64() {
+        let mac = EthernetAddress([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
+        let ll = Ipv6Cidr::link_local_from_mac(mac);
+        assert_eq!(ll.addr, "fe80::5054:ff:fe12:3456".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(
+            solicited_node(ll.addr),
+            "ff02::1:ff12:3456".parse::<Ipv6Addr>().unwrap()
+        );
+    }
+}

@@ -1,0 +1,189 @@
+//! Named drop and event counters (FreeBSD `netstat -s` style).
+//!
+//! Every drop path in the stack increments exactly one counter named after the reason before
+//! it drops. [`crate::Stack::counters`] returns a [`Counters`] snapshot by value; the names are
+//! also available as a list for printing ([`Counters::named`]).
+
+macro_rules! counters {
+    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
+        /// A snapshot of the stack's counters. All values only ever increase.
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        pub struct Counters {
+            $( $(#[$doc])* pub $name: u64, )*
+        }
+
+        impl Counters {
+            /// Every counter as `(name, value)`, in declaration order.
+            pub fn named(&self) -> Vec<(&'static str, u64)> {
+                vec![$( (stringify!($name), self.$name), )*]
+            }
+        }
+    };
+}
+
+counters! {
+    // ---- link layer
+    /// Frames received (every call to `receive`).
+    rx_frames,
+    /// Ethernet header truncated, an 802.3 length field, or stacked VLAN tags.
+    rx_drop_malformed_eth,
+    /// Unicast frame for another MAC address.
+    rx_drop_other_mac,
+    /// EtherType the stack does not speak.
+    rx_drop_unknown_ethertype,
+    // ---- ARP (RFC 826)
+    /// ARP packet truncated or not Ethernet/IPv4.
+    rx_drop_malformed_arp,
+    /// ARP requests answered.
+    arp_requests_answered,
+    /// ARP requests sent (first tries and retries).
+    arp_requests_sent,
+    /// ARP packets for another target that taught us nothing.
+    arp_rx_other_target,
+    /// ARP packet claiming one of our own addresses from another MAC (address conflict).
+    arp_rx_conflict,
+    /// Packets dropped because the per-neighbour queue awaiting ARP resolution was full.
+    arp_pending_queue_full,
+    /// Packets dropped because ARP resolution gave up after the retry limit.
+    arp_resolution_failed,
+    // ---- IPv6 neighbour discovery (RFC 4861)
+    /// NS/NA with a hop limit other than 255 (RFC 4861 §7.1.1, §7.1.2).
+    nd_drop_bad_hop_limit,
+    /// NS for an address that is not ours.
+    nd_rx_not_for_us,
+    /// Neighbour advertisements answered to solicitations.
+    nd_solicits_answered,
+    /// Neighbour solicitations sent (first tries and retries).
+    nd_solicits_sent,
+    /// NA for a neighbour we have no entry for (RFC 4861 §7.2.5: silently discarded).
+    nd_rx_unsolicited_advert,
+    /// Packets dropped because the per-neighbour queue awaiting ND resolution was full.
+    nd_pending_queue_full,
+    /// Packets dropped because ND resolution gave up after the retry limit.
+    nd_resolution_failed,
+    /// A new neighbour entry was needed but every slot holds an unresolved neighbour.
+    neighbor_cache_full,
+    /// Resolved entries evicted to make room for a new neighbour.
+    neighbor_evictions,
+    /// Resolved entries that expired.
+    neighbor_expired,
+    // ---- IPv4 (RFC 791, RFC 1122)
+    /// IPv4 header truncated, bad version, bad IHL/total length, bad options.
+    rx_drop_ipv4_malformed,
+    /// IPv4 header checksum did not verify.
+    rx_drop_ipv4_bad_checksum,
+    /// Source address is broadcast or multicast (RFC 1122 §3.2.1.3, RFC 4291 §2.7).
+    rx_drop_bad_source,
+    /// IP packet for an address that is not ours (hosts do not forward).
+    rx_drop_not_for_us,
+    /// IPv4 or IPv6 upper-layer protocol the stack does not speak.
+    rx_drop_unknown_protocol,
+    // ---- IPv6 (RFC 8200)
+    /// IPv6 header truncated, bad version, bad payload length, bad extension header chain.
+    rx_drop_ipv6_malformed,
+    /// IPv6 routing header with segments left (hosts do not forward, RFC 8200 §4.4).
+    rx_drop_ipv6_routing_header,
+    // ---- fragment reassembly (RFC 791, RFC 815, RFC 8200 §4.5, RFC 5722)
+    /// Fragments received (IPv4 and IPv6).
+    rx_fragments,
+    /// Datagrams reassembled and delivered.
+    rx_reassembled,
+    /// Datagrams dropped because a fragment overlapped another one (RFC 5722).
+    rx_drop_reasm_overlap,
+    /// Datagrams dropped because their reassembly timer expired.
+    rx_drop_reasm_timeout,
+    /// Fragments dropped because the reassembly table was full.
+    rx_drop_reasm_table_full,
+    /// Datagrams dropped because they would exceed the per-datagram byte limit (or 65535).
+    rx_drop_reasm_too_big,
+    /// Fragments with a bad length (a non-final fragment not a multiple of 8, or an end that
+    /// disagrees with the known total length): the whole datagram is dropped.
+    rx_drop_reasm_malformed,
+    /// Exact duplicate fragments (same offset and length) dropped; the datagram survives.
+    rx_reasm_duplicate,
+    // ---- ICMP (RFC 792, RFC 4443)
+    /// ICMPv4/ICMPv6 message truncated, bad checksum, bad code or unsupported type.
+    rx_drop_icmp_malformed,
+    /// Echo requests answered (v4 and v6).
+    icmp_echo_replies_sent,
+    /// Echo replies received (v4 and v6).
+    icmp_echo_replies_received,
+    /// Echo requests to a broadcast or multicast address, ignored (RFC 1122 §3.2.2.6).
+    icmp_echo_broadcast_ignored,
+    /// Echo replies dropped because the application did not collect earlier ones.
+    icmp_echo_reply_queue_full,
+    /// ICMP error messages received (v4 and v6): counted, not acted on.
+    icmp_errors_received,
+    /// ICMP error messages sent (port/protocol unreachable).
+    icmp_errors_sent,
+    /// ICMP errors not sent because the rate limit was exhausted (RFC 1812 §4.3.2.8,
+    /// RFC 4443 §2.4(f)).
+    icmp_errors_rate_limited,
+    /// ICMP errors not sent because the invoking packet must not trigger one
+    /// (RFC 1122 §3.2.2, RFC 4443 §2.4(e)).
+    icmp_errors_suppressed,
+    // ---- UDP (RFC 768)
+    /// UDP header truncated, bad length or bad checksum.
+    rx_drop_udp_malformed,
+    /// UDP datagram for a port with no socket (an ICMP port unreachable may follow).
+    udp_rx_no_socket,
+    /// UDP datagram dropped because the socket's receive queue was full.
+    udp_rx_socket_full,
+    /// UDP datagrams delivered to sockets.
+    udp_rx_delivered,
+    /// UDP datagrams sent.
+    udp_tx_datagrams,
+    // ---- TCP (RFC 9293)
+    /// TCP header truncated, bad data offset, bad options or bad checksum.
+    rx_drop_tcp_malformed,
+    /// Segment for a closed port answered with RST (RFC 9293 §3.10.7.1).
+    tcp_rx_no_listener_rst_sent,
+    /// Segment for a closed port not answered because it carried RST itself.
+    tcp_rx_no_listener_rst_ignored,
+    /// SYN dropped because the listener's accept backlog was full.
+    tcp_listen_backlog_full,
+    /// SYN dropped because the connection table was full.
+    tcp_conn_table_full,
+    /// Segment to a listener that was not a bare SYN (ACK → RST; others dropped).
+    tcp_listen_bad_segment,
+    /// Connections established (both directions).
+    tcp_connections_established,
+    /// Connections removed from the table after reaching CLOSED.
+    tcp_connections_closed,
+    // ---- transmit
+    /// Frames handed out by `poll_transmit`.
+    tx_frames,
+    /// Frames dropped because the transmit queue was full.
+    tx_drop_queue_full,
+    /// Packets dropped because no route (no on-link prefix and no gateway) matched.
+    tx_drop_no_route,
+    /// Packets dropped because they exceeded the MTU with DF set (or an IPv6 packet could not
+    /// be fragmented).
+    tx_drop_too_big,
+    /// IPv4/IPv6 fragments sent by source fragmentation.
+    tx_fragments,
+    // ---- sockets
+    /// Readiness events dropped because the event queue was full (cannot happen while the
+    /// queue is sized to the socket table; kept as a safety net).
+    event_queue_full,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_lists_every_counter_with_its_value() {
+        let c = Counters {
+            rx_drop_reasm_overlap: 7,
+            ..Counters::default()
+        };
+        let named = c.named();
+        assert!(named.contains(&("rx_drop_reasm_overlap", 7)));
+        assert!(named.contains(&("udp_rx_no_socket", 0)));
+        let mut names: Vec<_> = named.iter().map(|(n, _)| *n).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), named.len());
+    }
+}

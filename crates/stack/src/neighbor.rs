@@ -1,0 +1,338 @@
+//! The neighbour cache shared by ARP (RFC 826) and IPv6 neighbour discovery (RFC 4861).
+//!
+//! One bounded table keyed by IP address. An entry is either *incomplete* (requests in flight,
+//! a capped queue of packets waiting for the answer) or *reachable* (a MAC and an expiry).
+//! The table is a `BTreeMap`, so every walk over it (timers, eviction) runs in address order
+//! and behaviour never depends on hashing.
+//!
+//! The cache itself never builds a packet: [`NeighborCache::handle_timeout`] reports what the
+//! stack must send or drop.
+
+use core::net::IpAddr;
+use std::collections::{BTreeMap, VecDeque};
+
+use wire::EthernetAddress;
+
+/// A packet parked until its next hop resolves: the EtherType and the IP packet bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingPacket {
+    pub ethertype: wire::EtherType,
+    pub ip_packet: Vec<u8>,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Invariant: `pending.len()` ≤ the cache's `pending_max`; `requests_sent` ≥ 1.
+    Incomplete {
+        requests_sent: u8,
+        next_request_ns: u64,
+        pending: VecDeque<PendingPacket>,
+    },
+    Reachable {
+        mac: EthernetAddress,
+        expires_ns: u64,
+    },
+}
+
+/// What [`NeighborCache::lookup_or_queue`] did with a packet.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// The neighbour is known: send the packet to this MAC now.
+    Known(EthernetAddress),
+    /// The packet was queued and a new entry was created: send the first request now.
+    QueuedSendRequest,
+    /// The packet was queued behind a request already in flight.
+    Queued,
+    /// The per-neighbour queue was full: the packet was dropped.
+    DroppedQueueFull,
+    /// Every entry is unresolved and none could be evicted: the packet was dropped.
+    DroppedCacheFull,
+}
+
+/// What a timeout asks the stack to do.
+#[derive(Debug, Default)]
+pub struct TimeoutActions {
+    /// Addresses to send another request for.
+    pub retry: Vec<IpAddr>,
+    /// Addresses that gave up, with the number of packets dropped.
+    pub failed: Vec<(IpAddr, usize)>,
+    /// Resolved entries that expired.
+    pub expired: usize,
+}
+
+/// Bounded neighbour cache. See the module documentation.
+#[derive(Debug)]
+pub struct NeighborCache {
+    entries: BTreeMap<IpAddr, State>,
+    /// Invariant: `entries.len()` ≤ `entries_max`.
+    entries_max: usize,
+    pending_max: usize,
+    reachable_ns: u64,
+    retry_ns: u64,
+    requests_max: u8,
+}
+
+impl NeighborCache {
+    pub fn new(
+        entries_max: usize,
+        pending_max: usize,
+        reachable_ns: u64,
+        retry_ns: u64,
+        requests_max: u8,
+    ) -> Self {
+        NeighborCache {
+            entries: BTreeMap::new(),
+            entries_max: entries_max.max(1),
+            pending_max,
+            reachable_ns,
+            retry_ns,
+            requests_max: requests_max.max(1),
+        }
+    }
+
+    /// Number of entries (resolved or not).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The MAC of a resolved, unexpired neighbour.
+    pub fn lookup(&self, now: u64, addr: IpAddr) -> Option<EthernetAddress> {
+        match self.entries.get(&addr) {
+            Some(State::Reachable { mac, expires_ns }) if *expires_ns > now => Some(*mac),
+            _ => None,
+        }
+    }
+
+    /// True when an entry (of either kind) exists for `addr`.
+    pub fn contains(&self, addr: IpAddr) -> bool {
+        self.entries.contains_key(&addr)
+    }
+
+    /// Returns the MAC for `addr`, or parks `packet` until it resolves. Counts nothing; the
+    /// caller counts by the returned variant.
+    pub fn lookup_or_queue(
+        &mut self,
+        now: u64,
+        addr: IpAddr,
+        packet: PendingPacket,
+    ) -> (Resolution, bool) {
+        let mut evicted = false;
+        match self.entries.get_mut(&addr) {
+            Some(State::Reachable { mac, expires_ns }) if *expires_ns > now => {
+                return (Resolution::Known(*mac), false);
+            }
+            Some(State::Incomplete { pending, .. }) => {
+                if pending.len() >= self.pending_max {
+                    return (Resolution::DroppedQueueFull, false);
+                }
+                pending.push_back(packet);
+                return (Resolution::Queued, false);
+            }
+            Some(State::Reachable { .. }) => {
+                // Expired but not yet swept: resolve again below.
+                self.entries.remove(&addr);
+            }
+            None => {}
+        }
+        if self.entries.len() >= self.entries_max {
+            if !self.evict_one() {
+                return (Resolution::DroppedCacheFull, false);
+            }
+            evicted = true;
+        }
+        let mut pending = VecDeque::new();
+        if self.pending_max == 0 {
+            self.entries.insert(
+                addr,
+                State::Incomplete {
+                    requests_sent: 1,
+                    next_request_ns: now.saturating_add(self.retry_ns),
+                    pending,
+                },
+            );
+            return (Resolution::DroppedQueueFull, evicted);
+        }
+        pending.push_back(packet);
+        self.entries.insert(
+            addr,
+            State::Incomplete {
+                requests_sent: 1,
+                next_request_ns: now.saturating_add(self.retry_ns),
+                pending,
+            },
+        );
+        (Resolution::QueuedSendRequest, evicted)
+    }
+
+    /// Evicts the resolved entry closest to expiry (lowest address on ties). False when every
+    /// entry is unresolved.
+    fn evict_one(&mut self) -> bool {
+        let victim = self
+            .entries
+            .iter()
+            .filter_map(|(a, s)| match s {
+                State::Reachable { expires_ns, .. } => Some((*expires_ns, *a)),
+                State::Incomplete { .. } => None,
+            })
+            .min();
+        match victim {
+            Some((_, a)) => {
+                self.entries.remove(&a);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Records `addr` → `mac`. With `create` false only an existing entry is updated (the
+    /// RFC 826 merge rule for packets not aimed at us, and RFC 4861 §7.2.5 for NA). Returns
+    /// the packets that were waiting for this neighbour, to be sent now, and whether an entry
+    /// was evicted to make room.
+    pub fn learn(
+        &mut self,
+        now: u64,
+        addr: IpAddr,
+        mac: EthernetAddress,
+        create: bool,
+    ) -> (Vec<PendingPacket>, bool) {
+        let expires_ns = now.saturating_add(self.reachable_ns);
+        let mut evicted = false;
+        let released = match self.entries.get_mut(&addr) {
+            Some(state) => {
+                let old = core::mem::replace(state, State::Reachable { mac, expires_ns });
+                match old {
+                    State::Incomplete { pending, .. } => pending.into_iter().collect(),
+                    State::Reachable { .. } => Vec::new(),
+                }
+            }
+            None => {
+                if !create {
+                    return (Vec::new(), false);
+                }
+                if self.entries.len() >= self.entries_max {
+                    if !self.evict_one() {
+                        return (Vec::new(), false);
+                    }
+                    evicted = true;
+                }
+                self.entries
+                    .insert(addr, State::Reachable { mac, expires_ns });
+                Vec::new()
+            }
+        };
+        (released, evicted)
+    }
+
+    /// The earliest deadline of any entry.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.entries
+            .values()
+            .map(|s| match s {
+                State::Incomplete {
+                    next_request_ns, ..
+                } => *next_request_ns,
+                State::Reachable { expires_ns, .. } => *expires_ns,
+            })
+            .min()
+    }
+
+    /// Expires resolved entries, schedules retries and gives up on neighbours that used their
+    /// last request (dropping their queued packets).
+    pub fn handle_timeout(&mut self, now: u64) -> TimeoutActions {
+        let mut actions = TimeoutActions::default();
+        let retry_ns = self.retry_ns;
+        let requests_max = self.requests_max;
+        self.entries.retain(|addr, state| match state {
+            State::Reachable { expires_ns, .. } => {
+                if *expires_ns <= now {
+                    actions.expired += 1;
+                    false
+                } else {
+                    true
+                }
+            }
+            State::Incomplete {
+                requests_sent,
+                next_request_ns,
+                pending,
+            } => {
+                if *next_request_ns > now {
+                    return true;
+                }
+                if *requests_sent >= requests_max {
+                    actions.failed.push((*addr, pending.len()));
+                    return false;
+                }
+                *requests_sent += 1;
+                *next_request_ns = now.saturating_add(retry_ns);
+                actions.retry.push(*addr);
+                true
+            }
+        });
+        actions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::net::Ipv4Addr;
+
+    fn pkt(n: u8) -> PendingPacket {
+        PendingPacket {
+            ethertype: wire::EtherType::IPV4,
+            ip_packet: vec![n],
+        }
+    }
+
+    fn ip(n: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, n))
+    }
+
+    #[test]
+    fn queue_cap_drops_extra_packets_and_learn_releases_in_order() {
+        let mut c = NeighborCache::new(4, 2, 100, 10, 3);
+        assert_eq!(
+            c.lookup_or_queue(0, ip(1), pkt(1)).0,
+            Resolution::QueuedSendRequest
+        );
+        assert_eq!(c.lookup_or_queue(0, ip(1), pkt(2)).0, Resolution::Queued);
+        assert_eq!(
+            c.lookup_or_queue(0, ip(1), pkt(3)).0,
+            Resolution::DroppedQueueFull
+        );
+        let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let (released, _) = c.learn(5, ip(1), mac, false);
+        assert_eq!(released, vec![pkt(1), pkt(2)]);
+        assert_eq!(c.lookup(5, ip(1)), Some(mac));
+        assert_eq!(c.lookup(105, ip(1)), None);
+    }
+
+    #[test]
+    fn full_cache_of_unresolved_entries_refuses_new_neighbours() {
+        let mut c = NeighborCache::new(2, 1, 100, 10, 3);
+        c.lookup_or_queue(0, ip(1), pkt(1));
+        c.lookup_or_queue(0, ip(2), pkt(2));
+        assert_eq!(
+            c.lookup_or_queue(0, ip(3), pkt(3)).0,
+            Resolution::DroppedCacheFull
+        );
+        assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn retries_stop_at_the_limit_and_report_dropped_packets() {
+        let mut c = NeighborCache::new(4, 2, 100, 10, 3);
+        c.lookup_or_queue(0, ip(1), pkt(1));
+        assert_eq!(c.handle_timeout(10).retry, vec![ip(1)]);
+        assert_eq!(c.handle_timeout(20).retry, vec![ip(1)]);
+        let a = c.handle_timeout(30);
+        assert!(a.retry.is_empty());
+        assert_eq!(a.failed, vec![(ip(1), 1)]);
+        assert!(c.is_empty());
+    }
+}

@@ -1,0 +1,168 @@
+//! Socket handles, readiness events and the errors of application calls.
+
+use core::fmt;
+use core::net::SocketAddr;
+use std::collections::VecDeque;
+
+/// Names one socket of one stack. Handles are never reused while the generation counter of
+/// their slot has not wrapped, so a stale handle yields [`SocketError::InvalidHandle`] instead
+/// of reaching a newer socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SocketHandle {
+    pub(crate) index: u32,
+    pub(crate) generation: u32,
+}
+
+impl fmt::Display for SocketHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}.{}", self.index, self.generation)
+    }
+}
+
+/// A set of readiness conditions (bit flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Readiness(pub u8);
+
+impl Readiness {
+    pub const NONE: Readiness = Readiness(0);
+    /// Data (or a datagram) can be read; for a listener, a connection can be accepted.
+    pub const READABLE: Readiness = Readiness(0x01);
+    /// Send buffer space is available.
+    pub const WRITABLE: Readiness = Readiness(0x02);
+    /// The TCP handshake completed.
+    pub const CONNECTED: Readiness = Readiness(0x04);
+    /// The peer closed its sending direction (FIN): reads end after the buffered data.
+    pub const PEER_CLOSED: Readiness = Readiness(0x08);
+    /// The connection failed (reset or timed out).
+    pub const ERROR: Readiness = Readiness(0x10);
+    /// The connection reached CLOSED; the handle stays valid until `close`/`release`.
+    pub const CLOSED: Readiness = Readiness(0x20);
+
+    pub fn contains(self, other: Readiness) -> bool {
+        self.0 & other.0 == other.0 && other.0 != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl core::ops::BitOr for Readiness {
+    type Output = Readiness;
+    fn bitor(self, rhs: Readiness) -> Readiness {
+        Readiness(self.0 | rhs.0)
+    }
+}
+
+impl core::ops::BitOrAssign for Readiness {
+    fn bitor_assign(&mut self, rhs: Readiness) {
+        self.0 |= rhs.0;
+    }
+}
+
+/// One readiness notification: every condition that became true for `handle` since it was
+/// last reported. Edge-triggered: a condition is reported once per change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketEvent {
+    pub handle: SocketHandle,
+    pub readiness: Readiness,
+}
+
+/// Why an application call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SocketError {
+    /// The handle does not name a live socket of this stack.
+    InvalidHandle,
+    /// The call does not apply to this kind of socket (e.g. `udp_send_to` on TCP).
+    WrongSocketType,
+    /// Another socket is bound to the address and port.
+    AddrInUse,
+    /// The local address is not one of this interface's addresses, or the families differ.
+    AddrNotAvailable,
+    /// No ephemeral port is free.
+    NoFreePort,
+    /// The socket table is full.
+    TooManySockets,
+    /// Nothing to read (or no room to write) right now.
+    WouldBlock,
+    /// The datagram does not fit a UDP/IP packet.
+    MessageTooBig,
+    /// No source address for the destination's family.
+    NoRoute,
+    /// The call makes no sense in the socket's state.
+    InvalidState,
+    /// The peer closed its direction and every byte before its FIN has been read.
+    Finished,
+    /// The connection was reset.
+    Reset,
+    /// The connection timed out.
+    TimedOut,
+    /// The connection is closed.
+    Closed,
+}
+
+impl fmt::Display for SocketError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SocketError::InvalidHandle => "invalid socket handle",
+            SocketError::WrongSocketType => "wrong socket type for this call",
+            SocketError::AddrInUse => "address in use",
+            SocketError::AddrNotAvailable => "address not available",
+            SocketError::NoFreePort => "no free ephemeral port",
+            SocketError::TooManySockets => "socket table full",
+            SocketError::WouldBlock => "operation would block",
+            SocketError::MessageTooBig => "message too big",
+            SocketError::NoRoute => "no route to destination",
+            SocketError::InvalidState => "invalid socket state",
+            SocketError::Finished => "peer closed the connection",
+            SocketError::Reset => "connection reset",
+            SocketError::TimedOut => "connection timed out",
+            SocketError::Closed => "connection closed",
+        })
+    }
+}
+
+impl std::error::Error for SocketError {}
+
+/// A received UDP datagram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpDatagram {
+    /// The sender.
+    pub src: SocketAddr,
+    /// The address it was sent to (one of ours, or a broadcast/multicast address).
+    pub dst: SocketAddr,
+    pub payload: Vec<u8>,
+}
+
+/// A bound UDP socket.
+#[derive(Debug)]
+pub(crate) struct UdpSocket {
+    /// Local address; an unspecified IP means "any address of this family".
+    pub(crate) local: SocketAddr,
+    /// Invariant: `rx.len()` ≤ the stack's `udp_rx_queue_datagrams_max`.
+    pub(crate) rx: VecDeque<UdpDatagram>,
+    /// Receive queue capacity in datagrams.
+    pub(crate) rx_max: usize,
+}
+
+/// A received ICMP echo reply, kept for the application that pinged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EchoReply {
+    pub from: core::net::IpAddr,
+    pub ident: u16,
+    pub seq_no: u16,
+    pub data_len_bytes: usize,
+}
+
+/// Socket-level options (applied with `set_option`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketOption {
+    /// TCP: disable Nagle's algorithm (RFC 896).
+    NoDelay(bool),
+    /// TCP: keepalive idle time in ns (`None` disables; RFC 1122 §4.2.3.6).
+    KeepaliveIdleNs(Option<u64>),
+    /// TCP: user timeout in ns (RFC 5482).
+    UserTimeoutNs(Option<u64>),
+    /// UDP: receive queue capacity in datagrams (clamped to the stack's limit).
+    UdpRxQueueDatagrams(usize),
+}
