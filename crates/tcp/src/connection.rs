@@ -1577,7 +1577,7 @@ impl Connection {
             if self.dupacks_owed > 0 {
                 self.dupacks_owed -= 1;
                 self.counters.pure_acks_sent += 1;
-                let seq = self.snd_nxt;
+                let seq = self.snd_max;
                 return Some(self.ack_repr(now, seq));
             }
             // Probes and forced sends first: they deliberately ignore SWS avoidance.
@@ -1603,7 +1603,10 @@ impl Connection {
         }
         if self.ack_due == AckDue::Now {
             self.counters.pure_acks_sent += 1;
-            let seq = self.snd_nxt;
+            // A pure ACK carries SND.MAX, not SND.NXT: while retransmitting after a timeout
+            // SND.NXT lies behind what the peer already holds, and an ACK with such an old
+            // sequence number would fail its acceptability test (the BSD rule).
+            let seq = self.snd_max;
             return Some(self.ack_repr(now, seq));
         }
         None
