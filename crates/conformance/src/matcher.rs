@@ -30,7 +30,9 @@ use crate::ast::{Direction, TcpLine, TcpOption, TcpOptionsSpec};
 use crate::print::ScriptFlags;
 use core::fmt;
 use std::collections::BTreeMap;
-use wire::tcp::{SackBlock, SeqNumber, TcpFlags, TcpRepr, TcpTimestamp};
+use wire::tcp::{
+    SackBlock, SeqNumber, TcpFlags, TcpOption as WireOption, TcpOptions, TcpRepr, TcpTimestamp,
+};
 
 /// Maps script-relative sequence numbers to live ones for one connection.
 ///
@@ -716,8 +718,9 @@ impl SuperSegment {
 /// A difference between the expected option layout and the raw option bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LayoutError {
-    /// The raw options end inside an option (RFC 9293 §3.2: length byte missing or too big).
-    Truncated { offset: usize },
+    /// Option number `index` of the raw options is malformed (bad length for its kind, or it
+    /// overruns the options area; RFC 9293 §3.2), as `wire::tcp::TcpOptions` reports.
+    Malformed { index: usize },
     /// Option number `index` has another kind or length than expected.
     Differs {
         index: usize,
@@ -733,9 +736,7 @@ pub enum LayoutError {
 impl fmt::Display for LayoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LayoutError::Truncated { offset } => {
-                write!(f, "options truncated at byte {offset}")
-            }
+            LayoutError::Malformed { index } => write!(f, "option #{index} is malformed"),
             LayoutError::Differs {
                 index,
                 expected_kind,
@@ -770,32 +771,35 @@ pub fn option_kind_len(o: &TcpOption) -> (u8, u8) {
     }
 }
 
-/// Checks the order, kinds and lengths of raw TCP option bytes against an expected list —
-/// what a `TcpRepr` cannot show. Values are checked by [`MatchContext::match_outbound`].
-/// Bytes after an `eol` are padding (RFC 9293 §3.2) and are not counted, except that a script
-/// listing an explicit `eol` expects it.
+/// Kind and total length of an option `wire` parsed.
+fn wire_kind_len(o: &WireOption<'_>) -> (u8, u8) {
+    match o {
+        WireOption::EndOfList => (0, 1),
+        WireOption::NoOperation => (1, 1),
+        WireOption::MaxSegmentSize(_) => (2, 4),
+        WireOption::WindowScale(_) => (3, 3),
+        WireOption::SackPermitted => (4, 2),
+        WireOption::SackRange(blocks) => {
+            let n = blocks.iter().flatten().count();
+            (5, u8::try_from(2 + 8 * n).unwrap_or(u8::MAX))
+        }
+        WireOption::Timestamp(_) => (8, 10),
+        WireOption::Unknown { kind, data } => {
+            (*kind, u8::try_from(2 + data.len()).unwrap_or(u8::MAX))
+        }
+    }
+}
+
+/// Checks the order, kinds and lengths of a segment's raw options area
+/// (`wire::tcp::TcpPacket::options()`) against an expected list — what a `TcpRepr` cannot
+/// show. Values are checked by [`MatchContext::match_outbound`]. Parsing is `wire`'s
+/// (`TcpOptions`); bytes after an `eol` are padding (RFC 9293 §3.2) and are not counted, and the
+/// `eol` itself only when the script lists one.
 pub fn check_option_layout(expected: &[TcpOption], raw: &[u8]) -> Result<(), LayoutError> {
     let mut actual: Vec<(u8, u8)> = Vec::new();
-    let mut i = 0;
-    while let Some(&kind) = raw.get(i) {
-        match kind {
-            0 => {
-                actual.push((0, 1));
-                break;
-            }
-            1 => {
-                actual.push((1, 1));
-                i += 1;
-            }
-            _ => {
-                let len = *raw.get(i + 1).ok_or(LayoutError::Truncated { offset: i })?;
-                if len < 2 || i + usize::from(len) > raw.len() {
-                    return Err(LayoutError::Truncated { offset: i });
-                }
-                actual.push((kind, len));
-                i += usize::from(len);
-            }
-        }
+    for (index, o) in TcpOptions::new(raw).enumerate() {
+        let o = o.map_err(|_| LayoutError::Malformed { index })?;
+        actual.push(wire_kind_len(&o));
     }
     let wants_eol = expected.iter().any(|o| matches!(o, TcpOption::Eol));
     if !wants_eol && actual.last() == Some(&(0, 1)) {
@@ -1427,11 +1431,16 @@ mod tests {
         );
         assert_eq!(
             check_option_layout(&want, &[2, 4, 5]),
-            Err(LayoutError::Truncated { offset: 0 })
+            Err(LayoutError::Malformed { index: 0 })
         );
         assert_eq!(
-            check_option_layout(&want, &[2]),
-            Err(LayoutError::Truncated { offset: 0 })
+            check_option_layout(&want, &[1, 2]),
+            Err(LayoutError::Malformed { index: 1 })
+        );
+        // A FO cookie request (kind 34, no cookie) is an unknown kind to wire, counted by length.
+        assert_eq!(
+            check_option_layout(&[TcpOption::FastOpen(vec![]), TcpOption::Nop], &[34, 2, 1]),
+            Ok(())
         );
     }
 }
