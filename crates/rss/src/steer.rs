@@ -174,7 +174,12 @@ impl Steering {
             .map(|(t, input)| (t, self.hasher.hash(&input)));
         let hash = hashed.map(|(_, h)| h);
         let hash_type = hashed.map(|(t, _)| t);
-        if let Some(queue) = fields.five_tuple().and_then(|t| self.filters.lookup(&t)) {
+        let filtered = if self.filters.is_empty() {
+            None
+        } else {
+            fields.five_tuple().and_then(|t| self.filters.lookup(&t))
+        };
+        if let Some(queue) = filtered {
             return SteerDecision {
                 queue,
                 hash,

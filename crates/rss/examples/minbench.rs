@@ -1,0 +1,130 @@
+//! Min-of-batches timing: ns per operation, taking the fastest of 3,000 batches of 2,000 calls.
+//! Complements the criterion bench on a shared, loaded machine, where criterion's means drift
+//! with other people's builds; the minimum is what the code costs when it gets the core.
+//! Run: `cargo run --release -p rss --example minbench`.
+use core::net::Ipv4Addr;
+use std::hint::black_box;
+use std::time::Instant;
+
+use rss::{FlowFields, Reta, RssKey, Steering, Toeplitz, toeplitz_reference};
+
+fn min_ns(mut f: impl FnMut()) -> f64 {
+    const BATCH: u32 = 2000;
+    let mut best = f64::MAX;
+    for _ in 0..3000 {
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            f();
+        }
+        best = best.min(t.elapsed().as_nanos() as f64 / f64::from(BATCH));
+    }
+    best
+}
+
+fn main() {
+    let key = RssKey::default();
+    let t = Toeplitz::new(&key);
+    let (s, d) = (
+        Ipv4Addr::new(66, 9, 149, 187),
+        Ipv4Addr::new(161, 142, 100, 80),
+    );
+    let bytes = [66u8, 9, 149, 187, 161, 142, 100, 80, 0x0a, 0xea, 0x06, 0xe6];
+    let v6 = [7u8; 36];
+    let steering = Steering {
+        reta: Reta::with_equal(128, 8).unwrap_or_default(),
+        ..Steering::default()
+    };
+    let mut frame = vec![0u8; 12];
+    frame.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 6, 0, 0]);
+    frame.extend_from_slice(&bytes);
+    frame.extend_from_slice(&[0u8; 16]);
+    println!(
+        "ref v4      {:.2} ns",
+        min_ns(|| {
+            black_box(toeplitz_reference(black_box(&key), black_box(&bytes)));
+        })
+    );
+    println!(
+        "fast v4     {:.2} ns",
+        min_ns(|| {
+            black_box(t.hash_v4(black_box(s), black_box(d), black_box(2794), black_box(1766)));
+        })
+    );
+    println!(
+        "slice v4    {:.2} ns",
+        min_ns(|| {
+            black_box(t.hash(black_box(&bytes)));
+        })
+    );
+    println!(
+        "ref v6      {:.2} ns",
+        min_ns(|| {
+            black_box(toeplitz_reference(black_box(&key), black_box(&v6)));
+        })
+    );
+    println!(
+        "slice v6    {:.2} ns",
+        min_ns(|| {
+            black_box(t.hash(black_box(&v6)));
+        })
+    );
+    println!(
+        "from_frame  {:.2} ns",
+        min_ns(|| {
+            let _ = black_box(FlowFields::from_frame(black_box(&frame)));
+        })
+    );
+    let fields = FlowFields::from_frame(&frame).ok().flatten();
+    let hasher = rss::RssHasher::default();
+    if let Some(fields) = fields {
+        println!(
+            "hash_input  {:.2} ns",
+            min_ns(|| {
+                black_box(black_box(&fields).hash_input(rss::HashTypes::default()));
+            })
+        );
+        println!(
+            "five_tuple  {:.2} ns",
+            min_ns(|| {
+                black_box(black_box(&fields).five_tuple());
+            })
+        );
+        println!(
+            "lookup      {:.2} ns",
+            min_ns(|| {
+                black_box(
+                    black_box(&fields)
+                        .five_tuple()
+                        .and_then(|t| steering.filters.lookup(&t)),
+                );
+            })
+        );
+        println!(
+            "steer_fields {:.2} ns",
+            min_ns(|| {
+                black_box(steering.steer_fields(black_box(&fields)));
+            })
+        );
+        let input = fields.hash_input(rss::HashTypes::default()).map(|x| x.1);
+        if let Some(input) = input {
+            println!(
+                "hasher.hash {:.2} ns",
+                min_ns(|| {
+                    black_box(hasher.hash(black_box(&input)));
+                })
+            );
+            println!(
+                "st.hasher.hash {:.2} ns",
+                min_ns(|| {
+                    black_box(steering.hasher.hash(black_box(&input)));
+                })
+            );
+        }
+    }
+    println!(
+        "steer_frame {:.2} ns",
+        min_ns(|| {
+            let _ = black_box(steering.steer_frame(black_box(&frame)));
+        })
+    );
+}
