@@ -54,3 +54,5 @@ pub use config::{Config, CongestionControl, KeepaliveConfig};
 pub use connection::{
     AcceptError, CloseReason, Connection, Counters, Error, Event, Negotiated, State,
 };
+pub mod snapshot;
+pub use snapshot::{ConnectionSnapshot, SnapshotError};

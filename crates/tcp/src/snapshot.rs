@@ -1,0 +1,355 @@
+//! `ConnectionSnapshot`: everything a live connection needs to resume in another engine
+//! (another shard, an offload engine, or back on the host), following the handoff invariants
+//! of DESIGN.md:
+//!
+//! - send data moves as one ordered list split at SND.UNA and SND.NXT (`send_unacked`,
+//!   `send_unsent`); received data moves as everything acknowledged but not yet read, ending at
+//!   RCV.NXT (`recv_unread`) — no byte lost or duplicated (invariant 2);
+//! - out-of-order data is dropped at the move (invariant 3): we never acknowledged it
+//!   cumulatively, and SACK is advisory (RFC 2018 §8), so the peer retransmits it;
+//! - the advertised right edge, window scales and the timestamp clock move, so the window never
+//!   shrinks and PAWS keeps accepting (invariant 5): the timestamp clock is carried as its value
+//!   at export and continues from there on import, whatever the importer's clock origin;
+//! - timers move as remaining deltas; a pending (delayed) ACK must be sent before the move —
+//!   [`Connection::export`] refuses while output is owed, and
+//!   [`Connection::flush_delayed_ack`] turns a delayed ACK into an immediate one (invariant 6);
+//! - congestion and RTT state move too (invariant 7).
+
+use wire::tcp::SeqNumber;
+
+use crate::cc::Congestion;
+use crate::config::{Config, NS_PER_MS};
+use crate::connection::{AckDue, Connection, Counters, NEVER, State};
+use crate::ooo::OooQueue;
+use crate::ring::Ring;
+use crate::rtt::RttEstimator;
+
+/// Why a snapshot could not be taken or resumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SnapshotError {
+    /// Only synchronized connections (ESTABLISHED and later) can move.
+    NotSynchronized,
+    /// An ACK, RST or probe is still owed: drain `poll_transmit` (after
+    /// `flush_delayed_ack`) first.
+    OutputPending,
+    /// The snapshot's fields contradict each other or exceed its configuration's buffers.
+    Inconsistent,
+}
+
+impl core::fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            SnapshotError::NotSynchronized => "connection is not synchronized",
+            SnapshotError::OutputPending => "segments are still owed; drain poll_transmit first",
+            SnapshotError::Inconsistent => "snapshot fields are inconsistent",
+        })
+    }
+}
+
+impl std::error::Error for SnapshotError {}
+
+/// A live connection, frozen. Plain data: the host may serialize it however it likes.
+///
+/// Invariants (checked by `import`): `snd_una ≤ snd_nxt ≤ snd_max`; the send bytes start at
+/// `snd_una` (or `snd_una − 1` once our FIN is acknowledged, when they are empty) and
+/// `send_unacked` covers `[snd_una, snd_nxt)` minus a FIN; `rcv_nxt ≤ rcv_adv`;
+/// `rcv_adv − rcv_nxt` plus `recv_unread.len()` fits `config.recv_buffer_bytes`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionSnapshot {
+    pub config: Config,
+    pub state: State,
+    pub local_port: u16,
+    pub remote_port: u16,
+    pub iss: SeqNumber,
+    pub irs: SeqNumber,
+    // --- send sequence space (RFC 9293 §3.3.1) ---
+    pub snd_una: SeqNumber,
+    pub snd_nxt: SeqNumber,
+    /// Highest sequence number sent plus one.
+    pub snd_max: SeqNumber,
+    /// Peer's window, scaled, in bytes.
+    pub snd_wnd_bytes: u32,
+    pub snd_wl1: SeqNumber,
+    pub snd_wl2: SeqNumber,
+    pub max_snd_wnd_bytes: u32,
+    // --- receive sequence space ---
+    pub rcv_nxt: SeqNumber,
+    /// Right edge of the window we advertised; the importer never advertises less.
+    pub rcv_adv: SeqNumber,
+    // --- options ---
+    pub snd_mss_bytes: u16,
+    pub rcv_mss_seen_bytes: u16,
+    pub snd_wscale: u8,
+    pub rcv_wscale: u8,
+    pub timestamps: bool,
+    pub sack: bool,
+    /// Our timestamp clock's value at export (RFC 7323 §5.4); it continues from here.
+    pub ts_clock_at_export: u32,
+    pub ts_recent: u32,
+    /// How long before the export TS.Recent was last updated.
+    pub ts_recent_age_ns: u64,
+    pub last_ack_sent: SeqNumber,
+    // --- congestion and RTT ---
+    pub cwnd_bytes: u32,
+    pub ssthresh_bytes: u32,
+    pub ca_acked_bytes: u32,
+    pub cubic_w_max_bytes: u32,
+    pub cubic_k_ns: u64,
+    /// Time since the CUBIC epoch started, if one is running.
+    pub cubic_epoch_age_ns: Option<u64>,
+    pub cubic_w_est_bytes: u32,
+    pub in_recovery: bool,
+    pub recover: SeqNumber,
+    pub dupacks: u8,
+    /// A fast retransmission of SND.UNA is owed.
+    pub rtx_pending: bool,
+    pub srtt_ns: u64,
+    pub rttvar_ns: u64,
+    pub base_rto_ns: u64,
+    pub rto_backoff_shift: u8,
+    pub rtt_has_sample: bool,
+    // --- timers, as time remaining at export ---
+    pub rtx_remaining_ns: Option<u64>,
+    pub persist_remaining_ns: Option<u64>,
+    pub keepalive_remaining_ns: Option<u64>,
+    pub time_wait_remaining_ns: Option<u64>,
+    pub persist_shift: u8,
+    pub keepalive_probes: u8,
+    /// Age of the oldest unacknowledged data (user timeout reference).
+    pub unacked_age_ns: u64,
+    // --- close state ---
+    pub fin_queued: bool,
+    pub fin_acked: bool,
+    pub fin_received: bool,
+    pub app_closed: bool,
+    // --- data ---
+    /// Sent, not acknowledged: `[SND.UNA, SND.NXT)`.
+    pub send_unacked: Vec<u8>,
+    /// Queued, not yet sent (from SND.NXT).
+    pub send_unsent: Vec<u8>,
+    /// Received in order and acknowledged, not yet read by the application; ends at RCV.NXT.
+    pub recv_unread: Vec<u8>,
+    pub counters: Counters,
+}
+
+fn remaining(deadline_ns: u64, now: u64) -> Option<u64> {
+    (deadline_ns != NEVER).then(|| deadline_ns.saturating_sub(now))
+}
+
+fn deadline(remaining_ns: Option<u64>, now: u64) -> u64 {
+    remaining_ns.map_or(NEVER, |r| now.saturating_add(r).min(NEVER - 1))
+}
+
+impl Connection {
+    /// Makes a pending delayed ACK immediate, so that draining `poll_transmit` sends it
+    /// (DESIGN.md handoff invariant 6: a pending delayed ACK is sent before the move).
+    pub fn flush_delayed_ack(&mut self) {
+        if self.ack_due == AckDue::Delayed {
+            self.ack_due = AckDue::Now;
+        }
+    }
+
+    /// Freezes the connection. Refuses while any segment is owed (see
+    /// [`Connection::flush_delayed_ack`]); out-of-order data is not included. The connection
+    /// itself is left untouched: the caller drops it once the new owner has taken over.
+    pub fn export(&self, now: u64) -> Result<ConnectionSnapshot, SnapshotError> {
+        if !self.state.is_synchronized() {
+            return Err(SnapshotError::NotSynchronized);
+        }
+        if self.ack_due != AckDue::None
+            || self.dupacks_owed > 0
+            || self.rst_pending.is_some()
+            || self.probe_pending
+            || self.keepalive_pending
+        {
+            return Err(SnapshotError::OutputPending);
+        }
+        let all = self.send_buf.to_vec();
+        let split = (self.snd_nxt.diff(self.snd_buf_seq).max(0) as usize).min(all.len());
+        let (unacked, unsent) = all.split_at(split);
+        Ok(ConnectionSnapshot {
+            config: self.config,
+            state: self.state,
+            local_port: self.local_port,
+            remote_port: self.remote_port,
+            iss: self.iss,
+            irs: self.irs,
+            snd_una: self.snd_una,
+            snd_nxt: self.snd_nxt,
+            snd_max: self.snd_max,
+            snd_wnd_bytes: self.snd_wnd,
+            snd_wl1: self.snd_wl1,
+            snd_wl2: self.snd_wl2,
+            max_snd_wnd_bytes: self.max_snd_wnd,
+            rcv_nxt: self.rcv_nxt,
+            rcv_adv: self.rcv_adv,
+            snd_mss_bytes: self.snd_mss,
+            rcv_mss_seen_bytes: self.rcv_mss_seen,
+            snd_wscale: self.snd_wscale,
+            rcv_wscale: self.rcv_wscale,
+            timestamps: self.ts_ok,
+            sack: self.sack_ok,
+            ts_clock_at_export: ((now / NS_PER_MS) as u32).wrapping_add(self.ts_offset),
+            ts_recent: self.ts_recent,
+            ts_recent_age_ns: now.saturating_sub(self.ts_recent_age_ns),
+            last_ack_sent: self.last_ack_sent,
+            cwnd_bytes: self.cc.cwnd_bytes,
+            ssthresh_bytes: self.cc.ssthresh_bytes,
+            ca_acked_bytes: self.cc.ca_acked_bytes,
+            cubic_w_max_bytes: self.cc.cubic_w_max_bytes,
+            cubic_k_ns: self.cc.cubic_k_ns,
+            cubic_epoch_age_ns: self.cc.cubic_epoch_start_ns.map(|t| now.saturating_sub(t)),
+            cubic_w_est_bytes: self.cc.cubic_w_est_bytes,
+            in_recovery: self.in_recovery,
+            recover: self.recover,
+            dupacks: self.dupacks,
+            rtx_pending: self.rtx_pending,
+            srtt_ns: self.rtt.srtt_ns,
+            rttvar_ns: self.rtt.rttvar_ns,
+            base_rto_ns: self.rtt.base_rto_ns,
+            rto_backoff_shift: self.rtt.backoff_shift,
+            rtt_has_sample: self.rtt.has_sample,
+            rtx_remaining_ns: remaining(self.rtx_deadline_ns, now),
+            persist_remaining_ns: remaining(self.persist_deadline_ns, now),
+            keepalive_remaining_ns: remaining(self.keepalive_deadline_ns, now),
+            time_wait_remaining_ns: remaining(self.time_wait_deadline_ns, now),
+            persist_shift: self.persist_shift,
+            keepalive_probes: self.keepalive_probes,
+            unacked_age_ns: now.saturating_sub(self.unacked_since_ns),
+            fin_queued: self.fin_queued,
+            fin_acked: self.fin_queued
+                && self
+                    .snd_una
+                    .gt(self.snd_buf_seq + self.send_buf.len() as u32),
+            fin_received: self.fin_received,
+            app_closed: self.app_closed,
+            send_unacked: unacked.to_vec(),
+            send_unsent: unsent.to_vec(),
+            recv_unread: self.recv_buf.to_vec(),
+            counters: self.counters,
+        })
+    }
+
+    /// Resumes a frozen connection at `now` (any clock origin: every time is carried as a
+    /// delta). Validates the snapshot's invariants first.
+    pub fn import(now: u64, s: &ConnectionSnapshot) -> Result<Connection, SnapshotError> {
+        if !s.state.is_synchronized() {
+            return Err(SnapshotError::NotSynchronized);
+        }
+        let config = s.config.validated();
+        let inconsistent = Err(SnapshotError::Inconsistent);
+        if s.snd_nxt.lt(s.snd_una) || s.snd_max.lt(s.snd_nxt) || s.rcv_adv.lt(s.rcv_nxt) {
+            return inconsistent;
+        }
+        let send_len = s.send_unacked.len() + s.send_unsent.len();
+        if send_len > config.send_buffer_bytes as usize
+            || s.recv_unread.len() > config.recv_buffer_bytes as usize
+            || (s.rcv_adv.diff(s.rcv_nxt) as u64).saturating_add(s.recv_unread.len() as u64)
+                > u64::from(config.recv_buffer_bytes)
+            || s.snd_wscale > 14
+            || s.rcv_wscale > 14
+            || (s.fin_acked && (!s.fin_queued || send_len != 0))
+        {
+            return inconsistent;
+        }
+        let snd_buf_seq = if s.fin_acked {
+            s.snd_una - 1
+        } else {
+            s.snd_una
+        };
+        // The unacknowledged part must be exactly [SND.UNA, SND.NXT) (a sent FIN is not data).
+        let sent_data = s.snd_nxt.diff(snd_buf_seq) as usize;
+        let fin_seq = snd_buf_seq + send_len as u32;
+        let fin_sent = s.fin_queued && s.snd_nxt.gt(fin_seq);
+        if s.send_unacked.len() + usize::from(fin_sent) != sent_data {
+            return inconsistent;
+        }
+        let mut send_buf = Ring::new(config.send_buffer_bytes as usize);
+        send_buf.push(&s.send_unacked);
+        send_buf.push(&s.send_unsent);
+        let mut recv_buf = Ring::new(config.recv_buffer_bytes as usize);
+        recv_buf.push(&s.recv_unread);
+        let ts_offset = s.ts_clock_at_export.wrapping_sub((now / NS_PER_MS) as u32);
+        let cc = Congestion {
+            algorithm: config.congestion_control,
+            cwnd_bytes: s.cwnd_bytes,
+            ssthresh_bytes: s.ssthresh_bytes,
+            ca_acked_bytes: s.ca_acked_bytes,
+            cubic_w_max_bytes: s.cubic_w_max_bytes,
+            cubic_epoch_start_ns: s.cubic_epoch_age_ns.map(|a| now.saturating_sub(a)),
+            cubic_k_ns: s.cubic_k_ns,
+            cubic_w_est_bytes: s.cubic_w_est_bytes,
+        };
+        let mut rtt =
+            RttEstimator::new(config.rto_initial_ns, config.rto_min_ns, config.rto_max_ns);
+        rtt.srtt_ns = s.srtt_ns;
+        rtt.rttvar_ns = s.rttvar_ns;
+        rtt.base_rto_ns = s.base_rto_ns.clamp(config.rto_min_ns, config.rto_max_ns);
+        rtt.backoff_shift = s.rto_backoff_shift;
+        rtt.has_sample = s.rtt_has_sample;
+        Ok(Connection {
+            state: s.state,
+            snd_una: s.snd_una,
+            snd_nxt: s.snd_nxt,
+            snd_max: s.snd_max,
+            snd_wnd: s.snd_wnd_bytes,
+            snd_wl1: s.snd_wl1,
+            snd_wl2: s.snd_wl2,
+            max_snd_wnd: s.max_snd_wnd_bytes,
+            snd_buf_seq,
+            rcv_nxt: s.rcv_nxt,
+            rcv_adv: s.rcv_adv,
+            snd_mss: s.snd_mss_bytes.max(1),
+            rcv_mss_seen: s.rcv_mss_seen_bytes,
+            snd_wscale: s.snd_wscale,
+            rcv_wscale: s.rcv_wscale,
+            ack_due: AckDue::None,
+            dupacks: s.dupacks,
+            in_recovery: s.in_recovery,
+            ts_ok: s.timestamps,
+            sack_ok: s.sack,
+            fin_queued: s.fin_queued,
+            fin_received: s.fin_received,
+            app_closed: s.app_closed,
+            rtx_pending: s.rtx_pending,
+            probe_pending: false,
+            keepalive_pending: false,
+            events: 0,
+            dupacks_owed: 0,
+            rcv_unacked_bytes: 0,
+            recover: s.recover,
+            cc,
+            rtt,
+            // Karn: a measurement in progress does not survive the move.
+            rtt_timed: None,
+            ts_offset,
+            ts_recent: s.ts_recent,
+            ts_recent_age_ns: now.saturating_sub(s.ts_recent_age_ns),
+            last_ack_sent: s.last_ack_sent,
+            rtx_deadline_ns: deadline(s.rtx_remaining_ns, now),
+            persist_deadline_ns: deadline(s.persist_remaining_ns, now),
+            delack_deadline_ns: NEVER,
+            keepalive_deadline_ns: deadline(s.keepalive_remaining_ns, now),
+            time_wait_deadline_ns: deadline(s.time_wait_remaining_ns, now),
+            persist_shift: s.persist_shift,
+            syn_retries: 0,
+            keepalive_probes: s.keepalive_probes,
+            unacked_since_ns: now.saturating_sub(s.unacked_age_ns),
+            challenge_window_start_ns: now,
+            challenge_acks_in_window: 0,
+            iss: s.iss,
+            irs: s.irs,
+            local_port: s.local_port,
+            remote_port: s.remote_port,
+            peer_offered_ws: None,
+            peer_offered_sack: s.sack,
+            close_reason: None,
+            rst_pending: None,
+            send_buf,
+            recv_buf,
+            ooo: OooQueue::new(config.ooo_segments_max, config.ooo_bytes_max),
+            config,
+            counters: s.counters,
+        })
+    }
+}

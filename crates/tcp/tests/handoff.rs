@@ -1,0 +1,160 @@
+//! Moving a live connection into a fresh engine with `ConnectionSnapshot` (DESIGN.md handoff
+//! invariants).
+
+mod harness;
+
+use harness::{Dir, MS, Pair, Verdict, pattern};
+use tcp::{Config, Connection, SnapshotError, State};
+
+/// Exports `c` and imports it into a fresh engine at `import_now`.
+fn moved(c: &mut Connection, export_now: u64, import_now: u64) -> Connection {
+    c.flush_delayed_ack();
+    let mut buf = vec![0u8; 65536];
+    // The driver sends what is owed before the move; here it is simply lost in transit, which
+    // the protocol tolerates (in the real stack it would go out on the wire).
+    while c.poll_transmit(export_now, &mut buf).is_some() {}
+    let snap = c.export(export_now).expect("export");
+    Connection::import(import_now, &snap).expect("import")
+}
+
+#[test]
+fn mid_transfer_move_of_both_ends_delivers_every_byte_once() {
+    let mut p = Pair::established(Config::default(), Config::default(), 5 * MS);
+    // Lose one early data segment so B holds out-of-order data at the move.
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && c.data_index == 3 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let a_data = pattern(400_000);
+    let b_data = pattern(100_000);
+    p.a_to_send = a_data.clone();
+    p.b_to_send = b_data.clone();
+    p.run_until(|p| p.b.ooo_bytes() > 0, 1_000 * MS);
+    let ooo_before = p.b.ooo_bytes();
+    assert!(ooo_before > 0);
+    let now = p.now;
+    // Flush first so the delayed ACKs leave through the link.
+    p.a.flush_delayed_ack();
+    p.b.flush_delayed_ack();
+    p.flush();
+    let snap_a = p.a.export(now).unwrap();
+    let snap_b = p.b.export(now).unwrap();
+    assert!(!snap_a.send_unacked.is_empty() && !snap_a.send_unsent.is_empty());
+    p.a = Connection::import(now, &snap_a).unwrap();
+    p.b = Connection::import(now, &snap_b).unwrap();
+    assert_eq!(
+        p.b.ooo_bytes(),
+        0,
+        "out-of-order data is dropped at the move"
+    );
+    p.run_until(
+        |p| p.b_read.len() == a_data.len() && p.a_read.len() == b_data.len(),
+        60_000 * MS,
+    );
+    assert!(p.b_read == a_data, "A→B stream intact across the move");
+    assert!(p.a_read == b_data, "B→A stream intact across the move");
+    assert_eq!(p.a.counters().rx_drop_paws + p.b.counters().rx_drop_paws, 0);
+    assert_eq!(p.a.state(), State::Established);
+}
+
+#[test]
+fn snapshot_round_trip_preserves_state() {
+    let mut p = Pair::established(Config::default(), Config::default(), 5 * MS);
+    p.a_to_send = pattern(50_000);
+    p.run_for(12 * MS);
+    p.a.flush_delayed_ack();
+    p.flush();
+    let s1 = p.a.export(p.now).unwrap();
+    let c = Connection::import(p.now, &s1).unwrap();
+    let s2 = c.export(p.now).unwrap();
+    assert_eq!(s1, s2);
+}
+
+#[test]
+fn export_refuses_while_an_ack_is_owed() {
+    let c = Config {
+        recv_buffer_bytes: 65535,
+        ..Config::default()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.a.send(b"one small segment").unwrap();
+    // Deliver it; B's ACK is delayed.
+    p.run_for(6 * MS);
+    assert_eq!(p.b.export(p.now), Err(SnapshotError::OutputPending));
+    p.b.flush_delayed_ack();
+    p.flush();
+    assert!(p.b.export(p.now).is_ok());
+}
+
+#[test]
+fn import_on_another_clock_continues_the_timestamp_clock() {
+    let mut p = Pair::established(Config::default(), Config::default(), 5 * MS);
+    let export_now = p.now;
+    // The new owner's clock started recently: a different origin.
+    let import_now = 3 * MS;
+    let mut a2 = moved(&mut p.a, export_now, import_now);
+    a2.send(b"x").unwrap();
+    let mut buf = [0u8; 2000];
+    let seg = a2.poll_transmit(import_now, &mut buf).unwrap();
+    let snap_ts = p.a.export(export_now).unwrap().ts_clock_at_export;
+    assert_eq!(seg.timestamp.unwrap().tsval, snap_ts);
+    // Timers moved as deltas too.
+    assert!(a2.poll_timeout().unwrap() >= import_now);
+}
+
+#[test]
+fn moved_connection_never_advertises_a_smaller_right_edge() {
+    let c = Config {
+        recv_buffer_bytes: 65535,
+        ..Config::default()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.b_auto_read = false;
+    p.a_to_send = pattern(50_000);
+    p.run_until(|p| p.b.recv_queue_bytes() >= 40_000, 1_000 * MS);
+    p.b.flush_delayed_ack();
+    p.flush();
+    let snap = p.b.export(p.now).unwrap();
+    let mut b2 = Connection::import(p.now, &snap).unwrap();
+    // The application reads on the new owner: the window update it sends must not move the
+    // right edge left of what the old owner promised.
+    let mut buf = vec![0u8; 65536];
+    assert!(b2.recv(&mut buf).unwrap() >= 40_000);
+    let ack = b2
+        .poll_transmit(p.now, &mut buf)
+        .expect("window update after the read");
+    let edge = ack.ack_number + (u32::from(ack.window_len) << snap.rcv_wscale);
+    assert!(edge.ge(snap.rcv_adv));
+    // A smaller buffer on the importer cannot honour the promised window: refused.
+    let mut small = snap.clone();
+    small.config.recv_buffer_bytes = 4096;
+    assert_eq!(
+        Connection::import(p.now, &small).err(),
+        Some(SnapshotError::Inconsistent)
+    );
+}
+
+#[test]
+fn import_rejects_inconsistent_send_split() {
+    let mut p = Pair::established(Config::default(), Config::default(), 5 * MS);
+    p.a_to_send = pattern(20_000);
+    p.run_for(6 * MS);
+    p.a.flush_delayed_ack();
+    p.flush();
+    let mut snap = p.a.export(p.now).unwrap();
+    assert!(!snap.send_unacked.is_empty());
+    snap.send_unacked.pop();
+    assert_eq!(
+        Connection::import(p.now, &snap).err(),
+        Some(SnapshotError::Inconsistent)
+    );
+}
+
+#[test]
+fn handshaking_connection_cannot_be_exported() {
+    let a = Connection::connect(0, &Config::default(), 1, 2, wire::tcp::SeqNumber(5), 0);
+    assert_eq!(a.export(0).err(), Some(SnapshotError::NotSynchronized));
+}
