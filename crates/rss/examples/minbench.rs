@@ -122,6 +122,15 @@ fn main() {
         }
     }
     println!(
+        "compose     {:.2} ns",
+        min_ns(|| {
+            let _ = black_box(
+                FlowFields::from_frame(black_box(&frame))
+                    .map(|f| f.map(|f| steering.steer_fields(&f))),
+            );
+        })
+    );
+    println!(
         "steer_frame {:.2} ns",
         min_ns(|| {
             let _ = black_box(steering.steer_frame(black_box(&frame)));
