@@ -257,6 +257,17 @@ fn vlan_and_qinq_tagged_frames_are_parsed_through_the_tags() {
 }
 
 #[test]
+fn frames_with_more_than_two_vlan_tags_get_no_hash() {
+    let ip = ipv4(6, SRC4, DST4, 0, &l4(2794, 1766, 20));
+    let mut triple = MAC_HEADER.to_vec();
+    triple.extend_from_slice(&[
+        0x88, 0xa8, 0, 1, 0x81, 0x00, 0, 2, 0x81, 0x00, 0, 3, 0x08, 0x00,
+    ]);
+    triple.extend_from_slice(&ip);
+    assert_eq!(HashInput::from_frame(&triple, HashTypes::all()), Ok(None));
+}
+
+#[test]
 fn arp_and_other_non_ip_frames_get_no_hash() {
     let arp = ethernet(0x0806, &[0u8; 28]);
     assert_eq!(HashInput::from_frame(&arp, HashTypes::all()), Ok(None));

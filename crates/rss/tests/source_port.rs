@@ -127,3 +127,43 @@ fn picking_returns_none_when_impossible() {
     };
     assert_eq!(pick_source_port(&mixed, &reta, &hasher, |_| false), None);
 }
+
+mod property {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn pick_is_sound_and_none_only_when_no_port_fits(
+            local in any::<u32>(),
+            remote in any::<u32>(),
+            remote_port in any::<u16>(),
+            wanted_queue in 0u16..5,
+            first in any::<u16>(),
+            span in 0u16..64,
+            start_hint in any::<u16>(),
+            in_use_mask in any::<u64>(),
+        ) {
+            let reta = Reta::with_equal(128, 4).expect("valid"); // queue 4 never present
+            let hasher = RssHasher::default();
+            let last = first.saturating_add(span);
+            let q = SourcePortQuery {
+                local: IpAddr::V4(Ipv4Addr::from_bits(local)),
+                remote: IpAddr::V4(Ipv4Addr::from_bits(remote)),
+                remote_port,
+                wanted_queue,
+                range: first..=last,
+                start_hint,
+            };
+            let in_use = |p: u16| in_use_mask >> ((p - first) % 64) & 1 == 1;
+            let fits = |p: u16| !in_use(p) && reply_queue(&q, p, &reta, &hasher) == wanted_queue;
+            match pick_source_port(&q, &reta, &hasher, in_use) {
+                Some(p) => {
+                    prop_assert!(q.range.contains(&p));
+                    prop_assert!(fits(p));
+                }
+                None => prop_assert!(!(first..=last).any(fits)),
+            }
+        }
+    }
+}
