@@ -194,7 +194,7 @@ impl Steering {
                 hash_type,
                 how: SteerHow::Rss,
             },
-            None => self.no_hash(),
+            None => self.no_hash_decision(),
         }
     }
 
@@ -203,11 +203,14 @@ impl Steering {
     pub fn steer_frame(&self, frame: &[u8]) -> Result<SteerDecision, FrameError> {
         Ok(match FlowFields::from_frame(frame)? {
             Some(fields) => self.steer_fields(&fields),
-            None => self.no_hash(),
+            None => self.no_hash_decision(),
         })
     }
 
-    fn no_hash(&self) -> SteerDecision {
+    /// The decision for a packet nothing steers (non-IP, or no enabled hash type): the
+    /// default queue, no hash, [`SteerHow::NoHash`]. For callers that parse frames themselves
+    /// with [`FlowFields::from_frame`] and get `Ok(None)`.
+    pub fn no_hash_decision(&self) -> SteerDecision {
         SteerDecision {
             queue: self.default_queue,
             hash: None,
