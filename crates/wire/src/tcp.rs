@@ -463,8 +463,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
 /// What [`TcpRepr::parse_with_report`] noticed that the Repr alone cannot show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TcpParseReport {
-    /// The window-scale option carried a shift > 14 and was clamped to 14 (RFC 7323 §2.3:
-    /// "use 14 instead and log an error").
+    /// The window-scale option whose value the Repr keeps (the last one, if repeated) carried a
+    /// shift > 14 and was clamped to 14 (RFC 7323 §2.3: "use 14 instead and log an error").
     pub window_scale_clamped: bool,
     /// Options of unknown kind that were skipped by their length.
     pub unknown_options: u8,
@@ -519,9 +519,8 @@ impl<'a> TcpRepr<'a> {
                 TcpOption::EndOfList | TcpOption::NoOperation => {}
                 TcpOption::MaxSegmentSize(m) => repr.max_seg_size = Some(m),
                 TcpOption::WindowScale(s) => {
-                    if s > MAX_WINDOW_SCALE {
-                        report.window_scale_clamped = true;
-                    }
+                    // The flag describes the value kept (the last occurrence wins).
+                    report.window_scale_clamped = s > MAX_WINDOW_SCALE;
                     repr.window_scale = Some(s.min(MAX_WINDOW_SCALE));
                 }
                 TcpOption::SackPermitted => repr.sack_permitted = true,

@@ -480,6 +480,16 @@ fn window_scale_above_14_is_clamped_and_reported() {
 }
 
 #[test]
+fn repeated_window_scale_reports_on_the_value_kept() {
+    // Found by fuzzing: a clamped option followed by a valid one must not leave the flag set.
+    let b = tcp_with_options(&[3, 3, 15, 3, 3, 0]);
+    let p = TcpPacket::new_checked(&b[..]).expect("valid");
+    let (r, report) = TcpRepr::parse_with_report(&p, &V4, ALL).expect("parses");
+    assert_eq!(r.window_scale, Some(0));
+    assert!(!report.window_scale_clamped);
+}
+
+#[test]
 fn unknown_tcp_options_are_skipped_by_length_and_counted() {
     let b = tcp_with_options(&[30, 4, 9, 9, 2, 4, 0x05, 0xb4, 0]);
     let p = TcpPacket::new_checked(&b[..]).expect("valid");
