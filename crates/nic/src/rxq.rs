@@ -332,7 +332,7 @@ impl RxQueue {
             return Err(FlushReason::HeaderChange);
         }
         if t.payload_len > ctx.mss_bytes
-            || held.len() - ctx.layout.l3_off + t.payload_len > gro.ip_bytes_max
+            || held.len().saturating_sub(ctx.layout.l3_off) + t.payload_len > gro.ip_bytes_max
             || ctx.segments == u16::MAX
         {
             return Err(FlushReason::Size);
@@ -351,7 +351,9 @@ impl RxQueue {
         ctx.segments += 1;
         ctx.next_seq = ctx.next_seq.wrapping_add(t.payload_len as u32);
         ctx.last_tsval = t.tsval;
-        let room = gro.ip_bytes_max - (held.len() - ctx.layout.l3_off);
+        let room = gro
+            .ip_bytes_max
+            .saturating_sub(held.len().saturating_sub(ctx.layout.l3_off));
         Ok(if t.flags.intersects(TcpFlags::PSH | TcpFlags::FIN) {
             Some(FlushReason::PushFin)
         } else if t.payload_len < ctx.mss_bytes {
