@@ -37,6 +37,9 @@ pub struct QueueCounters {
     pub rx_steered_rss: u64,
     /// No hash (non-IP or hash type disabled): sent to the default queue.
     pub rx_steered_default: u64,
+    /// Frames a backend delivered on this queue although our steering would have chosen
+    /// another ([`crate::Nic::receive_on_queue`]); they are kept on this queue.
+    pub rx_steer_mismatch: u64,
     /// Segments merged into an earlier segment's descriptor (GRO/RSC).
     pub rx_coalesced_segments: u64,
     /// Coalesced groups closed because a segment carried PSH or FIN.

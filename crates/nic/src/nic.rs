@@ -317,6 +317,19 @@ impl Nic {
     /// verify checksums, coalesce or place it in the queue's ring, and let moderation decide
     /// whether the queue fires.
     pub fn receive(&mut self, now_ns: u64, frame: Vec<u8>) -> RxVerdict {
+        self.receive_inner(now_ns, frame, None)
+    }
+
+    /// A frame arrived on backend queue `queue`, which the backend already chose (a
+    /// multi-queue TAP with a steering program, an AF_XDP queue). The NIC still hashes the
+    /// frame so the descriptor carries the hash, uses `queue` as given, and counts
+    /// `rx_steer_mismatch` on `queue` when its own steering would have chosen another queue
+    /// (DESIGN.md, "The receive path", step 2: "only verifies and counts").
+    pub fn receive_on_queue(&mut self, now_ns: u64, queue: u16, frame: Vec<u8>) -> RxVerdict {
+        self.receive_inner(now_ns, frame, Some(queue))
+    }
+
+    fn receive_inner(&mut self, now_ns: u64, frame: Vec<u8>, forced: Option<u16>) -> RxVerdict {
         self.run_timers(now_ns);
         let default_q =
             usize::from(self.steering.default_queue).min(self.queues.len().saturating_sub(1));
@@ -352,6 +365,12 @@ impl Nic {
                 return RxVerdict::Dropped(RxDrop::Malformed);
             }
         };
+        let mut decision = decision;
+        let mut mismatch = false;
+        if let Some(fq) = forced {
+            mismatch = fq != decision.queue;
+            decision.queue = fq;
+        }
         let qi = usize::from(decision.queue);
         let Some(q) = self.queues.get_mut(qi) else {
             if let Some(q) = self.queues.get_mut(default_q) {
@@ -396,6 +415,9 @@ impl Nic {
         };
         c.rx_packets += 1;
         c.rx_bytes += bytes;
+        if mismatch {
+            c.rx_steer_mismatch += 1;
+        }
         match decision.how {
             SteerHow::Filter => c.rx_steered_filter += 1,
             SteerHow::Rss => c.rx_steered_rss += 1,
@@ -581,6 +603,7 @@ fn add_counters(t: &mut QueueCounters, c: &QueueCounters) {
         rx_steered_filter,
         rx_steered_rss,
         rx_steered_default,
+        rx_steer_mismatch,
         rx_coalesced_segments,
         gro_flush_push_fin,
         gro_flush_short,
@@ -620,6 +643,7 @@ fn add_counters(t: &mut QueueCounters, c: &QueueCounters) {
     t.rx_steered_filter += rx_steered_filter;
     t.rx_steered_rss += rx_steered_rss;
     t.rx_steered_default += rx_steered_default;
+    t.rx_steer_mismatch += rx_steer_mismatch;
     t.rx_coalesced_segments += rx_coalesced_segments;
     t.gro_flush_push_fin += gro_flush_push_fin;
     t.gro_flush_short += gro_flush_short;

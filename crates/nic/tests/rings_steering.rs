@@ -376,3 +376,29 @@ fn config_errors_are_typed() {
     );
     assert_eq!(ConfigError::NoSuchQueue.to_string(), "no such queue");
 }
+
+#[test]
+fn backend_chosen_queue_is_kept_and_mismatch_counted() {
+    let mut nic = Nic::new(config(4, 64)).expect("config");
+    let f = flow_frame(9, 1);
+    let RxVerdict::Queued { queue: ours, .. } = nic.receive(0, f.clone()) else {
+        panic!("not queued");
+    };
+    let other = (ours + 1) % 4;
+    assert!(
+        matches!(nic.receive_on_queue(1, ours, f.clone()), RxVerdict::Queued { queue, .. } if queue == ours)
+    );
+    assert!(
+        matches!(nic.receive_on_queue(2, other, f.clone()), RxVerdict::Queued { queue, .. } if queue == other)
+    );
+    assert_eq!(nic.counters(ours).expect("q").rx_steer_mismatch, 0);
+    assert_eq!(nic.counters(other).expect("q").rx_steer_mismatch, 1);
+    // The hash still travels with the packet.
+    let d = drain(&mut nic, other, 3);
+    assert!(d[0].hash.is_some());
+    assert_eq!(
+        nic.receive_on_queue(4, 7, f),
+        RxVerdict::Dropped(RxDrop::NoQueue)
+    );
+    assert_eq!(nic.counters(0).expect("q0").rx_drop_no_queue, 1);
+}
