@@ -27,6 +27,10 @@ const PAWS_IDLE_NS: u64 = 24 * 86_400 * 1_000_000_000;
 const WSCALE_MAX: u8 = 14;
 /// Most duplicate ACKs owed at once (a burst of out-of-order segments beyond this gets fewer).
 const DUPACKS_OWED_MAX: u8 = 8;
+/// Most SACKed ranges the sender's scoreboard keeps; further blocks are ignored (counted).
+pub(crate) const SCOREBOARD_RANGES_MAX: u16 = 16;
+/// RFC 6675 §2 DupThresh.
+const DUP_THRESH: u32 = 3;
 /// Bytes the timestamps option takes in every segment once negotiated (10 + 2 NOPs).
 const TS_OPTION_BYTES: u16 = 12;
 
@@ -198,6 +202,10 @@ pub struct Counters {
     /// Out-of-order segments kept.
     pub rx_ooo_segments: u64,
     pub dup_acks_rx: u64,
+    /// SACK blocks outside (SND.UNA, SND.MAX] or empty: ignored.
+    pub rx_sack_blocks_invalid: u64,
+    /// Valid SACK blocks not recorded because the scoreboard is full.
+    pub rx_sack_blocks_dropped: u64,
     pub challenge_acks_sent: u64,
     pub challenge_acks_suppressed: u64,
     pub rto_expirations: u64,
@@ -314,6 +322,10 @@ pub struct Connection {
     pub(crate) send_buf: Ring,
     pub(crate) recv_buf: Ring,
     pub(crate) ooo: OooQueue,
+    /// SACK scoreboard (sender side): ranges above SND.UNA the peer reported holding.
+    pub(crate) scoreboard: OooQueue,
+    /// RFC 6675 HighRxt: highest sequence number retransmitted in this recovery, plus one.
+    pub(crate) high_rxt: SeqNumber,
     pub(crate) counters: Counters,
 }
 
@@ -420,6 +432,8 @@ impl Connection {
             send_buf: Ring::new(config.send_buffer_bytes as usize),
             recv_buf: Ring::new(config.recv_buffer_bytes as usize),
             ooo: OooQueue::new(config.ooo_segments_max, config.ooo_bytes_max),
+            scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX, u32::MAX),
+            high_rxt: iss,
             config,
             counters: Counters::default(),
         }
@@ -1080,6 +1094,7 @@ impl Connection {
         let mss = u32::from(self.eff_mss());
         let new_wnd = u32::from(seg.window_len) << self.snd_wscale;
         let flight_before = fwd(self.snd_una, self.snd_max);
+        let sacked_new = self.sack_ok && self.rx_sack_blocks(seg);
         if ack.gt(self.snd_una) {
             let acked = fwd(self.snd_una, ack);
             // Remove acknowledged data from the send buffer (the FIN is not in the buffer).
@@ -1090,6 +1105,7 @@ impl Connection {
             if self.snd_nxt.lt(ack) {
                 self.snd_nxt = ack;
             }
+            self.scoreboard.remove_below(ack);
             if data_acked > 0 && !self.fin_queued {
                 self.push_event(Event::Writable);
             }
@@ -1103,6 +1119,12 @@ impl Connection {
                     self.dupacks = 0;
                     self.cc
                         .on_recovery_exit(fwd(self.snd_una, self.snd_max), mss);
+                } else if self.sack_ok {
+                    // RFC 6675: NextSeg picks the holes; a partial ACK also says the segment at
+                    // the new SND.UNA is missing, so resend it unless already resent.
+                    if self.snd_una.ge(self.high_rxt) {
+                        self.rtx_pending = true;
+                    }
                 } else {
                     // RFC 6582 §3.2 step 5: partial ACK — retransmit the next hole, deflate by
                     // the amount acknowledged, add back one SMSS if at least one was acked.
@@ -1128,13 +1150,22 @@ impl Connection {
         } else if ack == self.snd_una
             && seg.payload.is_empty()
             && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::FIN)
-            && new_wnd == self.snd_wnd
+            && (new_wnd == self.snd_wnd || sacked_new)
             && new_wnd > 0
             && flight_before > 0
         {
             // RFC 5681 §2: a duplicate acknowledgment.
             self.counters.dup_acks_rx += 1;
             self.on_dupack(now, mss, flight_before);
+        }
+        // RFC 6675 §5: with SACK, recovery also starts once IsLost(HighACK + 1) holds.
+        if sacked_new
+            && !self.in_recovery
+            && ack == self.snd_una
+            && self.snd_una.gt(self.recover)
+            && self.scoreboard.lost_boundary(mss, DUP_THRESH).is_some()
+        {
+            self.enter_recovery(now, mss, flight_before);
         }
         // RFC 9293 §3.10.7.4: window update when SND.WL1 < SEG.SEQ or
         // (SND.WL1 = SEG.SEQ and SND.WL2 ≤ SEG.ACK).
@@ -1171,24 +1202,92 @@ impl Connection {
     fn on_dupack(&mut self, now: u64, mss: u32, flight: u32) {
         self.dupacks = self.dupacks.saturating_add(1);
         if self.in_recovery {
-            // RFC 5681 §3.2 step 4: inflate by one SMSS per additional duplicate.
-            self.cc.cwnd_bytes = self.cc.cwnd_bytes.saturating_add(mss);
+            if !self.sack_ok {
+                // RFC 5681 §3.2 step 4: inflate by one SMSS per additional duplicate (with
+                // SACK, RFC 6675 counts the pipe instead).
+                self.cc.cwnd_bytes = self.cc.cwnd_bytes.saturating_add(mss);
+            }
             return;
         }
-        if self.dupacks == 3 {
-            // RFC 6582 §3.2 step 2: only if the cumulative ACK covers more than `recover`
-            // (avoids repeated fast retransmits after a timeout).
-            if self.snd_una.gt(self.recover) {
-                self.recover = self.snd_max;
-                self.cc.on_congestion_event(now, flight, mss);
-                // RFC 5681 §3.2 step 3: cwnd = ssthresh + 3*SMSS.
-                self.cc.cwnd_bytes = self.cc.ssthresh_bytes.saturating_add(3 * mss);
-                self.in_recovery = true;
-                self.rtx_pending = true;
-                self.counters.fast_retransmits += 1;
-            }
+        // RFC 6582 §3.2 step 2: only if the cumulative ACK covers more than `recover`
+        // (avoids repeated fast retransmits after a timeout).
+        if u32::from(self.dupacks) == DUP_THRESH && self.snd_una.gt(self.recover) {
+            self.enter_recovery(now, mss, flight);
         }
         // dupacks 1 and 2: RFC 3042 limited transmit, applied in `usable_window`.
+    }
+
+    fn enter_recovery(&mut self, now: u64, mss: u32, flight: u32) {
+        self.recover = self.snd_max;
+        self.cc.on_congestion_event(now, flight, mss);
+        self.cc.cwnd_bytes = if self.sack_ok {
+            // RFC 6675 §5 step (4.2): cwnd = ssthresh; the pipe governs sending.
+            self.cc.ssthresh_bytes
+        } else {
+            // RFC 5681 §3.2 step 3: cwnd = ssthresh + 3*SMSS.
+            self.cc.ssthresh_bytes.saturating_add(3 * mss)
+        };
+        self.high_rxt = self.snd_una;
+        self.in_recovery = true;
+        // RFC 5681 §3.2 step 2 / RFC 6675 §5 step (4.3): retransmit the first unacked segment.
+        self.rtx_pending = true;
+        self.counters.fast_retransmits += 1;
+    }
+
+    /// Records the SACK blocks of an acceptable ACK (RFC 2018 §4, RFC 6675 §5); returns
+    /// whether anything new was SACKed. Blocks must lie within (SND.UNA, SND.MAX]: anything
+    /// else (including D-SACK blocks below SND.UNA) is ignored and counted.
+    fn rx_sack_blocks(&mut self, seg: &TcpRepr<'_>) -> bool {
+        let before = self.scoreboard.bytes();
+        let floor = self.snd_una.max(seg.ack_number);
+        for b in seg.sack_blocks.iter().flatten() {
+            if !(floor.lt(b.left) && b.left.lt(b.right) && b.right.le(self.snd_max)) {
+                self.counters.rx_sack_blocks_invalid += 1;
+                continue;
+            }
+            if self.scoreboard.insert(b.left, b.right).is_err() {
+                self.counters.rx_sack_blocks_dropped += 1;
+            }
+        }
+        self.scoreboard.remove_below(floor);
+        self.scoreboard.bytes() > before
+    }
+
+    /// RFC 6675 §4 SetPipe: bytes believed in the network — unSACKed bytes not deemed lost,
+    /// plus retransmitted lost bytes.
+    fn pipe_bytes(&self) -> u32 {
+        let mss = u32::from(self.eff_mss());
+        let una = self.snd_una;
+        let flight = fwd(una, self.snd_max);
+        let sacked = self.scoreboard.bytes();
+        let boundary = self
+            .scoreboard
+            .lost_boundary(mss, DUP_THRESH)
+            .unwrap_or(una)
+            .max(una);
+        let lost = fwd(una, boundary).saturating_sub(self.scoreboard.bytes_in(una, boundary));
+        let rtx_end = self.high_rxt.min(boundary).max(una);
+        let rtx = fwd(una, rtx_end).saturating_sub(self.scoreboard.bytes_in(una, rtx_end));
+        flight
+            .saturating_sub(sacked)
+            .saturating_sub(lost)
+            .saturating_add(rtx)
+    }
+
+    /// RFC 6675 §4 NextSeg rule (1): the first unSACKed, lost, not yet retransmitted range.
+    fn sack_next_retransmission(&self) -> Option<(SeqNumber, u32)> {
+        let mss = u32::from(self.eff_mss());
+        let boundary = self.scoreboard.lost_boundary(mss, DUP_THRESH)?;
+        let start = self.scoreboard.next_hole(self.high_rxt.max(self.snd_una));
+        if !start.lt(boundary) || !start.lt(self.snd_max) {
+            return None;
+        }
+        let end = self
+            .scoreboard
+            .next_left_after(start)
+            .unwrap_or(self.snd_max)
+            .min(self.snd_max);
+        Some((start, fwd(start, end).min(mss)))
     }
 
     fn rtt_sample_on_ack(&mut self, now: u64, seg: &TcpRepr<'_>, ack: SeqNumber) {
@@ -1493,8 +1592,10 @@ impl Connection {
         self.in_recovery = false;
         self.dupacks = 0;
         self.rtx_pending = false;
-        // Go back: retransmit from SND.UNA (RFC 6298 §5.4).
+        // Go back: retransmit from SND.UNA (RFC 6298 §5.4). RFC 2018 §8: after a timeout,
+        // SACK information is ignored (the receiver may have reneged).
         self.snd_nxt = self.snd_una;
+        self.scoreboard.clear();
         self.rtt_timed = None;
         // RFC 6298 §5.5: back off.
         self.rtt.back_off();
@@ -1571,6 +1672,14 @@ impl Connection {
                 let len = u32::from(self.eff_mss());
                 if self.snd_una != self.snd_max {
                     return self.data_segment(now, seq, len, payload_buf, false);
+                }
+            }
+            if self.in_recovery && self.sack_ok {
+                let mss = u32::from(self.eff_mss());
+                if self.cc.cwnd_bytes.saturating_sub(self.pipe_bytes()) >= mss {
+                    if let Some((seq, len)) = self.sack_next_retransmission() {
+                        return self.data_segment(now, seq, len, payload_buf, false);
+                    }
                 }
             }
             // Duplicate ACKs must be pure ACKs (RFC 5681 §2), so they go before data.
@@ -1756,6 +1865,9 @@ impl Connection {
         let end = seq + n as u32 + u32::from(fin);
         let is_rtx = seq.lt(self.snd_max);
         if is_rtx {
+            if self.in_recovery && end.gt(self.high_rxt) {
+                self.high_rxt = end;
+            }
             self.counters.retransmitted_segments += 1;
             self.counters.retransmitted_bytes += n as u64;
             // Karn: a retransmission makes any running RTT measurement ambiguous.
@@ -1807,7 +1919,16 @@ impl Connection {
         } else {
             0
         };
-        let cwnd_avail = self.cc.cwnd_bytes.saturating_add(lt).saturating_sub(flight);
+        let in_flight = if self.in_recovery && self.sack_ok {
+            self.pipe_bytes()
+        } else {
+            flight
+        };
+        let cwnd_avail = self
+            .cc
+            .cwnd_bytes
+            .saturating_add(lt)
+            .saturating_sub(in_flight);
         let wnd_avail = fwd(self.snd_nxt, self.snd_una + self.snd_wnd);
         cwnd_avail.min(wnd_avail)
     }

@@ -119,6 +119,66 @@ impl OooQueue {
         Some(first.right)
     }
 
+    /// Forgets everything below `seq` (trimming a range that straddles it). Used by the SACK
+    /// scoreboard when the cumulative ACK advances.
+    pub fn remove_below(&mut self, seq: SeqNumber) {
+        while let Some(first) = self.ranges.first_mut() {
+            if first.right.le(seq) {
+                self.bytes -= len_of(first);
+                self.ranges.remove(0);
+            } else {
+                if first.left.lt(seq) {
+                    self.bytes -= seq.diff(first.left) as u32;
+                    first.left = seq;
+                }
+                break;
+            }
+        }
+    }
+
+    /// Bytes held within `[a, b)`.
+    pub fn bytes_in(&self, a: SeqNumber, b: SeqNumber) -> u32 {
+        self.ranges
+            .iter()
+            .map(|r| {
+                let l = r.left.max(a);
+                let h = r.right.min(b);
+                h.diff(l).max(0) as u32
+            })
+            .sum()
+    }
+
+    /// The first sequence number at or after `from` not covered by a range.
+    pub fn next_hole(&self, from: SeqNumber) -> SeqNumber {
+        let mut s = from;
+        for r in &self.ranges {
+            if r.left.le(s) && r.right.gt(s) {
+                s = r.right;
+            }
+        }
+        s
+    }
+
+    /// The left edge of the first range starting after `seq`, if any.
+    pub fn next_left_after(&self, seq: SeqNumber) -> Option<SeqNumber> {
+        self.ranges.iter().map(|r| r.left).find(|l| l.gt(seq))
+    }
+
+    /// RFC 6675 §4 IsLost as a boundary: every hole below the returned sequence number has
+    /// either `dupthresh` ranges or more than `(dupthresh − 1)·mss` bytes held above it.
+    pub fn lost_boundary(&self, mss: u32, dupthresh: u32) -> Option<SeqNumber> {
+        let mut bytes = 0u32;
+        let mut count = 0u32;
+        for r in self.ranges.iter().rev() {
+            bytes = bytes.saturating_add(len_of(r));
+            count += 1;
+            if count >= dupthresh || bytes > (dupthresh - 1) * mss {
+                return Some(r.left);
+            }
+        }
+        None
+    }
+
     /// Fills `out` with SACK blocks per RFC 2018 §4: the first block holds the most recently
     /// received segment, the rest follow highest-first. Returns the number written.
     pub fn sack_blocks(&self, out: &mut [Option<SackBlock>]) -> usize {
@@ -191,6 +251,27 @@ mod tests {
         q.insert(s(0), s(30)).unwrap();
         assert_eq!(q.bytes(), 41);
         assert_eq!(q.ranges().len(), 1);
+    }
+
+    #[test]
+    fn scoreboard_queries_find_holes_and_the_lost_boundary() {
+        let mut q = OooQueue::new(8, u32::MAX);
+        q.insert(s(200), s(300)).unwrap();
+        q.insert(s(400), s(500)).unwrap();
+        q.insert(s(600), s(700)).unwrap();
+        assert_eq!(q.next_hole(s(100)), s(100));
+        assert_eq!(q.next_hole(s(250)), s(300));
+        assert_eq!(q.next_left_after(s(300)), Some(s(400)));
+        assert_eq!(q.bytes_in(s(250), s(450)), 100);
+        // mss 100, dupthresh 3: three ranges above the hole at 100..200 ⇒ lost below 200.
+        assert_eq!(q.lost_boundary(100, 3), Some(s(200)));
+        // mss 30: the 100 bytes of the top range alone exceed 2·30, so the hole below 600 is lost.
+        assert_eq!(q.lost_boundary(30, 3), Some(s(600)));
+        // A huge MSS: only the count of ranges matters.
+        assert_eq!(q.lost_boundary(10_000, 3), Some(s(200)));
+        q.remove_below(s(450));
+        assert_eq!(q.bytes(), 150);
+        assert_eq!(q.ranges().first().map(|r| r.left), Some(s(450)));
     }
 
     #[test]

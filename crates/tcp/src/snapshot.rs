@@ -348,6 +348,10 @@ impl Connection {
             send_buf,
             recv_buf,
             ooo: OooQueue::new(config.ooo_segments_max, config.ooo_bytes_max),
+            // The SACK scoreboard is advisory and does not move; recovery continues from
+            // SND.UNA.
+            scoreboard: OooQueue::new(crate::connection::SCOREBOARD_RANGES_MAX, u32::MAX),
+            high_rxt: s.snd_una,
             config,
             counters: s.counters,
         })
