@@ -189,8 +189,19 @@ impl Default for Limits {
     }
 }
 
+/// What the stack knows about the NIC's receive-side scaling.
+#[derive(Debug, Clone)]
+pub struct RssConfig {
+    /// The NIC's hash function and key. With it the stack trusts the hash a frame carries for
+    /// the connection-table lookup (DESIGN principle 4) and computes the same hash for
+    /// connections it opens itself.
+    pub hasher: rss::RssHasher,
+    /// This shard's RETA and queue: active opens pick source ports whose replies land here.
+    pub home: Option<(rss::Reta, u16)>,
+}
+
 /// Everything a [`crate::Stack`] is built from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct StackConfig {
     pub interface: InterfaceConfig,
     pub limits: Limits,
@@ -198,6 +209,14 @@ pub struct StackConfig {
     pub checksums: ChecksumCaps,
     /// Hop limit / TTL of packets we originate.
     pub hop_limit: u8,
+    /// Default configuration of TCP connections (listeners copy it; `set_option` edits the
+    /// copy).
+    pub tcp: tcp::Config,
+    /// `None`: the stack hashes flows itself and ignores carried hashes.
+    pub rss: Option<RssConfig>,
+    /// Secret for TCP initial sequence numbers (RFC 6528). Pass seeded randomness in; the
+    /// stack draws none itself (DESIGN principle 6).
+    pub secret: [u64; 2],
 }
 
 impl StackConfig {
@@ -207,6 +226,9 @@ impl StackConfig {
             limits: Limits::default(),
             checksums: ChecksumCaps::ALL,
             hop_limit: 64,
+            tcp: tcp::Config::default(),
+            rss: None,
+            secret: [0x5eed_0000_0000_0001, 0x5eed_0000_0000_0002],
         }
     }
 }
@@ -229,7 +251,10 @@ mod tests {
     fn link_local_uses_modified_eui64() {
         let mac = EthernetAddress([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
         let ll = Ipv6Cidr::link_local_from_mac(mac);
-        assert_eq!(ll.addr, "fe80::5054:ff:fe12:3456".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(
+            ll.addr,
+            "fe80::5054:ff:fe12:3456".parse::<Ipv6Addr>().unwrap()
+        );
         assert_eq!(
             solicited_node(ll.addr),
             "ff02::1:ff12:3456".parse::<Ipv6Addr>().unwrap()

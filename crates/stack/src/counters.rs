@@ -90,6 +90,9 @@ counters! {
     rx_reassembled,
     /// Datagrams dropped because a fragment overlapped another one (RFC 5722).
     rx_drop_reasm_overlap,
+    /// Fragments of a datagram already dropped (overlap, bad length, too big): the datagram
+    /// stays condemned until its timer runs out, so a resent tail cannot revive it.
+    rx_drop_reasm_condemned,
     /// Datagrams dropped because their reassembly timer expired.
     rx_drop_reasm_timeout,
     /// Fragments dropped because the reassembly table was full.

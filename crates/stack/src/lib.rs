@@ -20,9 +20,10 @@ pub mod socket;
 mod stack;
 pub mod tcp_sockets;
 
-pub use config::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Limits, StackConfig};
+pub use config::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Limits, RssConfig, StackConfig};
 pub use counters::Counters;
 pub use socket::{
     EchoReply, Readiness, SocketError, SocketEvent, SocketHandle, SocketOption, UdpDatagram,
 };
 pub use stack::Stack;
+pub use tcp_sockets::FourTuple;

@@ -39,8 +39,11 @@ pub enum ReasmKey {
 pub enum ReasmDrop {
     /// The fragment was kept; the datagram is still incomplete.
     Incomplete,
-    /// The datagram was dropped for an overlap (or a fragment of an already-dropped one).
+    /// The datagram was dropped for an overlap.
     Overlap,
+    /// The fragment belongs to a datagram already dropped (overlap, bad length, too big),
+    /// kept as a tombstone until its timer runs out.
+    Condemned,
     /// The fragment was an exact duplicate and was dropped alone.
     Duplicate,
     /// The table was full; the fragment was dropped.
@@ -145,7 +148,7 @@ impl Reassembler {
             return Err(ReasmDrop::TableFull);
         };
         if entry.poisoned {
-            return Err(ReasmDrop::Overlap);
+            return Err(ReasmDrop::Condemned);
         }
         // Consistency with the total length (RFC 791: the final fragment fixes it).
         let bad_len = match entry.total_len {
@@ -251,9 +254,18 @@ mod tests {
     #[test]
     fn overlap_condemns_datagram_and_later_fragments() {
         let mut r = Reassembler::new(4, 65535, 100);
-        assert_eq!(r.add(0, KEY, 17, 0, true, &[1; 16]), Err(ReasmDrop::Incomplete));
-        assert_eq!(r.add(0, KEY, 17, 8, true, &[2; 16]), Err(ReasmDrop::Overlap));
-        assert_eq!(r.add(0, KEY, 17, 16, false, &[3; 4]), Err(ReasmDrop::Overlap));
+        assert_eq!(
+            r.add(0, KEY, 17, 0, true, &[1; 16]),
+            Err(ReasmDrop::Incomplete)
+        );
+        assert_eq!(
+            r.add(0, KEY, 17, 8, true, &[2; 16]),
+            Err(ReasmDrop::Overlap)
+        );
+        assert_eq!(
+            r.add(0, KEY, 17, 16, false, &[3; 4]),
+            Err(ReasmDrop::Condemned)
+        );
         assert_eq!(r.handle_timeout(100), 0);
         assert!(r.is_empty());
     }
@@ -261,8 +273,14 @@ mod tests {
     #[test]
     fn exact_duplicate_is_dropped_alone() {
         let mut r = Reassembler::new(4, 65535, 100);
-        assert_eq!(r.add(0, KEY, 17, 0, true, &[1; 8]), Err(ReasmDrop::Incomplete));
-        assert_eq!(r.add(0, KEY, 17, 0, true, &[1; 8]), Err(ReasmDrop::Duplicate));
+        assert_eq!(
+            r.add(0, KEY, 17, 0, true, &[1; 8]),
+            Err(ReasmDrop::Incomplete)
+        );
+        assert_eq!(
+            r.add(0, KEY, 17, 0, true, &[1; 8]),
+            Err(ReasmDrop::Duplicate)
+        );
         let done = r.add(0, KEY, 17, 8, false, &[2; 3]).expect("complete");
         assert_eq!(done.payload, [1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2]);
     }
@@ -270,7 +288,10 @@ mod tests {
     #[test]
     fn unaligned_middle_fragment_drops_the_datagram() {
         let mut r = Reassembler::new(4, 65535, 100);
-        assert_eq!(r.add(0, KEY, 17, 0, true, &[1; 7]), Err(ReasmDrop::Malformed));
+        assert_eq!(
+            r.add(0, KEY, 17, 0, true, &[1; 7]),
+            Err(ReasmDrop::Malformed)
+        );
     }
 
     proptest! {

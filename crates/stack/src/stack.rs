@@ -84,7 +84,7 @@ enum V6Walk {
 #[derive(Debug)]
 pub(crate) enum Socket {
     Udp(UdpSocket),
-    Tcp(Box<TcpState>),
+    Tcp(TcpState),
 }
 
 #[derive(Debug)]
@@ -156,7 +156,7 @@ impl Stack {
             events: VecDeque::new(),
             next_ephemeral: EPHEMERAL_FIRST,
             echo_replies: VecDeque::new(),
-            tcp: crate::tcp_sockets::TcpTable::default(),
+            tcp: crate::tcp_sockets::TcpTable::new(cfg.secret),
             counters: Counters::default(),
             cfg,
         }
@@ -320,7 +320,8 @@ impl Stack {
                 .or_else(|| ifc.ipv4.first())
                 .map(|c| IpAddr::V4(c.addr)),
             IpAddr::V6(d) => {
-                let link_scope = is_link_local_v6(d) || (d.is_multicast() && d.octets()[1] & 0x0f <= 2);
+                let link_scope =
+                    is_link_local_v6(d) || (d.is_multicast() && d.octets()[1] & 0x0f <= 2);
                 let pick = if link_scope {
                     ifc.ipv6.iter().find(|c| is_link_local_v6(c.addr))
                 } else {
@@ -329,7 +330,8 @@ impl Stack {
                         .find(|c| !is_link_local_v6(c.addr) && c.contains(d))
                         .or_else(|| ifc.ipv6.iter().find(|c| !is_link_local_v6(c.addr)))
                 };
-                pick.or_else(|| ifc.ipv6.first()).map(|c| IpAddr::V6(c.addr))
+                pick.or_else(|| ifc.ipv6.first())
+                    .map(|c| IpAddr::V6(c.addr))
             }
         }
     }
@@ -391,7 +393,10 @@ impl Stack {
 
     fn send_arp(&mut self, dst_mac: EthernetAddress, arp: &ArpRepr) {
         let mut buf = vec![0u8; arp.buffer_len()];
-        if arp.emit(&mut ArpPacket::new_unchecked(&mut buf[..])).is_ok() {
+        if arp
+            .emit(&mut ArpPacket::new_unchecked(&mut buf[..]))
+            .is_ok()
+        {
             self.send_frame(dst_mac, EtherType::ARP, &buf);
         }
     }
@@ -485,7 +490,14 @@ impl Stack {
             ident: repr.ident,
         };
         let offset = usize::from(repr.frag_offset_bytes);
-        match self.reasm.add(now, key, repr.protocol.0, offset, repr.more_frags, pkt.payload()) {
+        match self.reasm.add(
+            now,
+            key,
+            repr.protocol.0,
+            offset,
+            repr.more_frags,
+            pkt.payload(),
+        ) {
             Ok(done) => {
                 self.counters.rx_reassembled += 1;
                 // Rebuild a whole datagram so ICMP errors can quote its header.
@@ -496,7 +508,10 @@ impl Stack {
                     ..repr
                 };
                 let mut whole = vec![0u8; whole_repr.buffer_len()];
-                let _ = whole_repr.emit(&mut Ipv4Packet::new_unchecked(&mut whole[..]), self.cfg.checksums);
+                let _ = whole_repr.emit(
+                    &mut Ipv4Packet::new_unchecked(&mut whole[..]),
+                    self.cfg.checksums,
+                );
                 if let Some(dst_payload) = whole.get_mut(whole_repr.header_len()..) {
                     dst_payload.copy_from_slice(&done.payload);
                 }
@@ -511,6 +526,7 @@ impl Stack {
         match e {
             ReasmDrop::Incomplete => {}
             ReasmDrop::Overlap => c.rx_drop_reasm_overlap += 1,
+            ReasmDrop::Condemned => c.rx_drop_reasm_condemned += 1,
             ReasmDrop::Duplicate => c.rx_reasm_duplicate += 1,
             ReasmDrop::TableFull => c.rx_drop_reasm_table_full += 1,
             ReasmDrop::TooBig => c.rx_drop_reasm_too_big += 1,
@@ -532,10 +548,12 @@ impl Stack {
                     {
                         break;
                     }
-                    let (Some(&next), Some(&len8)) = (payload.get(off), payload.get(off + 1)) else {
+                    let (Some(&next), Some(&len8)) = (payload.get(off), payload.get(off + 1))
+                    else {
                         break;
                     };
-                    if nh == IpProtocol::IPV6_ROUTE && payload.get(off + 3).is_some_and(|&s| s != 0) {
+                    if nh == IpProtocol::IPV6_ROUTE && payload.get(off + 3).is_some_and(|&s| s != 0)
+                    {
                         // RFC 8200 §4.4: segments left ≠ 0 asks us to forward; hosts do not.
                         self.counters.rx_drop_ipv6_routing_header += 1;
                         return None;
@@ -562,7 +580,12 @@ impl Stack {
                         offset: off + 8,
                     });
                 }
-                protocol => return Some(V6Walk::Upper { protocol, offset: off }),
+                protocol => {
+                    return Some(V6Walk::Upper {
+                        protocol,
+                        offset: off,
+                    });
+                }
             }
         }
         self.counters.rx_drop_ipv6_malformed += 1;
@@ -582,7 +605,12 @@ impl Stack {
         let dst_unicast = self.is_our_v6(dst);
         let dst_ok = dst_unicast
             || dst == ALL_NODES
-            || self.cfg.interface.ipv6.iter().any(|c| solicited_node(c.addr) == dst);
+            || self
+                .cfg
+                .interface
+                .ipv6
+                .iter()
+                .any(|c| solicited_node(c.addr) == dst);
         if !dst_ok {
             self.counters.rx_drop_not_for_us += 1;
             return;
@@ -605,9 +633,17 @@ impl Stack {
                 let upper = payload.get(offset..).unwrap_or(&[]);
                 self.deliver(now, meta, upper, whole, hash);
             }
-            V6Walk::Fragment { next, header, offset } => {
+            V6Walk::Fragment {
+                next,
+                header,
+                offset,
+            } => {
                 self.counters.rx_fragments += 1;
-                let key = ReasmKey::V6 { src, dst, ident: header.ident };
+                let key = ReasmKey::V6 {
+                    src,
+                    dst,
+                    ident: header.ident,
+                };
                 let data = payload.get(offset..).unwrap_or(&[]);
                 let res = self.reasm.add(
                     now,
@@ -627,7 +663,8 @@ impl Stack {
                 self.counters.rx_reassembled += 1;
                 // The reassembled payload starts with the header the fragment header named;
                 // a second fragment header inside it is malformed (walk stops there).
-                let Some(walk) = self.walk_v6(IpProtocol(done.protocol), &done.payload, false) else {
+                let Some(walk) = self.walk_v6(IpProtocol(done.protocol), &done.payload, false)
+                else {
                     return;
                 };
                 let V6Walk::Upper { protocol, offset } = walk else {
@@ -685,22 +722,37 @@ impl Stack {
             return;
         };
         match repr {
-            Icmpv4Repr::EchoRequest { ident, seq_no, data } => {
+            Icmpv4Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            } => {
                 // RFC 1122 §3.2.2.6: a host may ignore broadcast echo requests; we do.
                 if !meta.dst_unicast {
                     self.counters.icmp_echo_broadcast_ignored += 1;
                     return;
                 }
-                let reply = Icmpv4Repr::EchoReply { ident, seq_no, data };
+                let reply = Icmpv4Repr::EchoReply {
+                    ident,
+                    seq_no,
+                    data,
+                };
                 if let (IpAddr::V4(ours), IpAddr::V4(peer)) = (meta.dst, meta.src) {
                     let mut buf = vec![0u8; reply.buffer_len()];
-                    if reply.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]), caps).is_ok() {
+                    if reply
+                        .emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]), caps)
+                        .is_ok()
+                    {
                         self.send_ipv4(now, ours, peer, IpProtocol::ICMP, false, &buf);
                         self.counters.icmp_echo_replies_sent += 1;
                     }
                 }
             }
-            Icmpv4Repr::EchoReply { ident, seq_no, data } => {
+            Icmpv4Repr::EchoReply {
+                ident,
+                seq_no,
+                data,
+            } => {
                 self.counters.icmp_echo_replies_received += 1;
                 self.record_echo_reply(meta.src, ident, seq_no, data.len());
             }
@@ -735,25 +787,44 @@ impl Stack {
             return;
         };
         match repr {
-            Icmpv6Repr::EchoRequest { ident, seq_no, data } => {
+            Icmpv6Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            } => {
                 if !meta.dst_unicast {
                     self.counters.icmp_echo_broadcast_ignored += 1;
                     return;
                 }
-                let reply = Icmpv6Repr::EchoReply { ident, seq_no, data };
+                let reply = Icmpv6Repr::EchoReply {
+                    ident,
+                    seq_no,
+                    data,
+                };
                 if let Some(pkt) = self.build_icmpv6(dst, src, self.cfg.hop_limit, &reply) {
                     self.route_ip(now, IpAddr::V6(src), EtherType::IPV6, pkt);
                     self.counters.icmp_echo_replies_sent += 1;
                 }
             }
-            Icmpv6Repr::EchoReply { ident, seq_no, data } => {
+            Icmpv6Repr::EchoReply {
+                ident,
+                seq_no,
+                data,
+            } => {
                 self.counters.icmp_echo_replies_received += 1;
                 self.record_echo_reply(meta.src, ident, seq_no, data.len());
             }
-            Icmpv6Repr::NeighborSolicit { target_addr, source_lladdr } => {
+            Icmpv6Repr::NeighborSolicit {
+                target_addr,
+                source_lladdr,
+            } => {
                 self.process_ns(now, meta, src, target_addr, source_lladdr);
             }
-            Icmpv6Repr::NeighborAdvert { target_addr, target_lladdr, .. } => {
+            Icmpv6Repr::NeighborAdvert {
+                target_addr,
+                target_lladdr,
+                ..
+            } => {
                 if meta.hop_limit != NDP_HOP_LIMIT {
                     self.counters.nd_drop_bad_hop_limit += 1;
                     return;
@@ -768,7 +839,9 @@ impl Stack {
                     self.counters.nd_rx_unsolicited_advert += 1;
                     return;
                 }
-                let (released, _) = self.neighbors.learn(now, IpAddr::V6(target_addr), ll, false);
+                let (released, _) = self
+                    .neighbors
+                    .learn(now, IpAddr::V6(target_addr), ll, false);
                 for p in released {
                     self.send_frame(ll, p.ethertype, &p.ip_packet);
                 }
@@ -821,7 +894,11 @@ impl Stack {
         };
         self.counters.nd_solicits_answered += 1;
         match (from_dad, source_lladdr) {
-            (true, _) => self.send_frame(EthernetAddress::ipv6_multicast(ALL_NODES), EtherType::IPV6, &pkt),
+            (true, _) => self.send_frame(
+                EthernetAddress::ipv6_multicast(ALL_NODES),
+                EtherType::IPV6,
+                &pkt,
+            ),
             (false, Some(ll)) => self.send_frame(ll, EtherType::IPV6, &pkt),
             (false, None) => self.route_ip(now, IpAddr::V6(src), EtherType::IPV6, pkt),
         }
@@ -883,9 +960,15 @@ impl Stack {
             (IpAddr::V4(ours), IpAddr::V4(peer)) => {
                 let quote_max = ICMPV4_ERROR_MAX_BYTES - 20 - 8;
                 let data = whole.get(..whole.len().min(quote_max)).unwrap_or(whole);
-                let repr = Icmpv4Repr::DstUnreachable { code: code_v4, data };
+                let repr = Icmpv4Repr::DstUnreachable {
+                    code: code_v4,
+                    data,
+                };
                 let mut buf = vec![0u8; repr.buffer_len()];
-                if repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]), caps).is_ok() {
+                if repr
+                    .emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]), caps)
+                    .is_ok()
+                {
                     self.send_ipv4(now, ours, peer, IpProtocol::ICMP, false, &buf);
                     self.counters.icmp_errors_sent += 1;
                 }
@@ -893,7 +976,10 @@ impl Stack {
             (IpAddr::V6(ours), IpAddr::V6(peer)) => {
                 let quote_max = ICMPV6_ERROR_MAX_BYTES - 40 - 8;
                 let data = whole.get(..whole.len().min(quote_max)).unwrap_or(whole);
-                let repr = Icmpv6Repr::DstUnreachable { code: code_v6, data };
+                let repr = Icmpv6Repr::DstUnreachable {
+                    code: code_v6,
+                    data,
+                };
                 if let Some(pkt) = self.build_icmpv6(ours, peer, self.cfg.hop_limit, &repr) {
                     self.route_ip(now, IpAddr::V6(peer), EtherType::IPV6, pkt);
                     self.counters.icmp_errors_sent += 1;
@@ -916,15 +1002,28 @@ impl Stack {
         let src = self.select_source(dst).ok_or(SocketError::NoRoute)?;
         match (src, dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let repr = Icmpv4Repr::EchoRequest { ident, seq_no, data };
+                let repr = Icmpv4Repr::EchoRequest {
+                    ident,
+                    seq_no,
+                    data,
+                };
                 let mut buf = vec![0u8; repr.buffer_len()];
-                repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]), self.cfg.checksums)
-                    .map_err(|_| SocketError::MessageTooBig)?;
+                repr.emit(
+                    &mut Icmpv4Packet::new_unchecked(&mut buf[..]),
+                    self.cfg.checksums,
+                )
+                .map_err(|_| SocketError::MessageTooBig)?;
                 self.send_ipv4(now, s, d, IpProtocol::ICMP, false, &buf);
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
-                let repr = Icmpv6Repr::EchoRequest { ident, seq_no, data };
-                let payload = self.build_icmpv6_payload(s, d, &repr).ok_or(SocketError::MessageTooBig)?;
+                let repr = Icmpv6Repr::EchoRequest {
+                    ident,
+                    seq_no,
+                    data,
+                };
+                let payload = self
+                    .build_icmpv6_payload(s, d, &repr)
+                    .ok_or(SocketError::MessageTooBig)?;
                 self.send_ipv6(now, s, d, IpProtocol::ICMPV6, self.cfg.hop_limit, &payload);
             }
             _ => return Err(SocketError::NoRoute),
@@ -934,15 +1033,31 @@ impl Stack {
 
     // ------------------------------------------------------------------ IP output
 
-    fn build_icmpv6_payload(&self, src: Ipv6Addr, dst: Ipv6Addr, repr: &Icmpv6Repr<'_>) -> Option<Vec<u8>> {
+    fn build_icmpv6_payload(
+        &self,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        repr: &Icmpv6Repr<'_>,
+    ) -> Option<Vec<u8>> {
         let mut buf = vec![0u8; repr.buffer_len()];
-        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), src, dst, self.cfg.checksums)
-            .ok()?;
+        repr.emit(
+            &mut Icmpv6Packet::new_unchecked(&mut buf[..]),
+            src,
+            dst,
+            self.cfg.checksums,
+        )
+        .ok()?;
         Some(buf)
     }
 
     /// A whole, unfragmented IPv6 packet carrying an ICMPv6 message.
-    fn build_icmpv6(&self, src: Ipv6Addr, dst: Ipv6Addr, hop_limit: u8, repr: &Icmpv6Repr<'_>) -> Option<Vec<u8>> {
+    fn build_icmpv6(
+        &self,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        hop_limit: u8,
+        repr: &Icmpv6Repr<'_>,
+    ) -> Option<Vec<u8>> {
         let payload = self.build_icmpv6_payload(src, dst, repr)?;
         build_ipv6(src, dst, IpProtocol::ICMPV6, hop_limit, None, &payload)
     }
@@ -1007,8 +1122,11 @@ impl Stack {
 
     fn build_ipv4(&self, repr: &Ipv4Repr, payload: &[u8]) -> Option<Vec<u8>> {
         let mut buf = vec![0u8; repr.buffer_len()];
-        repr.emit(&mut Ipv4Packet::new_unchecked(&mut buf[..]), self.cfg.checksums)
-            .ok()?;
+        repr.emit(
+            &mut Ipv4Packet::new_unchecked(&mut buf[..]),
+            self.cfg.checksums,
+        )
+        .ok()?;
         buf.get_mut(repr.header_len()..)?.copy_from_slice(payload);
         Some(buf)
     }
@@ -1060,7 +1178,13 @@ impl Stack {
 
     /// Chooses the link-layer destination of an IP packet and sends it, or parks it behind a
     /// neighbour resolution (RFC 1122 §2.3.2.2: queue at least one packet per neighbour).
-    pub(crate) fn route_ip(&mut self, now: u64, dst: IpAddr, ethertype: EtherType, packet: Vec<u8>) {
+    pub(crate) fn route_ip(
+        &mut self,
+        now: u64,
+        dst: IpAddr,
+        ethertype: EtherType,
+        packet: Vec<u8>,
+    ) {
         let ifc = &self.cfg.interface;
         let next_hop = match dst {
             IpAddr::V4(d) => {
@@ -1118,7 +1242,12 @@ impl Stack {
     }
 
     /// Frames `payload` and appends it to the transmit queue (a counted drop when full).
-    pub(crate) fn send_frame(&mut self, dst: EthernetAddress, ethertype: EtherType, payload: &[u8]) {
+    pub(crate) fn send_frame(
+        &mut self,
+        dst: EthernetAddress,
+        ethertype: EtherType,
+        payload: &[u8],
+    ) {
         if self.tx.len() >= self.cfg.limits.tx_queue_frames_max {
             self.counters.tx_drop_queue_full += 1;
             return;
@@ -1130,7 +1259,10 @@ impl Stack {
             ethertype,
         };
         let mut frame = vec![0u8; eth.header_len() + payload.len()];
-        if eth.emit(&mut EthernetFrame::new_unchecked(&mut frame[..])).is_err() {
+        if eth
+            .emit(&mut EthernetFrame::new_unchecked(&mut frame[..]))
+            .is_err()
+        {
             return;
         }
         if let Some(d) = frame.get_mut(eth.header_len()..) {
@@ -1164,7 +1296,8 @@ impl Stack {
             dst: SocketAddr::new(meta.dst, udp.dst_port),
             payload: udp.payload.to_vec(),
         };
-        let Some(Socket::Udp(sock)) = self.slots.get_mut(index).and_then(|s| s.socket.as_mut()) else {
+        let Some(Socket::Udp(sock)) = self.slots.get_mut(index).and_then(|s| s.socket.as_mut())
+        else {
             return;
         };
         if sock.rx.len() >= sock.rx_max {
@@ -1215,7 +1348,12 @@ impl Stack {
 
     /// Puts `socket` in a free slot.
     pub(crate) fn alloc_slot(&mut self, socket: Socket) -> Result<SocketHandle, SocketError> {
-        if let Some((i, slot)) = self.slots.iter_mut().enumerate().find(|(_, s)| s.socket.is_none()) {
+        if let Some((i, slot)) = self
+            .slots
+            .iter_mut()
+            .enumerate()
+            .find(|(_, s)| s.socket.is_none())
+        {
             slot.generation = slot.generation.wrapping_add(1);
             slot.socket = Some(socket);
             slot.pending = Readiness::NONE;
@@ -1262,11 +1400,18 @@ impl Stack {
     }
 
     /// The next ephemeral port for which `free` holds, cycling through the range once.
-    pub(crate) fn pick_ephemeral(&mut self, mut free: impl FnMut(&Stack, u16) -> bool) -> Option<u16> {
+    pub(crate) fn pick_ephemeral(
+        &mut self,
+        mut free: impl FnMut(&Stack, u16) -> bool,
+    ) -> Option<u16> {
         let span = u32::from(EPHEMERAL_LAST - EPHEMERAL_FIRST) + 1;
         for _ in 0..span {
             let p = self.next_ephemeral;
-            self.next_ephemeral = if p == EPHEMERAL_LAST { EPHEMERAL_FIRST } else { p + 1 };
+            self.next_ephemeral = if p == EPHEMERAL_LAST {
+                EPHEMERAL_FIRST
+            } else {
+                p + 1
+            };
             if free(self, p) {
                 return Some(p);
             }
@@ -1339,8 +1484,12 @@ impl Stack {
             _ => return Err(SocketError::AddrNotAvailable),
         };
         let mut buf = vec![0u8; repr.buffer_len()];
-        repr.emit(&mut UdpPacket::new_unchecked(&mut buf[..]), &pair, self.cfg.checksums)
-            .map_err(|_| SocketError::MessageTooBig)?;
+        repr.emit(
+            &mut UdpPacket::new_unchecked(&mut buf[..]),
+            &pair,
+            self.cfg.checksums,
+        )
+        .map_err(|_| SocketError::MessageTooBig)?;
         match pair {
             IpPair::V4 { src, dst } => {
                 if buf.len() + 20 > 65_535 {
@@ -1413,7 +1562,8 @@ fn build_ipv6(
         ext_headers,
     };
     let mut buf = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut Ipv6Packet::new_unchecked(&mut buf[..])).ok()?;
+    repr.emit(&mut Ipv6Packet::new_unchecked(&mut buf[..]))
+        .ok()?;
     buf.get_mut(repr.header_len()..)?.copy_from_slice(payload);
     Some(buf)
 }

@@ -1,28 +1,164 @@
-//! TCP in the host stack: segment demultiplexing, RST for closed ports, and (with the `tcp`
-//! engine) listeners, the connection table and the socket API.
+//! TCP in the host stack: segment demultiplexing, RST for closed ports, listeners with a
+//! bounded accept backlog, the connection table and the socket API over `tcp::Connection`.
+//!
+//! Responsibilities, top to bottom:
+//! - the connection table, keyed by 4-tuple and hashed with the RSS hash the NIC carried
+//!   (DESIGN principle 4, "hash once");
+//! - input: [`Stack::process_tcp`] → connection, else listener (SYN → new child), else RST;
+//! - output: connections with possible output sit in a dirty set (ordered, so output order is
+//!   deterministic); `poll_transmit` drains them into the transmit queue while it has room;
+//! - timers: the earliest connection deadline; `handle_timeout` runs the due ones;
+//! - events: `tcp::Event` → [`Readiness`] on the socket (or on the listener for children not
+//!   yet accepted);
+//! - the application calls: listen, accept, connect, send, recv, shutdown, close, options.
+//!
+//! Connection lifecycle: a connection leaves the table once the engine reports CLOSED and has
+//! nothing left to send. Its handle stays valid (reads report why it ended) until the
+//! application calls `close`; a connection the application already closed, or a child never
+//! accepted, frees its slot at that moment.
 
+use core::hash::{BuildHasherDefault, Hash, Hasher};
 use core::net::{IpAddr, SocketAddr};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
+use tcp::isn::{Endpoint, IsnGenerator};
+use tcp::{Connection, Event, State};
 use wire::{IpPair, IpProtocol, SeqNumber, TcpFlags, TcpPacket, TcpRepr};
 
-use crate::socket::SocketError;
-use crate::stack::{IpMeta, Stack};
+use crate::socket::{Readiness, SocketError, SocketHandle, SocketOption};
+use crate::stack::{EPHEMERAL_FIRST, EPHEMERAL_LAST, IpMeta, Socket, Stack};
+
+/// A connection's addresses, as seen from this host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FourTuple {
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+}
+
+/// The connection-table key: the 4-tuple plus its flow hash.
+///
+/// Invariant: `hash` is a function of `tuple` alone (the RSS Toeplitz hash of the *incoming*
+/// direction under the configured key, or the software hash when no RSS key is configured),
+/// so equal tuples always carry equal hashes and `Hash` may look at `hash` only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FlowKey {
+    hash: u32,
+    tuple: FourTuple,
+}
+
+impl Hash for FlowKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u32(self.hash);
+    }
+}
+
+/// Passes a precomputed 32-bit flow hash through, spread over 64 bits (Fibonacci hashing),
+/// so the table never hashes the tuple a second time.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct FlowHasher(u64);
+
+impl Hasher for FlowHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u32` is used by `FlowKey`; fold anything else in, to stay correct.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(v);
+    }
+}
+
+/// Software flow hash (FNV-1a over the incoming direction's tuple), used when the stack has no
+/// RSS key and so cannot reproduce the NIC's hash.
+fn software_hash(t: &FourTuple) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+        }
+    };
+    for a in [t.remote, t.local] {
+        match a.ip() {
+            IpAddr::V4(ip) => eat(&ip.octets()),
+            IpAddr::V6(ip) => eat(&ip.octets()),
+        }
+    }
+    eat(&t.remote.port().to_be_bytes());
+    eat(&t.local.port().to_be_bytes());
+    h
+}
+
+/// A listening socket.
+#[derive(Debug)]
+pub(crate) struct Listener {
+    local: SocketAddr,
+    /// Children (slot indexes) not yet accepted, embryonic or established, oldest first.
+    /// Invariant: `pending.len()` ≤ `backlog_max`.
+    pending: VecDeque<usize>,
+    backlog_max: usize,
+    config: tcp::Config,
+}
+
+/// A connection socket.
+#[derive(Debug)]
+pub(crate) struct ConnSock {
+    key: FlowKey,
+    /// Boxed: the TCB is large and listeners share the enum.
+    conn: Box<Connection>,
+    /// The listener's slot while this child waits in its backlog.
+    parent: Option<usize>,
+    /// True while the connection is in the table.
+    in_table: bool,
+    /// True once the application called `close` (the slot goes when the engine is done).
+    app_closed: bool,
+}
 
 /// Per-socket TCP state.
 #[derive(Debug)]
-pub(crate) struct TcpState {
-    local: SocketAddr,
+pub(crate) enum TcpState {
+    Listener(Listener),
+    Conn(ConnSock),
 }
 
 impl TcpState {
     pub(crate) fn local_addr(&self) -> SocketAddr {
-        self.local
+        match self {
+            TcpState::Listener(l) => l.local,
+            TcpState::Conn(c) => c.key.tuple.local,
+        }
     }
 }
 
 /// Listeners and the connection table.
-#[derive(Debug, Default)]
-pub(crate) struct TcpTable {}
+#[derive(Debug)]
+pub(crate) struct TcpTable {
+    conns: HashMap<FlowKey, usize, BuildHasherDefault<FlowHasher>>,
+    /// Connections that may have output, by slot index (ordered: deterministic output).
+    dirty: BTreeSet<usize>,
+    isn: IsnGenerator,
+    /// Payload scratch for `Connection::poll_transmit`.
+    scratch: Vec<u8>,
+}
+
+impl TcpTable {
+    pub(crate) fn new(secret: [u64; 2]) -> TcpTable {
+        TcpTable {
+            conns: HashMap::default(),
+            dirty: BTreeSet::new(),
+            isn: IsnGenerator::new(secret),
+            scratch: vec![0u8; 65_536],
+        }
+    }
+
+    /// Connections in the table.
+    pub(crate) fn len(&self) -> usize {
+        self.conns.len()
+    }
+}
 
 /// Builds the RST that answers `seg` when no connection or listener wants it
 /// (RFC 9293 §3.10.7.1, "If the state is CLOSED"): with ACK set the RST takes its sequence
@@ -36,7 +172,11 @@ pub fn rst_for<'a>(seg: &TcpRepr<'_>) -> Option<TcpRepr<'a>> {
         (seg.ack_number, SeqNumber(0), TcpFlags::RST)
     } else {
         let len = u32::try_from(seg.segment_len()).unwrap_or(u32::MAX);
-        (SeqNumber(0), seg.seq_number + len, TcpFlags::RST | TcpFlags::ACK)
+        (
+            SeqNumber(0),
+            seg.seq_number + len,
+            TcpFlags::RST | TcpFlags::ACK,
+        )
     };
     Some(TcpRepr {
         src_port: seg.dst_port,
@@ -55,8 +195,161 @@ pub fn rst_for<'a>(seg: &TcpRepr<'_>) -> Option<TcpRepr<'a>> {
     })
 }
 
+fn map_tcp_error(e: tcp::Error) -> SocketError {
+    match e {
+        tcp::Error::InvalidState => SocketError::InvalidState,
+        tcp::Error::Finished => SocketError::Finished,
+        tcp::Error::Reset => SocketError::Reset,
+        tcp::Error::TimedOut => SocketError::TimedOut,
+        tcp::Error::Closed => SocketError::Closed,
+    }
+}
+
+fn readiness_of(e: Event) -> Readiness {
+    match e {
+        Event::Connected => Readiness::CONNECTED | Readiness::WRITABLE,
+        Event::Readable => Readiness::READABLE,
+        Event::Writable => Readiness::WRITABLE,
+        Event::PeerClosed => Readiness::PEER_CLOSED | Readiness::READABLE,
+        Event::Reset | Event::TimedOut => Readiness::ERROR,
+        Event::Closed => Readiness::CLOSED,
+    }
+}
+
+fn endpoint_bytes(a: IpAddr) -> ([u8; 16], usize) {
+    let mut b = [0u8; 16];
+    match a {
+        IpAddr::V4(ip) => {
+            b[..4].copy_from_slice(&ip.octets());
+            (b, 4)
+        }
+        IpAddr::V6(ip) => (ip.octets(), 16),
+    }
+}
+
 impl Stack {
-    pub(crate) fn process_tcp(&mut self, now: u64, meta: IpMeta, payload: &[u8], _hash: Option<u32>) {
+    // ------------------------------------------------------------------ table helpers
+
+    /// The flow hash of `tuple` for the table: the carried RSS hash when the stack knows the
+    /// NIC's key (so the two agree), else the stack's own hash.
+    fn flow_key(&self, tuple: FourTuple, carried: Option<u32>) -> FlowKey {
+        let hash = match (&self.cfg.rss, carried) {
+            (Some(_), Some(h)) => h,
+            (Some(rss), None) => {
+                let ports = Some(rss::PortPair {
+                    src: tuple.remote.port(),
+                    dst: tuple.local.port(),
+                });
+                let input = match (tuple.remote.ip(), tuple.local.ip()) {
+                    (IpAddr::V4(src), IpAddr::V4(dst)) => rss::HashInput::V4 { src, dst, ports },
+                    (IpAddr::V6(src), IpAddr::V6(dst)) => rss::HashInput::V6 { src, dst, ports },
+                    _ => {
+                        return FlowKey {
+                            hash: software_hash(&tuple),
+                            tuple,
+                        };
+                    }
+                };
+                rss.hasher.hash(&input)
+            }
+            (None, _) => software_hash(&tuple),
+        };
+        FlowKey { hash, tuple }
+    }
+
+    fn conn_mut(&mut self, i: usize) -> Option<&mut ConnSock> {
+        match self.slots.get_mut(i).and_then(|s| s.socket.as_mut()) {
+            Some(Socket::Tcp(TcpState::Conn(c))) => Some(c),
+            Some(Socket::Tcp(TcpState::Listener(_))) => None,
+            _ => None,
+        }
+    }
+
+    fn listener_mut(&mut self, i: usize) -> Option<&mut Listener> {
+        match self.slots.get_mut(i).and_then(|s| s.socket.as_mut()) {
+            Some(Socket::Tcp(TcpState::Listener(l))) => Some(l),
+            Some(Socket::Tcp(TcpState::Conn(_))) => None,
+            _ => None,
+        }
+    }
+
+    /// The listener for (`dst`, `port`): an exact address match first, else a wildcard one.
+    fn find_listener(&self, dst: IpAddr, port: u16) -> Option<usize> {
+        let mut wildcard = None;
+        for (i, slot) in self.slots.iter().enumerate() {
+            let Some(Socket::Tcp(t)) = &slot.socket else {
+                continue;
+            };
+            let TcpState::Listener(l) = t else {
+                continue;
+            };
+            if l.local.port() != port || l.local.is_ipv4() != dst.is_ipv4() {
+                continue;
+            }
+            if l.local.ip() == dst {
+                return Some(i);
+            }
+            if l.local.ip().is_unspecified() && wildcard.is_none() {
+                wildcard = Some(i);
+            }
+        }
+        wildcard
+    }
+
+    fn tcp_port_listened(&self, ip: IpAddr, port: u16) -> bool {
+        self.slots.iter().any(|s| match &s.socket {
+            Some(Socket::Tcp(t)) => match t {
+                TcpState::Listener(l) => {
+                    l.local.port() == port
+                        && l.local.is_ipv4() == ip.is_ipv4()
+                        && (l.local.ip() == ip
+                            || l.local.ip().is_unspecified()
+                            || ip.is_unspecified())
+                }
+                TcpState::Conn(_) => false,
+            },
+            _ => false,
+        })
+    }
+
+    /// The TCP configuration for a connection over `family`, its MSS clamped to the MTU
+    /// (IPv4: MTU − 40; IPv6: MTU − 60, RFC 9293 §3.7.1, RFC 8200 §5).
+    fn tcp_config_for(&self, base: &tcp::Config, v4: bool) -> tcp::Config {
+        let overhead = if v4 { 40 } else { 60 };
+        let mut c = *base;
+        c.mss_bytes = c
+            .mss_bytes
+            .min(self.cfg.interface.mtu_bytes.saturating_sub(overhead));
+        c
+    }
+
+    fn isn_for(&self, now: u64, tuple: &FourTuple) -> (SeqNumber, u32) {
+        let (l, ll) = endpoint_bytes(tuple.local.ip());
+        let (r, rl) = endpoint_bytes(tuple.remote.ip());
+        let local = Endpoint {
+            addr: l.get(..ll).unwrap_or(&[]),
+            port: tuple.local.port(),
+        };
+        let remote = Endpoint {
+            addr: r.get(..rl).unwrap_or(&[]),
+            port: tuple.remote.port(),
+        };
+        let iss = self.tcp.isn.isn(now, local, remote);
+        // RFC 7323 §7.1: a per-connection timestamp offset; reuse the keyed hash (with the
+        // endpoints swapped so it is not the ISN) at time 0.
+        let ts_offset = self.tcp.isn.isn(0, remote, local).0;
+        (iss, ts_offset)
+    }
+
+    // ------------------------------------------------------------------ input
+
+    pub(crate) fn process_tcp(
+        &mut self,
+        now: u64,
+        meta: IpMeta,
+        payload: &[u8],
+        hash: Option<u32>,
+    ) {
         let Some(pair) = meta.pair() else {
             return;
         };
@@ -68,7 +361,118 @@ impl Stack {
             self.counters.rx_drop_tcp_malformed += 1;
             return;
         };
-        self.reply_rst(now, meta, &seg);
+        let tuple = FourTuple {
+            local: SocketAddr::new(meta.dst, seg.dst_port),
+            remote: SocketAddr::new(meta.src, seg.src_port),
+        };
+        let key = self.flow_key(tuple, hash);
+        if let Some(&i) = self.tcp.conns.get(&key) {
+            if let Some(c) = self.conn_mut(i) {
+                c.conn.handle_segment(now, &seg);
+            }
+            self.tcp_after_input(i);
+            return;
+        }
+        let listener = if meta.dst_unicast {
+            self.find_listener(meta.dst, seg.dst_port)
+        } else {
+            None
+        };
+        let Some(li) = listener else {
+            self.reply_rst(now, meta, &seg);
+            return;
+        };
+        // RFC 9293 §3.10.7.2 (LISTEN): RST is ignored, ACK draws a RST, SYN opens.
+        if seg.flags.contains(TcpFlags::RST) {
+            self.counters.tcp_listen_bad_segment += 1;
+            return;
+        }
+        if seg.flags.contains(TcpFlags::ACK) {
+            self.counters.tcp_listen_bad_segment += 1;
+            self.reply_rst(now, meta, &seg);
+            return;
+        }
+        if !seg.flags.contains(TcpFlags::SYN) {
+            self.counters.tcp_listen_bad_segment += 1;
+            return;
+        }
+        self.tcp_open_child(now, li, key, &seg);
+    }
+
+    /// A SYN on a listening port: a new child in SYN-RECEIVED, parked in the backlog.
+    fn tcp_open_child(&mut self, now: u64, li: usize, key: FlowKey, syn: &TcpRepr<'_>) {
+        let Some(l) = self.listener_mut(li) else {
+            return;
+        };
+        if l.pending.len() >= l.backlog_max {
+            // The peer retransmits its SYN; by then the application may have accepted.
+            self.counters.tcp_listen_backlog_full += 1;
+            return;
+        }
+        let base = l.config;
+        let config = self.tcp_config_for(&base, key.tuple.local.is_ipv4());
+        let (iss, ts_offset) = self.isn_for(now, &key.tuple);
+        let Ok(conn) = Connection::accept(now, &config, syn, iss, ts_offset) else {
+            self.counters.tcp_listen_bad_segment += 1;
+            return;
+        };
+        let sock = ConnSock {
+            key,
+            conn: Box::new(conn),
+            parent: Some(li),
+            in_table: true,
+            app_closed: false,
+        };
+        let Ok(h) = self.alloc_slot(Socket::Tcp(TcpState::Conn(sock))) else {
+            self.counters.tcp_conn_table_full += 1;
+            return;
+        };
+        let ci = h.index as usize;
+        self.tcp.conns.insert(key, ci);
+        if let Some(l) = self.listener_mut(li) {
+            l.pending.push_back(ci);
+        }
+        self.tcp_after_input(ci);
+    }
+
+    /// After any input to connection `i`: mark it for output and turn its events into
+    /// readiness.
+    fn tcp_after_input(&mut self, i: usize) {
+        self.tcp.dirty.insert(i);
+        let mut readiness = Readiness::NONE;
+        let mut established = false;
+        let parent = {
+            let Some(c) = self.conn_mut(i) else {
+                return;
+            };
+            while let Some(e) = c.conn.poll_event() {
+                if e == Event::Connected {
+                    established = true;
+                }
+                readiness |= readiness_of(e);
+            }
+            c.parent
+        };
+        if established {
+            self.counters.tcp_connections_established += 1;
+        }
+        match parent {
+            // A child waiting for accept: its listener becomes readable once it is
+            // established; its own events are reported after `accept`.
+            Some(li) => {
+                if let Some(s) = self.slots.get_mut(i) {
+                    s.pending |= readiness;
+                }
+                if established {
+                    self.notify(li, Readiness::READABLE);
+                }
+            }
+            None => {
+                if !readiness.is_empty() {
+                    self.notify(i, readiness);
+                }
+            }
+        }
     }
 
     /// Answers a segment nobody wants with a RST (never to broadcast/multicast destinations,
@@ -95,7 +499,11 @@ impl Stack {
         };
         let mut buf = vec![0u8; seg.buffer_len()];
         if seg
-            .emit(&mut TcpPacket::new_unchecked(&mut buf[..]), &pair, self.cfg.checksums)
+            .emit(
+                &mut TcpPacket::new_unchecked(&mut buf[..]),
+                &pair,
+                self.cfg.checksums,
+            )
             .is_err()
         {
             return;
@@ -108,16 +516,393 @@ impl Stack {
         }
     }
 
-    pub(crate) fn tcp_close(&mut self, _now: u64, i: usize) -> Result<(), SocketError> {
-        self.free_slot(i);
+    // ------------------------------------------------------------------ output and timers
+
+    /// Drains dirty connections into the transmit queue while it has room.
+    pub(crate) fn tcp_flush(&mut self, now: u64) {
+        let max = self.cfg.limits.tx_queue_frames_max;
+        let mut scratch = core::mem::take(&mut self.tcp.scratch);
+        while let Some(&i) = self.tcp.dirty.first() {
+            let mut done = true;
+            loop {
+                if self.tx.len() >= max {
+                    done = false;
+                    break;
+                }
+                let Some(c) = self.conn_mut(i) else {
+                    break;
+                };
+                let tuple = c.key.tuple;
+                let Some(seg) = c.conn.poll_transmit(now, &mut scratch) else {
+                    break;
+                };
+                self.send_tcp(now, tuple.local.ip(), tuple.remote.ip(), &seg);
+            }
+            if !done {
+                break;
+            }
+            self.tcp.dirty.remove(&i);
+            // Events produced while transmitting (none expected) and end-of-life checks.
+            self.tcp_after_output(i);
+        }
+        self.tcp.scratch = scratch;
+    }
+
+    /// Removes a finished connection from the table and frees its slot when nobody will read
+    /// it any more.
+    fn tcp_after_output(&mut self, i: usize) {
+        let Some(c) = self.conn_mut(i) else {
+            return;
+        };
+        if c.conn.state() != State::Closed {
+            return;
+        }
+        let (key, was_in_table, parent, app_closed) = (c.key, c.in_table, c.parent, c.app_closed);
+        c.in_table = false;
+        if was_in_table {
+            self.tcp.conns.remove(&key);
+            self.counters.tcp_connections_closed += 1;
+        }
+        if let Some(li) = parent {
+            // Died before being accepted: nobody holds its handle.
+            if let Some(l) = self.listener_mut(li) {
+                l.pending.retain(|&x| x != i);
+            }
+            self.free_slot(i);
+        } else if app_closed {
+            self.free_slot(i);
+        }
+    }
+
+    pub(crate) fn tcp_poll_timeout(&self) -> Option<u64> {
+        self.tcp
+            .conns
+            .values()
+            .filter_map(
+                |&i| match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+                    Some(Socket::Tcp(TcpState::Conn(c))) => c.conn.poll_timeout(),
+                    Some(Socket::Tcp(TcpState::Listener(_))) => None,
+                    _ => None,
+                },
+            )
+            .min()
+    }
+
+    pub(crate) fn tcp_handle_timeout(&mut self, now: u64) {
+        // Sorted, so timers fire in a deterministic order.
+        let mut due: Vec<usize> = self
+            .tcp
+            .conns
+            .values()
+            .copied()
+            .filter(
+                |&i| match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+                    Some(Socket::Tcp(TcpState::Conn(c))) => {
+                        c.conn.poll_timeout().is_some_and(|t| t <= now)
+                    }
+                    Some(Socket::Tcp(TcpState::Listener(_))) => false,
+                    _ => false,
+                },
+            )
+            .collect();
+        due.sort_unstable();
+        for i in due {
+            if let Some(c) = self.conn_mut(i) {
+                c.conn.handle_timeout(now);
+            }
+            self.tcp_after_input(i);
+        }
+    }
+
+    // ------------------------------------------------------------------ application calls
+
+    /// Opens a listener on `local` (port 0 picks an ephemeral port; an unspecified IP listens
+    /// on every address of the family). `backlog` bounds the children not yet accepted
+    /// (clamped to `limits.tcp_backlog_max`).
+    pub fn tcp_listen(
+        &mut self,
+        local: SocketAddr,
+        backlog: usize,
+    ) -> Result<SocketHandle, SocketError> {
+        let ip = local.ip();
+        if !ip.is_unspecified() && !self.is_our_ip(ip) {
+            return Err(SocketError::AddrNotAvailable);
+        }
+        let port = if local.port() == 0 {
+            self.pick_ephemeral(|s, p| !s.tcp_port_listened(ip, p))
+                .ok_or(SocketError::NoFreePort)?
+        } else {
+            if self.tcp_port_listened(ip, local.port()) {
+                return Err(SocketError::AddrInUse);
+            }
+            local.port()
+        };
+        let listener = Listener {
+            local: SocketAddr::new(ip, port),
+            pending: VecDeque::new(),
+            backlog_max: backlog.clamp(1, self.cfg.limits.tcp_backlog_max.max(1)),
+            config: self.cfg.tcp,
+        };
+        self.alloc_slot(Socket::Tcp(TcpState::Listener(listener)))
+    }
+
+    /// Takes the oldest established child of a listener: its handle and the peer's address.
+    /// `WouldBlock` when none has completed its handshake.
+    pub fn tcp_accept(
+        &mut self,
+        listener: SocketHandle,
+    ) -> Result<(SocketHandle, SocketAddr), SocketError> {
+        let li = self.slot_index(listener)?;
+        let pending: Vec<usize> = match self.listener_mut(li) {
+            Some(l) => l.pending.iter().copied().collect(),
+            None => return Err(SocketError::WrongSocketType),
+        };
+        for ci in pending {
+            let Some(c) = self.conn_mut(ci) else {
+                continue;
+            };
+            if !c.conn.state().is_synchronized() {
+                continue;
+            }
+            c.parent = None;
+            let remote = c.key.tuple.remote;
+            if let Some(l) = self.listener_mut(li) {
+                l.pending.retain(|&x| x != ci);
+            }
+            let Some(slot) = self.slots.get_mut(ci) else {
+                continue;
+            };
+            let generation = slot.generation;
+            // Report what happened while it waited in the backlog.
+            let waiting = core::mem::take(&mut slot.pending);
+            if !waiting.is_empty() {
+                self.notify(ci, waiting);
+            }
+            let index = u32::try_from(ci).map_err(|_| SocketError::InvalidHandle)?;
+            return Ok((SocketHandle { index, generation }, remote));
+        }
+        Err(SocketError::WouldBlock)
+    }
+
+    /// Active open to `remote` from the best local address. `local_port` 0 picks a port:
+    /// with an RSS home queue configured, one whose replies hash back to this shard
+    /// (DESIGN "Outgoing connections pick a source port whose hash maps back"), else the next
+    /// free ephemeral port.
+    pub fn tcp_connect(
+        &mut self,
+        now: u64,
+        remote: SocketAddr,
+        local_port: u16,
+    ) -> Result<SocketHandle, SocketError> {
+        let local_ip = self
+            .select_source(remote.ip())
+            .ok_or(SocketError::NoRoute)?;
+        let in_use = |s: &Stack, p: u16| {
+            let t = FourTuple {
+                local: SocketAddr::new(local_ip, p),
+                remote,
+            };
+            let k = s.flow_key(t, None);
+            s.tcp.conns.contains_key(&k)
+        };
+        let port = if local_port != 0 {
+            if in_use(self, local_port) {
+                return Err(SocketError::AddrInUse);
+            }
+            local_port
+        } else {
+            self.pick_connect_port(local_ip, remote, in_use)?
+        };
+        let tuple = FourTuple {
+            local: SocketAddr::new(local_ip, port),
+            remote,
+        };
+        let key = self.flow_key(tuple, None);
+        let config = self.tcp_config_for(&self.cfg.tcp, remote.is_ipv4());
+        let (iss, ts_offset) = self.isn_for(now, &tuple);
+        let conn = Connection::connect(now, &config, port, remote.port(), iss, ts_offset);
+        let sock = ConnSock {
+            key,
+            conn: Box::new(conn),
+            parent: None,
+            in_table: true,
+            app_closed: false,
+        };
+        let h = self.alloc_slot(Socket::Tcp(TcpState::Conn(sock)))?;
+        self.tcp.conns.insert(key, h.index as usize);
+        self.tcp.dirty.insert(h.index as usize);
+        Ok(h)
+    }
+
+    fn pick_connect_port(
+        &mut self,
+        local_ip: IpAddr,
+        remote: SocketAddr,
+        in_use: impl Fn(&Stack, u16) -> bool,
+    ) -> Result<u16, SocketError> {
+        if let Some(rss) = &self.cfg.rss {
+            if let Some((reta, queue)) = &rss.home {
+                let query = rss::SourcePortQuery {
+                    local: local_ip,
+                    remote: remote.ip(),
+                    remote_port: remote.port(),
+                    wanted_queue: *queue,
+                    range: EPHEMERAL_FIRST..=EPHEMERAL_LAST,
+                    start_hint: self.next_ephemeral,
+                };
+                let port = rss::pick_source_port(&query, reta, &rss.hasher, |p| in_use(self, p))
+                    .ok_or(SocketError::NoFreePort)?;
+                self.next_ephemeral = if port == EPHEMERAL_LAST {
+                    EPHEMERAL_FIRST
+                } else {
+                    port + 1
+                };
+                return Ok(port);
+            }
+        }
+        self.pick_ephemeral(|s, p| !in_use(s, p))
+            .ok_or(SocketError::NoFreePort)
+    }
+
+    fn conn_for(&mut self, h: SocketHandle) -> Result<(usize, &mut ConnSock), SocketError> {
+        let i = self.slot_index(h)?;
+        match self.conn_mut(i) {
+            Some(c) if c.parent.is_none() => Ok((i, c)),
+            _ => Err(SocketError::WrongSocketType),
+        }
+    }
+
+    /// Queues bytes for sending; returns how many fit. `WouldBlock` when none fit.
+    pub fn tcp_send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, SocketError> {
+        let (i, c) = self.conn_for(h)?;
+        let n = c.conn.send(data).map_err(map_tcp_error)?;
+        self.tcp_after_input(i);
+        if n == 0 && !data.is_empty() {
+            return Err(SocketError::WouldBlock);
+        }
+        Ok(n)
+    }
+
+    /// Reads received bytes. `WouldBlock` when none are ready, `Finished` after the peer's FIN
+    /// once everything before it has been read.
+    pub fn tcp_recv(&mut self, h: SocketHandle, out: &mut [u8]) -> Result<usize, SocketError> {
+        let (i, c) = self.conn_for(h)?;
+        let n = c.conn.recv(out).map_err(map_tcp_error)?;
+        // Reading may open the window: a window update may be due.
+        self.tcp_after_input(i);
+        if n == 0 && !out.is_empty() {
+            return Err(SocketError::WouldBlock);
+        }
+        Ok(n)
+    }
+
+    /// Half-close: a FIN follows the queued data; receiving continues.
+    pub fn tcp_shutdown(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        let (i, c) = self.conn_for(h)?;
+        c.conn.shutdown_write().map_err(map_tcp_error)?;
+        self.tcp_after_input(i);
         Ok(())
     }
 
-    pub(crate) fn tcp_flush(&mut self, _now: u64) {}
-
-    pub(crate) fn tcp_poll_timeout(&self) -> Option<u64> {
-        None
+    /// Aborts a connection (RST if synchronized, RFC 9293 §3.10.5).
+    pub fn tcp_abort(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        let (i, c) = self.conn_for(h)?;
+        c.conn.abort();
+        self.tcp_after_input(i);
+        Ok(())
     }
 
-    pub(crate) fn tcp_handle_timeout(&mut self, _now: u64) {}
+    /// The engine state of a connection (`None` for listeners and invalid handles).
+    pub fn tcp_state(&self, h: SocketHandle) -> Option<State> {
+        let i = self.slot_index(h).ok()?;
+        match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+            Some(Socket::Tcp(TcpState::Conn(c))) => Some(c.conn.state()),
+            Some(Socket::Tcp(TcpState::Listener(_))) => None,
+            _ => None,
+        }
+    }
+
+    /// The peer's address of a connection.
+    pub fn peer_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
+        let i = self.slot_index(h)?;
+        match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+            Some(Socket::Tcp(TcpState::Conn(c))) => Ok(c.key.tuple.remote),
+            Some(Socket::Tcp(TcpState::Listener(_))) => Err(SocketError::InvalidState),
+            _ => Err(SocketError::WrongSocketType),
+        }
+    }
+
+    /// Connections in the table (any state but CLOSED).
+    pub fn tcp_connection_count(&self) -> usize {
+        self.tcp.len()
+    }
+
+    /// Applies an option. TCP options apply to a listener (for the connections it will
+    /// accept); a live connection's options are fixed at open (the engine has no setters yet).
+    pub fn set_option(&mut self, h: SocketHandle, opt: SocketOption) -> Result<(), SocketError> {
+        let i = self.slot_index(h)?;
+        let udp_max = self.cfg.limits.udp_rx_queue_datagrams_max;
+        match (self.slots.get_mut(i).and_then(|s| s.socket.as_mut()), opt) {
+            (Some(Socket::Udp(u)), SocketOption::UdpRxQueueDatagrams(n)) => {
+                u.rx_max = n.min(udp_max);
+                Ok(())
+            }
+            (Some(Socket::Udp(_)), _) => Err(SocketError::WrongSocketType),
+            (Some(Socket::Tcp(t)), opt) => match (t, opt) {
+                (TcpState::Listener(_), SocketOption::UdpRxQueueDatagrams(_)) => {
+                    Err(SocketError::WrongSocketType)
+                }
+                (TcpState::Listener(l), SocketOption::NoDelay(v)) => {
+                    l.config.nodelay = v;
+                    Ok(())
+                }
+                (TcpState::Listener(l), SocketOption::KeepaliveIdleNs(v)) => {
+                    l.config.keepalive = v.map(|idle_ns| tcp::KeepaliveConfig {
+                        idle_ns,
+                        ..tcp::KeepaliveConfig::default()
+                    });
+                    Ok(())
+                }
+                (TcpState::Listener(l), SocketOption::UserTimeoutNs(v)) => {
+                    l.config.user_timeout_ns = v;
+                    Ok(())
+                }
+                (TcpState::Conn(_), _) => Err(SocketError::InvalidState),
+            },
+            (None, _) => Err(SocketError::InvalidHandle),
+        }
+    }
+
+    /// `close` for TCP sockets: a listener goes at once (children not yet accepted are
+    /// aborted); a connection closes (FIN after queued data, or RST if unread data remains,
+    /// per the engine) and its slot is freed when the engine is done.
+    pub(crate) fn tcp_close(&mut self, _now: u64, i: usize) -> Result<(), SocketError> {
+        if let Some(l) = self.listener_mut(i) {
+            let children: Vec<usize> = l.pending.drain(..).collect();
+            self.free_slot(i);
+            for ci in children {
+                if let Some(c) = self.conn_mut(ci) {
+                    c.conn.abort();
+                    c.parent = None;
+                    c.app_closed = true;
+                }
+                self.tcp_after_input(ci);
+            }
+            return Ok(());
+        }
+        let Some(c) = self.conn_mut(i) else {
+            return Err(SocketError::WrongSocketType);
+        };
+        c.app_closed = true;
+        if c.conn.state() != State::Closed {
+            // An error here only says the connection is already closing or closed.
+            let _ = c.conn.close();
+        }
+        self.tcp_after_input(i);
+        // Already finished and flushed: free now rather than waiting for the next flush.
+        if self.conn_mut(i).is_some_and(|c| !c.in_table) {
+            self.free_slot(i);
+        }
+        Ok(())
+    }
 }

@@ -12,7 +12,8 @@ fn arp_resolution_then_queued_packet_is_delivered() {
     let mut p = Pair::new();
     let rx = p.b.udp_bind(v4(IP_B, 7000)).expect("bind");
     let tx = p.a.udp_bind(v4(IP_A, 0)).expect("bind");
-    p.a.udp_send_to(p.now, tx, v4(IP_B, 7000), b"hello").expect("send");
+    p.a.udp_send_to(p.now, tx, v4(IP_B, 7000), b"hello")
+        .expect("send");
     // The datagram waits; the only frame out is a broadcast ARP request.
     let req = p.a.poll_transmit(p.now).expect("arp request");
     assert!(p.a.poll_transmit(p.now).is_none());
@@ -21,7 +22,9 @@ fn arp_resolution_then_queued_packet_is_delivered() {
     assert!(eth.dst_addr.is_broadcast());
     p.b.receive(p.now, &req, None);
     p.exchange();
-    let d = p.b.udp_recv_from(rx).expect("datagram delivered after resolution");
+    let d =
+        p.b.udp_recv_from(rx)
+            .expect("datagram delivered after resolution");
     assert_eq!(d.payload, b"hello");
     assert_eq!(d.src, v4(IP_A, p.a.local_addr(tx).unwrap().port()));
     assert_eq!(p.a.counters().arp_requests_sent, 1);
@@ -38,7 +41,8 @@ fn pending_queue_cap_drops_and_counts() {
     let cap = p.a.config().limits.neighbor_pending_packets_max;
     let tx = p.a.udp_bind(v4(IP_A, 0)).expect("bind");
     for i in 0..cap + 3 {
-        p.a.udp_send_to(p.now, tx, v4(IP_SILENT, 9), &[i as u8]).expect("send");
+        p.a.udp_send_to(p.now, tx, v4(IP_SILENT, 9), &[i as u8])
+            .expect("send");
     }
     assert_eq!(p.a.counters().arp_pending_queue_full, 3);
     assert_eq!(p.a.counters().arp_requests_sent, 1);
@@ -48,11 +52,16 @@ fn pending_queue_cap_drops_and_counts() {
 fn unanswered_arp_retries_to_the_limit_then_drops_the_queue() {
     let mut p = Pair::new();
     let tx = p.a.udp_bind(v4(IP_A, 0)).expect("bind");
-    p.a.udp_send_to(p.now, tx, v4(IP_SILENT, 9), b"x").expect("send");
-    p.a.udp_send_to(p.now, tx, v4(IP_SILENT, 9), b"y").expect("send");
+    p.a.udp_send_to(p.now, tx, v4(IP_SILENT, 9), b"x")
+        .expect("send");
+    p.a.udp_send_to(p.now, tx, v4(IP_SILENT, 9), b"y")
+        .expect("send");
     p.advance(10 * S);
     let c = p.a.counters();
-    assert_eq!(c.arp_requests_sent, u64::from(p.a.config().limits.neighbor_requests_max));
+    assert_eq!(
+        c.arp_requests_sent,
+        u64::from(p.a.config().limits.neighbor_requests_max)
+    );
     assert_eq!(c.arp_resolution_failed, 2);
     assert_eq!(p.a.poll_timeout(), None);
 }
@@ -90,7 +99,8 @@ fn gratuitous_arp_updates_an_existing_entry_only() {
         }
         .emit(&mut EthernetFrame::new_unchecked(&mut f[..]))
         .unwrap();
-        arp.emit(&mut ArpPacket::new_unchecked(&mut f[14..])).unwrap();
+        arp.emit(&mut ArpPacket::new_unchecked(&mut f[14..]))
+            .unwrap();
         f
     };
     p.a.receive(p.now, &garp(IP_B), None);
@@ -107,7 +117,8 @@ fn gratuitous_arp_updates_an_existing_entry_only() {
 #[test]
 fn neighbor_discovery_resolves_and_delivers_queued_ping() {
     let mut p = Pair::new();
-    p.a.send_ping(p.now, IpAddr::V6(IP6_B), 7, 3, b"abc").expect("ping");
+    p.a.send_ping(p.now, IpAddr::V6(IP6_B), 7, 3, b"abc")
+        .expect("ping");
     let ns = p.a.poll_transmit(p.now).expect("ns");
     let eth = EthernetRepr::parse(&EthernetFrame::new_checked(&ns[..]).unwrap()).unwrap();
     // RFC 4861 §7.2.2: to the solicited-node multicast group of the target.
@@ -115,7 +126,10 @@ fn neighbor_discovery_resolves_and_delivers_queued_ping() {
     p.b.receive(p.now, &ns, None);
     p.exchange();
     let r = p.a.poll_echo_reply().expect("echo reply");
-    assert_eq!((r.from, r.ident, r.seq_no, r.data_len_bytes), (IpAddr::V6(IP6_B), 7, 3, 3));
+    assert_eq!(
+        (r.from, r.ident, r.seq_no, r.data_len_bytes),
+        (IpAddr::V6(IP6_B), 7, 3, 3)
+    );
     assert_eq!(p.a.counters().nd_solicits_sent, 1);
     assert_eq!(p.b.counters().nd_solicits_answered, 1);
     assert_eq!(p.a.neighbor(p.now, IpAddr::V6(IP6_B)), Some(MAC_B));
@@ -125,7 +139,8 @@ fn neighbor_discovery_resolves_and_delivers_queued_ping() {
 fn neighbor_discovery_works_for_link_local_addresses() {
     let mut p = Pair::new();
     let ll_b: Ipv6Addr = p.b.config().interface.ipv6[0].addr;
-    p.a.send_ping(p.now, IpAddr::V6(ll_b), 1, 1, b"").expect("ping");
+    p.a.send_ping(p.now, IpAddr::V6(ll_b), 1, 1, b"")
+        .expect("ping");
     p.exchange();
     assert!(p.a.poll_echo_reply().is_some());
 }
@@ -139,11 +154,15 @@ fn nd_entry_expires_and_unanswered_solicits_give_up() {
     assert_eq!(p.a.neighbor(p.now, IpAddr::V6(IP6_B)), None);
     let silent: Ipv6Addr = "2001:db8::99".parse().unwrap();
     let sent_before = p.a.counters().nd_solicits_sent;
-    p.a.send_ping(p.now, IpAddr::V6(silent), 1, 1, b"").expect("ping");
+    p.a.send_ping(p.now, IpAddr::V6(silent), 1, 1, b"")
+        .expect("ping");
     p.advance(10 * S);
     let c = p.a.counters();
     assert_eq!(c.nd_resolution_failed, 1);
-    assert_eq!(c.nd_solicits_sent - sent_before, u64::from(p.a.config().limits.neighbor_requests_max));
+    assert_eq!(
+        c.nd_solicits_sent - sent_before,
+        u64::from(p.a.config().limits.neighbor_requests_max)
+    );
 }
 
 #[test]
@@ -152,8 +171,14 @@ fn neighbor_cache_is_bounded() {
     cfg.limits.neighbor_entries_max = 2;
     let mut a = Stack::new(cfg);
     for host in 10..14u8 {
-        a.send_ping(0, IpAddr::V4(core::net::Ipv4Addr::new(10, 0, 0, host)), 1, 1, b"")
-            .expect("ping");
+        a.send_ping(
+            0,
+            IpAddr::V4(core::net::Ipv4Addr::new(10, 0, 0, host)),
+            1,
+            1,
+            b"",
+        )
+        .expect("ping");
     }
     assert_eq!(a.counters().neighbor_cache_full, 2);
 }

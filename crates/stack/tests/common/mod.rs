@@ -119,8 +119,10 @@ impl Pair {
 
 /// Resolves A↔B in both families (one ping each way), so later frames carry no ARP/ND.
 pub fn resolve(p: &mut Pair) {
-    p.a.send_ping(p.now, IpAddr::V4(IP_B), 1, 1, b"r").expect("ping v4");
-    p.a.send_ping(p.now, IpAddr::V6(IP6_B), 1, 1, b"r").expect("ping v6");
+    p.a.send_ping(p.now, IpAddr::V4(IP_B), 1, 1, b"r")
+        .expect("ping v4");
+    p.a.send_ping(p.now, IpAddr::V6(IP6_B), 1, 1, b"r")
+        .expect("ping v6");
     p.exchange();
     while p.a.poll_echo_reply().is_some() {}
 }
