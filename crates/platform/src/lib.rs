@@ -1,10 +1,12 @@
 //! The only rsstack crate that talks to the operating system.
 //!
 //! It holds capture files ([`pcap`]), the TAP backend ([`tap`]) and AF_PACKET with TPACKET_V3
-//! rings ([`af_packet`]); AF_XDP and clocks join it as their issues land. `unsafe` is allowed here and nowhere else in the workspace;
+//! rings ([`af_packet`]), AF_XDP sockets with the XDP redirect program ([`af_xdp`], [`bpf`]); clocks join it as their issue lands. `unsafe` is allowed here and nowhere else in the workspace;
 //! every `unsafe` block carries a `SAFETY:` comment, and modules that need none deny it.
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod af_packet;
+pub mod af_xdp;
+pub mod bpf;
 pub mod pcap;
 pub mod tap;
