@@ -492,6 +492,58 @@ impl Connection {
         Ok(c)
     }
 
+    /// Passive open completed by a SYN cookie (RFC 4987 §3.6): `ack` is the segment that
+    /// completed the handshake and `cookie` what [`crate::isn::SynCookies::validate`] recovered
+    /// from it. The connection starts ESTABLISHED with the cookie's MSS and without window
+    /// scaling, timestamps or SACK (nothing else survived the stateless handshake); `ack`
+    /// itself, and any data it carries, is processed.
+    pub fn from_syn_cookie(
+        now: u64,
+        config: &Config,
+        ack: &TcpRepr<'_>,
+        cookie: &crate::isn::ValidCookie,
+        ts_offset: u32,
+    ) -> Connection {
+        let mut c = Connection::new(
+            now,
+            config,
+            ack.dst_port,
+            ack.src_port,
+            cookie.iss,
+            ts_offset,
+        );
+        c.state = State::Established;
+        c.irs = cookie.irs;
+        c.rcv_nxt = cookie.irs + 1;
+        // The SYN-ACK (`SynCookies::syn_ack`) offered this unscaled window.
+        c.rcv_adv = c.rcv_nxt + c.config.recv_buffer_bytes.min(0xffff);
+        c.last_ack_sent = c.rcv_nxt;
+        c.snd_una = cookie.iss + 1;
+        c.snd_nxt = c.snd_una;
+        c.snd_max = c.snd_una;
+        c.snd_buf_seq = c.snd_una;
+        c.recover = c.snd_una;
+        c.high_rxt = c.snd_una;
+        c.snd_mss = cookie
+            .mss
+            .max(c.config.peer_mss_floor_bytes)
+            .min(c.config.mss_bytes);
+        c.cc = Congestion::new(
+            c.config.congestion_control,
+            c.config.initial_window_segments,
+            u32::from(c.eff_mss()),
+        );
+        c.snd_wnd = u32::from(ack.window_len);
+        c.max_snd_wnd = c.snd_wnd;
+        c.snd_wl1 = ack.seq_number;
+        c.snd_wl2 = ack.ack_number;
+        c.push_event(Event::Connected);
+        c.push_event(Event::Writable);
+        c.start_keepalive(now);
+        c.handle_segment(now, ack);
+        c
+    }
+
     /// Applies the options of the peer's SYN or SYN-ACK. `passive` says whether we are the
     /// responder (then we agree to whatever we also enable) or the initiator (then both sides
     /// must have offered it).

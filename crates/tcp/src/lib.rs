@@ -39,6 +39,7 @@
 //! - [`rtt`]: RFC 6298 estimator;
 //! - [`ring`], [`ooo`]: bounded receive/send storage and the out-of-order map;
 //! - [`isn`]: RFC 6528 initial sequence numbers and SYN cookies (SipHash-2-4);
+//! - [`listen`]: bounded half-open and accept queues, deciding when SYN cookies take over;
 //! - [`snapshot`]: [`ConnectionSnapshot`] export/import for handoff.
 #![deny(unsafe_code)]
 
@@ -46,6 +47,7 @@ pub mod cc;
 pub mod config;
 pub mod connection;
 pub mod isn;
+pub mod listen;
 pub mod ooo;
 pub mod ring;
 pub mod rtt;

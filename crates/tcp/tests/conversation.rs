@@ -970,3 +970,135 @@ fn sack_of_enough_data_starts_recovery_before_three_dupacks() {
         .count();
     assert_eq!(rtx, 2, "original and one fast retransmission");
 }
+
+// ---------------------------------------------------------------- keepalive, user timeout
+
+#[test]
+fn keepalive_probes_an_idle_peer_and_times_out() {
+    let ka = tcp::KeepaliveConfig {
+        idle_ns: 10_000 * MS,
+        interval_ns: 1_000 * MS,
+        probes_max: 3,
+    };
+    let c = Config {
+        keepalive: Some(ka),
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, no_ts(), 5 * MS);
+    let start = p.now;
+    // The peer vanished.
+    p.filter = Box::new(|c, _| {
+        if c.dir == Dir::AtoB {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    p.run_until(|p| p.a.state() == State::Closed, 60_000 * MS);
+    assert_eq!(p.a.close_reason(), Some(CloseReason::TimedOut));
+    assert_eq!(p.a.counters().keepalive_probes_sent, 3);
+    // Probes 10 s after the last segment from B, then every second; give up a second after
+    // the third.
+    let probes: Vec<u64> = p
+        .sent(Dir::AtoB)
+        .filter(|e| !e.2.has(TcpFlags::RST))
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(probes.len(), 3);
+    assert!(probes[0] - start <= 10_000 * MS && probes[0] - start >= 9_990 * MS);
+    assert_eq!(probes[1] - probes[0], 1_000 * MS);
+    assert_eq!(probes[2] - probes[1], 1_000 * MS);
+    assert_eq!(p.now - probes[2], 1_000 * MS);
+    assert!(p.a_events.contains(&Event::TimedOut));
+}
+
+#[test]
+fn answered_keepalives_keep_an_idle_connection_open() {
+    let ka = tcp::KeepaliveConfig {
+        idle_ns: 10_000 * MS,
+        interval_ns: 1_000 * MS,
+        probes_max: 3,
+    };
+    let c = Config {
+        keepalive: Some(ka),
+        ..cfg()
+    };
+    let mut p = Pair::established(c, cfg(), 5 * MS);
+    p.run_for(65_000 * MS);
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(
+        p.a.counters().keepalive_probes_sent,
+        6,
+        "one probe per idle period"
+    );
+    assert_eq!(
+        p.b.counters().rx_drop_out_of_window,
+        6,
+        "each probe is an old segment B answers"
+    );
+}
+
+#[test]
+fn user_timeout_aborts_unacknowledged_data() {
+    let c = Config {
+        user_timeout_ns: Some(2_000 * MS),
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let start = p.now;
+    p.a.send(b"never acknowledged").unwrap();
+    p.run_until(|p| p.a.state() == State::Closed, 10_000 * MS);
+    assert_eq!(p.a.close_reason(), Some(CloseReason::TimedOut));
+    // RTOs at 0.2, 0.6, 1.4 and 3.0 s: the first expiry past 2 s gives up.
+    assert_eq!(p.now - start, 3_000 * MS);
+    assert_eq!(p.a.counters().resets_sent, 1, "the peer is told with a RST");
+}
+
+// ---------------------------------------------------------------- SYN cookies
+
+#[test]
+fn syn_cookie_handshake_yields_a_working_connection() {
+    use tcp::isn::{Endpoint, SynCookies};
+    let local = Endpoint {
+        addr: &[10, 0, 0, 1],
+        port: 80,
+    };
+    let remote = Endpoint {
+        addr: &[10, 0, 0, 2],
+        port: 1000,
+    };
+    let cookies = SynCookies::new([11, 22]);
+    let mut a = Connection::connect(0, &cfg(), 1000, 80, SeqNumber(77), 0);
+    let mut buf = vec![0u8; 4096];
+    let syn = Seg::from_repr(&a.poll_transmit(0, &mut buf).unwrap());
+    // The listener keeps no state: it answers with a cookie.
+    let iss = cookies.generate(MS, local, remote, syn.seq(), syn.hdr.max_seg_size);
+    let synack = Seg::from_repr(&SynCookies::syn_ack(&cfg(), &syn.repr(), iss));
+    a.handle_segment(2 * MS, &synack.repr());
+    assert_eq!(a.state(), State::Established);
+    a.send(b"hello through a cookie").unwrap();
+    let ack = Seg::from_repr(&a.poll_transmit(2 * MS, &mut buf).unwrap());
+    let valid = cookies
+        .validate(3 * MS, local, remote, &ack.repr())
+        .expect("valid cookie");
+    assert_eq!(valid.mss, 1460);
+    let mut b = Connection::from_syn_cookie(3 * MS, &cfg(), &ack.repr(), &valid, 0);
+    assert_eq!(b.state(), State::Established);
+    assert!(!b.negotiated().timestamps && !b.negotiated().sack);
+    let mut out = [0u8; 64];
+    let n = b.recv(&mut out).unwrap();
+    assert_eq!(&out[..n], b"hello through a cookie");
+    // And B can answer.
+    b.send(b"hi").unwrap();
+    let reply = Seg::from_repr(&b.poll_transmit(3 * MS, &mut buf).unwrap());
+    a.handle_segment(4 * MS, &reply.repr());
+    let n = a.recv(&mut out).unwrap();
+    assert_eq!(&out[..n], b"hi");
+}
