@@ -1,0 +1,221 @@
+//! TCP through two stacks: listen/accept/connect, data both ways, close, backlog bounds,
+//! the connection table keyed with the carried RSS hash.
+mod common;
+
+use common::*;
+use core::net::SocketAddr;
+
+use stack::{Readiness, SocketError, SocketEvent, SocketHandle, Stack};
+
+fn events(s: &mut Stack) -> Vec<SocketEvent> {
+    std::iter::from_fn(|| s.poll_event()).collect()
+}
+
+fn readiness_of(evs: &[SocketEvent], h: SocketHandle) -> Readiness {
+    evs.iter()
+        .filter(|e| e.handle == h)
+        .fold(Readiness::NONE, |acc, e| acc | e.readiness)
+}
+
+/// Listener on B, connection from A, accepted: (client, server) handles.
+fn establish(p: &mut Pair, server: SocketAddr) -> (SocketHandle, SocketHandle) {
+    let l = p.b.tcp_listen(server, 8).expect("listen");
+    let c = p.a.tcp_connect(p.now, server, 0).expect("connect");
+    p.exchange();
+    let ev_a = events(&mut p.a);
+    assert!(readiness_of(&ev_a, c).contains(Readiness::CONNECTED));
+    let ev_b = events(&mut p.b);
+    assert!(
+        readiness_of(&ev_b, l).contains(Readiness::READABLE),
+        "listener readable"
+    );
+    let (s, peer) = p.b.tcp_accept(l).expect("accept");
+    assert_eq!(peer, p.a.local_addr(c).expect("local"));
+    assert_eq!(p.b.peer_addr(s), Ok(peer));
+    (c, s)
+}
+
+fn read_all(s: &mut Stack, h: SocketHandle) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.tcp_recv(h, &mut buf) {
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(_) => return out,
+        }
+    }
+}
+
+fn connect_send_recv_close(server: SocketAddr) {
+    let mut p = Pair::new();
+    let (c, s) = establish(&mut p, server);
+    assert_eq!(p.a.tcp_send(c, b"GET / HTTP/1.1\r\n\r\n"), Ok(18));
+    p.advance(100 * MS);
+    let evs = events(&mut p.b);
+    assert!(readiness_of(&evs, s).contains(Readiness::READABLE));
+    assert_eq!(read_all(&mut p.b, s), b"GET / HTTP/1.1\r\n\r\n");
+    p.b.tcp_send(s, b"HTTP/1.1 200 OK\r\n\r\n").expect("send");
+    p.b.tcp_shutdown(s).expect("shutdown");
+    p.advance(100 * MS);
+    assert_eq!(read_all(&mut p.a, c), b"HTTP/1.1 200 OK\r\n\r\n");
+    assert_eq!(p.a.tcp_recv(c, &mut [0u8; 8]), Err(SocketError::Finished));
+    p.a.close(p.now, c).expect("close a");
+    p.advance(100 * MS);
+    // A closed second (LAST-ACK → CLOSED): gone from the table, and its slot with it.
+    assert_eq!(p.a.tcp_connection_count(), 0);
+    assert_eq!(p.a.tcp_state(c), None, "slot freed after close");
+    // B closed first and sits in TIME-WAIT (RFC 9293 §3.6) until 2 MSL pass.
+    assert_eq!(p.b.tcp_state(s), Some(tcp::State::TimeWait));
+    p.b.close(p.now, s).expect("close b");
+    assert_eq!(p.b.tcp_connection_count(), 1);
+    p.advance(61 * S);
+    assert_eq!(p.b.tcp_connection_count(), 0);
+    assert_eq!(p.b.tcp_state(s), None);
+    assert_eq!(p.a.counters().tcp_connections_closed, 1);
+    assert_eq!(p.b.counters().tcp_connections_closed, 1);
+    assert_eq!(p.b.counters().tcp_connections_established, 1);
+}
+
+#[test]
+fn tcp_connect_accept_send_recv_close_v4() {
+    connect_send_recv_close(v4(IP_B, 80));
+}
+
+#[test]
+fn tcp_connect_accept_send_recv_close_v6() {
+    connect_send_recv_close(v6(IP6_B, 80));
+}
+
+#[test]
+fn tcp_bulk_transfer_arrives_intact() {
+    let mut p = Pair::new();
+    let (c, s) = establish(&mut p, v4(IP_B, 9));
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let mut sent = 0;
+    let mut got = Vec::new();
+    for _ in 0..10_000 {
+        if sent < data.len() {
+            if let Ok(n) = p.a.tcp_send(c, &data[sent..]) {
+                sent += n;
+            }
+        }
+        p.advance(MS);
+        got.extend(read_all(&mut p.b, s));
+        if got.len() == data.len() {
+            break;
+        }
+    }
+    assert_eq!(got.len(), data.len());
+    assert!(got == data, "bytes differ");
+    assert_eq!(p.a.counters().tx_drop_queue_full, 0);
+}
+
+#[test]
+fn tcp_connect_to_closed_port_reports_reset() {
+    let mut p = Pair::new();
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 81), 0).expect("connect");
+    p.exchange();
+    let evs = events(&mut p.a);
+    assert!(readiness_of(&evs, c).contains(Readiness::ERROR));
+    assert_eq!(p.a.tcp_recv(c, &mut [0u8; 4]), Err(SocketError::Reset));
+    assert_eq!(p.b.counters().tcp_rx_no_listener_rst_sent, 1);
+    p.a.close(p.now, c).expect("close");
+    assert_eq!(p.a.tcp_state(c), None);
+}
+
+#[test]
+fn tcp_backlog_full_drops_syns_and_counts() {
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 1).expect("listen");
+    let c1 = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("c1");
+    p.exchange();
+    let c2 = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("c2");
+    p.exchange();
+    assert_eq!(p.b.counters().tcp_listen_backlog_full, 1);
+    assert_eq!(p.a.tcp_state(c2), Some(tcp::State::SynSent));
+    // Accepting frees the slot; the retransmitted SYN then gets in.
+    let (_s1, _) = p.b.tcp_accept(l).expect("accept c1");
+    assert_eq!(p.a.tcp_state(c1), Some(tcp::State::Established));
+    p.advance(2 * S);
+    assert_eq!(p.a.tcp_state(c2), Some(tcp::State::Established));
+    assert!(p.b.tcp_accept(l).is_ok());
+    assert_eq!(p.b.tcp_accept(l), Err(SocketError::WouldBlock));
+}
+
+#[test]
+fn tcp_listen_port_conflict_and_close_aborts_unaccepted_children() {
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    assert_eq!(p.b.tcp_listen(v4(IP_B, 80), 4), Err(SocketError::AddrInUse));
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    assert_eq!(p.b.tcp_connection_count(), 1);
+    p.b.close(p.now, l).expect("close listener");
+    p.exchange();
+    assert_eq!(p.b.tcp_connection_count(), 0);
+    assert_eq!(p.a.tcp_recv(c, &mut [0u8; 1]), Err(SocketError::Reset));
+}
+
+#[test]
+fn connection_table_uses_the_carried_rss_hash() {
+    let hasher = rss::RssHasher::default();
+    let mut cb = config_b();
+    cb.rss = Some(stack::RssConfig {
+        hasher: hasher.clone(),
+        home: None,
+    });
+    let mut p = Pair::with(config_a(), cb);
+    let (c, s) = establish(&mut p, v4(IP_B, 80));
+    let port_a = p.a.local_addr(c).unwrap().port();
+    let nic_hash = hasher.hash(&rss::HashInput::V4 {
+        src: IP_A,
+        dst: IP_B,
+        ports: Some(rss::PortPair {
+            src: port_a,
+            dst: 80,
+        }),
+    });
+    // Data with the hash a NIC would carry reaches the connection ...
+    p.a.tcp_send(c, b"one").unwrap();
+    let f = p.a.poll_transmit(p.now).expect("segment");
+    p.b.receive(p.now, &f, Some(nic_hash));
+    assert_eq!(read_all(&mut p.b, s), b"one");
+    // ... and the table trusts the carried hash: a wrong one misses it (and draws a RST).
+    p.advance(MS);
+    p.a.tcp_send(c, b"two").unwrap();
+    let f = p.a.poll_transmit(p.now).expect("segment");
+    let before = p.b.counters();
+    p.b.receive(p.now, &f, Some(nic_hash ^ 1));
+    // It missed the table and met the listener as a stray ACK (RST, RFC 9293 §3.10.7.2).
+    assert_eq!(
+        p.b.counters().tcp_listen_bad_segment,
+        before.tcp_listen_bad_segment + 1
+    );
+    assert_eq!(read_all(&mut p.b, s), b"");
+}
+
+#[test]
+fn active_open_picks_a_port_whose_replies_come_home() {
+    let hasher = rss::RssHasher::default();
+    let reta = rss::Reta::with_equal(128, 4).unwrap();
+    let mut ca = config_a();
+    ca.rss = Some(stack::RssConfig {
+        hasher: hasher.clone(),
+        home: Some((reta.clone(), 2)),
+    });
+    let mut p = Pair::with(ca, config_b());
+    resolve(&mut p);
+    let _l = p.b.tcp_listen(v4(IP_B, 80), 8).unwrap();
+    for _ in 0..5 {
+        let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+        let port = p.a.local_addr(c).unwrap().port();
+        let reply = rss::HashInput::V4 {
+            src: IP_B,
+            dst: IP_A,
+            ports: Some(rss::PortPair { src: 80, dst: port }),
+        };
+        assert_eq!(reta.queue_for_hash(hasher.hash(&reply)), 2);
+    }
+    p.exchange();
+    assert_eq!(p.a.counters().tcp_connections_established, 5);
+}
