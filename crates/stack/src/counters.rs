@@ -27,6 +27,8 @@ counters! {
     rx_frames,
     /// Ethernet header truncated, an 802.3 length field, or stacked VLAN tags.
     rx_drop_malformed_eth,
+    /// Frame whose source MAC is ours (looped back) or a group address.
+    rx_drop_bad_src_mac,
     /// Unicast frame for another MAC address.
     rx_drop_other_mac,
     /// EtherType the stack does not speak.
@@ -160,6 +162,8 @@ counters! {
     tx_drop_queue_full,
     /// Packets dropped because no route (no on-link prefix and no gateway) matched.
     tx_drop_no_route,
+    /// Packets to one of our own addresses (there is no loopback interface).
+    tx_drop_loopback,
     /// Packets dropped because they exceeded the MTU with DF set (or an IPv6 packet could not
     /// be fragmented).
     tx_drop_too_big,

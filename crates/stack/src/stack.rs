@@ -196,6 +196,11 @@ impl Stack {
             self.counters.rx_drop_malformed_eth += 1;
             return;
         };
+        if eth.src_addr == self.cfg.interface.mac || eth.src_addr.is_multicast() {
+            // Our own frame looped back, or a source no station may use (IEEE 802.3 §3.2.3).
+            self.counters.rx_drop_bad_src_mac += 1;
+            return;
+        }
         if eth.dst_addr != self.cfg.interface.mac && eth.dst_addr.is_unicast() {
             self.counters.rx_drop_other_mac += 1;
             return;
@@ -347,9 +352,9 @@ impl Stack {
         let spa = arp.source_protocol_addr;
         let sha = arp.source_hardware_addr;
         if self.is_our_v4(spa) {
-            if sha != mac {
-                self.counters.arp_rx_conflict += 1;
-            }
+            // Another station claims one of our addresses (our own frames were dropped at
+            // the link layer). RFC 5227 §2.4 defence is not implemented: count it.
+            self.counters.arp_rx_conflict += 1;
             return;
         }
         if sha.is_multicast() {
@@ -645,26 +650,36 @@ impl Stack {
                     ident: header.ident,
                 };
                 let data = payload.get(offset..).unwrap_or(&[]);
-                let res = self.reasm.add(
-                    now,
-                    key,
-                    next,
-                    usize::from(header.offset_bytes),
-                    header.more_frags,
-                    data,
-                );
-                let done = match res {
-                    Ok(done) => done,
-                    Err(e) => {
-                        self.count_reasm_drop(e);
-                        return;
-                    }
-                };
-                self.counters.rx_reassembled += 1;
+                let reassembled;
+                let (next_proto, body): (u8, &[u8]) =
+                    if header.offset_bytes == 0 && !header.more_frags {
+                        // RFC 6946 §4: an atomic fragment is processed in isolation, never
+                        // through (nor mixed with) the reassembly table.
+                        (next, data)
+                    } else {
+                        let res = self.reasm.add(
+                            now,
+                            key,
+                            next,
+                            usize::from(header.offset_bytes),
+                            header.more_frags,
+                            data,
+                        );
+                        match res {
+                            Ok(done) => {
+                                self.counters.rx_reassembled += 1;
+                                reassembled = done;
+                                (reassembled.protocol, &reassembled.payload)
+                            }
+                            Err(e) => {
+                                self.count_reasm_drop(e);
+                                return;
+                            }
+                        }
+                    };
                 // The reassembled payload starts with the header the fragment header named;
                 // a second fragment header inside it is malformed (walk stops there).
-                let Some(walk) = self.walk_v6(IpProtocol(done.protocol), &done.payload, false)
-                else {
+                let Some(walk) = self.walk_v6(IpProtocol(next_proto), body, false) else {
                     return;
                 };
                 let V6Walk::Upper { protocol, offset } = walk else {
@@ -673,17 +688,17 @@ impl Stack {
                 };
                 meta.protocol = protocol;
                 // A whole packet (fixed header + reassembled payload) for ICMP quoting.
-                let mut whole = Vec::with_capacity(40 + done.payload.len());
+                let mut whole = Vec::with_capacity(40 + body.len());
                 whole.extend_from_slice(bytes.get(..40).unwrap_or(&[]));
-                whole.extend_from_slice(&done.payload);
+                whole.extend_from_slice(body);
                 if let Some(nh) = whole.get_mut(6) {
-                    *nh = done.protocol;
+                    *nh = next_proto;
                 }
-                let len = u16::try_from(done.payload.len()).unwrap_or(u16::MAX);
+                let len = u16::try_from(body.len()).unwrap_or(u16::MAX);
                 if let Some(l) = whole.get_mut(4..6) {
                     l.copy_from_slice(&len.to_be_bytes());
                 }
-                let upper = done.payload.get(offset..).unwrap_or(&[]);
+                let upper = body.get(offset..).unwrap_or(&[]);
                 self.deliver(now, meta, upper, &whole, hash);
             }
         }
@@ -863,12 +878,18 @@ impl Stack {
             self.counters.nd_drop_bad_hop_limit += 1;
             return;
         }
+        let from_dad = src.is_unspecified();
+        // RFC 4861 §7.1.1: the target is never multicast, and a DAD probe (unspecified
+        // source) carries no source link-layer option.
+        if target.is_multicast() || (from_dad && source_lladdr.is_some()) {
+            self.counters.rx_drop_icmp_malformed += 1;
+            return;
+        }
         if !self.is_our_v6(target) {
             self.counters.nd_rx_not_for_us += 1;
             return;
         }
         let mac = self.cfg.interface.mac;
-        let from_dad = src.is_unspecified();
         if let (false, Some(ll)) = (from_dad, source_lladdr) {
             // §7.2.3: the source link-layer option creates or updates the sender's entry.
             let (released, evicted) = self.neighbors.learn(now, IpAddr::V6(src), ll, true);
@@ -1185,6 +1206,11 @@ impl Stack {
         ethertype: EtherType,
         packet: Vec<u8>,
     ) {
+        if self.is_our_ip(dst) {
+            // No loopback interface: traffic to ourselves never reaches the wire.
+            self.counters.tx_drop_loopback += 1;
+            return;
+        }
         let ifc = &self.cfg.interface;
         let next_hop = match dst {
             IpAddr::V4(d) => {
