@@ -35,10 +35,10 @@ fn len_of(b: &SackBlock) -> u32 {
 }
 
 impl OooQueue {
-    /// An empty queue with the given caps (allocates its small range table once).
+    /// An empty queue with the given caps (its small range table is allocated on first use).
     pub fn new(ranges_max: u16, bytes_max: u32) -> OooQueue {
         OooQueue {
-            ranges: Vec::with_capacity(usize::from(ranges_max)),
+            ranges: Vec::new(),
             bytes: 0,
             ranges_max,
             bytes_max,
@@ -99,6 +99,10 @@ impl OooQueue {
         }
         if new_bytes > self.bytes_max {
             return Err(OooReject::TooManyBytes);
+        }
+        if self.ranges.capacity() == 0 {
+            // Allocated once, on first use, at its final size.
+            self.ranges.reserve_exact(usize::from(self.ranges_max));
         }
         self.ranges.drain(first..last);
         self.ranges.insert(first, merged);

@@ -2,15 +2,17 @@
 //!
 //! The ring holds `len` contiguous bytes starting at `head`. Beyond them, bytes may be written
 //! at an offset without becoming readable (the receive side keeps out-of-order data there) and
-//! are made readable later with [`Ring::commit`]. Storage is allocated once, at construction;
-//! no operation allocates.
+//! are made readable later with [`Ring::commit`]. Storage is allocated once, on the first
+//! write (so an idle connection costs no buffer memory); no other operation allocates.
 
 /// A fixed-capacity byte ring.
 ///
-/// Invariants: `head < storage.len()` (or both 0), `len ≤ storage.len()`.
+/// Invariants: `storage` is empty or exactly `capacity` bytes; `head < capacity` (or 0);
+/// `len ≤ capacity`, and `len == 0` while `storage` is empty.
 #[derive(Debug, Clone)]
 pub struct Ring {
     storage: Box<[u8]>,
+    capacity: usize,
     head: usize,
     len: usize,
 }
@@ -19,7 +21,8 @@ impl Ring {
     /// A ring able to hold `capacity_bytes` bytes.
     pub fn new(capacity_bytes: usize) -> Ring {
         Ring {
-            storage: vec![0u8; capacity_bytes].into_boxed_slice(),
+            storage: Box::default(),
+            capacity: capacity_bytes,
             head: 0,
             len: 0,
         }
@@ -28,7 +31,7 @@ impl Ring {
     /// Total capacity in bytes.
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.storage.len()
+        self.capacity
     }
 
     /// Readable bytes.
@@ -46,12 +49,12 @@ impl Ring {
     /// Bytes that can still be appended.
     #[inline]
     pub fn free(&self) -> usize {
-        self.storage.len() - self.len
+        self.capacity - self.len
     }
 
     #[inline]
     fn wrap(&self, pos: usize) -> usize {
-        let cap = self.storage.len();
+        let cap = self.capacity;
         if pos >= cap { pos - cap } else { pos }
     }
 
@@ -65,9 +68,12 @@ impl Ring {
     /// Copies `data` to `offset` bytes past `head` (which may lie beyond the readable bytes)
     /// without changing what is readable; returns how many bytes fit below the capacity.
     pub fn write_at(&mut self, offset: usize, data: &[u8]) -> usize {
-        let cap = self.storage.len();
-        if offset >= cap {
+        let cap = self.capacity;
+        if offset >= cap || data.is_empty() {
             return 0;
+        }
+        if self.storage.is_empty() {
+            self.storage = vec![0u8; cap].into_boxed_slice();
         }
         let n = data.len().min(cap - offset);
         let start = self.wrap(self.head + offset);
@@ -92,7 +98,7 @@ impl Ring {
         if offset >= self.len {
             return 0;
         }
-        let cap = self.storage.len();
+        let cap = self.capacity;
         let n = out.len().min(self.len - offset);
         let start = self.wrap(self.head + offset);
         let first = n.min(cap - start);
@@ -130,6 +136,16 @@ impl Ring {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn storage_is_allocated_on_first_write_only() {
+        let mut r = Ring::new(1 << 20);
+        assert_eq!(r.storage.len(), 0);
+        assert_eq!(r.free(), 1 << 20);
+        assert_eq!(r.pop(&mut [0u8; 4]), 0);
+        r.push(b"x");
+        assert_eq!(r.storage.len(), 1 << 20);
+    }
 
     #[test]
     fn push_beyond_capacity_is_truncated() {

@@ -1102,3 +1102,56 @@ fn syn_cookie_handshake_yields_a_working_connection() {
     let n = a.recv(&mut out).unwrap();
     assert_eq!(&out[..n], b"hi");
 }
+
+// ---------------------------------------------------------------- hostile peers
+
+#[test]
+fn out_of_order_flood_is_capped_in_ranges_and_bytes() {
+    let c = Config {
+        ooo_segments_max: 4,
+        ooo_bytes_max: 3000,
+        ..no_ts()
+    };
+    let mut p = Pair::established(no_ts(), c, 5 * MS);
+    let (_, _, rcv_nxt) = p.a.sequence_state();
+    let (snd_una, _, _) = p.b.sequence_state();
+    // A hostile A sends 50 one-kilobyte segments, each after a hole.
+    for i in 0..50u32 {
+        let mut s = seg(1000, 80, snd_una, rcv_nxt, TcpFlags::ACK);
+        let (_, _, b_rcv_nxt) = p.b.sequence_state();
+        s.hdr.seq_number = b_rcv_nxt + 1 + i * 2000;
+        s.hdr.ack_number = snd_una;
+        s.hdr.window_len = 1000;
+        s.payload = vec![0xAA; 1000];
+        p.inject(Dir::AtoB, s);
+    }
+    p.step();
+    assert!(p.b.ooo_bytes() <= 3000);
+    let ctr = p.b.counters();
+    assert_eq!(
+        ctr.rx_ooo_segments, 3,
+        "three 1000-byte ranges fit the 3000-byte cap"
+    );
+    assert_eq!(
+        ctr.rx_drop_ooo_bytes + ctr.rx_drop_ooo_ranges + ctr.rx_drop_out_of_window,
+        47
+    );
+}
+
+#[test]
+fn advertised_window_never_exceeds_the_receive_buffer() {
+    let c = Config {
+        recv_buffer_bytes: 10_000,
+        ..no_ts()
+    };
+    let mut p = Pair::established(no_ts(), c, 5 * MS);
+    p.b_auto_read = false;
+    p.a_to_send = pattern(50_000);
+    p.run_for(2_000 * MS);
+    // B never holds more than its buffer, and A never sent beyond B's window except the
+    // one-byte zero-window probes.
+    assert_eq!(p.b.recv_queue_bytes(), 10_000);
+    let probes = p.a.counters().window_probes_sent;
+    assert!(probes > 0);
+    assert_eq!(p.b.counters().rx_trim_beyond_window_bytes, probes);
+}

@@ -92,6 +92,8 @@ pub struct Pair {
     pub b_to_send: Vec<u8>,
     sent_count: [usize; 2],
     data_count: [usize; 2],
+    /// Highest right edge each side advertised (checked on every segment).
+    right_edge: [Option<SeqNumber>; 2],
 }
 
 fn pass_all() -> Filter {
@@ -137,6 +139,7 @@ impl Pair {
             b_to_send: Vec::new(),
             sent_count: [1, 0],
             data_count: [0, 0],
+            right_edge: [None, None],
         };
         p.flush();
         p
@@ -211,6 +214,8 @@ impl Pair {
     }
 
     fn enqueue(&mut self, dir: Dir, seg: Seg) {
+        let seg = through_the_wire(&seg);
+        self.check_right_edge(dir, &seg);
         let i = match dir {
             Dir::AtoB => 0,
             Dir::BtoA => 1,
@@ -236,6 +241,31 @@ impl Pair {
                 self.push_flight(at, dir, seg);
             }
             Verdict::DelayExtra(d) => self.push_flight(at + d, dir, seg),
+        }
+    }
+
+    /// RFC 9293 §3.8.6.2.2 / RFC 7323 §2.4: the right edge a side advertises never moves left
+    /// (by the scale granularity or more).
+    fn check_right_edge(&mut self, dir: Dir, seg: &Seg) {
+        if !seg.has(TcpFlags::ACK) || seg.has(TcpFlags::SYN) || seg.has(TcpFlags::RST) {
+            return;
+        }
+        let i = match dir {
+            Dir::AtoB => 0,
+            Dir::BtoA => 1,
+        };
+        let scale = self.conn(dir).negotiated().rcv_wscale;
+        let edge = seg.hdr.ack_number + (u32::from(seg.hdr.window_len) << scale);
+        if let Some(last) = self.right_edge[i] {
+            assert!(
+                edge.ge(last) || last.diff(edge) < (1 << scale),
+                "{dir:?}: advertised right edge moved left from {last:?} to {edge:?}"
+            );
+            if edge.gt(last) {
+                self.right_edge[i] = Some(edge);
+            }
+        } else {
+            self.right_edge[i] = Some(edge);
         }
     }
 
@@ -369,4 +399,26 @@ pub fn pattern(len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i.wrapping_mul(7) ^ (i >> 8)) as u8)
         .collect()
+}
+
+/// Emits `seg` with the real `wire` codec (checksum filled) and parses it back (checksum
+/// verified): every segment the engines produce must be encodable, and what the peer sees is
+/// exactly what the codec yields.
+pub fn through_the_wire(seg: &Seg) -> Seg {
+    use std::net::Ipv4Addr;
+    use wire::{ChecksumCaps, IpPair, TcpPacket};
+    let addrs = IpPair::V4 {
+        src: Ipv4Addr::new(10, 0, 0, 1),
+        dst: Ipv4Addr::new(10, 0, 0, 2),
+    };
+    let repr = seg.repr();
+    let mut bytes = vec![0u8; repr.buffer_len()];
+    let mut packet = TcpPacket::new_unchecked(&mut bytes[..]);
+    repr.emit(&mut packet, &addrs, ChecksumCaps::ALL)
+        .expect("engine output must be encodable");
+    let view = TcpPacket::new_checked(&bytes[..]).expect("emitted segment must be well-formed");
+    let parsed =
+        TcpRepr::parse(&view, &addrs, ChecksumCaps::ALL).expect("emitted segment must parse");
+    assert_eq!(parsed, repr, "wire round trip changed the segment");
+    Seg::from_repr(&parsed)
 }
