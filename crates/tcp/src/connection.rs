@@ -27,6 +27,8 @@ const PAWS_IDLE_NS: u64 = 24 * 86_400 * 1_000_000_000;
 const WSCALE_MAX: u8 = 14;
 /// Most duplicate ACKs owed at once (a burst of out-of-order segments beyond this gets fewer).
 const DUPACKS_OWED_MAX: u8 = 8;
+/// RFC 6298 §5.7: the RTO once data flows after a SYN was retransmitted.
+const RTO_AFTER_SYN_TIMEOUT_NS: u64 = 3_000_000_000;
 /// Most SACKed ranges the sender's scoreboard keeps; further blocks are ignored (counted).
 pub(crate) const SCOREBOARD_RANGES_MAX: u16 = 16;
 /// RFC 6675 §2 DupThresh.
@@ -305,6 +307,8 @@ pub struct Connection {
     pub(crate) keepalive_probes: u8,
     /// When the oldest unacknowledged data was first sent (user timeout reference).
     pub(crate) unacked_since_ns: u64,
+    /// When we last sent data (RFC 5681 §4.1 restart after idle).
+    pub(crate) last_tx_ns: u64,
     pub(crate) challenge_window_start_ns: u64,
     pub(crate) challenge_acks_in_window: u32,
     // ---- cold ----
@@ -419,6 +423,7 @@ impl Connection {
             syn_retries: 0,
             keepalive_probes: 0,
             unacked_since_ns: now,
+            last_tx_ns: now,
             challenge_window_start_ns: now,
             challenge_acks_in_window: 0,
             iss,
@@ -792,8 +797,9 @@ impl Connection {
     }
 
     /// Full close: like `shutdown_write`, and the application will read no more. Unread data
-    /// (now, or arriving later) makes us reset the connection (RFC 9293 §3.10.4 allows it;
-    /// RFC 2525 §2.17 recommends it) so the peer learns its data was not consumed.
+    /// at the time of the call makes us reset the connection instead (RFC 2525 §2.17), so the
+    /// peer learns its data was not consumed; data arriving later is acknowledged and discarded
+    /// (`rx_discard_after_close_bytes`).
     pub fn close(&mut self) -> Result<(), Error> {
         if !self.recv_buf.is_empty() && self.state.is_synchronized() {
             self.abort();
@@ -900,7 +906,7 @@ impl Connection {
         if has_ack {
             self.snd_una = seg.ack_number;
             self.snd_wl2 = seg.ack_number;
-            self.on_syn_acked(now, seg);
+            self.on_syn_acked(now);
             self.state = State::Established;
             self.push_event(Event::Connected);
             if self.send_buf.free() > 0 {
@@ -922,19 +928,23 @@ impl Connection {
     }
 
     /// The SYN we sent has been acknowledged: take the first RTT sample of the connection.
-    fn on_syn_acked(&mut self, now: u64, seg: &TcpRepr<'_>) {
+    fn on_syn_acked(&mut self, now: u64) {
         self.rtx_deadline_ns = NEVER;
+        self.last_tx_ns = now;
         if self.syn_retries == 0 {
             if let Some((_, sent_ns)) = self.rtt_timed.take() {
                 self.rtt.sample(now.saturating_sub(sent_ns));
                 self.counters.rtt_samples += 1;
             }
         } else {
+            // Karn: the SYN was retransmitted, no sample. RFC 6298 §5.7: "the RTO MUST be
+            // re-initialized to 3 seconds when data transmission begins" if it is below that.
             self.rtt_timed = None;
-            // RFC 6298 §5.7: after a SYN timeout, the RTO is reset to 3 s once data flows,
-            // unless a sample arrives first; keep the backed-off value until then.
+            self.rtt.backoff_shift = 0;
+            if self.rtt.base_rto_ns < RTO_AFTER_SYN_TIMEOUT_NS {
+                self.rtt.base_rto_ns = RTO_AFTER_SYN_TIMEOUT_NS.min(self.config.rto_max_ns);
+            }
         }
-        let _ = seg;
     }
 
     fn rx_synchronized(&mut self, now: u64, seg: &TcpRepr<'_>) {
@@ -1047,7 +1057,7 @@ impl Connection {
                 self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
                 self.snd_wl1 = seg.seq_number;
                 self.snd_wl2 = ack;
-                self.on_syn_acked(now, seg);
+                self.on_syn_acked(now);
                 self.start_keepalive(now);
                 if self.fin_queued {
                     self.state = State::FinWait1;
@@ -1944,6 +1954,7 @@ impl Connection {
             self.snd_max = end;
         }
         self.on_ack_sent();
+        self.last_tx_ns = now;
         self.counters.tx_segments += 1;
         self.counters.tx_payload_bytes += n as u64;
         let (filled, _) = buf.split_at(n);
@@ -2006,10 +2017,17 @@ impl Connection {
         if unsent == 0 && !fin_due {
             return None;
         }
+        let flight = fwd(self.snd_una, self.snd_nxt);
+        if flight == 0 && now.saturating_sub(self.last_tx_ns) > self.rtt.rto_ns() {
+            // RFC 5681 §4.1: after an idle period longer than the RTO, restart from
+            // RW = min(IW, cwnd).
+            let iw = u32::from(self.config.initial_window_segments)
+                .saturating_mul(u32::from(self.eff_mss()));
+            self.cc.cwnd_bytes = self.cc.cwnd_bytes.min(iw);
+        }
         let usable = self.usable_window();
         let mss = u32::from(self.eff_mss());
         let len = unsent.min(usable).min(mss);
-        let flight = fwd(self.snd_una, self.snd_nxt);
         if unsent > 0 {
             // Nagle (RFC 9293 §3.7.4) and sender SWS avoidance (RFC 9293 §3.8.6.2.1): send a
             // full segment, or everything left when nothing is in flight (or Nagle is off, or

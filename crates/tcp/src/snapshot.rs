@@ -117,6 +117,8 @@ pub struct ConnectionSnapshot {
     pub keepalive_probes: u8,
     /// Age of the oldest unacknowledged data (user timeout reference).
     pub unacked_age_ns: u64,
+    /// Time since data was last sent (RFC 5681 §4.1 idle restart).
+    pub last_tx_age_ns: u64,
     // --- close state ---
     pub fin_queued: bool,
     pub fin_acked: bool,
@@ -216,6 +218,7 @@ impl Connection {
             persist_shift: self.persist_shift,
             keepalive_probes: self.keepalive_probes,
             unacked_age_ns: now.saturating_sub(self.unacked_since_ns),
+            last_tx_age_ns: now.saturating_sub(self.last_tx_ns),
             fin_queued: self.fin_queued,
             fin_acked: self.fin_queued
                 && self
@@ -335,6 +338,7 @@ impl Connection {
             syn_retries: 0,
             keepalive_probes: s.keepalive_probes,
             unacked_since_ns: now.saturating_sub(s.unacked_age_ns),
+            last_tx_ns: now.saturating_sub(s.last_tx_age_ns),
             challenge_window_start_ns: now,
             challenge_acks_in_window: 0,
             iss: s.iss,

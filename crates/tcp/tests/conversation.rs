@@ -1155,3 +1155,34 @@ fn advertised_window_never_exceeds_the_receive_buffer() {
     assert!(probes > 0);
     assert_eq!(p.b.counters().rx_trim_beyond_window_bytes, probes);
 }
+
+#[test]
+fn rto_is_three_seconds_after_a_retransmitted_syn() {
+    let drop_first_syn_ack = Box::new(|c: &harness::Ctx, s: &Seg| {
+        if c.dir == Dir::BtoA && c.index == 0 && s.has(TcpFlags::SYN) {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let mut p = Pair::with_filter(no_ts(), no_ts(), 5 * MS, drop_first_syn_ack);
+    p.run_until(|p| p.a.state() == State::Established, 5_000 * MS);
+    // RFC 6298 §5.7: no sample (Karn), RTO re-initialized to 3 s.
+    assert_eq!(p.a.srtt_ns(), None);
+    assert_eq!(p.a.rto_ns(), 3_000 * MS);
+}
+
+#[test]
+fn idle_restart_shrinks_cwnd_back_to_the_initial_window() {
+    let mut p = established_no_ts();
+    p.a_to_send = pattern(200_000);
+    p.run_until(|p| p.b_read.len() == 200_000, 5_000 * MS);
+    assert!(p.a.cwnd_bytes() > 10 * 1460, "slow start grew the window");
+    // Idle for much longer than the RTO, then send again: RFC 5681 §4.1.
+    p.run_for(5_000 * MS);
+    p.log.clear();
+    p.a_to_send = pattern(100_000);
+    // Less than one RTT (10 ms): only the restart window leaves.
+    p.run_for(8 * MS);
+    assert_eq!(p.sent(Dir::AtoB).filter(|e| e.2.is_data()).count(), 10);
+}
