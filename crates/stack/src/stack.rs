@@ -16,7 +16,7 @@
 //! `poll_transmit` and `poll_event`. `now` must never go backwards.
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use wire::icmpv4::Icmpv4Repr;
 use wire::icmpv6::Icmpv6Repr;
@@ -113,6 +113,11 @@ pub struct Stack {
     icmp_refill_ns: u64,
     /// Invariant: `slots.len()` ≤ `limits.sockets_max`.
     pub(crate) slots: Vec<Slot>,
+    /// Indexes of empty slots (reused last-freed first).
+    free_slots: Vec<usize>,
+    /// Port → slots bound to it (UDP sockets, TCP listeners), so input demultiplexing never
+    /// scans the socket table.
+    ports: BTreeMap<(PortKind, u16), Vec<usize>>,
     /// Slot indexes with pending readiness, each at most once (so bounded by `slots`).
     pub(crate) events: VecDeque<u32>,
     pub(crate) next_ephemeral: u16,
@@ -153,6 +158,8 @@ impl Stack {
             icmp_tokens_milli,
             icmp_refill_ns: 0,
             slots: Vec::new(),
+            free_slots: Vec::new(),
+            ports: BTreeMap::new(),
             events: VecDeque::new(),
             next_ephemeral: EPHEMERAL_FIRST,
             echo_replies: VecDeque::new(),
@@ -1339,11 +1346,11 @@ impl Stack {
     /// the same family on `port`.
     fn find_udp_socket(&self, dst: IpAddr, port: u16) -> Option<usize> {
         let mut wildcard = None;
-        for (i, slot) in self.slots.iter().enumerate() {
-            let Some(Socket::Udp(s)) = &slot.socket else {
+        for &i in self.bound_to(PortKind::Udp, port) {
+            let Some(Socket::Udp(s)) = self.slots.get(i).and_then(|s| s.socket.as_ref()) else {
                 continue;
             };
-            if s.local.port() != port || s.local.is_ipv4() != dst.is_ipv4() {
+            if s.local.is_ipv4() != dst.is_ipv4() {
                 continue;
             }
             if s.local.ip() == dst {
@@ -1374,35 +1381,38 @@ impl Stack {
 
     /// Puts `socket` in a free slot.
     pub(crate) fn alloc_slot(&mut self, socket: Socket) -> Result<SocketHandle, SocketError> {
-        if let Some((i, slot)) = self
-            .slots
-            .iter_mut()
-            .enumerate()
-            .find(|(_, s)| s.socket.is_none())
-        {
+        let bound = port_key(&socket);
+        let (i, generation) = if let Some(i) = self.free_slots.pop() {
+            let Some(slot) = self.slots.get_mut(i) else {
+                return Err(SocketError::TooManySockets);
+            };
             slot.generation = slot.generation.wrapping_add(1);
             slot.socket = Some(socket);
             slot.pending = Readiness::NONE;
-            let index = u32::try_from(i).map_err(|_| SocketError::TooManySockets)?;
-            return Ok(SocketHandle {
-                index,
-                generation: slot.generation,
+            (i, slot.generation)
+        } else {
+            if self.slots.len() >= self.cfg.limits.sockets_max {
+                return Err(SocketError::TooManySockets);
+            }
+            self.slots.push(Slot {
+                generation: 0,
+                socket: Some(socket),
+                pending: Readiness::NONE,
+                queued: false,
             });
+            (self.slots.len() - 1, 0)
+        };
+        if let Some(k) = bound {
+            self.ports.entry(k).or_default().push(i);
         }
-        if self.slots.len() >= self.cfg.limits.sockets_max {
-            return Err(SocketError::TooManySockets);
-        }
-        let index = u32::try_from(self.slots.len()).map_err(|_| SocketError::TooManySockets)?;
-        self.slots.push(Slot {
-            generation: 0,
-            socket: Some(socket),
-            pending: Readiness::NONE,
-            queued: false,
-        });
-        Ok(SocketHandle {
-            index,
-            generation: 0,
-        })
+        let index = u32::try_from(i).map_err(|_| SocketError::TooManySockets)?;
+        Ok(SocketHandle { index, generation })
+    }
+
+    /// Slot indexes of the sockets bound to `port` (UDP sockets or TCP listeners), in
+    /// binding order.
+    pub(crate) fn bound_to(&self, kind: PortKind, port: u16) -> &[usize] {
+        self.ports.get(&(kind, port)).map_or(&[], Vec::as_slice)
     }
 
     pub(crate) fn slot_index(&self, h: SocketHandle) -> Result<usize, SocketError> {
@@ -1415,13 +1425,11 @@ impl Stack {
 
     /// True when a UDP socket already uses `port` on an address overlapping `ip`.
     fn udp_port_in_use(&self, ip: IpAddr, port: u16) -> bool {
-        self.slots.iter().any(|s| match &s.socket {
-            Some(Socket::Udp(u)) => {
-                u.local.port() == port
-                    && u.local.is_ipv4() == ip.is_ipv4()
-                    && (u.local.ip() == ip || u.local.ip().is_unspecified() || ip.is_unspecified())
+        self.bound_to(PortKind::Udp, port).iter().any(|&i| {
+            match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+                Some(Socket::Udp(u)) => overlaps(u.local.ip(), ip),
+                _ => false,
             }
-            _ => false,
         })
     }
 
@@ -1557,11 +1565,45 @@ impl Stack {
 
     /// Frees a slot without any protocol action.
     pub(crate) fn free_slot(&mut self, i: usize) {
-        if let Some(slot) = self.slots.get_mut(i) {
-            slot.socket = None;
-            slot.pending = Readiness::NONE;
+        let Some(slot) = self.slots.get_mut(i) else {
+            return;
+        };
+        let Some(socket) = slot.socket.take() else {
+            return;
+        };
+        slot.pending = Readiness::NONE;
+        if let Some(k) = port_key(&socket) {
+            if let Some(v) = self.ports.get_mut(&k) {
+                v.retain(|&x| x != i);
+                if v.is_empty() {
+                    self.ports.remove(&k);
+                }
+            }
         }
+        self.free_slots.push(i);
     }
+}
+
+/// What a bound port belongs to (UDP and TCP port spaces are separate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum PortKind {
+    Udp,
+    TcpListener,
+}
+
+/// The port index key of a socket that owns a port: UDP sockets and TCP listeners. TCP
+/// connections live in the 4-tuple table instead.
+fn port_key(socket: &Socket) -> Option<(PortKind, u16)> {
+    match socket {
+        Socket::Udp(u) => Some((PortKind::Udp, u.local.port())),
+        Socket::Tcp(t) => t.listen_port().map(|p| (PortKind::TcpListener, p)),
+    }
+}
+
+/// True when two local bindings of the same port conflict: same family and the same address,
+/// or either is the wildcard.
+pub(crate) fn overlaps(a: IpAddr, b: IpAddr) -> bool {
+    a.is_ipv4() == b.is_ipv4() && (a == b || a.is_unspecified() || b.is_unspecified())
 }
 
 /// A whole IPv6 packet: fixed header, an optional fragment header, and `payload`.

@@ -26,7 +26,7 @@ use tcp::{Connection, Event, State};
 use wire::{IpPair, IpProtocol, SeqNumber, TcpFlags, TcpPacket, TcpRepr};
 
 use crate::socket::{Readiness, SocketError, SocketHandle, SocketOption};
-use crate::stack::{EPHEMERAL_FIRST, EPHEMERAL_LAST, IpMeta, Socket, Stack};
+use crate::stack::{EPHEMERAL_FIRST, EPHEMERAL_LAST, IpMeta, PortKind, Socket, Stack, overlaps};
 
 /// A connection's addresses, as seen from this host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -115,6 +115,8 @@ pub(crate) struct ConnSock {
     in_table: bool,
     /// True once the application called `close` (the slot goes when the engine is done).
     app_closed: bool,
+    /// The deadline this connection holds in `TcpTable::timers`.
+    armed_ns: Option<u64>,
 }
 
 /// Per-socket TCP state.
@@ -125,6 +127,14 @@ pub(crate) enum TcpState {
 }
 
 impl TcpState {
+    /// The port a listener owns (connections own a 4-tuple, not a port).
+    pub(crate) fn listen_port(&self) -> Option<u16> {
+        match self {
+            TcpState::Listener(l) => Some(l.local.port()),
+            TcpState::Conn(_) => None,
+        }
+    }
+
     pub(crate) fn local_addr(&self) -> SocketAddr {
         match self {
             TcpState::Listener(l) => l.local,
@@ -139,6 +149,9 @@ pub(crate) struct TcpTable {
     conns: HashMap<FlowKey, usize, BuildHasherDefault<FlowHasher>>,
     /// Connections that may have output, by slot index (ordered: deterministic output).
     dirty: BTreeSet<usize>,
+    /// (deadline, slot) of every connection with a timer: `poll_timeout` is the first entry.
+    /// Invariant: holds `(t, i)` iff connection `i` has `armed_ns == Some(t)`.
+    timers: BTreeSet<(u64, usize)>,
     isn: IsnGenerator,
     /// Payload scratch for `Connection::poll_transmit`.
     scratch: Vec<u8>,
@@ -149,6 +162,7 @@ impl TcpTable {
         TcpTable {
             conns: HashMap::default(),
             dirty: BTreeSet::new(),
+            timers: BTreeSet::new(),
             isn: IsnGenerator::new(secret),
             scratch: vec![0u8; 65_536],
         }
@@ -276,14 +290,13 @@ impl Stack {
     /// The listener for (`dst`, `port`): an exact address match first, else a wildcard one.
     fn find_listener(&self, dst: IpAddr, port: u16) -> Option<usize> {
         let mut wildcard = None;
-        for (i, slot) in self.slots.iter().enumerate() {
-            let Some(Socket::Tcp(t)) = &slot.socket else {
+        for &i in self.bound_to(PortKind::TcpListener, port) {
+            let Some(Socket::Tcp(TcpState::Listener(l))) =
+                self.slots.get(i).and_then(|s| s.socket.as_ref())
+            else {
                 continue;
             };
-            let TcpState::Listener(l) = t else {
-                continue;
-            };
-            if l.local.port() != port || l.local.is_ipv4() != dst.is_ipv4() {
+            if l.local.is_ipv4() != dst.is_ipv4() {
                 continue;
             }
             if l.local.ip() == dst {
@@ -297,18 +310,11 @@ impl Stack {
     }
 
     fn tcp_port_listened(&self, ip: IpAddr, port: u16) -> bool {
-        self.slots.iter().any(|s| match &s.socket {
-            Some(Socket::Tcp(t)) => match t {
-                TcpState::Listener(l) => {
-                    l.local.port() == port
-                        && l.local.is_ipv4() == ip.is_ipv4()
-                        && (l.local.ip() == ip
-                            || l.local.ip().is_unspecified()
-                            || ip.is_unspecified())
-                }
-                TcpState::Conn(_) => false,
-            },
-            _ => false,
+        self.bound_to(PortKind::TcpListener, port).iter().any(|&i| {
+            match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+                Some(Socket::Tcp(TcpState::Listener(l))) => overlaps(l.local.ip(), ip),
+                _ => false,
+            }
         })
     }
 
@@ -422,6 +428,7 @@ impl Stack {
             parent: Some(li),
             in_table: true,
             app_closed: false,
+            armed_ns: None,
         };
         let Ok(h) = self.alloc_slot(Socket::Tcp(TcpState::Conn(sock))) else {
             self.counters.tcp_conn_table_full += 1;
@@ -437,8 +444,31 @@ impl Stack {
 
     /// After any input to connection `i`: mark it for output and turn its events into
     /// readiness.
+    /// Keeps the timer index in step with the engine's deadline for connection `i`.
+    fn tcp_rearm(&mut self, i: usize) {
+        let Some(c) = self.conn_mut(i) else {
+            return;
+        };
+        let want = if c.in_table {
+            c.conn.poll_timeout()
+        } else {
+            None
+        };
+        let old = core::mem::replace(&mut c.armed_ns, want);
+        if old == want {
+            return;
+        }
+        if let Some(t) = old {
+            self.tcp.timers.remove(&(t, i));
+        }
+        if let Some(t) = want {
+            self.tcp.timers.insert((t, i));
+        }
+    }
+
     fn tcp_after_input(&mut self, i: usize) {
         self.tcp.dirty.insert(i);
+        self.tcp_rearm(i);
         let mut readiness = Readiness::NONE;
         let mut established = false;
         let parent = {
@@ -555,10 +585,13 @@ impl Stack {
             return;
         };
         if c.conn.state() != State::Closed {
+            // Transmitting may arm the retransmission timer.
+            self.tcp_rearm(i);
             return;
         }
         let (key, was_in_table, parent, app_closed) = (c.key, c.in_table, c.parent, c.app_closed);
         c.in_table = false;
+        self.tcp_rearm(i);
         if was_in_table {
             self.tcp.conns.remove(&key);
             self.counters.tcp_connections_closed += 1;
@@ -575,37 +608,19 @@ impl Stack {
     }
 
     pub(crate) fn tcp_poll_timeout(&self) -> Option<u64> {
-        self.tcp
-            .conns
-            .values()
-            .filter_map(
-                |&i| match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
-                    Some(Socket::Tcp(TcpState::Conn(c))) => c.conn.poll_timeout(),
-                    Some(Socket::Tcp(TcpState::Listener(_))) => None,
-                    _ => None,
-                },
-            )
-            .min()
+        self.tcp.timers.first().map(|&(t, _)| t)
     }
 
     pub(crate) fn tcp_handle_timeout(&mut self, now: u64) {
-        // Sorted, so timers fire in a deterministic order.
-        let mut due: Vec<usize> = self
+        // Everything due, earliest first (ties by slot index): deterministic order. Collected
+        // first so a connection whose deadline does not move cannot loop here.
+        let due: Vec<usize> = self
             .tcp
-            .conns
-            .values()
-            .copied()
-            .filter(
-                |&i| match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
-                    Some(Socket::Tcp(TcpState::Conn(c))) => {
-                        c.conn.poll_timeout().is_some_and(|t| t <= now)
-                    }
-                    Some(Socket::Tcp(TcpState::Listener(_))) => false,
-                    _ => false,
-                },
-            )
+            .timers
+            .iter()
+            .take_while(|&&(t, _)| t <= now)
+            .map(|&(_, i)| i)
             .collect();
-        due.sort_unstable();
         for i in due {
             if let Some(c) = self.conn_mut(i) {
                 c.conn.handle_timeout(now);
@@ -727,6 +742,7 @@ impl Stack {
             parent: None,
             in_table: true,
             app_closed: false,
+            armed_ns: None,
         };
         let h = self.alloc_slot(Socket::Tcp(TcpState::Conn(sock)))?;
         self.tcp.conns.insert(key, h.index as usize);

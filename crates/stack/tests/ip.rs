@@ -541,3 +541,24 @@ fn identical_runs_emit_identical_frames() {
     assert!(one.len() > 10);
     assert_eq!(one, conversation_trace());
 }
+
+#[test]
+fn socket_table_is_bounded_and_stale_handles_stay_invalid() {
+    let mut cb = config_b();
+    cb.limits.sockets_max = 2;
+    let mut b = stack::Stack::new(cb);
+    let s1 = b.udp_bind(v4(IP_B, 1)).expect("1");
+    let _s2 = b.udp_bind(v4(IP_B, 2)).expect("2");
+    assert_eq!(
+        b.udp_bind(v4(IP_B, 3)),
+        Err(stack::SocketError::TooManySockets)
+    );
+    b.close(0, s1).expect("close");
+    let s3 = b.udp_bind(v4(IP_B, 3)).expect("slot reused");
+    assert_eq!(b.local_addr(s1), Err(stack::SocketError::InvalidHandle));
+    assert_eq!(b.local_addr(s3), Ok(v4(IP_B, 3)));
+    // Port 1 is free again.
+    assert!(b.udp_bind(v4(IP_B, 1)).is_err(), "table still full");
+    b.close(0, s3).expect("close");
+    assert!(b.udp_bind(v4(IP_B, 1)).is_ok());
+}

@@ -219,3 +219,69 @@ fn active_open_picks_a_port_whose_replies_come_home() {
     p.exchange();
     assert_eq!(p.a.counters().tcp_connections_established, 5);
 }
+
+#[test]
+fn tcp_lost_syn_is_retransmitted_when_the_timer_fires() {
+    let mut p = Pair::new();
+    resolve(&mut p);
+    let _l = p.b.tcp_listen(v4(IP_B, 80), 8).expect("listen");
+    p.capture_a = true;
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    p.capture_a = false;
+    assert_eq!(p.captured_a.len(), 1, "the SYN, lost");
+    let deadline = p.a.poll_timeout().expect("retransmission timer armed");
+    assert!(deadline > p.now);
+    p.advance(deadline - p.now - 1);
+    assert_eq!(p.a.tcp_state(c), Some(tcp::State::SynSent));
+    p.advance(1);
+    assert_eq!(p.a.tcp_state(c), Some(tcp::State::Established));
+}
+
+#[test]
+fn many_connections_share_one_listener() {
+    let mut ca = config_a();
+    ca.limits.sockets_max = 300;
+    let mut cb = config_b();
+    cb.limits.sockets_max = 300;
+    cb.limits.tcp_backlog_max = 256;
+    let mut p = Pair::with(ca, cb);
+    resolve(&mut p);
+    let l = p.b.tcp_listen(v4(IP_B, 80), 256).expect("listen");
+    let clients: Vec<_> = (0..200)
+        .map(|_| p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect"))
+        .collect();
+    p.exchange();
+    let mut servers = Vec::new();
+    while let Ok((s, _)) = p.b.tcp_accept(l) {
+        servers.push(s);
+    }
+    assert_eq!(servers.len(), 200);
+    assert_eq!(p.b.tcp_connection_count(), 200);
+    for (i, c) in clients.iter().enumerate() {
+        p.a.tcp_send(*c, &(i as u32).to_be_bytes()).expect("send");
+    }
+    p.advance(100 * MS);
+    let mut seen: Vec<u32> = servers
+        .iter()
+        .map(|&s| {
+            let mut b = [0u8; 4];
+            assert_eq!(p.b.tcp_recv(s, &mut b), Ok(4));
+            u32::from_be_bytes(b)
+        })
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..200).collect::<Vec<_>>());
+    for c in clients {
+        p.a.close(p.now, c).expect("close");
+    }
+    for s in servers {
+        p.b.close(p.now, s).expect("close");
+    }
+    p.advance(61 * S);
+    assert_eq!(
+        (p.a.tcp_connection_count(), p.b.tcp_connection_count()),
+        (0, 0)
+    );
+    assert_eq!(p.a.poll_timeout(), None, "no timer left behind");
+}
