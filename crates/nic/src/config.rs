@@ -26,6 +26,9 @@ pub const GRO_IP_BYTES_MAX: usize = 65535;
 /// - a TCP segment with PSH arrives and `lli_on_push` is set (the 82599's low-latency
 ///   interrupts, seed 004 "Low Latency Interrupts").
 ///
+/// Packets here are wire packets: a segment coalesced into an open group counts like any
+/// other arrival (the moderation engine sits before the coalescing engine's write-back).
+///
 /// With `adaptive` set, `interval_ns` is only the starting value: at each wake-up the interval
 /// is recomputed from the packet rate observed since the previous wake-up (see
 /// [`AdaptiveModeration`]).

@@ -404,3 +404,29 @@ proptest! {
         prop_assert_eq!(c.rx_descriptors_polled, got.len() as u64);
     }
 }
+
+/// Inserts an 802.1Q tag (VLAN `vid`) after the MAC addresses.
+fn tagged(mut frame: Vec<u8>, vid: u16) -> Vec<u8> {
+    let tci = vid.to_be_bytes();
+    frame.splice(12..12, [0x81, 0x00, tci[0], tci[1]]);
+    frame
+}
+
+#[test]
+fn vlan_tagged_segments_coalesce_only_within_one_vlan() {
+    let mut nic = nic();
+    let segs = stream(&Seg::v4(40000, 80), 1000, 4);
+    for (i, s) in segs.iter().enumerate() {
+        let vid = if i < 3 { 10 } else { 20 };
+        nic.receive(0, tagged(s.build(), vid));
+    }
+    let d = drain(&mut nic, 0, 0);
+    let counts: Vec<u16> = d.iter().map(|d| d.coalesced_segments).collect();
+    assert_eq!(counts, vec![3, 1]);
+    // Strip the tag and check the merged frame is valid.
+    let mut f = d[0].frame.clone();
+    f.drain(12..16);
+    let p = parse_tcp(&f).expect("valid");
+    assert_eq!(p.payload.len(), 3 * MSS);
+    assert_eq!(nic.counters(0).expect("q0").gro_flush_header_change, 1);
+}
