@@ -717,6 +717,36 @@ fn getsockopt<T: PlainData>(fd: RawFd, name: libc::c_int) -> io::Result<(T, usiz
     }
 }
 
+/// How long [`bind_retrying_busy`] keeps retrying a queue that is still being released.
+const BIND_BUSY_RETRY_MS: u64 = 500;
+
+/// `bind(2)`, retried while it fails with `EBUSY` for up to [`BIND_BUSY_RETRY_MS`]: the kernel
+/// releases a closed socket's hold on its queue from a deferred work item, so binding the same
+/// queue right after closing the previous socket fails for a moment (observed on Linux 6.18).
+fn bind_retrying_busy(fd: RawFd, addr: &SockaddrXdp) -> io::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(BIND_BUSY_RETRY_MS);
+    let mut pause_ms = 1;
+    loop {
+        // SAFETY: `addr` is a live sockaddr_xdp and we pass its exact size.
+        let rc = unsafe {
+            libc::bind(
+                fd,
+                (addr as *const SockaddrXdp).cast(),
+                core::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EBUSY) || std::time::Instant::now() >= deadline {
+            return Err(e);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(pause_ms));
+        pause_ms = (pause_ms * 2).min(50);
+    }
+}
+
 fn page_bytes() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
     usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
@@ -854,24 +884,15 @@ impl XdpSocket {
             queue_id,
             shared_umem_fd: 0,
         };
-        // SAFETY: `addr` is a live sockaddr_xdp and we pass its exact size.
-        let rc = unsafe {
-            libc::bind(
-                raw,
-                (&addr as *const SockaddrXdp).cast(),
-                core::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
+        bind_retrying_busy(raw, &addr).map_err(|e| {
+            io::Error::new(
                 e.kind(),
                 format!(
                     "binding AF_XDP to ifindex {ifindex} queue {queue_id} ({:?}): {e}",
                     config.bind_mode
                 ),
-            ));
-        }
+            )
+        })?;
         let (options, _) = getsockopt::<u32>(raw, XDP_OPTIONS)?;
 
         // Frames 0..rx_frames start in FILL; the rest are the transmit budget. The free list
@@ -1016,7 +1037,22 @@ impl XdpSocket {
     /// call [`XdpSocket::poll_tx`] or wait for writability), `InvalidInput` when the frame is
     /// empty or longer than a UMEM frame.
     pub fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        if frame.is_empty() || frame.len() > self.umem.frame_size as usize {
+        match self.send_batch(&[frame])? {
+            0 => Err(io::ErrorKind::WouldBlock.into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Queues a prefix of `frames` on TX (copying each into a free UMEM frame) and kicks the
+    /// kernel once; returns how many were queued. Fewer than `frames.len()` when the transmit
+    /// budget or the TX ring ran out (counted once per call); the caller keeps the rest.
+    /// `InvalidInput`, and nothing queued, when any frame is empty or longer than a UMEM frame.
+    pub fn send_batch<F: AsRef<[u8]>>(&mut self, frames: &[F]) -> io::Result<usize> {
+        let frame_size = self.umem.frame_size as usize;
+        if frames
+            .iter()
+            .any(|f| f.as_ref().is_empty() || f.as_ref().len() > frame_size)
+        {
             self.counters.tx_drop_bad_length += 1;
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -1024,54 +1060,58 @@ impl XdpSocket {
             ));
         }
         self.reclaim_completions();
-        if self.tx_frames_lent >= self.tx_frames_max || self.free_frames.is_empty() {
-            self.counters.tx_drop_no_frame += 1;
-            self.kick_tx()?;
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        let consumer = self.tx.consumer();
-        match ring_free(self.tx.cursor, consumer, self.tx.entries) {
-            Some(0) => {
-                self.counters.tx_drop_ring_full += 1;
-                self.kick_tx()?;
-                return Err(io::ErrorKind::WouldBlock.into());
-            }
-            None => {
-                self.counters.ring_index_invalid += 1;
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "TX ring indices corrupt",
-                ));
-            }
-            Some(_) => {}
-        }
-        let Some(index) = self.free_frames.pop() else {
-            return Err(io::ErrorKind::WouldBlock.into());
+        let Some(room) = ring_free(self.tx.cursor, self.tx.consumer(), self.tx.entries) else {
+            self.counters.ring_index_invalid += 1;
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "TX ring indices corrupt",
+            ));
         };
-        let addr = self.umem.addr(index);
-        if !self.umem.write(index, frame)
-            || !self.tx.write_desc(self.tx.cursor, addr, frame.len() as u32)
-        {
-            self.free_frames.push(index);
-            return Err(io::Error::other("UMEM frame or TX slot out of bounds"));
+        let mut queued = 0usize;
+        for f in frames {
+            let data = f.as_ref();
+            if queued as u32 == room {
+                self.counters.tx_drop_ring_full += 1;
+                break;
+            }
+            if self.tx_frames_lent >= self.tx_frames_max {
+                self.counters.tx_drop_no_frame += 1;
+                break;
+            }
+            let Some(frame) = self.free_frames.pop() else {
+                // Unreachable while the budget holds: free ≥ frames owed to FILL + budget left.
+                self.counters.tx_drop_no_frame += 1;
+                break;
+            };
+            let addr = self.umem.addr(frame);
+            // `write` checks the frame is ours; the length was checked above.
+            if !self.umem.write(frame, data)
+                || !self.tx.write_desc(self.tx.cursor, addr, data.len() as u32)
+            {
+                self.free_frames.push(frame);
+                break;
+            }
+            self.umem
+                .transition(frame, FrameState::User, FrameState::Tx);
+            self.tx_frames_lent += 1;
+            self.tx.cursor = self.tx.cursor.wrapping_add(1);
+            self.counters.tx_frames += 1;
+            self.counters.tx_bytes += data.len() as u64;
+            queued += 1;
         }
-        self.umem
-            .transition(index, FrameState::User, FrameState::Tx);
-        self.tx_frames_lent += 1;
-        self.tx.cursor = self.tx.cursor.wrapping_add(1);
-        self.tx.publish_producer();
-        self.counters.tx_frames += 1;
-        self.counters.tx_bytes += frame.len() as u64;
-        if !self.need_wakeup || self.tx.needs_wakeup() {
-            self.kick_tx()?;
+        if queued > 0 {
+            self.tx.publish_producer();
         }
-        self.reclaim_completions();
-        Ok(())
+        // Kick when we queued something, or when we could not and frames still wait in TX
+        // (copy mode sends only inside a system call).
+        self.poll_tx()?;
+        Ok(queued)
     }
 
     /// Kicks the kernel if TX still holds frames it has not taken, and takes back completed
-    /// frames; returns how many came back. Call it from the run loop (copy mode sends only
-    /// inside `sendto`, 32 frames per call at most).
+    /// frames; returns how many came back. Call it from the run loop: copy mode transmits only
+    /// inside a system call, and a bounded number of frames per call (32 on Linux 6.18, after
+    /// which the kick reports `EAGAIN`, counted in `tx_kick_busy`).
     pub fn poll_tx(&mut self) -> io::Result<u32> {
         let consumer = self.tx.consumer();
         if consumer != self.tx.cursor && (!self.need_wakeup || self.tx.needs_wakeup()) {
