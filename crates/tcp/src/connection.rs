@@ -688,6 +688,49 @@ impl Connection {
         self.in_recovery
     }
 
+    /// Switches the Nagle algorithm off (`true`) or on at run time (RFC 9293 §3.7.4).
+    pub fn set_nodelay(&mut self, nodelay: bool) {
+        self.config.nodelay = nodelay;
+    }
+
+    /// The first violated TCB invariant, if any (for checkers in tests and simulations; cheap
+    /// enough to call after every input).
+    pub fn invariant_violation(&self) -> Option<&'static str> {
+        if self.snd_nxt.lt(self.snd_una) {
+            return Some("SND.NXT < SND.UNA");
+        }
+        if self.snd_max.lt(self.snd_nxt) {
+            return Some("SND.MAX < SND.NXT");
+        }
+        if self.state.is_synchronized() {
+            if self.rcv_adv.lt(self.rcv_nxt) {
+                return Some("advertised right edge behind RCV.NXT");
+            }
+            let promised = u64::from(fwd(self.rcv_nxt, self.rcv_adv)) + self.recv_buf.len() as u64;
+            if promised > u64::from(self.config.recv_buffer_bytes) {
+                return Some("advertised window exceeds free receive buffer");
+            }
+            if self.snd_buf_seq.gt(self.snd_una) {
+                return Some("send buffer starts after SND.UNA");
+            }
+        }
+        if self.recv_buf.len() > self.config.recv_buffer_bytes as usize {
+            return Some("receive buffer over capacity");
+        }
+        if self.ooo.bytes() > self.config.ooo_bytes_max
+            || self.ooo.ranges().len() > usize::from(self.config.ooo_segments_max)
+        {
+            return Some("out-of-order queue over its caps");
+        }
+        if self.scoreboard.ranges().len() > usize::from(SCOREBOARD_RANGES_MAX) {
+            return Some("SACK scoreboard over its cap");
+        }
+        if self.cc.cwnd_bytes == 0 {
+            return Some("zero congestion window");
+        }
+        None
+    }
+
     fn ts_now(&self, now: u64) -> u32 {
         // RFC 7323 §5.4: a 1 ms clock, offset per connection (§7.1).
         ((now / NS_PER_MS) as u32).wrapping_add(self.ts_offset)
