@@ -164,8 +164,13 @@ pub struct Limits {
     pub icmp_errors_per_s_max: u32,
     /// ICMP error burst (token bucket depth).
     pub icmp_errors_burst_max: u32,
-    /// Upper bound on a listener's accept backlog.
+    /// Upper bound on a listener's accept backlog (established, not yet accepted).
     pub tcp_backlog_max: usize,
+    /// Children in SYN-RECEIVED per listener before SYNs are answered with cookies.
+    pub tcp_syn_backlog_max: usize,
+    /// Answer SYNs past `tcp_syn_backlog_max` with SYN cookies (RFC 4987 §3.6) instead of
+    /// dropping them.
+    pub tcp_syn_cookies: bool,
 }
 
 impl Default for Limits {
@@ -185,6 +190,8 @@ impl Default for Limits {
             icmp_errors_per_s_max: 100,
             icmp_errors_burst_max: 10,
             tcp_backlog_max: 128,
+            tcp_syn_backlog_max: 256,
+            tcp_syn_cookies: true,
         }
     }
 }

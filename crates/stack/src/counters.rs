@@ -147,6 +147,10 @@ counters! {
     tcp_rx_no_listener_rst_ignored,
     /// SYN dropped because the listener's accept backlog was full.
     tcp_listen_backlog_full,
+    /// SYN-ACKs sent with a SYN cookie because the SYN backlog was full (RFC 4987 §3.6).
+    tcp_syn_cookies_sent,
+    /// Connections opened from a valid SYN cookie.
+    tcp_syn_cookies_accepted,
     /// SYN dropped because the connection table was full.
     tcp_conn_table_full,
     /// Segment to a listener that was not a bare SYN (ACK → RST; others dropped).

@@ -21,7 +21,7 @@ use core::hash::{BuildHasherDefault, Hash, Hasher};
 use core::net::{IpAddr, SocketAddr};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use tcp::isn::{Endpoint, IsnGenerator};
+use tcp::isn::{Endpoint, IsnGenerator, SynCookies};
 use tcp::{Connection, Event, State};
 use wire::{IpPair, IpProtocol, SeqNumber, TcpFlags, TcpPacket, TcpRepr};
 
@@ -153,6 +153,7 @@ pub(crate) struct TcpTable {
     /// Invariant: holds `(t, i)` iff connection `i` has `armed_ns == Some(t)`.
     timers: BTreeSet<(u64, usize)>,
     isn: IsnGenerator,
+    cookies: SynCookies,
     /// Payload scratch for `Connection::poll_transmit`.
     scratch: Vec<u8>,
 }
@@ -164,6 +165,12 @@ impl TcpTable {
             dirty: BTreeSet::new(),
             timers: BTreeSet::new(),
             isn: IsnGenerator::new(secret),
+            // A different key from the ISN generator's (RFC 4987 §3.6 cookies must not let a
+            // peer learn our ISN secret, nor the reverse).
+            cookies: SynCookies::new([
+                secret[1].rotate_left(17) ^ 0xc00c_1e5e_ed5a_17ed,
+                secret[0].rotate_left(29),
+            ]),
             scratch: vec![0u8; 65_536],
         }
     }
@@ -388,12 +395,16 @@ impl Stack {
             self.reply_rst(now, meta, &seg);
             return;
         };
-        // RFC 9293 §3.10.7.2 (LISTEN): RST is ignored, ACK draws a RST, SYN opens.
+        // RFC 9293 §3.10.7.2 (LISTEN): RST is ignored, ACK draws a RST (unless it completes
+        // a SYN-cookie handshake, RFC 4987 §3.6), SYN opens.
         if seg.flags.contains(TcpFlags::RST) {
             self.counters.tcp_listen_bad_segment += 1;
             return;
         }
         if seg.flags.contains(TcpFlags::ACK) {
+            if !seg.flags.contains(TcpFlags::SYN) && self.tcp_open_from_cookie(now, li, key, &seg) {
+                return;
+            }
             self.counters.tcp_listen_bad_segment += 1;
             self.reply_rst(now, meta, &seg);
             return;
@@ -405,23 +416,123 @@ impl Stack {
         self.tcp_open_child(now, li, key, &seg);
     }
 
-    /// A SYN on a listening port: a new child in SYN-RECEIVED, parked in the backlog.
+    /// How full a listener is: (children still in SYN-RECEIVED, established children
+    /// waiting for `accept`).
+    fn listener_load(&self, li: usize) -> (usize, usize) {
+        let Some(Socket::Tcp(TcpState::Listener(l))) =
+            self.slots.get(li).and_then(|s| s.socket.as_ref())
+        else {
+            return (0, 0);
+        };
+        let established = l
+            .pending
+            .iter()
+            .filter(
+                |&&ci| match self.slots.get(ci).and_then(|s| s.socket.as_ref()) {
+                    Some(Socket::Tcp(TcpState::Conn(c))) => c.conn.state().is_synchronized(),
+                    _ => false,
+                },
+            )
+            .count();
+        (l.pending.len() - established, established)
+    }
+
+    /// A SYN on a listening port: a new child in SYN-RECEIVED, parked in the backlog; past the
+    /// SYN backlog, a stateless SYN-cookie SYN-ACK (RFC 4987 §3.6); past the accept backlog,
+    /// a counted drop (the peer retransmits its SYN; by then the application may have
+    /// accepted).
     fn tcp_open_child(&mut self, now: u64, li: usize, key: FlowKey, syn: &TcpRepr<'_>) {
+        let (embryonic, established) = self.listener_load(li);
         let Some(l) = self.listener_mut(li) else {
             return;
         };
-        if l.pending.len() >= l.backlog_max {
-            // The peer retransmits its SYN; by then the application may have accepted.
+        if established >= l.backlog_max {
             self.counters.tcp_listen_backlog_full += 1;
             return;
         }
         let base = l.config;
         let config = self.tcp_config_for(&base, key.tuple.local.is_ipv4());
+        if embryonic >= self.cfg.limits.tcp_syn_backlog_max {
+            if !self.cfg.limits.tcp_syn_cookies {
+                self.counters.tcp_listen_backlog_full += 1;
+                return;
+            }
+            let (l_ep, r_ep) = (
+                endpoint_bytes(key.tuple.local.ip()),
+                endpoint_bytes(key.tuple.remote.ip()),
+            );
+            let local = Endpoint {
+                addr: l_ep.0.get(..l_ep.1).unwrap_or(&[]),
+                port: key.tuple.local.port(),
+            };
+            let remote = Endpoint {
+                addr: r_ep.0.get(..r_ep.1).unwrap_or(&[]),
+                port: key.tuple.remote.port(),
+            };
+            let iss =
+                self.tcp
+                    .cookies
+                    .generate(now, local, remote, syn.seq_number, syn.max_seg_size);
+            let syn_ack = SynCookies::syn_ack(&config, syn, iss);
+            self.send_tcp(now, key.tuple.local.ip(), key.tuple.remote.ip(), &syn_ack);
+            self.counters.tcp_syn_cookies_sent += 1;
+            return;
+        }
         let (iss, ts_offset) = self.isn_for(now, &key.tuple);
         let Ok(conn) = Connection::accept(now, &config, syn, iss, ts_offset) else {
             self.counters.tcp_listen_bad_segment += 1;
             return;
         };
+        self.tcp_insert_child(li, key, conn);
+    }
+
+    /// An ACK on a listening port that may complete a SYN-cookie handshake. True when it did
+    /// (the connection now exists, established); false when it is no valid cookie.
+    fn tcp_open_from_cookie(
+        &mut self,
+        now: u64,
+        li: usize,
+        key: FlowKey,
+        ack: &TcpRepr<'_>,
+    ) -> bool {
+        if !self.cfg.limits.tcp_syn_cookies {
+            return false;
+        }
+        let (l_ep, r_ep) = (
+            endpoint_bytes(key.tuple.local.ip()),
+            endpoint_bytes(key.tuple.remote.ip()),
+        );
+        let local = Endpoint {
+            addr: l_ep.0.get(..l_ep.1).unwrap_or(&[]),
+            port: key.tuple.local.port(),
+        };
+        let remote = Endpoint {
+            addr: r_ep.0.get(..r_ep.1).unwrap_or(&[]),
+            port: key.tuple.remote.port(),
+        };
+        let Some(cookie) = self.tcp.cookies.validate(now, local, remote, ack) else {
+            return false;
+        };
+        let (_, established) = self.listener_load(li);
+        let Some(l) = self.listener_mut(li) else {
+            return false;
+        };
+        if established >= l.backlog_max {
+            // Valid, but nowhere to put it: drop; the peer's retransmission may fit later.
+            self.counters.tcp_listen_backlog_full += 1;
+            return true;
+        }
+        let base = l.config;
+        let config = self.tcp_config_for(&base, key.tuple.local.is_ipv4());
+        let (_, ts_offset) = self.isn_for(now, &key.tuple);
+        let conn = Connection::from_syn_cookie(now, &config, ack, &cookie, ts_offset);
+        self.counters.tcp_syn_cookies_accepted += 1;
+        self.tcp_insert_child(li, key, conn);
+        true
+    }
+
+    /// Puts a passive-open child in a slot, the table and its listener's backlog.
+    fn tcp_insert_child(&mut self, li: usize, key: FlowKey, conn: Connection) {
         let sock = ConnSock {
             key,
             conn: Box::new(conn),
@@ -442,8 +553,6 @@ impl Stack {
         self.tcp_after_input(ci);
     }
 
-    /// After any input to connection `i`: mark it for output and turn its events into
-    /// readiness.
     /// Keeps the timer index in step with the engine's deadline for connection `i`.
     fn tcp_rearm(&mut self, i: usize) {
         let Some(c) = self.conn_mut(i) else {
@@ -466,6 +575,8 @@ impl Stack {
         }
     }
 
+    /// After any input to connection `i`: mark it for output, re-arm its timer and turn its
+    /// events into readiness.
     fn tcp_after_input(&mut self, i: usize) {
         self.tcp.dirty.insert(i);
         self.tcp_rearm(i);

@@ -285,3 +285,55 @@ fn many_connections_share_one_listener() {
     );
     assert_eq!(p.a.poll_timeout(), None, "no timer left behind");
 }
+
+#[test]
+fn syns_past_the_syn_backlog_get_cookies_and_still_connect() {
+    let mut cb = config_b();
+    cb.limits.tcp_syn_backlog_max = 1;
+    let mut p = Pair::with(config_a(), cb);
+    resolve(&mut p);
+    let l = p.b.tcp_listen(v4(IP_B, 80), 8).expect("listen");
+    let c1 = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("c1");
+    let c2 = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("c2");
+    p.exchange();
+    let c = p.b.counters();
+    assert_eq!((c.tcp_syn_cookies_sent, c.tcp_syn_cookies_accepted), (1, 1));
+    assert_eq!(p.a.tcp_state(c1), Some(tcp::State::Established));
+    assert_eq!(p.a.tcp_state(c2), Some(tcp::State::Established));
+    let mut servers = Vec::new();
+    while let Ok((s, peer)) = p.b.tcp_accept(l) {
+        servers.push((s, peer));
+    }
+    assert_eq!(servers.len(), 2);
+    // Data flows over the connection that was built from the cookie.
+    let port2 = p.a.local_addr(c2).unwrap().port();
+    let (s2, _) = servers
+        .iter()
+        .copied()
+        .find(|(_, peer)| peer.port() == port2)
+        .unwrap();
+    p.a.tcp_send(c2, b"via cookie").unwrap();
+    p.advance(100 * MS);
+    assert_eq!(read_all(&mut p.b, s2), b"via cookie");
+}
+
+#[test]
+fn syn_cookies_disabled_means_counted_drops() {
+    let mut cb = config_b();
+    cb.limits.tcp_syn_backlog_max = 1;
+    cb.limits.tcp_syn_cookies = false;
+    let mut p = Pair::with(config_a(), cb);
+    resolve(&mut p);
+    let _l = p.b.tcp_listen(v4(IP_B, 80), 8).expect("listen");
+    // Capture B-bound SYNs so both arrive before any handshake completes.
+    p.capture_a = true;
+    p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("c1");
+    p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("c2");
+    p.exchange();
+    p.capture_a = false;
+    for f in std::mem::take(&mut p.captured_a) {
+        p.b.receive(p.now, &f, None);
+    }
+    let c = p.b.counters();
+    assert_eq!((c.tcp_syn_cookies_sent, c.tcp_listen_backlog_full), (0, 1));
+}
