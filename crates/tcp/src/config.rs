@@ -66,7 +66,8 @@ pub struct Config {
     pub delayed_ack_ns: u64,
     /// Disable the Nagle algorithm (RFC 9293 §3.7.4). Default false.
     pub nodelay: bool,
-    /// TIME-WAIT duration, 2·MSL (RFC 9293 §3.4.2). Default 60 s.
+    /// TIME-WAIT duration, 2·MSL (RFC 9293 §3.4.2). Default 60 s. Also bounds FIN-WAIT-2
+    /// after a full `close()` (nobody could use the connection any more).
     pub time_wait_ns: u64,
     /// Send buffer capacity: unacknowledged plus unsent bytes. Default 256 KiB.
     pub send_buffer_bytes: u32,

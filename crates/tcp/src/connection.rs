@@ -1294,6 +1294,11 @@ impl Connection {
                 State::FinWait1 => {
                     self.state = State::FinWait2;
                     self.rtx_deadline_ns = NEVER;
+                    if self.app_closed {
+                        // Nobody can read or write any more: do not wait forever for the
+                        // peer's FIN (the FIN-WAIT-2 timer of BSD and Linux), reuse 2·MSL.
+                        self.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
+                    }
                 }
                 State::Closing => self.enter_time_wait(now),
                 State::LastAck => {
@@ -1463,6 +1468,9 @@ impl Connection {
             self.counters.rx_trim_beyond_window_bytes += (data.len() - room) as u64;
             data = data.get(..room).unwrap_or(&[]);
             fin = false;
+            // RFC 9293 §3.8.6.1: a zero-window probe (or any data beyond the window) is
+            // answered with an ACK announcing the current window.
+            self.ack_due = AckDue::Now;
         }
         if !data.is_empty() {
             self.rcv_mss_seen = self
@@ -1630,7 +1638,7 @@ impl Connection {
     pub fn handle_timeout(&mut self, now: u64) {
         if self.time_wait_deadline_ns <= now {
             self.time_wait_deadline_ns = NEVER;
-            if self.state == State::TimeWait {
+            if matches!(self.state, State::TimeWait | State::FinWait2) {
                 self.enter_closed(CloseReason::Normal);
                 return;
             }

@@ -1186,3 +1186,59 @@ fn idle_restart_shrinks_cwnd_back_to_the_initial_window() {
     p.run_for(8 * MS);
     assert_eq!(p.sent(Dir::AtoB).filter(|e| e.2.is_data()).count(), 10);
 }
+
+#[test]
+fn zero_window_probe_is_answered_with_the_current_window() {
+    let small = Config {
+        recv_buffer_bytes: 4096,
+        ..no_ts()
+    };
+    let mut p = Pair::established(no_ts(), small, 5 * MS);
+    p.b_auto_read = false;
+    p.a_to_send = pattern(10_000);
+    p.run_for(2_000 * MS);
+    let probes = p.a.counters().window_probes_sent;
+    assert!(probes >= 1);
+    // Every probe got an answer: B's trimmed bytes equal the probes, and each was ACKed.
+    assert_eq!(p.b.counters().rx_trim_beyond_window_bytes, probes);
+    let zero_window_acks = p
+        .sent(Dir::BtoA)
+        .filter(|e| e.2.hdr.window_len == 0)
+        .count() as u64;
+    assert!(
+        zero_window_acks > probes,
+        "one zero-window ACK per probe, plus the one that closed it"
+    );
+}
+
+#[test]
+fn orphaned_fin_wait_2_times_out() {
+    let c = Config {
+        time_wait_ns: 5_000 * MS,
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.a.close().unwrap();
+    p.run_until(|p| p.a.state() == State::FinWait2, 100 * MS);
+    let entered = p.now;
+    // B never closes its side.
+    p.run_until(|p| p.a.state() == State::Closed, 10_000 * MS);
+    assert_eq!(p.now - entered, 5_000 * MS);
+    assert_eq!(p.b.state(), State::CloseWait);
+}
+
+#[test]
+fn half_closed_fin_wait_2_waits_for_the_peer_indefinitely() {
+    let c = Config {
+        time_wait_ns: 5_000 * MS,
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.a.shutdown_write().unwrap();
+    p.run_for(60_000 * MS);
+    assert_eq!(
+        p.a.state(),
+        State::FinWait2,
+        "the application may still read"
+    );
+}
