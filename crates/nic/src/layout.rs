@@ -4,6 +4,7 @@
 //! valid for the frame they came from (every accessor below uses `get`, never indexing, so a
 //! stale layout cannot panic either).
 
+use wire::checksum;
 use wire::{EthernetFrame, IpPair, IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket};
 
 /// IP version of a frame.
@@ -122,8 +123,10 @@ pub struct RxChecksum {
 }
 
 /// Verifies the IPv4 header checksum and the TCP/UDP checksum, as a NIC with receive
-/// checksum offload does.
-pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> RxChecksum {
+/// checksum offload does. The second value is the folded sum of the TCP segment's bytes
+/// (header and payload) when it was computed, so coalescing can reuse it instead of summing
+/// the payload again.
+pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> (RxChecksum, Option<u16>) {
     let mut out = RxChecksum::default();
     if layout.l3 == L3::V4 {
         let ip_bytes = frame.get(layout.l3_off..layout.ip_end).unwrap_or(&[]);
@@ -134,12 +137,18 @@ pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> RxChecksum {
         };
     }
     if layout.l4_opaque {
-        return out;
+        return (out, None);
     }
     let l4 = layout.l4(frame);
+    let mut tcp_sum = None;
     if layout.protocol == IpProtocol::TCP {
-        if let Ok(tcp) = TcpPacket::new_checked(l4) {
-            out.l4 = status(tcp.verify_checksum(&layout.addrs));
+        if TcpPacket::new_checked(l4).is_ok() {
+            // RFC 9293 §3.1: pseudo-header + segment sums to all ones when the checksum holds.
+            let seg_sum = checksum::sum(l4);
+            let len32 = u32::try_from(l4.len()).unwrap_or(u32::MAX);
+            let ph = layout.addrs.pseudo_header_sum(IpProtocol::TCP, len32);
+            out.l4 = status(checksum::combine(&[ph, seg_sum]) == 0xffff);
+            tcp_sum = Some(seg_sum);
         }
     } else if layout.protocol == IpProtocol::UDP
         && let Ok(udp) = UdpPacket::new_checked(l4)
@@ -151,7 +160,7 @@ pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> RxChecksum {
             status(udp.verify_checksum(&layout.addrs))
         };
     }
-    out
+    (out, tcp_sum)
 }
 
 fn status(ok: bool) -> CsumStatus {
@@ -162,10 +171,9 @@ fn status(ok: bool) -> CsumStatus {
     }
 }
 
-/// Rewrites the IP length field for an IP packet now `ip_len_bytes` long (header included),
-/// refreshes the IPv4 header checksum, and recomputes the TCP/UDP checksum over
-/// `frame[l4_off..]`. The caller has truncated `frame` to the end of the IP packet.
-pub(crate) fn fix_lengths_and_checksums(frame: &mut [u8], layout: &Layout) {
+/// Rewrites the IP length field for an IP packet that now ends at the end of `frame`, and
+/// refreshes the IPv4 header checksum.
+pub(crate) fn fix_ip_length(frame: &mut [u8], layout: &Layout) {
     let ip_len = frame.len().saturating_sub(layout.l3_off);
     let ip_len16 = u16::try_from(ip_len).unwrap_or(u16::MAX);
     if let Some(l3) = frame.get_mut(layout.l3_off..) {
@@ -181,8 +189,6 @@ pub(crate) fn fix_lengths_and_checksums(frame: &mut [u8], layout: &Layout) {
             }
         }
     }
-    let end = frame.len();
-    fill_l4_checksum(frame, layout, end);
 }
 
 /// Fills the TCP/UDP checksum of the segment at `frame[l4_off..end]` (checksum offload).

@@ -378,9 +378,9 @@ impl Nic {
             }
             return RxVerdict::Dropped(RxDrop::NoQueue);
         };
-        let csum = match (&layout, self.config.rx_checksum_offload) {
+        let (csum, tcp_sum) = match (&layout, self.config.rx_checksum_offload) {
             (Some(l), true) => verify_checksums(&frame, l),
-            _ => RxChecksum::default(),
+            _ => (RxChecksum::default(), None),
         };
         let push = layout
             .as_ref()
@@ -393,6 +393,7 @@ impl Nic {
             hash_type: decision.hash_type,
             steered_by: decision.how,
             csum,
+            tcp_sum,
         };
         let c = &mut q.counters;
         let accepted =

@@ -45,11 +45,12 @@
 use std::collections::VecDeque;
 
 use rss::{HashType, SteerHow};
-use wire::{IpPair, TcpFlags};
+use wire::checksum;
+use wire::{IpPair, IpProtocol, TcpFlags, TcpPacket};
 
 use crate::config::GroConfig;
 use crate::counters::QueueCounters;
-use crate::layout::{CsumStatus, L3, Layout, RxChecksum, fix_lengths_and_checksums};
+use crate::layout::{CsumStatus, L3, Layout, RxChecksum, fix_ip_length};
 
 /// A received packet as the driver finds it in the ring: the frame plus what the NIC learned.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,6 +124,10 @@ struct GroCtx {
     /// Frame offset of the TSval field, when the options carry a Timestamps option.
     tsval_off: Option<usize>,
     last_tsval: u32,
+    /// Folded sum of the merged payload so far (RFC 1071), so closing needs no pass over it.
+    payload_sum: u16,
+    /// Merged payload bytes so far.
+    payload_bytes: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -139,6 +144,8 @@ pub(crate) struct RxMeta {
     pub hash_type: Option<HashType>,
     pub steered_by: SteerHow,
     pub csum: RxChecksum,
+    /// Folded sum of the TCP segment's bytes, from checksum verification.
+    pub tcp_sum: Option<u16>,
 }
 
 /// The receive ring plus GRO contexts of one queue.
@@ -222,7 +229,7 @@ impl RxQueue {
         gro: &GroConfig,
         c: &mut QueueCounters,
     ) -> Accept {
-        let tcp = layout.and_then(|l| tcp_info(&frame, l, meta.csum));
+        let tcp = layout.and_then(|l| tcp_info(&frame, l, meta.csum, meta.tcp_sum));
         let key = tcp.as_ref().map(|t| t.key);
         let ctx_idx = key.and_then(|k| self.contexts.iter().position(|x| x.key == k));
 
@@ -277,6 +284,8 @@ impl RxQueue {
                         opened_ns: now_ns,
                         tsval_off: t.tsval_off,
                         last_tsval: t.tsval,
+                        payload_sum: t.payload_sum,
+                        payload_bytes: t.payload_len,
                     });
                 }
                 return Accept::Queued;
@@ -351,6 +360,14 @@ impl RxQueue {
         ctx.segments += 1;
         ctx.next_seq = ctx.next_seq.wrapping_add(t.payload_len as u32);
         ctx.last_tsval = t.tsval;
+        // RFC 1071 §2(B): a piece that starts at an odd offset contributes its sum byte-swapped.
+        let piece = if ctx.payload_bytes % 2 == 1 {
+            t.payload_sum.swap_bytes()
+        } else {
+            t.payload_sum
+        };
+        ctx.payload_sum = checksum::combine(&[ctx.payload_sum, piece]);
+        ctx.payload_bytes += t.payload_len;
         let room = gro
             .ip_bytes_max
             .saturating_sub(held.len().saturating_sub(ctx.layout.l3_off));
@@ -390,7 +407,8 @@ impl RxQueue {
         slot.open = false;
         if ctx.segments > 1 {
             let d = &mut slot.desc;
-            fix_lengths_and_checksums(&mut d.frame, &ctx.layout);
+            fix_ip_length(&mut d.frame, &ctx.layout);
+            fill_merged_tcp_checksum(&mut d.frame, &ctx);
             d.coalesced_segments = ctx.segments;
             d.gro_mss_bytes = u16::try_from(ctx.mss_bytes).unwrap_or(u16::MAX);
             d.csum = RxChecksum {
@@ -430,10 +448,12 @@ struct TcpInfo {
     payload_len: usize,
     tsval_off: Option<usize>,
     tsval: u32,
+    /// Folded sum of the payload (valid when `coalescible`).
+    payload_sum: u16,
     coalescible: bool,
 }
 
-fn tcp_info(frame: &[u8], l: &Layout, csum: RxChecksum) -> Option<TcpInfo> {
+fn tcp_info(frame: &[u8], l: &Layout, csum: RxChecksum, tcp_sum: Option<u16>) -> Option<TcpInfo> {
     let tcp = l.tcp(frame)?;
     let header_len = tcp.header_len();
     let payload_off = l.l4_off + header_len;
@@ -447,7 +467,12 @@ fn tcp_info(frame: &[u8], l: &Layout, csum: RxChecksum) -> Option<TcpInfo> {
         .map_or(0, u32::from_be_bytes);
     let ip_ok = l.l3 == L3::V6 || csum.ip == CsumStatus::Good;
     let forbidden = TcpFlags::SYN | TcpFlags::RST | TcpFlags::URG | TcpFlags::CWR;
+    // The payload's sum is the segment's sum minus its header's (one's complement: add the
+    // complement). The header is a multiple of 4 bytes, so the payload starts word-aligned.
+    let header = frame.get(l.l4_off..payload_off).unwrap_or(&[]);
+    let payload_sum = tcp_sum.map(|seg| checksum::combine(&[seg, !checksum::sum(header)]));
     let coalescible = opts_ok
+        && payload_sum.is_some()
         && ip_ok
         && !l.ip_options
         && csum.l4 == CsumStatus::Good
@@ -467,6 +492,7 @@ fn tcp_info(frame: &[u8], l: &Layout, csum: RxChecksum) -> Option<TcpInfo> {
         payload_len,
         tsval_off,
         tsval,
+        payload_sum: payload_sum.unwrap_or(0),
         coalescible,
     })
 }
@@ -502,7 +528,7 @@ fn find_tsval(opts: &[u8]) -> (bool, Option<usize>) {
 }
 
 /// Rule 2 of the module docs: headers identical except lengths, IPv4 ID, checksums, sequence
-/// number, PSH/FIN and the TSval.
+/// number, PSH/FIN and the TSval. Compared as slices between the fields that may differ.
 fn headers_match(
     held: &[u8],
     hl: &Layout,
@@ -515,31 +541,49 @@ fn headers_match(
     if hl.l3_off != l.l3_off || hl.l4_off != l.l4_off || held_tcp_len != t.header_len {
         return false;
     }
-    let end = l.l4_off + t.header_len;
-    let (Some(a), Some(b)) = (held.get(..end), frame.get(..end)) else {
-        return false;
+    let (l3, l4, end) = (l.l3_off, l.l4_off, l.l4_off + t.header_len);
+    let same = |r: core::ops::Range<usize>| match (held.get(r.clone()), frame.get(r)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
     };
-    let l3 = l.l3_off;
-    let l4 = l.l4_off;
-    let skip = |pos: usize| -> bool {
-        let in_ip = match l.l3 {
-            // total length, identification, header checksum (RFC 791 §3.1)
-            L3::V4 => (l3 + 2..l3 + 6).contains(&pos) || (l3 + 10..l3 + 12).contains(&pos),
-            // payload length (RFC 8200 §3)
-            L3::V6 => (l3 + 4..l3 + 6).contains(&pos),
-        };
-        in_ip
-            || (l4 + 4..l4 + 8).contains(&pos)
-            || (l4 + 16..l4 + 18).contains(&pos)
-            || tsval_off.is_some_and(|o| (o..o + 4).contains(&pos))
+    let ip_same = match l.l3 {
+        // Skips total length, identification, header checksum (RFC 791 §3.1).
+        L3::V4 => same(l3..l3 + 2) && same(l3 + 6..l3 + 10) && same(l3 + 12..l4),
+        // Skips payload length (RFC 8200 §3).
+        L3::V6 => same(l3..l3 + 4) && same(l3 + 6..l4),
     };
-    let flags_pos = l4 + 13;
-    let ignore_flags = TcpFlags::PSH.0 | TcpFlags::FIN.0;
-    a.iter().zip(b).enumerate().all(|(pos, (x, y))| {
-        if pos == flags_pos {
-            (x ^ y) & !ignore_flags == 0
-        } else {
-            skip(pos) || x == y
-        }
-    })
+    let flags_same = match (held.get(l4 + 13), frame.get(l4 + 13)) {
+        (Some(a), Some(b)) => (a ^ b) & !(TcpFlags::PSH.0 | TcpFlags::FIN.0) == 0,
+        _ => false,
+    };
+    // Options: all bytes but the TSval.
+    let opts_same = match tsval_off {
+        Some(o) => same(l4 + 20..o) && same(o + 4..end),
+        None => same(l4 + 20..end),
+    };
+    same(0..l3)
+        && ip_same
+        && same(l4..l4 + 4) // ports
+        && same(l4 + 8..l4 + 13) // ACK number, data offset
+        && flags_same
+        && same(l4 + 14..l4 + 16) // window
+        && same(l4 + 18..l4 + 20) // urgent pointer
+        && opts_same
+}
+
+/// Fills the TCP checksum of a merged frame from the header and the running payload sum
+/// (RFC 9293 §3.1), without another pass over the payload.
+fn fill_merged_tcp_checksum(frame: &mut [u8], ctx: &GroCtx) {
+    let l4_off = ctx.layout.l4_off;
+    let Some(l4) = frame.get_mut(l4_off..) else {
+        return;
+    };
+    let seg_len = u32::try_from(l4.len()).unwrap_or(u32::MAX);
+    let mut tcp = TcpPacket::new_unchecked(l4);
+    tcp.set_checksum(0);
+    let l4 = tcp.into_inner();
+    let header_sum = checksum::sum(l4.get(..ctx.tcp_header_len).unwrap_or(&[]));
+    let ph = ctx.layout.addrs.pseudo_header_sum(IpProtocol::TCP, seg_len);
+    let total = checksum::combine(&[ph, header_sum, ctx.payload_sum]);
+    TcpPacket::new_unchecked(l4).set_checksum(checksum::finish(total));
 }
