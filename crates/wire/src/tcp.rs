@@ -242,6 +242,7 @@ fn be32(b: &[u8], r: core::ops::Range<usize>) -> u32 {
 impl<'a> Iterator for TcpOptions<'a> {
     type Item = Result<TcpOption<'a>>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
