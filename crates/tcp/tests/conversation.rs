@@ -1242,3 +1242,36 @@ fn half_closed_fin_wait_2_waits_for_the_peer_indefinitely() {
         "the application may still read"
     );
 }
+
+#[test]
+fn cubic_backs_off_less_than_newreno_after_the_same_loss() {
+    let run = |cc: tcp::CongestionControl| {
+        let c = Config {
+            congestion_control: cc,
+            ..no_ts()
+        };
+        let p = {
+            let mut p = Pair::established(c, c, 5 * MS);
+            p.filter = Box::new(|c, s| {
+                if c.dir == Dir::AtoB && s.is_data() && c.data_index == 30 {
+                    Verdict::Drop
+                } else {
+                    Verdict::Pass
+                }
+            });
+            p.a_to_send = pattern(60 * 1460);
+            p.run_until(|p| p.b_read.len() == 60 * 1460, 5_000 * MS);
+            p
+        };
+        assert_eq!(p.a.counters().fast_retransmits, 1);
+        p.a.ssthresh_bytes()
+    };
+    let reno = run(tcp::CongestionControl::NewReno);
+    let cubic = run(tcp::CongestionControl::Cubic);
+    // RFC 5681: FlightSize/2; RFC 9438 §4.6: cwnd·0.7.
+    let ratio = f64::from(cubic) / f64::from(reno);
+    assert!(
+        (1.2..1.6).contains(&ratio),
+        "CUBIC {cubic} vs NewReno {reno}"
+    );
+}
