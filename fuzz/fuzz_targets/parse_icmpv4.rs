@@ -10,6 +10,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let _ = Icmpv4Repr::parse(&packet, ChecksumCaps::ALL);
+    // The quoted-packet reader runs on whatever an error message carries.
+    let _ = wire::icmpv4::quoted_flow(packet.data());
     let Ok(repr) = Icmpv4Repr::parse(&packet, ChecksumCaps::NONE) else {
         return;
     };

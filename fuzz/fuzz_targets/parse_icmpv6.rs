@@ -15,6 +15,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let _ = Icmpv6Repr::parse(&packet, SRC, DST, ChecksumCaps::ALL);
+    // The quoted-packet reader runs on whatever an error message carries.
+    let _ = wire::icmpv6::quoted_flow(packet.data());
     let Ok(repr) = Icmpv6Repr::parse(&packet, SRC, DST, ChecksumCaps::NONE) else {
         return;
     };

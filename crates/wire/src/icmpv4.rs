@@ -226,3 +226,31 @@ impl<'a> Icmpv4Repr<'a> {
         Ok(())
     }
 }
+
+/// The flow an ICMPv4 error (`data` of `DstUnreachable`, `FragNeeded`, `TimeExceeded`) is
+/// about, from the quoted IPv4 header and the first 8 bytes after it (RFC 792).
+///
+/// Errors: `Truncated`, `BadVersion`, `BadIhl` for a bad quoted header; `Unsupported` for a
+/// protocol other than TCP/UDP or a non-first fragment (which carries no ports).
+pub fn quoted_flow(data: &[u8]) -> Result<crate::ip::QuotedFlow> {
+    use crate::ipv4::{Ipv4Packet, field as ip_field};
+    if data.len() < ip_field::HEADER_LEN {
+        return Err(Error::Truncated);
+    }
+    // The quoted header's total length covers bytes that were not quoted: no `new_checked`.
+    let ip = Ipv4Packet::new_unchecked(data);
+    if ip.version() != 4 {
+        return Err(Error::BadVersion);
+    }
+    if ip.header_len() < ip_field::HEADER_LEN {
+        return Err(Error::BadIhl);
+    }
+    if ip.frag_offset_bytes() != 0 {
+        return Err(Error::Unsupported);
+    }
+    let addrs = crate::ip::IpPair::V4 {
+        src: ip.src_addr(),
+        dst: ip.dst_addr(),
+    };
+    crate::ip::QuotedFlow::from_transport(addrs, ip.protocol(), data, ip.header_len())
+}

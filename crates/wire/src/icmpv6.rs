@@ -376,3 +376,31 @@ impl<'a> Icmpv6Repr<'a> {
         Ok(())
     }
 }
+
+/// The flow an ICMPv6 error (`data` of `DstUnreachable`, `PacketTooBig`, `TimeExceeded`) is
+/// about, from the quoted IPv6 packet: fixed header, extension headers (bounded walk), then
+/// the transport ports (RFC 4443 §2.4(c)).
+///
+/// Errors: `Truncated`, `BadVersion`, the walk's errors; `Unsupported` for a protocol other
+/// than TCP/UDP or a non-first fragment.
+pub fn quoted_flow(data: &[u8]) -> Result<crate::ip::QuotedFlow> {
+    use crate::ipv6::{self, Ipv6Packet, field as ip_field};
+    if data.len() < ip_field::HEADER_LEN {
+        return Err(Error::Truncated);
+    }
+    // The quoted payload length covers bytes that were not quoted: no `new_checked`.
+    let ip = Ipv6Packet::new_unchecked(data);
+    if ip.version() != 6 {
+        return Err(Error::BadVersion);
+    }
+    let rest = data.get(ip_field::HEADER_LEN..).unwrap_or(&[]);
+    let walk = ipv6::walk_ext_headers(ip.next_header(), rest)?;
+    if walk.fragment.is_some_and(|f| f.offset_bytes != 0) {
+        return Err(Error::Unsupported);
+    }
+    let addrs = crate::ip::IpPair::V6 {
+        src: ip.src_addr(),
+        dst: ip.dst_addr(),
+    };
+    crate::ip::QuotedFlow::from_transport(addrs, walk.upper_protocol, data, walk.upper_offset)
+}

@@ -60,3 +60,48 @@ impl IpPair {
         matches!(self, IpPair::V6 { .. })
     }
 }
+
+/// The flow an ICMP error is about, read from the invoking packet it quotes (RFC 792: the IP
+/// header plus the first 64 bits of its data; RFC 4443 §2.4(c): as much as fits). Addresses and
+/// ports are as the invoking packet carried them, so for a packet we sent `src` is ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QuotedFlow {
+    pub addrs: IpPair,
+    pub protocol: IpProtocol,
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// The quoted TCP segment's sequence number, for the RFC 5927 §4.1 in-window check.
+    pub tcp_seq: Option<crate::tcp::SeqNumber>,
+}
+
+impl QuotedFlow {
+    /// Reads ports (and a TCP sequence number) at `offset` of `quoted`. `Unsupported` unless the
+    /// protocol is TCP or UDP, `Truncated` if the ports are not there.
+    pub(crate) fn from_transport(
+        addrs: IpPair,
+        protocol: IpProtocol,
+        quoted: &[u8],
+        offset: usize,
+    ) -> crate::Result<QuotedFlow> {
+        if protocol != IpProtocol::TCP && protocol != IpProtocol::UDP {
+            return Err(crate::Error::Unsupported);
+        }
+        let ports = match quoted.get(offset..offset + 4) {
+            Some(&[a, b, c, d]) => (u16::from_be_bytes([a, b]), u16::from_be_bytes([c, d])),
+            _ => return Err(crate::Error::Truncated),
+        };
+        let tcp_seq = match quoted.get(offset + 4..offset + 8) {
+            Some(&[a, b, c, d]) if protocol == IpProtocol::TCP => {
+                Some(crate::tcp::SeqNumber(u32::from_be_bytes([a, b, c, d])))
+            }
+            _ => None,
+        };
+        Ok(QuotedFlow {
+            addrs,
+            protocol,
+            src_port: ports.0,
+            dst_port: ports.1,
+            tcp_seq,
+        })
+    }
+}

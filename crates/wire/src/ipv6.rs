@@ -217,74 +217,80 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// a hop-by-hop header that is not first (RFC 8200 §4.1), `ExtHeaderChainTooLong` past the
     /// bound.
     pub fn walk_ext_headers(&self) -> Result<Ipv6Walk> {
-        let payload = self.payload();
-        let mut walk = Ipv6Walk {
-            upper_protocol: self.next_header(),
-            upper_offset: field::HEADER_LEN,
-            fragment: None,
-            headers: [None; MAX_EXT_HEADERS],
-        };
-        let mut nh = self.next_header();
-        let mut off = 0usize;
-        let mut count = 0usize;
-        while Ipv6ExtHeader::is_ext(nh) {
-            if count == MAX_EXT_HEADERS {
-                return Err(Error::ExtHeaderChainTooLong);
-            }
-            if nh == IpProtocol::HOP_BY_HOP && count != 0 {
-                return Err(Error::BadExtHeaderOrder);
-            }
-            let (next, hdr_ext_len) = match payload.get(off..off + 2) {
-                Some(&[a, b]) => (a, b),
-                _ => return Err(Error::Truncated),
-            };
-            let len = if nh == IpProtocol::IPV6_FRAG {
-                field::FRAG_HEADER_LEN
-            } else {
-                // RFC 8200 §4.3: length in 8-octet units, not counting the first 8 octets.
-                (usize::from(hdr_ext_len) + 1) * 8
-            };
-            let hdr = payload.get(off..off + len).ok_or(Error::Truncated)?;
-            let header = match nh {
-                IpProtocol::HOP_BY_HOP => Ipv6ExtHeader::HopByHop {
-                    len_bytes: len as u16,
-                },
-                IpProtocol::IPV6_OPTS => Ipv6ExtHeader::DestinationOptions {
-                    len_bytes: len as u16,
-                },
-                IpProtocol::IPV6_ROUTE => Ipv6ExtHeader::Routing {
-                    routing_type: hdr.get(2).copied().unwrap_or(0),
-                    segments_left: hdr.get(3).copied().unwrap_or(0),
-                    len_bytes: len as u16,
-                },
-                _ => {
-                    let frag = match hdr {
-                        &[_, _, o0, o1, i0, i1, i2, i3] => {
-                            let v = u16::from_be_bytes([o0, o1]);
-                            Ipv6FragmentHeader {
-                                offset_bytes: v & 0xfff8,
-                                more_frags: v & 0x0001 != 0,
-                                ident: u32::from_be_bytes([i0, i1, i2, i3]),
-                            }
-                        }
-                        _ => return Err(Error::Truncated),
-                    };
-                    // A chain should hold one fragment header; report the first.
-                    walk.fragment.get_or_insert(frag);
-                    Ipv6ExtHeader::Fragment(frag)
-                }
-            };
-            if let Some(slot) = walk.headers.get_mut(count) {
-                *slot = Some(header);
-            }
-            count += 1;
-            off += len;
-            nh = IpProtocol(next);
-        }
-        walk.upper_protocol = nh;
-        walk.upper_offset = field::HEADER_LEN + off;
-        Ok(walk)
+        walk_ext_headers(self.next_header(), self.payload())
     }
+}
+
+/// Walks the extension-header chain that starts with next-header value `first` at the start of
+/// `payload` (the bytes after the fixed IPv6 header); see [`Ipv6Packet::walk_ext_headers`].
+/// Usable on a truncated packet, e.g. the one quoted in an ICMPv6 error.
+pub fn walk_ext_headers(first: IpProtocol, payload: &[u8]) -> Result<Ipv6Walk> {
+    let mut walk = Ipv6Walk {
+        upper_protocol: first,
+        upper_offset: field::HEADER_LEN,
+        fragment: None,
+        headers: [None; MAX_EXT_HEADERS],
+    };
+    let mut nh = first;
+    let mut off = 0usize;
+    let mut count = 0usize;
+    while Ipv6ExtHeader::is_ext(nh) {
+        if count == MAX_EXT_HEADERS {
+            return Err(Error::ExtHeaderChainTooLong);
+        }
+        if nh == IpProtocol::HOP_BY_HOP && count != 0 {
+            return Err(Error::BadExtHeaderOrder);
+        }
+        let (next, hdr_ext_len) = match payload.get(off..off + 2) {
+            Some(&[a, b]) => (a, b),
+            _ => return Err(Error::Truncated),
+        };
+        let len = if nh == IpProtocol::IPV6_FRAG {
+            field::FRAG_HEADER_LEN
+        } else {
+            // RFC 8200 §4.3: length in 8-octet units, not counting the first 8 octets.
+            (usize::from(hdr_ext_len) + 1) * 8
+        };
+        let hdr = payload.get(off..off + len).ok_or(Error::Truncated)?;
+        let header = match nh {
+            IpProtocol::HOP_BY_HOP => Ipv6ExtHeader::HopByHop {
+                len_bytes: len as u16,
+            },
+            IpProtocol::IPV6_OPTS => Ipv6ExtHeader::DestinationOptions {
+                len_bytes: len as u16,
+            },
+            IpProtocol::IPV6_ROUTE => Ipv6ExtHeader::Routing {
+                routing_type: hdr.get(2).copied().unwrap_or(0),
+                segments_left: hdr.get(3).copied().unwrap_or(0),
+                len_bytes: len as u16,
+            },
+            _ => {
+                let frag = match hdr {
+                    &[_, _, o0, o1, i0, i1, i2, i3] => {
+                        let v = u16::from_be_bytes([o0, o1]);
+                        Ipv6FragmentHeader {
+                            offset_bytes: v & 0xfff8,
+                            more_frags: v & 0x0001 != 0,
+                            ident: u32::from_be_bytes([i0, i1, i2, i3]),
+                        }
+                    }
+                    _ => return Err(Error::Truncated),
+                };
+                // A chain should hold one fragment header; report the first.
+                walk.fragment.get_or_insert(frag);
+                Ipv6ExtHeader::Fragment(frag)
+            }
+        };
+        if let Some(slot) = walk.headers.get_mut(count) {
+            *slot = Some(header);
+        }
+        count += 1;
+        off += len;
+        nh = IpProtocol(next);
+    }
+    walk.upper_protocol = nh;
+    walk.upper_offset = field::HEADER_LEN + off;
+    Ok(walk)
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {

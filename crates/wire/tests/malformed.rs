@@ -526,6 +526,10 @@ fn parse_everything(data: &[u8]) {
             let _ = Ipv6Repr::parse(&p);
         }
         let _ = Ipv6Packet::new_unchecked(data).walk_ext_headers();
+        let _ = (
+            wire::icmpv4::quoted_flow(data),
+            wire::icmpv6::quoted_flow(data),
+        );
         if let Ok(p) = Icmpv4Packet::new_checked(data) {
             let _ = Icmpv4Repr::parse(&p, caps);
         }
