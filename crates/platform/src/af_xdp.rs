@@ -37,7 +37,7 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering, fence};
 
 use crate::af_packet::interface_index;
 use crate::bpf::{XdpAttachMode, XdpLink, XdpProgram, XskMap};
@@ -540,7 +540,7 @@ impl Ring {
             .ok_or_else(bad_offsets)?;
         if [producer_off, consumer_off, flags_off]
             .iter()
-            .any(|&o| o + 4 > len)
+            .any(|&o| o.checked_add(4).is_none_or(|end| end > len))
         {
             return Err(bad_offsets());
         }
@@ -588,7 +588,11 @@ impl Ring {
         self.store(self.consumer_off, self.cursor);
     }
 
+    /// The kernel's "needs a system call" flag. The full fence orders our earlier publication
+    /// of an index before this load (store→load), so we cannot miss a flag the kernel set after
+    /// its last look at our index.
     fn needs_wakeup(&self) -> bool {
+        fence(Ordering::SeqCst);
         self.map
             .atomic_u32(self.flags_off)
             .is_some_and(|a| a.load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0)
@@ -895,29 +899,47 @@ impl XdpSocket {
         })?;
         let (options, _) = getsockopt::<u32>(raw, XDP_OPTIONS)?;
 
-        // Frames 0..rx_frames start in FILL; the rest are the transmit budget. The free list
-        // pops low frame numbers first.
-        let free_frames = (0..config.frame_count).rev().collect();
+        Ok(XdpSocket::assemble(
+            [rx, tx, fill, completion],
+            fd,
+            umem,
+            config,
+            options & XDP_OPTIONS_ZEROCOPY != 0,
+            (ifindex, queue_id),
+        ))
+    }
+
+    /// Puts a bound socket together and lends the first `rx_frames` frames to FILL; the rest
+    /// are the transmit budget. The free list pops low frame numbers first.
+    fn assemble(
+        [rx, tx, fill, completion]: [Ring; 4],
+        fd: OwnedFd,
+        umem: Umem,
+        config: &XdpConfig,
+        zero_copy: bool,
+        (ifindex, queue_id): (u32, u32),
+    ) -> XdpSocket {
+        debug_assert_eq!(umem.frame_count(), config.frame_count);
         let mut sock = XdpSocket {
             rx,
             tx,
             fill,
             completion,
             fd,
+            free_frames: (0..umem.frame_count()).rev().collect(),
             umem,
-            free_frames,
             rx_frames_target: config.rx_frames,
             rx_frames_lent: 0,
             tx_frames_max: config.frame_count - config.rx_frames,
             tx_frames_lent: 0,
             need_wakeup: config.need_wakeup,
-            zero_copy: options & XDP_OPTIONS_ZEROCOPY != 0,
+            zero_copy,
             ifindex,
             queue_id,
             counters: XdpCounters::default(),
         };
         sock.refill();
-        Ok(sock)
+        sock
     }
 
     /// True when the kernel bound in zero-copy mode (the driver DMAs into the UMEM).
@@ -1306,6 +1328,58 @@ impl XdpPort {
     pub fn program(&self) -> &XdpProgram {
         &self.program
     }
+
+    /// Splits the port so each socket can move to the thread of its shard. Frames are
+    /// redirected while both the [`XdpAttachment`] and a queue's socket live; once either is
+    /// dropped that queue's frames go to the kernel's stack (the kernel removes a closed
+    /// socket from the XSKMAP by itself).
+    pub fn into_parts(self) -> (XdpAttachment, Vec<XdpSocket>) {
+        let XdpPort {
+            link,
+            sockets,
+            map,
+            program,
+            attach_mode,
+        } = self;
+        (
+            XdpAttachment {
+                link,
+                map,
+                program,
+                attach_mode,
+            },
+            sockets,
+        )
+    }
+}
+
+/// The program, map and link of a split [`XdpPort`]; dropping it detaches the program.
+#[derive(Debug)]
+pub struct XdpAttachment {
+    // Field order is drop order: detach first.
+    link: XdpLink,
+    map: XskMap,
+    program: XdpProgram,
+    attach_mode: XdpAttachMode,
+}
+
+impl XdpAttachment {
+    pub fn attach_mode(&self) -> XdpAttachMode {
+        self.attach_mode
+    }
+
+    pub fn ifindex(&self) -> u32 {
+        self.link.ifindex()
+    }
+
+    /// Stops redirecting `queue` (its frames go to the kernel's stack).
+    pub fn unmap_queue(&self, queue: u32) -> io::Result<()> {
+        self.map.remove(queue)
+    }
+
+    pub fn program(&self) -> &XdpProgram {
+        &self.program
+    }
 }
 
 #[cfg(test)]
@@ -1478,6 +1552,248 @@ mod tests {
         };
         let err = XdpSocket::open_ifindex(1, 0, &cfg).expect_err("invalid config");
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    /// A ring over anonymous memory laid out like the kernel's (indices on their own cache
+    /// lines, then the slots), both indices and our cursor starting at `start`.
+    fn fake_ring(entries: u32, slot_bytes: usize, start: u32) -> Ring {
+        let off = XdpRingOffset {
+            producer: 0,
+            consumer: 64,
+            flags: 128,
+            desc: 192,
+        };
+        let len = 192 + entries as usize * slot_bytes;
+        let word = |v: u64| v as usize;
+        let ring = Ring {
+            map: Mapping::anonymous(len).expect("mmap"),
+            producer_off: word(off.producer),
+            consumer_off: word(off.consumer),
+            flags_off: word(off.flags),
+            desc_off: word(off.desc),
+            entries,
+            slot_bytes,
+            cursor: start,
+        };
+        ring.store(ring.producer_off, start);
+        ring.store(ring.consumer_off, start);
+        ring
+    }
+
+    /// A socket whose "kernel" is the test: rings and UMEM over anonymous memory, the fd
+    /// /dev/null (never used: need_wakeup is on and the fake rings never ask for a wake-up).
+    fn fake_socket(config: &XdpConfig) -> XdpSocket {
+        fake_socket_at(config, 0)
+    }
+
+    fn fake_socket_at(config: &XdpConfig, start: u32) -> XdpSocket {
+        let len = config.validate(4096).expect("valid config");
+        let fd: OwnedFd = std::fs::File::open("/dev/null")
+            .expect("open /dev/null")
+            .into();
+        let umem = Umem {
+            map: Mapping::anonymous(len).expect("mmap"),
+            frame_size: config.frame_size_bytes,
+            state: vec![FrameState::User; config.frame_count as usize],
+        };
+        let rings = [
+            fake_ring(config.rx_ring_entries, XDP_DESC_BYTES, start),
+            fake_ring(config.tx_ring_entries, XDP_DESC_BYTES, start),
+            fake_ring(config.fill_ring_entries, UMEM_ADDR_BYTES, start),
+            fake_ring(config.completion_ring_entries, UMEM_ADDR_BYTES, start),
+        ];
+        XdpSocket::assemble(rings, fd, umem, config, false, (0, 0))
+    }
+
+    fn tiny() -> XdpConfig {
+        XdpConfig {
+            frame_count: 8,
+            rx_frames: 4,
+            rx_ring_entries: 8,
+            tx_ring_entries: 8,
+            fill_ring_entries: 4,
+            completion_ring_entries: 8,
+            need_wakeup: true,
+            ..XdpConfig::default()
+        }
+    }
+
+    /// The kernel consumes everything in a ring we produce (FILL, TX): returns the raw slots.
+    fn kernel_consume(ring: &Ring) -> Vec<(u64, u32)> {
+        let prod = ring.producer();
+        let mut cons = ring.consumer();
+        let mut out = Vec::new();
+        while cons != prod {
+            let s = ring.slot(cons);
+            let addr = ring.map.read_u64(s).expect("slot");
+            let len = if ring.slot_bytes == XDP_DESC_BYTES {
+                ring.map.read_u32(s + 8).expect("slot")
+            } else {
+                0
+            };
+            out.push((addr, len));
+            cons = cons.wrapping_add(1);
+        }
+        ring.store(ring.consumer_off, cons);
+        out
+    }
+
+    /// The kernel produces `entries` into a ring we consume (RX, COMPLETION).
+    fn kernel_produce(ring: &Ring, entries: &[(u64, u32)]) {
+        let mut prod = ring.producer();
+        for &(addr, len) in entries {
+            let s = ring.slot(prod);
+            assert!(ring.map.write_u64(s, addr));
+            if ring.slot_bytes == XDP_DESC_BYTES {
+                assert!(ring.map.write_u32(s + 8, len));
+            }
+            prod = prod.wrapping_add(1);
+        }
+        ring.store(ring.producer_off, prod);
+    }
+
+    #[test]
+    fn hostile_rx_descriptors_are_counted_never_trusted() {
+        let mut sock = fake_socket(&tiny());
+        let lent = kernel_consume(&sock.fill);
+        assert_eq!(lent, vec![(0, 0), (2048, 0), (4096, 0), (6144, 0)]);
+        assert_eq!(sock.frame_states(), (4, 4, 0));
+        // "Receive" 8 bytes into frame 1 behind the copy-mode headroom.
+        assert!(sock.umem.map.write_u64(2048 + 256, 0x1122_3344_5566_7788));
+        kernel_produce(
+            &sock.rx,
+            &[
+                (2048 + 256, 8),        // valid
+                (8 * 2048, 60),         // past the UMEM
+                (4 * 2048, 60),         // frame 4 was never lent to FILL
+                (3 * 2048 + 2000, 100), // runs into the next frame
+                (2048 + 256, 8),        // frame 1 again: already handed back to us
+            ],
+        );
+        let mut seen = Vec::new();
+        let handed = sock.recv_batch(16, |f| seen.push(f.to_vec()));
+        assert_eq!(handed, 1);
+        assert_eq!(seen, vec![0x1122_3344_5566_7788u64.to_ne_bytes().to_vec()]);
+        let c = sock.counters();
+        assert_eq!((c.rx_frames, c.rx_invalid_desc), (1, 4), "{c:?}");
+        // Frame 1 went back to FILL; every frame still has exactly one owner.
+        assert_eq!(kernel_consume(&sock.fill), vec![(2048, 0)]);
+        assert_eq!(sock.frame_states(), (4, 4, 0));
+        // A producer index more than a ring ahead of us: nothing is read.
+        sock.rx
+            .store(sock.rx.producer_off, sock.rx.cursor.wrapping_add(100));
+        assert_eq!(sock.recv_batch(16, |_| panic!("nothing to hand")), 0);
+        assert_eq!(sock.counters().ring_index_invalid, 1);
+    }
+
+    #[test]
+    fn hostile_completions_are_counted_never_trusted() {
+        let mut sock = fake_socket(&tiny());
+        assert_eq!(
+            sock.send_batch(&[&b"first"[..], &b"second"[..]])
+                .expect("queue"),
+            2
+        );
+        let sent = kernel_consume(&sock.tx);
+        assert_eq!(
+            sent,
+            vec![(4 * 2048, 5), (5 * 2048, 6)],
+            "TX budget frames 4 and 5"
+        );
+        assert_eq!(sock.frame_states(), (2, 4, 2));
+        kernel_produce(
+            &sock.completion,
+            &[
+                (4 * 2048, 0),  // valid
+                (4 * 2048, 0),  // duplicate
+                (99 * 2048, 0), // outside the UMEM
+                (0, 0),         // frame 0 is lent to FILL, not TX
+            ],
+        );
+        assert_eq!(sock.poll_tx().expect("no kick needed"), 1);
+        let c = sock.counters();
+        assert_eq!((c.tx_completed, c.completion_invalid_addr), (1, 3), "{c:?}");
+        assert_eq!(sock.tx_in_flight(), 1);
+        kernel_produce(&sock.completion, &[(5 * 2048, 0)]);
+        assert_eq!(sock.poll_tx().expect("no kick needed"), 1);
+        assert_eq!(sock.frame_states(), (4, 4, 0));
+    }
+
+    #[test]
+    fn send_batch_stops_at_the_transmit_budget_and_refuses_bad_lengths() {
+        let mut sock = fake_socket(&tiny());
+        let frames = vec![vec![0xabu8; 60]; 10];
+        // Budget: 8 frames − 4 lent to FILL.
+        assert_eq!(sock.send_batch(&frames).expect("queue"), 4);
+        assert_eq!(sock.counters().tx_drop_no_frame, 1);
+        assert_eq!(sock.tx_frames_available(), 0);
+        let err = sock.send(&frames[0]).expect_err("no frame left");
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        let err = sock
+            .send_batch(&[vec![1u8; 10], vec![0u8; 2049]])
+            .expect_err("too long");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            sock.send(&[]).expect_err("empty").kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(
+            sock.counters().tx_frames,
+            4,
+            "nothing queued by refused calls"
+        );
+        // The kernel sends and completes them: the budget is back.
+        let sent = kernel_consume(&sock.tx);
+        assert!(sent.iter().all(|&(_, len)| len == 60));
+        kernel_produce(&sock.completion, &sent);
+        sock.poll_tx().expect("no kick needed");
+        assert_eq!(sock.tx_frames_available(), 4);
+    }
+
+    #[test]
+    fn receive_and_transmit_keep_working_across_the_u32_index_wrap() {
+        let mut sock = fake_socket_at(&tiny(), u32::MAX - 5);
+        for round in 0..6u64 {
+            // Receive: the kernel fills every lent frame and hands them all back.
+            let lent = kernel_consume(&sock.fill);
+            assert_eq!(
+                lent.len(),
+                4,
+                "round {round}: FILL holds the four receive frames"
+            );
+            let rx: Vec<(u64, u32)> = lent.iter().map(|&(a, _)| (a + 256, 64)).collect();
+            kernel_produce(&sock.rx, &rx);
+            assert_eq!(sock.recv_batch(16, |f| assert_eq!(f.len(), 64)), 4);
+            // Transmit: two frames out, completed.
+            assert_eq!(sock.send_batch(&[[round as u8; 60]; 2]).expect("queue"), 2);
+            let sent = kernel_consume(&sock.tx);
+            kernel_produce(&sock.completion, &sent);
+            assert_eq!(sock.poll_tx().expect("no kick needed"), 2);
+        }
+        assert!(
+            sock.rx.cursor < 100,
+            "the indices wrapped: {}",
+            sock.rx.cursor
+        );
+        let c = sock.counters();
+        assert_eq!((c.rx_frames, c.tx_completed), (24, 12), "{c:?}");
+        assert_eq!(
+            (
+                c.rx_invalid_desc,
+                c.completion_invalid_addr,
+                c.ring_index_invalid
+            ),
+            (0, 0, 0)
+        );
+        assert_eq!(sock.frame_states(), (4, 4, 0));
+    }
+
+    #[test]
+    fn sockets_and_ports_can_move_to_shard_threads() {
+        fn is_send<T: Send>() {}
+        is_send::<XdpSocket>();
+        is_send::<XdpPort>();
+        is_send::<XdpAttachment>();
     }
 
     fn test_umem(frames: u32) -> Umem {

@@ -606,3 +606,68 @@ fn verifier_log_comes_back_with_a_rejected_program() {
         err.verifier_log
     );
 }
+
+#[test]
+fn split_port_receives_on_one_thread_per_queue() {
+    if !require_root("split_port_receives_on_one_thread_per_queue") {
+        return;
+    }
+    const DATAGRAMS: usize = 64;
+    let v = veth("t", 2);
+    let mut port = XdpPort::open(
+        &v.near,
+        2,
+        &small_config(XdpBindMode::Copy),
+        XdpAttachMode::Driver,
+    )
+    .expect("open two-queue port");
+    resolve_through(&mut port, &v.ns);
+    let (attachment, mut sockets) = port.into_parts();
+    let total = std::sync::atomic::AtomicUsize::new(0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let per_queue: Vec<usize> = std::thread::scope(|scope| {
+        let workers: Vec<_> = sockets
+            .iter_mut()
+            .map(|s| {
+                let total = &total;
+                scope.spawn(move || {
+                    let mut mine = 0;
+                    while total.load(std::sync::atomic::Ordering::Relaxed) < DATAGRAMS
+                        && Instant::now() < deadline
+                    {
+                        let _ = wait_readable(&[std::os::fd::AsFd::as_fd(&*s)], 20);
+                        s.recv_batch(64, |f| {
+                            if is_datagram_to_us(f) {
+                                mine += 1;
+                                total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        });
+                    }
+                    mine
+                })
+            })
+            .collect();
+        v.ns.exec(
+            "bash",
+            &[
+                "-c",
+                &format!(
+                    "for i in $(seq 1 {DATAGRAMS}); do echo \"n$i\" > /dev/udp/10.233.0.2/9; done"
+                ),
+            ],
+        );
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("worker"))
+            .collect()
+    });
+    assert_eq!(per_queue.iter().sum::<usize>(), DATAGRAMS, "{per_queue:?}");
+    assert!(per_queue.iter().all(|&n| n > 0), "{per_queue:?}");
+    for (q, s) in sockets.iter().enumerate() {
+        assert_eq!(s.queue_id(), q as u32);
+        assert_clean(s);
+    }
+    // Detach first, then close the sockets: both orders are fine.
+    drop(attachment);
+    assert!(!link_show(&v.near).contains("rsstack_xsk"));
+}
