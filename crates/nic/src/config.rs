@@ -12,6 +12,8 @@ pub const TX_RING_SLOTS_DEFAULT: usize = 512;
 pub const QUEUES_MAX: u16 = 128;
 /// Default limit on a received frame: a 9 KB jumbo frame plus Ethernet and VLAN headers.
 pub const RX_FRAME_BYTES_MAX_DEFAULT: usize = 9216 + 18;
+/// Default bound on the NIC's buffer free list.
+pub const POOL_BUFFERS_MAX_DEFAULT: usize = 1024;
 /// Largest merged IP packet GRO builds: the IPv4 total-length / IPv6 payload-length limit.
 pub const GRO_IP_BYTES_MAX: usize = 65535;
 
@@ -146,6 +148,8 @@ pub struct NicConfig {
     pub moderation: ModerationConfig,
     /// Receive coalescing.
     pub gro: GroConfig,
+    /// Buffers the NIC's free list keeps for reuse (0 = no reuse).
+    pub pool_buffers_max: usize,
 }
 
 impl Default for NicConfig {
@@ -158,6 +162,7 @@ impl Default for NicConfig {
             rx_checksum_offload: true,
             moderation: ModerationConfig::default(),
             gro: GroConfig::default(),
+            pool_buffers_max: POOL_BUFFERS_MAX_DEFAULT,
         }
     }
 }

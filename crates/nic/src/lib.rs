@@ -25,17 +25,19 @@ mod counters;
 mod layout;
 mod moderation;
 mod nic;
+mod pool;
 mod rxq;
 mod tso;
 
 pub use config::{
     AdaptiveModeration, BUDGET_DEFAULT_PACKETS, ConfigError, GRO_IP_BYTES_MAX, GroConfig,
-    ModerationConfig, NicConfig, QUEUES_MAX, RX_FRAME_BYTES_MAX_DEFAULT, RX_RING_SLOTS_DEFAULT,
-    TX_RING_SLOTS_DEFAULT,
+    ModerationConfig, NicConfig, POOL_BUFFERS_MAX_DEFAULT, QUEUES_MAX, RX_FRAME_BYTES_MAX_DEFAULT,
+    RX_RING_SLOTS_DEFAULT, TX_RING_SLOTS_DEFAULT,
 };
 pub use counters::QueueCounters;
 pub use layout::{CsumStatus, RxChecksum};
 pub use moderation::FireCause;
 pub use nic::{Nic, RxDrop, RxPoll, RxVerdict, TxPoll, TxVerdict, Wakeup};
+pub use pool::PoolCounters;
 pub use rxq::RxDescriptor;
 pub use tso::{TxChecksum, TxOffload, TxOffloadError};

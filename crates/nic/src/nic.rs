@@ -9,6 +9,7 @@ use crate::config::{ConfigError, GroConfig, ModerationConfig, NicConfig, validat
 use crate::counters::QueueCounters;
 use crate::layout::{CsumStatus, Layout, LayoutError, RxChecksum, verify_checksums};
 use crate::moderation::{FireCause, Moderator};
+use crate::pool::{BufferPool, PoolCounters};
 use crate::rxq::{Accept, FlushReason, RxDescriptor, RxMeta, RxQueue};
 use crate::tso::{TxOffload, TxOffloadError, apply};
 
@@ -130,6 +131,7 @@ pub struct Nic {
     steering: Steering,
     queues: Vec<Queue>,
     wakeups: VecDeque<Wakeup>,
+    pool: BufferPool,
 }
 
 impl Nic {
@@ -152,11 +154,13 @@ impl Nic {
                 cycle_descriptors: 0,
             })
             .collect();
+        let pool = BufferPool::new(config.pool_buffers_max);
         Ok(Nic {
             config,
             steering,
             queues,
             wakeups: VecDeque::new(),
+            pool,
         })
     }
 
@@ -184,6 +188,11 @@ impl Nic {
             add_counters(&mut t, &q.counters);
         }
         t
+    }
+
+    /// Buffer pool statistics.
+    pub fn pool_counters(&self) -> PoolCounters {
+        self.pool.counters
     }
 
     /// The steering state (filters, RETA, hasher, hash types).
@@ -311,6 +320,17 @@ impl Nic {
         Ok(())
     }
 
+    /// An empty buffer from the NIC's pool (or a new one), for the backend to receive into.
+    pub fn take_buffer(&mut self, capacity_bytes: usize) -> Vec<u8> {
+        self.pool.take(capacity_bytes)
+    }
+
+    /// Returns a buffer to the pool: a descriptor's frame the stack is done with, or a frame
+    /// [`Nic::poll_tx`] put on the wire. Beyond the pool's bound the buffer is freed.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.pool.give(buf);
+    }
+
     // ---- inputs ----
 
     /// A frame arrived from the wire at `now_ns`: steer it (filter → RSS → default queue),
@@ -337,6 +357,7 @@ impl Nic {
             if let Some(q) = self.queues.get_mut(default_q) {
                 q.counters.rx_drop_oversize += 1;
             }
+            self.pool.give(frame);
             return RxVerdict::Dropped(RxDrop::Oversize);
         }
         let decision = match FlowFields::from_frame(&frame) {
@@ -352,6 +373,7 @@ impl Nic {
                 if let Some(q) = self.queues.get_mut(default_q) {
                     q.counters.rx_drop_malformed += 1;
                 }
+                self.pool.give(frame);
                 return RxVerdict::Dropped(RxDrop::Malformed);
             }
         };
@@ -362,6 +384,7 @@ impl Nic {
                 if let Some(q) = self.queues.get_mut(default_q) {
                     q.counters.rx_drop_malformed += 1;
                 }
+                self.pool.give(frame);
                 return RxVerdict::Dropped(RxDrop::Malformed);
             }
         };
@@ -376,6 +399,7 @@ impl Nic {
             if let Some(q) = self.queues.get_mut(default_q) {
                 q.counters.rx_drop_no_queue += 1;
             }
+            self.pool.give(frame);
             return RxVerdict::Dropped(RxDrop::NoQueue);
         };
         let (csum, tcp_sum) = match (&layout, self.config.rx_checksum_offload) {
@@ -394,10 +418,17 @@ impl Nic {
             steered_by: decision.how,
             csum,
             tcp_sum,
+            arrival_ns: now_ns,
         };
         let c = &mut q.counters;
-        let accepted =
-            q.rx.accept(now_ns, frame, layout.as_ref(), meta, &self.config.gro, c);
+        let accepted = q.rx.accept(
+            frame,
+            layout.as_ref(),
+            meta,
+            &self.config.gro,
+            c,
+            &mut self.pool,
+        );
         let verdict = match accepted {
             Accept::RingFull => {
                 c.rx_drop_ring_full += 1;
@@ -450,6 +481,7 @@ impl Nic {
             .ok_or(ConfigError::NoSuchQueue)?;
         if q.tx.len() >= cap {
             q.counters.tx_drop_ring_full += 1;
+            self.pool.give(frame);
             return Ok(TxVerdict::RingFull);
         }
         q.counters.tx_requests += 1;
@@ -526,7 +558,7 @@ impl Nic {
             };
             poll.requests += 1;
             let c = &mut q.counters;
-            match apply(req.frame, req.offload, out) {
+            match apply(req.frame, req.offload, out, &mut self.pool) {
                 Ok(done) => {
                     poll.frames += done.frames;
                     c.tx_packets += done.frames as u64;

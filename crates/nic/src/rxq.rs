@@ -51,6 +51,7 @@ use wire::{IpPair, IpProtocol, TcpFlags, TcpPacket};
 use crate::config::GroConfig;
 use crate::counters::QueueCounters;
 use crate::layout::{CsumStatus, L3, Layout, RxChecksum, fix_ip_length};
+use crate::pool::BufferPool;
 
 /// A received packet as the driver finds it in the ring: the frame plus what the NIC learned.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,6 +147,8 @@ pub(crate) struct RxMeta {
     pub csum: RxChecksum,
     /// Folded sum of the TCP segment's bytes, from checksum verification.
     pub tcp_sum: Option<u16>,
+    /// When the frame arrived.
+    pub arrival_ns: u64,
 }
 
 /// The receive ring plus GRO contexts of one queue.
@@ -222,13 +225,14 @@ impl RxQueue {
     /// Offers a received frame. `layout` is `None` for non-IP frames.
     pub(crate) fn accept(
         &mut self,
-        now_ns: u64,
         mut frame: Vec<u8>,
         layout: Option<&Layout>,
         meta: RxMeta,
         gro: &GroConfig,
         c: &mut QueueCounters,
+        pool: &mut BufferPool,
     ) -> Accept {
+        let now_ns = meta.arrival_ns;
         let tcp = layout.and_then(|l| tcp_info(&frame, l, meta.csum, meta.tcp_sum));
         let key = tcp.as_ref().map(|t| t.key);
         let ctx_idx = key.and_then(|k| self.contexts.iter().position(|x| x.key == k));
@@ -243,6 +247,7 @@ impl RxQueue {
                         if let Some(reason) = close_after {
                             self.close(i, reason, c);
                         }
+                        pool.give(frame);
                         return Accept::Coalesced;
                     }
                     Err(reason) => self.close(i, reason, c),
@@ -250,6 +255,7 @@ impl RxQueue {
             }
             if t.coalescible {
                 if self.slots.len() >= self.capacity {
+                    pool.give(frame);
                     return Accept::RingFull;
                 }
                 frame.truncate(l.ip_end);
@@ -297,6 +303,7 @@ impl RxQueue {
             self.close(i, FlushReason::Flags, c);
         }
         if self.slots.len() >= self.capacity {
+            pool.give(frame);
             return Accept::RingFull;
         }
         self.slots.push_back(Slot {

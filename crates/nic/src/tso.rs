@@ -19,6 +19,7 @@
 use wire::{IpProtocol, Ipv4Packet, Ipv6Packet, SeqNumber, TcpFlags, TcpPacket};
 
 use crate::layout::{L3, Layout, fill_l4_checksum};
+use crate::pool::BufferPool;
 
 /// Checksums the NIC fills in on transmit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -113,9 +114,28 @@ pub(crate) fn apply(
     mut frame: Vec<u8>,
     offload: TxOffload,
     out: &mut Vec<Vec<u8>>,
+    pool: &mut BufferPool,
 ) -> Result<TxDone, TxOffloadError> {
     if let Some(mss) = offload.tso_mss {
-        return segment(frame, mss, out);
+        let r = segment(&frame, mss, out, pool);
+        match r {
+            // Sent as is: the frame itself goes out.
+            Ok(TxDone { frames: 0, .. }) => {}
+            _ => {
+                pool.give(frame);
+                return r;
+            }
+        }
+        let l = Layout::parse(&frame).map_err(|_| TxOffloadError::NotIp)?;
+        finish_checksums(&mut frame, &l, true, true);
+        let bytes = frame.len();
+        out.push(frame);
+        return Ok(TxDone {
+            frames: 1,
+            bytes,
+            segmented: false,
+            csum: true,
+        });
     }
     let mut done = TxDone {
         frames: 1,
@@ -123,22 +143,30 @@ pub(crate) fn apply(
         ..TxDone::default()
     };
     if offload.csum.ip || offload.csum.l4 {
-        let l = Layout::parse(&frame).map_err(|_| TxOffloadError::NotIp)?;
+        let Ok(l) = Layout::parse(&frame) else {
+            pool.give(frame);
+            return Err(TxOffloadError::NotIp);
+        };
         if offload.csum.l4
             && (l.l4_opaque || (l.protocol != IpProtocol::TCP && l.protocol != IpProtocol::UDP))
         {
+            pool.give(frame);
             return Err(TxOffloadError::NotTcp);
         }
-        if offload.csum.ip && l.l3 == L3::V4 {
-            fill_ipv4_checksum(&mut frame, &l);
-        }
-        if offload.csum.l4 {
-            fill_l4_checksum(&mut frame, &l, l.ip_end);
-        }
+        finish_checksums(&mut frame, &l, offload.csum.ip, offload.csum.l4);
         done.csum = true;
     }
     out.push(frame);
     Ok(done)
+}
+
+fn finish_checksums(frame: &mut [u8], l: &Layout, ip: bool, l4: bool) {
+    if ip && l.l3 == L3::V4 {
+        fill_ipv4_checksum(frame, l);
+    }
+    if l4 {
+        fill_l4_checksum(frame, l, l.ip_end);
+    }
 }
 
 fn fill_ipv4_checksum(frame: &mut [u8], l: &Layout) {
@@ -147,12 +175,19 @@ fn fill_ipv4_checksum(frame: &mut [u8], l: &Layout) {
     }
 }
 
-fn segment(frame: Vec<u8>, mss: u16, out: &mut Vec<Vec<u8>>) -> Result<TxDone, TxOffloadError> {
+/// Splits a large send into segments appended to `out`. `Ok` with `frames == 0`: the payload
+/// fits one segment and the caller sends `frame` itself (checksums filled).
+fn segment(
+    frame: &[u8],
+    mss: u16,
+    out: &mut Vec<Vec<u8>>,
+    pool: &mut BufferPool,
+) -> Result<TxDone, TxOffloadError> {
     if mss == 0 {
         return Err(TxOffloadError::ZeroMss);
     }
-    let l = Layout::parse(&frame).map_err(|_| TxOffloadError::NotIp)?;
-    let tcp = l.tcp(&frame).ok_or(TxOffloadError::NotTcp)?;
+    let l = Layout::parse(frame).map_err(|_| TxOffloadError::NotIp)?;
+    let tcp = l.tcp(frame).ok_or(TxOffloadError::NotTcp)?;
     let hdr_end = l.l4_off + tcp.header_len();
     let seq0 = tcp.seq_number();
     let flags0 = tcp.flags();
@@ -165,22 +200,21 @@ fn segment(frame: Vec<u8>, mss: u16, out: &mut Vec<Vec<u8>>) -> Result<TxDone, T
         L3::V6 => 0,
     };
     let mss = usize::from(mss);
-    let count = payload.len().div_ceil(mss).max(1);
+    if payload.len() <= mss {
+        return Ok(TxDone::default());
+    }
+    let count = payload.len().div_ceil(mss);
     if count > usize::from(u16::MAX) {
         return Err(TxOffloadError::TooManySegments);
     }
     let mut done = TxDone {
-        segmented: count > 1,
+        segmented: true,
         csum: true,
         ..TxDone::default()
     };
-    let mut chunks: Vec<&[u8]> = payload.chunks(mss).collect();
-    if chunks.is_empty() {
-        chunks.push(&[]);
-    }
-    let last = chunks.len() - 1;
-    for (i, chunk) in chunks.into_iter().enumerate() {
-        let mut seg = Vec::with_capacity(hdr_end + chunk.len());
+    let last = count - 1;
+    for (i, chunk) in payload.chunks(mss).enumerate() {
+        let mut seg = pool.take(hdr_end + chunk.len());
         seg.extend_from_slice(headers);
         seg.extend_from_slice(chunk);
         let ip_len = u16::try_from(seg.len() - l.l3_off).unwrap_or(u16::MAX);
