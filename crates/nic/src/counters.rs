@@ -53,7 +53,8 @@ pub struct QueueCounters {
     pub gro_flush_header_change: u64,
     /// Closed because a segment carried SYN, RST, URG or CWR, or no payload.
     pub gro_flush_flags: u64,
-    /// Closed because the merged packet reached the size limit.
+    /// Closed because the merged packet reached the size limit, or a segment was longer than
+    /// the group's MSS.
     pub gro_flush_size: u64,
     /// Closed by the flush timer.
     pub gro_flush_timer: u64,

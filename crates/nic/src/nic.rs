@@ -121,7 +121,13 @@ struct Queue {
 /// 2. [`Nic::poll_wakeup`] until `None`; for each woken (or still scheduled) queue,
 ///    [`Nic::poll_rx`] with a budget until `drained`;
 /// 3. [`Nic::transmit`] replies, then [`Nic::poll_tx`] to put them on the wire;
-/// 4. sleep until [`Nic::next_deadline`] (moderation and coalescing timers) or the next frame.
+/// 4. hand finished buffers back with [`Nic::recycle`];
+/// 5. sleep until [`Nic::next_deadline`] (moderation and coalescing timers) or the next frame.
+///
+/// One `Nic` holds all its queues, so it lives on one thread. A threaded runtime either
+/// runs one `Nic` with `queues: 1` per shard (the backend or a dispatcher using
+/// [`Nic::steer`] picks the shard, [`Nic::receive_on_queue`] keeps that choice and still
+/// carries the hash), or drives one `Nic` from a single I/O thread.
 ///
 /// Invariants: one [`Queue`] per configured queue; a queue has at most one wake-up waiting in
 /// `wakeups` (it is masked from the moment it fires until a poll drains it).
@@ -188,6 +194,22 @@ impl Nic {
             add_counters(&mut t, &q.counters);
         }
         t
+    }
+
+    /// Where `frame` would be steered (filter → RSS → default queue), without receiving it:
+    /// for a driver that dispatches frames to per-shard NICs itself (one `Nic` with
+    /// `queues: 1` per shard thread, fed with [`Nic::receive_on_queue`]), or for tests.
+    pub fn steer(&self, frame: &[u8]) -> Result<rss::SteerDecision, RxDrop> {
+        match FlowFields::from_frame(frame) {
+            Ok(Some(fields)) => Ok(self.steering.steer_fields(&fields)),
+            Ok(None) => Ok(rss::SteerDecision {
+                queue: self.steering.default_queue,
+                hash: None,
+                hash_type: None,
+                how: SteerHow::NoHash,
+            }),
+            Err(_) => Err(RxDrop::Malformed),
+        }
     }
 
     /// Buffer pool statistics.
@@ -360,15 +382,9 @@ impl Nic {
             self.pool.give(frame);
             return RxVerdict::Dropped(RxDrop::Oversize);
         }
-        let decision = match FlowFields::from_frame(&frame) {
-            Ok(Some(fields)) => self.steering.steer_fields(&fields),
-            // Not IP (ARP, LLDP, …): no hash, the default queue (as rss's steering does).
-            Ok(None) => rss::SteerDecision {
-                queue: self.steering.default_queue,
-                hash: None,
-                hash_type: None,
-                how: SteerHow::NoHash,
-            },
+        // Not IP (ARP, LLDP, …): no hash, the default queue (as rss's steering does).
+        let decision = match self.steer(&frame) {
+            Ok(d) if frame.len() >= 14 => d,
             _ => {
                 if let Some(q) = self.queues.get_mut(default_q) {
                     q.counters.rx_drop_malformed += 1;
