@@ -760,8 +760,25 @@ impl Connection {
             .min(self.persist_deadline_ns)
             .min(self.delack_deadline_ns)
             .min(self.keepalive_deadline_ns)
-            .min(self.time_wait_deadline_ns);
+            .min(self.time_wait_deadline_ns)
+            .min(self.user_timeout_deadline_ns());
         (t != NEVER).then_some(t)
+    }
+
+    /// RFC 9293 §3.8.3 (R2) / RFC 5482: when unacknowledged data has waited this long, give
+    /// up. Not while probing a zero window: a peer answering probes is alive (§3.8.6.1).
+    fn user_timeout_deadline_ns(&self) -> u64 {
+        match self.config.user_timeout_ns {
+            Some(ut)
+                if self.snd_una != self.snd_max
+                    && self.persist_deadline_ns == NEVER
+                    && self.state.is_synchronized()
+                    && self.state != State::TimeWait =>
+            {
+                self.unacked_since_ns.saturating_add(ut).min(NEVER - 1)
+            }
+            _ => NEVER,
+        }
     }
 
     // ------------------------------------------------------------------ application calls
@@ -1650,6 +1667,11 @@ impl Connection {
                 self.counters.delayed_acks_sent += 1;
             }
         }
+        if self.user_timeout_deadline_ns() <= now {
+            self.rst_pending = Some((self.snd_max, None));
+            self.enter_closed(CloseReason::TimedOut);
+            return;
+        }
         if self.rtx_deadline_ns <= now {
             self.rtx_deadline_ns = NEVER;
             self.on_rto(now);
@@ -1688,14 +1710,6 @@ impl Connection {
         }
         if self.snd_una == self.snd_max {
             return;
-        }
-        if let Some(ut) = self.config.user_timeout_ns {
-            if now.saturating_sub(self.unacked_since_ns) >= ut {
-                // RFC 9293 §3.8.3 R2 / RFC 5482: give up.
-                self.rst_pending = Some((self.snd_max, None));
-                self.enter_closed(CloseReason::TimedOut);
-                return;
-            }
         }
         let mss = u32::from(self.eff_mss());
         let flight = fwd(self.snd_una, self.snd_max);
