@@ -119,6 +119,11 @@ counters! {
     icmp_echo_reply_queue_full,
     /// ICMP error messages received (v4 and v6): counted, not acted on.
     icmp_errors_received,
+    /// ICMP errors handed to the socket that sent the quoted packet.
+    icmp_errors_to_sockets,
+    /// ICMP errors whose quoted packet matches no socket of ours (or fails the RFC 5927
+    /// sequence check): ignored.
+    icmp_errors_unmatched,
     /// ICMP error messages sent (port/protocol unreachable).
     icmp_errors_sent,
     /// ICMP errors not sent because the rate limit was exhausted (RFC 1812 §4.3.2.8,

@@ -99,6 +99,8 @@ pub enum SocketError {
     TimedOut,
     /// The connection is closed.
     Closed,
+    /// The peer's host or port was unreachable (a hard ICMP error).
+    Unreachable,
 }
 
 impl fmt::Display for SocketError {
@@ -118,6 +120,7 @@ impl fmt::Display for SocketError {
             SocketError::Reset => "connection reset",
             SocketError::TimedOut => "connection timed out",
             SocketError::Closed => "connection closed",
+            SocketError::Unreachable => "destination unreachable",
         })
     }
 }
@@ -143,6 +146,8 @@ pub(crate) struct UdpSocket {
     pub(crate) rx: VecDeque<UdpDatagram>,
     /// Receive queue capacity in datagrams.
     pub(crate) rx_max: usize,
+    /// The last hard ICMP error for a datagram this socket sent, until taken.
+    pub(crate) error: Option<SocketError>,
 }
 
 /// A received ICMP echo reply, kept for the application that pinged.

@@ -778,6 +778,11 @@ impl Stack {
                 self.counters.icmp_echo_replies_received += 1;
                 self.record_echo_reply(meta.src, ident, seq_no, data.len());
             }
+            Icmpv4Repr::DstUnreachable { code, data } => {
+                self.counters.icmp_errors_received += 1;
+                // RFC 1122 §4.2.3.9: protocol (2) and port (3) unreachable are hard errors.
+                self.icmp_error_to_socket(meta, data, matches!(code, 2 | 3));
+            }
             _ => self.counters.icmp_errors_received += 1,
         }
     }
@@ -868,8 +873,88 @@ impl Stack {
                     self.send_frame(ll, p.ethertype, &p.ip_packet);
                 }
             }
+            Icmpv6Repr::DstUnreachable { code, data } => {
+                self.counters.icmp_errors_received += 1;
+                // RFC 4443 §3.1: code 4 is port unreachable (a hard error, like IPv4's code 3).
+                self.icmp_error_to_socket(meta, data, code == 4);
+            }
             _ => self.counters.icmp_errors_received += 1,
         }
+    }
+
+    /// Hands a destination-unreachable error to the socket that sent the quoted packet
+    /// (RFC 1122 §4.2.3.9, §4.1.3.3; RFC 5927 §4.1 checks). `quote` is the invoking packet as
+    /// returned: an IP header we sent plus at least 8 bytes of its transport header.
+    fn icmp_error_to_socket(&mut self, meta: IpMeta, quote: &[u8], hard: bool) {
+        // (protocol, our address, peer address, transport header bytes)
+        let parsed = match meta.src {
+            IpAddr::V4(_) => {
+                let ip = Ipv4Packet::new_unchecked(quote);
+                let hl = ip.header_len();
+                (ip.version() == 4 && hl >= 20).then(|| {
+                    (
+                        ip.protocol(),
+                        IpAddr::V4(ip.src_addr()),
+                        IpAddr::V4(ip.dst_addr()),
+                        quote.get(hl..).unwrap_or(&[]),
+                    )
+                })
+            }
+            IpAddr::V6(_) => {
+                let ip = Ipv6Packet::new_unchecked(quote);
+                // Only a transport header right after the fixed header is looked at.
+                (ip.version() == 6).then(|| {
+                    (
+                        ip.next_header(),
+                        IpAddr::V6(ip.src_addr()),
+                        IpAddr::V6(ip.dst_addr()),
+                        quote.get(40..).unwrap_or(&[]),
+                    )
+                })
+            }
+        };
+        let Some((protocol, ours, peer, l4)) = parsed else {
+            self.counters.icmp_errors_unmatched += 1;
+            return;
+        };
+        let (Some(&[s0, s1, d0, d1]), true) = (
+            l4.get(..4).map(|b| [b[0], b[1], b[2], b[3]]).as_ref(),
+            self.is_our_ip(ours),
+        ) else {
+            self.counters.icmp_errors_unmatched += 1;
+            return;
+        };
+        let local = SocketAddr::new(ours, u16::from_be_bytes([s0, s1]));
+        let remote = SocketAddr::new(peer, u16::from_be_bytes([d0, d1]));
+        let matched = match protocol {
+            IpProtocol::TCP => {
+                let seq = l4
+                    .get(4..8)
+                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+                self.tcp_icmp_error(local, remote, seq, hard)
+            }
+            IpProtocol::UDP => self.udp_icmp_error(local, hard),
+            _ => false,
+        };
+        if !matched {
+            self.counters.icmp_errors_unmatched += 1;
+        }
+    }
+
+    /// A hard ICMP error for a UDP socket bound to `local`: recorded (see
+    /// [`Stack::take_error`]) and reported as [`Readiness::ERROR`].
+    fn udp_icmp_error(&mut self, local: SocketAddr, hard: bool) -> bool {
+        let Some(i) = self.find_udp_socket(local.ip(), local.port()) else {
+            return false;
+        };
+        if hard {
+            if let Some(Socket::Udp(u)) = self.slots.get_mut(i).and_then(|s| s.socket.as_mut()) {
+                u.error = Some(SocketError::Unreachable);
+            }
+            self.notify(i, Readiness::ERROR);
+        }
+        self.counters.icmp_errors_to_sockets += 1;
+        true
     }
 
     /// RFC 4861 §7.2.3/§7.2.4: answer a solicitation for one of our addresses.
@@ -1473,6 +1558,7 @@ impl Stack {
             local: SocketAddr::new(ip, port),
             rx: VecDeque::new(),
             rx_max: self.cfg.limits.udp_rx_queue_datagrams_max,
+            error: None,
         }))
     }
 
@@ -1537,6 +1623,16 @@ impl Stack {
         }
         self.counters.udp_tx_datagrams += 1;
         Ok(())
+    }
+
+    /// Takes the pending error of a socket (a hard ICMP error), if any.
+    pub fn take_error(&mut self, h: SocketHandle) -> Result<Option<SocketError>, SocketError> {
+        let i = self.slot_index(h)?;
+        match self.slots.get_mut(i).and_then(|s| s.socket.as_mut()) {
+            Some(Socket::Udp(u)) => Ok(u.error.take()),
+            Some(Socket::Tcp(t)) => Ok(t.take_error()),
+            None => Err(SocketError::InvalidHandle),
+        }
     }
 
     /// Takes the oldest queued datagram; `WouldBlock` when none is queued.

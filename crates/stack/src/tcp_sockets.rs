@@ -117,6 +117,8 @@ pub(crate) struct ConnSock {
     app_closed: bool,
     /// The deadline this connection holds in `TcpTable::timers`.
     armed_ns: Option<u64>,
+    /// A hard ICMP error that ended the open, until taken.
+    error: Option<SocketError>,
 }
 
 /// Per-socket TCP state.
@@ -132,6 +134,13 @@ impl TcpState {
         match self {
             TcpState::Listener(l) => Some(l.local.port()),
             TcpState::Conn(_) => None,
+        }
+    }
+
+    pub(crate) fn take_error(&mut self) -> Option<SocketError> {
+        match self {
+            TcpState::Listener(_) => None,
+            TcpState::Conn(c) => c.error.take(),
         }
     }
 
@@ -540,6 +549,7 @@ impl Stack {
             in_table: true,
             app_closed: false,
             armed_ns: None,
+            error: None,
         };
         let Ok(h) = self.alloc_slot(Socket::Tcp(TcpState::Conn(sock))) else {
             self.counters.tcp_conn_table_full += 1;
@@ -655,6 +665,42 @@ impl Stack {
                 self.send_ipv6(now, src, dst, IpProtocol::TCP, self.cfg.hop_limit, &buf)
             }
         }
+    }
+
+    /// An ICMP destination-unreachable about a segment we sent on (`local`, `remote`).
+    /// RFC 5927 §4.1: act only when the quoted sequence number is in flight
+    /// (SND.UNA ≤ seq < SND.NXT). RFC 1122 §4.2.3.9 / RFC 5461: a hard error aborts a
+    /// connection still opening (SYN-SENT); otherwise errors are soft and only counted.
+    pub(crate) fn tcp_icmp_error(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        quoted_seq: Option<u32>,
+        hard: bool,
+    ) -> bool {
+        let key = self.flow_key(FourTuple { local, remote }, None);
+        let Some(&i) = self.tcp.conns.get(&key) else {
+            return false;
+        };
+        let Some(c) = self.conn_mut(i) else {
+            return false;
+        };
+        let (una, nxt, _) = c.conn.sequence_state();
+        let in_flight = quoted_seq.is_some_and(|s| SeqNumber(s).ge(una) && SeqNumber(s).lt(nxt));
+        if !in_flight {
+            return false;
+        }
+        if hard && c.conn.state() == State::SynSent {
+            c.error = Some(SocketError::Unreachable);
+            c.conn.abort();
+            let parent = c.parent;
+            self.tcp_after_input(i);
+            if parent.is_none() {
+                self.notify(i, Readiness::ERROR);
+            }
+        }
+        self.counters.icmp_errors_to_sockets += 1;
+        true
     }
 
     // ------------------------------------------------------------------ output and timers
@@ -854,6 +900,7 @@ impl Stack {
             in_table: true,
             app_closed: false,
             armed_ns: None,
+            error: None,
         };
         let h = self.alloc_slot(Socket::Tcp(TcpState::Conn(sock)))?;
         self.tcp.conns.insert(key, h.index as usize);
@@ -965,7 +1012,8 @@ impl Stack {
     }
 
     /// Applies an option. TCP options apply to a listener (for the connections it will
-    /// accept); a live connection's options are fixed at open (the engine has no setters yet).
+    /// accept); on a live connection only `NoDelay` can change (the engine has no other
+    /// setters yet: keepalive and user timeout are fixed at open).
     pub fn set_option(&mut self, h: SocketHandle, opt: SocketOption) -> Result<(), SocketError> {
         let i = self.slot_index(h)?;
         let udp_max = self.cfg.limits.udp_rx_queue_datagrams_max;
@@ -992,6 +1040,11 @@ impl Stack {
                 }
                 (TcpState::Listener(l), SocketOption::UserTimeoutNs(v)) => {
                     l.config.user_timeout_ns = v;
+                    Ok(())
+                }
+                (TcpState::Conn(c), SocketOption::NoDelay(v)) => {
+                    c.conn.set_nodelay(v);
+                    self.tcp.dirty.insert(i);
                     Ok(())
                 }
                 (TcpState::Conn(_), _) => Err(SocketError::InvalidState),

@@ -248,6 +248,18 @@ fn closed_udp_port_gets_icmp_port_unreachable_quoting_the_datagram() {
     p.exchange();
     assert_eq!(p.b.counters().udp_rx_no_socket, 1);
     assert_eq!(p.a.counters().icmp_errors_received, 1);
+    // The error reaches the socket that sent the datagram (RFC 1122 §4.1.3.3).
+    let evs: Vec<_> = std::iter::from_fn(|| p.a.poll_event()).collect();
+    assert!(
+        evs.iter()
+            .any(|e| e.handle == cli && e.readiness.contains(stack::Readiness::ERROR))
+    );
+    assert_eq!(
+        p.a.take_error(cli),
+        Ok(Some(stack::SocketError::Unreachable))
+    );
+    assert_eq!(p.a.take_error(cli), Ok(None));
+    assert_eq!(p.a.counters().icmp_errors_to_sockets, 1);
     let f = p.log_b.last().expect("icmp frame");
     let ip = Ipv4Packet::new_checked(&f[ETH..]).unwrap();
     assert_eq!(ip.protocol(), IpProtocol::ICMP);

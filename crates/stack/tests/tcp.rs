@@ -337,3 +337,107 @@ fn syn_cookies_disabled_means_counted_drops() {
     let c = p.b.counters();
     assert_eq!((c.tcp_syn_cookies_sent, c.tcp_listen_backlog_full), (0, 1));
 }
+
+/// An ICMPv4 error from B about the IP packet in `frame` (which A sent).
+fn icmp_unreachable_about(frame: &[u8], code: u8) -> Vec<u8> {
+    use wire::icmpv4::Icmpv4Repr;
+    use wire::{
+        ChecksumCaps, EtherType, EthernetFrame, EthernetRepr, Icmpv4Packet, IpProtocol, Ipv4Packet,
+        Ipv4Repr,
+    };
+    let quote = &frame[ETH..ETH + 28];
+    let icmp = Icmpv4Repr::DstUnreachable { code, data: quote };
+    let ip = Ipv4Repr {
+        src_addr: IP_B,
+        dst_addr: IP_A,
+        protocol: IpProtocol::ICMP,
+        payload_len: icmp.buffer_len(),
+        hop_limit: 64,
+        dscp: 0,
+        ecn: 0,
+        ident: 9,
+        dont_frag: false,
+        more_frags: false,
+        frag_offset_bytes: 0,
+    };
+    let mut f = vec![0u8; ETH + ip.buffer_len()];
+    EthernetRepr {
+        src_addr: MAC_B,
+        dst_addr: MAC_A,
+        vlan: None,
+        ethertype: EtherType::IPV4,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]))
+    .unwrap();
+    ip.emit(
+        &mut Ipv4Packet::new_unchecked(&mut f[ETH..]),
+        ChecksumCaps::ALL,
+    )
+    .unwrap();
+    icmp.emit(
+        &mut Icmpv4Packet::new_unchecked(&mut f[ETH + 20..]),
+        ChecksumCaps::ALL,
+    )
+    .unwrap();
+    f
+}
+
+#[test]
+fn icmp_port_unreachable_aborts_a_connection_still_opening() {
+    let mut p = Pair::new();
+    resolve(&mut p);
+    p.capture_a = true;
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let syn = p.captured_a.pop().expect("syn");
+    // A forged error quoting a sequence number outside the window is ignored (RFC 5927 §4.1).
+    let mut forged = syn.clone();
+    forged[ETH + 20 + 4] ^= 0x80;
+    p.a.receive(p.now, &icmp_unreachable_about(&forged, 3), None);
+    assert_eq!(p.a.tcp_state(c), Some(tcp::State::SynSent));
+    assert_eq!(p.a.counters().icmp_errors_unmatched, 1);
+    // The genuine one aborts the open.
+    p.a.receive(p.now, &icmp_unreachable_about(&syn, 3), None);
+    let evs: Vec<_> = std::iter::from_fn(|| p.a.poll_event()).collect();
+    assert!(readiness_of(&evs, c).contains(Readiness::ERROR));
+    assert_eq!(p.a.take_error(c), Ok(Some(SocketError::Unreachable)));
+    while p.a.poll_transmit(p.now).is_some() {}
+    assert_eq!(p.a.tcp_connection_count(), 0);
+}
+
+#[test]
+fn options_apply_to_listeners_and_nodelay_to_live_connections() {
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    assert_eq!(
+        p.b.set_option(l, stack::SocketOption::NoDelay(true)),
+        Ok(())
+    );
+    assert_eq!(
+        p.b.set_option(l, stack::SocketOption::KeepaliveIdleNs(Some(S))),
+        Ok(())
+    );
+    assert_eq!(
+        p.b.set_option(l, stack::SocketOption::UdpRxQueueDatagrams(1)),
+        Err(SocketError::WrongSocketType)
+    );
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    assert_eq!(
+        p.a.set_option(c, stack::SocketOption::NoDelay(true)),
+        Ok(())
+    );
+    assert_eq!(
+        p.a.set_option(c, stack::SocketOption::UserTimeoutNs(None)),
+        Err(SocketError::InvalidState)
+    );
+    // The child inherited the listener's keepalive: the idle connection gets probed (and
+    // answered), where an idle connection without keepalive sends nothing.
+    p.advance(100 * MS);
+    let (b_tx, a_tx) = (p.b.counters().tx_frames, p.a.counters().tx_frames);
+    p.advance(3 * S);
+    assert!(p.b.counters().tx_frames > b_tx, "keepalive probe sent");
+    assert!(p.a.counters().tx_frames > a_tx, "probe answered");
+    assert_eq!(p.b.tcp_state(s), Some(tcp::State::Established));
+}
