@@ -17,6 +17,32 @@
 //! and checksum completion ([`TxOffload`]).
 //!
 //! Every queue keeps a [`QueueCounters`] snapshot with a named counter per drop reason.
+//! Buffers circulate through a bounded pool ([`Nic::take_buffer`], [`Nic::recycle`]).
+//!
+//! ```
+//! use nic::{ModerationConfig, Nic, NicConfig, RxVerdict};
+//!
+//! let mut nic = Nic::new(NicConfig {
+//!     queues: 2,
+//!     moderation: ModerationConfig::fixed(50_000), // at most one wake-up per 50 µs per queue
+//!     ..NicConfig::default()
+//! })
+//! .expect("valid config");
+//! // An ARP frame: not IP, so no hash; it lands on the default queue 0.
+//! let mut arp = vec![0u8; 60];
+//! arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+//! assert!(matches!(nic.receive(1_000, arp), RxVerdict::Queued { queue: 0, .. }));
+//! // The idle queue fires at once; the driver polls it with the NAPI budget.
+//! let wakeup = nic.poll_wakeup(1_000).expect("queue 0 fired");
+//! let mut descriptors = Vec::new();
+//! let poll = nic
+//!     .poll_rx(wakeup.queue, nic::BUDGET_DEFAULT_PACKETS, 1_000, &mut descriptors)
+//!     .expect("queue exists");
+//! assert!(poll.drained && descriptors.len() == 1);
+//! for d in descriptors {
+//!     nic.recycle(d.frame);
+//! }
+//! ```
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
