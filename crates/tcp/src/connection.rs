@@ -318,7 +318,6 @@ pub struct Connection {
     pub(crate) remote_port: u16,
     /// What the peer offered in its SYN, for our SYN-ACK (passive open).
     pub(crate) peer_offered_ws: Option<u8>,
-    pub(crate) peer_offered_sack: bool,
     pub(crate) close_reason: Option<CloseReason>,
     /// A RST owed: (sequence number, acknowledgment number if ACK is set).
     pub(crate) rst_pending: Option<(SeqNumber, Option<SeqNumber>)>,
@@ -431,7 +430,6 @@ impl Connection {
             local_port,
             remote_port,
             peer_offered_ws: None,
-            peer_offered_sack: false,
             close_reason: None,
             rst_pending: None,
             send_buf: Ring::new(config.send_buffer_bytes as usize),
@@ -589,7 +587,6 @@ impl Connection {
             _ => self.ts_ok = false,
         }
         // RFC 2018 §2: SACK only if both SYNs carry SACK-permitted.
-        self.peer_offered_sack = syn.sack_permitted;
         self.sack_ok = syn.sack_permitted && self.config.sack;
         self.cc = Congestion::new(
             self.config.congestion_control,

@@ -346,7 +346,6 @@ impl Connection {
             local_port: s.local_port,
             remote_port: s.remote_port,
             peer_offered_ws: None,
-            peer_offered_sack: s.sack,
             close_reason: None,
             rst_pending: None,
             send_buf,

@@ -3,7 +3,7 @@
 
 mod harness;
 
-use harness::{Dir, MS, Pair, Verdict, pattern};
+use harness::{MS, Pair, Verdict, pattern};
 use proptest::prelude::*;
 use tcp::{Config, CongestionControl, State};
 
@@ -55,7 +55,6 @@ fn run(seed: u64, loss_per_mille: u64, config: Config) {
         },
         600_000 * MS,
     );
-    let _ = Dir::AtoB;
 }
 
 proptest! {

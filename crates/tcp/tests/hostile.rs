@@ -49,14 +49,12 @@ fn fuzz_seg() -> impl Strategy<Value = Fuzz> {
 }
 
 fn build(p: &Pair, to: Dir, f: &Fuzz) -> Seg {
-    let (rcv_conn, snd_conn) = match to {
-        Dir::AtoB => (&p.b, &p.a),
-        Dir::BtoA => (&p.a, &p.b),
+    let rcv_conn = match to {
+        Dir::AtoB => &p.b,
+        Dir::BtoA => &p.a,
     };
     let (_, _, rcv_nxt) = rcv_conn.sequence_state();
-    let (una, _, _) = snd_conn.sequence_state();
     let (peer_una, _, _) = rcv_conn.sequence_state();
-    let _ = una;
     let (src, dst) = (rcv_conn.remote_port(), rcv_conn.local_port());
     let mut s = harness::seg(
         src,
