@@ -31,6 +31,8 @@ counters! {
     rx_drop_bad_src_mac,
     /// Unicast frame for another MAC address.
     rx_drop_other_mac,
+    /// 802.1Q-tagged frame (the interface has no VLAN configuration).
+    rx_drop_vlan_tagged,
     /// EtherType the stack does not speak.
     rx_drop_unknown_ethertype,
     // ---- ARP (RFC 826)

@@ -214,7 +214,7 @@ impl Stack {
         }
         if eth.vlan.is_some() {
             // The interface has no VLAN configuration; a tagged frame belongs to another one.
-            self.counters.rx_drop_unknown_ethertype += 1;
+            self.counters.rx_drop_vlan_tagged += 1;
             return;
         }
         let payload = view.payload();

@@ -574,3 +574,24 @@ fn socket_table_is_bounded_and_stale_handles_stay_invalid() {
     b.close(0, s3).expect("close");
     assert!(b.udp_bind(v4(IP_B, 1)).is_ok());
 }
+
+#[test]
+fn off_link_destinations_go_to_the_gateway_or_are_counted_drops() {
+    let mut ca = config_a();
+    ca.interface.gateway_v4 = Some(IP_B);
+    let mut p = Pair::with(ca, config_b());
+    let far = Ipv4Addr::new(192, 0, 2, 1);
+    let cli = p.a.udp_bind(v4(IP_A, 0)).expect("bind");
+    p.a.udp_send_to(p.now, cli, v4(far, 9), b"x").expect("send");
+    p.exchange();
+    // Resolved the gateway (not the far host) and handed it the packet, which B, a host,
+    // does not forward.
+    assert_eq!(p.a.neighbor(p.now, IpAddr::V4(IP_B)), Some(MAC_B));
+    assert_eq!(p.b.counters().rx_drop_not_for_us, 1);
+    // Without a gateway (IPv6 here) the packet has nowhere to go.
+    let cli6 = p.a.udp_bind(v6(IP6_A, 0)).expect("bind");
+    let far6: core::net::Ipv6Addr = "2001:db8:ffff::1".parse().unwrap();
+    p.a.udp_send_to(p.now, cli6, v6(far6, 9), b"x")
+        .expect("send");
+    assert_eq!(p.a.counters().tx_drop_no_route, 1);
+}
