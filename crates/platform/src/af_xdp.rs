@@ -212,8 +212,8 @@ pub struct XdpCounters {
     pub completion_invalid_addr: u64,
     /// A producer/consumer index pair further apart than the ring size.
     pub ring_index_invalid: u64,
-    /// Times we found the kernel had taken every frame we had put in FILL (it may have had
-    /// nowhere to receive into).
+    /// `recv_batch` calls that found the kernel had taken every frame we had lent to FILL
+    /// (it may have had nowhere to receive into; `XdpStatistics` says whether it dropped).
     pub fill_ring_empty: u64,
     /// `sendto` kicks issued, and those the kernel answered with a transient error
     /// (EAGAIN/EBUSY/ENOBUFS/ENETDOWN; the frames stay queued).
@@ -972,10 +972,6 @@ impl XdpSocket {
             self.counters.ring_index_invalid += 1;
             return;
         };
-        if room == entries && self.rx_frames_lent > 0 {
-            // The kernel has taken every frame we put there.
-            self.counters.fill_ring_empty += 1;
-        }
         let want = (self.rx_frames_target - self.rx_frames_lent).min(room);
         let mut lent = 0;
         while lent < want {
@@ -1009,6 +1005,12 @@ impl XdpSocket {
     /// Hands up to `max_frames` received frames to `visit`, in arrival order, in place (no
     /// copy); each frame goes back to FILL after its visit. Returns how many were handed.
     pub fn recv_batch(&mut self, max_frames: usize, mut visit: impl FnMut(&[u8])) -> usize {
+        // Before we give anything back: has the kernel taken every frame we lent to FILL?
+        if self.rx_frames_lent > 0
+            && ring_ready(self.fill.cursor, self.fill.consumer(), self.fill.entries) == Some(0)
+        {
+            self.counters.fill_ring_empty += 1;
+        }
         let producer = self.rx.producer();
         let Some(ready) = ring_ready(producer, self.rx.cursor, self.rx.entries) else {
             self.counters.ring_index_invalid += 1;
@@ -1676,6 +1678,10 @@ mod tests {
         assert_eq!(seen, vec![0x1122_3344_5566_7788u64.to_ne_bytes().to_vec()]);
         let c = sock.counters();
         assert_eq!((c.rx_frames, c.rx_invalid_desc), (1, 4), "{c:?}");
+        assert_eq!(
+            c.fill_ring_empty, 1,
+            "the kernel had taken all four FILL entries"
+        );
         // Frame 1 went back to FILL; every frame still has exactly one owner.
         assert_eq!(kernel_consume(&sock.fill), vec![(2048, 0)]);
         assert_eq!(sock.frame_states(), (4, 4, 0));

@@ -671,3 +671,78 @@ fn split_port_receives_on_one_thread_per_queue() {
     drop(attachment);
     assert!(!link_show(&v.near).contains("rsstack_xsk"));
 }
+
+/// Sends `n` datagrams from the namespace while nobody reads, waits (at most 2 s) until the
+/// kernel has dropped `drops` of them, then returns the frames waiting in RX.
+fn burst_unread(port: &mut XdpPort, ns: &Netns, n: usize, drops: u64) -> usize {
+    let dropped = |p: &XdpPort| {
+        let k = p.sockets()[0].kernel_stats().expect("stats");
+        k.rx_ring_full + k.rx_dropped
+    };
+    let before = dropped(port);
+    ns.exec(
+        "bash",
+        &[
+            "-c",
+            &format!("for i in $(seq 1 {n}); do echo \"b$i\" > /dev/udp/10.233.0.2/9; done"),
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while dropped(port) - before < drops && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    port.sockets_mut()[0].recv_batch(1024, |f| assert!(is_datagram_to_us(f)))
+}
+
+#[test]
+fn kernel_counts_frames_dropped_on_a_full_rx_ring() {
+    if !require_root("kernel_counts_frames_dropped_on_a_full_rx_ring") {
+        return;
+    }
+    let v = veth("k", 1);
+    let config = XdpConfig {
+        rx_ring_entries: 16, // smaller than the 64 frames lent to FILL
+        ..small_config(XdpBindMode::Copy)
+    };
+    let mut port =
+        XdpPort::open(&v.near, 1, &config, XdpAttachMode::Skb).expect("open AF_XDP port");
+    resolve_through(&mut port, &v.ns);
+    let before = port.sockets()[0].kernel_stats().expect("stats");
+    assert_eq!(burst_unread(&mut port, &v.ns, 40, 24), 16, "RX holds 16");
+    let after = port.sockets()[0].kernel_stats().expect("stats");
+    assert_eq!(after.rx_ring_full - before.rx_ring_full, 24, "{after:?}");
+    assert_eq!(after.rx_dropped, before.rx_dropped, "{after:?}");
+    assert_eq!(port.sockets()[0].frame_states(), (64, 64, 0));
+}
+
+#[test]
+fn kernel_counts_frames_dropped_on_an_empty_fill_ring() {
+    if !require_root("kernel_counts_frames_dropped_on_an_empty_fill_ring") {
+        return;
+    }
+    let v = veth("e", 1);
+    let config = XdpConfig {
+        rx_frames: 16, // only 16 frames to receive into
+        fill_ring_entries: 16,
+        ..small_config(XdpBindMode::Copy)
+    };
+    let mut port =
+        XdpPort::open(&v.near, 1, &config, XdpAttachMode::Skb).expect("open AF_XDP port");
+    resolve_through(&mut port, &v.ns);
+    let before = port.sockets()[0].kernel_stats().expect("stats");
+    assert_eq!(
+        burst_unread(&mut port, &v.ns, 40, 24),
+        16,
+        "one frame per FILL entry"
+    );
+    let after = port.sockets()[0].kernel_stats().expect("stats");
+    assert_eq!(after.rx_dropped - before.rx_dropped, 24, "{after:?}");
+    assert!(
+        after.rx_fill_ring_empty_descs - before.rx_fill_ring_empty_descs >= 24,
+        "{after:?}"
+    );
+    assert_eq!(after.rx_ring_full, before.rx_ring_full, "{after:?}");
+    // We saw it too: the kernel had taken every FILL entry.
+    assert!(port.sockets()[0].counters().fill_ring_empty >= 1);
+    assert_eq!(port.sockets()[0].frame_states(), (112, 16, 0));
+}
