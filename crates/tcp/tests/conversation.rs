@@ -1276,3 +1276,148 @@ fn cubic_backs_off_less_than_newreno_after_the_same_loss() {
         "CUBIC {cubic} vs NewReno {reno}"
     );
 }
+
+// ---------------------------------------------------------------- more RFC corners
+
+#[test]
+fn paws_accepts_an_old_timestamp_after_24_days_idle() {
+    let mut p = Pair::established(cfg(), cfg(), 5 * MS);
+    p.b_to_send = b"first".to_vec();
+    p.run_until(|p| p.a_read.len() == 5, 100 * MS);
+    let mut old = p.sent(Dir::BtoA).find(|e| e.2.is_data()).unwrap().2.clone();
+    let (_, _, rcv_nxt) = p.a.sequence_state();
+    old.hdr.seq_number = rcv_nxt;
+    let ts = old.hdr.timestamp.unwrap();
+    old.hdr.timestamp = Some(wire::tcp::TcpTimestamp {
+        tsval: ts.tsval - 1000,
+        ..ts
+    });
+    // RFC 7323 §5.5: TS.Recent is invalid after 24 days without an update.
+    p.run_for(25 * 86_400 * 1_000 * MS);
+    p.inject(Dir::BtoA, old);
+    p.run_for(MS);
+    assert_eq!(p.a.counters().rx_drop_paws, 0);
+    assert_eq!(p.a_read, b"firstfirst");
+}
+
+#[test]
+fn rst_in_syn_sent_needs_an_acceptable_ack() {
+    let mut a = Connection::connect(0, &cfg(), 1, 2, SeqNumber(100), 0);
+    let mut buf = [0u8; 100];
+    a.poll_transmit(0, &mut buf).unwrap();
+    // RST without ACK: ignored.
+    a.handle_segment(
+        MS,
+        &seg(2, 1, SeqNumber(7), SeqNumber(0), TcpFlags::RST).repr(),
+    );
+    assert_eq!(a.state(), State::SynSent);
+    // RST whose ACK does not cover our SYN: answered with nothing, ignored.
+    a.handle_segment(
+        MS,
+        &seg(
+            2,
+            1,
+            SeqNumber(7),
+            SeqNumber(500),
+            TcpFlags::RST | TcpFlags::ACK,
+        )
+        .repr(),
+    );
+    assert_eq!(a.state(), State::SynSent);
+    assert!(
+        a.poll_transmit(MS, &mut buf).is_none(),
+        "no RST in answer to a RST"
+    );
+    // RST acknowledging the SYN: connection refused.
+    a.handle_segment(
+        MS,
+        &seg(
+            2,
+            1,
+            SeqNumber(7),
+            SeqNumber(101),
+            TcpFlags::RST | TcpFlags::ACK,
+        )
+        .repr(),
+    );
+    assert_eq!(a.state(), State::Closed);
+    assert_eq!(a.close_reason(), Some(CloseReason::Reset));
+}
+
+#[test]
+fn bad_ack_in_syn_sent_is_answered_with_rst() {
+    let mut a = Connection::connect(0, &cfg(), 1, 2, SeqNumber(100), 0);
+    let mut buf = [0u8; 100];
+    a.poll_transmit(0, &mut buf).unwrap();
+    a.handle_segment(
+        MS,
+        &seg(
+            2,
+            1,
+            SeqNumber(7),
+            SeqNumber(5000),
+            TcpFlags::SYN | TcpFlags::ACK,
+        )
+        .repr(),
+    );
+    assert_eq!(a.state(), State::SynSent);
+    assert_eq!(a.counters().rx_drop_bad_ack, 1);
+    let rst = a.poll_transmit(MS, &mut buf).unwrap();
+    assert!(rst.flags.contains(TcpFlags::RST));
+    assert_eq!(
+        rst.seq_number,
+        SeqNumber(5000),
+        "RFC 9293: <SEQ=SEG.ACK><CTL=RST>"
+    );
+}
+
+#[test]
+fn retransmitted_fin_in_time_wait_restarts_2msl() {
+    let c = Config {
+        time_wait_ns: 4_000 * MS,
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.a.shutdown_write().unwrap();
+    p.run_until(|p| p.b.state() == State::CloseWait, 100 * MS);
+    p.b.shutdown_write().unwrap();
+    p.run_until(|p| p.a.state() == State::TimeWait, 100 * MS);
+    let fin = p
+        .sent(Dir::BtoA)
+        .find(|e| e.2.has(TcpFlags::FIN))
+        .unwrap()
+        .2
+        .clone();
+    p.run_for(3_000 * MS);
+    // B's FIN arrives again (as if A's last ACK had been lost).
+    let sent_before = p.sent(Dir::AtoB).count();
+    p.inject(Dir::BtoA, fin);
+    p.step();
+    let restarted = p.now;
+    assert_eq!(
+        p.sent(Dir::AtoB).count(),
+        sent_before + 1,
+        "the repeated FIN is acknowledged"
+    );
+    p.run_until(|p| p.a.state() == State::Closed, 10_000 * MS);
+    assert_eq!(p.now - restarted, 4_000 * MS);
+}
+
+#[test]
+fn window_scale_above_14_is_treated_as_14() {
+    let mut a = Connection::connect(0, &cfg(), 1, 2, SeqNumber(100), 0);
+    let mut buf = [0u8; 100];
+    a.poll_transmit(0, &mut buf).unwrap();
+    let mut synack = seg(
+        2,
+        1,
+        SeqNumber(7),
+        SeqNumber(101),
+        TcpFlags::SYN | TcpFlags::ACK,
+    );
+    synack.hdr.window_scale = Some(15);
+    synack.hdr.timestamp = Some(wire::tcp::TcpTimestamp { tsval: 1, tsecr: 0 });
+    a.handle_segment(MS, &synack.repr());
+    // RFC 7323 §2.3.
+    assert_eq!(a.negotiated().snd_wscale, 14);
+}
