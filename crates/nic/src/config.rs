@@ -150,6 +150,30 @@ pub struct NicConfig {
     pub gro: GroConfig,
     /// Buffers the NIC's free list keeps for reuse (0 = no reuse).
     pub pool_buffers_max: usize,
+    /// Exact-match steering filters the NIC holds (the 82599 has 8K perfect-match filters).
+    pub filters_max: usize,
+    /// Flow Director ATR: transmitted TCP segments install receive filters for their reply
+    /// direction; `None` = off.
+    pub atr: Option<AtrConfig>,
+}
+
+/// Application Targeted Routing (82599 Flow Director ATR, ixgbe `ixgbe_atr`): the NIC samples
+/// transmitted TCP segments and installs an exact-match filter steering the *reverse* 5-tuple
+/// to the queue that transmitted, so replies reach the core the application sends from.
+/// Every SYN is sampled, and every `sample_every_packets`-th segment of a queue.
+/// Filters are never aged out; when the table is full the sample is counted and skipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AtrConfig {
+    /// Sample one transmitted TCP segment in this many per queue (≥ 1; ixgbe uses 20).
+    pub sample_every_packets: u32,
+}
+
+impl Default for AtrConfig {
+    fn default() -> Self {
+        AtrConfig {
+            sample_every_packets: 20,
+        }
+    }
 }
 
 impl Default for NicConfig {
@@ -163,6 +187,8 @@ impl Default for NicConfig {
             moderation: ModerationConfig::default(),
             gro: GroConfig::default(),
             pool_buffers_max: POOL_BUFFERS_MAX_DEFAULT,
+            filters_max: rss::FILTERS_MAX_DEFAULT,
+            atr: None,
         }
     }
 }
@@ -177,6 +203,9 @@ impl NicConfig {
             return Err(ConfigError::ZeroRingSlots);
         }
         validate_moderation(&self.moderation)?;
+        if self.atr.is_some_and(|a| a.sample_every_packets == 0) {
+            return Err(ConfigError::ZeroAtrSampleRate);
+        }
         if self.gro.flows_max == 0 {
             return Err(ConfigError::ZeroGroFlows);
         }
@@ -217,6 +246,8 @@ pub enum ConfigError {
     FilterTableFull,
     /// A filter mixing IPv4 and IPv6 addresses.
     FilterMixedFamilies,
+    /// ATR with a sample rate of 0.
+    ZeroAtrSampleRate,
 }
 
 impl fmt::Display for ConfigError {
@@ -231,6 +262,7 @@ impl fmt::Display for ConfigError {
             ConfigError::BadRetaIndex => "RETA index out of range",
             ConfigError::FilterTableFull => "steering filter table is full",
             ConfigError::FilterMixedFamilies => "filter mixes IPv4 and IPv6 addresses",
+            ConfigError::ZeroAtrSampleRate => "ATR sample rate must be at least 1",
         })
     }
 }

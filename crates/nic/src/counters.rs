@@ -88,6 +88,10 @@ pub struct QueueCounters {
     pub tx_tso_segments: u64,
     /// Frames whose checksums the NIC filled in.
     pub tx_csum_offloaded: u64,
+    /// ATR samples that installed or re-pointed a filter.
+    pub tx_atr_filters_set: u64,
+    /// ATR samples skipped because the filter table was full.
+    pub tx_atr_table_full: u64,
     /// Dropped: the transmit ring had no free slot.
     pub tx_drop_ring_full: u64,
     /// Dropped: an offload was requested for a frame it cannot apply to.

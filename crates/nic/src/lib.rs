@@ -56,9 +56,9 @@ mod rxq;
 mod tso;
 
 pub use config::{
-    AdaptiveModeration, BUDGET_DEFAULT_PACKETS, ConfigError, GRO_IP_BYTES_MAX, GroConfig,
-    ModerationConfig, NicConfig, POOL_BUFFERS_MAX_DEFAULT, QUEUES_MAX, RX_FRAME_BYTES_MAX_DEFAULT,
-    RX_RING_SLOTS_DEFAULT, TX_RING_SLOTS_DEFAULT,
+    AdaptiveModeration, AtrConfig, BUDGET_DEFAULT_PACKETS, ConfigError, GRO_IP_BYTES_MAX,
+    GroConfig, ModerationConfig, NicConfig, POOL_BUFFERS_MAX_DEFAULT, QUEUES_MAX,
+    RX_FRAME_BYTES_MAX_DEFAULT, RX_RING_SLOTS_DEFAULT, TX_RING_SLOTS_DEFAULT,
 };
 pub use counters::QueueCounters;
 pub use layout::{CsumStatus, RxChecksum};

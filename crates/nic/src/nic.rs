@@ -2,10 +2,14 @@
 
 use std::collections::VecDeque;
 
-use rss::{FilterError, FiveTuple, FlowFields, Reta, RetaError, RssHasher, SteerHow, Steering};
+use rss::{
+    FilterError, FilterTable, FiveTuple, FlowFields, Reta, RetaError, RssHasher, SteerHow, Steering,
+};
 use wire::TcpFlags;
 
-use crate::config::{ConfigError, GroConfig, ModerationConfig, NicConfig, validate_moderation};
+use crate::config::{
+    AtrConfig, ConfigError, GroConfig, ModerationConfig, NicConfig, validate_moderation,
+};
 use crate::counters::QueueCounters;
 use crate::layout::{CsumStatus, Layout, LayoutError, RxChecksum, verify_checksums};
 use crate::moderation::{FireCause, Moderator};
@@ -111,6 +115,8 @@ struct Queue {
     counters: QueueCounters,
     /// Descriptors delivered since the last wake-up (for `wakeup_descriptors_max`).
     cycle_descriptors: u64,
+    /// TCP segments transmitted since the last ATR sample.
+    atr_since_sample: u32,
 }
 
 /// A software multi-queue NIC (sans-IO).
@@ -149,6 +155,7 @@ impl Nic {
             .map_err(|_| ConfigError::BadQueueCount)?;
         let steering = Steering {
             reta,
+            filters: FilterTable::with_capacity(config.filters_max),
             ..Steering::default()
         };
         let queues = (0..config.queues)
@@ -158,6 +165,7 @@ impl Nic {
                 moderator: Moderator::new(config.moderation),
                 counters: QueueCounters::default(),
                 cycle_descriptors: 0,
+                atr_since_sample: 0,
             })
             .collect();
         let pool = BufferPool::new(config.pool_buffers_max);
@@ -501,6 +509,9 @@ impl Nic {
             return Ok(TxVerdict::RingFull);
         }
         q.counters.tx_requests += 1;
+        if let Some(atr) = self.config.atr {
+            atr_sample(&mut self.steering, q, queue, &frame, atr);
+        }
         q.tx.push_back(TxRequest { frame, offload });
         Ok(TxVerdict::Queued)
     }
@@ -624,6 +635,47 @@ impl Nic {
     }
 }
 
+/// Flow Director ATR: sample a transmitted TCP segment and steer its reply direction to
+/// `queue` (see [`AtrConfig`]).
+fn atr_sample(steering: &mut Steering, q: &mut Queue, queue: u16, frame: &[u8], atr: AtrConfig) {
+    let Ok(Some(fields)) = FlowFields::from_frame(frame) else {
+        return;
+    };
+    if fields.protocol != rss::PROTO_TCP {
+        return;
+    }
+    let Some(t) = fields.five_tuple() else {
+        return;
+    };
+    let syn = frame_is_syn(frame);
+    q.atr_since_sample = q.atr_since_sample.saturating_add(1);
+    if !syn && q.atr_since_sample < atr.sample_every_packets {
+        return;
+    }
+    q.atr_since_sample = 0;
+    let reply = FiveTuple {
+        protocol: t.protocol,
+        src: t.dst,
+        dst: t.src,
+        src_port: t.dst_port,
+        dst_port: t.src_port,
+    };
+    if steering.filters.lookup(&reply) == Some(queue) {
+        return;
+    }
+    match steering.filters.insert(reply, queue) {
+        Ok(_) => q.counters.tx_atr_filters_set += 1,
+        Err(_) => q.counters.tx_atr_table_full += 1,
+    }
+}
+
+fn frame_is_syn(frame: &[u8]) -> bool {
+    Layout::parse(frame)
+        .ok()
+        .and_then(|l| l.tcp(frame).map(|t| t.flags().contains(TcpFlags::SYN)))
+        .unwrap_or(false)
+}
+
 fn fired(wakeups: &mut VecDeque<Wakeup>, q: &mut Queue, queue: u16, now_ns: u64, cause: FireCause) {
     q.counters.wakeups += 1;
     if cause == FireCause::LowLatency {
@@ -676,6 +728,8 @@ fn add_counters(t: &mut QueueCounters, c: &QueueCounters) {
         tx_tso_sends,
         tx_tso_segments,
         tx_csum_offloaded,
+        tx_atr_filters_set,
+        tx_atr_table_full,
         tx_drop_ring_full,
         tx_drop_malformed,
     } = *c;
@@ -716,6 +770,8 @@ fn add_counters(t: &mut QueueCounters, c: &QueueCounters) {
     t.tx_tso_sends += tx_tso_sends;
     t.tx_tso_segments += tx_tso_segments;
     t.tx_csum_offloaded += tx_csum_offloaded;
+    t.tx_atr_filters_set += tx_atr_filters_set;
+    t.tx_atr_table_full += tx_atr_table_full;
     t.tx_drop_ring_full += tx_drop_ring_full;
     t.tx_drop_malformed += tx_drop_malformed;
 }

@@ -402,3 +402,67 @@ fn backend_chosen_queue_is_kept_and_mismatch_counted() {
     );
     assert_eq!(nic.counters(0).expect("q0").rx_drop_no_queue, 1);
 }
+
+fn atr_nic(filters_max: usize, every: u32) -> Nic {
+    Nic::new(NicConfig {
+        filters_max,
+        atr: Some(nic::AtrConfig {
+            sample_every_packets: every,
+        }),
+        ..config(4, 64)
+    })
+    .expect("config")
+}
+
+/// Outgoing segment from local 10.9.0.1:`sport` to 10.8.0.1:80, and its reply.
+fn out_and_reply(sport: u16, flags: wire::TcpFlags) -> (Vec<u8>, Vec<u8>) {
+    let mut out = Seg::v4(sport, 80).with_payload(1, Vec::new()).flags(flags);
+    out.src = IpAddr::V4(Ipv4Addr::new(10, 9, 0, 1));
+    out.dst = IpAddr::V4(Ipv4Addr::new(10, 8, 0, 1));
+    let mut reply = out.clone().flags(wire::TcpFlags::ACK);
+    std::mem::swap(&mut reply.src, &mut reply.dst);
+    std::mem::swap(&mut reply.sport, &mut reply.dport);
+    reply.payload = vec![1; 20];
+    (out.build(), reply.build())
+}
+
+#[test]
+fn atr_steers_replies_to_the_transmitting_queue() {
+    let mut nic = atr_nic(64, 20);
+    let mut moved = 0;
+    for sport in 40000..40020u16 {
+        let (syn, reply) = out_and_reply(sport, wire::TcpFlags::SYN);
+        let rss_q = nic.steer(&reply).expect("valid").queue;
+        let tx_q = (rss_q + 1) % 4;
+        nic.transmit(tx_q, syn, TxOffload::NONE).expect("queue");
+        assert_eq!(
+            nic.receive(0, reply),
+            RxVerdict::Queued {
+                queue: tx_q,
+                how: SteerHow::Filter
+            }
+        );
+        moved += 1;
+    }
+    assert_eq!(nic.counters_total().tx_atr_filters_set, moved);
+}
+
+#[test]
+fn atr_samples_every_nth_segment_and_counts_a_full_table() {
+    let mut nic = atr_nic(1, 3);
+    let (ack, reply) = out_and_reply(40000, wire::TcpFlags::ACK);
+    let rss_q = nic.steer(&reply).expect("valid").queue;
+    let tx_q = (rss_q + 1) % 4;
+    for _ in 0..2 {
+        nic.transmit(tx_q, ack.clone(), TxOffload::NONE)
+            .expect("queue");
+    }
+    assert_eq!(nic.steer(&reply).expect("valid").how, SteerHow::Rss);
+    nic.transmit(tx_q, ack, TxOffload::NONE).expect("queue");
+    assert_eq!(nic.steer(&reply).expect("valid").queue, tx_q);
+    // A second flow finds the one-entry table full.
+    let (syn2, _) = out_and_reply(40001, wire::TcpFlags::SYN);
+    nic.transmit(tx_q, syn2, TxOffload::NONE).expect("queue");
+    let c = nic.counters(tx_q).expect("q");
+    assert_eq!((c.tx_atr_filters_set, c.tx_atr_table_full), (1, 1));
+}
