@@ -31,7 +31,33 @@
 //! `XDP_PACKET_HEADROOM` (256) bytes into the frame, so the largest frame received is
 //! `frame_size_bytes − 256`.
 //!
-//! All `unsafe` of this module is in [`Mapping`] (mmap/munmap, bounds-checked access to shared
+//! **Observed on Linux 6.18 with veth** (see `tests/af_xdp_veth.rs`): generic
+//! ([`XdpAttachMode::Skb`]) and native ([`XdpAttachMode::Driver`]) XDP both work on the
+//! receiving veth end with nothing attached to its peer; zero-copy is refused (`EOPNOTSUPP`)
+//! and `Auto` binds in copy mode. Native XDP reports the peer's transmit queue as the receive
+//! queue, so flows spread over the sockets of a multi-queue veth; generic XDP sees every veth
+//! frame as queue 0. Copy-mode transmit happens inside `sendto`, at most 32 frames per call.
+//! Closing a socket releases its queue from deferred work, so [`XdpSocket::open`] retries a
+//! bind that fails with `EBUSY` for up to 500 ms.
+//!
+//! ```no_run
+//! use platform::af_xdp::{XdpConfig, XdpPort};
+//! use platform::bpf::XdpAttachMode;
+//!
+//! let port = XdpPort::open("eth0", 2, &XdpConfig::default(), XdpAttachMode::Auto)?;
+//! let (_attachment, mut sockets) = port.into_parts(); // keep `_attachment` alive
+//! // One shard per socket (shown on one thread):
+//! let sock = &mut sockets[0];
+//! let mut replies = Vec::new();
+//! sock.recv_batch(64, |frame| replies.push(frame.to_vec())); // frames in place, then recycled
+//! for r in &replies {
+//!     sock.send(r)?; // copied into a free UMEM frame; `WouldBlock` when the budget is spent
+//! }
+//! sock.poll_tx()?; // kick what is queued, take back completed frames
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! All `unsafe` of this module is in `Mapping` (mmap/munmap, bounds-checked access to shared
 //! memory) and in the thin system-call wrappers; the ring protocol above is safe code.
 
 use std::io;

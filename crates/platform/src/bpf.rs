@@ -13,12 +13,12 @@
 //! The low bits of `bpf_redirect_map`'s flags are the action taken when the map has no socket
 //! at that key (Linux ≥ 5.3), so frames of queues without a socket reach the kernel's stack.
 //!
-//! The program is attached with `BPF_LINK_CREATE` (attach type `BPF_XDP`), not netlink
+//! The program is attached with `BPF_LINK_CREATE` (attach type `BPF_XDP`, Linux ≥ 5.9), not netlink
 //! `IFLA_XDP`: the attachment belongs to the link's file descriptor, so it disappears when the
 //! [`XdpLink`] is dropped or the process dies, and it fails with `EBUSY` instead of silently
 //! replacing another program already on the interface.
 //!
-//! All `unsafe` here is the `bpf(2)` system call itself, in [`sys_bpf`], over `#[repr(C)]`
+//! All `unsafe` here is the `bpf(2)` system call itself, in `sys_bpf`, over `#[repr(C)]`
 //! prefixes of `union bpf_attr` (the kernel zero-fills the part we do not pass).
 
 use std::ffi::CStr;
