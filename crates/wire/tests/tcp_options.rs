@@ -154,3 +154,72 @@ proptest! {
         prop_assert!(p.verify_checksum(&V4));
     }
 }
+
+/// One well-formed option as raw bytes, in any order a peer might send them.
+fn raw_option() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        Just(vec![1u8]),
+        any::<u16>().prop_map(|m| {
+            let b = m.to_be_bytes();
+            vec![2, 4, b[0], b[1]]
+        }),
+        (0u8..=20).prop_map(|s| vec![3, 3, s]),
+        Just(vec![4u8, 2]),
+        proptest::collection::vec(any::<u8>(), 1..=3).prop_map(|blocks| {
+            let mut v = vec![5u8, (2 + 8 * blocks.len()) as u8];
+            for b in blocks {
+                v.extend_from_slice(&[b; 8]);
+            }
+            v
+        }),
+        any::<[u8; 8]>().prop_map(|t| {
+            let mut v = vec![8u8, 10];
+            v.extend_from_slice(&t);
+            v
+        }),
+        (9u8..=253, proptest::collection::vec(any::<u8>(), 0..6)).prop_filter_map(
+            "not a known kind",
+            |(k, d)| {
+                if k == 5 || k == 8 {
+                    return None;
+                }
+                let mut v = vec![k, (2 + d.len()) as u8];
+                v.extend_from_slice(&d);
+                Some(v)
+            }
+        ),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn peer_option_orderings_parse_and_reemit_to_the_same_repr(
+        opts in proptest::collection::vec(raw_option(), 0..6), eol in any::<bool>(),
+    ) {
+        let mut area: Vec<u8> = opts.concat();
+        if eol {
+            area.push(0);
+        }
+        prop_assume!(area.len() <= 40);
+        while area.len() % 4 != 0 {
+            area.push(0);
+        }
+        let mut b = vec![0u8; 20 + area.len()];
+        base(&[]).emit(&mut TcpPacket::new_unchecked(&mut b[..20]), &V4, ChecksumCaps::NONE).expect("fits");
+        b[20..].copy_from_slice(&area);
+        b[12] = (((20 + area.len()) / 4) as u8) << 4;
+        TcpPacket::new_unchecked(&mut b[..]).fill_checksum(&V4);
+        let p = TcpPacket::new_checked(&b[..]).expect("valid");
+        let (r, report) = TcpRepr::parse_with_report(&p, &V4, ChecksumCaps::ALL).expect("well-formed options parse");
+        prop_assert_eq!(report.window_scale_clamped, r.window_scale == Some(14) && {
+            // The last window-scale option decides.
+            let last_ws = opts.iter().rev().find(|o| o.first() == Some(&3)).and_then(|o| o.get(2).copied());
+            last_ws.is_some_and(|s| s > 14)
+        });
+        if r.options_len() <= 40 {
+            let again = emit(&r, ChecksumCaps::ALL);
+            let p2 = TcpPacket::new_checked(&again[..]).expect("valid");
+            prop_assert_eq!(TcpRepr::parse(&p2, &V4, ChecksumCaps::ALL), Ok(r));
+        }
+    }
+}
