@@ -559,6 +559,11 @@ impl Nic {
             q.cycle_descriptors = 0;
         }
         q.moderator.on_poll(drained);
+        if drained {
+            // A wake-up the driver has not collected yet is moot once the queue is drained
+            // (busy polling got there first); dropping it keeps "one wake-up per queue".
+            self.wakeups.retain(|w| w.queue != queue);
+        }
         Ok(RxPoll { delivered, drained })
     }
 

@@ -283,3 +283,15 @@ fn set_moderation_rejects_inverted_adaptive_bounds() {
         Err(nic::ConfigError::NoSuchQueue)
     );
 }
+
+#[test]
+fn busy_poll_that_drains_withdraws_the_uncollected_wakeup() {
+    let mut nic = nic_with(ModerationConfig::OFF, 64);
+    nic.receive(0, frame(0));
+    // The driver busy-polls before collecting the wake-up.
+    assert_eq!(drain(&mut nic, 0, 0).len(), 1);
+    assert_eq!(nic.poll_wakeup(0), None);
+    nic.receive(1, frame(1));
+    assert!(nic.poll_wakeup(1).is_some());
+    assert_eq!(nic.poll_wakeup(1), None);
+}
