@@ -259,10 +259,14 @@ fn assert_clean(sock: &XdpSocket) {
 }
 
 /// The ARP-then-UDP exchange through one socket on a one-queue veth, the program attached in
-/// `attach` mode; checks `ip link` reports the mode.
-fn arp_then_udp(tag: &str, attach: XdpAttachMode, link_word: &str) {
+/// `attach` mode; checks `ip link` reports the mode. Without `need_wakeup` every send kicks.
+fn arp_then_udp(tag: &str, attach: XdpAttachMode, link_word: &str, need_wakeup: bool) {
     let v = veth(tag, 1);
-    let mut port = XdpPort::open(&v.near, 1, &small_config(XdpBindMode::Copy), attach)
+    let config = XdpConfig {
+        need_wakeup,
+        ..small_config(XdpBindMode::Copy)
+    };
+    let mut port = XdpPort::open(&v.near, 1, &config, attach)
         .unwrap_or_else(|e| panic!("open AF_XDP port in {attach:?} mode: {e}"));
     let shown = link_show(&v.near);
     assert!(
@@ -298,7 +302,7 @@ fn generic_xdp_socket_answers_arp_and_receives_the_queued_datagram() {
     if !require_root("generic_xdp_socket_answers_arp_and_receives_the_queued_datagram") {
         return;
     }
-    arp_then_udp("g", XdpAttachMode::Skb, "xdpgeneric");
+    arp_then_udp("g", XdpAttachMode::Skb, "xdpgeneric", true);
 }
 
 #[test]
@@ -308,7 +312,7 @@ fn native_xdp_on_veth_answers_arp_and_receives_the_queued_datagram() {
     }
     // veth has native XDP (the receiving end runs it from its NAPI poll); no program on the
     // peer is needed for frames the peer's kernel sends.
-    arp_then_udp("n", XdpAttachMode::Driver, "prog/xdp");
+    arp_then_udp("n", XdpAttachMode::Driver, "prog/xdp", false);
 }
 
 #[test]
@@ -617,7 +621,10 @@ fn split_port_receives_on_one_thread_per_queue() {
     let mut port = XdpPort::open(
         &v.near,
         2,
-        &small_config(XdpBindMode::Copy),
+        &XdpConfig {
+            frame_size_bytes: 4096, // page-sized frames
+            ..small_config(XdpBindMode::Copy)
+        },
         XdpAttachMode::Driver,
     )
     .expect("open two-queue port");
