@@ -1,0 +1,751 @@
+//! Segment arrival (RFC 9293 §3.10.7): SYN-SENT processing, PAWS, the acceptability test,
+//! RST/SYN/ACK checks with RFC 5961 challenge ACKs, the ACK field (window update, RTT,
+//! congestion control, fast retransmit, SACK scoreboard), segment text and FIN.
+
+use wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
+
+use super::*;
+use crate::config::NS_PER_MS;
+
+impl Connection {
+    // ------------------------------------------------------------------ input
+
+    /// Processes one received segment (already demultiplexed to this connection, checksum
+    /// verified by the stack).
+    pub fn handle_segment(&mut self, now: u64, seg: &TcpRepr<'_>) {
+        self.counters.rx_segments += 1;
+        if seg.dst_port != self.local_port || seg.src_port != self.remote_port {
+            self.counters.rx_drop_wrong_port += 1;
+            return;
+        }
+        match self.state {
+            State::Closed => {
+                self.counters.rx_drop_closed += 1;
+            }
+            State::SynSent => self.rx_syn_sent(now, seg),
+            _ => self.rx_synchronized(now, seg),
+        }
+    }
+
+    /// RFC 9293 §3.10.7.3, SYN-SENT.
+    pub(super) fn rx_syn_sent(&mut self, now: u64, seg: &TcpRepr<'_>) {
+        let flags = seg.flags;
+        let has_ack = flags.contains(TcpFlags::ACK);
+        if has_ack {
+            // "If SEG.ACK =< ISS or SEG.ACK > SND.NXT, send a reset (unless the RST bit is set)".
+            if seg.ack_number.le(self.iss) || seg.ack_number.gt(self.snd_max) {
+                self.counters.rx_drop_bad_ack += 1;
+                if !flags.contains(TcpFlags::RST) {
+                    self.queue_rst(seg.ack_number, None);
+                }
+                return;
+            }
+        }
+        if flags.contains(TcpFlags::RST) {
+            // RFC 5961 §3.2 / RFC 9293: in SYN-SENT a RST is acceptable if it ACKs our SYN.
+            if has_ack {
+                self.enter_closed(CloseReason::Reset);
+            } else {
+                self.counters.rx_drop_syn_sent += 1;
+            }
+            return;
+        }
+        if !flags.contains(TcpFlags::SYN) {
+            self.counters.rx_drop_syn_sent += 1;
+            return;
+        }
+        self.irs = seg.seq_number;
+        self.rcv_nxt = seg.seq_number + 1;
+        // Our SYN offered an unscaled window (RFC 7323 §2.2); the peer may use it.
+        self.rcv_adv = self.rcv_nxt + self.config.recv_buffer_bytes.min(0xffff);
+        self.last_ack_sent = self.rcv_nxt;
+        self.negotiate_from_syn(now, seg, false);
+        self.snd_wnd = u32::from(seg.window_len);
+        self.max_snd_wnd = self.snd_wnd;
+        self.snd_wl1 = seg.seq_number;
+        if has_ack {
+            self.snd_una = seg.ack_number;
+            self.snd_wl2 = seg.ack_number;
+            self.on_syn_acked(now);
+            self.state = State::Established;
+            self.push_event(Event::Connected);
+            if self.send_buf.free() > 0 {
+                self.push_event(Event::Writable);
+            }
+            // "form an ACK segment ... and send it" (data is deferred to the next segment).
+            self.ack_due = AckDue::Now;
+            self.start_keepalive(now);
+            if self.fin_queued {
+                self.state = State::FinWait1;
+            }
+        } else {
+            // Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
+            self.state = State::SynReceived;
+            self.snd_nxt = self.iss;
+            self.snd_wl2 = self.iss;
+            self.rtx_deadline_ns = NEVER;
+        }
+    }
+
+    /// The SYN we sent has been acknowledged: take the first RTT sample of the connection.
+    pub(super) fn on_syn_acked(&mut self, now: u64) {
+        self.rtx_deadline_ns = NEVER;
+        self.last_tx_ns = now;
+        if self.syn_retries == 0 {
+            if let Some((_, sent_ns)) = self.rtt_timed.take() {
+                self.rtt.sample(now.saturating_sub(sent_ns));
+                self.counters.rtt_samples += 1;
+            }
+        } else {
+            // Karn: the SYN was retransmitted, no sample. RFC 6298 §5.7: "the RTO MUST be
+            // re-initialized to 3 seconds when data transmission begins" if it is below that.
+            self.rtt_timed = None;
+            self.rtt.backoff_shift = 0;
+            if self.rtt.base_rto_ns < RTO_AFTER_SYN_TIMEOUT_NS {
+                self.rtt.base_rto_ns = RTO_AFTER_SYN_TIMEOUT_NS.min(self.config.rto_max_ns);
+            }
+        }
+    }
+
+    pub(super) fn rx_synchronized(&mut self, now: u64, seg: &TcpRepr<'_>) {
+        if self.state == State::SynReceived
+            && seg.flags.contains(TcpFlags::SYN | TcpFlags::ACK)
+            && seg.seq_number == self.irs
+            && self.snd_una.lt(seg.ack_number)
+            && seg.ack_number.le(self.snd_max)
+        {
+            // Simultaneous open (RFC 9293 §3.5, figure 7): the peer's SYN-ACK repeats the SYN
+            // that brought us here. Trim that duplicate SYN (as §3.10.7.4 trims duplicate
+            // octets) and process the rest, whose ACK completes our handshake.
+            let trimmed = TcpRepr {
+                seq_number: seg.seq_number + 1,
+                flags: TcpFlags(seg.flags.0 & !TcpFlags::SYN.0),
+                ..*seg
+            };
+            return self.rx_synchronized_inner(now, &trimmed);
+        }
+        self.rx_synchronized_inner(now, seg)
+    }
+
+    pub(super) fn rx_synchronized_inner(&mut self, now: u64, seg: &TcpRepr<'_>) {
+        let flags = seg.flags;
+        let rst = flags.contains(TcpFlags::RST);
+        // RFC 7323 §3.2: once negotiated, a non-RST segment without TSopt SHOULD be dropped.
+        if self.ts_ok && !rst && seg.timestamp.is_none() && self.state != State::SynReceived {
+            self.counters.rx_drop_missing_ts += 1;
+            return;
+        }
+        // RFC 7323 §5.3 R1 (PAWS), before the acceptability test.
+        if self.ts_ok && !rst {
+            if let Some(ts) = seg.timestamp {
+                if ts_lt(ts.tsval, self.ts_recent) {
+                    // RFC 7323 §5.5: after 24 days idle TS.Recent is invalid; accept.
+                    if now.saturating_sub(self.ts_recent_age_ns) > PAWS_IDLE_NS {
+                        self.ts_recent = ts.tsval;
+                        self.ts_recent_age_ns = now;
+                    } else {
+                        self.counters.rx_drop_paws += 1;
+                        self.ack_due = AckDue::Now;
+                        return;
+                    }
+                }
+            }
+        }
+        let seg_len = seq_len(seg);
+        // For the acceptability test a SYN we already hold counts, so use the full length.
+        if !self.acceptable(seg.seq_number, seg_len) {
+            self.counters.rx_drop_out_of_window += 1;
+            if rst {
+                self.counters.rx_drop_rst_out_of_window += 1;
+                return;
+            }
+            if self.state == State::SynReceived
+                && flags.contains(TcpFlags::SYN)
+                && seg.seq_number == self.irs
+            {
+                // The peer retransmitted its SYN: our SYN-ACK was lost, send it again.
+                self.snd_nxt = self.iss;
+                return;
+            }
+            if self.state == State::TimeWait && flags.contains(TcpFlags::FIN) {
+                // RFC 9293 §3.10.7.4: a retransmitted FIN restarts the 2 MSL timeout.
+                self.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
+            }
+            // "If an incoming segment is not acceptable, an acknowledgment should be sent".
+            self.ack_due = AckDue::Now;
+            return;
+        }
+        // Second: RST (RFC 5961 §3.2).
+        if rst {
+            if self.state == State::TimeWait {
+                // RFC 1337: ignore RST in TIME-WAIT to avoid assassination.
+                self.counters.rx_drop_rst_time_wait += 1;
+                return;
+            }
+            if seg.seq_number == self.rcv_nxt {
+                // Exact match: reset.
+                self.enter_closed(CloseReason::Reset);
+            } else {
+                // In window but not exact: challenge ACK.
+                self.challenge_ack(now);
+            }
+            return;
+        }
+        // Fourth: SYN (RFC 5961 §4.2): any SYN on a synchronized (or SYN-RECEIVED)
+        // connection gets a challenge ACK, whatever its sequence number.
+        if flags.contains(TcpFlags::SYN) {
+            self.counters.rx_drop_syn_in_window += 1;
+            self.challenge_ack(now);
+            return;
+        }
+        // Fifth: ACK.
+        if !flags.contains(TcpFlags::ACK) {
+            self.counters.rx_drop_no_ack += 1;
+            return;
+        }
+        let ack = seg.ack_number;
+        if self.state == State::SynReceived {
+            // RFC 9293 §3.10.7.4: "If SND.UNA < SEG.ACK =< SND.NXT, then enter ESTABLISHED".
+            if self.snd_una.lt(ack) && ack.le(self.snd_max) {
+                self.snd_una = ack;
+                self.state = State::Established;
+                self.push_event(Event::Connected);
+                if self.send_buf.free() > 0 {
+                    self.push_event(Event::Writable);
+                }
+                self.snd_wnd = u32::from(seg.window_len) << self.snd_wscale;
+                self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+                self.snd_wl1 = seg.seq_number;
+                self.snd_wl2 = ack;
+                self.on_syn_acked(now);
+                self.start_keepalive(now);
+                if self.fin_queued {
+                    self.state = State::FinWait1;
+                }
+            } else {
+                // "If the segment acknowledgment is not acceptable, form a reset segment".
+                self.counters.rx_drop_bad_ack += 1;
+                self.queue_rst(ack, None);
+                return;
+            }
+        }
+        // RFC 5961 §5.2: acceptable iff SND.UNA − MAX.SND.WND ≤ SEG.ACK ≤ SND.NXT.
+        if ack.gt(self.snd_max) {
+            self.counters.rx_drop_ack_unsent += 1;
+            self.challenge_ack(now);
+            return;
+        }
+        if ack.lt(self.snd_una - self.max_snd_wnd.max(1)) {
+            self.counters.rx_drop_ack_too_old += 1;
+            self.challenge_ack(now);
+            return;
+        }
+        // RFC 7323 §4.3 (3): update TS.Recent when SEG.SEQ ≤ Last.ACK.sent.
+        if let (true, Some(ts)) = (self.ts_ok, seg.timestamp) {
+            if !ts_lt(ts.tsval, self.ts_recent) && seg.seq_number.le(self.last_ack_sent) {
+                self.ts_recent = ts.tsval;
+                self.ts_recent_age_ns = now;
+            }
+        }
+        self.keepalive_probes = 0;
+        if self.keepalive_deadline_ns != NEVER {
+            self.start_keepalive(now);
+        }
+        self.rx_ack(now, seg);
+        if self.state == State::Closed {
+            return;
+        }
+        // Seventh: segment text (RFC 9293 §3.10.7.4), eighth: FIN.
+        self.rx_text_and_fin(now, seg);
+    }
+
+    /// RFC 9293 §3.10.7.4 four-case acceptability test, against the window we advertised.
+    pub(super) fn acceptable(&self, seq: SeqNumber, seg_len: u32) -> bool {
+        let wnd = fwd(self.rcv_nxt, self.rcv_adv);
+        let in_wnd = |s: SeqNumber| self.rcv_nxt.le(s) && s.lt(self.rcv_adv);
+        match (seg_len, wnd) {
+            (0, 0) => seq == self.rcv_nxt,
+            (0, _) => in_wnd(seq),
+            // Zero window: only the ACK/RST/URG of a segment at RCV.NXT is processed (its
+            // text is trimmed away below): "special allowance should be made to accept valid
+            // ACKs, URGs, and RSTs".
+            (_, 0) => seq == self.rcv_nxt,
+            (n, _) => in_wnd(seq) || in_wnd(seq + (n - 1)),
+        }
+    }
+
+    /// RFC 5961 §7: challenge ACKs are rate limited per connection.
+    pub(super) fn challenge_ack(&mut self, now: u64) {
+        if now.saturating_sub(self.challenge_window_start_ns) >= crate::config::NS_PER_S {
+            self.challenge_window_start_ns = now;
+            self.challenge_acks_in_window = 0;
+        }
+        if self.challenge_acks_in_window < self.config.challenge_acks_per_s_max {
+            self.challenge_acks_in_window += 1;
+            self.counters.challenge_acks_sent += 1;
+            self.ack_due = AckDue::Now;
+        } else {
+            self.counters.challenge_acks_suppressed += 1;
+        }
+    }
+
+    pub(super) fn queue_rst(&mut self, seq: SeqNumber, ack: Option<SeqNumber>) {
+        self.rst_pending = Some((seq, ack));
+    }
+
+    pub(super) fn start_keepalive(&mut self, now: u64) {
+        if let Some(ka) = self.config.keepalive {
+            self.keepalive_deadline_ns = now.saturating_add(ka.idle_ns);
+        }
+    }
+
+    /// Fin sequence number, once queued: the FIN follows the last byte of the send buffer.
+    pub(super) fn fin_seq(&self) -> SeqNumber {
+        self.snd_buf_seq + self.send_buf.len() as u32
+    }
+
+    /// True once our FIN is queued and acknowledged.
+    pub(super) fn fin_acked(&self) -> bool {
+        self.fin_queued && self.snd_una.gt(self.fin_seq())
+    }
+
+    /// The ACK field of an acceptable segment (RFC 9293 §3.10.7.4, fifth check, and the
+    /// congestion control around it).
+    pub(super) fn rx_ack(&mut self, now: u64, seg: &TcpRepr<'_>) {
+        let ack = seg.ack_number;
+        let mss = u32::from(self.eff_mss());
+        let new_wnd = u32::from(seg.window_len) << self.snd_wscale;
+        let flight_before = fwd(self.snd_una, self.snd_max);
+        let sacked_new = self.sack_ok && self.rx_sack_blocks(seg);
+        if ack.gt(self.snd_una) {
+            let acked = fwd(self.snd_una, ack);
+            // Remove acknowledged data from the send buffer (the FIN is not in the buffer).
+            let data_acked = fwd(self.snd_buf_seq, ack).min(self.send_buf.len() as u32);
+            self.send_buf.consume(data_acked as usize);
+            self.snd_buf_seq += data_acked;
+            self.snd_una = ack;
+            if self.snd_nxt.lt(ack) {
+                self.snd_nxt = ack;
+            }
+            self.scoreboard.remove_below(ack);
+            if data_acked > 0 && !self.fin_queued {
+                self.push_event(Event::Writable);
+            }
+            self.rtt_sample_on_ack(now, seg, ack);
+            self.unacked_since_ns = now;
+            // Congestion control (RFC 5681 §3, RFC 6582 §3.2).
+            if self.in_recovery {
+                if ack.ge(self.recover) {
+                    // Full acknowledgment: leave fast recovery.
+                    self.in_recovery = false;
+                    self.dupacks = 0;
+                    self.cc
+                        .on_recovery_exit(fwd(self.snd_una, self.snd_max), mss);
+                } else if self.sack_ok {
+                    // RFC 6675: NextSeg picks the holes; a partial ACK also says the segment at
+                    // the new SND.UNA is missing, so resend it unless already resent.
+                    if self.snd_una.ge(self.high_rxt) {
+                        self.rtx_pending = true;
+                    }
+                } else {
+                    // RFC 6582 §3.2 step 5: partial ACK — retransmit the next hole, deflate by
+                    // the amount acknowledged, add back one SMSS if at least one was acked.
+                    self.rtx_pending = true;
+                    let deflated = self.cc.cwnd_bytes.saturating_sub(acked);
+                    self.cc.cwnd_bytes = if acked >= mss {
+                        deflated.saturating_add(mss)
+                    } else {
+                        deflated
+                    }
+                    .max(mss);
+                }
+            } else {
+                self.dupacks = 0;
+                self.cc.on_ack(now, acked, mss, self.rtt.srtt_ns);
+            }
+            // RFC 6298 §5.2/§5.3: all acknowledged → stop; otherwise restart the timer.
+            if self.snd_una == self.snd_max {
+                self.rtx_deadline_ns = NEVER;
+            } else if self.persist_deadline_ns == NEVER {
+                self.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
+            }
+        } else if ack == self.snd_una
+            && seg.payload.is_empty()
+            && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::FIN)
+            && (new_wnd == self.snd_wnd || sacked_new)
+            && new_wnd > 0
+            && flight_before > 0
+        {
+            // RFC 5681 §2: a duplicate acknowledgment.
+            self.counters.dup_acks_rx += 1;
+            self.on_dupack(now, mss, flight_before);
+        }
+        // RFC 6675 §5: with SACK, recovery also starts once IsLost(HighACK + 1) holds.
+        if sacked_new
+            && !self.in_recovery
+            && ack == self.snd_una
+            && self.snd_una.gt(self.recover)
+            && self.scoreboard.lost_boundary(mss, DUP_THRESH).is_some()
+        {
+            self.enter_recovery(now, mss, flight_before);
+        }
+        // RFC 9293 §3.10.7.4: window update when SND.WL1 < SEG.SEQ or
+        // (SND.WL1 = SEG.SEQ and SND.WL2 ≤ SEG.ACK).
+        if self.snd_wl1.lt(seg.seq_number)
+            || (self.snd_wl1 == seg.seq_number && self.snd_wl2.le(ack))
+        {
+            let was_zero = self.snd_wnd == 0;
+            self.snd_wnd = new_wnd;
+            self.snd_wl1 = seg.seq_number;
+            self.snd_wl2 = ack;
+            self.max_snd_wnd = self.max_snd_wnd.max(new_wnd);
+            if new_wnd > 0 && (was_zero || self.persist_deadline_ns != NEVER) {
+                // The window opened: stop probing.
+                self.persist_deadline_ns = NEVER;
+                self.persist_shift = 0;
+            }
+        }
+        // State transitions driven by the acknowledgment of our FIN.
+        if self.fin_acked() {
+            match self.state {
+                State::FinWait1 => {
+                    self.state = State::FinWait2;
+                    self.rtx_deadline_ns = NEVER;
+                    if self.app_closed {
+                        // Nobody can read or write any more: do not wait forever for the
+                        // peer's FIN (the FIN-WAIT-2 timer of BSD and Linux), reuse 2·MSL.
+                        self.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
+                    }
+                }
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => {
+                    self.enter_closed(CloseReason::Normal);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    pub(super) fn on_dupack(&mut self, now: u64, mss: u32, flight: u32) {
+        self.dupacks = self.dupacks.saturating_add(1);
+        if self.in_recovery {
+            if !self.sack_ok {
+                // RFC 5681 §3.2 step 4: inflate by one SMSS per additional duplicate (with
+                // SACK, RFC 6675 counts the pipe instead).
+                self.cc.cwnd_bytes = self.cc.cwnd_bytes.saturating_add(mss);
+            }
+            return;
+        }
+        // RFC 6582 §3.2 step 2: only if the cumulative ACK covers more than `recover`
+        // (avoids repeated fast retransmits after a timeout).
+        if u32::from(self.dupacks) == DUP_THRESH && self.snd_una.gt(self.recover) {
+            self.enter_recovery(now, mss, flight);
+        }
+        // dupacks 1 and 2: RFC 3042 limited transmit, applied in `usable_window`.
+    }
+
+    pub(super) fn enter_recovery(&mut self, now: u64, mss: u32, flight: u32) {
+        self.recover = self.snd_max;
+        self.cc.on_congestion_event(now, flight, mss);
+        self.cc.cwnd_bytes = if self.sack_ok {
+            // RFC 6675 §5 step (4.2): cwnd = ssthresh; the pipe governs sending.
+            self.cc.ssthresh_bytes
+        } else {
+            // RFC 5681 §3.2 step 3: cwnd = ssthresh + 3*SMSS.
+            self.cc.ssthresh_bytes.saturating_add(3 * mss)
+        };
+        self.high_rxt = self.snd_una;
+        self.in_recovery = true;
+        // RFC 5681 §3.2 step 2 / RFC 6675 §5 step (4.3): retransmit the first unacked segment.
+        self.rtx_pending = true;
+        self.counters.fast_retransmits += 1;
+    }
+
+    /// Records the SACK blocks of an acceptable ACK (RFC 2018 §4, RFC 6675 §5); returns
+    /// whether anything new was SACKed. Blocks must lie within (SND.UNA, SND.MAX]: anything
+    /// else (including D-SACK blocks below SND.UNA) is ignored and counted.
+    pub(super) fn rx_sack_blocks(&mut self, seg: &TcpRepr<'_>) -> bool {
+        let before = self.scoreboard.bytes();
+        let floor = self.snd_una.max(seg.ack_number);
+        for b in seg.sack_blocks.iter().flatten() {
+            if !(floor.lt(b.left) && b.left.lt(b.right) && b.right.le(self.snd_max)) {
+                self.counters.rx_sack_blocks_invalid += 1;
+                continue;
+            }
+            if self.scoreboard.insert(b.left, b.right).is_err() {
+                self.counters.rx_sack_blocks_dropped += 1;
+            }
+        }
+        self.scoreboard.remove_below(floor);
+        self.scoreboard.bytes() > before
+    }
+
+    /// RFC 6675 §4 SetPipe: bytes believed in the network — unSACKed bytes not deemed lost,
+    /// plus retransmitted lost bytes.
+    pub(super) fn pipe_bytes(&self) -> u32 {
+        let mss = u32::from(self.eff_mss());
+        let una = self.snd_una;
+        let flight = fwd(una, self.snd_max);
+        let sacked = self.scoreboard.bytes();
+        let boundary = self
+            .scoreboard
+            .lost_boundary(mss, DUP_THRESH)
+            .unwrap_or(una)
+            .max(una);
+        let lost = fwd(una, boundary).saturating_sub(self.scoreboard.bytes_in(una, boundary));
+        let rtx_end = self.high_rxt.min(boundary).max(una);
+        let rtx = fwd(una, rtx_end).saturating_sub(self.scoreboard.bytes_in(una, rtx_end));
+        flight
+            .saturating_sub(sacked)
+            .saturating_sub(lost)
+            .saturating_add(rtx)
+    }
+
+    /// RFC 6675 §4 NextSeg rule (1): the first unSACKed, lost, not yet retransmitted range.
+    pub(super) fn sack_next_retransmission(&self) -> Option<(SeqNumber, u32)> {
+        let mss = u32::from(self.eff_mss());
+        let boundary = self.scoreboard.lost_boundary(mss, DUP_THRESH)?;
+        let start = self.scoreboard.next_hole(self.high_rxt.max(self.snd_una));
+        if !start.lt(boundary) || !start.lt(self.snd_max) {
+            return None;
+        }
+        let end = self
+            .scoreboard
+            .next_left_after(start)
+            .unwrap_or(self.snd_max)
+            .min(self.snd_max);
+        Some((start, fwd(start, end).min(mss)))
+    }
+
+    pub(super) fn rtt_sample_on_ack(&mut self, now: u64, seg: &TcpRepr<'_>, ack: SeqNumber) {
+        if self.ts_ok {
+            // RFC 7323 §4.1: RTTM from the echoed timestamp of an ACK for new data; valid
+            // even for retransmitted segments, so Karn's rule is not needed.
+            if let Some(ts) = seg.timestamp {
+                let ticks = self.ts_now(now).wrapping_sub(ts.tsecr);
+                if ts.tsecr != 0 && (ticks as i32) >= 0 {
+                    self.rtt.sample(u64::from(ticks) * NS_PER_MS);
+                    self.counters.rtt_samples += 1;
+                }
+            }
+            self.rtt_timed = None;
+            return;
+        }
+        // Karn: only a segment that was never retransmitted is timed (`rtt_timed` is cleared on
+        // every retransmission).
+        if let Some((end, sent_ns)) = self.rtt_timed {
+            if ack.ge(end) {
+                self.rtt.sample(now.saturating_sub(sent_ns));
+                self.counters.rtt_samples += 1;
+                self.rtt_timed = None;
+            }
+        }
+    }
+
+    pub(super) fn enter_time_wait(&mut self, now: u64) {
+        self.state = State::TimeWait;
+        self.rtx_deadline_ns = NEVER;
+        self.persist_deadline_ns = NEVER;
+        self.keepalive_deadline_ns = NEVER;
+        self.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
+    }
+
+    /// Segment text and FIN (RFC 9293 §3.10.7.4, seventh and eighth checks).
+    pub(super) fn rx_text_and_fin(&mut self, now: u64, seg: &TcpRepr<'_>) {
+        let accepts_text = matches!(
+            self.state,
+            State::Established | State::FinWait1 | State::FinWait2
+        );
+        let mut fin = seg.flags.contains(TcpFlags::FIN);
+        if !accepts_text {
+            // CLOSE-WAIT, CLOSING, LAST-ACK, TIME-WAIT: the peer already sent FIN; ignore text.
+            if fin && self.state == State::TimeWait {
+                self.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
+                self.ack_due = AckDue::Now;
+            }
+            return;
+        }
+        let mut start = seg.seq_number;
+        let mut data = seg.payload;
+        // Trim what was already received.
+        if start.lt(self.rcv_nxt) {
+            let skip = fwd(start, self.rcv_nxt) as usize;
+            let dup = skip.min(data.len());
+            self.counters.rx_duplicate_bytes += dup as u64;
+            data = data.get(skip..).unwrap_or(&[]);
+            if skip > seg.payload.len() {
+                // The FIN itself is old too.
+                fin = false;
+            }
+            start = self.rcv_nxt;
+        }
+        // Trim what lies beyond the advertised window.
+        let room = fwd(start, self.rcv_adv) as usize;
+        if data.len() > room {
+            self.counters.rx_trim_beyond_window_bytes += (data.len() - room) as u64;
+            data = data.get(..room).unwrap_or(&[]);
+            fin = false;
+            // RFC 9293 §3.8.6.1: a zero-window probe (or any data beyond the window) is
+            // answered with an ACK announcing the current window.
+            self.ack_due = AckDue::Now;
+        }
+        if !data.is_empty() {
+            self.rcv_mss_seen = self
+                .rcv_mss_seen
+                .max(data.len().min(usize::from(u16::MAX)) as u16);
+            self.counters.rx_payload_bytes += data.len() as u64;
+        }
+        if start == self.rcv_nxt {
+            if !data.is_empty() {
+                let filled_hole = !self.ooo.is_empty();
+                self.accept_in_order(data);
+                if filled_hole {
+                    // RFC 5681 §4.2: ACK immediately when a segment fills (part of) a gap.
+                    self.ack_due = AckDue::Now;
+                } else {
+                    self.schedule_ack(now);
+                }
+            }
+        } else if !data.is_empty() {
+            self.accept_out_of_order(start, data);
+            // RFC 5681 §4.2: an out-of-order segment triggers an immediate (duplicate) ACK —
+            // one per segment, even when a burst is processed before the next poll, or the
+            // sender would never count three duplicates.
+            self.ack_due = AckDue::Now;
+            self.dupacks_owed = self.dupacks_owed.saturating_add(1).min(DUPACKS_OWED_MAX);
+            fin = false;
+        } else if fin {
+            // A FIN beyond a hole: ACK at once so the sender sees the gap.
+            self.ack_due = AckDue::Now;
+            fin = false;
+        }
+        if fin && !self.fin_received && start + data.len() as u32 == self.rcv_nxt {
+            self.rx_fin(now);
+        }
+    }
+
+    pub(super) fn accept_in_order(&mut self, data: &[u8]) {
+        let n = data.len() as u32;
+        if self.app_closed {
+            // Nobody will read: acknowledge and discard.
+            self.counters.rx_discard_after_close_bytes += u64::from(n);
+            self.rcv_nxt += n;
+            self.rcv_adv = self.rcv_adv.max(self.rcv_nxt);
+            self.ooo.clear();
+            return;
+        }
+        let written = self.recv_buf.write_at(self.recv_buf.len(), data);
+        debug_assert_eq!(written, data.len(), "window promised room the buffer lacks");
+        self.recv_buf.commit(written);
+        self.rcv_nxt += written as u32;
+        self.rcv_unacked_bytes = self.rcv_unacked_bytes.saturating_add(written as u32);
+        // Pull in out-of-order ranges that are now contiguous (already in the ring).
+        while let Some(right) = self.ooo.pop_contiguous(self.rcv_nxt) {
+            let extra = fwd(self.rcv_nxt, right);
+            self.recv_buf.commit(extra as usize);
+            self.rcv_nxt += extra;
+        }
+        self.push_event(Event::Readable);
+    }
+
+    pub(super) fn accept_out_of_order(&mut self, start: SeqNumber, data: &[u8]) {
+        if self.app_closed || self.config.ooo_segments_max == 0 {
+            self.counters.rx_drop_ooo_ranges += 1;
+            return;
+        }
+        let end = start + data.len() as u32;
+        match self.ooo.insert(start, end) {
+            Ok(()) => {
+                let offset = self.recv_buf.len() + fwd(self.rcv_nxt, start) as usize;
+                let written = self.recv_buf.write_at(offset, data);
+                debug_assert_eq!(written, data.len(), "out-of-order data outside the window");
+                self.counters.rx_ooo_segments += 1;
+            }
+            Err(crate::ooo::OooReject::TooManyRanges) => self.counters.rx_drop_ooo_ranges += 1,
+            Err(crate::ooo::OooReject::TooManyBytes) => self.counters.rx_drop_ooo_bytes += 1,
+        }
+    }
+
+    /// RFC 5681 §4.2 / RFC 9293 §3.8.6.3: ACK at least every second full-sized segment, and
+    /// within `delayed_ack_ns` otherwise.
+    pub(super) fn schedule_ack(&mut self, now: u64) {
+        let full = u32::from(self.rcv_mss_seen.max(1));
+        if self.rcv_unacked_bytes >= 2 * full {
+            self.ack_due = AckDue::Now;
+        } else if self.ack_due < AckDue::Delayed {
+            self.ack_due = AckDue::Delayed;
+            if self.delack_deadline_ns == NEVER {
+                self.delack_deadline_ns = now.saturating_add(self.config.delayed_ack_ns);
+            }
+        }
+    }
+
+    pub(super) fn rx_fin(&mut self, now: u64) {
+        // RFC 9293 §3.10.7.4 eighth: advance RCV.NXT over the FIN and acknowledge it.
+        self.rcv_nxt += 1;
+        self.rcv_adv = self.rcv_adv.max(self.rcv_nxt);
+        self.fin_received = true;
+        self.ooo.clear();
+        self.ack_due = AckDue::Now;
+        self.push_event(Event::PeerClosed);
+        match self.state {
+            State::SynReceived | State::Established => self.state = State::CloseWait,
+            State::FinWait1 => {
+                if self.fin_acked() {
+                    self.enter_time_wait(now);
+                } else {
+                    // Simultaneous close.
+                    self.state = State::Closing;
+                }
+            }
+            State::FinWait2 => self.enter_time_wait(now),
+            _ => {}
+        }
+    }
+
+    /// After the application read data: send a window update if the right edge can move by
+    /// at least min(buffer/2, MSS) (RFC 9293 §3.8.6.2.2) and the window the peer sees has
+    /// become small (< half the buffer), so the peer does not stall.
+    pub(super) fn maybe_window_update(&mut self) {
+        if !matches!(
+            self.state,
+            State::Established | State::FinWait1 | State::FinWait2
+        ) {
+            return;
+        }
+        let buf = self.config.recv_buffer_bytes;
+        let current = fwd(self.rcv_nxt, self.rcv_adv);
+        let avail = self.recv_window_avail();
+        let threshold = (buf / 2).min(u32::from(self.config.mss_bytes));
+        if avail.saturating_sub(current) >= threshold && current < buf / 2 {
+            self.ack_due = AckDue::Now;
+        }
+    }
+
+    /// Receive space not yet promised: buffer capacity minus what is queued for the reader.
+    pub(super) fn recv_window_avail(&self) -> u32 {
+        self.config
+            .recv_buffer_bytes
+            .saturating_sub(self.recv_buf.len() as u32)
+    }
+
+    /// The window field to advertise now; moves `rcv_adv` right when receiver-side SWS
+    /// avoidance allows (RFC 9293 §3.8.6.2.2), never left.
+    pub(super) fn advertise_window(&mut self) -> u16 {
+        let avail = self.recv_window_avail();
+        let current = fwd(self.rcv_nxt, self.rcv_adv);
+        let threshold = (self.config.recv_buffer_bytes / 2).min(u32::from(self.config.mss_bytes));
+        let mut wnd = current;
+        if avail > current
+            && (avail - current >= threshold || avail == self.config.recv_buffer_bytes)
+        {
+            wnd = avail;
+        }
+        // Round down to the scale granularity (RFC 7323 §2.4 allows the apparent retraction
+        // of less than 2^S; we keep accepting up to `rcv_adv`).
+        let field = (wnd >> self.rcv_wscale).min(0xffff);
+        let edge = self.rcv_nxt + (field << self.rcv_wscale);
+        self.rcv_adv = self.rcv_adv.max(edge);
+        field as u16
+    }
+}

@@ -1,0 +1,1015 @@
+//! The transmission control block and its state machine (RFC 9293 §3.3.2, §3.10).
+//!
+//! This file holds the types, the TCB, construction, getters and application calls; the
+//! protocol work lives in `input.rs` (segment arrival), `timers.rs` and `output.rs`, the way
+//! FreeBSD splits `tcp_input.c`, `tcp_timer.c` and `tcp_output.c`.
+//!
+//! Responsibilities:
+//! - construction: active open ([`Connection::connect`]) and passive open from a SYN
+//!   ([`Connection::accept`]), option negotiation (MSS, window scale, timestamps, SACK);
+//! - input: [`Connection::handle_segment`] runs RFC 9293 §3.10.7 in order — SYN-SENT handling,
+//!   PAWS (RFC 7323 §5), the four-case acceptability test, RST and SYN checks with RFC 5961
+//!   challenge ACKs, the ACK field (RFC 5961 §5 range, SND.UNA/window updates, RTT, congestion
+//!   control, fast retransmit), segment text and FIN;
+//! - timers: [`Connection::handle_timeout`] fires retransmission (RFC 6298), persist (zero
+//!   window, RFC 9293 §3.8.6.1), delayed ACK, keepalive and TIME-WAIT deadlines;
+//! - output: [`Connection::poll_transmit`] builds at most one segment per call, in priority
+//!   order RST, SYN, fast retransmission, data/FIN, window probe, keepalive, pure ACK;
+//! - application calls: `send`, `recv`, `shutdown_write`, `close`, `abort`.
+
+use wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
+
+use crate::cc::Congestion;
+use crate::config::{Config, NS_PER_MS};
+use crate::ooo::OooQueue;
+use crate::ring::Ring;
+use crate::rtt::RttEstimator;
+
+mod input;
+mod output;
+mod timers;
+
+/// RFC 7323 §5.5: TS.Recent older than 24 days is invalid (the peer's clock may have wrapped).
+const PAWS_IDLE_NS: u64 = 24 * 86_400 * 1_000_000_000;
+/// Largest window scale shift (RFC 7323 §2.3).
+const WSCALE_MAX: u8 = 14;
+/// Most duplicate ACKs owed at once (a burst of out-of-order segments beyond this gets fewer).
+const DUPACKS_OWED_MAX: u8 = 8;
+/// RFC 6298 §5.7: the RTO once data flows after a SYN was retransmitted.
+const RTO_AFTER_SYN_TIMEOUT_NS: u64 = 3_000_000_000;
+/// Most SACKed ranges the sender's scoreboard keeps; further blocks are ignored (counted).
+pub(crate) const SCOREBOARD_RANGES_MAX: u16 = 16;
+/// RFC 6675 §2 DupThresh.
+const DUP_THRESH: u32 = 3;
+/// Bytes the timestamps option takes in every segment once negotiated (10 + 2 NOPs).
+const TS_OPTION_BYTES: u16 = 12;
+
+/// Connection states (RFC 9293 §3.3.2). LISTEN belongs to the host stack, not to a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    Closed,
+    SynSent,
+    SynReceived,
+    Established,
+    FinWait1,
+    FinWait2,
+    CloseWait,
+    Closing,
+    LastAck,
+    TimeWait,
+}
+
+impl State {
+    /// True in the states RFC 9293 calls synchronized (ESTABLISHED and later, not CLOSED).
+    pub fn is_synchronized(self) -> bool {
+        !matches!(self, State::Closed | State::SynSent | State::SynReceived)
+    }
+}
+
+/// What the application is told (polled with [`Connection::poll_event`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// The three-way handshake completed.
+    Connected,
+    /// New in-order data can be read.
+    Readable,
+    /// Send buffer space was freed.
+    Writable,
+    /// The peer sent FIN: after the buffered data, reads report [`Error::Finished`].
+    PeerClosed,
+    /// The peer reset the connection.
+    Reset,
+    /// The connection timed out (retransmissions, handshake, keepalive or user timeout).
+    TimedOut,
+    /// The connection reached CLOSED; the driver may drop it once `poll_transmit` is empty.
+    Closed,
+}
+
+const EVENT_ORDER: [Event; 7] = [
+    Event::Connected,
+    Event::Readable,
+    Event::Writable,
+    Event::PeerClosed,
+    Event::Reset,
+    Event::TimedOut,
+    Event::Closed,
+];
+
+fn event_bit(e: Event) -> u8 {
+    match e {
+        Event::Connected => 1,
+        Event::Readable => 2,
+        Event::Writable => 4,
+        Event::PeerClosed => 8,
+        Event::Reset => 16,
+        Event::TimedOut => 32,
+        Event::Closed => 64,
+    }
+}
+
+/// Errors of application calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Error {
+    /// The call makes no sense in the current state (e.g. `send` after `shutdown_write`).
+    InvalidState,
+    /// The peer closed its direction and every byte before its FIN has been read.
+    Finished,
+    /// The connection was reset by the peer.
+    Reset,
+    /// The connection timed out.
+    TimedOut,
+    /// The connection is closed.
+    Closed,
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Error::InvalidState => "operation invalid in this connection state",
+            Error::Finished => "peer closed its sending direction",
+            Error::Reset => "connection reset by peer",
+            Error::TimedOut => "connection timed out",
+            Error::Closed => "connection closed",
+        })
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Why a passive open was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AcceptError {
+    /// The segment is not a bare SYN (it has ACK or RST, or lacks SYN).
+    NotSyn,
+}
+
+impl core::fmt::Display for AcceptError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            AcceptError::NotSyn => "segment is not a connection request (SYN without ACK/RST)",
+        })
+    }
+}
+
+impl std::error::Error for AcceptError {}
+
+/// How the connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CloseReason {
+    /// Both FINs exchanged and acknowledged (or the open was cancelled).
+    Normal,
+    /// RST received.
+    Reset,
+    /// Timed out.
+    TimedOut,
+    /// The application aborted.
+    Aborted,
+}
+
+/// Per-connection counters; every drop path has its own (FreeBSD `tcpstat` habit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub rx_segments: u64,
+    pub tx_segments: u64,
+    pub rx_payload_bytes: u64,
+    pub tx_payload_bytes: u64,
+    /// Segments for other ports.
+    pub rx_drop_wrong_port: u64,
+    /// Segments arriving in CLOSED.
+    pub rx_drop_closed: u64,
+    /// Segments in SYN-SENT that carry neither an acceptable SYN nor an acceptable RST.
+    pub rx_drop_syn_sent: u64,
+    /// RFC 7323 §5.3 R1: timestamp older than TS.Recent.
+    pub rx_drop_paws: u64,
+    /// RFC 7323 §3.2: timestamps negotiated but the segment carries none.
+    pub rx_drop_missing_ts: u64,
+    /// RFC 9293 §3.10.7.4: unacceptable sequence numbers.
+    pub rx_drop_out_of_window: u64,
+    /// RST outside the window (RFC 5961 §3.2), silently dropped.
+    pub rx_drop_rst_out_of_window: u64,
+    /// RST in TIME-WAIT, ignored (RFC 1337).
+    pub rx_drop_rst_time_wait: u64,
+    /// SYN on a synchronized connection (answered with a challenge ACK, RFC 5961 §4).
+    pub rx_drop_syn_in_window: u64,
+    /// Segments without ACK after SYN-SENT.
+    pub rx_drop_no_ack: u64,
+    /// Unacceptable ACK in SYN-SENT or SYN-RECEIVED (answered with RST).
+    pub rx_drop_bad_ack: u64,
+    /// ACK for data never sent (RFC 5961 §5.2 / RFC 9293 §3.10.7.4).
+    pub rx_drop_ack_unsent: u64,
+    /// ACK older than SND.UNA − MAX.SND.WND (RFC 5961 §5.2).
+    pub rx_drop_ack_too_old: u64,
+    /// Out-of-order segments not kept: queue disabled or full (range cap).
+    pub rx_drop_ooo_ranges: u64,
+    /// Out-of-order segments not kept: byte cap.
+    pub rx_drop_ooo_bytes: u64,
+    /// Payload bytes beyond the advertised window, trimmed.
+    pub rx_trim_beyond_window_bytes: u64,
+    /// Payload bytes already received (duplicates), trimmed.
+    pub rx_duplicate_bytes: u64,
+    /// Data arriving after `close()`: acknowledged and discarded.
+    pub rx_discard_after_close_bytes: u64,
+    /// Out-of-order segments kept.
+    pub rx_ooo_segments: u64,
+    pub dup_acks_rx: u64,
+    /// SACK blocks outside (SND.UNA, SND.MAX] or empty: ignored.
+    pub rx_sack_blocks_invalid: u64,
+    /// Valid SACK blocks not recorded because the scoreboard is full.
+    pub rx_sack_blocks_dropped: u64,
+    pub challenge_acks_sent: u64,
+    pub challenge_acks_suppressed: u64,
+    pub rto_expirations: u64,
+    pub fast_retransmits: u64,
+    pub retransmitted_segments: u64,
+    pub retransmitted_bytes: u64,
+    pub window_probes_sent: u64,
+    pub keepalive_probes_sent: u64,
+    pub rtt_samples: u64,
+    pub delayed_acks_sent: u64,
+    pub pure_acks_sent: u64,
+    pub resets_sent: u64,
+}
+
+/// How urgently an ACK is owed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum AckDue {
+    None,
+    Delayed,
+    Now,
+}
+
+/// A deadline in ns; `NEVER` when disarmed.
+pub(crate) const NEVER: u64 = u64::MAX;
+
+/// One TCP connection: the TCB, its buffers and its timers.
+///
+/// Sequence invariants (checked in debug builds): `SND.UNA ≤ SND.NXT ≤ SND.MAX`;
+/// `snd_buf_seq` is the sequence number of the first byte in `send_buf` and equals `SND.UNA`
+/// once the SYN is acknowledged (until our FIN is, after which SND.UNA = snd_buf_seq + 1);
+/// `RCV.NXT ≤ rcv_adv` and `rcv_adv - RCV.NXT ≤ recv_buffer_bytes - recv_buf.len()` (we never
+/// advertise room we do not have, and `rcv_adv` never moves left).
+#[derive(Debug, Clone)]
+pub struct Connection {
+    // ---- hot: sequence space and windows ----
+    pub(crate) state: State,
+    pub(crate) snd_una: SeqNumber,
+    pub(crate) snd_nxt: SeqNumber,
+    /// Highest sequence number sent plus one (SND.NXT may be pulled back after an RTO).
+    pub(crate) snd_max: SeqNumber,
+    /// Peer's window in bytes, already scaled.
+    pub(crate) snd_wnd: u32,
+    pub(crate) snd_wl1: SeqNumber,
+    pub(crate) snd_wl2: SeqNumber,
+    /// Largest window the peer ever offered (MAX.SND.WND of RFC 5961 §5.2).
+    pub(crate) max_snd_wnd: u32,
+    /// Sequence number of the first byte held in `send_buf`.
+    pub(crate) snd_buf_seq: SeqNumber,
+    pub(crate) rcv_nxt: SeqNumber,
+    /// Right edge of the window we advertised (never moves left).
+    pub(crate) rcv_adv: SeqNumber,
+    /// Effective send MSS (peer's MSS, floored, capped by ours), before options.
+    pub(crate) snd_mss: u16,
+    /// Largest payload received so far, for "every second full-sized segment".
+    pub(crate) rcv_mss_seen: u16,
+    pub(crate) snd_wscale: u8,
+    pub(crate) rcv_wscale: u8,
+    pub(crate) ack_due: AckDue,
+    pub(crate) dupacks: u8,
+    pub(crate) in_recovery: bool,
+    pub(crate) ts_ok: bool,
+    pub(crate) sack_ok: bool,
+    /// The application called `shutdown_write`/`close`: a FIN follows the send buffer.
+    pub(crate) fin_queued: bool,
+    /// The peer's FIN has been received (in order).
+    pub(crate) fin_received: bool,
+    /// The application will not read any more (`close`).
+    pub(crate) app_closed: bool,
+    /// A fast (or partial-ACK) retransmission of the segment at SND.UNA is owed.
+    pub(crate) rtx_pending: bool,
+    /// Persist timer fired: send a window probe (window 0) or override SWS avoidance.
+    pub(crate) probe_pending: bool,
+    pub(crate) keepalive_pending: bool,
+    pub(crate) events: u8,
+    /// Duplicate ACKs still owed for out-of-order segments received since the last poll.
+    pub(crate) dupacks_owed: u8,
+    /// Bytes received in order since the last ACK we sent.
+    pub(crate) rcv_unacked_bytes: u32,
+    pub(crate) recover: SeqNumber,
+    pub(crate) cc: Congestion,
+    pub(crate) rtt: RttEstimator,
+    /// Segment being timed for RTT (no timestamps): (sequence number its ACK must cover, sent at).
+    pub(crate) rtt_timed: Option<(SeqNumber, u64)>,
+    // ---- timestamps ----
+    pub(crate) ts_offset: u32,
+    pub(crate) ts_recent: u32,
+    pub(crate) ts_recent_age_ns: u64,
+    pub(crate) last_ack_sent: SeqNumber,
+    // ---- timers (absolute ns deadlines, NEVER when off) ----
+    pub(crate) rtx_deadline_ns: u64,
+    pub(crate) persist_deadline_ns: u64,
+    pub(crate) delack_deadline_ns: u64,
+    pub(crate) keepalive_deadline_ns: u64,
+    pub(crate) time_wait_deadline_ns: u64,
+    pub(crate) persist_shift: u8,
+    pub(crate) syn_retries: u8,
+    pub(crate) keepalive_probes: u8,
+    /// When the oldest unacknowledged data was first sent (user timeout reference).
+    pub(crate) unacked_since_ns: u64,
+    /// When we last sent data (RFC 5681 §4.1 restart after idle).
+    pub(crate) last_tx_ns: u64,
+    pub(crate) challenge_window_start_ns: u64,
+    pub(crate) challenge_acks_in_window: u32,
+    // ---- cold ----
+    pub(crate) iss: SeqNumber,
+    pub(crate) irs: SeqNumber,
+    pub(crate) local_port: u16,
+    pub(crate) remote_port: u16,
+    /// What the peer offered in its SYN, for our SYN-ACK (passive open).
+    pub(crate) peer_offered_ws: Option<u8>,
+    pub(crate) close_reason: Option<CloseReason>,
+    /// A RST owed: (sequence number, acknowledgment number if ACK is set).
+    pub(crate) rst_pending: Option<(SeqNumber, Option<SeqNumber>)>,
+    pub(crate) config: Config,
+    pub(crate) send_buf: Ring,
+    pub(crate) recv_buf: Ring,
+    pub(crate) ooo: OooQueue,
+    /// SACK scoreboard (sender side): ranges above SND.UNA the peer reported holding.
+    pub(crate) scoreboard: OooQueue,
+    /// RFC 6675 HighRxt: highest sequence number retransmitted in this recovery, plus one.
+    pub(crate) high_rxt: SeqNumber,
+    pub(crate) counters: Counters,
+}
+
+/// The window scale we offer for a receive buffer: the smallest shift that lets the 16-bit
+/// field express the whole buffer (RFC 7323 §2.3), at most 14.
+fn wscale_for(recv_buffer_bytes: u32) -> u8 {
+    let mut s = 0u8;
+    while s < WSCALE_MAX && (recv_buffer_bytes >> s) > 0xffff {
+        s += 1;
+    }
+    s
+}
+
+/// Circular "a < b" on the 32-bit timestamp clock (RFC 7323 §5.3 uses modular comparison).
+fn ts_lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+fn seq_len(seg: &TcpRepr<'_>) -> u32 {
+    seg.payload.len() as u32
+        + u32::from(seg.flags.contains(TcpFlags::SYN))
+        + u32::from(seg.flags.contains(TcpFlags::FIN))
+}
+
+/// Distance `b - a` when `b ≥ a`, else 0.
+#[inline]
+fn fwd(a: SeqNumber, b: SeqNumber) -> u32 {
+    let d = b.diff(a);
+    if d > 0 { d as u32 } else { 0 }
+}
+
+impl Connection {
+    fn new(
+        now: u64,
+        config: &Config,
+        local_port: u16,
+        remote_port: u16,
+        iss: SeqNumber,
+        ts_offset: u32,
+    ) -> Self {
+        let config = config.validated();
+        let snd_mss = config.default_peer_mss_bytes.min(config.mss_bytes);
+        Connection {
+            state: State::Closed,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_max: iss,
+            snd_wnd: 0,
+            snd_wl1: SeqNumber(0),
+            snd_wl2: iss,
+            max_snd_wnd: 0,
+            snd_buf_seq: iss + 1,
+            rcv_nxt: SeqNumber(0),
+            rcv_adv: SeqNumber(0),
+            snd_mss,
+            rcv_mss_seen: 0,
+            snd_wscale: 0,
+            rcv_wscale: 0,
+            ack_due: AckDue::None,
+            dupacks: 0,
+            in_recovery: false,
+            ts_ok: false,
+            sack_ok: false,
+            fin_queued: false,
+            fin_received: false,
+            app_closed: false,
+            rtx_pending: false,
+            probe_pending: false,
+            keepalive_pending: false,
+            events: 0,
+            dupacks_owed: 0,
+            rcv_unacked_bytes: 0,
+            recover: iss,
+            cc: Congestion::new(
+                config.congestion_control,
+                config.initial_window_segments,
+                u32::from(snd_mss),
+            ),
+            rtt: RttEstimator::new(config.rto_initial_ns, config.rto_min_ns, config.rto_max_ns),
+            rtt_timed: None,
+            ts_offset,
+            ts_recent: 0,
+            ts_recent_age_ns: now,
+            last_ack_sent: SeqNumber(0),
+            rtx_deadline_ns: NEVER,
+            persist_deadline_ns: NEVER,
+            delack_deadline_ns: NEVER,
+            keepalive_deadline_ns: NEVER,
+            time_wait_deadline_ns: NEVER,
+            persist_shift: 0,
+            syn_retries: 0,
+            keepalive_probes: 0,
+            unacked_since_ns: now,
+            last_tx_ns: now,
+            challenge_window_start_ns: now,
+            challenge_acks_in_window: 0,
+            iss,
+            irs: SeqNumber(0),
+            local_port,
+            remote_port,
+            peer_offered_ws: None,
+            close_reason: None,
+            rst_pending: None,
+            send_buf: Ring::new(config.send_buffer_bytes as usize),
+            recv_buf: Ring::new(config.recv_buffer_bytes as usize),
+            ooo: OooQueue::new(config.ooo_segments_max, config.ooo_bytes_max),
+            scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX, u32::MAX),
+            high_rxt: iss,
+            config,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Active open (RFC 9293 §3.10.1): the connection starts in SYN-SENT and its first
+    /// `poll_transmit` yields the SYN. `iss` should come from [`crate::isn::IsnGenerator`];
+    /// `ts_offset` is a per-connection random offset for the timestamp clock (RFC 7323 §7.1).
+    pub fn connect(
+        now: u64,
+        config: &Config,
+        local_port: u16,
+        remote_port: u16,
+        iss: SeqNumber,
+        ts_offset: u32,
+    ) -> Connection {
+        let mut c = Connection::new(now, config, local_port, remote_port, iss, ts_offset);
+        c.state = State::SynSent;
+        c.ts_ok = c.config.timestamps;
+        c.sack_ok = c.config.sack;
+        c.rcv_wscale = if c.config.window_scale {
+            wscale_for(c.config.recv_buffer_bytes)
+        } else {
+            0
+        };
+        c
+    }
+
+    /// Passive open from a received SYN (RFC 9293 §3.10.7.2): the connection starts in
+    /// SYN-RECEIVED and its first `poll_transmit` yields the SYN-ACK. The stack owns LISTEN and
+    /// calls this for a SYN on a listening port.
+    pub fn accept(
+        now: u64,
+        config: &Config,
+        syn: &TcpRepr<'_>,
+        iss: SeqNumber,
+        ts_offset: u32,
+    ) -> Result<Connection, AcceptError> {
+        if !syn.flags.contains(TcpFlags::SYN) || syn.flags.intersects(TcpFlags::ACK | TcpFlags::RST)
+        {
+            return Err(AcceptError::NotSyn);
+        }
+        let mut c = Connection::new(now, config, syn.dst_port, syn.src_port, iss, ts_offset);
+        c.state = State::SynReceived;
+        c.irs = syn.seq_number;
+        c.rcv_nxt = syn.seq_number + 1;
+        c.rcv_adv = c.rcv_nxt;
+        c.last_ack_sent = c.rcv_nxt;
+        c.negotiate_from_syn(now, syn, true);
+        // RFC 7323 §2.2: the window field of a SYN is never scaled.
+        c.snd_wnd = u32::from(syn.window_len);
+        c.max_snd_wnd = c.snd_wnd;
+        c.snd_wl1 = syn.seq_number;
+        c.snd_wl2 = iss;
+        c.counters.rx_segments += 1;
+        Ok(c)
+    }
+
+    /// Passive open completed by a SYN cookie (RFC 4987 §3.6): `ack` is the segment that
+    /// completed the handshake and `cookie` what [`crate::isn::SynCookies::validate`] recovered
+    /// from it. The connection starts ESTABLISHED with the cookie's MSS and without window
+    /// scaling, timestamps or SACK (nothing else survived the stateless handshake); `ack`
+    /// itself, and any data it carries, is processed.
+    pub fn from_syn_cookie(
+        now: u64,
+        config: &Config,
+        ack: &TcpRepr<'_>,
+        cookie: &crate::isn::ValidCookie,
+        ts_offset: u32,
+    ) -> Connection {
+        let mut c = Connection::new(
+            now,
+            config,
+            ack.dst_port,
+            ack.src_port,
+            cookie.iss,
+            ts_offset,
+        );
+        c.state = State::Established;
+        c.irs = cookie.irs;
+        c.rcv_nxt = cookie.irs + 1;
+        // The SYN-ACK (`SynCookies::syn_ack`) offered this unscaled window.
+        c.rcv_adv = c.rcv_nxt + c.config.recv_buffer_bytes.min(0xffff);
+        c.last_ack_sent = c.rcv_nxt;
+        c.snd_una = cookie.iss + 1;
+        c.snd_nxt = c.snd_una;
+        c.snd_max = c.snd_una;
+        c.snd_buf_seq = c.snd_una;
+        c.recover = c.snd_una;
+        c.high_rxt = c.snd_una;
+        c.snd_mss = cookie
+            .mss
+            .max(c.config.peer_mss_floor_bytes)
+            .min(c.config.mss_bytes);
+        c.cc = Congestion::new(
+            c.config.congestion_control,
+            c.config.initial_window_segments,
+            u32::from(c.eff_mss()),
+        );
+        c.snd_wnd = u32::from(ack.window_len);
+        c.max_snd_wnd = c.snd_wnd;
+        c.snd_wl1 = ack.seq_number;
+        c.snd_wl2 = ack.ack_number;
+        c.push_event(Event::Connected);
+        c.push_event(Event::Writable);
+        c.start_keepalive(now);
+        c.handle_segment(now, ack);
+        c
+    }
+
+    /// Applies the options of the peer's SYN or SYN-ACK. `passive` says whether we are the
+    /// responder (then we agree to whatever we also enable) or the initiator (then both sides
+    /// must have offered it).
+    fn negotiate_from_syn(&mut self, now: u64, syn: &TcpRepr<'_>, passive: bool) {
+        // RFC 9293 §3.7.1: absent MSS option means the default; RFC 6691 floor against tiny MSS.
+        let peer_mss = syn
+            .max_seg_size
+            .unwrap_or(self.config.default_peer_mss_bytes);
+        self.snd_mss = peer_mss
+            .max(self.config.peer_mss_floor_bytes)
+            .min(self.config.mss_bytes);
+        // RFC 7323 §2.2: scaling is on only if both SYNs carry the option.
+        let offered_ws = if passive {
+            self.config.window_scale
+        } else {
+            self.rcv_wscale > 0 || self.config.window_scale
+        };
+        match (syn.window_scale, offered_ws) {
+            (Some(ws), true) => {
+                self.snd_wscale = ws.min(WSCALE_MAX);
+                if passive {
+                    self.rcv_wscale = wscale_for(self.config.recv_buffer_bytes);
+                }
+                self.peer_offered_ws = Some(ws);
+            }
+            _ => {
+                self.snd_wscale = 0;
+                self.rcv_wscale = 0;
+            }
+        }
+        // RFC 7323 §3.2: timestamps only if both SYNs carry them.
+        match (syn.timestamp, self.config.timestamps) {
+            (Some(ts), true) => {
+                self.ts_ok = true;
+                self.ts_recent = ts.tsval;
+                self.ts_recent_age_ns = now;
+            }
+            _ => self.ts_ok = false,
+        }
+        // RFC 2018 §2: SACK only if both SYNs carry SACK-permitted.
+        self.sack_ok = syn.sack_permitted && self.config.sack;
+        self.cc = Congestion::new(
+            self.config.congestion_control,
+            self.config.initial_window_segments,
+            u32::from(self.eff_mss()),
+        );
+    }
+
+    // ------------------------------------------------------------------ getters
+
+    /// Current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+    /// Local port.
+    pub fn local_port(&self) -> u16 {
+        self.local_port
+    }
+    /// Remote port.
+    pub fn remote_port(&self) -> u16 {
+        self.remote_port
+    }
+    /// Smoothed RTT, once sampled.
+    pub fn srtt_ns(&self) -> Option<u64> {
+        self.rtt.has_sample.then_some(self.rtt.srtt_ns)
+    }
+    /// Current retransmission timeout, backoff included.
+    pub fn rto_ns(&self) -> u64 {
+        self.rtt.rto_ns()
+    }
+    /// Congestion window.
+    pub fn cwnd_bytes(&self) -> u32 {
+        self.cc.cwnd_bytes
+    }
+    /// Slow start threshold.
+    pub fn ssthresh_bytes(&self) -> u32 {
+        self.cc.ssthresh_bytes
+    }
+    /// The peer's current window (scaled).
+    pub fn send_window_bytes(&self) -> u32 {
+        self.snd_wnd
+    }
+    /// Effective payload per segment: send MSS minus the options every segment carries.
+    pub fn eff_mss(&self) -> u16 {
+        let opts = if self.ts_ok { TS_OPTION_BYTES } else { 0 };
+        self.snd_mss.saturating_sub(opts).max(1)
+    }
+    /// Counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    /// The configuration in force (validated).
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+    /// Why the connection closed, once it has.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.close_reason
+    }
+    /// Whether timestamps, SACK and window scaling were negotiated, and the two shifts.
+    pub fn negotiated(&self) -> Negotiated {
+        Negotiated {
+            timestamps: self.ts_ok,
+            sack: self.sack_ok,
+            snd_wscale: self.snd_wscale,
+            rcv_wscale: self.rcv_wscale,
+            snd_mss: self.snd_mss,
+        }
+    }
+    /// Bytes queued for sending (unacknowledged plus unsent).
+    pub fn send_queue_bytes(&self) -> usize {
+        self.send_buf.len()
+    }
+    /// Free space in the send buffer.
+    pub fn send_capacity_bytes(&self) -> usize {
+        if self.fin_queued {
+            0
+        } else {
+            self.send_buf.free()
+        }
+    }
+    /// Bytes ready to be read.
+    pub fn recv_queue_bytes(&self) -> usize {
+        self.recv_buf.len()
+    }
+    /// Bytes held out of order.
+    pub fn ooo_bytes(&self) -> u32 {
+        self.ooo.bytes()
+    }
+    /// SND.UNA, SND.NXT and RCV.NXT, for tests and diagnostics.
+    pub fn sequence_state(&self) -> (SeqNumber, SeqNumber, SeqNumber) {
+        (self.snd_una, self.snd_nxt, self.rcv_nxt)
+    }
+    /// True while in fast recovery.
+    pub fn in_recovery(&self) -> bool {
+        self.in_recovery
+    }
+
+    /// Switches the Nagle algorithm off (`true`) or on at run time (RFC 9293 §3.7.4).
+    pub fn set_nodelay(&mut self, nodelay: bool) {
+        self.config.nodelay = nodelay;
+    }
+
+    /// The first violated TCB invariant, if any (for checkers in tests and simulations; cheap
+    /// enough to call after every input).
+    pub fn invariant_violation(&self) -> Option<&'static str> {
+        if self.snd_nxt.lt(self.snd_una) {
+            return Some("SND.NXT < SND.UNA");
+        }
+        if self.snd_max.lt(self.snd_nxt) {
+            return Some("SND.MAX < SND.NXT");
+        }
+        if self.state.is_synchronized() {
+            if self.rcv_adv.lt(self.rcv_nxt) {
+                return Some("advertised right edge behind RCV.NXT");
+            }
+            let promised = u64::from(fwd(self.rcv_nxt, self.rcv_adv)) + self.recv_buf.len() as u64;
+            if promised > u64::from(self.config.recv_buffer_bytes) {
+                return Some("advertised window exceeds free receive buffer");
+            }
+            if self.snd_buf_seq.gt(self.snd_una) {
+                return Some("send buffer starts after SND.UNA");
+            }
+        }
+        if self.recv_buf.len() > self.config.recv_buffer_bytes as usize {
+            return Some("receive buffer over capacity");
+        }
+        if self.ooo.bytes() > self.config.ooo_bytes_max
+            || self.ooo.ranges().len() > usize::from(self.config.ooo_segments_max)
+        {
+            return Some("out-of-order queue over its caps");
+        }
+        if self.scoreboard.ranges().len() > usize::from(SCOREBOARD_RANGES_MAX) {
+            return Some("SACK scoreboard over its cap");
+        }
+        if self.cc.cwnd_bytes == 0 {
+            return Some("zero congestion window");
+        }
+        None
+    }
+
+    fn ts_now(&self, now: u64) -> u32 {
+        // RFC 7323 §5.4: a 1 ms clock, offset per connection (§7.1).
+        ((now / NS_PER_MS) as u32).wrapping_add(self.ts_offset)
+    }
+
+    fn push_event(&mut self, e: Event) {
+        self.events |= event_bit(e);
+    }
+
+    /// The next event, in the order Connected, Readable, Writable, PeerClosed, Reset,
+    /// TimedOut, Closed. Events are level-collapsed: several occurrences before a poll yield one.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        for e in EVENT_ORDER {
+            let b = event_bit(e);
+            if self.events & b != 0 {
+                self.events &= !b;
+                return Some(e);
+            }
+        }
+        None
+    }
+
+    /// The earliest deadline at which `handle_timeout` must be called, if any.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let t = self
+            .rtx_deadline_ns
+            .min(self.persist_deadline_ns)
+            .min(self.delack_deadline_ns)
+            .min(self.keepalive_deadline_ns)
+            .min(self.time_wait_deadline_ns)
+            .min(self.user_timeout_deadline_ns());
+        (t != NEVER).then_some(t)
+    }
+
+    /// RFC 9293 §3.8.3 (R2) / RFC 5482: when unacknowledged data has waited this long, give
+    /// up. Not while probing a zero window: a peer answering probes is alive (§3.8.6.1).
+    fn user_timeout_deadline_ns(&self) -> u64 {
+        match self.config.user_timeout_ns {
+            Some(ut)
+                if self.snd_una != self.snd_max
+                    && self.persist_deadline_ns == NEVER
+                    && self.state.is_synchronized()
+                    && self.state != State::TimeWait =>
+            {
+                self.unacked_since_ns.saturating_add(ut).min(NEVER - 1)
+            }
+            _ => NEVER,
+        }
+    }
+
+    // ------------------------------------------------------------------ application calls
+
+    /// Queues bytes for sending; returns how many fit (0 when the buffer is full).
+    pub fn send(&mut self, data: &[u8]) -> Result<usize, Error> {
+        match self.state {
+            State::SynSent | State::SynReceived | State::Established | State::CloseWait => {}
+            State::Closed => return Err(self.closed_error()),
+            _ => return Err(Error::InvalidState),
+        }
+        if self.fin_queued {
+            return Err(Error::InvalidState);
+        }
+        Ok(self.send_buf.push(data))
+    }
+
+    /// Reads in-order received bytes. `Ok(0)` means nothing is available yet;
+    /// [`Error::Finished`] that the peer closed and everything has been read.
+    pub fn recv(&mut self, out: &mut [u8]) -> Result<usize, Error> {
+        if self.app_closed {
+            return Err(Error::InvalidState);
+        }
+        let n = self.recv_buf.pop(out);
+        if n == 0 {
+            if self.fin_received {
+                return Err(Error::Finished);
+            }
+            if self.state == State::Closed {
+                return Err(self.closed_error());
+            }
+            return Ok(0);
+        }
+        self.maybe_window_update();
+        Ok(n)
+    }
+
+    /// Copies in-order received bytes without consuming them.
+    pub fn peek(&self, out: &mut [u8]) -> usize {
+        self.recv_buf.read_at(0, out)
+    }
+
+    fn closed_error(&self) -> Error {
+        match self.close_reason {
+            Some(CloseReason::Reset) => Error::Reset,
+            Some(CloseReason::TimedOut) => Error::TimedOut,
+            _ => Error::Closed,
+        }
+    }
+
+    /// Half-close: a FIN follows the queued data (RFC 9293 §3.10.4 CLOSE on the send side);
+    /// receiving continues.
+    pub fn shutdown_write(&mut self) -> Result<(), Error> {
+        match self.state {
+            State::SynSent => {
+                // RFC 9293 §3.10.4: CLOSE in SYN-SENT deletes the TCB.
+                self.enter_closed(CloseReason::Normal);
+                Ok(())
+            }
+            State::SynReceived | State::Established => {
+                self.fin_queued = true;
+                if self.state == State::Established {
+                    self.state = State::FinWait1;
+                }
+                Ok(())
+            }
+            State::CloseWait => {
+                self.fin_queued = true;
+                self.state = State::LastAck;
+                Ok(())
+            }
+            State::Closed => Err(self.closed_error()),
+            // Already shut down.
+            _ => Ok(()),
+        }
+    }
+
+    /// Full close: like `shutdown_write`, and the application will read no more. Unread data
+    /// at the time of the call makes us reset the connection instead (RFC 2525 §2.17), so the
+    /// peer learns its data was not consumed; data arriving later is acknowledged and discarded
+    /// (`rx_discard_after_close_bytes`).
+    pub fn close(&mut self) -> Result<(), Error> {
+        if !self.recv_buf.is_empty() && self.state.is_synchronized() {
+            self.abort();
+            return Ok(());
+        }
+        self.app_closed = true;
+        self.shutdown_write()
+    }
+
+    /// Abort (RFC 9293 §3.10.5): send RST if synchronized, drop all state, enter CLOSED.
+    pub fn abort(&mut self) {
+        if matches!(
+            self.state,
+            State::SynReceived
+                | State::Established
+                | State::FinWait1
+                | State::FinWait2
+                | State::CloseWait
+        ) {
+            self.rst_pending = Some((self.snd_max, None));
+        }
+        self.enter_closed(CloseReason::Aborted);
+    }
+
+    fn enter_closed(&mut self, reason: CloseReason) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.state = State::Closed;
+        self.close_reason = Some(reason);
+        self.rtx_deadline_ns = NEVER;
+        self.persist_deadline_ns = NEVER;
+        self.delack_deadline_ns = NEVER;
+        self.keepalive_deadline_ns = NEVER;
+        self.time_wait_deadline_ns = NEVER;
+        self.ack_due = AckDue::None;
+        self.dupacks_owed = 0;
+        self.rtx_pending = false;
+        self.probe_pending = false;
+        self.keepalive_pending = false;
+        match reason {
+            CloseReason::Reset => self.push_event(Event::Reset),
+            CloseReason::TimedOut => self.push_event(Event::TimedOut),
+            _ => {}
+        }
+        self.push_event(Event::Closed);
+    }
+}
+
+/// The options both sides agreed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Negotiated {
+    pub timestamps: bool,
+    pub sack: bool,
+    /// Shift applied to the peer's window field.
+    pub snd_wscale: u8,
+    /// Shift the peer applies to ours.
+    pub rcv_wscale: u8,
+    /// Send MSS after the floor and our cap.
+    pub snd_mss: u16,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn syn() -> TcpRepr<'static> {
+        TcpRepr {
+            src_port: 9,
+            dst_port: 80,
+            seq_number: SeqNumber(1000),
+            ack_number: SeqNumber(0),
+            flags: TcpFlags::SYN,
+            window_len: 1000,
+            urgent_pointer: 0,
+            max_seg_size: Some(1460),
+            window_scale: None,
+            sack_permitted: false,
+            sack_blocks: [None; 4],
+            timestamp: None,
+            payload: &[],
+        }
+    }
+
+    /// RCV.NXT = 1001 with a receive window of `wnd` bytes.
+    fn receiver(wnd: u32) -> Connection {
+        let mut c = Connection::accept(0, &Config::default(), &syn(), SeqNumber(5), 0).unwrap();
+        c.rcv_adv = c.rcv_nxt + wnd;
+        c
+    }
+
+    #[test]
+    fn acceptability_empty_segment_zero_window_needs_exact_sequence() {
+        // RFC 9293 §3.10.7.4 case 1: SEG.LEN = 0, RCV.WND = 0 ⇒ SEG.SEQ = RCV.NXT.
+        let c = receiver(0);
+        assert!(c.acceptable(SeqNumber(1001), 0));
+        assert!(!c.acceptable(SeqNumber(1002), 0));
+        assert!(!c.acceptable(SeqNumber(1000), 0));
+    }
+
+    #[test]
+    fn acceptability_empty_segment_open_window_must_start_inside() {
+        // Case 2: SEG.LEN = 0, RCV.WND > 0 ⇒ RCV.NXT ≤ SEG.SEQ < RCV.NXT + RCV.WND.
+        let c = receiver(100);
+        assert!(c.acceptable(SeqNumber(1001), 0));
+        assert!(c.acceptable(SeqNumber(1100), 0));
+        assert!(!c.acceptable(SeqNumber(1101), 0));
+        assert!(!c.acceptable(SeqNumber(1000), 0));
+    }
+
+    #[test]
+    fn acceptability_data_on_zero_window_only_at_rcv_nxt_for_its_ack() {
+        // Case 3: SEG.LEN > 0, RCV.WND = 0 ⇒ not acceptable; we still process the ACK of a
+        // segment at RCV.NXT (zero-window probe), trimming its text.
+        let c = receiver(0);
+        assert!(c.acceptable(SeqNumber(1001), 1));
+        assert!(!c.acceptable(SeqNumber(1002), 1));
+    }
+
+    #[test]
+    fn acceptability_data_needs_first_or_last_byte_inside() {
+        // Case 4: SEG.LEN > 0, RCV.WND > 0 ⇒ first or last octet inside the window.
+        let c = receiver(100);
+        assert!(c.acceptable(SeqNumber(990), 20), "last byte inside");
+        assert!(c.acceptable(SeqNumber(1090), 50), "first byte inside");
+        assert!(!c.acceptable(SeqNumber(900), 101), "entirely old");
+        assert!(!c.acceptable(SeqNumber(1101), 10), "entirely beyond");
+    }
+
+    #[test]
+    fn sequence_comparisons_survive_wraparound() {
+        let mut s = syn();
+        s.seq_number = SeqNumber(u32::MAX - 10);
+        let mut c = Connection::accept(0, &Config::default(), &s, SeqNumber(5), 0).unwrap();
+        c.rcv_adv = c.rcv_nxt + 100;
+        // RCV.NXT = 2^32 - 10; the window spans the wrap.
+        assert!(c.acceptable(SeqNumber(50), 10));
+        assert!(!c.acceptable(SeqNumber(200), 10));
+    }
+
+    #[test]
+    fn idle_connection_fits_in_one_kilobyte_without_buffers() {
+        // The TCB itself; rings and the out-of-order/scoreboard tables allocate on first use,
+        // so an idle established connection owns nothing else.
+        let size = core::mem::size_of::<Connection>();
+        assert!(size <= 1024, "Connection is {size} bytes");
+    }
+}

@@ -1,0 +1,381 @@
+//! Segment departure: `poll_transmit` and the builders behind it — SYN/SYN-ACK with options,
+//! data under flow control, congestion control, Nagle and SWS avoidance, retransmissions
+//! (fast, RFC 6675 NextSeg, go-back after timeout), window probes, keepalives, pure ACKs.
+
+use wire::tcp::{SeqNumber, TcpFlags, TcpRepr, TcpTimestamp};
+
+use super::*;
+
+impl Connection {
+    // ------------------------------------------------------------------ output
+
+    /// The next segment to send, if any; payload bytes are copied into `payload_buf`, and the
+    /// returned repr borrows them. Call repeatedly until `None` after every input.
+    pub fn poll_transmit<'b>(
+        &mut self,
+        now: u64,
+        payload_buf: &'b mut [u8],
+    ) -> Option<TcpRepr<'b>> {
+        if let Some((seq, ack)) = self.rst_pending.take() {
+            self.counters.resets_sent += 1;
+            self.counters.tx_segments += 1;
+            let mut r = self.base_repr(seq);
+            r.flags = TcpFlags::RST;
+            if let Some(a) = ack {
+                r.flags |= TcpFlags::ACK;
+                r.ack_number = a;
+            }
+            return Some(r);
+        }
+        match self.state {
+            State::Closed => return None,
+            State::SynSent | State::SynReceived if self.snd_nxt == self.iss => {
+                return Some(self.syn_segment(now));
+            }
+            State::SynSent => return None,
+            _ => {}
+        }
+        if self.state.is_synchronized() {
+            if self.rtx_pending {
+                self.rtx_pending = false;
+                let seq = self.snd_una;
+                let len = u32::from(self.eff_mss());
+                if self.snd_una != self.snd_max {
+                    return self.data_segment(now, seq, len, payload_buf, false);
+                }
+            }
+            if self.in_recovery && self.sack_ok {
+                let mss = u32::from(self.eff_mss());
+                if self.cc.cwnd_bytes.saturating_sub(self.pipe_bytes()) >= mss {
+                    if let Some((seq, len)) = self.sack_next_retransmission() {
+                        return self.data_segment(now, seq, len, payload_buf, false);
+                    }
+                }
+            }
+            // Duplicate ACKs must be pure ACKs (RFC 5681 §2), so they go before data.
+            if self.dupacks_owed > 0 {
+                self.dupacks_owed -= 1;
+                self.counters.pure_acks_sent += 1;
+                let seq = self.snd_max;
+                return Some(self.ack_repr(now, seq));
+            }
+            // Probes and forced sends first: they deliberately ignore SWS avoidance.
+            if self.probe_pending {
+                self.probe_pending = false;
+                if self.unsent_bytes() > 0 {
+                    if self.snd_wnd == 0 || self.usable_window() > 0 {
+                        return self.probe_segment(now, payload_buf);
+                    }
+                    self.arm_persist(now);
+                }
+            }
+        }
+        if let Some(r) = self.send_new_data(now, payload_buf) {
+            return Some(r);
+        }
+        if self.keepalive_pending {
+            self.keepalive_pending = false;
+            self.counters.keepalive_probes_sent += 1;
+            // RFC 9293 §3.8.4: a probe with SEG.SEQ = SND.NXT − 1 and no data elicits an ACK.
+            let r = self.ack_repr(now, self.snd_una - 1);
+            return Some(r);
+        }
+        if self.ack_due == AckDue::Now {
+            self.counters.pure_acks_sent += 1;
+            // A pure ACK carries SND.MAX, not SND.NXT: while retransmitting after a timeout
+            // SND.NXT lies behind what the peer already holds, and an ACK with such an old
+            // sequence number would fail its acceptability test (the BSD rule).
+            let seq = self.snd_max;
+            return Some(self.ack_repr(now, seq));
+        }
+        None
+    }
+
+    pub(super) fn base_repr(&self, seq: SeqNumber) -> TcpRepr<'static> {
+        TcpRepr {
+            src_port: self.local_port,
+            dst_port: self.remote_port,
+            seq_number: seq,
+            ack_number: SeqNumber(0),
+            flags: TcpFlags::NONE,
+            window_len: 0,
+            urgent_pointer: 0,
+            max_seg_size: None,
+            window_scale: None,
+            sack_permitted: false,
+            sack_blocks: [None; 4],
+            timestamp: None,
+            payload: &[],
+        }
+    }
+
+    /// SYN (active open) or SYN-ACK (passive or simultaneous open), with options.
+    pub(super) fn syn_segment(&mut self, now: u64) -> TcpRepr<'static> {
+        let mut r = self.base_repr(self.iss);
+        r.flags = TcpFlags::SYN;
+        r.max_seg_size = Some(self.config.mss_bytes);
+        // RFC 7323 §2.2: the window in a SYN is not scaled.
+        let wnd = self.config.recv_buffer_bytes.min(0xffff);
+        r.window_len = wnd as u16;
+        let passive_reply = self.state == State::SynReceived;
+        if passive_reply {
+            r.flags |= TcpFlags::ACK;
+            r.ack_number = self.rcv_nxt;
+            self.last_ack_sent = self.rcv_nxt;
+            self.rcv_adv = self.rcv_adv.max(self.rcv_nxt + wnd);
+            if self.peer_offered_ws.is_some() {
+                r.window_scale = Some(self.rcv_wscale);
+            }
+            r.sack_permitted = self.sack_ok;
+            if self.ts_ok {
+                r.timestamp = Some(TcpTimestamp {
+                    tsval: self.ts_now(now),
+                    tsecr: self.ts_recent,
+                });
+            }
+        } else {
+            if self.config.window_scale {
+                r.window_scale = Some(self.rcv_wscale);
+            }
+            r.sack_permitted = self.config.sack;
+            if self.config.timestamps {
+                r.timestamp = Some(TcpTimestamp {
+                    tsval: self.ts_now(now),
+                    tsecr: 0,
+                });
+            }
+        }
+        self.snd_nxt = self.iss + 1;
+        self.snd_max = self.snd_max.max(self.snd_nxt);
+        if self.syn_retries == 0 {
+            self.rtt_timed = Some((self.snd_nxt, now));
+        }
+        if self.rtx_deadline_ns == NEVER {
+            self.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
+        }
+        self.ack_due = AckDue::None;
+        self.delack_deadline_ns = NEVER;
+        self.counters.tx_segments += 1;
+        r
+    }
+
+    /// Options every non-SYN segment carries; returns the bytes of option space used.
+    pub(super) fn fill_options(&self, now: u64, r: &mut TcpRepr<'_>, with_sack: bool) -> u16 {
+        let mut used = 0u16;
+        if self.ts_ok {
+            r.timestamp = Some(TcpTimestamp {
+                tsval: self.ts_now(now),
+                tsecr: self.ts_recent,
+            });
+            used += TS_OPTION_BYTES;
+        }
+        if with_sack && self.sack_ok && !self.ooo.is_empty() {
+            // RFC 2018 §3: at most 4 blocks, 3 alongside timestamps (40 bytes of options).
+            let max_blocks = if self.ts_ok { 3 } else { 4 };
+            let n = self.ooo.sack_blocks(&mut r.sack_blocks[..max_blocks]);
+            if n > 0 {
+                used += (2 + 8 * n as u16).next_multiple_of(4);
+            }
+        }
+        used
+    }
+
+    /// A segment without data: ACK with the current window (also window/keepalive probes).
+    pub(super) fn ack_repr(&mut self, now: u64, seq: SeqNumber) -> TcpRepr<'static> {
+        let mut r = self.base_repr(seq);
+        r.flags = TcpFlags::ACK;
+        r.ack_number = self.rcv_nxt;
+        r.window_len = self.advertise_window();
+        self.fill_options(now, &mut r, true);
+        self.on_ack_sent();
+        self.counters.tx_segments += 1;
+        r
+    }
+
+    pub(super) fn on_ack_sent(&mut self) {
+        self.ack_due = AckDue::None;
+        self.delack_deadline_ns = NEVER;
+        self.rcv_unacked_bytes = 0;
+        self.last_ack_sent = self.rcv_nxt;
+    }
+
+    /// Builds a segment carrying up to `max_len` bytes starting at `seq` (and the FIN if it
+    /// follows them). `probe` marks a window probe, which must not arm the retransmission
+    /// timer nor advance SND.NXT.
+    pub(super) fn data_segment<'b>(
+        &mut self,
+        now: u64,
+        seq: SeqNumber,
+        max_len: u32,
+        buf: &'b mut [u8],
+        probe: bool,
+    ) -> Option<TcpRepr<'b>> {
+        let offset = fwd(self.snd_buf_seq, seq) as usize;
+        let avail = self.send_buf.len().saturating_sub(offset);
+        let mut r = self.base_repr(seq);
+        r.flags = TcpFlags::ACK;
+        r.ack_number = self.rcv_nxt;
+        r.window_len = self.advertise_window();
+        let opts = self.fill_options(now, &mut r, true);
+        let room = self.snd_mss.saturating_sub(opts).max(1) as usize;
+        let len = avail.min(max_len as usize).min(room).min(buf.len());
+        let fin = self.fin_queued && offset + len == self.send_buf.len() && !probe;
+        if len == 0 && !fin {
+            return None;
+        }
+        let n = self
+            .send_buf
+            .read_at(offset, buf.get_mut(..len).unwrap_or(&mut []));
+        if fin {
+            r.flags |= TcpFlags::FIN;
+        }
+        if n > 0 && offset + n == self.send_buf.len() {
+            r.flags |= TcpFlags::PSH;
+        }
+        let end = seq + n as u32 + u32::from(fin);
+        let is_rtx = seq.lt(self.snd_max);
+        if is_rtx {
+            if self.in_recovery && end.gt(self.high_rxt) {
+                self.high_rxt = end;
+            }
+            self.counters.retransmitted_segments += 1;
+            self.counters.retransmitted_bytes += n as u64;
+            // Karn: a retransmission makes any running RTT measurement ambiguous.
+            self.rtt_timed = None;
+        } else if self.rtt_timed.is_none() && !self.ts_ok {
+            self.rtt_timed = Some((end, now));
+        }
+        if self.snd_una == self.snd_max {
+            self.unacked_since_ns = now;
+        }
+        if !probe {
+            if end.gt(self.snd_nxt) {
+                self.snd_nxt = end;
+            }
+            // RFC 6298 §5.1: start the timer if it is not running.
+            if self.rtx_deadline_ns == NEVER {
+                self.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
+            }
+            self.persist_deadline_ns = NEVER;
+        }
+        if end.gt(self.snd_max) {
+            self.snd_max = end;
+        }
+        self.on_ack_sent();
+        self.last_tx_ns = now;
+        self.counters.tx_segments += 1;
+        self.counters.tx_payload_bytes += n as u64;
+        let (filled, _) = buf.split_at(n);
+        r.payload = filled;
+        Some(r)
+    }
+
+    /// Bytes in the send buffer not yet sent (beyond SND.NXT).
+    pub(super) fn unsent_bytes(&self) -> usize {
+        if self.snd_nxt.lt(self.snd_buf_seq) {
+            return self.send_buf.len();
+        }
+        self.send_buf
+            .len()
+            .saturating_sub(fwd(self.snd_buf_seq, self.snd_nxt) as usize)
+    }
+
+    /// How many new bytes congestion and flow control allow now.
+    pub(super) fn usable_window(&self) -> u32 {
+        let flight = fwd(self.snd_una, self.snd_nxt);
+        let mss = u32::from(self.eff_mss());
+        // RFC 3042: the first two duplicate ACKs each allow one new segment beyond cwnd.
+        let lt = if !self.in_recovery && self.dupacks > 0 && self.dupacks < 3 {
+            u32::from(self.dupacks) * mss
+        } else {
+            0
+        };
+        let in_flight = if self.in_recovery && self.sack_ok {
+            self.pipe_bytes()
+        } else {
+            flight
+        };
+        let cwnd_avail = self
+            .cc
+            .cwnd_bytes
+            .saturating_add(lt)
+            .saturating_sub(in_flight);
+        let wnd_avail = fwd(self.snd_nxt, self.snd_una + self.snd_wnd);
+        cwnd_avail.min(wnd_avail)
+    }
+
+    /// New data (or the FIN) under flow control, congestion control, Nagle and SWS avoidance.
+    pub(super) fn send_new_data<'b>(&mut self, now: u64, buf: &'b mut [u8]) -> Option<TcpRepr<'b>> {
+        if !matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        ) {
+            return None;
+        }
+        let offset = fwd(self.snd_buf_seq, self.snd_nxt) as usize;
+        if self.snd_nxt.lt(self.snd_buf_seq) {
+            return None;
+        }
+        let unsent = self.send_buf.len().saturating_sub(offset) as u32;
+        let fin_due = self.fin_queued && self.snd_nxt == self.fin_seq();
+        if unsent == 0 && !fin_due {
+            return None;
+        }
+        let flight = fwd(self.snd_una, self.snd_nxt);
+        if flight == 0 && now.saturating_sub(self.last_tx_ns) > self.rtt.rto_ns() {
+            // RFC 5681 §4.1: after an idle period longer than the RTO, restart from
+            // RW = min(IW, cwnd).
+            let iw = u32::from(self.config.initial_window_segments)
+                .saturating_mul(u32::from(self.eff_mss()));
+            self.cc.cwnd_bytes = self.cc.cwnd_bytes.min(iw);
+        }
+        let usable = self.usable_window();
+        let mss = u32::from(self.eff_mss());
+        let len = unsent.min(usable).min(mss);
+        if unsent > 0 {
+            // Nagle (RFC 9293 §3.7.4) and sender SWS avoidance (RFC 9293 §3.8.6.2.1): send a
+            // full segment, or everything left when nothing is in flight (or Nagle is off, or
+            // we are closing), or at least half the largest window the peer offered.
+            let nagle_ok = self.config.nodelay || flight == 0 || self.fin_queued;
+            let send = len > 0
+                && (len == mss
+                    || (len == unsent && nagle_ok)
+                    || (nagle_ok && self.max_snd_wnd > 0 && len >= self.max_snd_wnd / 2));
+            if !send {
+                if flight == 0 && self.rtx_deadline_ns == NEVER {
+                    // Nothing in flight will bring an ACK: the persist timer breaks the wait
+                    // (zero window probe, or SWS override, RFC 9293 §3.8.6.1/§3.8.6.2.1).
+                    self.arm_persist(now);
+                }
+                return None;
+            }
+        }
+        self.data_segment(now, self.snd_nxt, len, buf, false)
+    }
+
+    /// Persist timer expiry: probe a zero window with one byte, or override SWS avoidance.
+    pub(super) fn probe_segment<'b>(&mut self, now: u64, buf: &'b mut [u8]) -> Option<TcpRepr<'b>> {
+        if self.snd_wnd == 0 {
+            // RFC 9293 §3.8.6.1: "The sending TCP peer must regularly transmit at least one
+            // octet of new data (if available)". The probe byte sits at SND.UNA; if the peer
+            // accepts it, its ACK moves SND.NXT past it.
+            self.counters.window_probes_sent += 1;
+            self.persist_shift = self.persist_shift.saturating_add(1).min(16);
+            let una = self.snd_una;
+            let r = self.data_segment(now, una, 1, buf, true);
+            self.arm_persist(now);
+            return r;
+        }
+        // SWS override: send what the window allows.
+        let len = self.usable_window().min(u32::from(self.eff_mss()));
+        if len == 0 {
+            self.arm_persist(now);
+            return None;
+        }
+        self.data_segment(now, self.snd_nxt, len, buf, false)
+    }
+}

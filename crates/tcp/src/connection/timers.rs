@@ -1,0 +1,121 @@
+//! Deadlines (RFC 9293 §3.8): retransmission (RFC 6298), persist (zero window, §3.8.6.1),
+//! delayed ACK (§3.8.6.3), keepalive (§3.8.4), TIME-WAIT and the user timeout (§3.8.3).
+
+use super::*;
+
+impl Connection {
+    // ------------------------------------------------------------------ timers
+
+    /// Fires every deadline that is due at `now`.
+    pub fn handle_timeout(&mut self, now: u64) {
+        if self.time_wait_deadline_ns <= now {
+            self.time_wait_deadline_ns = NEVER;
+            if matches!(self.state, State::TimeWait | State::FinWait2) {
+                self.enter_closed(CloseReason::Normal);
+                return;
+            }
+        }
+        if self.delack_deadline_ns <= now {
+            self.delack_deadline_ns = NEVER;
+            if self.ack_due == AckDue::Delayed {
+                self.ack_due = AckDue::Now;
+                self.counters.delayed_acks_sent += 1;
+            }
+        }
+        if self.user_timeout_deadline_ns() <= now {
+            self.rst_pending = Some((self.snd_max, None));
+            self.enter_closed(CloseReason::TimedOut);
+            return;
+        }
+        if self.rtx_deadline_ns <= now {
+            self.rtx_deadline_ns = NEVER;
+            self.on_rto(now);
+            if self.state == State::Closed {
+                return;
+            }
+        }
+        if self.persist_deadline_ns <= now {
+            self.persist_deadline_ns = NEVER;
+            self.probe_pending = true;
+        }
+        if self.keepalive_deadline_ns <= now {
+            self.keepalive_deadline_ns = NEVER;
+            self.on_keepalive(now);
+        }
+    }
+
+    /// RFC 6298 §5.4–§5.6 retransmission timeout.
+    pub(super) fn on_rto(&mut self, now: u64) {
+        self.counters.rto_expirations += 1;
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                if self.syn_retries >= self.config.syn_retries_max {
+                    self.enter_closed(CloseReason::TimedOut);
+                    return;
+                }
+                self.syn_retries += 1;
+                self.rtt.back_off();
+                self.rtt_timed = None;
+                // Resend the SYN (or SYN-ACK).
+                self.snd_nxt = self.iss;
+                return;
+            }
+            State::Closed | State::TimeWait | State::FinWait2 => return,
+            _ => {}
+        }
+        if self.snd_una == self.snd_max {
+            return;
+        }
+        let mss = u32::from(self.eff_mss());
+        let flight = fwd(self.snd_una, self.snd_max);
+        self.cc.on_rto(now, flight, mss);
+        // RFC 6582 §3.2 step 4: record the highest sequence sent.
+        self.recover = self.snd_max;
+        self.in_recovery = false;
+        self.dupacks = 0;
+        self.rtx_pending = false;
+        // Go back: retransmit from SND.UNA (RFC 6298 §5.4). RFC 2018 §8: after a timeout,
+        // SACK information is ignored (the receiver may have reneged).
+        self.snd_nxt = self.snd_una;
+        self.scoreboard.clear();
+        self.rtt_timed = None;
+        // RFC 6298 §5.5: back off.
+        self.rtt.back_off();
+    }
+
+    pub(super) fn on_keepalive(&mut self, now: u64) {
+        let Some(ka) = self.config.keepalive else {
+            return;
+        };
+        if !matches!(self.state, State::Established | State::CloseWait) {
+            return;
+        }
+        if self.snd_una != self.snd_max || !self.send_buf.is_empty() {
+            // Data is outstanding; the retransmission timer watches the peer.
+            self.keepalive_deadline_ns = now.saturating_add(ka.idle_ns);
+            return;
+        }
+        if self.keepalive_probes >= ka.probes_max {
+            self.rst_pending = Some((self.snd_max, None));
+            self.enter_closed(CloseReason::TimedOut);
+            return;
+        }
+        self.keepalive_probes += 1;
+        self.keepalive_pending = true;
+        self.keepalive_deadline_ns = now.saturating_add(ka.interval_ns);
+    }
+
+    pub(super) fn arm_persist(&mut self, now: u64) {
+        if self.persist_deadline_ns != NEVER {
+            return;
+        }
+        // RFC 9293 §3.8.6.1: probe at exponentially growing intervals.
+        let base = self.rtt.base_rto_ns;
+        let interval = base
+            .checked_shl(u32::from(self.persist_shift))
+            .unwrap_or(self.config.rto_max_ns)
+            .min(self.config.rto_max_ns);
+        self.persist_deadline_ns = now.saturating_add(interval);
+        self.rtx_deadline_ns = NEVER;
+    }
+}
