@@ -2,10 +2,14 @@
 //! creates (with the kernel's IPv4 stack on it) and whose near end, in the root namespace with
 //! IPv6 off, carries our XDP redirect program and one AF_XDP socket per queue (copy mode — veth
 //! has no zero-copy). The kernel ARPs for an address behind us, we answer through the socket,
-//! and its UDP datagrams come back to us; then we ping it faster than the transmit budget
-//! recycles, so frames must come back through COMPLETION. Needs root (CI runs as root); the
-//! program is detached and the namespace and both veth ends are removed at the end, pass or
-//! fail.
+//! and its UDP datagrams come back to us — with the program in generic and in native mode, on
+//! one and on two queues (one thread per queue socket). Further: pings in bursts larger than
+//! the transmit budget (frames must come back through COMPLETION), drops the kernel counts in
+//! `XDP_STATISTICS` when RX is full or FILL empty, the `XDP_PASS` fallback for a queue with no
+//! socket, zero-copy refusal and the copy fallback, the link's exclusivity and detach on drop,
+//! and the verifier's log for a rejected program. Needs root (CI runs as root); each test
+//! stops by itself within seconds, and the program is detached and the namespace and both veth
+//! ends are removed at the end, pass or fail.
 
 mod common;
 
