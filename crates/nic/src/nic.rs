@@ -135,7 +135,7 @@ struct Queue {
 /// [`Nic::steer`] picks the shard, [`Nic::receive_on_queue`] keeps that choice and still
 /// carries the hash), or drives one `Nic` from a single I/O thread.
 ///
-/// Invariants: one [`Queue`] per configured queue; a queue has at most one wake-up waiting in
+/// Invariants: one queue state per configured queue; a queue has at most one wake-up waiting in
 /// `wakeups` (it is masked from the moment it fires until a poll drains it).
 #[derive(Clone, Debug)]
 pub struct Nic {

@@ -1,46 +1,6 @@
 //! One receive queue: a bounded descriptor ring and its receive-coalescing (GRO/RSC) contexts.
 //!
-//! # Coalescing model
-//!
-//! Like the 82599's RSC (datasheet §7.11), a coalesced group occupies one ring slot from the
-//! moment its first segment arrives; later segments of the flow are appended to that open
-//! slot without taking another. A slot is *open* while its group may still grow; the driver
-//! only sees *closed* slots, and every poll closes all groups first (so a poll always sees
-//! everything that has arrived, as Linux's `napi_gro_flush` at the end of a poll does).
-//! Because a group keeps the slot of its first segment, packets of one queue leave the ring in
-//! the order their first segment arrived, and packets of one flow stay in order.
-//!
-//! # Merge rules (ours, after Linux `tcp_gro_receive` and 82599 RSC)
-//!
-//! A TCP segment is *coalescible* when it is IPv4 without options and not a fragment, or IPv6
-//! without extension headers; its IP and TCP checksums verified good; it carries payload; its
-//! flags are ACK plus optionally PSH/FIN/ECE (never SYN, RST, URG, CWR: those must reach the
-//! stack as sent; CWR also ends ECN reaction windows, RFC 3168 §6.1.2).
-//!
-//! A coalescible segment joins the flow's open group when all hold:
-//!
-//! 1. its sequence number is the group's next expected one (otherwise: *gap*);
-//! 2. the Ethernet header, IP header (all but length, IPv4 ID and checksum: TOS/ECN, DF, TTL
-//!    included) and TCP header (ports, ACK number, window, ECE, urgent pointer, option bytes)
-//!    are identical to the group's first segment, except that a Timestamps option's TSval may
-//!    advance (otherwise: *header change*). Like Linux, a changed ACK or window ends the group:
-//!    the stack must see every ACK advance and window update, or duplicate-ACK counting and
-//!    window tracking go wrong. The merged frame keeps the **first** segment's TSval: RFC 7323
-//!    §4.3 has a receiver that acknowledges several segments at once echo the earliest
-//!    unacknowledged TSval, and that is the one the stack should record;
-//! 3. its payload is no longer than the group's first segment (the group's MSS), and the
-//!    merged IP packet stays within the size limit (otherwise: *size*).
-//!
-//! A segment that joins and carries PSH or FIN, or is shorter than the MSS, closes the group
-//! after joining; its PSH/FIN bits are carried on the merged header. So every merged frame is
-//! `segments - 1` MSS-sized payloads plus one of at most MSS, and the stack can recover the
-//! original boundaries from (`gro_mss_bytes`, `coalesced_segments`).
-//! Any other packet of the flow closes the flow's group first. A group is also closed by the
-//! flush timer, at the start of each poll, or when a new flow needs its context (the oldest is
-//! evicted).
-//!
-//! A closed group of two or more segments gets its IP length, IPv4 header checksum and TCP
-//! checksum recomputed, so it is a valid frame on its own, and its checksum flags say Good.
+//! The coalescing model and merge rules are documented on [`crate::GroConfig`].
 
 use std::collections::VecDeque;
 
