@@ -298,6 +298,17 @@ impl EthernetRepr {
     }
 }
 
+impl fmt::Display for EthernetRepr {
+    /// `02:00:00:00:00:01 > ff:ff:ff:ff:ff:ff type 0x0806` plus `vlan N` when tagged.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} > {}", self.src_addr, self.dst_addr)?;
+        if let Some(tag) = self.vlan {
+            write!(f, " vlan {} pcp {}", tag.vid, tag.pcp)?;
+        }
+        write!(f, " type {}", self.ethertype)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

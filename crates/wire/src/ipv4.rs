@@ -358,6 +358,32 @@ impl Ipv4Repr {
     }
 }
 
+impl core::fmt::Display for Ipv4Repr {
+    /// `10.0.0.1 > 10.0.0.2 tcp ttl 64 id 7 len 40 DF` (plus `MF`, `off N` for fragments).
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{} > {} {} ttl {} id {} len {}",
+            self.src_addr,
+            self.dst_addr,
+            self.protocol,
+            self.hop_limit,
+            self.ident,
+            self.payload_len
+        )?;
+        if self.dont_frag {
+            f.write_str(" DF")?;
+        }
+        if self.more_frags {
+            f.write_str(" MF")?;
+        }
+        if self.frag_offset_bytes != 0 {
+            write!(f, " off {}", self.frag_offset_bytes)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -451,6 +451,32 @@ impl Ipv6Repr {
     }
 }
 
+impl core::fmt::Display for Ipv6Repr {
+    /// `2001:db8::1 > 2001:db8::2 tcp hlim 64 len 20` plus the extension headers walked.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{} > {} {} hlim {} len {}",
+            self.src_addr, self.dst_addr, self.next_header, self.hop_limit, self.payload_len
+        )?;
+        for h in self.ext_headers.iter().flatten() {
+            match h {
+                Ipv6ExtHeader::HopByHop { .. } => f.write_str(" +hbh")?,
+                Ipv6ExtHeader::Routing { routing_type, .. } => write!(f, " +rt{routing_type}")?,
+                Ipv6ExtHeader::Fragment(fr) => write!(
+                    f,
+                    " +frag(id {} off {}{})",
+                    fr.ident,
+                    fr.offset_bytes,
+                    if fr.more_frags { " M" } else { "" }
+                )?,
+                Ipv6ExtHeader::DestinationOptions { .. } => f.write_str(" +dst")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

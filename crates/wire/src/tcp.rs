@@ -669,3 +669,104 @@ impl OptWriter<'_> {
         self.pos += v.len();
     }
 }
+
+impl core::fmt::Display for TcpFlags {
+    /// tcpdump's notation: `S` SYN, `F` FIN, `R` RST, `P` PSH, `U` URG, `E` ECE, `W` CWR,
+    /// `.` ACK; `none` when no bit is set.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.0 == 0 {
+            return f.write_str("none");
+        }
+        for (flag, c) in [
+            (TcpFlags::SYN, 'S'),
+            (TcpFlags::FIN, 'F'),
+            (TcpFlags::RST, 'R'),
+            (TcpFlags::PSH, 'P'),
+            (TcpFlags::URG, 'U'),
+            (TcpFlags::ECE, 'E'),
+            (TcpFlags::CWR, 'W'),
+            (TcpFlags::ACK, '.'),
+        ] {
+            if self.contains(flag) {
+                core::fmt::Write::write_char(f, c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl core::fmt::Display for TcpRepr<'_> {
+    /// One tcpdump-like line: `40000 > 443 [S.] seq 1 ack 2 win 512 mss 1460 ... len 0`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{} > {} [{}] seq {}",
+            self.src_port, self.dst_port, self.flags, self.seq_number.0
+        )?;
+        if self.flags.contains(TcpFlags::ACK) {
+            write!(f, " ack {}", self.ack_number.0)?;
+        }
+        write!(f, " win {}", self.window_len)?;
+        if let Some(mss) = self.max_seg_size {
+            write!(f, " mss {mss}")?;
+        }
+        if let Some(ws) = self.window_scale {
+            write!(f, " wscale {ws}")?;
+        }
+        if self.sack_permitted {
+            f.write_str(" sackOK")?;
+        }
+        if let Some(ts) = self.timestamp {
+            write!(f, " TS val {} ecr {}", ts.tsval, ts.tsecr)?;
+        }
+        let mut blocks = self.sack_blocks.iter().flatten().peekable();
+        if blocks.peek().is_some() {
+            f.write_str(" sack")?;
+            for b in blocks {
+                write!(f, " {}:{}", b.left.0, b.right.0)?;
+            }
+        }
+        write!(f, " len {}", self.payload.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_reads_like_tcpdump() {
+        let r = TcpRepr {
+            src_port: 40000,
+            dst_port: 443,
+            seq_number: SeqNumber(1),
+            ack_number: SeqNumber(2),
+            flags: TcpFlags::SYN | TcpFlags::ACK,
+            window_len: 512,
+            urgent_pointer: 0,
+            max_seg_size: Some(1460),
+            window_scale: Some(7),
+            sack_permitted: true,
+            sack_blocks: [
+                Some(SackBlock {
+                    left: SeqNumber(10),
+                    right: SeqNumber(20),
+                }),
+                None,
+                None,
+                None,
+            ],
+            timestamp: Some(TcpTimestamp { tsval: 5, tsecr: 6 }),
+            payload: b"hi",
+        };
+        assert_eq!(
+            r.to_string(),
+            "40000 > 443 [S.] seq 1 ack 2 win 512 mss 1460 wscale 7 sackOK TS val 5 ecr 6 sack 10:20 len 2"
+        );
+        assert_eq!(TcpFlags::NONE.to_string(), "none");
+        assert_eq!(
+            (TcpFlags::FIN | TcpFlags::PSH | TcpFlags::ACK).to_string(),
+            "FP."
+        );
+    }
+}

@@ -197,3 +197,16 @@ impl<'a> UdpRepr<'a> {
         Ok(())
     }
 }
+
+impl core::fmt::Display for UdpRepr<'_> {
+    /// `53 > 5353 udp len 3` (payload bytes).
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{} > {} udp len {}",
+            self.src_port,
+            self.dst_port,
+            self.payload.len()
+        )
+    }
+}

@@ -105,3 +105,30 @@ fn emit_reproduces_linux_syn_byte_for_byte() {
         .expect("tcp fits");
     assert_eq!(out, bytes);
 }
+
+#[test]
+fn linux_syn_displays_as_one_line_per_layer() {
+    let bytes = hex(LINUX_SYN);
+    let frame = EthernetFrame::new_checked(&bytes[..]).expect("ethernet");
+    let eth = EthernetRepr::parse(&frame).expect("ethernet repr");
+    assert_eq!(
+        eth.to_string(),
+        "66:77:88:99:00:aa > 00:11:22:33:44:55 type 0x0800"
+    );
+    let ip = Ipv4Packet::new_checked(frame.payload()).expect("ipv4");
+    let ip_repr = Ipv4Repr::parse(&ip, ChecksumCaps::ALL).expect("ipv4");
+    assert_eq!(
+        ip_repr.to_string(),
+        "192.168.1.10 > 93.184.216.34 tcp ttl 64 id 7238 len 40 DF"
+    );
+    let addrs = IpPair::V4 {
+        src: ip_repr.src_addr,
+        dst: ip_repr.dst_addr,
+    };
+    let tcp = TcpPacket::new_checked(ip.payload()).expect("tcp");
+    let t = TcpRepr::parse(&tcp, &addrs, ChecksumCaps::ALL).expect("tcp");
+    assert_eq!(
+        t.to_string(),
+        "51234 > 443 [S] seq 1851604011 win 64240 mss 1460 wscale 7 sackOK TS val 439041101 ecr 0 len 0"
+    );
+}
