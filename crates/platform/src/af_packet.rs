@@ -10,7 +10,7 @@
 //! A block is retired early after `retire_timeout_ms` so a quiet link still delivers promptly.
 //! Transmit uses `send(2)` on the same socket (with `PACKET_QDISC_BYPASS` when asked).
 //!
-//! All the `unsafe` of this module is in [`MappedRing`]: mapping, unmapping and bounds-checked
+//! All the `unsafe` of this module is in `MappedRing`: mapping, unmapping and bounds-checked
 //! volatile access to the shared ring. Everything that interprets the kernel's headers is safe
 //! code over those accessors and never trusts an offset it has not checked.
 
