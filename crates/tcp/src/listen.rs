@@ -154,3 +154,135 @@ mod tests {
         assert!(b.on_cookie_established());
     }
 }
+
+/// What a listening socket should do with a segment (RFC 9293 §3.10.7.2, LISTEN).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenInput {
+    /// A connection request: consult [`Backlog::on_syn`].
+    Syn,
+    /// A bare ACK: it may complete a SYN-cookie handshake
+    /// ([`crate::isn::SynCookies::validate`]); if not, answer with [`reset_reply`].
+    Ack,
+    /// Anything else: drop (an incoming RST is ignored, a segment without SYN/ACK/RST is
+    /// dropped).
+    Ignore,
+}
+
+/// Classifies a segment that arrived for a listener.
+pub fn classify_listen_segment(seg: &wire::tcp::TcpRepr<'_>) -> ListenInput {
+    use wire::tcp::TcpFlags;
+    let f = seg.flags;
+    if f.contains(TcpFlags::RST) {
+        // "An incoming RST segment could not be valid ... it should be ignored."
+        ListenInput::Ignore
+    } else if f.contains(TcpFlags::ACK) {
+        // "Any acknowledgment is bad if it arrives on a connection still in the LISTEN state.
+        // An acceptable reset segment should be formed" — unless it is a cookie.
+        ListenInput::Ack
+    } else if f.contains(TcpFlags::SYN) {
+        ListenInput::Syn
+    } else {
+        ListenInput::Ignore
+    }
+}
+
+/// The RST answering `seg` when no connection (or a listener) wants it (RFC 9293 §3.10.7.1):
+/// `<SEQ=SEG.ACK><CTL=RST>` if it carried an ACK, else
+/// `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`. A RST is never answered.
+pub fn reset_reply(seg: &wire::tcp::TcpRepr<'_>) -> Option<wire::tcp::TcpRepr<'static>> {
+    use wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
+    if seg.flags.contains(TcpFlags::RST) {
+        return None;
+    }
+    let seg_len = seg.payload.len() as u32
+        + u32::from(seg.flags.contains(TcpFlags::SYN))
+        + u32::from(seg.flags.contains(TcpFlags::FIN));
+    let (seq, ack, flags) = if seg.flags.contains(TcpFlags::ACK) {
+        (seg.ack_number, SeqNumber(0), TcpFlags::RST)
+    } else {
+        (
+            SeqNumber(0),
+            seg.seq_number + seg_len,
+            TcpFlags::RST | TcpFlags::ACK,
+        )
+    };
+    Some(TcpRepr {
+        src_port: seg.dst_port,
+        dst_port: seg.src_port,
+        seq_number: seq,
+        ack_number: ack,
+        flags,
+        window_len: 0,
+        urgent_pointer: 0,
+        max_seg_size: None,
+        window_scale: None,
+        sack_permitted: false,
+        sack_blocks: [None; 4],
+        timestamp: None,
+        payload: &[],
+    })
+}
+
+#[cfg(test)]
+mod reply_tests {
+    use super::*;
+    use wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
+
+    fn seg(flags: TcpFlags, payload: &'static [u8]) -> TcpRepr<'static> {
+        TcpRepr {
+            src_port: 5000,
+            dst_port: 80,
+            seq_number: SeqNumber(100),
+            ack_number: SeqNumber(777),
+            flags,
+            window_len: 100,
+            urgent_pointer: 0,
+            max_seg_size: None,
+            window_scale: None,
+            sack_permitted: false,
+            sack_blocks: [None; 4],
+            timestamp: None,
+            payload,
+        }
+    }
+
+    #[test]
+    fn reset_reply_to_an_ack_takes_its_sequence_from_the_ack() {
+        let r = reset_reply(&seg(TcpFlags::ACK, b"abc")).unwrap();
+        assert_eq!((r.seq_number, r.flags), (SeqNumber(777), TcpFlags::RST));
+        assert_eq!((r.src_port, r.dst_port), (80, 5000));
+    }
+
+    #[test]
+    fn reset_reply_without_ack_acknowledges_the_whole_segment() {
+        let r = reset_reply(&seg(TcpFlags::SYN | TcpFlags::FIN, b"abc")).unwrap();
+        assert_eq!(r.seq_number, SeqNumber(0));
+        assert_eq!(r.ack_number, SeqNumber(105));
+        assert_eq!(r.flags, TcpFlags::RST | TcpFlags::ACK);
+    }
+
+    #[test]
+    fn a_reset_is_never_answered() {
+        assert_eq!(reset_reply(&seg(TcpFlags::RST | TcpFlags::ACK, b"")), None);
+    }
+
+    #[test]
+    fn listener_classifies_rst_ack_syn() {
+        assert_eq!(
+            classify_listen_segment(&seg(TcpFlags::RST, b"")),
+            ListenInput::Ignore
+        );
+        assert_eq!(
+            classify_listen_segment(&seg(TcpFlags::ACK, b"")),
+            ListenInput::Ack
+        );
+        assert_eq!(
+            classify_listen_segment(&seg(TcpFlags::SYN, b"")),
+            ListenInput::Syn
+        );
+        assert_eq!(
+            classify_listen_segment(&seg(TcpFlags::FIN, b"")),
+            ListenInput::Ignore
+        );
+    }
+}

@@ -1421,3 +1421,15 @@ fn window_scale_above_14_is_treated_as_14() {
     // RFC 7323 §2.3.
     assert_eq!(a.negotiated().snd_wscale, 14);
 }
+
+#[test]
+fn aborted_engine_is_finished_only_after_its_rst_left() {
+    let mut p = established_no_ts();
+    p.a.abort();
+    assert_eq!(p.a.state(), State::Closed);
+    assert!(!p.a.is_finished(), "the RST is still owed");
+    let mut buf = [0u8; 64];
+    let rst = p.a.poll_transmit(p.now, &mut buf).unwrap();
+    assert!(rst.flags.contains(TcpFlags::RST));
+    assert!(p.a.is_finished());
+}

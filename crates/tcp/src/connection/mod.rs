@@ -688,6 +688,11 @@ impl Connection {
     pub fn sequence_state(&self) -> (SeqNumber, SeqNumber, SeqNumber) {
         (self.snd_una, self.snd_nxt, self.rcv_nxt)
     }
+    /// True once the connection is CLOSED and has nothing left to send: the driver may drop it.
+    pub fn is_finished(&self) -> bool {
+        self.state == State::Closed && self.rst_pending.is_none()
+    }
+
     /// True while in fast recovery.
     pub fn in_recovery(&self) -> bool {
         self.in_recovery
