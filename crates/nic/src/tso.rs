@@ -12,7 +12,9 @@
 //!   IPv6: payload length;
 //! - FIN and PSH only on the last segment; CWR only on the first (RFC 3168 §6.1.2: CWR is
 //!   set on the first new segment after the window reduction); other flags on all;
-//! - TCP checksum of every segment.
+//! - TCP checksum of every segment;
+//! - the urgent pointer is copied unchanged (rsstack never sends urgent data; RFC 6093 §4
+//!   advises against it).
 //!
 //! Without TSO, checksum offload fills the IPv4 header checksum and/or the TCP/UDP checksum.
 
