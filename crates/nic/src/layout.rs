@@ -104,7 +104,9 @@ impl Layout {
 /// Checksum state a receive descriptor reports (like the 82599's IPCS/L4CS + IPE/TCPE bits).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum CsumStatus {
-    /// Not checked (offload off, not IP, IPv6 has no header checksum, an IP fragment, …).
+    /// Not checked: offload off, not IP, the IPv6 header (it has no checksum), an IP
+    /// fragment, IPv6 with extension headers, a protocol other than TCP/UDP, or a UDP/IPv4
+    /// datagram sent without a checksum.
     #[default]
     NotChecked,
     /// Verified correct.

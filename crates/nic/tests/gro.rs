@@ -430,3 +430,47 @@ fn vlan_tagged_segments_coalesce_only_within_one_vlan() {
     assert_eq!(p.payload.len(), 3 * MSS);
     assert_eq!(nic.counters(0).expect("q0").gro_flush_header_change, 1);
 }
+
+#[test]
+fn open_group_keeps_growing_when_the_ring_is_full() {
+    // Like RSC, a group holds one slot from its first segment on; appending needs no slot.
+    let mut nic = Nic::new(NicConfig {
+        queues: 1,
+        rx_ring_slots: 2,
+        moderation: ModerationConfig::OFF,
+        ..NicConfig::default()
+    })
+    .expect("config");
+    let a = stream(&Seg::v4(40000, 80), 1000, 3);
+    let b = stream(&Seg::v4(40001, 80), 1000, 2);
+    assert!(matches!(
+        nic.receive(0, a[0].build()),
+        RxVerdict::Queued { .. }
+    ));
+    assert!(matches!(
+        nic.receive(0, b[0].build()),
+        RxVerdict::Queued { .. }
+    ));
+    assert!(matches!(
+        nic.receive(0, a[1].build()),
+        RxVerdict::Coalesced { .. }
+    ));
+    assert!(matches!(
+        nic.receive(0, b[1].build()),
+        RxVerdict::Coalesced { .. }
+    ));
+    // A third flow finds no slot.
+    let c = stream(&Seg::v4(40002, 80), 1000, 1);
+    assert_eq!(
+        nic.receive(0, c[0].build()),
+        RxVerdict::Dropped(nic::RxDrop::RingFull)
+    );
+    assert!(matches!(
+        nic.receive(0, a[2].build()),
+        RxVerdict::Coalesced { .. }
+    ));
+    let d = drain(&mut nic, 0, 0);
+    let counts: Vec<u16> = d.iter().map(|d| d.coalesced_segments).collect();
+    assert_eq!(counts, vec![3, 2]);
+    assert_eq!(nic.counters(0).expect("q0").rx_drop_ring_full, 1);
+}

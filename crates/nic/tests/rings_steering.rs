@@ -317,6 +317,20 @@ fn symmetric_key_lands_both_directions_on_one_queue() {
             assert_eq!(a, b, "{mode:?}: flow {i} split across queues");
             queues_used.insert(a);
         }
+        // IPv6 flows too.
+        for i in 0..100u16 {
+            let mut fwd = Seg::v6(2000 + i * 3, 443).with_payload(1, vec![2; 10]);
+            fwd.src = IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, i, 0, 0, 0, 0, 1));
+            let mut rev = fwd.clone();
+            std::mem::swap(&mut rev.src, &mut rev.dst);
+            std::mem::swap(&mut rev.sport, &mut rev.dport);
+            let (RxVerdict::Queued { queue: a, .. }, RxVerdict::Queued { queue: b, .. }) =
+                (nic.receive(0, fwd.build()), nic.receive(0, rev.build()))
+            else {
+                panic!("v6 not queued");
+            };
+            assert_eq!(a, b, "{mode:?}: v6 flow {i} split across queues");
+        }
         // And the flows still spread over the queues.
         assert!(queues_used.len() >= 6, "{mode:?}: {queues_used:?}");
         // UDP too.
