@@ -289,6 +289,14 @@ impl Nic {
         Ok(())
     }
 
+    /// Sets the queue for frames nothing else steers (non-IP, unhashed types); drops that
+    /// happen before steering are counted there too.
+    pub fn set_default_queue(&mut self, queue: u16) -> Result<(), ConfigError> {
+        self.check_queue(queue)?;
+        self.steering.default_queue = queue;
+        Ok(())
+    }
+
     /// Sets the RSS key and symmetric mode.
     pub fn set_hasher(&mut self, hasher: RssHasher) {
         self.steering.hasher = hasher;

@@ -180,6 +180,12 @@ fn non_ip_frame_goes_to_default_queue_without_hash() {
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].hash, None);
     assert_eq!(d[0].csum.l4, CsumStatus::NotChecked);
+    nic.set_default_queue(3).expect("queue 3 exists");
+    assert!(matches!(
+        nic.receive(1, d[0].frame.clone()),
+        RxVerdict::Queued { queue: 3, .. }
+    ));
+    assert_eq!(nic.set_default_queue(4), Err(ConfigError::NoSuchQueue));
 }
 
 #[test]
