@@ -263,8 +263,8 @@ impl NicConfig {
 }
 
 pub(crate) fn validate_moderation(m: &ModerationConfig) -> Result<(), ConfigError> {
-    if let Some(a) = m.adaptive
-        && (a.interval_ns_min > a.interval_ns_max || a.rate_pps_high == 0)
+    if m.adaptive
+        .is_some_and(|a| a.interval_ns_min > a.interval_ns_max || a.rate_pps_high == 0)
     {
         return Err(ConfigError::BadAdaptiveBounds);
     }

@@ -152,15 +152,15 @@ pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> (RxChecksum, Op
             out.l4 = status(checksum::combine(&[ph, seg_sum]) == 0xffff);
             tcp_sum = Some(seg_sum);
         }
-    } else if layout.protocol == IpProtocol::UDP
-        && let Ok(udp) = UdpPacket::new_checked(l4)
-    {
-        // RFC 768: a zero checksum over IPv4 means "none computed".
-        out.l4 = if udp.checksum() == 0 && layout.l3 == L3::V4 {
-            CsumStatus::NotChecked
-        } else {
-            status(udp.verify_checksum(&layout.addrs))
-        };
+    } else if layout.protocol == IpProtocol::UDP {
+        if let Ok(udp) = UdpPacket::new_checked(l4) {
+            // RFC 768: a zero checksum over IPv4 means "none computed".
+            out.l4 = if udp.checksum() == 0 && layout.l3 == L3::V4 {
+                CsumStatus::NotChecked
+            } else {
+                status(udp.verify_checksum(&layout.addrs))
+            };
+        }
     }
     (out, tcp_sum)
 }

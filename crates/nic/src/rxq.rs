@@ -197,9 +197,11 @@ impl RxQueue {
         let key = tcp.as_ref().map(|t| t.key);
         let ctx_idx = key.and_then(|k| self.contexts.iter().position(|x| x.key == k));
 
-        if let (Some(t), Some(l)) = (tcp.as_ref(), layout)
-            && gro.enabled
-        {
+        let gro_tcp = match (tcp.as_ref(), layout) {
+            (Some(t), Some(l)) if gro.enabled => Some((t, l)),
+            _ => None,
+        };
+        if let Some((t, l)) = gro_tcp {
             if let Some(i) = ctx_idx {
                 match self.try_merge(i, &frame, l, t, gro) {
                     Ok(close_after) => {
