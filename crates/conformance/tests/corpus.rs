@@ -274,14 +274,9 @@ fn every_corpus_script_runs_on_an_ideal_clock() {
     }
 }
 
-/// `wire` emits options in Linux's layout; every outbound corpus line that lists options
-/// (except TCP Fast Open, which `TcpRepr` cannot carry) must find exactly its layout — nops
-/// included — in the bytes `wire` emits for the ideal segment.
-///
-/// One known deviation is tolerated and counted: without timestamps, Linux writes
-/// `NOP NOP SACK_PERM` before `NOP WSCALE` (`<mss 1460,nop,nop,sackOK,nop,wscale 8>`, 34 lines
-/// of the corpus) while `wire` (as of this test) writes `NOP WSCALE` first. Any other layout
-/// difference fails the test.
+/// `wire` emits options in Linux's layout (`tcp_options_write`); every outbound corpus line
+/// that lists options (except TCP Fast Open, which `TcpRepr` cannot carry) must find exactly
+/// its layout — nops included — in the bytes `wire` emits for the ideal segment.
 #[test]
 fn wire_emits_the_option_layout_every_corpus_line_expects() {
     use conformance::matcher::check_option_layout;
@@ -291,7 +286,6 @@ fn wire_emits_the_option_layout_every_corpus_line_expects() {
         dst: core::net::Ipv4Addr::new(192, 0, 2, 2),
     };
     let mut checked = 0;
-    let mut known_deviation = 0;
     let mut failures = Vec::new();
     for (path, text) in corpus() {
         let s = parse_script(&text).expect("parses");
@@ -313,22 +307,11 @@ fn wire_emits_the_option_layout_every_corpus_line_expects() {
                 .unwrap_or_else(|e| panic!("{}:{}: emit: {e:?}", path.display(), ev.pos));
             let pkt = TcpPacket::new_checked(&buf[..]).expect("emitted segment parses");
             if let Err(e) = check_option_layout(list, pkt.options()) {
-                let sackok_before_wscale_without_ts = l.options.to_string()
-                    == "<mss 1460,nop,nop,sackOK,nop,wscale 8>"
-                    && e.to_string() == "option #2: expected kind 1 len 1, got kind 3 len 3";
-                if sackok_before_wscale_without_ts {
-                    known_deviation += 1;
-                } else {
-                    failures.push(format!("{}:{}: {l}: {e}", path.display(), ev.pos));
-                }
+                failures.push(format!("{}:{}: {l}: {e}", path.display(), ev.pos));
             }
             checked += 1;
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert_eq!(checked, 55);
-    println!(
-        "wire option layout: {known_deviation} of {checked} lines differ only by sackOK/wscale order"
-    );
-    assert!(known_deviation <= 34);
 }

@@ -541,8 +541,8 @@ impl<'a> TcpRepr<'a> {
     }
 
     /// Bytes of options emit writes, in Linux's layout (`tcp_options_write`): MSS (4);
-    /// SACK-permitted+timestamps (12) or NOP NOP timestamps (12); NOP window scale (4);
-    /// NOP NOP SACK-permitted (4) when there are no timestamps; NOP NOP SACK blocks (4 + 8n).
+    /// SACK-permitted+timestamps (12) or NOP NOP timestamps (12); NOP NOP SACK-permitted (4)
+    /// when there are no timestamps; NOP window scale (4); NOP NOP SACK blocks (4 + 8n).
     /// Always a multiple of 4.
     pub fn options_len(&self) -> usize {
         let mut len = 0;
@@ -639,11 +639,11 @@ impl<'a> TcpRepr<'a> {
             w.bytes(&ts.tsval.to_be_bytes());
             w.bytes(&ts.tsecr.to_be_bytes());
         }
-        if let Some(ws) = self.window_scale {
-            w.bytes(&[kind::NOP, kind::WINDOW_SCALE, 3, ws]);
-        }
         if self.sack_permitted && self.timestamp.is_none() {
             w.bytes(&[kind::NOP, kind::NOP, kind::SACK_PERMITTED, 2]);
+        }
+        if let Some(ws) = self.window_scale {
+            w.bytes(&[kind::NOP, kind::WINDOW_SCALE, 3, ws]);
         }
         let n = self.sack_block_count();
         if n > 0 {

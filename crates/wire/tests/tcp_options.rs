@@ -60,14 +60,16 @@ fn sack_blocks_are_emitted_after_nop_nop_with_timestamps_first() {
 }
 
 #[test]
-fn sack_permitted_without_timestamps_is_padded_with_two_nops() {
+/// Linux's `tcp_options_write` puts `NOP NOP SACK_PERM` before `NOP WSCALE` when there are no
+/// timestamps (packetdrill's `<mss 536,nop,nop,sackOK,nop,wscale 0>`).
+fn sack_permitted_without_timestamps_is_padded_with_two_nops_before_window_scale() {
     let mut r = base(&[]);
     r.flags = TcpFlags::SYN;
     r.max_seg_size = Some(536);
     r.sack_permitted = true;
     r.window_scale = Some(0);
     let b = emit(&r, ChecksumCaps::ALL);
-    assert_eq!(&b[20..], &[2, 4, 2, 24, 1, 3, 3, 0, 1, 1, 4, 2]);
+    assert_eq!(&b[20..], &[2, 4, 2, 24, 1, 1, 4, 2, 1, 3, 3, 0]);
 }
 
 #[test]
