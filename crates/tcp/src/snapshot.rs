@@ -89,6 +89,8 @@ pub struct ConnectionSnapshot {
     /// How long before the export TS.Recent was last updated.
     pub ts_recent_age_ns: u64,
     pub last_ack_sent: SeqNumber,
+    /// Our timestamp clock value at the last retransmission (older echoes are not sampled).
+    pub ts_rtx_floor: u32,
     // --- congestion and RTT ---
     pub cwnd_bytes: u32,
     pub ssthresh_bytes: u32,
@@ -195,6 +197,7 @@ impl Connection {
             ts_recent: self.ts_recent,
             ts_recent_age_ns: now.saturating_sub(self.ts_recent_age_ns),
             last_ack_sent: self.last_ack_sent,
+            ts_rtx_floor: self.ts_rtx_floor,
             cwnd_bytes: self.cc.cwnd_bytes,
             ssthresh_bytes: self.cc.ssthresh_bytes,
             ca_acked_bytes: self.cc.ca_acked_bytes,
@@ -329,6 +332,7 @@ impl Connection {
             ts_recent: s.ts_recent,
             ts_recent_age_ns: now.saturating_sub(s.ts_recent_age_ns),
             last_ack_sent: s.last_ack_sent,
+            ts_rtx_floor: s.ts_rtx_floor,
             rtx_deadline_ns: deadline(s.rtx_remaining_ns, now),
             persist_deadline_ns: deadline(s.persist_remaining_ns, now),
             delack_deadline_ns: NEVER,

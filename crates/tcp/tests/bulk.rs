@@ -94,3 +94,64 @@ fn pure_acks_stay_acceptable_while_both_sides_retransmit() {
         },
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Random configurations (MSS, buffers, options, congestion control, Nagle, OOO caps) over
+    /// random loss, delay and duplication: both streams arrive intact and the close completes.
+    #[test]
+    fn random_configurations_deliver_both_streams_and_close(
+        seed in any::<u64>(),
+        mss in 300u16..1460,
+        buf in 3000u32..300_000,
+        sack: bool,
+        ts: bool,
+        ws: bool,
+        cubic: bool,
+        nodelay: bool,
+        loss_per_mille in 0u64..150,
+        delay_ms in 1u64..20,
+        ooo in 0u16..6,
+    ) {
+        let c = Config {
+            mss_bytes: mss,
+            recv_buffer_bytes: buf,
+            send_buffer_bytes: buf,
+            sack,
+            timestamps: ts,
+            window_scale: ws,
+            nodelay,
+            ooo_segments_max: ooo,
+            congestion_control: if cubic { CongestionControl::Cubic } else { CongestionControl::NewReno },
+            ..Config::default()
+        };
+        let mut p = Pair::established(c, c, delay_ms * MS);
+        let mut rng = Rng(seed | 1);
+        p.filter = Box::new(move |_, _| {
+            if rng.chance(loss_per_mille) {
+                Verdict::Drop
+            } else if rng.chance(30) {
+                Verdict::DelayExtra(rng.next() % (3 * delay_ms * MS))
+            } else if rng.chance(20) {
+                Verdict::Duplicate
+            } else {
+                Verdict::Pass
+            }
+        });
+        let a = pattern(60_000);
+        let b: Vec<u8> = pattern(20_000).into_iter().rev().collect();
+        p.a_to_send = a.clone();
+        p.b_to_send = b.clone();
+        p.run_until(|p| p.b_read.len() >= a.len() && p.a_read.len() >= b.len(), 3_000_000 * MS);
+        prop_assert!(p.b_read == a);
+        prop_assert!(p.a_read == b);
+        p.a.shutdown_write().unwrap();
+        p.b.shutdown_write().unwrap();
+        p.run_until(
+            |p| matches!(p.a.state(), State::TimeWait | State::Closed) && matches!(p.b.state(), State::TimeWait | State::Closed),
+            3_000_000 * MS,
+        );
+        prop_assert!(p.a.invariant_violation().is_none() && p.b.invariant_violation().is_none());
+    }
+}

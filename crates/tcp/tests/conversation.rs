@@ -1433,3 +1433,32 @@ fn aborted_engine_is_finished_only_after_its_rst_left() {
     assert!(rst.flags.contains(TcpFlags::RST));
     assert!(p.a.is_finished());
 }
+
+#[test]
+fn stale_timestamp_echo_after_a_lost_ack_is_not_sampled() {
+    let c = Config {
+        recv_buffer_bytes: 65535,
+        ..cfg()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    let srtt_before = p.a.srtt_ns().unwrap();
+    // B's ACK of the data is lost; A's retransmission is a duplicate at B, whose ACK echoes
+    // the timestamp of the original transmission, 200 ms old.
+    let mut dropped = false;
+    p.filter = Box::new(move |c, s| {
+        if c.dir == Dir::BtoA && !s.is_data() && !dropped {
+            dropped = true;
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    p.a.send(b"data whose ACK is lost").unwrap();
+    p.run_until(|p| p.a.send_queue_bytes() == 0, 2_000 * MS);
+    assert_eq!(p.a.counters().rto_expirations, 1);
+    let srtt = p.a.srtt_ns().unwrap();
+    assert!(
+        srtt <= srtt_before + 10 * MS,
+        "SRTT {srtt} ns after a stale echo (was {srtt_before})"
+    );
+}

@@ -519,11 +519,15 @@ impl Connection {
 
     pub(super) fn rtt_sample_on_ack(&mut self, now: u64, seg: &TcpRepr<'_>, ack: SeqNumber) {
         if self.ts_ok {
-            // RFC 7323 §4.1: RTTM from the echoed timestamp of an ACK for new data; valid
-            // even for retransmitted segments, so Karn's rule is not needed.
+            // RFC 7323 §4.1: RTTM from the echoed timestamp of an ACK for new data.
+            // One exception: an echo older than our last retransmission. When the peer had
+            // already received the data and only our cumulative ACK was lost, the
+            // retransmission is a duplicate that does not update its TS.Recent (RFC 7323 §4.3
+            // rule 2), so the ACK it triggers echoes a stale timestamp and would inflate SRTT
+            // by the whole recovery time. Such a sample is ambiguous, Karn-style: skip it.
             if let Some(ts) = seg.timestamp {
                 let ticks = self.ts_now(now).wrapping_sub(ts.tsecr);
-                if ts.tsecr != 0 && (ticks as i32) >= 0 {
+                if ts.tsecr != 0 && (ticks as i32) >= 0 && !ts_lt(ts.tsecr, self.ts_rtx_floor) {
                     self.rtt.sample(u64::from(ticks) * NS_PER_MS);
                     self.counters.rtt_samples += 1;
                 }

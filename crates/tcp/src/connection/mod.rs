@@ -304,6 +304,9 @@ pub struct Connection {
     pub(crate) ts_recent: u32,
     pub(crate) ts_recent_age_ns: u64,
     pub(crate) last_ack_sent: SeqNumber,
+    /// Our timestamp clock at the last retransmission: echoes older than this are ambiguous
+    /// RTT samples.
+    pub(crate) ts_rtx_floor: u32,
     // ---- timers (absolute ns deadlines, NEVER when off) ----
     pub(crate) rtx_deadline_ns: u64,
     pub(crate) persist_deadline_ns: u64,
@@ -421,6 +424,7 @@ impl Connection {
             ts_recent: 0,
             ts_recent_age_ns: now,
             last_ack_sent: SeqNumber(0),
+            ts_rtx_floor: ((now / NS_PER_MS) as u32).wrapping_add(ts_offset),
             rtx_deadline_ns: NEVER,
             persist_deadline_ns: NEVER,
             delack_deadline_ns: NEVER,

@@ -239,6 +239,7 @@ impl Connection {
                 self.high_rxt = end;
             }
             self.counters.retransmitted_segments += 1;
+            self.ts_rtx_floor = self.ts_now(now);
             self.counters.retransmitted_bytes += n as u64;
             // Karn: a retransmission makes any running RTT measurement ambiguous.
             self.rtt_timed = None;
