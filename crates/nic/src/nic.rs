@@ -144,6 +144,9 @@ pub struct Nic {
     queues: Vec<Queue>,
     wakeups: VecDeque<Wakeup>,
     pool: BufferPool,
+    /// RSS-steered packets per RETA index since the last reset. Invariant: as long as the
+    /// RETA (`set_reta` resizes it).
+    bucket_packets: Vec<u64>,
 }
 
 impl Nic {
@@ -169,7 +172,9 @@ impl Nic {
             })
             .collect();
         let pool = BufferPool::new(config.pool_buffers_max);
+        let bucket_packets = vec![0; steering.reta.len()];
         Ok(Nic {
+            bucket_packets,
             config,
             steering,
             queues,
@@ -210,14 +215,21 @@ impl Nic {
     pub fn steer(&self, frame: &[u8]) -> Result<rss::SteerDecision, RxDrop> {
         match FlowFields::from_frame(frame) {
             Ok(Some(fields)) => Ok(self.steering.steer_fields(&fields)),
-            Ok(None) => Ok(rss::SteerDecision {
-                queue: self.steering.default_queue,
-                hash: None,
-                hash_type: None,
-                how: SteerHow::NoHash,
-            }),
+            Ok(None) => Ok(self.steering.no_hash_decision()),
             Err(_) => Err(RxDrop::Malformed),
         }
+    }
+
+    /// Packets RSS steered through each RETA entry since creation or the last
+    /// [`Nic::reset_reta_bucket_packets`]: the load per bucket a rebalancer needs to decide
+    /// which entries to move (filter-steered and unhashed packets are not counted).
+    pub fn reta_bucket_packets(&self) -> &[u64] {
+        &self.bucket_packets
+    }
+
+    /// Starts a new measurement window for [`Nic::reta_bucket_packets`].
+    pub fn reset_reta_bucket_packets(&mut self) {
+        self.bucket_packets.iter_mut().for_each(|n| *n = 0);
     }
 
     /// Buffer pool statistics.
@@ -285,6 +297,7 @@ impl Nic {
         if reta.entries().iter().any(|&q| q >= self.config.queues) {
             return Err(ConfigError::NoSuchQueue);
         }
+        self.bucket_packets = vec![0; reta.len()];
         self.steering.reta = reta;
         Ok(())
     }
@@ -479,6 +492,12 @@ impl Nic {
         };
         c.rx_packets += 1;
         c.rx_bytes += bytes;
+        if let (SteerHow::Rss, Some(h)) = (decision.how, decision.hash) {
+            let i = self.steering.reta.index_for_hash(h);
+            if let Some(n) = self.bucket_packets.get_mut(i) {
+                *n += 1;
+            }
+        }
         if mismatch {
             c.rx_steer_mismatch += 1;
         }

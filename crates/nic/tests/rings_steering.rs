@@ -486,3 +486,26 @@ fn atr_samples_every_nth_segment_and_counts_a_full_table() {
     let c = nic.counters(tx_q).expect("q");
     assert_eq!((c.tx_atr_filters_set, c.tx_atr_table_full), (1, 1));
 }
+
+#[test]
+fn reta_bucket_counters_show_the_load_per_entry() {
+    let mut nic = Nic::new(config(4, 512)).expect("config");
+    let hasher = RssHasher::default();
+    let target = flow_frame(77, 1);
+    let (_, input) = HashInput::from_frame(&target, HashTypes::all())
+        .expect("valid")
+        .expect("hashable");
+    let bucket = nic.steering().reta.index_for_hash(hasher.hash(&input));
+    for k in 0..50u32 {
+        nic.receive(0, flow_frame(77, 1 + k * 100));
+    }
+    for i in 0..100u16 {
+        nic.receive(0, flow_frame(i + 200, 1));
+    }
+    let total: u64 = nic.reta_bucket_packets().iter().sum();
+    assert_eq!(total, nic.counters_total().rx_steered_rss);
+    assert!(nic.reta_bucket_packets()[bucket] >= 50);
+    nic.reset_reta_bucket_packets();
+    assert!(nic.reta_bucket_packets().iter().all(|&n| n == 0));
+    assert_eq!(nic.reta_bucket_packets().len(), rss::RETA_SIZE_DEFAULT);
+}
