@@ -66,9 +66,8 @@ pub struct QueueCounters {
     pub wakeups: u64,
     /// Of `wakeups`, fired by the low-latency (PSH) rule.
     pub wakeups_lli: u64,
-    /// Descriptors delivered within wake-up cycles (a cycle runs from a wake-up to the re-arm).
-    pub wakeup_descriptors: u64,
-    /// Largest number of descriptors delivered in one wake-up cycle.
+    /// Largest number of descriptors delivered in one wake-up cycle (a cycle runs from a
+    /// wake-up to the re-arm).
     pub wakeup_descriptors_max: u64,
     /// Calls to `poll_rx` on this queue.
     pub polls: u64,
@@ -104,7 +103,7 @@ impl QueueCounters {
         if self.wakeups == 0 {
             0.0
         } else {
-            self.wakeup_descriptors as f64 / self.wakeups as f64
+            self.rx_descriptors_polled as f64 / self.wakeups as f64
         }
     }
 

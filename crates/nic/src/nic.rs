@@ -575,7 +575,6 @@ impl Nic {
         let drained = delivered < budget && q.rx.len() == 0;
         let n = delivered as u64;
         q.counters.rx_descriptors_polled += n;
-        q.counters.wakeup_descriptors += n;
         q.cycle_descriptors += n;
         if !drained {
             q.counters.polls_budget_exhausted += 1;
@@ -749,7 +748,6 @@ fn add_counters(t: &mut QueueCounters, c: &QueueCounters) {
         gro_flush_evict,
         wakeups,
         wakeups_lli,
-        wakeup_descriptors,
         wakeup_descriptors_max,
         polls,
         polls_budget_exhausted,
@@ -791,7 +789,6 @@ fn add_counters(t: &mut QueueCounters, c: &QueueCounters) {
     t.gro_flush_evict += gro_flush_evict;
     t.wakeups += wakeups;
     t.wakeups_lli += wakeups_lli;
-    t.wakeup_descriptors += wakeup_descriptors;
     t.wakeup_descriptors_max = t.wakeup_descriptors_max.max(wakeup_descriptors_max);
     t.polls += polls;
     t.polls_budget_exhausted += polls_budget_exhausted;
