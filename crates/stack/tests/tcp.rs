@@ -441,3 +441,54 @@ fn options_apply_to_listeners_and_nodelay_to_live_connections() {
     assert!(p.a.counters().tx_frames > a_tx, "probe answered");
     assert_eq!(p.b.tcp_state(s), Some(tcp::State::Established));
 }
+
+#[test]
+fn tcp_segments_fit_a_small_mtu_without_fragmenting() {
+    let mut ca = config_a();
+    ca.interface.mtu_bytes = 1280;
+    let mut cb = config_b();
+    cb.interface.mtu_bytes = 1280;
+    let mut p = Pair::with(ca, cb);
+    let (c, s) = establish(&mut p, v6(IP6_B, 9));
+    let data = vec![0x5a; 50_000];
+    let mut sent = 0;
+    let mut got = Vec::new();
+    for _ in 0..1000 {
+        if let Ok(n) = p.a.tcp_send(c, &data[sent..]) {
+            sent += n;
+        }
+        p.advance(MS);
+        got.extend(read_all(&mut p.b, s));
+        if got.len() == data.len() {
+            break;
+        }
+    }
+    assert_eq!(got, data);
+    let ca = p.a.counters();
+    assert_eq!((ca.tx_drop_too_big, ca.tx_fragments), (0, 0));
+}
+
+#[test]
+fn full_send_buffer_blocks_then_reports_writable() {
+    let mut ca = config_a();
+    ca.tcp.send_buffer_bytes = 16 * 1024;
+    let mut p = Pair::with(ca, config_b());
+    let (c, s) = establish(&mut p, v4(IP_B, 9));
+    let chunk = vec![1u8; 4096];
+    let mut queued = 0;
+    loop {
+        match p.a.tcp_send(c, &chunk) {
+            Ok(n) => queued += n,
+            Err(SocketError::WouldBlock) => break,
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert!(queued >= 16 * 1024);
+    while p.a.poll_event().is_some() {}
+    p.advance(100 * MS);
+    let _ = read_all(&mut p.b, s);
+    p.advance(100 * MS);
+    let evs = events(&mut p.a);
+    assert!(readiness_of(&evs, c).contains(Readiness::WRITABLE));
+    assert!(p.a.tcp_send(c, &chunk).is_ok());
+}
