@@ -74,6 +74,11 @@ pub struct Pair {
     pub a: Connection,
     pub b: Connection,
     pub one_way_delay_ns: u64,
+    /// Link rate in bits per second (`None`: infinitely fast). With a rate, segments leaving
+    /// one side are serialized one after another, as on a real bottleneck.
+    pub link_rate_bps: Option<u64>,
+    /// When each direction's transmitter is free again.
+    busy_until: [u64; 2],
     /// (deliver_at, order, direction, segment)
     in_flight: Vec<(u64, u64, Dir, Seg)>,
     order: u64,
@@ -125,6 +130,8 @@ impl Pair {
             a,
             b,
             one_way_delay_ns: delay_ns,
+            link_rate_bps: None,
+            busy_until: [0, 0],
             in_flight: Vec::new(),
             order: 0,
             log: vec![(now, Dir::AtoB, syn)],
@@ -232,7 +239,15 @@ impl Pair {
         }
         self.log.push((self.now, dir, seg.clone()));
         let verdict = (self.filter)(&ctx, &seg);
-        let at = self.now + self.one_way_delay_ns;
+        let mut depart = self.now;
+        if let Some(bps) = self.link_rate_bps {
+            // 40 bytes of IP/TCP header plus options and payload, serialized at the link rate.
+            let bits = (40 + seg.hdr.buffer_len() as u64) * 8;
+            depart = self.now.max(self.busy_until[i]);
+            self.busy_until[i] = depart + bits * 1_000_000_000 / bps.max(1);
+            depart = self.busy_until[i];
+        }
+        let at = depart + self.one_way_delay_ns;
         match verdict {
             Verdict::Pass => self.push_flight(at, dir, seg),
             Verdict::Drop => {}
