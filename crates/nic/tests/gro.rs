@@ -474,3 +474,25 @@ fn open_group_keeps_growing_when_the_ring_is_full() {
     assert_eq!(counts, vec![3, 2]);
     assert_eq!(nic.counters(0).expect("q0").rx_drop_ring_full, 1);
 }
+
+#[test]
+fn ipv4_with_options_is_not_coalesced() {
+    let mut nic = nic();
+    let segs = stream(&Seg::v4(40000, 80), 1000, 3);
+    for s in &segs {
+        let mut f = s.build();
+        // Insert a 4-byte IPv4 option (NOP×3 + EOL), fix IHL, total length and checksum.
+        f.splice(34..34, [1, 1, 1, 0]);
+        f[14] = 0x46;
+        let total = u16::from_be_bytes([f[16], f[17]]) + 4;
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        wire::Ipv4Packet::new_unchecked(&mut f[14..]).fill_checksum();
+        nic.receive(0, f);
+    }
+    let d = drain(&mut nic, 0, 0);
+    assert_eq!(d.len(), 3);
+    assert!(
+        d.iter()
+            .all(|d| d.coalesced_segments == 1 && d.csum.l4 == CsumStatus::Good)
+    );
+}

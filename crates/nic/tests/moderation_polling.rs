@@ -295,3 +295,39 @@ fn busy_poll_that_drains_withdraws_the_uncollected_wakeup() {
     assert!(nic.poll_wakeup(1).is_some());
     assert_eq!(nic.poll_wakeup(1), None);
 }
+
+#[test]
+fn moderation_is_per_queue() {
+    let mut nic = Nic::new(NicConfig {
+        queues: 2,
+        moderation: ModerationConfig::OFF,
+        gro: GroConfig {
+            enabled: false,
+            ..GroConfig::default()
+        },
+        ..NicConfig::default()
+    })
+    .expect("config");
+    nic.set_moderation(1, ModerationConfig::fixed(1_000_000))
+        .expect("queue 1");
+    // The same flow, first steered (whole RETA) to queue 0, then to queue 1.
+    let f = frame(0);
+    let mut wakeups = [0u32; 2];
+    for step in 0..2u16 {
+        for i in 0..nic.steering().reta.len() {
+            nic.set_reta_entry(i, step).expect("entry");
+        }
+        for k in 0..10u64 {
+            let t = u64::from(step) * 10_000_000 + k * 1_000;
+            nic.receive(t, f.clone());
+            while let Some(w) = nic.poll_wakeup(t) {
+                wakeups[usize::from(w.queue)] += 1;
+                drain(&mut nic, w.queue, t);
+            }
+        }
+    }
+    // Queue 0 (no moderation) wakes per packet; queue 1 (1 ms interval) once in 10 µs.
+    assert_eq!(wakeups, [10, 1]);
+    assert_eq!(nic.moderation_interval_ns(1), Some(1_000_000));
+    assert_eq!(nic.moderation_interval_ns(0), Some(0));
+}

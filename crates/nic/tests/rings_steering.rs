@@ -509,3 +509,24 @@ fn reta_bucket_counters_show_the_load_per_entry() {
     assert!(nic.reta_bucket_packets().iter().all(|&n| n == 0));
     assert_eq!(nic.reta_bucket_packets().len(), rss::RETA_SIZE_DEFAULT);
 }
+
+#[test]
+fn udp_checksum_is_verified_and_zero_means_not_checked() {
+    let mut nic = Nic::new(config(1, 8)).expect("config");
+    let (src, dst) = (Ipv4Addr::new(1, 1, 1, 1), Ipv4Addr::new(2, 2, 2, 2));
+    let good = udp4(src, dst, 53, 5353, b"hello");
+    let mut bad = good.clone();
+    bad[34 + 8] ^= 1;
+    let mut none = good.clone();
+    none[34 + 6] = 0;
+    none[34 + 7] = 0;
+    for f in [good, bad, none] {
+        nic.receive(0, f);
+    }
+    let d = drain(&mut nic, 0, 0);
+    let l4: Vec<CsumStatus> = d.iter().map(|d| d.csum.l4).collect();
+    assert_eq!(
+        l4,
+        vec![CsumStatus::Good, CsumStatus::Bad, CsumStatus::NotChecked]
+    );
+}
