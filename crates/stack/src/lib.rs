@@ -1,15 +1,44 @@
 //! One shard's host stack, sans-IO (DESIGN.md principle 1): an Ethernet interface with IPv4
 //! and IPv6 addresses, ARP and IPv6 neighbour discovery, IP input with fragment reassembly,
-//! ICMP echo and errors, UDP sockets, and TCP demultiplexing with a socket-handle API and
-//! readiness events.
+//! ICMP echo and errors, UDP sockets, and TCP (over `tcp::Connection`) with listeners, a
+//! 4-tuple connection table and a socket-handle API with readiness events.
 //!
 //! The stack never reads a clock, spawns a thread or makes a system call: every entry point
-//! takes `now` (u64 nanoseconds) and every output is polled. Every queue and table is bounded
-//! and every drop path increments a named counter ([`Counters`]).
+//! takes `now` (u64 nanoseconds, never going backwards) and every output is polled. Every
+//! queue and table is bounded ([`Limits`]) and every drop path increments a named counter
+//! ([`Counters`], a snapshot by value).
 //!
-//! Start at [`Stack`]: build one from a [`StackConfig`], feed frames to [`Stack::receive`],
-//! drain [`Stack::poll_transmit`] and [`Stack::poll_event`], and call
-//! [`Stack::handle_timeout`] at [`Stack::poll_timeout`].
+//! # Driver contract
+//!
+//! 1. Build a [`Stack`] from a [`StackConfig`].
+//! 2. Feed every received frame to [`Stack::receive`] with the RSS hash the NIC carried (or
+//!    `None`); call [`Stack::handle_timeout`] once `now` reaches [`Stack::poll_timeout`].
+//! 3. After any input or application call, drain [`Stack::poll_transmit`] (frames for the
+//!    wire) and [`Stack::poll_event`] (readiness for the application).
+//!
+//! Readiness is edge-triggered: a condition is reported once when it becomes true, so an
+//! application drains (`udp_recv_from`, `tcp_recv`, `tcp_accept`) until `WouldBlock`.
+//!
+//! # Decisions
+//!
+//! - **Hash once** (principle 4): with [`RssConfig`] the connection table trusts the carried
+//!   hash as the table hash and computes the same Toeplitz hash only for connections it opens;
+//!   without it, the stack hashes tuples itself and ignores carried hashes. Active opens pick
+//!   source ports whose replies hash back to this shard when a home queue is configured.
+//! - **IPv4 output** fragments datagrams that exceed the MTU unless DF is set; TCP always
+//!   sets DF and clamps its MSS to the MTU. **IPv6 output** fragments at the source.
+//! - **Reassembly** (both families): bounded datagrams, bytes and time; any overlap drops the
+//!   whole datagram (RFC 5722; our policy for IPv4) and condemns it until its timer expires;
+//!   exact duplicates are dropped alone; atomic IPv6 fragments bypass the table (RFC 6946).
+//! - **Neighbour discovery** is the RFC 4861 subset a host needs to talk: NS/NA, solicited-
+//!   node multicast, a reachable time, bounded retries. Duplicate address detection, router
+//!   discovery, NUD probing states and redirects are not implemented (addresses, prefixes and
+//!   gateways are configured).
+//! - **ICMP errors** sent: port unreachable (UDP), protocol unreachable (IPv4), with the
+//!   RFC 1812 §4.3.2.3 / RFC 4443 §2.4(c) quoting limits and a token-bucket rate limit.
+//!   Received unreachables reach the sending socket (UDP: a pending error; TCP: abort while
+//!   in SYN-SENT). Path MTU messages are counted, not acted on.
+//! - **SYN floods**: a per-listener SYN backlog, then SYN cookies (RFC 4987 §3.6).
 #![deny(unsafe_code)]
 
 pub mod config;

@@ -4,7 +4,7 @@
 //! Responsibilities, top to bottom:
 //! - the connection table, keyed by 4-tuple and hashed with the RSS hash the NIC carried
 //!   (DESIGN principle 4, "hash once");
-//! - input: [`Stack::process_tcp`] → connection, else listener (SYN → new child), else RST;
+//! - input: `Stack::process_tcp` → connection, else listener (SYN → new child), else RST;
 //! - output: connections with possible output sit in a dirty set (ordered, so output order is
 //!   deterministic); `poll_transmit` drains them into the transmit queue while it has room;
 //! - timers: the earliest connection deadline; `handle_timeout` runs the due ones;
