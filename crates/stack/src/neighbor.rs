@@ -31,6 +31,8 @@ enum State {
     Reachable {
         mac: EthernetAddress,
         expires_ns: u64,
+        /// A unicast refresh request went out for this entry (see [`NeighborCache::lookup_for_send`]).
+        refresh_sent: bool,
     },
 }
 
@@ -102,7 +104,31 @@ impl NeighborCache {
     /// The MAC of a resolved, unexpired neighbour.
     pub fn lookup(&self, now: u64, addr: IpAddr) -> Option<EthernetAddress> {
         match self.entries.get(&addr) {
-            Some(State::Reachable { mac, expires_ns }) if *expires_ns > now => Some(*mac),
+            Some(State::Reachable {
+                mac, expires_ns, ..
+            }) if *expires_ns > now => Some(*mac),
+            _ => None,
+        }
+    }
+
+    /// The MAC to send a packet to, and whether a unicast refresh request should go out now:
+    /// an entry in use within `refresh_before_ns` of its expiry is re-validated once
+    /// (RFC 1122 §2.3.2.1 unicast poll, RFC 4861 §7.3.3 probe) so a busy flow never falls into
+    /// the queue-and-resolve path when the entry times out.
+    pub fn lookup_for_send(&mut self, now: u64, addr: IpAddr) -> Option<(EthernetAddress, bool)> {
+        let refresh_before_ns = self.retry_ns.saturating_mul(u64::from(self.requests_max));
+        match self.entries.get_mut(&addr) {
+            Some(State::Reachable {
+                mac,
+                expires_ns,
+                refresh_sent,
+            }) if *expires_ns > now => {
+                let due = !*refresh_sent && *expires_ns - now <= refresh_before_ns;
+                if due {
+                    *refresh_sent = true;
+                }
+                Some((*mac, due))
+            }
             _ => None,
         }
     }
@@ -122,7 +148,9 @@ impl NeighborCache {
     ) -> (Resolution, bool) {
         let mut evicted = false;
         match self.entries.get_mut(&addr) {
-            Some(State::Reachable { mac, expires_ns }) if *expires_ns > now => {
+            Some(State::Reachable {
+                mac, expires_ns, ..
+            }) if *expires_ns > now => {
                 return (Resolution::Known(*mac), false);
             }
             Some(State::Incomplete { pending, .. }) => {
@@ -203,7 +231,14 @@ impl NeighborCache {
         let mut evicted = false;
         let released = match self.entries.get_mut(&addr) {
             Some(state) => {
-                let old = core::mem::replace(state, State::Reachable { mac, expires_ns });
+                let old = core::mem::replace(
+                    state,
+                    State::Reachable {
+                        mac,
+                        expires_ns,
+                        refresh_sent: false,
+                    },
+                );
                 match old {
                     State::Incomplete { pending, .. } => pending.into_iter().collect(),
                     State::Reachable { .. } => Vec::new(),
@@ -219,8 +254,14 @@ impl NeighborCache {
                     }
                     evicted = true;
                 }
-                self.entries
-                    .insert(addr, State::Reachable { mac, expires_ns });
+                self.entries.insert(
+                    addr,
+                    State::Reachable {
+                        mac,
+                        expires_ns,
+                        refresh_sent: false,
+                    },
+                );
                 Vec::new()
             }
         };

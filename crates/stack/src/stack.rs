@@ -413,6 +413,41 @@ impl Stack {
         }
     }
 
+    /// Re-validates a neighbour in use before its entry expires: a unicast ARP request
+    /// (RFC 1122 §2.3.2.1) or a unicast NS (RFC 4861 §7.2.2) to the MAC we hold.
+    fn send_refresh_request(&mut self, addr: IpAddr, mac_peer: EthernetAddress) {
+        let mac = self.cfg.interface.mac;
+        match addr {
+            IpAddr::V4(target) => {
+                let Some(IpAddr::V4(src)) = self.select_source(addr) else {
+                    return;
+                };
+                let req = ArpRepr {
+                    operation: ArpOperation::REQUEST,
+                    source_hardware_addr: mac,
+                    source_protocol_addr: src,
+                    target_hardware_addr: mac_peer,
+                    target_protocol_addr: target,
+                };
+                self.send_arp(mac_peer, &req);
+                self.counters.arp_requests_sent += 1;
+            }
+            IpAddr::V6(target) => {
+                let Some(IpAddr::V6(src)) = self.select_source(addr) else {
+                    return;
+                };
+                let ns = Icmpv6Repr::NeighborSolicit {
+                    target_addr: target,
+                    source_lladdr: Some(mac),
+                };
+                if let Some(pkt) = self.build_icmpv6(src, target, NDP_HOP_LIMIT, &ns) {
+                    self.send_frame(mac_peer, EtherType::IPV6, &pkt);
+                    self.counters.nd_solicits_sent += 1;
+                }
+            }
+        }
+    }
+
     /// Sends one ARP request or neighbour solicitation for `addr`.
     fn send_resolution_request(&mut self, addr: IpAddr) {
         let mac = self.cfg.interface.mac;
@@ -1336,8 +1371,11 @@ impl Stack {
             self.counters.tx_drop_no_route += 1;
             return;
         };
-        if let Some(mac) = self.neighbors.lookup(now, next_hop) {
+        if let Some((mac, refresh)) = self.neighbors.lookup_for_send(now, next_hop) {
             self.send_frame(mac, ethertype, &packet);
+            if refresh {
+                self.send_refresh_request(next_hop, mac);
+            }
             return;
         }
         let pending = PendingPacket {

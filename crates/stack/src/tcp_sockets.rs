@@ -482,7 +482,10 @@ impl Stack {
                 self.tcp
                     .cookies
                     .generate(now, local, remote, syn.seq_number, syn.max_seg_size);
-            let syn_ack = SynCookies::syn_ack(&config, syn, iss);
+            // The same per-tuple timestamp offset `from_syn_cookie` will get, so the
+            // timestamp clock is continuous across the stateless handshake.
+            let (_, ts_offset) = self.isn_for(now, &key.tuple);
+            let syn_ack = SynCookies::syn_ack(&config, syn, iss, now, ts_offset);
             self.send_tcp(now, key.tuple.local.ip(), key.tuple.remote.ip(), &syn_ack);
             self.counters.tcp_syn_cookies_sent += 1;
             return;

@@ -182,3 +182,35 @@ fn neighbor_cache_is_bounded() {
     }
     assert_eq!(a.counters().neighbor_cache_full, 2);
 }
+
+#[test]
+fn neighbours_in_use_are_refreshed_before_they_expire() {
+    let mut p = Pair::new();
+    let reachable = p.a.config().limits.neighbor_reachable_ns;
+    // One ping a second, v4 and v6, for four reachable times.
+    for seq in 0..(4 * reachable / S) {
+        p.a.send_ping(p.now, IpAddr::V4(IP_B), 1, seq as u16, b"")
+            .expect("ping");
+        p.a.send_ping(p.now, IpAddr::V6(IP6_B), 1, seq as u16, b"")
+            .expect("ping");
+        p.advance(S);
+        assert_eq!(
+            std::iter::from_fn(|| p.a.poll_echo_reply()).count(),
+            2,
+            "both replies within the second {seq}"
+        );
+    }
+    let c = p.a.counters();
+    // Never fell back to queue-and-resolve: the entries were refreshed, not expired.
+    assert_eq!(c.neighbor_expired, 0);
+    assert!(
+        c.arp_requests_sent >= 4 && c.arp_requests_sent <= 6,
+        "{}",
+        c.arp_requests_sent
+    );
+    assert!(
+        c.nd_solicits_sent >= 4 && c.nd_solicits_sent <= 6,
+        "{}",
+        c.nd_solicits_sent
+    );
+}
