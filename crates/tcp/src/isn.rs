@@ -139,6 +139,47 @@ pub struct ValidCookie {
     pub irs: SeqNumber,
     /// The MSS recovered from the cookie.
     pub mss: u16,
+    /// Options recovered from the timestamp echo (`None` when the handshake ran without
+    /// timestamps, so only the MSS survived).
+    pub options: Option<CookieOptions>,
+}
+
+/// Options a SYN cookie carries in the low bits of the SYN-ACK's TSval (the Linux scheme):
+/// they come back in the final ACK's TSecr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CookieOptions {
+    /// The window scale the peer's SYN offered, if any.
+    pub peer_wscale: Option<u8>,
+    /// The peer's SYN carried SACK-permitted (and we enable SACK).
+    pub sack: bool,
+}
+
+/// Low TSval bits used for cookie options: 4 bits of window scale (15 = none), 1 bit SACK,
+/// 1 marker bit.
+const COOKIE_TS_BITS: u32 = 6;
+const COOKIE_TS_MASK: u32 = (1 << COOKIE_TS_BITS) - 1;
+const COOKIE_TS_MARKER: u32 = 1 << 5;
+const COOKIE_TS_SACK: u32 = 1 << 4;
+const COOKIE_TS_NO_WSCALE: u32 = 0xf;
+
+impl CookieOptions {
+    fn encode(self) -> u32 {
+        let ws = self
+            .peer_wscale
+            .map_or(COOKIE_TS_NO_WSCALE, |w| u32::from(w.min(14)));
+        COOKIE_TS_MARKER | if self.sack { COOKIE_TS_SACK } else { 0 } | ws
+    }
+
+    fn decode(bits: u32) -> Option<CookieOptions> {
+        if bits & COOKIE_TS_MARKER == 0 {
+            return None;
+        }
+        let ws = bits & 0xf;
+        Some(CookieOptions {
+            peer_wscale: (ws != COOKIE_TS_NO_WSCALE).then(|| ws.min(14) as u8),
+            sack: bits & COOKIE_TS_SACK != 0,
+        })
+    }
 }
 
 /// SYN cookies (RFC 4987 §3.6): when the accept backlog is full, the listener answers a SYN
@@ -222,16 +263,29 @@ impl SynCookies {
                     iss: SeqNumber(cookie),
                     irs,
                     mss,
+                    options: ack_seg
+                        .timestamp
+                        .and_then(|ts| CookieOptions::decode(ts.tsecr & COOKIE_TS_MASK)),
                 });
             }
         }
         None
     }
 
-    /// The SYN-ACK answering `syn` with cookie `iss` (MSS option only: nothing else can be
-    /// remembered).
-    pub fn syn_ack(config: &Config, syn: &TcpRepr<'_>, iss: SeqNumber) -> TcpRepr<'static> {
-        TcpRepr {
+    /// The SYN-ACK answering `syn` with cookie `iss`. When the SYN carries timestamps (and
+    /// `config` enables them), window scale and SACK-permitted are offered too and remembered
+    /// in the low bits of our TSval, which the peer echoes (the Linux scheme); otherwise only
+    /// the MSS survives. `ts_offset` must be the one later passed to
+    /// [`crate::Connection::from_syn_cookie`] so the timestamp clock is continuous.
+    pub fn syn_ack(
+        config: &Config,
+        syn: &TcpRepr<'_>,
+        iss: SeqNumber,
+        now: u64,
+        ts_offset: u32,
+    ) -> TcpRepr<'static> {
+        let config = config.validated();
+        let mut r = TcpRepr {
             src_port: syn.dst_port,
             dst_port: syn.src_port,
             seq_number: iss,
@@ -245,7 +299,33 @@ impl SynCookies {
             sack_blocks: [None; 4],
             timestamp: None,
             payload: &[],
+        };
+        if let (Some(peer_ts), true) = (syn.timestamp, config.timestamps) {
+            let opts = CookieOptions {
+                peer_wscale: if config.window_scale {
+                    syn.window_scale
+                } else {
+                    None
+                },
+                sack: syn.sack_permitted && config.sack,
+            };
+            let clock = ((now / crate::config::NS_PER_MS) as u32).wrapping_add(ts_offset);
+            // Keep the encoded TSval at or below the clock so later segments never go back in
+            // time for the peer's PAWS.
+            let mut tsval = (clock & !COOKIE_TS_MASK) | opts.encode();
+            if (tsval.wrapping_sub(clock) as i32) > 0 {
+                tsval = tsval.wrapping_sub(1 << COOKIE_TS_BITS);
+            }
+            r.timestamp = Some(wire::tcp::TcpTimestamp {
+                tsval,
+                tsecr: peer_ts.tsval,
+            });
+            if opts.peer_wscale.is_some() {
+                r.window_scale = Some(crate::connection::wscale_for(config.recv_buffer_bytes));
+            }
+            r.sack_permitted = opts.sack;
         }
+        r
     }
 }
 
@@ -337,13 +417,69 @@ mod tests {
             ValidCookie {
                 iss,
                 irs,
-                mss: 1400
+                mss: 1400,
+                options: None
             }
         );
         // Expired after two slots.
         assert_eq!(
             c.validate(now + 3 * COOKIE_SLOT_NS, L, R, &ack_for(iss, irs)),
             None
+        );
+    }
+
+    #[test]
+    fn cookie_options_round_trip_through_the_timestamp_echo() {
+        let c = SynCookies::new([7, 9]);
+        let config = Config::default();
+        let mut syn = ack_for(SeqNumber(0), SeqNumber(99));
+        syn.flags = TcpFlags::SYN;
+        syn.seq_number = SeqNumber(99);
+        syn.window_scale = Some(7);
+        syn.sack_permitted = true;
+        syn.timestamp = Some(wire::tcp::TcpTimestamp {
+            tsval: 5555,
+            tsecr: 0,
+        });
+        let now = 123_456 * crate::config::NS_PER_MS;
+        let iss = c.generate(now, L, R, syn.seq_number, Some(1460));
+        let synack = SynCookies::syn_ack(&config, &syn, iss, now, 1000);
+        let ts = synack.timestamp.unwrap();
+        assert_eq!(ts.tsecr, 5555);
+        let clock = 123_456 + 1000;
+        assert!(
+            ts.tsval <= clock && clock - ts.tsval < 64,
+            "TSval stays at or below the clock"
+        );
+        assert_eq!(synack.window_scale, Some(3));
+        assert!(synack.sack_permitted);
+        let mut ack = ack_for(iss, SeqNumber(99));
+        ack.timestamp = Some(wire::tcp::TcpTimestamp {
+            tsval: 5600,
+            tsecr: ts.tsval,
+        });
+        let v = c.validate(now, L, R, &ack).unwrap();
+        assert_eq!(
+            v.options,
+            Some(CookieOptions {
+                peer_wscale: Some(7),
+                sack: true
+            })
+        );
+    }
+
+    #[test]
+    fn cookie_without_timestamps_keeps_only_the_mss() {
+        let c = SynCookies::new([7, 9]);
+        let mut syn = ack_for(SeqNumber(0), SeqNumber(99));
+        syn.flags = TcpFlags::SYN;
+        syn.window_scale = Some(7);
+        syn.sack_permitted = true;
+        let iss = c.generate(0, L, R, SeqNumber(99), Some(1460));
+        let synack = SynCookies::syn_ack(&Config::default(), &syn, iss, 0, 0);
+        assert_eq!(
+            (synack.window_scale, synack.sack_permitted, synack.timestamp),
+            (None, false, None)
         );
     }
 

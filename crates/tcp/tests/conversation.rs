@@ -1081,7 +1081,7 @@ fn syn_cookie_handshake_yields_a_working_connection() {
     let syn = Seg::from_repr(&a.poll_transmit(0, &mut buf).unwrap());
     // The listener keeps no state: it answers with a cookie.
     let iss = cookies.generate(MS, local, remote, syn.seq(), syn.hdr.max_seg_size);
-    let synack = Seg::from_repr(&SynCookies::syn_ack(&cfg(), &syn.repr(), iss));
+    let synack = Seg::from_repr(&SynCookies::syn_ack(&no_ts(), &syn.repr(), iss, MS, 0));
     a.handle_segment(2 * MS, &synack.repr());
     assert_eq!(a.state(), State::Established);
     a.send(b"hello through a cookie").unwrap();
@@ -1090,7 +1090,7 @@ fn syn_cookie_handshake_yields_a_working_connection() {
         .validate(3 * MS, local, remote, &ack.repr())
         .expect("valid cookie");
     assert_eq!(valid.mss, 1460);
-    let mut b = Connection::from_syn_cookie(3 * MS, &cfg(), &ack.repr(), &valid, 0);
+    let mut b = Connection::from_syn_cookie(3 * MS, &no_ts(), &ack.repr(), &valid, 0);
     assert_eq!(b.state(), State::Established);
     assert!(!b.negotiated().timestamps && !b.negotiated().sack);
     let mut out = [0u8; 64];
@@ -1461,4 +1461,63 @@ fn stale_timestamp_echo_after_a_lost_ack_is_not_sampled() {
         srtt <= srtt_before + 10 * MS,
         "SRTT {srtt} ns after a stale echo (was {srtt_before})"
     );
+}
+
+#[test]
+fn syn_cookie_handshake_keeps_window_scale_sack_and_timestamps() {
+    use tcp::isn::{Endpoint, SynCookies};
+    let local = Endpoint {
+        addr: &[10, 0, 0, 1],
+        port: 80,
+    };
+    let remote = Endpoint {
+        addr: &[10, 0, 0, 2],
+        port: 1000,
+    };
+    let cookies = SynCookies::new([11, 22]);
+    let mut a = Connection::connect(0, &cfg(), 1000, 80, SeqNumber(77), 0);
+    let mut buf = vec![0u8; 4096];
+    let syn = Seg::from_repr(&a.poll_transmit(0, &mut buf).unwrap());
+    let iss = cookies.generate(MS, local, remote, syn.seq(), syn.hdr.max_seg_size);
+    let synack = harness::through_the_wire(&Seg::from_repr(&SynCookies::syn_ack(
+        &cfg(),
+        &syn.repr(),
+        iss,
+        MS,
+        0x4242,
+    )));
+    a.handle_segment(2 * MS, &synack.repr());
+    assert_eq!(a.state(), State::Established);
+    let ack =
+        harness::through_the_wire(&Seg::from_repr(&a.poll_transmit(2 * MS, &mut buf).unwrap()));
+    let valid = cookies
+        .validate(3 * MS, local, remote, &ack.repr())
+        .expect("valid cookie");
+    let b = Connection::from_syn_cookie(3 * MS, &cfg(), &ack.repr(), &valid, 0x4242);
+    let (na, nb) = (a.negotiated(), b.negotiated());
+    assert!(na.timestamps && nb.timestamps && na.sack && nb.sack);
+    assert_eq!(
+        (na.snd_wscale, nb.snd_wscale),
+        (nb.rcv_wscale, na.rcv_wscale)
+    );
+    assert_eq!(nb.snd_wscale, 3);
+    // And a lossy bulk transfer over it works, with PAWS happy on both sides.
+    let mut p = harness::Pair::from_connections(a, b, 3 * MS, MS);
+    p.filter = Box::new(|c, s| {
+        if s.is_data() && c.data_index % 17 == 5 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let (ab, ba) = (pattern(200_000), pattern(70_000));
+    p.a_to_send = ab.clone();
+    p.b_to_send = ba.clone();
+    p.run_until(
+        |p| p.b_read.len() == ab.len() && p.a_read.len() == ba.len(),
+        30_000 * MS,
+    );
+    assert_same(&p.b_read, &ab);
+    assert_same(&p.a_read, &ba);
+    assert_eq!(p.a.counters().rx_drop_paws + p.b.counters().rx_drop_paws, 0);
 }

@@ -345,7 +345,7 @@ pub struct Connection {
 
 /// The window scale we offer for a receive buffer: the smallest shift that lets the 16-bit
 /// field express the whole buffer (RFC 7323 §2.3), at most 14.
-fn wscale_for(recv_buffer_bytes: u32) -> u8 {
+pub(crate) fn wscale_for(recv_buffer_bytes: u32) -> u8 {
     let mut s = 0u8;
     while s < WSCALE_MAX && (recv_buffer_bytes >> s) > 0xffff {
         s += 1;
@@ -510,8 +510,9 @@ impl Connection {
     /// Passive open completed by a SYN cookie (RFC 4987 §3.6): `ack` is the segment that
     /// completed the handshake and `cookie` what [`crate::isn::SynCookies::validate`] recovered
     /// from it. The connection starts ESTABLISHED with the cookie's MSS and without window
-    /// scaling, timestamps or SACK (nothing else survived the stateless handshake); `ack`
-    /// itself, and any data it carries, is processed.
+    /// scaling, timestamps or SACK unless the cookie carried them in the timestamp echo (see
+    /// [`crate::isn::SynCookies::syn_ack`]); `ack` itself, and any data it carries, is
+    /// processed.
     pub fn from_syn_cookie(
         now: u64,
         config: &Config,
@@ -548,7 +549,25 @@ impl Connection {
             c.config.initial_window_segments,
             u32::from(c.eff_mss()),
         );
-        c.snd_wnd = u32::from(ack.window_len);
+        if let (Some(opts), Some(ts)) = (cookie.options, ack.timestamp) {
+            if c.config.timestamps {
+                c.ts_ok = true;
+                c.ts_recent = ts.tsval;
+                c.ts_recent_age_ns = now;
+            }
+            if let (Some(ws), true) = (opts.peer_wscale, c.config.window_scale) {
+                c.snd_wscale = ws.min(WSCALE_MAX);
+                c.rcv_wscale = wscale_for(c.config.recv_buffer_bytes);
+            }
+            c.sack_ok = opts.sack && c.config.sack;
+            c.cc = Congestion::new(
+                c.config.congestion_control,
+                c.config.initial_window_segments,
+                u32::from(c.eff_mss()),
+            );
+        }
+        // Not a SYN: the window field is scaled (RFC 7323 §2.2).
+        c.snd_wnd = u32::from(ack.window_len) << c.snd_wscale;
         c.max_snd_wnd = c.snd_wnd;
         c.snd_wl1 = ack.seq_number;
         c.snd_wl2 = ack.ack_number;

@@ -152,6 +152,33 @@ impl Pair {
         p
     }
 
+    /// Joins two existing connections (e.g. built by a SYN-cookie handshake).
+    pub fn from_connections(a: Connection, b: Connection, now: u64, delay_ns: u64) -> Pair {
+        Pair {
+            now,
+            a,
+            b,
+            one_way_delay_ns: delay_ns,
+            link_rate_bps: None,
+            busy_until: [0, 0],
+            in_flight: Vec::new(),
+            order: 0,
+            log: Vec::new(),
+            filter: pass_all(),
+            a_events: Vec::new(),
+            b_events: Vec::new(),
+            a_auto_read: true,
+            b_auto_read: true,
+            a_read: Vec::new(),
+            b_read: Vec::new(),
+            a_to_send: Vec::new(),
+            b_to_send: Vec::new(),
+            sent_count: [0, 0],
+            data_count: [0, 0],
+            right_edge: [None, None],
+        }
+    }
+
     /// Runs until both sides are ESTABLISHED (or panics after 10 s of virtual time).
     pub fn established(config_a: Config, config_b: Config, delay_ns: u64) -> Pair {
         let mut p = Pair::new(config_a, config_b, delay_ns);
