@@ -85,6 +85,8 @@ counters! {
     // ---- IPv6 (RFC 8200)
     /// IPv6 header truncated, bad version, bad payload length, bad extension header chain.
     rx_drop_ipv6_malformed,
+    /// IPv6 packets whose chain ends in "no next header" (RFC 8200 §4.7): consumed.
+    rx_ipv6_no_next_header,
     /// IPv6 routing header with segments left (hosts do not forward, RFC 8200 §4.4).
     rx_drop_ipv6_routing_header,
     // ---- fragment reassembly (RFC 791, RFC 815, RFC 8200 §4.5, RFC 5722)
@@ -109,8 +111,10 @@ counters! {
     /// Exact duplicate fragments (same offset and length) dropped; the datagram survives.
     rx_reasm_duplicate,
     // ---- ICMP (RFC 792, RFC 4443)
-    /// ICMPv4/ICMPv6 message truncated, bad checksum, bad code or unsupported type.
+    /// ICMPv4/ICMPv6 message truncated, bad checksum or bad code.
     rx_drop_icmp_malformed,
+    /// ICMPv4/ICMPv6 type this host does not handle (router discovery, MLD, redirect, …).
+    rx_drop_icmp_unsupported,
     /// Echo requests answered (v4 and v6).
     icmp_echo_replies_sent,
     /// Echo replies received (v4 and v6).

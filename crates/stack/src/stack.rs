@@ -754,7 +754,8 @@ impl Stack {
             (IpProtocol::ICMPV6, IpAddr::V6(_)) => self.process_icmpv6(now, meta, payload),
             (IpProtocol::UDP, _) => self.process_udp(now, meta, payload, whole),
             (IpProtocol::TCP, _) => self.process_tcp(now, meta, payload, hash),
-            (IpProtocol::IPV6_NO_NXT, IpAddr::V6(_)) => {}
+            // RFC 8200 §4.7: nothing follows; the packet is consumed.
+            (IpProtocol::IPV6_NO_NXT, IpAddr::V6(_)) => self.counters.rx_ipv6_no_next_header += 1,
             _ => {
                 self.counters.rx_drop_unknown_protocol += 1;
                 // RFC 1122 §3.2.2.1: protocol unreachable (code 2). IPv6 would need a
@@ -774,9 +775,16 @@ impl Stack {
             self.counters.rx_drop_icmp_malformed += 1;
             return;
         };
-        let Ok(repr) = Icmpv4Repr::parse(&view, caps) else {
-            self.counters.rx_drop_icmp_malformed += 1;
-            return;
+        let repr = match Icmpv4Repr::parse(&view, caps) {
+            Ok(r) => r,
+            Err(wire::Error::Unsupported) => {
+                self.counters.rx_drop_icmp_unsupported += 1;
+                return;
+            }
+            Err(_) => {
+                self.counters.rx_drop_icmp_malformed += 1;
+                return;
+            }
         };
         match repr {
             Icmpv4Repr::EchoRequest {
@@ -844,9 +852,17 @@ impl Stack {
             self.counters.rx_drop_icmp_malformed += 1;
             return;
         };
-        let Ok(repr) = Icmpv6Repr::parse(&view, src, dst, caps) else {
-            self.counters.rx_drop_icmp_malformed += 1;
-            return;
+        let repr = match Icmpv6Repr::parse(&view, src, dst, caps) {
+            Ok(r) => r,
+            Err(wire::Error::Unsupported) => {
+                // Router discovery, MLD, redirects…: not spoken by this host (see lib docs).
+                self.counters.rx_drop_icmp_unsupported += 1;
+                return;
+            }
+            Err(_) => {
+                self.counters.rx_drop_icmp_malformed += 1;
+                return;
+            }
         };
         match repr {
             Icmpv6Repr::EchoRequest {

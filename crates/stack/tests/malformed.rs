@@ -114,6 +114,28 @@ fn each_malformation_bumps_its_named_counter() {
             |c| c.rx_drop_unknown_ethertype,
         ),
         (
+            "icmp timestamp request (unsupported type)",
+            {
+                let mut f = frames[frames.len() - 2].clone();
+                let ihl = usize::from(f[ETH] & 0x0f) * 4;
+                f[ETH + ihl] = 13;
+                let mut icmp = wire::Icmpv4Packet::new_checked(&mut f[ETH + ihl..]).unwrap();
+                icmp.fill_checksum();
+                f
+            },
+            |c| c.rx_drop_icmp_unsupported,
+        ),
+        (
+            "icmp bad checksum",
+            {
+                let mut f = frames[frames.len() - 2].clone();
+                let n = f.len();
+                f[n - 1] ^= 0x55;
+                f
+            },
+            |c| c.rx_drop_icmp_malformed,
+        ),
+        (
             "unknown ip protocol",
             {
                 let mut f = udp4.clone();
