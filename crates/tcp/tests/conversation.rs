@@ -1521,3 +1521,41 @@ fn syn_cookie_handshake_keeps_window_scale_sack_and_timestamps() {
     assert_same(&p.a_read, &ba);
     assert_eq!(p.a.counters().rx_drop_paws + p.b.counters().rx_drop_paws, 0);
 }
+
+#[test]
+fn persist_timer_overrides_sender_sws_avoidance_for_a_small_window() {
+    // A scripted peer without receiver-side SWS avoidance offers a tiny window.
+    let mut a = Connection::connect(0, &no_ts(), 1, 2, SeqNumber(100), 0);
+    let mut buf = vec![0u8; 4096];
+    a.poll_transmit(0, &mut buf).unwrap();
+    let mut synack = seg(
+        2,
+        1,
+        SeqNumber(5000),
+        SeqNumber(101),
+        TcpFlags::SYN | TcpFlags::ACK,
+    );
+    synack.hdr.window_len = 60_000;
+    synack.hdr.max_seg_size = Some(1460);
+    a.handle_segment(10 * MS, &synack.repr());
+    while a.poll_transmit(10 * MS, &mut buf).is_some() {}
+    a.send(&pattern(20_000)).unwrap();
+    let mut sent_end = SeqNumber(101);
+    while let Some(r) = a.poll_transmit(10 * MS, &mut buf) {
+        sent_end = r.seq_number + r.payload.len() as u32;
+    }
+    // Everything acknowledged, but only 500 bytes of window: less than a segment, less than
+    // what is queued, less than half the largest window seen — SWS avoidance holds it back.
+    let mut ack = seg(2, 1, SeqNumber(5001), sent_end, TcpFlags::ACK);
+    ack.hdr.window_len = 500;
+    a.handle_segment(20 * MS, &ack.repr());
+    assert!(a.poll_transmit(20 * MS, &mut buf).is_none());
+    // The persist timer (one RTO) forces the small segment out.
+    let t = a.poll_timeout().expect("persist timer armed");
+    a.handle_timeout(t);
+    let r = a
+        .poll_transmit(t, &mut buf)
+        .expect("SWS override after the persist timeout");
+    assert_eq!(r.payload.len(), 500);
+    assert_eq!(r.seq_number, sent_end);
+}

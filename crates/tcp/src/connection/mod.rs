@@ -169,9 +169,13 @@ pub enum CloseReason {
 /// Per-connection counters; every drop path has its own (FreeBSD `tcpstat` habit).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
+    /// Segments handed to `handle_segment`.
     pub rx_segments: u64,
+    /// Segments returned by `poll_transmit`.
     pub tx_segments: u64,
+    /// Payload bytes accepted into the window (in order or out of order).
     pub rx_payload_bytes: u64,
+    /// Payload bytes sent, retransmissions included.
     pub tx_payload_bytes: u64,
     /// Segments for other ports.
     pub rx_drop_wrong_port: u64,
@@ -211,22 +215,35 @@ pub struct Counters {
     pub rx_discard_after_close_bytes: u64,
     /// Out-of-order segments kept.
     pub rx_ooo_segments: u64,
+    /// Duplicate ACKs received (RFC 5681 §2).
     pub dup_acks_rx: u64,
     /// SACK blocks outside (SND.UNA, SND.MAX] or empty: ignored.
     pub rx_sack_blocks_invalid: u64,
     /// Valid SACK blocks not recorded because the scoreboard is full.
     pub rx_sack_blocks_dropped: u64,
+    /// Challenge ACKs sent (RFC 5961 §3–§5).
     pub challenge_acks_sent: u64,
+    /// Challenge ACKs not sent because of the per-second limit (RFC 5961 §7).
     pub challenge_acks_suppressed: u64,
+    /// Retransmission timer expirations (RFC 6298 §5.4).
     pub rto_expirations: u64,
+    /// Loss recovery episodes entered (RFC 5681 §3.2, RFC 6675 §5).
     pub fast_retransmits: u64,
+    /// Segments sent again (any cause).
     pub retransmitted_segments: u64,
+    /// Payload bytes sent again.
     pub retransmitted_bytes: u64,
+    /// Zero-window probes (RFC 9293 §3.8.6.1).
     pub window_probes_sent: u64,
+    /// Keepalive probes (RFC 9293 §3.8.4).
     pub keepalive_probes_sent: u64,
+    /// RTT samples fed to the estimator.
     pub rtt_samples: u64,
+    /// ACKs sent because the delayed-ACK timer fired.
     pub delayed_acks_sent: u64,
+    /// Segments that carried only an ACK.
     pub pure_acks_sent: u64,
+    /// RSTs sent.
     pub resets_sent: u64,
 }
 

@@ -9,8 +9,10 @@ use super::*;
 impl Connection {
     // ------------------------------------------------------------------ output
 
-    /// The next segment to send, if any; payload bytes are copied into `payload_buf`, and the
-    /// returned repr borrows them. Call repeatedly until `None` after every input.
+    /// The next segment to send, if any. Payload bytes are copied into `payload_buf` and the
+    /// returned repr's `payload` is always a prefix of it (`&payload_buf[..n]`), never longer
+    /// than the effective MSS nor than `payload_buf`. Call repeatedly until `None` after every
+    /// input.
     pub fn poll_transmit<'b>(
         &mut self,
         now: u64,
