@@ -170,6 +170,10 @@ counters! {
     tcp_connections_established,
     /// Connections removed from the table after reaching CLOSED.
     tcp_connections_closed,
+    /// Connections handed over to another owner (`tcp_export`).
+    tcp_connections_exported,
+    /// Connections taken over from another owner (`tcp_import`).
+    tcp_connections_imported,
     // ---- transmit
     /// Frames handed out by `poll_transmit`.
     tx_frames,

@@ -710,32 +710,39 @@ impl Stack {
 
     /// Drains dirty connections into the transmit queue while it has room.
     pub(crate) fn tcp_flush(&mut self, now: u64) {
-        let max = self.cfg.limits.tx_queue_frames_max;
-        let mut scratch = core::mem::take(&mut self.tcp.scratch);
         while let Some(&i) = self.tcp.dirty.first() {
-            let mut done = true;
-            loop {
-                if self.tx.len() >= max {
-                    done = false;
-                    break;
-                }
-                let Some(c) = self.conn_mut(i) else {
-                    break;
-                };
-                let tuple = c.key.tuple;
-                let Some(seg) = c.conn.poll_transmit(now, &mut scratch) else {
-                    break;
-                };
-                self.send_tcp(now, tuple.local.ip(), tuple.remote.ip(), &seg);
-            }
-            if !done {
+            if !self.tcp_flush_one(now, i) {
                 break;
             }
-            self.tcp.dirty.remove(&i);
-            // Events produced while transmitting (none expected) and end-of-life checks.
-            self.tcp_after_output(i);
+        }
+    }
+
+    /// Drains connection `i`'s output into the transmit queue. False when the queue filled
+    /// first (the connection stays dirty).
+    fn tcp_flush_one(&mut self, now: u64, i: usize) -> bool {
+        let max = self.cfg.limits.tx_queue_frames_max;
+        let mut scratch = core::mem::take(&mut self.tcp.scratch);
+        let mut drained = true;
+        loop {
+            if self.tx.len() >= max {
+                drained = false;
+                break;
+            }
+            let Some(c) = self.conn_mut(i) else {
+                break;
+            };
+            let tuple = c.key.tuple;
+            let Some(seg) = c.conn.poll_transmit(now, &mut scratch) else {
+                break;
+            };
+            self.send_tcp(now, tuple.local.ip(), tuple.remote.ip(), &seg);
         }
         self.tcp.scratch = scratch;
+        if drained {
+            self.tcp.dirty.remove(&i);
+            self.tcp_after_output(i);
+        }
+        drained
     }
 
     /// Removes a finished connection from the table and frees its slot when nobody will read
@@ -1054,6 +1061,79 @@ impl Stack {
             },
             (None, _) => Err(SocketError::InvalidHandle),
         }
+    }
+
+    /// Hands a live connection over (DESIGN "Handoff protocol"): flushes a delayed ACK and any
+    /// owed output to the transmit queue, freezes the connection into a snapshot, and removes
+    /// it from this stack, which from now on answers its segments as for any unknown
+    /// connection — so the driver must steer them to the new owner first (invariant 1: one
+    /// owner at a time). `WouldBlock` when output could not be drained (transmit queue full),
+    /// `InvalidState` when the engine refuses (not synchronized).
+    pub fn tcp_export(
+        &mut self,
+        now: u64,
+        h: SocketHandle,
+    ) -> Result<(FourTuple, tcp::ConnectionSnapshot), SocketError> {
+        let (i, c) = self.conn_for(h)?;
+        c.conn.flush_delayed_ack();
+        self.tcp.dirty.insert(i);
+        if !self.tcp_flush_one(now, i) {
+            return Err(SocketError::WouldBlock);
+        }
+        let c = self.conn_mut(i).ok_or(SocketError::InvalidHandle)?;
+        let snapshot = c.conn.export(now).map_err(|e| match e {
+            tcp::SnapshotError::OutputPending => SocketError::WouldBlock,
+            tcp::SnapshotError::NotSynchronized | tcp::SnapshotError::Inconsistent => {
+                SocketError::InvalidState
+            }
+        })?;
+        let key = c.key;
+        c.in_table = false;
+        self.tcp_rearm(i);
+        self.tcp.conns.remove(&key);
+        self.tcp.dirty.remove(&i);
+        self.free_slot(i);
+        self.counters.tcp_connections_exported += 1;
+        Ok((key.tuple, snapshot))
+    }
+
+    /// Takes over a connection exported by another stack (another shard, or an offload engine
+    /// giving it back). `tuple.local` must be one of our addresses.
+    pub fn tcp_import(
+        &mut self,
+        now: u64,
+        tuple: FourTuple,
+        snapshot: &tcp::ConnectionSnapshot,
+    ) -> Result<SocketHandle, SocketError> {
+        if !self.is_our_ip(tuple.local.ip()) || tuple.local.is_ipv4() != tuple.remote.is_ipv4() {
+            return Err(SocketError::AddrNotAvailable);
+        }
+        let key = self.flow_key(tuple, None);
+        if self.tcp.conns.contains_key(&key) {
+            return Err(SocketError::AddrInUse);
+        }
+        let conn = Connection::import(now, snapshot).map_err(|_| SocketError::InvalidState)?;
+        let readable = conn.recv_queue_bytes() > 0;
+        let sock = ConnSock {
+            key,
+            conn: Box::new(conn),
+            parent: None,
+            in_table: true,
+            app_closed: false,
+            armed_ns: None,
+            error: None,
+        };
+        let h = self.alloc_slot(Socket::Tcp(TcpState::Conn(sock)))?;
+        let i = h.index as usize;
+        self.tcp.conns.insert(key, i);
+        self.tcp_after_input(i);
+        let mut ready = Readiness::WRITABLE;
+        if readable {
+            ready |= Readiness::READABLE;
+        }
+        self.notify(i, ready);
+        self.counters.tcp_connections_imported += 1;
+        Ok(h)
     }
 
     /// `close` for TCP sockets: a listener goes at once (children not yet accepted are

@@ -492,3 +492,55 @@ fn full_send_buffer_blocks_then_reports_writable() {
     assert!(readiness_of(&evs, c).contains(Readiness::WRITABLE));
     assert!(p.a.tcp_send(c, &chunk).is_ok());
 }
+
+#[test]
+fn exported_connection_resumes_on_another_stack_without_losing_a_byte() {
+    let mut p = Pair::new();
+    let (c, s) = establish(&mut p, v4(IP_B, 9));
+    let up: Vec<u8> = (0..20_000u32).map(|i| (i % 253) as u8).collect();
+    assert_eq!(p.a.tcp_send(c, &up[..8000]), Ok(8000));
+    p.advance(100 * MS);
+    // B reads part of it, and queues a reply that is not yet acknowledged at the move.
+    let mut head = vec![0u8; 3000];
+    assert_eq!(p.b.tcp_recv(s, &mut head), Ok(3000));
+    p.b.tcp_send(s, b"reply-before-move").unwrap();
+    let (tuple, snapshot) = p.b.tcp_export(p.now, s).expect("export");
+    assert_eq!(tuple.local, v4(IP_B, 9));
+    assert_eq!(p.b.tcp_connection_count(), 0);
+    assert_eq!(p.b.tcp_state(s), None, "the old owner let go");
+    // Whatever B flushed while exporting is on the wire.
+    while let Some(f) = p.b.poll_transmit(p.now) {
+        p.a.receive(p.now, &f, None);
+    }
+    // The new owner: another shard of the same host (same addresses).
+    p.b = Stack::new(config_b());
+    let s2 = p.b.tcp_import(p.now, tuple, &snapshot).expect("import");
+    assert!(readiness_of(&events(&mut p.b), s2).contains(Readiness::READABLE));
+    assert_eq!(p.a.tcp_send(c, &up[8000..]), Ok(12_000));
+    p.b.tcp_send(s2, b"+reply-after-move").unwrap();
+    let mut got = head;
+    let mut back = Vec::new();
+    for _ in 0..100 {
+        p.advance(10 * MS);
+        got.extend(read_all(&mut p.b, s2));
+        back.extend(read_all(&mut p.a, c));
+    }
+    assert!(got == up, "upstream bytes: {} of {}", got.len(), up.len());
+    assert_eq!(back, b"reply-before-move+reply-after-move");
+    assert_eq!(p.b.counters().tcp_connections_imported, 1);
+}
+
+#[test]
+fn export_refuses_a_connection_still_opening() {
+    let mut p = Pair::new();
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 9), 0).expect("connect");
+    assert_eq!(
+        p.a.tcp_export(p.now, c).err(),
+        Some(SocketError::InvalidState)
+    );
+    assert_eq!(
+        p.a.tcp_state(c),
+        Some(tcp::State::SynSent),
+        "still owned here"
+    );
+}
