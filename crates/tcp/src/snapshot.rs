@@ -359,6 +359,7 @@ impl Connection {
             // SND.UNA.
             scoreboard: OooQueue::new(crate::connection::SCOREBOARD_RANGES_MAX, u32::MAX),
             high_rxt: s.snd_una,
+            dsack: None,
             config,
             counters: s.counters,
         })

@@ -1559,3 +1559,35 @@ fn persist_timer_overrides_sender_sws_avoidance_for_a_small_window() {
     assert_eq!(r.payload.len(), 500);
     assert_eq!(r.seq_number, sent_end);
 }
+
+#[test]
+fn duplicate_segment_is_reported_with_a_dsack_block() {
+    let c = Config {
+        nodelay: true,
+        ..cfg()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && c.data_index == 0 {
+            Verdict::Duplicate
+        } else {
+            Verdict::Pass
+        }
+    });
+    p.a.send(b"sent once, arrives twice").unwrap();
+    p.run_until(|p| p.a.counters().rx_dsack_blocks == 1, 500 * MS);
+    let data = p.sent(Dir::AtoB).find(|e| e.2.is_data()).unwrap().2.clone();
+    let dsack_ack = p
+        .sent(Dir::BtoA)
+        .find(|e| e.2.hdr.sack_blocks[0].is_some())
+        .unwrap()
+        .2
+        .clone();
+    let blk = dsack_ack.hdr.sack_blocks[0].unwrap();
+    // RFC 2883: the first block reports the duplicate, below the cumulative ACK.
+    assert_eq!(blk.left, data.seq());
+    assert_eq!(blk.right, data.seq() + data.payload.len() as u32);
+    assert!(blk.right.le(dsack_ack.hdr.ack_number));
+    assert_eq!(p.a.counters().rx_sack_blocks_invalid, 0);
+    assert_eq!(p.b_read, b"sent once, arrives twice");
+}

@@ -173,6 +173,12 @@ impl Connection {
             }
             // "If an incoming segment is not acceptable, an acknowledgment should be sent".
             self.ack_due = AckDue::Now;
+            if !seg.payload.is_empty()
+                && (seg.seq_number + seg.payload.len() as u32).le(self.rcv_nxt)
+            {
+                // RFC 2883 §4: report the duplicate in a D-SACK block.
+                self.note_dsack(seg.seq_number, seg.seq_number + seg.payload.len() as u32);
+            }
             return;
         }
         // Second: RST (RFC 5961 §3.2).
@@ -467,7 +473,13 @@ impl Connection {
     pub(super) fn rx_sack_blocks(&mut self, seg: &TcpRepr<'_>) -> bool {
         let before = self.scoreboard.bytes();
         let floor = self.snd_una.max(seg.ack_number);
-        for b in seg.sack_blocks.iter().flatten() {
+        for (i, b) in seg.sack_blocks.iter().flatten().enumerate() {
+            if i == 0 && b.left.lt(b.right) && b.right.le(seg.ack_number) {
+                // RFC 2883 §4: a first block below the cumulative ACK is a D-SACK: the peer
+                // got something twice (a spurious retransmission or a duplicated segment).
+                self.counters.rx_dsack_blocks += 1;
+                continue;
+            }
             if !(floor.lt(b.left) && b.left.lt(b.right) && b.right.le(self.snd_max)) {
                 self.counters.rx_sack_blocks_invalid += 1;
                 continue;
@@ -478,6 +490,14 @@ impl Connection {
         }
         self.scoreboard.remove_below(floor);
         self.scoreboard.bytes() > before
+    }
+
+    /// Remembers a duplicate range for the next ACK's D-SACK block (RFC 2883 §4), when SACK
+    /// was negotiated. Only the latest duplicate is reported.
+    pub(super) fn note_dsack(&mut self, left: SeqNumber, right: SeqNumber) {
+        if self.sack_ok && left.lt(right) {
+            self.dsack = Some(wire::tcp::SackBlock { left, right });
+        }
     }
 
     /// RFC 6675 §4 SetPipe: bytes believed in the network — unSACKed bytes not deemed lost,
@@ -576,6 +596,9 @@ impl Connection {
             let skip = fwd(start, self.rcv_nxt) as usize;
             let dup = skip.min(data.len());
             self.counters.rx_duplicate_bytes += dup as u64;
+            if dup > 0 {
+                self.note_dsack(start, start + dup as u32);
+            }
             data = data.get(skip..).unwrap_or(&[]);
             if skip > seg.payload.len() {
                 // The FIN itself is old too.

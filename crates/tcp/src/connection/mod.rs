@@ -221,6 +221,8 @@ pub struct Counters {
     pub rx_sack_blocks_invalid: u64,
     /// Valid SACK blocks not recorded because the scoreboard is full.
     pub rx_sack_blocks_dropped: u64,
+    /// D-SACK blocks received (RFC 2883): the peer got some data twice.
+    pub rx_dsack_blocks: u64,
     /// Challenge ACKs sent (RFC 5961 §3–§5).
     pub challenge_acks_sent: u64,
     /// Challenge ACKs not sent because of the per-second limit (RFC 5961 §7).
@@ -357,6 +359,8 @@ pub struct Connection {
     pub(crate) scoreboard: OooQueue,
     /// RFC 6675 HighRxt: highest sequence number retransmitted in this recovery, plus one.
     pub(crate) high_rxt: SeqNumber,
+    /// A duplicate range to report in the next ACK (RFC 2883 D-SACK).
+    pub(crate) dsack: Option<wire::tcp::SackBlock>,
     pub(crate) counters: Counters,
 }
 
@@ -466,6 +470,7 @@ impl Connection {
             ooo: OooQueue::new(config.ooo_segments_max, config.ooo_bytes_max),
             scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX, u32::MAX),
             high_rxt: iss,
+            dsack: None,
             config,
             counters: Counters::default(),
         }

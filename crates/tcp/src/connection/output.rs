@@ -162,7 +162,7 @@ impl Connection {
     }
 
     /// Options every non-SYN segment carries; returns the bytes of option space used.
-    pub(super) fn fill_options(&self, now: u64, r: &mut TcpRepr<'_>, with_sack: bool) -> u16 {
+    pub(super) fn fill_options(&mut self, now: u64, r: &mut TcpRepr<'_>, with_sack: bool) -> u16 {
         let mut used = 0u16;
         if self.ts_ok {
             r.timestamp = Some(TcpTimestamp {
@@ -171,10 +171,16 @@ impl Connection {
             });
             used += TS_OPTION_BYTES;
         }
-        if with_sack && self.sack_ok && !self.ooo.is_empty() {
+        if with_sack && self.sack_ok && (!self.ooo.is_empty() || self.dsack.is_some()) {
             // RFC 2018 §3: at most 4 blocks, 3 alongside timestamps (40 bytes of options).
             let max_blocks = if self.ts_ok { 3 } else { 4 };
-            let n = self.ooo.sack_blocks(&mut r.sack_blocks[..max_blocks]);
+            let mut n = 0;
+            // RFC 2883 §4: a D-SACK block goes first, and is reported once.
+            if let Some(d) = self.dsack.take() {
+                r.sack_blocks[0] = Some(d);
+                n = 1;
+            }
+            n += self.ooo.sack_blocks(&mut r.sack_blocks[n..max_blocks]);
             if n > 0 {
                 used += (2 + 8 * n as u16).next_multiple_of(4);
             }
