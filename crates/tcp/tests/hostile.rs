@@ -130,3 +130,30 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// The handshake states face the same hostility: random segments at SYN-SENT and
+    /// SYN-RECEIVED never panic, never break invariants, and the engines still settle.
+    #[test]
+    fn arbitrary_segments_during_the_handshake_never_break_invariants(
+        segs in proptest::collection::vec((any::<bool>(), fuzz_seg()), 1..12),
+        ts in any::<bool>(),
+    ) {
+        let c = Config { timestamps: ts, ..Config::default() };
+        let mut p = Pair::new(c, c, 2 * MS);
+        for (to_b, f) in &segs {
+            let dir = if *to_b { Dir::AtoB } else { Dir::BtoA };
+            let s = build(&p, dir, f);
+            p.inject(dir, s);
+            p.run_for(u64::from(f.advance_ms) * MS / 50 + 1);
+            check(&p)?;
+        }
+        p.run_for(900_000 * MS);
+        check(&p)?;
+        for c in [&p.a, &p.b] {
+            prop_assert!(c.poll_timeout().is_none_or(|t| t > p.now));
+        }
+    }
+}
