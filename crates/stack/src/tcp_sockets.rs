@@ -153,7 +153,6 @@ impl TcpState {
 }
 
 /// Listeners and the connection table.
-#[derive(Debug)]
 pub(crate) struct TcpTable {
     conns: HashMap<FlowKey, usize, BuildHasherDefault<FlowHasher>>,
     /// Connections that may have output, by slot index (ordered: deterministic output).
@@ -165,6 +164,17 @@ pub(crate) struct TcpTable {
     cookies: SynCookies,
     /// Payload scratch for `Connection::poll_transmit`.
     scratch: Vec<u8>,
+}
+
+impl core::fmt::Debug for TcpTable {
+    // Not derived: the 64 KiB scratch buffer would drown the output.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TcpTable")
+            .field("connections", &self.conns.len())
+            .field("dirty", &self.dirty)
+            .field("timers", &self.timers.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl TcpTable {
