@@ -24,12 +24,31 @@
 //!    - [`Connection::poll_event`] until `None`, handing events to the application;
 //!    - [`Connection::poll_timeout`] to re-arm its timer wheel (the deadline may move earlier
 //!      or later after any input);
-//! 4. drops the engine once [`Connection::state`] is [`State::Closed`] and `poll_transmit`
-//!    returns `None` (a final RST may still be pending right after an abort).
+//! 4. drops the engine once [`Connection::is_finished`] (CLOSED with no RST left to send).
 //!
 //! The order inside step 3 does not matter for correctness; transmitting first gets ACKs out
-//! sooner. Within one `now`, calling `handle_*` several times before polling is allowed: ACK
-//! decisions (delayed ACK, every-second-segment) are based on the accumulated state.
+//! sooner. Within one `now`, calling `handle_*` several times before polling is allowed (a
+//! receive burst): ACK decisions (delayed ACK, every second full segment) use the accumulated
+//! state, and each out-of-order segment of the burst still gets its own duplicate ACK.
+//!
+//! For listeners, [`listen::classify_listen_segment`], [`listen::Backlog`] and
+//! [`listen::reset_reply`] implement RFC 9293 §3.10.7.1–§3.10.7.2 decisions, and
+//! [`isn::SynCookies`] with [`Connection::from_syn_cookie`] the stateless path.
+//!
+//! # What is implemented
+//!
+//! RFC 9293 state machine (simultaneous open and close, half-close, TIME-WAIT = 2·MSL, the
+//! four-case acceptability test, SWS avoidance on both sides, Nagle, zero-window probing,
+//! keepalive, user timeout); RFC 5961 (exact-RST reset, challenge ACKs for in-window RST and
+//! any SYN, ACK range check, per-connection rate limit); RFC 7323 (window scale, timestamps
+//! with RTTM and PAWS incl. the 24-day rule); RFC 2018/2883/6675 (SACK generation, D-SACK,
+//! bounded validated scoreboard, pipe-based recovery); RFC 5681/6582/3042/6928 (NewReno, limited
+//! transmit, IW10, restart after idle) and RFC 9438 CUBIC; RFC 6298 RTO with Karn and backoff;
+//! RFC 6528 ISNs; SYN cookies keeping MSS, window scale and SACK; bounded memory everywhere;
+//! [`ConnectionSnapshot`] for handoff.
+//!
+//! Not implemented: urgent data (the URG flag is ignored, data is delivered inline), data on
+//! SYN (dropped; the peer retransmits it), ECN, RACK-TLP, RFC 6675 rescue retransmissions.
 //!
 //! # Layout
 //!
@@ -51,10 +70,10 @@ pub mod listen;
 pub mod ooo;
 pub mod ring;
 pub mod rtt;
+pub mod snapshot;
 
 pub use config::{Config, CongestionControl, KeepaliveConfig};
 pub use connection::{
     AcceptError, CloseReason, Connection, Counters, Error, Event, Negotiated, State,
 };
-pub mod snapshot;
 pub use snapshot::{ConnectionSnapshot, SnapshotError};
