@@ -98,7 +98,6 @@ pub(crate) struct Slot {
 }
 
 /// One shard's host stack. See the module documentation for the driver contract.
-#[derive(Debug)]
 pub struct Stack {
     pub(crate) cfg: StackConfig,
     pub(crate) counters: Counters,
@@ -123,6 +122,22 @@ pub struct Stack {
     pub(crate) next_ephemeral: u16,
     echo_replies: VecDeque<EchoReply>,
     pub(crate) tcp: crate::tcp_sockets::TcpTable,
+}
+
+impl core::fmt::Debug for Stack {
+    // A summary: the socket buffers and queued frames would drown the output.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Stack")
+            .field("mac", &self.cfg.interface.mac)
+            .field("ipv4", &self.cfg.interface.ipv4)
+            .field("ipv6", &self.cfg.interface.ipv6)
+            .field("neighbors", &self.neighbors.len())
+            .field("reassembly", &self.reasm.len())
+            .field("tx_queued_frames", &self.tx.len())
+            .field("sockets", &(self.slots.len() - self.free_slots.len()))
+            .field("tcp", &self.tcp)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The Ethernet multicast address of an IPv4 multicast group (RFC 1112 §6.4).
