@@ -72,10 +72,11 @@ impl Hasher for FlowHasher {
     }
 }
 
-/// Software flow hash (FNV-1a over the incoming direction's tuple), used when the stack has no
-/// RSS key and so cannot reproduce the NIC's hash.
-fn software_hash(t: &FourTuple) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
+/// Software flow hash (FNV-1a over the incoming direction's tuple, seeded with a per-stack
+/// secret so remote peers cannot aim tuples at one bucket), used when the stack has no RSS key
+/// and so cannot reproduce the NIC's hash.
+fn software_hash(seed: u32, t: &FourTuple) -> u32 {
+    let mut h: u32 = 0x811c_9dc5 ^ seed;
     let mut eat = |bytes: &[u8]| {
         for &b in bytes {
             h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
@@ -162,6 +163,8 @@ pub(crate) struct TcpTable {
     timers: BTreeSet<(u64, usize)>,
     isn: IsnGenerator,
     cookies: SynCookies,
+    /// Seed of the software flow hash.
+    hash_seed: u32,
     /// Payload scratch for `Connection::poll_transmit`.
     scratch: Vec<u8>,
 }
@@ -190,6 +193,7 @@ impl TcpTable {
                 secret[1].rotate_left(17) ^ 0xc00c_1e5e_ed5a_17ed,
                 secret[0].rotate_left(29),
             ]),
+            hash_seed: (secret[0] ^ secret[1].rotate_left(32)) as u32,
             scratch: vec![0u8; 65_536],
         }
     }
@@ -285,14 +289,14 @@ impl Stack {
                     (IpAddr::V6(src), IpAddr::V6(dst)) => rss::HashInput::V6 { src, dst, ports },
                     _ => {
                         return FlowKey {
-                            hash: software_hash(&tuple),
+                            hash: software_hash(self.tcp.hash_seed, &tuple),
                             tuple,
                         };
                     }
                 };
                 rss.hasher.hash(&input)
             }
-            (None, _) => software_hash(&tuple),
+            (None, _) => software_hash(self.tcp.hash_seed, &tuple),
         };
         FlowKey { hash, tuple }
     }
