@@ -595,3 +595,39 @@ fn off_link_destinations_go_to_the_gateway_or_are_counted_drops() {
         .expect("send");
     assert_eq!(p.a.counters().tx_drop_no_route, 1);
 }
+
+#[test]
+fn ipv4_options_are_skipped_and_the_datagram_delivered() {
+    let mut p = Pair::new();
+    resolve(&mut p);
+    let srv = p.b.udp_bind(v4(IP_B, 9)).expect("bind");
+    let mut f = captured_fragments(&mut p, v4(IP_B, 9), 10)
+        .pop()
+        .expect("frame");
+    // Insert a 4-byte option list (router alert, RFC 2113) after the 20-byte header.
+    f.splice(ETH + 20..ETH + 20, [0x94, 0x04, 0x00, 0x00]);
+    {
+        let mut ip = Ipv4Packet::new_unchecked(&mut f[ETH..]);
+        ip.set_version_and_header_len(4, 24);
+        let total = ip.total_len() + 4;
+        ip.set_total_len(total);
+        ip.fill_checksum();
+    }
+    p.b.receive(p.now, &f, None);
+    assert_eq!(p.b.udp_recv_from(srv).map(|d| d.payload), Ok(payload(10)));
+}
+
+#[test]
+fn tcp_segment_with_bad_checksum_is_dropped_without_reply() {
+    let mut p = Pair::new();
+    resolve(&mut p);
+    let mut f = tcp_frame(TcpFlags::SYN, 1, 0, b"data");
+    let n = f.len();
+    f[n - 1] ^= 0x20;
+    p.b.receive(p.now, &f, None);
+    assert_eq!(p.b.counters().rx_drop_tcp_malformed, 1);
+    assert!(
+        p.b.poll_transmit(p.now).is_none(),
+        "no RST for a corrupt segment"
+    );
+}

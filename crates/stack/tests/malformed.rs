@@ -136,6 +136,16 @@ fn each_malformation_bumps_its_named_counter() {
             |c| c.rx_drop_icmp_malformed,
         ),
         (
+            "udp v4 checksum wrong",
+            {
+                let mut f = udp4.clone();
+                let n = f.len();
+                f[n - 1] ^= 0x01;
+                f
+            },
+            |c| c.rx_drop_udp_malformed,
+        ),
+        (
             "unknown ip protocol",
             {
                 let mut f = udp4.clone();
