@@ -1591,3 +1591,27 @@ fn duplicate_segment_is_reported_with_a_dsack_block() {
     assert_eq!(p.a.counters().rx_sack_blocks_invalid, 0);
     assert_eq!(p.b_read, b"sent once, arrives twice");
 }
+
+#[test]
+fn sack_recovery_resends_a_tail_hole_without_waiting_for_the_partial_ack() {
+    // Ten segments, the 3rd and the 9th lost: only one segment is SACKed above the 9th, so
+    // it never looks "lost" by DupThresh. With no new data left, RFC 6675 NextSeg rule (3)
+    // resends it right after the 3rd instead of one RTT later.
+    let p = transfer_with_drops(no_ts(), &[2, 8], 10 * 1460);
+    assert_eq!(p.a.counters().rto_expirations, 0);
+    let first_tx: Vec<_> = p.sent(Dir::AtoB).filter(|e| e.2.is_data()).collect();
+    let seq_of = |i: usize| first_tx[i].2.seq();
+    let rtx_time = |seq: SeqNumber| {
+        p.sent(Dir::AtoB)
+            .filter(|e| e.2.is_data() && e.2.seq() == seq)
+            .nth(1)
+            .map(|e| e.0)
+    };
+    let t2 = rtx_time(seq_of(2)).expect("3rd segment resent");
+    let t8 = rtx_time(seq_of(8)).expect("9th segment resent");
+    assert!(
+        t8 - t2 < MS,
+        "tail hole resent {} µs after the first",
+        (t8 - t2) / 1000
+    );
+}

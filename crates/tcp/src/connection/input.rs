@@ -521,13 +521,20 @@ impl Connection {
             .saturating_add(rtx)
     }
 
-    /// RFC 6675 §4 NextSeg rule (1): the first unSACKed, lost, not yet retransmitted range.
-    pub(super) fn sack_next_retransmission(&self) -> Option<(SeqNumber, u32)> {
+    /// RFC 6675 §4 NextSeg rule (1): the first unSACKed, lost, not yet retransmitted range;
+    /// with `rule3`, any unSACKed range above HighRxt (rule (3), used when no new data can be
+    /// sent, so holes at the tail of a transfer need not wait for the RTO).
+    pub(super) fn sack_next_retransmission(&self, rule3: bool) -> Option<(SeqNumber, u32)> {
         let mss = u32::from(self.eff_mss());
-        let boundary = self.scoreboard.lost_boundary(mss, DUP_THRESH)?;
         let start = self.scoreboard.next_hole(self.high_rxt.max(self.snd_una));
-        if !start.lt(boundary) || !start.lt(self.snd_max) {
+        if !start.lt(self.snd_max) {
             return None;
+        }
+        if !rule3 {
+            let boundary = self.scoreboard.lost_boundary(mss, DUP_THRESH)?;
+            if !start.lt(boundary) {
+                return None;
+            }
         }
         let end = self
             .scoreboard

@@ -49,7 +49,10 @@ impl Connection {
             if self.in_recovery && self.sack_ok {
                 let mss = u32::from(self.eff_mss());
                 if self.cc.cwnd_bytes.saturating_sub(self.pipe_bytes()) >= mss {
-                    if let Some((seq, len)) = self.sack_next_retransmission() {
+                    // Rule (2), new data, comes before rule (3) (see `send_new_data`).
+                    let fin_due = self.fin_queued && self.snd_nxt == self.fin_seq();
+                    let rule3 = self.unsent_bytes() == 0 && !fin_due;
+                    if let Some((seq, len)) = self.sack_next_retransmission(rule3) {
                         return self.data_segment(now, seq, len, payload_buf, false);
                     }
                 }
