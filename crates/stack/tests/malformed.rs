@@ -204,3 +204,113 @@ proptest! {
         }
     }
 }
+
+/// A checksummed TCP/IPv4 frame from A to B with arbitrary header fields.
+#[allow(clippy::too_many_arguments)]
+fn tcp_from_a(
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    window: u16,
+    mss: Option<u16>,
+    payload: &[u8],
+) -> Vec<u8> {
+    use wire::{
+        ChecksumCaps, EtherType, EthernetFrame, EthernetRepr, IpPair, IpProtocol, Ipv4Packet,
+        Ipv4Repr, SeqNumber, TcpFlags, TcpPacket, TcpRepr,
+    };
+    let seg = TcpRepr {
+        src_port: sport,
+        dst_port: dport,
+        seq_number: SeqNumber(seq),
+        ack_number: SeqNumber(ack),
+        flags: TcpFlags(flags),
+        window_len: window,
+        urgent_pointer: 0,
+        max_seg_size: mss,
+        window_scale: None,
+        sack_permitted: false,
+        sack_blocks: [None; 4],
+        timestamp: None,
+        payload,
+    };
+    let ip = Ipv4Repr {
+        src_addr: IP_A,
+        dst_addr: IP_B,
+        protocol: IpProtocol::TCP,
+        payload_len: seg.buffer_len(),
+        hop_limit: 64,
+        dscp: 0,
+        ecn: 0,
+        ident: 0,
+        dont_frag: true,
+        more_frags: false,
+        frag_offset_bytes: 0,
+    };
+    let mut f = vec![0u8; ETH + ip.buffer_len()];
+    EthernetRepr {
+        src_addr: MAC_A,
+        dst_addr: MAC_B,
+        vlan: None,
+        ethertype: EtherType::IPV4,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]))
+    .unwrap();
+    ip.emit(
+        &mut Ipv4Packet::new_unchecked(&mut f[ETH..]),
+        ChecksumCaps::ALL,
+    )
+    .unwrap();
+    let pair = IpPair::V4 {
+        src: IP_A,
+        dst: IP_B,
+    };
+    seg.emit(
+        &mut TcpPacket::new_unchecked(&mut f[ETH + 20..]),
+        &pair,
+        ChecksumCaps::ALL,
+    )
+    .unwrap();
+    f
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, .. ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_tcp_segments_never_panic_and_replies_stay_well_formed(
+        segs in proptest::collection::vec(
+            (any::<bool>(), any::<u32>(), any::<u32>(), any::<u8>(), any::<u16>(),
+             proptest::option::of(any::<u16>()), proptest::collection::vec(any::<u8>(), 0..64),
+             0u64..50_000_000),
+            1..20),
+    ) {
+        let mut p = Pair::new();
+        let l = p.b.tcp_listen(v4(IP_B, 80), 2).unwrap();
+        let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).unwrap();
+        p.exchange();
+        let sport = p.a.local_addr(c).unwrap().port();
+        let _ = p.b.tcp_accept(l);
+        for (to_conn, seq, ack, flags, window, mss, payload, dt) in segs {
+            let sp = if to_conn { sport } else { 1000 + (seq % 7) as u16 };
+            let f = tcp_from_a(sp, 80, seq, ack, flags, window, mss, &payload);
+            p.b.receive(p.now, &f, None);
+            p.now += dt;
+            p.b.handle_timeout(p.now);
+            while let Some(out) = p.b.poll_transmit(p.now) {
+                let eth = wire::EthernetFrame::new_checked(&out[..]).unwrap();
+                prop_assert_eq!(eth.src_addr(), MAC_B);
+                if eth.ethertype() == wire::EtherType::IPV4 {
+                    let ip = wire::Ipv4Packet::new_checked(eth.payload()).unwrap();
+                    prop_assert!(ip.verify_checksum());
+                    prop_assert!(ip.total_len() as usize <= 1500);
+                }
+            }
+            while p.b.poll_event().is_some() {}
+        }
+        let c = p.b.counters();
+        prop_assert!(c.tcp_connections_established >= 1);
+    }
+}
