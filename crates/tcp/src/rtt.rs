@@ -51,8 +51,8 @@ impl RttEstimator {
         if self.has_sample {
             // RFC 6298 §2.3: RTTVAR <- 3/4 RTTVAR + 1/4 |SRTT - R'|; SRTT <- 7/8 SRTT + 1/8 R'.
             let err = self.srtt_ns.abs_diff(rtt_ns);
-            self.rttvar_ns = (self.rttvar_ns * 3 + err) / 4;
-            self.srtt_ns = (self.srtt_ns * 7 + rtt_ns) / 8;
+            self.rttvar_ns = self.rttvar_ns.saturating_mul(3).saturating_add(err) / 4;
+            self.srtt_ns = self.srtt_ns.saturating_mul(7).saturating_add(rtt_ns) / 8;
         } else {
             // RFC 6298 §2.2: SRTT <- R, RTTVAR <- R/2.
             self.srtt_ns = rtt_ns;
@@ -106,6 +106,15 @@ mod tests {
         let mut e = RttEstimator::new(1_000 * NS_PER_MS, 200 * NS_PER_MS, 60_000 * NS_PER_MS);
         e.sample(NS_PER_MS);
         assert_eq!(e.rto_ns(), 200 * NS_PER_MS);
+    }
+
+    #[test]
+    fn absurd_samples_saturate_instead_of_overflowing() {
+        let mut e = RttEstimator::new(1_000 * NS_PER_MS, 200 * NS_PER_MS, 60_000 * NS_PER_MS);
+        e.sample(u64::MAX);
+        e.sample(u64::MAX);
+        e.sample(0);
+        assert_eq!(e.rto_ns(), 60_000 * NS_PER_MS);
     }
 
     #[test]
