@@ -14,7 +14,8 @@
 //! - timers: [`Connection::handle_timeout`] fires retransmission (RFC 6298), persist (zero
 //!   window, RFC 9293 §3.8.6.1), delayed ACK, keepalive and TIME-WAIT deadlines;
 //! - output: [`Connection::poll_transmit`] builds at most one segment per call, in priority
-//!   order RST, SYN, fast retransmission, data/FIN, window probe, keepalive, pure ACK;
+//!   order RST, SYN/SYN-ACK, retransmissions (fast/partial-ACK, RFC 6675 NextSeg), owed
+//!   duplicate ACKs, window probe or SWS override, new data/FIN, keepalive, pure ACK;
 //! - application calls: `send`, `recv`, `shutdown_write`, `close`, `abort`.
 
 use wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
