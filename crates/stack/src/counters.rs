@@ -188,10 +188,6 @@ counters! {
     tx_drop_too_big,
     /// IPv4/IPv6 fragments sent by source fragmentation.
     tx_fragments,
-    // ---- sockets
-    /// Readiness events dropped because the event queue was full (cannot happen while the
-    /// queue is sized to the socket table; kept as a safety net).
-    event_queue_full,
 }
 
 #[cfg(test)]

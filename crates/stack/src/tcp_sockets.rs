@@ -158,6 +158,8 @@ pub(crate) struct TcpTable {
     conns: HashMap<FlowKey, usize, BuildHasherDefault<FlowHasher>>,
     /// Connections that may have output, by slot index (ordered: deterministic output).
     dirty: BTreeSet<usize>,
+    /// Where the next flush starts (round-robin over `dirty`).
+    flush_cursor: usize,
     /// (deadline, slot) of every connection with a timer: `poll_timeout` is the first entry.
     /// Invariant: holds `(t, i)` iff connection `i` has `armed_ns == Some(t)`.
     timers: BTreeSet<(u64, usize)>,
@@ -185,6 +187,7 @@ impl TcpTable {
         TcpTable {
             conns: HashMap::default(),
             dirty: BTreeSet::new(),
+            flush_cursor: 0,
             timers: BTreeSet::new(),
             isn: IsnGenerator::new(secret),
             // A different key from the ISN generator's (RFC 4987 §3.6 cookies must not let a
@@ -723,8 +726,21 @@ impl Stack {
     // ------------------------------------------------------------------ output and timers
 
     /// Drains dirty connections into the transmit queue while it has room.
+    /// Drains dirty connections round-robin from a cursor, so when the transmit queue fills
+    /// the next flush starts with the connection after the one that filled it.
     pub(crate) fn tcp_flush(&mut self, now: u64) {
-        while let Some(&i) = self.tcp.dirty.first() {
+        loop {
+            let next = self
+                .tcp
+                .dirty
+                .range(self.tcp.flush_cursor..)
+                .next()
+                .or_else(|| self.tcp.dirty.first())
+                .copied();
+            let Some(i) = next else {
+                break;
+            };
+            self.tcp.flush_cursor = i.saturating_add(1);
             if !self.tcp_flush_one(now, i) {
                 break;
             }
