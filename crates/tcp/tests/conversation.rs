@@ -1615,3 +1615,18 @@ fn sack_recovery_resends_a_tail_hole_without_waiting_for_the_partial_ack() {
         (t8 - t2) / 1000
     );
 }
+
+#[test]
+fn timestamp_rtt_samples_continue_after_a_month_idle() {
+    let mut p = Pair::established(cfg(), cfg(), 5 * MS);
+    // 30 days: past 2^31 ms on the timestamp clock relative to any old reference.
+    p.run_for(30 * 86_400 * 1_000 * MS);
+    let before = p.a.counters().rtt_samples;
+    p.a_to_send = pattern(10_000);
+    p.run_until(
+        |p| p.b_read.len() == 10_000 && p.a.send_queue_bytes() == 0,
+        1_000 * MS,
+    );
+    assert!(p.a.counters().rtt_samples > before);
+    assert_eq!(p.a.counters().rx_drop_paws + p.b.counters().rx_drop_paws, 0);
+}

@@ -220,3 +220,43 @@ mod moves_under_loss {
         }
     }
 }
+
+/// RFC 6582's "the cumulative ACK covers more than recover" is a circular comparison: if
+/// `recover` stayed at its old value while gigabytes flowed without loss, it would drift 2^31
+/// behind SND.UNA, the comparison would flip, and fast retransmit would never fire again.
+/// After clean traffic, `recover` must trail SND.UNA (a snapshot lets the test start from
+/// "1 GiB ago" instead of transferring it).
+#[test]
+fn recover_point_trails_snd_una_during_loss_free_transfer() {
+    let c = Config {
+        timestamps: false,
+        ..Config::default()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.a.flush_delayed_ack();
+    p.flush();
+    let mut s = p.a.export(p.now).unwrap();
+    s.recover = s.snd_una - 0x4000_0000;
+    p.a = Connection::import(p.now, &s).unwrap();
+    p.a_to_send = pattern(20 * 1460);
+    p.run_until(
+        |p| p.b_read.len() == 20 * 1460 && p.a.send_queue_bytes() == 0,
+        1_000 * MS,
+    );
+    p.a.flush_delayed_ack();
+    p.flush();
+    let s = p.a.export(p.now).unwrap();
+    assert_eq!(s.recover, s.snd_una - 1);
+    // And a loss now is repaired by fast retransmit.
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && c.data_index == 25 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    p.a_to_send = pattern(30 * 1460);
+    p.run_until(|p| p.b_read.len() == 50 * 1460, 2_000 * MS);
+    assert_eq!(p.a.counters().fast_retransmits, 1);
+    assert_eq!(p.a.counters().rto_expirations, 0);
+}

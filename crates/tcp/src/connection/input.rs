@@ -368,6 +368,12 @@ impl Connection {
             } else {
                 self.dupacks = 0;
                 self.cc.on_ack(now, acked, mss, self.rtt.srtt_ns);
+                // Keep `recover` just behind SND.UNA once passed, so that "the cumulative ACK
+                // covers more than recover" (RFC 6582 §3.2 step 2) stays a valid circular
+                // comparison however many bytes flow without loss.
+                if self.recover.lt(self.snd_una) {
+                    self.recover = self.snd_una - 1;
+                }
             }
             // RFC 6298 §5.2/§5.3: all acknowledged → stop; otherwise restart the timer.
             if self.snd_una == self.snd_max {
@@ -552,6 +558,12 @@ impl Connection {
             // retransmission is a duplicate that does not update its TS.Recent (RFC 7323 §4.3
             // rule 2), so the ACK it triggers echoes a stale timestamp and would inflate SRTT
             // by the whole recovery time. Such a sample is ambiguous, Karn-style: skip it.
+            // Keep the floor within 2^30 ms of the clock so the circular comparison below stays
+            // valid on connections that go weeks without a retransmission.
+            let horizon = self.ts_now(now).wrapping_sub(1 << 30);
+            if ts_lt(self.ts_rtx_floor, horizon) {
+                self.ts_rtx_floor = horizon;
+            }
             if let Some(ts) = seg.timestamp {
                 let ticks = self.ts_now(now).wrapping_sub(ts.tsecr);
                 if ts.tsecr != 0 && (ticks as i32) >= 0 && !ts_lt(ts.tsecr, self.ts_rtx_floor) {
