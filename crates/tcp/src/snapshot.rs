@@ -237,7 +237,10 @@ impl Connection {
     }
 
     /// Resumes a frozen connection at `now` (any clock origin: every time is carried as a
-    /// delta). Validates the snapshot's invariants first.
+    /// delta). Validates the snapshot's invariants first. The application on the new owner
+    /// has seen nothing yet, so the resumed engine announces its readiness: `Readable` when
+    /// received bytes moved, `PeerClosed` when the peer's FIN did, `Writable` when the send
+    /// buffer has room and sending is still allowed.
     pub fn import(now: u64, s: &ConnectionSnapshot) -> Result<Connection, SnapshotError> {
         if !s.state.is_synchronized() {
             return Err(SnapshotError::NotSynchronized);
@@ -293,7 +296,7 @@ impl Connection {
         rtt.base_rto_ns = s.base_rto_ns.clamp(config.rto_min_ns, config.rto_max_ns);
         rtt.backoff_shift = s.rto_backoff_shift;
         rtt.has_sample = s.rtt_has_sample;
-        Ok(Connection {
+        let mut c = Connection {
             state: s.state,
             snd_una: s.snd_una,
             snd_nxt: s.snd_nxt,
@@ -362,6 +365,16 @@ impl Connection {
             dsack: None,
             config,
             counters: s.counters,
-        })
+        };
+        if !c.recv_buf.is_empty() {
+            c.push_event(crate::Event::Readable);
+        }
+        if c.fin_received {
+            c.push_event(crate::Event::PeerClosed);
+        }
+        if !c.fin_queued && c.send_buf.free() > 0 {
+            c.push_event(crate::Event::Writable);
+        }
+        Ok(c)
     }
 }

@@ -260,3 +260,29 @@ fn recover_point_trails_snd_una_during_loss_free_transfer() {
     assert_eq!(p.a.counters().fast_retransmits, 1);
     assert_eq!(p.a.counters().rto_expirations, 0);
 }
+
+#[test]
+fn import_announces_readiness_to_the_new_owner() {
+    let c = Config {
+        recv_buffer_bytes: 65535,
+        ..Config::default()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.b_auto_read = false;
+    p.a.send(b"unread at the move").unwrap();
+    p.a.shutdown_write().unwrap();
+    p.run_until(|p| p.b.state() == State::CloseWait, 500 * MS);
+    p.b.flush_delayed_ack();
+    p.flush();
+    let snap = p.b.export(p.now).unwrap();
+    let mut b2 = Connection::import(p.now, &snap).unwrap();
+    let events: Vec<_> = std::iter::from_fn(|| b2.poll_event()).collect();
+    assert_eq!(
+        events,
+        vec![
+            tcp::Event::Readable,
+            tcp::Event::Writable,
+            tcp::Event::PeerClosed
+        ]
+    );
+}

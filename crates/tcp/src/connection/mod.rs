@@ -792,7 +792,7 @@ impl Connection {
         ((now / NS_PER_MS) as u32).wrapping_add(self.ts_offset)
     }
 
-    fn push_event(&mut self, e: Event) {
+    pub(crate) fn push_event(&mut self, e: Event) {
         self.events |= event_bit(e);
     }
 
