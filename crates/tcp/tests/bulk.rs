@@ -155,3 +155,36 @@ proptest! {
         prop_assert!(p.a.invariant_violation().is_none() && p.b.invariant_violation().is_none());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Loss, reordering and duplication from the first SYN to the last ACK: the handshake,
+    /// the transfer and the close all get through.
+    #[test]
+    fn whole_connection_lifetime_survives_a_lossy_link(seed in any::<u64>()) {
+        let mut rng = Rng(seed | 1);
+        let filter = Box::new(move |_: &harness::Ctx, _: &harness::Seg| {
+            if rng.chance(100) {
+                Verdict::Drop
+            } else if rng.chance(50) {
+                Verdict::DelayExtra(rng.next() % (10 * MS))
+            } else if rng.chance(20) {
+                Verdict::Duplicate
+            } else {
+                Verdict::Pass
+            }
+        });
+        let c = Config::default();
+        let mut p = Pair::with_filter(c, c, 4 * MS, filter);
+        let a = pattern(50_000);
+        p.a_to_send = a.clone();
+        p.run_until(|p| p.b_read.len() >= a.len(), 3_000_000 * MS);
+        prop_assert!(p.b_read == a);
+        p.a.shutdown_write().unwrap();
+        p.run_until(|p| p.b.state() == State::CloseWait, 3_000_000 * MS);
+        p.b.shutdown_write().unwrap();
+        p.run_until(|p| p.b.state() == State::Closed && matches!(p.a.state(), State::TimeWait | State::Closed), 3_000_000 * MS);
+        prop_assert_eq!(p.b.close_reason(), Some(tcp::CloseReason::Normal));
+    }
+}
