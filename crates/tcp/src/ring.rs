@@ -9,12 +9,24 @@
 ///
 /// Invariants: `storage` is empty or exactly `capacity` bytes; `head < capacity` (or 0);
 /// `len ≤ capacity`, and `len == 0` while `storage` is empty.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Ring {
     storage: Box<[u8]>,
     capacity: usize,
     head: usize,
     len: usize,
+}
+
+impl core::fmt::Debug for Ring {
+    // Not derived: the storage (up to a gigabyte) would drown any debug output.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Ring")
+            .field("capacity", &self.capacity)
+            .field("head", &self.head)
+            .field("len", &self.len)
+            .field("allocated", &!self.storage.is_empty())
+            .finish()
+    }
 }
 
 impl Ring {
@@ -136,6 +148,14 @@ impl Ring {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn debug_output_does_not_dump_the_storage() {
+        let mut r = Ring::new(1 << 16);
+        r.push(&[7u8; 1000]);
+        let s = format!("{r:?}");
+        assert!(s.len() < 200, "{s}");
+    }
 
     #[test]
     fn storage_is_allocated_on_first_write_only() {
