@@ -1630,3 +1630,38 @@ fn timestamp_rtt_samples_continue_after_a_month_idle() {
     assert!(p.a.counters().rtt_samples > before);
     assert_eq!(p.a.counters().rx_drop_paws + p.b.counters().rx_drop_paws, 0);
 }
+
+#[test]
+fn data_queued_before_the_handshake_completes_is_sent_after_it() {
+    let mut p = Pair::new(cfg(), cfg(), 5 * MS);
+    assert_eq!(p.a.state(), State::SynSent);
+    p.a.send(b"early bird").unwrap();
+    p.run_until(|p| p.b_read.len() == 10, 1_000 * MS);
+    assert_eq!(p.b_read, b"early bird");
+}
+
+#[test]
+fn shutdown_in_syn_received_sends_fin_once_established() {
+    let mut p = Pair::new(cfg(), cfg(), 5 * MS);
+    assert_eq!(p.b.state(), State::SynReceived);
+    p.b.send(b"bye").unwrap();
+    p.b.shutdown_write().unwrap();
+    p.run_until(
+        |p| p.a.state() == State::CloseWait && p.b.state() == State::FinWait2,
+        1_000 * MS,
+    );
+    assert_eq!(p.a_read, b"bye");
+}
+
+#[test]
+fn shutdown_in_syn_sent_cancels_the_open() {
+    let mut a = Connection::connect(0, &cfg(), 1, 2, SeqNumber(1), 0);
+    let mut buf = [0u8; 100];
+    a.poll_transmit(0, &mut buf).unwrap();
+    a.shutdown_write().unwrap();
+    assert_eq!(a.state(), State::Closed);
+    assert!(
+        a.is_finished(),
+        "no RST for a connection that never synchronized"
+    );
+}
