@@ -1,0 +1,182 @@
+//! Heap footprint of idle established connections (issue 3, memory (b)).
+//!
+//! `idle_conns [N]` (default 100000) opens N connections between two stacks over the
+//! in-memory link, lets them idle, and measures the heap with a counting global allocator:
+//! bytes currently allocated (requested sizes, so malloc's own per-block overhead is not in
+//! the figure; the RSS change from /proc/self/statm is printed beside it as a cross-check).
+//! The per-stack figure is what dropping that stack frees, minus what an empty stack with the
+//! same configuration holds.
+//!
+//! Why an allocator and not only /proc: RSS moves in pages, includes freed-but-cached memory
+//! and cannot tell the client stack from the server stack; counting allocations is exact and
+//! attributes bytes by dropping one stack at a time.
+// A measurement harness: the counting allocator must implement `GlobalAlloc`, an unsafe trait.
+// This binary is the only place in the workspace that allows unsafe code; it forwards every
+// call unchanged to `System` and only adds atomic counters.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bench::idle::IdleWorld;
+
+struct Counting;
+
+static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
+static LIVE_BLOCKS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so
+// `System`'s guarantees carry over; the counters never influence what is returned.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged (the caller upholds `alloc`'s contract).
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+            LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+            LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged (`ptr` came from this allocator with `layout`).
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+        LIVE_BLOCKS.fetch_sub(1, Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded unchanged.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed);
+            LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+#[derive(Debug, Clone, Copy)]
+struct Heap {
+    bytes: usize,
+    blocks: usize,
+}
+
+fn heap() -> Heap {
+    Heap {
+        bytes: LIVE_BYTES.load(Ordering::Relaxed),
+        blocks: LIVE_BLOCKS.load(Ordering::Relaxed),
+    }
+}
+
+/// Resident set size in bytes from /proc/self/statm (pages × 4096), if readable.
+fn rss_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+fn per(bytes: usize, n: usize) -> f64 {
+    bytes as f64 / n.max(1) as f64
+}
+
+fn main() -> ExitCode {
+    let n: usize = match std::env::args().nth(1) {
+        None => 100_000,
+        Some(a) => match bench::parse_bytes(&a).and_then(|v| usize::try_from(v).ok()) {
+            Some(v) if v > 0 => v,
+            _ => {
+                eprintln!("usage: idle_conns [CONNECTIONS]");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    match run(n) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("idle_conns: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(n: usize) -> Result<(), bench::bulk::BulkError> {
+    // Baseline: two empty stacks (listeners open) with the same limits.
+    let h0 = heap();
+    let empty = IdleWorld::new(n)?;
+    let h_empty_world = heap();
+    let (empty_client, empty_server) = (empty.client, empty.server);
+    let h1 = heap();
+    drop(empty_client);
+    let h2 = heap();
+    drop(empty_server);
+    let empty_client_bytes = h1.bytes - h2.bytes;
+    let empty_server_bytes = h2.bytes - heap().bytes;
+    let _ = (h0, h_empty_world);
+
+    let rss0 = rss_bytes();
+    let mut world = IdleWorld::new(n)?;
+    let established = world.connect_all(n, 2_000_000_000)?;
+    let rss1 = rss_bytes();
+    let IdleWorld {
+        client,
+        server,
+        client_socks,
+        server_socks,
+        ..
+    } = world;
+    drop(client_socks);
+    drop(server_socks);
+    let a = heap();
+    drop(client);
+    let b = heap();
+    drop(server);
+    let c = heap();
+    let client_bytes = a.bytes - b.bytes;
+    let server_bytes = b.bytes - c.bytes;
+    let client_blocks = a.blocks - b.blocks;
+    let server_blocks = b.blocks - c.blocks;
+    let client_conn = client_bytes.saturating_sub(empty_client_bytes);
+    let server_conn = server_bytes.saturating_sub(empty_server_bytes);
+    let tcb = core::mem::size_of::<tcp::Connection>();
+
+    println!("connections={n} established={established}");
+    println!(
+        "empty stack heap: client={empty_client_bytes} B server={empty_server_bytes} B \
+         (64 KiB TCP scratch, tables)"
+    );
+    for (side, total, conn, blocks) in [
+        ("client", client_bytes, client_conn, client_blocks),
+        ("server", server_bytes, server_conn, server_blocks),
+    ] {
+        let per_conn = per(conn, n);
+        println!(
+            "{side}: stack heap {total} B in {blocks} blocks; per idle connection {per_conn:.1} B \
+             = engine (boxed tcp::Connection) {tcb} B + table overhead {:.1} B \
+             ({:.2} heap blocks per connection)",
+            per_conn - tcb as f64,
+            per(blocks, n),
+        );
+    }
+    if let (Some(r0), Some(r1)) = (rss0, rss1) {
+        println!(
+            "rss cross-check: both stacks grew RSS by {} B = {:.1} B per connection pair \
+             ({:.1} B per endpoint; includes malloc block overhead and page rounding)",
+            r1.saturating_sub(r0),
+            r1.saturating_sub(r0) as f64 / n as f64,
+            r1.saturating_sub(r0) as f64 / (2 * n) as f64
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,72 @@
+//! The rsstack bulk harness moves every byte intact and counts segments sensibly.
+
+use bench::bulk::{self, BulkOptions};
+use bench::idle::IdleWorld;
+
+const MIB: u64 = 1 << 20;
+
+fn sensible_segment_count(bytes: u64, segments: u64) {
+    // MSS 1460; timestamps (12 bytes) leave 1448 of payload per full segment. A handful of
+    // short segments (Nagle tail, window edges) may add a few more.
+    let min = bytes.div_ceil(1460);
+    let max = bytes.div_ceil(1448) + bytes / 1448 / 50 + 4;
+    assert!(
+        (min..=max).contains(&segments),
+        "{segments} data segments for {bytes} bytes, expected {min}..={max}"
+    );
+}
+
+#[test]
+fn one_mib_arrives_intact_in_about_bytes_over_mss_segments() {
+    let r = bulk::run(BulkOptions {
+        bytes: MIB,
+        verify: true,
+        checksum_offload: false,
+    })
+    .expect("bulk run");
+    assert_eq!(r.bytes, MIB);
+    let (sent, received) = r.hashes.expect("verify was asked for");
+    assert_eq!(sent, received, "received stream differs from the sent one");
+    sensible_segment_count(r.bytes, r.data_segments);
+    assert!(r.frames_to_server >= r.data_segments);
+    assert!(r.frames_to_client > 0, "the server must acknowledge");
+}
+
+#[test]
+fn checksum_offload_moves_the_same_stream() {
+    let r = bulk::run(BulkOptions {
+        bytes: 300_001,
+        verify: true,
+        checksum_offload: true,
+    })
+    .expect("bulk run");
+    assert_eq!(r.bytes, 300_001);
+    let (sent, received) = r.hashes.expect("verify was asked for");
+    assert_eq!(sent, received);
+    sensible_segment_count(r.bytes, r.data_segments);
+}
+
+#[test]
+fn summary_line_names_the_segment_count() {
+    let r = bulk::run(BulkOptions {
+        bytes: 20_000,
+        verify: true,
+        checksum_offload: false,
+    })
+    .expect("bulk run");
+    let line = bulk::summary_line("rsstack", &r);
+    assert!(line.contains(&format!("data_segments={}", r.data_segments)));
+    assert!(line.contains("verify=ok"));
+}
+
+#[test]
+fn idle_world_establishes_every_connection_across_server_ports() {
+    // More than one server port's worth is too slow for a debug test; 300 connections still
+    // cover batching (128 per exchange) and accepting across batches.
+    let n = 300;
+    let mut w = IdleWorld::new(n).expect("world");
+    let up = w.connect_all(n, 1_000_000_000).expect("connect");
+    assert_eq!(up, n);
+    assert_eq!(w.client.tcp_connection_count(), n);
+    assert_eq!(w.server.tcp_connection_count(), n);
+}
