@@ -9,7 +9,7 @@ parallel=${2:-2}
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 mkdir -p fuzz/logs
 targets=$(cargo +nightly fuzz list)
-cargo +nightly fuzz build $targets >/dev/null
+cargo +nightly fuzz build >/dev/null
 status=0
 run_one() {
   local t=$1

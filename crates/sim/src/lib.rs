@@ -45,16 +45,19 @@
 //!
 //! Modules: [`rng`] (the PRNG), [`host`] (the trait and its call order), [`link`] (the
 //! per-direction link model), [`fault`] (rules and verdicts), [`world`] (event loop),
-//! [`trace`] (digest), [`scenario`] (seed runners), [`toy`] (small hosts for tests).
+//! [`trace`] (digest), [`scenario`] (seed runners), [`toy`] (small hosts for tests), [`net`]
+//! (hosts running a real `stack` with an application), [`workload`] (the TCP soak workloads).
 #![deny(unsafe_code)]
 
 pub mod fault;
 pub mod host;
 pub mod link;
+pub mod net;
 pub mod rng;
 pub mod scenario;
 pub mod toy;
 pub mod trace;
+pub mod workload;
 pub mod world;
 
 pub use fault::{

@@ -1,0 +1,946 @@
+//! Soak workloads: real `stack` instances on a faulty simulated link, with checkers.
+//!
+//! Each workload is a function of a seed. The seed picks the data sizes and a fault profile
+//! (loss up to 20 %, duplication, reordering, corruption, link flaps); the world runs until it
+//! is idle; then every byte stream is checked. The property, for every workload and seed:
+//!
+//! - every byte is delivered exactly once and in order — each stream carries a position-keyed
+//!   pattern ([`pattern_byte`]), so a lost, duplicated, reordered or corrupted byte shows up at
+//!   the first wrong offset — or the connection ends with a clear error (reset, timeout);
+//! - nothing panics (a panic is a failure of that seed, see [`crate::run_seeds`]);
+//! - tables stay under their caps while it runs (checked after every event).
+//!
+//! Under mild faults (loss ≤ 5 %) a connection must not fail at all: there an error is a bug.
+
+use core::fmt;
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use stack::{
+    InterfaceConfig, Ipv4Cidr, SocketError, SocketEvent, SocketHandle, Stack, StackConfig,
+};
+use wire::EthernetAddress;
+
+use crate::fault::{Corrupt, Duplicate, Flap, Loss, Reorder};
+use crate::host::{HostId, PortId};
+use crate::link::{ChannelConfig, JitterOrder};
+use crate::net::{App, StackHost};
+use crate::rng::SimRng;
+use crate::world::World;
+
+/// Byte `offset` of stream `stream_id`: position-keyed, so a byte out of place is caught.
+#[inline]
+pub fn pattern_byte(stream_id: u64, offset: u64) -> u8 {
+    let x = (offset ^ stream_id.rotate_left(23)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    ((x >> 56) as u8) ^ (offset as u8)
+}
+
+/// The workloads of the soak, named as `rsstack sim soak --workload` takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Workload {
+    /// One connection, client → server bulk data.
+    BulkOneWay,
+    /// One connection, bulk data in both directions at once.
+    BulkBothWays,
+    /// One connection, many small request/response exchanges in lock step.
+    RequestResponse,
+    /// Hundreds to thousands of short connections opening and closing, many at once.
+    ManyConnections,
+    /// Bulk data both ways; mid-transfer the server's connection is exported, travels, and is
+    /// imported into a fresh stack (DESIGN "Handoff protocol").
+    Handoff,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 5] = [
+        Workload::BulkOneWay,
+        Workload::BulkBothWays,
+        Workload::RequestResponse,
+        Workload::ManyConnections,
+        Workload::Handoff,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::BulkOneWay => "bulk",
+            Workload::BulkBothWays => "bulk-both",
+            Workload::RequestResponse => "rr",
+            Workload::ManyConnections => "many",
+            Workload::Handoff => "handoff",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Workload> {
+        Workload::ALL.into_iter().find(|w| w.name() == name)
+    }
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The faults one seed runs under.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FaultProfile {
+    pub loss: f64,
+    pub duplicate: f64,
+    pub reorder: f64,
+    pub corrupt: f64,
+    /// A link flap: down from `.0` to `.1` (ns).
+    pub flap_ns: Option<(u64, u64)>,
+}
+
+impl FaultProfile {
+    /// The profile a seed runs under: a fifth of the seeds each clean, lossy (1–5 %), very
+    /// lossy (up to 20 %), reordering with duplication, and corrupting with a flap.
+    pub fn for_seed(seed: u64) -> FaultProfile {
+        let mut rng = SimRng::new(seed).fork(0xfa_17);
+        let clean = FaultProfile {
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            corrupt: 0.0,
+            flap_ns: None,
+        };
+        match seed % 5 {
+            0 => clean,
+            1 => FaultProfile {
+                loss: 0.01 + 0.04 * rng.next_f64(),
+                ..clean
+            },
+            2 => FaultProfile {
+                loss: 0.05 + 0.15 * rng.next_f64(),
+                ..clean
+            },
+            3 => FaultProfile {
+                loss: 0.01 * rng.next_f64(),
+                duplicate: 0.05 * rng.next_f64(),
+                reorder: 0.1 * rng.next_f64(),
+                ..clean
+            },
+            _ => {
+                let down = 5_000_000 + rng.gen_range(0..200_000_000);
+                FaultProfile {
+                    loss: 0.01 * rng.next_f64(),
+                    corrupt: 0.02 * rng.next_f64(),
+                    flap_ns: Some((down, down + 10_000_000 + rng.gen_range(0..300_000_000))),
+                    ..clean
+                }
+            }
+        }
+    }
+
+    /// Mild enough that every connection must succeed.
+    pub fn is_mild(&self) -> bool {
+        self.loss <= 0.05
+    }
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Bytes delivered and verified, all streams together.
+    pub bytes_verified: u64,
+    /// Connections that completed, and that ended with a clear error.
+    pub connections_completed: u64,
+    pub connections_failed: u64,
+    /// Virtual time at idle, and events run.
+    pub sim_time_ns: u64,
+    pub events: u64,
+    /// The first error a failed connection ended with, for the report.
+    pub first_error: Option<String>,
+    /// Handoff: connections moved, and frames that arrived while one was travelling (dropped
+    /// before any processing, recovered by retransmission).
+    pub moves: u64,
+    pub frames_dropped_in_flight: u64,
+}
+
+impl RunSummary {
+    fn record(&mut self, f: &Flow) {
+        self.bytes_verified += f.rx.received;
+        if f.succeeded() {
+            self.connections_completed += 1;
+        } else {
+            self.connections_failed += 1;
+            if self.first_error.is_none() {
+                self.first_error = Some(format!(
+                    "{} (sent {}/{}, received {}/{}, eof {})",
+                    f.error
+                        .map_or_else(|| "no error".to_string(), |e| e.to_string()),
+                    f.tx_sent,
+                    f.tx_total,
+                    f.rx.received,
+                    f.rx.expected,
+                    f.rx_eof
+                ));
+            }
+        }
+    }
+}
+
+/// Checks an incoming byte stream against its pattern.
+#[derive(Debug, Clone)]
+struct StreamCheck {
+    stream_id: u64,
+    received: u64,
+    expected: u64,
+}
+
+impl StreamCheck {
+    fn new(stream_id: u64, expected: u64) -> Self {
+        StreamCheck {
+            stream_id,
+            received: 0,
+            expected,
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) -> Result<(), String> {
+        for &b in bytes {
+            if self.received >= self.expected {
+                return Err(format!(
+                    "stream {:#x}: byte beyond the {} expected",
+                    self.stream_id, self.expected
+                ));
+            }
+            let want = pattern_byte(self.stream_id, self.received);
+            if b != want {
+                return Err(format!(
+                    "stream {:#x}: offset {} holds {b:#04x}, expected {want:#04x}",
+                    self.stream_id, self.received
+                ));
+            }
+            self.received += 1;
+        }
+        Ok(())
+    }
+
+    fn complete(&self) -> bool {
+        self.received == self.expected
+    }
+}
+
+/// One endpoint of a connection: sends its stream, reads and checks the peer's, half-closes
+/// after sending, closes after both directions are done.
+#[derive(Debug)]
+struct Flow {
+    handle: SocketHandle,
+    tx_stream: u64,
+    tx_total: u64,
+    /// How much of the stream the application has released so far (request/response
+    /// workloads release it in steps).
+    tx_allowed: u64,
+    tx_sent: u64,
+    tx_shutdown: bool,
+    rx: StreamCheck,
+    rx_eof: bool,
+    /// Stop reading at this offset (a handoff waits for the move there).
+    rx_pause_at: Option<u64>,
+    error: Option<SocketError>,
+    closed: bool,
+}
+
+const CHUNK_BYTES: usize = 16 * 1024;
+
+impl Flow {
+    fn new(
+        handle: SocketHandle,
+        tx_stream: u64,
+        tx_total: u64,
+        rx_stream: u64,
+        rx_total: u64,
+    ) -> Self {
+        Flow {
+            handle,
+            tx_stream,
+            tx_total,
+            tx_allowed: tx_total,
+            tx_sent: 0,
+            tx_shutdown: false,
+            rx: StreamCheck::new(rx_stream, rx_total),
+            rx_eof: false,
+            rx_pause_at: None,
+            error: None,
+            closed: false,
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.closed
+    }
+
+    fn succeeded(&self) -> bool {
+        self.error.is_none() && self.rx_eof && self.rx.complete() && self.tx_sent == self.tx_total
+    }
+
+    /// Moves data both ways without blocking. A protocol violation is returned as an error
+    /// string (the seed fails); a connection error is recorded and ends the flow.
+    fn pump(&mut self, now: u64, stack: &mut Stack, scratch: &mut [u8]) -> Result<(), String> {
+        if self.closed {
+            return Ok(());
+        }
+        while self.error.is_none() && self.tx_sent < self.tx_allowed {
+            let n = usize::try_from(self.tx_allowed - self.tx_sent)
+                .map_or(scratch.len(), |r| r.min(scratch.len()));
+            for (i, b) in scratch.iter_mut().take(n).enumerate() {
+                *b = pattern_byte(self.tx_stream, self.tx_sent + i as u64);
+            }
+            match stack.tcp_send(self.handle, &scratch[..n]) {
+                Ok(k) => self.tx_sent += k as u64,
+                Err(SocketError::WouldBlock) => break,
+                Err(e) => self.error = Some(e),
+            }
+        }
+        // Half-close only once synchronized: CLOSE in SYN-SENT deletes the TCB
+        // (RFC 9293 §3.10.4), which is not what "no more data" means.
+        let synchronized = stack
+            .tcp_state(self.handle)
+            .is_some_and(|s| s.is_synchronized());
+        if self.error.is_none()
+            && self.tx_sent == self.tx_total
+            && !self.tx_shutdown
+            && synchronized
+        {
+            match stack.tcp_shutdown(self.handle) {
+                Ok(()) => self.tx_shutdown = true,
+                Err(SocketError::WouldBlock) => {}
+                Err(e) => self.error = Some(e),
+            }
+        }
+        while self.error.is_none() && !self.rx_eof {
+            let room = match self.rx_pause_at {
+                Some(at) if at <= self.rx.received => break,
+                Some(at) => usize::try_from(at - self.rx.received)
+                    .map_or(scratch.len(), |r| r.min(scratch.len())),
+                None => scratch.len(),
+            };
+            match stack.tcp_recv(self.handle, &mut scratch[..room]) {
+                Ok(n) => self.rx.feed(&scratch[..n])?,
+                Err(SocketError::WouldBlock) => break,
+                Err(SocketError::Finished) => {
+                    self.rx_eof = true;
+                    if !self.rx.complete() {
+                        return Err(format!(
+                            "stream {:#x}: peer finished after {} of {} bytes without an error",
+                            self.rx.stream_id, self.rx.received, self.rx.expected
+                        ));
+                    }
+                }
+                Err(e) => self.error = Some(e),
+            }
+        }
+        if self.error.is_some() || (self.rx_eof && self.tx_shutdown) {
+            // A failed connection is aborted on close by the stack if needed; either way the
+            // handle is given back.
+            let _ = stack.close(now, self.handle);
+            self.closed = true;
+        }
+        Ok(())
+    }
+}
+
+const SERVER_PORT: u16 = 5001;
+const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+/// Stream ids: client→server and server→client of connection `k`.
+fn c2s_stream(seed: u64, k: u64) -> u64 {
+    seed.wrapping_mul(0x1000_0000_01b3) ^ (k << 1)
+}
+
+fn s2c_stream(seed: u64, k: u64) -> u64 {
+    c2s_stream(seed, k) ^ 1
+}
+
+/// The plan both ends of a seed agree on.
+#[derive(Debug, Clone)]
+struct Plan {
+    seed: u64,
+    workload: Workload,
+    /// Bulk: bytes each way.
+    c2s_bytes: u64,
+    s2c_bytes: u64,
+    /// Request/response: (request, response) sizes.
+    exchanges: Vec<(u64, u64)>,
+    /// Many connections: total, at once, bytes each way.
+    conns_total: u64,
+    conns_at_once: usize,
+    conn_bytes: u64,
+    /// Request/response: cumulative client→server bytes at the end of each request, and
+    /// server→client bytes at the end of each response.
+    request_ends: Vec<u64>,
+    response_ends: Vec<u64>,
+    /// Handoff: the server moves its connection once it has read this many bytes, and the
+    /// snapshot travels this long.
+    move_after_bytes: u64,
+    move_travel_ns: u64,
+}
+
+impl Plan {
+    fn new(seed: u64, workload: Workload) -> Plan {
+        let mut rng = SimRng::new(seed).fork(0x91a4);
+        let mut plan = Plan {
+            seed,
+            workload,
+            c2s_bytes: 0,
+            s2c_bytes: 0,
+            exchanges: Vec::new(),
+            conns_total: 0,
+            conns_at_once: 0,
+            conn_bytes: 0,
+            request_ends: Vec::new(),
+            response_ends: Vec::new(),
+            move_after_bytes: 0,
+            move_travel_ns: 0,
+        };
+        match workload {
+            Workload::BulkOneWay => plan.c2s_bytes = 1 + rng.gen_range(0..1_000_000),
+            Workload::BulkBothWays | Workload::Handoff => {
+                plan.c2s_bytes = 1 + rng.gen_range(0..400_000);
+                plan.s2c_bytes = 1 + rng.gen_range(0..400_000);
+                plan.move_after_bytes = rng.gen_range(0..plan.c2s_bytes);
+                plan.move_travel_ns = rng.gen_range(0..50_000_000);
+            }
+            Workload::RequestResponse => {
+                let n = 10 + rng.gen_range(0..90);
+                plan.exchanges = (0..n)
+                    .map(|_| (1 + rng.gen_range(0..2_000), 1 + rng.gen_range(0..6_000)))
+                    .collect();
+                plan.c2s_bytes = plan.exchanges.iter().map(|e| e.0).sum();
+                plan.s2c_bytes = plan.exchanges.iter().map(|e| e.1).sum();
+                plan.request_ends = cumulative(plan.exchanges.iter().map(|e| e.0));
+                plan.response_ends = cumulative(plan.exchanges.iter().map(|e| e.1));
+            }
+            Workload::ManyConnections => {
+                plan.conns_total = 300 + rng.gen_range(0..1_700);
+                plan.conns_at_once = 8 + rng.gen_range(0..56) as usize;
+                plan.conn_bytes = 1 + rng.gen_range(0..3_000);
+            }
+        }
+        plan
+    }
+}
+
+fn cumulative(sizes: impl Iterator<Item = u64>) -> Vec<u64> {
+    sizes
+        .scan(0u64, |acc, n| {
+            *acc += n;
+            Some(*acc)
+        })
+        .collect()
+}
+
+/// The client side: opens connections and runs flows.
+pub struct Client {
+    plan: Plan,
+    flows: Vec<(u64, Flow)>,
+    next_conn: u64,
+    scratch: Vec<u8>,
+    violation: Option<String>,
+    summary: RunSummary,
+}
+
+/// The server side: accepts connections and runs flows.
+pub struct Server {
+    plan: Plan,
+    listener: Option<SocketHandle>,
+    flows: Vec<(u64, Flow)>,
+    scratch: Vec<u8>,
+    violation: Option<String>,
+    summary: RunSummary,
+    /// Handoff: the handle being moved (not to be touched), and moves completed.
+    moving: Option<SocketHandle>,
+    moves_done: u64,
+}
+
+impl Client {
+    fn open(&mut self, now: u64, stack: &mut Stack) {
+        let many = self.plan.workload == Workload::ManyConnections;
+        let total = if many { self.plan.conns_total } else { 1 };
+        let at_once = if many { self.plan.conns_at_once } else { 1 };
+        while self.next_conn < total && self.flows.len() < at_once {
+            let k = self.next_conn;
+            let remote = SocketAddr::new(IpAddr::V4(SERVER_IP), SERVER_PORT);
+            match stack.tcp_connect(now, remote, 0) {
+                Ok(h) => {
+                    let (tx, rx) = if many {
+                        (self.plan.conn_bytes, self.plan.conn_bytes)
+                    } else {
+                        (self.plan.c2s_bytes, self.plan.s2c_bytes)
+                    };
+                    let mut flow = Flow::new(h, 0, tx, 0, rx);
+                    // Streams are keyed by the client port so the server can find them.
+                    let port = stack.local_addr(h).map_or(0, |a| u64::from(a.port()));
+                    let id = if many { port } else { 0 };
+                    flow.tx_stream = c2s_stream(self.plan.seed, id);
+                    flow.rx.stream_id = s2c_stream(self.plan.seed, id);
+                    if self.plan.workload == Workload::RequestResponse {
+                        flow.tx_allowed = self.plan.exchanges.first().map_or(0, |e| e.0);
+                    }
+                    self.flows.push((k, flow));
+                    self.next_conn += 1;
+                }
+                // Out of ports or sockets for now (connections still in TIME-WAIT): retry on
+                // a later activation.
+                Err(SocketError::NoFreePort | SocketError::TooManySockets) => break,
+                Err(e) => {
+                    self.violation = Some(format!("connect #{k} failed: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+impl App for Client {
+    fn start(&mut self, now_ns: u64, stack: &mut Stack) {
+        self.open(now_ns, stack);
+    }
+
+    fn poll(&mut self, now_ns: u64, stack: &mut Stack, events: &[SocketEvent]) {
+        if self.violation.is_some() {
+            return;
+        }
+        let request_ends = &self.plan.request_ends;
+        let response_ends = &self.plan.response_ends;
+        let mut any_done = false;
+        for ev in events {
+            let Some((_, flow)) = self.flows.iter_mut().find(|(_, f)| f.handle == ev.handle) else {
+                continue;
+            };
+            // Request/response: release request i+1 once response i is complete (re-checked
+            // after reading, which may complete a response).
+            for _ in 0..2 {
+                if !request_ends.is_empty() {
+                    let answered = response_ends
+                        .iter()
+                        .take_while(|&&e| e <= flow.rx.received)
+                        .count();
+                    flow.tx_allowed = request_ends
+                        .get(answered)
+                        .copied()
+                        .unwrap_or(flow.tx_total)
+                        .min(flow.tx_total);
+                }
+                if let Err(v) = flow.pump(now_ns, stack, &mut self.scratch) {
+                    self.violation = Some(v);
+                    return;
+                }
+            }
+            any_done |= flow.done();
+        }
+        if any_done {
+            let summary = &mut self.summary;
+            self.flows.retain(|(_, f)| {
+                if f.done() {
+                    summary.record(f);
+                }
+                !f.done()
+            });
+        }
+        self.open(now_ns, stack);
+    }
+}
+
+impl App for Server {
+    fn start(&mut self, _now_ns: u64, stack: &mut Stack) {
+        match stack.tcp_listen(SocketAddr::new(IpAddr::V4(SERVER_IP), SERVER_PORT), 128) {
+            Ok(l) => self.listener = Some(l),
+            Err(e) => self.violation = Some(format!("listen failed: {e}")),
+        }
+    }
+
+    fn poll(&mut self, now_ns: u64, stack: &mut Stack, events: &[SocketEvent]) {
+        if self.violation.is_some() {
+            return;
+        }
+        let many = self.plan.workload == Workload::ManyConnections;
+        let mut work: Vec<SocketHandle> = events.iter().map(|e| e.handle).collect();
+        if let Some(l) = self.listener {
+            while let Ok((h, peer)) = stack.tcp_accept(l) {
+                let id = if many { u64::from(peer.port()) } else { 0 };
+                let (tx, rx) = if many {
+                    (self.plan.conn_bytes, self.plan.conn_bytes)
+                } else {
+                    (self.plan.s2c_bytes, self.plan.c2s_bytes)
+                };
+                let mut flow = Flow::new(
+                    h,
+                    s2c_stream(self.plan.seed, id),
+                    tx,
+                    c2s_stream(self.plan.seed, id),
+                    rx,
+                );
+                if self.plan.workload == Workload::RequestResponse {
+                    flow.tx_allowed = 0;
+                }
+                if self.plan.workload == Workload::Handoff {
+                    flow.rx_pause_at = Some(self.plan.move_after_bytes);
+                }
+                self.flows.push((id, flow));
+                // Data may have arrived with the handshake: work the new socket now.
+                work.push(h);
+            }
+        }
+        let request_ends = &self.plan.request_ends;
+        let response_ends = &self.plan.response_ends;
+        let mut any_done = false;
+        for h in work {
+            if self.moving == Some(h) {
+                continue;
+            }
+            let Some((_, flow)) = self.flows.iter_mut().find(|(_, f)| f.handle == h) else {
+                continue;
+            };
+            if let Err(v) = flow.pump(now_ns, stack, &mut self.scratch) {
+                self.violation = Some(v);
+                return;
+            }
+            if !request_ends.is_empty() {
+                // Response i is released once request i has been read in full.
+                let served = request_ends
+                    .iter()
+                    .take_while(|&&e| e <= flow.rx.received)
+                    .count();
+                let allowed = if served == 0 {
+                    0
+                } else {
+                    response_ends.get(served - 1).copied().unwrap_or(0)
+                };
+                if allowed > flow.tx_allowed {
+                    flow.tx_allowed = allowed;
+                    if let Err(v) = flow.pump(now_ns, stack, &mut self.scratch) {
+                        self.violation = Some(v);
+                        return;
+                    }
+                }
+            }
+            any_done |= flow.done();
+        }
+        if any_done {
+            let summary = &mut self.summary;
+            self.flows.retain(|(_, f)| {
+                if f.done() {
+                    summary.record(f);
+                }
+                !f.done()
+            });
+        }
+    }
+
+    fn take_move_request(&mut self) -> Option<(SocketHandle, u64)> {
+        if self.plan.workload != Workload::Handoff || self.moving.is_some() || self.moves_done > 0 {
+            return None;
+        }
+        let (_, flow) = self.flows.first()?;
+        if flow.closed || flow.rx.received < self.plan.move_after_bytes {
+            return None;
+        }
+        self.moving = Some(flow.handle);
+        Some((flow.handle, self.plan.move_travel_ns))
+    }
+
+    fn moved(&mut self, _now_ns: u64, old: SocketHandle, new: Result<SocketHandle, String>) {
+        self.moving = None;
+        match new {
+            Ok(h) => {
+                self.moves_done += 1;
+                if let Some((_, flow)) = self.flows.iter_mut().find(|(_, f)| f.handle == old) {
+                    flow.handle = h;
+                    flow.rx_pause_at = None;
+                }
+            }
+            // The stack could not freeze it this instant (output still queued): try again at
+            // a later activation.
+            Err(e) if e.starts_with("export refused: operation would block") => {}
+            Err(e) => self.violation = Some(format!("handoff failed: {e}")),
+        }
+    }
+}
+
+fn stack_config(mac: [u8; 6], ip: Ipv4Addr, seed: u64, workload: Workload) -> StackConfig {
+    let mut cfg = StackConfig::new(InterfaceConfig::new(
+        EthernetAddress(mac),
+        Ipv4Cidr::new(ip, 24),
+    ));
+    if workload == Workload::ManyConnections {
+        // Short connections carry a few KB: small buffers, as a server with many connections
+        // would configure them (and the engine allocates its rings at full size up front).
+        cfg.tcp.send_buffer_bytes = 16 * 1024;
+        cfg.tcp.recv_buffer_bytes = 16 * 1024;
+    }
+    // 2·MSL of 2 s (configurable per RFC 9293 §3.4.2's "MSL is an engineering choice") keeps
+    // thousands of short connections from holding the socket table for minutes of sim time.
+    cfg.tcp.time_wait_ns = 2_000_000_000;
+    let mut rng = SimRng::new(seed).fork(u64::from(u32::from(ip)));
+    cfg.secret = [rng.next_u64(), rng.next_u64()];
+    cfg
+}
+
+/// Runs `workload` under `seed`'s fault profile; `Err` names what went wrong.
+pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
+    let faults = FaultProfile::for_seed(seed);
+    let plan = Plan::new(seed, workload);
+    let mut w = World::new(seed);
+    let client = w.add_host(Box::new(StackHost::new(
+        stack_config([2, 0, 0, 0, 0, 1], CLIENT_IP, seed, workload),
+        Client {
+            plan: plan.clone(),
+            flows: Vec::new(),
+            next_conn: 0,
+            scratch: vec![0; CHUNK_BYTES],
+            violation: None,
+            summary: RunSummary::default(),
+        },
+    )));
+    let server = w.add_host(Box::new(StackHost::new(
+        stack_config([2, 0, 0, 0, 0, 2], SERVER_IP, seed, workload),
+        Server {
+            plan: plan.clone(),
+            listener: None,
+            flows: Vec::new(),
+            scratch: vec![0; CHUNK_BYTES],
+            violation: None,
+            summary: RunSummary::default(),
+            moving: None,
+            moves_done: 0,
+        },
+    )));
+    let link_cfg = ChannelConfig::default()
+        .rate_bps(1_000_000_000)
+        .delay_ns(200_000)
+        .jitter_ns(20_000, JitterOrder::Reorder)
+        .queue_max(4 * 1024 * 1024, 4096);
+    let link = w
+        .connect((client, PortId(0)), (server, PortId(0)), link_cfg)
+        .map_err(|e| e.to_string())?;
+    if faults.loss > 0.0 {
+        w.add_fault_both(link, Loss { p: faults.loss });
+    }
+    if faults.duplicate > 0.0 {
+        w.add_fault_both(
+            link,
+            Duplicate {
+                p: faults.duplicate,
+            },
+        );
+    }
+    if faults.reorder > 0.0 {
+        w.add_fault_both(
+            link,
+            Reorder {
+                p: faults.reorder,
+                extra_delay_ns: 1_000_000,
+            },
+        );
+    }
+    if faults.corrupt > 0.0 {
+        w.add_fault_both(link, Corrupt { p: faults.corrupt });
+    }
+    if let Some((down, up)) = faults.flap_ns {
+        w.add_fault_both(link, Flap::new(down, up));
+    }
+
+    // Debugging aid: SIM_TRACE_PORT=<port> prints every delivered TCP segment to or from it.
+    if let Some(port) = std::env::var("SIM_TRACE_PORT")
+        .ok()
+        .and_then(|p| p.parse::<u16>().ok())
+    {
+        w.set_frame_tap(move |t, _link, dir, frame| {
+            if let Some(line) = trace_tcp(frame, port) {
+                eprintln!("{:>12} ns {dir:?} {line}", t);
+            }
+        });
+    }
+    let check = |w: &World| -> Result<(), String> {
+        for id in [client, server] {
+            let (stack, violation) = host_view(w, id, client)?;
+            if let Some(v) = violation {
+                return Err(v.clone());
+            }
+            let limits = &stack.config().limits;
+            if stack.tcp_connection_count() > limits.sockets_max {
+                return Err(format!(
+                    "{id}: {} connections exceed the socket cap",
+                    stack.tcp_connection_count()
+                ));
+            }
+            if stack.reassembly_in_progress() > limits.reasm_datagrams_max {
+                return Err(format!("{id}: reassembly table over its cap"));
+            }
+        }
+        Ok(())
+    };
+    let events = w
+        .run_until_idle_checked(20_000_000, check)
+        .map_err(|e| format!("{workload} seed {seed} ({faults:?}): {e}"))?;
+
+    let c = w
+        .host::<StackHost<Client>>(client)
+        .ok_or("client host missing")?
+        .app();
+    let server_host = w
+        .host::<StackHost<Server>>(server)
+        .ok_or("server host missing")?;
+    let server_moves = server_host.move_counters();
+    let s = server_host.app();
+    let context = format!("{workload} seed {seed} ({faults:?})");
+    if !c.flows.is_empty() || !s.flows.is_empty() {
+        let describe = |stack: &Stack, flows: &[(u64, Flow)]| -> String {
+            flows
+                .iter()
+                .take(3)
+                .map(|(_, f)| {
+                    format!(
+                        "[{:?} local {:?} sent {}/{} shut {} received {}/{} eof {} err {:?}]",
+                        stack.tcp_state(f.handle),
+                        stack.local_addr(f.handle).ok(),
+                        f.tx_sent,
+                        f.tx_total,
+                        f.tx_shutdown,
+                        f.rx.received,
+                        f.rx.expected,
+                        f.rx_eof,
+                        f.error
+                    )
+                })
+                .collect()
+        };
+        let cs = w
+            .host::<StackHost<Client>>(client)
+            .ok_or("client host missing")?
+            .stack();
+        let ss = w
+            .host::<StackHost<Server>>(server)
+            .ok_or("server host missing")?
+            .stack();
+        return Err(format!(
+            "{context}: idle with {} client and {} server connections unfinished: client {} server {}",
+            c.flows.len(),
+            s.flows.len(),
+            describe(cs, &c.flows),
+            describe(ss, &s.flows)
+        ));
+    }
+    let opened = c.summary.connections_completed + c.summary.connections_failed;
+    let expected = if workload == Workload::ManyConnections {
+        plan.conns_total
+    } else {
+        1
+    };
+    if opened != expected || c.next_conn != expected {
+        return Err(format!(
+            "{context}: client finished {opened} of {expected} connections"
+        ));
+    }
+    if std::env::var_os("SIM_DEBUG").is_some() {
+        let cs = w
+            .host::<StackHost<Client>>(client)
+            .ok_or("client")?
+            .stack()
+            .counters();
+        let ss = w
+            .host::<StackHost<Server>>(server)
+            .ok_or("server")?
+            .stack()
+            .counters();
+        eprintln!("client {cs:?}\nserver {ss:?}");
+    }
+    if faults.is_mild() && (c.summary.connections_failed > 0 || s.summary.connections_failed > 0) {
+        return Err(format!(
+            "{context}: {} client and {} server connections failed under mild faults; first: client {:?}, server {:?}",
+            c.summary.connections_failed,
+            s.summary.connections_failed,
+            c.summary.first_error,
+            s.summary.first_error
+        ));
+    }
+    if workload == Workload::Handoff && s.moves_done != 1 && s.summary.connections_failed == 0 {
+        return Err(format!(
+            "{context}: the connection was moved {} times, expected once",
+            s.moves_done
+        ));
+    }
+    if s.summary.connections_completed + s.summary.connections_failed > expected {
+        return Err(format!(
+            "{context}: server saw more connections than the client opened"
+        ));
+    }
+    Ok(RunSummary {
+        bytes_verified: c.summary.bytes_verified + s.summary.bytes_verified,
+        connections_completed: c.summary.connections_completed,
+        connections_failed: c.summary.connections_failed,
+        sim_time_ns: w.now_ns(),
+        events,
+        first_error: c
+            .summary
+            .first_error
+            .clone()
+            .or_else(|| s.summary.first_error.clone()),
+        moves: server_moves.moves,
+        frames_dropped_in_flight: server_moves.frames_dropped_in_flight,
+    })
+}
+
+/// A one-line summary of a TCP/IPv4 segment to or from `port`, for `SIM_TRACE_PORT`.
+fn trace_tcp(frame: &[u8], port: u16) -> Option<String> {
+    let eth = wire::EthernetFrame::new_checked(frame).ok()?;
+    let ip = wire::Ipv4Packet::new_checked(eth.payload()).ok()?;
+    let tcp = wire::TcpPacket::new_checked(ip.payload()).ok()?;
+    let addrs = wire::IpPair::V4 {
+        src: ip.src_addr(),
+        dst: ip.dst_addr(),
+    };
+    let repr = wire::TcpRepr::parse(&tcp, &addrs, wire::ChecksumCaps::NONE).ok()?;
+    (repr.src_port == port || repr.dst_port == port).then(|| repr.to_string())
+}
+
+/// The stack and the application's violation of a host, whichever side it is.
+fn host_view(w: &World, id: HostId, client: HostId) -> Result<(&Stack, Option<&String>), String> {
+    if id == client {
+        let h = w
+            .host::<StackHost<Client>>(id)
+            .ok_or("client host missing")?;
+        Ok((h.stack(), h.app().violation.as_ref()))
+    } else {
+        let h = w
+            .host::<StackHost<Server>>(id)
+            .ok_or("server host missing")?;
+        Ok((h.stack(), h.app().violation.as_ref()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_catches_a_shift_by_256() {
+        let shifted = (0..4096)
+            .filter(|&i| pattern_byte(7, i) == pattern_byte(7, i + 256))
+            .count();
+        assert!(
+            shifted < 64,
+            "{shifted} of 4096 bytes equal after a 256-byte shift"
+        );
+    }
+
+    #[test]
+    fn stream_check_reports_the_first_wrong_offset() {
+        let mut c = StreamCheck::new(3, 10);
+        let good: Vec<u8> = (0..5).map(|i| pattern_byte(3, i)).collect();
+        assert!(c.feed(&good).is_ok());
+        let err = c
+            .feed(&[pattern_byte(3, 6)])
+            .expect_err("offset 5 got byte 6");
+        assert!(err.contains("offset 5"), "{err}");
+    }
+
+    #[test]
+    fn workload_names_round_trip() {
+        for w in Workload::ALL {
+            assert_eq!(Workload::from_name(w.name()), Some(w));
+        }
+    }
+}
