@@ -27,6 +27,9 @@ enum Command {
     /// Receive-Side Scaling: Toeplitz hash, indirection table, spread of flows over queues.
     #[command(subcommand)]
     Rss(cmd::rss::RssCommand),
+    /// The deterministic network simulator: soak tests of the real stack over many seeds.
+    #[command(subcommand)]
+    Sim(cmd::sim::SimCommand),
 }
 
 /// Exit status for invalid command-line input (as clap and sysexits' EX_USAGE-style tools use).
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
     let mut out = std::io::stdout().lock();
     let result = match cli.command {
         Command::Rss(cmd) => cmd::rss::run(cmd, &mut out),
+        Command::Sim(cmd) => cmd::sim::run_command(cmd, &mut out),
     };
     match result {
         Ok(()) => {
@@ -65,6 +69,11 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(cmd::CliError::Usage(msg)) => usage_error(&msg),
+        Err(cmd::CliError::Failed(msg)) => {
+            let _ = out.flush();
+            eprintln!("rsstack: {msg}");
+            ExitCode::FAILURE
+        }
         Err(cmd::CliError::Io(err)) if err.kind() == std::io::ErrorKind::BrokenPipe => {
             ExitCode::SUCCESS
         }

@@ -1,6 +1,7 @@
 //! Subcommands. Each returns `Result<(), CliError>`; `main` turns errors into exit statuses.
 
 pub mod rss;
+pub mod sim;
 
 /// What can end a subcommand early.
 #[derive(Debug, thiserror::Error)]
@@ -8,6 +9,9 @@ pub enum CliError {
     /// The arguments are wrong: one line on stderr, exit status 2.
     #[error("{0}")]
     Usage(String),
+    /// The command ran and found failures: its output says which; exit status 1.
+    #[error("{0}")]
+    Failed(String),
     /// Writing the output failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
