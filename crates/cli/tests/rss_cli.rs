@@ -276,6 +276,18 @@ fn bad_input_prints_one_line_and_exits_2() {
         &["rss", "spread", "--queues", "0"],
         &["rss", "reta", "--weights", "0", "0"],
         &["rss", "frobnicate"],
+        &[
+            "rss",
+            "hash",
+            "--src",
+            "1.2.3.4:1",
+            "--dst",
+            "1.2.3.4:2",
+            "--symmetric",
+            "xor",
+            "--key",
+            &"6d5a".repeat(20),
+        ],
     ];
     for args in cases {
         let out = rsstack(args);

@@ -339,7 +339,8 @@ impl HashInput {
 ///   [`HashInput::xor_folded`]), same length and layout as the plain input. Works with any
 ///   key and keeps the full 32-bit range, but every flow whose `src⊕dst` and `sport⊕dport`
 ///   agree shares a hash (e.g. 10.0.0.1→10.0.0.2 and 10.0.0.5→10.0.0.6), which an attacker can
-///   exploit to pile flows onto one queue.
+///   exploit to pile flows onto one queue. Never combine it with a 16-bit-periodic key such as
+///   [`RssKey::symmetric`]: every flow then hashes alike ([`RssHasher::is_degenerate`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum SymmetricMode {
     /// Plain Toeplitz over the input as the packet carries it (not symmetric).
@@ -394,6 +395,14 @@ impl RssHasher {
         self.mode
     }
 
+    /// True when every input hashes to the same value: [`SymmetricMode::XorFold`] under a
+    /// 16-bit-periodic key. The folded input repeats each 16-bit word an even number of times
+    /// and such a key makes the hash a function of the XOR of those words, which is then 0.
+    /// Use XorFold with a non-periodic key (the default key works).
+    pub fn is_degenerate(&self) -> bool {
+        self.mode == SymmetricMode::XorFold && self.key().is_16bit_periodic()
+    }
+
     /// The underlying table-driven hasher.
     pub fn toeplitz(&self) -> &Toeplitz {
         &self.toeplitz
@@ -421,5 +430,36 @@ impl RssHasher {
                 None => t.hash_v6_addrs(*src, *dst),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod degenerate_tests {
+    use super::*;
+
+    #[test]
+    fn xor_fold_under_a_periodic_key_hashes_every_flow_alike_and_says_so() {
+        let bad = RssHasher::new(&RssKey::symmetric(), SymmetricMode::XorFold);
+        assert!(bad.is_degenerate());
+        let flows = [
+            HashInput::V4 {
+                src: Ipv4Addr::new(10, 0, 0, 1),
+                dst: Ipv4Addr::new(10, 0, 0, 2),
+                ports: Some(PortPair { src: 1234, dst: 80 }),
+            },
+            HashInput::V4 {
+                src: Ipv4Addr::new(192, 0, 2, 7),
+                dst: Ipv4Addr::new(198, 51, 100, 9),
+                ports: Some(PortPair {
+                    src: 40000,
+                    dst: 443,
+                }),
+            },
+        ];
+        assert_eq!(bad.hash(&flows[0]), bad.hash(&flows[1]));
+        let good = RssHasher::new(&RssKey::default(), SymmetricMode::XorFold);
+        assert!(!good.is_degenerate());
+        assert_ne!(good.hash(&flows[0]), good.hash(&flows[1]));
+        assert!(!RssHasher::new(&RssKey::symmetric(), SymmetricMode::RepeatedKey).is_degenerate());
     }
 }

@@ -112,7 +112,13 @@ fn build_hasher(args: &KeyArgs) -> Result<RssHasher, CliError> {
         Some(SymmetricArg::Key) => SymmetricMode::RepeatedKey,
         Some(SymmetricArg::Xor) => SymmetricMode::XorFold,
     };
-    Ok(RssHasher::new(&key, mode))
+    let hasher = RssHasher::new(&key, mode);
+    if hasher.is_degenerate() {
+        return Err(usage(
+            "--symmetric xor with a 16-bit-periodic --key hashes every flow alike; use a non-periodic key",
+        ));
+    }
+    Ok(hasher)
 }
 
 fn mode_name(mode: SymmetricMode) -> &'static str {
