@@ -154,6 +154,8 @@ pub struct RunSummary {
     /// before any processing, recovered by retransmission).
     pub moves: u64,
     pub frames_dropped_in_flight: u64,
+    /// The world's trace digest: same seed, same build ⇒ same digest.
+    pub trace_digest: u64,
 }
 
 impl RunSummary {
@@ -880,6 +882,7 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
             .or_else(|| s.summary.first_error.clone()),
         moves: server_moves.moves,
         frames_dropped_in_flight: server_moves.frames_dropped_in_flight,
+        trace_digest: w.digest(),
     })
 }
 
