@@ -54,11 +54,11 @@ pub struct RetaShape {
 
 #[derive(Debug, Args)]
 pub struct HashArgs {
-    /// Source as IP, IPv4:PORT or [IPv6]:PORT.
-    #[arg(long, value_parser = parse_endpoint, value_name = "IP[:PORT]")]
+    #[arg(long, value_parser = parse_endpoint, value_name = "IP[:PORT]",
+          help = "Source as IP, IPv4:PORT or [IPv6]:PORT")]
     src: Endpoint,
-    /// Destination as IP, IPv4:PORT or [IPv6]:PORT.
-    #[arg(long, value_parser = parse_endpoint, value_name = "IP[:PORT]")]
+    #[arg(long, value_parser = parse_endpoint, value_name = "IP[:PORT]",
+          help = "Destination as IP, IPv4:PORT or [IPv6]:PORT")]
     dst: Endpoint,
     #[command(flatten)]
     key: KeyArgs,
