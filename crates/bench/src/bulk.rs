@@ -29,6 +29,8 @@ pub const APP_CHUNK_BYTES: usize = 64 * 1024;
 /// Rounds in a row that may pass with nothing moved (only timers firing) before the transfer
 /// is declared stalled.
 const IDLE_ROUNDS_MAX: u32 = 10_000;
+/// Virtual time after which a transfer counts as stalled (a perfect link needs ~0).
+const VIRTUAL_NS_MAX: u64 = 3_600_000_000_000;
 
 /// What to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +42,21 @@ pub struct BulkOptions {
     pub verify: bool,
     /// Both stacks leave checksums to the "NIC" (neither fills nor verifies them).
     pub checksum_offload: bool,
+    /// RFC 7323 timestamps (rsstack's default: on; 12 option bytes per segment, so 1448
+    /// payload bytes per full segment instead of 1460).
+    pub timestamps: bool,
+}
+
+impl BulkOptions {
+    /// `bytes` with rsstack's defaults: software checksums, timestamps on, no verification.
+    pub fn new(bytes: u64) -> BulkOptions {
+        BulkOptions {
+            bytes,
+            verify: false,
+            checksum_offload: false,
+            timestamps: true,
+        }
+    }
 }
 
 /// What a bulk transfer measured.
@@ -107,6 +124,12 @@ pub fn stack_config(mac: EthernetAddress, ip: Ipv4Addr, checksum_offload: bool) 
     cfg
 }
 
+fn bulk_config(mac: EthernetAddress, ip: Ipv4Addr, opts: &BulkOptions) -> StackConfig {
+    let mut cfg = stack_config(mac, ip, opts.checksum_offload);
+    cfg.tcp.timestamps = opts.timestamps;
+    cfg
+}
+
 /// Two stacks joined by the perfect link, with one established connection.
 #[derive(Debug)]
 pub struct BulkLink {
@@ -141,9 +164,9 @@ fn settle(client: &mut Stack, server: &mut Stack, now: u64) -> Result<(u64, u64)
 
 impl BulkLink {
     /// Builds both stacks, resolves the neighbour and completes the handshake.
-    pub fn connect(checksum_offload: bool) -> Result<BulkLink, BulkError> {
-        let mut client = Stack::new(stack_config(CLIENT_MAC, CLIENT_IP, checksum_offload));
-        let mut server = Stack::new(stack_config(SERVER_MAC, SERVER_IP, checksum_offload));
+    pub fn connect(opts: &BulkOptions) -> Result<BulkLink, BulkError> {
+        let mut client = Stack::new(bulk_config(CLIENT_MAC, CLIENT_IP, opts));
+        let mut server = Stack::new(bulk_config(SERVER_MAC, SERVER_IP, opts));
         let server_addr = SocketAddr::new(IpAddr::V4(SERVER_IP), SERVER_PORT);
         let listener = server
             .tcp_listen(server_addr, 1)
@@ -252,7 +275,10 @@ pub fn bulk_transfer_loop(
             (Some(t), None) | (None, Some(t)) => t,
             (None, None) => u64::MAX,
         };
-        if idle_rounds > IDLE_ROUNDS_MAX || next == u64::MAX {
+        if idle_rounds > IDLE_ROUNDS_MAX
+            || next == u64::MAX
+            || next.saturating_sub(link.now) > VIRTUAL_NS_MAX
+        {
             return Err(BulkError::Stalled {
                 received_bytes: c.received_bytes,
             });
@@ -268,7 +294,7 @@ pub fn bulk_transfer_loop(
 
 /// Runs one bulk transfer: setup, then the timed (and callgrind-counted) loop.
 pub fn run(opts: BulkOptions) -> Result<BulkReport, BulkError> {
-    let mut link = BulkLink::connect(opts.checksum_offload)?;
+    let mut link = BulkLink::connect(&opts)?;
     let pattern = Pattern::new();
     let mut read_buf = vec![0u8; APP_CHUNK_BYTES];
     let start_ns = link.now;

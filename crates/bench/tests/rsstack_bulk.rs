@@ -19,9 +19,9 @@ fn sensible_segment_count(bytes: u64, segments: u64) {
 #[test]
 fn one_mib_arrives_intact_in_about_bytes_over_mss_segments() {
     let r = bulk::run(BulkOptions {
-        bytes: MIB,
         verify: true,
         checksum_offload: false,
+        ..BulkOptions::new(MIB)
     })
     .expect("bulk run");
     assert_eq!(r.bytes, MIB);
@@ -35,9 +35,9 @@ fn one_mib_arrives_intact_in_about_bytes_over_mss_segments() {
 #[test]
 fn checksum_offload_moves_the_same_stream() {
     let r = bulk::run(BulkOptions {
-        bytes: 300_001,
         verify: true,
         checksum_offload: true,
+        ..BulkOptions::new(300_001)
     })
     .expect("bulk run");
     assert_eq!(r.bytes, 300_001);
@@ -49,9 +49,9 @@ fn checksum_offload_moves_the_same_stream() {
 #[test]
 fn summary_line_names_the_segment_count() {
     let r = bulk::run(BulkOptions {
-        bytes: 20_000,
         verify: true,
         checksum_offload: false,
+        ..BulkOptions::new(20_000)
     })
     .expect("bulk run");
     let line = bulk::summary_line("rsstack", &r);
