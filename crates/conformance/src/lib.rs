@@ -64,6 +64,7 @@
 #![deny(unsafe_code)]
 
 pub mod ast;
+pub mod exec;
 pub mod inventory;
 pub mod matcher;
 pub mod parse;

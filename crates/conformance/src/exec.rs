@@ -1,0 +1,1394 @@
+//! The executor: runs a parsed script against a live [`stack::Stack`] on a virtual clock.
+//!
+//! packetdrill's model, restated for a sans-IO stack:
+//! - the stack under test is the script's "local" host, [`LOCAL_IP`]; the script's inbound
+//!   packets come from the remote host [`REMOTE_IP`], whose MAC side is synthetic (the executor
+//!   answers every ARP request the stack sends);
+//! - time is virtual, in µs from 0; before each event the stack's timers run up to the event's
+//!   time and every frame it sends is collected;
+//! - an outbound line is matched against the next collected TCP segments in order (a TSO
+//!   super-segment by back-to-back smaller segments, [`SuperSegment`]); a segment sent while
+//!   the script expects none fails the script, except after the last event;
+//! - system calls map to the stack's socket API; the script's `socket()` gets fd 3, later fds
+//!   count up. A call on a blocking socket that cannot complete stays outstanding and is retried
+//!   whenever the stack changes (packets, timers), and its return time is checked then;
+//! - shell lines and `%{ }%` blocks are skipped and counted ([`RunReport::skipped_lines`]);
+//!   a script that needs something the stack cannot express (an unsupported socket option,
+//!   epoll, `sendmsg`, IPv6, Fast Open) ends as [`Outcome::Skip`] with the reason.
+
+use crate::ast::{
+    Action, Direction, Event, Expr, Pos, Script, SyscallKind, SyscallLine, TcpLine, TcpOption,
+    TcpOptionsSpec,
+};
+use crate::matcher::{MatchContext, Progress, SuperSegment, repr_options_text};
+use crate::print::{ScriptFlags, Secs};
+use crate::time::{TimeCursor, Window};
+use core::fmt;
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use stack::{
+    InterfaceConfig, Ipv4Cidr, SocketError, SocketHandle, SocketOption, Stack, StackConfig,
+};
+use std::collections::{BTreeMap, VecDeque};
+use wire::tcp::{SeqNumber, TcpPacket, TcpRepr};
+use wire::{
+    ArpOperation, ArpPacket, ArpRepr, ChecksumCaps, EtherType, EthernetAddress, EthernetFrame,
+    EthernetRepr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr,
+};
+
+/// The stack's address (packetdrill's default local IPv4 address).
+pub const LOCAL_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 1);
+/// The script side's address (packetdrill's default remote IPv4 address).
+pub const REMOTE_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+/// The gateway the stack routes [`REMOTE_IP`] through (answered by the synthetic remote side).
+pub const GATEWAY_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 2);
+/// The port `bind(fd, ..., ...)` binds and `connect(fd, ..., ...)` connects to (packetdrill's
+/// default server port).
+pub const SERVER_PORT: u16 = 8080;
+/// The script side's port for connections it opens.
+pub const REMOTE_PORT: u16 = 49_152;
+const LOCAL_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
+const REMOTE_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x02]);
+/// Where the script side's sequence numbers start on the wire.
+const PEER_ISN: SeqNumber = SeqNumber(1_000_000);
+/// How long a `*` outbound line waits for its packet.
+const ANY_TIME_WAIT_USECS: u64 = 600_000_000;
+/// Stack interactions per clock advance before the executor gives up on a timer loop.
+const STEPS_MAX: u32 = 1_000_000;
+
+/// A stack configuration a script run starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    pub name: &'static str,
+    pub tcp: tcp::Config,
+    /// Check the PSH bit of outbound segments. Linux places PSH by its own policy
+    /// (`tcp_mark_push`: at the end of each write and whenever half a window was sent without
+    /// one), which a TSO super-segment hides; the stack sets PSH when a segment empties the
+    /// send buffer. Both are valid (RFC 9293 §3.9.1.2 leaves PSH to the sender).
+    pub check_psh: bool,
+}
+
+impl Profile {
+    /// The stack's own defaults.
+    pub fn stack_default() -> Profile {
+        Profile {
+            name: "default",
+            tcp: tcp::Config::default(),
+            check_psh: true,
+        }
+    }
+
+    /// The Linux settings the Google corpus assumes (`common/defaults.sh` plus kernel
+    /// defaults): timestamps and SACK on, CUBIC, initial window 10, MSS 1460, RTO 1 s initial /
+    /// 200 ms min, delayed ACK 40 ms, `tcp_syn_retries=5`, send buffer 256 KiB
+    /// (`tcp_wmem[1]`), and a receive buffer of 15 MiB (`tcp_rmem[2]`), from which Linux and
+    /// this stack both derive window scale 8. Option order needs no setting: `wire` emits
+    /// Linux's layout.
+    pub fn linux_compat() -> Profile {
+        Profile {
+            name: "linux-compat",
+            tcp: tcp::Config {
+                mss_bytes: 1460,
+                initial_window_segments: 10,
+                rto_min_ns: 200 * tcp::config::NS_PER_MS,
+                rto_initial_ns: tcp::config::NS_PER_S,
+                rto_max_ns: 120 * tcp::config::NS_PER_S,
+                delayed_ack_ns: 40 * tcp::config::NS_PER_MS,
+                send_buffer_bytes: 256 * 1024,
+                recv_buffer_bytes: 15 * 1024 * 1024,
+                window_scale: true,
+                timestamps: true,
+                sack: true,
+                congestion_control: tcp::CongestionControl::Cubic,
+                syn_retries_max: 5,
+                ..tcp::Config::default()
+            },
+            check_psh: false,
+        }
+    }
+
+    /// A profile by its command-line name.
+    pub fn by_name(name: &str) -> Option<Profile> {
+        match name {
+            "linux-compat" => Some(Profile::linux_compat()),
+            "default" => Some(Profile::stack_default()),
+            _ => None,
+        }
+    }
+}
+
+/// How a script run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Pass,
+    /// The first mismatch, at the line it was found on.
+    Fail {
+        pos: Pos,
+        message: String,
+    },
+    /// The script needs something the stack cannot express.
+    Skip {
+        reason: String,
+    },
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Pass => f.write_str("pass"),
+            Outcome::Fail { pos, message } => write!(f, "fail {pos}: {message}"),
+            Outcome::Skip { reason } => write!(f, "skip {reason}"),
+        }
+    }
+}
+
+/// The result of one script.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunReport {
+    pub outcome: Outcome,
+    /// Shell and `%{ }%` lines skipped (they never count as passed).
+    pub skipped_lines: usize,
+}
+
+/// Parses and runs a script's text.
+pub fn run_text(text: &str, profile: &Profile) -> RunReport {
+    match crate::parse_script(text) {
+        Ok(script) => run_script(&script, profile),
+        Err(e) => RunReport {
+            outcome: Outcome::Fail {
+                pos: Pos {
+                    line: e.line,
+                    col: e.col,
+                },
+                message: format!("parse error: {}", e.kind),
+            },
+            skipped_lines: 0,
+        },
+    }
+}
+
+/// Runs a parsed script against a fresh stack built from `profile`.
+pub fn run_script(script: &Script, profile: &Profile) -> RunReport {
+    let mut exec = Exec::new(script, profile);
+    let outcome = match exec.run(script) {
+        Ok(()) => Outcome::Pass,
+        Err(Stop::Fail(pos, message)) => Outcome::Fail { pos, message },
+        Err(Stop::Skip(reason)) => Outcome::Skip { reason },
+    };
+    RunReport {
+        outcome,
+        skipped_lines: exec.skipped_lines,
+    }
+}
+
+/// Why a run stopped early.
+#[derive(Debug)]
+enum Stop {
+    Fail(Pos, String),
+    Skip(String),
+}
+
+fn fail<T>(pos: Pos, msg: impl Into<String>) -> Result<T, Stop> {
+    Err(Stop::Fail(pos, msg.into()))
+}
+
+fn skip<T>(msg: impl Into<String>) -> Result<T, Stop> {
+    Err(Stop::Skip(msg.into()))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FdKind {
+    /// `socket()` done, neither `listen` nor `connect` yet.
+    Fresh,
+    Listener(SocketHandle),
+    Conn(SocketHandle),
+}
+
+#[derive(Debug)]
+struct Fd {
+    kind: FdKind,
+    nonblocking: bool,
+    /// `TCP_NODELAY` set before the socket had a stack handle.
+    nodelay: Option<bool>,
+    /// Bytes taken from the stack to answer `SIOCINQ`, served to the next reads.
+    rx: Vec<u8>,
+    /// `shutdown(SHUT_RD)` was called: reads return 0.
+    rd_shut: bool,
+}
+
+impl Fd {
+    fn new(kind: FdKind) -> Fd {
+        Fd {
+            kind,
+            nonblocking: false,
+            nodelay: None,
+            rx: Vec::new(),
+            rd_shut: false,
+        }
+    }
+}
+
+/// A call on a blocking socket that could not complete yet.
+#[derive(Debug)]
+struct Pending {
+    pos: Pos,
+    call: SyscallLine,
+    /// Expected return window (tolerance not included).
+    window: Window,
+    op: PendingOp,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum PendingOp {
+    Accept { fd: i64 },
+    Connect { fd: i64 },
+    Read { fd: i64, len: usize },
+    Write { fd: i64, done: usize, len: usize },
+}
+
+/// What a system call returned: a value, or -1 with an errno name.
+type CallResult = Result<i64, &'static str>;
+
+struct Exec {
+    stack: Stack,
+    /// The TCP configuration the stack was built with.
+    tcp_cfg: tcp::Config,
+    now_ns: u64,
+    cursor: TimeCursor,
+    ctx: MatchContext,
+    tolerance_usecs: u64,
+    /// Outbound TCP segments not matched yet: (time sent, IPv4 payload).
+    out: VecDeque<(u64, Vec<u8>)>,
+    fds: BTreeMap<i64, Fd>,
+    next_fd: i64,
+    /// The stack's port of the connection under test, once known.
+    local_port: Option<u16>,
+    /// The script side's port: [`REMOTE_PORT`] towards a listener, [`SERVER_PORT`] when the
+    /// stack connects.
+    remote_port: u16,
+    pending: Option<Pending>,
+    skipped_lines: usize,
+    check_psh: bool,
+}
+
+fn new_stack(tcp: tcp::Config) -> Stack {
+    let mut iface = InterfaceConfig::new(LOCAL_MAC, Ipv4Cidr::new(LOCAL_IP, 24));
+    iface.gateway_v4 = Some(GATEWAY_IP);
+    let mut cfg = StackConfig::new(iface);
+    cfg.tcp = tcp;
+    Stack::new(cfg)
+}
+
+fn usecs(ns: u64) -> u64 {
+    ns / 1000
+}
+
+fn ns(usecs: u64) -> u64 {
+    usecs.saturating_mul(1000)
+}
+
+impl Exec {
+    fn new(script: &Script, profile: &Profile) -> Exec {
+        let mut ctx = MatchContext::new(PEER_ISN);
+        ctx.tolerance_usecs = script.tolerance_usecs();
+        ctx.ts_tick_usecs = script.tcp_ts_tick_usecs();
+        Exec {
+            stack: new_stack(profile.tcp),
+            tcp_cfg: profile.tcp,
+            now_ns: 0,
+            cursor: TimeCursor::new(),
+            ctx,
+            tolerance_usecs: script.tolerance_usecs(),
+            out: VecDeque::new(),
+            fds: BTreeMap::new(),
+            next_fd: 3,
+            local_port: None,
+            remote_port: REMOTE_PORT,
+            pending: None,
+            skipped_lines: 0,
+            check_psh: profile.check_psh,
+        }
+    }
+
+    fn run(&mut self, script: &Script) -> Result<(), Stop> {
+        for o in &script.options {
+            match (o.name.as_str(), o.value.as_deref()) {
+                ("tolerance_usecs" | "tcp_ts_tick_usecs", _) => {}
+                ("ip_version", Some("ipv4")) => {}
+                (name, value) => {
+                    return skip(format!(
+                        "script option --{name}{} not supported",
+                        value.map(|v| format!("={v}")).unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        for event in &script.events {
+            self.event(event)?;
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, event: &Event) -> Result<(), Stop> {
+        let window = self.cursor.window(&event.time);
+        match &event.action {
+            Action::Shell(text) => {
+                self.skipped_lines += 1;
+                self.apply_sysctls(text)
+            }
+            Action::Code(_) => {
+                self.skipped_lines += 1;
+                Ok(())
+            }
+            Action::Udp(_) => skip("UDP lines are not supported"),
+            Action::Icmp(_) => skip("ICMP lines are not supported"),
+            Action::Unsupported(text) => skip(format!("unsupported packet line `{text}`")),
+            Action::Tcp(line) if line.direction == Direction::Outbound => {
+                self.outbound(event, line, window)
+            }
+            Action::Tcp(line) => {
+                let at = self.act_at(event, window)?;
+                self.inbound(event.pos, line)?;
+                self.cursor.advance(&event.time, at);
+                Ok(())
+            }
+            Action::Syscall(call) => {
+                let at = self.act_at(event, window)?;
+                self.syscall(event, call, window)?;
+                let done = if window.is_some_and(|w| w.blocking) {
+                    at
+                } else {
+                    usecs(self.now_ns)
+                };
+                self.cursor.advance(&event.time, done);
+                Ok(())
+            }
+        }
+    }
+
+    /// A shell line is not run, but the Linux settings it changes with `set_sysctls.py
+    /// /proc/sys/net/ipv4/NAME=VALUE` or `sysctl net.ipv4.NAME=VALUE` are applied to the
+    /// stack's configuration when they have a counterpart (timestamps, send buffer); the
+    /// TSO and pacing knobs have no effect on a stack without TSO or pacing; any other
+    /// setting skips the script.
+    fn apply_sysctls(&mut self, text: &str) -> Result<(), Stop> {
+        let mut cfg = self.tcp_cfg;
+        let mut changed = false;
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let mut i = 0;
+        while let Some(w) = words.get(i) {
+            i += 1;
+            let w = w.trim_matches('`');
+            let Some(setting) = w
+                .strip_prefix("/proc/sys/net/ipv4/")
+                .or_else(|| w.strip_prefix("net.ipv4."))
+                .or_else(|| w.strip_prefix("net/ipv4/"))
+            else {
+                continue;
+            };
+            let Some((name, value)) = setting.split_once('=') else {
+                continue;
+            };
+            let mut value = value.trim_matches('"').to_string();
+            // `tcp_wmem="4096 50000 4194304"` was split at its spaces.
+            if setting.contains("=\"") {
+                while let Some(next) = words.get(i) {
+                    i += 1;
+                    value.push(' ');
+                    value.push_str(next.trim_matches('"'));
+                    if next.ends_with('"') {
+                        break;
+                    }
+                }
+            }
+            match name {
+                "tcp_timestamps" => {
+                    cfg.timestamps = value != "0";
+                    changed = true;
+                }
+                "tcp_wmem" => {
+                    let default = value.split_whitespace().nth(1).and_then(|v| v.parse().ok());
+                    let Some(bytes) = default else {
+                        return skip(format!("sysctl tcp_wmem={value} not understood"));
+                    };
+                    cfg.send_buffer_bytes = bytes;
+                    changed = true;
+                }
+                "tcp_min_tso_segs" | "tcp_tso_win_divisor" | "tcp_pacing_ss_ratio" => {}
+                other => return skip(format!("sysctl {other}={value} has no stack setting")),
+            }
+        }
+        if changed {
+            if !self.fds.is_empty() {
+                return skip("sysctl change after sockets were opened");
+            }
+            self.tcp_cfg = cfg;
+            self.stack = new_stack(cfg);
+        }
+        Ok(())
+    }
+
+    /// Runs the stack up to the time an inbound packet or call happens; fails on any packet
+    /// the stack sent meanwhile. Returns that time (µs).
+    fn act_at(&mut self, event: &Event, window: Option<Window>) -> Result<u64, Stop> {
+        let at = window.map_or(self.cursor.base_usecs, |w| w.start_usecs);
+        let at = at.max(usecs(self.now_ns));
+        self.run_until(ns(at), true)?;
+        if let Some((sent_ns, seg)) = self.out.front() {
+            let text = self.describe(seg);
+            return fail(
+                event.pos,
+                format!(
+                    "unexpected outbound packet at {} s, before this event: {text}",
+                    Secs(usecs(*sent_ns))
+                ),
+            );
+        }
+        if self.now_ns < ns(at) {
+            self.now_ns = ns(at);
+        }
+        Ok(at)
+    }
+
+    /// Moves the clock to `limit_ns`, firing the stack's timers on the way, collecting its
+    /// output and retrying an outstanding blocking call. With `stop_on_packet` stops as soon
+    /// as an outbound TCP segment is waiting.
+    fn run_until(&mut self, limit_ns: u64, stop_on_packet: bool) -> Result<(), Stop> {
+        let mut steps = 0u32;
+        loop {
+            self.drain()?;
+            self.retry_pending()?;
+            if stop_on_packet && !self.out.is_empty() {
+                return Ok(());
+            }
+            match self.stack.poll_timeout().filter(|&d| d <= limit_ns) {
+                Some(d) => {
+                    self.now_ns = self.now_ns.max(d);
+                    self.stack.handle_timeout(self.now_ns);
+                }
+                None if self.now_ns >= limit_ns => break,
+                None => self.now_ns = limit_ns,
+            }
+            steps += 1;
+            if steps > STEPS_MAX {
+                return fail(
+                    Pos::default(),
+                    format!(
+                        "stack timers did not settle at {} s",
+                        Secs(usecs(self.now_ns))
+                    ),
+                );
+            }
+        }
+        self.check_overdue()
+    }
+
+    fn check_overdue(&self) -> Result<(), Stop> {
+        if let Some(p) = &self.pending {
+            let deadline = p.window.end_usecs.saturating_add(self.tolerance_usecs);
+            if usecs(self.now_ns) > deadline {
+                return fail(
+                    p.pos,
+                    format!(
+                        "blocking {} did not return by {} s (expected at {} s, tolerance {} us)",
+                        p.call.name,
+                        Secs(usecs(self.now_ns)),
+                        Secs(p.window.end_usecs),
+                        self.tolerance_usecs
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Collects the stack's output: answers ARP, queues TCP segments for matching.
+    fn drain(&mut self) -> Result<(), Stop> {
+        while self.stack.poll_event().is_some() {}
+        while let Some(frame) = self.stack.poll_transmit(self.now_ns) {
+            let Ok(eth) = EthernetFrame::new_checked(&frame[..]) else {
+                continue;
+            };
+            let Ok(repr) = EthernetRepr::parse(&eth) else {
+                continue;
+            };
+            match repr.ethertype {
+                EtherType::ARP => self.answer_arp(eth.payload()),
+                EtherType::IPV4 => {
+                    let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
+                        continue;
+                    };
+                    if ip.protocol() == IpProtocol::TCP && ip.dst_addr() == REMOTE_IP {
+                        self.out.push_back((self.now_ns, ip.payload().to_vec()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn answer_arp(&mut self, payload: &[u8]) {
+        let Ok(pkt) = ArpPacket::new_checked(payload) else {
+            return;
+        };
+        let Ok(req) = ArpRepr::parse(&pkt) else {
+            return;
+        };
+        if req.operation != ArpOperation::REQUEST {
+            return;
+        }
+        let reply = ArpRepr {
+            operation: ArpOperation::REPLY,
+            source_hardware_addr: REMOTE_MAC,
+            source_protocol_addr: req.target_protocol_addr,
+            target_hardware_addr: req.source_hardware_addr,
+            target_protocol_addr: req.source_protocol_addr,
+        };
+        let eth = EthernetRepr {
+            src_addr: REMOTE_MAC,
+            dst_addr: LOCAL_MAC,
+            vlan: None,
+            ethertype: EtherType::ARP,
+        };
+        let mut buf = vec![0u8; eth.header_len() + reply.buffer_len()];
+        let mut frame = EthernetFrame::new_unchecked(&mut buf[..]);
+        if eth.emit(&mut frame).is_err()
+            || reply
+                .emit(&mut ArpPacket::new_unchecked(frame.payload_mut()))
+                .is_err()
+        {
+            return;
+        }
+        self.stack.receive(self.now_ns, &buf, None);
+    }
+
+    fn parse_segment<'a>(seg: &'a [u8]) -> Result<TcpRepr<'a>, wire::Error> {
+        let pkt = TcpPacket::new_checked(seg)?;
+        let addrs = IpPair::V4 {
+            src: LOCAL_IP,
+            dst: REMOTE_IP,
+        };
+        TcpRepr::parse(&pkt, &addrs, ChecksumCaps::ALL)
+    }
+
+    /// An actual segment in script notation (script-relative numbers when known).
+    fn describe(&self, seg: &[u8]) -> String {
+        match Self::parse_segment(seg) {
+            Ok(r) => describe_repr(&r, &self.ctx),
+            Err(e) => format!("unparseable segment ({e})"),
+        }
+    }
+
+    fn outbound(
+        &mut self,
+        event: &Event,
+        line: &TcpLine,
+        window: Option<Window>,
+    ) -> Result<(), Stop> {
+        let tol = self.tolerance_usecs;
+        let limit_usecs = match window {
+            Some(w) => w.end_usecs.saturating_add(tol),
+            None => usecs(self.now_ns).saturating_add(ANY_TIME_WAIT_USECS),
+        };
+        let mut acc = SuperSegment::new(line);
+        if !self.check_psh {
+            acc = acc.ignore_psh();
+        }
+        loop {
+            self.run_until(ns(limit_usecs).max(self.now_ns), true)?;
+            let Some((sent_ns, seg)) = self.out.pop_front() else {
+                let what = if acc.covered_bytes() > 0 {
+                    format!(
+                        "the rest of it after {} bytes was not sent",
+                        acc.covered_bytes()
+                    )
+                } else {
+                    "nothing was sent".to_string()
+                };
+                return fail(
+                    event.pos,
+                    format!(
+                        "expected `{line}` by {} s, {what}",
+                        Secs(limit_usecs.saturating_sub(tol))
+                    ),
+                );
+            };
+            let repr = match Self::parse_segment(&seg) {
+                Ok(r) => r,
+                Err(e) => {
+                    return fail(
+                        event.pos,
+                        format!("expected `{line}`, got an unparseable segment ({e})"),
+                    );
+                }
+            };
+            if self.local_port.is_none() {
+                self.local_port = Some(repr.src_port);
+            }
+            let sent_usecs = usecs(sent_ns);
+            if let Err(e) = self.cursor.check(&event.time, sent_usecs, tol) {
+                return fail(
+                    event.pos,
+                    format!(
+                        "timing: `{line}`: {e}; got `{}`",
+                        describe_repr(&repr, &self.ctx)
+                    ),
+                );
+            }
+            let before = self.ctx.clone();
+            match acc.push(&mut self.ctx, &repr) {
+                Ok(Progress::Complete) => {
+                    self.cursor.advance(&event.time, sent_usecs);
+                    return Ok(());
+                }
+                Ok(Progress::Partial { .. }) => {}
+                Err(e) => {
+                    // Describe with the context as it was before the attempt.
+                    let got = describe_repr(&repr, &before);
+                    return fail(event.pos, format!("expected `{line}`, got `{got}`: {e}"));
+                }
+            }
+        }
+    }
+
+    fn inbound(&mut self, pos: Pos, line: &TcpLine) -> Result<(), Stop> {
+        if let TcpOptionsSpec::List(list) = &line.options
+            && list.iter().any(|o| matches!(o, TcpOption::FastOpen(_)))
+        {
+            return skip("TCP Fast Open (FO option) is not supported by the stack");
+        }
+        let Some(dst_port) = self.local_port else {
+            return fail(
+                pos,
+                "inbound packet before the stack's port is known (no bind or connect)",
+            );
+        };
+        let payload = vec![0u8; line.seq.len_bytes as usize];
+        let repr = self
+            .ctx
+            .build_inbound(line, self.remote_port, dst_port, &payload)
+            .map_err(|e| Stop::Fail(pos, format!("cannot build `{line}`: {e}")))?;
+        let frame = build_frame(&repr)
+            .map_err(|e| Stop::Fail(pos, format!("cannot emit `{line}`: {e}")))?;
+        self.stack.receive(self.now_ns, &frame, None);
+        self.drain()?;
+        self.retry_pending()
+    }
+
+    // ----------------------------------------------------------------- system calls
+
+    fn syscall(
+        &mut self,
+        event: &Event,
+        call: &SyscallLine,
+        window: Option<Window>,
+    ) -> Result<(), Stop> {
+        let pos = event.pos;
+        if let Some(p) = &self.pending {
+            return fail(
+                pos,
+                format!(
+                    "{} issued while the blocking {} of line {} has not returned",
+                    call.name, p.call.name, p.pos.line
+                ),
+            );
+        }
+        let Some(kind) = call.kind() else {
+            return skip(format!("system call {} is not supported", call.name));
+        };
+        let window = window.unwrap_or(Window {
+            start_usecs: usecs(self.now_ns),
+            end_usecs: u64::MAX / 2,
+            blocking: false,
+        });
+        if call
+            .args
+            .iter()
+            .any(|a| matches!(a, Expr::Symbol(s) if s == "NULL"))
+        {
+            return skip(format!(
+                "{}: a NULL pointer argument cannot be expressed in the stack's API",
+                call.name
+            ));
+        }
+        let result: Option<CallResult> = match kind {
+            SyscallKind::Socket => Some(self.sys_socket(call)?),
+            SyscallKind::Bind => {
+                let fd = self.fd_arg(pos, call)?;
+                if fd.kind == FdKind::Fresh {
+                    self.local_port = Some(SERVER_PORT);
+                    Some(Ok(0))
+                } else {
+                    Some(Err("EINVAL"))
+                }
+            }
+            SyscallKind::Listen => Some(self.sys_listen(pos, call)?),
+            SyscallKind::Accept => self.sys_accept(pos, call, window)?,
+            SyscallKind::Connect => self.sys_connect(pos, call, window)?,
+            SyscallKind::Read | SyscallKind::Recv => self.sys_read(pos, call, window, kind)?,
+            SyscallKind::Write | SyscallKind::Send => self.sys_write(pos, call, window, kind)?,
+            SyscallKind::Close => Some(self.sys_close(pos, call)?),
+            SyscallKind::Shutdown => Some(self.sys_shutdown(pos, call)?),
+            SyscallKind::Fcntl => Some(self.sys_fcntl(pos, call)?),
+            SyscallKind::Ioctl => Some(self.sys_ioctl(pos, call)?),
+            SyscallKind::Setsockopt => Some(self.sys_setsockopt(pos, call)?),
+            SyscallKind::Getsockopt => {
+                let what = sockopt_name(call);
+                return skip(format!(
+                    "getsockopt {what}: the stack exposes no such value"
+                ));
+            }
+            other => {
+                return skip(format!("system call {} is not supported", other.name()));
+            }
+        };
+        self.drain()?;
+        match result {
+            Some(r) => self.check_return(pos, call, window, r),
+            None => Ok(()),
+        }
+    }
+
+    fn check_return(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+        got: CallResult,
+    ) -> Result<(), Stop> {
+        let now = usecs(self.now_ns);
+        let tol = self.tolerance_usecs;
+        let (lo, hi) = if window.blocking {
+            (window.end_usecs, window.end_usecs)
+        } else {
+            (window.start_usecs, window.end_usecs)
+        };
+        if now.saturating_add(tol) < lo || now > hi.saturating_add(tol) {
+            return fail(
+                pos,
+                format!(
+                    "{} returned at {} s, expected at {} s (tolerance {tol} us)",
+                    call.name,
+                    Secs(now),
+                    Secs(if window.blocking { hi } else { lo })
+                ),
+            );
+        }
+        let expected_ret = match &call.ret {
+            Expr::Int(n) => *n,
+            other => return skip(format!("return value `{other}` is not an integer")),
+        };
+        let ok = match got {
+            Ok(v) => v == expected_ret && call.errno.is_none(),
+            Err(errno) => expected_ret == -1 && call.errno.as_deref() == Some(errno),
+        };
+        if ok {
+            return Ok(());
+        }
+        let expected = match &call.errno {
+            Some(e) => format!("{expected_ret} {e}"),
+            None => expected_ret.to_string(),
+        };
+        let actual = match got {
+            Ok(v) => v.to_string(),
+            Err(e) => format!("-1 {e}"),
+        };
+        fail(
+            pos,
+            format!("{call}: expected return {expected}, got {actual}"),
+        )
+    }
+
+    fn fd_num(pos: Pos, call: &SyscallLine) -> Result<i64, Stop> {
+        match call.args.first() {
+            Some(Expr::Int(n)) => Ok(*n),
+            _ => fail(pos, format!("{}: first argument is not an fd", call.name)),
+        }
+    }
+
+    fn fd_arg(&mut self, pos: Pos, call: &SyscallLine) -> Result<&mut Fd, Stop> {
+        let n = Self::fd_num(pos, call)?;
+        match self.fds.get_mut(&n) {
+            Some(fd) => Ok(fd),
+            None => fail(pos, format!("{}: fd {n} is not open", call.name)),
+        }
+    }
+
+    fn sys_socket(&mut self, call: &SyscallLine) -> Result<CallResult, Stop> {
+        for a in &call.args {
+            if let Expr::Symbol(s) = a
+                && (s == "AF_INET6" || s == "PF_INET6")
+            {
+                return skip("IPv6 sockets are not supported by the executor");
+            }
+            if let Expr::Symbol(s) = a
+                && s == "SOCK_DGRAM"
+            {
+                return skip("UDP sockets are not supported by the executor");
+            }
+        }
+        let fd = self.new_fd(call);
+        self.fds.insert(fd, Fd::new(FdKind::Fresh));
+        Ok(Ok(fd))
+    }
+
+    fn sys_listen(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
+        let backlog = match call.args.get(1) {
+            Some(Expr::Int(n)) => usize::try_from(*n).unwrap_or(0).max(1),
+            _ => 1,
+        };
+        let fd = self.fd_arg(pos, call)?;
+        if fd.kind != FdKind::Fresh {
+            return Ok(Err("EINVAL"));
+        }
+        let nodelay = fd.nodelay;
+        let local = SocketAddr::new(IpAddr::V4(LOCAL_IP), SERVER_PORT);
+        let h = match self.stack.tcp_listen(local, backlog) {
+            Ok(h) => h,
+            Err(e) => return Ok(Err(errno_of(e))),
+        };
+        if let Some(v) = nodelay {
+            let _ = self.stack.set_option(h, SocketOption::NoDelay(v));
+        }
+        let fd = self.fd_arg(pos, call)?;
+        fd.kind = FdKind::Listener(h);
+        self.local_port = Some(SERVER_PORT);
+        Ok(Ok(0))
+    }
+
+    /// Runs or parks a call that may block; `None` when it was parked.
+    fn maybe_block(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+        op: PendingOp,
+        nonblocking: bool,
+    ) -> Result<Option<CallResult>, Stop> {
+        match self.attempt(call, op)? {
+            Attempt::Done(r) => Ok(Some(r)),
+            Attempt::Blocked(_) if nonblocking => Ok(Some(Err("EAGAIN"))),
+            Attempt::Blocked(op) => {
+                self.pending = Some(Pending {
+                    pos,
+                    call: call.clone(),
+                    window,
+                    op,
+                });
+                Ok(None)
+            }
+        }
+    }
+
+    fn retry_pending(&mut self) -> Result<(), Stop> {
+        let Some(p) = self.pending.take() else {
+            return Ok(());
+        };
+        match self.attempt(&p.call, p.op)? {
+            Attempt::Done(r) => {
+                // The stack may have sent something as part of the call (a window update).
+                self.check_return(p.pos, &p.call, p.window, r)
+            }
+            Attempt::Blocked(op) => {
+                self.pending = Some(Pending { op, ..p });
+                Ok(())
+            }
+        }
+    }
+
+    /// packetdrill maps script fds to live ones: the fd a script expects `socket()` or
+    /// `accept()` to return names the new socket from then on.
+    fn new_fd(&mut self, call: &SyscallLine) -> i64 {
+        let n = match call.ret {
+            Expr::Int(n) if n >= 0 && !self.fds.contains_key(&n) => n,
+            _ => self.next_fd,
+        };
+        self.next_fd = self.next_fd.max(n + 1);
+        n
+    }
+
+    fn attempt(&mut self, call: &SyscallLine, op: PendingOp) -> Result<Attempt, Stop> {
+        let blocked = Ok(Attempt::Blocked(op));
+        match op {
+            PendingOp::Accept { fd } => {
+                let Some(FdKind::Listener(l)) = self.fds.get(&fd).map(|f| f.kind) else {
+                    return Ok(Attempt::Done(Err("EINVAL")));
+                };
+                match self.stack.tcp_accept(l) {
+                    Ok((h, _peer)) => {
+                        let n = self.new_fd(call);
+                        self.fds.insert(n, Fd::new(FdKind::Conn(h)));
+                        Ok(Attempt::Done(Ok(n)))
+                    }
+                    Err(SocketError::WouldBlock) => blocked,
+                    Err(e) => Ok(Attempt::Done(Err(errno_of(e)))),
+                }
+            }
+            PendingOp::Connect { fd } => {
+                let Some(FdKind::Conn(h)) = self.fds.get(&fd).map(|f| f.kind) else {
+                    return Ok(Attempt::Done(Err("EINVAL")));
+                };
+                match self.stack.tcp_state(h) {
+                    Some(s) if s.is_synchronized() => Ok(Attempt::Done(Ok(0))),
+                    Some(tcp::State::SynSent | tcp::State::SynReceived) => blocked,
+                    _ => {
+                        let e = self.stack.take_error(h).ok().flatten();
+                        Ok(Attempt::Done(Err(e.map_or("ECONNREFUSED", errno_of))))
+                    }
+                }
+            }
+            PendingOp::Read { fd, len } => {
+                let Some(f) = self.fds.get_mut(&fd) else {
+                    return Ok(Attempt::Done(Err("EBADF")));
+                };
+                if !f.rx.is_empty() {
+                    let n = f.rx.len().min(len);
+                    f.rx.drain(..n);
+                    return Ok(Attempt::Done(Ok(n as i64)));
+                }
+                if f.rd_shut {
+                    return Ok(Attempt::Done(Ok(0)));
+                }
+                let FdKind::Conn(h) = f.kind else {
+                    return Ok(Attempt::Done(Err("ENOTCONN")));
+                };
+                let mut buf = vec![0u8; len];
+                match self.stack.tcp_recv(h, &mut buf) {
+                    Ok(n) => Ok(Attempt::Done(Ok(n as i64))),
+                    Err(SocketError::Finished) => Ok(Attempt::Done(Ok(0))),
+                    Err(SocketError::WouldBlock) => blocked,
+                    Err(e) => Ok(Attempt::Done(Err(errno_of(e)))),
+                }
+            }
+            PendingOp::Write { fd, done, len } => {
+                let Some(FdKind::Conn(h)) = self.fds.get(&fd).map(|f| f.kind) else {
+                    return Ok(Attempt::Done(Err("ENOTCONN")));
+                };
+                let buf = vec![0u8; len - done];
+                match self.stack.tcp_send(h, &buf) {
+                    Ok(n) if done + n >= len => Ok(Attempt::Done(Ok(len as i64))),
+                    Ok(n) => Ok(Attempt::Blocked(PendingOp::Write {
+                        fd,
+                        done: done + n,
+                        len,
+                    })),
+                    Err(SocketError::WouldBlock) => blocked,
+                    Err(_) if done > 0 => Ok(Attempt::Done(Ok(done as i64))),
+                    Err(e) => Ok(Attempt::Done(Err(write_errno(e)))),
+                }
+            }
+        }
+    }
+
+    fn sys_accept(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+    ) -> Result<Option<CallResult>, Stop> {
+        let fd = Self::fd_num(pos, call)?;
+        let nonblocking = self.fd_arg(pos, call)?.nonblocking;
+        self.maybe_block(pos, call, window, PendingOp::Accept { fd }, nonblocking)
+    }
+
+    fn sys_connect(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+    ) -> Result<Option<CallResult>, Stop> {
+        let fd = Self::fd_num(pos, call)?;
+        let f = self.fd_arg(pos, call)?;
+        if f.kind != FdKind::Fresh {
+            return Ok(Some(Err("EISCONN")));
+        }
+        let (nonblocking, nodelay) = (f.nonblocking, f.nodelay);
+        let remote = SocketAddr::new(IpAddr::V4(REMOTE_IP), SERVER_PORT);
+        let h = match self.stack.tcp_connect(self.now_ns, remote, 0) {
+            Ok(h) => h,
+            Err(e) => return Ok(Some(Err(errno_of(e)))),
+        };
+        if let Some(v) = nodelay {
+            let _ = self.stack.set_option(h, SocketOption::NoDelay(v));
+        }
+        self.fd_arg(pos, call)?.kind = FdKind::Conn(h);
+        self.remote_port = SERVER_PORT;
+        self.local_port = None;
+        if nonblocking {
+            return Ok(Some(Err("EINPROGRESS")));
+        }
+        self.maybe_block(pos, call, window, PendingOp::Connect { fd }, false)
+    }
+
+    fn len_arg(pos: Pos, call: &SyscallLine) -> Result<usize, Stop> {
+        match call.args.get(2) {
+            Some(Expr::Int(n)) => usize::try_from(*n)
+                .map_err(|_| Stop::Fail(pos, format!("{}: negative length", call.name))),
+            _ => fail(
+                pos,
+                format!("{}: third argument is not a length", call.name),
+            ),
+        }
+    }
+
+    fn flags_arg(call: &SyscallLine) -> Result<(), Stop> {
+        match call.args.get(3) {
+            None | Some(Expr::Int(0)) => Ok(()),
+            Some(other) => skip(format!("{} flags {other} are not supported", call.name)),
+        }
+    }
+
+    fn sys_read(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+        kind: SyscallKind,
+    ) -> Result<Option<CallResult>, Stop> {
+        if kind == SyscallKind::Recv {
+            Self::flags_arg(call)?;
+        }
+        let fd = Self::fd_num(pos, call)?;
+        let len = Self::len_arg(pos, call)?;
+        let nonblocking = self.fd_arg(pos, call)?.nonblocking;
+        self.maybe_block(pos, call, window, PendingOp::Read { fd, len }, nonblocking)
+    }
+
+    fn sys_write(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+        kind: SyscallKind,
+    ) -> Result<Option<CallResult>, Stop> {
+        if kind == SyscallKind::Send {
+            Self::flags_arg(call)?;
+        }
+        let fd = Self::fd_num(pos, call)?;
+        let len = Self::len_arg(pos, call)?;
+        let nonblocking = self.fd_arg(pos, call)?.nonblocking;
+        let op = PendingOp::Write { fd, done: 0, len };
+        if nonblocking {
+            return Ok(Some(match self.attempt(call, op)? {
+                Attempt::Done(r) => r,
+                Attempt::Blocked(PendingOp::Write { done, .. }) if done > 0 => Ok(done as i64),
+                Attempt::Blocked(_) => Err("EAGAIN"),
+            }));
+        }
+        self.maybe_block(pos, call, window, op, false)
+    }
+
+    fn sys_close(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
+        let n = Self::fd_num(pos, call)?;
+        let Some(fd) = self.fds.remove(&n) else {
+            return Ok(Err("EBADF"));
+        };
+        match fd.kind {
+            FdKind::Fresh => {}
+            FdKind::Listener(h) | FdKind::Conn(h) => {
+                let _ = self.stack.close(self.now_ns, h);
+            }
+        }
+        Ok(Ok(0))
+    }
+
+    fn sys_shutdown(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
+        let how = match call.args.get(1) {
+            Some(Expr::Symbol(s)) => s.clone(),
+            other => return fail(pos, format!("shutdown: unknown how {other:?}")),
+        };
+        let (rd, wr) = match how.as_str() {
+            "SHUT_RD" => (true, false),
+            "SHUT_WR" => (false, true),
+            "SHUT_RDWR" => (true, true),
+            _ => return fail(pos, format!("shutdown: unknown how {how}")),
+        };
+        let fd = self.fd_arg(pos, call)?;
+        let FdKind::Conn(h) = fd.kind else {
+            return Ok(Err("ENOTCONN"));
+        };
+        if rd {
+            fd.rd_shut = true;
+        }
+        if wr {
+            match self.stack.tcp_shutdown(h) {
+                Ok(()) => {}
+                Err(SocketError::InvalidState) => {}
+                Err(e) => return Ok(Err(errno_of(e))),
+            }
+        }
+        Ok(Ok(0))
+    }
+
+    fn sys_fcntl(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
+        let (Some(Expr::Symbol(cmd)), Some(flags)) = (call.args.get(1), call.args.get(2)) else {
+            return skip(format!(
+                "{call}: only fcntl(fd, F_SETFL, flags) is supported"
+            ));
+        };
+        if cmd != "F_SETFL" {
+            return skip(format!("fcntl {cmd} is not supported"));
+        }
+        let nonblocking = expr_has_symbol(flags, "O_NONBLOCK");
+        self.fd_arg(pos, call)?.nonblocking = nonblocking;
+        Ok(Ok(0))
+    }
+
+    /// `ioctl(fd, SIOCINQ, [n])`: the bytes readable now. The stack has no "bytes queued"
+    /// query, so the executor reads them into the fd's own buffer (later reads take them from
+    /// there); the advertised window opens as a real read would.
+    fn sys_ioctl(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
+        match call.args.get(1) {
+            Some(Expr::Symbol(s)) if s == "SIOCINQ" || s == "FIONREAD" => {}
+            other => {
+                let what = other.map(ToString::to_string).unwrap_or_default();
+                return skip(format!("ioctl {what} is not supported"));
+            }
+        }
+        let fd = self.fd_arg(pos, call)?;
+        let FdKind::Conn(h) = fd.kind else {
+            return Ok(Err("EINVAL"));
+        };
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match self.stack.tcp_recv(h, &mut buf) {
+                Ok(n) if n > 0 => {
+                    let fd = self.fd_arg(pos, call)?;
+                    fd.rx.extend_from_slice(buf.get(..n).unwrap_or(&[]));
+                }
+                _ => break,
+            }
+        }
+        let have = self.fd_arg(pos, call)?.rx.len();
+        if let Some(Expr::List(v)) = call.args.get(2)
+            && let [Expr::Int(want)] = v.as_slice()
+            && i64::try_from(have).ok() != Some(*want)
+        {
+            return fail(
+                pos,
+                format!("{call}: expected {want} bytes readable, got {have}"),
+            );
+        }
+        Ok(Ok(0))
+    }
+
+    fn sys_setsockopt(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
+        let name = match call.args.get(2) {
+            Some(Expr::Symbol(s)) => s.as_str(),
+            _ => return skip(format!("{call}: unknown option")),
+        };
+        let value = match call.args.get(3) {
+            Some(Expr::List(v)) => match v.as_slice() {
+                [Expr::Int(n)] => Some(*n),
+                _ => None,
+            },
+            Some(Expr::Int(n)) => Some(*n),
+            _ => None,
+        };
+        match (name, value) {
+            // Address reuse has no meaning for a fresh stack per script.
+            ("SO_REUSEADDR", _) => {
+                self.fd_arg(pos, call)?;
+                Ok(Ok(0))
+            }
+            ("TCP_NODELAY", Some(v)) => {
+                let fd = self.fd_arg(pos, call)?;
+                match fd.kind {
+                    FdKind::Fresh => {
+                        fd.nodelay = Some(v != 0);
+                        Ok(Ok(0))
+                    }
+                    FdKind::Listener(h) | FdKind::Conn(h) => {
+                        match self.stack.set_option(h, SocketOption::NoDelay(v != 0)) {
+                            Ok(()) => Ok(Ok(0)),
+                            Err(e) => Ok(Err(errno_of(e))),
+                        }
+                    }
+                }
+            }
+            _ => skip(format!(
+                "setsockopt {}: the stack has no such socket option",
+                sockopt_name(call)
+            )),
+        }
+    }
+}
+
+enum Attempt {
+    Done(CallResult),
+    Blocked(PendingOp),
+}
+
+fn sockopt_name(call: &SyscallLine) -> String {
+    let level = call
+        .args
+        .get(1)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let name = call
+        .args
+        .get(2)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    format!("{level} {name}")
+}
+
+fn expr_has_symbol(e: &Expr, sym: &str) -> bool {
+    match e {
+        Expr::Symbol(s) => s == sym,
+        Expr::Or(v) => v.iter().any(|x| expr_has_symbol(x, sym)),
+        _ => false,
+    }
+}
+
+fn errno_of(e: SocketError) -> &'static str {
+    match e {
+        SocketError::WouldBlock => "EAGAIN",
+        SocketError::AddrInUse => "EADDRINUSE",
+        SocketError::AddrNotAvailable => "EADDRNOTAVAIL",
+        SocketError::NoFreePort => "EAGAIN",
+        SocketError::TooManySockets => "EMFILE",
+        SocketError::MessageTooBig => "EMSGSIZE",
+        SocketError::NoRoute | SocketError::Unreachable => "EHOSTUNREACH",
+        SocketError::Reset => "ECONNRESET",
+        SocketError::TimedOut => "ETIMEDOUT",
+        SocketError::Closed | SocketError::Finished => "ENOTCONN",
+        SocketError::InvalidState | SocketError::WrongSocketType => "EINVAL",
+        SocketError::InvalidHandle => "EBADF",
+    }
+}
+
+/// Writing after our FIN or after the connection closed is `EPIPE` on Linux.
+fn write_errno(e: SocketError) -> &'static str {
+    match e {
+        SocketError::Closed | SocketError::InvalidState | SocketError::Finished => "EPIPE",
+        other => errno_of(other),
+    }
+}
+
+/// An actual segment in script notation; numbers are script-relative where the context knows
+/// the mapping.
+pub fn describe_repr(r: &TcpRepr<'_>, ctx: &MatchContext) -> String {
+    let len = r.payload.len() as u32;
+    let start = ctx.seq.stack_script(r.seq_number).unwrap_or(r.seq_number.0);
+    let mut s = format!(
+        "{} {}:{}({})",
+        ScriptFlags(r.flags),
+        start,
+        start.wrapping_add(len),
+        len
+    );
+    if r.flags.contains(wire::tcp::TcpFlags::ACK) {
+        s.push_str(&format!(" ack {}", ctx.seq.peer_script(r.ack_number)));
+    }
+    s.push_str(&format!(" win {}", r.window_len));
+    let opts = repr_options_text(r, &ctx.seq);
+    if opts != "<>" {
+        s.push(' ');
+        s.push_str(&opts);
+    }
+    s
+}
+
+/// An Ethernet/IPv4 frame from the remote side carrying `repr`.
+fn build_frame(repr: &TcpRepr<'_>) -> Result<Vec<u8>, wire::Error> {
+    let tcp_len = repr.buffer_len();
+    let ip = Ipv4Repr {
+        src_addr: REMOTE_IP,
+        dst_addr: LOCAL_IP,
+        protocol: IpProtocol::TCP,
+        payload_len: tcp_len,
+        hop_limit: 64,
+        dscp: 0,
+        ecn: 0,
+        ident: 0,
+        dont_frag: true,
+        more_frags: false,
+        frag_offset_bytes: 0,
+    };
+    let eth = EthernetRepr {
+        src_addr: REMOTE_MAC,
+        dst_addr: LOCAL_MAC,
+        vlan: None,
+        ethertype: EtherType::IPV4,
+    };
+    let mut buf = vec![0u8; eth.header_len() + ip.buffer_len()];
+    let mut frame = EthernetFrame::new_unchecked(&mut buf[..]);
+    eth.emit(&mut frame)?;
+    let mut pkt = Ipv4Packet::new_unchecked(frame.payload_mut());
+    ip.emit(&mut pkt, ChecksumCaps::ALL)?;
+    let addrs = IpPair::V4 {
+        src: REMOTE_IP,
+        dst: LOCAL_IP,
+    };
+    repr.emit(
+        &mut TcpPacket::new_unchecked(pkt.payload_mut()),
+        &addrs,
+        ChecksumCaps::ALL,
+    )?;
+    Ok(buf)
+}
+
+/// Every `.pkt` file under `root`, sorted (directories walked in name order).
+pub fn script_files(root: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {
+        let mut entries = Vec::new();
+        for e in std::fs::read_dir(dir)? {
+            entries.push(e?.path());
+        }
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out)?;
+            } else if p.extension().is_some_and(|x| x == "pkt") {
+                out.push(p);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(root, &mut out)?;
+    Ok(out)
+}
+
+/// Reads, parses and runs one script file; an unreadable file is a failure at 0:0.
+pub fn run_file(path: &std::path::Path, profile: &Profile) -> RunReport {
+    match std::fs::read_to_string(path) {
+        Ok(text) => run_text(&text, profile),
+        Err(e) => RunReport {
+            outcome: Outcome::Fail {
+                pos: Pos::default(),
+                message: format!("cannot read: {e}"),
+            },
+            skipped_lines: 0,
+        },
+    }
+}
+
+/// Pass/fail/skip counts over a set of scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tally {
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+}
+
+impl Tally {
+    pub fn add(&mut self, o: &Outcome) {
+        match o {
+            Outcome::Pass => self.passed += 1,
+            Outcome::Fail { .. } => self.failed += 1,
+            Outcome::Skip { .. } => self.skipped += 1,
+        }
+    }
+}
+
+impl fmt::Display for Tally {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} passed, {} failed, {} skipped",
+            self.passed, self.failed, self.skipped
+        )
+    }
+}
