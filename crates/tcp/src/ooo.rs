@@ -4,6 +4,12 @@
 //! [`crate::ring::Ring::write_at`]); this queue only remembers which sequence ranges beyond
 //! RCV.NXT are filled. It is bounded in ranges and in bytes so a hostile peer cannot make a
 //! connection hold more than the configured amount of out-of-order state.
+//!
+//! It also remembers where the peer's FIN lies when the FIN arrived beyond a hole: RFC 9293
+//! §3.10.7.4 processes segments in sequence order, so such a FIN takes effect once RCV.NXT
+//! reaches it (Linux keeps the FIN flag on the queued segment). That is one sequence number,
+//! and it goes wherever the out-of-order data goes (cleared with it, never carried across a
+//! snapshot).
 
 use wire::tcp::{SackBlock, SeqNumber};
 
@@ -21,6 +27,8 @@ pub enum OooReject {
 /// Invariants: `ranges` is sorted by `left`, ranges neither overlap nor touch, every range is
 /// non-empty, `ranges.len() ≤ ranges_max`, `bytes` = the sum of range lengths ≤ `bytes_max`.
 /// `recent` (when set) indexes the range holding the most recently received segment.
+/// `fin` (when set) lies at or beyond the right edge of every range: no data is held past
+/// the FIN.
 #[derive(Debug, Clone, Default)]
 pub struct OooQueue {
     ranges: Vec<SackBlock>,
@@ -28,6 +36,7 @@ pub struct OooQueue {
     ranges_max: u16,
     bytes_max: u32,
     recent: Option<SeqNumber>,
+    fin: Option<SeqNumber>,
 }
 
 fn len_of(b: &SackBlock) -> u32 {
@@ -43,6 +52,7 @@ impl OooQueue {
             ranges_max,
             bytes_max,
             recent: None,
+            fin: None,
         }
     }
 
@@ -61,11 +71,46 @@ impl OooQueue {
         &self.ranges
     }
 
-    /// Forgets everything (out-of-order data is never carried across a snapshot).
+    /// Forgets everything, a remembered FIN included (out-of-order data is never carried
+    /// across a snapshot).
     pub fn clear(&mut self) {
         self.ranges.clear();
         self.bytes = 0;
         self.recent = None;
+        self.fin = None;
+    }
+
+    /// The sequence number of a FIN received beyond a hole, if one is remembered.
+    pub fn fin(&self) -> Option<SeqNumber> {
+        self.fin
+    }
+
+    /// Remembers a FIN received beyond a hole at `seq` (the sequence number the FIN itself
+    /// occupies). A later FIN replaces an earlier one. Ignored when data is already held past
+    /// `seq`: such a FIN contradicts what the peer sent before (a conforming peer never sends
+    /// data beyond its FIN), and the peer will send the FIN again if it is real.
+    pub fn set_fin(&mut self, seq: SeqNumber) {
+        if self.ranges.last().is_some_and(|r| r.right.gt(seq)) {
+            return;
+        }
+        self.fin = Some(seq);
+    }
+
+    /// Takes the remembered FIN once RCV.NXT has reached it: returns true (and forgets it) when
+    /// it lies exactly at `rcv_nxt`; forgets it without effect when `rcv_nxt` has passed it
+    /// (in-order data beyond a FIN means that FIN was not real).
+    pub fn take_fin_at(&mut self, rcv_nxt: SeqNumber) -> bool {
+        match self.fin {
+            Some(f) if f == rcv_nxt => {
+                self.fin = None;
+                true
+            }
+            Some(f) if f.lt(rcv_nxt) => {
+                self.fin = None;
+                false
+            }
+            _ => false,
+        }
     }
 
     /// Records `[left, right)` as received. On `Err` nothing changes and the caller must not
@@ -108,6 +153,10 @@ impl OooQueue {
         self.ranges.insert(first, merged);
         self.bytes = new_bytes;
         self.recent = Some(left);
+        if self.fin.is_some_and(|f| right.gt(f)) {
+            // Data beyond the remembered FIN: the FIN was not where the peer's stream ends.
+            self.fin = None;
+        }
         Ok(())
     }
 
@@ -276,6 +325,36 @@ mod tests {
         q.remove_below(s(450));
         assert_eq!(q.bytes(), 150);
         assert_eq!(q.ranges().first().map(|r| r.left), Some(s(450)));
+    }
+
+    #[test]
+    fn remembered_fin_is_taken_exactly_when_rcv_nxt_reaches_it() {
+        let mut q = OooQueue::new(8, 1000);
+        q.insert(s(200), s(300)).unwrap();
+        q.set_fin(s(300));
+        assert_eq!(q.fin(), Some(s(300)));
+        assert!(!q.take_fin_at(s(100)), "the hole below is not filled yet");
+        assert_eq!(q.pop_contiguous(s(200)), Some(s(300)));
+        assert!(q.is_empty(), "a FIN alone holds no data");
+        assert!(q.take_fin_at(s(300)));
+        assert_eq!(q.fin(), None, "taken once");
+    }
+
+    #[test]
+    fn remembered_fin_is_forgotten_when_data_lies_beyond_it() {
+        let mut q = OooQueue::new(8, 1000);
+        q.insert(s(200), s(300)).unwrap();
+        q.set_fin(s(250));
+        assert_eq!(q.fin(), None, "data already held past it");
+        q.set_fin(s(300));
+        q.insert(s(400), s(410)).unwrap();
+        assert_eq!(q.fin(), None, "data arrived past it");
+        q.set_fin(s(500));
+        assert!(!q.take_fin_at(s(600)), "in-order data went past it");
+        assert_eq!(q.fin(), None);
+        q.set_fin(s(700));
+        q.clear();
+        assert_eq!(q.fin(), None, "cleared with the data");
     }
 
     #[test]

@@ -286,3 +286,32 @@ fn import_announces_readiness_to_the_new_owner() {
         ]
     );
 }
+
+#[test]
+fn out_of_order_fin_is_dropped_at_a_move_and_arrives_again() {
+    // DESIGN.md handoff invariant 3: out-of-order state does not move. A FIN remembered beyond
+    // a hole is part of it: the imported engine must not act on it, and the peer's
+    // retransmission brings it again (RFC 2018 §8: what was only SACKed may be resent).
+    let mut p = Pair::established(Config::default(), Config::default(), 5 * MS);
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::BtoA && s.is_data() && c.data_index == 0 {
+            Verdict::DelayExtra(50 * MS)
+        } else {
+            Verdict::Pass
+        }
+    });
+    let data = pattern(2_000);
+    p.b.send(&data).unwrap();
+    p.b.shutdown_write().unwrap();
+    p.run_until(|p| p.a.ooo_bytes() > 0, 100 * MS);
+    let now = p.now;
+    p.a = moved(&mut p.a, now, now);
+    assert_eq!(p.a.ooo_bytes(), 0);
+    // The late segment fills the hole, but the FIN beyond it moved nowhere.
+    p.run_until(|p| p.a_read.len() == 1_448, 100 * MS);
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(p.a.invariant_violation(), None);
+    p.run_until(|p| p.a.state() == State::CloseWait, 10_000 * MS);
+    assert!(p.a_read == data, "stream intact across the move");
+    assert!(p.b.counters().retransmitted_segments > 0);
+}

@@ -653,7 +653,12 @@ impl Connection {
                 }
             }
         } else if !data.is_empty() {
-            self.accept_out_of_order(start, data);
+            let kept = self.accept_out_of_order(start, data);
+            if fin && kept {
+                // RFC 9293 §3.10.7.4 processes segments in sequence order: the FIN is processed
+                // when RCV.NXT reaches it, so it stays with the queued data.
+                self.ooo.set_fin(start + data.len() as u32);
+            }
             // RFC 5681 §4.2: an out-of-order segment triggers an immediate (duplicate) ACK —
             // one per segment, even when a burst is processed before the next poll, or the
             // sender would never count three duplicates.
@@ -661,11 +666,18 @@ impl Connection {
             self.dupacks_owed = self.dupacks_owed.saturating_add(1).min(DUPACKS_OWED_MAX);
             fin = false;
         } else if fin {
-            // A FIN beyond a hole: ACK at once so the sender sees the gap.
+            // A FIN beyond a hole: ACK at once so the sender sees the gap, and remember it
+            // (as out-of-order data would be) for when the hole fills.
+            if self.keeps_out_of_order() {
+                self.ooo.set_fin(start);
+            }
             self.ack_due = AckDue::Now;
             fin = false;
         }
         if fin && !self.fin_received && start + data.len() as u32 == self.rcv_nxt {
+            self.rx_fin(now);
+        } else if !self.fin_received && self.ooo.take_fin_at(self.rcv_nxt) {
+            // RCV.NXT reached a FIN that arrived beyond a hole (RFC 9293 §3.10.7.4, eighth).
             self.rx_fin(now);
         }
     }
@@ -694,10 +706,17 @@ impl Connection {
         self.push_event(Event::Readable);
     }
 
-    pub(super) fn accept_out_of_order(&mut self, start: SeqNumber, data: &[u8]) {
-        if self.app_closed || self.config.ooo_segments_max == 0 {
+    /// Whether out-of-order data (and a FIN beyond a hole) is kept at all: not once the
+    /// application closed (nobody will read it), not when the queue is configured off.
+    pub(super) fn keeps_out_of_order(&self) -> bool {
+        !self.app_closed && self.config.ooo_segments_max > 0
+    }
+
+    /// Queues an out-of-order segment's bytes; returns whether they were kept.
+    pub(super) fn accept_out_of_order(&mut self, start: SeqNumber, data: &[u8]) -> bool {
+        if !self.keeps_out_of_order() {
             self.counters.rx_drop_ooo_ranges += 1;
-            return;
+            return false;
         }
         let end = start + data.len() as u32;
         match self.ooo.insert(start, end) {
@@ -706,9 +725,16 @@ impl Connection {
                 let written = self.recv_buf.write_at(offset, data);
                 debug_assert_eq!(written, data.len(), "out-of-order data outside the window");
                 self.counters.rx_ooo_segments += 1;
+                true
             }
-            Err(crate::ooo::OooReject::TooManyRanges) => self.counters.rx_drop_ooo_ranges += 1,
-            Err(crate::ooo::OooReject::TooManyBytes) => self.counters.rx_drop_ooo_bytes += 1,
+            Err(crate::ooo::OooReject::TooManyRanges) => {
+                self.counters.rx_drop_ooo_ranges += 1;
+                false
+            }
+            Err(crate::ooo::OooReject::TooManyBytes) => {
+                self.counters.rx_drop_ooo_bytes += 1;
+                false
+            }
         }
     }
 

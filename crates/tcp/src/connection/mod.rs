@@ -300,7 +300,8 @@ pub struct Connection {
     pub(crate) sack_ok: bool,
     /// The application called `shutdown_write`/`close`: a FIN follows the send buffer.
     pub(crate) fin_queued: bool,
-    /// The peer's FIN has been received (in order).
+    /// The peer's FIN has been received (in order). A FIN that arrived beyond a hole is
+    /// remembered in `ooo` until RCV.NXT reaches it.
     pub(crate) fin_received: bool,
     /// The application will not read any more (`close`).
     pub(crate) app_closed: bool,
@@ -777,6 +778,9 @@ impl Connection {
             || self.ooo.ranges().len() > usize::from(self.config.ooo_segments_max)
         {
             return Some("out-of-order queue over its caps");
+        }
+        if self.ooo.fin().is_some_and(|f| f.le(self.rcv_nxt)) {
+            return Some("out-of-order FIN left behind RCV.NXT");
         }
         if self.scoreboard.ranges().len() > usize::from(SCOREBOARD_RANGES_MAX) {
             return Some("SACK scoreboard over its cap");
