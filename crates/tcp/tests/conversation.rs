@@ -1110,6 +1110,57 @@ fn answered_keepalives_keep_an_idle_connection_open() {
 }
 
 #[test]
+fn rto_in_last_ack_retransmits_the_hole_and_the_fin() {
+    // B answers A's FIN with three segments and its own FIN (LAST-ACK). The first segment is
+    // lost with its first three retransmissions, the second arrives (A SACKs it), the third
+    // — carrying the FIN — is lost once. RFC 6298 §5.4: every expiry resends from SND.UNA;
+    // once the hole is acknowledged the go-back continues to the FIN (RFC 9293 §3.10.7.4:
+    // LAST-ACK ends only when the FIN is acknowledged).
+    let mut p = Pair::established(cfg(), cfg(), 5 * MS);
+    p.a.shutdown_write().unwrap();
+    p.run_until(|p| p.b.state() == State::CloseWait, 100 * MS);
+    let (hole, _, _) = p.b.sequence_state();
+    let mut hole_drops = 0;
+    let mut fin_drops = 0;
+    p.filter = Box::new(move |c, s| {
+        if c.dir != Dir::BtoA {
+            return Verdict::Pass;
+        }
+        if s.is_data() && s.seq() == hole && hole_drops < 4 {
+            hole_drops += 1;
+            return Verdict::Drop;
+        }
+        if s.has(TcpFlags::FIN) && fin_drops < 1 {
+            fin_drops += 1;
+            return Verdict::Drop;
+        }
+        Verdict::Pass
+    });
+    let data = pattern(3_000);
+    p.b.send(&data).unwrap();
+    p.b.shutdown_write().unwrap();
+    assert_eq!(p.b.state(), State::LastAck);
+    p.run_until(|p| p.b.state() == State::Closed, 60_000 * MS);
+    assert_eq!(p.b.close_reason(), Some(CloseReason::Normal));
+    assert_same(&p.a_read, &data);
+    assert_eq!(p.a.state(), State::TimeWait);
+    let hole_times = data_times(&p, Dir::BtoA, hole);
+    assert_eq!(
+        hole_times.len(),
+        5,
+        "sent once, resent at each of four expiries"
+    );
+    let gaps: Vec<u64> = hole_times.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.windows(2).all(|g| g[1] == 2 * g[0]),
+        "exponential backoff: {gaps:?}"
+    );
+    assert_eq!(p.b.counters().rto_expirations, 4);
+    let fins = p.sent(Dir::BtoA).filter(|e| e.2.has(TcpFlags::FIN)).count();
+    assert_eq!(fins, 2, "the lost FIN was sent again");
+}
+
+#[test]
 fn user_timeout_aborts_unacknowledged_data() {
     let c = Config {
         user_timeout_ns: Some(2_000 * MS),
