@@ -7,6 +7,7 @@
 
 pub mod af_packet;
 pub mod af_xdp;
+pub mod affinity;
 pub mod bpf;
 pub mod pcap;
 pub mod tap;

@@ -1,0 +1,181 @@
+//! The application API: one application instance per shard (like Seastar's sharded
+//! services), driven by readiness events.
+//!
+//! A host runs `S` shards; each shard owns one [`stack::Stack`] and one instance of the
+//! application. The driver (the `runtime` crate's shard loop, or a simulator adapter) calls
+//! [`App::start`] once, then [`App::poll`] after every batch of packets, timers or wake-ups with
+//! the readiness events the stack raised. Events are edge-triggered: work a socket until its
+//! calls return `WouldBlock`.
+//!
+//! Because `start` runs on every shard, [`Ctx::listen`] in `start` listens on every shard: the
+//! NIC's RSS then picks the shard a connection is accepted and served on (locality from queue
+//! to application, seed 000). [`Ctx::connect`] uses the stack's RSS home queue to pick a source
+//! port whose replies hash back to the calling shard. Every [`Conn`] reports its
+//! [`Conn::shard`] and [`Conn::numa_node`].
+
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use stack::{SocketError, SocketEvent, SocketHandle, Stack};
+
+/// Where an application instance runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardInfo {
+    /// This shard's index, `0..shards`.
+    pub shard: u16,
+    /// Shards of the host.
+    pub shards: u16,
+    /// NUMA node of the shard's core (0 when unknown or unpinned).
+    pub numa_node: u16,
+}
+
+impl ShardInfo {
+    /// The only shard of a single-shard host (the simulator's default).
+    pub const SINGLE: ShardInfo = ShardInfo {
+        shard: 0,
+        shards: 1,
+        numa_node: 0,
+    };
+}
+
+/// A listening socket of one shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listener {
+    handle: SocketHandle,
+}
+
+impl Listener {
+    /// The stack handle (events name it).
+    pub fn handle(&self) -> SocketHandle {
+        self.handle
+    }
+}
+
+/// A TCP connection owned by one shard. It never leaves that shard: every packet of it is
+/// processed there and the application instance of that shard serves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conn {
+    handle: SocketHandle,
+    shard: u16,
+    numa_node: u16,
+}
+
+impl Conn {
+    /// The stack handle (events name it).
+    pub fn handle(&self) -> SocketHandle {
+        self.handle
+    }
+
+    /// The shard that owns the connection.
+    pub fn shard(&self) -> u16 {
+        self.shard
+    }
+
+    /// The NUMA node of the owning shard's core.
+    pub fn numa_node(&self) -> u16 {
+        self.numa_node
+    }
+}
+
+/// What an application call sees: the time, its shard and its shard's stack.
+pub struct Ctx<'a> {
+    now_ns: u64,
+    info: ShardInfo,
+    stack: &'a mut Stack,
+}
+
+impl<'a> Ctx<'a> {
+    /// A context for one call into the application at `now_ns`.
+    pub fn new(now_ns: u64, info: ShardInfo, stack: &'a mut Stack) -> Self {
+        Ctx {
+            now_ns,
+            info,
+            stack,
+        }
+    }
+
+    /// Current time, ns since the host started.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// Where this instance runs.
+    pub fn shard_info(&self) -> ShardInfo {
+        self.info
+    }
+
+    /// The shard's stack, for calls this API does not wrap.
+    pub fn stack(&mut self) -> &mut Stack {
+        self.stack
+    }
+
+    /// Listens on `port` on every IPv4 address of this shard; called from [`App::start`] it
+    /// listens on every shard.
+    pub fn listen(&mut self, port: u16, backlog: usize) -> Result<Listener, SocketError> {
+        let local = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+        let handle = self.stack.tcp_listen(local, backlog)?;
+        Ok(Listener { handle })
+    }
+
+    /// Takes one established connection from `listener` (`WouldBlock` when none).
+    pub fn accept(&mut self, listener: Listener) -> Result<(Conn, SocketAddr), SocketError> {
+        let (handle, peer) = self.stack.tcp_accept(listener.handle)?;
+        Ok((self.conn(handle), peer))
+    }
+
+    /// Opens a connection to `remote` from a source port whose replies hash back to this
+    /// shard (when the stack has an RSS home queue).
+    pub fn connect(&mut self, remote: SocketAddr) -> Result<Conn, SocketError> {
+        let handle = self.stack.tcp_connect(self.now_ns, remote, 0)?;
+        Ok(self.conn(handle))
+    }
+
+    /// Queues bytes; returns how many fit (`WouldBlock` when none).
+    pub fn send(&mut self, conn: Conn, data: &[u8]) -> Result<usize, SocketError> {
+        self.stack.tcp_send(conn.handle, data)
+    }
+
+    /// Reads bytes (`WouldBlock` when none, `Finished` after the peer's FIN).
+    pub fn recv(&mut self, conn: Conn, out: &mut [u8]) -> Result<usize, SocketError> {
+        self.stack.tcp_recv(conn.handle, out)
+    }
+
+    /// Half-close: a FIN follows the queued data.
+    pub fn shutdown(&mut self, conn: Conn) -> Result<(), SocketError> {
+        self.stack.tcp_shutdown(conn.handle)
+    }
+
+    /// Releases the handle (the stack finishes the close in the background).
+    pub fn close(&mut self, conn: Conn) -> Result<(), SocketError> {
+        self.stack.close(self.now_ns, conn.handle)
+    }
+
+    /// The `Conn` for a handle of this shard's stack (e.g. from an event).
+    pub fn conn(&self, handle: SocketHandle) -> Conn {
+        Conn {
+            handle,
+            shard: self.info.shard,
+            numa_node: self.info.numa_node,
+        }
+    }
+}
+
+/// An application instance of one shard.
+pub trait App {
+    /// Runs once, before the first packet.
+    fn start(&mut self, ctx: &mut Ctx<'_>);
+    /// Runs after every batch of work with the readiness events raised since the last call.
+    fn poll(&mut self, ctx: &mut Ctx<'_>, events: &[SocketEvent]);
+    /// The application's own next deadline (ns), if any.
+    fn poll_timeout(&self) -> Option<u64> {
+        None
+    }
+    /// A monotone count of completed work (requests served or completed) for live views.
+    fn progress(&self) -> u64 {
+        0
+    }
+    /// True once the application has nothing more to do (a load client that finished); the
+    /// runtime may stop when every shard of a host says so.
+    fn done(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,463 @@
+//! Shards on real threads.
+//!
+//! A host is `S` shards. Each shard is one thread, pinned to its core when asked, that owns its
+//! queue pair (a one-queue [`nic::Nic`] fed from the wire's receive ring), its
+//! [`stack::Stack`] (same interface addresses on every shard: one host, one IP, `S` queues),
+//! timers, buffer pool (the NIC's) and an application instance ([`apps::App`], built on the
+//! shard's own thread by the factory). The loop is in [`shard`]'s module docs.
+//!
+//! No locks and no shared mutable state on the data path: frames move wire → shard and
+//! shard → wire through bounded SPSC rings ([`ring`]); shards exchange frames only through
+//! bounded SPSC cross-shard rings, every message counted (`cross_shard_tx`). Those hops happen
+//! only when a host has fewer hardware queues than shards (`queues < shards`): queue `q` is
+//! polled by shard `q`, and a software RETA over the shards sends each flow to its owner.
+//! With `queues == shards` the data path has no cross-shard message at all.
+//!
+//! Each shard's stack gets `StackConfig.rss` with the NIC's hasher and the shard's home in the
+//! shard-level RETA, so connections are keyed by the carried hash and `connect` picks source
+//! ports whose replies hash back to the opening shard.
+//!
+//! [`run_pair`] joins a server and a client host with the `mem` backend ([`wire`]) and runs them
+//! until a duration passes or every client shard says it is done.
+#![deny(unsafe_code)]
+
+pub mod live;
+pub mod ring;
+pub mod shard;
+pub mod wire;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use apps::{App, ShardInfo};
+use nic::{Nic, NicConfig};
+use rss::{Reta, RssHasher};
+use stack::{InterfaceConfig, Limits, RssConfig, Stack, StackConfig};
+
+pub use live::{ShardLive, ShardSnapshot};
+pub use shard::{Forwarded, ShardReport};
+pub use wire::{WireConfig, WireReport};
+
+use crate::ring::ring;
+use crate::shard::Shard;
+use crate::wire::{Wire, WirePort};
+
+/// One host: its interface, shards, hardware queues, NIC and ring sizes.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    pub interface: InterfaceConfig,
+    /// Shards (threads), ≥ 1.
+    pub shards: u16,
+    /// Hardware receive queues, `1..=shards`.
+    pub queues: u16,
+    /// The NIC's RSS hash function (a symmetric one puts both directions of a flow on one
+    /// queue index).
+    pub hasher: RssHasher,
+    /// Per-shard NIC settings (moderation, ring slots, coalescing); `queues` is ignored (each
+    /// shard's NIC has one queue).
+    pub nic: NicConfig,
+    pub limits: Limits,
+    /// Core of each shard; `None` runs unpinned. Shorter lists wrap around.
+    pub cores: Option<Vec<usize>>,
+    /// NAPI budget per poll, in packets.
+    pub budget_packets: usize,
+    /// Slots of each wire → shard and shard → wire ring.
+    pub wire_ring_slots: usize,
+    /// Slots of each shard → shard ring.
+    pub cross_ring_slots: usize,
+    /// Seed of the stacks' ISN secrets.
+    pub seed: u64,
+}
+
+impl HostConfig {
+    /// A host with `shards` shards and as many queues, default NIC and limits, unpinned.
+    pub fn new(interface: InterfaceConfig, shards: u16) -> Self {
+        HostConfig {
+            interface,
+            shards,
+            queues: shards,
+            hasher: RssHasher::default(),
+            nic: NicConfig::default(),
+            limits: Limits {
+                // Every connection a client shard opens at start waits for the one ARP
+                // resolution: let them all queue (bounded) instead of dropping all but 4
+                // SYNs and waiting a second for their retransmission.
+                neighbor_pending_packets_max: 1024,
+                ..Limits::default()
+            },
+            cores: None,
+            budget_packets: nic::BUDGET_DEFAULT_PACKETS,
+            wire_ring_slots: 4096,
+            cross_ring_slots: 1024,
+            seed: 1,
+        }
+    }
+}
+
+/// When [`run_pair`] stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunLimits {
+    /// Stop after this long at the latest.
+    pub duration: Duration,
+    /// Stop earlier once every client shard's application says it is done.
+    pub stop_when_client_done: bool,
+    /// How often the monitor callback runs.
+    pub monitor_every: Duration,
+}
+
+/// Why a run could not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeError {
+    /// A configuration value is out of range.
+    Config(String),
+    /// A thread could not be spawned or panicked.
+    Thread(String),
+}
+
+impl core::fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            RuntimeError::Config(m) => write!(f, "bad configuration: {m}"),
+            RuntimeError::Thread(m) => write!(f, "thread failure: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for RuntimeError {}
+
+/// What a host did: one report per shard, in shard order.
+#[derive(Debug)]
+pub struct HostReport<A> {
+    pub shards: Vec<ShardReport<A>>,
+}
+
+impl<A> HostReport<A> {
+    /// Every drop the host counted: NIC receive/transmit drops, the NIC transmit ring, full
+    /// cross-shard rings, the stack's full transmit queue and full neighbour queues.
+    pub fn drops(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| {
+                s.nic.rx_drops()
+                    + s.nic.tx_drops()
+                    + s.cross_shard_drop_ring_full
+                    + s.stack.tx_drop_queue_full
+                    + s.stack.arp_pending_queue_full
+            })
+            .sum()
+    }
+
+    /// Cross-shard messages sent.
+    pub fn cross_shard_messages(&self) -> u64 {
+        self.shards.iter().map(|s| s.cross_shard_tx).sum()
+    }
+
+    /// Packets the host's stacks processed.
+    pub fn rx_packets(&self) -> u64 {
+        self.shards.iter().map(|s| s.rx_packets).sum()
+    }
+}
+
+/// The outcome of [`run_pair`].
+#[derive(Debug)]
+pub struct PairReport<S, C> {
+    pub server: HostReport<S>,
+    pub client: HostReport<C>,
+    pub wire: WireReport,
+    /// Wall time from start to stop.
+    pub elapsed: Duration,
+}
+
+/// What the monitor callback sees.
+#[derive(Debug, Clone)]
+pub struct LiveView {
+    pub elapsed: Duration,
+    pub server: Vec<ShardSnapshot>,
+    pub client: Vec<ShardSnapshot>,
+}
+
+struct Spawned<A> {
+    handles: Vec<JoinHandle<ShardReport<A>>>,
+    live: Vec<Arc<ShardLive>>,
+}
+
+/// Validates `cfg` and builds the per-host pieces shared by the wire and the shards.
+fn check(cfg: &HostConfig, name: &str) -> Result<(), RuntimeError> {
+    if cfg.shards == 0 || cfg.shards > nic::QUEUES_MAX {
+        return Err(RuntimeError::Config(format!(
+            "{name}: shards must be 1..={}",
+            nic::QUEUES_MAX
+        )));
+    }
+    if cfg.queues == 0 || cfg.queues > cfg.shards {
+        return Err(RuntimeError::Config(format!(
+            "{name}: queues must be 1..=shards ({})",
+            cfg.shards
+        )));
+    }
+    if cfg.budget_packets == 0 || cfg.wire_ring_slots == 0 || cfg.cross_ring_slots == 0 {
+        return Err(RuntimeError::Config(format!(
+            "{name}: budget and ring sizes must be positive"
+        )));
+    }
+    Ok(())
+}
+
+/// The NIC the wire steers with: `queues` queues and the host's hasher.
+fn steering_nic(cfg: &HostConfig) -> Result<Nic, RuntimeError> {
+    let mut n = Nic::new(NicConfig {
+        queues: cfg.queues,
+        ..cfg.nic.clone()
+    })
+    .map_err(|e| RuntimeError::Config(format!("nic: {e:?}")))?;
+    n.set_hasher(cfg.hasher.clone());
+    Ok(n)
+}
+
+/// Builds the shards of one host (not yet started) and its wire port.
+fn spawn_host<A, F>(
+    cfg: &HostConfig,
+    name: &str,
+    factory: Arc<F>,
+    stop: &Arc<AtomicBool>,
+    epoch: Instant,
+) -> Result<BuiltHost<A>, RuntimeError>
+where
+    A: App + Send + 'static,
+    F: Fn(ShardInfo) -> A + Send + Sync + 'static,
+{
+    check(cfg, name)?;
+    let s = usize::from(cfg.shards);
+    let sw_reta = Reta::with_equal(rss::RETA_SIZE_DEFAULT, cfg.shards)
+        .map_err(|e| RuntimeError::Config(format!("{name}: reta: {e:?}")))?;
+    let forwarding = cfg.queues < cfg.shards;
+    let threads: Arc<Vec<OnceLock<Thread>>> = Arc::new((0..s).map(|_| OnceLock::new()).collect());
+    // Cross-shard rings: a full mesh only when forwarding is needed.
+    let mut cross_out: Vec<Vec<Option<ring::Producer<Forwarded>>>> =
+        (0..s).map(|_| (0..s).map(|_| None).collect()).collect();
+    let mut cross_in: Vec<Vec<ring::Consumer<Forwarded>>> = (0..s).map(|_| Vec::new()).collect();
+    if forwarding {
+        for (from, outs) in cross_out.iter_mut().enumerate() {
+            for (to, slot) in outs.iter_mut().enumerate() {
+                if from != to {
+                    let (p, c) = ring(cfg.cross_ring_slots);
+                    *slot = Some(p);
+                    if let Some(v) = cross_in.get_mut(to) {
+                        v.push(c);
+                    }
+                }
+            }
+        }
+    }
+    let mut port = WirePort {
+        from_shards: Vec::new(),
+        held: (0..s).map(|_| None).collect(),
+        to_shards: Vec::new(),
+        steering: steering_nic(cfg)?,
+        threads: threads.clone(),
+    };
+    let mut starters: Vec<Starter<A>> = Vec::new();
+    let mut lives = Vec::new();
+    for ((i, outs), ins) in cross_out.into_iter().enumerate().zip(cross_in) {
+        let (rx_p, rx_c) = ring(cfg.wire_ring_slots);
+        let (tx_p, tx_c) = ring(cfg.wire_ring_slots);
+        port.to_shards.push(rx_p);
+        port.from_shards.push(tx_c);
+        let live = Arc::new(ShardLive::default());
+        lives.push(live.clone());
+        let shard = u16::try_from(i).map_err(|_| RuntimeError::Config("shards".into()))?;
+        let core = cfg.cores.as_ref().and_then(|c| {
+            if c.is_empty() {
+                None
+            } else {
+                c.get(i % c.len()).copied()
+            }
+        });
+        let mut stack_cfg = StackConfig::new(cfg.interface.clone());
+        stack_cfg.limits = cfg.limits.clone();
+        stack_cfg.rss = Some(RssConfig {
+            hasher: cfg.hasher.clone(),
+            home: Some((sw_reta.clone(), shard)),
+        });
+        stack_cfg.secret = [cfg.seed ^ 0x5eed_0000_0000_0001, (i as u64) << 32 | 0x5eed];
+        let nic_cfg = NicConfig {
+            queues: 1,
+            ..cfg.nic.clone()
+        };
+        let (hasher, budget) = (cfg.hasher.clone(), cfg.budget_packets);
+        let (shards, threads, stop, factory, sw_reta) = (
+            cfg.shards,
+            threads.clone(),
+            stop.clone(),
+            factory.clone(),
+            sw_reta.clone(),
+        );
+        let thread_name = format!("{name}-shard{i}");
+        starters.push(Box::new(move |wire_thread: Thread| {
+            std::thread::Builder::new()
+                .name(thread_name)
+                .spawn(move || {
+                    let pin_failed =
+                        core.is_some_and(|c| platform::affinity::pin_current_thread(c).is_err());
+                    let numa_node = core.map_or(0, platform::affinity::numa_node_of_cpu);
+                    let info = ShardInfo {
+                        shard,
+                        shards,
+                        numa_node,
+                    };
+                    // Built on the shard's own thread: its memory is first touched here.
+                    let app = factory(info);
+                    let mut nic = Nic::new(nic_cfg.clone()).unwrap_or_else(|_| {
+                        // `check` validated the shared fields; a one-queue NIC with them is valid.
+                        Nic::new(NicConfig {
+                            queues: 1,
+                            ..NicConfig::default()
+                        })
+                        .unwrap_or_else(|_| unreachable!("the default NIC config is valid"))
+                    });
+                    nic.set_hasher(hasher);
+                    Shard {
+                        info,
+                        core,
+                        pin_failed,
+                        nic_rx_slots: nic_cfg.rx_ring_slots,
+                        nic_tx_slots: nic_cfg.tx_ring_slots,
+                        nic,
+                        stack: Stack::new(stack_cfg),
+                        app,
+                        budget_packets: budget,
+                        rx: rx_c,
+                        tx: tx_p,
+                        cross_out: outs,
+                        cross_in: ins,
+                        sw_reta,
+                        forwarding,
+                        wire_thread,
+                        shard_threads: threads,
+                        live,
+                        stop,
+                        epoch,
+                    }
+                    .run()
+                })
+                .map_err(|e| RuntimeError::Thread(e.to_string()))
+        }));
+    }
+    Ok((port, starters, lives))
+}
+
+type Starter<A> = Box<dyn FnOnce(Thread) -> Result<JoinHandle<ShardReport<A>>, RuntimeError>>;
+
+/// A host ready to start: its wire port, one starter per shard, the shards' live figures.
+type BuiltHost<A> = (WirePort, Vec<Starter<A>>, Vec<Arc<ShardLive>>);
+
+fn start_all<A>(
+    starters: Vec<Starter<A>>,
+    wire_thread: &Thread,
+    err: &mut Option<RuntimeError>,
+) -> Vec<JoinHandle<ShardReport<A>>> {
+    let mut hs = Vec::new();
+    for st in starters {
+        match st(wire_thread.clone()) {
+            Ok(h) => hs.push(h),
+            Err(e) => *err = Some(e),
+        }
+    }
+    hs
+}
+
+fn join_all<A>(
+    handles: Vec<JoinHandle<ShardReport<A>>>,
+) -> Result<Vec<ShardReport<A>>, RuntimeError> {
+    handles
+        .into_iter()
+        .map(|h| {
+            h.thread().unpark();
+            h.join()
+                .map_err(|_| RuntimeError::Thread("a shard panicked".into()))
+        })
+        .collect()
+}
+
+/// Runs a server host and a client host joined by the `mem` wire until `limits` say stop,
+/// calling `monitor` every `limits.monitor_every` with the live per-shard figures.
+///
+/// Threads: one per shard of each host plus the wire thread; all stop within
+/// `limits.duration` plus one idle sleep ([`shard::IDLE_SLEEP_NS_MAX`]).
+pub fn run_pair<S, C, FS, FC>(
+    server: &HostConfig,
+    server_app: FS,
+    client: &HostConfig,
+    client_app: FC,
+    wire: WireConfig,
+    limits: RunLimits,
+    mut monitor: impl FnMut(&LiveView),
+) -> Result<PairReport<S, C>, RuntimeError>
+where
+    S: App + Send + 'static,
+    C: App + Send + 'static,
+    FS: Fn(ShardInfo) -> S + Send + Sync + 'static,
+    FC: Fn(ShardInfo) -> C + Send + Sync + 'static,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    let epoch = Instant::now();
+    let (sport, sstart, slive) = spawn_host(server, "server", Arc::new(server_app), &stop, epoch)?;
+    let (cport, cstart, clive) = spawn_host(client, "client", Arc::new(client_app), &stop, epoch)?;
+    // Port 0 is the client (direction 0: client → server).
+    let w = Wire::new(wire, [cport, sport], stop.clone(), epoch);
+    let wire_handle = std::thread::Builder::new()
+        .name("mem-wire".into())
+        .spawn(move || w.run())
+        .map_err(|e| RuntimeError::Thread(e.to_string()))?;
+    let wire_thread = wire_handle.thread().clone();
+    let mut spawn_err = None;
+    let server_spawned = Spawned {
+        handles: start_all(sstart, &wire_thread, &mut spawn_err),
+        live: slive,
+    };
+    let client_spawned = Spawned {
+        handles: start_all(cstart, &wire_thread, &mut spawn_err),
+        live: clive,
+    };
+    let snapshot = |sp: &Vec<Arc<ShardLive>>| sp.iter().map(|l| l.snapshot()).collect::<Vec<_>>();
+    if spawn_err.is_none() {
+        loop {
+            let step = limits.monitor_every.max(Duration::from_millis(1));
+            let left = limits.duration.saturating_sub(epoch.elapsed());
+            std::thread::sleep(step.min(left));
+            let view = LiveView {
+                elapsed: epoch.elapsed(),
+                server: snapshot(&server_spawned.live),
+                client: snapshot(&client_spawned.live),
+            };
+            monitor(&view);
+            let client_done = view.client.iter().all(|s| s.done);
+            if epoch.elapsed() >= limits.duration || (limits.stop_when_client_done && client_done) {
+                break;
+            }
+        }
+    }
+    stop.store(true, Ordering::Release);
+    let elapsed = epoch.elapsed();
+    wire_thread.unpark();
+    let server_shards = join_all(server_spawned.handles)?;
+    let client_shards = join_all(client_spawned.handles)?;
+    let wire_report = wire_handle
+        .join()
+        .map_err(|_| RuntimeError::Thread("the wire panicked".into()))?;
+    if let Some(e) = spawn_err {
+        return Err(e);
+    }
+    Ok(PairReport {
+        server: HostReport {
+            shards: server_shards,
+        },
+        client: HostReport {
+            shards: client_shards,
+        },
+        wire: wire_report,
+        elapsed,
+    })
+}

@@ -1,0 +1,96 @@
+//! Live per-shard figures for progress views.
+//!
+//! Each shard is the only writer of its [`ShardLive`] and publishes with relaxed stores a few
+//! times per millisecond at most (not per packet); the monitor thread only reads. This is
+//! control-path telemetry, not shared state on the data path.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// One shard's published figures (single writer: the shard).
+#[derive(Debug, Default)]
+pub struct ShardLive {
+    rx_packets: AtomicU64,
+    tx_frames: AtomicU64,
+    connections: AtomicU64,
+    busy_ns: AtomicU64,
+    elapsed_ns: AtomicU64,
+    nic_wakeups: AtomicU64,
+    progress: AtomicU64,
+    cross_shard: AtomicU64,
+    done: AtomicBool,
+}
+
+/// A copy of [`ShardLive`] at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ShardSnapshot {
+    /// Wire packets the shard's stack processed (coalesced segments counted one by one).
+    pub rx_packets: u64,
+    /// Frames the shard put on the wire.
+    pub tx_frames: u64,
+    /// TCP connections in the shard's table.
+    pub connections: u64,
+    /// Time spent in loop iterations that found work, ns.
+    pub busy_ns: u64,
+    /// Time since the shard started, ns.
+    pub elapsed_ns: u64,
+    /// NIC wake-ups (moderated interrupts) of the shard's queue.
+    pub nic_wakeups: u64,
+    /// The application's progress count.
+    pub progress: u64,
+    /// Cross-shard messages sent.
+    pub cross_shard: u64,
+    /// The application said it is done.
+    pub done: bool,
+}
+
+impl ShardSnapshot {
+    /// Share of time busy, 0..=1.
+    pub fn busy_share(&self) -> f64 {
+        if self.elapsed_ns == 0 {
+            0.0
+        } else {
+            self.busy_ns as f64 / self.elapsed_ns as f64
+        }
+    }
+
+    /// Packets per NIC wake-up.
+    pub fn packets_per_wakeup(&self) -> f64 {
+        if self.nic_wakeups == 0 {
+            0.0
+        } else {
+            self.rx_packets as f64 / self.nic_wakeups as f64
+        }
+    }
+}
+
+impl ShardLive {
+    /// Publishes `s` (called by the owning shard only).
+    pub(crate) fn publish(&self, s: &ShardSnapshot) {
+        let r = Ordering::Relaxed;
+        self.rx_packets.store(s.rx_packets, r);
+        self.tx_frames.store(s.tx_frames, r);
+        self.connections.store(s.connections, r);
+        self.busy_ns.store(s.busy_ns, r);
+        self.elapsed_ns.store(s.elapsed_ns, r);
+        self.nic_wakeups.store(s.nic_wakeups, r);
+        self.progress.store(s.progress, r);
+        self.cross_shard.store(s.cross_shard, r);
+        self.done.store(s.done, r);
+    }
+
+    /// Reads the last published figures.
+    pub fn snapshot(&self) -> ShardSnapshot {
+        let r = Ordering::Relaxed;
+        ShardSnapshot {
+            rx_packets: self.rx_packets.load(r),
+            tx_frames: self.tx_frames.load(r),
+            connections: self.connections.load(r),
+            busy_ns: self.busy_ns.load(r),
+            elapsed_ns: self.elapsed_ns.load(r),
+            nic_wakeups: self.nic_wakeups.load(r),
+            progress: self.progress.load(r),
+            cross_shard: self.cross_shard.load(r),
+            done: self.done.load(r),
+        }
+    }
+}
