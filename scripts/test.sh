@@ -42,3 +42,7 @@ if [ "${CI:-}" = "true" ] || [ "$(id -u)" = 0 ]; then
   export RSSTACK_REQUIRE_ROOT_TESTS=1
 fi
 cargo test --workspace --locked --profile ci
+
+step "conformance (packetdrill corpus; fails when fewer scripts pass than crates/conformance/PASSING records)"
+cargo run --quiet --locked --profile ci -p cli -- conformance ../shared/conformance/packetdrill-google \
+  --profile linux-compat --min-passed "$(tr -dc '0-9' < crates/conformance/PASSING)"

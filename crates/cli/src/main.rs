@@ -30,6 +30,8 @@ enum Command {
     /// The deterministic network simulator: soak tests of the real stack over many seeds.
     #[command(subcommand)]
     Sim(cmd::sim::SimCommand),
+    /// Run packetdrill scripts against the stack: one line per script and a summary.
+    Conformance(cmd::conformance::ConformanceArgs),
 }
 
 /// Exit status for invalid command-line input (as clap and sysexits' EX_USAGE-style tools use).
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Rss(cmd) => cmd::rss::run(cmd, &mut out),
         Command::Sim(cmd) => cmd::sim::run_command(cmd, &mut out),
+        Command::Conformance(args) => cmd::conformance::run(args, &mut out),
     };
     match result {
         Ok(()) => {

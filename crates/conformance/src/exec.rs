@@ -644,7 +644,12 @@ impl Exec {
                 Ok(Progress::Partial { .. }) => {}
                 Err(e) => {
                     // Describe with the context as it was before the attempt.
-                    let got = describe_repr(&repr, &before);
+                    let ctx = if before.seq.stack_base.is_some() {
+                        &before
+                    } else {
+                        &self.ctx
+                    };
+                    let got = describe_repr(&repr, ctx);
                     return fail(event.pos, format!("expected `{line}`, got `{got}`: {e}"));
                 }
             }

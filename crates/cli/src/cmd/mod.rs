@@ -1,5 +1,6 @@
 //! Subcommands. Each returns `Result<(), CliError>`; `main` turns errors into exit statuses.
 
+pub mod conformance;
 pub mod rss;
 pub mod sim;
 

@@ -1,0 +1,66 @@
+//! `rsstack conformance DIR [--profile P] [--min-passed N]`: runs every packetdrill script under
+//! DIR against the stack and prints `pass|fail|skip PATH [reason]` per script, then
+//! `N passed, N failed, N skipped`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use conformance::exec::{Outcome, Profile, Tally, run_file, script_files};
+
+use super::CliError;
+
+#[derive(Debug, Args)]
+pub struct ConformanceArgs {
+    /// Directory holding the scripts (`*.pkt`, searched recursively).
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+    /// Stack configuration to run the scripts under: `linux-compat` (the Linux defaults the
+    /// Google corpus assumes) or `default` (the stack's own defaults).
+    #[arg(long, default_value = "linux-compat", value_name = "PROFILE")]
+    profile: String,
+    /// Succeed when at least N scripts pass (the count recorded in the repository), even if
+    /// others fail. Without it any failing script makes the command fail.
+    #[arg(long, value_name = "N")]
+    min_passed: Option<usize>,
+}
+
+pub fn run(args: ConformanceArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let profile = Profile::by_name(&args.profile).ok_or_else(|| {
+        CliError::Usage(format!(
+            "unknown profile `{}` (expected linux-compat or default)",
+            args.profile
+        ))
+    })?;
+    if !args.dir.is_dir() {
+        return Err(CliError::Usage(format!(
+            "{} is not a directory",
+            args.dir.display()
+        )));
+    }
+    let files = script_files(&args.dir)
+        .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", args.dir.display())))?;
+    let mut tally = Tally::default();
+    for path in files {
+        let report = run_file(&path, &profile);
+        tally.add(&report.outcome);
+        let rel = path.strip_prefix(&args.dir).unwrap_or(&path).display();
+        match &report.outcome {
+            Outcome::Pass => writeln!(out, "pass {rel}")?,
+            Outcome::Fail { pos, message } => writeln!(out, "fail {rel} {pos}: {message}")?,
+            Outcome::Skip { reason } => writeln!(out, "skip {rel} {reason}")?,
+        }
+    }
+    writeln!(out, "{tally}")?;
+    match args.min_passed {
+        Some(min) if tally.passed < min => Err(CliError::Failed(format!(
+            "{} scripts passed, fewer than the recorded {min}",
+            tally.passed
+        ))),
+        Some(_) => Ok(()),
+        None if tally.failed > 0 => {
+            Err(CliError::Failed(format!("{} scripts failed", tally.failed)))
+        }
+        None => Ok(()),
+    }
+}

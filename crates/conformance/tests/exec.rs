@@ -1,0 +1,129 @@
+//! The executor on its own: hand-written scripts that must pass or fail in a known way, and
+//! the whole corpus against the pass count recorded in `PASSING`.
+
+use conformance::exec::{Outcome, Profile, Tally, run_file, run_text, script_files};
+use std::path::{Path, PathBuf};
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/packetdrill-google")
+}
+
+const HANDSHAKE: &str = "\
+`../common/defaults.sh`
+0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3
++0 setsockopt(3, SOL_SOCKET, SO_REUSEADDR, [1], 4) = 0
++0 bind(3, ..., ...) = 0
++0 listen(3, 1) = 0
++0 < S 0:0(0) win 32792 <mss 1000,sackOK,nop,nop,nop,wscale 7>
++0 > S. 0:0(0) ack 1 <mss 1460,nop,nop,sackOK,nop,wscale 8>
++.01 < . 1:1(0) ack 1 win 257
++0 accept(3, ..., ...) = 4
+";
+
+#[test]
+fn handshake_then_echo_of_data_passes() {
+    let script = format!(
+        "{HANDSHAKE}\
++.01 < P. 1:1001(1000) ack 1 win 257
++0 write(4, ..., 500) = 500
++0 > P. 1:501(500) ack 1001
++.01 < . 1001:1001(0) ack 501 win 257
++0 read(4, ..., 2000) = 1000
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+    assert_eq!(
+        report.skipped_lines, 1,
+        "the backtick line is counted as skipped"
+    );
+}
+
+#[test]
+fn wrong_window_fails_naming_line_and_both_values() {
+    let script = "\
+0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3
++0 bind(3, ..., ...) = 0
++0 listen(3, 1) = 0
++0 < S 0:0(0) win 32792 <mss 1000,nop,wscale 7>
++0 > S. 0:0(0) ack 1 win 1000 <mss 1460,nop,wscale 8>
+";
+    let report = run_text(script, &Profile::linux_compat());
+    let Outcome::Fail { pos, message } = report.outcome else {
+        panic!("expected a failure, got {}", report.outcome);
+    };
+    assert_eq!(pos.line, 5);
+    assert!(message.contains("`> S. 0:0(0) ack 1 win 1000"), "{message}");
+    assert!(
+        message.contains("got `S. 0:0(0) ack 1 win 65535"),
+        "{message}"
+    );
+    assert!(message.contains("expected win 1000 got 65535"), "{message}");
+}
+
+#[test]
+fn missing_packet_fails_with_the_expected_line() {
+    let script = format!("{HANDSHAKE}+0 > P. 1:101(100) ack 1\n");
+    let report = run_text(&script, &Profile::linux_compat());
+    let Outcome::Fail { pos, message } = report.outcome else {
+        panic!("expected a failure, got {}", report.outcome);
+    };
+    assert_eq!(pos.line, 10);
+    assert!(message.contains("nothing was sent"), "{message}");
+}
+
+#[test]
+fn unexpected_packet_fails() {
+    let script = format!("{HANDSHAKE}+0 write(4, ..., 100) = 100\n+.1 < . 1:1(0) ack 1 win 257\n");
+    let report = run_text(&script, &Profile::linux_compat());
+    let Outcome::Fail { pos, message } = report.outcome else {
+        panic!("expected a failure, got {}", report.outcome);
+    };
+    assert_eq!(pos.line, 11);
+    assert!(message.contains("unexpected outbound packet"), "{message}");
+    assert!(message.contains("P. 1:101(100) ack 1"), "{message}");
+}
+
+#[test]
+fn unsupported_option_skips_with_reason() {
+    let script = "0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n\
+                  +0 setsockopt(3, SOL_TCP, TCP_CORK, [1], 4) = 0\n";
+    let report = run_text(script, &Profile::linux_compat());
+    let Outcome::Skip { reason } = report.outcome else {
+        panic!("expected a skip, got {}", report.outcome);
+    };
+    assert!(reason.contains("TCP_CORK"), "{reason}");
+}
+
+#[test]
+fn wrong_return_value_fails_with_both_values() {
+    let script = format!("{HANDSHAKE}+0 write(4, ..., 100) = 99\n");
+    let report = run_text(&script, &Profile::linux_compat());
+    let Outcome::Fail { pos, message } = report.outcome else {
+        panic!("expected a failure, got {}", report.outcome);
+    };
+    assert_eq!(pos.line, 10);
+    assert!(message.contains("expected return 99, got 100"), "{message}");
+}
+
+#[test]
+fn corpus_passes_at_least_the_recorded_count() {
+    let recorded: usize = include_str!("../PASSING")
+        .trim()
+        .parse()
+        .expect("PASSING holds one number");
+    let root = corpus();
+    let mut tally = Tally::default();
+    let mut lines = Vec::new();
+    for path in script_files(&root).expect("corpus readable") {
+        let report = run_file(&path, &Profile::linux_compat());
+        tally.add(&report.outcome);
+        lines.push(format!("{} {}", path.display(), report.outcome));
+    }
+    assert_eq!(tally.passed + tally.failed + tally.skipped, 54);
+    assert!(
+        tally.passed >= recorded,
+        "{tally}; recorded {recorded}\n{}",
+        lines.join("\n")
+    );
+}
