@@ -56,8 +56,10 @@ field() { # field NAME LINE
   sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"
 }
 
+# Only the callgrind runs get these; the wall-clock runs keep glibc's own choice.
+CG_TUNABLES="${GLIBC_TUNABLES:-}"
 if [ "${BENCH_KEEP_ERMS:-0}" != 1 ]; then
-  export GLIBC_TUNABLES="glibc.cpu.x86_rep_movsb_threshold=4294967295:glibc.cpu.x86_rep_stosb_threshold=4294967295"
+  CG_TUNABLES="glibc.cpu.x86_rep_movsb_threshold=4294967295:glibc.cpu.x86_rep_stosb_threshold=4294967295"
 fi
 
 declare -A IR SEGS BYTES_DONE
@@ -69,7 +71,7 @@ run_cg() {
   shift 3
   local cg="$OUT/callgrind.$name.out"
   local line
-  line="$(valgrind --tool=callgrind --callgrind-out-file="$cg" --toggle-collect="*$func*" \
+  line="$(GLIBC_TUNABLES="$CG_TUNABLES" valgrind --tool=callgrind --callgrind-out-file="$cg" --toggle-collect="*$func*" \
     "$bin" "$BYTES" "$@" 2>"$OUT/valgrind.$name.log")"
   local ir
   ir="$(sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$cg")"
@@ -109,7 +111,8 @@ echo "ratio rsstack-nots-offload / smoltcp-offload (no checksums either side):  
 
 echo
 echo "== top 5 functions by self Ir (callgrind_annotate, inlined parts summed per function)"
-top5() {
+top5() { # top5 FILE [NAME_PREFIX_REGEX_TO_EXCLUDE]
+  local exclude="${2:-}"
   callgrind_annotate --auto=no --threshold=100 "$1" 2>/dev/null |
     awk '
       /PROGRAM TOTALS/ { next }
@@ -120,11 +123,14 @@ top5() {
         sum[fn] += ir; total += ir
       }
       END { for (f in sum) printf "%14d %5.1f%%  %s\n", sum[f], 100 * sum[f] / total, f }' |
+    if [ -n "$exclude" ]; then grep -Ev "^ *[0-9]+ +[0-9.]+%  ($exclude)"; else cat; fi |
     sort -rn | head -5
 }
 for r in rsstack smoltcp rsstack-offload smoltcp-offload; do
   echo "-- $r"
   top5 "$OUT/callgrind.$r.out"
+  echo "   without libc (memcpy, malloc, free, memset):"
+  top5 "$OUT/callgrind.$r.out" '__mem|_int_|malloc|free|cfree|realloc'
 done
 
 echo
