@@ -211,7 +211,7 @@ struct Fd {
     nodelay: Option<bool>,
     /// Bytes taken from the stack to answer `SIOCINQ`, served to the next reads.
     rx: Vec<u8>,
-    /// `shutdown(SHUT_RD)` was called: reads return 0.
+    /// `shutdown(SHUT_RD)` was called: a read with nothing queued returns 0.
     rd_shut: bool,
 }
 
@@ -605,6 +605,17 @@ impl Exec {
                 } else {
                     "nothing was sent".to_string()
                 };
+                // Say what the stack sent instead, and when (up to 3 s later).
+                self.pending = None;
+                let _ = self.run_until(ns(limit_usecs.saturating_add(3_000_000)), true);
+                let what = match self.out.front() {
+                    Some((at, seg)) => format!(
+                        "{what} (next: `{}` at {} s)",
+                        self.describe(seg),
+                        Secs(usecs(*at))
+                    ),
+                    None => what,
+                };
                 return fail(
                     event.pos,
                     format!(
@@ -951,9 +962,7 @@ impl Exec {
                     f.rx.drain(..n);
                     return Ok(Attempt::Done(Ok(n as i64)));
                 }
-                if f.rd_shut {
-                    return Ok(Attempt::Done(Ok(0)));
-                }
+                let rd_shut = f.rd_shut;
                 let FdKind::Conn(h) = f.kind else {
                     return Ok(Attempt::Done(Err("ENOTCONN")));
                 };
@@ -961,6 +970,9 @@ impl Exec {
                 match self.stack.tcp_recv(h, &mut buf) {
                     Ok(n) => Ok(Attempt::Done(Ok(n as i64))),
                     Err(SocketError::Finished) => Ok(Attempt::Done(Ok(0))),
+                    // Linux after SHUT_RD: queued data is still read, an empty queue reads
+                    // as end of file.
+                    Err(SocketError::WouldBlock) if rd_shut => Ok(Attempt::Done(Ok(0))),
                     Err(SocketError::WouldBlock) => blocked,
                     Err(e) => Ok(Attempt::Done(Err(errno_of(e)))),
                 }
