@@ -2,9 +2,11 @@
 //! `bench::bulk`, between two `smoltcp::iface::Interface`s joined by an in-memory Ethernet
 //! link, with TCP sockets sized like rsstack's defaults (256 KiB send and receive buffers,
 //! MSS 1460 from a 1500-byte MTU). RFC 7323 timestamps stay off by default (smoltcp's own
-//! default): with a TSval generator set, smoltcp 0.12 stalls on this link after the
-//! handshake — no data segment ever arrives (most likely it sizes segments without the
-//! 12 option bytes and the frames exceed the MTU; not investigated further). Compare with
+//! default): with a TSval generator set, smoltcp 0.12 sizes data segments as
+//! `min(remote MSS, IP MTU − IP header − 20)` without the 12 option bytes
+//! (`src/socket/tcp.rs`, `dispatch`), so every full segment is a 1512-byte IP packet on a
+//! 1500-byte MTU and is dropped before it reaches the link: the transfer stalls after the
+//! handshake (raising the device MTU does not help, the segment grows with it). Compare with
 //! `rsstack_bulk --no-timestamps` for like-for-like segments.
 //!
 //! Driving smoltcp: `Interface::poll` handles every queued ingress frame, then lets each

@@ -25,6 +25,33 @@ struct Counting;
 
 static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
 static LIVE_BLOCKS: AtomicUsize = AtomicUsize::new(0);
+/// Live bytes by size class: class `k` holds blocks of 2^(k−1) < size ≤ 2^k bytes.
+static CLASS_BYTES: [AtomicUsize; CLASSES] = [const { AtomicUsize::new(0) }; CLASSES];
+/// Live blocks by size class.
+static CLASS_BLOCKS: [AtomicUsize; CLASSES] = [const { AtomicUsize::new(0) }; CLASSES];
+const CLASSES: usize = 65;
+
+fn class(size: usize) -> usize {
+    (usize::BITS - size.saturating_sub(1).leading_zeros()) as usize
+}
+
+fn count_alloc(size: usize) {
+    LIVE_BYTES.fetch_add(size, Ordering::Relaxed);
+    LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
+    if let (Some(b), Some(n)) = (CLASS_BYTES.get(class(size)), CLASS_BLOCKS.get(class(size))) {
+        b.fetch_add(size, Ordering::Relaxed);
+        n.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn count_free(size: usize) {
+    LIVE_BYTES.fetch_sub(size, Ordering::Relaxed);
+    LIVE_BLOCKS.fetch_sub(1, Ordering::Relaxed);
+    if let (Some(b), Some(n)) = (CLASS_BYTES.get(class(size)), CLASS_BLOCKS.get(class(size))) {
+        b.fetch_sub(size, Ordering::Relaxed);
+        n.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 // SAFETY: every method forwards to `System` with the caller's arguments unchanged, so
 // `System`'s guarantees carry over; the counters never influence what is returned.
@@ -33,8 +60,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: forwarded unchanged (the caller upholds `alloc`'s contract).
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
-            LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
+            count_alloc(layout.size());
         }
         p
     }
@@ -42,23 +68,21 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: forwarded unchanged.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
-            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
-            LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
+            count_alloc(layout.size());
         }
         p
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: forwarded unchanged (`ptr` came from this allocator with `layout`).
         unsafe { System.dealloc(ptr, layout) };
-        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
-        LIVE_BLOCKS.fetch_sub(1, Ordering::Relaxed);
+        count_free(layout.size());
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: forwarded unchanged.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed);
-            LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+            count_free(layout.size());
+            count_alloc(new_size);
         }
         p
     }
@@ -71,12 +95,35 @@ static ALLOC: Counting = Counting;
 struct Heap {
     bytes: usize,
     blocks: usize,
+    class_bytes: [usize; CLASSES],
+    class_blocks: [usize; CLASSES],
 }
 
 fn heap() -> Heap {
     Heap {
         bytes: LIVE_BYTES.load(Ordering::Relaxed),
         blocks: LIVE_BLOCKS.load(Ordering::Relaxed),
+        class_bytes: core::array::from_fn(|k| CLASS_BYTES[k].load(Ordering::Relaxed)),
+        class_blocks: core::array::from_fn(|k| CLASS_BLOCKS[k].load(Ordering::Relaxed)),
+    }
+}
+
+/// What dropping something freed, by block size class (`before` − `after`), for classes
+/// holding at least 0.1 % of the freed bytes.
+fn print_classes(before: &Heap, after: &Heap, n: usize) {
+    let total = before.bytes.saturating_sub(after.bytes).max(1);
+    for k in 0..CLASSES {
+        let bytes = before.class_bytes[k].saturating_sub(after.class_bytes[k]);
+        let blocks = before.class_blocks[k].saturating_sub(after.class_blocks[k]);
+        if bytes * 1000 < total {
+            continue;
+        }
+        let lo = if k == 0 { 0 } else { (1usize << (k - 1)) + 1 };
+        println!(
+            "    blocks of {lo}..={} B: {blocks} blocks, {bytes} B = {:.1} B per connection",
+            1usize << k,
+            per(bytes, n)
+        );
     }
 }
 
@@ -156,9 +203,9 @@ fn run(n: usize) -> Result<(), bench::bulk::BulkError> {
         "empty stack heap: client={empty_client_bytes} B server={empty_server_bytes} B \
          (64 KiB TCP scratch, tables)"
     );
-    for (side, total, conn, blocks) in [
-        ("client", client_bytes, client_conn, client_blocks),
-        ("server", server_bytes, server_conn, server_blocks),
+    for (side, total, conn, blocks, before, after) in [
+        ("client", client_bytes, client_conn, client_blocks, &a, &b),
+        ("server", server_bytes, server_conn, server_blocks, &b, &c),
     ] {
         let per_conn = per(conn, n);
         println!(
@@ -168,6 +215,12 @@ fn run(n: usize) -> Result<(), bench::bulk::BulkError> {
             per_conn - tcb as f64,
             per(blocks, n),
         );
+        println!(
+            "  by block size (what dropping the {side} stack freed; the per-connection class is \
+             the boxed TCB, the single huge blocks are the stack's socket-slot array and its \
+             4-tuple hash table, each with power-of-two capacity):"
+        );
+        print_classes(before, after, n);
     }
     if let (Some(r0), Some(r1)) = (rss0, rss1) {
         println!(
