@@ -52,6 +52,10 @@ const REMOTE_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x02]);
 const PEER_ISN: SeqNumber = SeqNumber(1_000_000);
 /// How long a `*` outbound line waits for its packet.
 const ANY_TIME_WAIT_USECS: u64 = 600_000_000;
+/// Largest single read the executor performs (a script may ask for gigabytes).
+const READ_CHUNK_BYTES_MAX: usize = 4 << 20;
+/// Largest payload of an inbound line the executor builds.
+const INBOUND_PAYLOAD_BYTES_MAX: u32 = 60_000;
 /// Stack interactions per clock advance before the executor gives up on a timer loop.
 const STEPS_MAX: u32 = 1_000_000;
 
@@ -679,6 +683,15 @@ impl Exec {
                 "inbound packet before the stack's port is known (no bind or connect)",
             );
         };
+        if line.seq.len_bytes > INBOUND_PAYLOAD_BYTES_MAX {
+            return fail(
+                pos,
+                format!(
+                    "inbound payload of {} bytes does not fit one IPv4 packet",
+                    line.seq.len_bytes
+                ),
+            );
+        }
         let payload = vec![0u8; line.seq.len_bytes as usize];
         let repr = self
             .ctx
@@ -966,7 +979,7 @@ impl Exec {
                 let FdKind::Conn(h) = f.kind else {
                     return Ok(Attempt::Done(Err("ENOTCONN")));
                 };
-                let mut buf = vec![0u8; len];
+                let mut buf = vec![0u8; len.min(READ_CHUNK_BYTES_MAX)];
                 match self.stack.tcp_recv(h, &mut buf) {
                     Ok(n) => Ok(Attempt::Done(Ok(n as i64))),
                     Err(SocketError::Finished) => Ok(Attempt::Done(Ok(0))),
@@ -981,17 +994,22 @@ impl Exec {
                 let Some(FdKind::Conn(h)) = self.fds.get(&fd).map(|f| f.kind) else {
                     return Ok(Attempt::Done(Err("ENOTCONN")));
                 };
-                let buf = vec![0u8; len - done];
-                match self.stack.tcp_send(h, &buf) {
-                    Ok(n) if done + n >= len => Ok(Attempt::Done(Ok(len as i64))),
-                    Ok(n) => Ok(Attempt::Blocked(PendingOp::Write {
-                        fd,
-                        done: done + n,
-                        len,
-                    })),
-                    Err(SocketError::WouldBlock) => blocked,
-                    Err(_) if done > 0 => Ok(Attempt::Done(Ok(done as i64))),
-                    Err(e) => Ok(Attempt::Done(Err(write_errno(e)))),
+                // Zeros, handed over in bounded chunks (a script may write gigabytes).
+                let chunk = [0u8; 64 * 1024];
+                let mut done = done;
+                while done < len {
+                    let n = (len - done).min(chunk.len());
+                    match self.stack.tcp_send(h, chunk.get(..n).unwrap_or(&[])) {
+                        Ok(0) | Err(SocketError::WouldBlock) => break,
+                        Ok(k) => done += k,
+                        Err(_) if done > 0 => return Ok(Attempt::Done(Ok(done as i64))),
+                        Err(e) => return Ok(Attempt::Done(Err(write_errno(e)))),
+                    }
+                }
+                if done >= len {
+                    Ok(Attempt::Done(Ok(len as i64)))
+                } else {
+                    Ok(Attempt::Blocked(PendingOp::Write { fd, done, len }))
                 }
             }
         }
