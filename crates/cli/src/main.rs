@@ -24,6 +24,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The embedded default: an HTTP/1.1 server on S shards and a load client over an
+    /// in-memory wire, on real threads (no root, no network).
+    Demo(cmd::demo::DemoArgs),
     /// Receive-Side Scaling: Toeplitz hash, indirection table, spread of flows over queues.
     #[command(subcommand)]
     Rss(cmd::rss::RssCommand),
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
     };
     let mut out = std::io::stdout().lock();
     let result = match cli.command {
+        Command::Demo(args) => cmd::demo::run(args, &mut out),
         Command::Rss(cmd) => cmd::rss::run(cmd, &mut out),
         Command::Sim(cmd) => cmd::sim::run_command(cmd, &mut out),
         Command::Conformance(args) => cmd::conformance::run(args, &mut out),

@@ -1,6 +1,7 @@
 //! Subcommands. Each returns `Result<(), CliError>`; `main` turns errors into exit statuses.
 
 pub mod conformance;
+pub mod demo;
 pub mod rss;
 pub mod sim;
 

@@ -1,0 +1,438 @@
+//! `rsstack demo`: the embedded default. A server host with S shards serves HTTP/1.1 to a
+//! client host with K keep-alive connections over the in-process `mem` wire, on real
+//! threads, with no root and no network.
+//!
+//! While it runs, stderr shows a progress bar and one line per server shard (packets,
+//! connections, busy share, packets per wake-up) when stderr is a terminal and `--json` is
+//! off. At the end stdout gets a summary table, or with `--json` one JSON object.
+
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use apps::http::{FileSet, HttpServer};
+use apps::load::{HttpLoadClient, LoadConfig};
+use clap::Args;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use runtime::{HostConfig, LiveView, PairReport, RunLimits, WireConfig, run_pair};
+use stack::{InterfaceConfig, Ipv4Cidr};
+use wire::EthernetAddress;
+
+use super::CliError;
+
+const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const HTTP_PORT: u16 = 80;
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// How long the client issues requests, in seconds.
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    duration: f64,
+    /// Keep-alive connections the client keeps busy (one request outstanding on each).
+    #[arg(long, default_value_t = 64, value_name = "K")]
+    connections: usize,
+    /// Server shards (threads). Default: the number of cores.
+    #[arg(long, value_name = "S")]
+    shards: Option<u16>,
+    /// Server hardware queues (1..=shards). Default: one per shard. Fewer queues than shards
+    /// forward packets through counted cross-shard rings.
+    #[arg(long, value_name = "Q")]
+    queues: Option<u16>,
+    /// Client shards.
+    #[arg(long, default_value_t = 1, value_name = "C")]
+    client_shards: u16,
+    /// Size of the page the client fetches, in bytes.
+    #[arg(long, default_value_t = 1024, value_name = "BYTES")]
+    object_bytes: usize,
+    /// Line rate of the in-memory wire in Gbit/s (default: unpaced).
+    #[arg(long, value_name = "GBPS")]
+    rate_gbps: Option<f64>,
+    /// Do not pin server shards to cores.
+    #[arg(long)]
+    no_pin: bool,
+    /// Print the summary as one JSON object (and no live view).
+    #[arg(long)]
+    json: bool,
+}
+
+fn host(mac_last: u8, ip: Ipv4Addr, shards: u16) -> HostConfig {
+    let iface = InterfaceConfig::new(
+        EthernetAddress([0x02, 0, 0, 0, 0, mac_last]),
+        Ipv4Cidr::new(ip, 24),
+    );
+    HostConfig::new(iface, shards)
+}
+
+/// The live view on stderr: a progress bar and one line per server shard.
+struct Live {
+    bars: Vec<ProgressBar>,
+    total_ms: u64,
+}
+
+impl Live {
+    fn new(shards: u16, total: Duration, enabled: bool) -> Self {
+        let target = if enabled {
+            ProgressDrawTarget::stderr_with_hz(10)
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let multi = MultiProgress::with_draw_target(target);
+        let total_ms = u64::try_from(total.as_millis()).unwrap_or(u64::MAX).max(1);
+        let main = multi.add(ProgressBar::new(total_ms));
+        if let Ok(style) = ProgressStyle::with_template("{bar:40} {percent:>3}% {msg}")
+            .map(|s| s.progress_chars("=> "))
+        {
+            main.set_style(style);
+        }
+        let mut bars = vec![main];
+        for _ in 0..shards {
+            let b = multi.add(ProgressBar::new_spinner());
+            if let Ok(style) = ProgressStyle::with_template("  {msg}") {
+                b.set_style(style);
+            }
+            bars.push(b);
+        }
+        Live { bars, total_ms }
+    }
+
+    fn update(&self, v: &LiveView) {
+        let ms = u64::try_from(v.elapsed.as_millis()).unwrap_or(u64::MAX);
+        let requests: u64 = v.client.iter().map(|s| s.progress).sum();
+        let secs = v.elapsed.as_secs_f64().max(1e-9);
+        if let Some(main) = self.bars.first() {
+            main.set_position(ms.min(self.total_ms));
+            main.set_message(format!(
+                "{requests} requests, {:.0} req/s",
+                requests as f64 / secs
+            ));
+        }
+        for (i, (bar, s)) in self.bars.iter().skip(1).zip(&v.server).enumerate() {
+            bar.set_message(format!(
+                "shard {i:>2}: {:>10} pkts  {:>5} conns  busy {:>5.1}%  {:>6.1} pkts/wake-up  {:>8} served",
+                s.rx_packets,
+                s.connections,
+                100.0 * s.busy_share(),
+                s.packets_per_wakeup(),
+                s.progress,
+            ));
+        }
+    }
+
+    fn finish(&self) {
+        for b in &self.bars {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// Largest over mean of `xs` (1.0 for a perfectly even spread; 0 when all are 0).
+fn imbalance(xs: &[u64]) -> f64 {
+    let n = xs.len().max(1) as f64;
+    let mean = xs.iter().sum::<u64>() as f64 / n;
+    let max = xs.iter().copied().max().unwrap_or(0) as f64;
+    if mean == 0.0 { 0.0 } else { max / mean }
+}
+
+fn share(x: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        x as f64 / total as f64
+    }
+}
+
+pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
+    if !(args.duration.is_finite() && args.duration > 0.0 && args.duration <= 86_400.0) {
+        return Err(CliError::Usage(
+            "--duration must be in (0, 86400] seconds".into(),
+        ));
+    }
+    if args.connections == 0 || args.connections > 60_000 {
+        return Err(CliError::Usage("--connections must be 1..=60000".into()));
+    }
+    let cpus = platform::affinity::available_cpus();
+    let shards = args
+        .shards
+        .unwrap_or_else(|| u16::try_from(cpus).unwrap_or(1).clamp(1, nic::QUEUES_MAX));
+    if shards == 0 || shards > nic::QUEUES_MAX {
+        return Err(CliError::Usage(format!(
+            "--shards must be 1..={}",
+            nic::QUEUES_MAX
+        )));
+    }
+    let queues = args.queues.unwrap_or(shards);
+    if queues == 0 || queues > shards {
+        return Err(CliError::Usage("--queues must be 1..=shards".into()));
+    }
+    if args.client_shards == 0 || args.client_shards > nic::QUEUES_MAX {
+        return Err(CliError::Usage("--client-shards must be at least 1".into()));
+    }
+    let rate_bps = match args.rate_gbps {
+        None => None,
+        Some(g) if g.is_finite() && g > 0.0 && g <= 10_000.0 => Some((g * 1e9) as u64),
+        Some(_) => return Err(CliError::Usage("--rate-gbps must be in (0, 10000]".into())),
+    };
+    let duration = Duration::from_secs_f64(args.duration);
+
+    let mut server = host(1, SERVER_IP, shards);
+    server.queues = queues;
+    if !args.no_pin {
+        server.cores = Some((0..cpus).collect());
+    }
+    // Connections per client shard: K split as evenly as possible.
+    let client = host(2, CLIENT_IP, args.client_shards);
+    let k = args.connections;
+    let cs = usize::from(args.client_shards);
+    let files = Arc::new(FileSet::demo(args.object_bytes));
+    let load = LoadConfig {
+        server: SocketAddr::new(IpAddr::V4(SERVER_IP), HTTP_PORT),
+        connections: 0,
+        path: "/index.html".into(),
+        requests_per_connection: None,
+    };
+    let live = Live::new(
+        shards,
+        duration,
+        !args.json && std::io::stderr().is_terminal(),
+    );
+    let report = run_pair(
+        &server,
+        move |_| HttpServer::new(HTTP_PORT, files.clone()),
+        &client,
+        move |info| {
+            let i = usize::from(info.shard);
+            let mut cfg = load.clone();
+            cfg.connections = k / cs + usize::from(i < k % cs);
+            HttpLoadClient::new(cfg)
+        },
+        WireConfig {
+            rate_bps,
+            ..WireConfig::default()
+        },
+        RunLimits {
+            duration,
+            stop_when_client_done: false,
+            monitor_every: Duration::from_millis(100),
+        },
+        |v| live.update(v),
+    )
+    .map_err(|e| CliError::Failed(e.to_string()))?;
+    live.finish();
+    let summary = Summary::of(&report, &args, shards, queues);
+    if args.json {
+        writeln!(out, "{}", summary.json())?;
+    } else {
+        summary.table(out)?;
+    }
+    Ok(())
+}
+
+struct ShardLine {
+    shard: u16,
+    core: Option<usize>,
+    numa_node: u16,
+    connections: u64,
+    packets: u64,
+    requests: u64,
+    busy_share: f64,
+    packets_per_wakeup: f64,
+    cross_shard: u64,
+}
+
+struct Summary {
+    elapsed_s: f64,
+    shards: u16,
+    queues: u16,
+    connections: usize,
+    requests: u64,
+    body_bytes: u64,
+    packets: u64,
+    wire_bytes: u64,
+    drops: u64,
+    cross_shard: u64,
+    failed: u64,
+    per_shard: Vec<ShardLine>,
+}
+
+impl Summary {
+    fn of(
+        r: &PairReport<HttpServer, HttpLoadClient>,
+        args: &DemoArgs,
+        shards: u16,
+        queues: u16,
+    ) -> Self {
+        let requests = r
+            .client
+            .shards
+            .iter()
+            .map(|s| s.app.stats().responses_ok + s.app.stats().responses_other)
+            .sum();
+        let body_bytes = r
+            .client
+            .shards
+            .iter()
+            .map(|s| s.app.stats().body_bytes)
+            .sum();
+        let failed = r
+            .client
+            .shards
+            .iter()
+            .map(|s| s.app.stats().connections_failed)
+            .sum();
+        let per_shard = r
+            .server
+            .shards
+            .iter()
+            .map(|s| ShardLine {
+                shard: s.info.shard,
+                core: s.core.filter(|_| !s.pin_failed),
+                numa_node: s.info.numa_node,
+                connections: s.app.stats().connections_accepted,
+                packets: s.rx_packets + s.tx_frames,
+                requests: s.app.stats().requests,
+                busy_share: if s.elapsed_ns == 0 {
+                    0.0
+                } else {
+                    s.busy_ns as f64 / s.elapsed_ns as f64
+                },
+                packets_per_wakeup: s.nic.packets_per_wakeup(),
+                cross_shard: s.cross_shard_tx,
+            })
+            .collect::<Vec<_>>();
+        Summary {
+            elapsed_s: r.elapsed.as_secs_f64().max(1e-9),
+            shards,
+            queues,
+            connections: args.connections,
+            requests,
+            body_bytes,
+            packets: r.wire.frames[0] + r.wire.frames[1],
+            wire_bytes: r.wire.bytes[0] + r.wire.bytes[1],
+            drops: r.server.drops() + r.client.drops() + r.wire.drops(),
+            cross_shard: r.server.cross_shard_messages() + r.client.cross_shard_messages(),
+            failed,
+            per_shard,
+        }
+    }
+
+    fn imbalance_packets(&self) -> f64 {
+        imbalance(&self.per_shard.iter().map(|s| s.packets).collect::<Vec<_>>())
+    }
+
+    fn imbalance_connections(&self) -> f64 {
+        imbalance(
+            &self
+                .per_shard
+                .iter()
+                .map(|s| s.connections)
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    fn cross_per_packet(&self) -> f64 {
+        share(self.cross_shard, self.packets)
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let total_conns: u64 = self.per_shard.iter().map(|s| s.connections).sum();
+        let total_pkts: u64 = self.per_shard.iter().map(|s| s.packets).sum();
+        let per_shard: Vec<serde_json::Value> = self
+            .per_shard
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "shard": s.shard,
+                    "core": s.core,
+                    "numa_node": s.numa_node,
+                    "connections": s.connections,
+                    "connection_share": share(s.connections, total_conns),
+                    "packets": s.packets,
+                    "packet_share": share(s.packets, total_pkts),
+                    "requests": s.requests,
+                    "busy_share": s.busy_share,
+                    "packets_per_wakeup": s.packets_per_wakeup,
+                    "cross_shard_messages": s.cross_shard,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "duration_s": self.elapsed_s,
+            "shards": self.shards,
+            "queues": self.queues,
+            "connections": self.connections,
+            "requests": self.requests,
+            "requests_per_s": self.requests as f64 / self.elapsed_s,
+            "throughput_bits_per_s": self.body_bytes as f64 * 8.0 / self.elapsed_s,
+            "packets": self.packets,
+            "packets_per_s": self.packets as f64 / self.elapsed_s,
+            "wire_bytes": self.wire_bytes,
+            "imbalance_max_over_mean": self.imbalance_packets(),
+            "connection_imbalance_max_over_mean": self.imbalance_connections(),
+            "drops": self.drops,
+            "failed_connections": self.failed,
+            "cross_shard_messages": self.cross_shard,
+            "cross_shard_messages_per_packet": self.cross_per_packet(),
+            "per_shard": per_shard,
+        })
+    }
+
+    fn table(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let s = self.elapsed_s;
+        writeln!(
+            out,
+            "rsstack demo: {} server shards ({} queues), {} connections, {:.1} s on the mem wire",
+            self.shards, self.queues, self.connections, s
+        )?;
+        writeln!(out, "requests            {:>14}", self.requests)?;
+        writeln!(
+            out,
+            "requests/s          {:>14.0}",
+            self.requests as f64 / s
+        )?;
+        writeln!(
+            out,
+            "throughput          {:>14.1} Mbit/s (HTTP bodies)",
+            self.body_bytes as f64 * 8.0 / s / 1e6
+        )?;
+        writeln!(out, "packets/s           {:>14.0}", self.packets as f64 / s)?;
+        writeln!(
+            out,
+            "imbalance (max/mean){:>14.3} packets, {:.3} connections",
+            self.imbalance_packets(),
+            self.imbalance_connections()
+        )?;
+        writeln!(out, "drops               {:>14}", self.drops)?;
+        writeln!(
+            out,
+            "cross-shard msgs    {:>14} ({:.4} per packet)",
+            self.cross_shard,
+            self.cross_per_packet()
+        )?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "shard  core  node  conn-share  pkt-share      packets   busy  pkts/wake-up  cross-shard"
+        )?;
+        let total_conns: u64 = self.per_shard.iter().map(|s| s.connections).sum();
+        let total_pkts: u64 = self.per_shard.iter().map(|s| s.packets).sum();
+        for l in &self.per_shard {
+            let core = l.core.map_or("-".to_string(), |c| c.to_string());
+            writeln!(
+                out,
+                "{:>5}  {:>4}  {:>4}  {:>9.1}%  {:>8.1}%  {:>11}  {:>4.0}%  {:>12.1}  {:>11}",
+                l.shard,
+                core,
+                l.numa_node,
+                100.0 * share(l.connections, total_conns),
+                100.0 * share(l.packets, total_pkts),
+                l.packets,
+                100.0 * l.busy_share,
+                l.packets_per_wakeup,
+                l.cross_shard
+            )?;
+        }
+        Ok(())
+    }
+}
