@@ -124,7 +124,7 @@ top5() { # top5 FILE [NAME_PREFIX_REGEX_TO_EXCLUDE]
       }
       END { for (f in sum) printf "%14d %5.1f%%  %s\n", sum[f], 100 * sum[f] / total, f }' |
     if [ -n "$exclude" ]; then grep -Ev "^ *[0-9]+ +[0-9.]+%  ($exclude)"; else cat; fi |
-    sort -rn | head -5
+    sort -rn | awk 'NR <= 5'
 }
 for r in rsstack smoltcp rsstack-offload smoltcp-offload; do
   echo "-- $r"
