@@ -20,7 +20,9 @@ use crate::ast::{
     Action, Direction, Event, Expr, Pos, Script, SyscallKind, SyscallLine, TcpLine, TcpOption,
     TcpOptionsSpec,
 };
-use crate::matcher::{MatchContext, Progress, SuperSegment, repr_options_text};
+use crate::matcher::{
+    MatchContext, Progress, SuperSegment, check_option_layout, repr_options_text,
+};
 use crate::print::{ScriptFlags, Secs};
 use crate::time::{TimeCursor, Window};
 use core::fmt;
@@ -646,6 +648,19 @@ impl Exec {
                     event.pos,
                     format!(
                         "timing: `{line}`: {e}; got `{}`",
+                        describe_repr(&repr, &self.ctx)
+                    ),
+                );
+            }
+            // Option order and padding (what a `TcpRepr` does not keep): Linux's layout.
+            if let TcpOptionsSpec::List(list) = &line.options
+                && let Ok(pkt) = TcpPacket::new_checked(&seg[..])
+                && let Err(e) = check_option_layout(list, pkt.options())
+            {
+                return fail(
+                    event.pos,
+                    format!(
+                        "expected `{line}`, got `{}`: option layout: {e}",
                         describe_repr(&repr, &self.ctx)
                     ),
                 );
