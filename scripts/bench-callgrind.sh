@@ -62,7 +62,7 @@ if [ "${BENCH_KEEP_ERMS:-0}" != 1 ]; then
   CG_TUNABLES="glibc.cpu.x86_rep_movsb_threshold=4294967295:glibc.cpu.x86_rep_stosb_threshold=4294967295"
 fi
 
-declare -A IR SEGS BYTES_DONE
+declare -A IR SEGS ACKS BYTES_DONE
 rows=()
 
 # run_cg NAME BINARY LOOP_FUNCTION ARGS...
@@ -80,6 +80,7 @@ run_cg() {
   fi
   IR[$name]="$ir"
   SEGS[$name]="$(field data_segments "$line")"
+  ACKS[$name]="$(field frames_to_client "$line")"
   BYTES_DONE[$name]="$(field bytes "$line")"
   rows+=("$name")
 }
@@ -95,11 +96,13 @@ per_seg() { awk -v ir="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", ir / s; 
 
 echo
 echo "== callgrind: instructions (Ir) in the transfer loop, $BYTES per run"
-printf '%-22s %12s %14s %16s %14s\n' stack bytes data_segments instructions instr/segment
+printf '%-22s %12s %14s %10s %16s %14s\n' stack bytes data_segments acks instructions \
+  instr/segment
 for r in "${rows[@]}"; do
-  printf '%-22s %12s %14s %16s %14s\n' "$r" "${BYTES_DONE[$r]}" "${SEGS[$r]}" "${IR[$r]}" \
-    "$(per_seg "${IR[$r]}" "${SEGS[$r]}")"
+  printf '%-22s %12s %14s %10s %16s %14s\n' "$r" "${BYTES_DONE[$r]}" "${SEGS[$r]}" \
+    "${ACKS[$r]}" "${IR[$r]}" "$(per_seg "${IR[$r]}" "${SEGS[$r]}")"
 done
+echo "(acks: frames server -> client; each stack's receiver decides how often it acknowledges)"
 ratio() {
   awk -v a="${IR[$1]}" -v sa="${SEGS[$1]}" -v b="${IR[$2]}" -v sb="${SEGS[$2]}" \
     'BEGIN { if (sa > 0 && sb > 0 && b > 0) printf "%.2f", (a / sa) / (b / sb); else print "n/a" }'
@@ -134,15 +137,26 @@ for r in rsstack smoltcp rsstack-offload smoltcp-offload; do
 done
 
 echo
-echo "== wall clock, $WALL_BYTES per run, one core (virtual transfer, both stacks on one thread)"
+WALL_RUNS="${BENCH_WALL_RUNS:-3}"
+echo "== wall clock, $WALL_BYTES per run, one core (virtual transfer, both stacks on one thread);"
+echo "   best of $WALL_RUNS runs (the machine is shared: the best run is the least disturbed)"
 for args in "rsstack:$RS:" "rsstack-nots:$RS:--no-timestamps" "smoltcp:$SM:" \
   "rsstack-offload:$RS:--offload" "smoltcp-offload:$SM:--offload"; do
   IFS=: read -r name bin flag <<<"$args"
-  # shellcheck disable=SC2086
-  line="$("$bin" "$WALL_BYTES" $flag)"
+  best=""
+  best_ns=""
+  for _ in $(seq "$WALL_RUNS"); do
+    # shellcheck disable=SC2086
+    line="$("$bin" "$WALL_BYTES" $flag)"
+    ns="$(field wall_ns "$line")"
+    if [ -z "$best_ns" ] || [ "$ns" -lt "$best_ns" ]; then
+      best="$line"
+      best_ns="$ns"
+    fi
+  done
   printf '%-22s %8s Gbit/s  (%s bytes, %s data segments, %s ns)\n' "$name" \
-    "$(field gbit_per_s "$line")" "$(field bytes "$line")" "$(field data_segments "$line")" \
-    "$(field wall_ns "$line")"
+    "$(field gbit_per_s "$best")" "$(field bytes "$best")" "$(field data_segments "$best")" \
+    "$best_ns"
 done
 echo
 echo "callgrind profiles: $OUT/callgrind.*.out (callgrind_annotate FILE)"
