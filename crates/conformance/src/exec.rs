@@ -652,21 +652,24 @@ impl Exec {
                     ),
                 );
             }
-            // Option order and padding (what a `TcpRepr` does not keep): Linux's layout.
-            if let TcpOptionsSpec::List(list) = &line.options
-                && let Ok(pkt) = TcpPacket::new_checked(&seg[..])
-                && let Err(e) = check_option_layout(list, pkt.options())
-            {
-                return fail(
-                    event.pos,
-                    format!(
-                        "expected `{line}`, got `{}`: option layout: {e}",
-                        describe_repr(&repr, &self.ctx)
-                    ),
-                );
-            }
             let before = self.ctx.clone();
-            match acc.push(&mut self.ctx, &repr) {
+            let progress = acc.push(&mut self.ctx, &repr);
+            if progress.is_ok() {
+                // Option order and padding (what a `TcpRepr` does not keep): Linux's layout.
+                if let TcpOptionsSpec::List(list) = &line.options
+                    && let Ok(pkt) = TcpPacket::new_checked(&seg[..])
+                    && let Err(e) = check_option_layout(list, pkt.options())
+                {
+                    return fail(
+                        event.pos,
+                        format!(
+                            "expected `{line}`, got `{}`: option layout: {e}",
+                            describe_repr(&repr, &self.ctx)
+                        ),
+                    );
+                }
+            }
+            match progress {
                 Ok(Progress::Complete) => {
                     self.cursor.advance(&event.time, sent_usecs);
                     return Ok(());

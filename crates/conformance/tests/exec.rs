@@ -127,3 +127,20 @@ fn corpus_passes_at_least_the_recorded_count() {
         lines.join("\n")
     );
 }
+
+#[test]
+fn option_order_is_checked() {
+    let script = "\
+0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3
++0 bind(3, ..., ...) = 0
++0 listen(3, 1) = 0
++0 < S 0:0(0) win 32792 <mss 1000,nop,wscale 7>
++0 > S. 0:0(0) ack 1 <nop,wscale 8,mss 1460>
+";
+    let report = run_text(script, &Profile::linux_compat());
+    let Outcome::Fail { pos, message } = report.outcome else {
+        panic!("expected a failure, got {}", report.outcome);
+    };
+    assert_eq!(pos.line, 5);
+    assert!(message.contains("option layout"), "{message}");
+}
