@@ -41,7 +41,7 @@ step "tests"
 if [ "${CI:-}" = "true" ] || [ "$(id -u)" = 0 ]; then
   export RSSTACK_REQUIRE_ROOT_TESTS=1
 fi
-cargo test --workspace --locked --profile ci
+cargo test --workspace --locked --profile ci --no-fail-fast
 
 step "conformance (packetdrill corpus; fails when fewer scripts pass than crates/conformance/PASSING records)"
 cargo run --quiet --locked --profile ci -p cli -- conformance ../shared/conformance/packetdrill-google \
