@@ -7,6 +7,10 @@
 //! - [`matcher`]: script-relative ↔ live sequence numbers ([`matcher::SeqSpace`]), checking an
 //!   actual outbound [`wire::tcp::TcpRepr`] against an expected line, building an inbound one,
 //!   and the TSO super-segment accumulator;
+//! - [`exec`]: the executor — runs a script against a live `stack::Stack` on a virtual clock
+//!   ([`exec::run_script`]) under a [`exec::Profile`] (`linux-compat`: the Linux defaults the
+//!   Google corpus assumes); `rsstack conformance DIR` runs a whole corpus, and `RESULTS.md`
+//!   says where the corpus stands and why;
 //! - [`inventory`]: what a set of scripts needs from the stack (calls, socket options, TCP
 //!   options); `cargo run -p conformance --example inventory` prints it for the corpus.
 //!
