@@ -436,3 +436,62 @@ impl Summary {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(json: bool) -> DemoArgs {
+        DemoArgs {
+            duration: 0.3,
+            connections: 8,
+            shards: Some(2),
+            queues: None,
+            client_shards: 1,
+            object_bytes: 512,
+            rate_gbps: None,
+            no_pin: true,
+            json,
+        }
+    }
+
+    #[test]
+    fn json_summary_has_the_promised_fields_and_no_drops() {
+        let mut out = Vec::new();
+        run(args(true), &mut out).expect("demo runs");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert_eq!(text.lines().count(), 1, "one JSON object on one line");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        for key in [
+            "requests",
+            "requests_per_s",
+            "imbalance_max_over_mean",
+            "drops",
+            "per_shard",
+            "cross_shard_messages",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key}");
+        }
+        assert_eq!(v["drops"], 0);
+        assert_eq!(v["cross_shard_messages"], 0);
+        assert!(v["requests"].as_u64().is_some_and(|n| n > 0));
+        assert_eq!(v["per_shard"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn bad_arguments_are_usage_errors() {
+        let mut a = args(false);
+        a.queues = Some(3);
+        assert!(matches!(run(a, &mut Vec::new()), Err(CliError::Usage(_))));
+        let mut a = args(false);
+        a.duration = 0.0;
+        assert!(matches!(run(a, &mut Vec::new()), Err(CliError::Usage(_))));
+    }
+
+    #[test]
+    fn imbalance_is_max_over_mean() {
+        assert_eq!(imbalance(&[1, 1]), 1.0);
+        assert_eq!(imbalance(&[3, 1]), 1.5);
+        assert_eq!(imbalance(&[0, 0]), 0.0);
+    }
+}
