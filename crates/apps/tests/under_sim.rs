@@ -84,3 +84,40 @@ fn http_server_and_load_client_run_under_sim() {
         (4, 40, 40)
     );
 }
+
+#[test]
+fn missing_path_is_answered_404_on_a_kept_alive_connection() {
+    let mut w = World::new(8);
+    let server = w.add_host(Box::new(StackHost::new(
+        config(1, SERVER_IP),
+        OnSim(HttpServer::new(80, Arc::new(FileSet::demo(100)))),
+    )));
+    let client = w.add_host(Box::new(StackHost::new(
+        config(2, CLIENT_IP),
+        OnSim(HttpLoadClient::new(LoadConfig {
+            server: SocketAddr::new(IpAddr::V4(SERVER_IP), 80),
+            connections: 1,
+            path: "/missing.png".into(),
+            requests_per_connection: Some(5),
+        })),
+    )));
+    let link = ChannelConfig::default()
+        .rate_bps(1_000_000_000)
+        .delay_ns(50_000);
+    w.connect((client, PortId(0)), (server, PortId(0)), link)
+        .expect("link");
+    w.run_until(2_000_000_000);
+    let c = w
+        .host::<StackHost<OnSim<HttpLoadClient>>>(client)
+        .expect("client host");
+    let st = c.app().0.stats();
+    assert_eq!((st.responses_ok, st.responses_other), (0, 5), "{st:?}");
+    assert_eq!(
+        st.connections_established, 1,
+        "one connection carried all five"
+    );
+    let s = w
+        .host::<StackHost<OnSim<HttpServer>>>(server)
+        .expect("server host");
+    assert_eq!(s.app().0.stats().responses_404, 5);
+}

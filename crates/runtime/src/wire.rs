@@ -132,7 +132,12 @@ impl Wire {
                 let dst = 1 - dir;
                 for src in 0..self.ports[dir].from_shards.len() {
                     for _ in 0..self.cfg.batch_frames {
-                        let now = self.now_ns();
+                        // The clock is read only when pacing needs it.
+                        let now = if self.cfg.rate_bps.is_some() {
+                            self.now_ns()
+                        } else {
+                            0
+                        };
                         if self.cfg.rate_bps.is_some() && now < self.next_free_ns {
                             paced_ns = Some(self.next_free_ns - now);
                             break;
