@@ -600,6 +600,9 @@ impl Exec {
         if !self.check_psh {
             acc = acc.ignore_psh();
         }
+        // Pieces of a super-segment are cut as TSO would: all but the last of one size (the
+        // first piece's, i.e. the connection's MSS), the last no bigger.
+        let mut piece_bytes: Option<usize> = None;
         loop {
             self.run_until(ns(limit_usecs).max(self.now_ns), true)?;
             let Some((sent_ns, seg)) = self.out.pop_front() else {
@@ -652,6 +655,18 @@ impl Exec {
                     ),
                 );
             }
+            let got_bytes = repr.payload.len();
+            if let Some(mss) = piece_bytes
+                && got_bytes > mss
+            {
+                return fail(
+                    event.pos,
+                    format!(
+                        "expected `{line}`: piece `{}` is longer than the {mss}-byte pieces before it",
+                        describe_repr(&repr, &self.ctx)
+                    ),
+                );
+            }
             let before = self.ctx.clone();
             let progress = acc.push(&mut self.ctx, &repr);
             if progress.is_ok() {
@@ -674,7 +689,19 @@ impl Exec {
                     self.cursor.advance(&event.time, sent_usecs);
                     return Ok(());
                 }
-                Ok(Progress::Partial { .. }) => {}
+                Ok(Progress::Partial { .. }) => match piece_bytes {
+                    Some(mss) if got_bytes != mss => {
+                        return fail(
+                            event.pos,
+                            format!(
+                                "expected `{line}`: piece `{}` is not {mss} bytes like the \
+                                 pieces before it",
+                                describe_repr(&repr, &before)
+                            ),
+                        );
+                    }
+                    _ => piece_bytes = Some(got_bytes),
+                },
                 Err(e) => {
                     // Describe with the context as it was before the attempt.
                     let ctx = if before.seq.stack_base.is_some() {

@@ -144,3 +144,22 @@ fn option_order_is_checked() {
     assert_eq!(pos.line, 5);
     assert!(message.contains("option layout"), "{message}");
 }
+
+#[test]
+fn super_segment_matches_back_to_back_pieces() {
+    // The peer's MSS is 1000: the stack sends three segments for the TSO super-segment.
+    let script = format!(
+        "{HANDSHAKE}+0 write(4, ..., 3000) = 3000\n+0 > P. 1:3001(3000) ack 1\n\
+         +.01 < . 1:1(0) ack 3001 win 257\n"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+    // One byte more than was written is never covered.
+    let script = format!("{HANDSHAKE}+0 write(4, ..., 3000) = 3000\n+0 > P. 1:3002(3001) ack 1\n");
+    let report = run_text(&script, &Profile::linux_compat());
+    let Outcome::Fail { pos, message } = report.outcome else {
+        panic!("expected a failure, got {}", report.outcome);
+    };
+    assert_eq!(pos.line, 11);
+    assert!(message.contains("after 3000 bytes"), "{message}");
+}
