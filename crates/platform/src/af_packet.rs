@@ -19,6 +19,8 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{Ordering, fence};
 
+use crate::sys::setsockopt;
+
 const ETH_P_ALL: u16 = 0x0003;
 const SOL_PACKET: libc::c_int = 263;
 const PACKET_RX_RING: libc::c_int = 5;
@@ -243,24 +245,6 @@ impl core::fmt::Debug for AfPacketSocket {
     }
 }
 
-fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
-    // SAFETY: `value` points to a live `T` of `size_of::<T>()` bytes for the whole call.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (value as *const T).cast(),
-            core::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
 /// The kernel's `struct tpacket_req3`.
 #[repr(C)]
 struct TpacketReq3 {
@@ -481,21 +465,8 @@ impl AfPacketSocket {
 
     /// The kernel's counters since the last call (reading resets them).
     pub fn take_stats(&self) -> io::Result<PacketStats> {
-        let mut raw = [0u32; 3];
-        let mut len = core::mem::size_of_val(&raw) as libc::socklen_t;
-        // SAFETY: `raw` is a writable buffer of `len` bytes; the kernel writes at most `len`.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                SOL_PACKET,
-                PACKET_STATISTICS,
-                raw.as_mut_ptr().cast(),
-                &mut len,
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let (raw, _) =
+            crate::sys::getsockopt::<[u32; 3]>(self.fd.as_raw_fd(), SOL_PACKET, PACKET_STATISTICS)?;
         Ok(PacketStats {
             packets: raw[0],
             drops: raw[1],

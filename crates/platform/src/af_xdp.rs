@@ -67,6 +67,7 @@ use std::sync::atomic::{AtomicU32, Ordering, fence};
 
 use crate::af_packet::interface_index;
 use crate::bpf::{XdpAttachMode, XdpLink, XdpProgram, XskMap};
+use crate::sys::{self, PlainData};
 
 const AF_XDP: libc::c_int = 44;
 const SOL_XDP: libc::c_int = 283;
@@ -702,49 +703,17 @@ struct XdpMmapOffsets {
     completion: XdpRingOffset,
 }
 
-/// Types every bit pattern of which is a valid value (so the kernel may fill them).
-///
-/// # Safety
-/// Implementors are `#[repr(C)]` aggregates of integers without padding.
-unsafe trait PlainData: Default {}
-// SAFETY: repr(C), four/sixteen/six u64s or one u32; no padding.
+// SAFETY: repr(C), six u64 fields; no padding.
 unsafe impl PlainData for XdpMmapOffsets {}
-// SAFETY: as above.
+// SAFETY: repr(C), u64 fields; no padding.
 unsafe impl PlainData for XdpStatistics {}
-// SAFETY: as above.
-unsafe impl PlainData for u32 {}
 
 fn setsockopt<T>(fd: RawFd, name: libc::c_int, value: &T) -> io::Result<()> {
-    // SAFETY: `value` points to a live `T` of `size_of::<T>()` bytes for the whole call.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            SOL_XDP,
-            name,
-            (value as *const T).cast(),
-            core::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    sys::setsockopt(fd, SOL_XDP, name, value)
 }
 
-/// Reads option `name`; returns the value and how many bytes the kernel wrote.
 fn getsockopt<T: PlainData>(fd: RawFd, name: libc::c_int) -> io::Result<(T, usize)> {
-    let mut value = T::default();
-    let mut len = core::mem::size_of::<T>() as libc::socklen_t;
-    // SAFETY: `value` is a writable `T` of `len` bytes, any bit pattern of which is valid
-    // (`PlainData`); the kernel writes at most `len` bytes and updates `len`.
-    let rc =
-        unsafe { libc::getsockopt(fd, SOL_XDP, name, (&mut value as *mut T).cast(), &mut len) };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok((value, len as usize))
-    }
+    sys::getsockopt(fd, SOL_XDP, name)
 }
 
 /// How long [`bind_retrying_busy`] keeps retrying a queue that is still being released.

@@ -10,4 +10,5 @@ pub mod af_xdp;
 pub mod affinity;
 pub mod bpf;
 pub mod pcap;
+mod sys;
 pub mod tap;
