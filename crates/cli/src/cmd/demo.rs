@@ -238,6 +238,9 @@ struct ShardLine {
     requests: u64,
     busy_share: f64,
     packets_per_wakeup: f64,
+    /// NIC wake-ups (moderated interrupts) and idle sleeps of the shard loop.
+    nic_wakeups: u64,
+    sleeps: u64,
     cross_shard: u64,
 }
 
@@ -298,6 +301,8 @@ impl Summary {
                     s.busy_ns as f64 / s.elapsed_ns as f64
                 },
                 packets_per_wakeup: s.nic.packets_per_wakeup(),
+                nic_wakeups: s.nic.wakeups,
+                sleeps: s.sleeps,
                 cross_shard: s.cross_shard_tx,
             })
             .collect::<Vec<_>>();
@@ -353,6 +358,8 @@ impl Summary {
                     "requests": s.requests,
                     "busy_share": s.busy_share,
                     "packets_per_wakeup": s.packets_per_wakeup,
+                    "nic_wakeups": s.nic_wakeups,
+                    "idle_sleeps": s.sleeps,
                     "cross_shard_messages": s.cross_shard,
                 })
             })
