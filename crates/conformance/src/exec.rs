@@ -977,7 +977,7 @@ impl Exec {
             Expr::Int(n) if n >= 0 && !self.fds.contains_key(&n) => n,
             _ => self.next_fd,
         };
-        self.next_fd = self.next_fd.max(n + 1);
+        self.next_fd = self.next_fd.max(n.saturating_add(1));
         n
     }
 

@@ -163,3 +163,23 @@ fn super_segment_matches_back_to_back_pieces() {
     assert_eq!(pos.line, 11);
     assert!(message.contains("after 3000 bytes"), "{message}");
 }
+
+/// Scripts are input: a script with any one event removed must end in a verdict, never a
+/// panic or a hang.
+#[test]
+fn corpus_scripts_with_an_event_removed_end_in_a_verdict() {
+    let mut runs = 0;
+    for path in script_files(&corpus()).expect("corpus readable") {
+        let text = std::fs::read_to_string(&path).expect("script readable");
+        let Ok(script) = conformance::parse_script(&text) else {
+            continue;
+        };
+        for i in 0..script.events.len() {
+            let mut cut = script.clone();
+            cut.events.remove(i);
+            let _ = conformance::exec::run_script(&cut, &Profile::linux_compat());
+            runs += 1;
+        }
+    }
+    assert!(runs > 500, "{runs}");
+}
