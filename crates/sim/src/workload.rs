@@ -181,6 +181,16 @@ impl RunSummary {
     }
 }
 
+/// Removes finished flows, recording each in `summary`.
+fn reap(flows: &mut Vec<(u64, Flow)>, summary: &mut RunSummary) {
+    flows.retain(|(_, f)| {
+        if f.done() {
+            summary.record(f);
+        }
+        !f.done()
+    });
+}
+
 /// Checks an incoming byte stream against its pattern.
 #[derive(Debug, Clone)]
 struct StreamCheck {
@@ -533,13 +543,7 @@ impl App for Client {
             any_done |= flow.done();
         }
         if any_done {
-            let summary = &mut self.summary;
-            self.flows.retain(|(_, f)| {
-                if f.done() {
-                    summary.record(f);
-                }
-                !f.done()
-            });
+            reap(&mut self.flows, &mut self.summary);
         }
         self.open(now_ns, stack);
     }
@@ -621,13 +625,7 @@ impl App for Server {
             any_done |= flow.done();
         }
         if any_done {
-            let summary = &mut self.summary;
-            self.flows.retain(|(_, f)| {
-                if f.done() {
-                    summary.record(f);
-                }
-                !f.done()
-            });
+            reap(&mut self.flows, &mut self.summary);
         }
     }
 
