@@ -46,6 +46,12 @@ pub fn run(args: ConformanceArgs, out: &mut impl Write) -> Result<(), CliError> 
         tally.add(&report.outcome);
         let rel = path.strip_prefix(&args.dir).unwrap_or(&path).display();
         match &report.outcome {
+            // Shell and `%{ }%` lines are never run: say how many a passing script had.
+            Outcome::Pass if report.skipped_lines > 0 => writeln!(
+                out,
+                "pass {rel} ({} shell/code lines skipped)",
+                report.skipped_lines
+            )?,
             Outcome::Pass => writeln!(out, "pass {rel}")?,
             Outcome::Fail { pos, message } => writeln!(out, "fail {rel} {pos}: {message}")?,
             Outcome::Skip { reason } => writeln!(out, "skip {rel} {reason}")?,
