@@ -223,3 +223,26 @@ fn fewer_queues_than_shards_forward_through_counted_cross_shard_rings() {
     );
     assert_eq!(r.server.shards.first().map(|s| s.cross_shard_rx), Some(0));
 }
+
+#[test]
+fn under_rising_load_moderation_lowers_wakeups_per_packet() {
+    // A fixed 100 µs interval: one closed-loop connection brings one packet per wake-up at
+    // most times; 32 connections bring many packets within each interval.
+    let run_with = |conns: usize| {
+        let mut server = host(1, SERVER_IP, 1);
+        server.nic.moderation = nic::ModerationConfig::fixed(100_000);
+        let client = host(2, CLIENT_IP, 1);
+        let r = run(&server, &client, conns, 20, 256);
+        assert_complete(&r, conns as u64, 20, 256);
+        let s = r.server.shards.first().expect("one shard");
+        assert!(s.nic.wakeups > 0);
+        s.nic.packets_per_wakeup()
+    };
+    let low = run_with(1);
+    let high = run_with(32);
+    eprintln!("packets per wake-up: {low:.2} (1 connection), {high:.2} (32 connections)");
+    assert!(
+        high > low,
+        "packets per wake-up: {low:.2} at low load, {high:.2} at high load"
+    );
+}
