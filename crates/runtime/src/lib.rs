@@ -286,7 +286,13 @@ where
             queues: 1,
             ..cfg.nic.clone()
         };
-        let (hasher, budget) = (cfg.hasher.clone(), cfg.budget_packets);
+        // The shard's queue pair: a one-queue NIC with the host's hasher. Built here so a bad
+        // configuration is an error before any thread starts; its buffers are allocated (and
+        // first touched) on the shard's thread, as the pool fills.
+        let mut nic = Nic::new(nic_cfg.clone())
+            .map_err(|e| RuntimeError::Config(format!("{name}: nic: {e:?}")))?;
+        nic.set_hasher(cfg.hasher.clone());
+        let budget = cfg.budget_packets;
         let (shards, threads, stop, factory, sw_reta) = (
             cfg.shards,
             threads.clone(),
@@ -309,15 +315,6 @@ where
                     };
                     // Built on the shard's own thread: its memory is first touched here.
                     let app = factory(info);
-                    let mut nic = Nic::new(nic_cfg.clone()).unwrap_or_else(|_| {
-                        // `check` validated the shared fields; a one-queue NIC with them is valid.
-                        Nic::new(NicConfig {
-                            queues: 1,
-                            ..NicConfig::default()
-                        })
-                        .unwrap_or_else(|_| unreachable!("the default NIC config is valid"))
-                    });
-                    nic.set_hasher(hasher);
                     Shard {
                         info,
                         core,
