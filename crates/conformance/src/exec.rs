@@ -331,6 +331,12 @@ impl Exec {
         for event in &script.events {
             self.event(event)?;
         }
+        // A blocking call still outstanding must return in its window all the same (packets
+        // sent after the last event are not checked).
+        if let Some(p) = &self.pending {
+            let deadline = p.window.end_usecs.saturating_add(self.tolerance_usecs);
+            self.run_until(ns(deadline.saturating_add(1)), false)?;
+        }
         Ok(())
     }
 

@@ -183,3 +183,14 @@ fn corpus_scripts_with_an_event_removed_end_in_a_verdict() {
     }
     assert!(runs > 500, "{runs}");
 }
+
+#[test]
+fn blocking_call_left_outstanding_at_the_end_fails() {
+    let script = format!("{HANDSHAKE}+0...0.1 read(4, ..., 1000) = 1000\n");
+    let report = run_text(&script, &Profile::linux_compat());
+    let Outcome::Fail { pos, message } = report.outcome else {
+        panic!("expected a failure, got {}", report.outcome);
+    };
+    assert_eq!(pos.line, 10);
+    assert!(message.contains("did not return"), "{message}");
+}
