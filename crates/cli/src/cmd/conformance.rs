@@ -70,3 +70,54 @@ pub fn run(args: ConformanceArgs, out: &mut impl Write) -> Result<(), CliError> 
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corpus(sub: &str) -> PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/conformance/packetdrill-google")
+            .join(sub)
+    }
+
+    fn args(dir: PathBuf, profile: &str, min_passed: Option<usize>) -> ConformanceArgs {
+        ConformanceArgs {
+            dir,
+            profile: profile.to_string(),
+            min_passed,
+        }
+    }
+
+    #[test]
+    fn prints_one_line_per_script_and_a_summary() {
+        let mut out = Vec::new();
+        let r = run(args(corpus("close"), "linux-compat", None), &mut out);
+        assert!(r.is_ok(), "{r:?}");
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].starts_with("pass close-local-close-then-remote-fin.pkt"));
+        assert_eq!(lines[3], "3 passed, 0 failed, 0 skipped");
+    }
+
+    #[test]
+    fn unknown_profile_is_a_usage_error() {
+        let r = run(args(corpus("close"), "bsd", None), &mut Vec::new());
+        assert!(matches!(r, Err(CliError::Usage(_))), "{r:?}");
+    }
+
+    #[test]
+    fn fewer_passes_than_recorded_fails() {
+        let r = run(
+            args(corpus("close"), "linux-compat", Some(4)),
+            &mut Vec::new(),
+        );
+        assert!(matches!(r, Err(CliError::Failed(_))), "{r:?}");
+        let r = run(
+            args(corpus("close"), "linux-compat", Some(3)),
+            &mut Vec::new(),
+        );
+        assert!(r.is_ok(), "{r:?}");
+    }
+}
