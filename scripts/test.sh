@@ -33,6 +33,9 @@ cargo fmt --all -- --check
 step "lints"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "docs"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+
 step "fuzz targets compile"
 cargo check --manifest-path fuzz/Cargo.toml --bins --quiet
 

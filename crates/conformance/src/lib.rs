@@ -2,7 +2,7 @@
 //!
 //! - [`ast`]: the script language as Rust types;
 //! - [`parse`]: a parser with line/column errors ([`parse_script`]);
-//! - [`print`]: canonical script text (`Display`), which parses back to an equal AST;
+//! - [`mod@print`]: canonical script text (`Display`), which parses back to an equal AST;
 //! - [`time`]: event times against a virtual clock with `--tolerance_usecs`;
 //! - [`matcher`]: script-relative ↔ live sequence numbers ([`matcher::SeqSpace`]), checking an
 //!   actual outbound [`wire::tcp::TcpRepr`] against an expected line, building an inbound one,

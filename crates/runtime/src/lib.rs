@@ -7,7 +7,7 @@
 //! shard's own thread by the factory). The loop is in [`shard`]'s module docs.
 //!
 //! No locks and no shared mutable state on the data path: frames move wire → shard and
-//! shard → wire through bounded SPSC rings ([`ring`]); shards exchange frames only through
+//! shard → wire through bounded SPSC rings ([`mod@ring`]); shards exchange frames only through
 //! bounded SPSC cross-shard rings, every message counted (`cross_shard_tx`). Those hops happen
 //! only when a host has fewer hardware queues than shards (`queues < shards`): queue `q` is
 //! polled by shard `q`, and a software RETA over the shards sends each flow to its owner.
