@@ -45,6 +45,11 @@ const ICMPV4_ERROR_MAX_BYTES: usize = 576;
 const ICMPV6_ERROR_MAX_BYTES: usize = 1280;
 /// Echo replies kept for the application before further ones are dropped (and counted).
 const ECHO_REPLIES_MAX: usize = 64;
+/// Recycled transmit buffers kept for reuse (`Stack::recycle`); more are freed.
+const TX_FREE_FRAMES_MAX: usize = 64;
+/// Largest buffer capacity `Stack::recycle` keeps (a 9000-byte jumbo frame plus headroom):
+/// with `TX_FREE_FRAMES_MAX`, the free list holds at most 1 MiB.
+const TX_FREE_CAPACITY_MAX: usize = 16 * 1024;
 /// RFC 4861 §7.1.1/§7.1.2: NDP messages must arrive with hop limit 255 (not forwarded).
 const NDP_HOP_LIMIT: u8 = 255;
 
@@ -105,6 +110,10 @@ pub struct Stack {
     pub(crate) reasm: Reassembler,
     /// Invariant: `tx.len()` ≤ `limits.tx_queue_frames_max`.
     pub(crate) tx: VecDeque<Vec<u8>>,
+    /// Frame buffers handed back by the driver (`recycle`), reused by the TCP transmit path.
+    /// Invariant: `tx_free.len()` ≤ `TX_FREE_FRAMES_MAX` and each capacity ≤
+    /// `TX_FREE_CAPACITY_MAX`.
+    pub(crate) tx_free: Vec<Vec<u8>>,
     pub(crate) ipv4_ident: u16,
     pub(crate) ipv6_frag_ident: u32,
     /// ICMP error tokens, in thousandths of a token (token bucket).
@@ -168,6 +177,7 @@ impl Stack {
             neighbors,
             reasm,
             tx: VecDeque::new(),
+            tx_free: Vec::new(),
             ipv4_ident: 1,
             ipv6_frag_ident: 1,
             icmp_tokens_milli,
@@ -251,6 +261,27 @@ impl Stack {
         Some(frame)
     }
 
+    /// Gives a frame buffer back once the driver is done with it (typically a frame from
+    /// `poll_transmit` after the NIC sent it), so the transmit path can reuse it instead of
+    /// allocating. Optional: buffers beyond a small bound, or oddly large ones, are dropped.
+    pub fn recycle(&mut self, frame: Vec<u8>) {
+        if self.tx_free.len() < TX_FREE_FRAMES_MAX && frame.capacity() <= TX_FREE_CAPACITY_MAX {
+            self.tx_free.push(frame);
+        }
+    }
+
+    /// A frame buffer of exactly `len` bytes, reused when one is free. Its contents are
+    /// unspecified (a reused buffer keeps old bytes): callers overwrite every byte they keep.
+    /// Only the part a recycled buffer lacks is zero-filled, so in steady state nothing is.
+    pub(crate) fn take_frame_buf(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = self
+            .tx_free
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(len));
+        buf.resize(len, 0);
+        buf
+    }
+
     /// The earliest time `handle_timeout` has work to do.
     pub fn poll_timeout(&self) -> Option<u64> {
         [
@@ -321,6 +352,35 @@ impl Stack {
         match a {
             IpAddr::V4(a) => self.is_our_v4(a),
             IpAddr::V6(a) => self.is_our_v6(a),
+        }
+    }
+
+    /// The unicast next hop `route_ip` would resolve for `dst`, or `None` whenever
+    /// `route_ip` would do something else (our own address, broadcast, multicast, no route).
+    pub(crate) fn unicast_next_hop(&self, dst: IpAddr) -> Option<IpAddr> {
+        if self.is_our_ip(dst) {
+            return None;
+        }
+        let ifc = &self.cfg.interface;
+        match dst {
+            IpAddr::V4(d) => {
+                if self.is_v4_broadcast(d) || d.is_multicast() {
+                    None
+                } else if ifc.ipv4.iter().any(|c| c.contains(d)) {
+                    Some(IpAddr::V4(d))
+                } else {
+                    ifc.gateway_v4.map(IpAddr::V4)
+                }
+            }
+            IpAddr::V6(d) => {
+                if d.is_multicast() {
+                    None
+                } else if is_link_local_v6(d) || ifc.ipv6.iter().any(|c| c.contains(d)) {
+                    Some(IpAddr::V6(d))
+                } else {
+                    ifc.gateway_v6.map(IpAddr::V6)
+                }
+            }
         }
     }
 
@@ -430,7 +490,7 @@ impl Stack {
 
     /// Re-validates a neighbour in use before its entry expires: a unicast ARP request
     /// (RFC 1122 §2.3.2.1) or a unicast NS (RFC 4861 §7.2.2) to the MAC we hold.
-    fn send_refresh_request(&mut self, addr: IpAddr, mac_peer: EthernetAddress) {
+    pub(crate) fn send_refresh_request(&mut self, addr: IpAddr, mac_peer: EthernetAddress) {
         let mac = self.cfg.interface.mac;
         match addr {
             IpAddr::V4(target) => {
