@@ -150,10 +150,12 @@ fn settle(client: &mut Stack, server: &mut Stack, now: u64) -> Result<(u64, u64)
         while let Some(f) = client.poll_transmit(now) {
             up += 1;
             server.receive(now, &f, None);
+            client.recycle(f);
         }
         while let Some(f) = server.poll_transmit(now) {
             down += 1;
             client.receive(now, &f, None);
+            server.recycle(f);
         }
         if (up, down) == (u0, d0) {
             return Ok((up, down));
@@ -245,6 +247,7 @@ pub fn bulk_transfer_loop(
             c.frames_to_server += 1;
             c.data_segments += u64::from(is_data_segment(&f));
             server.receive(now, &f, None);
+            client.recycle(f);
         }
         loop {
             match server.tcp_recv(link.server_sock, read_buf) {
@@ -261,6 +264,7 @@ pub fn bulk_transfer_loop(
         while let Some(f) = server.poll_transmit(now) {
             c.frames_to_client += 1;
             client.receive(now, &f, None);
+            server.recycle(f);
         }
         while client.poll_event().is_some() {}
         while server.poll_event().is_some() {}
