@@ -8,7 +8,8 @@
 //!   time and every frame it sends is collected;
 //! - an outbound line is matched against the next collected TCP segments in order (a TSO
 //!   super-segment by back-to-back smaller segments, [`SuperSegment`]); a segment sent while
-//!   the script expects none fails the script, except after the last event;
+//!   the script expects none fails the script, except after the last outbound line (as in
+//!   packetdrill, which inspects outbound traffic only when a line expects a packet);
 //! - system calls map to the stack's socket API; the script's `socket()` gets fd 3, later fds
 //!   count up. A call on a blocking socket that cannot complete stays outstanding and is retried
 //!   whenever the stack changes (packets, timers), and its return time is checked then;
@@ -99,6 +100,9 @@ impl Profile {
                 rto_initial_ns: tcp::config::NS_PER_S,
                 rto_max_ns: 120 * tcp::config::NS_PER_S,
                 delayed_ack_ns: 40 * tcp::config::NS_PER_MS,
+                // Linux `TCP_MAX_QUICKACKS`: the first segments of a connection are each
+                // acknowledged at once (`tcp_incr_quickack`).
+                quickack_segments: 16,
                 send_buffer_bytes: 256 * 1024,
                 recv_buffer_bytes: 15 * 1024 * 1024,
                 window_scale: true,
@@ -274,6 +278,8 @@ struct Exec {
     pending: Option<Pending>,
     skipped_lines: usize,
     check_psh: bool,
+    /// Outbound lines not reached yet; once none are left, segments are no longer checked.
+    outbound_lines_left: usize,
 }
 
 fn new_stack(tcp: tcp::Config) -> Stack {
@@ -312,6 +318,13 @@ impl Exec {
             pending: None,
             skipped_lines: 0,
             check_psh: profile.check_psh,
+            outbound_lines_left: script
+                .events
+                .iter()
+                .filter(
+                    |e| matches!(&e.action, Action::Tcp(l) if l.direction == Direction::Outbound),
+                )
+                .count(),
         }
     }
 
@@ -355,6 +368,7 @@ impl Exec {
             Action::Icmp(_) => skip("ICMP lines are not supported"),
             Action::Unsupported(text) => skip(format!("unsupported packet line `{text}`")),
             Action::Tcp(line) if line.direction == Direction::Outbound => {
+                self.outbound_lines_left = self.outbound_lines_left.saturating_sub(1);
                 self.outbound(event, line, window)
             }
             Action::Tcp(line) => {
@@ -445,6 +459,11 @@ impl Exec {
         let at = window.map_or(self.cursor.base_usecs, |w| w.start_usecs);
         let at = at.max(usecs(self.now_ns));
         self.run_until(ns(at), true)?;
+        if self.outbound_lines_left == 0 {
+            // packetdrill compares outbound traffic only against outbound lines, so what is
+            // sent after the last of them goes unchecked there too.
+            self.out.clear();
+        }
         if let Some((sent_ns, seg)) = self.out.front() {
             let text = self.describe(seg);
             return fail(

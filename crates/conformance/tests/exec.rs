@@ -25,6 +25,7 @@ fn handshake_then_echo_of_data_passes() {
     let script = format!(
         "{HANDSHAKE}\
 +.01 < P. 1:1001(1000) ack 1 win 257
++0 > . 1:1(0) ack 1001
 +0 write(4, ..., 500) = 500
 +0 > P. 1:501(500) ack 1001
 +.01 < . 1001:1001(0) ack 501 win 257
@@ -72,9 +73,11 @@ fn missing_packet_fails_with_the_expected_line() {
     assert!(message.contains("nothing was sent"), "{message}");
 }
 
+const WRITE_THEN_DUPACK: &str = "+0 write(4, ..., 100) = 100\n+.1 < . 1:1(0) ack 1 win 257\n";
+
 #[test]
 fn unexpected_packet_fails() {
-    let script = format!("{HANDSHAKE}+0 write(4, ..., 100) = 100\n+.1 < . 1:1(0) ack 1 win 257\n");
+    let script = format!("{HANDSHAKE}{WRITE_THEN_DUPACK}+0 > P. 1:101(100) ack 1\n");
     let report = run_text(&script, &Profile::linux_compat());
     let Outcome::Fail { pos, message } = report.outcome else {
         panic!("expected a failure, got {}", report.outcome);
@@ -82,6 +85,14 @@ fn unexpected_packet_fails() {
     assert_eq!(pos.line, 11);
     assert!(message.contains("unexpected outbound packet"), "{message}");
     assert!(message.contains("P. 1:101(100) ack 1"), "{message}");
+}
+
+#[test]
+fn packets_after_the_last_outbound_line_are_not_checked() {
+    // As in packetdrill, which compares outbound traffic only against outbound lines.
+    let script = format!("{HANDSHAKE}{WRITE_THEN_DUPACK}");
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
 }
 
 #[test]

@@ -64,6 +64,14 @@ pub struct Config {
     pub rto_initial_ns: u64,
     /// Longest an ACK is delayed (RFC 9293 §3.8.6.3 allows up to 500 ms). Default 40 ms.
     pub delayed_ack_ns: u64,
+    /// Quick-ACK mode: the first this-many data segments of a connection (and the next ones
+    /// after out-of-order data arrives) are each acknowledged at once instead of every second
+    /// full-sized segment. Linux does this (`tcp_enter_quickack_mode`/`tcp_incr_quickack` in
+    /// `net/ipv4/tcp_input.c`, up to `TCP_MAX_QUICKACKS` = 16, fewer when the receive window
+    /// holds fewer than 32 segments) so a young connection's slow start is not held back by
+    /// delayed ACKs. RFC 5681 §4.2 and RFC 9293 §3.8.6.3 permit acking more often than every
+    /// second segment. Default 0: off, every second full-sized segment or `delayed_ack_ns`.
+    pub quickack_segments: u16,
     /// Disable the Nagle algorithm (RFC 9293 §3.7.4). Default false.
     pub nodelay: bool,
     /// TIME-WAIT duration, 2·MSL (RFC 9293 §3.4.2). Default 60 s. Also bounds FIN-WAIT-2
@@ -109,6 +117,7 @@ impl Default for Config {
             rto_max_ns: 60 * NS_PER_S,
             rto_initial_ns: NS_PER_S,
             delayed_ack_ns: 40 * NS_PER_MS,
+            quickack_segments: 0,
             nodelay: false,
             time_wait_ns: 60 * NS_PER_S,
             send_buffer_bytes: 256 * 1024,

@@ -313,6 +313,7 @@ impl Connection {
             snd_wscale: s.snd_wscale,
             rcv_wscale: s.rcv_wscale,
             ack_due: AckDue::None,
+            quickacks_left: 0,
             dupacks: s.dupacks,
             in_recovery: s.in_recovery,
             ts_ok: s.timestamps,

@@ -666,6 +666,49 @@ fn delayed_ack_every_second_full_segment() {
     assert_eq!(p.b.counters().delayed_acks_sent, 1);
 }
 
+/// Sends `n` one-segment messages from A, each after the previous one is acknowledged, and
+/// returns how long B took to acknowledge each.
+fn ack_delays_of_single_segments(c: Config, n: usize) -> Vec<u64> {
+    let mut p = Pair::established(c, c, 5 * MS);
+    let mut delays = Vec::new();
+    for _ in 0..n {
+        p.log.clear();
+        p.a.send(&pattern(100)).unwrap();
+        p.run_until(|p| p.sent(Dir::BtoA).count() == 1, 200 * MS);
+        let sent_at = p.sent(Dir::AtoB).next().unwrap().0;
+        let acked_at = p.sent(Dir::BtoA).next().unwrap().0;
+        delays.push(acked_at - sent_at - 5 * MS);
+    }
+    delays
+}
+
+#[test]
+fn quickack_mode_acks_the_first_segments_at_once_then_delays() {
+    // Linux `tcp_in_quickack_mode`: the first `quickack_segments` data segments are each
+    // acknowledged on arrival; after that RFC 5681 §4.2 delayed ACKs resume.
+    let c = Config {
+        nodelay: true,
+        quickack_segments: 3,
+        recv_buffer_bytes: 65535,
+        ..no_ts()
+    };
+    assert_eq!(
+        ack_delays_of_single_segments(c, 5),
+        [0, 0, 0, 40 * MS, 40 * MS]
+    );
+}
+
+#[test]
+fn without_quickack_mode_a_lone_segment_waits_for_the_delayed_ack_timer() {
+    let c = Config {
+        nodelay: true,
+        recv_buffer_bytes: 65535,
+        ..no_ts()
+    };
+    assert_eq!(c.quickack_segments, 0, "off by default");
+    assert_eq!(ack_delays_of_single_segments(c, 3), [40 * MS; 3]);
+}
+
 #[test]
 fn nagle_holds_small_segment_until_ack() {
     let c = Config {

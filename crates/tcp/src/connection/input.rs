@@ -739,10 +739,16 @@ impl Connection {
     }
 
     /// RFC 5681 §4.2 / RFC 9293 §3.8.6.3: ACK at least every second full-sized segment, and
-    /// within `delayed_ack_ns` otherwise.
+    /// within `delayed_ack_ns` otherwise; in quick-ACK mode ([`Config::quickack_segments`],
+    /// Linux `tcp_in_quickack_mode`) every data segment at once.
+    ///
+    /// [`Config::quickack_segments`]: crate::Config::quickack_segments
     pub(super) fn schedule_ack(&mut self, now: u64) {
         let full = u32::from(self.rcv_mss_seen.max(1));
-        if self.rcv_unacked_bytes >= 2 * full {
+        if self.quickacks_left > 0 {
+            self.quickacks_left -= 1;
+            self.ack_due = AckDue::Now;
+        } else if self.rcv_unacked_bytes >= 2 * full {
             self.ack_due = AckDue::Now;
         } else if self.ack_due < AckDue::Delayed {
             self.ack_due = AckDue::Delayed;

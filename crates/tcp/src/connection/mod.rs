@@ -294,6 +294,10 @@ pub struct Connection {
     pub(crate) snd_wscale: u8,
     pub(crate) rcv_wscale: u8,
     pub(crate) ack_due: AckDue,
+    /// Data segments still to be acknowledged at once (quick-ACK mode,
+    /// [`Config::quickack_segments`]); not carried in a snapshot (a restored connection
+    /// starts with it spent, which only delays ACKs as RFC 5681 §4.2 allows).
+    pub(crate) quickacks_left: u16,
     pub(crate) dupacks: u8,
     pub(crate) in_recovery: bool,
     pub(crate) ts_ok: bool,
@@ -422,6 +426,7 @@ impl Connection {
             snd_wscale: 0,
             rcv_wscale: 0,
             ack_due: AckDue::None,
+            quickacks_left: config.quickack_segments,
             dupacks: 0,
             in_recovery: false,
             ts_ok: false,
