@@ -524,6 +524,27 @@ fn abort_sends_rst_and_peer_resets() {
 }
 
 #[test]
+fn close_with_unread_data_sends_rst_ack_with_timestamp_and_peer_resets() {
+    // RFC 2525 §2.17: close with unread data resets. The RST carries ACK=RCV.NXT and TSopt
+    // (RFC 7323 §3.2, Linux `tcp_send_active_reset`); the peer accepts it on its sequence
+    // number alone (RFC 5961 §3.2) and skips PAWS for it (RFC 7323 §5.3 R1).
+    let mut p = Pair::established(cfg(), cfg(), 5 * MS);
+    p.a_auto_read = false;
+    p.b.send(b"never read").unwrap();
+    p.run_until(|p| p.a.recv_queue_bytes() == 10, 100 * MS);
+    let (_, snd_nxt, rcv_nxt) = p.a.sequence_state();
+    p.log.clear();
+    p.a.close().unwrap();
+    p.run_until(|p| p.b.state() == State::Closed, 100 * MS);
+    let rst = &p.sent(Dir::AtoB).next().unwrap().2;
+    assert!(rst.has(TcpFlags::RST) && rst.has(TcpFlags::ACK));
+    assert_eq!(rst.seq(), snd_nxt);
+    assert_eq!(rst.hdr.ack_number, rcv_nxt);
+    assert!(rst.hdr.timestamp.is_some());
+    assert_eq!(p.b.close_reason(), Some(CloseReason::Reset));
+}
+
+#[test]
 fn rst_in_time_wait_is_ignored() {
     let mut p = established_no_ts();
     p.a.shutdown_write().unwrap();

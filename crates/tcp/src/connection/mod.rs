@@ -935,6 +935,13 @@ impl Connection {
     }
 
     /// Abort (RFC 9293 §3.10.5): send RST if synchronized, drop all state, enter CLOSED.
+    ///
+    /// The RST is `<SEQ=SND.NXT><ACK=RCV.NXT><CTL=RST,ACK>` with the timestamp option when
+    /// timestamps are in use, the form Linux sends (`tcp_send_active_reset`). RFC 9293 §3.10.4
+    /// asks for `<SEQ=SND.NXT><CTL=RST>`; the ACK field adds nothing a receiver must check
+    /// (§3.10.7.4 and RFC 5961 §3.2 judge a RST by its sequence number alone), and RFC 7323
+    /// §3.2 says TSopt SHOULD be sent in a RST (its receiver skips the PAWS test for RSTs,
+    /// §5.3 R1).
     pub fn abort(&mut self) {
         if matches!(
             self.state,
@@ -944,7 +951,7 @@ impl Connection {
                 | State::FinWait2
                 | State::CloseWait
         ) {
-            self.rst_pending = Some((self.snd_max, None));
+            self.rst_pending = Some((self.snd_max, Some(self.rcv_nxt)));
         }
         self.enter_closed(CloseReason::Aborted);
     }

@@ -26,6 +26,9 @@ impl Connection {
             if let Some(a) = ack {
                 r.flags |= TcpFlags::ACK;
                 r.ack_number = a;
+                // An aborting RST (`abort`). RFC 7323 §3.2: TSopt SHOULD be sent in a RST
+                // (`fill_options` adds it only when negotiated).
+                self.fill_options(now, &mut r, false);
             }
             return Some(r);
         }
