@@ -45,11 +45,12 @@ const ICMPV4_ERROR_MAX_BYTES: usize = 576;
 const ICMPV6_ERROR_MAX_BYTES: usize = 1280;
 /// Echo replies kept for the application before further ones are dropped (and counted).
 const ECHO_REPLIES_MAX: usize = 64;
-/// Recycled transmit buffers kept for reuse (`Stack::recycle`); more are freed.
-const TX_FREE_FRAMES_MAX: usize = 64;
-/// Largest buffer capacity `Stack::recycle` keeps (a 9000-byte jumbo frame plus headroom):
-/// with `TX_FREE_FRAMES_MAX`, the free list holds at most 1 MiB.
-const TX_FREE_CAPACITY_MAX: usize = 16 * 1024;
+/// Recycled transmit buffers kept for reuse (`Stack::recycle`); more are freed. A sender's
+/// burst (a congestion window of frames) fits, so a bulk flow allocates almost nothing.
+const TX_FREE_FRAMES_MAX: usize = 256;
+/// `Stack::recycle` keeps buffers of capacity ≤ MTU + this (Ethernet header and TCP options
+/// room): with `TX_FREE_FRAMES_MAX`, about 400 KiB at a 1500-byte MTU.
+const TX_FREE_SLACK_BYTES: usize = 128;
 /// RFC 4861 §7.1.1/§7.1.2: NDP messages must arrive with hop limit 255 (not forwarded).
 const NDP_HOP_LIMIT: u8 = 255;
 
@@ -111,8 +112,8 @@ pub struct Stack {
     /// Invariant: `tx.len()` ≤ `limits.tx_queue_frames_max`.
     pub(crate) tx: VecDeque<Vec<u8>>,
     /// Frame buffers handed back by the driver (`recycle`), reused by the TCP transmit path.
-    /// Invariant: `tx_free.len()` ≤ `TX_FREE_FRAMES_MAX` and each capacity ≤
-    /// `TX_FREE_CAPACITY_MAX`.
+    /// Invariant: `tx_free.len()` ≤ `TX_FREE_FRAMES_MAX` and each capacity ≤ MTU +
+    /// `TX_FREE_SLACK_BYTES`.
     pub(crate) tx_free: Vec<Vec<u8>>,
     pub(crate) ipv4_ident: u16,
     pub(crate) ipv6_frag_ident: u32,
@@ -265,7 +266,8 @@ impl Stack {
     /// `poll_transmit` after the NIC sent it), so the transmit path can reuse it instead of
     /// allocating. Optional: buffers beyond a small bound, or oddly large ones, are dropped.
     pub fn recycle(&mut self, frame: Vec<u8>) {
-        if self.tx_free.len() < TX_FREE_FRAMES_MAX && frame.capacity() <= TX_FREE_CAPACITY_MAX {
+        let capacity_max = usize::from(self.cfg.interface.mtu_bytes) + TX_FREE_SLACK_BYTES;
+        if self.tx_free.len() < TX_FREE_FRAMES_MAX && frame.capacity() <= capacity_max {
             self.tx_free.push(frame);
         }
     }
