@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Netns, require_root, run};
+use common::{Addrs, LinkGuard, Netns, require_root, run};
 use platform::af_packet::{AfPacketConfig, AfPacketSocket, FanoutMode};
 use platform::tap::wait_readable;
 
@@ -17,27 +17,18 @@ const OUR_IP: [u8; 4] = [10, 232, 0, 2];
 const OUR_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x01, 0x02];
 const DATAGRAMS: usize = 64;
 
-/// Deletes the near veth end (and with it the pair) however the test ends.
-struct VethGuard(String);
-
-impl Drop for VethGuard {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip")
-            .args(["link", "del", &self.0])
-            .status();
-    }
-}
+const ADDRS: Addrs = Addrs {
+    kernel_ip: KERNEL_IP,
+    our_ip: OUR_IP,
+    our_mac: OUR_MAC,
+};
 
 fn is_arp_request_for_us(f: &[u8]) -> bool {
-    f.len() >= 42 && f[12..14] == [0x08, 0x06] && f[20..22] == [0, 1] && f[38..42] == OUR_IP
+    ADDRS.is_arp_request_for_us(f)
 }
 
 fn is_datagram_to_us(f: &[u8]) -> bool {
-    f.len() >= 42
-        && f[0..6] == OUR_MAC
-        && f[12..14] == [0x08, 0x00]
-        && f[23] == 17
-        && f[30..34] == OUR_IP
+    ADDRS.is_datagram_to_us(f)
 }
 
 /// Polls both sockets until `done` says stop or the deadline passes; returns frames per socket.
@@ -77,7 +68,7 @@ fn fanout_group_receives_every_datagram_over_mmap_rings() {
         "ip",
         &["link", "add", &near, "type", "veth", "peer", "name", &far],
     );
-    let _guard = VethGuard(near.clone());
+    let _guard = LinkGuard(near.clone());
     run("ip", &["link", "set", &far, "netns", ns.name()]);
     run(
         "sysctl",
@@ -113,15 +104,7 @@ fn fanout_group_receives_every_datagram_over_mmap_rings() {
         .flatten()
         .next()
         .expect("the kernel's ARP request reaches a ring");
-    let kernel_mac = &request[6..12];
-    let mut reply = Vec::with_capacity(42);
-    reply.extend_from_slice(kernel_mac);
-    reply.extend_from_slice(&OUR_MAC);
-    reply.extend_from_slice(&[0x08, 0x06, 0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x02]);
-    reply.extend_from_slice(&OUR_MAC);
-    reply.extend_from_slice(&OUR_IP);
-    reply.extend_from_slice(kernel_mac);
-    reply.extend_from_slice(&KERNEL_IP);
+    let reply = ADDRS.arp_reply(&request[6..12]);
     assert_eq!(socks[0].send(&reply).expect("send ARP reply"), reply.len());
     // The datagram the kernel queued during resolution.
     let first = collect(&mut socks, Duration::from_secs(5), is_datagram_to_us, |g| {

@@ -15,7 +15,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Netns, require_root, run};
+use common::{Addrs, LinkGuard, Netns, require_root, run};
 use platform::af_packet::{AfPacketConfig, AfPacketSocket};
 use platform::af_xdp::{XdpBindMode, XdpConfig, XdpPort, XdpSocket};
 use platform::bpf::{Insn, XdpAttachMode, XdpLink, XdpProgram};
@@ -24,22 +24,16 @@ use platform::tap::wait_readable;
 const KERNEL_IP: [u8; 4] = [10, 233, 0, 1];
 const OUR_IP: [u8; 4] = [10, 233, 0, 2];
 const OUR_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x02, 0x02];
-
-/// Deletes the near veth end (and with it the pair) however the test ends.
-struct VethGuard(String);
-
-impl Drop for VethGuard {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip")
-            .args(["link", "del", &self.0])
-            .status();
-    }
-}
+const ADDRS: Addrs = Addrs {
+    kernel_ip: KERNEL_IP,
+    our_ip: OUR_IP,
+    our_mac: OUR_MAC,
+};
 
 /// A veth pair: `near` in the root namespace (no addresses, IPv6 off), the far end in `ns`
 /// with 10.233.0.1/24. Field order: the pair goes before the namespace.
 struct Veth {
-    _guard: VethGuard,
+    _guard: LinkGuard,
     ns: Netns,
     near: String,
 }
@@ -70,7 +64,7 @@ fn veth(tag: &str, queues: u32) -> Veth {
             &q,
         ],
     );
-    let guard = VethGuard(near.clone());
+    let guard = LinkGuard(near.clone());
     run("ip", &["link", "set", &far, "netns", ns.name()]);
     run(
         "sysctl",
@@ -101,15 +95,11 @@ fn small_config(bind_mode: XdpBindMode) -> XdpConfig {
 }
 
 fn is_arp_request_for_us(f: &[u8]) -> bool {
-    f.len() >= 42 && f[12..14] == [0x08, 0x06] && f[20..22] == [0, 1] && f[38..42] == OUR_IP
+    ADDRS.is_arp_request_for_us(f)
 }
 
 fn is_datagram_to_us(f: &[u8]) -> bool {
-    f.len() >= 42
-        && f[0..6] == OUR_MAC
-        && f[12..14] == [0x08, 0x00]
-        && f[23] == 17
-        && f[30..34] == OUR_IP
+    ADDRS.is_datagram_to_us(f)
 }
 
 fn is_echo_reply_to_us(f: &[u8]) -> bool {
@@ -149,15 +139,7 @@ fn collect(
 }
 
 fn arp_reply(kernel_mac: &[u8]) -> Vec<u8> {
-    let mut reply = Vec::with_capacity(42);
-    reply.extend_from_slice(kernel_mac);
-    reply.extend_from_slice(&OUR_MAC);
-    reply.extend_from_slice(&[0x08, 0x06, 0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x02]);
-    reply.extend_from_slice(&OUR_MAC);
-    reply.extend_from_slice(&OUR_IP);
-    reply.extend_from_slice(kernel_mac);
-    reply.extend_from_slice(&KERNEL_IP);
-    reply
+    ADDRS.arp_reply(kernel_mac)
 }
 
 fn checksum(bytes: &[u8]) -> u16 {

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Netns, require_root};
+use common::{Addrs, Netns, require_root};
 use platform::tap::{TapDevice, wait_readable};
 
 const KERNEL_IP: [u8; 4] = [10, 231, 0, 1];
@@ -36,19 +36,11 @@ fn wait_for_frame(
     None
 }
 
-fn arp_reply(request: &[u8]) -> Vec<u8> {
-    let kernel_mac = &request[6..12];
-    let mut f = Vec::with_capacity(42);
-    f.extend_from_slice(kernel_mac);
-    f.extend_from_slice(&OUR_MAC);
-    f.extend_from_slice(&[0x08, 0x06]); // ARP
-    f.extend_from_slice(&[0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x02]); // Ethernet/IPv4, reply
-    f.extend_from_slice(&OUR_MAC);
-    f.extend_from_slice(&OUR_IP);
-    f.extend_from_slice(kernel_mac);
-    f.extend_from_slice(&KERNEL_IP);
-    f
-}
+const ADDRS: Addrs = Addrs {
+    kernel_ip: KERNEL_IP,
+    our_ip: OUR_IP,
+    our_mac: OUR_MAC,
+};
 
 #[test]
 fn multi_queue_tap_exchanges_frames_with_the_kernel_in_a_namespace() {
@@ -68,22 +60,20 @@ fn multi_queue_tap_exchanges_frames_with_the_kernel_in_a_namespace() {
     // The kernel must resolve 10.231.0.2 before it can send the datagram: it ARPs through us.
     ns.exec("bash", &["-c", "echo rsstack > /dev/udp/10.231.0.2/9"]);
     let request = wait_for_frame(&tap, Duration::from_secs(5), |f| {
-        f.len() >= 42 && f[12..14] == [0x08, 0x06] && f[20..22] == [0, 1] && f[38..42] == OUR_IP
+        ADDRS.is_arp_request_for_us(f)
     })
     .expect("the kernel's ARP request for 10.231.0.2 arrives on a TAP queue");
     assert_eq!(&request[28..32], &KERNEL_IP, "sender protocol address");
 
-    let reply = arp_reply(&request);
+    let reply = ADDRS.arp_reply(&request[6..12]);
     assert_eq!(
         tap.queues()[1].send(&reply).expect("write ARP reply"),
         reply.len()
     );
 
     // Resolved, the kernel sends the queued UDP datagram to our MAC.
-    let datagram = wait_for_frame(&tap, Duration::from_secs(5), |f| {
-        f.len() >= 42 && f[0..6] == OUR_MAC && f[12..14] == [0x08, 0x00] && f[23] == 17
-    })
-    .expect("the queued UDP datagram follows the ARP reply");
+    let datagram = wait_for_frame(&tap, Duration::from_secs(5), |f| ADDRS.is_datagram_to_us(f))
+        .expect("the queued UDP datagram follows the ARP reply");
     assert_eq!(&datagram[30..34], &OUR_IP);
     assert_eq!(&datagram[36..38], &9u16.to_be_bytes(), "destination port");
     assert!(datagram.ends_with(b"rsstack\n"), "payload intact");

@@ -78,3 +78,53 @@ impl Drop for Netns {
             .status();
     }
 }
+
+/// The IPv4 addresses of one kernel test: the kernel's address in the namespace, and the
+/// address and MAC "behind" the device under test, which the test answers for.
+#[derive(Debug, Clone, Copy)]
+pub struct Addrs {
+    pub kernel_ip: [u8; 4],
+    pub our_ip: [u8; 4],
+    pub our_mac: [u8; 6],
+}
+
+impl Addrs {
+    /// The kernel's ARP request for our address.
+    pub fn is_arp_request_for_us(&self, f: &[u8]) -> bool {
+        f.len() >= 42
+            && f[12..14] == [0x08, 0x06]
+            && f[20..22] == [0, 1]
+            && f[38..42] == self.our_ip
+    }
+
+    /// An IPv4/UDP datagram to our MAC and address.
+    pub fn is_datagram_to_us(&self, f: &[u8]) -> bool {
+        f.len() >= 42
+            && f[0..6] == self.our_mac
+            && f[12..14] == [0x08, 0x00]
+            && f[23] == 17
+            && f[30..34] == self.our_ip
+    }
+
+    /// Our ARP reply to the kernel at `kernel_mac`.
+    pub fn arp_reply(&self, kernel_mac: &[u8]) -> Vec<u8> {
+        let mut reply = Vec::with_capacity(42);
+        reply.extend_from_slice(kernel_mac);
+        reply.extend_from_slice(&self.our_mac);
+        reply.extend_from_slice(&[0x08, 0x06, 0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x02]);
+        reply.extend_from_slice(&self.our_mac);
+        reply.extend_from_slice(&self.our_ip);
+        reply.extend_from_slice(kernel_mac);
+        reply.extend_from_slice(&self.kernel_ip);
+        reply
+    }
+}
+
+/// Deletes a link (for a veth, both ends) however the test ends.
+pub struct LinkGuard(pub String);
+
+impl Drop for LinkGuard {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.0]).status();
+    }
+}
