@@ -219,6 +219,8 @@ struct Fd {
     nonblocking: bool,
     /// `TCP_NODELAY` set before the socket had a stack handle.
     nodelay: Option<bool>,
+    /// `TCP_MAXSEG` set before the socket had a stack handle.
+    maxseg: Option<u16>,
     /// Bytes taken from the stack to answer `SIOCINQ`, served to the next reads.
     rx: Vec<u8>,
     /// `shutdown(SHUT_RD)` was called: a read with nothing queued returns 0.
@@ -231,6 +233,7 @@ impl Fd {
             kind,
             nonblocking: false,
             nodelay: None,
+            maxseg: None,
             rx: Vec::new(),
             rd_shut: false,
         }
@@ -831,12 +834,7 @@ impl Exec {
             SyscallKind::Fcntl => Some(self.sys_fcntl(pos, call)?),
             SyscallKind::Ioctl => Some(self.sys_ioctl(pos, call)?),
             SyscallKind::Setsockopt => Some(self.sys_setsockopt(pos, call)?),
-            SyscallKind::Getsockopt => {
-                let what = sockopt_name(call);
-                return skip(format!(
-                    "getsockopt {what}: the stack exposes no such value"
-                ));
-            }
+            SyscallKind::Getsockopt => Some(self.sys_getsockopt(pos, call)?),
             other => {
                 return skip(format!("system call {} is not supported", other.name()));
             }
@@ -940,7 +938,7 @@ impl Exec {
         if fd.kind != FdKind::Fresh {
             return Ok(Err("EINVAL"));
         }
-        let nodelay = fd.nodelay;
+        let (nodelay, maxseg) = (fd.nodelay, fd.maxseg);
         let local = SocketAddr::new(IpAddr::V4(LOCAL_IP), SERVER_PORT);
         let h = match self.stack.tcp_listen(local, backlog) {
             Ok(h) => h,
@@ -948,6 +946,9 @@ impl Exec {
         };
         if let Some(v) = nodelay {
             let _ = self.stack.set_option(h, SocketOption::NoDelay(v));
+        }
+        if let Some(v) = maxseg {
+            let _ = self.stack.set_option(h, SocketOption::MaxSegment(v));
         }
         let fd = self.fd_arg(pos, call)?;
         fd.kind = FdKind::Listener(h);
@@ -1107,7 +1108,7 @@ impl Exec {
         if f.kind != FdKind::Fresh {
             return Ok(Some(Err("EISCONN")));
         }
-        let (nonblocking, nodelay) = (f.nonblocking, f.nodelay);
+        let (nonblocking, nodelay, maxseg) = (f.nonblocking, f.nodelay, f.maxseg);
         let remote = SocketAddr::new(IpAddr::V4(REMOTE_IP), SERVER_PORT);
         let h = match self.stack.tcp_connect(self.now_ns, remote, 0) {
             Ok(h) => h,
@@ -1115,6 +1116,10 @@ impl Exec {
         };
         if let Some(v) = nodelay {
             let _ = self.stack.set_option(h, SocketOption::NoDelay(v));
+        }
+        if let Some(v) = maxseg {
+            // Before the first poll, so the SYN announces it.
+            let _ = self.stack.set_option(h, SocketOption::MaxSegment(v));
         }
         self.fd_arg(pos, call)?.kind = FdKind::Conn(h);
         self.remote_port = SERVER_PORT;
@@ -1311,11 +1316,82 @@ impl Exec {
                     }
                 }
             }
+            ("SO_SNDBUF", Some(v)) => {
+                // Linux `sock_setsockopt`: min(val, net.core.wmem_max = 212992), doubled for
+                // bookkeeping overhead.
+                let bytes = u32::try_from(v.clamp(0, 212_992) * 2).unwrap_or(u32::MAX);
+                let fd = self.fd_arg(pos, call)?;
+                match fd.kind {
+                    FdKind::Fresh => skip("SO_SNDBUF before listen or connect is not modelled"),
+                    FdKind::Listener(h) | FdKind::Conn(h) => {
+                        match self
+                            .stack
+                            .set_option(h, SocketOption::SendBufferBytes(bytes))
+                        {
+                            Ok(()) => Ok(Ok(0)),
+                            Err(e) => Ok(Err(errno_of(e))),
+                        }
+                    }
+                }
+            }
+            ("TCP_MAXSEG", Some(v)) => {
+                let Ok(v) = u16::try_from(v) else {
+                    return Ok(Err("EINVAL"));
+                };
+                let fd = self.fd_arg(pos, call)?;
+                match fd.kind {
+                    FdKind::Fresh => {
+                        fd.maxseg = Some(v);
+                        Ok(Ok(0))
+                    }
+                    FdKind::Listener(h) | FdKind::Conn(h) => {
+                        match self.stack.set_option(h, SocketOption::MaxSegment(v)) {
+                            Ok(()) => Ok(Ok(0)),
+                            Err(e) => Ok(Err(errno_of(e))),
+                        }
+                    }
+                }
+            }
             _ => skip(format!(
                 "setsockopt {}: the stack has no such socket option",
                 sockopt_name(call)
             )),
         }
+    }
+
+    /// `getsockopt`: only `TCP_MAXSEG`, whose value is checked against the script's.
+    fn sys_getsockopt(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
+        let what = sockopt_name(call);
+        if !matches!(call.args.get(2), Some(Expr::Symbol(s)) if s == "TCP_MAXSEG") {
+            return skip(format!(
+                "getsockopt {what}: the stack exposes no such value"
+            ));
+        }
+        let want = match call.args.get(3) {
+            Some(Expr::List(v)) => match v.as_slice() {
+                [Expr::Int(n)] => Some(*n),
+                _ => None,
+            },
+            _ => None,
+        };
+        let fd = self.fd_arg(pos, call)?;
+        let have = match fd.kind {
+            // Linux: `user_mss` when set, else `TCP_MSS_DEFAULT` (536) before a connection.
+            FdKind::Fresh => fd.maxseg.unwrap_or(536),
+            FdKind::Listener(h) | FdKind::Conn(h) => match self.stack.tcp_max_segment(h) {
+                Ok(v) => v,
+                Err(e) => return Ok(Err(errno_of(e))),
+            },
+        };
+        if let Some(want) = want
+            && want != i64::from(have)
+        {
+            return fail(
+                pos,
+                format!("{call}: expected TCP_MAXSEG {want}, got {have}"),
+            );
+        }
+        Ok(Ok(0))
     }
 }
 

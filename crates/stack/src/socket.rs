@@ -170,4 +170,12 @@ pub enum SocketOption {
     UserTimeoutNs(Option<u64>),
     /// UDP: receive queue capacity in datagrams (clamped to the stack's limit).
     UdpRxQueueDatagrams(usize),
+    /// TCP: cap on the MSS we announce and use (Linux `TCP_MAXSEG`). On a listener it applies
+    /// to the connections it accepts; on a connection only before its SYN left (the stack
+    /// sends it at the next poll, so right after `tcp_connect`).
+    MaxSegment(u16),
+    /// TCP: send buffer capacity in bytes (unacknowledged plus unsent), on a listener for its
+    /// children or on a live connection (Linux `SO_SNDBUF`, which the caller doubles as Linux
+    /// does).
+    SendBufferBytes(u32),
 }

@@ -1242,6 +1242,21 @@ impl Stack {
         }
     }
 
+    /// Linux `getsockopt(TCP_MAXSEG)`: a synchronized connection's payload per segment (send
+    /// MSS less the timestamp option, Linux `mss_cache`); before that, and for a listener, the
+    /// cap on the MSS it will announce (Linux returns `user_mss` there when one was set).
+    pub fn tcp_max_segment(&self, h: SocketHandle) -> Result<u16, SocketError> {
+        let i = self.slot_index(h)?;
+        match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+            Some(Socket::Tcp(TcpState::Conn(c))) if c.conn.state().is_synchronized() => {
+                Ok(c.conn.eff_mss())
+            }
+            Some(Socket::Tcp(TcpState::Conn(c))) => Ok(c.conn.config().mss_bytes),
+            Some(Socket::Tcp(TcpState::Listener(l))) => Ok(l.config.mss_bytes),
+            _ => Err(SocketError::WrongSocketType),
+        }
+    }
+
     /// The peer's address of a connection.
     pub fn peer_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
         let i = self.slot_index(h)?;
@@ -1258,8 +1273,9 @@ impl Stack {
     }
 
     /// Applies an option. TCP options apply to a listener (for the connections it will
-    /// accept); on a live connection only `NoDelay` can change (the engine has no other
-    /// setters yet: keepalive and user timeout are fixed at open).
+    /// accept); on a live connection `NoDelay` and `SendBufferBytes` can change, and
+    /// `MaxSegment` before the SYN left (the engine has no other setters yet: keepalive and
+    /// user timeout are fixed at open).
     pub fn set_option(&mut self, h: SocketHandle, opt: SocketOption) -> Result<(), SocketError> {
         let i = self.slot_index(h)?;
         let udp_max = self.cfg.limits.udp_rx_queue_datagrams_max;
@@ -1287,6 +1303,24 @@ impl Stack {
                 (TcpState::Listener(l), SocketOption::UserTimeoutNs(v)) => {
                     l.config.user_timeout_ns = v;
                     Ok(())
+                }
+                (TcpState::Listener(l), SocketOption::MaxSegment(v)) => {
+                    // Still clamped to the interface MTU at accept (`tcp_config_for`).
+                    l.config.mss_bytes = v;
+                    Ok(())
+                }
+                (TcpState::Listener(l), SocketOption::SendBufferBytes(v)) => {
+                    l.config.send_buffer_bytes = v;
+                    Ok(())
+                }
+                (TcpState::Conn(c), SocketOption::SendBufferBytes(v)) => {
+                    c.conn.set_send_buffer(v);
+                    // A larger buffer may make the socket writable.
+                    self.tcp.dirty.insert(i);
+                    Ok(())
+                }
+                (TcpState::Conn(c), SocketOption::MaxSegment(v)) => {
+                    c.conn.set_mss_cap(v).map_err(|_| SocketError::InvalidState)
                 }
                 (TcpState::Conn(c), SocketOption::NoDelay(v)) => {
                     c.conn.set_nodelay(v);

@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use core::net::SocketAddr;
 
-use stack::{Readiness, SocketError, SocketEvent, SocketHandle, Stack};
+use stack::{Readiness, SocketError, SocketEvent, SocketHandle, SocketOption, Stack};
 
 fn events(s: &mut Stack) -> Vec<SocketEvent> {
     std::iter::from_fn(|| s.poll_event()).collect()
@@ -403,6 +403,54 @@ fn icmp_port_unreachable_aborts_a_connection_still_opening() {
     assert_eq!(p.a.take_error(c), Ok(Some(SocketError::Unreachable)));
     while p.a.poll_transmit(p.now).is_some() {}
     assert_eq!(p.a.tcp_connection_count(), 0);
+}
+
+#[test]
+fn max_segment_caps_the_announced_mss_and_the_getter_reports_the_payload_per_segment() {
+    // Linux TCP_MAXSEG: set on a listener (for its children) or before connect; the getter
+    // gives the send MSS less the 12-byte timestamp option (Linux `mss_cache`).
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    assert_eq!(p.b.set_option(l, SocketOption::MaxSegment(1100)), Ok(()));
+    assert_eq!(p.b.tcp_max_segment(l), Ok(1100));
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    assert_eq!(p.a.tcp_max_segment(c), Ok(1100 - 12), "B announced 1100");
+    assert_eq!(p.b.tcp_max_segment(s), Ok(1100 - 12), "B's own cap");
+    assert_eq!(
+        p.a.set_option(c, SocketOption::MaxSegment(500)),
+        Err(SocketError::InvalidState),
+        "too late once the SYN left"
+    );
+    // Before the SYN leaves, the cap lowers what the SYN announces, so both ends use it.
+    let c2 = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    assert_eq!(p.a.set_option(c2, SocketOption::MaxSegment(1000)), Ok(()));
+    assert_eq!(p.a.tcp_max_segment(c2), Ok(1000));
+    p.exchange();
+    let (s2, _) = p.b.tcp_accept(l).expect("accept");
+    assert_eq!(p.a.tcp_max_segment(c2), Ok(1000 - 12));
+    assert_eq!(p.b.tcp_max_segment(s2), Ok(1000 - 12));
+}
+
+#[test]
+fn send_buffer_option_resizes_a_live_connections_send_buffer() {
+    // Linux SO_SNDBUF on an accepted socket: writes take no more than the new capacity.
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    assert_eq!(
+        p.b.set_option(s, SocketOption::SendBufferBytes(5000)),
+        Ok(())
+    );
+    assert_eq!(p.b.tcp_send(s, &[1u8; 20_000]), Ok(5000));
+    assert_eq!(
+        p.a.set_option(c, SocketOption::SendBufferBytes(30_000)),
+        Ok(())
+    );
+    assert_eq!(p.a.tcp_send(c, &[1u8; 40_000]), Ok(30_000));
 }
 
 #[test]

@@ -136,6 +136,19 @@ impl Ring {
         self.consume(n)
     }
 
+    /// Changes the capacity to `capacity_bytes`, or to the readable length if that is larger;
+    /// the readable bytes are kept, bytes written past them (`write_at`) are dropped.
+    pub fn set_capacity(&mut self, capacity_bytes: usize) {
+        let cap = capacity_bytes.max(self.len);
+        if cap == self.capacity {
+            return;
+        }
+        let data = self.to_vec();
+        *self = Ring::new(cap);
+        let pushed = self.push(&data);
+        debug_assert_eq!(pushed, data.len());
+    }
+
     /// All readable bytes in order, as one vector (used by snapshots, not on the hot path).
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = vec![0u8; self.len];
@@ -155,6 +168,19 @@ mod tests {
         r.push(&[7u8; 1000]);
         let s = format!("{r:?}");
         assert!(s.len() < 200, "{s}");
+    }
+
+    #[test]
+    fn set_capacity_keeps_wrapped_bytes_in_order_and_never_drops_below_len() {
+        let mut r = Ring::new(8);
+        r.push(b"abcdef");
+        r.consume(4);
+        r.push(b"ghij"); // wraps: "efghij"
+        r.set_capacity(20);
+        assert_eq!((r.capacity(), r.to_vec()), (20, b"efghij".to_vec()));
+        r.set_capacity(2);
+        assert_eq!((r.capacity(), r.to_vec()), (6, b"efghij".to_vec()));
+        assert_eq!(r.free(), 0);
     }
 
     #[test]

@@ -128,6 +128,32 @@ fn lost_syn_ack_is_retransmitted_when_syn_repeats() {
 }
 
 #[test]
+fn mss_cap_set_before_the_syn_is_announced_and_used_and_refused_after() {
+    // Linux TCP_MAXSEG (`user_mss`) on an active open.
+    let mut a = Connection::connect(0, &cfg(), 1, 2, SeqNumber(1), 0);
+    assert_eq!(a.set_mss_cap(1100), Ok(()));
+    let mut buf = [0u8; 100];
+    let syn = a.poll_transmit(0, &mut buf).unwrap();
+    assert_eq!(syn.max_seg_size, Some(1100));
+    assert_eq!(a.set_mss_cap(1000), Err(Error::InvalidState));
+    let mut p = Pair::new(
+        Config {
+            mss_bytes: 1100,
+            ..cfg()
+        },
+        cfg(),
+        5 * MS,
+    );
+    p.run_until(|p| p.b.state() == State::Established, 100 * MS);
+    assert_eq!(
+        p.b.negotiated().snd_mss,
+        1100,
+        "B sends no more than A announced"
+    );
+    assert_eq!(p.a.negotiated().snd_mss, 1100, "A caps B's 1460 at its own");
+}
+
+#[test]
 fn connect_times_out_after_syn_retries() {
     let c = Config {
         syn_retries_max: 2,

@@ -694,6 +694,34 @@ impl Connection {
         let opts = if self.ts_ok { TS_OPTION_BYTES } else { 0 };
         self.snd_mss.saturating_sub(opts).max(1)
     }
+    /// Caps the MSS we announce in our SYN and the payload we send (Linux `TCP_MAXSEG`,
+    /// `tp->rx_opt.user_mss`), for an active open before its SYN left; a passive open takes
+    /// the cap from its [`Config::mss_bytes`]. Values below [`crate::config::MSS_MIN_BYTES`]
+    /// are raised to it (Linux rejects them with `EINVAL`; the floor keeps the invariant).
+    /// `InvalidState` once the SYN was sent.
+    pub fn set_mss_cap(&mut self, mss_bytes: u16) -> Result<(), Error> {
+        if self.state != State::SynSent || self.snd_nxt != self.iss {
+            return Err(Error::InvalidState);
+        }
+        self.config = Config {
+            mss_bytes: mss_bytes.min(self.config.mss_bytes),
+            ..self.config
+        }
+        .validated();
+        self.snd_mss = self.snd_mss.min(self.config.mss_bytes);
+        Ok(())
+    }
+    /// Resizes the send buffer (Linux `SO_SNDBUF` on a live socket): unacknowledged plus
+    /// unsent bytes. Never below one MSS ([`Config::validated`]) nor below what it holds.
+    pub fn set_send_buffer(&mut self, send_buffer_bytes: u32) {
+        self.config = Config {
+            send_buffer_bytes,
+            ..self.config
+        }
+        .validated();
+        self.send_buf
+            .set_capacity(self.config.send_buffer_bytes as usize);
+    }
     /// Counters.
     pub fn counters(&self) -> &Counters {
         &self.counters
