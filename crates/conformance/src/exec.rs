@@ -110,6 +110,8 @@ impl Profile {
                 sack: true,
                 congestion_control: tcp::CongestionControl::Cubic,
                 syn_retries_max: 5,
+                // Linux `tcp_early_retrans` = 3: tail loss probes (RFC 8985 §7).
+                tail_loss_probe: true,
                 ..tcp::Config::default()
             },
             check_psh: false,

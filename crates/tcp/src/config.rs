@@ -104,6 +104,10 @@ pub struct Config {
     pub user_timeout_ns: Option<u64>,
     /// SYN (or SYN-ACK) retransmissions before the open fails. Default 6.
     pub syn_retries_max: u8,
+    /// Tail loss probe (RFC 8985 §7): when data is outstanding and nothing else is to be sent,
+    /// send one probe after PTO = max(2·SRTT, 10 ms) instead of waiting for the RTO. Default
+    /// false.
+    pub tail_loss_probe: bool,
 }
 
 impl Default for Config {
@@ -132,6 +136,7 @@ impl Default for Config {
             keepalive: None,
             user_timeout_ns: Some(300 * NS_PER_S),
             syn_retries_max: 6,
+            tail_loss_probe: false,
         }
     }
 }

@@ -164,6 +164,7 @@ impl Connection {
             || self.dupacks_owed > 0
             || self.rst_pending.is_some()
             || self.probe_pending
+            || self.tlp_pending
             || self.keepalive_pending
         {
             return Err(SnapshotError::OutputPending);
@@ -323,6 +324,8 @@ impl Connection {
             app_closed: s.app_closed,
             rtx_pending: s.rtx_pending,
             probe_pending: false,
+            tlp_pending: false,
+            tlp_sent: false,
             keepalive_pending: false,
             events: 0,
             dupacks_owed: 0,
@@ -339,6 +342,8 @@ impl Connection {
             ts_rtx_floor: s.ts_rtx_floor,
             rtx_deadline_ns: deadline(s.rtx_remaining_ns, now),
             persist_deadline_ns: deadline(s.persist_remaining_ns, now),
+            // Rearmed by the next `poll_transmit` that finds nothing to send.
+            tlp_deadline_ns: NEVER,
             delack_deadline_ns: NEVER,
             keepalive_deadline_ns: deadline(s.keepalive_remaining_ns, now),
             time_wait_deadline_ns: deadline(s.time_wait_remaining_ns, now),

@@ -844,6 +844,109 @@ fn window_update_after_read_restarts_a_stalled_sender() {
 
 // ---------------------------------------------------------------- loss recovery
 
+fn tlp() -> Config {
+    Config {
+        tail_loss_probe: true,
+        ..cfg()
+    }
+}
+
+/// Four segments with the last one (index `3`) lost, plus whatever else `drop` says; returns
+/// the pair after B has read everything.
+fn tail_loss(config: Config, drop: fn(usize) -> bool) -> Pair {
+    let mut p = Pair::established(config, config, 10 * MS);
+    p.filter = Box::new(move |c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && drop(c.data_index) {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let data = pattern(4 * 1448);
+    p.a_to_send = data.clone();
+    p.b_auto_read = true;
+    p.run_until(|p| p.b_read.len() == data.len(), 5_000 * MS);
+    assert_same(&p.b_read, &data);
+    p
+}
+
+/// (time sent, sequence number) of A's data segments.
+fn a_data(p: &Pair) -> Vec<(u64, SeqNumber)> {
+    p.sent(Dir::AtoB)
+        .filter(|e| e.2.is_data())
+        .map(|e| (e.0, e.2.seq()))
+        .collect()
+}
+
+#[test]
+fn tail_loss_probe_retransmits_the_last_segment_before_the_rto() {
+    // RFC 8985 §7: nothing after the lost tail segment can raise duplicate ACKs; the probe
+    // (PTO = 2·SRTT + delayed-ACK allowance, one segment in flight) resends it long before
+    // the 200 ms minimum RTO.
+    let p = tail_loss(tlp(), |i| i == 3);
+    assert_eq!(p.a.counters().tail_loss_probes, 1);
+    assert_eq!(p.a.counters().rto_expirations, 0);
+    let data = a_data(&p);
+    assert_eq!(data.len(), 5);
+    assert_eq!(data[4].1, data[3].1, "the probe resends the last segment");
+    let wait = data[4].0 - data[3].0;
+    assert!(wait < 200 * MS, "probe after {} ms", wait / MS);
+}
+
+#[test]
+fn no_probe_when_the_option_is_off() {
+    let p = tail_loss(cfg(), |i| i == 3);
+    assert_eq!(p.a.counters().tail_loss_probes, 0);
+    assert_eq!(p.a.counters().rto_expirations, 1);
+    let data = a_data(&p);
+    assert_eq!(data[4].1, data[3].1);
+    assert!(data[4].0 - data[3].0 >= 200 * MS);
+}
+
+#[test]
+fn a_lost_probe_is_not_repeated_and_the_rto_recovers() {
+    // RFC 8985 §7.2: one probe per tail episode; the RTO remains the backstop.
+    let p = tail_loss(tlp(), |i| i == 3 || i == 4);
+    assert_eq!(p.a.counters().tail_loss_probes, 1);
+    assert_eq!(p.a.counters().rto_expirations, 1);
+    let data = a_data(&p);
+    assert_eq!(data.len(), 6);
+    assert!(
+        data[5].0 - data[4].0 >= 200 * MS,
+        "the RTO, not a second probe"
+    );
+}
+
+#[test]
+fn tail_loss_probe_sends_new_data_when_the_window_allows() {
+    // RFC 8985 §7.3: with unsent data the receive window admits, the probe is new data. A
+    // congestion window of one segment holds the second segment back; the first is lost.
+    let c = Config {
+        initial_window_segments: 1,
+        ..tlp()
+    };
+    let mut p = Pair::established(c, c, 10 * MS);
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && c.data_index == 0 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let data = pattern(2 * 1448);
+    p.a_to_send = data.clone();
+    p.b_auto_read = true;
+    p.run_until(|p| p.b_read.len() == data.len(), 5_000 * MS);
+    assert_same(&p.b_read, &data);
+    assert_eq!(p.a.counters().tail_loss_probes, 1);
+    let data = a_data(&p);
+    assert!(
+        data[1].1.gt(data[0].1),
+        "the probe carries the second segment"
+    );
+    assert!(data[1].0 - data[0].0 < 200 * MS);
+}
+
 #[test]
 fn fast_retransmit_on_three_dupacks() {
     let mut p = established_no_ts();

@@ -339,6 +339,10 @@ impl Connection {
             }
             self.rtt_sample_on_ack(now, seg, ack);
             self.unacked_since_ns = now;
+            // RFC 8985 §7.2: an ACK advancing SND.UNA ends the tail episode; the probe timeout
+            // is scheduled afresh once nothing else is to be sent.
+            self.tlp_sent = false;
+            self.tlp_deadline_ns = NEVER;
             // Congestion control (RFC 5681 §3, RFC 6582 §3.2).
             if self.in_recovery {
                 if ack.ge(self.recover) {

@@ -230,6 +230,8 @@ pub struct Counters {
     pub challenge_acks_suppressed: u64,
     /// Retransmission timer expirations (RFC 6298 §5.4).
     pub rto_expirations: u64,
+    /// Tail loss probe timeouts (RFC 8985 §7.3).
+    pub tail_loss_probes: u64,
     /// Loss recovery episodes entered (RFC 5681 §3.2, RFC 6675 §5).
     pub fast_retransmits: u64,
     /// Segments sent again (any cause).
@@ -314,6 +316,11 @@ pub struct Connection {
     /// Persist timer fired: send a window probe (window 0) or override SWS avoidance.
     pub(crate) probe_pending: bool,
     pub(crate) keepalive_pending: bool,
+    /// The tail loss probe timer fired: send one probe (RFC 8985 §7.3).
+    pub(crate) tlp_pending: bool,
+    /// A tail loss probe was sent in this tail episode; cleared when an ACK advances SND.UNA
+    /// (RFC 8985 §7.2: at most one probe until then).
+    pub(crate) tlp_sent: bool,
     pub(crate) events: u8,
     /// Duplicate ACKs still owed for out-of-order segments received since the last poll.
     pub(crate) dupacks_owed: u8,
@@ -338,6 +345,8 @@ pub struct Connection {
     pub(crate) delack_deadline_ns: u64,
     pub(crate) keepalive_deadline_ns: u64,
     pub(crate) time_wait_deadline_ns: u64,
+    /// Probe timeout (RFC 8985 §7.2).
+    pub(crate) tlp_deadline_ns: u64,
     pub(crate) persist_shift: u8,
     pub(crate) syn_retries: u8,
     pub(crate) keepalive_probes: u8,
@@ -436,6 +445,8 @@ impl Connection {
             app_closed: false,
             rtx_pending: false,
             probe_pending: false,
+            tlp_pending: false,
+            tlp_sent: false,
             keepalive_pending: false,
             events: 0,
             dupacks_owed: 0,
@@ -454,6 +465,7 @@ impl Connection {
             last_ack_sent: SeqNumber(0),
             ts_rtx_floor: ((now / NS_PER_MS) as u32).wrapping_add(ts_offset),
             rtx_deadline_ns: NEVER,
+            tlp_deadline_ns: NEVER,
             persist_deadline_ns: NEVER,
             delack_deadline_ns: NEVER,
             keepalive_deadline_ns: NEVER,
@@ -850,6 +862,7 @@ impl Connection {
     pub fn poll_timeout(&self) -> Option<u64> {
         let t = self
             .rtx_deadline_ns
+            .min(self.tlp_deadline_ns)
             .min(self.persist_deadline_ns)
             .min(self.delack_deadline_ns)
             .min(self.keepalive_deadline_ns)
@@ -991,6 +1004,8 @@ impl Connection {
         self.state = State::Closed;
         self.close_reason = Some(reason);
         self.rtx_deadline_ns = NEVER;
+        self.tlp_deadline_ns = NEVER;
+        self.tlp_pending = false;
         self.persist_deadline_ns = NEVER;
         self.delack_deadline_ns = NEVER;
         self.keepalive_deadline_ns = NEVER;

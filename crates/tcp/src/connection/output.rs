@@ -77,6 +77,12 @@ impl Connection {
                     self.arm_persist(now);
                 }
             }
+            if self.tlp_pending {
+                self.tlp_pending = false;
+                if let Some((seq, len)) = self.tail_loss_probe_range() {
+                    return self.data_segment(now, seq, len, payload_buf, false);
+                }
+            }
         }
         if let Some(r) = self.send_new_data(now, payload_buf) {
             return Some(r);
@@ -96,7 +102,30 @@ impl Connection {
             let seq = self.snd_max;
             return Some(self.ack_repr(now, seq));
         }
+        self.arm_tail_loss_probe(now);
         None
+    }
+
+    /// RFC 8985 §7.3: the probe is a new segment if the receive window permits one, else a
+    /// retransmission of the last segment sent (with the FIN if that was the last): its
+    /// sequence number and most payload bytes.
+    fn tail_loss_probe_range(&self) -> Option<(SeqNumber, u32)> {
+        if self.snd_una == self.snd_max || self.snd_nxt != self.snd_max {
+            return None;
+        }
+        let mss = u32::from(self.eff_mss());
+        let rwnd_room = fwd(self.snd_nxt, self.snd_una + self.snd_wnd);
+        if self.unsent_bytes() > 0 && rwnd_room > 0 {
+            return Some((self.snd_nxt, mss.min(rwnd_room)));
+        }
+        let fin_sent = self.fin_queued && self.snd_max.gt(self.fin_seq());
+        let data_end = if fin_sent {
+            self.fin_seq()
+        } else {
+            self.snd_max
+        };
+        let len = fwd(self.snd_una, data_end).min(mss);
+        Some((data_end - len, len))
     }
 
     pub(super) fn base_repr(&self, seq: SeqNumber) -> TcpRepr<'static> {

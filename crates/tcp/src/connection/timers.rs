@@ -34,6 +34,10 @@ impl Connection {
                 return;
             }
         }
+        if self.tlp_deadline_ns <= now {
+            self.tlp_deadline_ns = NEVER;
+            self.on_probe_timeout(now);
+        }
         if self.persist_deadline_ns <= now {
             self.persist_deadline_ns = NEVER;
             self.probe_pending = true;
@@ -72,6 +76,8 @@ impl Connection {
         // RFC 6582 §3.2 step 4: record the highest sequence sent.
         self.recover = self.snd_max;
         self.in_recovery = false;
+        self.tlp_deadline_ns = NEVER;
+        self.tlp_pending = false;
         self.dupacks = 0;
         self.rtx_pending = false;
         // Go back: retransmit from SND.UNA (RFC 6298 §5.4). RFC 2018 §8: after a timeout,
@@ -81,6 +87,68 @@ impl Connection {
         self.rtt_timed = None;
         // RFC 6298 §5.5: back off.
         self.rtt.back_off();
+    }
+
+    /// RFC 8985 §7.2: schedules the probe timeout once the sender has unacknowledged data and
+    /// nothing else to send (called when `poll_transmit` runs dry). One probe per tail episode,
+    /// none during recovery, after a timeout, or while probing a zero window.
+    pub(super) fn arm_tail_loss_probe(&mut self, now: u64) {
+        if !self.config.tail_loss_probe
+            || self.tlp_sent
+            || self.tlp_pending
+            || self.tlp_deadline_ns != NEVER
+            || self.snd_una == self.snd_max
+            || self.snd_nxt != self.snd_max
+            || self.in_recovery
+            || self.rtt.backoff_shift > 0
+            || self.persist_deadline_ns != NEVER
+            || self.rtx_deadline_ns == NEVER
+            || !matches!(
+                self.state,
+                State::Established
+                    | State::CloseWait
+                    | State::FinWait1
+                    | State::Closing
+                    | State::LastAck
+            )
+        {
+            return;
+        }
+        // PTO = max(2·SRTT, 10 ms), plus the peer's delayed-ACK allowance when one segment is
+        // in flight (its ACK may be delayed); 1 s before any RTT sample (§7.2).
+        let pto = if self.rtt.has_sample {
+            let mut pto = self.rtt.srtt_ns.saturating_mul(2);
+            if fwd(self.snd_una, self.snd_max) <= u32::from(self.eff_mss()) {
+                pto = pto.saturating_add(self.config.delayed_ack_ns);
+            }
+            pto.max(10 * crate::config::NS_PER_MS)
+        } else {
+            crate::config::NS_PER_S
+        };
+        // The RTO stays the backstop: a probe due no earlier than it is not armed.
+        let deadline = now.saturating_add(pto);
+        if deadline < self.rtx_deadline_ns {
+            self.tlp_deadline_ns = deadline;
+        }
+    }
+
+    /// RFC 8985 §7.3: the probe timeout expired — owe one probe and rearm the RTO. Not once
+    /// loss recovery has begun since it was armed (§7.2: no probe during recovery).
+    pub(super) fn on_probe_timeout(&mut self, now: u64) {
+        if self.snd_una == self.snd_max
+            || self.tlp_sent
+            || self.in_recovery
+            || self.snd_nxt != self.snd_max
+            || !self.state.is_synchronized()
+        {
+            return;
+        }
+        self.tlp_pending = true;
+        self.tlp_sent = true;
+        self.counters.tail_loss_probes += 1;
+        if self.persist_deadline_ns == NEVER {
+            self.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
+        }
     }
 
     pub(super) fn on_keepalive(&mut self, now: u64) {
