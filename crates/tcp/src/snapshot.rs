@@ -320,6 +320,10 @@ impl Connection {
             ts_ok: s.timestamps,
             sack_ok: s.sack,
             fin_queued: s.fin_queued,
+            // Cork and MSG_MORE holds are not carried: a restored connection pushes.
+            cork: false,
+            more: false,
+            push_pending: false,
             fin_received: s.fin_received,
             app_closed: s.app_closed,
             rtx_pending: s.rtx_pending,

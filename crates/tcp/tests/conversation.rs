@@ -797,6 +797,115 @@ fn nodelay_sends_small_segments_at_once() {
     assert_eq!(p.sent(Dir::AtoB).filter(|e| e.2.is_data()).count(), 2);
 }
 
+/// Payload lengths and PSH of the data segments A sent, in order.
+fn data_segments_a(p: &Pair) -> Vec<(usize, bool)> {
+    p.sent(Dir::AtoB)
+        .filter(|e| e.2.is_data())
+        .map(|e| (e.2.payload.len(), e.2.has(TcpFlags::PSH)))
+        .collect()
+}
+
+#[test]
+fn cork_holds_partial_segments_until_uncorked() {
+    let mut p = Pair::established(no_ts(), no_ts(), 5 * MS);
+    p.a.set_cork(true);
+    p.a.send(&[1; 40]).unwrap();
+    p.flush();
+    p.a.send(&[2; 40]).unwrap();
+    p.flush();
+    assert!(
+        data_segments_a(&p).is_empty(),
+        "corked: nothing in flight, yet nothing sent"
+    );
+    p.a.set_cork(false);
+    p.flush();
+    assert_eq!(
+        data_segments_a(&p),
+        [(80, true)],
+        "uncorking pushes both writes at once"
+    );
+}
+
+#[test]
+fn cork_sends_full_segments_and_holds_the_tail_until_uncorked() {
+    let mut p = Pair::established(no_ts(), no_ts(), 5 * MS);
+    let mss = usize::from(p.a.eff_mss());
+    p.a.set_cork(true);
+    p.a.send(&vec![7; mss + 10]).unwrap();
+    p.flush();
+    assert_eq!(
+        data_segments_a(&p).iter().map(|s| s.0).collect::<Vec<_>>(),
+        [mss]
+    );
+    p.a.set_cork(false);
+    // Uncorked, the tail still obeys Nagle (Linux: TCP_NAGLE_PUSH only with TCP_NODELAY):
+    // it follows the full segment's ACK.
+    p.run_until(|p| p.b_read.len() == mss + 10, 500 * MS);
+    assert_eq!(data_segments_a(&p).last(), Some(&(10, true)));
+}
+
+#[test]
+fn nodelay_pushes_corked_data_and_the_cork_stays() {
+    let mut p = Pair::established(no_ts(), no_ts(), 5 * MS);
+    p.a.set_cork(true);
+    p.a.send(&[1; 40]).unwrap();
+    p.flush();
+    p.a.set_nodelay(true);
+    p.flush();
+    assert_eq!(data_segments_a(&p), [(40, true)]);
+    p.run_for(100 * MS);
+    p.a.send(&[2; 40]).unwrap();
+    p.flush();
+    assert_eq!(
+        data_segments_a(&p).len(),
+        1,
+        "still corked for later writes"
+    );
+}
+
+#[test]
+fn msg_more_holds_the_tail_until_a_send_without_it() {
+    let c = Config {
+        nodelay: true,
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    p.a.send_more(&[1; 20]).unwrap();
+    p.flush();
+    p.a.send_more(&[2; 20]).unwrap();
+    p.flush();
+    assert!(
+        data_segments_a(&p).is_empty(),
+        "MSG_MORE overrides TCP_NODELAY"
+    );
+    p.a.send(&[3; 20]).unwrap();
+    p.flush();
+    assert_eq!(data_segments_a(&p), [(60, true)]);
+}
+
+#[test]
+fn msg_more_tail_pushed_by_nodelay_goes_without_psh() {
+    let mut p = Pair::established(no_ts(), no_ts(), 5 * MS);
+    p.a.send_more(&[1; 40]).unwrap();
+    p.flush();
+    assert!(data_segments_a(&p).is_empty());
+    p.a.set_nodelay(true);
+    p.flush();
+    assert_eq!(data_segments_a(&p), [(40, false)]);
+}
+
+#[test]
+fn held_tail_is_released_by_the_persist_timer_when_nothing_is_in_flight() {
+    let mut p = Pair::established(no_ts(), no_ts(), 5 * MS);
+    p.a.send_more(&[1; 40]).unwrap();
+    p.run_until(|p| p.b_read.len() == 40, 5_000 * MS);
+    assert_eq!(
+        p.b_read.len(),
+        40,
+        "a forgotten MSG_MORE does not stall forever"
+    );
+}
+
 #[test]
 fn zero_window_probe_reopens() {
     let small = Config {

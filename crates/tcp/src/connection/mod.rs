@@ -306,6 +306,13 @@ pub struct Connection {
     pub(crate) sack_ok: bool,
     /// The application called `shutdown_write`/`close`: a FIN follows the send buffer.
     pub(crate) fin_queued: bool,
+    /// `TCP_CORK`: partial segments wait until uncorked (or a full segment is ready).
+    pub(crate) cork: bool,
+    /// The last `send` was `send_more` (`MSG_MORE`): its partial tail waits for more.
+    pub(crate) more: bool,
+    /// Uncorking or setting `TCP_NODELAY` pushes the data queued so far once, past the cork
+    /// and `MSG_MORE` holds (Linux `TCP_NAGLE_PUSH`); cleared once nothing is unsent.
+    pub(crate) push_pending: bool,
     /// The peer's FIN has been received (in order). A FIN that arrived beyond a hole is
     /// remembered in `ooo` until RCV.NXT reaches it.
     pub(crate) fin_received: bool,
@@ -441,6 +448,9 @@ impl Connection {
             ts_ok: false,
             sack_ok: false,
             fin_queued: false,
+            cork: false,
+            more: false,
+            push_pending: false,
             fin_received: false,
             app_closed: false,
             rtx_pending: false,
@@ -791,8 +801,22 @@ impl Connection {
     }
 
     /// Switches the Nagle algorithm off (`true`) or on at run time (RFC 9293 §3.7.4).
+    /// Setting it also pushes data held by a cork or `MSG_MORE` once, as Linux does.
     pub fn set_nodelay(&mut self, nodelay: bool) {
         self.config.nodelay = nodelay;
+        if nodelay {
+            self.push_pending = true;
+        }
+    }
+
+    /// `TCP_CORK` (Linux tcp(7)): while corked, partial segments wait until a full segment
+    /// is ready or the cork is removed; removing it pushes what is queued at once. A cork
+    /// with nothing in flight is still broken by the persist timer, like Linux's probe timer.
+    pub fn set_cork(&mut self, cork: bool) {
+        self.cork = cork;
+        if !cork {
+            self.push_pending = true;
+        }
     }
 
     /// The first violated TCB invariant, if any (for checkers in tests and simulations; cheap
@@ -889,8 +913,23 @@ impl Connection {
 
     // ------------------------------------------------------------------ application calls
 
-    /// Queues bytes for sending; returns how many fit (0 when the buffer is full).
+    /// Queues bytes for sending; returns how many fit (0 when the buffer is full). The
+    /// queued data is pushed (subject to Nagle and `TCP_CORK`), ending any `send_more` hold.
     pub fn send(&mut self, data: &[u8]) -> Result<usize, Error> {
+        let n = self.queue(data)?;
+        self.more = false;
+        Ok(n)
+    }
+
+    /// `send` with `MSG_MORE`: full segments go, but a partial tail waits for a later
+    /// `send` (or `set_nodelay(true)`, or the persist timer) and leaves without PSH.
+    pub fn send_more(&mut self, data: &[u8]) -> Result<usize, Error> {
+        let n = self.queue(data)?;
+        self.more = true;
+        Ok(n)
+    }
+
+    fn queue(&mut self, data: &[u8]) -> Result<usize, Error> {
         match self.state {
             State::SynSent | State::SynReceived | State::Established | State::CloseWait => {}
             State::Closed => return Err(self.closed_error()),

@@ -272,7 +272,8 @@ impl Connection {
         if fin {
             r.flags |= TcpFlags::FIN;
         }
-        if n > 0 && offset + n == self.send_buf.len() {
+        // A `send_more` tail leaves without PSH (Linux marks PSH only without MSG_MORE).
+        if n > 0 && offset + n == self.send_buf.len() && !self.more {
             r.flags |= TcpFlags::PSH;
         }
         let end = seq + n as u32 + u32::from(fin);
@@ -366,8 +367,11 @@ impl Connection {
         }
         let unsent = self.send_buf.len().saturating_sub(offset) as u32;
         let fin_due = self.fin_queued && self.snd_nxt == self.fin_seq();
-        if unsent == 0 && !fin_due {
-            return None;
+        if unsent == 0 {
+            self.push_pending = false;
+            if !fin_due {
+                return None;
+            }
         }
         let flight = fwd(self.snd_una, self.snd_nxt);
         if flight == 0 && now.saturating_sub(self.last_tx_ns) > self.rtt.rto_ns() {
@@ -385,10 +389,12 @@ impl Connection {
             // full segment, or everything left when nothing is in flight (or Nagle is off, or
             // we are closing), or at least half the largest window the peer offered.
             let nagle_ok = self.config.nodelay || flight == 0 || self.fin_queued;
+            // TCP_CORK / MSG_MORE (Linux tcp(7)): only full segments until pushed.
+            let held = (self.cork || self.more) && !self.push_pending && !self.fin_queued;
             let send = len > 0
                 && (len == mss
-                    || (len == unsent && nagle_ok)
-                    || (nagle_ok && self.max_snd_wnd > 0 && len >= self.max_snd_wnd / 2));
+                    || (!held && len == unsent && nagle_ok)
+                    || (!held && nagle_ok && self.max_snd_wnd > 0 && len >= self.max_snd_wnd / 2));
             if !send {
                 if flight == 0 && self.rtx_deadline_ns == NEVER {
                     // Nothing in flight will bring an ACK: the persist timer breaks the wait
