@@ -254,10 +254,23 @@ struct Pending {
 
 #[derive(Debug, Clone, Copy)]
 enum PendingOp {
-    Accept { fd: i64 },
-    Connect { fd: i64 },
-    Read { fd: i64, len: usize },
-    Write { fd: i64, done: usize, len: usize },
+    Accept {
+        fd: i64,
+    },
+    Connect {
+        fd: i64,
+    },
+    Read {
+        fd: i64,
+        len: usize,
+    },
+    /// `more`: `MSG_MORE` (the tail waits for a later send).
+    Write {
+        fd: i64,
+        done: usize,
+        len: usize,
+        more: bool,
+    },
 }
 
 /// What a system call returned: a value, or -1 with an errno name.
@@ -1063,7 +1076,12 @@ impl Exec {
                     Err(e) => Ok(Attempt::Done(Err(errno_of(e)))),
                 }
             }
-            PendingOp::Write { fd, done, len } => {
+            PendingOp::Write {
+                fd,
+                done,
+                len,
+                more,
+            } => {
                 let Some(FdKind::Conn(h)) = self.fds.get(&fd).map(|f| f.kind) else {
                     return Ok(Attempt::Done(Err("ENOTCONN")));
                 };
@@ -1072,7 +1090,13 @@ impl Exec {
                 let mut done = done;
                 while done < len {
                     let n = (len - done).min(chunk.len());
-                    match self.stack.tcp_send(h, chunk.get(..n).unwrap_or(&[])) {
+                    let data = chunk.get(..n).unwrap_or(&[]);
+                    let sent = if more {
+                        self.stack.tcp_send_more(h, data)
+                    } else {
+                        self.stack.tcp_send(h, data)
+                    };
+                    match sent {
                         Ok(0) | Err(SocketError::WouldBlock) => break,
                         Ok(k) => done += k,
                         Err(_) if done > 0 => return Ok(Attempt::Done(Ok(done as i64))),
@@ -1082,7 +1106,12 @@ impl Exec {
                 if done >= len {
                     Ok(Attempt::Done(Ok(len as i64)))
                 } else {
-                    Ok(Attempt::Blocked(PendingOp::Write { fd, done, len }))
+                    Ok(Attempt::Blocked(PendingOp::Write {
+                        fd,
+                        done,
+                        len,
+                        more,
+                    }))
                 }
             }
         }
@@ -1173,13 +1202,21 @@ impl Exec {
         window: Window,
         kind: SyscallKind,
     ) -> Result<Option<CallResult>, Stop> {
-        if kind == SyscallKind::Send {
+        // `send(..., MSG_MORE)` is the stack's `tcp_send_more`; other flags skip.
+        let more = kind == SyscallKind::Send
+            && matches!(call.args.get(3), Some(Expr::Symbol(s)) if s == "MSG_MORE");
+        if kind == SyscallKind::Send && !more {
             Self::flags_arg(call)?;
         }
         let fd = Self::fd_num(pos, call)?;
         let len = Self::len_arg(pos, call)?;
         let nonblocking = self.fd_arg(pos, call)?.nonblocking;
-        let op = PendingOp::Write { fd, done: 0, len };
+        let op = PendingOp::Write {
+            fd,
+            done: 0,
+            len,
+            more,
+        };
         if nonblocking {
             return Ok(Some(match self.attempt(call, op)? {
                 Attempt::Done(r) => r,
@@ -1316,6 +1353,16 @@ impl Exec {
                             Err(e) => Ok(Err(errno_of(e))),
                         }
                     }
+                }
+            }
+            ("TCP_CORK", Some(v)) => {
+                let fd = self.fd_arg(pos, call)?;
+                match fd.kind {
+                    FdKind::Conn(h) => match self.stack.set_option(h, SocketOption::Cork(v != 0)) {
+                        Ok(()) => Ok(Ok(0)),
+                        Err(e) => Ok(Err(errno_of(e))),
+                    },
+                    _ => skip("TCP_CORK before the connection exists is not modelled"),
                 }
             }
             ("SO_SNDBUF", Some(v)) => {

@@ -164,6 +164,8 @@ pub struct EchoReply {
 pub enum SocketOption {
     /// TCP: disable Nagle's algorithm (RFC 896).
     NoDelay(bool),
+    /// TCP: `TCP_CORK` (Linux tcp(7)): hold partial segments until uncorked.
+    Cork(bool),
     /// TCP: keepalive idle time in ns (`None` disables; RFC 1122 §4.2.3.6).
     KeepaliveIdleNs(Option<u64>),
     /// TCP: user timeout in ns (RFC 5482).

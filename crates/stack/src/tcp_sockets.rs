@@ -1203,6 +1203,18 @@ impl Stack {
         Ok(n)
     }
 
+    /// `tcp_send` with `MSG_MORE`: full segments go, a partial tail waits for a later
+    /// `tcp_send` (see `tcp::Connection::send_more`).
+    pub fn tcp_send_more(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, SocketError> {
+        let (i, c) = self.conn_for(h)?;
+        let n = c.conn.send_more(data).map_err(map_tcp_error)?;
+        self.tcp_after_input(i);
+        if n == 0 && !data.is_empty() {
+            return Err(SocketError::WouldBlock);
+        }
+        Ok(n)
+    }
+
     /// Reads received bytes. `WouldBlock` when none are ready, `Finished` after the peer's FIN
     /// once everything before it has been read.
     pub fn tcp_recv(&mut self, h: SocketHandle, out: &mut [u8]) -> Result<usize, SocketError> {
@@ -1289,6 +1301,8 @@ impl Stack {
                 (TcpState::Listener(_), SocketOption::UdpRxQueueDatagrams(_)) => {
                     Err(SocketError::WrongSocketType)
                 }
+                // A cork belongs to a connection's writes; accepted connections start uncorked.
+                (TcpState::Listener(_), SocketOption::Cork(_)) => Err(SocketError::InvalidState),
                 (TcpState::Listener(l), SocketOption::NoDelay(v)) => {
                     l.config.nodelay = v;
                     Ok(())
@@ -1324,6 +1338,11 @@ impl Stack {
                 }
                 (TcpState::Conn(c), SocketOption::NoDelay(v)) => {
                     c.conn.set_nodelay(v);
+                    self.tcp.dirty.insert(i);
+                    Ok(())
+                }
+                (TcpState::Conn(c), SocketOption::Cork(v)) => {
+                    c.conn.set_cork(v);
                     self.tcp.dirty.insert(i);
                     Ok(())
                 }

@@ -491,6 +491,34 @@ fn options_apply_to_listeners_and_nodelay_to_live_connections() {
 }
 
 #[test]
+fn cork_option_and_send_more_hold_small_writes_until_pushed() {
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    assert_eq!(
+        p.b.set_option(l, SocketOption::Cork(true)),
+        Err(SocketError::InvalidState)
+    );
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    let mut buf = [0u8; 256];
+    assert_eq!(p.a.set_option(c, SocketOption::Cork(true)), Ok(()));
+    assert_eq!(p.a.tcp_send(c, &[1u8; 40]), Ok(40));
+    p.advance(50 * MS);
+    assert_eq!(p.b.tcp_recv(s, &mut buf), Err(SocketError::WouldBlock));
+    assert_eq!(p.a.set_option(c, SocketOption::Cork(false)), Ok(()));
+    p.advance(50 * MS);
+    assert_eq!(p.b.tcp_recv(s, &mut buf), Ok(40));
+
+    assert_eq!(p.a.tcp_send_more(c, &[2u8; 40]), Ok(40));
+    p.advance(50 * MS);
+    assert_eq!(p.b.tcp_recv(s, &mut buf), Err(SocketError::WouldBlock));
+    assert_eq!(p.a.tcp_send(c, &[3u8; 10]), Ok(10));
+    p.advance(50 * MS);
+    assert_eq!(p.b.tcp_recv(s, &mut buf), Ok(50));
+}
+
+#[test]
 fn tcp_segments_fit_a_small_mtu_without_fragmenting() {
     let mut ca = config_a();
     ca.interface.mtu_bytes = 1280;
