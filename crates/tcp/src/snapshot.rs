@@ -330,6 +330,7 @@ impl Connection {
             probe_pending: false,
             tlp_pending: false,
             tlp_sent: false,
+            tlp_last_seq: s.snd_max,
             keepalive_pending: false,
             events: 0,
             dupacks_owed: 0,

@@ -1003,6 +1003,41 @@ fn tail_loss_probe_retransmits_the_last_segment_before_the_rto() {
 }
 
 #[test]
+fn tail_loss_probe_resends_a_lone_fin_as_the_most_recent_segment() {
+    // RFC 8985 §7.3: the probe repeats the most recently sent segment. The FIN left on its own
+    // after the data; with it and the last data segment lost, the probe is the FIN alone, not
+    // the last data segment with the FIN.
+    let mut p = Pair::established(tlp(), tlp(), 10 * MS);
+    let mut fin_dropped = false;
+    p.filter = Box::new(move |c, s| {
+        let first_fin = s.has(TcpFlags::FIN) && !fin_dropped;
+        if c.dir == Dir::AtoB && (first_fin || (s.is_data() && c.data_index == 1)) {
+            fin_dropped |= first_fin;
+            return Verdict::Drop;
+        }
+        Verdict::Pass
+    });
+    let data = pattern(2 * 1448);
+    p.a_to_send = data.clone();
+    p.b_auto_read = true;
+    p.run_for(MS);
+    p.a.shutdown_write().unwrap();
+    p.run_until(|p| p.b_events.contains(&Event::PeerClosed), 5_000 * MS);
+    assert_same(&p.b_read, &data);
+    assert_eq!(p.a.counters().tail_loss_probes, 1);
+    let fins: Vec<(u64, Seg)> = p
+        .sent(Dir::AtoB)
+        .filter(|e| e.2.has(TcpFlags::FIN))
+        .map(|e| (e.0, e.2.clone()))
+        .collect();
+    // The probe, then the data and the FIN again after the RTO.
+    assert_eq!(fins.len(), 3);
+    assert!(!fins[1].1.is_data(), "the probe is the FIN alone");
+    assert_eq!(fins[1].1.seq(), fins[0].1.seq());
+    assert!(fins[1].0 - fins[0].0 < 200 * MS);
+}
+
+#[test]
 fn no_probe_when_the_option_is_off() {
     let p = tail_loss(cfg(), |i| i == 3);
     assert_eq!(p.a.counters().tail_loss_probes, 0);

@@ -328,6 +328,9 @@ pub struct Connection {
     /// A tail loss probe was sent in this tail episode; cleared when an ACK advances SND.UNA
     /// (RFC 8985 §7.2: at most one probe until then).
     pub(crate) tlp_sent: bool,
+    /// Where the most recently sent new segment starts: the one a tail loss probe resends
+    /// (RFC 8985 §7.3).
+    pub(crate) tlp_last_seq: SeqNumber,
     pub(crate) events: u8,
     /// Duplicate ACKs still owed for out-of-order segments received since the last poll.
     pub(crate) dupacks_owed: u8,
@@ -457,6 +460,7 @@ impl Connection {
             probe_pending: false,
             tlp_pending: false,
             tlp_sent: false,
+            tlp_last_seq: iss,
             keepalive_pending: false,
             events: 0,
             dupacks_owed: 0,

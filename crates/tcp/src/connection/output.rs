@@ -124,6 +124,11 @@ impl Connection {
         } else {
             self.snd_max
         };
+        // The most recently sent segment (a FIN alone if that was it), else the last MSS.
+        let last = self.tlp_last_seq;
+        if fwd(self.snd_una, last) < fwd(self.snd_una, self.snd_max) && !last.gt(data_end) {
+            return Some((last, fwd(last, data_end).min(mss)));
+        }
         let len = fwd(self.snd_una, data_end).min(mss);
         Some((data_end - len, len))
     }
@@ -304,6 +309,10 @@ impl Connection {
             self.persist_deadline_ns = NEVER;
         }
         if end.gt(self.snd_max) {
+            // RFC 8985 §7.2: a new transmission reschedules the probe timeout (rearmed once
+            // `poll_transmit` runs dry).
+            self.tlp_last_seq = seq.max(self.snd_max);
+            self.tlp_deadline_ns = NEVER;
             self.snd_max = end;
         }
         self.on_ack_sent();
