@@ -14,14 +14,44 @@ for component in rustfmt clippy; do
 done
 
 step "system packages"
-# Real peers and tools the interop tests use. Installed only when missing.
+# Real peers and tools the interop tests use (crates/cli/tests/interop_*.rs): one
+# "command package" pair per line. Installed only when the command is missing, without
+# prompts; nginx is only a benchmark peer, so its service is never started here.
 missing=()
-command -v tshark >/dev/null 2>&1 || missing+=(tshark)
-command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+while read -r cmd pkg; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+done <<'PACKAGES'
+tshark tshark
+ip iproute2
+ping iputils-ping
+curl curl
+wrk wrk
+iperf iperf
+socat socat
+nc netcat-openbsd
+iptables iptables
+ethtool ethtool
+tcpreplay tcpreplay
+python3 python3
+nginx nginx-light
+PACKAGES
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    echo "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+    # No service may start from a package's install script (nginx would bind port 80 here).
+    policy_rc_created=0
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+      chmod 755 /usr/sbin/policy-rc.d
+      policy_rc_created=1
+    fi
+    install_status=0
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; } ||
+      install_status=$?
+    [ "$policy_rc_created" = 0 ] || rm -f /usr/sbin/policy-rc.d
+    [ "$install_status" = 0 ] || { echo "installing ${missing[*]} failed" >&2; exit "$install_status"; }
   else
     echo "missing ${missing[*]} and not root: the tests that need them will not run" >&2
   fi
