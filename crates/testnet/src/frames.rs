@@ -33,7 +33,9 @@ pub struct Target {
 /// One kind of bad input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// 12 bytes: two MAC addresses and no EtherType.
+    /// A bare 14-byte Ethernet header whose 802.3 length field claims 1,500 bytes of payload
+    /// (a packet socket will not send fewer than 14 bytes, so this is the shortest frame
+    /// that reaches the stack).
     TruncatedEthernet,
     /// An IPv4 EtherType followed by 10 bytes of header.
     TruncatedIpv4,
@@ -101,9 +103,10 @@ impl Kind {
             let ident = i as u16;
             match self {
                 Kind::TruncatedEthernet => {
-                    let mut f = Vec::with_capacity(12);
+                    let mut f = Vec::with_capacity(ETH_LEN);
                     f.extend_from_slice(&t.dst_mac);
                     f.extend_from_slice(&t.src_mac);
+                    f.extend_from_slice(&1500u16.to_be_bytes());
                     out.push(f);
                 }
                 Kind::TruncatedIpv4 => {

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use testnet::tools::{WrkReport, ping_counts};
-use testnet::{Netns, Result, TempDir, Veth, check, have_program, require_root};
+use testnet::{Netns, Result, TempDir, Veth, check, frames, have_program, require_root};
 
 /// Two namespaces joined by a veth pair, 10.66.0.1 (`a`) and 10.66.0.2 (`b`).
 fn pair(tag: &str) -> Result<(Netns, Netns, Veth)> {
@@ -126,4 +126,70 @@ fn curl_fetches_an_intact_file_from_python_under_one_percent_random_loss() -> Re
         })?;
     }
     Ok(())
+}
+
+/// rx_packets of `dev` in `ns`.
+fn rx_packets(ns: &Netns, dev: &str) -> Result<u64> {
+    let out = ns.run_ok(
+        "cat",
+        &[&format!("/sys/class/net/{dev}/statistics/rx_packets")],
+    )?;
+    out.stdout
+        .trim()
+        .parse()
+        .map_err(|_| testnet::Error::Check(format!("rx_packets: {:?}", out.stdout)))
+}
+
+#[test]
+fn tcpreplay_puts_every_malformed_frame_on_the_wire() -> Result<()> {
+    if !require_root("tcpreplay_puts_every_malformed_frame_on_the_wire") {
+        return Ok(());
+    }
+    check(have_program("tcpreplay"), || {
+        "tcpreplay is not installed (scripts/test.sh installs it)".into()
+    })?;
+    let (a, b, _veth) = pair("hreplay")?;
+    for ns in [&a, &b] {
+        ns.sysctl("net.ipv6.conf.all.disable_ipv6", "1")?;
+        ns.sysctl("net.ipv6.conf.veth0.disable_ipv6", "1")?;
+    }
+    let mac = |ns: &Netns| -> Result<[u8; 6]> {
+        let text = ns.mac_of("veth0")?;
+        frames::parse_mac(&text).ok_or_else(|| testnet::Error::Check(text))
+    };
+    let target = frames::Target {
+        dst_mac: mac(&b)?,
+        src_mac: mac(&a)?,
+        dst_ip: "10.66.0.2".parse().expect("address"),
+        src_ip: "10.66.0.1".parse().expect("address"),
+        dst_port: 80,
+    };
+    let mut all = Vec::new();
+    for kind in frames::Kind::ALL {
+        all.extend(kind.frames(&target, 10, 5));
+    }
+    let dir = TempDir::new("hreplay")?;
+    let pcap = dir.join("bad.pcap");
+    frames::write_pcap(&pcap, &all)?;
+    let before = rx_packets(&b, "veth0")?;
+    let replay = a.run_ok(
+        "tcpreplay",
+        &[
+            "-q",
+            "-i",
+            "veth0",
+            "--pps",
+            "20000",
+            &pcap.to_string_lossy(),
+        ],
+    )?;
+    let after = rx_packets(&b, "veth0")?;
+    check(after - before >= all.len() as u64, || {
+        format!(
+            "{} frames replayed, {} received; tcpreplay: {}",
+            all.len(),
+            after - before,
+            replay.combined()
+        )
+    })
 }

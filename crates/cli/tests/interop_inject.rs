@@ -1,0 +1,155 @@
+//! Bad input on the real path (issue 5, item 4). While Linux `curl` fetches 10 MB from
+//! `rsstack serve http` over AF_PACKET, `tcpreplay` injects malformed frames from the peer
+//! namespace: truncated Ethernet, IPv4 and TCP headers, an IPv4 length beyond the frame, bad
+//! IPv4 and TCP checksums, bad TCP options, SYN+FIN, overlapping IPv4 fragments and a flood of
+//! 3,000 SYNs from random sources. Then: the transfer is intact, a fresh request is answered,
+//! and the summary rsstack prints at SIGTERM shows the named drop counters moved. Root only.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{
+    Backend, DUT_MAC, DUT_V4, Offloads, PEER_V4, Topology, need_tools, serial, write_site,
+};
+use testnet::frames::{Kind, Target, parse_mac, write_pcap};
+use testnet::{Error, Result, TempDir, check, require_root, sha256_file};
+
+/// Frames of each malformed kind (datagrams of two fragments for the overlap kind).
+const PER_KIND: usize = 30;
+/// SYNs in the flood.
+const FLOOD_SYNS: usize = 3_000;
+
+#[test]
+fn malformed_frames_and_a_syn_flood_are_counted_while_a_transfer_completes_intact() -> Result<()> {
+    if !require_root(
+        "malformed_frames_and_a_syn_flood_are_counted_while_a_transfer_completes_intact",
+    ) {
+        return Ok(());
+    }
+    let _serial = serial();
+    need_tools(&["curl", "tcpreplay"])?;
+    let topo = Topology::new(Backend::AfPacket, Offloads::Default)?;
+    let site = TempDir::new("site")?;
+    let files = write_site(site.path(), 10 << 20)?;
+    let dir = site.path().to_string_lossy().into_owned();
+    let mut server = topo.serve(&["serve", "http", "--dir", &dir, "--port", "80"])?;
+
+    let peer_mac = topo.peer.mac_of(topo.peer_dev)?;
+    let target = Target {
+        dst_mac: parse_mac(DUT_MAC).ok_or_else(|| Error::Check("bad DUT_MAC".into()))?,
+        src_mac: parse_mac(&peer_mac)
+            .ok_or_else(|| Error::Check(format!("cannot read the peer's MAC {peer_mac:?}")))?,
+        dst_ip: DUT_V4
+            .parse()
+            .map_err(|_| Error::Check("bad DUT_V4".into()))?,
+        src_ip: PEER_V4
+            .parse()
+            .map_err(|_| Error::Check("bad PEER_V4".into()))?,
+        dst_port: 80,
+    };
+    let work = TempDir::new("inject")?;
+    let pcap = work.join("bad.pcap");
+    let mut frames = Vec::new();
+    for (i, kind) in Kind::ALL.into_iter().enumerate() {
+        let n = if kind == Kind::SynFlood {
+            FLOOD_SYNS
+        } else {
+            PER_KIND
+        };
+        frames.extend(kind.frames(&target, n, 0xbad0 + i as u64));
+    }
+    write_pcap(&pcap, &frames)?;
+
+    // The transfer under attack: rate-limited so it is still running while the frames land.
+    let (name, original) = files
+        .iter()
+        .find(|(n, _)| n == "10m.bin")
+        .ok_or_else(|| Error::Check("no 10m.bin in the site".into()))?;
+    let got = work.join(name);
+    let got_arg = got.to_string_lossy().into_owned();
+    let url = format!("http://{DUT_V4}/{name}");
+    let mut curl = topo.peer.spawn(
+        "curl",
+        &[
+            "-sS",
+            "--fail",
+            "--max-time",
+            "90",
+            "--limit-rate",
+            "2M",
+            "-o",
+            &got_arg,
+            &url,
+        ],
+    )?;
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    let pcap_arg = pcap.to_string_lossy().into_owned();
+    let replay = topo.peer.run(
+        "tcpreplay",
+        &["-q", "-i", topo.peer_dev, "--pps", "20000", &pcap_arg],
+        Duration::from_secs(60),
+    )?;
+    check(replay.status.success(), || {
+        format!("tcpreplay failed: {}", replay.combined())
+    })?;
+    eprintln!(
+        "injected {} frames in {:.2} s",
+        frames.len(),
+        started.elapsed().as_secs_f64()
+    );
+    check(!curl.has_exited(), || {
+        "the transfer ended before the injection did: raise its duration".into()
+    })?;
+    let curl_out = curl.wait(Duration::from_secs(120))?;
+    check(curl_out.status.success(), || {
+        format!("curl during the injection failed: {}", curl_out.combined())
+    })?;
+    let (want, have) = (sha256_file(original)?, sha256_file(&got)?);
+    check(want == have, || {
+        format!("the transfer under attack is corrupt: sha256 {have}, want {want}")
+    })?;
+
+    // The server keeps answering: a fresh connection (past the flood, maybe by SYN cookie).
+    server.still_running()?;
+    let fresh = work.join("fresh");
+    let (code, _) = common::curl(
+        &topo,
+        &format!("http://{DUT_V4}/1m.bin"),
+        &fresh,
+        Duration::from_secs(60),
+    )?;
+    check(code == 200, || {
+        format!("fresh GET after the attack: status {code}")
+    })?;
+
+    let summary = server.stop()?;
+    let counters = common::counters(&summary);
+    let mut unmoved = Vec::new();
+    for kind in Kind::ALL {
+        let names = kind.expected_counters();
+        if names.is_empty() {
+            continue;
+        }
+        let moved = names
+            .iter()
+            .any(|n| counters.get(*n).is_some_and(|&v| v > 0.0));
+        if !moved {
+            unmoved.push(format!("{kind:?} ({})", names.join(" or ")));
+        }
+    }
+    eprintln!(
+        "counters: {:?}",
+        counters
+            .iter()
+            .filter(|(k, v)| **v > 0.0 && (k.contains("drop") || k.contains("syn")))
+            .collect::<Vec<_>>()
+    );
+    check(unmoved.is_empty(), || {
+        format!(
+            "no drop counter moved for {}; rsstack printed:\n{summary}",
+            unmoved.join(", ")
+        )
+    })
+}

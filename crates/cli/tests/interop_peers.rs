@@ -1,0 +1,246 @@
+//! Bulk TCP both ways between rsstack and Linux over AF_PACKET:
+//!
+//! - Linux `iperf` (iperf2) client → `rsstack serve discard`;
+//! - `rsstack ttcp send` → a Linux `socat` sink writing a file: every byte arrives, in the
+//!   ttcp pattern;
+//! - `rsstack get` fetching 10 MB from a Linux HTTP server (`python3 -m http.server`),
+//!   SHA-256 checked;
+//!
+//! each with the peer's offloads as veth sets them (TSO, GSO, checksum offload on), again with
+//! 1 % random loss on the Linux side, and again with the offloads off. Root only.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Backend, DUT_V4, Offloads, PEER_V4, Topology, need_tools, serial};
+use testnet::tools::{IperfReport, numbers};
+use testnet::{Error, Result, TempDir, check, require_root, sha256_file};
+
+const TTCP_BYTES: u64 = 16 << 20;
+const GET_BYTES: u64 = 10 << 20;
+
+/// Waits until something listens on TCP `port` in the peer namespace.
+fn wait_listening(topo: &Topology, port: u16) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let filter = format!("sport = :{port}");
+    loop {
+        let out = topo
+            .peer
+            .run("ss", &["-Hltn", &filter], Duration::from_secs(10))?;
+        if !out.stdout.trim().is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(Error::Check(format!("nothing listens on port {port}")));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `iperf -c rsstack -p 5001 -t 5` into `rsstack serve discard`.
+fn iperf_into_discard(topo: &Topology) -> Result<IperfReport> {
+    let server = topo.serve(&["serve", "discard", "--port", "5001"])?;
+    let stdout = topo.peer_run(
+        "iperf",
+        &["-c", DUT_V4, "-p", "5001", "-t", "5", "-y", "C"],
+        Duration::from_secs(60),
+    )?;
+    let r = IperfReport::parse_csv(&stdout)?;
+    eprintln!(
+        "iperf → rsstack discard: {} bytes, {:.1} Mbit/s",
+        r.bytes,
+        r.bits_per_sec / 1e6
+    );
+    check(r.bytes > 1 << 20, || {
+        format!("iperf moved too little:\n{stdout}")
+    })?;
+    server.stop()?;
+    Ok(r)
+}
+
+/// `rsstack ttcp send` into `socat -u TCP-LISTEN:5001 OPEN:file`: the file holds exactly the
+/// bytes sent, each `offset % 251` (the ttcp pattern).
+fn ttcp_into_socat(topo: &Topology) -> Result<()> {
+    let dir = TempDir::new("ttcp")?;
+    let sink = dir.join("sink.bin");
+    let sink_arg = format!("OPEN:{},creat,trunc", sink.display());
+    let socat = topo
+        .peer
+        .spawn("socat", &["-u", "TCP-LISTEN:5001,reuseaddr", &sink_arg])?;
+    wait_listening(topo, 5001)?;
+    let to = format!("{PEER_V4}:5001");
+    let bytes = TTCP_BYTES.to_string();
+    let out = topo.run_rsstack(
+        &[
+            "ttcp", "send", "--to", &to, "--bytes", &bytes, "--conns", "1",
+        ],
+        Duration::from_secs(120),
+    )?;
+    let sink_out = socat.wait(Duration::from_secs(30))?;
+    check(sink_out.status.success(), || {
+        format!("socat: {}", sink_out.combined())
+    })?;
+    let report = numbers(&out.stdout);
+    eprintln!(
+        "rsstack ttcp send → socat: {:?} Mbit/s",
+        report.get("throughput_Mbps")
+    );
+    for key in [
+        "bytes",
+        "seconds",
+        "throughput_KBps",
+        "throughput_Mbps",
+        "avg_frame_bytes",
+        "packets_sent",
+        "packets_received",
+        "packets_per_interrupt",
+        "interrupts_per_sec",
+        "cycles_per_byte",
+    ] {
+        check(report.contains_key(key), || {
+            format!("ttcp report lacks {key}:\n{}", out.stdout)
+        })?;
+    }
+    check(report["bytes"] == TTCP_BYTES as f64, || {
+        format!("ttcp reports {} bytes, sent {TTCP_BYTES}", report["bytes"])
+    })?;
+    let data = std::fs::read(&sink).map_err(|source| Error::Io {
+        what: format!("read {}", sink.display()),
+        source,
+    })?;
+    check(data.len() as u64 == TTCP_BYTES, || {
+        format!("the sink got {} bytes, sent {TTCP_BYTES}", data.len())
+    })?;
+    let bad = data
+        .iter()
+        .enumerate()
+        .position(|(i, &b)| b != (i as u64 % 251) as u8);
+    check(bad.is_none(), || {
+        format!("the sink's byte {bad:?} breaks the ttcp pattern")
+    })
+}
+
+/// `rsstack get` of 10 MB from `python3 -m http.server` in the peer namespace.
+fn get_from_python(topo: &Topology) -> Result<()> {
+    let site = TempDir::new("pysite")?;
+    let file = site.join("10m.bin");
+    testnet::write_random_file(&file, GET_BYTES, 0xf11e)?;
+    let dir = site.path().to_string_lossy().into_owned();
+    let mut py = topo.peer.spawn(
+        "python3",
+        &[
+            "-u",
+            "-m",
+            "http.server",
+            "8080",
+            "--bind",
+            PEER_V4,
+            "--directory",
+            &dir,
+        ],
+    )?;
+    py.wait_for_line("Serving HTTP", Duration::from_secs(20))?;
+    let got = TempDir::new("get")?;
+    let out = got.join("10m.bin");
+    let url = format!("http://{PEER_V4}:8080/10m.bin");
+    let out_arg = out.to_string_lossy().into_owned();
+    let started = Instant::now();
+    topo.run_rsstack(
+        &["get", &url, "--output", &out_arg, "--timeout", "90"],
+        Duration::from_secs(120),
+    )?;
+    eprintln!(
+        "rsstack get 10 MB from python3: {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+    let (want, have) = (sha256_file(&file)?, sha256_file(&out)?);
+    check(want == have, || format!("sha256 {have}, want {want}"))
+}
+
+fn setup(offloads: Offloads, loss: bool) -> Result<Topology> {
+    need_tools(&["iperf", "socat", "python3", "iptables", "ss", "ethtool"])?;
+    let topo = Topology::new(Backend::AfPacket, offloads)?;
+    if loss {
+        topo.peer.add_random_loss(0.01)?;
+    }
+    Ok(topo)
+}
+
+#[test]
+fn iperf_client_into_rsstack_discard_completes() -> Result<()> {
+    if !require_root("iperf_client_into_rsstack_discard_completes") {
+        return Ok(());
+    }
+    let _serial = serial();
+    iperf_into_discard(&setup(Offloads::Default, false)?).map(drop)
+}
+
+#[test]
+fn iperf_client_into_rsstack_discard_completes_with_one_percent_loss() -> Result<()> {
+    if !require_root("iperf_client_into_rsstack_discard_completes_with_one_percent_loss") {
+        return Ok(());
+    }
+    let _serial = serial();
+    let topo = setup(Offloads::Default, true)?;
+    iperf_into_discard(&topo)?;
+    check(topo.peer.random_loss_drops()? > 0, || {
+        "the loss rules dropped nothing".into()
+    })
+}
+
+#[test]
+fn ttcp_send_delivers_every_byte_to_a_socat_sink() -> Result<()> {
+    if !require_root("ttcp_send_delivers_every_byte_to_a_socat_sink") {
+        return Ok(());
+    }
+    let _serial = serial();
+    ttcp_into_socat(&setup(Offloads::Default, false)?)
+}
+
+#[test]
+fn ttcp_send_delivers_every_byte_to_a_socat_sink_with_one_percent_loss() -> Result<()> {
+    if !require_root("ttcp_send_delivers_every_byte_to_a_socat_sink_with_one_percent_loss") {
+        return Ok(());
+    }
+    let _serial = serial();
+    let topo = setup(Offloads::Default, true)?;
+    ttcp_into_socat(&topo)?;
+    check(topo.peer.random_loss_drops()? > 0, || {
+        "the loss rules dropped nothing".into()
+    })
+}
+
+#[test]
+fn rsstack_get_fetches_10m_intact_from_a_linux_http_server() -> Result<()> {
+    if !require_root("rsstack_get_fetches_10m_intact_from_a_linux_http_server") {
+        return Ok(());
+    }
+    let _serial = serial();
+    get_from_python(&setup(Offloads::Default, false)?)
+}
+
+#[test]
+fn rsstack_get_fetches_10m_intact_with_one_percent_loss() -> Result<()> {
+    if !require_root("rsstack_get_fetches_10m_intact_with_one_percent_loss") {
+        return Ok(());
+    }
+    let _serial = serial();
+    let topo = setup(Offloads::Default, true)?;
+    get_from_python(&topo)?;
+    check(topo.peer.random_loss_drops()? > 0, || {
+        "the loss rules dropped nothing".into()
+    })
+}
+
+#[test]
+fn linux_peer_with_offloads_off_works_both_ways() -> Result<()> {
+    if !require_root("linux_peer_with_offloads_off_works_both_ways") {
+        return Ok(());
+    }
+    let _serial = serial();
+    let topo = setup(Offloads::Off, false)?;
+    iperf_into_discard(&topo)?;
+    ttcp_into_socat(&topo)?;
+    get_from_python(&topo)
+}

@@ -1,0 +1,83 @@
+//! Linux `ping` and `ping -6` get echo replies from `rsstack serve` over TAP and AF_PACKET, and
+//! over AF_PACKET with 1 % random loss on the Linux side. Root only; each test creates and
+//! removes its own namespaces (see `common`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Backend, DUT_V4, DUT_V6, Offloads, Topology, need_tools, serial};
+use testnet::tools::ping_counts;
+use testnet::{Result, check, require_root};
+
+const PING_LIMIT: Duration = Duration::from_secs(30);
+
+/// Pings rsstack `count` times over IPv4 and IPv6; returns the replies (v4, v6).
+fn ping_both(topo: &Topology, count: u32) -> Result<(u64, u64)> {
+    let count = count.to_string();
+    let mut replies = [0; 2];
+    for (i, (flag, addr)) in [("-4", DUT_V4), ("-6", DUT_V6)].into_iter().enumerate() {
+        let out = topo.peer.run(
+            "ping",
+            &[flag, "-c", &count, "-i", "0.1", "-W", "2", addr],
+            PING_LIMIT,
+        )?;
+        let (sent, got) = ping_counts(&out.stdout)
+            .map_err(|e| testnet::Error::Check(format!("{e}\n{}", out.combined())))?;
+        check(sent.to_string() == count, || out.combined())?;
+        replies[i] = got;
+    }
+    Ok((replies[0], replies[1]))
+}
+
+fn every_ping_answered(backend: Backend) -> Result<()> {
+    let _serial = serial();
+    need_tools(&["ping"])?;
+    let topo = Topology::new(backend, Offloads::Default)?;
+    let server = topo.serve(&["serve", "echo", "--port", "7"])?;
+    let (v4, v6) = ping_both(&topo, 3)?;
+    check((v4, v6) == (3, 3), || {
+        format!("{backend:?}: replies v4 {v4}/3, v6 {v6}/3")
+    })?;
+    let summary = server.stop()?;
+    let c = common::counters(&summary);
+    check(
+        c.get("icmp_echo_replies_sent").is_none_or(|&n| n >= 6.0),
+        || format!("summary counts fewer than 6 echo replies:\n{summary}"),
+    )
+}
+
+#[test]
+fn linux_ping_v4_and_v6_get_replies_over_tap() -> Result<()> {
+    if !require_root("linux_ping_v4_and_v6_get_replies_over_tap") {
+        return Ok(());
+    }
+    every_ping_answered(Backend::Tap)
+}
+
+#[test]
+fn linux_ping_v4_and_v6_get_replies_over_af_packet() -> Result<()> {
+    if !require_root("linux_ping_v4_and_v6_get_replies_over_af_packet") {
+        return Ok(());
+    }
+    every_ping_answered(Backend::AfPacket)
+}
+
+#[test]
+fn linux_ping_gets_replies_over_af_packet_with_one_percent_loss() -> Result<()> {
+    if !require_root("linux_ping_gets_replies_over_af_packet_with_one_percent_loss") {
+        return Ok(());
+    }
+    let _serial = serial();
+    need_tools(&["ping", "iptables", "ip6tables"])?;
+    let topo = Topology::new(Backend::AfPacket, Offloads::Default)?;
+    topo.peer.add_random_loss(0.01)?;
+    let server = topo.serve(&["serve", "echo", "--port", "7"])?;
+    // Each echo crosses the loss rules twice (2 % lost): 20 pings losing more than 5 has a
+    // probability below 1e-5.
+    let (v4, v6) = ping_both(&topo, 20)?;
+    check(v4 >= 15 && v6 >= 15, || {
+        format!("replies v4 {v4}/20, v6 {v6}/20 under 1 % loss")
+    })?;
+    server.stop().map(drop)
+}
