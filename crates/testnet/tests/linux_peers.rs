@@ -155,7 +155,7 @@ fn tcpreplay_puts_every_malformed_frame_on_the_wire() -> Result<()> {
     }
     let mac = |ns: &Netns| -> Result<[u8; 6]> {
         let text = ns.mac_of("veth0")?;
-        frames::parse_mac(&text).ok_or_else(|| testnet::Error::Check(text))
+        frames::parse_mac(&text).ok_or(testnet::Error::Check(text))
     };
     let target = frames::Target {
         dst_mac: mac(&b)?,
