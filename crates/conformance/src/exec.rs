@@ -110,8 +110,12 @@ impl Profile {
                 sack: true,
                 congestion_control: tcp::CongestionControl::Cubic,
                 syn_retries_max: 5,
-                // Linux `tcp_early_retrans` = 3: tail loss probes (RFC 8985 §7).
+                // Linux `tcp_early_retrans` = 3: tail loss probes (RFC 8985 §7), PTO =
+                // 2·SRTT + 2 ms with no floor (`tcp_schedule_loss_probe`: `TCP_TIMEOUT_MIN`
+                // when more than one packet is out).
                 tail_loss_probe: true,
+                tlp_pto_extra_ns: 2 * tcp::config::NS_PER_MS,
+                tlp_pto_floor_ns: 0,
                 ..tcp::Config::default()
             },
             check_psh: false,

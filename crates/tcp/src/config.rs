@@ -105,9 +105,17 @@ pub struct Config {
     /// SYN (or SYN-ACK) retransmissions before the open fails. Default 6.
     pub syn_retries_max: u8,
     /// Tail loss probe (RFC 8985 §7): when data is outstanding and nothing else is to be sent,
-    /// send one probe after PTO = max(2·SRTT, 10 ms) instead of waiting for the RTO. Default
-    /// false.
+    /// send one probe after the probe timeout (PTO, below) instead of waiting for the RTO.
+    /// Default false.
     pub tail_loss_probe: bool,
+    /// Added to 2·SRTT in the PTO when more than one segment is in flight (with one segment,
+    /// `delayed_ack_ns` is added instead: the peer may hold its ACK that long). Default 0, as
+    /// RFC 8985 §7.2; Linux adds `TCP_TIMEOUT_MIN`, two 1 ms ticks (`tcp_schedule_loss_probe`).
+    pub tlp_pto_extra_ns: u64,
+    /// Lower bound of the PTO. Default 10 ms, the floor of the original TLP proposal
+    /// (draft-dukkipati-tcpm-tcp-loss-probe), which keeps a probe from racing an ACK that a
+    /// jittery path delays; Linux dropped it for data-centre RTTs (0 there).
+    pub tlp_pto_floor_ns: u64,
 }
 
 impl Default for Config {
@@ -137,6 +145,8 @@ impl Default for Config {
             user_timeout_ns: Some(300 * NS_PER_S),
             syn_retries_max: 6,
             tail_loss_probe: false,
+            tlp_pto_extra_ns: 0,
+            tlp_pto_floor_ns: 10 * NS_PER_MS,
         }
     }
 }

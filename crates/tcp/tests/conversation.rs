@@ -1061,6 +1061,48 @@ fn a_lost_probe_is_not_repeated_and_the_rto_recovers() {
     );
 }
 
+/// A's probe delay after B's last ACK arrives, with segments 2 and 3 of four lost (two in
+/// flight after the ACK), on a 1 ms round trip.
+fn probe_delay_after_last_ack(config: Config) -> u64 {
+    let one_way_ns = MS / 2;
+    let mut p = Pair::established(config, config, one_way_ns);
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && (c.data_index == 2 || c.data_index == 3) {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    p.a_to_send = pattern(4 * 1448);
+    p.b_auto_read = true;
+    p.run_for(100 * MS);
+    assert_eq!(p.a.counters().tail_loss_probes, 1);
+    let data = a_data(&p);
+    let last_ack_arrival_ns = p
+        .sent(Dir::BtoA)
+        .filter(|e| e.0 < data[4].0)
+        .map(|e| e.0 + one_way_ns)
+        .max()
+        .expect("B acknowledged the first two segments");
+    data[4].0 - last_ack_arrival_ns
+}
+
+#[test]
+fn probe_timeout_with_several_segments_in_flight_is_two_srtt_plus_the_extra_without_floor() {
+    // Linux's PTO (tcp_schedule_loss_probe): 2·SRTT + 2 ms with more than one segment out, no
+    // 10 ms floor. SRTT is 1 ms here: the probe follows 4 ms after the ACK.
+    let linux = Config {
+        tlp_pto_extra_ns: 2 * MS,
+        tlp_pto_floor_ns: 0,
+        ..tlp()
+    };
+    let wait = probe_delay_after_last_ack(linux);
+    assert!((4 * MS..5 * MS).contains(&wait), "probe after {wait} ns");
+    // The default keeps RFC 8985's 2·SRTT with the 10 ms floor.
+    let wait = probe_delay_after_last_ack(tlp());
+    assert!((10 * MS..11 * MS).contains(&wait), "probe after {wait} ns");
+}
+
 #[test]
 fn tail_loss_probe_sends_new_data_when_the_window_allows() {
     // RFC 8985 §7.3: with unsent data the receive window admits, the probe is new data. A

@@ -114,14 +114,18 @@ impl Connection {
         {
             return;
         }
-        // PTO = max(2·SRTT, 10 ms), plus the peer's delayed-ACK allowance when one segment is
-        // in flight (its ACK may be delayed); 1 s before any RTT sample (§7.2).
+        // PTO = max(2·SRTT + allowance, floor); the allowance is the peer's delayed-ACK time
+        // when one segment is in flight (its ACK may be delayed), else `tlp_pto_extra_ns`;
+        // 1 s before any RTT sample (§7.2).
         let pto = if self.rtt.has_sample {
-            let mut pto = self.rtt.srtt_ns.saturating_mul(2);
-            if fwd(self.snd_una, self.snd_max) <= u32::from(self.eff_mss()) {
-                pto = pto.saturating_add(self.config.delayed_ack_ns);
-            }
-            pto.max(10 * crate::config::NS_PER_MS)
+            let allowance_ns = if fwd(self.snd_una, self.snd_max) <= u32::from(self.eff_mss()) {
+                self.config.delayed_ack_ns
+            } else {
+                self.config.tlp_pto_extra_ns
+            };
+            let pto = self.rtt.srtt_ns.saturating_mul(2);
+            pto.saturating_add(allowance_ns)
+                .max(self.config.tlp_pto_floor_ns)
         } else {
             crate::config::NS_PER_S
         };
