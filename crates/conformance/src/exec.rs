@@ -116,6 +116,10 @@ impl Profile {
                 tail_loss_probe: true,
                 tlp_pto_extra_ns: 2 * tcp::config::NS_PER_MS,
                 tlp_pto_floor_ns: 0,
+                // Linux drops a segment acknowledging unsent data without a reply (`tcp_ack`:
+                // `TCP_ACK_UNSENT_DATA`); `ts_recent/invalid_ack` expects that silence. The
+                // stack's default answers with an ACK, as RFC 9293 §3.10.7.4 says.
+                ack_unsent_data_replies: false,
                 ..tcp::Config::default()
             },
             check_psh: false,

@@ -97,6 +97,14 @@ pub struct Config {
     pub congestion_control: CongestionControl,
     /// Challenge ACKs allowed per second per connection (RFC 5961 §7). Default 10.
     pub challenge_acks_per_s_max: u32,
+    /// Answer a segment whose ACK acknowledges data not yet sent (SEG.ACK > SND.NXT) with an
+    /// ACK before dropping it, as RFC 9293 §3.10.7.4 ("send an ACK, drop the segment") and RFC
+    /// 5961 §5.2 require; the ACK is rate limited like a challenge ACK. `false` drops such a
+    /// segment silently, as Linux does (`tcp_ack` returns `TCP_ACK_UNSENT_DATA` and the segment
+    /// is discarded): it saves an ACK towards a blind attacker at the cost of telling a confused
+    /// peer nothing. Either way the drop is counted (`rx_drop_ack_unsent`) and nothing of the
+    /// segment (its timestamp, text or FIN) is taken. Default true.
+    pub ack_unsent_data_replies: bool,
     /// Keepalive; `None` disables it. Default `None`.
     pub keepalive: Option<KeepaliveConfig>,
     /// Abort when sent data stays unacknowledged this long (RFC 9293 §3.8.3, "R2"; RFC 5482).
@@ -141,6 +149,7 @@ impl Default for Config {
             sack: true,
             congestion_control: CongestionControl::NewReno,
             challenge_acks_per_s_max: 10,
+            ack_unsent_data_replies: true,
             keepalive: None,
             user_timeout_ns: Some(300 * NS_PER_S),
             syn_retries_max: 6,

@@ -444,9 +444,36 @@ fn ack_for_unsent_data_is_dropped_and_counted() {
     let mut s = to_a(rcv_nxt, snd_nxt + 1000, TcpFlags::ACK);
     s.payload = b"nope".to_vec();
     p.inject(Dir::BtoA, s);
+    let sent_before = p.sent(Dir::AtoB).count();
     p.step();
     assert_eq!(p.a.counters().rx_drop_ack_unsent, 1);
     assert!(p.a_read.is_empty());
+    // RFC 9293 §3.10.7.4: "send an ACK, drop the segment".
+    assert_eq!(p.a.counters().challenge_acks_sent, 1);
+    assert_eq!(p.sent(Dir::AtoB).count(), sent_before + 1);
+}
+
+#[test]
+fn ack_for_unsent_data_is_dropped_silently_when_replies_are_off() {
+    // Linux's choice (`ack_unsent_data_replies: false`): no ACK, and nothing of the segment
+    // taken — neither its text nor its FIN.
+    let c = Config {
+        ack_unsent_data_replies: false,
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    let (_, snd_nxt, rcv_nxt) = p.a.sequence_state();
+    let mut s = to_a(rcv_nxt, snd_nxt + 1000, TcpFlags::ACK | TcpFlags::FIN);
+    s.payload = b"nope".to_vec();
+    p.inject(Dir::BtoA, s);
+    let sent_before = p.sent(Dir::AtoB).count();
+    p.run_for(300 * MS);
+    assert_eq!(p.a.counters().rx_drop_ack_unsent, 1);
+    assert_eq!(p.a.counters().challenge_acks_sent, 0);
+    assert_eq!(p.sent(Dir::AtoB).count(), sent_before);
+    assert!(p.a_read.is_empty());
+    assert!(!p.a_events.contains(&Event::PeerClosed));
+    assert_eq!(p.a.sequence_state().2, rcv_nxt);
 }
 
 #[test]

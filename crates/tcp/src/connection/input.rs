@@ -238,7 +238,9 @@ impl Connection {
         // RFC 5961 §5.2: acceptable iff SND.UNA − MAX.SND.WND ≤ SEG.ACK ≤ SND.NXT.
         if ack.gt(self.snd_max) {
             self.counters.rx_drop_ack_unsent += 1;
-            self.challenge_ack(now);
+            if self.config.ack_unsent_data_replies {
+                self.challenge_ack(now);
+            }
             return;
         }
         if ack.lt(self.snd_una - self.max_snd_wnd.max(1)) {
