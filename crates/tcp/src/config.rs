@@ -58,6 +58,10 @@ pub struct Config {
     /// Lower bound of the retransmission timeout (RFC 6298 §2.4 says 1 s; 200 ms is the common
     /// practice for modern networks). Default 200 ms.
     pub rto_min_ns: u64,
+    /// Apply `rto_min_ns` to the variance term of the RTO (RTO = SRTT + max(4·RTTVAR,
+    /// rto_min)) instead of to the whole RTO (RFC 6298 §2.4), as Linux does; see
+    /// [`crate::rtt::RttEstimator::min_bounds_variance`]. Default false.
+    pub rto_min_bounds_variance: bool,
     /// Upper bound of the retransmission timeout, including backoff (RFC 6298 §2.5). Default 60 s.
     pub rto_max_ns: u64,
     /// RTO before the first RTT sample (RFC 6298 §2.1). Default 1 s.
@@ -134,6 +138,7 @@ impl Default for Config {
             peer_mss_floor_bytes: 216,
             initial_window_segments: 10,
             rto_min_ns: 200 * NS_PER_MS,
+            rto_min_bounds_variance: false,
             rto_max_ns: 60 * NS_PER_S,
             rto_initial_ns: NS_PER_S,
             delayed_ack_ns: 40 * NS_PER_MS,

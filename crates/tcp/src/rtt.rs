@@ -29,6 +29,12 @@ pub struct RttEstimator {
     pub rto_min_ns: u64,
     /// Upper bound of the RTO.
     pub rto_max_ns: u64,
+    /// Apply `rto_min_ns` to the variance term instead of the whole RTO:
+    /// RTO = SRTT + max(K·RTTVAR, rto_min), as Linux does (`tcp_rtt_estimator` floors its
+    /// variance at `tcp_rto_min`, `__tcp_set_rto` adds SRTT), so the RTO is never closer than
+    /// `rto_min_ns` to the round trip itself. `false`: RFC 6298 §2.4, max(SRTT + K·RTTVAR,
+    /// rto_min).
+    pub min_bounds_variance: bool,
 }
 
 impl RttEstimator {
@@ -42,6 +48,7 @@ impl RttEstimator {
             has_sample: false,
             rto_min_ns,
             rto_max_ns,
+            min_bounds_variance: false,
         }
     }
 
@@ -60,9 +67,13 @@ impl RttEstimator {
             self.has_sample = true;
         }
         // RTO <- SRTT + max(G, K*RTTVAR), K = 4; RFC 6298 §2.4/§2.5 bounds.
-        let rto = self
-            .srtt_ns
-            .saturating_add(CLOCK_GRANULARITY_NS.max(self.rttvar_ns.saturating_mul(4)));
+        let variance_ns = CLOCK_GRANULARITY_NS.max(self.rttvar_ns.saturating_mul(4));
+        let variance_ns = if self.min_bounds_variance {
+            variance_ns.max(self.rto_min_ns)
+        } else {
+            variance_ns
+        };
+        let rto = self.srtt_ns.saturating_add(variance_ns);
         self.base_rto_ns = rto.clamp(self.rto_min_ns, self.rto_max_ns);
         self.backoff_shift = 0;
     }
@@ -106,6 +117,20 @@ mod tests {
         let mut e = RttEstimator::new(1_000 * NS_PER_MS, 200 * NS_PER_MS, 60_000 * NS_PER_MS);
         e.sample(NS_PER_MS);
         assert_eq!(e.rto_ns(), 200 * NS_PER_MS);
+    }
+
+    #[test]
+    fn linux_style_minimum_bounds_the_variance_not_the_rto() {
+        let mut e = RttEstimator::new(1_000 * NS_PER_MS, 200 * NS_PER_MS, 60_000 * NS_PER_MS);
+        e.min_bounds_variance = true;
+        // A 10 ms round trip: 10 + max(4·5, 200) = 210 ms, where RFC 6298 gives 200 ms.
+        e.sample(10 * NS_PER_MS);
+        assert_eq!(e.rto_ns(), 210 * NS_PER_MS);
+        // A large variance is not floored: 100 + 4·50 = 300 ms either way.
+        let mut e = RttEstimator::new(1_000 * NS_PER_MS, 200 * NS_PER_MS, 60_000 * NS_PER_MS);
+        e.min_bounds_variance = true;
+        e.sample(100 * NS_PER_MS);
+        assert_eq!(e.rto_ns(), 300 * NS_PER_MS);
     }
 
     #[test]

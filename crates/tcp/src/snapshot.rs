@@ -292,6 +292,7 @@ impl Connection {
         };
         let mut rtt =
             RttEstimator::new(config.rto_initial_ns, config.rto_min_ns, config.rto_max_ns);
+        rtt.min_bounds_variance = config.rto_min_bounds_variance;
         rtt.srtt_ns = s.srtt_ns;
         rtt.rttvar_ns = s.rttvar_ns;
         rtt.base_rto_ns = s.base_rto_ns.clamp(config.rto_min_ns, config.rto_max_ns);

@@ -922,6 +922,37 @@ fn msg_more_tail_pushed_by_nodelay_goes_without_psh() {
 }
 
 #[test]
+fn msg_more_tail_is_pushed_by_the_next_ack() {
+    // Linux: an arriving ACK pushes queued data under the socket's own Nagle setting
+    // (`tcp_data_snd_check`); MSG_MORE held the tail only for its own call. With TCP_NODELAY
+    // the tail leaves on the ACK of the full segment before it.
+    let c = Config {
+        nodelay: true,
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, c, 5 * MS);
+    let mss = usize::from(p.a.eff_mss());
+    p.a.send_more(&vec![1; mss + 30]).unwrap();
+    p.flush();
+    assert_eq!(data_segments_a(&p), [(mss, false)], "the tail is held");
+    p.run_until(|p| p.b_read.len() == mss + 30, 100 * MS);
+    let segs = data_segments_a(&p);
+    assert_eq!(segs.len(), 2);
+    assert_eq!(segs[1].0, 30);
+    let sent = p.sent(Dir::AtoB).filter(|e| e.2.is_data()).map(|e| e.0);
+    let tail_ns = sent.last().unwrap();
+    let first_ack_arrival_ns = p
+        .sent(Dir::BtoA)
+        .map(|e| e.0 + 5 * MS)
+        .min()
+        .expect("B acknowledged");
+    assert_eq!(
+        tail_ns, first_ack_arrival_ns,
+        "sent on the ACK, not by a timer"
+    );
+}
+
+#[test]
 fn held_tail_is_released_by_the_persist_timer_when_nothing_is_in_flight() {
     let mut p = Pair::established(no_ts(), no_ts(), 5 * MS);
     p.a.send_more(&[1; 40]).unwrap();
@@ -1128,6 +1159,19 @@ fn probe_timeout_with_several_segments_in_flight_is_two_srtt_plus_the_extra_with
     // The default keeps RFC 8985's 2·SRTT with the 10 ms floor.
     let wait = probe_delay_after_last_ack(tlp());
     assert!((10 * MS..11 * MS).contains(&wait), "probe after {wait} ns");
+}
+
+#[test]
+fn no_probe_without_sack() {
+    // RACK-TLP is for SACK connections (RFC 8985; Linux's `tcp_schedule_loss_probe`): without
+    // SACK the lost tail waits for the RTO.
+    let c = Config {
+        sack: false,
+        ..tlp()
+    };
+    let p = tail_loss(c, |i| i == 3);
+    assert_eq!(p.a.counters().tail_loss_probes, 0);
+    assert_eq!(p.a.counters().rto_expirations, 1);
 }
 
 #[test]

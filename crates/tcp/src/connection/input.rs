@@ -260,6 +260,10 @@ impl Connection {
             self.start_keepalive(now);
         }
         self.rx_ack(now, seg);
+        // `MSG_MORE` holds a tail only for the push of its own `send`: an arriving ACK pushes
+        // queued data under the socket's Nagle and cork settings alone, as Linux's
+        // `tcp_data_snd_check` (`tcp_push_pending_frames` with `tp->nonagle`) does.
+        self.more = false;
         if self.state == State::Closed {
             return;
         }

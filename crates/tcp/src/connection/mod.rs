@@ -471,7 +471,10 @@ impl Connection {
                 config.initial_window_segments,
                 u32::from(snd_mss),
             ),
-            rtt: RttEstimator::new(config.rto_initial_ns, config.rto_min_ns, config.rto_max_ns),
+            rtt: RttEstimator {
+                min_bounds_variance: config.rto_min_bounds_variance,
+                ..RttEstimator::new(config.rto_initial_ns, config.rto_min_ns, config.rto_max_ns)
+            },
             rtt_timed: None,
             ts_offset,
             ts_recent: 0,
@@ -926,7 +929,8 @@ impl Connection {
     }
 
     /// `send` with `MSG_MORE`: full segments go, but a partial tail waits for a later
-    /// `send` (or `set_nodelay(true)`, or the persist timer) and leaves without PSH.
+    /// `send`, an arriving ACK (which pushes under Nagle and `TCP_CORK` alone, as Linux does),
+    /// `set_nodelay(true)`, or the persist timer, and leaves without PSH.
     pub fn send_more(&mut self, data: &[u8]) -> Result<usize, Error> {
         let n = self.queue(data)?;
         self.more = true;

@@ -93,7 +93,11 @@ impl Connection {
     /// nothing else to send (called when `poll_transmit` runs dry). One probe per tail episode,
     /// none during recovery, after a timeout, or while probing a zero window.
     pub(super) fn arm_tail_loss_probe(&mut self, now: u64) {
+        // RACK-TLP is specified for SACK connections (RFC 8985: what a probe repaired is seen
+        // through SACK); Linux, too, probes only when SACK was negotiated
+        // (`tcp_schedule_loss_probe`).
         if !self.config.tail_loss_probe
+            || !self.sack_ok
             || self.tlp_sent
             || self.tlp_pending
             || self.tlp_deadline_ns != NEVER
