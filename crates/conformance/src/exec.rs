@@ -97,6 +97,9 @@ impl Profile {
                 mss_bytes: 1460,
                 initial_window_segments: 10,
                 rto_min_ns: 200 * tcp::config::NS_PER_MS,
+                // Linux floors the variance term, not the RTO: RTO = SRTT + max(4·RTTVAR,
+                // 200 ms) (`tcp_rtt_estimator`, `__tcp_set_rto`).
+                rto_min_bounds_variance: true,
                 rto_initial_ns: tcp::config::NS_PER_S,
                 rto_max_ns: 120 * tcp::config::NS_PER_S,
                 delayed_ack_ns: 40 * tcp::config::NS_PER_MS,
@@ -852,6 +855,7 @@ impl Exec {
             SyscallKind::Connect => self.sys_connect(pos, call, window)?,
             SyscallKind::Read | SyscallKind::Recv => self.sys_read(pos, call, window, kind)?,
             SyscallKind::Write | SyscallKind::Send => self.sys_write(pos, call, window, kind)?,
+            SyscallKind::Sendmsg => self.sys_sendmsg(pos, call, window)?,
             SyscallKind::Close => Some(self.sys_close(pos, call)?),
             SyscallKind::Shutdown => Some(self.sys_shutdown(pos, call)?),
             SyscallKind::Fcntl => Some(self.sys_fcntl(pos, call)?),
@@ -1216,8 +1220,89 @@ impl Exec {
         if kind == SyscallKind::Send && !more {
             Self::flags_arg(call)?;
         }
-        let fd = Self::fd_num(pos, call)?;
         let len = Self::len_arg(pos, call)?;
+        self.write_op(pos, call, window, len, more)
+    }
+
+    /// `sendmsg(fd, {msg_name(...)=..., msg_iov(N)=[{..., len}, ...], msg_flags=0}, flags)`:
+    /// a write of the iovecs' total length (the executor's buffers carry no content the
+    /// script checks, so the gather is one write). `flags` may be 0 or `MSG_MORE`; a
+    /// `msg_name` (meaningless on a connected TCP socket), `msg_control`, or any other field or
+    /// flag skips the script.
+    fn sys_sendmsg(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+    ) -> Result<Option<CallResult>, Stop> {
+        let more = match call.args.get(2) {
+            Some(Expr::Int(0)) => false,
+            Some(Expr::Symbol(s)) if s == "MSG_MORE" => true,
+            Some(other) => return skip(format!("sendmsg flags {other} are not supported")),
+            None => return fail(pos, "sendmsg: missing flags argument"),
+        };
+        let Some(Expr::Struct(fields)) = call.args.get(1) else {
+            return fail(pos, "sendmsg: second argument is not a struct msghdr");
+        };
+        let mut len = None;
+        for f in fields {
+            match (f.name.as_deref(), &f.value) {
+                (Some("msg_name"), Expr::Ellipsis) | (Some("msg_flags"), Expr::Int(0)) => {}
+                (Some("msg_iov"), Expr::List(iovs)) => {
+                    len = Some(Self::iov_total_len(pos, f.param.as_ref(), iovs)?);
+                }
+                (name, value) => {
+                    return skip(format!(
+                        "sendmsg: msghdr field {}={value} is not supported",
+                        name.unwrap_or("(unnamed)")
+                    ));
+                }
+            }
+        }
+        let Some(len) = len else {
+            return fail(pos, "sendmsg: the msghdr has no msg_iov");
+        };
+        self.write_op(pos, call, window, len, more)
+    }
+
+    /// Total length of `[{..., len}, ...]`, whose element count must equal `msg_iov(N)`'s N.
+    fn iov_total_len(pos: Pos, count: Option<&Expr>, iovs: &[Expr]) -> Result<usize, Stop> {
+        if let Some(Expr::Int(n)) = count
+            && usize::try_from(*n).ok() != Some(iovs.len())
+        {
+            return fail(
+                pos,
+                format!("sendmsg: msg_iov({n}) lists {} iovecs", iovs.len()),
+            );
+        }
+        let mut total = 0usize;
+        for iov in iovs {
+            let Expr::Struct(parts) = iov else {
+                return fail(pos, format!("sendmsg: iovec {iov} is not {{..., len}}"));
+            };
+            match parts.as_slice() {
+                [base, l] if base.name.is_none() && l.name.is_none() => match &l.value {
+                    Expr::Int(n) if *n >= 0 => {
+                        total = total.saturating_add(usize::try_from(*n).unwrap_or(usize::MAX));
+                    }
+                    _ => return fail(pos, format!("sendmsg: iovec {iov} has no length")),
+                },
+                _ => return fail(pos, format!("sendmsg: iovec {iov} is not {{..., len}}")),
+            }
+        }
+        Ok(total)
+    }
+
+    /// A write of `len` bytes (`more`: `MSG_MORE`), blocking unless the fd is non-blocking.
+    fn write_op(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+        len: usize,
+        more: bool,
+    ) -> Result<Option<CallResult>, Stop> {
+        let fd = Self::fd_num(pos, call)?;
         let nonblocking = self.fd_arg(pos, call)?.nonblocking;
         let op = PendingOp::Write {
             fd,

@@ -205,3 +205,34 @@ fn blocking_call_left_outstanding_at_the_end_fails() {
     assert_eq!(pos.line, 10);
     assert!(message.contains("did not return"), "{message}");
 }
+
+#[test]
+fn sendmsg_writes_the_iovecs_total_and_msg_more_holds_the_tail() {
+    // Three iovecs (100 + 200 + 195 bytes) with MSG_MORE stay queued; a sendmsg without it
+    // pushes all 500 bytes in one segment.
+    let script = format!(
+        "{HANDSHAKE}\
++0 setsockopt(4, SOL_TCP, TCP_NODELAY, [1], 4) = 0
++0 sendmsg(4, {{msg_name(...)=..., msg_iov(3)=[{{..., 100}}, {{..., 200}}, {{..., 195}}],
+               msg_flags=0}}, MSG_MORE) = 495
++.01 sendmsg(4, {{msg_name(...)=..., msg_iov(1)=[{{..., 5}}], msg_flags=0}}, 0) = 5
++0 > P. 1:501(500) ack 1
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+}
+
+#[test]
+fn sendmsg_with_a_wrong_iovec_count_fails_naming_it() {
+    let script = format!(
+        "{HANDSHAKE}\
++0 sendmsg(4, {{msg_name(...)=..., msg_iov(2)=[{{..., 100}}], msg_flags=0}}, 0) = 100
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    let Outcome::Fail { message, .. } = report.outcome else {
+        panic!("expected a failure, got {}", report.outcome);
+    };
+    assert!(message.contains("msg_iov(2) lists 1 iovecs"), "{message}");
+}
