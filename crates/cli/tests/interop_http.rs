@@ -1,13 +1,13 @@
 //! Linux HTTP clients against `rsstack serve http --dir` over AF_PACKET: `curl` fetches files
 //! of 1 KB to 100 MB intact (SHA-256), gets a 404 for a missing file and `text/html` for
-//! `index.html`; `wrk -c 100 -d 10s -t 2` sees no socket error and no non-2xx answer. Each
+//! `index.html`, and 1 MB again over IPv6; `wrk -c 100 -d 10s -t 2` sees no socket error and no non-2xx answer. Each
 //! again with 1 % random loss on the Linux side. Root only.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{Backend, DUT_V4, Offloads, Topology, curl, need_tools, serial, write_site};
+use common::{Backend, DUT_V4, DUT_V6, Offloads, Topology, curl, need_tools, serial, write_site};
 use testnet::tools::WrkReport;
 use testnet::{Result, TempDir, check, require_root, sha256_file};
 
@@ -36,6 +36,15 @@ fn curl_files(loss: bool) -> Result<()> {
         })?;
         server.still_running()?;
     }
+    // IPv6 too: the same stack, the other family.
+    let (v6_name, v6_path) = &files[2];
+    let out = got.join("v6");
+    let url = format!("http://[{DUT_V6}]/{v6_name}");
+    let (code, _) = curl(&topo, &url, &out, CURL_LIMIT)?;
+    check(code == 200, || format!("GET {url}: status {code}"))?;
+    check(sha256_file(v6_path)? == sha256_file(&out)?, || {
+        format!("GET {url}: sha256 differs")
+    })?;
     let out = got.join("missing");
     let (code, _) = curl(
         &topo,
