@@ -99,9 +99,14 @@ fn malformed_frames_and_a_syn_flood_are_counted_while_a_transfer_completes_intac
         frames.len(),
         started.elapsed().as_secs_f64()
     );
-    check(!curl.has_exited(), || {
-        "the transfer ended before the injection did: raise its duration".into()
-    })?;
+    if curl.has_exited() {
+        let out = curl.wait(Duration::from_secs(5))?;
+        return Err(Error::Check(format!(
+            "the transfer ended ({}) before the injection did: {}",
+            out.status_text(),
+            out.combined()
+        )));
+    }
     let curl_out = curl.wait(Duration::from_secs(120))?;
     check(curl_out.status.success(), || {
         format!("curl during the injection failed: {}", curl_out.combined())

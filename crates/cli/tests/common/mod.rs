@@ -22,7 +22,11 @@ use std::time::Duration;
 
 use testnet::{Netns, Proc, Result, Tap, Veth, check, have_program};
 
-pub const RSSTACK: &str = env!("CARGO_BIN_EXE_rsstack");
+/// The binary under test; `RSSTACK_BIN` overrides it (to run the interop tests against
+/// another build, e.g. a release binary).
+pub fn rsstack_bin() -> String {
+    std::env::var("RSSTACK_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_rsstack").to_owned())
+}
 pub const PEER_V4: &str = "10.77.0.1";
 pub const DUT_V4: &str = "10.77.0.2";
 pub const PEER_V6: &str = "fd00:77::1";
@@ -175,7 +179,7 @@ impl Topology {
         let io = self.io_args();
         let mut all: Vec<&str> = args.to_vec();
         all.extend(io.iter().map(String::as_str));
-        self.dut().spawn(RSSTACK, &all)
+        self.dut().spawn(&rsstack_bin(), &all)
     }
 
     /// Runs `rsstack ARGS <io args>` to completion in the rsstack namespace, bounded by
