@@ -32,6 +32,11 @@ const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
+/// `tp_status` bit: the transport checksum is not filled in yet (checksum offload on the
+/// sending side of a local link, e.g. veth): the field holds only the pseudo-header sum.
+pub const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
+/// `tp_status` bit: the kernel or the driver already validated the transport checksum.
+pub const TP_STATUS_CSUM_VALID: u32 = 1 << 7;
 /// Ask the kernel to fill `tp_rxhash` (its flow hash) in every frame header.
 const TP_FT_REQ_FILL_RXHASH: u32 = 1;
 
@@ -46,6 +51,7 @@ const PKT_SEC_OFF: usize = 4;
 const PKT_NSEC_OFF: usize = 8;
 const PKT_SNAPLEN_OFF: usize = 12;
 const PKT_LEN_OFF: usize = 16;
+const PKT_STATUS_OFF: usize = 20;
 const PKT_MAC_OFF: usize = 24;
 const PKT_RXHASH_OFF: usize = 28;
 const PKT_HDR_BYTES: usize = 48;
@@ -118,6 +124,22 @@ pub struct RxMeta {
     pub wire_len: u32,
     /// The kernel's flow hash (not rsstack's Toeplitz hash).
     pub kernel_rxhash: u32,
+    /// The frame header's `tp_status` word (`TP_STATUS_*` bits).
+    pub status: u32,
+}
+
+impl RxMeta {
+    /// The transport checksum field holds only the pseudo-header sum
+    /// ([`TP_STATUS_CSUMNOTREADY`]): the receiver must complete it before verifying.
+    pub fn checksum_not_ready(&self) -> bool {
+        self.status & TP_STATUS_CSUMNOTREADY != 0
+    }
+
+    /// The frame handed over is shorter than the frame on the wire (it did not fit the ring's
+    /// frame slot, e.g. a GSO super-frame): it must not be processed as if it were whole.
+    pub fn truncated(&self, captured_bytes: usize) -> bool {
+        (captured_bytes as u64) < u64::from(self.wire_len)
+    }
 }
 
 /// Kernel counters of one socket since the previous read (`PACKET_STATISTICS` resets them).
@@ -425,6 +447,7 @@ impl AfPacketSocket {
         let nsec = self.ring.read_u32(h + PKT_NSEC_OFF)?;
         let snaplen = self.ring.read_u32(h + PKT_SNAPLEN_OFF)? as usize;
         let wire_len = self.ring.read_u32(h + PKT_LEN_OFF)?;
+        let status = self.ring.read_u32(h + PKT_STATUS_OFF)?;
         let mac = usize::from(self.ring.read_u16(h + PKT_MAC_OFF)?);
         let rxhash = self.ring.read_u32(h + PKT_RXHASH_OFF)?;
         let frame_off = off.checked_add(mac)?;
@@ -437,6 +460,7 @@ impl AfPacketSocket {
             timestamp_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
             wire_len,
             kernel_rxhash: rxhash,
+            status,
         };
         Some((frame_off, snaplen, meta, next))
     }

@@ -7,7 +7,9 @@
 //!
 //! Every fd is non-blocking: `recv` returns `ErrorKind::WouldBlock` when the queue is empty, and
 //! [`wait_readable`] sleeps until one of several queues has a frame or a timeout passes.
-//! The device disappears when its last fd closes (it is never made persistent).
+//! A device this process creates disappears when its last fd closes (it is never made
+//! persistent here); a persistent device created beforehand (`ip tuntap add … multi_queue`)
+//! is attached to, and stays when the fds close.
 
 use std::ffi::CStr;
 use std::fs::{File, OpenOptions};
@@ -119,6 +121,17 @@ impl TapDevice {
     /// Creates (or attaches to) the TAP interface `name` with `queues` queues. With more than one
     /// queue the device is multi-queue. Needs `CAP_NET_ADMIN`.
     pub fn open(name: &str, queues: usize) -> io::Result<Self> {
+        Self::open_with(name, queues, queues > 1)
+    }
+
+    /// As [`TapDevice::open`], but always with `IFF_MULTI_QUEUE`, even for one queue: the
+    /// form that attaches to a persistent device created with `multi_queue` (the kernel
+    /// refuses a `TUNSETIFF` whose multi-queue flag differs from the device's, `EINVAL`).
+    pub fn open_multi_queue(name: &str, queues: usize) -> io::Result<Self> {
+        Self::open_with(name, queues, true)
+    }
+
+    fn open_with(name: &str, queues: usize, multi_queue: bool) -> io::Result<Self> {
         if queues == 0 || queues > MAX_QUEUES {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -126,7 +139,7 @@ impl TapDevice {
             ));
         }
         let mut flags = IFF_TAP | IFF_NO_PI;
-        if queues > 1 {
+        if multi_queue {
             flags |= IFF_MULTI_QUEUE;
         }
         let mut opened = Vec::with_capacity(queues);

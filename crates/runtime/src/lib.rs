@@ -18,10 +18,15 @@
 //! ports whose replies hash back to the opening shard.
 //!
 //! [`run_pair`] joins a server and a client host with the `mem` backend ([`wire`]) and runs them
-//! until a duration passes or every client shard says it is done.
+//! until a duration passes or every client shard says it is done. [`run_host`] ([`host`]) runs
+//! one host whose shards talk to OS ports (TAP, AF_PACKET, AF_XDP) or replay a pcap file. Both
+//! drive the same shard loop ([`shard`]), generic over the shard's port ([`io`]).
 #![deny(unsafe_code)]
 
+pub mod host;
+pub mod io;
 pub mod live;
+mod port;
 pub mod ring;
 pub mod shard;
 pub mod wire;
@@ -36,10 +41,13 @@ use nic::{Nic, NicConfig};
 use rss::{Reta, RssHasher};
 use stack::{InterfaceConfig, Limits, RssConfig, Stack, StackConfig};
 
+pub use host::{HostLimits, HostView, LiveConfig, LiveIo, LiveReport, run_host};
+pub use io::PortCounters;
 pub use live::{ShardLive, ShardSnapshot};
 pub use shard::{Forwarded, ShardReport};
 pub use wire::{WireConfig, WireReport};
 
+use crate::io::{MemIo, ShardIo};
 use crate::ring::ring;
 use crate::shard::Shard;
 use crate::wire::{Wire, WirePort};
@@ -114,6 +122,8 @@ pub enum RuntimeError {
     Config(String),
     /// A thread could not be spawned or panicked.
     Thread(String),
+    /// An OS port could not be opened (the message names the port and the OS error).
+    Io(String),
 }
 
 impl core::fmt::Display for RuntimeError {
@@ -121,6 +131,7 @@ impl core::fmt::Display for RuntimeError {
         match self {
             RuntimeError::Config(m) => write!(f, "bad configuration: {m}"),
             RuntimeError::Thread(m) => write!(f, "thread failure: {m}"),
+            RuntimeError::Io(m) => write!(f, "{m}"),
         }
     }
 }
@@ -145,8 +156,23 @@ impl<A> HostReport<A> {
                     + s.cross_shard_drop_ring_full
                     + s.stack.tx_drop_queue_full
                     + s.stack.arp_pending_queue_full
+                    + s.port.drops()
             })
             .sum()
+    }
+
+    /// The ports' counters summed over the shards.
+    pub fn port_counters(&self) -> PortCounters {
+        let mut c = PortCounters::default();
+        for s in &self.shards {
+            c.add(&s.port);
+        }
+        c
+    }
+
+    /// NIC wake-ups (moderated interrupts) over all shards.
+    pub fn nic_wakeups(&self) -> u64 {
+        self.shards.iter().map(|s| s.nic.wakeups).sum()
     }
 
     /// Cross-shard messages sent.
@@ -184,7 +210,7 @@ struct Spawned<A> {
 }
 
 /// Validates `cfg` and builds the per-host pieces shared by the wire and the shards.
-fn check(cfg: &HostConfig, name: &str) -> Result<(), RuntimeError> {
+pub(crate) fn check(cfg: &HostConfig, name: &str) -> Result<(), RuntimeError> {
     if cfg.shards == 0 || cfg.shards > nic::QUEUES_MAX {
         return Err(RuntimeError::Config(format!(
             "{name}: shards must be 1..={}",
@@ -216,24 +242,53 @@ fn steering_nic(cfg: &HostConfig) -> Result<Nic, RuntimeError> {
     Ok(n)
 }
 
-/// Builds the shards of one host (not yet started) and its wire port.
-fn spawn_host<A, F>(
+/// How a host's shards exchange frames.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ShardMode {
+    /// Frames may reach a shard that does not own their flow: forward them over cross-shard
+    /// rings (a full mesh is built).
+    pub forwarding: bool,
+    /// Copy ARP/ND frames to every other shard (live ports).
+    pub copy_neighbour: bool,
+}
+
+/// What every shard of a host shares: the stop flag, the clock's epoch, and each shard's
+/// thread (set as it starts, for unparking).
+pub(crate) struct HostShared {
+    pub stop: Arc<AtomicBool>,
+    pub epoch: Instant,
+    pub threads: Arc<Vec<OnceLock<Thread>>>,
+}
+
+/// One starter per shard and the shards' live figures.
+pub(crate) type Built<A> = (Vec<Starter<A>>, Vec<Arc<ShardLive>>);
+
+/// Builds the shards of one host, not yet started: one per entry of `ios`, each with its port.
+pub(crate) fn build_host<A, F, I>(
     cfg: &HostConfig,
     name: &str,
     factory: Arc<F>,
-    stop: &Arc<AtomicBool>,
-    epoch: Instant,
-) -> Result<BuiltHost<A>, RuntimeError>
+    shared: &HostShared,
+    ios: Vec<I>,
+    mode: ShardMode,
+) -> Result<Built<A>, RuntimeError>
 where
     A: App + Send + 'static,
     F: Fn(ShardInfo) -> A + Send + Sync + 'static,
+    I: ShardIo + 'static,
 {
     check(cfg, name)?;
+    let (stop, epoch, threads) = (&shared.stop, shared.epoch, &shared.threads);
     let s = usize::from(cfg.shards);
+    if ios.len() != s || threads.len() != s {
+        return Err(RuntimeError::Config(format!(
+            "{name}: {} ports for {s} shards",
+            ios.len()
+        )));
+    }
     let sw_reta = Reta::with_equal(rss::RETA_SIZE_DEFAULT, cfg.shards)
         .map_err(|e| RuntimeError::Config(format!("{name}: reta: {e:?}")))?;
-    let forwarding = cfg.queues < cfg.shards;
-    let threads: Arc<Vec<OnceLock<Thread>>> = Arc::new((0..s).map(|_| OnceLock::new()).collect());
+    let forwarding = mode.forwarding && s > 1;
     // Cross-shard rings: a full mesh only when forwarding is needed.
     let mut cross_out: Vec<Vec<Option<ring::Producer<Forwarded>>>> =
         (0..s).map(|_| (0..s).map(|_| None).collect()).collect();
@@ -251,20 +306,9 @@ where
             }
         }
     }
-    let mut port = WirePort {
-        from_shards: Vec::new(),
-        held: (0..s).map(|_| None).collect(),
-        to_shards: Vec::new(),
-        steering: steering_nic(cfg)?,
-        threads: threads.clone(),
-    };
     let mut starters: Vec<Starter<A>> = Vec::new();
     let mut lives = Vec::new();
-    for ((i, outs), ins) in cross_out.into_iter().enumerate().zip(cross_in) {
-        let (rx_p, rx_c) = ring(cfg.wire_ring_slots);
-        let (tx_p, tx_c) = ring(cfg.wire_ring_slots);
-        port.to_shards.push(rx_p);
-        port.from_shards.push(tx_c);
+    for (((i, outs), ins), io) in cross_out.into_iter().enumerate().zip(cross_in).zip(ios) {
         let live = Arc::new(ShardLive::default());
         lives.push(live.clone());
         let shard = u16::try_from(i).map_err(|_| RuntimeError::Config("shards".into()))?;
@@ -301,7 +345,8 @@ where
             sw_reta.clone(),
         );
         let thread_name = format!("{name}-shard{i}");
-        starters.push(Box::new(move |wire_thread: Thread| {
+        let copy_neighbour = mode.copy_neighbour && forwarding;
+        starters.push(Box::new(move || {
             std::thread::Builder::new()
                 .name(thread_name)
                 .spawn(move || {
@@ -325,13 +370,12 @@ where
                         stack: Stack::new(stack_cfg),
                         app,
                         budget_packets: budget,
-                        rx: rx_c,
-                        tx: tx_p,
+                        io,
                         cross_out: outs,
                         cross_in: ins,
                         sw_reta,
                         forwarding,
-                        wire_thread,
+                        copy_neighbour,
                         shard_threads: threads,
                         live,
                         stop,
@@ -342,22 +386,72 @@ where
                 .map_err(|e| RuntimeError::Thread(e.to_string()))
         }));
     }
+    Ok((starters, lives))
+}
+
+/// Builds the shards of one `mem` host (not yet started) and its wire port. The shards unpark
+/// the wire through `wire_thread`, set once the wire thread exists.
+fn spawn_host<A, F>(
+    cfg: &HostConfig,
+    name: &str,
+    factory: Arc<F>,
+    stop: &Arc<AtomicBool>,
+    epoch: Instant,
+    wire_thread: &Arc<OnceLock<Thread>>,
+) -> Result<BuiltHost<A>, RuntimeError>
+where
+    A: App + Send + 'static,
+    F: Fn(ShardInfo) -> A + Send + Sync + 'static,
+{
+    check(cfg, name)?;
+    let s = usize::from(cfg.shards);
+    let threads: Arc<Vec<OnceLock<Thread>>> = Arc::new((0..s).map(|_| OnceLock::new()).collect());
+    let mut port = WirePort {
+        from_shards: Vec::new(),
+        held: (0..s).map(|_| None).collect(),
+        to_shards: Vec::new(),
+        steering: steering_nic(cfg)?,
+        threads: threads.clone(),
+    };
+    let mut ios = Vec::with_capacity(s);
+    for _ in 0..s {
+        let (rx_p, rx_c) = ring(cfg.wire_ring_slots);
+        let (tx_p, tx_c) = ring(cfg.wire_ring_slots);
+        port.to_shards.push(rx_p);
+        port.from_shards.push(tx_c);
+        ios.push(MemIo {
+            rx: rx_c,
+            tx: tx_p,
+            wire_thread: wire_thread.clone(),
+            pushed: false,
+        });
+    }
+    let mode = ShardMode {
+        forwarding: cfg.queues < cfg.shards,
+        copy_neighbour: false,
+    };
+    let shared = HostShared {
+        stop: stop.clone(),
+        epoch,
+        threads,
+    };
+    let (starters, lives) = build_host(cfg, name, factory, &shared, ios, mode)?;
     Ok((port, starters, lives))
 }
 
-type Starter<A> = Box<dyn FnOnce(Thread) -> Result<JoinHandle<ShardReport<A>>, RuntimeError>>;
+/// Starts one shard's thread.
+pub(crate) type Starter<A> = Box<dyn FnOnce() -> Result<JoinHandle<ShardReport<A>>, RuntimeError>>;
 
 /// A host ready to start: its wire port, one starter per shard, the shards' live figures.
 type BuiltHost<A> = (WirePort, Vec<Starter<A>>, Vec<Arc<ShardLive>>);
 
-fn start_all<A>(
+pub(crate) fn start_all<A>(
     starters: Vec<Starter<A>>,
-    wire_thread: &Thread,
     err: &mut Option<RuntimeError>,
 ) -> Vec<JoinHandle<ShardReport<A>>> {
     let mut hs = Vec::new();
     for st in starters {
-        match st(wire_thread.clone()) {
+        match st() {
             Ok(h) => hs.push(h),
             Err(e) => *err = Some(e),
         }
@@ -365,7 +459,7 @@ fn start_all<A>(
     hs
 }
 
-fn join_all<A>(
+pub(crate) fn join_all<A>(
     handles: Vec<JoinHandle<ShardReport<A>>>,
 ) -> Result<Vec<ShardReport<A>>, RuntimeError> {
     handles
@@ -400,8 +494,23 @@ where
 {
     let stop = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
-    let (sport, sstart, slive) = spawn_host(server, "server", Arc::new(server_app), &stop, epoch)?;
-    let (cport, cstart, clive) = spawn_host(client, "client", Arc::new(client_app), &stop, epoch)?;
+    let wire_slot: Arc<OnceLock<Thread>> = Arc::new(OnceLock::new());
+    let (sport, sstart, slive) = spawn_host(
+        server,
+        "server",
+        Arc::new(server_app),
+        &stop,
+        epoch,
+        &wire_slot,
+    )?;
+    let (cport, cstart, clive) = spawn_host(
+        client,
+        "client",
+        Arc::new(client_app),
+        &stop,
+        epoch,
+        &wire_slot,
+    )?;
     // Port 0 is the client (direction 0: client → server).
     let w = Wire::new(wire, [cport, sport], stop.clone(), epoch);
     let wire_handle = std::thread::Builder::new()
@@ -409,13 +518,14 @@ where
         .spawn(move || w.run())
         .map_err(|e| RuntimeError::Thread(e.to_string()))?;
     let wire_thread = wire_handle.thread().clone();
+    let _ = wire_slot.set(wire_thread.clone());
     let mut spawn_err = None;
     let server_spawned = Spawned {
-        handles: start_all(sstart, &wire_thread, &mut spawn_err),
+        handles: start_all(sstart, &mut spawn_err),
         live: slive,
     };
     let client_spawned = Spawned {
-        handles: start_all(cstart, &wire_thread, &mut spawn_err),
+        handles: start_all(cstart, &mut spawn_err),
         live: clive,
     };
     let snapshot = |sp: &Vec<Arc<ShardLive>>| sp.iter().map(|l| l.snapshot()).collect::<Vec<_>>();

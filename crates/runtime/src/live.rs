@@ -18,6 +18,7 @@ pub struct ShardLive {
     progress: AtomicU64,
     cross_shard: AtomicU64,
     done: AtomicBool,
+    started: AtomicBool,
 }
 
 /// A copy of [`ShardLive`] at one moment.
@@ -41,6 +42,8 @@ pub struct ShardSnapshot {
     pub cross_shard: u64,
     /// The application said it is done.
     pub done: bool,
+    /// The application's `start` has run (its listeners exist).
+    pub started: bool,
 }
 
 impl ShardSnapshot {
@@ -76,6 +79,7 @@ impl ShardLive {
         self.progress.store(s.progress, r);
         self.cross_shard.store(s.cross_shard, r);
         self.done.store(s.done, r);
+        self.started.store(s.started, r);
     }
 
     /// Reads the last published figures.
@@ -91,6 +95,7 @@ impl ShardLive {
             progress: self.progress.load(r),
             cross_shard: self.cross_shard.load(r),
             done: self.done.load(r),
+            started: self.started.load(r),
         }
     }
 }

@@ -1,26 +1,35 @@
 //! One shard's run-to-completion loop.
 //!
-//! Per iteration, at `now`: (1) move frames from the wire ring into the shard's NIC queue
-//! (never more than the NIC ring has room for, so the NIC never drops for lack of a slot);
-//! (2) collect NIC wake-ups and poll the queue within the budget (NAPI: re-armed only when
-//! drained); each descriptor goes to the stack with its carried RSS hash, or — when the host
-//! has fewer hardware queues than shards — to its owning shard through a counted cross-shard
-//! ring (a software RETA); (3) take forwarded frames from other shards; (4) stack timers;
-//! (5) the application, with the readiness events; (6) transmit: stack → NIC TX → wire ring.
-//! With no work the shard parks until the earliest of the stack's, the NIC's (moderation and
-//! coalescing) and the application's deadlines, or until a producer unparks it.
+//! Per iteration, at `now`: (1) move received frames from the shard's port ([`ShardIo`]: the
+//! `mem` wire's ring, or a live OS port) into the shard's NIC queue (never more than the NIC
+//! ring has room for, so the NIC never drops for lack of a slot); (2) collect NIC wake-ups and
+//! poll the queue within the budget (NAPI: re-armed only when drained); each descriptor goes to
+//! the stack with its carried RSS hash, or — when frames reach shards other than their owners
+//! (fewer hardware queues than shards, or a live port whose kernel-side spreading does not
+//! follow our RETA) — to its owning shard through a counted cross-shard ring (a software
+//! RETA); (3) take forwarded frames from other shards; (4) stack timers; (5) the application,
+//! with the readiness events; (6) transmit: stack → NIC TX → port, then flush the port.
+//! With no work the shard waits ([`ShardIo::idle`]) until the earliest of the stack's, the
+//! NIC's (moderation and coalescing) and the application's deadlines, or until a frame or a
+//! producer wakes it.
+//!
+//! Neighbour frames on live ports: all shards share one IP and MAC, but an ARP or ND frame
+//! reaches one shard only. With `copy_neighbour` on, that shard processes it and copies it to
+//! every other shard (counted `neighbour_copies`), so every neighbour cache learns the peer.
+//! The `mem` wire does this itself (it delivers ARP replies to every shard), so it leaves
+//! `copy_neighbour` off.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::Thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use apps::{App, Ctx, ShardInfo};
 use nic::{Nic, QueueCounters, RxDescriptor, TxOffload, TxVerdict};
 use rss::Reta;
 use stack::{SocketEvent, Stack};
 
+use crate::io::{PortCounters, ShardIo, is_neighbour_frame};
 use crate::live::{ShardLive, ShardSnapshot};
 use crate::ring::{Consumer, Producer};
 
@@ -49,12 +58,16 @@ pub struct ShardReport<A> {
     pub stack: stack::Counters,
     /// Wire packets handed to this shard's stack (coalesced segments counted one by one).
     pub rx_packets: u64,
-    /// Frames put on the wire ring.
+    /// Frames handed to the port (the wire ring, or the OS).
     pub tx_frames: u64,
     /// Cross-shard messages sent / received / dropped for a full ring.
     pub cross_shard_tx: u64,
     pub cross_shard_rx: u64,
     pub cross_shard_drop_ring_full: u64,
+    /// Copies of ARP/ND frames sent to the other shards (also counted in `cross_shard_tx`).
+    pub neighbour_copies: u64,
+    /// The port's own counters (all zero on the `mem` wire).
+    pub port: PortCounters,
     /// Frames the NIC's transmit ring refused.
     pub tx_drop_nic_ring_full: u64,
     /// Busy time and lifetime, ns.
@@ -68,7 +81,7 @@ pub struct ShardReport<A> {
 }
 
 /// Everything a shard thread owns.
-pub(crate) struct Shard<A: App> {
+pub(crate) struct Shard<A: App, I: ShardIo> {
     pub info: ShardInfo,
     pub core: Option<usize>,
     pub pin_failed: bool,
@@ -78,17 +91,18 @@ pub(crate) struct Shard<A: App> {
     pub stack: Stack,
     pub app: A,
     pub budget_packets: usize,
-    pub rx: Consumer<Vec<u8>>,
-    pub tx: Producer<Vec<u8>>,
+    /// Where frames come from and go to.
+    pub io: I,
     /// Indexed by destination shard; `None` for this shard (and when no forwarding is needed).
     pub cross_out: Vec<Option<Producer<Forwarded>>>,
     pub cross_in: Vec<Consumer<Forwarded>>,
     /// Software RETA over the shards, used when `forwarding` is on.
     pub sw_reta: Reta,
     pub forwarding: bool,
-    /// Threads to unpark: the wire, and this host's shards by index.
-    pub wire_thread: Thread,
-    pub shard_threads: Arc<Vec<std::sync::OnceLock<Thread>>>,
+    /// Copy ARP/ND frames to every other shard (live ports; needs `forwarding`).
+    pub copy_neighbour: bool,
+    /// Threads to unpark: this host's shards by index.
+    pub shard_threads: Arc<Vec<std::sync::OnceLock<std::thread::Thread>>>,
     pub live: Arc<ShardLive>,
     pub stop: Arc<AtomicBool>,
     pub epoch: Instant,
@@ -98,7 +112,7 @@ fn now_ns(epoch: Instant) -> u64 {
     u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
-impl<A: App> Shard<A> {
+impl<A: App, I: ShardIo> Shard<A, I> {
     pub(crate) fn run(mut self) -> ShardReport<A> {
         if let Some(t) = self.shard_threads.get(usize::from(self.info.shard)) {
             let _ = t.set(std::thread::current());
@@ -111,6 +125,7 @@ impl<A: App> Shard<A> {
         let mut scheduled = false;
         let mut snap = ShardSnapshot::default();
         let (mut cross_tx, mut cross_rx, mut cross_drop, mut tx_nic_drop) = (0u64, 0u64, 0, 0);
+        let mut neighbour_copies = 0u64;
         let mut sleeps = 0u64;
         let mut connections_max = 0u64;
         let mut last_publish_ns = 0u64;
@@ -120,19 +135,20 @@ impl<A: App> Shard<A> {
             let mut ctx = Ctx::new(now, self.info, &mut self.stack);
             self.app.start(&mut ctx);
         }
+        snap.started = true;
+        snap.done = self.app.done();
+        self.live.publish(&snap);
         loop {
             if self.stop.load(Ordering::Acquire) {
                 break;
             }
             let now = now_ns(self.epoch);
             let mut work = 0usize;
-            // (1) wire ring → NIC queue, within the NIC ring's free slots.
+            // (1) port → NIC queue, within the NIC ring's free slots.
             let room = self.nic_rx_slots.saturating_sub(self.nic.rx_pending(0));
-            for _ in 0..room.min(self.budget_packets * 2) {
-                let Some(f) = self.rx.pop() else { break };
-                self.nic.receive_on_queue(now, 0, f);
-                work += 1;
-            }
+            work += self
+                .io
+                .receive(&mut self.nic, now, room.min(self.budget_packets * 2));
             // (2) wake-ups and the NAPI poll.
             while self.nic.poll_wakeup(now).is_some() {
                 scheduled = true;
@@ -144,8 +160,27 @@ impl<A: App> Shard<A> {
                 }
                 for d in descs.drain(..) {
                     work += 1;
+                    let neighbour = self.copy_neighbour && is_neighbour_frame(&d.frame);
+                    if neighbour {
+                        for (to, slot) in self.cross_out.iter().enumerate() {
+                            let Some(p) = slot else { continue };
+                            match p.push(Forwarded {
+                                frame: d.frame.clone(),
+                                hash: d.hash,
+                            }) {
+                                Ok(()) => {
+                                    cross_tx += 1;
+                                    neighbour_copies += 1;
+                                    if let Some(w) = wake.get_mut(to) {
+                                        *w = true;
+                                    }
+                                }
+                                Err(_) => cross_drop += 1,
+                            }
+                        }
+                    }
                     let owner = match d.hash {
-                        Some(h) if self.forwarding => self.sw_reta.queue_for_hash(h),
+                        Some(h) if self.forwarding && !neighbour => self.sw_reta.queue_for_hash(h),
                         _ => me,
                     };
                     if owner != me {
@@ -206,13 +241,16 @@ impl<A: App> Shard<A> {
                 let mut ctx = Ctx::new(now, self.info, &mut self.stack);
                 self.app.poll(&mut ctx, &events);
             }
-            // (6) transmit: backlog first, then stack → NIC TX ring → wire ring.
-            let mut pushed = false;
+            // (6) transmit: backlog first, then stack → NIC TX ring → port. The backlog holds
+            // frames the port refused; it is bounded by one NIC TX ring's worth, because the
+            // stack is not polled again until it is empty.
             while let Some(f) = tx_backlog.pop_front() {
-                match self.tx.push(f) {
-                    Ok(()) => {
+                match self.io.send(f) {
+                    Ok(spent) => {
                         snap.tx_frames += 1;
-                        pushed = true;
+                        if let Some(b) = spent {
+                            self.stack.recycle(b);
+                        }
                     }
                     Err(f) => {
                         tx_backlog.push_front(f);
@@ -237,18 +275,18 @@ impl<A: App> Shard<A> {
                 txout.clear();
                 let _ = self.nic.poll_tx(0, usize::MAX, &mut txout);
                 for f in txout.drain(..) {
-                    match self.tx.push(f) {
-                        Ok(()) => {
+                    match self.io.send(f) {
+                        Ok(spent) => {
                             snap.tx_frames += 1;
-                            pushed = true;
+                            if let Some(b) = spent {
+                                self.stack.recycle(b);
+                            }
                         }
                         Err(f) => tx_backlog.push_back(f),
                     }
                 }
             }
-            if pushed {
-                self.wire_thread.unpark();
-            }
+            self.io.flush();
             for (i, w) in wake.iter_mut().enumerate() {
                 if std::mem::take(w) {
                     if let Some(t) = self.shard_threads.get(i).and_then(|t| t.get()) {
@@ -285,12 +323,12 @@ impl<A: App> Shard<A> {
                     .map_or(IDLE_SLEEP_NS_MAX, |d| d.saturating_sub(end))
                     .min(IDLE_SLEEP_NS_MAX)
                 } else {
-                    // The wire is behind: give it the core for a moment.
+                    // The port is behind: give it the core for a moment.
                     20_000
                 };
                 if sleep_ns > 0 {
                     sleeps += 1;
-                    std::thread::park_timeout(Duration::from_nanos(sleep_ns));
+                    self.io.idle(sleep_ns);
                 }
             }
         }
@@ -306,6 +344,8 @@ impl<A: App> Shard<A> {
             cross_shard_tx: cross_tx,
             cross_shard_rx: cross_rx,
             cross_shard_drop_ring_full: cross_drop,
+            neighbour_copies,
+            port: self.io.counters(),
             tx_drop_nic_ring_full: tx_nic_drop,
             busy_ns: snap.busy_ns,
             elapsed_ns: end,

@@ -1,0 +1,415 @@
+//! Live hosts: [`run_host`] runs one host whose shards talk to OS ports directly (no wire
+//! thread): each shard's [`crate::shard`] loop reads its port into its one-queue NIC model,
+//! runs its stack and application, and writes its transmit frames to the OS.
+//!
+//! # Steering follows rsstack's RSS, in software
+//!
+//! None of the kernel-side spreaders (tun's automatic queue selection, `PACKET_FANOUT_HASH`,
+//! a veth's single queue) follows our Toeplitz key and RETA. So on a live host with more than
+//! one shard every shard computes our hash (its NIC model does, for every frame) and forwards
+//! each frame it does not own to the owning shard over the bounded cross-shard rings (counted
+//! `cross_shard_tx`, dropped frames `cross_shard_drop_ring_full`): forwarding is on whenever
+//! `shards > 1`. Per backend:
+//!
+//! - **TAP**: opened with `IFF_MULTI_QUEUE` (so a persistent `multi_queue` device created
+//!   beforehand attaches; a single-queue persistent one is retried without the flag) with
+//!   `queues` queues. Shard `q < queues` reads queue `q`: every queue opened is read, since
+//!   the kernel's automatic steering spreads flows over all of them. With the default one
+//!   queue, shard 0 reads everything and dispatches in software. Every shard writes its
+//!   transmit frames to queue `shard % queues` (a TAP write is one whole frame, so sharing an
+//!   fd is safe). We do not attach a steering program (`TUNSETSTEERINGEBPF`): our Toeplitz
+//!   hash and RETA would have to be re-implemented as a hand-assembled eBPF program with map
+//!   lookups for the key and the table, and the kernel picks the queue before we see the
+//!   frame, so a mismatch between the two implementations would silently misroute; software
+//!   dispatch from the queues we read is exact by construction.
+//! - **AF_PACKET**: one TPACKET_V3 socket per shard in one `PACKET_FANOUT` group (hash mode),
+//!   with `PACKET_IGNORE_OUTGOING` so a shard does not see its own transmissions. Blocks are
+//!   256 KiB, so a 64 KiB GSO super-frame from a peer with TSO on fits whole; a frame cut
+//!   short anyway (`tp_snaplen < tp_len`) is dropped and counted (`rx_drop_truncated`). A
+//!   frame marked `TP_STATUS_CSUMNOTREADY` (the peer's veth left the checksum to offload) has
+//!   its TCP/UDP checksum completed in software (`rx_checksum_completed`).
+//! - **AF_XDP**: one socket (own UMEM) per queue `0..queues`, the redirect program attached
+//!   (native where the driver has it, generic otherwise; zero-copy where the driver offers it,
+//!   copy otherwise). Shard `q < queues` reads socket `q`; shard `s` transmits on socket
+//!   `s % queues` (behind a mutex, uncontended when `shards == queues`).
+//! - **pcap replay**: the file's frames are fed to shard 0 as received traffic, as fast as its
+//!   NIC ring takes them; transmitted frames are counted and discarded (and captured).
+//!
+//! # Neighbours
+//!
+//! All shards share one IP and MAC, but an ARP reply or Neighbor Advertisement reaches one
+//! shard. The shard that reads an ARP/ND frame processes it and copies it to every other
+//! shard (`neighbour_copies`), so no shard's connections wait on a resolution another shard
+//! completed. (Every shard thus also answers an ARP request; the peer sees identical replies.)
+//!
+//! # Stopping
+//!
+//! The run ends when `stop` is set (the CLI sets it from SIGINT/SIGTERM), when
+//! `limits.duration` passes, or, with `limits.stop_when_done`, when every shard's application
+//! says it is done. Shards notice within one idle wait ([`crate::shard::IDLE_SLEEP_NS_MAX`]);
+//! all threads are joined before `run_host` returns. Ports close (and the XDP program detaches)
+//! after the shards stopped; a pre-existing TAP device is left in place.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::BufReader;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use apps::{App, ShardInfo};
+use platform::af_packet::{AfPacketConfig, AfPacketSocket, FanoutMode};
+use platform::af_xdp::{XdpAttachment, XdpBindMode, XdpConfig, XdpPort};
+use platform::bpf::XdpAttachMode;
+use platform::pcap::{LINKTYPE_ETHERNET, PcapReader};
+use platform::tap::TapDevice;
+
+use crate::io::PortCounters;
+use crate::live::ShardSnapshot;
+use crate::port::{Capture, LivePort, PortKind};
+use crate::{
+    HostConfig, HostReport, HostShared, RuntimeError, ShardMode, build_host, check, join_all,
+    start_all,
+};
+
+/// Frames a pcap replay file may hold (the whole file is read before the run starts).
+pub const REPLAY_FRAMES_MAX: usize = 1_000_000;
+/// AF_PACKET ring block size, bytes: holds a 64 KiB GSO super-frame whole.
+pub const AF_PACKET_BLOCK_BYTES: u32 = 1 << 18;
+/// AF_PACKET ring blocks per socket.
+pub const AF_PACKET_BLOCKS: u32 = 32;
+
+/// The OS port a live host uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LiveIo {
+    /// A TAP device (created, or attached to when it exists) with `queues` queues.
+    Tap { name: String, queues: u16 },
+    /// AF_PACKET sockets on an existing interface, one per shard.
+    AfPacket { iface: String },
+    /// AF_XDP sockets on queues `0..queues` of an existing interface.
+    AfXdp { iface: String, queues: u16 },
+    /// Frames of a pcap file (link type Ethernet) replayed as received traffic.
+    PcapIn { path: PathBuf },
+}
+
+impl LiveIo {
+    /// The backend's short name: `tap`, `af_packet`, `af_xdp` or `pcap`.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            LiveIo::Tap { .. } => "tap",
+            LiveIo::AfPacket { .. } => "af_packet",
+            LiveIo::AfXdp { .. } => "af_xdp",
+            LiveIo::PcapIn { .. } => "pcap",
+        }
+    }
+
+    /// The interface name (or the replayed file).
+    pub fn target(&self) -> String {
+        match self {
+            LiveIo::Tap { name, .. } => name.clone(),
+            LiveIo::AfPacket { iface } | LiveIo::AfXdp { iface, .. } => iface.clone(),
+            LiveIo::PcapIn { path } => path.display().to_string(),
+        }
+    }
+}
+
+/// A live host's port and capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveConfig {
+    pub io: LiveIo,
+    /// Append every frame received and sent by any shard to this pcap file.
+    pub capture: Option<PathBuf>,
+}
+
+/// When [`run_host`] stops (besides its `stop` flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostLimits {
+    /// Stop after this long; `None`: run until stopped.
+    pub duration: Option<Duration>,
+    /// Stop once every shard's application says it is done.
+    pub stop_when_done: bool,
+    /// How often the monitor callback runs.
+    pub monitor_every: Duration,
+}
+
+/// What the monitor callback of [`run_host`] sees.
+#[derive(Debug, Clone)]
+pub struct HostView {
+    pub elapsed: Duration,
+    /// Every shard has started its application (listeners exist, connects were issued).
+    pub ready: bool,
+    pub shards: Vec<ShardSnapshot>,
+}
+
+/// The outcome of [`run_host`].
+#[derive(Debug)]
+pub struct LiveReport<A> {
+    pub host: HostReport<A>,
+    /// Wall time from start to stop.
+    pub elapsed: Duration,
+    /// Records written to the capture file, when one was asked for.
+    pub capture_records: Option<u64>,
+    /// The AF_XDP sockets run in zero-copy mode.
+    pub zero_copy: bool,
+}
+
+impl<A> LiveReport<A> {
+    /// The ports' counters summed over the shards (capture write failures included).
+    pub fn port_counters(&self) -> PortCounters {
+        self.host.port_counters()
+    }
+}
+
+fn io_err(what: &str, e: std::io::Error) -> RuntimeError {
+    RuntimeError::Io(format!("{what}: {e}"))
+}
+
+/// Opened ports, one per shard, and what must outlive them.
+struct Opened {
+    ports: Vec<LivePort>,
+    /// Keeps the XDP program attached until the shards stopped.
+    xdp: Option<XdpAttachment>,
+    zero_copy: bool,
+}
+
+fn open_ports(
+    cfg: &HostConfig,
+    io: &LiveIo,
+    capture: &Option<Arc<Capture>>,
+) -> Result<Opened, RuntimeError> {
+    let shards = usize::from(cfg.shards);
+    let forwarding = shards > 1;
+    let queues = usize::from(cfg.queues);
+    let frame_bytes_max = usize::from(cfg.interface.mtu_bytes) + 14 + 4;
+    let port = |kind: PortKind, wait_fd| LivePort {
+        kind,
+        wait_fd,
+        capture: capture.clone(),
+        rx_buf_bytes: frame_bytes_max.max(2048) + 1,
+        forwarding,
+        counters: PortCounters::default(),
+    };
+    let mut ports = Vec::with_capacity(shards);
+    let mut xdp = None;
+    let mut zero_copy = false;
+    match io {
+        LiveIo::Tap { name, .. } => {
+            let dev = match TapDevice::open_multi_queue(name, queues) {
+                Ok(d) => d,
+                // A persistent single-queue device refuses the multi-queue flag.
+                Err(e) if queues == 1 && e.raw_os_error() == Some(EINVAL) => {
+                    TapDevice::open(name, 1).map_err(|e| io_err(&format!("tap {name}"), e))?
+                }
+                Err(e) => return Err(io_err(&format!("tap {name}"), e)),
+            };
+            dev.set_up()
+                .map_err(|e| io_err(&format!("tap {name}: set up"), e))?;
+            let qs: Vec<_> = dev.into_queues().into_iter().map(Arc::new).collect();
+            for i in 0..shards {
+                let tx = qs[i % qs.len()].clone();
+                let rx = qs.get(i).cloned();
+                let wait_fd = match &rx {
+                    Some(q) => Some(
+                        q.as_fd()
+                            .try_clone_to_owned()
+                            .map_err(|e| io_err("tap: dup", e))?,
+                    ),
+                    None => None,
+                };
+                ports.push(port(PortKind::Tap { rx, tx }, wait_fd));
+            }
+        }
+        LiveIo::AfPacket { iface } => {
+            platform::tap::set_interface_up(iface)
+                .map_err(|e| io_err(&format!("af_packet {iface}: set up"), e))?;
+            let group = (std::process::id() & 0xffff) as u16;
+            let pcfg = AfPacketConfig {
+                block_size_bytes: AF_PACKET_BLOCK_BYTES,
+                block_count: AF_PACKET_BLOCKS,
+                frame_size_bytes: 2048,
+                retire_timeout_ms: 1,
+                fanout: (shards > 1).then_some((group, FanoutMode::Hash)),
+                qdisc_bypass: false,
+                ignore_outgoing: true,
+            };
+            for _ in 0..shards {
+                let sock = AfPacketSocket::open(iface, &pcfg)
+                    .map_err(|e| io_err(&format!("af_packet {iface}"), e))?;
+                let wait_fd = sock
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .map_err(|e| io_err("af_packet: dup", e))?;
+                ports.push(port(PortKind::AfPacket(Box::new(sock)), Some(wait_fd)));
+            }
+        }
+        LiveIo::AfXdp { iface, .. } => {
+            platform::tap::set_interface_up(iface)
+                .map_err(|e| io_err(&format!("af_xdp {iface}: set up"), e))?;
+            let xcfg = XdpConfig {
+                bind_mode: XdpBindMode::Auto,
+                ..XdpConfig::default()
+            };
+            let q = u32::try_from(queues).unwrap_or(1);
+            let xport = XdpPort::open(iface, q, &xcfg, XdpAttachMode::Auto)
+                .map_err(|e| io_err(&format!("af_xdp {iface}"), e))?;
+            let (attachment, sockets) = xport.into_parts();
+            zero_copy = sockets.iter().all(|s| s.is_zero_copy());
+            let mut fds = Vec::new();
+            for s in &sockets {
+                fds.push(
+                    s.as_fd()
+                        .try_clone_to_owned()
+                        .map_err(|e| io_err("af_xdp: dup", e))?,
+                );
+            }
+            let socks: Vec<_> = sockets
+                .into_iter()
+                .map(|s| Arc::new(Mutex::new(s)))
+                .collect();
+            for i in 0..shards {
+                let sock = socks[i % socks.len()].clone();
+                let rx = i < socks.len();
+                let wait_fd = if rx {
+                    Some(fds[i].try_clone().map_err(|e| io_err("af_xdp: dup", e))?)
+                } else {
+                    None
+                };
+                ports.push(port(PortKind::AfXdp { sock, rx }, wait_fd));
+            }
+            xdp = Some(attachment);
+        }
+        LiveIo::PcapIn { path } => {
+            let file = File::open(path).map_err(|e| io_err(&path.display().to_string(), e))?;
+            let reader = PcapReader::new(BufReader::new(file))
+                .map_err(|e| RuntimeError::Io(format!("{}: {e:?}", path.display())))?;
+            if reader.link_type() != LINKTYPE_ETHERNET {
+                return Err(RuntimeError::Io(format!(
+                    "{}: link type {} is not Ethernet (1)",
+                    path.display(),
+                    reader.link_type()
+                )));
+            }
+            let mut frames = VecDeque::new();
+            for rec in reader {
+                let rec =
+                    rec.map_err(|e| RuntimeError::Io(format!("{}: {e:?}", path.display())))?;
+                if frames.len() == REPLAY_FRAMES_MAX {
+                    return Err(RuntimeError::Io(format!(
+                        "{}: more than {REPLAY_FRAMES_MAX} frames",
+                        path.display()
+                    )));
+                }
+                frames.push_back(rec.data);
+            }
+            for i in 0..shards {
+                let frames = if i == 0 {
+                    std::mem::take(&mut frames)
+                } else {
+                    VecDeque::new()
+                };
+                ports.push(port(PortKind::Replay { frames }, None));
+            }
+        }
+    }
+    Ok(Opened {
+        ports,
+        xdp,
+        zero_copy,
+    })
+}
+
+/// Linux's `EINVAL`.
+const EINVAL: i32 = 22;
+
+/// Runs one host over live ports until `stop` is set, `limits.duration` passes, or (with
+/// `limits.stop_when_done`) every shard's application is done; calls `monitor` every
+/// `limits.monitor_every` (the first call with `ready` set comes once every shard started its
+/// application). `cfg.queues` is the number of TAP or AF_XDP queues (`1..=shards`; ignored for
+/// AF_PACKET and replay).
+pub fn run_host<A, F>(
+    cfg: &HostConfig,
+    live: &LiveConfig,
+    factory: F,
+    limits: HostLimits,
+    stop: Arc<AtomicBool>,
+    mut monitor: impl FnMut(&HostView),
+) -> Result<LiveReport<A>, RuntimeError>
+where
+    A: App + Send + 'static,
+    F: Fn(ShardInfo) -> A + Send + Sync + 'static,
+{
+    check(cfg, "host")?;
+    let capture = match &live.capture {
+        Some(p) => Some(Arc::new(
+            Capture::create(p).map_err(|e| io_err(&p.display().to_string(), e))?,
+        )),
+        None => None,
+    };
+    let opened = open_ports(cfg, &live.io, &capture)?;
+    let epoch = Instant::now();
+    let s = usize::from(cfg.shards);
+    let threads: Arc<Vec<OnceLock<Thread>>> = Arc::new((0..s).map(|_| OnceLock::new()).collect());
+    let mode = ShardMode {
+        forwarding: true,
+        copy_neighbour: true,
+    };
+    let shared = HostShared {
+        stop: stop.clone(),
+        epoch,
+        threads,
+    };
+    let (starters, lives) =
+        build_host(cfg, "host", Arc::new(factory), &shared, opened.ports, mode)?;
+    let mut spawn_err = None;
+    let handles = start_all(starters, &mut spawn_err);
+    if spawn_err.is_none() {
+        loop {
+            let step = limits.monitor_every.max(Duration::from_millis(1));
+            let step = match limits.duration {
+                Some(d) => step.min(d.saturating_sub(epoch.elapsed())),
+                None => step,
+            };
+            std::thread::sleep(step);
+            let shards: Vec<ShardSnapshot> = lives.iter().map(|l| l.snapshot()).collect();
+            let view = HostView {
+                elapsed: epoch.elapsed(),
+                ready: shards.iter().all(|s| s.started),
+                shards,
+            };
+            monitor(&view);
+            let all_done = view.shards.iter().all(|s| s.done);
+            if stop.load(Ordering::Acquire)
+                || limits.duration.is_some_and(|d| epoch.elapsed() >= d)
+                || (limits.stop_when_done && all_done)
+            {
+                break;
+            }
+        }
+    }
+    stop.store(true, Ordering::Release);
+    let elapsed = epoch.elapsed();
+    let mut shards = join_all(handles)?;
+    drop(opened.xdp);
+    if let Some(e) = spawn_err {
+        return Err(e);
+    }
+    let capture_records = match &capture {
+        Some(c) => {
+            let n = c.finish().map_err(|e| io_err("capture: flush", e))?;
+            if let Some(first) = shards.first_mut() {
+                first.port.capture_errors = c.errors();
+            }
+            Some(n)
+        }
+        None => None,
+    };
+    Ok(LiveReport {
+        host: HostReport { shards },
+        elapsed,
+        capture_records,
+        zero_copy: opened.zero_copy,
+    })
+}
