@@ -1269,6 +1269,18 @@ impl Stack {
         }
     }
 
+    /// The send buffer capacity in bytes (unacknowledged plus unsent data) of a connection,
+    /// or the one a listener gives the connections it accepts: what
+    /// [`SocketOption::SendBufferBytes`] set, after the engine's validation (at least one MSS).
+    pub fn tcp_send_buffer_bytes(&self, h: SocketHandle) -> Result<u32, SocketError> {
+        let i = self.slot_index(h)?;
+        match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+            Some(Socket::Tcp(TcpState::Conn(c))) => Ok(c.conn.config().send_buffer_bytes),
+            Some(Socket::Tcp(TcpState::Listener(l))) => Ok(l.config.send_buffer_bytes),
+            _ => Err(SocketError::WrongSocketType),
+        }
+    }
+
     /// The peer's address of a connection.
     pub fn peer_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
         let i = self.slot_index(h)?;

@@ -454,6 +454,36 @@ fn send_buffer_option_resizes_a_live_connections_send_buffer() {
 }
 
 #[test]
+fn send_buffer_size_reads_back_from_listeners_and_connections() {
+    // Linux getsockopt(SO_SNDBUF): the capacity in force, which accepted sockets inherit from
+    // their listener and a later setsockopt changes.
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    assert_eq!(
+        p.b.set_option(l, SocketOption::SendBufferBytes(7000)),
+        Ok(())
+    );
+    assert_eq!(p.b.tcp_send_buffer_bytes(l), Ok(7000));
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    assert_eq!(p.b.tcp_send_buffer_bytes(s), Ok(7000));
+    assert_eq!(
+        p.b.set_option(s, SocketOption::SendBufferBytes(9000)),
+        Ok(())
+    );
+    assert_eq!(p.b.tcp_send_buffer_bytes(s), Ok(9000));
+    // The engine keeps at least one segment's worth (the configured MSS, 1460 here).
+    assert_eq!(p.a.set_option(c, SocketOption::SendBufferBytes(1)), Ok(()));
+    assert_eq!(p.a.tcp_send_buffer_bytes(c), Ok(1460));
+    let u = p.a.udp_bind(v4(IP_A, 53)).expect("udp bind");
+    assert_eq!(
+        p.a.tcp_send_buffer_bytes(u),
+        Err(SocketError::WrongSocketType)
+    );
+}
+
+#[test]
 fn options_apply_to_listeners_and_nodelay_to_live_connections() {
     let mut p = Pair::new();
     let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
