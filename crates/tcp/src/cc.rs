@@ -59,9 +59,30 @@ impl Congestion {
 
     /// New data was cumulatively acknowledged outside loss recovery.
     pub fn on_ack(&mut self, now: u64, acked_bytes: u32, mss: u32, srtt_ns: u64) {
+        self.on_ack_limited(now, acked_bytes, mss, srtt_ns, mss);
+    }
+
+    /// [`Congestion::on_ack`] with RFC 3465's L: slow start adds at most
+    /// `ss_increase_max_bytes` per ACK. Above one SMSS the window stops at ssthresh, where
+    /// congestion avoidance takes over (Linux `tcp_slow_start`).
+    pub fn on_ack_limited(
+        &mut self,
+        now: u64,
+        acked_bytes: u32,
+        mss: u32,
+        srtt_ns: u64,
+        ss_increase_max_bytes: u32,
+    ) {
         if self.in_slow_start() {
-            // RFC 5681 §3.1 equation 2 (with RFC 3465 L = 1 SMSS): cwnd += min(N, SMSS).
-            self.cwnd_bytes = self.cwnd_bytes.saturating_add(acked_bytes.min(mss));
+            // RFC 5681 §3.1 equation 2 with RFC 3465 §2.2: cwnd += min(N, L).
+            let grown = self
+                .cwnd_bytes
+                .saturating_add(acked_bytes.min(ss_increase_max_bytes));
+            self.cwnd_bytes = if ss_increase_max_bytes > mss {
+                grown.min(self.ssthresh_bytes)
+            } else {
+                grown
+            };
             return;
         }
         match self.algorithm {
@@ -197,6 +218,22 @@ mod tests {
     fn initial_window_is_ten_segments() {
         let c = Congestion::new(CongestionControl::NewReno, 10, MSS);
         assert_eq!(c.cwnd_bytes, 10 * MSS);
+    }
+
+    #[test]
+    fn unlimited_slow_start_adds_every_acknowledged_byte_up_to_ssthresh() {
+        // RFC 3465 with L unbounded (Linux `tcp_slow_start`): an ACK for two segments adds two.
+        let mut c = Congestion::new(CongestionControl::NewReno, 10, MSS);
+        c.on_ack_limited(0, 2 * MSS, MSS, 0, u32::MAX);
+        assert_eq!(c.cwnd_bytes, 12 * MSS);
+        // With the RFC 5681 limit of one SMSS the same ACK adds one.
+        let mut rfc = Congestion::new(CongestionControl::NewReno, 10, MSS);
+        rfc.on_ack(0, 2 * MSS, MSS, 0);
+        assert_eq!(rfc.cwnd_bytes, 11 * MSS);
+        // The window stops at ssthresh.
+        c.ssthresh_bytes = 13 * MSS;
+        c.on_ack_limited(0, 4 * MSS, MSS, 0, u32::MAX);
+        assert_eq!(c.cwnd_bytes, 13 * MSS);
     }
 
     #[test]

@@ -97,6 +97,24 @@ pub struct Config {
     pub timestamps: bool,
     /// Offer SACK (RFC 2018). Default true.
     pub sack: bool,
+    /// RFC 3465's L: most bytes one ACK may add to cwnd in slow start, in segments. Default 1
+    /// (RFC 5681 §3.1 equation 2, cwnd += min(N, SMSS)); 0 removes the limit, as Linux's
+    /// `tcp_slow_start` does (cwnd grows by every segment an ACK covers, up to ssthresh), which
+    /// doubles cwnd per round trip even when the peer acknowledges every second or fourth
+    /// segment.
+    pub slow_start_increase_limit_segments: u16,
+    /// Grow cwnd only while it limits the sender (RFC 7661 §4.3; Linux `tcp_is_cwnd_limited`):
+    /// after a window in which the sender filled cwnd, or, in slow start, while cwnd is below
+    /// twice the most data in flight of the last round trip. An application-limited sender
+    /// then keeps its cwnd instead of inflating it with ACKs for little data. Default false
+    /// (cwnd grows on every ACK, RFC 5681).
+    pub cwnd_growth_requires_limited: bool,
+    /// Count bytes the peer SACKed earlier again when the cumulative ACK covers them, in the
+    /// bytes an ACK lets cwnd grow by. Default true: RFC 5681 §3.1's N counts every byte the
+    /// cumulative ACK newly covers. `false` counts only bytes not SACKed before, as Linux
+    /// does (cwnd grows by `delivered`, and SACKed segments were delivered when SACKed, on
+    /// duplicate ACKs that do not grow cwnd), so a reordered window does not inflate cwnd.
+    pub ack_counts_previously_sacked_bytes: bool,
     /// Congestion controller. Default NewReno.
     pub congestion_control: CongestionControl,
     /// Challenge ACKs allowed per second per connection (RFC 5961 §7). Default 10.
@@ -152,6 +170,9 @@ impl Default for Config {
             window_scale: true,
             timestamps: true,
             sack: true,
+            slow_start_increase_limit_segments: 1,
+            cwnd_growth_requires_limited: false,
+            ack_counts_previously_sacked_bytes: true,
             congestion_control: CongestionControl::NewReno,
             challenge_acks_per_s_max: 10,
             ack_unsent_data_replies: true,

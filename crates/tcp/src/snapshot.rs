@@ -322,6 +322,10 @@ impl Connection {
             sack_ok: s.sack,
             fin_queued: s.fin_queued,
             // Cork and MSG_MORE holds are not carried: a restored connection pushes.
+            // The flight record is not carried: the next transmission starts a new one.
+            flight_max_bytes: 0,
+            flight_max_seq: s.snd_una,
+            cwnd_limited: false,
             cork: false,
             more: false,
             push_pending: false,

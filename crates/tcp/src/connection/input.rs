@@ -321,6 +321,17 @@ impl Connection {
         self.fin_queued && self.snd_una.gt(self.fin_seq())
     }
 
+    /// Whether an ACK may grow cwnd ([`crate::Config::cwnd_growth_requires_limited`]; Linux
+    /// `tcp_is_cwnd_limited`): always, unless the option is set; then if cwnd limited the
+    /// sender in the recorded round trip, or, in slow start, while cwnd is below twice the
+    /// largest flight of that round trip.
+    fn cwnd_may_grow(&self) -> bool {
+        if !self.config.cwnd_growth_requires_limited || self.cwnd_limited {
+            return true;
+        }
+        self.cc.in_slow_start() && self.cc.cwnd_bytes < self.flight_max_bytes.saturating_mul(2)
+    }
+
     /// The ACK field of an acceptable segment (RFC 9293 §3.10.7.4, fifth check, and the
     /// congestion control around it).
     pub(super) fn rx_ack(&mut self, now: u64, seg: &TcpRepr<'_>) {
@@ -328,6 +339,14 @@ impl Connection {
         let mss = u32::from(self.eff_mss());
         let new_wnd = u32::from(seg.window_len) << self.snd_wscale;
         let flight_before = fwd(self.snd_una, self.snd_max);
+        // Bytes this ACK covers that earlier ACKs SACKed, or, without SACK, that earlier
+        // duplicate ACKs stood for (one segment each), for
+        // `Config::ack_counts_previously_sacked_bytes`.
+        let reported_before = if self.sack_ok {
+            self.scoreboard.bytes_in(self.snd_una, ack)
+        } else {
+            u32::from(self.dupacks).saturating_mul(mss)
+        };
         let sacked_new = self.sack_ok && self.rx_sack_blocks(seg);
         if ack.gt(self.snd_una) {
             let acked = fwd(self.snd_una, ack);
@@ -377,7 +396,28 @@ impl Connection {
                 }
             } else {
                 self.dupacks = 0;
-                self.cc.on_ack(now, acked, mss, self.rtt.srtt_ns);
+                if self.cwnd_may_grow() {
+                    // Linux counts at least one segment per advancing ACK
+                    // (`tcp_remove_reno_sacks`).
+                    let counted = if self.config.ack_counts_previously_sacked_bytes {
+                        acked
+                    } else {
+                        acked.saturating_sub(reported_before).max(acked.min(mss))
+                    };
+                    let limit_segments = self.config.slow_start_increase_limit_segments;
+                    let ss_increase_max_bytes = if limit_segments == 0 {
+                        u32::MAX
+                    } else {
+                        mss.saturating_mul(u32::from(limit_segments))
+                    };
+                    self.cc.on_ack_limited(
+                        now,
+                        counted,
+                        mss,
+                        self.rtt.srtt_ns,
+                        ss_increase_max_bytes,
+                    );
+                }
                 // Keep `recover` just behind SND.UNA once passed, so that "the cumulative ACK
                 // covers more than recover" (RFC 6582 §3.2 step 2) stays a valid circular
                 // comparison however many bytes flow without loss.

@@ -306,6 +306,14 @@ pub struct Connection {
     pub(crate) sack_ok: bool,
     /// The application called `shutdown_write`/`close`: a FIN follows the send buffer.
     pub(crate) fin_queued: bool,
+    /// Most bytes in flight since `flight_max_seq` was sent (Linux `max_packets_out`), for
+    /// [`Config::cwnd_growth_requires_limited`].
+    pub(crate) flight_max_bytes: u32,
+    /// SND.NXT when `flight_max_bytes` was recorded: once SND.UNA passes it, a round trip
+    /// ended and the next transmission starts a new record (Linux `max_packets_seq`).
+    pub(crate) flight_max_seq: SeqNumber,
+    /// The sender filled cwnd during the recorded round trip (Linux `is_cwnd_limited`).
+    pub(crate) cwnd_limited: bool,
     /// `TCP_CORK`: partial segments wait until uncorked (or a full segment is ready).
     pub(crate) cork: bool,
     /// The last `send` was `send_more` (`MSG_MORE`): its partial tail waits for more.
@@ -451,6 +459,9 @@ impl Connection {
             ts_ok: false,
             sack_ok: false,
             fin_queued: false,
+            flight_max_bytes: 0,
+            flight_max_seq: iss,
+            cwnd_limited: false,
             cork: false,
             more: false,
             push_pending: false,

@@ -308,6 +308,9 @@ impl Connection {
             }
             self.persist_deadline_ns = NEVER;
         }
+        if !probe && end.gt(self.snd_max) {
+            self.note_flight(end);
+        }
         if end.gt(self.snd_max) {
             // RFC 8985 §7.2: a new transmission reschedules the probe timeout (rearmed once
             // `poll_transmit` runs dry).
@@ -322,6 +325,19 @@ impl Connection {
         let (filled, _) = buf.split_at(n);
         r.payload = filled;
         Some(r)
+    }
+
+    /// Records the flight after new data up to `end` left (Linux `tcp_cwnd_validate`): a new
+    /// round trip, a larger flight, or a full cwnd starts a new record.
+    fn note_flight(&mut self, end: SeqNumber) {
+        let flight = fwd(self.snd_una, end);
+        let mss = u32::from(self.eff_mss());
+        let limited = flight.saturating_add(mss) > self.cc.cwnd_bytes;
+        if !self.snd_una.lt(self.flight_max_seq) || flight > self.flight_max_bytes || limited {
+            self.flight_max_bytes = flight;
+            self.flight_max_seq = end;
+            self.cwnd_limited = limited;
+        }
     }
 
     /// Bytes in the send buffer not yet sent (beyond SND.NXT).
