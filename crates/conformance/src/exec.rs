@@ -72,6 +72,12 @@ pub struct Profile {
     /// one), which a TSO super-segment hides; the stack sets PSH when a segment empties the
     /// send buffer. Both are valid (RFC 9293 §3.9.1.2 leaves PSH to the sender).
     pub check_psh: bool,
+    /// Bytes Linux charges `sk_sndbuf` per MSS-sized segment beyond its payload (socket
+    /// buffer metadata: `sk_wmem_queued` counts each skb's `truesize`, not its payload). The
+    /// executor maps `SO_SNDBUF` (after Linux's doubling) to a payload capacity of
+    /// `sndbuf · mss / (mss + this)`, and `getsockopt(SO_SNDBUF)` back. 0: the value is the
+    /// payload capacity.
+    pub sndbuf_overhead_per_segment_bytes: u32,
 }
 
 impl Profile {
@@ -81,6 +87,7 @@ impl Profile {
             name: "default",
             tcp: tcp::Config::default(),
             check_psh: true,
+            sndbuf_overhead_per_segment_bytes: 0,
         }
     }
 
@@ -112,6 +119,13 @@ impl Profile {
                 timestamps: true,
                 sack: true,
                 congestion_control: tcp::CongestionControl::Cubic,
+                // Linux `tcp_slow_start`: every acknowledged segment counts; cwnd grows only
+                // while it limits the sender (`tcp_is_cwnd_limited`).
+                slow_start_increase_limit_segments: 0,
+                cwnd_growth_requires_limited: true,
+                // Linux grows cwnd by segments newly delivered; SACKed ones count once, when
+                // SACKed (and then not at all: duplicate ACKs do not grow cwnd).
+                ack_counts_previously_sacked_bytes: false,
                 syn_retries_max: 5,
                 // Linux `tcp_early_retrans` = 3: tail loss probes (RFC 8985 §7), PTO =
                 // 2·SRTT + 2 ms with no floor (`tcp_schedule_loss_probe`: `TCP_TIMEOUT_MIN`
@@ -126,6 +140,11 @@ impl Profile {
                 ..tcp::Config::default()
             },
             check_psh: false,
+            // Calibrated, not derived: `blocking/blocking-write` expects a 42000-byte
+            // `sk_sndbuf` to hold 25–26 kB of 1000-byte segments (its write of 61000 returns on
+            // the ACK of 36001, not of 35001), i.e. 620–680 bytes of metadata per segment; the
+            // skb head and `skb_shared_info` Linux allocates per segment are of that order.
+            sndbuf_overhead_per_segment_bytes: 640,
         }
     }
 
@@ -307,6 +326,7 @@ struct Exec {
     pending: Option<Pending>,
     skipped_lines: usize,
     check_psh: bool,
+    sndbuf_overhead_per_segment_bytes: u32,
     /// Outbound lines not reached yet; once none are left, segments are no longer checked.
     outbound_lines_left: usize,
 }
@@ -347,6 +367,7 @@ impl Exec {
             pending: None,
             skipped_lines: 0,
             check_psh: profile.check_psh,
+            sndbuf_overhead_per_segment_bytes: profile.sndbuf_overhead_per_segment_bytes,
             outbound_lines_left: script
                 .events
                 .iter()
@@ -1461,11 +1482,17 @@ impl Exec {
             ("SO_SNDBUF", Some(v)) => {
                 // Linux `sock_setsockopt`: min(val, net.core.wmem_max = 212992), doubled for
                 // bookkeeping overhead.
-                let bytes = u32::try_from(v.clamp(0, 212_992) * 2).unwrap_or(u32::MAX);
+                let sndbuf = u32::try_from(v.clamp(0, 212_992) * 2).unwrap_or(u32::MAX);
                 let fd = self.fd_arg(pos, call)?;
                 match fd.kind {
                     FdKind::Fresh => skip("SO_SNDBUF before listen or connect is not modelled"),
                     FdKind::Listener(h) | FdKind::Conn(h) => {
+                        let mss = self.send_mss(h)?;
+                        let bytes = sndbuf_payload_bytes(
+                            sndbuf,
+                            mss,
+                            self.sndbuf_overhead_per_segment_bytes,
+                        );
                         match self
                             .stack
                             .set_option(h, SocketOption::SendBufferBytes(bytes))
@@ -1501,9 +1528,56 @@ impl Exec {
         }
     }
 
-    /// `getsockopt`: only `TCP_MAXSEG`, whose value is checked against the script's.
+    /// The MSS the send buffer accounting counts segments of: the connection's, or the one a
+    /// listener announces.
+    fn send_mss(&self, h: SocketHandle) -> Result<u16, Stop> {
+        self.stack
+            .tcp_max_segment(h)
+            .or_else(|e| skip(format!("SO_SNDBUF: no MSS for the socket ({e:?})")))
+    }
+
+    /// `getsockopt(SO_SNDBUF)`: the stack's send buffer capacity, in Linux's `sk_sndbuf` terms
+    /// (see [`Profile::sndbuf_overhead_per_segment_bytes`]), checked against the script's.
+    fn sys_getsockopt_sndbuf(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
+        let fd = self.fd_arg(pos, call)?;
+        let (FdKind::Listener(h) | FdKind::Conn(h)) = fd.kind else {
+            return skip("getsockopt SO_SNDBUF before listen or connect is not modelled");
+        };
+        let payload = match self.stack.tcp_send_buffer_bytes(h) {
+            Ok(v) => v,
+            Err(e) => return Ok(Err(errno_of(e))),
+        };
+        let mss = self.send_mss(h)?;
+        let have = sndbuf_linux_bytes(payload, mss, self.sndbuf_overhead_per_segment_bytes);
+        if let Some(want) = Self::int_in_list(call.args.get(3))
+            && want != i64::from(have)
+        {
+            return fail(
+                pos,
+                format!("{call}: expected SO_SNDBUF {want}, got {have}"),
+            );
+        }
+        Ok(Ok(0))
+    }
+
+    /// `[n]` → `n`.
+    fn int_in_list(e: Option<&Expr>) -> Option<i64> {
+        match e {
+            Some(Expr::List(v)) => match v.as_slice() {
+                [Expr::Int(n)] => Some(*n),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// `getsockopt`: `TCP_MAXSEG` and `SO_SNDBUF`, whose values are checked against the
+    /// script's.
     fn sys_getsockopt(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
         let what = sockopt_name(call);
+        if matches!(call.args.get(2), Some(Expr::Symbol(s)) if s == "SO_SNDBUF") {
+            return self.sys_getsockopt_sndbuf(pos, call);
+        }
         if !matches!(call.args.get(2), Some(Expr::Symbol(s)) if s == "TCP_MAXSEG") {
             return skip(format!(
                 "getsockopt {what}: the stack exposes no such value"
@@ -1535,6 +1609,22 @@ impl Exec {
         }
         Ok(Ok(0))
     }
+}
+
+/// Payload bytes a Linux `sk_sndbuf` of `sndbuf` bytes holds in `mss`-byte segments that each
+/// cost `overhead` more (rounded to the nearest byte).
+fn sndbuf_payload_bytes(sndbuf: u32, mss: u16, overhead: u32) -> u32 {
+    let mss = u64::from(mss.max(1));
+    let v =
+        (u64::from(sndbuf) * mss + (mss + u64::from(overhead)) / 2) / (mss + u64::from(overhead));
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+/// The inverse of [`sndbuf_payload_bytes`]: the `sk_sndbuf` a payload capacity stands for.
+fn sndbuf_linux_bytes(payload: u32, mss: u16, overhead: u32) -> u32 {
+    let mss = u64::from(mss.max(1));
+    let v = (u64::from(payload) * (mss + u64::from(overhead)) + mss / 2) / mss;
+    u32::try_from(v).unwrap_or(u32::MAX)
 }
 
 enum Attempt {

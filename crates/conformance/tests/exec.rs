@@ -236,3 +236,43 @@ fn sendmsg_with_a_wrong_iovec_count_fails_naming_it() {
     };
     assert!(message.contains("msg_iov(2) lists 1 iovecs"), "{message}");
 }
+
+#[test]
+fn so_sndbuf_reads_back_doubled_and_a_wrong_value_fails() {
+    // Linux doubles SO_SNDBUF; under linux-compat the stack holds less payload than that
+    // (per-segment overhead), and getsockopt still reports Linux's figure.
+    let set_get = |want: u32| {
+        format!(
+            "{HANDSHAKE}\
++0 setsockopt(4, SOL_SOCKET, SO_SNDBUF, [21000], 4) = 0
++0 getsockopt(4, SOL_SOCKET, SO_SNDBUF, [{want}], [4]) = 0
+"
+        )
+    };
+    let profile = Profile::linux_compat();
+    let report = run_text(&set_get(42_000), &profile);
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+    let report = run_text(&set_get(21_000), &profile);
+    let Outcome::Fail { message, .. } = report.outcome else {
+        panic!("expected a failure, got {}", report.outcome);
+    };
+    assert!(
+        message.contains("expected SO_SNDBUF 21000, got 42000"),
+        "{message}"
+    );
+}
+
+#[test]
+fn linux_compat_send_buffer_holds_less_payload_than_sk_sndbuf() {
+    // 42000 bytes of Linux send buffer at 640 bytes of overhead per 1000-byte segment hold
+    // 25610 payload bytes: a non-blocking write of 30000 takes that much.
+    let script = format!(
+        "{HANDSHAKE}\
++0 setsockopt(4, SOL_SOCKET, SO_SNDBUF, [21000], 4) = 0
++0 fcntl(4, F_SETFL, O_RDWR|O_NONBLOCK) = 0
++0 write(4, ..., 30000) = 25610
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+}
