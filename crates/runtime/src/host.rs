@@ -82,6 +82,10 @@ pub const AF_PACKET_BLOCK_BYTES: u32 = 1 << 18;
 /// AF_PACKET ring blocks per socket.
 pub const AF_PACKET_BLOCKS: u32 = 32;
 
+/// Largest frame an AF_PACKET host accepts, bytes: a 64 KiB IP packet (a GSO super-frame
+/// from a peer with TSO on) plus Ethernet and VLAN headers.
+pub const GSO_FRAME_BYTES_MAX: usize = 65_535 + 14 + 4;
+
 /// The OS port a live host uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LiveIo {
@@ -342,6 +346,13 @@ where
     F: Fn(ShardInfo) -> A + Send + Sync + 'static,
 {
     check(cfg, "host")?;
+    let mut cfg = cfg.clone();
+    if matches!(live.io, LiveIo::AfPacket { .. }) {
+        // A peer with TSO/GSO on hands a veth super-frames of up to 64 KiB: let the NIC
+        // model take them whole (the stack then sees TCP segments larger than the MSS).
+        cfg.nic.rx_frame_bytes_max = cfg.nic.rx_frame_bytes_max.max(GSO_FRAME_BYTES_MAX);
+    }
+    let cfg = &cfg;
     let capture = match &live.capture {
         Some(p) => Some(Arc::new(
             Capture::create(p).map_err(|e| io_err(&p.display().to_string(), e))?,

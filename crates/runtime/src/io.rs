@@ -168,73 +168,113 @@ pub fn is_neighbour_frame(frame: &[u8]) -> bool {
     }
 }
 
-/// Completes the TCP or UDP checksum of a frame whose sender left it to offload: the field
-/// holds the pseudo-header sum only. Recomputes it over the pseudo-header and the whole
-/// segment (the field zeroed first). Handles Ethernet + IPv4 (any header length, not a
-/// fragment) or IPv6 without extension headers; returns `false`, leaving the frame unchanged,
-/// for anything else or when the lengths do not fit the frame.
-pub fn complete_l4_checksum(frame: &mut [u8]) -> bool {
-    let (l4_off, l4_len, proto, pseudo) = match ethertype(frame) {
-        Some(ETHERTYPE_IPV4) => {
-            let Some(ip) = frame.get(ETH_HDR_BYTES..) else {
-                return false;
-            };
+/// Where a frame's TCP or UDP checksum lives: segment offset and length in the frame, the
+/// checksum field's offset in the segment, the pseudo-header sum and the protocol.
+struct L4Span {
+    off: usize,
+    len: usize,
+    field: usize,
+    pseudo: u16,
+    proto: u8,
+}
+
+/// Finds the TCP/UDP segment of an Ethernet + IPv4 (any header length, not a fragment) or
+/// IPv6 (no extension headers) frame; `None` for anything else or when the lengths do not
+/// fit the frame.
+fn l4_span(frame: &[u8]) -> Option<L4Span> {
+    let ip = frame.get(ETH_HDR_BYTES..)?;
+    let (hdr, len, proto, pseudo) = match ethertype(frame)? {
+        ETHERTYPE_IPV4 => {
             if ip.len() < 20 || ip[0] >> 4 != 4 {
-                return false;
+                return None;
             }
             let ihl = usize::from(ip[0] & 0x0f) * 4;
             let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
             let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff;
             if ihl < 20 || total < ihl || total > ip.len() || frag != 0 {
-                return false;
+                return None;
             }
             let src = core::net::Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
             let dst = core::net::Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-            let proto = ip[9];
             let len = total - ihl;
-            let pseudo = wire::checksum::pseudo_header_v4(src, dst, proto, len as u32);
-            (ETH_HDR_BYTES + ihl, len, proto, pseudo)
+            let pseudo = wire::checksum::pseudo_header_v4(src, dst, ip[9], len as u32);
+            (ihl, len, ip[9], pseudo)
         }
-        Some(ETHERTYPE_IPV6) => {
-            let Some(ip) = frame.get(ETH_HDR_BYTES..) else {
-                return false;
-            };
+        ETHERTYPE_IPV6 => {
             if ip.len() < IPV6_HDR_BYTES || ip[0] >> 4 != 6 {
-                return false;
+                return None;
             }
             let len = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
             if IPV6_HDR_BYTES + len > ip.len() {
-                return false;
+                return None;
             }
             let mut a = [0u8; 16];
             a.copy_from_slice(&ip[8..24]);
             let src = core::net::Ipv6Addr::from(a);
             a.copy_from_slice(&ip[24..40]);
             let dst = core::net::Ipv6Addr::from(a);
-            let proto = ip[6];
-            let pseudo = wire::checksum::pseudo_header_v6(src, dst, proto, len as u32);
-            (ETH_HDR_BYTES + IPV6_HDR_BYTES, len, proto, pseudo)
+            let pseudo = wire::checksum::pseudo_header_v6(src, dst, ip[6], len as u32);
+            (IPV6_HDR_BYTES, len, ip[6], pseudo)
         }
-        _ => return false,
+        _ => return None,
     };
     let field = match proto {
-        PROTO_TCP if l4_len >= 20 => 16,
-        PROTO_UDP if l4_len >= 8 => 6,
-        _ => return false,
+        PROTO_TCP if len >= 20 => 16,
+        PROTO_UDP if len >= 8 => 6,
+        _ => return None,
     };
-    let Some(seg) = frame.get_mut(l4_off..l4_off + l4_len) else {
+    Some(L4Span {
+        off: ETH_HDR_BYTES + hdr,
+        len,
+        field,
+        pseudo,
+        proto,
+    })
+}
+
+fn complete_span(frame: &mut [u8], sp: &L4Span) -> bool {
+    let Some(seg) = frame.get_mut(sp.off..sp.off + sp.len) else {
         return false;
     };
-    seg[field] = 0;
-    seg[field + 1] = 0;
-    let total = wire::checksum::combine(&[pseudo, wire::checksum::sum(seg)]);
+    seg[sp.field] = 0;
+    seg[sp.field + 1] = 0;
+    let total = wire::checksum::combine(&[sp.pseudo, wire::checksum::sum(seg)]);
     let mut c = wire::checksum::finish(total);
-    if proto == PROTO_UDP && c == 0 {
+    if sp.proto == PROTO_UDP && c == 0 {
         // RFC 768: a computed zero is sent as all ones (zero means "no checksum").
         c = 0xffff;
     }
-    seg[field..field + 2].copy_from_slice(&c.to_be_bytes());
+    seg[sp.field..sp.field + 2].copy_from_slice(&c.to_be_bytes());
     true
+}
+
+/// Completes the TCP or UDP checksum of a frame whose sender left it to offload: the field
+/// holds the pseudo-header sum only. Recomputes it over the pseudo-header and the whole
+/// segment (the field zeroed first). Handles Ethernet + IPv4 (any header length, not a
+/// fragment) or IPv6 without extension headers; returns `false`, leaving the frame unchanged,
+/// for anything else or when the lengths do not fit the frame.
+pub fn complete_l4_checksum(frame: &mut [u8]) -> bool {
+    match l4_span(frame) {
+        Some(sp) => complete_span(frame, &sp),
+        None => false,
+    }
+}
+
+/// For ports that cannot tell whether the sender left the checksum to offload (AF_XDP on a
+/// veth gives the XDP program the frame with no such flag): when the TCP/UDP checksum field
+/// holds exactly the pseudo-header sum — what Linux writes before offload — complete it and
+/// return `true`. Completing is idempotent, so a frame whose correct checksum happens to equal
+/// that sum is unchanged; the only frames accepted that would otherwise fail are corrupted
+/// ones whose field happens to hold that one value (a 2⁻¹⁶ chance per corrupted frame).
+pub fn complete_if_partial(frame: &mut [u8]) -> bool {
+    let Some(sp) = l4_span(frame) else {
+        return false;
+    };
+    let at = sp.off + sp.field;
+    let field = frame
+        .get(at..at + 2)
+        .map(|b| u16::from_be_bytes([b[0], b[1]]));
+    field == Some(sp.pseudo) && complete_span(frame, &sp)
 }
 
 #[cfg(test)]
@@ -284,6 +324,35 @@ mod tests {
             wire::checksum::combine(&[pseudo, wire::checksum::sum(seg)]),
             0xffff
         );
+    }
+
+    #[test]
+    fn only_a_field_holding_the_pseudo_header_sum_is_taken_for_partial() {
+        let good = tcp_v4_frame(b"xdp on a veth");
+        let mut same = good.clone();
+        assert!(
+            !complete_if_partial(&mut same),
+            "a correct checksum is not partial"
+        );
+        assert_eq!(same, good);
+        let pseudo = wire::checksum::pseudo_header_v4(
+            core::net::Ipv4Addr::new(10, 0, 0, 2),
+            core::net::Ipv4Addr::new(10, 0, 0, 1),
+            PROTO_TCP,
+            (20 + 13) as u32,
+        );
+        let mut partial = good.clone();
+        partial[34 + 16..34 + 18].copy_from_slice(&pseudo.to_be_bytes());
+        assert!(complete_if_partial(&mut partial));
+        assert_eq!(partial, good);
+        let mut corrupt = good.clone();
+        corrupt[34 + 16] ^= 0x40;
+        let before = corrupt.clone();
+        assert!(
+            !complete_if_partial(&mut corrupt),
+            "other bad checksums stay bad"
+        );
+        assert_eq!(corrupt, before);
     }
 
     #[test]

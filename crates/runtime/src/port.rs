@@ -27,7 +27,7 @@ use platform::af_xdp::XdpSocket;
 use platform::pcap::PcapWriter;
 use platform::tap::TapQueue;
 
-use crate::io::{PortCounters, ShardIo, complete_l4_checksum};
+use crate::io::{PortCounters, ShardIo, complete_if_partial, complete_l4_checksum};
 
 /// Longest idle wait in `ppoll` when other shards may forward frames to this one, ns.
 pub const FORWARD_POLL_NS_MAX: u64 = 200_000;
@@ -208,6 +208,9 @@ impl ShardIo for LivePort {
                         }
                         let mut buf = nic.take_buffer(bytes.len());
                         buf.extend_from_slice(bytes);
+                        if complete_if_partial(&mut buf) {
+                            counters.rx_checksum_completed += 1;
+                        }
                         counters.rx_frames += 1;
                         counters.rx_bytes += buf.len() as u64;
                         nic.receive_on_queue(now_ns, 0, buf);
