@@ -115,6 +115,16 @@ pub struct Config {
     /// does (cwnd grows by `delivered`, and SACKed segments were delivered when SACKed, on
     /// duplicate ACKs that do not grow cwnd), so a reordered window does not inflate cwnd.
     pub ack_counts_previously_sacked_bytes: bool,
+    /// Restart from the initial window after an idle period longer than the RTO (RFC 5681
+    /// §4.1, a SHOULD: the ACK clock is lost while idle). Default true. Linux makes it the
+    /// sysctl `tcp_slow_start_after_idle` (on by default; the Google corpus's defaults turn it
+    /// off).
+    pub restart_after_idle: bool,
+    /// A zero-window probe carries the next octet of data (RFC 9293 §3.8.6.1: "transmit at
+    /// least one octet of new data"). Default true. `false` probes as Linux does
+    /// (`tcp_xmit_probe_skb`): a bare ACK with SEG.SEQ = SND.UNA − 1, which the peer must
+    /// answer with its current window, and which puts no data beyond a zero window.
+    pub zero_window_probe_carries_data: bool,
     /// Congestion controller. Default NewReno.
     pub congestion_control: CongestionControl,
     /// Challenge ACKs allowed per second per connection (RFC 5961 §7). Default 10.
@@ -173,6 +183,8 @@ impl Default for Config {
             slow_start_increase_limit_segments: 1,
             cwnd_growth_requires_limited: false,
             ack_counts_previously_sacked_bytes: true,
+            restart_after_idle: true,
+            zero_window_probe_carries_data: true,
             congestion_control: CongestionControl::NewReno,
             challenge_acks_per_s_max: 10,
             ack_unsent_data_replies: true,

@@ -1867,6 +1867,62 @@ fn idle_restart_shrinks_cwnd_back_to_the_initial_window() {
 }
 
 #[test]
+fn no_idle_restart_when_the_option_is_off() {
+    // Linux with `tcp_slow_start_after_idle=0`: the grown window survives the idle period.
+    let c = Config {
+        restart_after_idle: false,
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, no_ts(), 5 * MS);
+    p.a_to_send = pattern(200_000);
+    p.run_until(|p| p.b_read.len() == 200_000, 5_000 * MS);
+    let cwnd = p.a.cwnd_bytes();
+    assert!(cwnd > 11 * 1460, "slow start grew the window");
+    p.run_for(5_000 * MS);
+    p.log.clear();
+    p.a_to_send = pattern(100_000);
+    p.run_for(8 * MS);
+    let sent = p.sent(Dir::AtoB).filter(|e| e.2.is_data()).count();
+    assert!(sent > 10, "{sent} segments: more than the restart window");
+    assert!(p.a.cwnd_bytes() >= cwnd, "not shrunk");
+}
+
+#[test]
+fn zero_window_probe_without_data_is_a_bare_ack_below_snd_una() {
+    // Linux's probe (`tcp_xmit_probe_skb`): SEG.SEQ = SND.UNA − 1, no data; B answers with
+    // its window, and once B reads, everything arrives.
+    let a = Config {
+        zero_window_probe_carries_data: false,
+        ..no_ts()
+    };
+    let small = Config {
+        recv_buffer_bytes: 4096,
+        ..no_ts()
+    };
+    let mut p = Pair::established(a, small, 5 * MS);
+    p.b_auto_read = false;
+    let data = pattern(10_000);
+    p.a_to_send = data.clone();
+    p.run_for(2_000 * MS);
+    let probes = p.a.counters().window_probes_sent;
+    assert!(probes >= 1);
+    assert_eq!(
+        p.b.counters().rx_trim_beyond_window_bytes,
+        0,
+        "no data beyond the window"
+    );
+    let (snd_una, _, _) = p.a.sequence_state();
+    let bare: Vec<_> = p
+        .sent(Dir::AtoB)
+        .filter(|e| !e.2.is_data() && e.2.seq() == snd_una - 1)
+        .collect();
+    assert_eq!(bare.len() as u64, probes);
+    p.b_auto_read = true;
+    p.run_until(|p| p.b_read.len() == data.len(), 20_000 * MS);
+    assert_same(&p.b_read, &data);
+}
+
+#[test]
 fn zero_window_probe_is_answered_with_the_current_window() {
     let small = Config {
         recv_buffer_bytes: 4096,

@@ -399,7 +399,10 @@ impl Connection {
             }
         }
         let flight = fwd(self.snd_una, self.snd_nxt);
-        if flight == 0 && now.saturating_sub(self.last_tx_ns) > self.rtt.rto_ns() {
+        if self.config.restart_after_idle
+            && flight == 0
+            && now.saturating_sub(self.last_tx_ns) > self.rtt.rto_ns()
+        {
             // RFC 5681 §4.1: after an idle period longer than the RTO, restart from
             // RW = min(IW, cwnd).
             let iw = u32::from(self.config.initial_window_segments)
@@ -441,6 +444,12 @@ impl Connection {
             self.counters.window_probes_sent += 1;
             self.persist_shift = self.persist_shift.saturating_add(1).min(16);
             let una = self.snd_una;
+            if !self.config.zero_window_probe_carries_data {
+                // An old sequence number elicits an ACK (RFC 9293 §3.10.7.4) without data.
+                let r = self.ack_repr(now, una - 1);
+                self.arm_persist(now);
+                return Some(r);
+            }
             let r = self.data_segment(now, una, 1, buf, true);
             self.arm_persist(now);
             return r;
