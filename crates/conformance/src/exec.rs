@@ -126,6 +126,10 @@ impl Profile {
                 // Linux grows cwnd by segments newly delivered; SACKed ones count once, when
                 // SACKed (and then not at all: duplicate ACKs do not grow cwnd).
                 ack_counts_previously_sacked_bytes: false,
+                // `tcp_slow_start_after_idle=0` (common/defaults.sh).
+                restart_after_idle: false,
+                // Linux probes a zero window with a bare ACK below SND.UNA.
+                zero_window_probe_carries_data: false,
                 syn_retries_max: 5,
                 // Linux `tcp_early_retrans` = 3: tail loss probes (RFC 8985 §7), PTO =
                 // 2·SRTT + 2 ms with no floor (`tcp_schedule_loss_probe`: `TCP_TIMEOUT_MIN`
@@ -487,6 +491,10 @@ impl Exec {
                         return skip(format!("sysctl tcp_wmem={value} not understood"));
                     };
                     cfg.send_buffer_bytes = bytes;
+                    changed = true;
+                }
+                "tcp_slow_start_after_idle" => {
+                    cfg.restart_after_idle = value != "0";
                     changed = true;
                 }
                 "tcp_min_tso_segs" | "tcp_tso_win_divisor" | "tcp_pacing_ss_ratio" => {}
