@@ -179,3 +179,32 @@ pub trait App {
         false
     }
 }
+
+/// `None` is an idle instance: it opens nothing, its [`App::done`] is true and its
+/// [`App::progress`] 0. `Some(a)` delegates every call to `a`. This lets a host run a client
+/// on one shard only (`Some` on shard 0, `None` elsewhere) with one application type.
+impl<A: App> App for Option<A> {
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        if let Some(a) = self {
+            a.start(ctx);
+        }
+    }
+
+    fn poll(&mut self, ctx: &mut Ctx<'_>, events: &[SocketEvent]) {
+        if let Some(a) = self {
+            a.poll(ctx, events);
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<u64> {
+        self.as_ref().and_then(App::poll_timeout)
+    }
+
+    fn progress(&self) -> u64 {
+        self.as_ref().map_or(0, App::progress)
+    }
+
+    fn done(&self) -> bool {
+        self.as_ref().is_none_or(App::done)
+    }
+}

@@ -1,13 +1,18 @@
-//! HTTP/1.1 server over an in-memory file set: keep-alive, pipelining, `Content-Length`,
-//! 404, `Content-Type` by extension. Requests with a body are read past their
-//! `Content-Length`; chunked request bodies are refused with 501 and the connection closed.
+//! HTTP/1.1 server over an in-memory file set: `GET` and `HEAD`, keep-alive, pipelining,
+//! `Content-Length`, 404, `Content-Type` by extension, percent-decoded paths. Requests with a
+//! body are read past their `Content-Length`; chunked request bodies are refused with 501 and
+//! the connection closed.
 //!
 //! Bounds: a request head is at most [`REQUEST_HEAD_BYTES_MAX`] (else 431 and close); the
-//! response output of a connection is produced one request at a time, so at most one
-//! response is buffered per connection.
+//! response output of a connection is produced one request at a time, so at most one response
+//! head is buffered per connection. A file body is never copied by the server: the connection
+//! holds the file's `Arc<[u8]>` and hands the stack slices of it as send-buffer room opens, so a
+//! 100 MB file costs no more memory per connection than a small one.
 
 use core::net::SocketAddr;
 use std::collections::BTreeMap;
+use std::io::{Error, ErrorKind};
+use std::path::Path;
 use std::sync::Arc;
 
 use stack::{Readiness, SocketError, SocketEvent, SocketHandle};
@@ -52,9 +57,123 @@ impl FileSet {
         s
     }
 
-    fn get(&self, path: &str) -> Option<&Arc<[u8]>> {
+    /// Loads every regular file under `dir`, recursively. A file's URL path is `/` followed
+    /// by its path relative to `dir` with `/` separators; a directory's `index.html` also
+    /// answers for the directory (`/` and `/sub/`).
+    ///
+    /// Symbolic links are followed only to regular files inside `dir` (links to directories,
+    /// and links leading outside `dir`, are skipped: no loops, no escape); other non-regular
+    /// entries (sockets, devices) are skipped.
+    ///
+    /// Bounds: at most [`FILESET_FILES_MAX`] files and [`FILESET_BYTES_MAX`] bytes in all,
+    /// else an error naming the file that crossed the bound. Errors reading a file or a
+    /// directory, and names that are not UTF-8, are errors naming the path.
+    pub fn from_dir(dir: &Path) -> std::io::Result<FileSet> {
+        let root = dir.canonicalize().map_err(|e| with_path(e, dir))?;
+        if !root.is_dir() {
+            return Err(Error::new(
+                ErrorKind::NotADirectory,
+                format!("{}: not a directory", dir.display()),
+            ));
+        }
+        let mut set = FileSet::new();
+        let mut total_bytes = 0u64;
+        // Depth-first with an explicit stack; sorted entries make the walk deterministic.
+        let mut todo = vec![(root.clone(), String::new())];
+        while let Some((abs, rel)) = todo.pop() {
+            let mut entries = Vec::new();
+            for e in std::fs::read_dir(&abs).map_err(|e| with_path(e, &abs))? {
+                let e = e.map_err(|e| with_path(e, &abs))?;
+                entries.push(e.path());
+            }
+            entries.sort();
+            for path in entries {
+                let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                    return Err(Error::new(
+                        ErrorKind::InvalidData,
+                        format!("{}: file name is not UTF-8", path.display()),
+                    ));
+                };
+                let url = format!("{rel}/{name}");
+                let meta = std::fs::symlink_metadata(&path).map_err(|e| with_path(e, &path))?;
+                let target = if meta.file_type().is_symlink() {
+                    match path.canonicalize() {
+                        Ok(t) if t.starts_with(&root) && t.is_file() => t,
+                        // Dangling, outside `dir`, or a directory: skipped.
+                        _ => continue,
+                    }
+                } else if meta.is_dir() {
+                    todo.push((path.clone(), url));
+                    continue;
+                } else if meta.is_file() {
+                    path.clone()
+                } else {
+                    continue;
+                };
+                if set.files.len() >= FILESET_FILES_MAX {
+                    return Err(Error::new(
+                        ErrorKind::InvalidInput,
+                        format!(
+                            "{}: more than {FILESET_FILES_MAX} files under {}",
+                            path.display(),
+                            dir.display()
+                        ),
+                    ));
+                }
+                let len = std::fs::metadata(&target)
+                    .map_err(|e| with_path(e, &path))?
+                    .len();
+                total_bytes = total_bytes.saturating_add(len);
+                if total_bytes > FILESET_BYTES_MAX {
+                    return Err(Error::new(
+                        ErrorKind::FileTooLarge,
+                        format!(
+                            "{}: the files under {} exceed {FILESET_BYTES_MAX} bytes",
+                            path.display(),
+                            dir.display()
+                        ),
+                    ));
+                }
+                let body = std::fs::read(&target).map_err(|e| with_path(e, &path))?;
+                let body: Arc<[u8]> = body.into();
+                if name == "index.html" {
+                    set.files.insert(format!("{rel}/"), body.clone());
+                }
+                set.files.insert(url, body);
+            }
+        }
+        Ok(set)
+    }
+
+    /// Files (URL paths) in the set, an `index.html` counted again for its directory.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// True when the set holds no file.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// The body served for URL path `path` (already percent-decoded), if any.
+    pub fn get(&self, path: &str) -> Option<&Arc<[u8]>> {
         self.files.get(path)
     }
+
+    /// The URL paths, in order.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.files.keys().map(String::as_str)
+    }
+}
+
+/// Largest total of file bytes [`FileSet::from_dir`] loads (4 GiB): the set lives in memory.
+pub const FILESET_BYTES_MAX: u64 = 4 << 30;
+/// Most files [`FileSet::from_dir`] loads.
+pub const FILESET_FILES_MAX: usize = 100_000;
+
+/// `e` with `path` in its message.
+fn with_path(e: Error, path: &Path) -> Error {
+    Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 /// `Content-Type` for a path, by extension.
@@ -84,6 +203,7 @@ pub struct ServerStats {
     pub responses_404: u64,
     /// 400, 431, 501 and 405 together.
     pub responses_error: u64,
+    /// File-body bytes accepted by the stack's send buffers (`HEAD` answers send none).
     pub body_bytes_sent: u64,
     /// Connections whose `Conn::shard()` differed from the serving shard (never expected).
     pub connections_foreign: u64,
@@ -98,9 +218,12 @@ struct ServerConn {
     inbuf: Vec<u8>,
     /// Request-body bytes still to skip.
     body_skip_bytes: usize,
-    /// Response bytes not yet accepted by the stack, from `out_pos`.
+    /// Response head (and error body) bytes not yet accepted by the stack, from `out_pos`.
     out: Vec<u8>,
     out_pos: usize,
+    /// The file body following `out`, sent from `body_pos` once `out` is flushed.
+    body: Option<Arc<[u8]>>,
+    body_pos: usize,
     /// Close once `out` is flushed.
     close_after: bool,
     peer_finished: bool,
@@ -128,6 +251,8 @@ enum Parsed {
         keep_alive: bool,
         body_bytes: usize,
         method_ok: bool,
+        /// `HEAD`: the head of the `GET` answer, no body.
+        head_only: bool,
     },
     /// Unparseable: answer with this status and close.
     Bad(u16),
@@ -180,14 +305,40 @@ fn parse_request(buf: &[u8]) -> Parsed {
             return Parsed::Bad(501);
         }
     }
-    let path = target.split('?').next().unwrap_or("/").to_string();
+    let Some(path) = percent_decode(target.split('?').next().unwrap_or("/")) else {
+        return Parsed::Bad(400);
+    };
     Parsed::Request {
         len,
         path,
         keep_alive,
         body_bytes,
         method_ok: method == "GET" || method == "HEAD",
+        head_only: method == "HEAD",
     }
+}
+
+/// Decodes `%XX` escapes of a request path (RFC 3986 §2.1). `None` for a malformed escape or
+/// a result that is not UTF-8.
+fn percent_decode(path: &str) -> Option<String> {
+    if !path.contains('%') {
+        return Some(path.to_string());
+    }
+    let b = path.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        if c == b'%' {
+            let hex = b.get(i + 1..i + 3)?;
+            let hex = core::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 fn status_text(code: u16) -> &'static str {
@@ -238,6 +389,8 @@ impl HttpServer {
                     body_skip_bytes: 0,
                     out: Vec::new(),
                     out_pos: 0,
+                    body: None,
+                    body_pos: 0,
                     close_after: false,
                     peer_finished: false,
                     shut: false,
@@ -255,9 +408,9 @@ impl HttpServer {
         };
         let mut failed = false;
         loop {
-            // Flush first: one response buffered at a time.
+            // Flush first: one response at a time, the head then the shared file body.
             while c.out_pos < c.out.len() {
-                match ctx.send(c.conn, &c.out[c.out_pos..]) {
+                match ctx.send(c.conn, c.out.get(c.out_pos..).unwrap_or(&[])) {
                     Ok(n) => c.out_pos += n,
                     Err(SocketError::WouldBlock) => return,
                     Err(_) => {
@@ -266,11 +419,23 @@ impl HttpServer {
                     }
                 }
             }
+            while let Some(body) = c.body.as_ref().filter(|b| !failed && c.body_pos < b.len()) {
+                match ctx.send(c.conn, body.get(c.body_pos..).unwrap_or(&[])) {
+                    Ok(n) => {
+                        c.body_pos += n;
+                        self.stats.body_bytes_sent += n as u64;
+                    }
+                    Err(SocketError::WouldBlock) => return,
+                    Err(_) => failed = true,
+                }
+            }
             if failed {
                 break;
             }
             c.out.clear();
             c.out_pos = 0;
+            c.body = None;
+            c.body_pos = 0;
             if c.close_after {
                 break;
             }
@@ -288,6 +453,7 @@ impl HttpServer {
                         keep_alive,
                         body_bytes,
                         method_ok,
+                        head_only,
                     } => {
                         c.inbuf.drain(..len);
                         c.body_skip_bytes = body_bytes;
@@ -305,17 +471,29 @@ impl HttpServer {
                             404 => self.stats.responses_404 += 1,
                             _ => self.stats.responses_error += 1,
                         }
-                        write_response(&mut c.out, code, &path, body.as_deref(), keep_alive);
-                        if let Some(b) = &body {
-                            self.stats.body_bytes_sent += b.len() as u64;
-                        }
+                        let head = Head {
+                            code,
+                            path: &path,
+                            body_bytes: body.as_ref().map(|b| b.len()),
+                            keep_alive,
+                            head_only,
+                        };
+                        write_response(&mut c.out, &head);
+                        c.body = body.filter(|_| !head_only);
                         c.close_after = !keep_alive;
                         continue;
                     }
                     Parsed::Bad(code) => {
                         self.stats.requests += 1;
                         self.stats.responses_error += 1;
-                        write_response(&mut c.out, code, "", None, false);
+                        let head = Head {
+                            code,
+                            path: "",
+                            body_bytes: None,
+                            keep_alive: false,
+                            head_only: false,
+                        };
+                        write_response(&mut c.out, &head);
                         c.inbuf.clear();
                         c.close_after = true;
                         continue;
@@ -366,32 +544,44 @@ impl HttpServer {
     }
 }
 
-fn write_response(out: &mut Vec<u8>, code: u16, path: &str, body: Option<&[u8]>, keep: bool) {
+/// What a response head says.
+struct Head<'a> {
+    code: u16,
+    /// The request path (for `Content-Type`).
+    path: &'a str,
+    /// The file's length for a 200.
+    body_bytes: Option<usize>,
+    keep_alive: bool,
+    /// A `HEAD` request: the same head, no body.
+    head_only: bool,
+}
+
+/// Appends the response head to `out`, and for errors the short text body. A 200's body is
+/// not written here: the connection streams it from the shared file.
+fn write_response(out: &mut Vec<u8>, h: &Head<'_>) {
     use std::io::Write;
-    let body = body.unwrap_or(b"");
-    let ctype = if code == 200 {
-        content_type(path)
+    let ok = h.code == 200;
+    let ctype = if ok {
+        content_type(h.path)
     } else {
         "text/plain; charset=utf-8"
     };
-    let reason = status_text(code);
-    let err_body = if code == 200 {
-        &b""[..]
+    let reason = status_text(h.code);
+    let len = if ok {
+        h.body_bytes.unwrap_or(0)
     } else {
-        reason.as_bytes()
+        reason.len()
     };
-    let len = if code == 200 {
-        body.len()
-    } else {
-        err_body.len()
-    };
-    let conn = if keep { "keep-alive" } else { "close" };
+    let conn = if h.keep_alive { "keep-alive" } else { "close" };
+    let code = h.code;
     // Writing into a Vec cannot fail.
     let _ = write!(
         out,
         "HTTP/1.1 {code} {reason}\r\nServer: rsstack\r\nContent-Type: {ctype}\r\nContent-Length: {len}\r\nConnection: {conn}\r\n\r\n"
     );
-    out.extend_from_slice(if code == 200 { body } else { err_body });
+    if !ok && !h.head_only {
+        out.extend_from_slice(reason.as_bytes());
+    }
 }
 
 impl App for HttpServer {
@@ -460,6 +650,97 @@ mod tests {
         ));
         let long = vec![b'a'; REQUEST_HEAD_BYTES_MAX + 1];
         assert!(matches!(parse_request(&long), Parsed::Bad(431)));
+    }
+
+    /// A directory under the system temp dir, removed on drop.
+    struct TempDir(std::path::PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> TempDir {
+            let p = std::env::temp_dir().join(format!("rsstack-apps-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).expect("temp dir");
+            TempDir(p)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn from_dir_maps_relative_paths_and_index_and_skips_escaping_links() {
+        let d = TempDir::new("fileset");
+        let outside = TempDir::new("fileset-outside");
+        let root = &d.0;
+        std::fs::create_dir_all(root.join("sub/deeper")).expect("mkdir");
+        std::fs::write(root.join("index.html"), b"<p>home").expect("write");
+        std::fs::write(root.join("sub/index.html"), b"<p>sub").expect("write");
+        std::fs::write(root.join("sub/deeper/data.bin"), [7u8; 3000]).expect("write");
+        std::fs::write(outside.0.join("secret.txt"), b"secret").expect("write");
+        std::os::unix::fs::symlink(outside.0.join("secret.txt"), root.join("leak.txt"))
+            .expect("symlink");
+        std::os::unix::fs::symlink(root.join("index.html"), root.join("alias.html"))
+            .expect("symlink");
+        std::os::unix::fs::symlink(root, root.join("sub/loop")).expect("symlink");
+        let set = FileSet::from_dir(root).expect("loads");
+        let paths: Vec<&str> = set.paths().collect();
+        assert_eq!(
+            paths,
+            [
+                "/",
+                "/alias.html",
+                "/index.html",
+                "/sub/",
+                "/sub/deeper/data.bin",
+                "/sub/index.html"
+            ]
+        );
+        assert_eq!(set.get("/").map(|b| &b[..]), Some(&b"<p>home"[..]));
+        assert_eq!(set.get("/sub/").map(|b| &b[..]), Some(&b"<p>sub"[..]));
+        assert_eq!(set.get("/sub/deeper/data.bin").map(|b| b.len()), Some(3000));
+        assert!(
+            set.get("/leak.txt").is_none(),
+            "a link out of the root is skipped"
+        );
+    }
+
+    #[test]
+    fn from_dir_of_a_missing_directory_names_it() {
+        let e = FileSet::from_dir(Path::new("/nonexistent/rsstack-apps")).expect_err("missing");
+        assert_eq!(e.kind(), ErrorKind::NotFound);
+        assert!(e.to_string().contains("/nonexistent/rsstack-apps"), "{e}");
+    }
+
+    #[test]
+    fn percent_decoding_rejects_malformed_escapes() {
+        assert_eq!(percent_decode("/a%20b").as_deref(), Some("/a b"));
+        assert_eq!(percent_decode("/plain").as_deref(), Some("/plain"));
+        assert_eq!(percent_decode("/bad%2"), None);
+        assert_eq!(percent_decode("/bad%zz"), None);
+        assert_eq!(percent_decode("/%ff"), None, "not UTF-8");
+        assert!(matches!(
+            parse_request(b"GET /x%4 HTTP/1.1\r\n\r\n"),
+            Parsed::Bad(400)
+        ));
+    }
+
+    #[test]
+    fn head_response_has_the_get_length_and_no_body() {
+        let mut out = Vec::new();
+        let h = Head {
+            code: 200,
+            path: "/a.txt",
+            body_bytes: Some(1234),
+            keep_alive: true,
+            head_only: true,
+        };
+        write_response(&mut out, &h);
+        let text = String::from_utf8(out).expect("ascii");
+        assert!(text.contains("Content-Length: 1234\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\n"), "no body after the head: {text}");
     }
 
     #[test]

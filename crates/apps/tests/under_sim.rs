@@ -1,84 +1,34 @@
-//! The same HTTP server and load client that run on `runtime`'s threads, run here under the
-//! deterministic simulator through a small adapter from `apps::App` to `sim::net::App`.
+//! The same HTTP server and clients that run on `runtime`'s threads, run here under the
+//! deterministic simulator through the adapter in `common`.
 
-use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+mod common;
+
 use std::sync::Arc;
 
+use apps::App;
+use apps::get::{GetResponse, HttpGet};
 use apps::http::{FileSet, HttpServer};
 use apps::load::{HttpLoadClient, LoadConfig};
-use apps::{App, Ctx, ShardInfo};
-use sim::net::StackHost;
-use sim::{ChannelConfig, PortId, World};
-use stack::{InterfaceConfig, Ipv4Cidr, SocketEvent, Stack, StackConfig};
-use wire::EthernetAddress;
-
-/// Runs an `apps::App` as the single shard of a simulated host.
-struct OnSim<A: App>(A);
-
-impl<A: App + 'static> sim::net::App for OnSim<A> {
-    fn start(&mut self, now_ns: u64, stack: &mut Stack) {
-        self.0
-            .start(&mut Ctx::new(now_ns, ShardInfo::SINGLE, stack));
-    }
-
-    fn poll(&mut self, now_ns: u64, stack: &mut Stack, events: &[SocketEvent]) {
-        self.0
-            .poll(&mut Ctx::new(now_ns, ShardInfo::SINGLE, stack), events);
-    }
-
-    fn poll_timeout(&self) -> Option<u64> {
-        self.0.poll_timeout()
-    }
-}
-
-const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-
-fn config(mac_last: u8, ip: Ipv4Addr) -> StackConfig {
-    StackConfig::new(InterfaceConfig::new(
-        EthernetAddress([0x02, 0, 0, 0, 0, mac_last]),
-        Ipv4Cidr::new(ip, 24),
-    ))
-}
+use common::{Pair, gigabit, server_addr};
 
 #[test]
 fn http_server_and_load_client_run_under_sim() {
-    let mut w = World::new(7);
     let files = Arc::new(FileSet::demo(3000));
-    let server = w.add_host(Box::new(StackHost::new(
-        config(1, SERVER_IP),
-        OnSim(HttpServer::new(80, files)),
-    )));
-    let client = w.add_host(Box::new(StackHost::new(
-        config(2, CLIENT_IP),
-        OnSim(HttpLoadClient::new(LoadConfig {
-            server: SocketAddr::new(IpAddr::V4(SERVER_IP), 80),
-            connections: 4,
-            path: "/index.html".into(),
-            requests_per_connection: Some(10),
-        })),
-    )));
-    let link = ChannelConfig::default()
-        .rate_bps(1_000_000_000)
-        .delay_ns(50_000);
-    w.connect((client, PortId(0)), (server, PortId(0)), link)
-        .expect("link");
-    w.run_until(2_000_000_000);
-    let c = w
-        .host::<StackHost<OnSim<HttpLoadClient>>>(client)
-        .expect("client host");
-    let st = c.app().0.stats();
+    let client = HttpLoadClient::new(LoadConfig {
+        server: server_addr(80),
+        connections: 4,
+        path: "/index.html".into(),
+        requests_per_connection: Some(10),
+    });
+    let mut p = Pair::new(7, HttpServer::new(80, files), client, gigabit());
+    p.world.run_until(2_000_000_000);
+    let c = p.client::<HttpLoadClient>();
+    let st = c.stats();
     assert_eq!(st.responses_ok, 40, "{st:?}");
     assert_eq!(st.body_bytes, 40 * 3000);
     assert_eq!(st.connections_failed + st.protocol_errors, 0);
-    assert!(
-        c.app().0.done(),
-        "every connection closed after its 10 requests"
-    );
-    let s = w
-        .host::<StackHost<OnSim<HttpServer>>>(server)
-        .expect("server host");
-    let ss = s.app().0.stats();
+    assert!(c.done(), "every connection closed after its 10 requests");
+    let ss = p.server::<HttpServer>().stats();
     assert_eq!(
         (ss.connections_accepted, ss.requests, ss.responses_200),
         (4, 40, 40)
@@ -87,37 +37,99 @@ fn http_server_and_load_client_run_under_sim() {
 
 #[test]
 fn missing_path_is_answered_404_on_a_kept_alive_connection() {
-    let mut w = World::new(8);
-    let server = w.add_host(Box::new(StackHost::new(
-        config(1, SERVER_IP),
-        OnSim(HttpServer::new(80, Arc::new(FileSet::demo(100)))),
-    )));
-    let client = w.add_host(Box::new(StackHost::new(
-        config(2, CLIENT_IP),
-        OnSim(HttpLoadClient::new(LoadConfig {
-            server: SocketAddr::new(IpAddr::V4(SERVER_IP), 80),
-            connections: 1,
-            path: "/missing.png".into(),
-            requests_per_connection: Some(5),
-        })),
-    )));
-    let link = ChannelConfig::default()
-        .rate_bps(1_000_000_000)
-        .delay_ns(50_000);
-    w.connect((client, PortId(0)), (server, PortId(0)), link)
-        .expect("link");
-    w.run_until(2_000_000_000);
-    let c = w
-        .host::<StackHost<OnSim<HttpLoadClient>>>(client)
-        .expect("client host");
-    let st = c.app().0.stats();
+    let client = HttpLoadClient::new(LoadConfig {
+        server: server_addr(80),
+        connections: 1,
+        path: "/missing.png".into(),
+        requests_per_connection: Some(5),
+    });
+    let server = HttpServer::new(80, Arc::new(FileSet::demo(100)));
+    let mut p = Pair::new(8, server, client, gigabit());
+    p.world.run_until(2_000_000_000);
+    let st = p.client::<HttpLoadClient>().stats();
     assert_eq!((st.responses_ok, st.responses_other), (0, 5), "{st:?}");
     assert_eq!(
         st.connections_established, 1,
         "one connection carried all five"
     );
-    let s = w
-        .host::<StackHost<OnSim<HttpServer>>>(server)
-        .expect("server host");
-    assert_eq!(s.app().0.stats().responses_404, 5);
+    assert_eq!(p.server::<HttpServer>().stats().responses_404, 5);
+}
+
+/// Bytes no simple pattern reproduces by accident (an LCG's high bytes).
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 56) as u8
+        })
+        .collect()
+}
+
+/// Runs one `HttpGet` against an `HttpServer` of `files`: the response (or the test fails),
+/// with the response: the body bytes the server sent.
+fn fetch(seed: u64, files: FileSet, get: HttpGet) -> (GetResponse, u64) {
+    let server = HttpServer::new(80, Arc::new(files));
+    let mut p = Pair::new(seed, server, get, gigabit());
+    p.run_until_client_done::<HttpGet>(10_000_000, 20_000_000_000)
+        .expect("the request completes");
+    let resp = p
+        .client::<HttpGet>()
+        .outcome()
+        .expect("done means an outcome")
+        .clone()
+        .expect("a response");
+    let sent = p.server::<HttpServer>().stats().body_bytes_sent;
+    (resp, sent)
+}
+
+#[test]
+fn multi_megabyte_file_arrives_whole_with_its_content_length() {
+    let big = noise(6 << 20, 1);
+    let mut files = FileSet::new();
+    files.insert("/big.bin", big.clone());
+    let get = HttpGet::new(server_addr(80), "sim".into(), "/big.bin".into(), 16 << 20);
+    let (resp, sent) = fetch(9, files, get);
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("content-length"), Some("6291456"));
+    assert_eq!(
+        resp.header("content-type"),
+        Some("application/octet-stream")
+    );
+    assert_eq!(resp.header("connection"), Some("close"));
+    assert!(resp.body == big, "body differs from the file");
+    assert_eq!(sent, big.len() as u64);
+}
+
+#[test]
+fn get_of_a_missing_file_is_404() {
+    let get = HttpGet::new(server_addr(80), "sim".into(), "/nope.html".into(), 1 << 20);
+    let (resp, _) = fetch(10, FileSet::demo(100), get);
+    assert_eq!(resp.status, 404);
+    assert_eq!(resp.body, b"Not Found");
+}
+
+#[test]
+fn head_request_gets_the_length_and_no_body() {
+    let get = HttpGet::new(server_addr(80), "sim".into(), "/".into(), 1 << 20).head_only();
+    let (resp, sent) = fetch(11, FileSet::demo(5000), get);
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("content-length"), Some("5000"));
+    assert_eq!(
+        resp.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert!(resp.body.is_empty());
+    assert_eq!(sent, 0, "HEAD sends no body bytes");
+}
+
+#[test]
+fn percent_encoded_path_finds_the_file() {
+    let mut files = FileSet::new();
+    files.insert("/a b.txt", &b"spaced"[..]);
+    let get = HttpGet::new(server_addr(80), "sim".into(), "/a%20b.txt".into(), 1 << 20);
+    let (resp, _) = fetch(12, files, get);
+    assert_eq!((resp.status, resp.body.as_slice()), (200, &b"spaced"[..]));
 }

@@ -1,0 +1,145 @@
+//! The accept-and-dispatch loop shared by the byte-stream servers ([`crate::echo`],
+//! [`crate::discard`], [`crate::ttcp::TtcpReceiver`]): one listener per shard, one session per
+//! accepted connection, sessions worked on their readiness events until they end.
+//!
+//! Invariants: a session is in the table from its accept until it ends; an ended session's
+//! connection has been released with [`Ctx::close`] exactly once (after a `shutdown` when it
+//! ended cleanly), and the caller's `ended` callback saw it exactly once.
+
+use core::net::SocketAddr;
+use std::collections::BTreeMap;
+
+use stack::{Readiness, SocketError, SocketEvent, SocketHandle};
+
+use crate::api::{Conn, Ctx, Listener};
+
+/// Accept backlog of each shard's listener for the stream servers.
+pub const STREAM_BACKLOG: usize = 128;
+
+/// What one round of work on a session left it in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Still open: wait for the next event.
+    Open,
+    /// Ended cleanly (the peer's FIN was read and everything owed to it was queued).
+    Done,
+    /// Ended by an error (reset, timeout, a failed call).
+    Failed,
+}
+
+/// Maps a receive or send error to the step it ends a session with: `WouldBlock` keeps it
+/// open, anything else fails it.
+pub(crate) fn step_of(e: SocketError) -> Step {
+    match e {
+        SocketError::WouldBlock => Step::Open,
+        _ => Step::Failed,
+    }
+}
+
+/// What a stream server does with its sessions: the per-application half of a
+/// [`StreamServer`] (statistics, scratch buffers), kept apart from the session table so both
+/// can be borrowed at once.
+pub(crate) trait Handler {
+    /// Per-connection state.
+    type Session;
+    /// A connection was accepted from `peer`.
+    fn open(&mut self, ctx: &mut Ctx<'_>, conn: Conn, peer: SocketAddr) -> Self::Session;
+    /// Works the connection until its calls would block or it ends.
+    fn service(&mut self, s: &mut Self::Session, ctx: &mut Ctx<'_>, conn: Conn) -> Step;
+    /// The session ended (`Done` or `Failed`); its connection is already released.
+    fn ended(&mut self, s: Self::Session, step: Step);
+}
+
+/// One shard's listener and its sessions of type `S`.
+#[derive(Debug)]
+pub(crate) struct StreamServer<S> {
+    port: u16,
+    listener: Option<Listener>,
+    sessions: BTreeMap<SocketHandle, (Conn, S)>,
+}
+
+impl<S> StreamServer<S> {
+    pub(crate) fn new(port: u16) -> Self {
+        StreamServer {
+            port,
+            listener: None,
+            sessions: BTreeMap::new(),
+        }
+    }
+
+    /// Opens the shard's listener. A listener that cannot open leaves the shard idle (every
+    /// accept path checks); the error is returned for the caller to count.
+    pub(crate) fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), SocketError> {
+        let l = ctx.listen(self.port, STREAM_BACKLOG)?;
+        self.listener = Some(l);
+        Ok(())
+    }
+
+    /// Sessions open now.
+    pub(crate) fn open_sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Handles a batch of events: accepts every waiting connection, works each session with
+    /// an event, and ends sessions that finished, failed, or whose connection reported an
+    /// error or reached CLOSED.
+    pub(crate) fn poll<H: Handler<Session = S>>(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        events: &[SocketEvent],
+        h: &mut H,
+    ) {
+        let listener = self.listener.map(|l| l.handle());
+        for e in events {
+            if Some(e.handle) == listener {
+                self.accept_all(ctx, h);
+                continue;
+            }
+            let Some((conn, s)) = self.sessions.get_mut(&e.handle) else {
+                continue;
+            };
+            let conn = *conn;
+            let mut step = h.service(s, ctx, conn);
+            if step == Step::Open
+                && (e.readiness.contains(Readiness::ERROR)
+                    || e.readiness.contains(Readiness::CLOSED))
+            {
+                step = Step::Failed;
+            }
+            self.finish(ctx, e.handle, step, h);
+        }
+    }
+
+    fn accept_all<H: Handler<Session = S>>(&mut self, ctx: &mut Ctx<'_>, h: &mut H) {
+        let Some(l) = self.listener else { return };
+        while let Ok((conn, peer)) = ctx.accept(l) {
+            let mut s = h.open(ctx, conn, peer);
+            // Data (even a FIN) may already be waiting.
+            let step = h.service(&mut s, ctx, conn);
+            self.sessions.insert(conn.handle(), (conn, s));
+            self.finish(ctx, conn.handle(), step, h);
+        }
+    }
+
+    /// Ends the session of `handle` when `step` says so.
+    fn finish<H: Handler<Session = S>>(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        handle: SocketHandle,
+        step: Step,
+        h: &mut H,
+    ) {
+        if step == Step::Open {
+            return;
+        }
+        let Some((conn, s)) = self.sessions.remove(&handle) else {
+            return;
+        };
+        if step == Step::Done {
+            // Our FIN follows what is queued; an error only says it is already closing.
+            let _ = ctx.shutdown(conn);
+        }
+        let _ = ctx.close(conn);
+        h.ended(s, step);
+    }
+}

@@ -1,0 +1,128 @@
+//! What the simulator tests of `apps` share: the adapter that runs an `apps::App` as the
+//! single shard of a simulated host, and a two-host world on one link.
+#![allow(dead_code)] // Each test binary uses its own part.
+
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use apps::{App, Ctx, ShardInfo};
+use sim::net::StackHost;
+use sim::{ChannelConfig, HostId, LinkId, PortId, World};
+use stack::{InterfaceConfig, Ipv4Cidr, SocketEvent, Stack, StackConfig};
+use wire::EthernetAddress;
+
+/// Runs an `apps::App` as the single shard of a simulated host.
+pub struct OnSim<A: App>(pub A);
+
+impl<A: App + 'static> sim::net::App for OnSim<A> {
+    fn start(&mut self, now_ns: u64, stack: &mut Stack) {
+        self.0
+            .start(&mut Ctx::new(now_ns, ShardInfo::SINGLE, stack));
+    }
+
+    fn poll(&mut self, now_ns: u64, stack: &mut Stack, events: &[SocketEvent]) {
+        self.0
+            .poll(&mut Ctx::new(now_ns, ShardInfo::SINGLE, stack), events);
+    }
+
+    fn poll_timeout(&self) -> Option<u64> {
+        self.0.poll_timeout()
+    }
+}
+
+pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+/// `SERVER_IP:port`.
+pub fn server_addr(port: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(SERVER_IP), port)
+}
+
+/// A one-interface stack configuration with MAC `02:00:00:00:00:<mac_last>`.
+pub fn config(mac_last: u8, ip: Ipv4Addr) -> StackConfig {
+    StackConfig::new(InterfaceConfig::new(
+        EthernetAddress([0x02, 0, 0, 0, 0, mac_last]),
+        Ipv4Cidr::new(ip, 24),
+    ))
+}
+
+/// A 1 Gbit/s link with 50 µs of delay each way.
+pub fn gigabit() -> ChannelConfig {
+    ChannelConfig::default()
+        .rate_bps(1_000_000_000)
+        .delay_ns(50_000)
+}
+
+/// A world of seed `seed` with `server` on `SERVER_IP` and `client` on `CLIENT_IP`, joined
+/// by one link configured by `link`.
+pub struct Pair {
+    pub world: World,
+    pub server: HostId,
+    pub client: HostId,
+    pub link: LinkId,
+}
+
+impl Pair {
+    pub fn new<S: App + 'static, C: App + 'static>(
+        seed: u64,
+        server: S,
+        client: C,
+        link: ChannelConfig,
+    ) -> Pair {
+        let mut world = World::new(seed);
+        let server = world.add_host(Box::new(StackHost::new(
+            config(1, SERVER_IP),
+            OnSim(server),
+        )));
+        let client = world.add_host(Box::new(StackHost::new(
+            config(2, CLIENT_IP),
+            OnSim(client),
+        )));
+        let link = world
+            .connect((client, PortId(0)), (server, PortId(0)), link)
+            .expect("link");
+        Pair {
+            world,
+            server,
+            client,
+            link,
+        }
+    }
+
+    /// The server's application.
+    pub fn server<S: App + 'static>(&self) -> &S {
+        &self
+            .world
+            .host::<StackHost<OnSim<S>>>(self.server)
+            .expect("server host type")
+            .app()
+            .0
+    }
+
+    /// The client's application.
+    pub fn client<C: App + 'static>(&self) -> &C {
+        &self
+            .world
+            .host::<StackHost<OnSim<C>>>(self.client)
+            .expect("client host type")
+            .app()
+            .0
+    }
+
+    /// Runs until the client says it is done (checked every `step_ns`) or `deadline_ns`;
+    /// returns the time it was done at, `None` when it never was.
+    pub fn run_until_client_done<C: App + 'static>(
+        &mut self,
+        step_ns: u64,
+        deadline_ns: u64,
+    ) -> Option<u64> {
+        let mut t = 0;
+        while t < deadline_ns {
+            t += step_ns;
+            self.world.run_until(t);
+            if self.client::<C>().done() {
+                return Some(t);
+            }
+        }
+        None
+    }
+}
