@@ -208,3 +208,23 @@ impl<A: App> App for Option<A> {
         self.as_ref().is_none_or(App::done)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ttcp::{TtcpSendConfig, TtcpSender};
+
+    #[test]
+    fn none_is_an_idle_done_app_and_some_delegates() {
+        let none: Option<TtcpSender> = None;
+        assert!(none.done());
+        assert_eq!(none.progress(), 0);
+        assert_eq!(none.poll_timeout(), None);
+        let some = Some(TtcpSender::new(TtcpSendConfig {
+            remote: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 5001),
+            bytes_per_conn: 1,
+            conns: 1,
+        }));
+        assert!(!some.done(), "a sender that has not started is not done");
+    }
+}

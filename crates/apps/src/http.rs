@@ -15,16 +15,17 @@ use std::io::{Error, ErrorKind};
 use std::path::Path;
 use std::sync::Arc;
 
-use stack::{Readiness, SocketError, SocketEvent, SocketHandle};
+use stack::{SocketError, SocketEvent};
 
-use crate::api::{App, Conn, Ctx, Listener};
+use crate::api::{App, Conn, Ctx};
+use crate::serve::{Handler, Step, StreamServer, step_of};
 
 /// Largest request head (request line + headers) accepted, in bytes.
 pub const REQUEST_HEAD_BYTES_MAX: usize = 8192;
 /// Peers remembered per shard for tests and reports ([`ServerStats::peers`]).
 pub const PEERS_RECORDED_MAX: usize = 65_536;
-/// Accept backlog of each shard's listener.
-pub const BACKLOG: usize = 128;
+/// Accept backlog of each shard's listener (the same for every stream server of this crate).
+pub const BACKLOG: usize = crate::serve::STREAM_BACKLOG;
 
 /// An immutable set of files served from memory, shared by the shards (read-only).
 #[derive(Debug, Clone, Default)]
@@ -211,9 +212,9 @@ pub struct ServerStats {
     pub peers: Vec<SocketAddr>,
 }
 
+/// One HTTP connection.
 #[derive(Debug)]
-struct ServerConn {
-    conn: Conn,
+pub(crate) struct ServerConn {
     /// Received bytes not yet parsed. Invariant: ≤ `REQUEST_HEAD_BYTES_MAX` + one read.
     inbuf: Vec<u8>,
     /// Request-body bytes still to skip.
@@ -224,21 +225,25 @@ struct ServerConn {
     /// The file body following `out`, sent from `body_pos` once `out` is flushed.
     body: Option<Arc<[u8]>>,
     body_pos: usize,
-    /// Close once `out` is flushed.
+    /// Finish our direction once the response is flushed, then only drain the peer.
     close_after: bool,
     peer_finished: bool,
     shut: bool,
 }
 
+/// The per-shard half of the server that is not the session table.
+#[derive(Debug)]
+struct HttpHandler {
+    files: Arc<FileSet>,
+    scratch: Vec<u8>,
+    stats: ServerStats,
+}
+
 /// The HTTP/1.1 server application of one shard.
 #[derive(Debug)]
 pub struct HttpServer {
-    port: u16,
-    files: Arc<FileSet>,
-    listener: Option<Listener>,
-    conns: BTreeMap<SocketHandle, ServerConn>,
-    scratch: Vec<u8>,
-    stats: ServerStats,
+    server: StreamServer<ServerConn>,
+    handler: HttpHandler,
 }
 
 enum Parsed {
@@ -357,87 +362,82 @@ impl HttpServer {
     /// A server for `files` on `port`.
     pub fn new(port: u16, files: Arc<FileSet>) -> Self {
         HttpServer {
-            port,
-            files,
-            listener: None,
-            conns: BTreeMap::new(),
-            scratch: vec![0; 16 * 1024],
-            stats: ServerStats::default(),
+            server: StreamServer::new(port),
+            handler: HttpHandler {
+                files,
+                scratch: vec![0; 16 * 1024],
+                stats: ServerStats::default(),
+            },
         }
     }
 
     /// What this shard's server did so far.
     pub fn stats(&self) -> &ServerStats {
-        &self.stats
+        &self.handler.stats
     }
 
-    fn accept_all(&mut self, ctx: &mut Ctx<'_>) {
-        let Some(l) = self.listener else { return };
-        while let Ok((conn, peer)) = ctx.accept(l) {
-            self.stats.connections_accepted += 1;
-            if conn.shard() != ctx.shard_info().shard {
-                self.stats.connections_foreign += 1;
-            }
-            if self.stats.peers.len() < PEERS_RECORDED_MAX {
-                self.stats.peers.push(peer);
-            }
-            self.conns.insert(
-                conn.handle(),
-                ServerConn {
-                    conn,
-                    inbuf: Vec::new(),
-                    body_skip_bytes: 0,
-                    out: Vec::new(),
-                    out_pos: 0,
-                    body: None,
-                    body_pos: 0,
-                    close_after: false,
-                    peer_finished: false,
-                    shut: false,
-                },
-            );
-            // Data may already be waiting.
-            self.service(ctx, conn.handle());
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.server.open_sessions()
+    }
+}
+
+impl Handler for HttpHandler {
+    type Session = ServerConn;
+
+    fn open(&mut self, ctx: &mut Ctx<'_>, conn: Conn, peer: SocketAddr) -> ServerConn {
+        self.stats.connections_accepted += 1;
+        if conn.shard() != ctx.shard_info().shard {
+            self.stats.connections_foreign += 1;
+        }
+        if self.stats.peers.len() < PEERS_RECORDED_MAX {
+            self.stats.peers.push(peer);
+        }
+        ServerConn {
+            inbuf: Vec::new(),
+            body_skip_bytes: 0,
+            out: Vec::new(),
+            out_pos: 0,
+            body: None,
+            body_pos: 0,
+            close_after: false,
+            peer_finished: false,
+            shut: false,
         }
     }
 
-    /// Reads, answers and flushes one connection until it would block.
-    fn service(&mut self, ctx: &mut Ctx<'_>, h: SocketHandle) {
-        let Some(c) = self.conns.get_mut(&h) else {
-            return;
-        };
-        let mut failed = false;
+    /// Reads, answers and flushes one connection until it would block. `Done` once the
+    /// peer's FIN was read and nothing is owed to it.
+    fn service(&mut self, c: &mut ServerConn, ctx: &mut Ctx<'_>, conn: Conn) -> Step {
         loop {
             // Flush first: one response at a time, the head then the shared file body.
             while c.out_pos < c.out.len() {
-                match ctx.send(c.conn, c.out.get(c.out_pos..).unwrap_or(&[])) {
+                match ctx.send(conn, c.out.get(c.out_pos..).unwrap_or(&[])) {
                     Ok(n) => c.out_pos += n,
-                    Err(SocketError::WouldBlock) => return,
-                    Err(_) => {
-                        failed = true;
-                        break;
-                    }
+                    Err(e) => return step_of(e),
                 }
             }
-            while let Some(body) = c.body.as_ref().filter(|b| !failed && c.body_pos < b.len()) {
-                match ctx.send(c.conn, body.get(c.body_pos..).unwrap_or(&[])) {
+            while let Some(body) = c.body.as_ref().filter(|b| c.body_pos < b.len()) {
+                match ctx.send(conn, body.get(c.body_pos..).unwrap_or(&[])) {
                     Ok(n) => {
                         c.body_pos += n;
                         self.stats.body_bytes_sent += n as u64;
                     }
-                    Err(SocketError::WouldBlock) => return,
-                    Err(_) => failed = true,
+                    Err(e) => return step_of(e),
                 }
-            }
-            if failed {
-                break;
             }
             c.out.clear();
             c.out_pos = 0;
             c.body = None;
             c.body_pos = 0;
             if c.close_after {
-                break;
+                if !c.shut {
+                    c.shut = true;
+                    let _ = ctx.shutdown(conn);
+                }
+                // Nothing more is answered: read and drop until the peer's FIN, so the
+                // release never finds unread data (which would reset the connection).
+                return crate::discard::drain(ctx, conn, &mut self.scratch, |_| {});
             }
             // Parse what is buffered before reading more (pipelining).
             if c.body_skip_bytes > 0 {
@@ -445,101 +445,87 @@ impl HttpServer {
                 c.inbuf.drain(..n);
                 c.body_skip_bytes -= n;
             }
-            if c.body_skip_bytes == 0 {
-                match parse_request(&c.inbuf) {
-                    Parsed::Request {
-                        len,
-                        path,
-                        keep_alive,
-                        body_bytes,
-                        method_ok,
-                        head_only,
-                    } => {
-                        c.inbuf.drain(..len);
-                        c.body_skip_bytes = body_bytes;
-                        self.stats.requests += 1;
-                        let (code, body) = if !method_ok {
-                            (405, None)
-                        } else {
-                            match self.files.get(&path) {
-                                Some(b) => (200, Some(b.clone())),
-                                None => (404, None),
-                            }
-                        };
-                        match code {
-                            200 => self.stats.responses_200 += 1,
-                            404 => self.stats.responses_404 += 1,
-                            _ => self.stats.responses_error += 1,
-                        }
-                        let head = Head {
-                            code,
-                            path: &path,
-                            body_bytes: body.as_ref().map(|b| b.len()),
-                            keep_alive,
-                            head_only,
-                        };
-                        write_response(&mut c.out, &head);
-                        c.body = body.filter(|_| !head_only);
-                        c.close_after = !keep_alive;
-                        continue;
-                    }
-                    Parsed::Bad(code) => {
-                        self.stats.requests += 1;
-                        self.stats.responses_error += 1;
-                        let head = Head {
-                            code,
-                            path: "",
-                            body_bytes: None,
-                            keep_alive: false,
-                            head_only: false,
-                        };
-                        write_response(&mut c.out, &head);
-                        c.inbuf.clear();
-                        c.close_after = true;
-                        continue;
-                    }
-                    Parsed::Incomplete => {}
-                }
+            if c.body_skip_bytes == 0 && self.answer(c) {
+                continue;
             }
             if c.peer_finished {
-                break;
+                return Step::Done;
             }
-            match ctx.recv(c.conn, &mut self.scratch) {
+            match ctx.recv(conn, &mut self.scratch) {
                 Ok(n) => {
                     let data = self.scratch.get(..n).unwrap_or(&[]);
-                    if c.body_skip_bytes > 0 {
-                        let skip = c.body_skip_bytes.min(data.len());
-                        c.body_skip_bytes -= skip;
-                        c.inbuf.extend_from_slice(data.get(skip..).unwrap_or(&[]));
-                    } else {
-                        c.inbuf.extend_from_slice(data);
-                    }
+                    let skip = c.body_skip_bytes.min(data.len());
+                    c.body_skip_bytes -= skip;
+                    c.inbuf.extend_from_slice(data.get(skip..).unwrap_or(&[]));
                 }
-                Err(SocketError::WouldBlock) => return,
-                Err(SocketError::Finished) => {
-                    c.peer_finished = true;
-                }
-                Err(_) => {
-                    failed = true;
-                    break;
-                }
+                Err(SocketError::Finished) => c.peer_finished = true,
+                Err(e) => return step_of(e),
             }
         }
-        // Done with this connection: finish our direction, release it once the peer is done.
-        if failed {
-            let _ = ctx.close(c.conn);
-            self.conns.remove(&h);
-            self.stats.connections_closed += 1;
-            return;
-        }
-        if !c.shut {
-            c.shut = true;
-            let _ = ctx.shutdown(c.conn);
-        }
-        if c.peer_finished {
-            let _ = ctx.close(c.conn);
-            self.conns.remove(&h);
-            self.stats.connections_closed += 1;
+    }
+
+    fn ended(&mut self, _s: ServerConn, _step: Step) {
+        self.stats.connections_closed += 1;
+    }
+}
+
+impl HttpHandler {
+    /// Parses one request from `c.inbuf` and queues its response; false when no complete
+    /// request is buffered.
+    fn answer(&mut self, c: &mut ServerConn) -> bool {
+        match parse_request(&c.inbuf) {
+            Parsed::Request {
+                len,
+                path,
+                keep_alive,
+                body_bytes,
+                method_ok,
+                head_only,
+            } => {
+                c.inbuf.drain(..len);
+                c.body_skip_bytes = body_bytes;
+                self.stats.requests += 1;
+                let (code, body) = if !method_ok {
+                    (405, None)
+                } else {
+                    match self.files.get(&path) {
+                        Some(b) => (200, Some(b.clone())),
+                        None => (404, None),
+                    }
+                };
+                match code {
+                    200 => self.stats.responses_200 += 1,
+                    404 => self.stats.responses_404 += 1,
+                    _ => self.stats.responses_error += 1,
+                }
+                let head = Head {
+                    code,
+                    path: &path,
+                    body_bytes: body.as_ref().map(|b| b.len()),
+                    keep_alive,
+                    head_only,
+                };
+                write_response(&mut c.out, &head);
+                c.body = body.filter(|_| !head_only);
+                c.close_after = !keep_alive;
+                true
+            }
+            Parsed::Bad(code) => {
+                self.stats.requests += 1;
+                self.stats.responses_error += 1;
+                let head = Head {
+                    code,
+                    path: "",
+                    body_bytes: None,
+                    keep_alive: false,
+                    head_only: false,
+                };
+                write_response(&mut c.out, &head);
+                c.inbuf.clear();
+                c.close_after = true;
+                true
+            }
+            Parsed::Incomplete => false,
         }
     }
 }
@@ -587,30 +573,15 @@ fn write_response(out: &mut Vec<u8>, h: &Head<'_>) {
 impl App for HttpServer {
     fn start(&mut self, ctx: &mut Ctx<'_>) {
         // A listener that cannot open leaves the shard idle; every accept path checks.
-        self.listener = ctx.listen(self.port, BACKLOG).ok();
+        let _ = self.server.start(ctx);
     }
 
     fn poll(&mut self, ctx: &mut Ctx<'_>, events: &[SocketEvent]) {
-        for e in events {
-            if Some(e.handle) == self.listener.map(|l| l.handle()) {
-                self.accept_all(ctx);
-                continue;
-            }
-            let Some(c) = self.conns.get_mut(&e.handle) else {
-                continue;
-            };
-            if e.readiness.contains(Readiness::ERROR) || e.readiness.contains(Readiness::CLOSED) {
-                let _ = ctx.close(c.conn);
-                self.conns.remove(&e.handle);
-                self.stats.connections_closed += 1;
-                continue;
-            }
-            self.service(ctx, e.handle);
-        }
+        self.server.poll(ctx, events, &mut self.handler);
     }
 
     fn progress(&self) -> u64 {
-        self.stats.requests
+        self.handler.stats.requests
     }
 }
 

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use stack::{Readiness, SocketError, SocketEvent, SocketHandle};
 
 use crate::api::{App, Conn, Ctx};
+use crate::get::Framing;
 
 /// Largest response head accepted, in bytes.
 pub const RESPONSE_HEAD_BYTES_MAX: usize = 8192;
@@ -226,26 +227,15 @@ impl HttpLoadClient {
     }
 }
 
-/// Status code and `Content-Length` of a response head.
+/// Status code and body length of a response head: the strict parser of [`crate::get`],
+/// restricted to what a keep-alive load client can follow (a `Content-Length`, or no body).
 fn parse_response_head(head: &[u8]) -> Option<(u16, usize)> {
-    let text = core::str::from_utf8(head).ok()?;
-    let mut lines = text.split("\r\n");
-    let status_line = lines.next()?;
-    let mut parts = status_line.split(' ');
-    let version = parts.next()?;
-    if !version.starts_with("HTTP/1.") {
-        return None;
+    let h = crate::get::parse_response_head(head).ok()?;
+    match h.framing {
+        Framing::Length(n) => Some((h.status, usize::try_from(n).ok()?)),
+        Framing::Empty => Some((h.status, 0)),
+        Framing::Chunked | Framing::UntilClose => None,
     }
-    let status = parts.next()?.parse::<u16>().ok()?;
-    let mut len = None;
-    for line in lines {
-        if let Some((name, value)) = line.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                len = value.trim().parse::<usize>().ok();
-            }
-        }
-    }
-    Some((status, len?))
 }
 
 impl App for HttpLoadClient {

@@ -14,7 +14,7 @@ use stack::{Readiness, SocketError, SocketEvent, SocketHandle};
 use crate::api::{Conn, Ctx, Listener};
 
 /// Accept backlog of each shard's listener for the stream servers.
-pub const STREAM_BACKLOG: usize = 128;
+pub(crate) const STREAM_BACKLOG: usize = 128;
 
 /// What one round of work on a session left it in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

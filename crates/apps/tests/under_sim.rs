@@ -33,6 +33,8 @@ fn http_server_and_load_client_run_under_sim() {
         (ss.connections_accepted, ss.requests, ss.responses_200),
         (4, 40, 40)
     );
+    assert_eq!(ss.connections_closed, 4);
+    assert_eq!(p.server::<HttpServer>().open_connections(), 0);
 }
 
 #[test]
@@ -81,8 +83,12 @@ fn fetch(seed: u64, files: FileSet, get: HttpGet) -> (GetResponse, u64) {
         .expect("done means an outcome")
         .clone()
         .expect("a response");
-    let sent = p.server::<HttpServer>().stats().body_bytes_sent;
-    (resp, sent)
+    // `Connection: close`: the server finishes and releases the connection.
+    p.world.run_until(p.world.now_ns() + 1_000_000_000);
+    let server = p.server::<HttpServer>();
+    assert_eq!(server.open_connections(), 0);
+    assert_eq!(server.stats().connections_closed, 1);
+    (resp, server.stats().body_bytes_sent)
 }
 
 #[test]
