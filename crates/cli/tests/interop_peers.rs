@@ -39,7 +39,9 @@ fn wait_listening(topo: &Topology, port: u16) -> Result<()> {
 }
 
 /// `iperf -c rsstack -p 5001 -t 5` into `rsstack serve discard`.
-fn iperf_into_discard(topo: &Topology) -> Result<IperfReport> {
+/// Returns iperf's report and the average size of the frames rsstack received (its summary's
+/// `rx_bytes / rx_frames`, when printed).
+fn iperf_into_discard(topo: &Topology) -> Result<(IperfReport, Option<f64>)> {
     let server = topo.serve(&["serve", "discard", "--port", "5001"])?;
     let stdout = topo.peer_run(
         "iperf",
@@ -55,9 +57,17 @@ fn iperf_into_discard(topo: &Topology) -> Result<IperfReport> {
     check(r.bytes > 1 << 20, || {
         format!("iperf moved too little:\n{stdout}")
     })?;
-    server.stop()?;
-    Ok(r)
+    let summary = numbers(&server.stop()?);
+    let avg_rx_frame_bytes = match (summary.get("rx_bytes"), summary.get("rx_frames")) {
+        (Some(&b), Some(&f)) if f > 0.0 => Some(b / f),
+        _ => None,
+    };
+    eprintln!("  average frame received by rsstack: {avg_rx_frame_bytes:?} bytes");
+    Ok((r, avg_rx_frame_bytes))
 }
+
+/// The largest frame a peer without TSO/GSO sends on a 1500-byte MTU.
+const MAX_UNSEGMENTED_FRAME_BYTES: f64 = 1514.0;
 
 /// `rsstack ttcp send` into `socat -u TCP-LISTEN:5001 OPEN:file`: the file holds exactly the
 /// bytes sent, each `offset % 251` (the ttcp pattern).
@@ -167,13 +177,19 @@ fn setup(offloads: Offloads, loss: bool) -> Result<Topology> {
     Ok(topo)
 }
 
+/// The peer's offloads as veth sets them (TSO, GSO, checksum offload on).
 #[test]
 fn iperf_client_into_rsstack_discard_completes() -> Result<()> {
     if !require_root("iperf_client_into_rsstack_discard_completes") {
         return Ok(());
     }
     let _serial = serial();
-    iperf_into_discard(&setup(Offloads::Default, false)?).map(drop)
+    let (_, avg) = iperf_into_discard(&setup(Offloads::Default, false)?)?;
+    // With TSO/GSO on, the peer's veth hands over TCP segments far larger than the MTU; that
+    // the average frame rsstack took exceeds 1514 bytes shows they were received, not lost.
+    check(avg.is_none_or(|a| a > MAX_UNSEGMENTED_FRAME_BYTES), || {
+        format!("average received frame {avg:?} bytes: no TSO/GSO super-frame was taken")
+    })
 }
 
 #[test]
@@ -240,7 +256,10 @@ fn linux_peer_with_offloads_off_works_both_ways() -> Result<()> {
     }
     let _serial = serial();
     let topo = setup(Offloads::Off, false)?;
-    iperf_into_discard(&topo)?;
+    let (_, avg) = iperf_into_discard(&topo)?;
+    check(avg.is_none_or(|a| a <= MAX_UNSEGMENTED_FRAME_BYTES), || {
+        format!("average received frame {avg:?} bytes with TSO/GSO off")
+    })?;
     ttcp_into_socat(&topo)?;
     get_from_python(&topo)
 }
