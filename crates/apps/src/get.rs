@@ -1,6 +1,7 @@
 //! A one-shot HTTP/1.1 client: one connection, one `GET`, one response (like `curl URL`).
 //!
-//! The request is `GET path HTTP/1.1` with `Host` and `Connection: close`. The response head
+//! The request is `GET path HTTP/1.1` (or `HEAD`, [`HttpGet::head_only`]) with `Host` and
+//! `Connection: close`. The response head
 //! (status line and header fields, RFC 9112 §4–5) is parsed strictly; interim 1xx responses are
 //! skipped. The body is framed as RFC 9112 §6.3 says: none for 204 and 304, chunked when the
 //! last transfer coding is `chunked` (a bounded decoder, [`ChunkedDecoder`]), else by
@@ -24,6 +25,9 @@ use crate::api::{App, Conn, Ctx};
 pub const RESPONSE_HEAD_BYTES_MAX: usize = 16 * 1024;
 /// Largest chunk-size line (size, extensions, CRLF), in bytes.
 pub const CHUNK_LINE_BYTES_MAX: usize = 1024;
+/// Most body bytes reserved on the strength of a `Content-Length` alone (more grows as data
+/// arrives).
+pub const BODY_RESERVE_BYTES_MAX: usize = 16 << 20;
 /// Interim (1xx) responses skipped before the final one; more is a protocol error.
 pub const INTERIM_RESPONSES_MAX: u32 = 8;
 
@@ -538,7 +542,9 @@ impl HttpGet {
                                 limit_bytes: self.body_bytes_max,
                             });
                         }
-                        self.body.reserve(usize::try_from(n).unwrap_or(0));
+                        // The peer's claim sizes at most BODY_RESERVE_BYTES_MAX up front.
+                        let reserve = n.min(BODY_RESERVE_BYTES_MAX as u64);
+                        self.body.reserve(usize::try_from(reserve).unwrap_or(0));
                     }
                     self.response = Some((head.status, head.headers));
                     self.phase = Phase::Body(framing);

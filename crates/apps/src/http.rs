@@ -179,8 +179,10 @@ fn with_path(e: Error, path: &Path) -> Error {
 
 /// `Content-Type` for a path, by extension.
 pub fn content_type(path: &str) -> &'static str {
-    let ext = path.rsplit_once('.').map_or("", |(_, e)| e);
-    match ext {
+    let ext = path
+        .rsplit_once('.')
+        .map_or(String::new(), |(_, e)| e.to_ascii_lowercase());
+    match ext.as_str() {
         "html" | "htm" => "text/html; charset=utf-8",
         "css" => "text/css",
         "js" => "text/javascript",
@@ -189,6 +191,14 @@ pub fn content_type(path: &str) -> &'static str {
         "png" => "image/png",
         "jpg" | "jpeg" => "image/jpeg",
         "svg" => "image/svg+xml",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "ico" => "image/vnd.microsoft.icon",
+        "mjs" => "text/javascript",
+        "xml" => "application/xml",
+        "pdf" => "application/pdf",
+        "wasm" => "application/wasm",
+        "woff2" => "font/woff2",
         _ if path.ends_with('/') => "text/html; charset=utf-8",
         _ => "application/octet-stream",
     }
@@ -718,6 +728,7 @@ mod tests {
     fn content_type_by_extension() {
         assert_eq!(content_type("/index.html"), "text/html; charset=utf-8");
         assert_eq!(content_type("/style.css"), "text/css");
+        assert_eq!(content_type("/LOGO.PNG"), "image/png");
         assert_eq!(content_type("/x.bin"), "application/octet-stream");
         assert_eq!(content_type("/"), "text/html; charset=utf-8");
     }

@@ -74,8 +74,8 @@ pub struct TtcpStats {
     pub conns_acknowledged: u32,
     /// When the first payload byte was accepted by `send` (sender) or read (receiver), ns.
     pub first_byte_ns: Option<u64>,
-    /// Sender: when the last connection finished. Receiver: when the last payload byte was
-    /// read. In ns.
+    /// Sender: when the last connection ended (finished or failed). Receiver: when the last
+    /// payload byte was read. In ns.
     pub last_byte_ns: Option<u64>,
     /// Receiver with pattern checking: bytes that differed from [`pattern_byte`].
     pub pattern_errors: u64,
@@ -275,6 +275,9 @@ impl App for TtcpSender {
             self.settle(ctx, e.handle, step);
         }
         // A FIN's ACK raises no event: look at the connections waiting for one.
+        if !self.conns.values().any(|c| c.phase == SendPhase::Shut) {
+            return;
+        }
         let shut: Vec<SocketHandle> = self
             .conns
             .iter()
@@ -323,6 +326,7 @@ impl Handler for RecvHandler {
     fn service(&mut self, s: &mut RecvConn, ctx: &mut Ctx<'_>, conn: Conn) -> Step {
         let now_ns = ctx.now_ns();
         let (stats, block, verify) = (&mut self.stats, &self.block, self.verify);
+        let offset_before = s.offset;
         let step = drain(ctx, conn, &mut self.scratch, |d| {
             stats.saw_bytes(now_ns, d.len());
             if verify {
@@ -338,7 +342,7 @@ impl Handler for RecvHandler {
             }
             s.offset += d.len() as u64;
         });
-        if s.offset > 0 && step != Step::Failed {
+        if s.offset > offset_before {
             self.stats.last_byte_ns = self.stats.last_byte_ns.max(Some(now_ns));
         }
         step
