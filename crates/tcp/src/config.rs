@@ -125,6 +125,13 @@ pub struct Config {
     /// (`tcp_xmit_probe_skb`): a bare ACK with SEG.SEQ = SND.UNA − 1, which the peer must
     /// answer with its current window, and which puts no data beyond a zero window.
     pub zero_window_probe_carries_data: bool,
+    /// Proportional rate reduction in SACK recovery (RFC 6937): instead of sending whatever
+    /// the pipe allows once cwnd is cut to ssthresh, send in proportion to what the peer
+    /// reports delivered, so the flight shrinks smoothly to ssthresh; below ssthresh, grow
+    /// back by at most what was delivered, plus one segment on an ACK that advances SND.UNA
+    /// (the slow-start reduction bound with the "safe ACK" refinement Linux uses and
+    /// draft-ietf-tcpm-prr-rfc6937bis adopts). Default false.
+    pub prr: bool,
     /// Congestion controller. Default NewReno.
     pub congestion_control: CongestionControl,
     /// Challenge ACKs allowed per second per connection (RFC 5961 §7). Default 10.
@@ -151,11 +158,13 @@ pub struct Config {
     /// Added to 2·SRTT in the PTO when more than one segment is in flight (with one segment,
     /// `delayed_ack_ns` is added instead: the peer may hold its ACK that long). Default 0, as
     /// RFC 8985 §7.2; Linux adds `TCP_TIMEOUT_MIN`, two 1 ms ticks (`tcp_schedule_loss_probe`).
-    pub tlp_pto_extra_ns: u64,
+    ///
+    /// 32 bits (up to 4.29 s) keep the per-connection configuration copy small.
+    pub tlp_pto_extra_ns: u32,
     /// Lower bound of the PTO. Default 10 ms, the floor of the original TLP proposal
     /// (draft-dukkipati-tcpm-tcp-loss-probe), which keeps a probe from racing an ACK that a
     /// jittery path delays; Linux dropped it for data-centre RTTs (0 there).
-    pub tlp_pto_floor_ns: u64,
+    pub tlp_pto_floor_ns: u32,
 }
 
 impl Default for Config {
@@ -185,6 +194,7 @@ impl Default for Config {
             ack_counts_previously_sacked_bytes: true,
             restart_after_idle: true,
             zero_window_probe_carries_data: true,
+            prr: false,
             congestion_control: CongestionControl::NewReno,
             challenge_acks_per_s_max: 10,
             ack_unsent_data_replies: true,
@@ -193,7 +203,7 @@ impl Default for Config {
             syn_retries_max: 6,
             tail_loss_probe: false,
             tlp_pto_extra_ns: 0,
-            tlp_pto_floor_ns: 10 * NS_PER_MS,
+            tlp_pto_floor_ns: 10 * NS_PER_MS as u32,
         }
     }
 }

@@ -323,6 +323,10 @@ impl Connection {
             fin_queued: s.fin_queued,
             // Cork and MSG_MORE holds are not carried: a restored connection pushes.
             // The flight record is not carried: the next transmission starts a new one.
+            // A snapshot is taken outside recovery: no PRR episode to carry.
+            prr_delivered_bytes: 0,
+            prr_out_bytes: 0,
+            prr_recover_fs_bytes: 0,
             flight_max_bytes: 0,
             flight_max_seq: s.snd_una,
             cwnd_limited: false,

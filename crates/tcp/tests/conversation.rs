@@ -1256,7 +1256,7 @@ fn probe_timeout_with_several_segments_in_flight_is_two_srtt_plus_the_extra_with
     // Linux's PTO (tcp_schedule_loss_probe): 2·SRTT + 2 ms with more than one segment out, no
     // 10 ms floor. SRTT is 1 ms here: the probe follows 4 ms after the ACK.
     let linux = Config {
-        tlp_pto_extra_ns: 2 * MS,
+        tlp_pto_extra_ns: 2 * MS as u32,
         tlp_pto_floor_ns: 0,
         ..tlp()
     };
@@ -1308,6 +1308,63 @@ fn tail_loss_probe_sends_new_data_when_the_window_allows() {
         "the probe carries the second segment"
     );
     assert!(data[1].0 - data[0].0 < 200 * MS);
+}
+
+/// A window of twenty segments with the first lost: how many segments A sends after its
+/// fast retransmission while the next eight duplicate ACKs arrive.
+fn sends_early_in_recovery(config: Config) -> usize {
+    let one_way_ns = 5 * MS;
+    let mut p = Pair::established(config, cfg(), one_way_ns);
+    p.link_rate_bps = Some(100_000_000);
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && c.data_index == 0 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let mss = usize::from(p.a.eff_mss());
+    let data = pattern(40 * mss);
+    p.a_to_send = data.clone();
+    p.b_auto_read = true;
+    p.run_until(|p| p.b_read.len() == data.len(), 5_000 * MS);
+    p.run_for(100 * MS);
+    assert_same(&p.b_read, &data);
+    assert_eq!(
+        p.a.counters().rto_expirations,
+        0,
+        "recovered without a timeout"
+    );
+    let sent = a_data(&p);
+    let first_rtx_ns = sent
+        .iter()
+        .enumerate()
+        .find(|(i, s)| sent[..*i].iter().any(|e| e.1 == s.1))
+        .map(|(_, s)| s.0)
+        .expect("a retransmission");
+    let eighth_ack_ns = p
+        .sent(Dir::BtoA)
+        .map(|e| e.0 + one_way_ns)
+        .filter(|t| *t > first_rtx_ns)
+        .nth(7)
+        .expect("duplicate ACKs");
+    sent.iter()
+        .filter(|s| s.0 > first_rtx_ns && s.0 <= eighth_ack_ns)
+        .count()
+}
+
+#[test]
+fn prr_sends_in_proportion_to_what_was_delivered() {
+    // RFC 6937 with the pipe above ssthresh: PRR sends about ssthresh/RecoverFS (one half) of
+    // what each ACK reports delivered, from the start; RFC 6675 alone sends nothing until the
+    // pipe has drained below ssthresh.
+    let c = Config {
+        initial_window_segments: 20,
+        ..cfg()
+    };
+    assert_eq!(sends_early_in_recovery(c), 0);
+    let early = sends_early_in_recovery(Config { prr: true, ..c });
+    assert!(early >= 2, "{early} segments");
 }
 
 #[test]

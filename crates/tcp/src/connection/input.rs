@@ -347,7 +347,9 @@ impl Connection {
         } else {
             u32::from(self.dupacks).saturating_mul(mss)
         };
+        let sacked_bytes_before = self.scoreboard.bytes();
         let sacked_new = self.sack_ok && self.rx_sack_blocks(seg);
+        let una_before = self.snd_una;
         if ack.gt(self.snd_una) {
             let acked = fwd(self.snd_una, ack);
             // Remove acknowledged data from the send buffer (the FIN is not in the buffer).
@@ -374,8 +376,15 @@ impl Connection {
                     // Full acknowledgment: leave fast recovery.
                     self.in_recovery = false;
                     self.dupacks = 0;
-                    self.cc
-                        .on_recovery_exit(fwd(self.snd_una, self.snd_max), mss);
+                    if self.sack_ok && self.config.prr {
+                        // RFC 6937 §3: PRR brought the flight down to ssthresh; recovery ends
+                        // with cwnd = ssthresh (Linux `tcp_end_cwnd_reduction`).
+                        self.cc.cwnd_bytes = self.cc.ssthresh_bytes;
+                        self.cc.ca_acked_bytes = 0;
+                    } else {
+                        self.cc
+                            .on_recovery_exit(fwd(self.snd_una, self.snd_max), mss);
+                    }
                 } else if self.sack_ok {
                     // RFC 6675: NextSeg picks the holes; a partial ACK also says the segment at
                     // the new SND.UNA is missing, so resend it unless already resent.
@@ -451,6 +460,13 @@ impl Connection {
         {
             self.enter_recovery(now, mss, flight_before);
         }
+        if self.in_recovery && self.sack_ok && self.config.prr {
+            // RFC 6937 DeliveredData: the change in SND.UNA plus the change in SACKed bytes.
+            let delivered = fwd(una_before, self.snd_una)
+                .saturating_add(self.scoreboard.bytes())
+                .saturating_sub(sacked_bytes_before);
+            self.prr_on_ack(mss, delivered, self.snd_una.gt(una_before));
+        }
         // RFC 9293 §3.10.7.4: window update when SND.WL1 < SEG.SEQ or
         // (SND.WL1 = SEG.SEQ and SND.WL2 ≤ SEG.ACK).
         if self.snd_wl1.lt(seg.seq_number)
@@ -506,6 +522,42 @@ impl Connection {
         // dupacks 1 and 2: RFC 3042 limited transmit, applied in `usable_window`.
     }
 
+    /// RFC 6937 §3, on every ACK in SACK recovery: cwnd = pipe + sndcnt, where sndcnt keeps
+    /// what was sent in proportion ssthresh/RecoverFS to what was delivered while the pipe is
+    /// above ssthresh, and otherwise lets it grow back by what was delivered (plus one segment
+    /// on an ACK advancing SND.UNA). The first ACK always allows one segment: the fast
+    /// retransmission.
+    fn prr_on_ack(&mut self, mss: u32, delivered: u32, una_advanced: bool) {
+        if delivered == 0 {
+            return;
+        }
+        self.prr_delivered_bytes = self.prr_delivered_bytes.saturating_add(delivered);
+        let pipe = self.pipe_bytes();
+        let ssthresh = self.cc.ssthresh_bytes;
+        let sndcnt = if pipe > ssthresh {
+            let fs = u64::from(self.prr_recover_fs_bytes.max(1));
+            let target = (u64::from(self.prr_delivered_bytes) * u64::from(ssthresh)).div_ceil(fs);
+            u32::try_from(target)
+                .unwrap_or(u32::MAX)
+                .saturating_sub(self.prr_out_bytes)
+        } else {
+            let mut limit = self
+                .prr_delivered_bytes
+                .saturating_sub(self.prr_out_bytes)
+                .max(delivered);
+            if una_advanced {
+                limit = limit.saturating_add(mss);
+            }
+            limit.min(ssthresh - pipe)
+        };
+        let sndcnt = if self.prr_out_bytes == 0 {
+            sndcnt.max(mss)
+        } else {
+            sndcnt
+        };
+        self.cc.cwnd_bytes = pipe.saturating_add(sndcnt).max(mss);
+    }
+
     pub(super) fn enter_recovery(&mut self, now: u64, mss: u32, flight: u32) {
         self.recover = self.snd_max;
         self.cc.on_congestion_event(now, flight, mss);
@@ -518,6 +570,9 @@ impl Connection {
         };
         self.high_rxt = self.snd_una;
         self.in_recovery = true;
+        self.prr_delivered_bytes = 0;
+        self.prr_out_bytes = 0;
+        self.prr_recover_fs_bytes = flight;
         // RFC 5681 §3.2 step 2 / RFC 6675 §5 step (4.3): retransmit the first unacked segment.
         self.rtx_pending = true;
         self.counters.fast_retransmits += 1;

@@ -314,6 +314,12 @@ pub struct Connection {
     pub(crate) flight_max_seq: SeqNumber,
     /// The sender filled cwnd during the recorded round trip (Linux `is_cwnd_limited`).
     pub(crate) cwnd_limited: bool,
+    /// PRR (RFC 6937): bytes the peer reported delivered since recovery began.
+    pub(crate) prr_delivered_bytes: u32,
+    /// PRR: bytes sent since recovery began.
+    pub(crate) prr_out_bytes: u32,
+    /// PRR: the flight when recovery began (RecoverFS).
+    pub(crate) prr_recover_fs_bytes: u32,
     /// `TCP_CORK`: partial segments wait until uncorked (or a full segment is ready).
     pub(crate) cork: bool,
     /// The last `send` was `send_more` (`MSG_MORE`): its partial tail waits for more.
@@ -459,6 +465,9 @@ impl Connection {
             ts_ok: false,
             sack_ok: false,
             fin_queued: false,
+            prr_delivered_bytes: 0,
+            prr_out_bytes: 0,
+            prr_recover_fs_bytes: 0,
             flight_max_bytes: 0,
             flight_max_seq: iss,
             cwnd_limited: false,

@@ -311,6 +311,11 @@ impl Connection {
         if !probe && end.gt(self.snd_max) {
             self.note_flight(end);
         }
+        if self.in_recovery {
+            self.prr_out_bytes = self
+                .prr_out_bytes
+                .saturating_add(end.diff(seq).max(0) as u32);
+        }
         if end.gt(self.snd_max) {
             // RFC 8985 §7.2: a new transmission reschedules the probe timeout (rearmed once
             // `poll_transmit` runs dry).

@@ -125,11 +125,11 @@ impl Connection {
             let allowance_ns = if fwd(self.snd_una, self.snd_max) <= u32::from(self.eff_mss()) {
                 self.config.delayed_ack_ns
             } else {
-                self.config.tlp_pto_extra_ns
+                u64::from(self.config.tlp_pto_extra_ns)
             };
             let pto = self.rtt.srtt_ns.saturating_mul(2);
             pto.saturating_add(allowance_ns)
-                .max(self.config.tlp_pto_floor_ns)
+                .max(u64::from(self.config.tlp_pto_floor_ns))
         } else {
             crate::config::NS_PER_S
         };
