@@ -130,12 +130,14 @@ impl Profile {
                 restart_after_idle: false,
                 // Linux probes a zero window with a bare ACK below SND.UNA.
                 zero_window_probe_carries_data: false,
+                // Linux recovers with proportional rate reduction (`tcp_cwnd_reduction`).
+                prr: true,
                 syn_retries_max: 5,
                 // Linux `tcp_early_retrans` = 3: tail loss probes (RFC 8985 §7), PTO =
                 // 2·SRTT + 2 ms with no floor (`tcp_schedule_loss_probe`: `TCP_TIMEOUT_MIN`
                 // when more than one packet is out).
                 tail_loss_probe: true,
-                tlp_pto_extra_ns: 2 * tcp::config::NS_PER_MS,
+                tlp_pto_extra_ns: 2 * tcp::config::NS_PER_MS as u32,
                 tlp_pto_floor_ns: 0,
                 // Linux drops a segment acknowledging unsent data without a reply (`tcp_ack`:
                 // `TCP_ACK_UNSENT_DATA`); `ts_recent/invalid_ack` expects that silence. The
