@@ -4,6 +4,11 @@
 //! IPv4 and TCP checksums, bad TCP options, SYN+FIN, overlapping IPv4 fragments and a flood of
 //! 3,000 SYNs from random sources. Then: the transfer is intact, a fresh request is answered,
 //! and the summary rsstack prints at SIGTERM shows the named drop counters moved. Root only.
+//!
+//! The summary is read as `name: value` lines (`testnet::tools::numbers`, repeats summed, so
+//! one line per shard works too); it must carry the stack's counters under their
+//! `stack::Counters` names (`rx_drop_ipv4_bad_checksum`, `rx_drop_tcp_malformed`, …) — a
+//! NIC-level total such as `drop_nic` cannot say which defect was caught.
 
 mod common;
 
