@@ -35,6 +35,14 @@ enum Command {
     Sim(cmd::sim::SimCommand),
     /// Run packetdrill scripts against the stack: one line per script and a summary.
     Conformance(cmd::conformance::ConformanceArgs),
+    /// Serve echo, discard or HTTP/1.1 on a live interface (TAP, AF_PACKET, AF_XDP) or a
+    /// pcap replay.
+    Serve(cmd::serve::ServeArgs),
+    /// Bulk TCP transfer in the manner of NTttcp: a receiver and a sender with a report.
+    #[command(subcommand)]
+    Ttcp(cmd::ttcp::TtcpCommand),
+    /// Fetch one URL with HTTP/1.1 GET from a live interface.
+    Get(cmd::get::GetArgs),
 }
 
 /// Exit status for invalid command-line input (as clap and sysexits' EX_USAGE-style tools use).
@@ -69,6 +77,9 @@ fn main() -> ExitCode {
         Command::Rss(cmd) => cmd::rss::run(cmd, &mut out),
         Command::Sim(cmd) => cmd::sim::run_command(cmd, &mut out),
         Command::Conformance(args) => cmd::conformance::run(args, &mut out),
+        Command::Serve(args) => cmd::serve::run(args, &mut out),
+        Command::Ttcp(cmd) => cmd::ttcp::run(cmd, &mut out),
+        Command::Get(args) => cmd::get::run(args, &mut out),
     };
     match result {
         Ok(()) => {

@@ -2,8 +2,12 @@
 
 pub mod conformance;
 pub mod demo;
+pub mod get;
+pub mod live;
 pub mod rss;
+pub mod serve;
 pub mod sim;
+pub mod ttcp;
 
 /// What can end a subcommand early.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,423 @@
+//! What `serve`, `ttcp` and `get` share: the I/O options ([`IoArgs`]), building the live host
+//! from them, the stop flag set by SIGINT/SIGTERM, and the `listening` line.
+
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use apps::{App, ShardInfo};
+use clap::{Args, ValueEnum};
+use runtime::{HostConfig, HostLimits, HostView, LiveConfig, LiveIo, LiveReport, run_host};
+use stack::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr};
+use wire::EthernetAddress;
+
+use super::CliError;
+
+/// The packet I/O backend behind `--iface`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IoKind {
+    /// TPACKET_V3 rings, one socket per shard in a fanout group.
+    #[value(name = "af_packet")]
+    AfPacket,
+    /// AF_XDP sockets, one per queue, with the XDP redirect program.
+    #[value(name = "af_xdp")]
+    AfXdp,
+}
+
+/// The I/O options every live command takes.
+#[derive(Debug, Args)]
+pub struct IoArgs {
+    /// Use (or create) the TAP device NAME.
+    #[arg(long, value_name = "NAME")]
+    tap: Option<String>,
+    /// Use the existing interface IFACE (see --io).
+    #[arg(long, value_name = "IFACE")]
+    iface: Option<String>,
+    /// The backend for --iface.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "af_packet",
+        value_name = "af_packet|af_xdp"
+    )]
+    io: IoKind,
+    /// Replay the frames of a pcap file as received traffic (no root needed).
+    #[arg(long = "pcap-in", value_name = "FILE")]
+    pcap_in: Option<PathBuf>,
+    /// An address of the host with its prefix length (repeatable; IPv4 and IPv6).
+    #[arg(long = "ip", value_name = "ADDR/PREFIX")]
+    ip: Vec<String>,
+    /// Next hop for destinations outside the prefixes (at most one per family).
+    #[arg(long, value_name = "ADDR")]
+    gateway: Vec<String>,
+    /// The host's MAC (default: a locally administered address derived from the interface).
+    #[arg(long, value_name = "MAC")]
+    mac: Option<String>,
+    /// IP MTU in bytes.
+    #[arg(long, default_value_t = 1500, value_name = "BYTES")]
+    mtu: u16,
+    /// TAP or AF_XDP queues (1..=shards).
+    #[arg(long, default_value_t = 1, value_name = "Q")]
+    queues: u16,
+    /// Shards (one thread each).
+    #[arg(long, default_value_t = 1, value_name = "S")]
+    shards: u16,
+    /// Pin shard i to the i-th core of LIST (`0,2,4` or `0-3`).
+    #[arg(long, value_name = "LIST")]
+    cores: Option<String>,
+    /// Write every frame received and sent to this pcap file.
+    #[arg(long, value_name = "FILE")]
+    capture: Option<PathBuf>,
+    /// Stop after this many seconds (default: at SIGINT/SIGTERM or when done).
+    #[arg(long, value_name = "SECS")]
+    duration: Option<f64>,
+}
+
+/// A validated live host: its configuration, port, limits and what to print.
+pub struct Live {
+    pub host: HostConfig,
+    pub live: LiveConfig,
+    pub duration: Option<Duration>,
+    /// The first `--ip` given.
+    pub first_ip: IpAddr,
+}
+
+fn usage(msg: impl Into<String>) -> CliError {
+    CliError::Usage(msg.into())
+}
+
+/// Parses `ADDR/PREFIX`.
+fn parse_cidr(text: &str) -> Result<(IpAddr, u8), CliError> {
+    let bad = || {
+        usage(format!(
+            "--ip '{text}': expected ADDR/PREFIX, e.g. 10.0.0.2/24 or fd00::2/64"
+        ))
+    };
+    let (a, p) = text.split_once('/').ok_or_else(bad)?;
+    let addr: IpAddr = a.parse().map_err(|_| bad())?;
+    let prefix: u8 = p.parse().map_err(|_| bad())?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    if prefix > max {
+        return Err(bad());
+    }
+    Ok((addr, prefix))
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+fn parse_mac(text: &str) -> Result<EthernetAddress, CliError> {
+    let bad = || {
+        usage(format!(
+            "--mac '{text}': expected six hex bytes like 02:00:00:00:00:01"
+        ))
+    };
+    let mut out = [0u8; 6];
+    let mut parts = text.split([':', '-']);
+    for b in &mut out {
+        let p = parts.next().ok_or_else(bad)?;
+        if p.len() != 2 {
+            return Err(bad());
+        }
+        *b = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+    }
+    if parts.next().is_some() || out[0] & 1 == 1 {
+        return Err(bad());
+    }
+    Ok(EthernetAddress(out))
+}
+
+/// A fixed, locally administered unicast MAC derived from `name` (FNV-1a over its bytes).
+pub fn mac_for(name: &str) -> EthernetAddress {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let b = h.to_be_bytes();
+    EthernetAddress([0x02, b[0], b[1], b[2], b[3], b[4]])
+}
+
+/// Parses `0,2,4`, `0-3` or a mix.
+fn parse_cores(text: &str) -> Result<Vec<usize>, CliError> {
+    let bad = || {
+        usage(format!(
+            "--cores '{text}': expected a list like 0,2,4 or 0-3"
+        ))
+    };
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let part = part.trim();
+        if let Some((a, b)) = part.split_once('-') {
+            let (a, b): (usize, usize) = (
+                a.trim().parse().map_err(|_| bad())?,
+                b.trim().parse().map_err(|_| bad())?,
+            );
+            if a > b || b - a > 4096 {
+                return Err(bad());
+            }
+            out.extend(a..=b);
+        } else {
+            out.push(part.parse().map_err(|_| bad())?);
+        }
+    }
+    if out.is_empty() {
+        return Err(bad());
+    }
+    Ok(out)
+}
+
+impl IoArgs {
+    /// Validates the options into a live host.
+    pub fn resolve(&self) -> Result<Live, CliError> {
+        let chosen = [
+            self.tap.is_some(),
+            self.iface.is_some(),
+            self.pcap_in.is_some(),
+        ];
+        if chosen.iter().filter(|&&c| c).count() != 1 {
+            return Err(usage(
+                "exactly one of --tap, --iface or --pcap-in is required",
+            ));
+        }
+        if self.shards == 0 || self.shards > nic::QUEUES_MAX {
+            return Err(usage(format!("--shards must be 1..={}", nic::QUEUES_MAX)));
+        }
+        if self.queues == 0 || self.queues > self.shards {
+            return Err(usage("--queues must be 1..=shards"));
+        }
+        if !(576..=9000).contains(&self.mtu) {
+            return Err(usage("--mtu must be 576..=9000 bytes"));
+        }
+        let (io, name) = if let Some(name) = &self.tap {
+            (
+                LiveIo::Tap {
+                    name: name.clone(),
+                    queues: self.queues,
+                },
+                name.clone(),
+            )
+        } else if let Some(iface) = &self.iface {
+            let io = match self.io {
+                IoKind::AfPacket => LiveIo::AfPacket {
+                    iface: iface.clone(),
+                },
+                IoKind::AfXdp => LiveIo::AfXdp {
+                    iface: iface.clone(),
+                    queues: self.queues,
+                },
+            };
+            (io, iface.clone())
+        } else {
+            let path = self.pcap_in.clone().unwrap_or_default();
+            let name = path.display().to_string();
+            (LiveIo::PcapIn { path }, name)
+        };
+        if name.is_empty() || name.len() > 15 && !matches!(io, LiveIo::PcapIn { .. }) {
+            return Err(usage(format!(
+                "interface name '{name}' must be 1 to 15 bytes"
+            )));
+        }
+        if self.ip.is_empty() {
+            return Err(usage("at least one --ip ADDR/PREFIX is required"));
+        }
+        let mac = match &self.mac {
+            Some(m) => parse_mac(m)?,
+            None => mac_for(&name),
+        };
+        let mut iface = InterfaceConfig {
+            mac,
+            ipv4: Vec::new(),
+            ipv6: vec![Ipv6Cidr::link_local_from_mac(mac)],
+            gateway_v4: None,
+            gateway_v6: None,
+            mtu_bytes: self.mtu,
+        };
+        let mut first_ip = None;
+        for text in &self.ip {
+            let (addr, prefix) = parse_cidr(text)?;
+            first_ip.get_or_insert(addr);
+            match addr {
+                IpAddr::V4(a) => iface.ipv4.push(Ipv4Cidr {
+                    addr: a,
+                    prefix_len: prefix,
+                }),
+                IpAddr::V6(a) => iface.ipv6.push(Ipv6Cidr {
+                    addr: a,
+                    prefix_len: prefix,
+                }),
+            }
+        }
+        for text in &self.gateway {
+            let bad = || usage(format!("--gateway '{text}' is not an IPv4 or IPv6 address"));
+            match text.parse::<IpAddr>().map_err(|_| bad())? {
+                IpAddr::V4(a) if iface.gateway_v4.is_none() => iface.gateway_v4 = Some(a),
+                IpAddr::V6(a) if iface.gateway_v6.is_none() => iface.gateway_v6 = Some(a),
+                _ => return Err(usage("--gateway may be given once per address family")),
+            }
+        }
+        let duration = match self.duration {
+            None => None,
+            Some(d) if d.is_finite() && d > 0.0 && d <= 31_536_000.0 => {
+                Some(Duration::from_secs_f64(d))
+            }
+            Some(_) => return Err(usage("--duration must be in (0, 31536000] seconds")),
+        };
+        let mut host = HostConfig::new(iface, self.shards);
+        host.queues = self.queues;
+        if let Some(c) = &self.cores {
+            host.cores = Some(parse_cores(c)?);
+        }
+        Ok(Live {
+            host,
+            live: LiveConfig {
+                io,
+                capture: self.capture.clone(),
+            },
+            duration,
+            first_ip: first_ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        })
+    }
+}
+
+impl Live {
+    /// The line a server prints once its listeners exist.
+    pub fn listening_line(&self, port: u16) -> String {
+        format!(
+            "listening on {} ({} {}, {} shards, {} queues)",
+            SocketAddr::new(self.first_ip, port),
+            self.live.io.kind_name(),
+            self.live.io.target(),
+            self.host.shards,
+            self.host.queues,
+        )
+    }
+
+    /// Runs the host: stops at SIGINT/SIGTERM, after `--duration`, or (with
+    /// `stop_when_done`) when every shard's application is done; `on_ready` runs once, when
+    /// every shard has started its application.
+    pub fn run<A, F>(
+        &self,
+        factory: F,
+        stop_when_done: bool,
+        mut on_ready: impl FnMut() -> std::io::Result<()>,
+    ) -> Result<LiveReport<A>, CliError>
+    where
+        A: App + Send + 'static,
+        F: Fn(ShardInfo) -> A + Send + Sync + 'static,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, stop.clone())
+                .map_err(|e| CliError::Failed(format!("installing the signal handler: {e}")))?;
+        }
+        let limits = HostLimits {
+            duration: self.duration,
+            stop_when_done,
+            monitor_every: Duration::from_millis(5),
+        };
+        let mut announced = false;
+        let mut ready_err = None;
+        let report = run_host(
+            &self.host,
+            &self.live,
+            factory,
+            limits,
+            stop,
+            |v: &HostView| {
+                if v.ready && !announced {
+                    announced = true;
+                    if let Err(e) = on_ready() {
+                        ready_err = Some(e);
+                    }
+                }
+            },
+        )
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+        if let Some(e) = ready_err {
+            return Err(CliError::Io(e));
+        }
+        Ok(report)
+    }
+}
+
+/// Prints the host-wide counters every live command ends with, as `key: value` lines.
+pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io::Result<()> {
+    let p = r.port_counters();
+    let h = &r.host;
+    let stack_drops: u64 = h
+        .shards
+        .iter()
+        .map(|s| s.stack.tx_drop_queue_full + s.stack.arp_pending_queue_full)
+        .sum();
+    let nic_drops: u64 = h
+        .shards
+        .iter()
+        .map(|s| s.nic.rx_drops() + s.nic.tx_drops())
+        .sum();
+    let cross_drops: u64 = h.shards.iter().map(|s| s.cross_shard_drop_ring_full).sum();
+    let neighbour: u64 = h.shards.iter().map(|s| s.neighbour_copies).sum();
+    writeln!(out, "elapsed_seconds: {:.3}", r.elapsed.as_secs_f64())?;
+    writeln!(out, "rx_frames: {}", p.rx_frames)?;
+    writeln!(out, "tx_frames: {}", p.tx_frames)?;
+    writeln!(out, "rx_bytes: {}", p.rx_bytes)?;
+    writeln!(out, "tx_bytes: {}", p.tx_bytes)?;
+    writeln!(out, "nic_wakeups: {}", h.nic_wakeups())?;
+    writeln!(out, "cross_shard: {}", h.cross_shard_messages())?;
+    writeln!(out, "neighbour_copies: {neighbour}")?;
+    writeln!(out, "checksum_completed: {}", p.rx_checksum_completed)?;
+    writeln!(out, "checksum_incomplete: {}", p.rx_checksum_incomplete)?;
+    writeln!(out, "drops: {}", h.drops())?;
+    writeln!(out, "drop_nic: {nic_drops}")?;
+    writeln!(out, "drop_cross_shard_ring_full: {cross_drops}")?;
+    writeln!(out, "drop_stack_queues: {stack_drops}")?;
+    writeln!(out, "drop_rx_truncated: {}", p.rx_drop_truncated)?;
+    writeln!(out, "drop_tx_error: {}", p.tx_drop_error)?;
+    writeln!(out, "tx_would_block: {}", p.tx_would_block)?;
+    writeln!(out, "rx_errors: {}", p.rx_errors)?;
+    if let Some(n) = r.capture_records {
+        writeln!(out, "capture_records: {n}")?;
+        writeln!(out, "capture_errors: {}", p.capture_errors)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidrs_macs_and_core_lists_parse_or_fail_with_usage() {
+        assert_eq!(
+            parse_cidr("10.0.0.2/24").ok(),
+            Some((IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 24))
+        );
+        assert!(parse_cidr("fd00::2/64").is_ok());
+        for bad in ["10.0.0.2", "10.0.0.2/33", "fd00::2/129", "x/1"] {
+            assert!(matches!(parse_cidr(bad), Err(CliError::Usage(_))), "{bad}");
+        }
+        assert_eq!(
+            parse_mac("02:00:00:00:00:0a").ok(),
+            Some(EthernetAddress([2, 0, 0, 0, 0, 10]))
+        );
+        for bad in [
+            "02:00:00:00:00",
+            "01:00:00:00:00:00",
+            "02:00:00:00:00:00:00",
+            "zz:00:00:00:00:00",
+        ] {
+            assert!(parse_mac(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_cores("0-2,5").ok(), Some(vec![0, 1, 2, 5]));
+        assert!(parse_cores("3-1").is_err());
+    }
+
+    #[test]
+    fn derived_macs_are_local_unicast_and_stable() {
+        let a = mac_for("rsst0");
+        assert_eq!(a, mac_for("rsst0"));
+        assert_ne!(a, mac_for("rsst1"));
+        assert_eq!(a.0[0], 0x02);
+    }
+}

@@ -1,0 +1,123 @@
+//! `rsstack serve echo|discard|http`: a server on a live host (TAP, AF_PACKET, AF_XDP or a
+//! pcap replay). Prints one `listening on …` line once every shard's listener exists, runs
+//! until SIGINT/SIGTERM (or `--duration`), then prints a summary of `key: value` lines.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use apps::discard::DiscardServer;
+use apps::echo::EchoServer;
+use apps::http::{FileSet, HttpServer};
+use clap::{Args, ValueEnum};
+
+use super::CliError;
+use super::live::{IoArgs, write_host_summary};
+
+/// The application to serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ServeApp {
+    /// RFC 862: every byte received is sent back (default port 7).
+    Echo,
+    /// RFC 863: every byte received is thrown away (default port 9).
+    Discard,
+    /// HTTP/1.1 static files (default port 80).
+    Http,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// What to serve.
+    #[arg(value_enum)]
+    app: ServeApp,
+    /// HTTP: serve every regular file under DIR (URL path = `/` + relative path; `/` serves
+    /// index.html). Default: a built-in 1 KiB index.html.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// TCP port (default: echo 7, discard 9, http 80).
+    #[arg(long, value_name = "P")]
+    port: Option<u16>,
+    #[command(flatten)]
+    io: IoArgs,
+}
+
+pub fn run(args: ServeArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let live = args.io.resolve()?;
+    let port = args.port.unwrap_or(match args.app {
+        ServeApp::Echo => 7,
+        ServeApp::Discard => 9,
+        ServeApp::Http => 80,
+    });
+    if port == 0 {
+        return Err(CliError::Usage("--port must be 1..=65535".into()));
+    }
+    if args.dir.is_some() && args.app != ServeApp::Http {
+        return Err(CliError::Usage("--dir applies to `serve http` only".into()));
+    }
+    let line = live.listening_line(port);
+    let ready = |out: &mut dyn Write| -> std::io::Result<()> {
+        writeln!(out, "{line}")?;
+        out.flush()
+    };
+    match args.app {
+        ServeApp::Echo => {
+            let r = live.run(move |_| EchoServer::new(port), false, || ready(&mut *out))?;
+            let (mut acc, mut closed, mut bytes) = (0, 0, 0);
+            for s in &r.host.shards {
+                let st = s.app.stats();
+                acc += st.connections_accepted;
+                closed += st.connections_closed;
+                bytes += st.bytes_echoed;
+            }
+            writeln!(out, "connections: {acc}")?;
+            writeln!(out, "connections_closed: {closed}")?;
+            writeln!(out, "bytes: {bytes}")?;
+            write_host_summary(out, &r)?;
+        }
+        ServeApp::Discard => {
+            let r = live.run(
+                move |_| DiscardServer::new(port),
+                false,
+                || ready(&mut *out),
+            )?;
+            let (mut acc, mut closed, mut bytes) = (0, 0, 0);
+            for s in &r.host.shards {
+                let st = s.app.stats();
+                acc += st.connections_accepted;
+                closed += st.connections_closed;
+                bytes += st.bytes_received;
+            }
+            writeln!(out, "connections: {acc}")?;
+            writeln!(out, "connections_closed: {closed}")?;
+            writeln!(out, "bytes: {bytes}")?;
+            write_host_summary(out, &r)?;
+        }
+        ServeApp::Http => {
+            let files = match &args.dir {
+                Some(d) => FileSet::from_dir(d)
+                    .map_err(|e| CliError::Usage(format!("--dir {}: {e}", d.display())))?,
+                None => FileSet::demo(1024),
+            };
+            let files = Arc::new(files);
+            let r = live.run(
+                move |_| HttpServer::new(port, files.clone()),
+                false,
+                || ready(&mut *out),
+            )?;
+            let (mut acc, mut reqs, mut errs, mut bytes) = (0, 0, 0, 0);
+            for s in &r.host.shards {
+                let st = s.app.stats();
+                acc += st.connections_accepted;
+                reqs += st.requests;
+                errs += st.responses_error;
+                bytes += st.body_bytes_sent;
+            }
+            writeln!(out, "connections: {acc}")?;
+            writeln!(out, "requests: {reqs}")?;
+            writeln!(out, "responses_error: {errs}")?;
+            writeln!(out, "bytes: {bytes}")?;
+            write_host_summary(out, &r)?;
+        }
+    }
+    Ok(())
+}
