@@ -1,9 +1,9 @@
-//! The receive/transmit side of a shard: [`ShardIo`], its `mem` implementation ([`MemIo`],
+//! The receive/transmit side of a shard: `ShardIo`, its `mem` implementation (`MemIo`,
 //! the wire's rings) and the frame predicates the live ports share.
 //!
 //! The shard loop ([`crate::shard`]) is generic over `ShardIo` (monomorphised, no `dyn` on the
 //! data path): the same loop drives the in-memory wire and the OS ports of
-//! [`crate::port::LivePort`].
+//! the live ports (`port::LivePort`).
 
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;

@@ -1,6 +1,6 @@
 //! One shard's run-to-completion loop.
 //!
-//! Per iteration, at `now`: (1) move received frames from the shard's port ([`ShardIo`]: the
+//! Per iteration, at `now`: (1) move received frames from the shard's port (`ShardIo`: the
 //! `mem` wire's ring, or a live OS port) into the shard's NIC queue (never more than the NIC
 //! ring has room for, so the NIC never drops for lack of a slot); (2) collect NIC wake-ups and
 //! poll the queue within the budget (NAPI: re-armed only when drained); each descriptor goes to
@@ -9,7 +9,7 @@
 //! follow our RETA) — to its owning shard through a counted cross-shard ring (a software
 //! RETA); (3) take forwarded frames from other shards; (4) stack timers; (5) the application,
 //! with the readiness events; (6) transmit: stack → NIC TX → port, then flush the port.
-//! With no work the shard waits ([`ShardIo::idle`]) until the earliest of the stack's, the
+//! With no work the shard waits (`ShardIo::idle`) until the earliest of the stack's, the
 //! NIC's (moderation and coalescing) and the application's deadlines, or until a frame or a
 //! producer wakes it.
 //!
