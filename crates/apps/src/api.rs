@@ -13,7 +13,7 @@
 //! port whose replies hash back to the calling shard. Every [`Conn`] reports its
 //! [`Conn::shard`] and [`Conn::numa_node`].
 
-use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use stack::{SocketError, SocketEvent, SocketHandle, Stack};
 
@@ -37,16 +37,28 @@ impl ShardInfo {
     };
 }
 
-/// A listening socket of one shard.
+/// The listening sockets of one shard on one port: one for IPv4 and one for IPv6 (the
+/// stack's listeners are per family).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Listener {
     handle: SocketHandle,
+    handle_v6: SocketHandle,
 }
 
 impl Listener {
-    /// The stack handle (events name it).
+    /// The IPv4 listener's stack handle.
     pub fn handle(&self) -> SocketHandle {
         self.handle
+    }
+
+    /// The IPv6 listener's stack handle.
+    pub fn handle_v6(&self) -> SocketHandle {
+        self.handle_v6
+    }
+
+    /// True when `h` (e.g. from an event) is one of this listener's sockets.
+    pub fn owns(&self, h: SocketHandle) -> bool {
+        h == self.handle || h == self.handle_v6
     }
 }
 
@@ -108,17 +120,33 @@ impl<'a> Ctx<'a> {
         self.stack
     }
 
-    /// Listens on `port` on every IPv4 address of this shard; called from [`App::start`] it
-    /// listens on every shard.
+    /// Listens on `port` on every IPv4 and every IPv6 address of this shard (`backlog` per
+    /// family; port 0 picks one port for both); called from [`App::start`] it listens on every
+    /// shard. Fails, holding nothing, when either family's listener cannot open.
     pub fn listen(&mut self, port: u16, backlog: usize) -> Result<Listener, SocketError> {
         let local = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
         let handle = self.stack.tcp_listen(local, backlog)?;
-        Ok(Listener { handle })
+        let port = match self.stack.local_addr(handle) {
+            Ok(a) => a.port(),
+            Err(_) => port,
+        };
+        let local_v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port);
+        match self.stack.tcp_listen(local_v6, backlog) {
+            Ok(handle_v6) => Ok(Listener { handle, handle_v6 }),
+            Err(e) => {
+                let _ = self.stack.close(self.now_ns, handle);
+                Err(e)
+            }
+        }
     }
 
-    /// Takes one established connection from `listener` (`WouldBlock` when none).
+    /// Takes one established connection from `listener`, IPv4 first (`WouldBlock` when
+    /// neither family has one).
     pub fn accept(&mut self, listener: Listener) -> Result<(Conn, SocketAddr), SocketError> {
-        let (handle, peer) = self.stack.tcp_accept(listener.handle)?;
+        let (handle, peer) = match self.stack.tcp_accept(listener.handle) {
+            Err(SocketError::WouldBlock) => self.stack.tcp_accept(listener.handle_v6)?,
+            r => r?,
+        };
         Ok((self.conn(handle), peer))
     }
 

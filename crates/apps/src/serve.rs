@@ -89,9 +89,8 @@ impl<S> StreamServer<S> {
         events: &[SocketEvent],
         h: &mut H,
     ) {
-        let listener = self.listener.map(|l| l.handle());
         for e in events {
-            if Some(e.handle) == listener {
+            if self.listener.is_some_and(|l| l.owns(e.handle)) {
                 self.accept_all(ctx, h);
                 continue;
             }

@@ -9,7 +9,7 @@ use apps::App;
 use apps::get::{GetResponse, HttpGet};
 use apps::http::{FileSet, HttpServer};
 use apps::load::{HttpLoadClient, LoadConfig};
-use common::{Pair, gigabit, server_addr};
+use common::{Pair, gigabit, server_addr, server_addr6};
 
 #[test]
 fn http_server_and_load_client_run_under_sim() {
@@ -138,4 +138,12 @@ fn percent_encoded_path_finds_the_file() {
     let get = HttpGet::new(server_addr(80), "sim".into(), "/a%20b.txt".into(), 1 << 20);
     let (resp, _) = fetch(12, files, get);
     assert_eq!((resp.status, resp.body.as_slice()), (200, &b"spaced"[..]));
+}
+
+#[test]
+fn server_answers_over_ipv6_too() {
+    let get = HttpGet::new(server_addr6(80), "[fd00::1]".into(), "/".into(), 1 << 20);
+    let (resp, sent) = fetch(13, FileSet::demo(2000), get);
+    assert_eq!((resp.status, resp.body.len()), (200, 2000));
+    assert_eq!(sent, 2000);
 }

@@ -2,12 +2,12 @@
 //! single shard of a simulated host, and a two-host world on one link.
 #![allow(dead_code)] // Each test binary uses its own part.
 
-use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use apps::{App, Ctx, ShardInfo};
 use sim::net::StackHost;
 use sim::{ChannelConfig, HostId, LinkId, PortId, World};
-use stack::{InterfaceConfig, Ipv4Cidr, SocketEvent, Stack, StackConfig};
+use stack::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, SocketEvent, Stack, StackConfig};
 use wire::EthernetAddress;
 
 /// Runs an `apps::App` as the single shard of a simulated host.
@@ -31,18 +31,29 @@ impl<A: App + 'static> sim::net::App for OnSim<A> {
 
 pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+pub const SERVER_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
+pub const CLIENT_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
 
 /// `SERVER_IP:port`.
 pub fn server_addr(port: u16) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(SERVER_IP), port)
 }
 
-/// A one-interface stack configuration with MAC `02:00:00:00:00:<mac_last>`.
+/// `[SERVER_IP6]:port`.
+pub fn server_addr6(port: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::V6(SERVER_IP6), port)
+}
+
+/// A one-interface stack configuration with MAC `02:00:00:00:00:<mac_last>`, IPv4 address
+/// `ip`/24 and IPv6 address `fd00::<mac_last>`/64 beside the link-local one.
 pub fn config(mac_last: u8, ip: Ipv4Addr) -> StackConfig {
-    StackConfig::new(InterfaceConfig::new(
+    let mut iface = InterfaceConfig::new(
         EthernetAddress([0x02, 0, 0, 0, 0, mac_last]),
         Ipv4Cidr::new(ip, 24),
-    ))
+    );
+    let ip6 = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, u16::from(mac_last));
+    iface.ipv6.push(Ipv6Cidr::new(ip6, 64));
+    StackConfig::new(iface)
 }
 
 /// A 1 Gbit/s link with 50 µs of delay each way.
