@@ -1281,6 +1281,59 @@ impl Stack {
         }
     }
 
+    /// Level-triggered readiness of a TCP socket now, as `poll(2)` would report it (events
+    /// from [`Stack::poll_event`] are its edges): a listener is `READABLE` while an
+    /// established connection waits to be accepted; a connection is `READABLE` while data is
+    /// queued or after the peer's FIN (with `PEER_CLOSED`), `WRITABLE` while it may send and
+    /// its send buffer has room, `ERROR` once an error ended it.
+    pub fn tcp_readiness(&self, h: SocketHandle) -> Result<Readiness, SocketError> {
+        use tcp::State;
+        let i = self.slot_index(h)?;
+        match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+            Some(Socket::Tcp(TcpState::Listener(l))) => {
+                let ready = l.pending.iter().any(|&ci| {
+                    matches!(
+                        self.slots.get(ci).and_then(|s| s.socket.as_ref()),
+                        Some(Socket::Tcp(TcpState::Conn(c))) if c.conn.state().is_synchronized()
+                    )
+                });
+                Ok(if ready {
+                    Readiness::READABLE
+                } else {
+                    Readiness::NONE
+                })
+            }
+            Some(Socket::Tcp(TcpState::Conn(c))) => {
+                let state = c.conn.state();
+                let mut r = Readiness::NONE;
+                let peer_fin = matches!(
+                    state,
+                    State::CloseWait | State::LastAck | State::Closing | State::TimeWait
+                );
+                if c.conn.recv_queue_bytes() > 0 || peer_fin {
+                    r |= Readiness::READABLE;
+                }
+                if peer_fin {
+                    r |= Readiness::PEER_CLOSED;
+                }
+                if matches!(state, State::Established | State::CloseWait)
+                    && c.conn.send_capacity_bytes() > 0
+                {
+                    r |= Readiness::WRITABLE;
+                }
+                let failed = matches!(
+                    c.conn.close_reason(),
+                    Some(tcp::CloseReason::Reset | tcp::CloseReason::TimedOut)
+                );
+                if c.error.is_some() || failed {
+                    r |= Readiness::ERROR;
+                }
+                Ok(r)
+            }
+            _ => Err(SocketError::WrongSocketType),
+        }
+    }
+
     /// The peer's address of a connection.
     pub fn peer_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
         let i = self.slot_index(h)?;

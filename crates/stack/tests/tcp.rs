@@ -484,6 +484,49 @@ fn send_buffer_size_reads_back_from_listeners_and_connections() {
 }
 
 #[test]
+fn readiness_reports_the_level_of_listeners_and_connections() {
+    use stack::Readiness;
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    assert_eq!(p.b.tcp_readiness(l), Ok(Readiness::NONE));
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    assert_eq!(
+        p.b.tcp_readiness(l),
+        Ok(Readiness::READABLE),
+        "a connection to accept"
+    );
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    assert_eq!(p.b.tcp_readiness(l), Ok(Readiness::NONE));
+    assert_eq!(p.b.tcp_readiness(s), Ok(Readiness::WRITABLE));
+    p.a.tcp_send(c, b"ping").expect("send");
+    p.exchange();
+    assert_eq!(
+        p.b.tcp_readiness(s),
+        Ok(Readiness::WRITABLE | Readiness::READABLE)
+    );
+    // Reading the data clears READABLE; polling again changes nothing (level, not edge).
+    let mut buf = [0u8; 8];
+    assert_eq!(p.b.tcp_recv(s, &mut buf), Ok(4));
+    assert_eq!(p.b.tcp_readiness(s), Ok(Readiness::WRITABLE));
+    assert_eq!(p.b.tcp_readiness(s), Ok(Readiness::WRITABLE));
+    // The peer's FIN: readable (the read returns the end) and peer-closed.
+    p.a.tcp_shutdown(c).expect("shutdown");
+    p.exchange();
+    assert_eq!(
+        p.b.tcp_readiness(s),
+        Ok(Readiness::WRITABLE | Readiness::READABLE | Readiness::PEER_CLOSED)
+    );
+    // A reset ends it with an error.
+    p.a.tcp_abort(c).expect("abort");
+    p.exchange();
+    let r = p.b.tcp_readiness(s).expect("still a socket until closed");
+    assert!(r.contains(Readiness::ERROR), "{r:?}");
+    let u = p.a.udp_bind(v4(IP_A, 53)).expect("udp bind");
+    assert_eq!(p.a.tcp_readiness(u), Err(SocketError::WrongSocketType));
+}
+
+#[test]
 fn options_apply_to_listeners_and_nodelay_to_live_connections() {
     let mut p = Pair::new();
     let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
