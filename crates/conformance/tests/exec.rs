@@ -276,3 +276,47 @@ fn linux_compat_send_buffer_holds_less_payload_than_sk_sndbuf() {
     let report = run_text(&script, &Profile::linux_compat());
     assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
 }
+
+#[test]
+fn epoll_edge_triggered_reports_each_arrival_once_and_level_triggered_until_read() {
+    let script = format!(
+        "{HANDSHAKE}\
++0 fcntl(4, F_SETFL, O_RDWR|O_NONBLOCK) = 0
++0 epoll_create(1) = 5
++0 epoll_ctl(5, EPOLL_CTL_ADD, 4, {{events=EPOLLIN|EPOLLET, fd=4}}) = 0
++0 epoll_create(1) = 6
++0 epoll_ctl(6, EPOLL_CTL_ADD, 4, {{events=EPOLLIN, fd=4}}) = 0
++0 epoll_wait(5, {{events=0, ptr=0}}, 1, 0) = 0
++0 < P. 1:1001(1000) ack 1 win 257
++0 > . 1:1(0) ack 1001
++0 epoll_wait(5, {{events=EPOLLIN, fd=4}}, 1, 0) = 1
++0 epoll_wait(5, {{events=0, ptr=0}}, 1, 0) = 0
++0 epoll_wait(6, {{events=EPOLLIN, fd=4}}, 1, 0) = 1
++0 epoll_wait(6, {{events=EPOLLIN, fd=4}}, 1, 0) = 1
++0 read(4, ..., 1000) = 1000
++0 epoll_wait(6, {{events=0, ptr=0}}, 1, 0) = 0
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+}
+
+#[test]
+fn epoll_wait_with_the_wrong_events_fails_naming_both() {
+    let script = format!(
+        "{HANDSHAKE}\
++0 epoll_create(1) = 5
++0 epoll_ctl(5, EPOLL_CTL_ADD, 4, {{events=EPOLLIN|EPOLLOUT|EPOLLET, fd=4}}) = 0
++0 epoll_wait(5, {{events=EPOLLIN|EPOLLOUT, fd=4}}, 1, 0) = 1
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    let Outcome::Fail { pos, message } = report.outcome else {
+        panic!("expected a failure, got {}", report.outcome);
+    };
+    assert_eq!(pos.line, 12, "the epoll_wait line");
+    assert!(
+        message.contains("expected {events=EPOLLIN|EPOLLOUT, fd=4}, got {events=EPOLLOUT, fd=4}"),
+        "{message}"
+    );
+}
