@@ -320,3 +320,18 @@ fn epoll_wait_with_the_wrong_events_fails_naming_both() {
         "{message}"
     );
 }
+
+#[test]
+fn sendmsg_with_msg_zerocopy_and_empty_iovecs_sends_the_same_bytes() {
+    let script = format!(
+        "{HANDSHAKE}\
++0 setsockopt(4, SOL_SOCKET, SO_ZEROCOPY, [1], 4) = 0
++0 setsockopt(4, SOL_TCP, TCP_NODELAY, [1], 4) = 0
++0 sendmsg(4, {{msg_name(...)=..., msg_iov(3)=[{{..., 0}}, {{..., 30}}, {{..., 0}}],
+               msg_flags=0}}, MSG_ZEROCOPY) = 30
++0 > P. 1:31(30) ack 1
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+}
