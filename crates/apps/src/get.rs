@@ -688,6 +688,10 @@ impl App for HttpGet {
                 self.finish(ctx, Err(err));
                 return;
             }
+            if matches!(self.phase, Phase::Connecting) {
+                // Nothing to read or write before the handshake completes.
+                continue;
+            }
             self.service(ctx);
             if self.outcome.is_none() && e.readiness.contains(Readiness::CLOSED) {
                 self.finish(ctx, Err(GetError::Reset));

@@ -147,3 +147,99 @@ fn server_answers_over_ipv6_too() {
     assert_eq!((resp.status, resp.body.len()), (200, 2000));
     assert_eq!(sent, 2000);
 }
+
+/// A client that writes `request` at once when connected, half-closes, and collects
+/// everything the server sends until its FIN.
+struct RawClient {
+    request: Vec<u8>,
+    conn: Option<apps::Conn>,
+    connected: bool,
+    written: usize,
+    got: Vec<u8>,
+    finished: bool,
+}
+
+impl App for RawClient {
+    fn start(&mut self, ctx: &mut apps::Ctx<'_>) {
+        self.conn = ctx.connect(server_addr(80)).ok();
+    }
+
+    fn poll(&mut self, ctx: &mut apps::Ctx<'_>, events: &[stack::SocketEvent]) {
+        let Some(conn) = self.conn else { return };
+        self.connected |= events
+            .iter()
+            .any(|e| e.readiness.contains(stack::Readiness::CONNECTED));
+        if !self.connected {
+            // A shutdown in SYN-SENT would delete the connection (RFC 9293 §3.10.4).
+            return;
+        }
+        while self.written < self.request.len() {
+            match ctx.send(conn, &self.request[self.written..]) {
+                Ok(n) => self.written += n,
+                Err(_) => break,
+            }
+        }
+        if self.written == self.request.len() {
+            let _ = ctx.shutdown(conn);
+        }
+        let mut buf = [0u8; 4096];
+        loop {
+            match ctx.recv(conn, &mut buf) {
+                Ok(n) => self.got.extend_from_slice(&buf[..n]),
+                Err(stack::SocketError::Finished) => {
+                    self.finished = true;
+                    let _ = ctx.close(conn);
+                    self.conn = None;
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.finished
+    }
+}
+
+#[test]
+fn pipelined_get_404_and_head_are_answered_in_order_then_the_server_closes() {
+    let request = b"GET /index.html HTTP/1.1\r\nHost: h\r\n\r\n\
+GET /missing HTTP/1.1\r\nHost: h\r\n\r\n\
+HEAD /style.css HTTP/1.1\r\nHost: h\r\n\r\n"
+        .to_vec();
+    let client = RawClient {
+        request,
+        conn: None,
+        connected: false,
+        written: 0,
+        got: Vec::new(),
+        finished: false,
+    };
+    let server = HttpServer::new(80, Arc::new(FileSet::demo(700)));
+    let mut p = Pair::new(14, server, client, gigabit());
+    p.run_until_client_done::<RawClient>(10_000_000, 5_000_000_000)
+        .expect("the server answers and closes after our FIN");
+    let mut rest: &[u8] = &p.client::<RawClient>().got;
+    let mut seen = Vec::new();
+    while !rest.is_empty() {
+        let end = rest
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a complete head")
+            + 4;
+        let head = apps::get::parse_response_head(&rest[..end]).expect("a valid head");
+        let len = match head.framing {
+            apps::get::Framing::Length(n) => n as usize,
+            f => panic!("unexpected framing {f:?}"),
+        };
+        let body_len = if seen.len() == 2 { 0 } else { len };
+        seen.push((head.status, len));
+        rest = &rest[end + body_len..];
+    }
+    let css = b"p { font-family: monospace }\n".len();
+    assert_eq!(seen, [(200, 700), (404, 9), (200, css)]);
+    let s = p.server::<HttpServer>().stats();
+    assert_eq!((s.requests, s.responses_200, s.responses_404), (3, 2, 1));
+    assert_eq!(s.body_bytes_sent, 700, "the HEAD answer carried no body");
+}
