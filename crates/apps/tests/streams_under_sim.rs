@@ -267,3 +267,56 @@ fn ttcp_sender_to_a_closed_port_counts_failures_and_is_done() {
     let s = p.client::<TtcpSender>().stats();
     assert_eq!((s.conns_done, s.conns_failed, s.bytes), (0, 2, 0));
 }
+
+#[test]
+fn ttcp_and_get_finish_intact_across_seeds_and_loss_rates() {
+    use apps::get::HttpGet;
+    use apps::http::{FileSet, HttpServer};
+    use std::sync::Arc;
+
+    let mut bad = Vec::new();
+    for seed in 0..24u64 {
+        let loss = [0.01, 0.03, 0.08][(seed % 3) as usize];
+        let cfg = TtcpSendConfig {
+            remote: server_addr(5001),
+            bytes_per_conn: 300_000 + seed * 977,
+            conns: 2,
+        };
+        let receiver = TtcpReceiver::new(5001, 2).verify_pattern(true);
+        let mut p = Pair::new(seed, receiver, TtcpSender::new(cfg), gigabit());
+        p.world.add_fault_both(p.link, Loss { p: loss });
+        let sent = p.run_until_client_done::<TtcpSender>(10_000_000, 120_000_000_000);
+        let mut t = p.world.now_ns();
+        while !p.server::<TtcpReceiver>().done() && t < 240_000_000_000 {
+            t += 10_000_000;
+            p.world.run_until(t);
+        }
+        let s = p.client::<TtcpSender>().stats();
+        let r = p.server::<TtcpReceiver>().stats();
+        if sent.is_none()
+            || (s.conns_done, s.conns_failed) != (2, 0)
+            || (r.bytes, r.conns_done, r.pattern_errors) != (2 * cfg.bytes_per_conn, 2, 0)
+        {
+            bad.push(format!("ttcp seed {seed} loss {loss}: {s:?} {r:?}"));
+        }
+
+        let len = 200_000 + seed as usize * 313;
+        let mut files = FileSet::new();
+        files.insert("/f", vec![7u8; len]);
+        let get = HttpGet::new(server_addr(80), "h".into(), "/f".into(), 1 << 24);
+        let mut p = Pair::new(seed, HttpServer::new(80, Arc::new(files)), get, gigabit());
+        p.world.add_fault_both(p.link, Loss { p: loss });
+        p.run_until_client_done::<HttpGet>(10_000_000, 120_000_000_000);
+        let out = p.client::<HttpGet>().outcome().cloned();
+        let good = matches!(&out, Some(Ok(r)) if r.status == 200 && r.body.len() == len);
+        p.world.run_until(p.world.now_ns() + 30_000_000_000);
+        let open = p.server::<HttpServer>().open_connections();
+        if !good || open != 0 {
+            let status = out.map(|o| o.map(|r| r.status));
+            bad.push(format!(
+                "get seed {seed} loss {loss}: open={open} {status:?}"
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
