@@ -571,9 +571,15 @@ fn write_response(out: &mut Vec<u8>, h: &Head<'_>) {
     let conn = if h.keep_alive { "keep-alive" } else { "close" };
     let code = h.code;
     // Writing into a Vec cannot fail.
+    // RFC 9110 §15.5.6: a 405 lists the methods the resource supports.
+    let allow = if code == 405 {
+        "Allow: GET, HEAD\r\n"
+    } else {
+        ""
+    };
     let _ = write!(
         out,
-        "HTTP/1.1 {code} {reason}\r\nServer: rsstack\r\nContent-Type: {ctype}\r\nContent-Length: {len}\r\nConnection: {conn}\r\n\r\n"
+        "HTTP/1.1 {code} {reason}\r\nServer: rsstack\r\nContent-Type: {ctype}\r\nContent-Length: {len}\r\n{allow}Connection: {conn}\r\n\r\n"
     );
     if !ok && !h.head_only {
         out.extend_from_slice(reason.as_bytes());
@@ -722,6 +728,33 @@ mod tests {
         let text = String::from_utf8(out).expect("ascii");
         assert!(text.contains("Content-Length: 1234\r\n"), "{text}");
         assert!(text.ends_with("\r\n\r\n"), "no body after the head: {text}");
+    }
+
+    #[test]
+    fn method_not_allowed_lists_get_and_head() {
+        assert!(matches!(
+            parse_request(b"POST / HTTP/1.1\r\n\r\n"),
+            Parsed::Request {
+                method_ok: false,
+                ..
+            }
+        ));
+        let mut out = Vec::new();
+        let h = Head {
+            code: 405,
+            path: "/",
+            body_bytes: None,
+            keep_alive: true,
+            head_only: false,
+        };
+        write_response(&mut out, &h);
+        let text = String::from_utf8(out).expect("ascii");
+        assert!(
+            text.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("\r\nAllow: GET, HEAD\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\nMethod Not Allowed"), "{text}");
     }
 
     #[test]
