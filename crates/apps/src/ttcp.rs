@@ -33,6 +33,8 @@ use crate::serve::{Handler, Step, StreamServer};
 pub const PATTERN_PERIOD_BYTES: u64 = 251;
 /// Largest slice handed to one `send` call, in bytes.
 pub const TTCP_WRITE_BYTES: usize = 64 * 1024;
+/// How often a sender looks for the acknowledgement of its FINs while one is outstanding.
+pub const FIN_ACK_CHECK_NS: u64 = 1_000_000;
 /// Size of each shard's read buffer, in bytes.
 pub const TTCP_READ_BYTES: usize = 256 * 1024;
 
@@ -131,6 +133,8 @@ pub struct TtcpSender {
     scratch: Box<[u8]>,
     stats: TtcpStats,
     started: bool,
+    /// When to look again for acknowledged FINs (while a connection waits for one).
+    next_check_ns: Option<u64>,
 }
 
 /// How one round of work left a sender connection.
@@ -150,6 +154,7 @@ impl TtcpSender {
             scratch: vec![0; 16 * 1024].into_boxed_slice(),
             stats: TtcpStats::default(),
             started: false,
+            next_check_ns: None,
         }
     }
 
@@ -274,7 +279,10 @@ impl App for TtcpSender {
             }
             self.settle(ctx, e.handle, step);
         }
-        // A FIN's ACK raises no event: look at the connections waiting for one.
+        // A FIN's ACK raises no event: look at the connections waiting for one now, and again
+        // after FIN_ACK_CHECK_NS while any still waits (a driver may only call `poll` on
+        // events and deadlines).
+        self.next_check_ns = None;
         if !self.conns.values().any(|c| c.phase == SendPhase::Shut) {
             return;
         }
@@ -288,6 +296,13 @@ impl App for TtcpSender {
             let step = self.service(ctx, h);
             self.settle(ctx, h, step);
         }
+        if self.conns.values().any(|c| c.phase == SendPhase::Shut) {
+            self.next_check_ns = Some(ctx.now_ns().saturating_add(FIN_ACK_CHECK_NS));
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<u64> {
+        self.next_check_ns
     }
 
     fn progress(&self) -> u64 {

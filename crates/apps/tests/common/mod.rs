@@ -10,8 +10,18 @@ use sim::{ChannelConfig, HostId, LinkId, PortId, World};
 use stack::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, SocketEvent, Stack, StackConfig};
 use wire::EthernetAddress;
 
+/// When the adapter calls the application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// After every activation of the host, as `sim::net::StackHost` offers.
+    EveryActivation,
+    /// Only with events or once the application's own deadline is due, as `runtime`'s shard
+    /// loop does.
+    EventsAndDeadlines,
+}
+
 /// Runs an `apps::App` as the single shard of a simulated host.
-pub struct OnSim<A: App>(pub A);
+pub struct OnSim<A: App>(pub A, pub Wake);
 
 impl<A: App + 'static> sim::net::App for OnSim<A> {
     fn start(&mut self, now_ns: u64, stack: &mut Stack) {
@@ -20,6 +30,10 @@ impl<A: App + 'static> sim::net::App for OnSim<A> {
     }
 
     fn poll(&mut self, now_ns: u64, stack: &mut Stack, events: &[SocketEvent]) {
+        let due = self.0.poll_timeout().is_some_and(|t| t <= now_ns);
+        if self.1 == Wake::EventsAndDeadlines && events.is_empty() && !due {
+            return;
+        }
         self.0
             .poll(&mut Ctx::new(now_ns, ShardInfo::SINGLE, stack), events);
     }
@@ -79,14 +93,25 @@ impl Pair {
         client: C,
         link: ChannelConfig,
     ) -> Pair {
+        Pair::with_wake(seed, server, client, link, Wake::EveryActivation)
+    }
+
+    /// As [`Pair::new`], both applications called as `wake` says.
+    pub fn with_wake<S: App + 'static, C: App + 'static>(
+        seed: u64,
+        server: S,
+        client: C,
+        link: ChannelConfig,
+        wake: Wake,
+    ) -> Pair {
         let mut world = World::new(seed);
         let server = world.add_host(Box::new(StackHost::new(
             config(1, SERVER_IP),
-            OnSim(server),
+            OnSim(server, wake),
         )));
         let client = world.add_host(Box::new(StackHost::new(
             config(2, CLIENT_IP),
-            OnSim(client),
+            OnSim(client, wake),
         )));
         let link = world
             .connect((client, PortId(0)), (server, PortId(0)), link)
