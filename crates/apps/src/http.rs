@@ -70,6 +70,11 @@ impl FileSet {
     /// else an error naming the file that crossed the bound. Errors reading a file or a
     /// directory, and names that are not UTF-8, are errors naming the path.
     pub fn from_dir(dir: &Path) -> std::io::Result<FileSet> {
+        FileSet::from_dir_capped(dir, FILESET_BYTES_MAX, FILESET_FILES_MAX)
+    }
+
+    /// [`FileSet::from_dir`] with the bounds as arguments.
+    fn from_dir_capped(dir: &Path, bytes_max: u64, files_max: usize) -> std::io::Result<FileSet> {
         let root = dir.canonicalize().map_err(|e| with_path(e, dir))?;
         if !root.is_dir() {
             return Err(Error::new(
@@ -78,6 +83,7 @@ impl FileSet {
             ));
         }
         let mut set = FileSet::new();
+        // Invariant: ≤ bytes_max.
         let mut total_bytes = 0u64;
         // Depth-first with an explicit stack; sorted entries make the walk deterministic.
         let mut todo = vec![(root.clone(), String::new())];
@@ -111,31 +117,40 @@ impl FileSet {
                 } else {
                     continue;
                 };
-                if set.files.len() >= FILESET_FILES_MAX {
+                if set.files.len() >= files_max {
                     return Err(Error::new(
                         ErrorKind::InvalidInput,
                         format!(
-                            "{}: more than {FILESET_FILES_MAX} files under {}",
+                            "{}: more than {files_max} files under {}",
                             path.display(),
                             dir.display()
                         ),
                     ));
                 }
+                let too_large = || {
+                    Error::new(
+                        ErrorKind::FileTooLarge,
+                        format!(
+                            "{}: the files under {} exceed {bytes_max} bytes",
+                            path.display(),
+                            dir.display()
+                        ),
+                    )
+                };
+                // The length is checked before reading (no huge read) and again after it
+                // (the file may have grown in between).
+                let room = bytes_max - total_bytes;
                 let len = std::fs::metadata(&target)
                     .map_err(|e| with_path(e, &path))?
                     .len();
-                total_bytes = total_bytes.saturating_add(len);
-                if total_bytes > FILESET_BYTES_MAX {
-                    return Err(Error::new(
-                        ErrorKind::FileTooLarge,
-                        format!(
-                            "{}: the files under {} exceed {FILESET_BYTES_MAX} bytes",
-                            path.display(),
-                            dir.display()
-                        ),
-                    ));
+                if len > room {
+                    return Err(too_large());
                 }
                 let body = std::fs::read(&target).map_err(|e| with_path(e, &path))?;
+                if body.len() as u64 > room {
+                    return Err(too_large());
+                }
+                total_bytes += body.len() as u64;
                 let body: Arc<[u8]> = body.into();
                 if name == "index.html" {
                     set.files.insert(format!("{rel}/"), body.clone());
@@ -691,6 +706,25 @@ mod tests {
         assert!(
             set.get("/leak.txt").is_none(),
             "a link out of the root is skipped"
+        );
+    }
+
+    #[test]
+    fn from_dir_refuses_more_bytes_or_files_than_its_caps_naming_the_file() {
+        let d = TempDir::new("fileset-caps");
+        std::fs::write(d.0.join("a.bin"), [1u8; 600]).expect("write");
+        std::fs::write(d.0.join("b.bin"), [2u8; 600]).expect("write");
+        assert_eq!(
+            FileSet::from_dir_capped(&d.0, 1200, 2).expect("fits").len(),
+            2
+        );
+        let e = FileSet::from_dir_capped(&d.0, 1199, 2).expect_err("bytes");
+        assert_eq!(e.kind(), ErrorKind::FileTooLarge);
+        assert!(e.to_string().contains("b.bin"), "{e}");
+        let e = FileSet::from_dir_capped(&d.0, 1200, 1).expect_err("files");
+        assert!(
+            e.to_string().contains("b.bin") && e.to_string().contains("more than 1"),
+            "{e}"
         );
     }
 
