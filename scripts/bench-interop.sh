@@ -228,7 +228,8 @@ bench_rsstack() {
 }
 
 echo "== bench-interop: ${DURATION_S}s runs, wrk -c $CONNECTIONS -t 2 on a ${FILE_BYTES}-byte file," \
-  "server on CPU $SERVER_CPU, client on CPU $CLIENT_CPU" >&2
+  "server on CPU $SERVER_CPU, client on CPU $CLIENT_CPU, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)," \
+  "rsstack $(git rev-parse --short HEAD 2>/dev/null || echo '?') ($RSSTACK)" >&2
 
 setup_veth kernel
 start_nginx && RPS[nginx]=$(wrk_rps) || RPS[nginx]=0
