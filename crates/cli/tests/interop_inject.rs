@@ -8,7 +8,8 @@
 //! The summary is read as `name: value` lines (`testnet::tools::numbers`, repeats summed, so
 //! one line per shard works too); it must carry the stack's counters under their
 //! `stack::Counters` names (`rx_drop_ipv4_bad_checksum`, `rx_drop_tcp_malformed`, …) — a
-//! NIC-level total such as `drop_nic` cannot say which defect was caught.
+//! NIC-level total such as `drop_nic` cannot say which defect was caught. A prefix
+//! (`stack_rx_drop_tcp_malformed`, `stack.rx_drop_tcp_malformed`) is accepted.
 
 mod common;
 
@@ -142,9 +143,7 @@ fn malformed_frames_and_a_syn_flood_are_counted_while_a_transfer_completes_intac
         if names.is_empty() {
             continue;
         }
-        let moved = names
-            .iter()
-            .any(|n| counters.get(*n).is_some_and(|&v| v > 0.0));
+        let moved = names.iter().any(|n| counter(&counters, n) > 0.0);
         if !moved {
             unmoved.push(format!("{kind:?} ({})", names.join(" or ")));
         }
@@ -162,4 +161,18 @@ fn malformed_frames_and_a_syn_flood_are_counted_while_a_transfer_completes_intac
             unmoved.join(", ")
         )
     })
+}
+
+/// The value of counter `name` in the summary: the key itself or the key behind a prefix
+/// ending in `_`, `.` or `/`, summed.
+fn counter(counters: &std::collections::BTreeMap<String, f64>, name: &str) -> f64 {
+    counters
+        .iter()
+        .filter(|(k, _)| {
+            k.as_str() == name
+                || k.strip_suffix(name)
+                    .is_some_and(|p| p.ends_with(['_', '.', '/']))
+        })
+        .map(|(_, v)| v)
+        .sum()
 }
