@@ -157,7 +157,9 @@ fn malformed_frames_and_a_syn_flood_are_counted_while_a_transfer_completes_intac
     );
     check(unmoved.is_empty(), || {
         format!(
-            "no drop counter moved for {}; rsstack printed:\n{summary}",
+            "no drop counter moved for {} (the SIGTERM summary must print the stack's counters, \
+             stack::Counters::named() summed over shards, as `name: value` lines); \
+             rsstack printed:\n{summary}",
             unmoved.join(", ")
         )
     })
