@@ -7,9 +7,9 @@
 //!
 //! The summary is read as `name: value` lines (`testnet::tools::numbers`, repeats summed, so
 //! one line per shard works too); it must carry the stack's counters under their
-//! `stack::Counters` names (`rx_drop_ipv4_bad_checksum`, `rx_drop_tcp_malformed`, …) — a
-//! NIC-level total such as `drop_nic` cannot say which defect was caught. A prefix
-//! (`stack_rx_drop_tcp_malformed`, `stack.rx_drop_tcp_malformed`) is accepted.
+//! `stack::Counters` names (`rx_drop_ipv4_bad_checksum`, `rx_drop_tcp_malformed`, …) and the
+//! NIC model's `rx_drop_malformed` — a total such as `drop_nic` cannot say which defect was
+//! caught. A prefix (`stack_rx_drop_tcp_malformed`, `nic.rx_drop_malformed`) is accepted.
 
 mod common;
 
@@ -158,7 +158,8 @@ fn malformed_frames_and_a_syn_flood_are_counted_while_a_transfer_completes_intac
     check(unmoved.is_empty(), || {
         format!(
             "no drop counter moved for {} (the SIGTERM summary must print the stack's counters, \
-             stack::Counters::named() summed over shards, as `name: value` lines); \
+             stack::Counters::named() summed over shards, and the NIC model's rx_drop_* \
+             counters, as `name: value` lines); \
              rsstack printed:\n{summary}",
             unmoved.join(", ")
         )

@@ -75,17 +75,22 @@ impl Kind {
         Kind::SynFlood,
     ];
 
-    /// rsstack counters (`stack::Counters` names) of which at least one must move when frames
-    /// of this kind arrive. Empty when the frame is not necessarily a drop (a SYN+FIN may be
+    /// rsstack counters of which at least one must move when frames of this kind arrive:
+    /// `stack::Counters` names, and for frames whose structure is broken also the NIC
+    /// model's `rx_drop_malformed` (`nic::QueueCounters`), which may catch them before the
+    /// stack sees them. Empty when the frame is not necessarily a drop (a SYN+FIN may be
     /// taken as a SYN).
     pub fn expected_counters(self) -> &'static [&'static str] {
         match self {
-            Kind::TruncatedEthernet => &["rx_drop_malformed_eth"],
-            Kind::TruncatedIpv4 | Kind::Ipv4LengthBeyondFrame => &["rx_drop_ipv4_malformed"],
-            Kind::BadIpv4Checksum => &["rx_drop_ipv4_bad_checksum"],
-            Kind::TruncatedTcp | Kind::BadTcpChecksum | Kind::BadTcpOptions => {
-                &["rx_drop_tcp_malformed"]
+            Kind::TruncatedEthernet => &["rx_drop_malformed_eth", "rx_drop_malformed"],
+            Kind::TruncatedIpv4 | Kind::Ipv4LengthBeyondFrame => {
+                &["rx_drop_ipv4_malformed", "rx_drop_malformed"]
             }
+            Kind::BadIpv4Checksum => &["rx_drop_ipv4_bad_checksum"],
+            Kind::TruncatedTcp | Kind::BadTcpOptions => {
+                &["rx_drop_tcp_malformed", "rx_drop_malformed"]
+            }
+            Kind::BadTcpChecksum => &["rx_drop_tcp_malformed"],
             Kind::SynFin => &[],
             Kind::OverlappingFragments => &["rx_drop_reasm_overlap"],
             Kind::SynFlood => &["tcp_syn_cookies_sent", "tcp_listen_backlog_full"],
