@@ -342,6 +342,9 @@ impl Live {
     }
 }
 
+/// Reads one NIC counter.
+type NicField = fn(&nic::QueueCounters) -> u64;
+
 /// Prints the host-wide counters every live command ends with, as `key: value` lines.
 pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io::Result<()> {
     let p = r.port_counters();
@@ -379,6 +382,34 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
     if let Some(n) = r.capture_records {
         writeln!(out, "capture_records: {n}")?;
         writeln!(out, "capture_errors: {}", p.capture_errors)?;
+    }
+    // The NIC model's receive/transmit drops and checksum flags, summed over the shards.
+    let nic_sum = |f: NicField| h.shards.iter().map(|s| f(&s.nic)).sum::<u64>();
+    let nic_named: [(&str, NicField); 8] = [
+        ("rx_drop_ring_full", |c| c.rx_drop_ring_full),
+        ("rx_drop_malformed", |c| c.rx_drop_malformed),
+        ("rx_drop_oversize", |c| c.rx_drop_oversize),
+        ("rx_drop_no_queue", |c| c.rx_drop_no_queue),
+        ("rx_csum_bad_ip", |c| c.rx_csum_bad_ip),
+        ("rx_csum_bad_l4", |c| c.rx_csum_bad_l4),
+        ("tx_drop_ring_full", |c| c.tx_drop_ring_full),
+        ("tx_drop_malformed", |c| c.tx_drop_malformed),
+    ];
+    for (name, f) in nic_named {
+        writeln!(out, "nic.{name}: {}", nic_sum(f))?;
+    }
+    // Every counter of the stacks (`stack::Counters::named`), summed over the shards.
+    let mut totals: Vec<(&'static str, u64)> = Vec::new();
+    for s in &h.shards {
+        for (i, (name, v)) in s.stack.named().into_iter().enumerate() {
+            match totals.get_mut(i) {
+                Some(t) if t.0 == name => t.1 += v,
+                _ => totals.push((name, v)),
+            }
+        }
+    }
+    for (name, v) in totals {
+        writeln!(out, "stack.{name}: {v}")?;
     }
     Ok(())
 }
