@@ -163,6 +163,24 @@ fn malformed_frames_and_a_syn_flood_are_counted_while_a_transfer_completes_intac
              rsstack printed:\n{summary}",
             unmoved.join(", ")
         )
+    })?;
+    // Every malformed frame is counted, not just some: the drop counters the malformed kinds
+    // name (each counted once) add up to at least the frames (fragment pairs) sent.
+    let mut names: Vec<&str> = Kind::ALL
+        .into_iter()
+        .filter(|k| *k != Kind::SynFlood)
+        .flat_map(|k| k.expected_counters().iter().copied())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let counted: f64 = names.iter().map(|n| counter(&counters, n)).sum();
+    let malformed_kinds = Kind::ALL
+        .into_iter()
+        .filter(|k| *k != Kind::SynFlood && !k.expected_counters().is_empty())
+        .count();
+    let sent = (PER_KIND * malformed_kinds) as f64;
+    check(counted >= sent, || {
+        format!("{sent} malformed frames sent, {counted} counted by {names:?}:\n{summary}")
     })
 }
 
