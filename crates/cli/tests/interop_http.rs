@@ -153,3 +153,53 @@ fn curl_over_ipv6_fetches_1m_intact() -> Result<()> {
     }
     server.stop().map(drop)
 }
+
+/// Two shards behind AF_PACKET's fanout group: connections land on either shard (frames a
+/// shard does not own are forwarded to the owner), and both serve.
+#[test]
+fn two_shards_over_af_packet_fanout_serve_curl_and_wrk() -> Result<()> {
+    if !require_root("two_shards_over_af_packet_fanout_serve_curl_and_wrk") {
+        return Ok(());
+    }
+    let _serial = serial();
+    need_tools(&["curl", "wrk"])?;
+    let topo = Topology::new(Backend::AfPacket, Offloads::Default)?;
+    let site = TempDir::new("site")?;
+    let files = write_site(site.path(), 10 << 20)?;
+    let dir = site.path().to_string_lossy().into_owned();
+    let server = topo.serve(&[
+        "serve", "http", "--dir", &dir, "--port", "80", "--shards", "2",
+    ])?;
+    let got = TempDir::new("got")?;
+    for (name, path) in &files {
+        let out = got.join(name);
+        let (code, _) = curl(&topo, &format!("http://{DUT_V4}/{name}"), &out, CURL_LIMIT)?;
+        check(code == 200, || format!("GET /{name}: status {code}"))?;
+        check(sha256_file(path)? == sha256_file(&out)?, || {
+            format!("/{name}: sha256 differs")
+        })?;
+    }
+    let url = format!("http://{DUT_V4}/1k.bin");
+    let stdout = topo.peer_run(
+        "wrk",
+        &["-c", "100", "-d", "3s", "-t", "2", &url],
+        Duration::from_secs(60),
+    )?;
+    let r = WrkReport::parse(&stdout)?;
+    eprintln!(
+        "wrk, 2 shards: {} requests, {:.0}/s",
+        r.requests, r.requests_per_sec
+    );
+    check(
+        r.requests > 100 && r.socket_errors() == 0 && r.non_2xx_3xx == 0,
+        || format!("wrk against 2 shards:\n{stdout}"),
+    )?;
+    let summary = server.stop()?;
+    let shards_line = summary
+        .lines()
+        .find(|l| l.contains("listening"))
+        .unwrap_or("");
+    check(shards_line.contains("2 shards"), || {
+        format!("rsstack did not run 2 shards:\n{summary}")
+    })
+}
