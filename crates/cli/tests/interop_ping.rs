@@ -1,6 +1,6 @@
-//! Linux `ping` and `ping -6` get echo replies from `rsstack serve` over TAP and AF_PACKET, and
-//! over AF_PACKET with 1 % random loss on the Linux side. Root only; each test creates and
-//! removes its own namespaces (see `common`).
+//! Linux `ping` and `ping -6` get echo replies from `rsstack serve` over TAP, AF_PACKET and
+//! AF_XDP, and over AF_PACKET with 1 % random loss on the Linux side. Root only; each test
+//! creates and removes its own namespaces (see `common`).
 
 mod common;
 
@@ -63,6 +63,14 @@ fn linux_ping_v4_and_v6_get_replies_over_af_packet() -> Result<()> {
         return Ok(());
     }
     every_ping_answered(Backend::AfPacket)
+}
+
+#[test]
+fn linux_ping_v4_and_v6_get_replies_over_af_xdp() -> Result<()> {
+    if !require_root("linux_ping_v4_and_v6_get_replies_over_af_xdp") {
+        return Ok(());
+    }
+    every_ping_answered(Backend::AfXdp)
 }
 
 #[test]
