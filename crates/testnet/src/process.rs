@@ -380,9 +380,32 @@ mod tests {
     #[test]
     fn run_kills_a_command_past_its_limit_and_its_children() {
         let started = Instant::now();
-        let r = run(&mut sh("sleep 30 & sleep 30"), Duration::from_millis(300));
-        assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
+        let r = run(
+            &mut sh("sleep 30 & echo $!; sleep 30"),
+            Duration::from_millis(300),
+        );
         assert!(started.elapsed() < Duration::from_secs(10));
+        let Err(Error::Timeout { output, .. }) = r else {
+            panic!("not a timeout: {r:?}");
+        };
+        let pid = output.trim();
+        assert!(
+            !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()),
+            "{output:?}"
+        );
+        // The background sleep was in the group: killed (then reaped by whoever adopted it).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat.is_empty() || stat.contains(") Z ") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "background child {pid} survived: {stat}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     #[test]
