@@ -4,7 +4,8 @@
 # nginx, ethtool, iproute2).
 #
 # In one run, on the same namespace layout as the interop tests (crates/cli/tests/common) and
-# the same core budget (the server side on CPU $SERVER_CPU, the Linux client on $CLIENT_CPU):
+# the same core budget (the server side on CPU $SERVER_CPU, the Linux client on $CLIENT_CPU;
+# receive packet steering puts each side's kernel receive work on its own CPU too):
 #   1. wrk requests/s against `rsstack serve http` vs nginx serving the same file;
 #   2. iperf2 throughput into `rsstack serve discard` vs into the Linux kernel (iperf -s);
 #   3. rsstack over AF_PACKET vs AF_XDP vs TAP (the same wrk and iperf runs), as ratios.
@@ -64,6 +65,16 @@ head -c "$FILE_BYTES" /dev/urandom > "$WORK/site/file.bin"
 
 # --- layouts ---------------------------------------------------------------------------------
 
+# Receive Packet Steering: the kernel's receive work for frames arriving on NS's DEV runs on
+# CPU (not on the sender's CPU, where a veth or TAP transmit would otherwise leave it), so the
+# server side's kernel work stays on $SERVER_CPU and the client's on $CLIENT_CPU.
+rps() {
+  local ns=$1 dev=$2 cpu=$3 q
+  for q in $(ip netns exec "$ns" sh -c "ls -d /sys/class/net/$dev/queues/rx-*"); do
+    ip netns exec "$ns" sh -c "printf '%x' $((1 << cpu)) > $q/rps_cpus"
+  done
+}
+
 # veth: the Linux client in $PEER_NS on veth0; veth1 in $DUT_NS, bare (rsstack) or with the
 # kernel address (nginx, iperf -s).
 setup_veth() {
@@ -82,6 +93,8 @@ setup_veth() {
   fi
   ip -n "$PEER_NS" link set veth0 up
   ip -n "$DUT_NS" link set veth1 up
+  rps "$PEER_NS" veth0 "$CLIENT_CPU"
+  rps "$DUT_NS" veth1 "$SERVER_CPU"
 }
 
 # TAP: one namespace; the kernel side of tap0 is the client, rsstack attaches to it.
@@ -92,6 +105,7 @@ setup_tap() {
   ip -n "$PEER_NS" tuntap add dev tap0 mode tap multi_queue
   ip -n "$PEER_NS" addr add "$PEER_V4/24" dev tap0
   ip -n "$PEER_NS" link set tap0 up
+  rps "$PEER_NS" tap0 "$CLIENT_CPU"
 }
 
 teardown() {
