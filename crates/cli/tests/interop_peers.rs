@@ -5,6 +5,7 @@
 //!   ttcp pattern;
 //! - `rsstack get` fetching 10 MB from a Linux HTTP server (`python3 -m http.server`),
 //!   SHA-256 checked;
+//! - Linux `nc` sending 16 MB into `rsstack ttcp recv`, which reports every byte;
 //!
 //! each with the peer's offloads as veth sets them (TSO, GSO, checksum offload on), again with
 //! 1 % random loss on the Linux side, and again with the offloads off. Root only.
@@ -173,8 +174,46 @@ fn get_from_python(topo: &Topology) -> Result<()> {
     check(want == have, || format!("sha256 {have}, want {want}"))
 }
 
+/// Linux `nc -N` sends 16 MB (the ttcp pattern) into `rsstack ttcp recv`, which exits by
+/// itself after the connection ends and reports every byte.
+fn nc_into_ttcp_recv(topo: &Topology) -> Result<()> {
+    let dir = TempDir::new("ttcpr")?;
+    let file = dir.join("pattern.bin");
+    let data: Vec<u8> = (0..TTCP_BYTES).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&file, &data).map_err(|source| Error::Io {
+        what: format!("write {}", file.display()),
+        source,
+    })?;
+    let mut recv = topo.spawn_rsstack(&["ttcp", "recv", "--port", "5001", "--conns", "1"])?;
+    recv.wait_for_line("listening", common::READY_LIMIT)?;
+    let script = format!("nc -N -w 30 {DUT_V4} 5001 < {}", file.display());
+    topo.peer_run("sh", &["-c", &script], Duration::from_secs(60))?;
+    let out = recv.wait(Duration::from_secs(30))?;
+    check(out.status.success(), || {
+        format!(
+            "ttcp recv ended with {}:\n{}",
+            out.status_text(),
+            out.combined()
+        )
+    })?;
+    let report = numbers(&out.stdout);
+    eprintln!(
+        "nc → rsstack ttcp recv: {:?} Mbit/s",
+        report.get("throughput_Mbps")
+    );
+    check(report.get("bytes") == Some(&(TTCP_BYTES as f64)), || {
+        format!(
+            "ttcp recv reports {:?} bytes, sent {TTCP_BYTES}:\n{}",
+            report.get("bytes"),
+            out.stdout
+        )
+    })
+}
+
 fn setup(offloads: Offloads, loss: bool) -> Result<Topology> {
-    need_tools(&["iperf", "socat", "python3", "iptables", "ss", "ethtool"])?;
+    need_tools(&[
+        "iperf", "socat", "nc", "python3", "iptables", "ss", "ethtool",
+    ])?;
     let topo = Topology::new(Backend::AfPacket, offloads)?;
     if loss {
         topo.peer.add_random_loss(0.01)?;
@@ -266,5 +305,24 @@ fn linux_peer_with_offloads_off_works_both_ways() -> Result<()> {
         format!("average received frame {avg:.0} bytes with TSO/GSO off")
     })?;
     ttcp_into_socat(&topo)?;
+    nc_into_ttcp_recv(&topo)?;
     get_from_python(&topo)
+}
+
+#[test]
+fn nc_into_rsstack_ttcp_recv_reports_every_byte() -> Result<()> {
+    if !require_root("nc_into_rsstack_ttcp_recv_reports_every_byte") {
+        return Ok(());
+    }
+    let _serial = serial();
+    nc_into_ttcp_recv(&setup(Offloads::Default, false)?)
+}
+
+#[test]
+fn nc_into_rsstack_ttcp_recv_reports_every_byte_with_one_percent_loss() -> Result<()> {
+    if !require_root("nc_into_rsstack_ttcp_recv_reports_every_byte_with_one_percent_loss") {
+        return Ok(());
+    }
+    let _serial = serial();
+    nc_into_ttcp_recv(&setup(Offloads::Default, true)?)
 }
