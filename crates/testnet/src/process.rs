@@ -5,10 +5,12 @@
 //! timeout or a guard's drop signals the whole group — `ip netns exec` execs in place, and the
 //! tools it runs (wrk, iperf, python3) stay in the group.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TrySendError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -21,6 +23,10 @@ const DROP_GRACE: Duration = Duration::from_secs(3);
 /// How long to wait for a killed child's output pipes to close (a grandchild that left the
 /// process group may hold them open).
 const PIPE_DRAIN_LIMIT: Duration = Duration::from_secs(2);
+/// Output kept of one command's stdout or stderr; the rest is read and discarded (noted).
+const OUTPUT_KEPT_BYTES: u64 = 16 << 20;
+/// stdout lines of a [`Proc`] kept (queued plus seen); later ones are counted, not kept.
+const LINES_KEPT_MAX: usize = 100_000;
 
 /// A finished command: its exit status and everything it printed.
 #[derive(Debug, Clone)]
@@ -69,13 +75,20 @@ fn signal_group(pgid: u32, signal: &str) {
         .status();
 }
 
-/// Reads a pipe to its end on a thread; the text arrives on the returned channel.
-fn drain(mut pipe: impl Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = mpsc::channel();
+/// Reads a pipe to its end on a thread, keeping the first [`OUTPUT_KEPT_BYTES`]; the text
+/// arrives on the returned channel (one message).
+fn drain(pipe: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = mpsc::sync_channel(1);
     thread::spawn(move || {
         let mut buf = Vec::new();
+        let mut pipe = pipe.take(OUTPUT_KEPT_BYTES);
         let _ = pipe.read_to_end(&mut buf);
-        let _ = tx.send(String::from_utf8_lossy(&buf).into_owned());
+        let discarded = io::copy(&mut pipe.into_inner(), &mut io::sink()).unwrap_or(0);
+        let mut text = String::from_utf8_lossy(&buf).into_owned();
+        if discarded > 0 {
+            text.push_str(&format!("\n[{discarded} more bytes discarded]\n"));
+        }
+        let _ = tx.send(text);
     });
     rx
 }
@@ -164,14 +177,18 @@ pub fn run_ok(cmd: &mut Command, limit: Duration) -> Result<CmdOutput> {
 ///
 /// Invariants: the child leads its own process group; the group is signalled only while the
 /// leader is not yet reaped (so its pid, and with it the group id, cannot have been reused);
-/// every stdout line is kept (for [`Proc::wait_for_line`] and the final output).
+/// stdout lines are kept for [`Proc::wait_for_line`] and the final output, up to
+/// `LINES_KEPT_MAX` = 100,000 (later ones are counted; the child never stalls on a full
+/// queue).
 pub struct Proc {
     child: Child,
     command: String,
-    /// stdout lines, as the reader thread sees them.
+    /// stdout lines, as the reader thread sees them (at most [`LINES_KEPT_MAX`] queued).
     lines: Receiver<String>,
-    /// Every stdout line received from `lines` so far.
+    /// The stdout lines received from `lines` so far (at most [`LINES_KEPT_MAX`]).
     seen: Vec<String>,
+    /// stdout lines not kept because the queue or `seen` was full.
+    lines_dropped: Arc<AtomicU64>,
     stderr: Option<Receiver<String>>,
     reaped: Option<ExitStatus>,
 }
@@ -190,13 +207,20 @@ impl Proc {
                 command: command.clone(),
                 source,
             })?;
-        let (tx, lines) = mpsc::channel();
+        let (tx, lines) = mpsc::sync_channel(LINES_KEPT_MAX);
+        let lines_dropped = Arc::new(AtomicU64::new(0));
         if let Some(out) = child.stdout.take() {
+            let dropped = Arc::clone(&lines_dropped);
             thread::spawn(move || {
+                // Never blocks on a full queue: the child must not stall on its stdout.
                 for line in BufReader::new(out).lines() {
                     let Ok(line) = line else { break };
-                    if tx.send(line).is_err() {
-                        break;
+                    match tx.try_send(line) {
+                        Ok(()) => {}
+                        Err(TrySendError::Full(_)) => {
+                            dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(TrySendError::Disconnected(_)) => break,
                     }
                 }
             });
@@ -207,6 +231,7 @@ impl Proc {
             command,
             lines,
             seen: Vec::new(),
+            lines_dropped,
             stderr,
             reaped: None,
         })
@@ -227,7 +252,7 @@ impl Proc {
             match self.lines.recv_timeout(left) {
                 Ok(line) => {
                     let hit = line.contains(needle);
-                    self.seen.push(line.clone());
+                    self.keep(line.clone());
                     if hit {
                         return Ok(line);
                     }
@@ -310,7 +335,7 @@ impl Proc {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) => self.seen.push(line),
+                Ok(line) => self.keep(line),
                 Err(_) => break,
             }
         }
@@ -321,10 +346,23 @@ impl Proc {
             .unwrap_or_default();
         let mut stdout = self.seen.join("\n");
         stdout.push('\n');
+        let dropped = self.lines_dropped.load(Ordering::Relaxed);
+        if dropped > 0 {
+            stdout.push_str(&format!("[{dropped} more lines not kept]\n"));
+        }
         CmdOutput {
             status: self.reaped.unwrap_or_else(|| ExitStatus::from_raw(-1)),
             stdout,
             stderr,
+        }
+    }
+
+    /// Keeps a stdout line, or counts it once [`LINES_KEPT_MAX`] are kept.
+    fn keep(&mut self, line: String) {
+        if self.seen.len() < LINES_KEPT_MAX {
+            self.seen.push(line);
+        } else {
+            self.lines_dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -447,6 +485,19 @@ mod tests {
         drop(p);
         assert!(started.elapsed() < DROP_GRACE + Duration::from_secs(5));
         assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+    }
+
+    #[test]
+    fn a_chatty_child_never_stalls_and_its_unkept_lines_are_counted() {
+        let p = Proc::spawn(&mut sh("seq 1 150000")).unwrap();
+        let out = p.wait(Duration::from_secs(20)).unwrap();
+        assert!(out.status.success());
+        assert!(out.stdout.starts_with("1\n2\n"));
+        assert!(
+            out.stdout.contains("more lines not kept"),
+            "{}",
+            &out.stdout[..200]
+        );
     }
 
     #[test]
