@@ -1,8 +1,10 @@
 //! Helpers for tests that need root: network namespaces that clean up after themselves.
 #![allow(dead_code)]
 
-use std::process::Command;
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 /// True when the test may proceed. Without root it returns false (the test then passes
 /// vacuously) unless `RSSTACK_REQUIRE_ROOT_TESTS` is set — CI sets it, so there the root tests
@@ -68,6 +70,63 @@ impl Netns {
         let mut full = vec!["netns", "exec", self.name.as_str(), program];
         full.extend_from_slice(args);
         run("ip", &full)
+    }
+
+    /// Starts a command inside the namespace without waiting for it, so the test can keep
+    /// draining its rings while the command sends. Finish it with [`Background::finish`].
+    pub fn spawn(&self, program: &str, args: &[&str]) -> Background {
+        let child = Command::new("ip")
+            .args(["netns", "exec", self.name.as_str(), program])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {program} in {}: {e}", self.name));
+        Background {
+            what: format!("{program} {args:?}"),
+            child: Some(child),
+        }
+    }
+}
+
+/// A command started by [`Netns::spawn`]; killed on drop if the test ends first.
+pub struct Background {
+    what: String,
+    child: Option<Child>,
+}
+
+impl Background {
+    /// Waits at most `timeout` for the command and panics unless it exited successfully.
+    pub fn finish(mut self, timeout: Duration) {
+        let mut child = self.child.take().expect("finished once");
+        let deadline = Instant::now() + timeout;
+        loop {
+            match child.try_wait().expect("wait for a background command") {
+                Some(status) => {
+                    let mut err = String::new();
+                    if let Some(mut e) = child.stderr.take() {
+                        let _ = e.read_to_string(&mut err);
+                    }
+                    assert!(status.success(), "{} failed ({status}): {err}", self.what);
+                    return;
+                }
+                None if Instant::now() >= deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("{} did not finish within {timeout:?}", self.what);
+                }
+                None => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
