@@ -46,7 +46,12 @@ fn every_ping_answered(backend: Backend) -> Result<()> {
     check(
         rx.is_some_and(|&n| n >= 6.0) && tx.is_some_and(|&n| n >= 6.0),
         || format!("the summary counts rx_frames {rx:?}, tx_frames {tx:?}:\n{summary}"),
-    )
+    )?;
+    // Ten pings a second cannot overrun a ring: the kernel's drop counter is read and zero.
+    let kernel_drops = c.get("drop_rx_kernel");
+    check(kernel_drops == Some(&0.0), || {
+        format!("the summary reports drop_rx_kernel {kernel_drops:?}:\n{summary}")
+    })
 }
 
 #[test]

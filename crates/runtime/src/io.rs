@@ -48,6 +48,12 @@ pub struct PortCounters {
     pub capture_errors: u64,
     /// Times the idle wait returned because the port had frames.
     pub wakeups_readable: u64,
+    /// Frames the kernel dropped on their way to this port because we did not read fast
+    /// enough: an AF_PACKET ring with every block handed to user space (`PACKET_STATISTICS`
+    /// `tp_drops`), an AF_XDP RX ring full or a frame it could not place
+    /// (`XDP_STATISTICS` `rx_ring_full` + `rx_dropped`). Read when the shard stops. A TAP's
+    /// drops are counted by the kernel per device (`tx_dropped` of `ip -s link`), not here.
+    pub rx_drop_kernel: u64,
 }
 
 impl PortCounters {
@@ -67,11 +73,12 @@ impl PortCounters {
         self.tx_discarded += o.tx_discarded;
         self.capture_errors += o.capture_errors;
         self.wakeups_readable += o.wakeups_readable;
+        self.rx_drop_kernel += o.rx_drop_kernel;
     }
 
-    /// Frames the port itself lost.
+    /// Frames lost at the port: by it, or by the kernel in front of it.
     pub fn drops(&self) -> u64 {
-        self.tx_drop_error + self.rx_drop_truncated
+        self.tx_drop_error + self.rx_drop_truncated + self.rx_drop_kernel
     }
 }
 
@@ -88,8 +95,9 @@ pub(crate) trait ShardIo: Send {
     fn flush(&mut self);
     /// Nothing to do: wait at most `sleep_ns` for received frames or an unpark.
     fn idle(&mut self, sleep_ns: u64);
-    /// The port's counters.
-    fn counters(&self) -> PortCounters;
+    /// The port's counters, with the kernel's drop counters read now (called when the shard
+    /// stops).
+    fn counters(&mut self) -> PortCounters;
 }
 
 /// The `mem` wire's side of one shard: its receive and transmit rings.
@@ -131,7 +139,7 @@ impl ShardIo for MemIo {
         std::thread::park_timeout(Duration::from_nanos(sleep_ns));
     }
 
-    fn counters(&self) -> PortCounters {
+    fn counters(&mut self) -> PortCounters {
         PortCounters::default()
     }
 }

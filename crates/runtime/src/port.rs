@@ -298,7 +298,20 @@ impl ShardIo for LivePort {
         }
     }
 
-    fn counters(&self) -> PortCounters {
+    fn counters(&mut self) -> PortCounters {
+        match &self.kind {
+            // Reading PACKET_STATISTICS resets it, so the drops accumulate.
+            PortKind::AfPacket(sock) => match sock.take_stats() {
+                Ok(stats) => self.counters.rx_drop_kernel += u64::from(stats.drops),
+                Err(_) => self.counters.rx_errors += 1,
+            },
+            // XDP_STATISTICS is cumulative since bind; only the reading shard owns its RX.
+            PortKind::AfXdp { sock, rx: true } => match sock.lock().map(|s| s.kernel_stats()) {
+                Ok(Ok(k)) => self.counters.rx_drop_kernel = k.rx_ring_full + k.rx_dropped,
+                _ => self.counters.rx_errors += 1,
+            },
+            _ => {}
+        }
         self.counters
     }
 }

@@ -376,6 +376,7 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
     writeln!(out, "drop_cross_shard_ring_full: {cross_drops}")?;
     writeln!(out, "drop_stack_queues: {stack_drops}")?;
     writeln!(out, "drop_rx_truncated: {}", p.rx_drop_truncated)?;
+    writeln!(out, "drop_rx_kernel: {}", p.rx_drop_kernel)?;
     writeln!(out, "drop_tx_error: {}", p.tx_drop_error)?;
     writeln!(out, "tx_would_block: {}", p.tx_would_block)?;
     writeln!(out, "rx_errors: {}", p.rx_errors)?;
