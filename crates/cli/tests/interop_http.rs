@@ -94,6 +94,11 @@ fn wrk_run(loss: bool) -> Result<()> {
         format!("socket errors:\n{stdout}")
     })?;
     check(r.non_2xx_3xx == 0, || format!("non-2xx answers:\n{stdout}"))?;
+    if loss {
+        check(topo.peer.random_loss_drops()? > 0, || {
+            "the loss rules dropped nothing".into()
+        })?;
+    }
     server.stop().map(drop)
 }
 
