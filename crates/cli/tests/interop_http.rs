@@ -56,9 +56,7 @@ fn curl_files(loss: bool) -> Result<()> {
         format!("GET /index.html: status {code}, Content-Type {ctype:?}")
     })?;
     if loss {
-        check(topo.peer.random_loss_drops()? > 0, || {
-            "the loss rules dropped nothing".into()
-        })?;
+        topo.peer.expect_random_loss_dropped()?;
     }
     server.stop().map(drop)
 }
@@ -95,9 +93,7 @@ fn wrk_run(loss: bool) -> Result<()> {
     })?;
     check(r.non_2xx_3xx == 0, || format!("non-2xx answers:\n{stdout}"))?;
     if loss {
-        check(topo.peer.random_loss_drops()? > 0, || {
-            "the loss rules dropped nothing".into()
-        })?;
+        topo.peer.expect_random_loss_dropped()?;
     }
     server.stop().map(drop)
 }

@@ -4,7 +4,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::process::{CmdOutput, Proc, run, run_ok};
-use crate::{Result, unique_name};
+use crate::{Result, check, unique_name};
 
 /// Time limit for one `ip`/`sysctl`/`ethtool`/`iptables` configuration command.
 const CONFIG_LIMIT: Duration = Duration::from_secs(30);
@@ -12,6 +12,18 @@ const CONFIG_LIMIT: Duration = Duration::from_secs(30);
 /// Runs `ip ARGS` (bounded), failing on a non-zero exit.
 fn ip(args: &[&str]) -> Result<CmdOutput> {
     run_ok(Command::new("ip").args(args), CONFIG_LIMIT)
+}
+
+/// The comment that tags the rule counting the packets the loss rules judge.
+pub const LOSS_SEEN_TAG: &str = "rsstack-loss-seen";
+
+/// Packets the random-loss rules of one namespace judged and dropped.
+#[derive(Debug, Clone, Default)]
+pub struct LossCounts {
+    pub seen: u64,
+    pub dropped: u64,
+    /// `iptables -L -n -v -x` and the same of `ip6tables`.
+    pub listing: String,
 }
 
 /// A network namespace owned by one test, named `rsst-<tag>-<pid>-<n>` so tests in parallel
@@ -67,12 +79,25 @@ impl Netns {
     }
 
     /// Drops each packet entering or leaving this namespace's kernel with probability
-    /// `probability` (iptables and ip6tables `statistic` match on INPUT and OUTPUT). The
-    /// rules live in the namespace and vanish with it.
+    /// `probability` (iptables and ip6tables `statistic` match on INPUT and OUTPUT). Before
+    /// each drop rule a rule tagged [`LOSS_SEEN_TAG`] counts every packet the drop rule
+    /// judges. The rules live in the namespace and vanish with it.
     pub fn add_random_loss(&self, probability: f64) -> Result<()> {
         let p = format!("{probability}");
         for tool in ["iptables", "ip6tables"] {
             for chain in ["INPUT", "OUTPUT"] {
+                self.run_ok(
+                    tool,
+                    &[
+                        "-w",
+                        "-A",
+                        chain,
+                        "-m",
+                        "comment",
+                        "--comment",
+                        LOSS_SEEN_TAG,
+                    ],
+                )?;
                 self.run_ok(
                     tool,
                     &[
@@ -94,19 +119,45 @@ impl Netns {
         Ok(())
     }
 
-    /// Packets the loss rules dropped so far (INPUT + OUTPUT, IPv4 + IPv6).
-    pub fn random_loss_drops(&self) -> Result<u64> {
-        let mut total = 0;
+    /// What the loss rules of [`Netns::add_random_loss`] saw and dropped so far (INPUT +
+    /// OUTPUT, IPv4 + IPv6), with the rule listings for a failure message.
+    pub fn random_loss_counts(&self) -> Result<LossCounts> {
+        let mut counts = LossCounts::default();
         for tool in ["iptables", "ip6tables"] {
             let out = self.run_ok(tool, &["-w", "-L", "-n", "-v", "-x"])?;
-            total += out
-                .stdout
-                .lines()
-                .filter(|l| l.contains("statistic mode random"))
-                .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
-                .sum::<u64>();
+            let packets = |tag: &str| {
+                out.stdout
+                    .lines()
+                    .filter(|l| l.contains(tag))
+                    .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+                    .sum::<u64>()
+            };
+            counts.seen += packets(LOSS_SEEN_TAG);
+            counts.dropped += packets("statistic mode random");
+            counts.listing.push_str(&out.stdout);
         }
-        Ok(total)
+        Ok(counts)
+    }
+
+    /// Packets the loss rules dropped so far (INPUT + OUTPUT, IPv4 + IPv6).
+    pub fn random_loss_drops(&self) -> Result<u64> {
+        Ok(self.random_loss_counts()?.dropped)
+    }
+
+    /// Fails unless the loss rules dropped at least one packet: a loss run in which nothing
+    /// was lost proves nothing. The error names the packets seen and lists the rules.
+    pub fn expect_random_loss_dropped(&self) -> Result<()> {
+        let c = self.random_loss_counts()?;
+        eprintln!(
+            "{}: loss rules saw {} packets, dropped {}",
+            self.name, c.seen, c.dropped
+        );
+        check(c.dropped > 0, || {
+            format!(
+                "the loss rules dropped nothing of the {} packets they saw:\n{}",
+                c.seen, c.listing
+            )
+        })
     }
 
     /// Turns TSO, GSO and checksum offload (tx and rx) off on `dev`.
