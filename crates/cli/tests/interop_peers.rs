@@ -12,6 +12,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::{Backend, DUT_V4, Offloads, PEER_V4, Topology, need_tools, serial};
@@ -81,9 +82,10 @@ fn iperf_into_discard(topo: &Topology) -> Result<(IperfReport, f64)> {
 /// The largest frame a peer without TSO/GSO sends on a 1500-byte MTU.
 const MAX_UNSEGMENTED_FRAME_BYTES: f64 = 1514.0;
 
-/// `rsstack ttcp send` into `socat -u TCP-LISTEN:5001 OPEN:file`: the file holds exactly the
-/// bytes sent, each `offset % 251` (the ttcp pattern).
-fn ttcp_into_socat(topo: &Topology) -> Result<()> {
+/// `rsstack ttcp send --counters` into `socat -u TCP-LISTEN:5001 OPEN:file`: the file holds
+/// exactly the bytes sent, each `offset % 251` (the ttcp pattern). Returns the report and
+/// counters rsstack printed.
+fn ttcp_into_socat(topo: &Topology) -> Result<BTreeMap<String, f64>> {
     let dir = TempDir::new("ttcp")?;
     let sink = dir.join("sink.bin");
     let sink_arg = format!("OPEN:{},creat,trunc", sink.display());
@@ -95,7 +97,15 @@ fn ttcp_into_socat(topo: &Topology) -> Result<()> {
     let bytes = TTCP_BYTES.to_string();
     let out = topo.run_rsstack(
         &[
-            "ttcp", "send", "--to", &to, "--bytes", &bytes, "--conns", "1",
+            "ttcp",
+            "send",
+            "--to",
+            &to,
+            "--bytes",
+            &bytes,
+            "--conns",
+            "1",
+            "--counters",
         ],
         Duration::from_secs(120),
     )?;
@@ -119,6 +129,11 @@ fn ttcp_into_socat(topo: &Topology) -> Result<()> {
         "packets_per_interrupt",
         "interrupts_per_sec",
         "cycles_per_byte",
+        "retransmitted_segments",
+        "fast_retransmits",
+        "rto_expirations",
+        "tcp.retransmitted_segments",
+        "stack.tx_frames",
     ] {
         check(report.contains_key(key), || {
             format!("ttcp report lacks {key}:\n{}", out.stdout)
@@ -140,7 +155,8 @@ fn ttcp_into_socat(topo: &Topology) -> Result<()> {
         .position(|(i, &b)| b != (i as u64 % 251) as u8);
     check(bad.is_none(), || {
         format!("the sink's byte {bad:?} breaks the ttcp pattern")
-    })
+    })?;
+    Ok(report)
 }
 
 /// `rsstack get` of `bytes` from `python3 -m http.server` in the peer namespace.
@@ -260,7 +276,7 @@ fn ttcp_send_delivers_every_byte_to_a_socat_sink() -> Result<()> {
         return Ok(());
     }
     let _serial = serial();
-    ttcp_into_socat(&setup(Offloads::Default, false)?)
+    ttcp_into_socat(&setup(Offloads::Default, false)?).map(drop)
 }
 
 #[test]
@@ -270,8 +286,16 @@ fn ttcp_send_delivers_every_byte_to_a_socat_sink_with_one_percent_loss() -> Resu
     }
     let _serial = serial();
     let topo = setup(Offloads::Default, true)?;
-    ttcp_into_socat(&topo)?;
-    topo.peer.expect_random_loss_dropped()
+    let report = ttcp_into_socat(&topo)?;
+    topo.peer.expect_random_loss_dropped()?;
+    // Its frames crossed the loss rules: what was lost was sent again, and the report says so.
+    let resent = report["retransmitted_segments"];
+    check(resent > 0.0, || {
+        format!("1 % loss and no retransmission reported: {report:?}")
+    })?;
+    check(report["tcp.retransmitted_segments"] == resent, || {
+        format!("the report and the counters disagree: {report:?}")
+    })
 }
 
 #[test]

@@ -56,6 +56,9 @@ pub struct ShardReport<A> {
     pub pin_failed: bool,
     pub nic: QueueCounters,
     pub stack: stack::Counters,
+    /// The TCP engine's counters summed over every connection the shard held
+    /// ([`stack::Stack::tcp_counters`]): retransmissions, timeouts, in-connection drops.
+    pub tcp: stack::TcpCounters,
     /// Wire packets handed to this shard's stack (coalesced segments counted one by one).
     pub rx_packets: u64,
     /// Frames handed to the port (the wire ring, or the OS).
@@ -339,6 +342,7 @@ impl<A: App, I: ShardIo> Shard<A, I> {
             pin_failed: self.pin_failed,
             nic: self.nic.counters(0).unwrap_or_default(),
             stack: self.stack.counters(),
+            tcp: self.stack.tcp_counters(),
             rx_packets: snap.rx_packets,
             tx_frames: snap.tx_frames,
             cross_shard_tx: cross_tx,

@@ -55,4 +55,6 @@ pub use socket::{
     EchoReply, Readiness, SocketError, SocketEvent, SocketHandle, SocketOption, UdpDatagram,
 };
 pub use stack::Stack;
+/// The TCP engine's per-connection counters, as [`Stack::tcp_counters`] sums them.
+pub use tcp::Counters as TcpCounters;
 pub use tcp_sockets::FourTuple;

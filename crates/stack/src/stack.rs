@@ -132,6 +132,9 @@ pub struct Stack {
     pub(crate) next_ephemeral: u16,
     echo_replies: VecDeque<EchoReply>,
     pub(crate) tcp: crate::tcp_sockets::TcpTable,
+    /// The engine counters of every TCP connection whose slot was freed (closed, aborted or
+    /// exported), summed; [`Stack::tcp_counters`] adds the live ones.
+    tcp_counters_released: tcp::Counters,
 }
 
 impl core::fmt::Debug for Stack {
@@ -190,6 +193,7 @@ impl Stack {
             next_ephemeral: EPHEMERAL_FIRST,
             echo_replies: VecDeque::new(),
             tcp: crate::tcp_sockets::TcpTable::new(cfg.secret),
+            tcp_counters_released: tcp::Counters::default(),
             counters: Counters::default(),
             cfg,
         }
@@ -203,6 +207,21 @@ impl Stack {
     /// A snapshot of every counter.
     pub fn counters(&self) -> Counters {
         self.counters.clone()
+    }
+
+    /// The TCP engine's per-connection counters (retransmissions, timeouts, drops inside a
+    /// connection, ...) summed over every connection this stack has held: those released so
+    /// far and those still open. A connection exported to another stack counts here for what
+    /// happened while it was here; the importer counts from the import on. Costs a walk over
+    /// the socket table.
+    pub fn tcp_counters(&self) -> tcp::Counters {
+        let mut total = self.tcp_counters_released;
+        for slot in &self.slots {
+            if let Some(Socket::Tcp(crate::tcp_sockets::TcpState::Conn(c))) = &slot.socket {
+                total.add(c.engine_counters());
+            }
+        }
+        total
     }
 
     /// The MAC the neighbour cache holds for `addr`, if resolved and unexpired.
@@ -1799,6 +1818,9 @@ impl Stack {
             return;
         };
         slot.pending = Readiness::NONE;
+        if let Socket::Tcp(crate::tcp_sockets::TcpState::Conn(c)) = &socket {
+            self.tcp_counters_released.add(c.engine_counters());
+        }
         if let Some(k) = port_key(&socket) {
             if let Some(v) = self.ports.get_mut(&k) {
                 v.retain(|&x| x != i);

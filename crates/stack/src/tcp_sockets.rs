@@ -132,6 +132,13 @@ pub(crate) enum TcpState {
     Conn(ConnSock),
 }
 
+impl ConnSock {
+    /// The engine's counters of this connection.
+    pub(crate) fn engine_counters(&self) -> &tcp::Counters {
+        self.conn.counters()
+    }
+}
+
 impl TcpState {
     /// The port a listener owns (connections own a 4-tuple, not a port).
     pub(crate) fn listen_port(&self) -> Option<u16> {

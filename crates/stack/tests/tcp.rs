@@ -86,6 +86,43 @@ fn tcp_connect_accept_send_recv_close_v6() {
     connect_send_recv_close(v6(IP6_B, 80));
 }
 
+/// `Stack::tcp_counters` sums the engine counters of open connections and keeps those of
+/// connections whose slots were freed, so a host's totals survive its connections.
+#[test]
+fn tcp_counters_sum_open_connections_and_keep_released_ones() {
+    let mut p = Pair::new();
+    let server = v4(IP_B, 80);
+    let (c, s) = establish(&mut p, server);
+    p.a.tcp_send(c, b"eighteen bytes....").expect("send");
+    p.advance(100 * MS);
+    assert_eq!(read_all(&mut p.b, s).len(), 18);
+    assert_eq!(p.a.tcp_counters().tx_payload_bytes, 18, "open connection");
+    assert_eq!(p.b.tcp_counters().rx_payload_bytes, 18);
+    p.a.close(p.now, c).expect("close a");
+    p.b.close(p.now, s).expect("close b");
+    p.advance(61 * S);
+    assert_eq!(
+        (p.a.tcp_state(c), p.b.tcp_state(s)),
+        (None, None),
+        "slots freed"
+    );
+    assert_eq!(
+        p.a.tcp_counters().tx_payload_bytes,
+        18,
+        "released connection"
+    );
+    // A second connection adds to the released totals.
+    let c2 = p.a.tcp_connect(p.now, server, 0).expect("connect");
+    p.exchange();
+    p.advance(10 * MS);
+    p.a.tcp_send(c2, b"seven..").expect("send");
+    p.advance(100 * MS);
+    let totals = p.a.tcp_counters();
+    assert_eq!(totals.tx_payload_bytes, 25);
+    assert!(totals.tx_segments >= 4, "{totals:?}");
+    assert_eq!(totals.retransmitted_segments, 0);
+}
+
 #[test]
 fn tcp_bulk_transfer_arrives_intact() {
     let mut p = Pair::new();

@@ -399,10 +399,22 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
     for (name, f) in nic_named {
         writeln!(out, "nic.{name}: {}", nic_sum(f))?;
     }
-    // Every counter of the stacks (`stack::Counters::named`), summed over the shards.
+    // Every counter of the stacks (`stack::Counters::named`) and of their TCP connections
+    // (`stack::TcpCounters::named`), summed over the shards.
+    write_named_totals(out, "stack", h.shards.iter().map(|s| s.stack.named()))?;
+    write_named_totals(out, "tcp", h.shards.iter().map(|s| s.tcp.named()))
+}
+
+/// Prints `PREFIX.NAME: total` for every name, summing the shards' `(name, value)` lists
+/// (each in the same order).
+fn write_named_totals(
+    out: &mut impl Write,
+    prefix: &str,
+    shards: impl Iterator<Item = Vec<(&'static str, u64)>>,
+) -> std::io::Result<()> {
     let mut totals: Vec<(&'static str, u64)> = Vec::new();
-    for s in &h.shards {
-        for (i, (name, v)) in s.stack.named().into_iter().enumerate() {
+    for named in shards {
+        for (i, (name, v)) in named.into_iter().enumerate() {
             match totals.get_mut(i) {
                 Some(t) if t.0 == name => t.1 += v,
                 _ => totals.push((name, v)),
@@ -410,7 +422,7 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
         }
     }
     for (name, v) in totals {
-        writeln!(out, "stack.{name}: {v}")?;
+        writeln!(out, "{prefix}.{name}: {v}")?;
     }
     Ok(())
 }

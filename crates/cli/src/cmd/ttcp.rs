@@ -12,6 +12,11 @@
 //! | `packets_per_interrupt` | packets the stacks processed per NIC wake-up |
 //! | `interrupts_per_sec` | NIC wake-ups per second of the run |
 //! | `cycles_per_byte` | process CPU time × CPU clock rate / `bytes` |
+//! | `retransmitted_segments` | TCP segments sent again (fast retransmit, RTO, probes) |
+//! | `fast_retransmits`, `rto_expirations` | loss recoveries entered by duplicate ACKs or SACK, and retransmission timeouts |
+//!
+//! `--counters` appends the host summary the `serve` commands print (port, NIC, stack and
+//! TCP counters).
 
 use core::net::SocketAddr;
 use std::io::Write;
@@ -41,6 +46,9 @@ pub struct RecvArgs {
     /// Connections to accept before reporting.
     #[arg(long, default_value_t = 1, value_name = "N")]
     conns: u32,
+    /// After the report, print every port, NIC, stack and TCP counter.
+    #[arg(long)]
+    counters: bool,
     #[command(flatten)]
     io: IoArgs,
 }
@@ -56,6 +64,9 @@ pub struct SendArgs {
     /// Connections, all opened at start.
     #[arg(long, default_value_t = 1, value_name = "N")]
     conns: u32,
+    /// After the report, print every port, NIC, stack and TCP counter.
+    #[arg(long)]
+    counters: bool,
     #[command(flatten)]
     io: IoArgs,
 }
@@ -139,6 +150,17 @@ fn write_report<A>(
         ratio(wakeups as f64, elapsed)
     )?;
     writeln!(out, "cycles_per_byte: {:.2}", ratio(cycles, bytes as f64))?;
+    let mut tcp = stack::TcpCounters::default();
+    for s in &r.host.shards {
+        tcp.add(&s.tcp);
+    }
+    writeln!(
+        out,
+        "retransmitted_segments: {}",
+        tcp.retransmitted_segments
+    )?;
+    writeln!(out, "fast_retransmits: {}", tcp.fast_retransmits)?;
+    writeln!(out, "rto_expirations: {}", tcp.rto_expirations)?;
     Ok(())
 }
 
@@ -193,6 +215,9 @@ fn recv(a: RecvArgs, out: &mut impl Write) -> Result<(), CliError> {
     let cpu = cpu_ns().saturating_sub(cpu0);
     let stats = merge(r.host.shards.iter().map(|s| s.app.stats().clone()));
     write_report(out, &r, &stats, cpu, false)?;
+    if a.counters {
+        super::live::write_host_summary(out, &r)?;
+    }
     let ended = stats.conns_done + stats.conns_failed;
     if ended < conns {
         return Err(CliError::Failed(format!(
@@ -236,6 +261,9 @@ fn send(a: SendArgs, out: &mut impl Write) -> Result<(), CliError> {
             .filter_map(|s| s.app.as_ref().map(|a| a.stats().clone())),
     );
     write_report(out, &r, &stats, cpu, true)?;
+    if a.counters {
+        super::live::write_host_summary(out, &r)?;
+    }
     if stats.conns_failed > 0 {
         return Err(CliError::Failed(format!(
             "{} of {} connections to {remote} failed (refused, reset or timed out)",

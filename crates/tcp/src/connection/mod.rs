@@ -167,89 +167,111 @@ pub enum CloseReason {
     Aborted,
 }
 
-/// Per-connection counters; every drop path has its own (FreeBSD `tcpstat` habit).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counters {
+/// Declares [`Counters`] from a list of documented names: the struct, `add` and `named`.
+macro_rules! connection_counters {
+    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
+        /// Per-connection counters; every drop path has its own (FreeBSD `tcpstat` habit).
+        /// All values only ever increase.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct Counters {
+            $( $(#[$doc])* pub $name: u64, )*
+        }
+
+        impl Counters {
+            /// Adds `other` counter by counter (totals over many connections).
+            pub fn add(&mut self, other: &Counters) {
+                $( self.$name += other.$name; )*
+            }
+
+            /// Every counter as `(name, value)`, in declaration order.
+            pub fn named(&self) -> Vec<(&'static str, u64)> {
+                vec![$( (stringify!($name), self.$name), )*]
+            }
+        }
+    };
+}
+
+connection_counters! {
     /// Segments handed to `handle_segment`.
-    pub rx_segments: u64,
+    rx_segments,
     /// Segments returned by `poll_transmit`.
-    pub tx_segments: u64,
+    tx_segments,
     /// Payload bytes accepted into the window (in order or out of order).
-    pub rx_payload_bytes: u64,
+    rx_payload_bytes,
     /// Payload bytes sent, retransmissions included.
-    pub tx_payload_bytes: u64,
+    tx_payload_bytes,
     /// Segments for other ports.
-    pub rx_drop_wrong_port: u64,
+    rx_drop_wrong_port,
     /// Segments arriving in CLOSED.
-    pub rx_drop_closed: u64,
+    rx_drop_closed,
     /// Segments in SYN-SENT that carry neither an acceptable SYN nor an acceptable RST.
-    pub rx_drop_syn_sent: u64,
+    rx_drop_syn_sent,
     /// RFC 7323 §5.3 R1: timestamp older than TS.Recent.
-    pub rx_drop_paws: u64,
+    rx_drop_paws,
     /// RFC 7323 §3.2: timestamps negotiated but the segment carries none.
-    pub rx_drop_missing_ts: u64,
+    rx_drop_missing_ts,
     /// RFC 9293 §3.10.7.4: unacceptable sequence numbers.
-    pub rx_drop_out_of_window: u64,
+    rx_drop_out_of_window,
     /// RST outside the window (RFC 5961 §3.2), silently dropped.
-    pub rx_drop_rst_out_of_window: u64,
+    rx_drop_rst_out_of_window,
     /// RST in TIME-WAIT, ignored (RFC 1337).
-    pub rx_drop_rst_time_wait: u64,
+    rx_drop_rst_time_wait,
     /// SYN on a synchronized connection (answered with a challenge ACK, RFC 5961 §4).
-    pub rx_drop_syn_in_window: u64,
+    rx_drop_syn_in_window,
     /// Segments without ACK after SYN-SENT.
-    pub rx_drop_no_ack: u64,
+    rx_drop_no_ack,
     /// Unacceptable ACK in SYN-SENT or SYN-RECEIVED (answered with RST).
-    pub rx_drop_bad_ack: u64,
+    rx_drop_bad_ack,
     /// ACK for data never sent (RFC 5961 §5.2 / RFC 9293 §3.10.7.4).
-    pub rx_drop_ack_unsent: u64,
+    rx_drop_ack_unsent,
     /// ACK older than SND.UNA − MAX.SND.WND (RFC 5961 §5.2).
-    pub rx_drop_ack_too_old: u64,
+    rx_drop_ack_too_old,
     /// Out-of-order segments not kept: queue disabled or full (range cap).
-    pub rx_drop_ooo_ranges: u64,
+    rx_drop_ooo_ranges,
     /// Out-of-order segments not kept: byte cap.
-    pub rx_drop_ooo_bytes: u64,
+    rx_drop_ooo_bytes,
     /// Payload bytes beyond the advertised window, trimmed.
-    pub rx_trim_beyond_window_bytes: u64,
+    rx_trim_beyond_window_bytes,
     /// Payload bytes already received (duplicates), trimmed.
-    pub rx_duplicate_bytes: u64,
+    rx_duplicate_bytes,
     /// Data arriving after `close()`: acknowledged and discarded.
-    pub rx_discard_after_close_bytes: u64,
+    rx_discard_after_close_bytes,
     /// Out-of-order segments kept.
-    pub rx_ooo_segments: u64,
+    rx_ooo_segments,
     /// Duplicate ACKs received (RFC 5681 §2).
-    pub dup_acks_rx: u64,
+    dup_acks_rx,
     /// SACK blocks outside (SND.UNA, SND.MAX] or empty: ignored.
-    pub rx_sack_blocks_invalid: u64,
+    rx_sack_blocks_invalid,
     /// Valid SACK blocks not recorded because the scoreboard is full.
-    pub rx_sack_blocks_dropped: u64,
+    rx_sack_blocks_dropped,
     /// D-SACK blocks received (RFC 2883): the peer got some data twice.
-    pub rx_dsack_blocks: u64,
+    rx_dsack_blocks,
     /// Challenge ACKs sent (RFC 5961 §3–§5).
-    pub challenge_acks_sent: u64,
+    challenge_acks_sent,
     /// Challenge ACKs not sent because of the per-second limit (RFC 5961 §7).
-    pub challenge_acks_suppressed: u64,
+    challenge_acks_suppressed,
     /// Retransmission timer expirations (RFC 6298 §5.4).
-    pub rto_expirations: u64,
+    rto_expirations,
     /// Tail loss probe timeouts (RFC 8985 §7.3).
-    pub tail_loss_probes: u64,
+    tail_loss_probes,
     /// Loss recovery episodes entered (RFC 5681 §3.2, RFC 6675 §5).
-    pub fast_retransmits: u64,
+    fast_retransmits,
     /// Segments sent again (any cause).
-    pub retransmitted_segments: u64,
+    retransmitted_segments,
     /// Payload bytes sent again.
-    pub retransmitted_bytes: u64,
+    retransmitted_bytes,
     /// Zero-window probes (RFC 9293 §3.8.6.1).
-    pub window_probes_sent: u64,
+    window_probes_sent,
     /// Keepalive probes (RFC 9293 §3.8.4).
-    pub keepalive_probes_sent: u64,
+    keepalive_probes_sent,
     /// RTT samples fed to the estimator.
-    pub rtt_samples: u64,
+    rtt_samples,
     /// ACKs sent because the delayed-ACK timer fired.
-    pub delayed_acks_sent: u64,
+    delayed_acks_sent,
     /// Segments that carried only an ACK.
-    pub pure_acks_sent: u64,
+    pure_acks_sent,
     /// RSTs sent.
-    pub resets_sent: u64,
+    resets_sent,
 }
 
 /// How urgently an ACK is owed.
