@@ -29,7 +29,7 @@ mod process;
 pub mod frames;
 pub mod tools;
 
-pub use netns::{LossCounts, Netns, Tap, Veth};
+pub use netns::{LOSS_SEEN_TAG, LossCounts, Netns, Tap, Veth};
 pub use process::{CmdOutput, Proc, run, run_ok};
 
 /// What went wrong in a helper: always says which command or file, and why.
