@@ -10,6 +10,8 @@
 //!   the transfer loop only ([`bulk::bulk_transfer_loop`], the function callgrind's
 //!   `--toggle-collect` selects);
 //! - [`idle`]: many established, idle connections between two stacks, for heap measurements;
+//! - [`short`]: one request/response connection after another (handshake, buffers, teardown),
+//!   counted in [`short::short_connections_loop`];
 //! - [`tcb`]: `size_of` of the engine's state and the part of it touched on every segment;
 //! - [`pattern`] and [`frame`]: the payload pattern with its stream hash, and the frame
 //!   parser that tells data segments apart (shared with the smoltcp harness in
@@ -25,6 +27,7 @@ pub mod bulk;
 pub mod frame;
 pub mod idle;
 pub mod pattern;
+pub mod short;
 pub mod tcb;
 
 /// Parses a byte count with an optional binary or decimal suffix: `10M` = 10,000,000,
