@@ -2,19 +2,29 @@
 //!
 //! The ring holds `len` contiguous bytes starting at `head`. Beyond them, bytes may be written
 //! at an offset without becoming readable (the receive side keeps out-of-order data there) and
-//! are made readable later with [`Ring::commit`]. Storage is allocated once, on the first
-//! write (so an idle connection costs no buffer memory); no other operation allocates.
+//! are made readable later with [`Ring::commit`]. Storage is allocated on the first write (so
+//! an idle connection costs no buffer memory) at [`STORAGE_MIN_BYTES`], and doubles when a
+//! write reaches past it, up to the capacity: a connection that exchanges a few hundred bytes
+//! never allocates (or zero-fills) the full buffer. Only writes allocate.
+
+/// The first allocation of a ring's storage, bytes (or the capacity, when smaller).
+pub const STORAGE_MIN_BYTES: usize = 4096;
 
 /// A fixed-capacity byte ring.
 ///
-/// Invariants: `storage` is empty or exactly `capacity` bytes; `head < capacity` (or 0);
-/// `len ≤ capacity`, and `len == 0` while `storage` is empty.
+/// Invariants: `storage.len()` is 0, or a power of two ≥ [`STORAGE_MIN_BYTES`] below
+/// `capacity`, or exactly `capacity`; positions wrap at `storage.len()`; `head <
+/// storage.len()` (or 0); `len ≤ storage.len() ≤ capacity ≤ u32::MAX`; every byte written at
+/// an offset from `head` (readable or not) lies below `storage.len()`.
+///
+/// Positions are kept as `u32` (a connection's buffers are at most 2^30 bytes, and two rings
+/// sit inside its 1 KiB TCB); the API speaks `usize`.
 #[derive(Clone)]
 pub struct Ring {
     storage: Box<[u8]>,
-    capacity: usize,
-    head: usize,
-    len: usize,
+    capacity: u32,
+    head: u32,
+    len: u32,
 }
 
 impl core::fmt::Debug for Ring {
@@ -24,17 +34,17 @@ impl core::fmt::Debug for Ring {
             .field("capacity", &self.capacity)
             .field("head", &self.head)
             .field("len", &self.len)
-            .field("allocated", &!self.storage.is_empty())
+            .field("allocated", &self.storage.len())
             .finish()
     }
 }
 
 impl Ring {
-    /// A ring able to hold `capacity_bytes` bytes.
+    /// A ring able to hold `capacity_bytes` bytes (at most `u32::MAX`).
     pub fn new(capacity_bytes: usize) -> Ring {
         Ring {
             storage: Box::default(),
-            capacity: capacity_bytes,
+            capacity: u32::try_from(capacity_bytes).unwrap_or(u32::MAX),
             head: 0,
             len: 0,
         }
@@ -43,13 +53,19 @@ impl Ring {
     /// Total capacity in bytes.
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.capacity as usize
     }
 
     /// Readable bytes.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.len as usize
+    }
+
+    /// Where the readable bytes start in the storage.
+    #[inline]
+    fn head(&self) -> usize {
+        self.head as usize
     }
 
     /// True when nothing is readable.
@@ -61,35 +77,64 @@ impl Ring {
     /// Bytes that can still be appended.
     #[inline]
     pub fn free(&self) -> usize {
-        self.capacity - self.len
+        (self.capacity - self.len) as usize
     }
 
+    /// Bytes of storage allocated so far (0 until the first write).
+    #[inline]
+    pub fn allocated_bytes(&self) -> usize {
+        self.storage.len()
+    }
+
+    /// `pos` (below twice the storage size) wrapped into the storage.
     #[inline]
     fn wrap(&self, pos: usize) -> usize {
-        let cap = self.capacity;
-        if pos >= cap { pos - cap } else { pos }
+        let size = self.storage.len();
+        if pos >= size { pos - size } else { pos }
+    }
+
+    /// Makes the storage at least `needed_bytes` (≤ capacity) long: the next power of two, at
+    /// least [`STORAGE_MIN_BYTES`], at most the capacity. The bytes keep their offsets from
+    /// `head`, which moves to 0.
+    #[cold]
+    fn grow(&mut self, needed_bytes: usize) {
+        let size = needed_bytes
+            .max(STORAGE_MIN_BYTES)
+            .checked_next_power_of_two()
+            .unwrap_or(usize::MAX)
+            .min(self.capacity());
+        let old = core::mem::take(&mut self.storage);
+        let mut new = vec![0u8; size].into_boxed_slice();
+        // Every written byte lies below the old size (invariant), so copying the old storage
+        // from `head` on, wrapped, keeps each byte at its offset.
+        let (tail, front) = old.split_at(self.head().min(old.len()));
+        new[..front.len()].copy_from_slice(front);
+        new[front.len()..old.len()].copy_from_slice(tail);
+        self.storage = new;
+        self.head = 0;
     }
 
     /// Appends as much of `data` as fits; returns the number of bytes appended.
     pub fn push(&mut self, data: &[u8]) -> usize {
-        let n = self.write_at(self.len, data);
-        self.len += n;
+        let n = self.write_at(self.len(), data);
+        self.len += n as u32;
         n
     }
 
     /// Copies `data` to `offset` bytes past `head` (which may lie beyond the readable bytes)
     /// without changing what is readable; returns how many bytes fit below the capacity.
     pub fn write_at(&mut self, offset: usize, data: &[u8]) -> usize {
-        let cap = self.capacity;
+        let cap = self.capacity();
         if offset >= cap || data.is_empty() {
             return 0;
         }
-        if self.storage.is_empty() {
-            self.storage = vec![0u8; cap].into_boxed_slice();
-        }
         let n = data.len().min(cap - offset);
-        let start = self.wrap(self.head + offset);
-        let first = n.min(cap - start);
+        if offset + n > self.storage.len() {
+            self.grow(offset + n);
+        }
+        let size = self.storage.len();
+        let start = self.wrap(self.head() + offset);
+        let first = n.min(size - start);
         let (a, b) = data[..n].split_at(first);
         self.storage[start..start + first].copy_from_slice(a);
         self.storage[..b.len()].copy_from_slice(b);
@@ -100,20 +145,20 @@ impl Ring {
     /// capacity and returns the number committed.
     pub fn commit(&mut self, n: usize) -> usize {
         let n = n.min(self.free());
-        self.len += n;
+        self.len += n as u32;
         n
     }
 
     /// Copies readable bytes starting `offset` bytes past `head` into `out` without consuming
     /// them; returns the number copied.
     pub fn read_at(&self, offset: usize, out: &mut [u8]) -> usize {
-        if offset >= self.len {
+        if offset >= self.len() {
             return 0;
         }
-        let cap = self.capacity;
-        let n = out.len().min(self.len - offset);
-        let start = self.wrap(self.head + offset);
-        let first = n.min(cap - start);
+        let size = self.storage.len();
+        let n = out.len().min(self.len() - offset);
+        let start = self.wrap(self.head() + offset);
+        let first = n.min(size - start);
         let (a, b) = out[..n].split_at_mut(first);
         a.copy_from_slice(&self.storage[start..start + first]);
         b.copy_from_slice(&self.storage[..b.len()]);
@@ -122,9 +167,9 @@ impl Ring {
 
     /// Discards up to `n` readable bytes from the front; returns the number discarded.
     pub fn consume(&mut self, n: usize) -> usize {
-        let n = n.min(self.len);
-        self.head = self.wrap(self.head + n);
-        self.len -= n;
+        let n = n.min(self.len());
+        self.head = self.wrap(self.head() + n) as u32;
+        self.len -= n as u32;
         // `head` is not reset when the ring empties: bytes written beyond `len` (out-of-order
         // data) are addressed relative to it.
         n
@@ -139,8 +184,8 @@ impl Ring {
     /// Changes the capacity to `capacity_bytes`, or to the readable length if that is larger;
     /// the readable bytes are kept, bytes written past them (`write_at`) are dropped.
     pub fn set_capacity(&mut self, capacity_bytes: usize) {
-        let cap = capacity_bytes.max(self.len);
-        if cap == self.capacity {
+        let cap = capacity_bytes.max(self.len());
+        if cap == self.capacity() {
             return;
         }
         let data = self.to_vec();
@@ -151,7 +196,7 @@ impl Ring {
 
     /// All readable bytes in order, as one vector (used by snapshots, not on the hot path).
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.len];
+        let mut v = vec![0u8; self.len()];
         self.read_at(0, &mut v);
         v
     }
@@ -184,13 +229,45 @@ mod tests {
     }
 
     #[test]
-    fn storage_is_allocated_on_first_write_only() {
+    fn storage_is_allocated_on_first_write_only_and_starts_small() {
         let mut r = Ring::new(1 << 20);
-        assert_eq!(r.storage.len(), 0);
+        assert_eq!(r.allocated_bytes(), 0);
         assert_eq!(r.free(), 1 << 20);
         assert_eq!(r.pop(&mut [0u8; 4]), 0);
         r.push(b"x");
-        assert_eq!(r.storage.len(), 1 << 20);
+        assert_eq!(r.allocated_bytes(), STORAGE_MIN_BYTES);
+    }
+
+    #[test]
+    fn storage_doubles_up_to_the_capacity_and_never_beyond() {
+        let mut r = Ring::new(20_000);
+        r.push(&[1u8; 5000]);
+        assert_eq!(r.allocated_bytes(), 8192);
+        r.push(&[2u8; 9000]);
+        assert_eq!(r.allocated_bytes(), 16_384);
+        r.push(&[3u8; 9000]);
+        assert_eq!((r.allocated_bytes(), r.len()), (20_000, 20_000));
+    }
+
+    #[test]
+    fn growth_keeps_wrapped_and_out_of_order_bytes_at_their_offsets() {
+        let mut r = Ring::new(1 << 16);
+        let first: Vec<u8> = (0..4000u32).map(|i| i as u8).collect();
+        r.push(&first);
+        r.consume(3000); // head = 3000 in 4096 bytes of storage
+        r.push(&[0xaa; 2000]); // wraps
+        assert_eq!(r.allocated_bytes(), STORAGE_MIN_BYTES);
+        // Out of order, past the readable bytes and past the storage: forces growth.
+        assert_eq!(r.write_at(10_000, b"late"), 4);
+        assert!(r.allocated_bytes() >= 16_384);
+        assert_eq!(r.write_at(3000, &[0xbb; 7000]), 7000);
+        assert_eq!(r.commit(7004), 7004);
+        let all = r.to_vec();
+        assert_eq!(all.len(), 10_004);
+        assert_eq!(&all[..1000], &first[3000..]);
+        assert!(all[1000..3000].iter().all(|&b| b == 0xaa));
+        assert!(all[3000..10_000].iter().all(|&b| b == 0xbb));
+        assert_eq!(&all[10_000..], b"late");
     }
 
     #[test]
@@ -218,6 +295,72 @@ mod tests {
     }
 
     proptest! {
+        /// Pushes, pops, out-of-order writes and commits against a model of the logical
+        /// bytes, on a ring that starts small and grows through several sizes.
+        #[test]
+        fn growing_ring_keeps_every_byte_at_its_offset(
+            ops in proptest::collection::vec((0u8..4, 0usize..7000, 0usize..3000), 0..60)
+        ) {
+            const CAP: usize = 50_000;
+            let mut r = Ring::new(CAP);
+            // model[i]: the byte at offset i from head, if one was written.
+            let mut model: std::collections::VecDeque<Option<u8>> = Default::default();
+            let mut readable = 0usize;
+            let mut next = 0u8;
+            let mut fresh = |n: usize| -> Vec<u8> {
+                (0..n).map(|_| { next = next.wrapping_add(1); next }).collect()
+            };
+            for (op, n, gap) in ops {
+                match op {
+                    0 => {
+                        let data = fresh(n);
+                        let took = r.push(&data);
+                        prop_assert_eq!(took, n.min(CAP - readable));
+                        for (i, &b) in data[..took].iter().enumerate() {
+                            let at = readable + i;
+                            if model.len() <= at { model.resize(at + 1, None); }
+                            model[at] = Some(b);
+                        }
+                        readable += took;
+                    }
+                    1 => {
+                        let mut out = vec![0u8; n];
+                        let got = r.pop(&mut out);
+                        prop_assert_eq!(got, n.min(readable));
+                        for (i, &b) in out[..got].iter().enumerate() {
+                            prop_assert_eq!(Some(b), model[i]);
+                        }
+                        model.drain(..got.min(model.len()));
+                        readable -= got;
+                    }
+                    2 => {
+                        let offset = readable + gap;
+                        let data = fresh(n);
+                        let took = r.write_at(offset, &data);
+                        prop_assert_eq!(took, if offset >= CAP { 0 } else { n.min(CAP - offset) });
+                        for (i, &b) in data[..took].iter().enumerate() {
+                            let at = offset + i;
+                            if model.len() <= at { model.resize(at + 1, None); }
+                            model[at] = Some(b);
+                        }
+                    }
+                    _ => {
+                        // Commit only bytes that were written (as the receive path does).
+                        let written = model.iter().skip(readable).take_while(|b| b.is_some()).count();
+                        let k = n.min(written);
+                        prop_assert_eq!(r.commit(k), k);
+                        readable += k;
+                    }
+                }
+                prop_assert_eq!(r.len(), readable);
+                prop_assert!(r.allocated_bytes() <= CAP);
+                let all = r.to_vec();
+                for (i, &b) in all.iter().enumerate() {
+                    prop_assert_eq!(Some(b), model[i]);
+                }
+            }
+        }
+
         #[test]
         fn ring_behaves_like_a_bounded_queue(ops in proptest::collection::vec((any::<bool>(), 0usize..20), 0..60)) {
             let mut r = Ring::new(13);
