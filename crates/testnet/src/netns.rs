@@ -84,36 +84,24 @@ impl Netns {
     /// judges. The rules live in the namespace and vanish with it.
     pub fn add_random_loss(&self, probability: f64) -> Result<()> {
         let p = format!("{probability}");
+        let count: [&str; 4] = ["-m", "comment", "--comment", LOSS_SEEN_TAG];
+        let drop: [&str; 8] = [
+            "-m",
+            "statistic",
+            "--mode",
+            "random",
+            "--probability",
+            &p,
+            "-j",
+            "DROP",
+        ];
         for tool in ["iptables", "ip6tables"] {
             for chain in ["INPUT", "OUTPUT"] {
-                self.run_ok(
-                    tool,
-                    &[
-                        "-w",
-                        "-A",
-                        chain,
-                        "-m",
-                        "comment",
-                        "--comment",
-                        LOSS_SEEN_TAG,
-                    ],
-                )?;
-                self.run_ok(
-                    tool,
-                    &[
-                        "-w",
-                        "-A",
-                        chain,
-                        "-m",
-                        "statistic",
-                        "--mode",
-                        "random",
-                        "--probability",
-                        &p,
-                        "-j",
-                        "DROP",
-                    ],
-                )?;
+                for rule in [&count[..], &drop[..]] {
+                    let mut args = vec!["-w", "-A", chain];
+                    args.extend_from_slice(rule);
+                    self.run_ok(tool, &args)?;
+                }
             }
         }
         Ok(())
