@@ -1,18 +1,31 @@
-//! AF_PACKET sockets with TPACKET_V3 memory-mapped receive rings and `PACKET_FANOUT`.
+//! AF_PACKET sockets with memory-mapped receive rings (TPACKET_V2 or TPACKET_V3) and
+//! `PACKET_FANOUT`.
 //!
 //! One socket per shard: all sockets of a port join one fanout group, so the kernel spreads the
 //! interface's incoming frames over them (by its flow hash, CPU, queue mapping…), each socket
-//! owning a ring of blocks the kernel fills and hands over whole. rsstack's NIC model re-steers
-//! with its own Toeplitz hash and RETA, so the fanout only spreads the copying work.
+//! owning a receive ring. rsstack's NIC model re-steers with its own Toeplitz hash and RETA, so
+//! the fanout only spreads the copying work.
 //!
-//! Receive: the kernel fills a block with frames, marks it `TP_STATUS_USER`, and moves on; we
-//! walk the block's frames in place (no copy), then give the block back (`TP_STATUS_KERNEL`).
-//! A block is retired early after `retire_timeout_ms` so a quiet link still delivers promptly.
+//! Two ring layouts ([`RingVersion`]), both read in place (no copy):
+//!
+//! - **TPACKET_V2**: a ring of fixed-size slots, one frame per slot. The kernel writes a frame
+//!   into the next slot, marks that slot `TP_STATUS_USER` and wakes the reader at once; we visit
+//!   it and give the slot back (`TP_STATUS_KERNEL`). A slot holds at most
+//!   `frame_size_bytes` minus the kernel's header area, so slots that must take 64 KiB GSO
+//!   super-frames whole are large and the ring holds few of them; a longer frame arrives cut
+//!   short (`tp_snaplen < tp_len`, [`RxMeta::truncated`]).
+//! - **TPACKET_V3**: a ring of blocks packed with frames of any size. The kernel hands a block
+//!   over (`TP_STATUS_USER` in the block header) only when it is full or its retire timer
+//!   (`retire_timeout_ms`, at least 1 ms) fires, so at low packet rates every frame waits up to
+//!   that long; at high rates the blocks fill fast and the dense packing holds many more
+//!   small frames per byte of ring than V2's slots.
+//!
 //! Transmit uses `send(2)` on the same socket (with `PACKET_QDISC_BYPASS` when asked).
 //!
 //! All the `unsafe` of this module is in `MappedRing`: mapping, unmapping and bounds-checked
 //! volatile access to the shared ring. Everything that interprets the kernel's headers is safe
-//! code over those accessors and never trusts an offset it has not checked.
+//! code over those accessors and never trusts an offset it has not checked: a header that
+//! points outside its slot or block is counted in [`RingErrors`] and its frame skipped.
 
 use std::ffi::CString;
 use std::io;
@@ -29,9 +42,11 @@ const PACKET_VERSION: libc::c_int = 10;
 const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const TPACKET_V2: libc::c_int = 1;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
-const TP_STATUS_USER: u32 = 1;
+/// `tp_status` / block status bit: the slot or block belongs to user space.
+pub const TP_STATUS_USER: u32 = 1;
 /// `tp_status` bit: the transport checksum is not filled in yet (checksum offload on the
 /// sending side of a local link, e.g. veth): the field holds only the pseudo-header sum.
 pub const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
@@ -55,6 +70,49 @@ const PKT_STATUS_OFF: usize = 20;
 const PKT_MAC_OFF: usize = 24;
 const PKT_RXHASH_OFF: usize = 28;
 const PKT_HDR_BYTES: usize = 48;
+// Offsets inside `struct tpacket2_hdr` (the head of every V2 slot).
+const V2_STATUS_OFF: usize = 0;
+const V2_LEN_OFF: usize = 4;
+const V2_SNAPLEN_OFF: usize = 8;
+const V2_MAC_OFF: usize = 12;
+const V2_SEC_OFF: usize = 16;
+const V2_NSEC_OFF: usize = 20;
+/// `sizeof(struct tpacket2_hdr)`: a slot's frame starts at or after this offset.
+const V2_HDR_BYTES: usize = 32;
+/// Bytes the kernel writes before the Ethernet header in a V2 slot (`tp_mac`) for a frame with
+/// a 14-byte link header and no `PACKET_RESERVE`: `TPACKET_ALIGN(TPACKET2_HDRLEN + 16) − 14`,
+/// with `TPACKET2_HDRLEN` = 32 + `sizeof(struct sockaddr_ll)` = 52.
+pub const V2_FRAME_OFFSET_BYTES: u32 = 66;
+/// `sizeof(struct tpacket_stats)` (V1/V2: packets, drops).
+const STATS_V2_BYTES: usize = 8;
+/// `sizeof(struct tpacket_stats_v3)` (packets, drops, queue freezes).
+const STATS_V3_BYTES: usize = 12;
+
+/// The receive ring layout of a socket (`PACKET_VERSION`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingVersion {
+    /// TPACKET_V2: fixed-size slots, one frame each, handed over as soon as written.
+    V2,
+    /// TPACKET_V3: blocks packed with frames, handed over when full or retired by a timer.
+    V3,
+}
+
+impl RingVersion {
+    fn tpacket_version(self) -> libc::c_int {
+        match self {
+            RingVersion::V2 => TPACKET_V2,
+            RingVersion::V3 => TPACKET_V3,
+        }
+    }
+
+    /// `tpacket_v2` or `tpacket_v3`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RingVersion::V2 => "tpacket_v2",
+            RingVersion::V3 => "tpacket_v3",
+        }
+    }
+}
 
 /// How the kernel spreads frames over the sockets of one fanout group (`PACKET_FANOUT_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,15 +140,27 @@ impl FanoutMode {
 
 /// Ring geometry and socket options.
 ///
-/// Invariants checked by [`AfPacketSocket::open`]: `block_size_bytes` is a multiple of the page
-/// size and of `frame_size_bytes`, which is a multiple of 16 (`TPACKET_ALIGNMENT`) and at least
-/// 128; `block_count` ≥ 1.
+/// Invariants checked by [`AfPacketSocket::open`] (see [`AfPacketConfig::validate`]):
+/// `block_size_bytes` is a non-zero multiple of the page size; `frame_size_bytes` is a multiple
+/// of 16 (`TPACKET_ALIGNMENT`), at least 128 and at most `block_size_bytes`; `block_count` ≥ 1;
+/// the ring (`block_size_bytes × block_count`) and its frame count fit the kernel's types.
+/// With [`RingVersion::V3`] the block size is also a multiple of the frame size.
+///
+/// What the sizes mean per version:
+///
+/// - V2: every block holds `block_size_bytes / frame_size_bytes` slots (the rest of the block
+///   is unused) and every slot one frame of at most `frame_size_bytes −`
+///   [`V2_FRAME_OFFSET_BYTES`] bytes; `retire_timeout_ms` is ignored.
+/// - V3: a frame may take any length up to nearly a whole block; `frame_size_bytes` only
+///   enters the kernel's ring accounting.
 #[derive(Debug, Clone, Copy)]
 pub struct AfPacketConfig {
+    /// The receive ring layout.
+    pub ring: RingVersion,
     pub block_size_bytes: u32,
     pub block_count: u32,
     pub frame_size_bytes: u32,
-    /// A block is handed to us after at most this long even if not full.
+    /// V3 only: a block is handed to us after at most this long even if not full.
     pub retire_timeout_ms: u32,
     /// Join fanout group `(id, mode)`; every socket of a port uses the same id.
     pub fanout: Option<(u16, FanoutMode)>,
@@ -101,8 +171,10 @@ pub struct AfPacketConfig {
 }
 
 impl Default for AfPacketConfig {
+    /// A TPACKET_V3 ring of 16 blocks of 256 KiB, retired after 1 ms.
     fn default() -> Self {
         AfPacketConfig {
+            ring: RingVersion::V3,
             block_size_bytes: 1 << 18,
             block_count: 16,
             frame_size_bytes: 2048,
@@ -114,6 +186,81 @@ impl Default for AfPacketConfig {
     }
 }
 
+/// A validated ring layout: where every block and (V2) slot lives in the mapping.
+///
+/// Invariants: `block_size ≥ frame_size ≥ 128`, `frames_per_block = block_size / frame_size
+/// ≥ 1`, and `block_size × block_count` (the mapping's length) does not overflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Geometry {
+    version: RingVersion,
+    block_size: usize,
+    block_count: usize,
+    frame_size: usize,
+    frames_per_block: usize,
+}
+
+impl Geometry {
+    fn ring_bytes(&self) -> usize {
+        self.block_size * self.block_count
+    }
+
+    /// V2 slots in the ring.
+    fn slot_count(&self) -> usize {
+        self.frames_per_block * self.block_count
+    }
+
+    /// Where V2 slot `slot` (< `slot_count()`) starts in the mapping: slots never straddle
+    /// blocks, so a block's tail beyond its last whole slot is unused.
+    fn slot_offset(&self, slot: usize) -> usize {
+        (slot / self.frames_per_block) * self.block_size
+            + (slot % self.frames_per_block) * self.frame_size
+    }
+}
+
+impl AfPacketConfig {
+    /// Checks the invariants listed on the type for a system with `page_bytes` pages.
+    fn validate(&self, page_bytes: usize) -> io::Result<Geometry> {
+        let bad = |why: &str| {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} ring geometry: {why}", self.ring.name()),
+            ))
+        };
+        let block_size = self.block_size_bytes as usize;
+        let frame_size = self.frame_size_bytes as usize;
+        let block_count = self.block_count as usize;
+        if block_count == 0 {
+            return bad("at least one block");
+        }
+        if block_size == 0 || page_bytes == 0 || block_size % page_bytes != 0 {
+            return bad("the block size must be a multiple of the page size");
+        }
+        if frame_size < 128 || frame_size % 16 != 0 || frame_size > block_size {
+            return bad(
+                "the frame size must be a multiple of 16, at least 128 and at most a block",
+            );
+        }
+        if self.ring == RingVersion::V3 && block_size % frame_size != 0 {
+            return bad("the block size must be a multiple of the frame size");
+        }
+        let frames_per_block = block_size / frame_size;
+        let fits = block_size.checked_mul(block_count).is_some()
+            && frames_per_block
+                .checked_mul(block_count)
+                .is_some_and(|n| u32::try_from(n).is_ok());
+        if !fits {
+            return bad("the ring is too large");
+        }
+        Ok(Geometry {
+            version: self.ring,
+            block_size,
+            block_count,
+            frame_size,
+            frames_per_block,
+        })
+    }
+}
+
 /// Metadata the kernel records with each received frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RxMeta {
@@ -122,7 +269,8 @@ pub struct RxMeta {
     /// Length on the wire (the frame passed to the callback may be shorter if cut at the frame
     /// size).
     pub wire_len: u32,
-    /// The kernel's flow hash (not rsstack's Toeplitz hash).
+    /// The kernel's flow hash (not rsstack's Toeplitz hash); 0 on a V2 ring, whose frame
+    /// header has no hash field.
     pub kernel_rxhash: u32,
     /// The frame header's `tp_status` word (`TP_STATUS_*` bits).
     pub status: u32,
@@ -142,19 +290,29 @@ impl RxMeta {
     }
 }
 
-/// Kernel counters of one socket since the previous read (`PACKET_STATISTICS` resets them).
+/// Kernel counters of one socket since the previous read (`PACKET_STATISTICS` resets them):
+/// `struct tpacket_stats` on a V2 ring, `struct tpacket_stats_v3` on a V3 ring.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PacketStats {
+    /// Frames the kernel meant for this socket, the dropped ones included.
     pub packets: u32,
+    /// Frames dropped because the ring had no free slot or block (or the kernel could not
+    /// queue them).
     pub drops: u32,
+    /// V3 only (0 on V2): times the kernel found every block handed to user space and froze
+    /// the ring until one came back.
     pub queue_freezes: u32,
 }
 
-/// Frames that did not fit the checks on the shared ring (a kernel bug or a corrupted ring);
-/// counted, never trusted.
+/// Ring entries that failed our checks (a kernel bug or a corrupted ring); counted, never
+/// trusted, and the frames they describe are not handed on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RingErrors {
+    /// V3 blocks handed over with frames but a first-frame offset outside the block: the
+    /// whole block was given back unread (how many frames it held is not known).
     pub bad_block_header: u64,
+    /// Frame headers (V3) or slots (V2) whose frame lay outside its block or slot, or over its
+    /// own header: that frame was skipped (V3: with the rest of its block).
     pub bad_frame_header: u64,
 }
 
@@ -178,6 +336,29 @@ impl MappedRing {
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 fd,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(MappedRing {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    /// A private anonymous mapping standing in for a kernel ring in unit tests.
+    #[cfg(test)]
+    fn anonymous(len: usize) -> io::Result<Self> {
+        // SAFETY: a fresh private anonymous mapping; no existing memory is aliased.
+        let ptr = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
                 0,
             )
         };
@@ -216,18 +397,41 @@ impl MappedRing {
             return false;
         }
         // SAFETY: in bounds and aligned; the word is a status field the protocol lets user
-        // space write once it owns the block.
+        // space write once it owns the block or slot.
         unsafe { core::ptr::write_volatile(self.ptr.add(off).cast::<u32>(), value) };
         true
     }
 
-    /// The bytes `[off, off + len)`, valid while the block that holds them is ours.
+    /// Test helper playing the kernel: writes a u16 header field.
+    #[cfg(test)]
+    fn write_u16(&self, off: usize, value: u16) -> bool {
+        if !self.in_bounds(off, 2) || off % 2 != 0 {
+            return false;
+        }
+        // SAFETY: in bounds and 2-aligned per the check above; test mappings are private.
+        unsafe { core::ptr::write_volatile(self.ptr.add(off).cast::<u16>(), value) };
+        true
+    }
+
+    /// Test helper playing the kernel: copies `data` to `[off, off + data.len())`.
+    #[cfg(test)]
+    fn write_bytes(&self, off: usize, data: &[u8]) -> bool {
+        if !self.in_bounds(off, data.len()) {
+            return false;
+        }
+        // SAFETY: the destination is in bounds per the check above; `copy` allows overlap, and
+        // the unit tests that call this hold no slice from `bytes` across the call.
+        unsafe { core::ptr::copy(data.as_ptr(), self.ptr.add(off), data.len()) };
+        true
+    }
+
+    /// The bytes `[off, off + len)`, valid while the block or slot that holds them is ours.
     fn bytes(&self, off: usize, len: usize) -> Option<&[u8]> {
         if !self.in_bounds(off, len) {
             return None;
         }
-        // SAFETY: in bounds; the caller only asks for frames inside a block whose status is
-        // TP_STATUS_USER, which the kernel does not write until we hand the block back.
+        // SAFETY: in bounds; the caller only asks for frames inside a block (V3) or slot (V2)
+        // whose status is TP_STATUS_USER, which the kernel does not write until we hand it back.
         Some(unsafe { core::slice::from_raw_parts(self.ptr.add(off), len) })
     }
 }
@@ -243,17 +447,20 @@ impl Drop for MappedRing {
 // handle to it.
 unsafe impl Send for MappedRing {}
 
-/// An AF_PACKET socket bound to one interface with a TPACKET_V3 receive ring.
+/// An AF_PACKET socket bound to one interface with a TPACKET_V2 or TPACKET_V3 receive ring.
 pub struct AfPacketSocket {
     // Field order matters: the ring is unmapped before the socket closes.
     ring: MappedRing,
     fd: OwnedFd,
-    block_size: usize,
-    block_count: usize,
-    /// The block we are reading, and how far into it.
+    geometry: Geometry,
+    /// V3: the block we are reading, and how far into it.
     block: usize,
     next_pkt_off: Option<usize>,
     pkts_left: u32,
+    /// V2: the next slot to read (< `geometry.slot_count()`). The kernel fills slots in ring
+    /// order and never skips one (it drops when the next slot is still ours), so this cursor
+    /// follows its write position.
+    slot: usize,
     errors: RingErrors,
 }
 
@@ -261,10 +468,21 @@ impl core::fmt::Debug for AfPacketSocket {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("AfPacketSocket")
             .field("fd", &self.fd)
-            .field("blocks", &self.block_count)
-            .field("block_size", &self.block_size)
+            .field("ring", &self.geometry.version)
+            .field("blocks", &self.geometry.block_count)
+            .field("block_size", &self.geometry.block_size)
+            .field("frame_size", &self.geometry.frame_size)
             .finish()
     }
+}
+
+/// The kernel's `struct tpacket_req` (TPACKET_V1/V2).
+#[repr(C)]
+struct TpacketReq {
+    block_size: u32,
+    block_nr: u32,
+    frame_size: u32,
+    frame_nr: u32,
 }
 
 /// The kernel's `struct tpacket_req3`.
@@ -298,20 +516,7 @@ impl AfPacketSocket {
     pub fn open(ifname: &str, config: &AfPacketConfig) -> io::Result<Self> {
         // SAFETY: sysconf has no memory-safety preconditions.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-        let block_size = config.block_size_bytes as usize;
-        let frame_size = config.frame_size_bytes as usize;
-        if config.block_count == 0
-            || block_size == 0
-            || block_size % page != 0
-            || frame_size < 128
-            || frame_size % 16 != 0
-            || block_size % frame_size != 0
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "ring geometry: block size a multiple of the page size and of the frame size; frame size a multiple of 16, ≥ 128; at least one block",
-            ));
-        }
+        let geometry = config.validate(page)?;
         let ifindex = interface_index(ifname)?;
         // SAFETY: plain socket(2); ownership of the fd passes to `OwnedFd` right below.
         let raw = unsafe {
@@ -326,25 +531,44 @@ impl AfPacketSocket {
         }
         // SAFETY: `raw` is a fresh fd that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        setsockopt(raw, SOL_PACKET, PACKET_VERSION, &TPACKET_V3)?;
+        setsockopt(
+            raw,
+            SOL_PACKET,
+            PACKET_VERSION,
+            &config.ring.tpacket_version(),
+        )?;
         if config.ignore_outgoing {
             setsockopt(raw, SOL_PACKET, PACKET_IGNORE_OUTGOING, &1 as &libc::c_int)?;
         }
         if config.qdisc_bypass {
             setsockopt(raw, SOL_PACKET, PACKET_QDISC_BYPASS, &1 as &libc::c_int)?;
         }
-        let req = TpacketReq3 {
-            block_size: config.block_size_bytes,
-            block_nr: config.block_count,
-            frame_size: config.frame_size_bytes,
-            frame_nr: (block_size / frame_size) as u32 * config.block_count,
-            retire_blk_tov: config.retire_timeout_ms,
-            sizeof_priv: 0,
-            feature_req_word: TP_FT_REQ_FILL_RXHASH,
-        };
-        setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &req)?;
-        let ring_len = block_size * config.block_count as usize;
-        let ring = MappedRing::map(raw, ring_len)?;
+        // `validate` checked that the frame count fits a u32.
+        let frame_nr = geometry.slot_count() as u32;
+        match config.ring {
+            RingVersion::V2 => {
+                let req = TpacketReq {
+                    block_size: config.block_size_bytes,
+                    block_nr: config.block_count,
+                    frame_size: config.frame_size_bytes,
+                    frame_nr,
+                };
+                setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &req)?;
+            }
+            RingVersion::V3 => {
+                let req = TpacketReq3 {
+                    block_size: config.block_size_bytes,
+                    block_nr: config.block_count,
+                    frame_size: config.frame_size_bytes,
+                    frame_nr,
+                    retire_blk_tov: config.retire_timeout_ms,
+                    sizeof_priv: 0,
+                    feature_req_word: TP_FT_REQ_FILL_RXHASH,
+                };
+                setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &req)?;
+            }
+        }
+        let ring = MappedRing::map(raw, geometry.ring_bytes())?;
 
         // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
         let mut addr: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
@@ -367,25 +591,104 @@ impl AfPacketSocket {
             let arg: u32 = u32::from(group) | (mode.bits() << 16);
             setsockopt(raw, SOL_PACKET, PACKET_FANOUT, &arg)?;
         }
-        Ok(AfPacketSocket {
+        Ok(Self::assemble(ring, fd, geometry))
+    }
+
+    /// A socket over `ring` (of `geometry.ring_bytes()` bytes) with its cursors at the start.
+    fn assemble(ring: MappedRing, fd: OwnedFd, geometry: Geometry) -> Self {
+        AfPacketSocket {
             ring,
             fd,
-            block_size,
-            block_count: config.block_count as usize,
+            geometry,
             block: 0,
             next_pkt_off: None,
             pkts_left: 0,
+            slot: 0,
             errors: RingErrors::default(),
-        })
+        }
+    }
+
+    /// The ring layout this socket reads.
+    pub fn ring_version(&self) -> RingVersion {
+        self.geometry.version
     }
 
     /// Hands up to `max_frames` received frames to `visit`, in arrival order, without copying;
-    /// returns how many it handed. A block goes back to the kernel as soon as all its frames
-    /// have been visited. Returns 0 when nothing is waiting.
-    pub fn recv_batch(&mut self, max_frames: usize, mut visit: impl FnMut(&[u8], RxMeta)) -> usize {
+    /// returns how many it handed. A V2 slot goes back to the kernel right after its frame was
+    /// visited, a V3 block as soon as all its frames have been. Returns 0 when nothing is
+    /// waiting.
+    pub fn recv_batch(&mut self, max_frames: usize, visit: impl FnMut(&[u8], RxMeta)) -> usize {
+        match self.geometry.version {
+            RingVersion::V2 => self.recv_slots(max_frames, visit),
+            RingVersion::V3 => self.recv_blocks(max_frames, visit),
+        }
+    }
+
+    /// [`Self::recv_batch`] over a V2 ring: one frame per slot.
+    fn recv_slots(&mut self, max_frames: usize, mut visit: impl FnMut(&[u8], RxMeta)) -> usize {
         let mut handed = 0;
         while handed < max_frames {
-            let base = self.block * self.block_size;
+            let off = self.geometry.slot_offset(self.slot);
+            let Some(status) = self.ring.read_u32(off + V2_STATUS_OFF) else {
+                break;
+            };
+            if status & TP_STATUS_USER == 0 {
+                break;
+            }
+            // Read the slot only after seeing its status (pairs with the kernel's write
+            // barrier before it sets TP_STATUS_USER).
+            fence(Ordering::Acquire);
+            match self.slot_frame(off, status) {
+                Some((frame_off, snaplen, meta)) => {
+                    if let Some(bytes) = self.ring.bytes(off + frame_off, snaplen) {
+                        visit(bytes, meta);
+                        handed += 1;
+                    } else {
+                        self.errors.bad_frame_header += 1;
+                    }
+                }
+                None => self.errors.bad_frame_header += 1,
+            }
+            self.release_slot(off);
+        }
+        handed
+    }
+
+    /// Parses the V2 header of the slot at ring offset `off` whose status word is `status`:
+    /// (frame offset in the slot, captured length, metadata). `None` when the frame would
+    /// overlap the header or run past the slot.
+    fn slot_frame(&self, off: usize, status: u32) -> Option<(usize, usize, RxMeta)> {
+        let wire_len = self.ring.read_u32(off + V2_LEN_OFF)?;
+        let snaplen = self.ring.read_u32(off + V2_SNAPLEN_OFF)? as usize;
+        let mac = usize::from(self.ring.read_u16(off + V2_MAC_OFF)?);
+        let sec = self.ring.read_u32(off + V2_SEC_OFF)?;
+        let nsec = self.ring.read_u32(off + V2_NSEC_OFF)?;
+        if mac < V2_HDR_BYTES || mac.checked_add(snaplen)? > self.geometry.frame_size {
+            return None;
+        }
+        let meta = RxMeta {
+            timestamp_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
+            wire_len,
+            kernel_rxhash: 0,
+            status,
+        };
+        Some((mac, snaplen, meta))
+    }
+
+    /// Gives the V2 slot at ring offset `off` (the cursor's) back and moves to the next.
+    fn release_slot(&mut self, off: usize) {
+        // Everything we read from the slot happens before the kernel may reuse it.
+        fence(Ordering::Release);
+        self.ring.write_u32(off + V2_STATUS_OFF, TP_STATUS_KERNEL);
+        self.slot = (self.slot + 1) % self.geometry.slot_count();
+    }
+
+    /// [`Self::recv_batch`] over a V3 ring: blocks of frames.
+    fn recv_blocks(&mut self, max_frames: usize, mut visit: impl FnMut(&[u8], RxMeta)) -> usize {
+        let block_size = self.geometry.block_size;
+        let mut handed = 0;
+        while handed < max_frames {
+            let base = self.block * block_size;
             if self.next_pkt_off.is_none() {
                 // Is the current block ours yet?
                 let Some(status) = self.ring.read_u32(base + BLOCK_STATUS_OFF) else {
@@ -399,7 +702,7 @@ impl AfPacketSocket {
                 fence(Ordering::Acquire);
                 let pkts = self.ring.read_u32(base + BLOCK_NUM_PKTS_OFF).unwrap_or(0);
                 let first = self.ring.read_u32(base + BLOCK_FIRST_PKT_OFF).unwrap_or(0) as usize;
-                if pkts == 0 || first == 0 || first >= self.block_size {
+                if pkts == 0 || first == 0 || first >= block_size {
                     if pkts != 0 {
                         self.errors.bad_block_header += 1;
                     }
@@ -435,10 +738,12 @@ impl AfPacketSocket {
         handed
     }
 
-    /// Parses the frame header at block offset `off`: (frame offset in block, captured length,
-    /// metadata, offset to the next header). `None` when any field points outside the block.
+    /// Parses the V3 frame header at block offset `off`: (frame offset in block, captured
+    /// length, metadata, offset to the next header). `None` when any field points outside the
+    /// block or the frame would overlap its header.
     fn frame_at(&self, base: usize, off: usize) -> Option<(usize, usize, RxMeta, usize)> {
-        if off.checked_add(PKT_HDR_BYTES)? > self.block_size {
+        let block_size = self.geometry.block_size;
+        if off.checked_add(PKT_HDR_BYTES)? > block_size {
             return None;
         }
         let h = base + off;
@@ -450,10 +755,11 @@ impl AfPacketSocket {
         let status = self.ring.read_u32(h + PKT_STATUS_OFF)?;
         let mac = usize::from(self.ring.read_u16(h + PKT_MAC_OFF)?);
         let rxhash = self.ring.read_u32(h + PKT_RXHASH_OFF)?;
+        if mac < PKT_HDR_BYTES {
+            return None;
+        }
         let frame_off = off.checked_add(mac)?;
-        if frame_off.checked_add(snaplen)? > self.block_size
-            || off.checked_add(next)? > self.block_size
-        {
+        if frame_off.checked_add(snaplen)? > block_size || off.checked_add(next)? > block_size {
             return None;
         }
         let meta = RxMeta {
@@ -466,12 +772,12 @@ impl AfPacketSocket {
     }
 
     fn release_block(&mut self) {
-        let base = self.block * self.block_size;
+        let base = self.block * self.geometry.block_size;
         // Everything we read from the block happens before the kernel may reuse it.
         fence(Ordering::Release);
         self.ring
             .write_u32(base + BLOCK_STATUS_OFF, TP_STATUS_KERNEL);
-        self.block = (self.block + 1) % self.block_count;
+        self.block = (self.block + 1) % self.geometry.block_count;
         self.next_pkt_off = None;
         self.pkts_left = 0;
     }
@@ -487,15 +793,43 @@ impl AfPacketSocket {
         }
     }
 
-    /// The kernel's counters since the last call (reading resets them).
+    /// The kernel's counters since the last call (reading resets them). The kernel answers
+    /// with `struct tpacket_stats` (2 × u32) on a V2 ring and `struct tpacket_stats_v3`
+    /// (3 × u32) on a V3 ring; an answer of any other length is an `InvalidData` error.
     pub fn take_stats(&self) -> io::Result<PacketStats> {
-        let (raw, _) =
-            crate::sys::getsockopt::<[u32; 3]>(self.fd.as_raw_fd(), SOL_PACKET, PACKET_STATISTICS)?;
-        Ok(PacketStats {
-            packets: raw[0],
-            drops: raw[1],
-            queue_freezes: raw[2],
-        })
+        let fd = self.fd.as_raw_fd();
+        let check = |len: usize, want: usize| {
+            if len == want {
+                Ok(())
+            } else {
+                Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("PACKET_STATISTICS answered {len} bytes, expected {want}"),
+                ))
+            }
+        };
+        match self.geometry.version {
+            RingVersion::V2 => {
+                let (raw, len) =
+                    crate::sys::getsockopt::<[u32; 2]>(fd, SOL_PACKET, PACKET_STATISTICS)?;
+                check(len, STATS_V2_BYTES)?;
+                Ok(PacketStats {
+                    packets: raw[0],
+                    drops: raw[1],
+                    queue_freezes: 0,
+                })
+            }
+            RingVersion::V3 => {
+                let (raw, len) =
+                    crate::sys::getsockopt::<[u32; 3]>(fd, SOL_PACKET, PACKET_STATISTICS)?;
+                check(len, STATS_V3_BYTES)?;
+                Ok(PacketStats {
+                    packets: raw[0],
+                    drops: raw[1],
+                    queue_freezes: raw[2],
+                })
+            }
+        }
     }
 
     /// Ring entries that failed our checks (should stay zero).
@@ -516,6 +850,10 @@ mod tests {
 
     #[test]
     fn bad_ring_geometry_is_rejected_before_any_system_call() {
+        let v2 = AfPacketConfig {
+            ring: RingVersion::V2,
+            ..AfPacketConfig::default()
+        };
         for cfg in [
             AfPacketConfig {
                 block_count: 0,
@@ -533,14 +871,302 @@ mod tests {
                 frame_size_bytes: 2050,
                 ..AfPacketConfig::default()
             },
+            // V3 blocks hold whole frame units.
+            AfPacketConfig {
+                frame_size_bytes: 69_632,
+                block_size_bytes: 1 << 20,
+                ..AfPacketConfig::default()
+            },
+            // A V2 slot larger than its block.
+            AfPacketConfig {
+                frame_size_bytes: 69_632,
+                block_size_bytes: 1 << 16,
+                ..v2
+            },
+            // More slots than a u32 counts.
+            AfPacketConfig {
+                frame_size_bytes: 128,
+                block_size_bytes: 1 << 20,
+                block_count: u32::MAX,
+                ..v2
+            },
         ] {
             let err = AfPacketSocket::open("lo", &cfg).expect_err("invalid geometry");
-            assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{cfg:?}");
         }
     }
 
     #[test]
-    fn tpacket_req3_has_the_kernel_layout() {
+    fn uapi_structs_have_the_kernel_layout() {
+        assert_eq!(core::mem::size_of::<TpacketReq>(), 16);
         assert_eq!(core::mem::size_of::<TpacketReq3>(), 28);
+        assert_eq!(core::mem::size_of::<[u32; 2]>(), STATS_V2_BYTES);
+        assert_eq!(core::mem::size_of::<[u32; 3]>(), STATS_V3_BYTES);
+        // tpacket2_hdr: TPACKET_ALIGN(32) + sizeof(sockaddr_ll), aligned up with a 14-byte
+        // link header, minus that header.
+        let hdrlen = V2_HDR_BYTES + core::mem::size_of::<libc::sockaddr_ll>();
+        assert_eq!(hdrlen, 52);
+        assert_eq!(
+            (hdrlen + 16).next_multiple_of(16) - 14,
+            V2_FRAME_OFFSET_BYTES as usize
+        );
+    }
+
+    #[test]
+    fn v2_slots_never_straddle_blocks() {
+        let cfg = AfPacketConfig {
+            ring: RingVersion::V2,
+            block_size_bytes: 1 << 20,
+            block_count: 4,
+            frame_size_bytes: 69_632,
+            ..AfPacketConfig::default()
+        };
+        let g = cfg.validate(4096).expect("valid");
+        assert_eq!((g.frames_per_block, g.slot_count()), (15, 60));
+        assert_eq!(g.slot_offset(0), 0);
+        assert_eq!(g.slot_offset(14), 14 * 69_632);
+        assert_eq!(g.slot_offset(15), 1 << 20);
+        assert_eq!(g.slot_offset(59), 3 * (1 << 20) + 14 * 69_632);
+        assert!(g.slot_offset(59) + 69_632 <= g.ring_bytes());
+    }
+
+    /// A socket whose "ring" is a private anonymous mapping the test writes as the kernel
+    /// would (the fd is /dev/null: nothing is sent or received through it).
+    fn fake_socket(cfg: &AfPacketConfig) -> AfPacketSocket {
+        let geometry = cfg.validate(4096).expect("valid geometry");
+        let ring = MappedRing::anonymous(geometry.ring_bytes()).expect("mmap");
+        let fd: OwnedFd = std::fs::File::open("/dev/null")
+            .expect("open /dev/null")
+            .into();
+        AfPacketSocket::assemble(ring, fd, geometry)
+    }
+
+    fn small_v2() -> AfPacketConfig {
+        AfPacketConfig {
+            ring: RingVersion::V2,
+            block_size_bytes: 4096,
+            block_count: 2,
+            frame_size_bytes: 1024,
+            ..AfPacketConfig::default()
+        }
+    }
+
+    /// One V2 slot as the kernel fills it.
+    struct Slot<'a> {
+        status: u32,
+        len: u32,
+        snaplen: u32,
+        mac: u16,
+        sec: u32,
+        nsec: u32,
+        data: &'a [u8],
+    }
+
+    impl Slot<'_> {
+        fn valid(data: &[u8]) -> Slot<'_> {
+            Slot {
+                status: TP_STATUS_USER,
+                len: data.len() as u32,
+                snaplen: data.len() as u32,
+                mac: V2_FRAME_OFFSET_BYTES as u16,
+                sec: 1_700_000_000,
+                nsec: 42,
+                data,
+            }
+        }
+    }
+
+    fn kernel_fill_slot(sock: &AfPacketSocket, slot: usize, s: &Slot<'_>) {
+        let off = sock.geometry.slot_offset(slot);
+        let r = &sock.ring;
+        assert!(r.write_u32(off + V2_LEN_OFF, s.len));
+        assert!(r.write_u32(off + V2_SNAPLEN_OFF, s.snaplen));
+        assert!(r.write_u16(off + V2_MAC_OFF, s.mac));
+        assert!(r.write_u32(off + V2_SEC_OFF, s.sec));
+        assert!(r.write_u32(off + V2_NSEC_OFF, s.nsec));
+        let room = sock.geometry.frame_size.saturating_sub(usize::from(s.mac));
+        let n = s.data.len().min(room);
+        assert!(r.write_bytes(off + usize::from(s.mac), &s.data[..n]));
+        // The status word last, as the kernel publishes a slot.
+        assert!(r.write_u32(off + V2_STATUS_OFF, s.status));
+    }
+
+    fn slot_status(sock: &AfPacketSocket, slot: usize) -> u32 {
+        sock.ring
+            .read_u32(sock.geometry.slot_offset(slot) + V2_STATUS_OFF)
+            .expect("in bounds")
+    }
+
+    #[test]
+    fn hostile_v2_slots_are_counted_never_trusted() {
+        let mut sock = fake_socket(&small_v2());
+        assert_eq!(sock.geometry.slot_count(), 8);
+        let mut csum = Slot::valid(b"hello");
+        csum.status |= TP_STATUS_CSUMNOTREADY;
+        kernel_fill_slot(&sock, 0, &csum);
+        // The frame would start inside the slot's own header.
+        kernel_fill_slot(
+            &sock,
+            1,
+            &Slot {
+                mac: 16,
+                ..Slot::valid(b"header")
+            },
+        );
+        // Runs past the slot into the next one.
+        kernel_fill_slot(
+            &sock,
+            2,
+            &Slot {
+                snaplen: 1024,
+                ..Slot::valid(b"long")
+            },
+        );
+        // A length near u32::MAX.
+        kernel_fill_slot(
+            &sock,
+            3,
+            &Slot {
+                snaplen: u32::MAX,
+                ..Slot::valid(b"huge")
+            },
+        );
+        // Cut short by the slot: handed on, and the metadata says so.
+        kernel_fill_slot(
+            &sock,
+            4,
+            &Slot {
+                len: 65_000,
+                ..Slot::valid(b"gso head")
+            },
+        );
+        // Slot 5 still belongs to the kernel: reading stops there.
+        let mut seen = Vec::new();
+        let handed = sock.recv_batch(16, |f, m| seen.push((f.to_vec(), m)));
+        assert_eq!(handed, 2);
+        assert_eq!(seen[0].0, b"hello");
+        let m = seen[0].1;
+        assert!(m.checksum_not_ready() && !m.truncated(5));
+        assert_eq!(m.timestamp_ns, 1_700_000_000_000_000_042);
+        assert_eq!(m.kernel_rxhash, 0);
+        assert_eq!(seen[1].0, b"gso head");
+        assert!(seen[1].1.truncated(8));
+        assert_eq!(
+            sock.ring_errors(),
+            RingErrors {
+                bad_block_header: 0,
+                bad_frame_header: 3
+            }
+        );
+        // Every slot read went back to the kernel, bogus ones too; the cursor waits at 5.
+        assert!((0..5).all(|i| slot_status(&sock, i) == TP_STATUS_KERNEL));
+        assert_eq!(sock.slot, 5);
+        assert_eq!(sock.recv_batch(16, |_, _| panic!("nothing to hand")), 0);
+    }
+
+    #[test]
+    fn v2_cursor_follows_the_kernel_around_the_ring() {
+        let mut sock = fake_socket(&small_v2());
+        let mut next = 0usize;
+        let mut total = 0;
+        for round in 0..5u8 {
+            // The kernel fills 3 slots per round; over 5 rounds the 8-slot ring wraps.
+            for k in 0..3u8 {
+                kernel_fill_slot(&sock, next, &Slot::valid(&[round, k]));
+                next = (next + 1) % 8;
+            }
+            let mut got = Vec::new();
+            total += sock.recv_batch(2, |f, _| got.push(f.to_vec()));
+            total += sock.recv_batch(16, |f, _| got.push(f.to_vec()));
+            assert_eq!(got, vec![vec![round, 0], vec![round, 1], vec![round, 2]]);
+        }
+        assert_eq!((total, sock.slot), (15, 15 % 8));
+        assert_eq!(sock.ring_errors(), RingErrors::default());
+    }
+
+    fn small_v3() -> AfPacketConfig {
+        AfPacketConfig {
+            block_size_bytes: 4096,
+            block_count: 4,
+            frame_size_bytes: 2048,
+            ..AfPacketConfig::default()
+        }
+    }
+
+    /// Writes a V3 frame header at block `block`, offset `off`, with `data` at `off + mac`.
+    fn kernel_v3_frame(
+        sock: &AfPacketSocket,
+        block: usize,
+        off: usize,
+        next: u32,
+        mac: u16,
+        snaplen: u32,
+        data: &[u8],
+    ) {
+        let h = block * sock.geometry.block_size + off;
+        let r = &sock.ring;
+        assert!(r.write_u32(h + PKT_NEXT_OFF, next));
+        assert!(r.write_u32(h + PKT_SEC_OFF, 7));
+        assert!(r.write_u32(h + PKT_NSEC_OFF, 8));
+        assert!(r.write_u32(h + PKT_SNAPLEN_OFF, snaplen));
+        assert!(r.write_u32(h + PKT_LEN_OFF, data.len() as u32));
+        assert!(r.write_u32(h + PKT_STATUS_OFF, TP_STATUS_CSUM_VALID));
+        assert!(r.write_u16(h + PKT_MAC_OFF, mac));
+        assert!(r.write_u32(h + PKT_RXHASH_OFF, 0xabcd));
+        let start = h + usize::from(mac);
+        let room = ((block + 1) * sock.geometry.block_size).saturating_sub(start);
+        assert!(r.write_bytes(start, &data[..data.len().min(room)]));
+    }
+
+    fn kernel_v3_block(sock: &AfPacketSocket, block: usize, pkts: u32, first: u32) {
+        let base = block * sock.geometry.block_size;
+        assert!(sock.ring.write_u32(base + BLOCK_NUM_PKTS_OFF, pkts));
+        assert!(sock.ring.write_u32(base + BLOCK_FIRST_PKT_OFF, first));
+        assert!(sock.ring.write_u32(base + BLOCK_STATUS_OFF, TP_STATUS_USER));
+    }
+
+    #[test]
+    fn hostile_v3_blocks_are_counted_never_trusted() {
+        let mut sock = fake_socket(&small_v3());
+        // Block 0: frames, but the first one lies beyond the block.
+        kernel_v3_block(&sock, 0, 3, 4096);
+        // Block 1: one good frame, then a frame running past the block.
+        kernel_v3_frame(&sock, 1, 48, 256, 80, 3, b"one");
+        kernel_v3_frame(&sock, 1, 304, 0, 80, 4096, b"two");
+        kernel_v3_block(&sock, 1, 2, 48);
+        // Block 2: a frame over its own header.
+        kernel_v3_frame(&sock, 2, 48, 0, 8, 3, b"hdr");
+        kernel_v3_block(&sock, 2, 1, 48);
+        // Block 3: two good frames chained.
+        kernel_v3_frame(&sock, 3, 48, 128, 80, 5, b"three");
+        kernel_v3_frame(&sock, 3, 176, 0, 80, 4, b"four");
+        kernel_v3_block(&sock, 3, 2, 48);
+        let mut seen = Vec::new();
+        let handed = sock.recv_batch(16, |f, m| seen.push((f.to_vec(), m)));
+        let frames: Vec<&[u8]> = seen.iter().map(|(f, _)| f.as_slice()).collect();
+        assert_eq!(frames, vec![&b"one"[..], b"three", b"four"]);
+        assert_eq!(handed, 3);
+        let m = seen[0].1;
+        assert_eq!((m.timestamp_ns, m.kernel_rxhash), (7_000_000_008, 0xabcd));
+        assert_eq!(m.status, TP_STATUS_CSUM_VALID);
+        assert_eq!(
+            sock.ring_errors(),
+            RingErrors {
+                bad_block_header: 1,
+                bad_frame_header: 2
+            }
+        );
+        // Every block went back, and the cursor wrapped to block 0.
+        for b in 0..4 {
+            let st = sock.ring.read_u32(b * 4096 + BLOCK_STATUS_OFF);
+            assert_eq!(st, Some(TP_STATUS_KERNEL), "block {b}");
+        }
+        assert_eq!(sock.block, 0);
+    }
+
+    #[test]
+    fn sockets_can_move_to_shard_threads() {
+        fn is_send<T: Send>() {}
+        is_send::<AfPacketSocket>();
     }
 }

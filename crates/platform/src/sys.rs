@@ -10,6 +10,8 @@ use std::os::fd::RawFd;
 pub(crate) unsafe trait PlainData: Default {}
 // SAFETY: a plain integer.
 unsafe impl PlainData for u32 {}
+// SAFETY: two u32s, no padding.
+unsafe impl PlainData for [u32; 2] {}
 // SAFETY: three u32s, no padding.
 unsafe impl PlainData for [u32; 3] {}
 

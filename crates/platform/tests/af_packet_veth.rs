@@ -1,15 +1,18 @@
-//! AF_PACKET with TPACKET_V3 rings against the real kernel: a veth pair whose far end lives in
-//! a namespace this test creates (with the kernel's IPv4 stack on it), two sockets in one
-//! fanout group on the near end. The kernel ARPs for an address behind us, we answer through a
-//! socket, and its UDP datagrams from many source ports come back spread over both rings.
-//! Needs root (CI runs as root); the namespace and both veth ends are removed at the end.
+//! AF_PACKET with TPACKET_V2 and TPACKET_V3 rings against the real kernel: a veth pair whose
+//! far end lives in a namespace this test creates (with the kernel's IPv4 stack on it), two
+//! sockets in one fanout group on the near end. The kernel ARPs for an address behind us, we
+//! answer through a socket, and its UDP datagrams from many source ports come back spread over
+//! both rings. Each ring version also: an unread ring drops and the kernel counts every drop;
+//! and a V2 slot is handed over as soon as it is written, where a V3 block waits for its
+//! retire timer. Needs root (CI runs as root); the namespace and both veth ends are removed at
+//! the end of each test.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::{Addrs, LinkGuard, Netns, require_root, run};
-use platform::af_packet::{AfPacketConfig, AfPacketSocket, FanoutMode};
+use platform::af_packet::{AfPacketConfig, AfPacketSocket, FanoutMode, RingVersion};
 use platform::tap::wait_readable;
 
 const KERNEL_IP: [u8; 4] = [10, 232, 0, 1];
@@ -108,24 +111,55 @@ fn resolve(v: &Veth, socks: &mut [AfPacketSocket]) {
     assert_eq!(first.iter().map(Vec::len).sum::<usize>(), 1);
 }
 
+/// A small ring of `ring`'s kind. V2: slots large enough for a 64 KiB GSO frame, 15 to a
+/// 1 MiB block (as the runtime uses them), so the slots cross block boundaries.
+fn ring_config(ring: RingVersion, block_count: u32) -> AfPacketConfig {
+    match ring {
+        RingVersion::V2 => AfPacketConfig {
+            ring,
+            block_size_bytes: 1 << 20,
+            block_count,
+            frame_size_bytes: 69_632,
+            ..AfPacketConfig::default()
+        },
+        RingVersion::V3 => AfPacketConfig {
+            ring,
+            block_size_bytes: 1 << 16,
+            block_count,
+            ..AfPacketConfig::default()
+        },
+    }
+}
+
 #[test]
 fn fanout_group_receives_every_datagram_over_mmap_rings() {
     if !require_root("fanout_group_receives_every_datagram_over_mmap_rings") {
         return;
     }
-    let v = veth("afp", 0);
+    fanout_group_receives_every_datagram(RingVersion::V3, 0);
+}
+
+#[test]
+fn fanout_group_receives_every_datagram_over_v2_slot_rings() {
+    if !require_root("fanout_group_receives_every_datagram_over_v2_slot_rings") {
+        return;
+    }
+    fanout_group_receives_every_datagram(RingVersion::V2, 2);
+}
+
+fn fanout_group_receives_every_datagram(ring: RingVersion, index: u32) {
+    let v = veth("afp", index);
     let ns = &v.ns;
-    let group = (std::process::id() % 60_000) as u16 + 1;
+    let group = (std::process::id() % 30_000) as u16 * 2 + 1 + index as u16;
     let config = AfPacketConfig {
-        block_size_bytes: 1 << 16,
-        block_count: 8,
         fanout: Some((group, FanoutMode::Hash)),
-        ..AfPacketConfig::default()
+        ..ring_config(ring, 8)
     };
     let mut socks = vec![
         AfPacketSocket::open(&v.near, &config).expect("socket 0"),
         AfPacketSocket::open(&v.near, &config).expect("socket 1"),
     ];
+    assert!(socks.iter().all(|s| s.ring_version() == ring));
     resolve(&v, &mut socks);
 
     // Now many flows: each bash redirection is a new socket with a new source port. The
@@ -156,8 +190,8 @@ fn fanout_group_receives_every_datagram_over_mmap_rings() {
         .collect();
     assert_eq!(
         total, DATAGRAMS,
-        "every datagram arrives exactly once across the group (kernel ring drops per socket: \
-         {kernel_drops:?})"
+        "{ring:?}: every datagram arrives exactly once across the group (kernel ring drops per \
+         socket: {kernel_drops:?})"
     );
     assert_eq!(kernel_drops, vec![0; socks.len()], "no ring ran full");
     assert!(
@@ -178,28 +212,50 @@ fn fanout_group_receives_every_datagram_over_mmap_rings() {
     }
 }
 
-/// A ring nobody reads fills up block by block (each block retires after 1 ms however little
-/// it holds), and from then on the kernel drops and counts: every datagram sent is either
-/// read later or in `PacketStats::drops` — the counter the runtime reports as
-/// `rx_drop_kernel`.
+/// A ring nobody reads fills up (V3: block by block, each block retiring after 1 ms however
+/// little it holds; V2: slot by slot), and from then on the kernel drops and counts: every
+/// datagram sent is either read later or in `PacketStats::drops` — the counter the runtime
+/// reports as `rx_drop_kernel`. This also reads `PACKET_STATISTICS` in both layouts
+/// (`tpacket_stats_v3` and V2's shorter `tpacket_stats`).
 #[test]
 fn unread_ring_drops_and_the_kernel_counts_every_drop() {
     if !require_root("unread_ring_drops_and_the_kernel_counts_every_drop") {
         return;
     }
-    const SENT: usize = 24;
-    let v = veth("afpdrop", 1);
+    // Two 64 KiB blocks.
     let config = AfPacketConfig {
-        block_size_bytes: 1 << 16,
-        block_count: 2,
         retire_timeout_ms: 1,
+        ..ring_config(RingVersion::V3, 2)
+    };
+    unread_ring_drops(config, 2, 1);
+}
+
+#[test]
+fn unread_v2_ring_drops_and_the_kernel_counts_every_drop() {
+    if !require_root("unread_v2_ring_drops_and_the_kernel_counts_every_drop") {
+        return;
+    }
+    // Four 2 KiB slots, two to a page.
+    let config = AfPacketConfig {
+        ring: RingVersion::V2,
+        block_size_bytes: 4096,
+        block_count: 2,
+        frame_size_bytes: 2048,
         ..AfPacketConfig::default()
     };
+    unread_ring_drops(config, 4, 3);
+}
+
+/// Sends datagrams into a socket nobody reads; `held` frames fit its ring (blocks or slots).
+fn unread_ring_drops(config: AfPacketConfig, held: usize, index: u32) {
+    const SENT: usize = 24;
+    let v = veth("afpdrop", index);
     let mut socks = vec![AfPacketSocket::open(&v.near, &config).expect("socket")];
     resolve(&v, &mut socks);
     let before = socks[0].take_stats().expect("stats");
-    // 3 ms apart, so each datagram lands in a block of its own: the third finds both blocks
-    // handed to user space.
+    assert_eq!(before.queue_freezes, 0);
+    // 3 ms apart, so each datagram lands in a V3 block of its own: the third finds both
+    // blocks handed to user space. A V2 ring is full after its fourth slot.
     v.ns.exec(
         "bash",
         &[
@@ -217,13 +273,19 @@ fn unread_ring_drops_and_the_kernel_counts_every_drop() {
     );
     let read = got[0].len();
     let stats = socks[0].take_stats().expect("stats");
+    let ring = config.ring;
     assert!(
         stats.drops > 0,
-        "an unread two-block ring dropped nothing: {stats:?}, read {read}"
+        "{ring:?}: an unread ring dropped nothing: {stats:?}, read {read}"
     );
     assert!(
-        read >= 2,
-        "the two retired blocks still hold their frames: read {read}"
+        read >= 2 && read <= held,
+        "{ring:?}: the ring's {held} blocks or slots still hold frames: read {read}"
+    );
+    assert!(
+        stats.packets as usize >= SENT,
+        "{ring:?}: the kernel counts every frame it meant for the socket, dropped ones too: \
+         {stats:?}"
     );
     assert_eq!(
         read + stats.drops as usize,
@@ -231,4 +293,60 @@ fn unread_ring_drops_and_the_kernel_counts_every_drop() {
         "every datagram is read or counted as dropped ({before:?} before, {stats:?} after)"
     );
     assert_eq!(socks[0].ring_errors(), Default::default());
+}
+
+/// A TPACKET_V2 slot is handed over the moment the kernel wrote it: one datagram sent, the
+/// socket polls readable and one `recv_batch` returns it. A V3 socket on the same interface
+/// with a 30 s retire timer holds the same datagram in its unfinished block: it does not poll
+/// readable and hands nothing (the structural difference, not a speed: a V3 block is handed
+/// over only full or retired).
+#[test]
+fn v2_slot_is_handed_over_at_once_where_a_v3_block_waits_for_retirement() {
+    if !require_root("v2_slot_is_handed_over_at_once_where_a_v3_block_waits_for_retirement") {
+        return;
+    }
+    let v = veth("afpnow", 4);
+    let mut v2 = vec![AfPacketSocket::open(&v.near, &ring_config(RingVersion::V2, 2)).expect("v2")];
+    resolve(&v, &mut v2);
+    let v3_config = AfPacketConfig {
+        retire_timeout_ms: 30_000,
+        ..ring_config(RingVersion::V3, 2)
+    };
+    let mut v3 = AfPacketSocket::open(&v.near, &v3_config).expect("v3");
+    v.ns.exec("bash", &["-c", "echo now > /dev/udp/10.232.0.2/9"]);
+
+    let readable = wait_readable(&[std::os::fd::AsFd::as_fd(&v2[0])], 5_000).expect("poll v2");
+    assert!(
+        !readable.is_empty(),
+        "the V2 socket polls readable once the datagram is in its slot"
+    );
+    let mut got = Vec::new();
+    let handed = v2[0].recv_batch(16, |f, meta| {
+        if is_datagram_to_us(f) {
+            got.push((f.to_vec(), meta));
+        }
+    });
+    assert!(handed >= 1, "one recv_batch after the poll hands the slot");
+    assert_eq!(got.len(), 1, "exactly the datagram sent");
+    assert_eq!(String::from_utf8_lossy(&got[0].0[42..]).trim(), "now");
+    let meta = got[0].1;
+    assert_eq!(meta.wire_len as usize, got[0].0.len());
+    assert!(
+        meta.timestamp_ns > 0,
+        "the kernel stamps V2 slots: {meta:?}"
+    );
+
+    let v3_ready = !wait_readable(&[std::os::fd::AsFd::as_fd(&v3)], 200)
+        .expect("poll v3")
+        .is_empty();
+    let v3_handed = v3.recv_batch(16, |_, _| {});
+    assert!(
+        !v3_ready && v3_handed == 0,
+        "a V3 block is handed over only when full or retired (30 s): readable {v3_ready}, \
+         handed {v3_handed}"
+    );
+    for s in [&v2[0], &v3] {
+        assert_eq!(s.take_stats().expect("stats").drops, 0);
+        assert_eq!(s.ring_errors(), Default::default());
+    }
 }
