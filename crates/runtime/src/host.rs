@@ -22,12 +22,17 @@
 //!   lookups for the key and the table, and the kernel picks the queue before we see the
 //!   frame, so a mismatch between the two implementations would silently misroute; software
 //!   dispatch from the queues we read is exact by construction.
-//! - **AF_PACKET**: one TPACKET_V3 socket per shard in one `PACKET_FANOUT` group (hash mode),
-//!   with `PACKET_IGNORE_OUTGOING` so a shard does not see its own transmissions. Blocks are
-//!   256 KiB, so a 64 KiB GSO super-frame from a peer with TSO on fits whole; a frame cut
-//!   short anyway (`tp_snaplen < tp_len`) is dropped and counted (`rx_drop_truncated`). A
-//!   frame marked `TP_STATUS_CSUMNOTREADY` (the peer's veth left the checksum to offload) has
-//!   its TCP/UDP checksum completed in software (`rx_checksum_completed`).
+//! - **AF_PACKET**: one socket per shard in one `PACKET_FANOUT` group (hash mode), with
+//!   `PACKET_IGNORE_OUTGOING` so a shard does not see its own transmissions. The ring is
+//!   TPACKET_V2 or TPACKET_V3 ([`LiveIo::AfPacket`]'s `ring`). V2: 240 slots of 68 KiB
+//!   (16 blocks of 1 MiB), each frame handed over as soon as the kernel wrote it; a slot
+//!   holds a 64 KiB GSO super-frame from a peer with TSO on whole. V3: 32 blocks of 256 KiB
+//!   packed with frames, each block handed over when full or after 1 ms (so a quiet link
+//!   delays every frame by up to 1 ms); a block holds a GSO super-frame whole too. A frame cut
+//!   short anyway (`tp_snaplen < tp_len`) is dropped and counted (`rx_drop_truncated`), one
+//!   whose ring header fails the checks is counted in `rx_drop_ring_invalid`. A frame marked
+//!   `TP_STATUS_CSUMNOTREADY` (the peer's veth left the checksum to offload) has its TCP/UDP
+//!   checksum completed in software (`rx_checksum_completed`).
 //! - **AF_XDP**: one socket (own UMEM) per queue `0..queues`, the redirect program attached
 //!   (native where the driver has it, generic otherwise; zero-copy where the driver offers it,
 //!   copy otherwise). Shard `q < queues` reads socket `q`; shard `s` transmits on socket
@@ -61,7 +66,9 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use apps::{App, ShardInfo};
-use platform::af_packet::{AfPacketConfig, AfPacketSocket, FanoutMode};
+use platform::af_packet::{
+    AfPacketConfig, AfPacketSocket, FanoutMode, RingVersion, V2_FRAME_OFFSET_BYTES,
+};
 use platform::af_xdp::{XdpAttachment, XdpBindMode, XdpConfig, XdpPort};
 use platform::bpf::XdpAttachMode;
 use platform::pcap::{LINKTYPE_ETHERNET, PcapReader};
@@ -77,22 +84,63 @@ use crate::{
 
 /// Frames a pcap replay file may hold (the whole file is read before the run starts).
 pub const REPLAY_FRAMES_MAX: usize = 1_000_000;
-/// AF_PACKET ring block size, bytes: holds a 64 KiB GSO super-frame whole.
+/// AF_PACKET TPACKET_V3 ring block size, bytes: holds a 64 KiB GSO super-frame whole.
 pub const AF_PACKET_BLOCK_BYTES: u32 = 1 << 18;
-/// AF_PACKET ring blocks per socket.
+/// AF_PACKET TPACKET_V3 ring blocks per socket (8 MiB of ring).
 pub const AF_PACKET_BLOCKS: u32 = 32;
+/// AF_PACKET TPACKET_V3 block retire timeout, milliseconds (the kernel's minimum): the
+/// longest a frame waits in a block that is not full.
+pub const AF_PACKET_RETIRE_TIMEOUT_MS: u32 = 1;
+/// AF_PACKET TPACKET_V2 slot size, bytes (17 pages): the kernel's header area before the
+/// frame ([`V2_FRAME_OFFSET_BYTES`]) plus a whole GSO super-frame ([`GSO_FRAME_BYTES_MAX`]).
+pub const AF_PACKET_V2_SLOT_BYTES: u32 = 69_632;
+/// AF_PACKET TPACKET_V2 block size, bytes: 15 slots (a block is one contiguous kernel
+/// allocation of a power-of-two number of pages, so slots are grouped rather than one each).
+pub const AF_PACKET_V2_BLOCK_BYTES: u32 = 1 << 20;
+/// AF_PACKET TPACKET_V2 blocks per socket: 240 slots, 16 MiB of ring.
+pub const AF_PACKET_V2_BLOCKS: u32 = 16;
+/// The ring version of `--io af_packet` when none is asked for.
+pub const AF_PACKET_RING_DEFAULT: RingVersion = RingVersion::V3;
 
 /// Largest frame an AF_PACKET host accepts, bytes: a 64 KiB IP packet (a GSO super-frame
 /// from a peer with TSO on) plus Ethernet and VLAN headers.
 pub const GSO_FRAME_BYTES_MAX: usize = 65_535 + 14 + 4;
+
+const _: () = assert!(
+    AF_PACKET_V2_SLOT_BYTES as usize >= V2_FRAME_OFFSET_BYTES as usize + GSO_FRAME_BYTES_MAX,
+    "a V2 slot takes a GSO super-frame whole"
+);
+
+/// The AF_PACKET socket configuration of a live host for `ring`, joining fanout group
+/// `fanout` when given.
+pub fn af_packet_config(ring: RingVersion, fanout: Option<u16>) -> AfPacketConfig {
+    let (block_size_bytes, block_count, frame_size_bytes) = match ring {
+        RingVersion::V2 => (
+            AF_PACKET_V2_BLOCK_BYTES,
+            AF_PACKET_V2_BLOCKS,
+            AF_PACKET_V2_SLOT_BYTES,
+        ),
+        RingVersion::V3 => (AF_PACKET_BLOCK_BYTES, AF_PACKET_BLOCKS, 2048),
+    };
+    AfPacketConfig {
+        ring,
+        block_size_bytes,
+        block_count,
+        frame_size_bytes,
+        retire_timeout_ms: AF_PACKET_RETIRE_TIMEOUT_MS,
+        fanout: fanout.map(|group| (group, FanoutMode::Hash)),
+        qdisc_bypass: false,
+        ignore_outgoing: true,
+    }
+}
 
 /// The OS port a live host uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LiveIo {
     /// A TAP device (created, or attached to when it exists) with `queues` queues.
     Tap { name: String, queues: u16 },
-    /// AF_PACKET sockets on an existing interface, one per shard.
-    AfPacket { iface: String },
+    /// AF_PACKET sockets on an existing interface, one per shard, with `ring` receive rings.
+    AfPacket { iface: String, ring: RingVersion },
     /// AF_XDP sockets on queues `0..queues` of an existing interface.
     AfXdp { iface: String, queues: u16 },
     /// Frames of a pcap file (link type Ethernet) replayed as received traffic.
@@ -110,11 +158,19 @@ impl LiveIo {
         }
     }
 
+    /// The receive ring version of an AF_PACKET port; `None` for the other backends.
+    pub fn af_packet_ring(&self) -> Option<RingVersion> {
+        match self {
+            LiveIo::AfPacket { ring, .. } => Some(*ring),
+            _ => None,
+        }
+    }
+
     /// The interface name (or the replayed file).
     pub fn target(&self) -> String {
         match self {
             LiveIo::Tap { name, .. } => name.clone(),
-            LiveIo::AfPacket { iface } | LiveIo::AfXdp { iface, .. } => iface.clone(),
+            LiveIo::AfPacket { iface, .. } | LiveIo::AfXdp { iface, .. } => iface.clone(),
             LiveIo::PcapIn { path } => path.display().to_string(),
         }
     }
@@ -226,19 +282,11 @@ fn open_ports(
                 ports.push(port(PortKind::Tap { rx, tx }, wait_fd));
             }
         }
-        LiveIo::AfPacket { iface } => {
+        LiveIo::AfPacket { iface, ring } => {
             platform::tap::set_interface_up(iface)
                 .map_err(|e| io_err(&format!("af_packet {iface}: set up"), e))?;
             let group = (std::process::id() & 0xffff) as u16;
-            let pcfg = AfPacketConfig {
-                block_size_bytes: AF_PACKET_BLOCK_BYTES,
-                block_count: AF_PACKET_BLOCKS,
-                frame_size_bytes: 2048,
-                retire_timeout_ms: 1,
-                fanout: (shards > 1).then_some((group, FanoutMode::Hash)),
-                qdisc_bypass: false,
-                ignore_outgoing: true,
-            };
+            let pcfg = af_packet_config(*ring, (shards > 1).then_some(group));
             for _ in 0..shards {
                 let sock = AfPacketSocket::open(iface, &pcfg)
                     .map_err(|e| io_err(&format!("af_packet {iface}"), e))?;

@@ -54,6 +54,12 @@ pub struct PortCounters {
     /// (`XDP_STATISTICS` `rx_ring_full` + `rx_dropped`). Read when the shard stops. A TAP's
     /// drops are counted by the kernel per device (`tx_dropped` of `ip -s link`), not here.
     pub rx_drop_kernel: u64,
+    /// Frames dropped because their ring entry failed the port's checks (an AF_PACKET frame
+    /// header pointing outside its slot or block, or a V3 block whose first frame lies outside
+    /// it, counted once per block; an AF_XDP descriptor outside the UMEM or for a frame not
+    /// lent to the kernel). Read when the shard stops; zero unless the kernel misbehaves or
+    /// the shared ring was corrupted.
+    pub rx_drop_ring_invalid: u64,
 }
 
 impl PortCounters {
@@ -74,11 +80,15 @@ impl PortCounters {
         self.capture_errors += o.capture_errors;
         self.wakeups_readable += o.wakeups_readable;
         self.rx_drop_kernel += o.rx_drop_kernel;
+        self.rx_drop_ring_invalid += o.rx_drop_ring_invalid;
     }
 
     /// Frames lost at the port: by it, or by the kernel in front of it.
     pub fn drops(&self) -> u64 {
-        self.tx_drop_error + self.rx_drop_truncated + self.rx_drop_kernel
+        self.tx_drop_error
+            + self.rx_drop_truncated
+            + self.rx_drop_kernel
+            + self.rx_drop_ring_invalid
     }
 }
 

@@ -90,7 +90,8 @@ pub(crate) enum PortKind {
         rx: Option<Arc<TapQueue>>,
         tx: Arc<TapQueue>,
     },
-    /// One TPACKET_V3 socket of the host's fanout group, read and written by this shard only.
+    /// One TPACKET_V2 or TPACKET_V3 socket of the host's fanout group, read and written by
+    /// this shard only.
     AfPacket(Box<AfPacketSocket>),
     /// An AF_XDP socket. `rx` is set on the shard that reads it; shards beyond the queue
     /// count transmit through a socket another shard reads, hence the mutex (uncontended
@@ -301,14 +302,25 @@ impl ShardIo for LivePort {
     fn counters(&mut self) -> PortCounters {
         match &self.kind {
             // Reading PACKET_STATISTICS resets it, so the drops accumulate.
-            PortKind::AfPacket(sock) => match sock.take_stats() {
-                Ok(stats) => self.counters.rx_drop_kernel += u64::from(stats.drops),
-                Err(_) => self.counters.rx_errors += 1,
-            },
+            PortKind::AfPacket(sock) => {
+                match sock.take_stats() {
+                    Ok(stats) => self.counters.rx_drop_kernel += u64::from(stats.drops),
+                    Err(_) => self.counters.rx_errors += 1,
+                }
+                // Cumulative since the socket opened.
+                let e = sock.ring_errors();
+                self.counters.rx_drop_ring_invalid = e.bad_block_header + e.bad_frame_header;
+            }
             // XDP_STATISTICS is cumulative since bind; only the reading shard owns its RX.
-            PortKind::AfXdp { sock, rx: true } => match sock.lock().map(|s| s.kernel_stats()) {
-                Ok(Ok(k)) => self.counters.rx_drop_kernel = k.rx_ring_full + k.rx_dropped,
-                _ => self.counters.rx_errors += 1,
+            PortKind::AfXdp { sock, rx: true } => match sock.lock() {
+                Ok(s) => {
+                    match s.kernel_stats() {
+                        Ok(k) => self.counters.rx_drop_kernel = k.rx_ring_full + k.rx_dropped,
+                        Err(_) => self.counters.rx_errors += 1,
+                    }
+                    self.counters.rx_drop_ring_invalid = s.counters().rx_invalid_desc;
+                }
+                Err(_) => self.counters.rx_errors += 1,
             },
             _ => {}
         }

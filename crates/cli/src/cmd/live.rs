@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use apps::{App, ShardInfo};
 use clap::{Args, ValueEnum};
+use platform::af_packet::RingVersion;
+use runtime::host::AF_PACKET_RING_DEFAULT;
 use runtime::{HostConfig, HostLimits, HostView, LiveConfig, LiveIo, LiveReport, run_host};
 use stack::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr};
 use wire::EthernetAddress;
@@ -19,12 +21,30 @@ use super::CliError;
 /// The packet I/O backend behind `--iface`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum IoKind {
-    /// TPACKET_V3 rings, one socket per shard in a fanout group.
+    /// AF_PACKET sockets with memory-mapped rings, one socket per shard in a fanout group.
     #[value(name = "af_packet")]
     AfPacket,
     /// AF_XDP sockets, one per queue, with the XDP redirect program.
     #[value(name = "af_xdp")]
     AfXdp,
+}
+
+/// The receive ring of `--io af_packet` (`--af-packet-ring`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RingArg {
+    /// TPACKET_V2: a slot per frame, handed over as soon as the kernel wrote it.
+    V2,
+    /// TPACKET_V3: blocks packed with frames, handed over when full or after 1 ms.
+    V3,
+}
+
+impl From<RingArg> for RingVersion {
+    fn from(r: RingArg) -> RingVersion {
+        match r {
+            RingArg::V2 => RingVersion::V2,
+            RingArg::V3 => RingVersion::V3,
+        }
+    }
 }
 
 /// The I/O options every live command takes.
@@ -44,6 +64,10 @@ pub struct IoArgs {
         value_name = "af_packet|af_xdp"
     )]
     io: IoKind,
+    /// The AF_PACKET receive ring (only with --io af_packet): v2 hands each frame over at once;
+    /// v3 packs frames into blocks handed over when full or after 1 ms [default: v3].
+    #[arg(long = "af-packet-ring", value_enum, value_name = "v2|v3")]
+    af_packet_ring: Option<RingArg>,
     /// Replay the frames of a pcap file as received traffic (no root needed).
     #[arg(long = "pcap-in", value_name = "FILE")]
     pcap_in: Option<PathBuf>,
@@ -190,6 +214,9 @@ impl IoArgs {
         if !(576..=9000).contains(&self.mtu) {
             return Err(usage("--mtu must be 576..=9000 bytes"));
         }
+        if self.af_packet_ring.is_some() && (self.iface.is_none() || self.io != IoKind::AfPacket) {
+            return Err(usage("--af-packet-ring needs --iface with --io af_packet"));
+        }
         let (io, name) = if let Some(name) = &self.tap {
             (
                 LiveIo::Tap {
@@ -202,6 +229,9 @@ impl IoArgs {
             let io = match self.io {
                 IoKind::AfPacket => LiveIo::AfPacket {
                     iface: iface.clone(),
+                    ring: self
+                        .af_packet_ring
+                        .map_or(AF_PACKET_RING_DEFAULT, RingVersion::from),
                 },
                 IoKind::AfXdp => LiveIo::AfXdp {
                     iface: iface.clone(),
@@ -284,8 +314,12 @@ impl IoArgs {
 impl Live {
     /// The line a server prints once its listeners exist.
     pub fn listening_line(&self, port: u16) -> String {
+        let ring = match self.live.io.af_packet_ring() {
+            Some(r) => format!(" {}", r.name()),
+            None => String::new(),
+        };
         format!(
-            "listening on {} ({} {}, {} shards, {} queues)",
+            "listening on {} ({} {}{ring}, {} shards, {} queues)",
             SocketAddr::new(self.first_ip, port),
             self.live.io.kind_name(),
             self.live.io.target(),
@@ -377,6 +411,7 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
     writeln!(out, "drop_stack_queues: {stack_drops}")?;
     writeln!(out, "drop_rx_truncated: {}", p.rx_drop_truncated)?;
     writeln!(out, "drop_rx_kernel: {}", p.rx_drop_kernel)?;
+    writeln!(out, "drop_rx_ring_invalid: {}", p.rx_drop_ring_invalid)?;
     writeln!(out, "drop_tx_error: {}", p.tx_drop_error)?;
     writeln!(out, "tx_would_block: {}", p.tx_would_block)?;
     writeln!(out, "rx_errors: {}", p.rx_errors)?;
@@ -455,6 +490,86 @@ mod tests {
         }
         assert_eq!(parse_cores("0-2,5").ok(), Some(vec![0, 1, 2, 5]));
         assert!(parse_cores("3-1").is_err());
+    }
+
+    /// A command that takes only the live I/O options.
+    #[derive(Debug, clap::Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        io: IoArgs,
+    }
+
+    /// `IoArgs` as a command line would give them.
+    fn io_args(args: &[&str]) -> Result<IoArgs, clap::Error> {
+        let argv = ["rsstack"].iter().chain(args).copied();
+        <Cmd as clap::Parser>::try_parse_from(argv).map(|c| c.io)
+    }
+
+    #[test]
+    fn af_packet_ring_is_chosen_shown_and_refused_elsewhere() {
+        let base = ["--iface", "veth1", "--ip", "10.0.0.2/24"];
+        let resolve = |extra: &[&str]| {
+            let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+            io_args(&args).expect("parses").resolve()
+        };
+        for (extra, ring) in [
+            (&[][..], AF_PACKET_RING_DEFAULT),
+            (&["--af-packet-ring", "v2"][..], RingVersion::V2),
+            (
+                &["--io", "af_packet", "--af-packet-ring", "v3"][..],
+                RingVersion::V3,
+            ),
+        ] {
+            let live = resolve(extra).expect("valid");
+            assert_eq!(
+                live.live.io,
+                LiveIo::AfPacket {
+                    iface: "veth1".into(),
+                    ring
+                },
+                "{extra:?}"
+            );
+            let line = live.listening_line(7);
+            assert!(
+                line.contains(&format!("(af_packet veth1 {}, 1 shards", ring.name())),
+                "{line}"
+            );
+        }
+        let xdp = resolve(&["--io", "af_xdp"]).expect("valid");
+        assert!(xdp.listening_line(7).contains("(af_xdp veth1, 1 shards"));
+        for extra in [
+            &[
+                "--iface",
+                "veth1",
+                "--io",
+                "af_xdp",
+                "--af-packet-ring",
+                "v2",
+            ][..],
+            &["--tap", "tap0", "--af-packet-ring", "v3"][..],
+        ] {
+            let args: Vec<&str> = extra
+                .iter()
+                .chain(&["--ip", "10.0.0.2/24"])
+                .copied()
+                .collect();
+            let io = io_args(&args).expect("parses");
+            let err = io.resolve().err();
+            assert!(
+                matches!(&err, Some(CliError::Usage(m)) if m.contains("--af-packet-ring")),
+                "{extra:?}: {err:?}"
+            );
+        }
+        assert!(io_args(&["--iface", "veth1", "--af-packet-ring", "v4"]).is_err());
+    }
+
+    #[test]
+    fn help_states_the_default_af_packet_ring() {
+        let help = <Cmd as clap::CommandFactory>::command()
+            .render_long_help()
+            .to_string();
+        let short = AF_PACKET_RING_DEFAULT.name().trim_start_matches("tpacket_");
+        assert!(help.contains(&format!("[default: {short}]")), "{help}");
     }
 
     #[test]
