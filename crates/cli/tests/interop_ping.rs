@@ -1,6 +1,6 @@
-//! Linux `ping` and `ping -6` get echo replies from `rsstack serve` over TAP, AF_PACKET and
-//! AF_XDP, and over AF_PACKET with 1 % random loss on the Linux side. Root only; each test
-//! creates and removes its own namespaces (see `common`).
+//! Linux `ping` and `ping -6` get echo replies from `rsstack serve` over TAP, AF_PACKET (its
+//! default ring, and TPACKET_V3 blocks) and AF_XDP, and over AF_PACKET with 1 % random loss on
+//! the Linux side. Root only; each test creates and removes its own namespaces (see `common`).
 
 mod common;
 
@@ -40,6 +40,13 @@ fn every_ping_answered(backend: Backend) -> Result<()> {
         format!("{backend:?}: replies v4 {v4}/3, v6 {v6}/3")
     })?;
     let summary = server.stop()?;
+    let words = backend.listening_words();
+    check(
+        summary
+            .lines()
+            .any(|l| l.contains("listening") && l.contains(&words)),
+        || format!("the listening line does not name {words:?}:\n{summary}"),
+    )?;
     let c = common::counters(&summary);
     // Six echo requests in and six replies out at least (plus ARP/ND).
     let (rx, tx) = (c.get("rx_frames"), c.get("tx_frames"));
@@ -68,6 +75,14 @@ fn linux_ping_v4_and_v6_get_replies_over_af_packet() -> Result<()> {
         return Ok(());
     }
     every_ping_answered(Backend::AfPacket)
+}
+
+#[test]
+fn linux_ping_v4_and_v6_get_replies_over_af_packet_tpacket_v3() -> Result<()> {
+    if !require_root("linux_ping_v4_and_v6_get_replies_over_af_packet_tpacket_v3") {
+        return Ok(());
+    }
+    every_ping_answered(Backend::AfPacketV3)
 }
 
 #[test]

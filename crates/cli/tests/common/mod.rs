@@ -58,8 +58,27 @@ pub fn need_tools(tools: &[&str]) -> Result<()> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Tap,
+    /// `--io af_packet` with its default ring.
     AfPacket,
+    /// `--io af_packet --af-packet-ring v3`: TPACKET_V3 blocks (not the default ring).
+    AfPacketV3,
     AfXdp,
+}
+
+impl Backend {
+    /// The words rsstack's `listening` line names this port with, e.g. `af_packet veth1
+    /// tpacket_v2`.
+    pub fn listening_words(self) -> String {
+        match self {
+            Backend::Tap => "tap tap0".into(),
+            Backend::AfPacket => format!(
+                "af_packet veth1 {}",
+                runtime::host::AF_PACKET_RING_DEFAULT.name()
+            ),
+            Backend::AfPacketV3 => "af_packet veth1 tpacket_v3".into(),
+            Backend::AfXdp => "af_xdp veth1".into(),
+        }
+    }
 }
 
 /// Offload settings of the Linux peer's interface.
@@ -106,7 +125,7 @@ impl Topology {
                     peer_dev: "tap0",
                 })
             }
-            Backend::AfPacket | Backend::AfXdp => {
+            Backend::AfPacket | Backend::AfPacketV3 | Backend::AfXdp => {
                 let dut = Netns::create("dut")?;
                 let veth = Veth::create(&peer, "veth0", &dut, "veth1")?;
                 dut.sysctl("net.ipv6.conf.all.disable_ipv6", "1")?;
@@ -145,6 +164,14 @@ impl Topology {
                 "veth1".into(),
                 "--io".into(),
                 "af_packet".into(),
+            ],
+            Backend::AfPacketV3 => vec![
+                "--iface".into(),
+                "veth1".into(),
+                "--io".into(),
+                "af_packet".into(),
+                "--af-packet-ring".into(),
+                "v3".into(),
             ],
             Backend::AfXdp => vec![
                 "--iface".into(),
