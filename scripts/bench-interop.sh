@@ -8,7 +8,9 @@
 # receive packet steering puts each side's kernel receive work on its own CPU too):
 #   1. wrk requests/s against `rsstack serve http` vs nginx serving the same file;
 #   2. iperf2 throughput into `rsstack serve discard` vs into the Linux kernel (iperf -s);
-#   3. rsstack over AF_PACKET vs AF_XDP vs TAP (the same wrk and iperf runs), as ratios.
+#   3. rsstack over AF_PACKET (TPACKET_V2 and TPACKET_V3 rings) vs AF_XDP vs TAP (the same
+#      wrk and iperf runs), as ratios;
+#   4. ping round trips (min/avg, 200 pings 5 ms apart) to each server, before its iperf run.
 #
 # Environment: RSSTACK (binary; default: build `cargo build --release -p cli`), DURATION_S
 # (wrk and iperf run length, default 10), CONNECTIONS (wrk, default 100), FILE_BYTES (the
@@ -31,7 +33,7 @@ WORK=$(mktemp -d "/tmp/$TAG.XXXX")
 PIDS=()
 
 [ "$(id -u)" = 0 ] || { echo "bench-interop.sh needs root (network namespaces)" >&2; exit 2; }
-for tool in wrk iperf nginx ip ethtool taskset timeout; do
+for tool in wrk iperf nginx ip ethtool taskset timeout ping; do
   command -v "$tool" >/dev/null || { echo "missing $tool: run scripts/test.sh first" >&2; exit 2; }
 done
 
@@ -215,11 +217,19 @@ iperf_mbps() {
   awk -F, 'NF >= 9 { v = $9 } END { printf "%.1f\n", (v == "" ? 0 : v / 1e6) }' <<<"$out"
 }
 
+# Prints "min/avg" round-trip milliseconds of 200 pings, or "n/a".
+ping_rtt() {
+  local out
+  out=$(timeout 30 ip netns exec "$PEER_NS" taskset -c "$CLIENT_CPU" \
+    ping -c 200 -i 0.005 -q "$DUT_V4" 2>&1) || true
+  awk -F'[/ =]+' '/^rtt/ { printf "%s/%s\n", $6, $7; found=1 } END { if (!found) print "n/a" }' <<<"$out"
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 # --- runs ------------------------------------------------------------------------------------
 
-declare -A RPS MBPS
+declare -A RPS MBPS RTT
 
 bench_rsstack() {
   local name=$1; shift
@@ -233,12 +243,14 @@ bench_rsstack() {
   fi
   stop_server
   if start_rsstack "$ns" serve discard --port 5001 "$@"; then
+    RTT[$name]=$(ping_rtt)
     MBPS[$name]=$(iperf_mbps)
   else
+    RTT[$name]=n/a
     MBPS[$name]=0
   fi
   stop_server
-  echo "  $name: ${RPS[$name]} requests/s, ${MBPS[$name]} Mbit/s" >&2
+  echo "  $name: ${RPS[$name]} requests/s, ${MBPS[$name]} Mbit/s, ping min/avg ${RTT[$name]} ms" >&2
 }
 
 echo "== bench-interop: ${DURATION_S}s runs, wrk -c $CONNECTIONS -t 2 on a ${FILE_BYTES}-byte file," \
@@ -248,24 +260,28 @@ echo "== bench-interop: ${DURATION_S}s runs, wrk -c $CONNECTIONS -t 2 on a ${FIL
 setup_veth kernel
 start_nginx && RPS[nginx]=$(wrk_rps) || RPS[nginx]=0
 stop_server
+RTT[linux]=$(ping_rtt)
 start_iperf_server && MBPS[linux]=$(iperf_mbps) || MBPS[linux]=0
 stop_server
-echo "  linux: nginx ${RPS[nginx]} requests/s, iperf -s ${MBPS[linux]} Mbit/s" >&2
+echo "  linux: nginx ${RPS[nginx]} requests/s, iperf -s ${MBPS[linux]} Mbit/s, ping min/avg ${RTT[linux]} ms" >&2
 
-bench_rsstack af_packet "setup_veth bare" "$DUT_NS" --iface veth1 --io af_packet
+bench_rsstack af_packet_v2 "setup_veth bare" "$DUT_NS" --iface veth1 --io af_packet --af-packet-ring v2
+bench_rsstack af_packet_v3 "setup_veth bare" "$DUT_NS" --iface veth1 --io af_packet --af-packet-ring v3
 bench_rsstack af_xdp "setup_veth bare" "$DUT_NS" --iface veth1 --io af_xdp
 bench_rsstack tap setup_tap "$PEER_NS" --tap tap0
 teardown
 
-printf '\n%-34s %14s %14s\n' "" "requests/s" "Mbit/s"
-printf '%-34s %14s %14s\n' "Linux (nginx / iperf -s), veth" "${RPS[nginx]}" "${MBPS[linux]}"
-for b in af_packet af_xdp tap; do
-  printf '%-34s %14s %14s\n' "rsstack, $b" "${RPS[$b]}" "${MBPS[$b]}"
+printf '\n%-34s %14s %14s %16s\n' "" "requests/s" "Mbit/s" "ping min/avg ms"
+printf '%-34s %14s %14s %16s\n' "Linux (nginx / iperf -s), veth" "${RPS[nginx]}" "${MBPS[linux]}" "${RTT[linux]}"
+for b in af_packet_v2 af_packet_v3 af_xdp tap; do
+  printf '%-34s %14s %14s %16s\n' "rsstack, $b" "${RPS[$b]}" "${MBPS[$b]}" "${RTT[$b]}"
 done
 printf '\n%-34s %14s %14s\n' "ratios" "requests/s" "Mbit/s"
-printf '%-34s %14s %14s\n' "rsstack af_packet / Linux" "$(ratio "${RPS[af_packet]}" "${RPS[nginx]}")" \
-  "$(ratio "${MBPS[af_packet]}" "${MBPS[linux]}")"
-printf '%-34s %14s %14s\n' "rsstack af_xdp / af_packet" "$(ratio "${RPS[af_xdp]}" "${RPS[af_packet]}")" \
-  "$(ratio "${MBPS[af_xdp]}" "${MBPS[af_packet]}")"
-printf '%-34s %14s %14s\n' "rsstack tap / af_packet" "$(ratio "${RPS[tap]}" "${RPS[af_packet]}")" \
-  "$(ratio "${MBPS[tap]}" "${MBPS[af_packet]}")"
+printf '%-34s %14s %14s\n' "rsstack af_packet_v2 / Linux" "$(ratio "${RPS[af_packet_v2]}" "${RPS[nginx]}")" \
+  "$(ratio "${MBPS[af_packet_v2]}" "${MBPS[linux]}")"
+printf '%-34s %14s %14s\n' "rsstack af_packet v2 / v3" "$(ratio "${RPS[af_packet_v2]}" "${RPS[af_packet_v3]}")" \
+  "$(ratio "${MBPS[af_packet_v2]}" "${MBPS[af_packet_v3]}")"
+printf '%-34s %14s %14s\n' "rsstack af_xdp / af_packet_v2" "$(ratio "${RPS[af_xdp]}" "${RPS[af_packet_v2]}")" \
+  "$(ratio "${MBPS[af_xdp]}" "${MBPS[af_packet_v2]}")"
+printf '%-34s %14s %14s\n' "rsstack tap / af_packet_v2" "$(ratio "${RPS[tap]}" "${RPS[af_packet_v2]}")" \
+  "$(ratio "${MBPS[tap]}" "${MBPS[af_packet_v2]}")"
