@@ -65,7 +65,7 @@ pub struct IoArgs {
     )]
     io: IoKind,
     /// The AF_PACKET receive ring (only with --io af_packet): v2 hands each frame over at once;
-    /// v3 packs frames into blocks handed over when full or after 1 ms [default: v3].
+    /// v3 packs frames into blocks handed over when full or after 1 ms [default: v2].
     #[arg(long = "af-packet-ring", value_enum, value_name = "v2|v3")]
     af_packet_ring: Option<RingArg>,
     /// Replay the frames of a pcap file as received traffic (no root needed).
