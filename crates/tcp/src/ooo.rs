@@ -29,15 +29,24 @@ pub enum OooReject {
 /// `recent` (when set) indexes the range holding the most recently received segment.
 /// `fin` (when set) lies at or beyond the right edge of every range: no data is held past
 /// the FIN.
+///
+/// The two optional sequence numbers are stored as values plus one byte of flags (two
+/// `Option<SeqNumber>` take 16 bytes, these fields 9): a connection holds two queues inside
+/// its 1 KiB TCB.
 #[derive(Debug, Clone, Default)]
 pub struct OooQueue {
     ranges: Vec<SackBlock>,
     bytes: u32,
     ranges_max: u16,
     bytes_max: u32,
-    recent: Option<SeqNumber>,
-    fin: Option<SeqNumber>,
+    recent_seq: SeqNumber,
+    fin_seq: SeqNumber,
+    /// [`RECENT_SET`] and [`FIN_SET`]: which of `recent_seq`, `fin_seq` hold a value.
+    marks: u8,
 }
+
+const RECENT_SET: u8 = 1;
+const FIN_SET: u8 = 2;
 
 fn len_of(b: &SackBlock) -> u32 {
     b.right.diff(b.left).max(0) as u32
@@ -51,8 +60,9 @@ impl OooQueue {
             bytes: 0,
             ranges_max,
             bytes_max,
-            recent: None,
-            fin: None,
+            recent_seq: SeqNumber(0),
+            fin_seq: SeqNumber(0),
+            marks: 0,
         }
     }
 
@@ -76,13 +86,26 @@ impl OooQueue {
     pub fn clear(&mut self) {
         self.ranges.clear();
         self.bytes = 0;
-        self.recent = None;
-        self.fin = None;
+        self.marks = 0;
+    }
+
+    /// Where the most recently received segment starts, if remembered.
+    fn recent(&self) -> Option<SeqNumber> {
+        (self.marks & RECENT_SET != 0).then_some(self.recent_seq)
+    }
+
+    fn set_recent(&mut self, seq: SeqNumber) {
+        self.recent_seq = seq;
+        self.marks |= RECENT_SET;
+    }
+
+    fn forget_fin(&mut self) {
+        self.marks &= !FIN_SET;
     }
 
     /// The sequence number of a FIN received beyond a hole, if one is remembered.
     pub fn fin(&self) -> Option<SeqNumber> {
-        self.fin
+        (self.marks & FIN_SET != 0).then_some(self.fin_seq)
     }
 
     /// Remembers a FIN received beyond a hole at `seq` (the sequence number the FIN itself
@@ -93,20 +116,21 @@ impl OooQueue {
         if self.ranges.last().is_some_and(|r| r.right.gt(seq)) {
             return;
         }
-        self.fin = Some(seq);
+        self.fin_seq = seq;
+        self.marks |= FIN_SET;
     }
 
     /// Takes the remembered FIN once RCV.NXT has reached it: returns true (and forgets it) when
     /// it lies exactly at `rcv_nxt`; forgets it without effect when `rcv_nxt` has passed it
     /// (in-order data beyond a FIN means that FIN was not real).
     pub fn take_fin_at(&mut self, rcv_nxt: SeqNumber) -> bool {
-        match self.fin {
+        match self.fin() {
             Some(f) if f == rcv_nxt => {
-                self.fin = None;
+                self.forget_fin();
                 true
             }
             Some(f) if f.lt(rcv_nxt) => {
-                self.fin = None;
+                self.forget_fin();
                 false
             }
             _ => false,
@@ -152,10 +176,10 @@ impl OooQueue {
         self.ranges.drain(first..last);
         self.ranges.insert(first, merged);
         self.bytes = new_bytes;
-        self.recent = Some(left);
-        if self.fin.is_some_and(|f| right.gt(f)) {
+        self.set_recent(left);
+        if self.fin().is_some_and(|f| right.gt(f)) {
             // Data beyond the remembered FIN: the FIN was not where the peer's stream ends.
-            self.fin = None;
+            self.forget_fin();
         }
         Ok(())
     }
@@ -235,7 +259,7 @@ impl OooQueue {
     /// Fills `out` with SACK blocks per RFC 2018 §4: the first block holds the most recently
     /// received segment, the rest follow highest-first. Returns the number written.
     pub fn sack_blocks(&self, out: &mut [Option<SackBlock>]) -> usize {
-        let recent_idx = self.recent.and_then(|s| {
+        let recent_idx = self.recent().and_then(|s| {
             self.ranges
                 .iter()
                 .position(|r| r.left.le(s) && r.right.gt(s))
