@@ -132,6 +132,19 @@ pub struct Config {
     /// (the slow-start reduction bound with the "safe ACK" refinement Linux uses and
     /// draft-ietf-tcpm-prr-rfc6937bis adopts). Default false.
     pub prr: bool,
+    /// RACK loss detection (RFC 8985 §6) on SACK connections, in place of the DupAck
+    /// threshold (RFC 6675 §5's three duplicate ACKs and IsLost): every segment's latest
+    /// transmission time is recorded (§6.1), and a segment is deemed lost once a segment sent
+    /// after it was delivered (cumulatively or by SACK) and `RACK.rtt + RACK.reo_wnd` have
+    /// passed since it was sent (§6.2); a reordering timer makes that judgement when no ACK
+    /// comes (§6.2 step 5). The reordering window is `min_RTT/4`, zero while no reordering
+    /// has been seen and three segments are SACKed or recovery is under way, and grows with
+    /// DSACKs (§6.2 step 4). Lost segments are retransmitted under the recovery in force
+    /// (RFC 6675's pipe, [`Config::prr`] when on), and a retransmission that is lost again is
+    /// found the same way and sent again before the RTO. Connections without SACK keep the
+    /// DupAck threshold. Default true: RACK-TLP is standards track, and the engine's tests and
+    /// the simulator's soak (loss, reordering, duplication) pass with it.
+    pub rack: bool,
     /// Congestion controller. Default NewReno.
     pub congestion_control: CongestionControl,
     /// Challenge ACKs allowed per second per connection (RFC 5961 §7). Default 10.
@@ -195,6 +208,7 @@ impl Default for Config {
             restart_after_idle: true,
             zero_window_probe_carries_data: true,
             prr: false,
+            rack: true,
             congestion_control: CongestionControl::NewReno,
             challenge_acks_per_s_max: 10,
             ack_unsent_data_replies: true,

@@ -42,13 +42,15 @@
 //! keepalive, user timeout); RFC 5961 (exact-RST reset, challenge ACKs for in-window RST and
 //! any SYN, ACK range check, per-connection rate limit); RFC 7323 (window scale, timestamps
 //! with RTTM and PAWS incl. the 24-day rule); RFC 2018/2883/6675 (SACK generation, D-SACK,
-//! bounded validated scoreboard, pipe-based recovery); RFC 5681/6582/3042/6928 (NewReno, limited
-//! transmit, IW10, restart after idle) and RFC 9438 CUBIC; RFC 6298 RTO with Karn and backoff;
-//! RFC 6528 ISNs; SYN cookies keeping MSS, window scale and SACK; bounded memory everywhere;
-//! [`ConnectionSnapshot`] for handoff.
+//! bounded validated scoreboard, pipe-based recovery); RFC 8985 RACK-TLP (time-based loss
+//! detection with the reordering timer and DSACK-adapted window, on SACK connections by
+//! default; tail loss probes as an option); RFC 6937 PRR as an option; RFC 5681/6582/3042/6928
+//! (NewReno, limited transmit, IW10, restart after idle) and RFC 9438 CUBIC; RFC 6298 RTO with
+//! Karn and backoff; RFC 6528 ISNs; SYN cookies keeping MSS, window scale and SACK; bounded
+//! memory everywhere; [`ConnectionSnapshot`] for handoff.
 //!
 //! Not implemented: urgent data (the URG flag is ignored, data is delivered inline), data on
-//! SYN (dropped; the peer retransmits it), ECN, RACK-TLP, RFC 6675 rescue retransmissions.
+//! SYN (dropped; the peer retransmits it), ECN, RFC 6675 rescue retransmissions.
 //!
 //! # Layout
 //!
@@ -57,6 +59,7 @@
 //! - [`cc`]: NewReno and CUBIC window arithmetic;
 //! - [`rtt`]: RFC 6298 estimator;
 //! - [`ring`], [`ooo`]: bounded receive/send storage and the out-of-order map;
+//! - [`rack`]: RACK loss detection (RFC 8985 §6) over a bounded table of transmit records;
 //! - [`isn`]: RFC 6528 initial sequence numbers and SYN cookies (SipHash-2-4);
 //! - [`listen`]: bounded half-open and accept queues, deciding when SYN cookies take over;
 //! - [`snapshot`]: [`ConnectionSnapshot`] export/import for handoff.
@@ -68,6 +71,7 @@ pub mod connection;
 pub mod isn;
 pub mod listen;
 pub mod ooo;
+pub mod rack;
 pub mod ring;
 pub mod rtt;
 pub mod snapshot;
@@ -76,4 +80,5 @@ pub use config::{Config, CongestionControl, KeepaliveConfig};
 pub use connection::{
     AcceptError, CloseReason, Connection, Counters, Error, Event, Negotiated, State,
 };
+pub use rack::RackPathState;
 pub use snapshot::{ConnectionSnapshot, SnapshotError};

@@ -13,7 +13,9 @@
 //! - timers move as remaining deltas; a pending (delayed) ACK must be sent before the move —
 //!   [`Connection::export`] refuses while output is owed, and
 //!   [`Connection::flush_delayed_ack`] turns a delayed ACK into an immediate one (invariant 6);
-//! - congestion and RTT state move too (invariant 7).
+//! - congestion and RTT state move too (invariant 7), RACK's path properties among them
+//!   (minimum RTT, reordering seen, the reordering window's DSACK adaptation); RACK's
+//!   per-segment send times do not (see [`Connection::import`]).
 
 use wire::tcp::SeqNumber;
 
@@ -21,6 +23,7 @@ use crate::cc::Congestion;
 use crate::config::{Config, NS_PER_MS};
 use crate::connection::{AckDue, Connection, Counters, NEVER, State};
 use crate::ooo::OooQueue;
+use crate::rack::{Rack, RackPathState};
 use crate::ring::Ring;
 use crate::rtt::RttEstimator;
 
@@ -110,6 +113,8 @@ pub struct ConnectionSnapshot {
     pub base_rto_ns: u64,
     pub rto_backoff_shift: u8,
     pub rtt_has_sample: bool,
+    /// RACK's minimum RTT and reordering state (RFC 8985 §6.2 steps 1, 3, 4).
+    pub rack_path: RackPathState,
     // --- timers, as time remaining at export ---
     pub rtx_remaining_ns: Option<u64>,
     pub persist_remaining_ns: Option<u64>,
@@ -215,6 +220,7 @@ impl Connection {
             base_rto_ns: self.rtt.base_rto_ns,
             rto_backoff_shift: self.rtt.backoff_shift,
             rtt_has_sample: self.rtt.has_sample,
+            rack_path: self.rack.as_ref().map(|r| r.path(now)).unwrap_or_default(),
             rtx_remaining_ns: remaining(self.rtx_deadline_ns, now),
             persist_remaining_ns: remaining(self.persist_deadline_ns, now),
             keepalive_remaining_ns: remaining(self.keepalive_deadline_ns, now),
@@ -298,6 +304,19 @@ impl Connection {
         rtt.base_rto_ns = s.base_rto_ns.clamp(config.rto_min_ns, config.rto_max_ns);
         rtt.backoff_shift = s.rto_backoff_shift;
         rtt.has_sample = s.rtt_has_sample;
+        // RACK's per-segment send times do not move, like the SACK scoreboard they are read
+        // with: the flight is recorded as sent now (`Rack::import_flight`), the latest it can
+        // have been sent, so RACK deems none of it lost before segments sent after the move
+        // are delivered and RACK.rtt plus reo_wnd has passed; until then the RTO (which moves)
+        // and the tail loss probe guard it. The reordering timer is re-armed by the next ACK.
+        let rack = (config.rack
+            && s.sack
+            && (s.snd_una != s.snd_max || !Rack::path_is_default(&s.rack_path)))
+        .then(|| {
+            let mut rack = Box::new(Rack::with_path(&s.rack_path, now));
+            rack.import_flight(s.snd_una, s.snd_max, now);
+            rack
+        });
         let mut c = Connection {
             state: s.state,
             snd_una: s.snd_una,
@@ -348,7 +367,7 @@ impl Connection {
             cc,
             rtt,
             // Karn: a measurement in progress does not survive the move.
-            rtt_timed: None,
+            rtt_timed: crate::connection::RttTimed::NONE,
             ts_offset,
             ts_recent: s.ts_recent,
             ts_recent_age_ns: now.saturating_sub(s.ts_recent_age_ns),
@@ -383,6 +402,7 @@ impl Connection {
             scoreboard: OooQueue::new(crate::connection::SCOREBOARD_RANGES_MAX, u32::MAX),
             high_rxt: s.snd_una,
             dsack: None,
+            rack,
             config,
             counters: s.counters,
         };

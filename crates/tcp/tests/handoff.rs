@@ -315,3 +315,45 @@ fn out_of_order_fin_is_dropped_at_a_move_and_arrives_again() {
     assert!(p.a_read == data, "stream intact across the move");
     assert!(p.b.counters().retransmitted_segments > 0);
 }
+
+#[test]
+fn rack_path_state_moves_and_the_flight_is_judged_again_after_import() {
+    // RACK's minimum RTT and reordering state move with the connection (DESIGN.md handoff
+    // invariant 7); its per-segment send times do not: the imported flight counts as sent at
+    // the import, and a loss in it is still repaired without a timeout.
+    let mut p = Pair::established(Config::default(), Config::default(), 10 * MS);
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() && c.data_index == 12 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let data = pattern(200_000);
+    p.a_to_send = data.clone();
+    // Move once the lost segment and some after it are in flight.
+    p.run_until(
+        |p| p.sent(Dir::AtoB).filter(|e| e.2.is_data()).count() > 16,
+        1_000 * MS,
+    );
+    let min_rtt = p.a.rack_min_rtt_ns();
+    assert_eq!(min_rtt, Some(20 * MS));
+    let before = *p.a.counters();
+    assert_eq!(
+        before.retransmitted_segments, 0,
+        "the loss is not yet repaired at the move"
+    );
+    let now = p.now;
+    p.a = moved(&mut p.a, now, now);
+    assert_eq!(p.a.rack_min_rtt_ns(), min_rtt);
+    assert_eq!(p.a.invariant_violation(), None);
+    p.run_until(|p| p.b_read.len() == data.len(), 10_000 * MS);
+    assert!(p.b_read == data);
+    let after = p.a.counters();
+    assert_eq!(after.rto_expirations, 0);
+    assert!(
+        after.rack_loss_marks > before.rack_loss_marks,
+        "RACK found it after the move"
+    );
+    assert_eq!(after.fast_retransmits, 1);
+}

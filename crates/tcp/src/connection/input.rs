@@ -93,13 +93,12 @@ impl Connection {
         self.last_tx_ns = now;
         if self.syn_retries == 0 {
             if let Some((_, sent_ns)) = self.rtt_timed.take() {
-                self.rtt.sample(now.saturating_sub(sent_ns));
-                self.counters.rtt_samples += 1;
+                self.rtt_sample(now, now.saturating_sub(sent_ns));
             }
         } else {
             // Karn: the SYN was retransmitted, no sample. RFC 6298 §5.7: "the RTO MUST be
             // re-initialized to 3 seconds when data transmission begins" if it is below that.
-            self.rtt_timed = None;
+            self.rtt_timed = RttTimed::NONE;
             self.rtt.backoff_shift = 0;
             if self.rtt.base_rto_ns < RTO_AFTER_SYN_TIMEOUT_NS {
                 self.rtt.base_rto_ns = RTO_AFTER_SYN_TIMEOUT_NS.min(self.config.rto_max_ns);
@@ -350,6 +349,12 @@ impl Connection {
         let sacked_bytes_before = self.scoreboard.bytes();
         let sacked_new = self.sack_ok && self.rx_sack_blocks(seg);
         let una_before = self.snd_una;
+        let rack = self.rack_active();
+        let rack_delivery = if rack {
+            self.rack_on_ack(now, seg)
+        } else {
+            crate::rack::Delivery::default()
+        };
         if ack.gt(self.snd_una) {
             let acked = fwd(self.snd_una, ack);
             // Remove acknowledged data from the send buffer (the FIN is not in the buffer).
@@ -361,6 +366,9 @@ impl Connection {
                 self.snd_nxt = ack;
             }
             self.scoreboard.remove_below(ack);
+            if let Some(r) = self.rack.as_mut() {
+                r.on_cumulative_ack(ack);
+            }
             if data_acked > 0 && !self.fin_queued {
                 self.push_event(Event::Writable);
             }
@@ -376,6 +384,10 @@ impl Connection {
                     // Full acknowledgment: leave fast recovery.
                     self.in_recovery = false;
                     self.dupacks = 0;
+                    if let (false, Some(r)) = (rack_delivery.reo_wnd_grew, self.rack.as_mut()) {
+                        // RFC 8985 §6.2 step 4: one more recovery without a DSACK.
+                        r.on_recovery_exit();
+                    }
                     if self.sack_ok && self.config.prr {
                         // RFC 6937 §3: PRR brought the flight down to ssthresh; recovery ends
                         // with cwnd = ssthresh (Linux `tcp_end_cwnd_reduction`).
@@ -387,8 +399,9 @@ impl Connection {
                     }
                 } else if self.sack_ok {
                     // RFC 6675: NextSeg picks the holes; a partial ACK also says the segment at
-                    // the new SND.UNA is missing, so resend it unless already resent.
-                    if self.snd_una.ge(self.high_rxt) {
+                    // the new SND.UNA is missing, so resend it unless already resent. RACK
+                    // judges that segment by its send time instead (RFC 8985 §6.2).
+                    if !rack && self.snd_una.ge(self.high_rxt) {
                         self.rtx_pending = true;
                     }
                 } else {
@@ -427,6 +440,15 @@ impl Connection {
                         ss_increase_max_bytes,
                     );
                 }
+                if let Some(r) = self.rack.as_mut().filter(|r| r.rto_recovery) {
+                    if ack.ge(self.recover) {
+                        // RFC 8985 §6.2 step 4: RTO recovery ends with the recovery point.
+                        r.rto_recovery = false;
+                        if !rack_delivery.reo_wnd_grew {
+                            r.on_recovery_exit();
+                        }
+                    }
+                }
                 // Keep `recover` just behind SND.UNA once passed, so that "the cumulative ACK
                 // covers more than recover" (RFC 6582 §3.2 step 2) stays a valid circular
                 // comparison however many bytes flow without loss.
@@ -437,6 +459,7 @@ impl Connection {
             // RFC 6298 §5.2/§5.3: all acknowledged → stop; otherwise restart the timer.
             if self.snd_una == self.snd_max {
                 self.rtx_deadline_ns = NEVER;
+                self.rack_disarm();
             } else if self.persist_deadline_ns == NEVER {
                 self.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
             }
@@ -451,8 +474,17 @@ impl Connection {
             self.counters.dup_acks_rx += 1;
             self.on_dupack(now, mss, flight_before);
         }
+        if rack {
+            // RFC 8985 §6.2 step 5: judge the flight against the segment just delivered, and
+            // start recovery once something is lost.
+            if rack_delivery.advanced {
+                self.rack_detect_loss(now);
+            }
+            self.rack_maybe_enter_recovery(now, mss, flight_before);
+        }
         // RFC 6675 §5: with SACK, recovery also starts once IsLost(HighACK + 1) holds.
         if sacked_new
+            && !rack
             && !self.in_recovery
             && ack == self.snd_una
             && self.snd_una.gt(self.recover)
@@ -515,8 +547,12 @@ impl Connection {
             return;
         }
         // RFC 6582 §3.2 step 2: only if the cumulative ACK covers more than `recover`
-        // (avoids repeated fast retransmits after a timeout).
-        if u32::from(self.dupacks) == DUP_THRESH && self.snd_una.gt(self.recover) {
+        // (avoids repeated fast retransmits after a timeout). With RACK the duplicate ACKs'
+        // SACK blocks decide instead (RFC 8985 §6.2).
+        if u32::from(self.dupacks) == DUP_THRESH
+            && self.snd_una.gt(self.recover)
+            && !self.rack_active()
+        {
             self.enter_recovery(now, mss, flight);
         }
         // dupacks 1 and 2: RFC 3042 limited transmit, applied in `usable_window`.
@@ -558,6 +594,64 @@ impl Connection {
         self.cc.cwnd_bytes = pipe.saturating_add(sndcnt).max(mss);
     }
 
+    /// RFC 8985 §6.2 steps 2–4 for one ACK, once its SACK blocks are on the scoreboard: what
+    /// it delivered updates RACK.rtt, RACK.xmit_ts and RACK.fack, and a DSACK may grow the
+    /// reordering window.
+    fn rack_on_ack(&mut self, now: u64, seg: &TcpRepr<'_>) -> crate::rack::Delivery {
+        // SND.UNA after this ACK: an ACK below SND.UNA only brings SACK blocks.
+        let una = if seg.ack_number.gt(self.snd_una) {
+            seg.ack_number
+        } else {
+            self.snd_una
+        };
+        let echo = seg.timestamp.filter(|_| self.ts_ok).map(|t| t.tsecr);
+        let ts_offset = self.ts_offset;
+        // RFC 8985 §6.2: "the Timestamp Echo Reply field ... indicates the ACK was not
+        // acknowledging the last retransmission of the segment".
+        let echo_predates = |xmit_ns: u64| {
+            let ts_at_xmit = ((xmit_ns / NS_PER_MS) as u32).wrapping_add(ts_offset);
+            echo.is_some_and(|e| ts_lt(e, ts_at_xmit))
+        };
+        let Some(rack) = self.rack.as_deref_mut() else {
+            // Nothing was ever sent: nothing to deliver.
+            return crate::rack::Delivery::default();
+        };
+        let mut d = rack.on_ack(now, una, self.scoreboard.ranges(), echo_predates);
+        d.reo_wnd_grew = rack.on_dsack_round(una, self.snd_max, has_dsack(seg));
+        d
+    }
+
+    /// RFC 8985 §6.2 step 5 (`RACK_detect_loss_and_arm_timer`): marks what is lost by now and
+    /// sets the reordering timer for the segments not yet old enough to judge.
+    pub(super) fn rack_detect_loss(&mut self, now: u64) {
+        let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns);
+        let in_recovery = self.in_recovery;
+        let Some(rack) = self.rack.as_deref_mut() else {
+            return;
+        };
+        let reo_wnd_ns = rack.reo_wnd_ns(in_recovery || rack.rto_recovery, srtt_ns);
+        let d = rack.detect_loss(now, reo_wnd_ns);
+        rack.deadline_ns = d.deadline_ns.unwrap_or(NEVER);
+        self.counters.rack_loss_marks += u64::from(d.lost);
+        self.counters.rack_lost_retransmits += u64::from(d.lost_retransmissions);
+    }
+
+    /// Starts recovery when RACK has marked a segment lost (RFC 8985 §6.2: the sender enters
+    /// fast recovery on RACK's loss inference), with RFC 6582 §3.2's guard: not for data sent
+    /// before a timeout's recovery point, which the timeout's go-back is already resending.
+    pub(super) fn rack_maybe_enter_recovery(&mut self, now: u64, mss: u32, flight: u32) {
+        if self.in_recovery {
+            return;
+        }
+        let Some(first_lost) = self.rack.as_ref().and_then(|r| r.first_lost()) else {
+            return;
+        };
+        let new_data_lost = self.snd_nxt == self.snd_max && first_lost.ge(self.recover);
+        if self.snd_una.gt(self.recover) || new_data_lost {
+            self.enter_recovery(now, mss, flight);
+        }
+    }
+
     pub(super) fn enter_recovery(&mut self, now: u64, mss: u32, flight: u32) {
         self.recover = self.snd_max;
         self.cc.on_congestion_event(now, flight, mss);
@@ -573,7 +667,15 @@ impl Connection {
         self.prr_delivered_bytes = 0;
         self.prr_out_bytes = 0;
         self.prr_recover_fs_bytes = flight;
-        // RFC 5681 §3.2 step 2 / RFC 6675 §5 step (4.3): retransmit the first unacked segment.
+        if self.sack_ok && self.config.prr {
+            // RFC 6937: until an ACK reports delivery, PRR allows only the fast
+            // retransmission (sent whatever the pipe); the ACK that started recovery, if one
+            // did, sets cwnd from what it delivered right after this. Without it — RACK's
+            // reordering timer — cwnd = ssthresh would let the pipe send a burst.
+            self.cc.cwnd_bytes = self.pipe_bytes().max(mss);
+        }
+        // RFC 5681 §3.2 step 2 / RFC 6675 §5 step (4.3): retransmit the first unacked segment
+        // (with RACK, the first segment it deemed lost), whatever the pipe.
         self.rtx_pending = true;
         self.counters.fast_retransmits += 1;
     }
@@ -584,10 +686,11 @@ impl Connection {
     pub(super) fn rx_sack_blocks(&mut self, seg: &TcpRepr<'_>) -> bool {
         let before = self.scoreboard.bytes();
         let floor = self.snd_una.max(seg.ack_number);
+        let dsack = has_dsack(seg);
         for (i, b) in seg.sack_blocks.iter().flatten().enumerate() {
-            if i == 0 && b.left.lt(b.right) && b.right.le(seg.ack_number) {
-                // RFC 2883 §4: a first block below the cumulative ACK is a D-SACK: the peer
-                // got something twice (a spurious retransmission or a duplicated segment).
+            if i == 0 && dsack {
+                // RFC 2883 §4: the peer got something twice (a spurious retransmission or a
+                // duplicated segment).
                 self.counters.rx_dsack_blocks += 1;
                 continue;
             }
@@ -613,11 +716,21 @@ impl Connection {
 
     /// RFC 6675 §4 SetPipe: bytes believed in the network — unSACKed bytes not deemed lost,
     /// plus retransmitted lost bytes.
+    ///
+    /// With RACK, "deemed lost" is RACK's judgement (RFC 8985 §6.2), and a retransmission
+    /// clears it: lost bytes leave the pipe until they are sent again.
     pub(super) fn pipe_bytes(&self) -> u32 {
         let mss = u32::from(self.eff_mss());
         let una = self.snd_una;
         let flight = fwd(una, self.snd_max);
         let sacked = self.scoreboard.bytes();
+        if self.rack_active() {
+            let lost = self
+                .rack
+                .as_ref()
+                .map_or(0, |r| r.lost_unsacked_bytes(self.scoreboard.ranges()));
+            return flight.saturating_sub(sacked).saturating_sub(lost);
+        }
         let boundary = self
             .scoreboard
             .lost_boundary(mss, DUP_THRESH)
@@ -635,8 +748,15 @@ impl Connection {
     /// RFC 6675 §4 NextSeg rule (1): the first unSACKed, lost, not yet retransmitted range;
     /// with `rule3`, any unSACKed range above HighRxt (rule (3), used when no new data can be
     /// sent, so holes at the tail of a transfer need not wait for the RTO).
+    ///
+    /// With RACK, rule (1)'s lost segments are those RACK deemed lost, and rule (3) is not
+    /// used: RACK's reordering timer and the tail loss probe cover the tail (RFC 8985 §7),
+    /// rather than resending segments nothing says are lost.
     pub(super) fn sack_next_retransmission(&self, rule3: bool) -> Option<(SeqNumber, u32)> {
         let mss = u32::from(self.eff_mss());
+        if self.rack_active() {
+            return self.rack_next_lost(mss);
+        }
         let start = self.scoreboard.next_hole(self.high_rxt.max(self.snd_una));
         if !start.lt(self.snd_max) {
             return None;
@@ -653,6 +773,11 @@ impl Connection {
             .unwrap_or(self.snd_max)
             .min(self.snd_max);
         Some((start, fwd(start, end).min(mss)))
+    }
+
+    /// NextSeg rule (1) with RACK's losses (see [`Connection::sack_next_retransmission`]).
+    pub(super) fn rack_next_lost(&self, mss: u32) -> Option<(SeqNumber, u32)> {
+        self.rack.as_ref()?.next_lost(self.scoreboard.ranges(), mss)
     }
 
     pub(super) fn rtt_sample_on_ack(&mut self, now: u64, seg: &TcpRepr<'_>, ack: SeqNumber) {
@@ -672,22 +797,30 @@ impl Connection {
             if let Some(ts) = seg.timestamp {
                 let ticks = self.ts_now(now).wrapping_sub(ts.tsecr);
                 if ts.tsecr != 0 && (ticks as i32) >= 0 && !ts_lt(ts.tsecr, self.ts_rtx_floor) {
-                    self.rtt.sample(u64::from(ticks) * NS_PER_MS);
-                    self.counters.rtt_samples += 1;
+                    self.rtt_sample(now, u64::from(ticks) * NS_PER_MS);
                 }
             }
-            self.rtt_timed = None;
+            self.rtt_timed = RttTimed::NONE;
             return;
         }
         // Karn: only a segment that was never retransmitted is timed (`rtt_timed` is cleared on
         // every retransmission).
-        if let Some((end, sent_ns)) = self.rtt_timed {
+        if let Some((end, sent_ns)) = self.rtt_timed.get() {
             if ack.ge(end) {
-                self.rtt.sample(now.saturating_sub(sent_ns));
-                self.counters.rtt_samples += 1;
-                self.rtt_timed = None;
+                self.rtt_sample(now, now.saturating_sub(sent_ns));
+                self.rtt_timed = RttTimed::NONE;
             }
         }
+    }
+
+    /// One RFC 6298 / RFC 7323 RTT measurement: feeds the RTO estimator and RACK's windowed
+    /// minimum RTT (RFC 8985 §6.2 step 1).
+    fn rtt_sample(&mut self, now: u64, rtt_ns: u64) {
+        self.rtt.sample(rtt_ns);
+        if let Some(r) = self.rack.as_mut() {
+            r.note_rtt_sample(now, rtt_ns);
+        }
+        self.counters.rtt_samples += 1;
     }
 
     pub(super) fn enter_time_wait(&mut self, now: u64) {
@@ -931,4 +1064,18 @@ impl Connection {
         self.rcv_adv = self.rcv_adv.max(edge);
         field as u16
     }
+}
+
+/// RFC 2883 §4: the first SACK block reports a duplicate (a D-SACK) when it lies below the
+/// cumulative ACK or inside the second block.
+fn has_dsack(seg: &TcpRepr<'_>) -> bool {
+    let mut blocks = seg.sack_blocks.iter().flatten();
+    let Some(first) = blocks.next() else {
+        return false;
+    };
+    first.left.lt(first.right)
+        && (first.right.le(seg.ack_number)
+            || blocks
+                .next()
+                .is_some_and(|b| b.left.le(first.left) && first.right.le(b.right)))
 }

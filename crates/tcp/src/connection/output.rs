@@ -43,10 +43,14 @@ impl Connection {
         if self.state.is_synchronized() {
             if self.rtx_pending {
                 self.rtx_pending = false;
-                let seq = self.snd_una;
                 let len = u32::from(self.eff_mss());
-                if self.snd_una != self.snd_max {
-                    return self.data_segment(now, seq, len, payload_buf, false);
+                if self.rack_active() {
+                    // The fast retransmission under RACK: the first segment it deemed lost.
+                    if let Some((seq, len)) = self.rack_next_lost(len) {
+                        return self.data_segment(now, seq, len, payload_buf, false);
+                    }
+                } else if self.snd_una != self.snd_max {
+                    return self.data_segment(now, self.snd_una, len, payload_buf, false);
                 }
             }
             if self.in_recovery && self.sack_ok {
@@ -190,7 +194,7 @@ impl Connection {
         self.snd_nxt = self.iss + 1;
         self.snd_max = self.snd_max.max(self.snd_nxt);
         if self.syn_retries == 0 {
-            self.rtt_timed = Some((self.snd_nxt, now));
+            self.rtt_timed = RttTimed::new(self.snd_nxt, now);
         }
         if self.rtx_deadline_ns == NEVER {
             self.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
@@ -283,6 +287,11 @@ impl Connection {
         }
         let end = seq + n as u32 + u32::from(fin);
         let is_rtx = seq.lt(self.snd_max);
+        if self.rack_active() {
+            // RFC 8985 §6.1: every transmission's time, per segment.
+            let merges = self.rack_state(now).on_send(seq, end, now);
+            self.counters.rack_records_merged += u64::from(merges);
+        }
         if is_rtx {
             if self.in_recovery && end.gt(self.high_rxt) {
                 self.high_rxt = end;
@@ -291,9 +300,9 @@ impl Connection {
             self.ts_rtx_floor = self.ts_now(now);
             self.counters.retransmitted_bytes += n as u64;
             // Karn: a retransmission makes any running RTT measurement ambiguous.
-            self.rtt_timed = None;
-        } else if self.rtt_timed.is_none() && !self.ts_ok {
-            self.rtt_timed = Some((end, now));
+            self.rtt_timed = RttTimed::NONE;
+        } else if self.rtt_timed.get().is_none() && !self.ts_ok {
+            self.rtt_timed = RttTimed::new(end, now);
         }
         if self.snd_una == self.snd_max {
             self.unacked_since_ns = now;

@@ -34,6 +34,10 @@ impl Connection {
                 return;
             }
         }
+        if self.rack.as_ref().is_some_and(|r| r.deadline_ns <= now) {
+            self.rack_disarm();
+            self.on_rack_timeout(now);
+        }
         if self.tlp_deadline_ns <= now {
             self.tlp_deadline_ns = NEVER;
             self.on_probe_timeout(now);
@@ -59,7 +63,7 @@ impl Connection {
                 }
                 self.syn_retries += 1;
                 self.rtt.back_off();
-                self.rtt_timed = None;
+                self.rtt_timed = RttTimed::NONE;
                 // Resend the SYN (or SYN-ACK).
                 self.snd_nxt = self.iss;
                 return;
@@ -84,9 +88,28 @@ impl Connection {
         // SACK information is ignored (the receiver may have reneged).
         self.snd_nxt = self.snd_una;
         self.scoreboard.clear();
-        self.rtt_timed = None;
+        if let Some(r) = self.rack.as_mut() {
+            // RACK's view follows: nothing stays delivered or lost, the go-back resends it
+            // all, and RFC 8985's "RTO recovery" lasts until SND.UNA passes `recover`.
+            r.on_rto();
+            r.deadline_ns = NEVER;
+        }
+        self.rtt_timed = RttTimed::NONE;
         // RFC 6298 §5.5: back off.
         self.rtt.back_off();
+    }
+
+    /// RFC 8985 §6.2 step 5: the reordering timer expired — the segments it waited for are
+    /// now judged, and recovery starts if one is lost.
+    pub(super) fn on_rack_timeout(&mut self, now: u64) {
+        if !self.rack_active() || !self.state.is_synchronized() || self.snd_una == self.snd_max {
+            return;
+        }
+        self.counters.rack_reo_timeouts += 1;
+        self.rack_detect_loss(now);
+        let mss = u32::from(self.eff_mss());
+        let flight = fwd(self.snd_una, self.snd_max);
+        self.rack_maybe_enter_recovery(now, mss, flight);
     }
 
     /// RFC 8985 §7.2: schedules the probe timeout once the sender has unacknowledged data and

@@ -1,0 +1,810 @@
+//! RACK, time-based loss detection (RFC 8985 §6), over a bounded table of transmit records.
+//!
+//! The engine keeps its send data as one byte ring; what RACK needs besides it is, for every
+//! unacknowledged segment, when it was last sent and whether it was retransmitted, delivered
+//! (SACKed) or deemed lost. [`Rack`] keeps that as a sequence-ordered table of records, one
+//! per transmitted segment (`Connection::data_segment` reports each one), and the RACK
+//! variables: `RACK.xmit_ts`/`RACK.end_seq` (the most recently sent segment known delivered),
+//! `RACK.rtt`, `RACK.min_RTT`, `RACK.fack`, `RACK.reordering_seen` and the reordering window's
+//! DSACK adaptation (§6.2 steps 1–5).
+//!
+//! SACK state itself stays in the connection's scoreboard ([`crate::ooo::OooQueue`]); the
+//! records only remember which segments were found delivered, so that each delivery is seen
+//! once. A segment counts as delivered when its whole range is cumulatively acknowledged or
+//! SACKed (RFC 8985 §5.1).
+//!
+//! The table is bounded ([`RECORDS_MAX`]). When a transmission needs a record and the table is
+//! full, two neighbouring records are merged, preferring neighbours sent at the same time. A
+//! merge of records sent at different times keeps the later time (so the merged range is never
+//! deemed lost earlier than its newest part would be) and is marked as merged: its delivery
+//! no longer advances `RACK.xmit_ts` (its send time is no longer exact). Precision is lost,
+//! never safety: the retransmission timeout and the tail loss probe remain the backstops.
+
+use std::collections::VecDeque;
+
+use wire::tcp::{SackBlock, SeqNumber};
+
+/// Most transmit records kept per connection (each is one segment, or several merged).
+/// 256 records of 24 bytes: 6 KiB for the largest flight, allocated as the flight grows.
+pub(crate) const RECORDS_MAX: usize = 256;
+/// RFC 8985 §6.2: `RACK.min_RTT` is a windowed minimum. Linux's `tcp_min_rtt_wlen` default:
+/// a sample older than this is replaced by the next one.
+const MIN_RTT_WINDOW_NS: u64 = 300 * crate::config::NS_PER_S;
+/// RFC 8985 §6.2 step 4: recoveries without DSACK before the window multiplier resets.
+const REO_WND_PERSIST: u8 = 16;
+/// RFC 6675 DupThresh as RACK uses it (§6.2 step 4): SACKed segments that make the
+/// reordering window zero while no reordering has been seen.
+const DUP_THRESH_SEGMENTS: u32 = 3;
+
+const RETRANSMITTED: u8 = 1;
+const LOST: u8 = 2;
+const DELIVERED: u8 = 4;
+/// Several segments sent at different times, or partly retransmitted: the send time is the
+/// latest of them, so the record's delivery says nothing exact about RACK.xmit_ts.
+const MERGED: u8 = 8;
+
+/// One transmitted segment (or several merged): `[left, right)` in sequence space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Record {
+    left: SeqNumber,
+    right: SeqNumber,
+    /// When the segment was last sent (`Segment.xmit_ts`).
+    xmit_ns: u64,
+    flags: u8,
+}
+
+impl Record {
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+/// RFC 8985 `RACK_sent_after(t1, seq1, t2, seq2)`: was (t1, seq1) sent after (t2, seq2)? Equal
+/// times (one burst) are ordered by sequence number.
+fn sent_after(t1: u64, seq1: SeqNumber, t2: u64, seq2: SeqNumber) -> bool {
+    t1 > t2 || (t1 == t2 && seq1.gt(seq2))
+}
+
+/// What one ACK delivered, as RACK saw it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Delivery {
+    /// An eligible segment was delivered: `RACK.rtt` was updated (§6.2 step 2) and loss
+    /// detection should run.
+    pub advanced: bool,
+    /// The ACK carried a DSACK that grew the reordering window (§6.2 step 4); set by the
+    /// connection after [`Rack::on_dsack_round`].
+    pub reo_wnd_grew: bool,
+}
+
+/// What one run of loss detection found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Detection {
+    /// Records newly marked lost.
+    pub lost: u32,
+    /// Of those, records that were retransmissions (a retransmission lost again).
+    pub lost_retransmissions: u32,
+    /// When the reordering timer must fire to judge the segments not yet old enough.
+    pub deadline_ns: Option<u64>,
+}
+
+/// The RACK state of one connection (RFC 8985 §5.2, §6).
+///
+/// Invariants: records are sorted by sequence number, non-empty, and contiguous (each record's
+/// `left` is its predecessor's `right`); the connection keeps them covering exactly
+/// `[SND.UNA, SND.MAX)` of a synchronized connection (checked by
+/// `Connection::invariant_violation`); at most [`RECORDS_MAX`] records.
+#[derive(Debug, Clone)]
+pub(crate) struct Rack {
+    records: VecDeque<Record>,
+    /// `RACK.xmit_ts` and `RACK.end_seq`: the most recently sent segment known delivered.
+    latest: Option<(u64, SeqNumber)>,
+    /// `RACK.rtt`: the RTT of the most recently sent segment delivered by the latest ACK that
+    /// delivered an eligible one.
+    rtt_ns: u64,
+    /// `RACK.min_RTT` and when it was sampled (windowed minimum, [`MIN_RTT_WINDOW_NS`]).
+    min_rtt: Option<(u64, u64)>,
+    /// `RACK.fack`: the highest right edge delivered so far.
+    fack: Option<SeqNumber>,
+    /// `RACK.reordering_seen`.
+    reordering_seen: bool,
+    /// `RACK.reo_wnd_mult` (≥ 1) and `RACK.reo_wnd_persist`.
+    reo_wnd_mult: u8,
+    reo_wnd_persist: u8,
+    /// `RACK.dsack_round`: SND.NXT when the window last grew on a DSACK.
+    dsack_round: Option<SeqNumber>,
+    /// The connection is recovering from a retransmission timeout (until SND.UNA passes the
+    /// recovery point): RFC 8985's "RTO recovery".
+    pub rto_recovery: bool,
+    /// The reordering timer (RFC 8985 §6.2 step 5), an absolute deadline; `u64::MAX` when
+    /// disarmed.
+    pub deadline_ns: u64,
+}
+
+impl Default for Rack {
+    fn default() -> Self {
+        Rack {
+            records: VecDeque::new(),
+            latest: None,
+            rtt_ns: 0,
+            min_rtt: None,
+            fack: None,
+            reordering_seen: false,
+            reo_wnd_mult: 1,
+            reo_wnd_persist: 0,
+            dsack_round: None,
+            rto_recovery: false,
+            deadline_ns: u64::MAX,
+        }
+    }
+}
+
+/// The RACK state that moves with a connection in a snapshot: path properties (minimum RTT,
+/// reordering) that would otherwise take many round trips to learn again. The per-segment
+/// records do not move (see `Connection::import`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RackPathState {
+    /// `RACK.min_RTT`, once sampled.
+    pub min_rtt_ns: Option<u64>,
+    /// How long before the export `min_rtt_ns` was sampled (its window keeps running).
+    pub min_rtt_age_ns: u64,
+    /// `RACK.reordering_seen`.
+    pub reordering_seen: bool,
+    /// `RACK.reo_wnd_mult`: the reordering window in quarters of min_RTT (1 when unset).
+    pub reo_wnd_mult: u8,
+    /// `RACK.reo_wnd_persist`: recoveries left before the multiplier returns to 1.
+    pub reo_wnd_persist: u8,
+}
+
+impl Rack {
+    /// Fresh state with the path properties of `path` (a snapshot's) at `now`.
+    pub(crate) fn with_path(path: &RackPathState, now: u64) -> Rack {
+        Rack {
+            min_rtt: path
+                .min_rtt_ns
+                .map(|m| (m, now.saturating_sub(path.min_rtt_age_ns))),
+            reordering_seen: path.reordering_seen,
+            reo_wnd_mult: path.reo_wnd_mult.max(1),
+            reo_wnd_persist: path.reo_wnd_persist.min(REO_WND_PERSIST),
+            ..Rack::default()
+        }
+    }
+
+    /// Whether anything worth carrying in a snapshot was learnt.
+    pub(crate) fn path_is_default(path: &RackPathState) -> bool {
+        *path == RackPathState::default()
+    }
+
+    /// The path properties to carry in a snapshot taken at `now`.
+    pub(crate) fn path(&self, now: u64) -> RackPathState {
+        RackPathState {
+            min_rtt_ns: self.min_rtt.map(|(m, _)| m),
+            min_rtt_age_ns: self.min_rtt.map_or(0, |(_, at)| now.saturating_sub(at)),
+            reordering_seen: self.reordering_seen,
+            reo_wnd_mult: self.reo_wnd_mult,
+            reo_wnd_persist: self.reo_wnd_persist,
+        }
+    }
+
+    /// `RACK.min_RTT`, once sampled.
+    pub(crate) fn min_rtt_ns(&self) -> Option<u64> {
+        self.min_rtt.map(|(m, _)| m)
+    }
+
+    /// Whether data segment reordering has been seen (§6.2 step 3).
+    pub(crate) fn reordering_seen(&self) -> bool {
+        self.reordering_seen
+    }
+
+    /// The sequence range the records cover, if any.
+    pub(crate) fn covered(&self) -> Option<(SeqNumber, SeqNumber)> {
+        Some((self.records.front()?.left, self.records.back()?.right))
+    }
+
+    /// Records held.
+    pub(crate) fn records_len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// RFC 8985 §6.2 step 1: an RTT measurement of RFC 6298 or RFC 7323 feeds the windowed
+    /// minimum: a smaller sample, or any sample once the minimum is older than the window,
+    /// replaces it.
+    pub(crate) fn note_rtt_sample(&mut self, now: u64, rtt_ns: u64) {
+        match self.min_rtt {
+            Some((m, at)) if rtt_ns > m && now.saturating_sub(at) <= MIN_RTT_WINDOW_NS => {}
+            _ => self.min_rtt = Some((rtt_ns, now)),
+        }
+    }
+
+    /// RFC 8985 §6.1: `[left, right)` was just sent at `now` (`Segment.xmit_ts = Now()`,
+    /// `Segment.lost = FALSE`; a retransmission also sets `Segment.retransmitted`). Bytes
+    /// below the table's right edge are retransmissions, bytes beyond it new data. Returns how
+    /// many merges the table's bound forced.
+    pub(crate) fn on_send(&mut self, left: SeqNumber, right: SeqNumber, now: u64) -> u32 {
+        if !left.lt(right) {
+            return 0;
+        }
+        let Some((lo, hi)) = self.covered() else {
+            return self.append(left, right, now);
+        };
+        if left.gt(hi) || left.lt(lo) {
+            // Not contiguous with what is recorded (the connection keeps the table covering
+            // [SND.UNA, SND.MAX), so only an inconsistent caller gets here): start afresh
+            // rather than keep a gap.
+            debug_assert!(
+                false,
+                "transmission {left:?}..{right:?} outside {lo:?}..{hi:?}"
+            );
+            self.records.clear();
+            return self.append(left, right, now);
+        }
+        let mut merges = 0;
+        let rtx_end = if right.lt(hi) { right } else { hi };
+        if left.lt(rtx_end) {
+            // Room for the up to two records the splits below add.
+            merges += self.make_room(2);
+            if self.split_at(left) && self.split_at(rtx_end) {
+                for r in self.records.iter_mut() {
+                    if !r.left.lt(left) && !r.right.gt(rtx_end) {
+                        r.xmit_ns = now;
+                        r.flags = (r.flags | RETRANSMITTED) & !(LOST | DELIVERED);
+                    }
+                }
+            } else {
+                // No room to isolate the retransmitted bytes: the records around them take
+                // the new time (later, so never deemed lost too early) and count as merged.
+                for r in self.records.iter_mut() {
+                    if r.left.lt(rtx_end) && r.right.gt(left) {
+                        r.xmit_ns = now;
+                        r.flags = (r.flags | RETRANSMITTED | MERGED) & !(LOST | DELIVERED);
+                    }
+                }
+            }
+        }
+        if right.gt(hi) {
+            merges += self.append(hi, right, now);
+        }
+        merges
+    }
+
+    /// Appends a new transmission at the right edge.
+    fn append(&mut self, left: SeqNumber, right: SeqNumber, now: u64) -> u32 {
+        let merges = self.make_room(1);
+        self.records.push_back(Record {
+            left,
+            right,
+            xmit_ns: now,
+            flags: 0,
+        });
+        merges
+    }
+
+    /// Splits the record containing `seq` strictly inside it into two with the same state.
+    /// False when the table is full (nothing changes then).
+    fn split_at(&mut self, seq: SeqNumber) -> bool {
+        let Some(i) = self
+            .records
+            .iter()
+            .position(|r| r.left.lt(seq) && seq.lt(r.right))
+        else {
+            return true;
+        };
+        if self.records.len() >= RECORDS_MAX {
+            return false;
+        }
+        let mut upper = self.records[i];
+        upper.left = seq;
+        self.records[i].right = seq;
+        self.records.insert(i + 1, upper);
+        true
+    }
+
+    /// Merges neighbours until `slots` more records fit; returns the merges done.
+    fn make_room(&mut self, slots: usize) -> u32 {
+        let mut merges = 0;
+        while self.records.len() + slots > RECORDS_MAX && self.records.len() >= 2 {
+            self.merge_closest_pair();
+            merges += 1;
+        }
+        merges
+    }
+
+    /// Merges the two neighbours whose merge loses least: the same loss and delivery state,
+    /// then the closest send times. The merged record keeps the later time; it is lost or
+    /// delivered only if both were (never invents a loss or a delivery), retransmitted if
+    /// either was, and marked merged unless both were sent at the same time as one kind of
+    /// transmission.
+    fn merge_closest_pair(&mut self) {
+        let state = LOST | DELIVERED;
+        let mut best: Option<(usize, bool, u64)> = None;
+        for i in 0..self.records.len().saturating_sub(1) {
+            let (a, b) = (self.records[i], self.records[i + 1]);
+            let same_state = a.flags & state == b.flags & state;
+            let gap = a.xmit_ns.abs_diff(b.xmit_ns);
+            let better = match best {
+                None => true,
+                Some((_, s, g)) => (same_state && !s) || (same_state == s && gap < g),
+            };
+            if better {
+                best = Some((i, same_state, gap));
+            }
+        }
+        let Some((i, _, _)) = best else { return };
+        let (a, b) = (self.records[i], self.records[i + 1]);
+        let exact = a.xmit_ns == b.xmit_ns && a.has(RETRANSMITTED) == b.has(RETRANSMITTED);
+        let merged = Record {
+            left: a.left,
+            right: b.right,
+            xmit_ns: a.xmit_ns.max(b.xmit_ns),
+            flags: (a.flags & b.flags & state)
+                | ((a.flags | b.flags) & (RETRANSMITTED | MERGED))
+                | if exact { 0 } else { MERGED },
+        };
+        self.records[i] = merged;
+        self.records.remove(i + 1);
+    }
+
+    /// The cumulative ACK moved to `ack`: forget what lies below it.
+    pub(crate) fn on_cumulative_ack(&mut self, ack: SeqNumber) {
+        while let Some(first) = self.records.front_mut() {
+            if first.right.le(ack) {
+                self.records.pop_front();
+            } else {
+                if first.left.lt(ack) {
+                    first.left = ack;
+                }
+                break;
+            }
+        }
+    }
+
+    /// RFC 8985 §6.2 steps 2 and 3 for one ACK: finds the segments it newly delivered (wholly
+    /// below `ack` or inside one `sacked` range, the scoreboard after the ACK, sorted), updates
+    /// `RACK.rtt`, `RACK.xmit_ts`/`RACK.end_seq` from the most recently sent eligible one and
+    /// detects reordering. A retransmitted segment is not eligible when the ACK's timestamp
+    /// echo predates its last retransmission (`echo_predates(xmit_ns)`) or when it was
+    /// retransmitted less than `RACK.min_RTT` ago (the ACK may be for an earlier copy).
+    pub(crate) fn on_ack(
+        &mut self,
+        now: u64,
+        ack: SeqNumber,
+        sacked: &[SackBlock],
+        echo_predates: impl Fn(u64) -> bool,
+    ) -> Delivery {
+        let mut delivery = Delivery::default();
+        let fack_before = self.fack;
+        let min_rtt = self.min_rtt_ns();
+        let mut newest: Option<(u64, SeqNumber)> = None;
+        let mut j = 0;
+        for r in self.records.iter_mut() {
+            if sacked.is_empty() && r.right.gt(ack) {
+                // Sorted records: nothing further is covered (the common, loss-free case).
+                break;
+            }
+            if r.has(DELIVERED) {
+                continue;
+            }
+            let start = if r.left.lt(ack) { ack } else { r.left };
+            let covered = !r.right.gt(ack) || {
+                while sacked.get(j).is_some_and(|b| b.right.le(start)) {
+                    j += 1;
+                }
+                sacked
+                    .get(j)
+                    .is_some_and(|b| b.left.le(start) && r.right.le(b.right))
+            };
+            if !covered {
+                continue;
+            }
+            r.flags |= DELIVERED;
+            r.flags &= !LOST;
+            if r.has(MERGED) {
+                continue;
+            }
+            let rtx = r.has(RETRANSMITTED);
+            if !rtx && fack_before.is_some_and(|f| r.right.lt(f)) {
+                self.reordering_seen = true;
+            }
+            if self.fack.is_none_or(|f| r.right.gt(f)) {
+                self.fack = Some(r.right);
+            }
+            let ambiguous = rtx
+                && (echo_predates(r.xmit_ns)
+                    || min_rtt.is_none_or(|m| now.saturating_sub(r.xmit_ns) < m));
+            if !ambiguous && newest.is_none_or(|(t, s)| sent_after(r.xmit_ns, r.right, t, s)) {
+                newest = Some((r.xmit_ns, r.right));
+            }
+        }
+        if let Some((t, s)) = newest {
+            delivery.advanced = true;
+            self.rtt_ns = now.saturating_sub(t);
+            if self.latest.is_none_or(|(lt, ls)| sent_after(t, s, lt, ls)) {
+                self.latest = Some((t, s));
+            }
+        }
+        delivery
+    }
+
+    /// Segments SACKed (delivered above the cumulative ACK) — RFC 8985's `RACK.segs_sacked`.
+    fn segs_sacked(&self) -> u32 {
+        self.records.iter().filter(|r| r.has(DELIVERED)).count() as u32
+    }
+
+    /// RFC 8985 §6.2 step 4, DSACK part: at most one growth of the window multiplier per
+    /// round trip that sees a DSACK (`snd_una`, `snd_nxt` are the connection's). Returns
+    /// whether it grew.
+    pub(crate) fn on_dsack_round(
+        &mut self,
+        snd_una: SeqNumber,
+        snd_nxt: SeqNumber,
+        dsack: bool,
+    ) -> bool {
+        if self.dsack_round.is_some_and(|r| !snd_una.lt(r)) {
+            self.dsack_round = None;
+        }
+        if dsack && self.dsack_round.is_none() {
+            self.dsack_round = Some(snd_nxt);
+            self.reo_wnd_mult = self.reo_wnd_mult.saturating_add(1);
+            self.reo_wnd_persist = REO_WND_PERSIST;
+            return true;
+        }
+        false
+    }
+
+    /// RFC 8985 §6.2 step 4: leaving fast or RTO recovery without a DSACK on this ACK; after
+    /// 16 such recoveries the window multiplier returns to 1.
+    pub(crate) fn on_recovery_exit(&mut self) {
+        self.reo_wnd_persist = self.reo_wnd_persist.saturating_sub(1);
+        if self.reo_wnd_persist == 0 {
+            self.reo_wnd_mult = 1;
+        }
+    }
+
+    /// RFC 8985 §6.2 step 4: `RACK.reo_wnd`. Zero while no reordering has been seen and
+    /// either the sender is recovering or DupThresh segments are SACKed (RACK then acts as
+    /// the DupAck threshold would); else `reo_wnd_mult · min_RTT / 4`, at most SRTT; zero
+    /// without an RTT estimate.
+    pub(crate) fn reo_wnd_ns(&self, recovering: bool, srtt_ns: Option<u64>) -> u64 {
+        if !self.reordering_seen && (recovering || self.segs_sacked() >= DUP_THRESH_SEGMENTS) {
+            return 0;
+        }
+        let (Some(min_rtt), Some(srtt)) = (self.min_rtt_ns(), srtt_ns) else {
+            return 0;
+        };
+        (min_rtt / 4)
+            .saturating_mul(u64::from(self.reo_wnd_mult))
+            .min(srtt)
+    }
+
+    /// RFC 8985 §6.2 step 5 (`RACK_detect_loss`): every segment sent before `RACK.xmit_ts`
+    /// (ties broken by sequence), not delivered and not already lost, is lost once
+    /// `xmit_ts + RACK.rtt + reo_wnd ≤ now`; the others set the reordering timer's deadline
+    /// (the latest of theirs). A lost segment is not judged again until it is retransmitted.
+    pub(crate) fn detect_loss(&mut self, now: u64, reo_wnd_ns: u64) -> Detection {
+        let mut d = Detection::default();
+        let Some((rack_ns, rack_end)) = self.latest else {
+            return d;
+        };
+        let wait_ns = self.rtt_ns.saturating_add(reo_wnd_ns);
+        for r in self.records.iter_mut() {
+            if r.flags & (DELIVERED | LOST) != 0
+                || !sent_after(rack_ns, rack_end, r.xmit_ns, r.right)
+            {
+                continue;
+            }
+            let deadline = r.xmit_ns.saturating_add(wait_ns);
+            if now >= deadline {
+                r.flags |= LOST;
+                d.lost += 1;
+                if r.has(RETRANSMITTED) {
+                    d.lost_retransmissions += 1;
+                }
+            } else {
+                d.deadline_ns = Some(d.deadline_ns.map_or(deadline, |t: u64| t.max(deadline)));
+            }
+        }
+        d
+    }
+
+    /// After a retransmission timeout: SACK information is discarded (the receiver may have
+    /// reneged, RFC 2018 §8) and everything from SND.UNA is sent again, so no record stays
+    /// delivered or lost.
+    pub(crate) fn on_rto(&mut self) {
+        for r in self.records.iter_mut() {
+            r.flags &= !(DELIVERED | LOST);
+        }
+        self.rto_recovery = true;
+    }
+
+    /// At import: the flight `[left, right)` arrives without its send times. It is recorded
+    /// as one merged record sent at `now`, the latest it can have been sent: it is deemed
+    /// lost only once segments sent after the import are delivered and a full RACK.rtt plus
+    /// reo_wnd has passed, and its delivery never advances RACK.xmit_ts.
+    pub(crate) fn import_flight(&mut self, left: SeqNumber, right: SeqNumber, now: u64) {
+        self.records.clear();
+        if left.lt(right) {
+            self.records.push_back(Record {
+                left,
+                right,
+                xmit_ns: now,
+                flags: MERGED,
+            });
+        }
+    }
+
+    /// Bytes of lost records not covered by `sacked` (sorted ranges): lost and not yet
+    /// retransmitted, so not in the pipe (RFC 6675 §4 with RACK's losses).
+    pub(crate) fn lost_unsacked_bytes(&self, sacked: &[SackBlock]) -> u32 {
+        self.records
+            .iter()
+            .filter(|r| r.has(LOST))
+            .map(|r| {
+                let len = r.right.diff(r.left).max(0) as u32;
+                len.saturating_sub(bytes_in(sacked, r.left, r.right))
+            })
+            .fold(0u32, u32::saturating_add)
+    }
+
+    /// RFC 6675 §4 NextSeg rule (1) with RACK's losses: the first unSACKed byte of the
+    /// lowest lost record, and how much of that record to send (up to `mss`, stopping at the
+    /// next SACKed range).
+    pub(crate) fn next_lost(&self, sacked: &[SackBlock], mss: u32) -> Option<(SeqNumber, u32)> {
+        for r in self.records.iter().filter(|r| r.has(LOST)) {
+            let start = next_hole(sacked, r.left);
+            if !start.lt(r.right) {
+                continue;
+            }
+            let end = sacked
+                .iter()
+                .map(|b| b.left)
+                .find(|l| l.gt(start))
+                .filter(|l| l.lt(r.right))
+                .unwrap_or(r.right);
+            let len = end.diff(start).max(0) as u32;
+            return Some((start, len.min(mss)));
+        }
+        None
+    }
+
+    /// The left edge of the lowest lost record, if any.
+    pub(crate) fn first_lost(&self) -> Option<SeqNumber> {
+        self.records.iter().find(|r| r.has(LOST)).map(|r| r.left)
+    }
+}
+
+/// Bytes of the sorted ranges within `[a, b)`.
+fn bytes_in(ranges: &[SackBlock], a: SeqNumber, b: SeqNumber) -> u32 {
+    ranges
+        .iter()
+        .map(|r| {
+            let l = if r.left.gt(a) { r.left } else { a };
+            let h = if r.right.lt(b) { r.right } else { b };
+            h.diff(l).max(0) as u32
+        })
+        .sum()
+}
+
+/// The first sequence number at or after `from` outside the sorted ranges.
+fn next_hole(ranges: &[SackBlock], from: SeqNumber) -> SeqNumber {
+    let mut s = from;
+    for r in ranges {
+        if r.left.le(s) && r.right.gt(s) {
+            s = r.right;
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(n: u32) -> SeqNumber {
+        SeqNumber(n)
+    }
+
+    fn block(l: u32, r: u32) -> SackBlock {
+        SackBlock {
+            left: s(l),
+            right: s(r),
+        }
+    }
+
+    const MS: u64 = 1_000_000;
+
+    /// Ten 1000-byte segments from `base` sent at once at `t`, with a 100 ms minimum RTT.
+    fn burst(base: u32, t: u64) -> Rack {
+        let mut r = Rack::default();
+        r.note_rtt_sample(0, 100 * MS);
+        for i in 0..10 {
+            r.on_send(
+                s(base.wrapping_add(i * 1000)),
+                s(base.wrapping_add((i + 1) * 1000)),
+                t,
+            );
+        }
+        r
+    }
+
+    #[test]
+    fn a_sack_beyond_a_segment_sent_in_the_same_burst_makes_it_lost_after_rtt_and_reo_wnd() {
+        let mut r = burst(1, 100 * MS);
+        let d = r.on_ack(200 * MS, s(1), &[block(7001, 8001)], |_| false);
+        assert!(d.advanced);
+        let reo = r.reo_wnd_ns(false, Some(100 * MS));
+        assert_eq!(reo, 25 * MS, "min_RTT / 4");
+        let det = r.detect_loss(200 * MS, reo);
+        assert_eq!(det.lost, 0, "not yet: the segments may only be reordered");
+        assert_eq!(det.deadline_ns, Some(225 * MS));
+        let det = r.detect_loss(225 * MS, reo);
+        assert_eq!(det.lost, 7, "the seven segments below the SACKed one");
+        assert_eq!(r.lost_unsacked_bytes(&[block(7001, 8001)]), 7000);
+        assert_eq!(r.next_lost(&[block(7001, 8001)], 1000), Some((s(1), 1000)));
+    }
+
+    #[test]
+    fn segments_sent_after_the_delivered_one_are_not_judged() {
+        let mut r = burst(1, 100 * MS);
+        r.on_ack(200 * MS, s(1), &[block(1, 1001)], |_| false);
+        let det = r.detect_loss(10_000 * MS, 0);
+        assert_eq!(det, Detection::default());
+    }
+
+    #[test]
+    fn a_partly_sacked_segment_is_not_delivered() {
+        let mut r = burst(1, 100 * MS);
+        let d = r.on_ack(200 * MS, s(1), &[block(10_000, 10_001)], |_| false);
+        assert!(
+            !d.advanced,
+            "RFC 8985 §5.1: the whole segment must be acknowledged"
+        );
+    }
+
+    #[test]
+    fn retransmission_sacked_sooner_than_min_rtt_is_ambiguous() {
+        let mut r = burst(1, 100 * MS);
+        r.on_send(s(1), s(1001), 300 * MS);
+        let d = r.on_ack(310 * MS, s(1), &[block(1, 1001)], |_| false);
+        assert!(
+            !d.advanced,
+            "10 ms after the retransmission, less than min_RTT"
+        );
+        let mut r = burst(1, 100 * MS);
+        r.on_send(s(1), s(1001), 300 * MS);
+        let d = r.on_ack(410 * MS, s(1), &[block(1, 1001)], |_| false);
+        assert!(d.advanced);
+        let d = {
+            let mut r = burst(1, 100 * MS);
+            r.on_send(s(1), s(1001), 300 * MS);
+            r.on_ack(410 * MS, s(1), &[block(1, 1001)], |_| true)
+        };
+        assert!(
+            !d.advanced,
+            "the timestamp echo says the ACK is for the original"
+        );
+    }
+
+    #[test]
+    fn delivery_below_the_highest_delivered_is_reordering() {
+        let mut r = burst(1, 100 * MS);
+        r.on_ack(200 * MS, s(1), &[block(7001, 8001)], |_| false);
+        assert!(!r.reordering_seen());
+        r.on_ack(
+            201 * MS,
+            s(1),
+            &[block(3001, 4001), block(7001, 8001)],
+            |_| false,
+        );
+        assert!(r.reordering_seen());
+        // Reordering seen: the window no longer drops to zero in recovery.
+        assert_eq!(r.reo_wnd_ns(true, Some(100 * MS)), 25 * MS);
+    }
+
+    #[test]
+    fn reo_wnd_is_zero_after_three_sacked_segments_without_reordering() {
+        let mut r = burst(1, 100 * MS);
+        r.on_ack(200 * MS, s(1), &[block(5001, 8001)], |_| false);
+        assert_eq!(r.reo_wnd_ns(false, Some(100 * MS)), 0);
+    }
+
+    #[test]
+    fn dsack_grows_the_window_once_per_round_and_sixteen_recoveries_reset_it() {
+        let mut r = burst(1, 100 * MS);
+        r.on_ack(
+            200 * MS,
+            s(1),
+            &[block(3001, 4001), block(7001, 8001)],
+            |_| false,
+        );
+        assert!(r.on_dsack_round(s(1), s(10_001), true));
+        assert!(!r.on_dsack_round(s(5001), s(10_001), true), "same round");
+        assert_eq!(r.reo_wnd_ns(false, Some(100 * MS)), 50 * MS);
+        assert!(r.on_dsack_round(s(10_001), s(20_001), true), "next round");
+        assert_eq!(
+            r.reo_wnd_ns(false, Some(60 * MS)),
+            60 * MS,
+            "bounded by SRTT"
+        );
+        for _ in 0..16 {
+            r.on_recovery_exit();
+        }
+        assert_eq!(r.reo_wnd_ns(false, Some(100 * MS)), 25 * MS);
+    }
+
+    #[test]
+    fn a_retransmission_lost_again_is_found_when_a_later_one_is_delivered() {
+        let mut r = burst(1, 100 * MS);
+        r.on_ack(200 * MS, s(1), &[block(3001, 10_001)], |_| false);
+        assert_eq!(r.detect_loss(200 * MS, 0).lost, 3);
+        r.on_send(s(1), s(1001), 200 * MS);
+        r.on_send(s(1001), s(2001), 210 * MS);
+        // The retransmission of 1001 arrives; that of 1 does not.
+        let d = r.on_ack(
+            320 * MS,
+            s(1),
+            &[block(1001, 2001), block(3001, 10_001)],
+            |_| false,
+        );
+        assert!(d.advanced);
+        let det = r.detect_loss(320 * MS, 0);
+        assert_eq!((det.lost, det.lost_retransmissions), (1, 1));
+        assert_eq!(
+            r.next_lost(&[block(1001, 2001), block(3001, 10_001)], 1000),
+            Some((s(1), 1000))
+        );
+    }
+
+    #[test]
+    fn cumulative_ack_trims_and_retransmission_splits_records() {
+        let mut r = burst(1, 0);
+        r.on_send(s(501), s(1501), 5 * MS);
+        assert_eq!(r.records_len(), 12, "the two segments it touches are split");
+        r.on_cumulative_ack(s(1001));
+        assert_eq!(r.covered(), Some((s(1001), s(10_001))));
+    }
+
+    #[test]
+    fn a_full_table_merges_neighbours_sent_together_first() {
+        let mut r = Rack::default();
+        let mut merges = 0;
+        for i in 0..(RECORDS_MAX as u32 + 10) {
+            // Pairs of segments share a send time.
+            merges += r.on_send(s(i * 100), s((i + 1) * 100), u64::from(i / 2));
+        }
+        assert_eq!(r.records_len(), RECORDS_MAX);
+        assert_eq!(merges, 10);
+        assert!(
+            r.records.iter().all(|x| !x.has(MERGED)),
+            "only exact merges so far"
+        );
+        assert_eq!(
+            r.covered(),
+            Some((s(0), s((RECORDS_MAX as u32 + 10) * 100)))
+        );
+    }
+
+    #[test]
+    fn windowed_min_rtt_takes_a_larger_sample_only_after_the_window() {
+        let mut r = Rack::default();
+        r.note_rtt_sample(0, 10 * MS);
+        r.note_rtt_sample(MS, 50 * MS);
+        assert_eq!(r.min_rtt_ns(), Some(10 * MS));
+        r.note_rtt_sample(MIN_RTT_WINDOW_NS + MS, 50 * MS);
+        assert_eq!(r.min_rtt_ns(), Some(50 * MS));
+    }
+
+    #[test]
+    fn sequence_space_wraps() {
+        let base = u32::MAX - 4_999;
+        let mut r = burst(base, 100 * MS);
+        let hi = base.wrapping_add(8000);
+        r.on_ack(
+            200 * MS,
+            s(base),
+            &[block(base.wrapping_add(7000), hi)],
+            |_| false,
+        );
+        assert_eq!(r.detect_loss(300 * MS, 0).lost, 7);
+        r.on_cumulative_ack(s(hi));
+        assert_eq!(r.covered(), Some((s(hi), s(base.wrapping_add(10_000)))));
+    }
+}
