@@ -205,9 +205,12 @@ impl Rack {
         self.records.len()
     }
 
-    /// RFC 8985 §6.2 step 1: an RTT measurement of RFC 6298 or RFC 7323 feeds the windowed
-    /// minimum: a smaller sample, or any sample once the minimum is older than the window,
-    /// replaces it.
+    /// RFC 8985 §6.2 step 1: an RTT measurement feeds the windowed minimum: a smaller sample,
+    /// or any sample once the minimum is older than the window, replaces it. The samples are
+    /// RFC 6298 measurements on the ns clock: the connection's handshake and Karn-timed
+    /// segments, and [`Rack::on_ack`]'s never-retransmitted segments. RFC 7323 echoes are
+    /// not used: their 1 ms tick is coarser than RFC 8985 §4 allows on a sub-millisecond
+    /// path, where one zero sample would close the reordering window and the ambiguity guard.
     pub(crate) fn note_rtt_sample(&mut self, now: u64, rtt_ns: u64) {
         match self.min_rtt {
             Some((m, at)) if rtt_ns > m && now.saturating_sub(at) <= MIN_RTT_WINDOW_NS => {}
@@ -357,8 +360,9 @@ impl Rack {
         }
     }
 
-    /// RFC 8985 §6.2 steps 2 and 3 for one ACK: finds the segments it newly delivered (wholly
-    /// below `ack` or inside one `sacked` range, the scoreboard after the ACK, sorted), updates
+    /// RFC 8985 §6.2 steps 1 to 3 for one ACK: finds the segments it newly delivered (wholly
+    /// below `ack` or inside one `sacked` range, the scoreboard after the ACK, sorted), takes
+    /// the smallest RTT of the never-retransmitted ones as a minimum-RTT sample, updates
     /// `RACK.rtt`, `RACK.xmit_ts`/`RACK.end_seq` from the most recently sent eligible one and
     /// detects reordering. A retransmitted segment is not eligible when the ACK's timestamp
     /// echo predates its last retransmission (`echo_predates(xmit_ns)`) or when it was
@@ -374,6 +378,7 @@ impl Rack {
         let fack_before = self.fack;
         let min_rtt = self.min_rtt_ns();
         let mut newest: Option<(u64, SeqNumber)> = None;
+        let mut sample_min: Option<u64> = None;
         let mut j = 0;
         for r in self.records.iter_mut() {
             if sacked.is_empty() && r.right.gt(ack) {
@@ -407,12 +412,19 @@ impl Rack {
             if self.fack.is_none_or(|f| r.right.gt(f)) {
                 self.fack = Some(r.right);
             }
-            let ambiguous = rtx
-                && (echo_predates(r.xmit_ns)
-                    || min_rtt.is_none_or(|m| now.saturating_sub(r.xmit_ns) < m));
+            let rtt_ns = now.saturating_sub(r.xmit_ns);
+            let ambiguous = rtx && (echo_predates(r.xmit_ns) || min_rtt.is_none_or(|m| rtt_ns < m));
+            if !rtx {
+                // An RFC 6298 measurement (a never-retransmitted segment, timed on the ns
+                // clock): the minimum RTT's best source (§6.2 step 1).
+                sample_min = Some(sample_min.map_or(rtt_ns, |m: u64| m.min(rtt_ns)));
+            }
             if !ambiguous && newest.is_none_or(|(t, s)| sent_after(r.xmit_ns, r.right, t, s)) {
                 newest = Some((r.xmit_ns, r.right));
             }
+        }
+        if let Some(rtt_ns) = sample_min {
+            self.note_rtt_sample(now, rtt_ns);
         }
         if let Some((t, s)) = newest {
             delivery.advanced = true;

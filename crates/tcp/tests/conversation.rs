@@ -2633,3 +2633,18 @@ fn rack_is_off_without_sack() {
     assert_eq!(p.a.counters().rack_loss_marks, 0);
     assert_eq!(p.a.counters().rto_expirations, 1);
 }
+
+#[test]
+fn rack_min_rtt_is_timed_on_the_ns_clock_not_by_1_ms_timestamp_echoes() {
+    // RFC 8985 §4: RACK's timing must be finer than a quarter of the minimum RTT. On a 0.4 ms
+    // path, RFC 7323 echoes (1 ms ticks) measure 0 or 1 ms, and one zero would close the
+    // reordering window and disable the guard against ambiguous retransmissions; RACK times
+    // segments itself.
+    let mut p = Pair::established(cfg(), cfg(), 200_000);
+    assert!(p.a.negotiated().timestamps);
+    let data = pattern(100 * 1448);
+    p.a_to_send = data.clone();
+    p.run_until(|p| p.b_read.len() == data.len(), 1_000 * MS);
+    let min_rtt_ns = p.a.rack_min_rtt_ns().expect("sampled");
+    assert!((400_000..500_000).contains(&min_rtt_ns), "{min_rtt_ns} ns");
+}

@@ -797,7 +797,11 @@ impl Connection {
             if let Some(ts) = seg.timestamp {
                 let ticks = self.ts_now(now).wrapping_sub(ts.tsecr);
                 if ts.tsecr != 0 && (ticks as i32) >= 0 && !ts_lt(ts.tsecr, self.ts_rtx_floor) {
-                    self.rtt_sample(now, u64::from(ticks) * NS_PER_MS);
+                    // Not for RACK's minimum RTT: a 1 ms tick is too coarse for it (RFC 8985
+                    // §4 wants timing finer than a quarter of the minimum RTT); RACK times
+                    // segments on the ns clock itself.
+                    self.rtt.sample(u64::from(ticks) * NS_PER_MS);
+                    self.counters.rtt_samples += 1;
                 }
             }
             self.rtt_timed = RttTimed::NONE;
@@ -813,8 +817,9 @@ impl Connection {
         }
     }
 
-    /// One RFC 6298 / RFC 7323 RTT measurement: feeds the RTO estimator and RACK's windowed
-    /// minimum RTT (RFC 8985 §6.2 step 1).
+    /// One RFC 6298 RTT measurement timed on the ns clock (the handshake, a Karn-timed
+    /// segment): feeds the RTO estimator and RACK's windowed minimum RTT (RFC 8985 §6.2 step
+    /// 1).
     fn rtt_sample(&mut self, now: u64, rtt_ns: u64) {
         self.rtt.sample(rtt_ns);
         if let Some(r) = self.rack.as_mut() {
