@@ -133,6 +133,10 @@ impl Profile {
                 zero_window_probe_carries_data: false,
                 // Linux recovers with proportional rate reduction (`tcp_cwnd_reduction`).
                 prr: true,
+                // `tcp_recovery=1` (common/defaults.sh): RACK loss detection, RFC 8985 §6
+                // (`tcp_rack_mark_lost`, the reordering timer `tcp_rack_reo_timeout`). On by
+                // default too; set here so the profile does not depend on the default.
+                rack: true,
                 syn_retries_max: 5,
                 // Linux `tcp_early_retrans` = 3: tail loss probes (RFC 8985 §7), PTO =
                 // 2·SRTT + 2 ms with no floor (`tcp_schedule_loss_probe`: `TCP_TIMEOUT_MIN`
