@@ -22,7 +22,9 @@
 
 use std::collections::VecDeque;
 
-use wire::tcp::{SackBlock, SeqNumber};
+use wire::tcp::SeqNumber;
+
+use crate::ooo::OooQueue;
 
 /// Most transmit records kept per connection (each is one segment, or several merged).
 /// 256 records of 24 bytes: 6 KiB for the largest flight, allocated as the flight grows.
@@ -361,7 +363,7 @@ impl Rack {
     }
 
     /// RFC 8985 §6.2 steps 1 to 3 for one ACK: finds the segments it newly delivered (wholly
-    /// below `ack` or inside one `sacked` range, the scoreboard after the ACK, sorted), takes
+    /// below `ack` or inside one range of `scoreboard`, as the ACK left it), takes
     /// the smallest RTT of the never-retransmitted ones as a minimum-RTT sample, updates
     /// `RACK.rtt`, `RACK.xmit_ts`/`RACK.end_seq` from the most recently sent eligible one and
     /// detects reordering. A retransmitted segment is not eligible when the ACK's timestamp
@@ -371,9 +373,10 @@ impl Rack {
         &mut self,
         now: u64,
         ack: SeqNumber,
-        sacked: &[SackBlock],
+        scoreboard: &OooQueue,
         echo_predates: impl Fn(u64) -> bool,
     ) -> Delivery {
+        let sacked = scoreboard.ranges();
         let mut delivery = Delivery::default();
         let fack_before = self.fack;
         let min_rtt = self.min_rtt_ns();
@@ -543,15 +546,15 @@ impl Rack {
         }
     }
 
-    /// Bytes of lost records not covered by `sacked` (sorted ranges): lost and not yet
-    /// retransmitted, so not in the pipe (RFC 6675 §4 with RACK's losses).
-    pub(crate) fn lost_unsacked_bytes(&self, sacked: &[SackBlock]) -> u32 {
+    /// Bytes of lost records the scoreboard does not hold: lost and not yet retransmitted, so
+    /// not in the pipe (RFC 6675 §4 with RACK's losses).
+    pub(crate) fn lost_unsacked_bytes(&self, scoreboard: &OooQueue) -> u32 {
         self.records
             .iter()
             .filter(|r| r.has(LOST))
             .map(|r| {
                 let len = r.right.diff(r.left).max(0) as u32;
-                len.saturating_sub(bytes_in(sacked, r.left, r.right))
+                len.saturating_sub(scoreboard.bytes_in(r.left, r.right))
             })
             .fold(0u32, u32::saturating_add)
     }
@@ -559,16 +562,14 @@ impl Rack {
     /// RFC 6675 §4 NextSeg rule (1) with RACK's losses: the first unSACKed byte of the
     /// lowest lost record, and how much of that record to send (up to `mss`, stopping at the
     /// next SACKed range).
-    pub(crate) fn next_lost(&self, sacked: &[SackBlock], mss: u32) -> Option<(SeqNumber, u32)> {
+    pub(crate) fn next_lost(&self, scoreboard: &OooQueue, mss: u32) -> Option<(SeqNumber, u32)> {
         for r in self.records.iter().filter(|r| r.has(LOST)) {
-            let start = next_hole(sacked, r.left);
+            let start = scoreboard.next_hole(r.left);
             if !start.lt(r.right) {
                 continue;
             }
-            let end = sacked
-                .iter()
-                .map(|b| b.left)
-                .find(|l| l.gt(start))
+            let end = scoreboard
+                .next_left_after(start)
                 .filter(|l| l.lt(r.right))
                 .unwrap_or(r.right);
             let len = end.diff(start).max(0) as u32;
@@ -583,29 +584,6 @@ impl Rack {
     }
 }
 
-/// Bytes of the sorted ranges within `[a, b)`.
-fn bytes_in(ranges: &[SackBlock], a: SeqNumber, b: SeqNumber) -> u32 {
-    ranges
-        .iter()
-        .map(|r| {
-            let l = if r.left.gt(a) { r.left } else { a };
-            let h = if r.right.lt(b) { r.right } else { b };
-            h.diff(l).max(0) as u32
-        })
-        .sum()
-}
-
-/// The first sequence number at or after `from` outside the sorted ranges.
-fn next_hole(ranges: &[SackBlock], from: SeqNumber) -> SeqNumber {
-    let mut s = from;
-    for r in ranges {
-        if r.left.le(s) && r.right.gt(s) {
-            s = r.right;
-        }
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -614,11 +592,13 @@ mod tests {
         SeqNumber(n)
     }
 
-    fn block(l: u32, r: u32) -> SackBlock {
-        SackBlock {
-            left: s(l),
-            right: s(r),
+    /// A scoreboard holding the SACKed ranges `[l, r)`.
+    fn sb(blocks: &[(u32, u32)]) -> OooQueue {
+        let mut q = OooQueue::new(16, u32::MAX);
+        for &(l, r) in blocks {
+            q.insert(s(l), s(r)).unwrap();
         }
+        q
     }
 
     const MS: u64 = 1_000_000;
@@ -640,7 +620,7 @@ mod tests {
     #[test]
     fn a_sack_beyond_a_segment_sent_in_the_same_burst_makes_it_lost_after_rtt_and_reo_wnd() {
         let mut r = burst(1, 100 * MS);
-        let d = r.on_ack(200 * MS, s(1), &[block(7001, 8001)], |_| false);
+        let d = r.on_ack(200 * MS, s(1), &sb(&[(7001, 8001)]), |_| false);
         assert!(d.advanced);
         let reo = r.reo_wnd_ns(false, Some(100 * MS));
         assert_eq!(reo, 25 * MS, "min_RTT / 4");
@@ -649,14 +629,14 @@ mod tests {
         assert_eq!(det.deadline_ns, Some(225 * MS));
         let det = r.detect_loss(225 * MS, reo);
         assert_eq!(det.lost, 7, "the seven segments below the SACKed one");
-        assert_eq!(r.lost_unsacked_bytes(&[block(7001, 8001)]), 7000);
-        assert_eq!(r.next_lost(&[block(7001, 8001)], 1000), Some((s(1), 1000)));
+        assert_eq!(r.lost_unsacked_bytes(&sb(&[(7001, 8001)])), 7000);
+        assert_eq!(r.next_lost(&sb(&[(7001, 8001)]), 1000), Some((s(1), 1000)));
     }
 
     #[test]
     fn segments_sent_after_the_delivered_one_are_not_judged() {
         let mut r = burst(1, 100 * MS);
-        r.on_ack(200 * MS, s(1), &[block(1, 1001)], |_| false);
+        r.on_ack(200 * MS, s(1), &sb(&[(1, 1001)]), |_| false);
         let det = r.detect_loss(10_000 * MS, 0);
         assert_eq!(det, Detection::default());
     }
@@ -664,7 +644,7 @@ mod tests {
     #[test]
     fn a_partly_sacked_segment_is_not_delivered() {
         let mut r = burst(1, 100 * MS);
-        let d = r.on_ack(200 * MS, s(1), &[block(10_000, 10_001)], |_| false);
+        let d = r.on_ack(200 * MS, s(1), &sb(&[(10_000, 10_001)]), |_| false);
         assert!(
             !d.advanced,
             "RFC 8985 §5.1: the whole segment must be acknowledged"
@@ -675,19 +655,19 @@ mod tests {
     fn retransmission_sacked_sooner_than_min_rtt_is_ambiguous() {
         let mut r = burst(1, 100 * MS);
         r.on_send(s(1), s(1001), 300 * MS);
-        let d = r.on_ack(310 * MS, s(1), &[block(1, 1001)], |_| false);
+        let d = r.on_ack(310 * MS, s(1), &sb(&[(1, 1001)]), |_| false);
         assert!(
             !d.advanced,
             "10 ms after the retransmission, less than min_RTT"
         );
         let mut r = burst(1, 100 * MS);
         r.on_send(s(1), s(1001), 300 * MS);
-        let d = r.on_ack(410 * MS, s(1), &[block(1, 1001)], |_| false);
+        let d = r.on_ack(410 * MS, s(1), &sb(&[(1, 1001)]), |_| false);
         assert!(d.advanced);
         let d = {
             let mut r = burst(1, 100 * MS);
             r.on_send(s(1), s(1001), 300 * MS);
-            r.on_ack(410 * MS, s(1), &[block(1, 1001)], |_| true)
+            r.on_ack(410 * MS, s(1), &sb(&[(1, 1001)]), |_| true)
         };
         assert!(
             !d.advanced,
@@ -698,14 +678,11 @@ mod tests {
     #[test]
     fn delivery_below_the_highest_delivered_is_reordering() {
         let mut r = burst(1, 100 * MS);
-        r.on_ack(200 * MS, s(1), &[block(7001, 8001)], |_| false);
+        r.on_ack(200 * MS, s(1), &sb(&[(7001, 8001)]), |_| false);
         assert!(!r.reordering_seen());
-        r.on_ack(
-            201 * MS,
-            s(1),
-            &[block(3001, 4001), block(7001, 8001)],
-            |_| false,
-        );
+        r.on_ack(201 * MS, s(1), &sb(&[(3001, 4001), (7001, 8001)]), |_| {
+            false
+        });
         assert!(r.reordering_seen());
         // Reordering seen: the window no longer drops to zero in recovery.
         assert_eq!(r.reo_wnd_ns(true, Some(100 * MS)), 25 * MS);
@@ -714,19 +691,16 @@ mod tests {
     #[test]
     fn reo_wnd_is_zero_after_three_sacked_segments_without_reordering() {
         let mut r = burst(1, 100 * MS);
-        r.on_ack(200 * MS, s(1), &[block(5001, 8001)], |_| false);
+        r.on_ack(200 * MS, s(1), &sb(&[(5001, 8001)]), |_| false);
         assert_eq!(r.reo_wnd_ns(false, Some(100 * MS)), 0);
     }
 
     #[test]
     fn dsack_grows_the_window_once_per_round_and_sixteen_recoveries_reset_it() {
         let mut r = burst(1, 100 * MS);
-        r.on_ack(
-            200 * MS,
-            s(1),
-            &[block(3001, 4001), block(7001, 8001)],
-            |_| false,
-        );
+        r.on_ack(200 * MS, s(1), &sb(&[(3001, 4001), (7001, 8001)]), |_| {
+            false
+        });
         assert!(r.on_dsack_round(s(1), s(10_001), true));
         assert!(!r.on_dsack_round(s(5001), s(10_001), true), "same round");
         assert_eq!(r.reo_wnd_ns(false, Some(100 * MS)), 50 * MS);
@@ -745,22 +719,19 @@ mod tests {
     #[test]
     fn a_retransmission_lost_again_is_found_when_a_later_one_is_delivered() {
         let mut r = burst(1, 100 * MS);
-        r.on_ack(200 * MS, s(1), &[block(3001, 10_001)], |_| false);
+        r.on_ack(200 * MS, s(1), &sb(&[(3001, 10_001)]), |_| false);
         assert_eq!(r.detect_loss(200 * MS, 0).lost, 3);
         r.on_send(s(1), s(1001), 200 * MS);
         r.on_send(s(1001), s(2001), 210 * MS);
         // The retransmission of 1001 arrives; that of 1 does not.
-        let d = r.on_ack(
-            320 * MS,
-            s(1),
-            &[block(1001, 2001), block(3001, 10_001)],
-            |_| false,
-        );
+        let d = r.on_ack(320 * MS, s(1), &sb(&[(1001, 2001), (3001, 10_001)]), |_| {
+            false
+        });
         assert!(d.advanced);
         let det = r.detect_loss(320 * MS, 0);
         assert_eq!((det.lost, det.lost_retransmissions), (1, 1));
         assert_eq!(
-            r.next_lost(&[block(1001, 2001), block(3001, 10_001)], 1000),
+            r.next_lost(&sb(&[(1001, 2001), (3001, 10_001)]), 1000),
             Some((s(1), 1000))
         );
     }
@@ -812,7 +783,7 @@ mod tests {
         r.on_ack(
             200 * MS,
             s(base),
-            &[block(base.wrapping_add(7000), hi)],
+            &sb(&[(base.wrapping_add(7000), hi)]),
             |_| false,
         );
         assert_eq!(r.detect_loss(300 * MS, 0).lost, 7);

@@ -616,7 +616,7 @@ impl Connection {
             // Nothing was ever sent: nothing to deliver.
             return crate::rack::Delivery::default();
         };
-        let mut d = rack.on_ack(now, una, self.scoreboard.ranges(), echo_predates);
+        let mut d = rack.on_ack(now, una, &self.scoreboard, echo_predates);
         d.reo_wnd_grew = rack.on_dsack_round(una, self.snd_max, has_dsack(seg));
         d
     }
@@ -728,7 +728,7 @@ impl Connection {
             let lost = self
                 .rack
                 .as_ref()
-                .map_or(0, |r| r.lost_unsacked_bytes(self.scoreboard.ranges()));
+                .map_or(0, |r| r.lost_unsacked_bytes(&self.scoreboard));
             return flight.saturating_sub(sacked).saturating_sub(lost);
         }
         let boundary = self
@@ -777,7 +777,7 @@ impl Connection {
 
     /// NextSeg rule (1) with RACK's losses (see [`Connection::sack_next_retransmission`]).
     pub(super) fn rack_next_lost(&self, mss: u32) -> Option<(SeqNumber, u32)> {
-        self.rack.as_ref()?.next_lost(self.scoreboard.ranges(), mss)
+        self.rack.as_ref()?.next_lost(&self.scoreboard, mss)
     }
 
     pub(super) fn rtt_sample_on_ack(&mut self, now: u64, seg: &TcpRepr<'_>, ack: SeqNumber) {
