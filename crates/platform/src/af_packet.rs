@@ -140,7 +140,7 @@ impl FanoutMode {
 
 /// Ring geometry and socket options.
 ///
-/// Invariants checked by [`AfPacketSocket::open`] (see [`AfPacketConfig::validate`]):
+/// Invariants checked by [`AfPacketSocket::open`] (see `AfPacketConfig::validate`):
 /// `block_size_bytes` is a non-zero multiple of the page size; `frame_size_bytes` is a multiple
 /// of 16 (`TPACKET_ALIGNMENT`), at least 128 and at most `block_size_bytes`; `block_count` ≥ 1;
 /// the ring (`block_size_bytes × block_count`) and its frame count fit the kernel's types.
