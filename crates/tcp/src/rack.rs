@@ -120,6 +120,14 @@ pub(crate) struct Rack {
     /// The reordering timer (RFC 8985 §6.2 step 5), an absolute deadline; `u64::MAX` when
     /// disarmed.
     pub deadline_ns: u64,
+    /// The right edge of the highest record holding a retransmission, if one is recorded:
+    /// every record from there on is an original transmission, and originals are sent in
+    /// sequence order, so their send times never decrease along the table. Loss detection
+    /// stops at the first of them not sent before `RACK.xmit_ts`.
+    rtx_right: Option<SeqNumber>,
+    /// False only when no record is lost: the queries behind every ACK (`first_lost`, the
+    /// pipe, NextSeg) then skip the scan.
+    lost_hint: bool,
 }
 
 impl Default for Rack {
@@ -136,6 +144,8 @@ impl Default for Rack {
             dsack_round: None,
             rto_recovery: false,
             deadline_ns: u64::MAX,
+            rtx_right: None,
+            lost_hint: false,
         }
     }
 }
@@ -203,6 +213,7 @@ impl Rack {
     }
 
     /// Records held.
+    #[cfg(test)]
     pub(crate) fn records_len(&self) -> usize {
         self.records.len()
     }
@@ -254,21 +265,32 @@ impl Rack {
                         r.flags = (r.flags | RETRANSMITTED) & !(LOST | DELIVERED);
                     }
                 }
+                self.note_retransmitted_up_to(rtx_end);
             } else {
                 // No room to isolate the retransmitted bytes: the records around them take
                 // the new time (later, so never deemed lost too early) and count as merged.
+                let mut touched_right = rtx_end;
                 for r in self.records.iter_mut() {
                     if r.left.lt(rtx_end) && r.right.gt(left) {
                         r.xmit_ns = now;
                         r.flags = (r.flags | RETRANSMITTED | MERGED) & !(LOST | DELIVERED);
+                        touched_right = touched_right.max(r.right);
                     }
                 }
+                self.note_retransmitted_up_to(touched_right);
             }
         }
         if right.gt(hi) {
             merges += self.append(hi, right, now);
         }
         merges
+    }
+
+    /// A record ending at `right` now holds a retransmission.
+    fn note_retransmitted_up_to(&mut self, right: SeqNumber) {
+        if self.rtx_right.is_none_or(|r| r.lt(right)) {
+            self.rtx_right = Some(right);
+        }
     }
 
     /// Appends a new transmission at the right edge.
@@ -304,7 +326,16 @@ impl Rack {
     }
 
     /// Merges neighbours until `slots` more records fit; returns the merges done.
+    #[inline]
     fn make_room(&mut self, slots: usize) -> u32 {
+        if self.records.len() + slots <= RECORDS_MAX {
+            return 0;
+        }
+        self.merge_until_room(slots)
+    }
+
+    #[cold]
+    fn merge_until_room(&mut self, slots: usize) -> u32 {
         let mut merges = 0;
         while self.records.len() + slots > RECORDS_MAX && self.records.len() >= 2 {
             self.merge_closest_pair();
@@ -346,6 +377,9 @@ impl Rack {
         };
         self.records[i] = merged;
         self.records.remove(i + 1);
+        if merged.has(RETRANSMITTED) {
+            self.note_retransmitted_up_to(merged.right);
+        }
     }
 
     /// The cumulative ACK moved to `ack`: forget what lies below it.
@@ -359,6 +393,10 @@ impl Rack {
                 }
                 break;
             }
+        }
+        if self.rtx_right.is_some_and(|r| r.le(ack)) {
+            // Keeps the edge within the window, where sequence comparisons hold.
+            self.rtx_right = None;
         }
     }
 
@@ -494,21 +532,29 @@ impl Rack {
     /// (ties broken by sequence), not delivered and not already lost, is lost once
     /// `xmit_ts + RACK.rtt + reo_wnd ≤ now`; the others set the reordering timer's deadline
     /// (the latest of theirs). A lost segment is not judged again until it is retransmitted.
+    ///
+    /// Past the last retransmission (`rtx_right`) the records are originals in send order, so
+    /// the scan ends at the first one not sent before `RACK.xmit_ts`: on a loss-free flow, at
+    /// once.
     pub(crate) fn detect_loss(&mut self, now: u64, reo_wnd_ns: u64) -> Detection {
         let mut d = Detection::default();
         let Some((rack_ns, rack_end)) = self.latest else {
             return d;
         };
         let wait_ns = self.rtt_ns.saturating_add(reo_wnd_ns);
+        let originals_from = self.rtx_right;
         for r in self.records.iter_mut() {
-            if r.flags & (DELIVERED | LOST) != 0
-                || !sent_after(rack_ns, rack_end, r.xmit_ns, r.right)
-            {
+            let before = sent_after(rack_ns, rack_end, r.xmit_ns, r.right);
+            if !before && originals_from.is_none_or(|o| !r.left.lt(o)) {
+                break;
+            }
+            if r.flags & (DELIVERED | LOST) != 0 || !before {
                 continue;
             }
             let deadline = r.xmit_ns.saturating_add(wait_ns);
             if now >= deadline {
                 r.flags |= LOST;
+                self.lost_hint = true;
                 d.lost += 1;
                 if r.has(RETRANSMITTED) {
                     d.lost_retransmissions += 1;
@@ -527,6 +573,7 @@ impl Rack {
         for r in self.records.iter_mut() {
             r.flags &= !(DELIVERED | LOST);
         }
+        self.lost_hint = false;
         self.rto_recovery = true;
     }
 
@@ -536,6 +583,8 @@ impl Rack {
     /// reo_wnd has passed, and its delivery never advances RACK.xmit_ts.
     pub(crate) fn import_flight(&mut self, left: SeqNumber, right: SeqNumber, now: u64) {
         self.records.clear();
+        self.rtx_right = None;
+        self.lost_hint = false;
         if left.lt(right) {
             self.records.push_back(Record {
                 left,
@@ -549,6 +598,9 @@ impl Rack {
     /// Bytes of lost records the scoreboard does not hold: lost and not yet retransmitted, so
     /// not in the pipe (RFC 6675 §4 with RACK's losses).
     pub(crate) fn lost_unsacked_bytes(&self, scoreboard: &OooQueue) -> u32 {
+        if !self.lost_hint {
+            return 0;
+        }
         self.records
             .iter()
             .filter(|r| r.has(LOST))
@@ -563,6 +615,9 @@ impl Rack {
     /// lowest lost record, and how much of that record to send (up to `mss`, stopping at the
     /// next SACKed range).
     pub(crate) fn next_lost(&self, scoreboard: &OooQueue, mss: u32) -> Option<(SeqNumber, u32)> {
+        if !self.lost_hint {
+            return None;
+        }
         for r in self.records.iter().filter(|r| r.has(LOST)) {
             let start = scoreboard.next_hole(r.left);
             if !start.lt(r.right) {
@@ -578,9 +633,40 @@ impl Rack {
         None
     }
 
-    /// The left edge of the lowest lost record, if any.
-    pub(crate) fn first_lost(&self) -> Option<SeqNumber> {
-        self.records.iter().find(|r| r.has(LOST)).map(|r| r.left)
+    /// The left edge of the lowest lost record, if any (forgetting the hint when none is).
+    pub(crate) fn first_lost(&mut self) -> Option<SeqNumber> {
+        if !self.lost_hint {
+            return None;
+        }
+        let first = self.records.iter().find(|r| r.has(LOST)).map(|r| r.left);
+        self.lost_hint = first.is_some();
+        first
+    }
+
+    /// The first broken invariant of the table, if any (for the connection's checker).
+    pub(crate) fn invariant_violation(&self) -> Option<&'static str> {
+        if self.records.len() > RECORDS_MAX {
+            return Some("RACK transmit records over their cap");
+        }
+        let mut prev: Option<Record> = None;
+        for r in &self.records {
+            if !r.left.lt(r.right) || prev.is_some_and(|p| p.right != r.left) {
+                return Some("RACK transmit records not contiguous and non-empty");
+            }
+            if r.has(LOST) && !self.lost_hint {
+                return Some("RACK record lost while the lost hint is off");
+            }
+            if r.has(RETRANSMITTED) && self.rtx_right.is_none_or(|x| x.lt(r.right)) {
+                return Some("RACK retransmission beyond rtx_right");
+            }
+            if let Some(p) = prev.filter(|p| !p.has(RETRANSMITTED) && !r.has(RETRANSMITTED)) {
+                if self.rtx_right.is_none_or(|x| !p.left.lt(x)) && p.xmit_ns > r.xmit_ns {
+                    return Some("RACK originals past the last retransmission out of send order");
+                }
+            }
+            prev = Some(*r);
+        }
+        None
     }
 }
 

@@ -643,7 +643,7 @@ impl Connection {
         if self.in_recovery {
             return;
         }
-        let Some(first_lost) = self.rack.as_ref().and_then(|r| r.first_lost()) else {
+        let Some(first_lost) = self.rack.as_mut().and_then(|r| r.first_lost()) else {
             return;
         };
         let new_data_lost = self.snd_nxt == self.snd_max && first_lost.ge(self.recover);

@@ -994,8 +994,8 @@ impl Connection {
             return Some("SACK scoreboard over its cap");
         }
         let rack = self.rack.as_deref();
-        if rack.is_some_and(|r| r.records_len() > crate::rack::RECORDS_MAX) {
-            return Some("RACK transmit records over their cap");
+        if let Some(v) = rack.and_then(Rack::invariant_violation) {
+            return Some(v);
         }
         if self.rack_active() && self.state.is_synchronized() && self.state != State::Closed {
             let flight = (self.snd_una != self.snd_max).then_some((self.snd_una, self.snd_max));
