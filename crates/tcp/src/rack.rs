@@ -2,7 +2,7 @@
 //!
 //! The engine keeps its send data as one byte ring; what RACK needs besides it is, for every
 //! unacknowledged segment, when it was last sent and whether it was retransmitted, delivered
-//! (SACKed) or deemed lost. [`Rack`] keeps that as a sequence-ordered table of records, one
+//! (SACKed) or deemed lost. `Rack` keeps that as a sequence-ordered table of records, one
 //! per transmitted segment (`Connection::data_segment` reports each one), and the RACK
 //! variables: `RACK.xmit_ts`/`RACK.end_seq` (the most recently sent segment known delivered),
 //! `RACK.rtt`, `RACK.min_RTT`, `RACK.fack`, `RACK.reordering_seen` and the reordering window's
@@ -13,7 +13,7 @@
 //! once. A segment counts as delivered when its whole range is cumulatively acknowledged or
 //! SACKed (RFC 8985 §5.1).
 //!
-//! The table is bounded ([`RECORDS_MAX`]). When a transmission needs a record and the table is
+//! The table is bounded (`RECORDS_MAX`, 256 records). When a transmission needs a record and the table is
 //! full, two neighbouring records are merged, preferring neighbours sent at the same time. A
 //! merge of records sent at different times keeps the later time (so the merged range is never
 //! deemed lost earlier than its newest part would be) and is marked as merged: its delivery
