@@ -13,12 +13,13 @@
 //! once. A segment counts as delivered when its whole range is cumulatively acknowledged or
 //! SACKed (RFC 8985 §5.1).
 //!
-//! The table is bounded (`RECORDS_MAX`, 256 records). When a transmission needs a record and the table is
-//! full, two neighbouring records are merged, preferring neighbours sent at the same time. A
-//! merge of records sent at different times keeps the later time (so the merged range is never
-//! deemed lost earlier than its newest part would be) and is marked as merged: its delivery
-//! no longer advances `RACK.xmit_ts` (its send time is no longer exact). Precision is lost,
-//! never safety: the retransmission timeout and the tail loss probe remain the backstops.
+//! The table is bounded (`RECORDS_MAX`, 256 records). When a transmission needs a record and
+//! the table is full, two neighbouring records are merged, preferring neighbours sent at the
+//! same time. A merge of records sent at different times keeps the later time (so the merged
+//! range is never deemed lost earlier than its newest part would be) and is marked as merged:
+//! its delivery no longer advances `RACK.xmit_ts` (its send time is no longer exact).
+//! Precision is lost, never safety: the retransmission timeout and the tail loss probe remain
+//! the backstops.
 
 use std::collections::VecDeque;
 
