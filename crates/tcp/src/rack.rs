@@ -405,9 +405,10 @@ impl Rack {
     /// below `ack` or inside one range of `scoreboard`, as the ACK left it), takes
     /// the smallest RTT of the never-retransmitted ones as a minimum-RTT sample, updates
     /// `RACK.rtt`, `RACK.xmit_ts`/`RACK.end_seq` from the most recently sent eligible one and
-    /// detects reordering. A retransmitted segment is not eligible when the ACK's timestamp
-    /// echo predates its last retransmission (`echo_predates(xmit_ns)`) or when it was
-    /// retransmitted less than `RACK.min_RTT` ago (the ACK may be for an earlier copy).
+    /// detects reordering. A retransmitted segment is not eligible when it was retransmitted
+    /// less than `RACK.min_RTT` ago (the ACK may be for an earlier copy) or, if this ACK
+    /// covers it cumulatively, when the ACK's timestamp echo predates its last retransmission
+    /// (`echo_predates(xmit_ns)`).
     pub(crate) fn on_ack(
         &mut self,
         now: u64,
@@ -455,7 +456,15 @@ impl Rack {
                 self.fack = Some(r.right);
             }
             let rtt_ns = now.saturating_sub(r.xmit_ns);
-            let ambiguous = rtx && (echo_predates(r.xmit_ns) || min_rtt.is_none_or(|m| rtt_ns < m));
+            // The echo tells only for a segment this ACK covers cumulatively: a receiver takes
+            // TS.Recent from the segment that reaches Last.ACK.sent (RFC 7323 §4.3), so the
+            // ACK of a segment held beyond a hole echoes an older one whichever copy arrived,
+            // and §6.2's echo test would call every SACKed retransmission ambiguous (a tail
+            // loss probe past a hole would then never advance RACK). There the min-RTT test
+            // alone decides, as in Linux's `tcp_rack_advance`.
+            let cumulative = !r.right.gt(ack);
+            let ambiguous = rtx
+                && ((cumulative && echo_predates(r.xmit_ns)) || min_rtt.is_none_or(|m| rtt_ns < m));
             if !rtx {
                 // An RFC 6298 measurement (a never-retransmitted segment, timed on the ns
                 // clock): the minimum RTT's best source (§6.2 step 1).
@@ -754,12 +763,24 @@ mod tests {
         let d = {
             let mut r = burst(1, 100 * MS);
             r.on_send(s(1), s(1001), 300 * MS);
-            r.on_ack(410 * MS, s(1), &sb(&[(1, 1001)]), |_| true)
+            r.on_ack(410 * MS, s(1001), &sb(&[]), |_| true)
         };
         assert!(
             !d.advanced,
-            "the timestamp echo says the ACK is for the original"
+            "the timestamp echo of a cumulative ACK says it is for the original"
         );
+    }
+
+    #[test]
+    fn a_retransmission_sacked_beyond_a_hole_is_judged_by_min_rtt_alone() {
+        // The receiver echoes TS.Recent, which a segment beyond a hole does not update (RFC
+        // 7323 §4.3): the echo predates the retransmission whichever copy arrived, so it
+        // cannot call the SACK ambiguous. Segment 1001..2001 is retransmitted (a tail loss
+        // probe, say) and SACKed while 1..1001 is still missing.
+        let mut r = burst(1, 100 * MS);
+        r.on_send(s(1001), s(2001), 300 * MS);
+        let d = r.on_ack(410 * MS, s(1), &sb(&[(1001, 2001)]), |_| true);
+        assert!(d.advanced, "RACK.xmit_ts moves to the probe's transmission");
     }
 
     #[test]

@@ -128,9 +128,11 @@ impl Connection {
         } else {
             self.snd_max
         };
-        // The most recently sent segment (a FIN alone if that was it), else the last MSS.
+        // The most recently sent segment (a FIN alone if that was it), else the last MSS. The
+        // segment sent last may start below SND.UNA: a go-back after a timeout cuts the flight
+        // anew, and the ACK of the new cut can cover the old segment's first bytes.
         let last = self.tlp_last_seq;
-        if fwd(self.snd_una, last) < fwd(self.snd_una, self.snd_max) && !last.gt(data_end) {
+        if !last.lt(self.snd_una) && last.lt(self.snd_max) && !last.gt(data_end) {
             return Some((last, fwd(last, data_end).min(mss)));
         }
         let len = fwd(self.snd_una, data_end).min(mss);
