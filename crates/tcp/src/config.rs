@@ -165,11 +165,13 @@ pub struct Config {
     /// SYN (or SYN-ACK) retransmissions before the open fails. Default 6.
     pub syn_retries_max: u8,
     /// Tail loss probe (RFC 8985 §7): when data is outstanding and nothing else is to be sent,
-    /// send one probe after the probe timeout (PTO, below) instead of waiting for the RTO.
-    /// Default false.
+    /// send one probe after the probe timeout (PTO, below) instead of waiting for the RTO. Only
+    /// on SACK connections, like [`Config::rack`], whose other half it is: a flight whose last
+    /// segments or only ACK were lost draws no duplicate ACK, and without a probe only the RTO
+    /// (200 ms at least) would repair it. Default true.
     pub tail_loss_probe: bool,
     /// Added to 2·SRTT in the PTO when more than one segment is in flight (with one segment,
-    /// `delayed_ack_ns` is added instead: the peer may hold its ACK that long). Default 0, as
+    /// RFC 8985's WCDelAckT, 200 ms, is added instead: the peer may hold its ACK that long). Default 0, as
     /// RFC 8985 §7.2; Linux adds `TCP_TIMEOUT_MIN`, two 1 ms ticks (`tcp_schedule_loss_probe`).
     ///
     /// 32 bits (up to 4.29 s) keep the per-connection configuration copy small.
@@ -215,7 +217,7 @@ impl Default for Config {
             keepalive: None,
             user_timeout_ns: Some(300 * NS_PER_S),
             syn_retries_max: 6,
-            tail_loss_probe: false,
+            tail_loss_probe: true,
             tlp_pto_extra_ns: 0,
             tlp_pto_floor_ns: 10 * NS_PER_MS as u32,
         }

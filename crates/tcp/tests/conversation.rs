@@ -30,6 +30,15 @@ fn no_ts() -> Config {
     }
 }
 
+/// `c` without the tail loss probe, for tests of what the retransmission timer does: with a
+/// probe (on by default) a lost tail is resent after about two RTTs, before any expiry.
+fn rto_only(c: Config) -> Config {
+    Config {
+        tail_loss_probe: false,
+        ..c
+    }
+}
+
 // ---------------------------------------------------------------- handshake
 
 #[test]
@@ -625,7 +634,7 @@ fn data_times(p: &Pair, dir: Dir, seq: SeqNumber) -> Vec<u64> {
 
 #[test]
 fn rto_backs_off_exponentially() {
-    let mut p = established_no_ts();
+    let mut p = Pair::established(rto_only(no_ts()), rto_only(no_ts()), 5 * MS);
     p.filter = Box::new(|c, s| {
         if c.dir == Dir::AtoB && s.is_data() {
             Verdict::Drop
@@ -666,7 +675,7 @@ fn rto_minimum_is_configurable() {
 
 #[test]
 fn karn_skips_rtt_sample_on_retransmit() {
-    let mut p = established_no_ts();
+    let mut p = Pair::established(rto_only(no_ts()), rto_only(no_ts()), 5 * MS);
     let samples_before = p.a.counters().rtt_samples;
     let srtt_before = p.a.srtt_ns();
     // Lose the first transmission only.
@@ -1153,9 +1162,29 @@ fn a_data(p: &Pair) -> Vec<(u64, SeqNumber)> {
 
 #[test]
 fn tail_loss_probe_retransmits_the_last_segment_before_the_rto() {
-    // RFC 8985 §7: nothing after the lost tail segment can raise duplicate ACKs; the probe
-    // (PTO = 2·SRTT + delayed-ACK allowance, one segment in flight) resends it long before
-    // the 200 ms minimum RTO.
+    // RFC 8985 §7: nothing after a lost tail can raise duplicate ACKs; with the last two
+    // segments lost, two are in flight after the ACK of the first two, and the probe
+    // (PTO = 2·SRTT) resends the last one long before the 200 ms minimum RTO. Its SACK then
+    // shows the other hole, which RACK repairs.
+    let p = tail_loss(tlp(), |i| i == 2 || i == 3);
+    assert_eq!(p.a.counters().tail_loss_probes, 1);
+    assert_eq!(p.a.counters().rto_expirations, 0);
+    let data = a_data(&p);
+    assert_eq!(data.len(), 6);
+    assert_eq!(data[4].1, data[3].1, "the probe resends the last segment");
+    let wait = data[4].0 - data[3].0;
+    assert!(wait < 100 * MS, "probe after {} ms", wait / MS);
+    assert_eq!(
+        data[5].1, data[2].1,
+        "then the hole the probe's SACK showed"
+    );
+}
+
+#[test]
+fn a_lone_segment_in_flight_is_probed_at_the_rto_expiry_in_its_place() {
+    // RFC 8985 §7.2: with one segment in flight the PTO adds WCDelAckT (200 ms), since the
+    // peer may delay its ACK that long; the PTO is then capped at the RTO's expiry, and the
+    // probe goes out there instead of a timeout (no backoff, no collapse to one segment).
     let p = tail_loss(tlp(), |i| i == 3);
     assert_eq!(p.a.counters().tail_loss_probes, 1);
     assert_eq!(p.a.counters().rto_expirations, 0);
@@ -1163,7 +1192,11 @@ fn tail_loss_probe_retransmits_the_last_segment_before_the_rto() {
     assert_eq!(data.len(), 5);
     assert_eq!(data[4].1, data[3].1, "the probe resends the last segment");
     let wait = data[4].0 - data[3].0;
-    assert!(wait < 200 * MS, "probe after {} ms", wait / MS);
+    assert!(
+        wait >= 200 * MS,
+        "probe after {} ms, before the RTO",
+        wait / MS
+    );
 }
 
 #[test]
@@ -1203,7 +1236,7 @@ fn tail_loss_probe_resends_a_lone_fin_as_the_most_recent_segment() {
 
 #[test]
 fn no_probe_when_the_option_is_off() {
-    let p = tail_loss(cfg(), |i| i == 3);
+    let p = tail_loss(rto_only(cfg()), |i| i == 3);
     assert_eq!(p.a.counters().tail_loss_probes, 0);
     assert_eq!(p.a.counters().rto_expirations, 1);
     let data = a_data(&p);
@@ -1307,7 +1340,8 @@ fn tail_loss_probe_sends_new_data_when_the_window_allows() {
         data[1].1.gt(data[0].1),
         "the probe carries the second segment"
     );
-    assert!(data[1].0 - data[0].0 < 200 * MS);
+    // One segment in flight: the probe waits for the RTO's expiry and goes in its place.
+    assert_eq!(p.a.counters().rto_expirations, 0);
 }
 
 /// A window of twenty segments with the first lost: how many segments A sends after its
@@ -1733,7 +1767,7 @@ fn rto_in_last_ack_retransmits_the_hole_and_the_fin() {
     // it left (RFC 8985 §6.2), before any expiry, and this test is about the expiries.
     let b_cfg = Config {
         rack: false,
-        ..cfg()
+        ..rto_only(cfg())
     };
     let mut p = Pair::established(cfg(), b_cfg, 5 * MS);
     p.a.shutdown_write().unwrap();
@@ -2235,7 +2269,7 @@ fn aborted_engine_is_finished_only_after_its_rst_left() {
 fn stale_timestamp_echo_after_a_lost_ack_is_not_sampled() {
     let c = Config {
         recv_buffer_bytes: 65535,
-        ..cfg()
+        ..rto_only(cfg())
     };
     let mut p = Pair::established(c, c, 5 * MS);
     let srtt_before = p.a.srtt_ns().unwrap();

@@ -291,8 +291,14 @@ fn import_announces_readiness_to_the_new_owner() {
 fn out_of_order_fin_is_dropped_at_a_move_and_arrives_again() {
     // DESIGN.md handoff invariant 3: out-of-order state does not move. A FIN remembered beyond
     // a hole is part of it: the imported engine must not act on it, and the peer's
-    // retransmission brings it again (RFC 2018 §8: what was only SACKed may be resent).
-    let mut p = Pair::established(Config::default(), Config::default(), 5 * MS);
+    // retransmission brings it again (RFC 2018 §8: what was only SACKed may be resent). No
+    // tail loss probe on B: its probe would resend the FIN before the hole fills, and this
+    // test watches the hole fill while the FIN is still missing.
+    let b_cfg = Config {
+        tail_loss_probe: false,
+        ..Config::default()
+    };
+    let mut p = Pair::established(Config::default(), b_cfg, 5 * MS);
     p.filter = Box::new(|c, s| {
         if c.dir == Dir::BtoA && s.is_data() && c.data_index == 0 {
             Verdict::DelayExtra(50 * MS)

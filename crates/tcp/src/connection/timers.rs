@@ -3,6 +3,13 @@
 
 use super::*;
 
+/// WCDelAckT of RFC 8985 §7.2: added to the probe timeout when one segment is in flight, since
+/// the peer may delay its ACK of a lone segment that long. The RFC's recommended 200 ms, which
+/// is also what Linux adds (`TCP_RTO_MIN` in `tcp_schedule_loss_probe`). Our own
+/// `delayed_ack_ns` says nothing of the peer's timer: with it, a probe raced the peer's
+/// delayed ACK whenever the path's RTT was small.
+const TLP_WORST_CASE_DELAYED_ACK_NS: u64 = 200 * crate::config::NS_PER_MS;
+
 impl Connection {
     // ------------------------------------------------------------------ timers
 
@@ -27,6 +34,12 @@ impl Connection {
             self.enter_closed(CloseReason::TimedOut);
             return;
         }
+        // The probe before the RTO: a probe capped at the RTO's expiry (RFC 8985 §7.2) goes
+        // out instead of it and rearms it.
+        if self.tlp_deadline_ns <= now {
+            self.tlp_deadline_ns = NEVER;
+            self.on_probe_timeout(now);
+        }
         if self.rtx_deadline_ns <= now {
             self.rtx_deadline_ns = NEVER;
             self.on_rto(now);
@@ -37,10 +50,6 @@ impl Connection {
         if self.rack.as_ref().is_some_and(|r| r.deadline_ns <= now) {
             self.rack_disarm();
             self.on_rack_timeout(now);
-        }
-        if self.tlp_deadline_ns <= now {
-            self.tlp_deadline_ns = NEVER;
-            self.on_probe_timeout(now);
         }
         if self.persist_deadline_ns <= now {
             self.persist_deadline_ns = NEVER;
@@ -141,12 +150,12 @@ impl Connection {
         {
             return;
         }
-        // PTO = max(2·SRTT + allowance, floor); the allowance is the peer's delayed-ACK time
-        // when one segment is in flight (its ACK may be delayed), else `tlp_pto_extra_ns`;
-        // 1 s before any RTT sample (§7.2).
+        // PTO = max(2·SRTT + allowance, floor); the allowance is WCDelAckT when one segment
+        // is in flight (the peer may hold its ACK that long), else `tlp_pto_extra_ns`; 1 s
+        // before any RTT sample (§7.2).
         let pto = if self.rtt.has_sample {
             let allowance_ns = if fwd(self.snd_una, self.snd_max) <= u32::from(self.eff_mss()) {
-                self.config.delayed_ack_ns
+                TLP_WORST_CASE_DELAYED_ACK_NS
             } else {
                 u64::from(self.config.tlp_pto_extra_ns)
             };
@@ -156,11 +165,11 @@ impl Connection {
         } else {
             crate::config::NS_PER_S
         };
-        // The RTO stays the backstop: a probe due no earlier than it is not armed.
-        let deadline = now.saturating_add(pto);
-        if deadline < self.rtx_deadline_ns {
-            self.tlp_deadline_ns = deadline;
-        }
+        // §7.2: "If Now() + PTO > TCP_RTO_expiration, PTO = TCP_RTO_expiration − Now()": a
+        // probe due at the RTO's expiry goes out in its place (`handle_timeout` judges the
+        // probe first, and the probe rearms the RTO), as Linux's probe timer replaces its
+        // retransmission timer. The RTO stays the backstop once the probe is spent.
+        self.tlp_deadline_ns = now.saturating_add(pto).min(self.rtx_deadline_ns);
     }
 
     /// RFC 8985 §7.3: the probe timeout expired — owe one probe and rearm the RTO. Not once
