@@ -82,7 +82,8 @@ pub fn touched_fields() -> Vec<Field> {
         f("recover", Hot, SEQ),
         f("cc: Congestion", Hot, size_of::<Congestion>()),
         f("rtt: RttEstimator", Hot, size_of::<RttEstimator>()),
-        f("rtt_timed", Hot, size_of::<Option<(SeqNumber, u64)>>()),
+        // `RttTimed` (crate-private): a sequence number and a send time, 16 bytes with padding.
+        f("rtt_timed", Hot, SEQ + size_of::<u64>() + 4),
         f("ts_offset", Timestamps, 4),
         f("ts_recent", Timestamps, 4),
         f("ts_recent_age_ns", Timestamps, 8),
@@ -110,6 +111,14 @@ pub fn touched_fields() -> Vec<Field> {
             2 * size_of::<OooQueue>(),
         ),
         f("dsack", ColdTouched, size_of::<Option<SackBlock>>()),
+        // RACK (RFC 8985, on by default with SACK): the pointer to its boxed state; the box
+        // (crate-private `Rack`: transmit records, RACK.rtt/xmit_ts, reordering window) is
+        // allocated on the first data segment and touched by every one, outside the TCB.
+        f(
+            "rack: Option<Box<Rack>>",
+            ColdTouched,
+            size_of::<Option<Box<u8>>>(),
+        ),
     ]
 }
 
