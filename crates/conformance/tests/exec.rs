@@ -76,15 +76,44 @@ fn missing_packet_fails_with_the_expected_line() {
 const WRITE_THEN_DUPACK: &str = "+0 write(4, ..., 100) = 100\n+.1 < . 1:1(0) ack 1 win 257\n";
 
 #[test]
-fn unexpected_packet_fails() {
+fn a_packet_sent_before_its_window_fails_on_timing_at_its_line() {
+    // The data leaves at the write (0 s), the line expects it after the inbound ACK at 0.1 s:
+    // as in packetdrill, the segment is judged at the outbound line, on its send time.
     let script = format!("{HANDSHAKE}{WRITE_THEN_DUPACK}+0 > P. 1:101(100) ack 1\n");
     let report = run_text(&script, &Profile::linux_compat());
     let Outcome::Fail { pos, message } = report.outcome else {
         panic!("expected a failure, got {}", report.outcome);
     };
-    assert_eq!(pos.line, 11);
-    assert!(message.contains("unexpected outbound packet"), "{message}");
+    assert_eq!(pos.line, 12, "the outbound line");
+    assert!(message.contains("timing"), "{message}");
+    assert!(message.contains("early"), "{message}");
     assert!(message.contains("P. 1:101(100) ack 1"), "{message}");
+}
+
+#[test]
+fn a_packet_sent_just_before_an_inbound_line_matches_the_outbound_line_after_it() {
+    // Sent at 0.1 s, 2 ms before the inbound ACK; its line expects it at 0.102 s, within the
+    // 4 ms tolerance: packetdrill passes this, and so do we.
+    let script = format!(
+        "{HANDSHAKE}+.1 write(4, ..., 100) = 100\n+.002 < . 1:1(0) ack 1 win 257\n\
+         +0 > P. 1:101(100) ack 1\n"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+}
+
+#[test]
+fn an_unwanted_packet_fails_at_the_next_outbound_line() {
+    // The stack sends its data; the script expects a bare ACK first.
+    let script = format!(
+        "{HANDSHAKE}+0 write(4, ..., 100) = 100\n+0 < . 1:1(0) ack 1 win 257\n+0 > . 1:1(0) ack 1\n"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    let Outcome::Fail { pos, message } = report.outcome else {
+        panic!("expected a failure, got {}", report.outcome);
+    };
+    assert_eq!(pos.line, 12, "the outbound line");
+    assert!(message.contains("1:101(100)"), "{message}");
 }
 
 #[test]
