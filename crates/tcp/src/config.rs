@@ -147,7 +147,8 @@ pub struct Config {
     pub rack: bool,
     /// Congestion controller. Default NewReno.
     pub congestion_control: CongestionControl,
-    /// Challenge ACKs allowed per second per connection (RFC 5961 §7). Default 10.
+    /// Challenge ACKs allowed per second per connection (RFC 5961 §7), ACKs that answer an
+    /// unacceptable bare ACK included. Default 10.
     pub challenge_acks_per_s_max: u32,
     /// Answer a segment whose ACK acknowledges data not yet sent (SEG.ACK > SND.NXT) with an
     /// ACK before dropping it, as RFC 9293 §3.10.7.4 ("send an ACK, drop the segment") and RFC

@@ -434,6 +434,31 @@ fn challenge_acks_are_rate_limited_per_second() {
 }
 
 #[test]
+fn desynchronized_ends_do_not_answer_each_others_acks_at_path_speed() {
+    // A forged segment of data into each end moves each RCV.NXT past what the other sent:
+    // from then on every ACK either sends is unacceptable to the other, which answers it
+    // with an ACK of its own. Answers to bare ACKs share the challenge-ACK budget (10 a
+    // second), so the two ends exchange a few ACKs a second, not one per round trip.
+    let mut p = established_no_ts();
+    let (a_una, _, a_rcv) = p.a.sequence_state();
+    let (b_una, _, b_rcv) = p.b.sequence_state();
+    let mut into_a = to_a(a_rcv, a_una, TcpFlags::ACK);
+    into_a.payload = vec![b'x'; 1000];
+    let mut into_b = seg(1000, 80, b_rcv, b_una, TcpFlags::ACK);
+    into_b.payload = vec![b'y'; 1000];
+    p.inject(Dir::BtoA, into_a);
+    p.inject(Dir::AtoB, into_b);
+    let before = p.log.len();
+    p.run_for(2_000 * MS);
+    let exchanged = p.log.len() - before;
+    // 10 ms round trips: 200 per side in 2 s without the budget.
+    assert!(exchanged <= 2 * (2 * 10 + 2), "{exchanged} segments in 2 s");
+    assert!(
+        p.a.counters().challenge_acks_suppressed + p.b.counters().challenge_acks_suppressed > 0
+    );
+}
+
+#[test]
 fn old_ack_is_dropped_and_counted() {
     let mut p = established_no_ts();
     let (snd_una, _, rcv_nxt) = p.a.sequence_state();

@@ -144,7 +144,7 @@ impl Connection {
                         self.ts_recent_age_ns = now;
                     } else {
                         self.counters.rx_drop_paws += 1;
-                        self.ack_due = AckDue::Now;
+                        self.ack_unacceptable(now, seg);
                         return;
                     }
                 }
@@ -171,7 +171,7 @@ impl Connection {
                 self.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
             }
             // "If an incoming segment is not acceptable, an acknowledgment should be sent".
-            self.ack_due = AckDue::Now;
+            self.ack_unacceptable(now, seg);
             if !seg.payload.is_empty()
                 && (seg.seq_number + seg.payload.len() as u32).le(self.rcv_nxt)
             {
@@ -282,6 +282,20 @@ impl Connection {
             // ACKs, URGs, and RSTs".
             (_, 0) => seq == self.rcv_nxt,
             (n, _) => in_wnd(seq) || in_wnd(seq + (n - 1)),
+        }
+    }
+
+    /// The ACK owed to an unacceptable segment (RFC 9293 §3.10.7.4, RFC 7323 §5.3 R1). One that
+    /// answers a bare ACK goes through the challenge-ACK budget: two ends that disagree on the
+    /// window (a forged segment can make them) would otherwise answer each other's ACKs for
+    /// ever, at the speed of the path. A segment with data, SYN or FIN is always answered (it
+    /// may be a retransmission whose ACK was lost), as Linux rate-limits only bare ACKs
+    /// (`tcp_oow_rate_limited`).
+    fn ack_unacceptable(&mut self, now: u64, seg: &TcpRepr<'_>) {
+        if seq_len(seg) == 0 {
+            self.challenge_ack(now);
+        } else {
+            self.ack_due = AckDue::Now;
         }
     }
 

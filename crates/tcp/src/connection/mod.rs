@@ -247,9 +247,10 @@ connection_counters! {
     rx_sack_blocks_dropped,
     /// D-SACK blocks received (RFC 2883): the peer got some data twice.
     rx_dsack_blocks,
-    /// Challenge ACKs sent (RFC 5961 §3–§5).
+    /// Challenge ACKs sent (RFC 5961 §3–§5), and ACKs answering an unacceptable bare ACK,
+    /// which share their budget.
     challenge_acks_sent,
-    /// Challenge ACKs not sent because of the per-second limit (RFC 5961 §7).
+    /// Those not sent because of the per-second limit (RFC 5961 §7).
     challenge_acks_suppressed,
     /// Retransmission timer expirations (RFC 6298 §5.4).
     rto_expirations,
