@@ -11,7 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Addrs, LinkGuard, Netns, require_root, run};
+use common::{Addrs, Veth, require_root};
 use platform::af_packet::{AfPacketConfig, AfPacketSocket, FanoutMode, RingVersion};
 use platform::tap::wait_readable;
 
@@ -60,35 +60,8 @@ fn collect(
 }
 
 /// A veth pair whose far end is in a fresh namespace with the kernel at 10.232.0.1.
-struct Veth {
-    ns: Netns,
-    near: String,
-    _guard: LinkGuard,
-}
-
-fn veth(tag: &str, index: u32) -> Veth {
-    let ns = Netns::create(tag);
-    let near = format!("rsafp{}{index}", std::process::id() % 10_000);
-    let far = format!("{near}k");
-    run(
-        "ip",
-        &["link", "add", &near, "type", "veth", "peer", "name", &far],
-    );
-    let guard = LinkGuard(near.clone());
-    run("ip", &["link", "set", &far, "netns", ns.name()]);
-    run(
-        "sysctl",
-        &["-qw", &format!("net.ipv6.conf.{near}.disable_ipv6=1")],
-    );
-    run("ip", &["link", "set", &near, "up"]);
-    ns.exec("sysctl", &["-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
-    ns.exec("ip", &["addr", "add", "10.232.0.1/24", "dev", &far]);
-    ns.exec("ip", &["link", "set", &far, "up"]);
-    Veth {
-        ns,
-        near,
-        _guard: guard,
-    }
+fn veth(tag: &str) -> Veth {
+    Veth::create(tag, 1, "10.232.0.1/24")
 }
 
 /// The kernel ARPs for us when it first sends; we answer through socket 0, and the datagram
@@ -148,7 +121,7 @@ fn fanout_group_receives_every_datagram_over_v2_slot_rings() {
 }
 
 fn fanout_group_receives_every_datagram(ring: RingVersion, index: u32) {
-    let v = veth("afp", index);
+    let v = veth("afp");
     let ns = &v.ns;
     let group = (std::process::id() % 30_000) as u16 * 2 + 1 + index as u16;
     let config = AfPacketConfig {
@@ -227,7 +200,7 @@ fn unread_ring_drops_and_the_kernel_counts_every_drop() {
         retire_timeout_ms: 1,
         ..ring_config(RingVersion::V3, 2)
     };
-    unread_ring_drops(config, 2, 1);
+    unread_ring_drops(config, 2);
 }
 
 #[test]
@@ -243,13 +216,13 @@ fn unread_v2_ring_drops_and_the_kernel_counts_every_drop() {
         frame_size_bytes: 2048,
         ..AfPacketConfig::default()
     };
-    unread_ring_drops(config, 4, 3);
+    unread_ring_drops(config, 4);
 }
 
 /// Sends datagrams into a socket nobody reads; `held` frames fit its ring (blocks or slots).
-fn unread_ring_drops(config: AfPacketConfig, held: usize, index: u32) {
+fn unread_ring_drops(config: AfPacketConfig, held: usize) {
     const SENT: usize = 24;
-    let v = veth("afpdrop", index);
+    let v = veth("afpd");
     let mut socks = vec![AfPacketSocket::open(&v.near, &config).expect("socket")];
     resolve(&v, &mut socks);
     let before = socks[0].take_stats().expect("stats");
@@ -305,7 +278,7 @@ fn v2_slot_is_handed_over_at_once_where_a_v3_block_waits_for_retirement() {
     if !require_root("v2_slot_is_handed_over_at_once_where_a_v3_block_waits_for_retirement") {
         return;
     }
-    let v = veth("afpnow", 4);
+    let v = veth("afpn");
     let mut v2 = vec![AfPacketSocket::open(&v.near, &ring_config(RingVersion::V2, 2)).expect("v2")];
     resolve(&v, &mut v2);
     let v3_config = AfPacketConfig {

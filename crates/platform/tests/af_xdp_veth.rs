@@ -15,7 +15,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Addrs, LinkGuard, Netns, require_root, run};
+use common::{Addrs, Netns, Veth, require_root, run};
 use platform::af_packet::{AfPacketConfig, AfPacketSocket};
 use platform::af_xdp::{XdpBindMode, XdpConfig, XdpPort, XdpSocket};
 use platform::bpf::{Insn, XdpAttachMode, XdpLink, XdpProgram};
@@ -30,55 +30,8 @@ const ADDRS: Addrs = Addrs {
     our_mac: OUR_MAC,
 };
 
-/// A veth pair: `near` in the root namespace (no addresses, IPv6 off), the far end in `ns`
-/// with 10.233.0.1/24. Field order: the pair goes before the namespace.
-struct Veth {
-    _guard: LinkGuard,
-    ns: Netns,
-    near: String,
-}
-
 fn veth(tag: &str, queues: u32) -> Veth {
-    let ns = Netns::create(tag);
-    let near = format!("rsx{tag}{}", std::process::id() % 100_000);
-    let far = format!("{near}k");
-    let q = queues.to_string();
-    run(
-        "ip",
-        &[
-            "link",
-            "add",
-            &near,
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &far,
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-        ],
-    );
-    let guard = LinkGuard(near.clone());
-    run("ip", &["link", "set", &far, "netns", ns.name()]);
-    run(
-        "sysctl",
-        &["-qw", &format!("net.ipv6.conf.{near}.disable_ipv6=1")],
-    );
-    run("ip", &["link", "set", &near, "up"]);
-    ns.exec("sysctl", &["-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
-    ns.exec("ip", &["addr", "add", "10.233.0.1/24", "dev", &far]);
-    ns.exec("ip", &["link", "set", &far, "up"]);
-    Veth {
-        _guard: guard,
-        ns,
-        near,
-    }
+    Veth::create(tag, queues, "10.233.0.1/24")
 }
 
 fn small_config(bind_mode: XdpBindMode) -> XdpConfig {

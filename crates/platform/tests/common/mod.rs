@@ -187,3 +187,54 @@ impl Drop for LinkGuard {
         let _ = Command::new("ip").args(["link", "del", &self.0]).status();
     }
 }
+
+/// A veth pair: `near` in the root namespace (no addresses, IPv6 off), the far end in `ns`
+/// with the kernel's address. Field order: the pair goes before the namespace (dropped first).
+pub struct Veth {
+    _guard: LinkGuard,
+    pub ns: Netns,
+    pub near: String,
+}
+
+impl Veth {
+    /// A pair with `queues` RX and TX queues a side; the far end gets `kernel_cidr` (e.g.
+    /// `10.233.0.1/24`). Names fit IFNAMSIZ: `rs<pid><tag><n>` stays within 15 bytes for a
+    /// tag of up to 4 characters.
+    pub fn create(tag: &str, queues: u32, kernel_cidr: &str) -> Veth {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        assert!(
+            tag.len() <= 4,
+            "veth tag {tag:?} too long for an interface name"
+        );
+        let ns = Netns::create(tag);
+        let near = format!(
+            "rs{}{tag}{}",
+            std::process::id() % 100_000,
+            NEXT.fetch_add(1, Ordering::Relaxed) % 100
+        );
+        let far = format!("{near}k");
+        let q = queues.to_string();
+        let side = |name: &str| [name, "numtxqueues", &q, "numrxqueues", &q].map(str::to_owned);
+        let mut args: Vec<String> = ["link", "add"].map(str::to_owned).to_vec();
+        args.extend(side(&near));
+        args.extend(["type", "veth", "peer", "name"].map(str::to_owned));
+        args.extend(side(&far));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run("ip", &args);
+        let guard = LinkGuard(near.clone());
+        run("ip", &["link", "set", &far, "netns", ns.name()]);
+        run(
+            "sysctl",
+            &["-qw", &format!("net.ipv6.conf.{near}.disable_ipv6=1")],
+        );
+        run("ip", &["link", "set", &near, "up"]);
+        ns.exec("sysctl", &["-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
+        ns.exec("ip", &["addr", "add", kernel_cidr, "dev", &far]);
+        ns.exec("ip", &["link", "set", &far, "up"]);
+        Veth {
+            _guard: guard,
+            ns,
+            near,
+        }
+    }
+}
