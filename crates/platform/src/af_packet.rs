@@ -318,47 +318,36 @@ pub struct RingErrors {
 
 /// A shared memory mapping of a packet ring.
 ///
-/// Invariant: `ptr` is the start of a live `MAP_SHARED` mapping of exactly `len` bytes, unmapped
-/// only in `drop`. All access goes through the bounds-checked accessors below.
+/// Invariant: `ptr` is the start of a live mapping of exactly `len` bytes (`MAP_SHARED` with the
+/// kernel; private anonymous memory in unit tests), unmapped only in `drop`. All access goes through the bounds-checked accessors below.
 struct MappedRing {
     ptr: *mut u8,
     len: usize,
 }
 
 impl MappedRing {
+    /// The socket's ring, shared with the kernel.
     fn map(fd: RawFd, len: usize) -> io::Result<Self> {
-        // SAFETY: a fresh shared mapping of the socket's ring; the kernel validated `len` when
-        // PACKET_RX_RING was set and we pass it unchanged. No existing memory is aliased.
-        let ptr = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(MappedRing {
-            ptr: ptr.cast(),
-            len,
-        })
+        Self::mmap(len, libc::MAP_SHARED, fd)
     }
 
     /// A private anonymous mapping standing in for a kernel ring in unit tests.
     #[cfg(test)]
     fn anonymous(len: usize) -> io::Result<Self> {
-        // SAFETY: a fresh private anonymous mapping; no existing memory is aliased.
+        Self::mmap(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1)
+    }
+
+    fn mmap(len: usize, flags: libc::c_int, fd: RawFd) -> io::Result<Self> {
+        // SAFETY: a fresh mapping (the socket's ring, whose `len` the kernel validated when
+        // PACKET_RX_RING was set and which we pass unchanged, or anonymous memory); no existing
+        // memory is aliased.
         let ptr = unsafe {
             libc::mmap(
                 core::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
+                flags,
+                fd,
                 0,
             )
         };
