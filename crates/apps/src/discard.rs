@@ -8,8 +8,8 @@ use core::net::SocketAddr;
 
 use stack::{SocketError, SocketEvent};
 
-use crate::api::{App, Conn, Ctx};
 use crate::serve::{Handler, Step, StreamServer, step_of};
+use app::{App, Conn, Ctx};
 
 /// Size of the shard's read buffer, in bytes.
 pub const DISCARD_READ_BYTES: usize = 256 * 1024;

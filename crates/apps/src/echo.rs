@@ -12,8 +12,8 @@ use core::net::SocketAddr;
 
 use stack::{SocketError, SocketEvent};
 
-use crate::api::{App, Conn, Ctx};
 use crate::serve::{Handler, Step, StreamServer, step_of};
+use app::{App, Conn, Ctx};
 
 /// Bytes one connection may hold between reading them and the stack accepting them back.
 pub const ECHO_BUFFER_BYTES: usize = 64 * 1024;

@@ -18,7 +18,7 @@ use core::net::SocketAddr;
 
 use stack::{Readiness, SocketError, SocketEvent};
 
-use crate::api::{App, Conn, Ctx};
+use app::{App, Conn, Ctx};
 
 /// Largest response head (status line + header fields + the empty line), in bytes; also the
 /// bound on a chunked body's trailer section.

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use stack::{SocketError, SocketEvent};
 
-use crate::api::{App, Conn, Ctx};
 use crate::serve::{Handler, Step, StreamServer, step_of};
+use app::{App, Conn, Ctx};
 
 /// Largest request head (request line + headers) accepted, in bytes.
 pub const REQUEST_HEAD_BYTES_MAX: usize = 8192;

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use stack::{Readiness, SocketError, SocketEvent, SocketHandle};
 
-use crate::api::{App, Conn, Ctx};
 use crate::get::Framing;
+use app::{App, Conn, Ctx};
 
 /// Largest response head accepted, in bytes.
 pub const RESPONSE_HEAD_BYTES_MAX: usize = 8192;

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use stack::{Readiness, SocketError, SocketEvent, SocketHandle};
 
-use crate::api::{Conn, Ctx, Listener};
+use app::{Conn, Ctx, Listener};
 
 /// Accept backlog of each shard's listener for the stream servers.
 pub(crate) const STREAM_BACKLOG: usize = 128;

@@ -25,9 +25,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use stack::{Readiness, SocketError, SocketEvent, SocketHandle};
 use tcp::State;
 
-use crate::api::{App, Conn, Ctx};
 use crate::discard::drain;
 use crate::serve::{Handler, Step, StreamServer};
+use app::{App, Conn, Ctx};
 
 /// Period of the payload pattern, in bytes.
 pub const PATTERN_PERIOD_BYTES: u64 = 251;

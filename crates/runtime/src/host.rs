@@ -65,7 +65,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use apps::{App, ShardInfo};
+use app::{App, ShardInfo};
 use platform::af_packet::{
     AfPacketConfig, AfPacketSocket, FanoutMode, RingVersion, V2_FRAME_OFFSET_BYTES,
 };

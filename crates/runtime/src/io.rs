@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::Duration;
 
-use nic::Nic;
+use shard::RxQueue;
 
 use crate::ring::{Consumer, Producer};
 
@@ -94,8 +94,8 @@ impl PortCounters {
 
 /// A shard's port: where received frames come from and transmitted frames go.
 pub(crate) trait ShardIo: Send {
-    /// Moves up to `max_frames` received frames into queue 0 of `nic`; returns how many.
-    fn receive(&mut self, nic: &mut Nic, now_ns: u64, max_frames: usize) -> usize;
+    /// Moves up to `max_frames` received frames into the shard's NIC queue; returns how many.
+    fn receive(&mut self, queue: &mut RxQueue<'_>, max_frames: usize) -> usize;
     /// Offers one frame for transmission. `Ok(Some(buf))`: sent, and `buf` may be reused
     /// (the caller recycles it); `Ok(None)`: sent, the buffer travelled on; `Err(frame)`: the
     /// port is full for now, the caller keeps the frame and retries.
@@ -121,11 +121,11 @@ pub(crate) struct MemIo {
 }
 
 impl ShardIo for MemIo {
-    fn receive(&mut self, nic: &mut Nic, now_ns: u64, max_frames: usize) -> usize {
+    fn receive(&mut self, queue: &mut RxQueue<'_>, max_frames: usize) -> usize {
         let mut n = 0;
         while n < max_frames {
             let Some(f) = self.rx.pop() else { break };
-            nic.receive_on_queue(now_ns, 0, f);
+            queue.receive(f);
             n += 1;
         }
         n

@@ -36,7 +36,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use apps::{App, ShardInfo};
+use app::{App, ShardInfo};
 use nic::{Nic, NicConfig};
 use rss::{Reta, RssHasher};
 use stack::{InterfaceConfig, Limits, RssConfig, Stack, StackConfig};
@@ -44,12 +44,12 @@ use stack::{InterfaceConfig, Limits, RssConfig, Stack, StackConfig};
 pub use host::{HostLimits, HostView, LiveConfig, LiveIo, LiveReport, run_host};
 pub use io::PortCounters;
 pub use live::{ShardLive, ShardSnapshot};
-pub use shard::{Forwarded, ShardReport};
+pub use shard::ShardReport;
 pub use wire::{WireConfig, WireReport};
 
 use crate::io::{MemIo, ShardIo};
 use crate::ring::ring;
-use crate::shard::Shard;
+use crate::shard::ShardThread;
 use crate::wire::{Wire, WirePort};
 
 /// One host: its interface, shards, hardware queues, NIC and ring sizes.
@@ -290,9 +290,9 @@ where
         .map_err(|e| RuntimeError::Config(format!("{name}: reta: {e:?}")))?;
     let forwarding = mode.forwarding && s > 1;
     // Cross-shard rings: a full mesh only when forwarding is needed.
-    let mut cross_out: Vec<Vec<Option<ring::Producer<Forwarded>>>> =
+    let mut cross_out: Vec<Vec<Option<ring::Producer<::shard::Msg>>>> =
         (0..s).map(|_| (0..s).map(|_| None).collect()).collect();
-    let mut cross_in: Vec<Vec<ring::Consumer<Forwarded>>> = (0..s).map(|_| Vec::new()).collect();
+    let mut cross_in: Vec<Vec<ring::Consumer<::shard::Msg>>> = (0..s).map(|_| Vec::new()).collect();
     if forwarding {
         for (from, outs) in cross_out.iter_mut().enumerate() {
             for (to, slot) in outs.iter_mut().enumerate() {
@@ -360,22 +360,19 @@ where
                     };
                     // Built on the shard's own thread: its memory is first touched here.
                     let app = factory(info);
-                    Shard {
-                        info,
-                        core,
-                        pin_failed,
-                        nic_rx_slots: nic_cfg.rx_ring_slots,
-                        nic_tx_slots: nic_cfg.tx_ring_slots,
-                        nic,
-                        stack: Stack::new(stack_cfg),
-                        app,
+                    let shard_cfg = ::shard::ShardConfig {
                         budget_packets: budget,
+                        sw_reta: forwarding.then_some(sw_reta),
+                        copy_neighbour,
+                        ..::shard::ShardConfig::new(info)
+                    };
+                    ShardThread {
+                        core: ::shard::Shard::new(shard_cfg, nic, Stack::new(stack_cfg), app),
+                        cpu: core,
+                        pin_failed,
                         io,
                         cross_out: outs,
                         cross_in: ins,
-                        sw_reta,
-                        forwarding,
-                        copy_neighbour,
                         shard_threads: threads,
                         live,
                         stop,

@@ -21,11 +21,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nic::Nic;
 use platform::af_packet::AfPacketSocket;
 use platform::af_xdp::XdpSocket;
 use platform::pcap::PcapWriter;
 use platform::tap::TapQueue;
+use shard::RxQueue;
 
 use crate::io::{PortCounters, ShardIo, complete_if_partial, complete_l4_checksum};
 
@@ -120,7 +120,7 @@ pub(crate) struct LivePort {
 }
 
 impl LivePort {
-    fn take_rx(&mut self, nic: &mut Nic, now_ns: u64, mut frame: Vec<u8>) {
+    fn take_rx(&mut self, nic: &mut RxQueue<'_>, mut frame: Vec<u8>) {
         if let Some(c) = &self.capture {
             c.record(&frame);
         }
@@ -130,7 +130,7 @@ impl LivePort {
             nic.recycle(std::mem::take(&mut frame));
             return;
         }
-        nic.receive_on_queue(now_ns, 0, frame);
+        nic.receive(frame);
     }
 }
 
@@ -145,7 +145,7 @@ fn is_would_block(e: &io::Error) -> bool {
 const ENOBUFS: i32 = 105;
 
 impl ShardIo for LivePort {
-    fn receive(&mut self, nic: &mut Nic, now_ns: u64, max_frames: usize) -> usize {
+    fn receive(&mut self, nic: &mut RxQueue<'_>, max_frames: usize) -> usize {
         let mut n = 0;
         match &mut self.kind {
             PortKind::Tap { rx: Some(q), .. } => {
@@ -160,7 +160,7 @@ impl ShardIo for LivePort {
                         }
                         Ok(len) => {
                             buf.truncate(len);
-                            self.take_rx(nic, now_ns, buf);
+                            self.take_rx(nic, buf);
                             n += 1;
                         }
                         Err(e) => {
@@ -196,7 +196,7 @@ impl ShardIo for LivePort {
                     }
                     counters.rx_frames += 1;
                     counters.rx_bytes += buf.len() as u64;
-                    nic.receive_on_queue(now_ns, 0, buf);
+                    nic.receive(buf);
                 });
             }
             PortKind::AfXdp { sock, rx: true } => {
@@ -214,7 +214,7 @@ impl ShardIo for LivePort {
                         }
                         counters.rx_frames += 1;
                         counters.rx_bytes += buf.len() as u64;
-                        nic.receive_on_queue(now_ns, 0, buf);
+                        nic.receive(buf);
                     });
                 }
             }
@@ -228,7 +228,7 @@ impl ShardIo for LivePort {
                 }
                 for f in taken {
                     self.counters.replay_frames += 1;
-                    self.take_rx(nic, now_ns, f);
+                    self.take_rx(nic, f);
                 }
             }
         }

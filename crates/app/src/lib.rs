@@ -1,10 +1,14 @@
 //! The application API: one application instance per shard (like Seastar's sharded
 //! services), driven by readiness events.
 //!
+//! Every rsstack application (the `apps` crate's servers and clients, the simulator's soak
+//! workloads, tests) is written once against this crate and runs unchanged under both drivers
+//! of the shard core (the `shard` crate): real threads (`runtime`) and the deterministic
+//! simulator (`sim`).
+//!
 //! A host runs `S` shards; each shard owns one [`stack::Stack`] and one instance of the
-//! application. The driver (the `runtime` crate's shard loop, or a simulator adapter) calls
-//! [`App::start`] once, then [`App::poll`] after every batch of packets, timers or wake-ups with
-//! the readiness events the stack raised. Events are edge-triggered: work a socket until its
+//! application. The shard core calls [`App::start`] once, then [`App::poll`] after every batch
+//! of packets, timers or wake-ups with the readiness events the stack raised. Events are edge-triggered: work a socket until its
 //! calls return `WouldBlock`.
 //!
 //! Because `start` runs on every shard, [`Ctx::listen`] in `start` listens on every shard: the
@@ -15,7 +19,8 @@
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use stack::{SocketError, SocketEvent, SocketHandle, Stack};
+use stack::Stack;
+pub use stack::{Readiness, SocketError, SocketEvent, SocketHandle};
 
 /// Where an application instance runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,25 +239,5 @@ impl<A: App> App for Option<A> {
 
     fn done(&self) -> bool {
         self.as_ref().is_none_or(App::done)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ttcp::{TtcpSendConfig, TtcpSender};
-
-    #[test]
-    fn none_is_an_idle_done_app_and_some_delegates() {
-        let none: Option<TtcpSender> = None;
-        assert!(none.done());
-        assert_eq!(none.progress(), 0);
-        assert_eq!(none.poll_timeout(), None);
-        let some = Some(TtcpSender::new(TtcpSendConfig {
-            remote: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 5001),
-            bytes_per_conn: 1,
-            conns: 1,
-        }));
-        assert!(!some.done(), "a sender that has not started is not done");
     }
 }

@@ -1,0 +1,475 @@
+//! The sans-IO shard core: one iteration of one shard, written once and driven twice.
+//!
+//! A shard is one core's share of a host (DESIGN principle 2): its NIC queue pair, its
+//! [`stack::Stack`] (connection table, timers, neighbour cache), its application instance
+//! ([`app::App`]) and its buffer pool. [`Shard`] holds all four and nothing else: it never
+//! reads a clock, sleeps, spawns a thread or touches a ring. Two drivers run it:
+//!
+//! - `runtime`: a pinned thread, the real clock, lock-free SPSC rings and an OS port (TAP,
+//!   AF_PACKET, AF_XDP, a pcap replay, or the in-memory wire);
+//! - `sim`: several shards per simulated host behind the real `nic` model, on the virtual clock.
+//!
+//! # Call order (one activation at `now`)
+//!
+//! 1. [`Shard::start`] once, before anything else (runs [`app::App::start`]);
+//! 2. inputs, any number, in any order:
+//!    - received frames into the NIC queue: [`Shard::handle_rx`], or [`Shard::rx_queue`] for a
+//!      port that receives straight into pool buffers; the NIC's moderation decides when the
+//!      shard sees them;
+//!    - messages from other shards: [`Shard::handle_msg`] (processed at once, so frames caught
+//!      mid-move reach the stack before anything polled later — DESIGN handoff invariant 4);
+//! 3. [`Shard::handle_timeout`]: the iteration proper — NIC wake-ups and the NAPI poll within the
+//!    budget (re-armed only when drained), each descriptor to the stack with its carried hash or
+//!    to its owning shard, due stack timers, the application with its readiness events, then
+//!    stack → NIC transmit ring;
+//! 4. outputs: [`Shard::poll_tx`] until `None` (frames for the port; a buffer the port is done
+//!    with goes back through [`Shard::recycle_tx`]), [`Shard::poll_msg`] until `None`
+//!    (messages for other shards), then [`Shard::poll_timeout`] for when to come back.
+//!
+//! Backpressure: frames the driver has not taken from [`Shard::poll_tx`] stay in the shard,
+//! and while any wait the stack is not asked for more, so a slow port holds the stack's output
+//! in the stack's own bounded queue. The message outbox is bounded too
+//! ([`ShardConfig::outbox_msgs_max`]); a message that does not fit is dropped and counted.
+#![deny(unsafe_code)]
+
+pub mod msg;
+pub mod neighbour;
+
+use std::collections::VecDeque;
+
+use app::{App, Ctx, ShardInfo};
+use nic::{Nic, RxDescriptor, TxOffload, TxVerdict};
+use rss::Reta;
+use stack::{SocketEvent, Stack};
+
+pub use msg::{FrameMsg, Msg, MsgCounters, MsgKind};
+pub use neighbour::is_neighbour_frame;
+
+/// Rounds of application polling per iteration: an application that keeps raising events for
+/// itself continues at the next iteration.
+pub const APP_ROUNDS_MAX: usize = 8;
+
+/// How one shard is set up.
+#[derive(Debug, Clone)]
+pub struct ShardConfig {
+    /// Which shard of how many, and its NUMA node.
+    pub info: ShardInfo,
+    /// NAPI budget: descriptors per poll, and frames moved from the stack to the NIC's transmit
+    /// ring per iteration.
+    pub budget_packets: usize,
+    /// The software RETA over the host's shards, when frames may reach a shard that does not
+    /// own their flow (fewer hardware queues than shards, or a kernel-side spread that does not
+    /// follow our RETA): each polled frame with a hash goes to `reta.queue_for_hash(hash)`.
+    /// `None`: every frame polled here is this shard's.
+    pub sw_reta: Option<Reta>,
+    /// Copy ARP/ND frames to every other shard (live ports, where such a frame reaches one
+    /// shard only). Needs more than one shard.
+    pub copy_neighbour: bool,
+    /// Most messages waiting in the outbox for the driver; beyond it a message is dropped and
+    /// counted ([`MsgCounters::drop_outbox_full`]).
+    pub outbox_msgs_max: usize,
+    /// Offloads requested for every transmitted frame.
+    pub tx_offload: TxOffload,
+}
+
+impl ShardConfig {
+    /// A shard with the default budget, no software RETA and no neighbour copies.
+    pub fn new(info: ShardInfo) -> Self {
+        ShardConfig {
+            info,
+            budget_packets: nic::BUDGET_DEFAULT_PACKETS,
+            sw_reta: None,
+            copy_neighbour: false,
+            outbox_msgs_max: 4096,
+            tx_offload: TxOffload::NONE,
+        }
+    }
+}
+
+/// What one shard counted (the NIC queue's and the stack's own counters are theirs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShardCounters {
+    /// Wire packets handed to this shard's stack (coalesced segments counted one by one),
+    /// whether polled here or forwarded here.
+    pub rx_packets: u64,
+    /// Frames handed to the driver by [`Shard::poll_tx`].
+    pub tx_frames: u64,
+    /// Frames the NIC's transmit ring refused.
+    pub tx_drop_nic_ring_full: u64,
+    /// Iterations that found work ([`Shard::handle_timeout`] returned > 0).
+    pub busy_iterations: u64,
+    /// Messages by kind, and the ones dropped.
+    pub msgs: MsgCounters,
+}
+
+/// A frame receive view of the shard's NIC queue, for ports that fill pool buffers directly.
+pub struct RxQueue<'a> {
+    nic: &'a mut Nic,
+    now_ns: u64,
+}
+
+impl RxQueue<'_> {
+    /// An empty buffer of at least `capacity_bytes` from the shard's pool.
+    pub fn take_buffer(&mut self, capacity_bytes: usize) -> Vec<u8> {
+        self.nic.take_buffer(capacity_bytes)
+    }
+
+    /// Returns an unused buffer to the pool.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.nic.recycle(buf);
+    }
+
+    /// A frame arrived: the NIC verifies, hashes, coalesces and queues it (or drops and counts
+    /// it) and lets moderation decide when the shard is woken.
+    pub fn receive(&mut self, frame: Vec<u8>) {
+        self.nic.receive_on_queue(self.now_ns, 0, frame);
+    }
+
+    /// Free slots of the NIC's receive ring: a port should not hand in more (the NIC would
+    /// drop them, counted).
+    pub fn room(&self) -> usize {
+        self.nic
+            .config()
+            .rx_ring_slots
+            .saturating_sub(self.nic.rx_pending(0))
+    }
+}
+
+/// One shard: NIC queue pair, stack, application, pool and outbox. See the crate docs for the
+/// order a driver calls it in.
+pub struct Shard<A> {
+    info: ShardInfo,
+    budget_packets: usize,
+    tx_offload: TxOffload,
+    sw_reta: Option<Reta>,
+    copy_neighbour: bool,
+    outbox_msgs_max: usize,
+    /// The shard's queue pair: queue 0 of a one-queue NIC model (moderation, coalescing,
+    /// checksum verification, the buffer pool).
+    nic: Nic,
+    stack: Stack,
+    app: A,
+    started: bool,
+    /// The NAPI poll is scheduled: a wake-up fired and the queue has not been drained since.
+    scheduled: bool,
+    /// The `now` of the latest call, for [`Shard::poll_timeout`] while work is pending.
+    now_ns: u64,
+    /// Reused: descriptors of one poll, events of one application round, frames of one
+    /// transmit poll.
+    descs: Vec<RxDescriptor>,
+    events: Vec<SocketEvent>,
+    tx_scratch: Vec<Vec<u8>>,
+    /// Frames ready for the port, oldest first. Invariant: while non-empty, the stack is not
+    /// asked for more output.
+    tx_ready: VecDeque<Vec<u8>>,
+    /// Messages for other shards, oldest first; at most `outbox_msgs_max`.
+    outbox: VecDeque<(u16, Msg)>,
+    counters: ShardCounters,
+}
+
+impl<A: App> Shard<A> {
+    /// A shard over `nic` (its queue 0 is the shard's queue pair), `stack` and `app`.
+    pub fn new(cfg: ShardConfig, nic: Nic, stack: Stack, app: A) -> Self {
+        let budget = cfg.budget_packets.max(1);
+        let multi = cfg.info.shards > 1;
+        Shard {
+            info: cfg.info,
+            budget_packets: budget,
+            tx_offload: cfg.tx_offload,
+            sw_reta: cfg.sw_reta.filter(|_| multi),
+            copy_neighbour: cfg.copy_neighbour && multi,
+            outbox_msgs_max: cfg.outbox_msgs_max,
+            nic,
+            stack,
+            app,
+            started: false,
+            scheduled: false,
+            now_ns: 0,
+            descs: Vec::with_capacity(budget),
+            events: Vec::new(),
+            tx_scratch: Vec::with_capacity(budget),
+            tx_ready: VecDeque::with_capacity(budget),
+            outbox: VecDeque::new(),
+            counters: ShardCounters::default(),
+        }
+    }
+
+    // ---- getters ----
+
+    pub fn info(&self) -> ShardInfo {
+        self.info
+    }
+
+    pub fn stack(&self) -> &Stack {
+        &self.stack
+    }
+
+    /// The stack, for drivers and tests that call it directly (a test client, a checker).
+    pub fn stack_mut(&mut self) -> &mut Stack {
+        &mut self.stack
+    }
+
+    pub fn app(&self) -> &A {
+        &self.app
+    }
+
+    /// The application, for tests that drive it from outside; the driver must run an
+    /// iteration afterwards so new output is polled.
+    pub fn app_mut(&mut self) -> &mut A {
+        &mut self.app
+    }
+
+    /// Descriptors per NAPI poll.
+    pub fn budget_packets(&self) -> usize {
+        self.budget_packets
+    }
+
+    pub fn nic(&self) -> &Nic {
+        &self.nic
+    }
+
+    pub fn counters(&self) -> ShardCounters {
+        self.counters
+    }
+
+    /// Work is pending that needs no new input: the NAPI poll is scheduled, or frames and
+    /// messages wait for the driver.
+    pub fn is_busy(&self) -> bool {
+        self.scheduled || !self.tx_ready.is_empty() || !self.outbox.is_empty()
+    }
+
+    /// Consumes the shard, returning its parts (for reports when a driver stops).
+    pub fn into_parts(self) -> (Nic, Stack, A) {
+        (self.nic, self.stack, self.app)
+    }
+
+    // ---- inputs ----
+
+    /// Starts the application (once; later calls do nothing).
+    pub fn start(&mut self, now_ns: u64) {
+        if std::mem::replace(&mut self.started, true) {
+            return;
+        }
+        self.now_ns = now_ns;
+        let mut ctx = Ctx::new(now_ns, self.info, &mut self.stack);
+        self.app.start(&mut ctx);
+    }
+
+    /// Received frames, in arrival order, into the NIC queue (which may drop them, counted in
+    /// the NIC's queue counters).
+    pub fn handle_rx(&mut self, now_ns: u64, frames: impl IntoIterator<Item = Vec<u8>>) {
+        let mut q = self.rx_queue(now_ns);
+        for f in frames {
+            q.receive(f);
+        }
+    }
+
+    /// The NIC queue as a receive view at `now_ns`, for a port that receives into pool buffers.
+    pub fn rx_queue(&mut self, now_ns: u64) -> RxQueue<'_> {
+        self.now_ns = self.now_ns.max(now_ns);
+        RxQueue {
+            nic: &mut self.nic,
+            now_ns,
+        }
+    }
+
+    /// A message from another shard (or engine), processed now.
+    pub fn handle_msg(&mut self, now_ns: u64, msg: Msg) {
+        self.now_ns = self.now_ns.max(now_ns);
+        self.counters.msgs.count_rx(msg.kind());
+        match msg {
+            Msg::Frame(f) | Msg::Neighbour(f) => {
+                self.counters.rx_packets += 1;
+                self.stack.receive(now_ns, &f.frame, f.hash);
+                self.nic.recycle(f.frame);
+            }
+        }
+    }
+
+    /// One iteration at `now_ns`: wake-ups and the NAPI poll, due timers, the application,
+    /// transmit. Returns the units of work done (descriptors, timer runs, events, frames
+    /// queued for transmission); 0 means the shard was idle.
+    pub fn handle_timeout(&mut self, now_ns: u64) -> usize {
+        self.now_ns = self.now_ns.max(now_ns);
+        if !self.started {
+            self.start(now_ns);
+        }
+        let mut work = self.poll_nic(now_ns);
+        if self.stack.poll_timeout().is_some_and(|t| t <= now_ns) {
+            self.stack.handle_timeout(now_ns);
+            work += 1;
+        }
+        work += self.run_app(now_ns);
+        work += self.transmit(now_ns);
+        if work > 0 {
+            self.counters.busy_iterations += 1;
+        }
+        work
+    }
+
+    /// A buffer the port is done with (a transmitted frame), back to the stack's frame pool.
+    pub fn recycle_tx(&mut self, buf: Vec<u8>) {
+        self.stack.recycle(buf);
+    }
+
+    // ---- outputs ----
+
+    /// The next frame for the port, oldest first.
+    pub fn poll_tx(&mut self) -> Option<Vec<u8>> {
+        let f = self.tx_ready.pop_front()?;
+        self.counters.tx_frames += 1;
+        Some(f)
+    }
+
+    /// The next message for another shard: its destination shard and the message.
+    pub fn poll_msg(&mut self) -> Option<(u16, Msg)> {
+        self.outbox.pop_front()
+    }
+
+    /// When the shard next needs [`Shard::handle_timeout`]: now (the time of the latest call)
+    /// while work is pending, else the earliest of the stack's timers, the NIC's moderation and
+    /// coalescing deadlines and the application's own deadline.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if self.scheduled || !self.started {
+            return Some(self.now_ns);
+        }
+        [
+            self.stack.poll_timeout(),
+            self.nic.next_deadline(),
+            self.app.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    // ---- the iteration's steps ----
+
+    /// NIC wake-ups, then one NAPI poll of up to the budget when scheduled.
+    fn poll_nic(&mut self, now_ns: u64) -> usize {
+        while self.nic.poll_wakeup(now_ns).is_some() {
+            self.scheduled = true;
+        }
+        if !self.scheduled {
+            return 0;
+        }
+        let mut descs = std::mem::take(&mut self.descs);
+        descs.clear();
+        if let Ok(p) = self.nic.poll_rx(0, self.budget_packets, now_ns, &mut descs) {
+            self.scheduled = !p.drained;
+        }
+        let work = descs.len();
+        for d in descs.drain(..) {
+            self.dispatch(now_ns, d);
+        }
+        self.descs = descs;
+        work
+    }
+
+    /// One polled descriptor: copies to the other shards when it is a neighbour frame, to its
+    /// owning shard when the software RETA names another, else to this shard's stack.
+    fn dispatch(&mut self, now_ns: u64, d: RxDescriptor) {
+        let me = self.info.shard;
+        let neighbour = self.copy_neighbour && is_neighbour_frame(&d.frame);
+        if neighbour {
+            for to in (0..self.info.shards).filter(|&s| s != me) {
+                let mut copy = self.nic.take_buffer(d.frame.len());
+                copy.extend_from_slice(&d.frame);
+                self.send_msg(
+                    to,
+                    Msg::Neighbour(FrameMsg {
+                        frame: copy,
+                        hash: d.hash,
+                    }),
+                );
+            }
+        }
+        let owner = match (&self.sw_reta, d.hash) {
+            (Some(reta), Some(h)) if !neighbour => reta.queue_for_hash(h),
+            _ => me,
+        };
+        if owner != me {
+            self.send_msg(
+                owner,
+                Msg::Frame(FrameMsg {
+                    frame: d.frame,
+                    hash: d.hash,
+                }),
+            );
+            return;
+        }
+        self.counters.rx_packets += u64::from(d.coalesced_segments.max(1));
+        self.stack.receive(now_ns, &d.frame, d.hash);
+        self.nic.recycle(d.frame);
+    }
+
+    /// Queues `msg` for shard `to`, or drops it (counted, its buffer recycled).
+    fn send_msg(&mut self, to: u16, msg: Msg) {
+        let drop = if to >= self.info.shards {
+            Some(&mut self.counters.msgs.drop_no_such_shard)
+        } else if self.outbox.len() >= self.outbox_msgs_max {
+            Some(&mut self.counters.msgs.drop_outbox_full)
+        } else {
+            None
+        };
+        if let Some(counter) = drop {
+            *counter += 1;
+            if let Some(buf) = msg.into_buffer() {
+                self.nic.recycle(buf);
+            }
+            return;
+        }
+        self.counters.msgs.count_tx(msg.kind());
+        self.outbox.push_back((to, msg));
+    }
+
+    /// The application, with the stack's readiness events, for up to [`APP_ROUNDS_MAX`] rounds
+    /// while its calls raise new events. Runs at least once when its own deadline is due.
+    fn run_app(&mut self, now_ns: u64) -> usize {
+        let mut work = 0;
+        let app_due = self.app.poll_timeout().is_some_and(|t| t <= now_ns);
+        let mut events = std::mem::take(&mut self.events);
+        for round in 0..APP_ROUNDS_MAX {
+            events.clear();
+            while let Some(e) = self.stack.poll_event() {
+                events.push(e);
+            }
+            if events.is_empty() && (round > 0 || !app_due) {
+                break;
+            }
+            work += events.len().max(1);
+            let mut ctx = Ctx::new(now_ns, self.info, &mut self.stack);
+            self.app.poll(&mut ctx, &events);
+        }
+        self.events = events;
+        work
+    }
+
+    /// Stack → NIC transmit ring → frames ready for the port, unless the port has not taken the
+    /// previous ones yet (then the stack keeps its output).
+    fn transmit(&mut self, now_ns: u64) -> usize {
+        if !self.tx_ready.is_empty() {
+            return 0;
+        }
+        let slots = self.nic.config().tx_ring_slots;
+        let room = slots.saturating_sub(self.nic.tx_pending(0));
+        let mut work = 0;
+        for _ in 0..room.min(self.budget_packets) {
+            let Some(f) = self.stack.poll_transmit(now_ns) else {
+                break;
+            };
+            work += 1;
+            if !matches!(
+                self.nic.transmit(0, f, self.tx_offload),
+                Ok(TxVerdict::Queued)
+            ) {
+                self.counters.tx_drop_nic_ring_full += 1;
+            }
+        }
+        let mut out = std::mem::take(&mut self.tx_scratch);
+        let _ = self.nic.poll_tx(0, usize::MAX, &mut out);
+        self.tx_ready.extend(out.drain(..));
+        self.tx_scratch = out;
+        work
+    }
+}
