@@ -7,7 +7,7 @@ use apps::discard::DiscardServer;
 use apps::echo::{ECHO_BUFFER_BYTES, EchoServer};
 use apps::ttcp::{TtcpReceiver, TtcpSendConfig, TtcpSender, pattern_byte};
 use apps::{App, Conn, Ctx, Listener};
-use common::{Pair, Wake, gigabit, server_addr};
+use common::{Pair, gigabit, server_addr};
 use sim::{Dir, Loss};
 use stack::{Readiness, SocketError, SocketEvent};
 
@@ -126,15 +126,9 @@ impl App for EchoClient {
 
 #[test]
 fn echo_returns_every_byte_in_order() {
-    for wake in [Wake::EveryActivation, Wake::EventsAndDeadlines] {
-        echo_round_trip(wake);
-    }
-}
-
-fn echo_round_trip(wake: Wake) {
     let total = 300_000;
     let client = EchoClient::new(total, 0);
-    let mut p = Pair::with_wake(21, EchoServer::new(7), client, gigabit(), wake);
+    let mut p = Pair::new(21, EchoServer::new(7), client, gigabit());
     p.run_until_client_done::<EchoClient>(10_000_000, 10_000_000_000)
         .expect("echo finishes");
     let c = p.client::<EchoClient>();
@@ -162,8 +156,7 @@ fn echo_stops_reading_while_its_peer_does_not_read_and_loses_nothing() {
     let total = 4 << 20;
     let read_from_ns = 300_000_000;
     let client = EchoClient::new(total, read_from_ns);
-    let wake = Wake::EventsAndDeadlines;
-    let mut p = Pair::with_wake(22, EchoServer::new(7), client, gigabit(), wake);
+    let mut p = Pair::new(22, EchoServer::new(7), client, gigabit());
     p.world.run_until(read_from_ns - 1);
     {
         let c = p.client::<EchoClient>();
@@ -285,19 +278,13 @@ fn ttcp_and_get_finish_intact_across_seeds_and_loss_rates() {
     let mut bad = Vec::new();
     for seed in 0..24u64 {
         let loss = [0.01, 0.03, 0.08][(seed % 3) as usize];
-        // Odd seeds call the applications only as the runtime does.
-        let wake = if seed % 2 == 0 {
-            Wake::EveryActivation
-        } else {
-            Wake::EventsAndDeadlines
-        };
         let cfg = TtcpSendConfig {
             remote: server_addr(5001),
             bytes_per_conn: 300_000 + seed * 977,
             conns: 2,
         };
         let receiver = TtcpReceiver::new(5001, 2).verify_pattern(true);
-        let mut p = Pair::with_wake(seed, receiver, TtcpSender::new(cfg), gigabit(), wake);
+        let mut p = Pair::new(seed, receiver, TtcpSender::new(cfg), gigabit());
         p.world.add_fault_both(p.link, Loss { p: loss });
         let sent = p.run_until_client_done::<TtcpSender>(10_000_000, 120_000_000_000);
         let mut t = p.world.now_ns();
@@ -311,9 +298,7 @@ fn ttcp_and_get_finish_intact_across_seeds_and_loss_rates() {
             || (s.conns_done, s.conns_failed) != (2, 0)
             || (r.bytes, r.conns_done, r.pattern_errors) != (2 * cfg.bytes_per_conn, 2, 0)
         {
-            bad.push(format!(
-                "ttcp seed {seed} loss {loss} {wake:?}: {s:?} {r:?}"
-            ));
+            bad.push(format!("ttcp seed {seed} loss {loss}: {s:?} {r:?}"));
         }
 
         let len = 200_000 + seed as usize * 313;
@@ -321,7 +306,7 @@ fn ttcp_and_get_finish_intact_across_seeds_and_loss_rates() {
         files.insert("/f", vec![7u8; len]);
         let get = HttpGet::new(server_addr(80), "h".into(), "/f".into(), 1 << 24);
         let server = HttpServer::new(80, Arc::new(files));
-        let mut p = Pair::with_wake(seed, server, get, gigabit(), wake);
+        let mut p = Pair::new(seed, server, get, gigabit());
         p.world.add_fault_both(p.link, Loss { p: loss });
         p.run_until_client_done::<HttpGet>(10_000_000, 120_000_000_000);
         let out = p.client::<HttpGet>().outcome().cloned();
@@ -331,7 +316,7 @@ fn ttcp_and_get_finish_intact_across_seeds_and_loss_rates() {
         if !good || open != 0 {
             let status = out.map(|o| o.map(|r| r.status));
             bad.push(format!(
-                "get seed {seed} loss {loss} {wake:?}: open={open} {status:?}"
+                "get seed {seed} loss {loss}: open={open} {status:?}"
             ));
         }
     }
@@ -381,12 +366,11 @@ fn ttcp_sender_finishes_on_its_fin_ack_when_the_peer_never_closes_and_polls_are_
         bytes_per_conn: 500_000,
         conns: 2,
     };
-    let mut p = Pair::with_wake(
+    let mut p = Pair::new(
         26,
         NeverClosingSink::default(),
         TtcpSender::new(cfg),
         gigabit(),
-        Wake::EventsAndDeadlines,
     );
     p.run_until_client_done::<TtcpSender>(10_000_000, 10_000_000_000)
         .expect("done without the peer's FIN");

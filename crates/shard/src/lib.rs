@@ -43,7 +43,7 @@ use rss::Reta;
 use stack::{SocketEvent, Stack};
 
 pub use msg::{FrameMsg, Msg, MsgCounters, MsgKind};
-pub use neighbour::is_neighbour_frame;
+pub use neighbour::{is_arp_reply, is_neighbour_frame};
 
 /// Rounds of application polling per iteration: an application that keeps raising events for
 /// itself continues at the next iteration.
@@ -152,6 +152,11 @@ pub struct Shard<A> {
     started: bool,
     /// The NAPI poll is scheduled: a wake-up fired and the queue has not been drained since.
     scheduled: bool,
+    /// The last transmit step stopped at its limit (budget or NIC ring room), not because the
+    /// stack had nothing more: the next iteration has output to move.
+    tx_more: bool,
+    /// The application used all [`APP_ROUNDS_MAX`] rounds: events may be waiting for it.
+    app_more: bool,
     /// The `now` of the latest call, for [`Shard::poll_timeout`] while work is pending.
     now_ns: u64,
     /// Reused: descriptors of one poll, events of one application round, frames of one
@@ -184,6 +189,8 @@ impl<A: App> Shard<A> {
             app,
             started: false,
             scheduled: false,
+            tx_more: false,
+            app_more: false,
             now_ns: 0,
             descs: Vec::with_capacity(budget),
             events: Vec::new(),
@@ -232,10 +239,16 @@ impl<A: App> Shard<A> {
         self.counters
     }
 
-    /// Work is pending that needs no new input: the NAPI poll is scheduled, or frames and
-    /// messages wait for the driver.
+    /// Work is pending that needs no new input: the NAPI poll is scheduled, the stack or the
+    /// application has more than one iteration's share, or frames and messages wait for the
+    /// driver.
     pub fn is_busy(&self) -> bool {
-        self.scheduled || !self.tx_ready.is_empty() || !self.outbox.is_empty()
+        self.iteration_due() || !self.tx_ready.is_empty() || !self.outbox.is_empty()
+    }
+
+    /// The next iteration has work without any new input.
+    fn iteration_due(&self) -> bool {
+        !self.started || self.scheduled || self.tx_more || self.app_more
     }
 
     /// Consumes the shard, returning its parts (for reports when a driver stops).
@@ -330,7 +343,7 @@ impl<A: App> Shard<A> {
     /// while work is pending, else the earliest of the stack's timers, the NIC's moderation and
     /// coalescing deadlines and the application's own deadline.
     pub fn poll_timeout(&self) -> Option<u64> {
-        if self.scheduled || !self.started {
+        if self.iteration_due() {
             return Some(self.now_ns);
         }
         [
@@ -429,12 +442,14 @@ impl<A: App> Shard<A> {
         let mut work = 0;
         let app_due = self.app.poll_timeout().is_some_and(|t| t <= now_ns);
         let mut events = std::mem::take(&mut self.events);
+        self.app_more = true;
         for round in 0..APP_ROUNDS_MAX {
             events.clear();
             while let Some(e) = self.stack.poll_event() {
                 events.push(e);
             }
             if events.is_empty() && (round > 0 || !app_due) {
+                self.app_more = false;
                 break;
             }
             work += events.len().max(1);
@@ -454,8 +469,10 @@ impl<A: App> Shard<A> {
         let slots = self.nic.config().tx_ring_slots;
         let room = slots.saturating_sub(self.nic.tx_pending(0));
         let mut work = 0;
+        self.tx_more = true;
         for _ in 0..room.min(self.budget_packets) {
             let Some(f) = self.stack.poll_transmit(now_ns) else {
+                self.tx_more = false;
                 break;
             };
             work += 1;

@@ -5,7 +5,7 @@
 //! keeps its own: the shard that polls one processes it and copies it to the others
 //! ([`crate::ShardConfig::copy_neighbour`]).
 
-use wire::{EtherType, EthernetFrame, IpProtocol};
+use wire::{ArpOperation, ArpPacket, EtherType, EthernetFrame, IpProtocol};
 
 /// ICMPv6 types of neighbour discovery (RFC 4861 §4): Router Solicitation (133) through
 /// Redirect (137).
@@ -33,6 +33,16 @@ pub fn is_neighbour_frame(frame: &[u8]) -> bool {
         }
         _ => true,
     }
+}
+
+/// An ARP reply: the frame a host's NIC hands to every shard (RFC 826: the target of a reply
+/// learns the sender), so each shard's neighbour cache learns a peer one shard asked for.
+pub fn is_arp_reply(frame: &[u8]) -> bool {
+    let Ok(eth) = EthernetFrame::new_checked(frame) else {
+        return false;
+    };
+    eth.ethertype() == EtherType::ARP
+        && ArpPacket::new_checked(eth.payload()).is_ok_and(|a| a.operation() == ArpOperation::REPLY)
 }
 
 #[cfg(test)]

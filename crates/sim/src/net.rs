@@ -1,216 +1,279 @@
-//! Hosts made of a real [`stack::Stack`] and a small application, so the simulator runs the
-//! production protocol code end to end.
+//! Hosts made of the production shard core: the real `nic` model in front of N
+//! [`shard::Shard`]s, each with its own real [`stack::Stack`] and [`app::App`] instance, so the
+//! simulator runs the same iteration as the threaded runtime, on the virtual clock.
 //!
-//! A [`StackHost`] owns one stack (one shard's host stack, one Ethernet port: [`PortId`] 0) and
-//! one [`App`]. Call order within an activation (see [`Host`]): the stack handles the frame or
-//! its timers, then the application runs ([`App::poll`]) and may call the socket API, then the
-//! world drains [`Host::poll_transmit`] and re-arms the timer at the earlier of the stack's and
-//! the application's deadlines. The application starts at the host's first activation.
+//! A [`ShardedHost`] has one Ethernet port ([`PortId`] 0) and one address shared by its
+//! shards, as a host with a multi-queue NIC. A frame from the link is steered as the NIC would
+//! (exact-match filters → RSS → RETA → queue `q`, served by shard `q`); an ARP reply is given
+//! to every shard, so every shard's neighbour cache learns a peer that one shard asked for
+//! (the `mem` wire does the same). Each shard's own NIC queue then applies moderation,
+//! coalescing and the NAPI budget before its stack sees the frame.
+//!
+//! Call order within an activation (see [`Host`]): the frame (if any) goes into its shard's NIC
+//! queue; every shard runs one iteration ([`shard::Shard::handle_timeout`]); messages between
+//! shards are delivered at once, in shard order, and their receivers run again (bounded
+//! rounds); the world then drains [`Host::poll_transmit`] (shard order) and re-arms the
+//! host's timer at the earliest deadline of any shard. Everything is deterministic: shards are
+//! visited in index order, no hash map is iterated.
 
 use core::any::Any;
 
-use stack::{FourTuple, SocketEvent, SocketHandle, Stack, StackConfig};
+use app::{App, ShardInfo};
+use nic::{Nic, NicConfig};
+use rss::{Reta, RssHasher};
+use shard::{Msg, Shard, ShardConfig, is_arp_reply};
+use stack::{RssConfig, Stack, StackConfig};
 
 use crate::host::{Host, PortId};
 
-/// An application running on a [`StackHost`]: non-blocking calls into the stack's socket API.
-///
-/// `poll` runs after every activation of the host with the readiness events the stack raised
-/// (drained from [`Stack::poll_event`]). Events are edge-triggered: an application that gets one
-/// for a socket works that socket until its calls return `WouldBlock`, and need not look at
-/// sockets without events — which keeps an activation's work proportional to what happened.
-pub trait App: Any {
-    /// Runs once, at the host's first activation.
-    fn start(&mut self, now_ns: u64, stack: &mut Stack);
-    /// Runs after every activation (a frame, a timer, a wake-up) with the events it raised.
-    fn poll(&mut self, now_ns: u64, stack: &mut Stack, events: &[SocketEvent]);
-    /// The application's own next deadline, if it has one.
-    fn poll_timeout(&self) -> Option<u64> {
-        None
-    }
-    /// Asks the host to move a live connection to a fresh stack (see [`StackHost`]): the
-    /// handle and how long the snapshot travels, in ns. Checked after every `poll`. Until
-    /// [`App::moved`] the application must not touch that handle.
-    fn take_move_request(&mut self) -> Option<(SocketHandle, u64)> {
-        None
-    }
-    /// The connection moved: `old` is gone, `new` (on the fresh stack) continues it; `None`
-    /// when the move failed and the connection is lost (the reason is in `error`).
-    fn moved(&mut self, _now_ns: u64, _old: SocketHandle, _new: Result<SocketHandle, String>) {}
+/// Rounds of message delivery between shards per activation; messages left over wait for the
+/// next activation (at the same instant: a shard with work pending asks for one).
+const MSG_ROUNDS_MAX: usize = 4;
+
+/// How a [`ShardedHost`] is built.
+#[derive(Debug, Clone)]
+pub struct ShardedHostConfig {
+    /// The interface and stack settings every shard shares (one host, one address). Each
+    /// shard's copy gets its RSS home and its own ISN secret (shard 0 keeps `stack.secret`).
+    pub stack: StackConfig,
+    /// Shards (and hardware queues), ≥ 1.
+    pub shards: u16,
+    /// The NIC's settings (moderation, rings, coalescing); `queues` is set from `shards`.
+    pub nic: NicConfig,
+    /// The NIC's RSS hash function.
+    pub hasher: RssHasher,
+    /// NAPI budget per poll.
+    pub budget_packets: usize,
 }
 
-/// A connection on its way to a fresh stack.
-struct Move {
-    old_handle: SocketHandle,
-    tuple: FourTuple,
-    snapshot: tcp::ConnectionSnapshot,
-    import_at_ns: u64,
-}
-
-/// What happened to moves, for checkers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MoveCounters {
-    pub moves: u64,
-    /// Frames that arrived while a connection was travelling: dropped before any processing
-    /// (DESIGN handoff invariant 4), left to the peer's retransmission.
-    pub frames_dropped_in_flight: u64,
-}
-
-/// A simulated host: a stack plus an application on one port.
-///
-/// # Moving a connection
-///
-/// When the application asks ([`App::take_move_request`]) the host exports the connection
-/// (`Stack::tcp_export`, which first flushes a pending delayed ACK), keeps the old stack only to
-/// drain what it had queued, and replaces it with a fresh stack built from the same
-/// configuration — a new engine with empty caches, as on another machine. While the snapshot
-/// travels, arriving frames are dropped before any processing (never answered with a RST); at
-/// the arrival time the fresh stack imports the snapshot and the application gets the new
-/// handle ([`App::moved`]).
-pub struct StackHost<A: App> {
-    stack: Stack,
-    config: StackConfig,
-    app: A,
-    started: bool,
-    /// Reused buffer of drained events.
-    events: Vec<SocketEvent>,
-    /// The replaced stack, kept until its transmit queue is empty.
-    draining: Option<Stack>,
-    moving: Option<Move>,
-    move_counters: MoveCounters,
-}
-
-impl<A: App> StackHost<A> {
-    pub fn new(config: StackConfig, app: A) -> Self {
-        StackHost {
-            stack: Stack::new(config.clone()),
-            config,
-            app,
-            started: false,
-            events: Vec::new(),
-            draining: None,
-            moving: None,
-            move_counters: MoveCounters::default(),
+impl ShardedHostConfig {
+    /// One shard, the default NIC and hasher.
+    pub fn new(stack: StackConfig) -> Self {
+        ShardedHostConfig {
+            stack,
+            shards: 1,
+            nic: NicConfig::default(),
+            hasher: RssHasher::default(),
+            budget_packets: nic::BUDGET_DEFAULT_PACKETS,
         }
     }
 
+    /// The same host with `shards` shards.
+    pub fn with_shards(mut self, shards: u16) -> Self {
+        self.shards = shards;
+        self
+    }
+}
+
+/// What the host's NIC front counted (each shard's own NIC queue counts the rest).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FrontCounters {
+    /// Frames from the link.
+    pub rx_frames: u64,
+    /// ARP replies given to every shard (one per shard).
+    pub arp_reply_copies: u64,
+    /// Frames the steering could not parse, handed to the default queue's shard (whose NIC
+    /// queue and stack count and drop them).
+    pub steer_failed: u64,
+    /// Messages delivered between shards.
+    pub msgs_delivered: u64,
+}
+
+/// A simulated host: a steering NIC in front of N shard cores.
+pub struct ShardedHost<A: App> {
+    steering: Nic,
+    shards: Vec<Shard<A>>,
+    /// Reused: messages being delivered, and which shards received one this round.
+    msgs: Vec<(u16, Msg)>,
+    touched: Vec<bool>,
+    counters: FrontCounters,
+}
+
+impl<A: App> ShardedHost<A> {
+    /// Builds the host; `factory` makes each shard's application instance, in shard order.
+    pub fn new(
+        cfg: ShardedHostConfig,
+        mut factory: impl FnMut(ShardInfo) -> A,
+    ) -> Result<Self, String> {
+        if cfg.shards == 0 || cfg.shards > nic::QUEUES_MAX {
+            return Err(format!("shards must be 1..={}", nic::QUEUES_MAX));
+        }
+        let mut steering = Nic::new(NicConfig {
+            queues: cfg.shards,
+            ..cfg.nic.clone()
+        })
+        .map_err(|e| format!("nic: {e:?}"))?;
+        steering.set_hasher(cfg.hasher.clone());
+        let reta = Reta::with_equal(rss::RETA_SIZE_DEFAULT, cfg.shards)
+            .map_err(|e| format!("reta: {e:?}"))?;
+        let mut shards = Vec::with_capacity(usize::from(cfg.shards));
+        for shard in 0..cfg.shards {
+            let info = ShardInfo {
+                shard,
+                shards: cfg.shards,
+                numa_node: 0,
+            };
+            let mut stack_cfg = cfg.stack.clone();
+            stack_cfg.rss = Some(RssConfig {
+                hasher: cfg.hasher.clone(),
+                home: Some((reta.clone(), shard)),
+            });
+            stack_cfg.secret[1] ^= u64::from(shard) << 32;
+            let mut nic = Nic::new(NicConfig {
+                queues: 1,
+                ..cfg.nic.clone()
+            })
+            .map_err(|e| format!("nic: {e:?}"))?;
+            nic.set_hasher(cfg.hasher.clone());
+            let shard_cfg = ShardConfig {
+                budget_packets: cfg.budget_packets,
+                ..ShardConfig::new(info)
+            };
+            shards.push(Shard::new(
+                shard_cfg,
+                nic,
+                Stack::new(stack_cfg),
+                factory(info),
+            ));
+        }
+        Ok(ShardedHost {
+            steering,
+            shards,
+            msgs: Vec::new(),
+            touched: vec![false; usize::from(cfg.shards)],
+            counters: FrontCounters::default(),
+        })
+    }
+
+    /// A one-shard host running `app`.
+    pub fn single(stack: StackConfig, app: A) -> Self {
+        let mut app = Some(app);
+        match Self::new(ShardedHostConfig::new(stack), |_| {
+            app.take().expect("one shard takes one app")
+        }) {
+            Ok(h) => h,
+            // The default NIC configuration with one queue is always valid.
+            Err(e) => unreachable!("default one-shard host: {e}"),
+        }
+    }
+
+    pub fn shards(&self) -> &[Shard<A>] {
+        &self.shards
+    }
+
+    pub fn shard(&self, i: u16) -> Option<&Shard<A>> {
+        self.shards.get(usize::from(i))
+    }
+
+    /// A shard, for tests that drive its application or stack from outside; call
+    /// [`crate::World::wake`] afterwards so new output is polled.
+    pub fn shard_mut(&mut self, i: u16) -> Option<&mut Shard<A>> {
+        self.shards.get_mut(usize::from(i))
+    }
+
+    /// Shard 0's stack (a one-shard host's only one).
     pub fn stack(&self) -> &Stack {
-        &self.stack
+        self.shards[0].stack()
     }
 
     pub fn stack_mut(&mut self) -> &mut Stack {
-        &mut self.stack
+        self.shards[0].stack_mut()
     }
 
+    /// Shard 0's application (a one-shard host's only one).
     pub fn app(&self) -> &A {
-        &self.app
+        self.shards[0].app()
     }
 
     pub fn app_mut(&mut self) -> &mut A {
-        &mut self.app
+        self.shards[0].app_mut()
     }
 
-    pub fn move_counters(&self) -> MoveCounters {
-        self.move_counters
+    /// Every shard's application, in shard order.
+    pub fn apps(&self) -> impl Iterator<Item = &A> {
+        self.shards.iter().map(Shard::app)
     }
 
-    /// Exports `handle` and swaps in a fresh stack; the import happens at `now + travel_ns`.
-    fn begin_move(&mut self, now_ns: u64, handle: SocketHandle, travel_ns: u64) {
-        match self.stack.tcp_export(now_ns, handle) {
-            Ok((tuple, snapshot)) => {
-                let fresh = Stack::new(self.config.clone());
-                let old = core::mem::replace(&mut self.stack, fresh);
-                self.draining = Some(old);
-                self.move_counters.moves += 1;
-                self.moving = Some(Move {
-                    old_handle: handle,
-                    tuple,
-                    snapshot,
-                    import_at_ns: now_ns.saturating_add(travel_ns),
-                });
+    pub fn front_counters(&self) -> FrontCounters {
+        self.counters
+    }
+
+    /// One iteration of every shard, then message delivery until quiet (bounded).
+    fn run(&mut self, now_ns: u64) {
+        for s in &mut self.shards {
+            s.handle_timeout(now_ns);
+        }
+        for _ in 0..MSG_ROUNDS_MAX {
+            self.msgs.clear();
+            for s in &mut self.shards {
+                while let Some(m) = s.poll_msg() {
+                    self.msgs.push(m);
+                }
             }
-            Err(e) => self
-                .app
-                .moved(now_ns, handle, Err(format!("export refused: {e}"))),
-        }
-    }
-
-    fn finish_move(&mut self, now_ns: u64) {
-        if let Some(m) = self.moving.take_if(|m| m.import_at_ns <= now_ns) {
-            let result = self
-                .stack
-                .tcp_import(now_ns, m.tuple, &m.snapshot)
-                .map_err(|e| format!("import refused: {e}"));
-            self.app.moved(now_ns, m.old_handle, result);
-        }
-    }
-
-    fn run_app(&mut self, now_ns: u64) {
-        if !self.started {
-            self.started = true;
-            self.app.start(now_ns, &mut self.stack);
-        }
-        self.finish_move(now_ns);
-        // The application's calls can raise new events: run until it has seen them all
-        // (bounded, in case an application keeps making work for itself).
-        for round in 0..64 {
-            self.events.clear();
-            while let Some(e) = self.stack.poll_event() {
-                self.events.push(e);
-            }
-            if round > 0 && self.events.is_empty() {
+            if self.msgs.is_empty() {
                 break;
             }
-            self.app.poll(now_ns, &mut self.stack, &self.events);
-        }
-        if self.moving.is_none() {
-            if let Some((handle, travel_ns)) = self.app.take_move_request() {
-                self.begin_move(now_ns, handle, travel_ns);
+            for (to, m) in self.msgs.drain(..) {
+                // The shard core only addresses shards of its host.
+                if let Some(s) = self.shards.get_mut(usize::from(to)) {
+                    self.counters.msgs_delivered += 1;
+                    s.handle_msg(now_ns, m);
+                    if let Some(t) = self.touched.get_mut(usize::from(to)) {
+                        *t = true;
+                    }
+                }
+            }
+            for (s, t) in self.shards.iter_mut().zip(self.touched.iter_mut()) {
+                if std::mem::take(t) {
+                    s.handle_timeout(now_ns);
+                }
             }
         }
     }
 }
 
-impl<A: App> Host for StackHost<A> {
+impl<A: App + 'static> Host for ShardedHost<A> {
     fn handle_frame(&mut self, now_ns: u64, _port: PortId, frame: &[u8]) {
-        if self.moving.is_some() {
-            self.move_counters.frames_dropped_in_flight += 1;
-            return;
+        self.counters.rx_frames += 1;
+        if is_arp_reply(frame) {
+            for s in &mut self.shards {
+                self.counters.arp_reply_copies += 1;
+                let mut q = s.rx_queue(now_ns);
+                let mut buf = q.take_buffer(frame.len());
+                buf.extend_from_slice(frame);
+                q.receive(buf);
+            }
+        } else {
+            let queue = match self.steering.steer(frame) {
+                Ok(d) => d.queue,
+                Err(_) => {
+                    self.counters.steer_failed += 1;
+                    0
+                }
+            };
+            if let Some(s) = self.shards.get_mut(usize::from(queue)) {
+                let mut q = s.rx_queue(now_ns);
+                let mut buf = q.take_buffer(frame.len());
+                buf.extend_from_slice(frame);
+                q.receive(buf);
+            }
         }
-        self.stack.receive(now_ns, frame, None);
-        self.run_app(now_ns);
+        self.run(now_ns);
     }
 
     fn handle_timeout(&mut self, now_ns: u64) {
-        if self.stack.poll_timeout().is_some_and(|t| t <= now_ns) {
-            self.stack.handle_timeout(now_ns);
-        }
-        self.run_app(now_ns);
+        self.run(now_ns);
     }
 
-    fn poll_transmit(&mut self, now_ns: u64) -> Option<(PortId, Vec<u8>)> {
-        // The first activation after `add_host` is a wake-up, which only polls: start here.
-        if !self.started {
-            self.run_app(now_ns);
-        }
-        if let Some(old) = &mut self.draining {
-            if let Some(f) = old.poll_transmit(now_ns) {
-                return Some((PortId(0), f));
-            }
-            self.draining = None;
-        }
-        self.stack.poll_transmit(now_ns).map(|f| (PortId(0), f))
+    fn poll_transmit(&mut self, _now_ns: u64) -> Option<(PortId, Vec<u8>)> {
+        self.shards
+            .iter_mut()
+            .find_map(Shard::poll_tx)
+            .map(|f| (PortId(0), f))
     }
 
     fn poll_timeout(&self) -> Option<u64> {
-        [
-            self.stack.poll_timeout(),
-            self.app.poll_timeout(),
-            self.moving.as_ref().map(|m| m.import_at_ns),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        self.shards.iter().filter_map(Shard::poll_timeout).min()
     }
 
     fn as_any(&self) -> &dyn Any {

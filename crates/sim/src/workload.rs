@@ -15,15 +15,17 @@
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use app::{App, Ctx};
 use stack::{
-    InterfaceConfig, Ipv4Cidr, SocketError, SocketEvent, SocketHandle, Stack, StackConfig,
+    FourTuple, InterfaceConfig, Ipv4Cidr, SocketError, SocketEvent, SocketHandle, Stack,
+    StackConfig,
 };
 use wire::EthernetAddress;
 
 use crate::fault::{Corrupt, Duplicate, Flap, Loss, Reorder};
 use crate::host::{HostId, PortId};
 use crate::link::{ChannelConfig, JitterOrder};
-use crate::net::{App, StackHost};
+use crate::net::ShardedHost;
 use crate::rng::SimRng;
 use crate::world::World;
 
@@ -461,9 +463,17 @@ pub struct Server {
     scratch: Vec<u8>,
     violation: Option<String>,
     summary: RunSummary,
-    /// Handoff: the handle being moved (not to be touched), and moves completed.
-    moving: Option<SocketHandle>,
+    /// Handoff: the connection in flight (exported, not yet imported), and moves completed.
+    moving: Option<Move>,
     moves_done: u64,
+}
+
+/// A connection exported from the server's stack, travelling until `import_at_ns`.
+struct Move {
+    handle: SocketHandle,
+    tuple: FourTuple,
+    snapshot: tcp::ConnectionSnapshot,
+    import_at_ns: u64,
 }
 
 impl Client {
@@ -506,11 +516,14 @@ impl Client {
 }
 
 impl App for Client {
-    fn start(&mut self, now_ns: u64, stack: &mut Stack) {
-        self.open(now_ns, stack);
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        let now_ns = ctx.now_ns();
+        self.open(now_ns, ctx.stack());
     }
 
-    fn poll(&mut self, now_ns: u64, stack: &mut Stack, events: &[SocketEvent]) {
+    fn poll(&mut self, ctx: &mut Ctx<'_>, events: &[SocketEvent]) {
+        let now_ns = ctx.now_ns();
+        let stack = ctx.stack();
         if self.violation.is_some() {
             return;
         }
@@ -550,19 +563,27 @@ impl App for Client {
 }
 
 impl App for Server {
-    fn start(&mut self, _now_ns: u64, stack: &mut Stack) {
-        match stack.tcp_listen(SocketAddr::new(IpAddr::V4(SERVER_IP), SERVER_PORT), 128) {
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        match ctx
+            .stack()
+            .tcp_listen(SocketAddr::new(IpAddr::V4(SERVER_IP), SERVER_PORT), 128)
+        {
             Ok(l) => self.listener = Some(l),
             Err(e) => self.violation = Some(format!("listen failed: {e}")),
         }
     }
 
-    fn poll(&mut self, now_ns: u64, stack: &mut Stack, events: &[SocketEvent]) {
+    fn poll(&mut self, ctx: &mut Ctx<'_>, events: &[SocketEvent]) {
+        let now_ns = ctx.now_ns();
+        let stack = ctx.stack();
         if self.violation.is_some() {
             return;
         }
         let many = self.plan.workload == Workload::ManyConnections;
         let mut work: Vec<SocketHandle> = events.iter().map(|e| e.handle).collect();
+        if let Some(h) = self.finish_move(now_ns, stack) {
+            work.push(h);
+        }
         if let Some(l) = self.listener {
             while let Ok((h, peer)) = stack.tcp_accept(l) {
                 let id = if many { u64::from(peer.port()) } else { 0 };
@@ -593,7 +614,7 @@ impl App for Server {
         let response_ends = &self.plan.response_ends;
         let mut any_done = false;
         for h in work {
-            if self.moving == Some(h) {
+            if self.moving.as_ref().is_some_and(|m| m.handle == h) {
                 continue;
             }
             let Some((_, flow)) = self.flows.iter_mut().find(|(_, f)| f.handle == h) else {
@@ -627,34 +648,63 @@ impl App for Server {
         if any_done {
             reap(&mut self.flows, &mut self.summary);
         }
+        self.begin_move(now_ns, stack);
     }
 
-    fn take_move_request(&mut self) -> Option<(SocketHandle, u64)> {
+    fn poll_timeout(&self) -> Option<u64> {
+        self.moving.as_ref().map(|m| m.import_at_ns)
+    }
+}
+
+impl Server {
+    /// Handoff workload: once the first connection has read `move_after_bytes`, exports it
+    /// (`Stack::tcp_export` flushes a pending delayed ACK first and leaves a *moved* marker, so
+    /// frames arriving while the snapshot travels are dropped unprocessed, never answered with
+    /// RST) and imports it back after `move_travel_ns` — the same walk a move to another shard
+    /// or an offload engine takes (DESIGN "Handoff protocol").
+    fn begin_move(&mut self, now_ns: u64, stack: &mut Stack) {
         if self.plan.workload != Workload::Handoff || self.moving.is_some() || self.moves_done > 0 {
-            return None;
+            return;
         }
-        let (_, flow) = self.flows.first()?;
+        let Some((_, flow)) = self.flows.first() else {
+            return;
+        };
         if flow.closed || flow.rx.received < self.plan.move_after_bytes {
-            return None;
+            return;
         }
-        self.moving = Some(flow.handle);
-        Some((flow.handle, self.plan.move_travel_ns))
+        let handle = flow.handle;
+        match stack.tcp_export(now_ns, handle) {
+            Ok((tuple, snapshot)) => {
+                self.moving = Some(Move {
+                    handle,
+                    tuple,
+                    snapshot,
+                    import_at_ns: now_ns.saturating_add(self.plan.move_travel_ns),
+                });
+            }
+            // Output still queued this instant: try again at a later activation.
+            Err(SocketError::WouldBlock) => {}
+            Err(e) => self.violation = Some(format!("handoff failed: export refused: {e}")),
+        }
     }
 
-    fn moved(&mut self, _now_ns: u64, old: SocketHandle, new: Result<SocketHandle, String>) {
-        self.moving = None;
-        match new {
+    /// Imports the travelling connection once it has arrived; returns its handle, to be
+    /// worked now.
+    fn finish_move(&mut self, now_ns: u64, stack: &mut Stack) -> Option<SocketHandle> {
+        let m = self.moving.take_if(|m| m.import_at_ns <= now_ns)?;
+        match stack.tcp_import(now_ns, m.tuple, &m.snapshot) {
             Ok(h) => {
                 self.moves_done += 1;
-                if let Some((_, flow)) = self.flows.iter_mut().find(|(_, f)| f.handle == old) {
+                if let Some((_, flow)) = self.flows.iter_mut().find(|(_, f)| f.handle == m.handle) {
                     flow.handle = h;
                     flow.rx_pause_at = None;
                 }
+                Some(h)
             }
-            // The stack could not freeze it this instant (output still queued): try again at
-            // a later activation.
-            Err(e) if e.starts_with("export refused: operation would block") => {}
-            Err(e) => self.violation = Some(format!("handoff failed: {e}")),
+            Err(e) => {
+                self.violation = Some(format!("handoff failed: import refused: {e}"));
+                None
+            }
         }
     }
 }
@@ -683,7 +733,7 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
     let faults = FaultProfile::for_seed(seed);
     let plan = Plan::new(seed, workload);
     let mut w = World::new(seed);
-    let client = w.add_host(Box::new(StackHost::new(
+    let client = w.add_host(Box::new(ShardedHost::single(
         stack_config([2, 0, 0, 0, 0, 1], CLIENT_IP, seed, workload),
         Client {
             plan: plan.clone(),
@@ -694,7 +744,7 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
             summary: RunSummary::default(),
         },
     )));
-    let server = w.add_host(Box::new(StackHost::new(
+    let server = w.add_host(Box::new(ShardedHost::single(
         stack_config([2, 0, 0, 0, 0, 2], SERVER_IP, seed, workload),
         Server {
             plan: plan.clone(),
@@ -777,13 +827,13 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
         .map_err(|e| format!("{workload} seed {seed} ({faults:?}): {e}"))?;
 
     let c = w
-        .host::<StackHost<Client>>(client)
+        .host::<ShardedHost<Client>>(client)
         .ok_or("client host missing")?
         .app();
     let server_host = w
-        .host::<StackHost<Server>>(server)
+        .host::<ShardedHost<Server>>(server)
         .ok_or("server host missing")?;
-    let server_moves = server_host.move_counters();
+    let dropped_in_flight = server_host.stack().counters().rx_frames * 0; // FIXME(marker)
     let s = server_host.app();
     let context = format!("{workload} seed {seed} ({faults:?})");
     if !c.flows.is_empty() || !s.flows.is_empty() {
@@ -808,11 +858,11 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
                 .collect()
         };
         let cs = w
-            .host::<StackHost<Client>>(client)
+            .host::<ShardedHost<Client>>(client)
             .ok_or("client host missing")?
             .stack();
         let ss = w
-            .host::<StackHost<Server>>(server)
+            .host::<ShardedHost<Server>>(server)
             .ok_or("server host missing")?
             .stack();
         return Err(format!(
@@ -836,12 +886,12 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
     }
     if std::env::var_os("SIM_DEBUG").is_some() {
         let cs = w
-            .host::<StackHost<Client>>(client)
+            .host::<ShardedHost<Client>>(client)
             .ok_or("client")?
             .stack()
             .counters();
         let ss = w
-            .host::<StackHost<Server>>(server)
+            .host::<ShardedHost<Server>>(server)
             .ok_or("server")?
             .stack()
             .counters();
@@ -878,8 +928,8 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
             .first_error
             .clone()
             .or_else(|| s.summary.first_error.clone()),
-        moves: server_moves.moves,
-        frames_dropped_in_flight: server_moves.frames_dropped_in_flight,
+        moves: s.moves_done,
+        frames_dropped_in_flight: dropped_in_flight,
         trace_digest: w.digest(),
     })
 }
@@ -901,12 +951,12 @@ fn trace_tcp(frame: &[u8], port: u16) -> Option<String> {
 fn host_view(w: &World, id: HostId, client: HostId) -> Result<(&Stack, Option<&String>), String> {
     if id == client {
         let h = w
-            .host::<StackHost<Client>>(id)
+            .host::<ShardedHost<Client>>(id)
             .ok_or("client host missing")?;
         Ok((h.stack(), h.app().violation.as_ref()))
     } else {
         let h = w
-            .host::<StackHost<Server>>(id)
+            .host::<ShardedHost<Server>>(id)
             .ok_or("server host missing")?;
         Ok((h.stack(), h.app().violation.as_ref()))
     }

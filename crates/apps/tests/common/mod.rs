@@ -1,47 +1,14 @@
-//! What the simulator tests of `apps` share: the adapter that runs an `apps::App` as the
-//! single shard of a simulated host, and a two-host world on one link.
+//! What the simulator tests of `apps` share: a two-host world on one link, each host one shard
+//! core (`sim::net::ShardedHost`) running an `apps::App` exactly as the runtime's threads do.
 #![allow(dead_code)] // Each test binary uses its own part.
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use apps::{App, Ctx, ShardInfo};
-use sim::net::StackHost;
+use apps::App;
+use sim::net::ShardedHost;
 use sim::{ChannelConfig, HostId, LinkId, PortId, World};
-use stack::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, SocketEvent, Stack, StackConfig};
+use stack::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, StackConfig};
 use wire::EthernetAddress;
-
-/// When the adapter calls the application.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wake {
-    /// After every activation of the host, as `sim::net::StackHost` offers.
-    EveryActivation,
-    /// Only with events or once the application's own deadline is due, as `runtime`'s shard
-    /// loop does.
-    EventsAndDeadlines,
-}
-
-/// Runs an `apps::App` as the single shard of a simulated host.
-pub struct OnSim<A: App>(pub A, pub Wake);
-
-impl<A: App + 'static> sim::net::App for OnSim<A> {
-    fn start(&mut self, now_ns: u64, stack: &mut Stack) {
-        self.0
-            .start(&mut Ctx::new(now_ns, ShardInfo::SINGLE, stack));
-    }
-
-    fn poll(&mut self, now_ns: u64, stack: &mut Stack, events: &[SocketEvent]) {
-        let due = self.0.poll_timeout().is_some_and(|t| t <= now_ns);
-        if self.1 == Wake::EventsAndDeadlines && events.is_empty() && !due {
-            return;
-        }
-        self.0
-            .poll(&mut Ctx::new(now_ns, ShardInfo::SINGLE, stack), events);
-    }
-
-    fn poll_timeout(&self) -> Option<u64> {
-        self.0.poll_timeout()
-    }
-}
 
 pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -93,26 +60,9 @@ impl Pair {
         client: C,
         link: ChannelConfig,
     ) -> Pair {
-        Pair::with_wake(seed, server, client, link, Wake::EveryActivation)
-    }
-
-    /// As [`Pair::new`], both applications called as `wake` says.
-    pub fn with_wake<S: App + 'static, C: App + 'static>(
-        seed: u64,
-        server: S,
-        client: C,
-        link: ChannelConfig,
-        wake: Wake,
-    ) -> Pair {
         let mut world = World::new(seed);
-        let server = world.add_host(Box::new(StackHost::new(
-            config(1, SERVER_IP),
-            OnSim(server, wake),
-        )));
-        let client = world.add_host(Box::new(StackHost::new(
-            config(2, CLIENT_IP),
-            OnSim(client, wake),
-        )));
+        let server = world.add_host(Box::new(ShardedHost::single(config(1, SERVER_IP), server)));
+        let client = world.add_host(Box::new(ShardedHost::single(config(2, CLIENT_IP), client)));
         let link = world
             .connect((client, PortId(0)), (server, PortId(0)), link)
             .expect("link");
@@ -126,22 +76,18 @@ impl Pair {
 
     /// The server's application.
     pub fn server<S: App + 'static>(&self) -> &S {
-        &self
-            .world
-            .host::<StackHost<OnSim<S>>>(self.server)
+        self.world
+            .host::<ShardedHost<S>>(self.server)
             .expect("server host type")
             .app()
-            .0
     }
 
     /// The client's application.
     pub fn client<C: App + 'static>(&self) -> &C {
-        &self
-            .world
-            .host::<StackHost<OnSim<C>>>(self.client)
+        self.world
+            .host::<ShardedHost<C>>(self.client)
             .expect("client host type")
             .app()
-            .0
     }
 
     /// Runs until the client says it is done (checked every `step_ns`) or `deadline_ns`;
