@@ -75,6 +75,16 @@ impl IpMeta {
     }
 }
 
+/// The received frame an upper-layer payload came from, with the RSS hash the NIC carried:
+/// TCP looks the hash up in its table and forwards frames caught mid-move
+/// ([`Stack::poll_forward`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RxFrame<'a> {
+    /// The whole Ethernet frame as received.
+    pub(crate) frame: &'a [u8],
+    pub(crate) hash: Option<u32>,
+}
+
 /// The end of an IPv6 extension-header walk.
 enum V6Walk {
     /// The upper-layer header starts at `offset` of the IPv6 payload.
@@ -101,6 +111,13 @@ pub(crate) struct Slot {
     pub(crate) pending: Readiness,
     /// True while this slot's index sits in `Stack::events`.
     pub(crate) queued: bool,
+}
+
+impl Slot {
+    /// True when the slot holds a socket a handle may name (not empty, not a moved marker).
+    pub(crate) fn holds_socket(&self) -> bool {
+        !matches!(self.socket, None | Some(Socket::Tcp(TcpState::Moved(_))))
+    }
 }
 
 /// One shard's host stack. See the module documentation for the driver contract.
@@ -134,7 +151,7 @@ pub struct Stack {
     pub(crate) tcp: crate::tcp_sockets::TcpTable,
     /// The engine counters of every TCP connection whose slot was freed (closed, aborted or
     /// exported), summed; [`Stack::tcp_counters`] adds the live ones.
-    tcp_counters_released: tcp::Counters,
+    pub(crate) tcp_counters_released: tcp::Counters,
 }
 
 impl core::fmt::Debug for Stack {
@@ -263,10 +280,14 @@ impl Stack {
             return;
         }
         let payload = view.payload();
+        let rx = RxFrame {
+            frame,
+            hash: rss_hash,
+        };
         match eth.ethertype {
             EtherType::ARP => self.process_arp(now, payload),
-            EtherType::IPV4 => self.process_ipv4(now, payload, rss_hash),
-            EtherType::IPV6 => self.process_ipv6(now, payload, rss_hash),
+            EtherType::IPV4 => self.process_ipv4(now, payload, rx),
+            EtherType::IPV6 => self.process_ipv6(now, payload, rx),
             _ => self.counters.rx_drop_unknown_ethertype += 1,
         }
     }
@@ -341,7 +362,7 @@ impl Stack {
             };
             slot.queued = false;
             let readiness = core::mem::take(&mut slot.pending);
-            if slot.socket.is_some() && !readiness.is_empty() {
+            if slot.holds_socket() && !readiness.is_empty() {
                 return Some(SocketEvent {
                     handle: SocketHandle {
                         index,
@@ -583,7 +604,7 @@ impl Stack {
 
     // ------------------------------------------------------------------ IPv4 input
 
-    fn process_ipv4(&mut self, now: u64, bytes: &[u8], hash: Option<u32>) {
+    fn process_ipv4(&mut self, now: u64, bytes: &[u8], rx: RxFrame<'_>) {
         let Ok(pkt) = Ipv4Packet::new_checked(bytes) else {
             self.counters.rx_drop_ipv4_malformed += 1;
             return;
@@ -622,7 +643,7 @@ impl Stack {
         if !pkt.is_fragment() {
             let total = usize::from(pkt.total_len());
             let whole = bytes.get(..total).unwrap_or(bytes);
-            self.deliver(now, meta, pkt.payload(), whole, hash);
+            self.deliver(now, meta, pkt.payload(), whole, rx);
             return;
         }
         self.counters.rx_fragments += 1;
@@ -658,7 +679,7 @@ impl Stack {
                 if let Some(dst_payload) = whole.get_mut(whole_repr.header_len()..) {
                     dst_payload.copy_from_slice(&done.payload);
                 }
-                self.deliver(now, meta, &done.payload, &whole, hash);
+                self.deliver(now, meta, &done.payload, &whole, rx);
             }
             Err(e) => self.count_reasm_drop(e),
         }
@@ -735,7 +756,7 @@ impl Stack {
         None
     }
 
-    fn process_ipv6(&mut self, now: u64, bytes: &[u8], hash: Option<u32>) {
+    fn process_ipv6(&mut self, now: u64, bytes: &[u8], rx: RxFrame<'_>) {
         let Ok(pkt) = Ipv6Packet::new_checked(bytes) else {
             self.counters.rx_drop_ipv6_malformed += 1;
             return;
@@ -774,7 +795,7 @@ impl Stack {
             V6Walk::Upper { protocol, offset } => {
                 meta.protocol = protocol;
                 let upper = payload.get(offset..).unwrap_or(&[]);
-                self.deliver(now, meta, upper, whole, hash);
+                self.deliver(now, meta, upper, whole, rx);
             }
             V6Walk::Fragment {
                 next,
@@ -837,19 +858,19 @@ impl Stack {
                     l.copy_from_slice(&len.to_be_bytes());
                 }
                 let upper = body.get(offset..).unwrap_or(&[]);
-                self.deliver(now, meta, upper, &whole, hash);
+                self.deliver(now, meta, upper, &whole, rx);
             }
         }
     }
 
     // ------------------------------------------------------------------ upper-layer dispatch
 
-    fn deliver(&mut self, now: u64, meta: IpMeta, payload: &[u8], whole: &[u8], hash: Option<u32>) {
+    fn deliver(&mut self, now: u64, meta: IpMeta, payload: &[u8], whole: &[u8], rx: RxFrame<'_>) {
         match (meta.protocol, meta.src) {
             (IpProtocol::ICMP, IpAddr::V4(_)) => self.process_icmpv4(now, meta, payload),
             (IpProtocol::ICMPV6, IpAddr::V6(_)) => self.process_icmpv6(now, meta, payload),
             (IpProtocol::UDP, _) => self.process_udp(now, meta, payload, whole),
-            (IpProtocol::TCP, _) => self.process_tcp(now, meta, payload, hash),
+            (IpProtocol::TCP, _) => self.process_tcp(now, meta, payload, whole, rx),
             // RFC 8200 §4.7: nothing follows; the packet is consumed.
             (IpProtocol::IPV6_NO_NXT, IpAddr::V6(_)) => self.counters.rx_ipv6_no_next_header += 1,
             _ => {
@@ -1650,12 +1671,26 @@ impl Stack {
         self.ports.get(&(kind, port)).map_or(&[], Vec::as_slice)
     }
 
+    /// The slot a handle names. A slot holding a moved marker names no socket: the handle of
+    /// an exported connection is invalid until the connection is imported back.
     pub(crate) fn slot_index(&self, h: SocketHandle) -> Result<usize, SocketError> {
         let i = h.index as usize;
         match self.slots.get(i) {
-            Some(s) if s.generation == h.generation && s.socket.is_some() => Ok(i),
+            Some(s) if s.generation == h.generation && s.holds_socket() => Ok(i),
             _ => Err(SocketError::InvalidHandle),
         }
+    }
+
+    /// Puts `socket` back in slot `i`, which a moved marker held, keeping the slot's
+    /// generation: the connection gets the handle it had before it moved away.
+    pub(crate) fn reuse_slot(&mut self, i: usize, socket: Socket) -> Option<SocketHandle> {
+        let slot = self.slots.get_mut(i)?;
+        slot.socket = Some(socket);
+        slot.pending = Readiness::NONE;
+        Some(SocketHandle {
+            index: u32::try_from(i).ok()?,
+            generation: slot.generation,
+        })
     }
 
     /// True when a UDP socket already uses `port` on an address overlapping `ip`.

@@ -29,7 +29,9 @@ use wire::{
 };
 
 use crate::socket::{Readiness, SocketError, SocketHandle, SocketOption};
-use crate::stack::{EPHEMERAL_FIRST, EPHEMERAL_LAST, IpMeta, PortKind, Socket, Stack, overlaps};
+use crate::stack::{
+    EPHEMERAL_FIRST, EPHEMERAL_LAST, IpMeta, PortKind, RxFrame, Socket, Stack, overlaps,
+};
 
 /// A connection's addresses, as seen from this host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -125,11 +127,31 @@ pub(crate) struct ConnSock {
     error: Option<SocketError>,
 }
 
+/// What a connection exported by [`Stack::tcp_export`] leaves in its slot and in the table
+/// (DESIGN handoff invariant 4): segments for its 4-tuple are never answered with RST; they are
+/// dropped before any processing (`tcp_drop_moved`), or queued for the new owner when the
+/// driver set a forward destination ([`Stack::tcp_set_moved_forward`]).
+///
+/// Invariants: the marker's slot is reserved (no handle names it, it is not on the free
+/// list) until the marker goes; `conns` maps its key to the slot; `TcpTable::timers` holds
+/// `(expires_ns, slot)`. It goes on import of the same tuple (which reuses the slot, so the
+/// handle is the one the connection had), on [`Stack::tcp_release_moved`], or at
+/// `expires_ns`.
+#[derive(Debug)]
+pub(crate) struct MovedMarker {
+    key: FlowKey,
+    expires_ns: u64,
+    /// Where frames caught mid-move go, when the driver said.
+    forward: Option<u16>,
+}
+
 /// Per-socket TCP state.
 #[derive(Debug)]
 pub(crate) enum TcpState {
     Listener(Listener),
     Conn(ConnSock),
+    /// A connection that moved to another owner (see [`MovedMarker`]).
+    Moved(MovedMarker),
 }
 
 impl ConnSock {
@@ -144,13 +166,13 @@ impl TcpState {
     pub(crate) fn listen_port(&self) -> Option<u16> {
         match self {
             TcpState::Listener(l) => Some(l.local.port()),
-            TcpState::Conn(_) => None,
+            TcpState::Conn(_) | TcpState::Moved(_) => None,
         }
     }
 
     pub(crate) fn take_error(&mut self) -> Option<SocketError> {
         match self {
-            TcpState::Listener(_) => None,
+            TcpState::Listener(_) | TcpState::Moved(_) => None,
             TcpState::Conn(c) => c.error.take(),
         }
     }
@@ -159,6 +181,7 @@ impl TcpState {
         match self {
             TcpState::Listener(l) => l.local,
             TcpState::Conn(c) => c.key.tuple.local,
+            TcpState::Moved(m) => m.key.tuple.local,
         }
     }
 }
@@ -180,6 +203,11 @@ pub(crate) struct TcpTable {
     /// The TCP header length (options included) the flush reserves room for in front of the
     /// payload: the last one emitted, so a steady flow never moves its payload.
     tx_header_guess: usize,
+    /// Moved markers among `conns` (so `conns.len() - moved` connections are live).
+    moved: usize,
+    /// Frames caught mid-move, oldest first: (destination, frame, carried RSS hash).
+    /// Invariant: `forward.len()` ≤ `limits.tcp_moved_forward_frames_max`.
+    forward: VecDeque<(u16, Vec<u8>, Option<u32>)>,
 }
 
 impl core::fmt::Debug for TcpTable {
@@ -209,12 +237,14 @@ impl TcpTable {
             ]),
             hash_seed: (secret[0] ^ secret[1].rotate_left(32)) as u32,
             tx_header_guess: TCP_HEADER_MIN,
+            moved: 0,
+            forward: VecDeque::new(),
         }
     }
 
-    /// Connections in the table.
+    /// Connections in the table (moved markers not included).
     pub(crate) fn len(&self) -> usize {
-        self.conns.len()
+        self.conns.len() - self.moved
     }
 }
 
@@ -426,8 +456,10 @@ impl Stack {
         now: u64,
         meta: IpMeta,
         payload: &[u8],
-        hash: Option<u32>,
+        whole: &[u8],
+        rx: RxFrame<'_>,
     ) {
+        let hash = rx.hash;
         let Some(pair) = meta.pair() else {
             return;
         };
@@ -447,6 +479,10 @@ impl Stack {
         if let Some(&i) = self.tcp.conns.get(&key) {
             if let Some(c) = self.conn_mut(i) {
                 c.conn.handle_segment(now, &seg);
+            } else if let Some(m) = self.moved_mut(i) {
+                let forward = m.forward;
+                self.tcp_moved_input(forward, whole, rx);
+                return;
             }
             self.tcp_after_input(i);
             return;
@@ -479,6 +515,89 @@ impl Stack {
             return;
         }
         self.tcp_open_child(now, li, key, &seg);
+    }
+
+    /// A frame for a moved-away connection: never processed here (no RST, no state), but
+    /// dropped and counted, or queued for the new owner in arrival order when the driver set a
+    /// destination. The forwarded frame is the received Ethernet header followed by `whole`
+    /// (the IP datagram, reassembled if it came in fragments).
+    fn tcp_moved_input(&mut self, forward: Option<u16>, whole: &[u8], rx: RxFrame<'_>) {
+        let Some(dest) = forward else {
+            self.counters.tcp_drop_moved += 1;
+            return;
+        };
+        if self.tcp.forward.len() >= self.cfg.limits.tcp_moved_forward_frames_max {
+            self.counters.tcp_moved_forward_full += 1;
+            return;
+        }
+        let eth = rx.frame.get(..ETHERNET_HEADER_LEN).unwrap_or(&[]);
+        let mut frame = Vec::with_capacity(eth.len() + whole.len());
+        frame.extend_from_slice(eth);
+        frame.extend_from_slice(whole);
+        self.tcp.forward.push_back((dest, frame, rx.hash));
+        self.counters.tcp_moved_forwarded += 1;
+    }
+
+    fn moved_mut(&mut self, i: usize) -> Option<&mut MovedMarker> {
+        match self.slots.get_mut(i).and_then(|s| s.socket.as_mut()) {
+            Some(Socket::Tcp(TcpState::Moved(m))) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Removes the moved marker in slot `i` (import, release or expiry) and frees its slot.
+    fn tcp_drop_marker(&mut self, i: usize) {
+        let Some(m) = self.moved_mut(i) else {
+            return;
+        };
+        let (key, expires_ns) = (m.key, m.expires_ns);
+        self.tcp.timers.remove(&(expires_ns, i));
+        self.tcp.conns.remove(&key);
+        self.tcp.moved -= 1;
+        self.free_slot(i);
+    }
+
+    /// The slot of the moved marker for `tuple`, if there is one.
+    fn moved_slot(&self, tuple: FourTuple) -> Option<usize> {
+        let key = self.flow_key(tuple, None);
+        let &i = self.tcp.conns.get(&key)?;
+        match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+            Some(Socket::Tcp(TcpState::Moved(_))) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Sends frames that arrive for `tuple`, a connection this stack exported
+    /// ([`Stack::tcp_export`]), to `dest` (a driver-defined destination: a shard, a queue)
+    /// through [`Stack::poll_forward`] instead of dropping them. `InvalidState` when `tuple`
+    /// has no moved marker here (never exported, imported back, released or expired).
+    pub fn tcp_set_moved_forward(
+        &mut self,
+        tuple: FourTuple,
+        dest: u16,
+    ) -> Result<(), SocketError> {
+        let i = self.moved_slot(tuple).ok_or(SocketError::InvalidState)?;
+        let m = self.moved_mut(i).ok_or(SocketError::InvalidState)?;
+        m.forward = Some(dest);
+        Ok(())
+    }
+
+    /// Removes the moved marker of `tuple` (the driver knows no frame for it can still
+    /// arrive here). From then on its segments are treated as for any unknown connection
+    /// (RST). `InvalidState` when there is no marker.
+    pub fn tcp_release_moved(&mut self, tuple: FourTuple) -> Result<(), SocketError> {
+        let i = self.moved_slot(tuple).ok_or(SocketError::InvalidState)?;
+        self.tcp_drop_marker(i);
+        Ok(())
+    }
+
+    /// The next frame caught mid-move, oldest first: (the destination the driver set with
+    /// [`Stack::tcp_set_moved_forward`], the frame, the RSS hash it arrived with). The driver
+    /// feeds it to the new owner's `receive` before newer frames of that connection (DESIGN
+    /// handoff invariant 4). The outbox is bounded (`limits.tcp_moved_forward_frames_max`;
+    /// overflow counted in `tcp_moved_forward_full`).
+    pub fn poll_forward(&mut self) -> Option<(u16, Vec<u8>, Option<u32>)> {
+        self.tcp.forward.pop_front()
     }
 
     /// How full a listener is: (children still in SYN-RECEIVED, established children
@@ -1032,6 +1151,11 @@ impl Stack {
             .map(|&(_, i)| i)
             .collect();
         for i in due {
+            if self.moved_mut(i).is_some() {
+                self.tcp_drop_marker(i);
+                self.counters.tcp_moved_expired += 1;
+                continue;
+            }
             if let Some(c) = self.conn_mut(i) {
                 c.conn.handle_timeout(now);
             }
@@ -1419,17 +1543,23 @@ impl Stack {
                     Ok(())
                 }
                 (TcpState::Conn(_), _) => Err(SocketError::InvalidState),
+                (TcpState::Moved(_), _) => Err(SocketError::InvalidHandle),
             },
             (None, _) => Err(SocketError::InvalidHandle),
         }
     }
 
     /// Hands a live connection over (DESIGN "Handoff protocol"): flushes a delayed ACK and any
-    /// owed output to the transmit queue, freezes the connection into a snapshot, and removes
-    /// it from this stack, which from now on answers its segments as for any unknown
-    /// connection — so the driver must steer them to the new owner first (invariant 1: one
-    /// owner at a time). `WouldBlock` when output could not be drained (transmit queue full),
-    /// `InvalidState` when the engine refuses (not synchronized).
+    /// owed output to the transmit queue, freezes the connection into a snapshot, and replaces
+    /// it with a *moved marker*. The handle becomes invalid here. Segments that still arrive
+    /// for the 4-tuple are never answered with RST (DESIGN handoff invariant 4): they are
+    /// dropped before any processing (`tcp_drop_moved`), or, once the driver names the new
+    /// owner with [`Stack::tcp_set_moved_forward`], queued for it on [`Stack::poll_forward`].
+    /// The marker goes when the connection is imported back ([`Stack::tcp_import`], which
+    /// then returns the same handle), on [`Stack::tcp_release_moved`], or after
+    /// `limits.tcp_moved_marker_ns` (`tcp_moved_expired`). `WouldBlock` when output could not
+    /// be drained (transmit queue full), `InvalidState` when the engine refuses (not
+    /// synchronized).
     pub fn tcp_export(
         &mut self,
         now: u64,
@@ -1451,15 +1581,33 @@ impl Stack {
         let key = c.key;
         c.in_table = false;
         self.tcp_rearm(i);
-        self.tcp.conns.remove(&key);
         self.tcp.dirty.remove(&i);
-        self.free_slot(i);
+        // The table keeps the key, now naming the marker that takes the slot.
+        let expires_ns = now.saturating_add(self.cfg.limits.tcp_moved_marker_ns);
+        let marker = TcpState::Moved(MovedMarker {
+            key,
+            expires_ns,
+            forward: None,
+        });
+        if let Some(slot) = self.slots.get_mut(i) {
+            slot.pending = Readiness::NONE;
+            if let Some(Socket::Tcp(TcpState::Conn(c))) = slot.socket.replace(Socket::Tcp(marker)) {
+                self.tcp_counters_released.add(c.engine_counters());
+            }
+        }
+        self.tcp.moved += 1;
+        self.tcp.timers.insert((expires_ns, i));
         self.counters.tcp_connections_exported += 1;
         Ok((key.tuple, snapshot))
     }
 
     /// Takes over a connection exported by another stack (another shard, or an offload engine
     /// giving it back). `tuple.local` must be one of our addresses.
+    ///
+    /// Handles are stable across a move and back: when this stack exported `tuple` itself and
+    /// its moved marker is still there, the import takes the marker's slot and returns the
+    /// handle the connection had before the export. Otherwise (another stack's connection, or
+    /// a marker already released or expired) the connection gets a new handle.
     pub fn tcp_import(
         &mut self,
         now: u64,
@@ -1470,7 +1618,8 @@ impl Stack {
             return Err(SocketError::AddrNotAvailable);
         }
         let key = self.flow_key(tuple, None);
-        if self.tcp.conns.contains_key(&key) {
+        let marker = self.moved_slot(tuple);
+        if marker.is_none() && self.tcp.conns.contains_key(&key) {
             return Err(SocketError::AddrInUse);
         }
         let conn = Connection::import(now, snapshot).map_err(|_| SocketError::InvalidState)?;
@@ -1484,7 +1633,18 @@ impl Stack {
             armed_ns: None,
             error: None,
         };
-        let h = self.alloc_slot(Socket::Tcp(TcpState::Conn(sock)))?;
+        let socket = Socket::Tcp(TcpState::Conn(sock));
+        let h = match marker {
+            Some(mi) => {
+                let m = self.moved_mut(mi).ok_or(SocketError::InvalidState)?;
+                let expires_ns = m.expires_ns;
+                self.tcp.timers.remove(&(expires_ns, mi));
+                self.tcp.moved -= 1;
+                self.reuse_slot(mi, socket)
+                    .ok_or(SocketError::InvalidState)?
+            }
+            None => self.alloc_slot(socket)?,
+        };
         let i = h.index as usize;
         self.tcp.conns.insert(key, i);
         self.tcp_after_input(i);
