@@ -22,6 +22,10 @@ use core::net::{IpAddr, SocketAddr};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use tcp::isn::{Endpoint, IsnGenerator, SynCookies};
+use tcp::listen::{
+    ListenInput, ListenLimits, ListenLoad, SynAction, admit_cookie, admit_syn,
+    classify_listen_segment, reset_reply,
+};
 use tcp::{Connection, Event, State};
 use wire::{
     EtherType, EthernetFrame, EthernetRepr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet,
@@ -276,39 +280,11 @@ fn header_only(seg: &TcpRepr<'_>) -> TcpRepr<'static> {
     }
 }
 
-/// Builds the RST that answers `seg` when no connection or listener wants it
-/// (RFC 9293 §3.10.7.1, "If the state is CLOSED"): with ACK set the RST takes its sequence
-/// number from SEG.ACK; otherwise it carries sequence 0 and acknowledges SEG.SEQ + SEG.LEN.
-/// `None` when `seg` is itself a RST ("An incoming segment containing a RST is discarded").
+/// The RST that answers `seg` when no connection or listener wants it (RFC 9293 §3.10.7.1);
+/// `None` when `seg` is itself a RST. Kept for callers of this path: the rule lives in
+/// [`tcp::listen::reset_reply`].
 pub fn rst_for<'a>(seg: &TcpRepr<'_>) -> Option<TcpRepr<'a>> {
-    if seg.flags.contains(TcpFlags::RST) {
-        return None;
-    }
-    let (seq, ack, flags) = if seg.flags.contains(TcpFlags::ACK) {
-        (seg.ack_number, SeqNumber(0), TcpFlags::RST)
-    } else {
-        let len = u32::try_from(seg.segment_len()).unwrap_or(u32::MAX);
-        (
-            SeqNumber(0),
-            seg.seq_number + len,
-            TcpFlags::RST | TcpFlags::ACK,
-        )
-    };
-    Some(TcpRepr {
-        src_port: seg.dst_port,
-        dst_port: seg.src_port,
-        seq_number: seq,
-        ack_number: ack,
-        flags,
-        window_len: 0,
-        urgent_pointer: 0,
-        max_seg_size: None,
-        window_scale: None,
-        sack_permitted: false,
-        sack_blocks: [None; 4],
-        timestamp: None,
-        payload: &[],
-    })
+    reset_reply(seg)
 }
 
 fn map_tcp_error(e: tcp::Error) -> SocketError {
@@ -498,23 +474,19 @@ impl Stack {
         };
         // RFC 9293 §3.10.7.2 (LISTEN): RST is ignored, ACK draws a RST (unless it completes
         // a SYN-cookie handshake, RFC 4987 §3.6), SYN opens.
-        if seg.flags.contains(TcpFlags::RST) {
-            self.counters.tcp_listen_bad_segment += 1;
-            return;
-        }
-        if seg.flags.contains(TcpFlags::ACK) {
-            if !seg.flags.contains(TcpFlags::SYN) && self.tcp_open_from_cookie(now, li, key, &seg) {
-                return;
+        match classify_listen_segment(&seg) {
+            ListenInput::Syn => self.tcp_open_child(now, li, key, &seg),
+            ListenInput::Ack => {
+                if !seg.flags.contains(TcpFlags::SYN)
+                    && self.tcp_open_from_cookie(now, li, key, &seg)
+                {
+                    return;
+                }
+                self.counters.tcp_listen_bad_segment += 1;
+                self.reply_rst(now, meta, &seg);
             }
-            self.counters.tcp_listen_bad_segment += 1;
-            self.reply_rst(now, meta, &seg);
-            return;
+            ListenInput::Ignore => self.counters.tcp_listen_bad_segment += 1,
         }
-        if !seg.flags.contains(TcpFlags::SYN) {
-            self.counters.tcp_listen_bad_segment += 1;
-            return;
-        }
-        self.tcp_open_child(now, li, key, &seg);
     }
 
     /// A frame for a moved-away connection: never processed here (no RST, no state), but
@@ -600,13 +572,13 @@ impl Stack {
         self.tcp.forward.pop_front()
     }
 
-    /// How full a listener is: (children still in SYN-RECEIVED, established children
-    /// waiting for `accept`).
-    fn listener_load(&self, li: usize) -> (usize, usize) {
+    /// How full a listener is (children still in SYN-RECEIVED, established children
+    /// waiting for `accept`), counted from its children, and its bounds.
+    fn listener_load(&self, li: usize) -> (ListenLoad, ListenLimits) {
         let Some(Socket::Tcp(TcpState::Listener(l))) =
             self.slots.get(li).and_then(|s| s.socket.as_ref())
         else {
-            return (0, 0);
+            return (ListenLoad::default(), self.listen_limits(0));
         };
         let established = l
             .pending
@@ -618,7 +590,19 @@ impl Stack {
                 },
             )
             .count();
-        (l.pending.len() - established, established)
+        let load = ListenLoad {
+            half_open: l.pending.len() - established,
+            ready: established,
+        };
+        (load, self.listen_limits(l.backlog_max))
+    }
+
+    fn listen_limits(&self, backlog_max: usize) -> ListenLimits {
+        ListenLimits {
+            half_open_max: self.cfg.limits.tcp_syn_backlog_max,
+            ready_max: backlog_max,
+            cookies: self.cfg.limits.tcp_syn_cookies,
+        }
     }
 
     /// A SYN on a listening port: a new child in SYN-RECEIVED, parked in the backlog; past the
@@ -626,21 +610,18 @@ impl Stack {
     /// a counted drop (the peer retransmits its SYN; by then the application may have
     /// accepted).
     fn tcp_open_child(&mut self, now: u64, li: usize, key: FlowKey, syn: &TcpRepr<'_>) {
-        let (embryonic, established) = self.listener_load(li);
+        let (load, limits) = self.listener_load(li);
         let Some(l) = self.listener_mut(li) else {
             return;
         };
-        if established >= l.backlog_max {
+        let base = l.config;
+        let config = self.tcp_config_for(&base, key.tuple.local.is_ipv4());
+        let action = admit_syn(load, limits);
+        if action == SynAction::Drop {
             self.counters.tcp_listen_backlog_full += 1;
             return;
         }
-        let base = l.config;
-        let config = self.tcp_config_for(&base, key.tuple.local.is_ipv4());
-        if embryonic >= self.cfg.limits.tcp_syn_backlog_max {
-            if !self.cfg.limits.tcp_syn_cookies {
-                self.counters.tcp_listen_backlog_full += 1;
-                return;
-            }
+        if action == SynAction::Cookie {
             let (l_ep, r_ep) = (
                 endpoint_bytes(key.tuple.local.ip()),
                 endpoint_bytes(key.tuple.remote.ip()),
@@ -700,11 +681,11 @@ impl Stack {
         let Some(cookie) = self.tcp.cookies.validate(now, local, remote, ack) else {
             return false;
         };
-        let (_, established) = self.listener_load(li);
+        let (load, limits) = self.listener_load(li);
         let Some(l) = self.listener_mut(li) else {
             return false;
         };
-        if established >= l.backlog_max {
+        if !admit_cookie(load, limits) {
             // Valid, but nowhere to put it: drop; the peer's retransmission may fit later.
             self.counters.tcp_listen_backlog_full += 1;
             return true;
@@ -807,7 +788,7 @@ impl Stack {
     /// Answers a segment nobody wants with a RST (never to broadcast/multicast destinations,
     /// RFC 1122 §4.2.3.10).
     pub(crate) fn reply_rst(&mut self, now: u64, meta: IpMeta, seg: &TcpRepr<'_>) {
-        let Some(rst) = rst_for(seg) else {
+        let Some(rst) = reset_reply(seg) else {
             self.counters.tcp_rx_no_listener_rst_ignored += 1;
             return;
         };
