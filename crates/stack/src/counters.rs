@@ -13,6 +13,12 @@ macro_rules! counters {
         }
 
         impl Counters {
+            /// Adds every counter of `other` to this one (the stack's parts keep their own
+            /// counters; the public snapshot is their sum).
+            pub(crate) fn merge(&mut self, other: &Counters) {
+                $( self.$name += other.$name; )*
+            }
+
             /// Every counter as `(name, value)`, in declaration order.
             pub fn named(&self) -> Vec<(&'static str, u64)> {
                 vec![$( (stringify!($name), self.$name), )*]

@@ -43,6 +43,7 @@
 
 pub mod config;
 pub mod counters;
+mod egress;
 pub mod neighbor;
 pub mod reasm;
 pub mod socket;

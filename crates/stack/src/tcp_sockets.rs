@@ -27,11 +27,11 @@ use tcp::listen::{
     classify_listen_segment, reset_reply,
 };
 use tcp::{Connection, Event, State};
-use wire::{
-    EtherType, EthernetFrame, EthernetRepr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet,
-    Ipv6Repr, SeqNumber, TcpFlags, TcpPacket, TcpRepr,
-};
+use wire::{SeqNumber, TcpFlags, TcpPacket, TcpRepr};
 
+use crate::egress::{
+    ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, IPV6_HEADER_LEN, TCP_HEADER_MIN, header_only,
+};
 use crate::socket::{Readiness, SocketError, SocketHandle, SocketOption};
 use crate::stack::{
     EPHEMERAL_FIRST, EPHEMERAL_LAST, IpMeta, PortKind, RxFrame, Socket, Stack, overlaps,
@@ -204,9 +204,6 @@ pub(crate) struct TcpTable {
     cookies: SynCookies,
     /// Seed of the software flow hash.
     hash_seed: u32,
-    /// The TCP header length (options included) the flush reserves room for in front of the
-    /// payload: the last one emitted, so a steady flow never moves its payload.
-    tx_header_guess: usize,
     /// Moved markers among `conns` (so `conns.len() - moved` connections are live).
     moved: usize,
     /// Frames caught mid-move, oldest first: (destination, frame, carried RSS hash).
@@ -240,7 +237,6 @@ impl TcpTable {
                 secret[0].rotate_left(29),
             ]),
             hash_seed: (secret[0] ^ secret[1].rotate_left(32)) as u32,
-            tx_header_guess: TCP_HEADER_MIN,
             moved: 0,
             forward: VecDeque::new(),
         }
@@ -249,34 +245,6 @@ impl TcpTable {
     /// Connections in the table (moved markers not included).
     pub(crate) fn len(&self) -> usize {
         self.conns.len() - self.moved
-    }
-}
-
-/// Ethernet header without a VLAN tag.
-const ETHERNET_HEADER_LEN: usize = 14;
-const IPV4_HEADER_LEN: usize = 20;
-/// The fixed IPv6 header (TCP never carries extension headers here).
-const IPV6_HEADER_LEN: usize = 40;
-const TCP_HEADER_MIN: usize = 20;
-/// 20 bytes plus at most 40 of options (RFC 9293 §3.1).
-const TCP_HEADER_MAX: usize = 60;
-
-/// `seg` without its payload, so the frame buffer the payload lives in can be written.
-fn header_only(seg: &TcpRepr<'_>) -> TcpRepr<'static> {
-    TcpRepr {
-        src_port: seg.src_port,
-        dst_port: seg.dst_port,
-        seq_number: seg.seq_number,
-        ack_number: seg.ack_number,
-        flags: seg.flags,
-        window_len: seg.window_len,
-        urgent_pointer: seg.urgent_pointer,
-        max_seg_size: seg.max_seg_size,
-        window_scale: seg.window_scale,
-        sack_permitted: seg.sack_permitted,
-        sack_blocks: seg.sack_blocks,
-        timestamp: seg.timestamp,
-        payload: &[],
     }
 }
 
@@ -642,7 +610,8 @@ impl Stack {
             // timestamp clock is continuous across the stateless handshake.
             let (_, ts_offset) = self.isn_for(now, &key.tuple);
             let syn_ack = SynCookies::syn_ack(&config, syn, iss, now, ts_offset);
-            self.send_tcp(now, key.tuple.local.ip(), key.tuple.remote.ip(), &syn_ack);
+            self.egress
+                .send_tcp(now, key.tuple.local.ip(), key.tuple.remote.ip(), &syn_ack);
             self.counters.tcp_syn_cookies_sent += 1;
             return;
         }
@@ -796,180 +765,8 @@ impl Stack {
             self.counters.tcp_rx_no_listener_rst_ignored += 1;
             return;
         }
-        self.send_tcp(now, meta.dst, meta.src, &rst);
+        self.egress.send_tcp(now, meta.dst, meta.src, &rst);
         self.counters.tcp_rx_no_listener_rst_sent += 1;
-    }
-
-    /// Emits one segment from `src` to `dst` (DF set for IPv4: TCP sizes segments to the MSS).
-    pub(crate) fn send_tcp(&mut self, now: u64, src: IpAddr, dst: IpAddr, seg: &TcpRepr<'_>) {
-        let ip_len = if src.is_ipv4() {
-            IPV4_HEADER_LEN
-        } else {
-            IPV6_HEADER_LEN
-        };
-        let payload_at = ETHERNET_HEADER_LEN + ip_len + seg.header_len();
-        let n = seg.payload.len();
-        let mut frame = self.take_frame_buf(payload_at + n);
-        if let Some(dst) = frame.get_mut(payload_at..) {
-            dst.copy_from_slice(seg.payload);
-        }
-        self.send_tcp_frame(now, src, dst, &header_only(seg), frame, payload_at, n);
-    }
-
-    /// Emits one segment whose `n` payload bytes already sit at `frame[payload_at..]`
-    /// (`header.payload` is empty): the TCP, IP and Ethernet headers are written in front of
-    /// the payload, in the same buffer, and the frame is queued. When the headers do not end
-    /// exactly at `payload_at` the payload is moved once. Anything but a unicast datagram
-    /// within the MTU to a resolved neighbour takes `send_tcp_via_ip`, which keeps every
-    /// drop counter and the neighbour queue.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn send_tcp_frame(
-        &mut self,
-        now: u64,
-        src: IpAddr,
-        dst: IpAddr,
-        header: &TcpRepr<'static>,
-        mut frame: Vec<u8>,
-        payload_at: usize,
-        n: usize,
-    ) {
-        debug_assert!(header.payload.is_empty());
-        let pair = match (src, dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => IpPair::V4 { src: s, dst: d },
-            (IpAddr::V6(s), IpAddr::V6(d)) => IpPair::V6 { src: s, dst: d },
-            _ => return self.recycle(frame),
-        };
-        let ip_len = if src.is_ipv4() {
-            IPV4_HEADER_LEN
-        } else {
-            IPV6_HEADER_LEN
-        };
-        let tcp_len = header.header_len();
-        let ip_payload_len = tcp_len + n;
-        let fits = ip_len + ip_payload_len <= usize::from(self.cfg.interface.mtu_bytes);
-        let route = match self.unicast_next_hop(dst) {
-            Some(hop) if fits && tcp_len <= TCP_HEADER_MAX => self
-                .neighbors
-                .lookup_for_send(now, hop)
-                .map(|(mac, refresh)| (mac, refresh.then_some(hop))),
-            _ => None,
-        };
-        let Some((mac, refresh)) = route else {
-            // The slow path copies the payload out; rare (resolution, broadcast, oversize).
-            let payload = frame.get(payload_at..payload_at + n).unwrap_or(&[]);
-            let seg = TcpRepr { payload, ..*header };
-            self.send_tcp_via_ip(now, pair, &seg);
-            return self.recycle(frame);
-        };
-        if self.tx.len() >= self.cfg.limits.tx_queue_frames_max {
-            self.counters.tx_drop_queue_full += 1;
-            return self.recycle(frame);
-        }
-        self.tcp.tx_header_guess = tcp_len;
-        let tcp_at = ETHERNET_HEADER_LEN + ip_len;
-        let want_at = tcp_at + tcp_len;
-        let frame_len = want_at + n;
-        if want_at != payload_at {
-            if frame.len() < frame_len {
-                frame.resize(frame_len, 0);
-            }
-            frame.copy_within(payload_at..payload_at + n, want_at);
-        }
-        frame.truncate(frame_len);
-        // Reused buffers hold old bytes: clear the header part (at most 114 bytes) so bits
-        // the emitters do not write (reserved, padding) are zero.
-        if let Some(h) = frame.get_mut(..want_at) {
-            h.fill(0);
-        }
-        let checksums = self.cfg.checksums;
-        let Some(tcp_bytes) = frame.get_mut(tcp_at..) else {
-            return self.recycle(frame);
-        };
-        if header
-            .emit(&mut TcpPacket::new_unchecked(tcp_bytes), &pair, checksums)
-            .is_err()
-        {
-            return self.recycle(frame);
-        }
-        let Some(ip_bytes) = frame.get_mut(ETHERNET_HEADER_LEN..) else {
-            return self.recycle(frame);
-        };
-        let (ip_ok, ethertype) = match pair {
-            IpPair::V4 { src, dst } => {
-                let ident = self.ipv4_ident;
-                self.ipv4_ident = self.ipv4_ident.wrapping_add(1);
-                let repr = Ipv4Repr {
-                    src_addr: src,
-                    dst_addr: dst,
-                    protocol: IpProtocol::TCP,
-                    payload_len: ip_payload_len,
-                    hop_limit: self.cfg.hop_limit,
-                    dscp: 0,
-                    ecn: 0,
-                    ident,
-                    dont_frag: true,
-                    more_frags: false,
-                    frag_offset_bytes: 0,
-                };
-                let ok = repr
-                    .emit(&mut Ipv4Packet::new_unchecked(ip_bytes), checksums)
-                    .is_ok();
-                (ok, EtherType::IPV4)
-            }
-            IpPair::V6 { src, dst } => {
-                let repr = Ipv6Repr {
-                    src_addr: src,
-                    dst_addr: dst,
-                    next_header: IpProtocol::TCP,
-                    payload_len: ip_payload_len,
-                    hop_limit: self.cfg.hop_limit,
-                    traffic_class: 0,
-                    flow_label: 0,
-                    ext_headers: [None; wire::MAX_EXT_HEADERS],
-                };
-                let ok = repr.emit(&mut Ipv6Packet::new_unchecked(ip_bytes)).is_ok();
-                (ok, EtherType::IPV6)
-            }
-        };
-        let eth = EthernetRepr {
-            src_addr: self.cfg.interface.mac,
-            dst_addr: mac,
-            vlan: None,
-            ethertype,
-        };
-        if !ip_ok
-            || eth
-                .emit(&mut EthernetFrame::new_unchecked(&mut frame[..]))
-                .is_err()
-        {
-            return self.recycle(frame);
-        }
-        self.tx.push_back(frame);
-        if let Some(hop) = refresh {
-            self.send_refresh_request(hop, mac);
-        }
-    }
-
-    /// Emits one segment as an IP datagram through `send_ipv4`/`send_ipv6` (fragmentation,
-    /// neighbour queueing, broadcast and loopback handling, their drop counters).
-    fn send_tcp_via_ip(&mut self, now: u64, pair: IpPair, seg: &TcpRepr<'_>) {
-        let mut buf = vec![0u8; seg.buffer_len()];
-        if seg
-            .emit(
-                &mut TcpPacket::new_unchecked(&mut buf[..]),
-                &pair,
-                self.cfg.checksums,
-            )
-            .is_err()
-        {
-            return;
-        }
-        match pair {
-            IpPair::V4 { src, dst } => self.send_ipv4(now, src, dst, IpProtocol::TCP, true, &buf),
-            IpPair::V6 { src, dst } => {
-                self.send_ipv6(now, src, dst, IpProtocol::TCP, self.cfg.hop_limit, &buf)
-            }
-        }
     }
 
     /// An ICMP destination-unreachable about a segment we sent on (`local`, `remote`).
@@ -1035,11 +832,10 @@ impl Stack {
     /// Drains connection `i`'s output into the transmit queue. False when the queue filled
     /// first (the connection stays dirty).
     fn tcp_flush_one(&mut self, now: u64, i: usize) -> bool {
-        let max = self.cfg.limits.tx_queue_frames_max;
         let mtu = usize::from(self.cfg.interface.mtu_bytes);
         let mut drained = true;
         loop {
-            if self.tx.len() >= max {
+            if self.egress.tx_full() {
                 drained = false;
                 break;
             }
@@ -1055,23 +851,23 @@ impl Stack {
             } else {
                 IPV6_HEADER_LEN
             };
-            let payload_at = ETHERNET_HEADER_LEN + ip_len + self.tcp.tx_header_guess;
+            let payload_at = ETHERNET_HEADER_LEN + ip_len + self.egress.tx_header_guess;
             let room = mtu.saturating_sub(ip_len + TCP_HEADER_MIN);
-            let mut frame = self.take_frame_buf(payload_at + room);
+            let mut frame = self.egress.take_frame_buf(payload_at + room);
             let Some(c) = self.conn_mut(i) else {
-                self.recycle(frame);
+                self.egress.recycle(frame);
                 break;
             };
             let Some(seg) = c
                 .conn
                 .poll_transmit(now, frame.get_mut(payload_at..).unwrap_or_default())
             else {
-                self.recycle(frame);
+                self.egress.recycle(frame);
                 break;
             };
             let n = seg.payload.len();
             let header = header_only(&seg);
-            self.send_tcp_frame(
+            self.egress.send_tcp_frame(
                 now,
                 tuple.local.ip(),
                 tuple.remote.ip(),
@@ -1155,7 +951,7 @@ impl Stack {
         backlog: usize,
     ) -> Result<SocketHandle, SocketError> {
         let ip = local.ip();
-        if !ip.is_unspecified() && !self.is_our_ip(ip) {
+        if !ip.is_unspecified() && !self.egress.is_our_ip(ip) {
             return Err(SocketError::AddrNotAvailable);
         }
         let port = if local.port() == 0 {
@@ -1225,6 +1021,7 @@ impl Stack {
         local_port: u16,
     ) -> Result<SocketHandle, SocketError> {
         let local_ip = self
+            .egress
             .select_source(remote.ip())
             .ok_or(SocketError::NoRoute)?;
         let in_use = |s: &Stack, p: u16| {
@@ -1595,7 +1392,9 @@ impl Stack {
         tuple: FourTuple,
         snapshot: &tcp::ConnectionSnapshot,
     ) -> Result<SocketHandle, SocketError> {
-        if !self.is_our_ip(tuple.local.ip()) || tuple.local.is_ipv4() != tuple.remote.is_ipv4() {
+        if !self.egress.is_our_ip(tuple.local.ip())
+            || tuple.local.is_ipv4() != tuple.remote.is_ipv4()
+        {
             return Err(SocketError::AddrNotAvailable);
         }
         let key = self.flow_key(tuple, None);
