@@ -16,7 +16,7 @@
 //! `poll_transmit` and `poll_event`. `now` must never go backwards.
 
 use core::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use wire::icmpv4::Icmpv4Repr;
 use wire::icmpv6::Icmpv6Repr;
@@ -30,14 +30,13 @@ use crate::counters::Counters;
 use crate::egress::{Egress, NDP_HOP_LIMIT};
 use crate::reasm::{ReasmDrop, ReasmKey, Reassembler};
 use crate::socket::{
-    EchoReply, Readiness, SocketError, SocketEvent, SocketHandle, UdpDatagram, UdpSocket,
+    EchoReply, Readiness, SocketError, SocketEvent, SocketHandle, SocketOption, UdpDatagram,
+    UdpSocket,
 };
-use crate::tcp_sockets::TcpState;
+use crate::sockets::{PortKind, Socket, Sockets, overlaps};
+use crate::tcp_sockets::TcpTable;
 use std::sync::Arc;
 
-/// First and last ephemeral ports (RFC 6335 §6: 49152–65535).
-pub(crate) const EPHEMERAL_FIRST: u16 = 49152;
-pub(crate) const EPHEMERAL_LAST: u16 = 65535;
 /// RFC 1812 §4.3.2.3: an ICMPv4 error holds as much of the invoking packet as keeps the error
 /// within 576 bytes.
 const ICMPV4_ERROR_MAX_BYTES: usize = 576;
@@ -89,29 +88,6 @@ enum V6Walk {
     },
 }
 
-#[derive(Debug)]
-pub(crate) enum Socket {
-    Udp(UdpSocket),
-    Tcp(TcpState),
-}
-
-#[derive(Debug)]
-pub(crate) struct Slot {
-    pub(crate) generation: u32,
-    pub(crate) socket: Option<Socket>,
-    /// Conditions that became true and were not yet reported.
-    pub(crate) pending: Readiness,
-    /// True while this slot's index sits in `Stack::events`.
-    pub(crate) queued: bool,
-}
-
-impl Slot {
-    /// True when the slot holds a socket a handle may name (not empty, not a moved marker).
-    pub(crate) fn holds_socket(&self) -> bool {
-        !matches!(self.socket, None | Some(Socket::Tcp(TcpState::Moved(_))))
-    }
-}
-
 /// One shard's host stack. See the module documentation for the driver contract.
 pub struct Stack {
     /// Shared read-only by every part.
@@ -122,21 +98,9 @@ pub struct Stack {
     /// ICMP error tokens, in thousandths of a token (token bucket).
     icmp_tokens_milli: u64,
     icmp_refill_ns: u64,
-    /// Invariant: `slots.len()` ≤ `limits.sockets_max`.
-    pub(crate) slots: Vec<Slot>,
-    /// Indexes of empty slots (reused last-freed first).
-    free_slots: Vec<usize>,
-    /// Port → slots bound to it (UDP sockets, TCP listeners), so input demultiplexing never
-    /// scans the socket table.
-    ports: BTreeMap<(PortKind, u16), Vec<usize>>,
-    /// Slot indexes with pending readiness, each at most once (so bounded by `slots`).
-    pub(crate) events: VecDeque<u32>,
-    pub(crate) next_ephemeral: u16,
+    pub(crate) sockets: Sockets,
     echo_replies: VecDeque<EchoReply>,
-    pub(crate) tcp: crate::tcp_sockets::TcpTable,
-    /// The engine counters of every TCP connection whose slot was freed (closed, aborted or
-    /// exported), summed; [`Stack::tcp_counters`] adds the live ones.
-    pub(crate) tcp_counters_released: tcp::Counters,
+    pub(crate) tcp: TcpTable,
 }
 
 impl core::fmt::Debug for Stack {
@@ -149,7 +113,7 @@ impl core::fmt::Debug for Stack {
             .field("neighbors", &self.egress.neighbors.len())
             .field("reassembly", &self.reasm.len())
             .field("tx_queued_frames", &self.egress.tx_len())
-            .field("sockets", &(self.slots.len() - self.free_slots.len()))
+            .field("sockets", &self.sockets.len())
             .field("tcp", &self.tcp)
             .finish_non_exhaustive()
     }
@@ -168,14 +132,9 @@ impl Stack {
             reasm,
             icmp_tokens_milli,
             icmp_refill_ns: 0,
-            slots: Vec::new(),
-            free_slots: Vec::new(),
-            ports: BTreeMap::new(),
-            events: VecDeque::new(),
-            next_ephemeral: EPHEMERAL_FIRST,
+            sockets: Sockets::new(l.sockets_max),
             echo_replies: VecDeque::new(),
-            tcp: crate::tcp_sockets::TcpTable::new(cfg.secret),
-            tcp_counters_released: tcp::Counters::default(),
+            tcp: TcpTable::new(Arc::clone(&cfg)),
             counters: Counters::default(),
             cfg,
         }
@@ -190,6 +149,7 @@ impl Stack {
     pub fn counters(&self) -> Counters {
         let mut c = self.counters.clone();
         c.merge(&self.egress.counters);
+        c.merge(&self.tcp.counters);
         c
     }
 
@@ -199,13 +159,7 @@ impl Stack {
     /// happened while it was here; the importer counts from the import on. Costs a walk over
     /// the socket table.
     pub fn tcp_counters(&self) -> tcp::Counters {
-        let mut total = self.tcp_counters_released;
-        for slot in &self.slots {
-            if let Some(Socket::Tcp(crate::tcp_sockets::TcpState::Conn(c))) = &slot.socket {
-                total.add(c.engine_counters());
-            }
-        }
-        total
+        self.tcp.engine_counters(&self.sockets)
     }
 
     /// The MAC the neighbour cache holds for `addr`, if resolved and unexpired.
@@ -262,7 +216,7 @@ impl Stack {
     /// The next frame to put on the wire, if any.
     pub fn poll_transmit(&mut self, now: u64) -> Option<Vec<u8>> {
         if self.egress.tx_len() == 0 {
-            self.tcp_flush(now);
+            self.tcp_cx().tcp_flush(now);
         }
         self.egress.pop_frame()
     }
@@ -279,7 +233,7 @@ impl Stack {
         [
             self.egress.neighbors.poll_timeout(),
             self.reasm.poll_timeout(),
-            self.tcp_poll_timeout(),
+            self.tcp.tcp_poll_timeout(),
         ]
         .into_iter()
         .flatten()
@@ -291,28 +245,12 @@ impl Stack {
     pub fn handle_timeout(&mut self, now: u64) {
         self.egress.handle_timeout(now);
         self.counters.rx_drop_reasm_timeout += self.reasm.handle_timeout(now);
-        self.tcp_handle_timeout(now);
+        self.tcp_cx().tcp_handle_timeout(now);
     }
 
     /// The next readiness notification, if any.
     pub fn poll_event(&mut self) -> Option<SocketEvent> {
-        while let Some(index) = self.events.pop_front() {
-            let Some(slot) = self.slots.get_mut(index as usize) else {
-                continue;
-            };
-            slot.queued = false;
-            let readiness = core::mem::take(&mut slot.pending);
-            if slot.holds_socket() && !readiness.is_empty() {
-                return Some(SocketEvent {
-                    handle: SocketHandle {
-                        index,
-                        generation: slot.generation,
-                    },
-                    readiness,
-                });
-            }
-        }
-        None
+        self.sockets.poll_event()
     }
 
     /// The next echo reply received for a [`Stack::send_ping`].
@@ -592,7 +530,7 @@ impl Stack {
             (IpProtocol::ICMP, IpAddr::V4(_)) => self.process_icmpv4(now, meta, payload),
             (IpProtocol::ICMPV6, IpAddr::V6(_)) => self.process_icmpv6(now, meta, payload),
             (IpProtocol::UDP, _) => self.process_udp(now, meta, payload, whole),
-            (IpProtocol::TCP, _) => self.process_tcp(now, meta, payload, whole, rx),
+            (IpProtocol::TCP, _) => self.tcp_cx().process_tcp(now, meta, payload, whole, rx),
             // RFC 8200 §4.7: nothing follows; the packet is consumed.
             (IpProtocol::IPV6_NO_NXT, IpAddr::V6(_)) => self.counters.rx_ipv6_no_next_header += 1,
             _ => {
@@ -822,7 +760,7 @@ impl Stack {
                 let seq = l4
                     .get(4..8)
                     .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-                self.tcp_icmp_error(local, remote, seq, hard)
+                self.tcp_cx().tcp_icmp_error(local, remote, seq, hard)
             }
             IpProtocol::UDP => self.udp_icmp_error(local, hard),
             _ => false,
@@ -839,10 +777,10 @@ impl Stack {
             return false;
         };
         if hard {
-            if let Some(Socket::Udp(u)) = self.slots.get_mut(i).and_then(|s| s.socket.as_mut()) {
+            if let Some(Socket::Udp(u)) = self.sockets.get_mut(i) {
                 u.error = Some(SocketError::Unreachable);
             }
-            self.notify(i, Readiness::ERROR);
+            self.sockets.notify(i, Readiness::ERROR);
         }
         self.counters.icmp_errors_to_sockets += 1;
         true
@@ -1068,8 +1006,7 @@ impl Stack {
             dst: SocketAddr::new(meta.dst, udp.dst_port),
             payload: udp.payload.to_vec(),
         };
-        let Some(Socket::Udp(sock)) = self.slots.get_mut(index).and_then(|s| s.socket.as_mut())
-        else {
+        let Some(Socket::Udp(sock)) = self.sockets.get_mut(index) else {
             return;
         };
         if sock.rx.len() >= sock.rx_max {
@@ -1078,15 +1015,15 @@ impl Stack {
         }
         sock.rx.push_back(dgram);
         self.counters.udp_rx_delivered += 1;
-        self.notify(index, Readiness::READABLE);
+        self.sockets.notify(index, Readiness::READABLE);
     }
 
     /// The socket bound to exactly (`dst`, `port`), else one bound to the wildcard address of
     /// the same family on `port`.
     fn find_udp_socket(&self, dst: IpAddr, port: u16) -> Option<usize> {
         let mut wildcard = None;
-        for &i in self.bound_to(PortKind::Udp, port) {
-            let Some(Socket::Udp(s)) = self.slots.get(i).and_then(|s| s.socket.as_ref()) else {
+        for &i in self.sockets.bound_to(PortKind::Udp, port) {
+            let Some(Socket::Udp(s)) = self.sockets.get(i) else {
                 continue;
             };
             if s.local.is_ipv4() != dst.is_ipv4() {
@@ -1104,108 +1041,6 @@ impl Stack {
 
     // ------------------------------------------------------------------ sockets
 
-    /// Records `readiness` for the slot and queues it for `poll_event` once.
-    pub(crate) fn notify(&mut self, index: usize, readiness: Readiness) {
-        let Some(slot) = self.slots.get_mut(index) else {
-            return;
-        };
-        slot.pending |= readiness;
-        if !slot.queued {
-            slot.queued = true;
-            if let Ok(i) = u32::try_from(index) {
-                self.events.push_back(i);
-            }
-        }
-    }
-
-    /// Puts `socket` in a free slot.
-    pub(crate) fn alloc_slot(&mut self, socket: Socket) -> Result<SocketHandle, SocketError> {
-        let bound = port_key(&socket);
-        let (i, generation) = if let Some(i) = self.free_slots.pop() {
-            let Some(slot) = self.slots.get_mut(i) else {
-                return Err(SocketError::TooManySockets);
-            };
-            slot.generation = slot.generation.wrapping_add(1);
-            slot.socket = Some(socket);
-            slot.pending = Readiness::NONE;
-            (i, slot.generation)
-        } else {
-            if self.slots.len() >= self.cfg.limits.sockets_max {
-                return Err(SocketError::TooManySockets);
-            }
-            self.slots.push(Slot {
-                generation: 0,
-                socket: Some(socket),
-                pending: Readiness::NONE,
-                queued: false,
-            });
-            (self.slots.len() - 1, 0)
-        };
-        if let Some(k) = bound {
-            self.ports.entry(k).or_default().push(i);
-        }
-        let index = u32::try_from(i).map_err(|_| SocketError::TooManySockets)?;
-        Ok(SocketHandle { index, generation })
-    }
-
-    /// Slot indexes of the sockets bound to `port` (UDP sockets or TCP listeners), in
-    /// binding order.
-    pub(crate) fn bound_to(&self, kind: PortKind, port: u16) -> &[usize] {
-        self.ports.get(&(kind, port)).map_or(&[], Vec::as_slice)
-    }
-
-    /// The slot a handle names. A slot holding a moved marker names no socket: the handle of
-    /// an exported connection is invalid until the connection is imported back.
-    pub(crate) fn slot_index(&self, h: SocketHandle) -> Result<usize, SocketError> {
-        let i = h.index as usize;
-        match self.slots.get(i) {
-            Some(s) if s.generation == h.generation && s.holds_socket() => Ok(i),
-            _ => Err(SocketError::InvalidHandle),
-        }
-    }
-
-    /// Puts `socket` back in slot `i`, which a moved marker held, keeping the slot's
-    /// generation: the connection gets the handle it had before it moved away.
-    pub(crate) fn reuse_slot(&mut self, i: usize, socket: Socket) -> Option<SocketHandle> {
-        let slot = self.slots.get_mut(i)?;
-        slot.socket = Some(socket);
-        slot.pending = Readiness::NONE;
-        Some(SocketHandle {
-            index: u32::try_from(i).ok()?,
-            generation: slot.generation,
-        })
-    }
-
-    /// True when a UDP socket already uses `port` on an address overlapping `ip`.
-    fn udp_port_in_use(&self, ip: IpAddr, port: u16) -> bool {
-        self.bound_to(PortKind::Udp, port).iter().any(|&i| {
-            match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
-                Some(Socket::Udp(u)) => overlaps(u.local.ip(), ip),
-                _ => false,
-            }
-        })
-    }
-
-    /// The next ephemeral port for which `free` holds, cycling through the range once.
-    pub(crate) fn pick_ephemeral(
-        &mut self,
-        mut free: impl FnMut(&Stack, u16) -> bool,
-    ) -> Option<u16> {
-        let span = u32::from(EPHEMERAL_LAST - EPHEMERAL_FIRST) + 1;
-        for _ in 0..span {
-            let p = self.next_ephemeral;
-            self.next_ephemeral = if p == EPHEMERAL_LAST {
-                EPHEMERAL_FIRST
-            } else {
-                p + 1
-            };
-            if free(self, p) {
-                return Some(p);
-            }
-        }
-        None
-    }
-
     /// Binds a UDP socket. Port 0 picks an ephemeral port; an unspecified IP accepts datagrams
     /// for every address of its family.
     pub fn udp_bind(&mut self, local: SocketAddr) -> Result<SocketHandle, SocketError> {
@@ -1214,15 +1049,16 @@ impl Stack {
             return Err(SocketError::AddrNotAvailable);
         }
         let port = if local.port() == 0 {
-            self.pick_ephemeral(|s, p| !s.udp_port_in_use(ip, p))
+            self.sockets
+                .pick_ephemeral(|s, p| !udp_port_in_use(s, ip, p))
                 .ok_or(SocketError::NoFreePort)?
         } else {
-            if self.udp_port_in_use(ip, local.port()) {
+            if udp_port_in_use(&self.sockets, ip, local.port()) {
                 return Err(SocketError::AddrInUse);
             }
             local.port()
         };
-        self.alloc_slot(Socket::Udp(UdpSocket {
+        self.sockets.alloc(Socket::Udp(UdpSocket {
             local: SocketAddr::new(ip, port),
             rx: VecDeque::new(),
             rx_max: self.cfg.limits.udp_rx_queue_datagrams_max,
@@ -1232,8 +1068,8 @@ impl Stack {
 
     /// The local address a socket is bound to.
     pub fn local_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
-        let i = self.slot_index(h)?;
-        match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+        let i = self.sockets.index(h)?;
+        match self.sockets.get(i) {
             Some(Socket::Udp(u)) => Ok(u.local),
             Some(Socket::Tcp(t)) => Ok(t.local_addr()),
             None => Err(SocketError::InvalidHandle),
@@ -1248,8 +1084,8 @@ impl Stack {
         dst: SocketAddr,
         payload: &[u8],
     ) -> Result<(), SocketError> {
-        let i = self.slot_index(h)?;
-        let local = match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+        let i = self.sockets.index(h)?;
+        let local = match self.sockets.get(i) {
             Some(Socket::Udp(u)) => u.local,
             _ => return Err(SocketError::WrongSocketType),
         };
@@ -1299,8 +1135,8 @@ impl Stack {
 
     /// Takes the pending error of a socket (a hard ICMP error), if any.
     pub fn take_error(&mut self, h: SocketHandle) -> Result<Option<SocketError>, SocketError> {
-        let i = self.slot_index(h)?;
-        match self.slots.get_mut(i).and_then(|s| s.socket.as_mut()) {
+        let i = self.sockets.index(h)?;
+        match self.sockets.get_mut(i) {
             Some(Socket::Udp(u)) => Ok(u.error.take()),
             Some(Socket::Tcp(t)) => Ok(t.take_error()),
             None => Err(SocketError::InvalidHandle),
@@ -1309,10 +1145,30 @@ impl Stack {
 
     /// Takes the oldest queued datagram; `WouldBlock` when none is queued.
     pub fn udp_recv_from(&mut self, h: SocketHandle) -> Result<UdpDatagram, SocketError> {
-        let i = self.slot_index(h)?;
-        match self.slots.get_mut(i).and_then(|s| s.socket.as_mut()) {
+        let i = self.sockets.index(h)?;
+        match self.sockets.get_mut(i) {
             Some(Socket::Udp(u)) => u.rx.pop_front().ok_or(SocketError::WouldBlock),
             _ => Err(SocketError::WrongSocketType),
+        }
+    }
+
+    /// Applies an option. TCP options apply to a listener (for the connections it will
+    /// accept); on a live connection `NoDelay` and `SendBufferBytes` can change, and
+    /// `MaxSegment` before the SYN left (the engine has no other setters yet: keepalive and
+    /// user timeout are fixed at open).
+    pub fn set_option(&mut self, h: SocketHandle, opt: SocketOption) -> Result<(), SocketError> {
+        let i = self.sockets.index(h)?;
+        let udp_max = self.cfg.limits.udp_rx_queue_datagrams_max;
+        match self.sockets.get_mut(i) {
+            Some(Socket::Udp(u)) => match opt {
+                SocketOption::UdpRxQueueDatagrams(n) => {
+                    u.rx_max = n.min(udp_max);
+                    Ok(())
+                }
+                _ => Err(SocketError::WrongSocketType),
+            },
+            Some(Socket::Tcp(_)) => self.tcp_cx().set_option(i, opt),
+            None => Err(SocketError::InvalidHandle),
         }
     }
 
@@ -1320,59 +1176,25 @@ impl Stack {
     /// unaccepted connections are dropped); a TCP connection starts its close handshake and
     /// its handle stays valid until it is released (see `tcp_release`).
     pub fn close(&mut self, now: u64, h: SocketHandle) -> Result<(), SocketError> {
-        let i = self.slot_index(h)?;
-        match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+        let i = self.sockets.index(h)?;
+        match self.sockets.get(i) {
             Some(Socket::Udp(_)) => {
-                self.free_slot(i);
+                self.sockets.free(i);
                 Ok(())
             }
-            Some(Socket::Tcp(_)) => self.tcp_close(now, i),
+            Some(Socket::Tcp(_)) => self.tcp_cx().tcp_close(now, i),
             None => Err(SocketError::InvalidHandle),
         }
     }
-
-    /// Frees a slot without any protocol action.
-    pub(crate) fn free_slot(&mut self, i: usize) {
-        let Some(slot) = self.slots.get_mut(i) else {
-            return;
-        };
-        let Some(socket) = slot.socket.take() else {
-            return;
-        };
-        slot.pending = Readiness::NONE;
-        if let Socket::Tcp(crate::tcp_sockets::TcpState::Conn(c)) = &socket {
-            self.tcp_counters_released.add(c.engine_counters());
-        }
-        if let Some(k) = port_key(&socket) {
-            if let Some(v) = self.ports.get_mut(&k) {
-                v.retain(|&x| x != i);
-                if v.is_empty() {
-                    self.ports.remove(&k);
-                }
-            }
-        }
-        self.free_slots.push(i);
-    }
 }
 
-/// What a bound port belongs to (UDP and TCP port spaces are separate).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum PortKind {
-    Udp,
-    TcpListener,
-}
-
-/// The port index key of a socket that owns a port: UDP sockets and TCP listeners. TCP
-/// connections live in the 4-tuple table instead.
-fn port_key(socket: &Socket) -> Option<(PortKind, u16)> {
-    match socket {
-        Socket::Udp(u) => Some((PortKind::Udp, u.local.port())),
-        Socket::Tcp(t) => t.listen_port().map(|p| (PortKind::TcpListener, p)),
-    }
-}
-
-/// True when two local bindings of the same port conflict: same family and the same address,
-/// or either is the wildcard.
-pub(crate) fn overlaps(a: IpAddr, b: IpAddr) -> bool {
-    a.is_ipv4() == b.is_ipv4() && (a == b || a.is_unspecified() || b.is_unspecified())
+/// True when a UDP socket already uses `port` on an address overlapping `ip`.
+fn udp_port_in_use(sockets: &Sockets, ip: IpAddr, port: u16) -> bool {
+    sockets
+        .bound_to(PortKind::Udp, port)
+        .iter()
+        .any(|&i| match sockets.get(i) {
+            Some(Socket::Udp(u)) => overlaps(u.local.ip(), ip),
+            _ => false,
+        })
 }
