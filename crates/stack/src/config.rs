@@ -171,6 +171,12 @@ pub struct Limits {
     /// Answer SYNs past `tcp_syn_backlog_max` with SYN cookies (RFC 4987 §3.6) instead of
     /// dropping them.
     pub tcp_syn_cookies: bool,
+    /// How long the moved marker an exported connection leaves behind (`Stack::tcp_export`)
+    /// lives unless imported back or released first: 2·MSL with Linux's 30 s MSL, the time a
+    /// TIME-WAIT would keep the 4-tuple.
+    pub tcp_moved_marker_ns: u64,
+    /// Frames caught mid-move waiting in the forward outbox (`Stack::poll_forward`).
+    pub tcp_moved_forward_frames_max: usize,
 }
 
 impl Default for Limits {
@@ -192,6 +198,8 @@ impl Default for Limits {
             tcp_backlog_max: 128,
             tcp_syn_backlog_max: 256,
             tcp_syn_cookies: true,
+            tcp_moved_marker_ns: 60 * NS_PER_S,
+            tcp_moved_forward_frames_max: 256,
         }
     }
 }

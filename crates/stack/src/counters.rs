@@ -13,6 +13,12 @@ macro_rules! counters {
         }
 
         impl Counters {
+            /// Adds every counter of `other` to this one (the stack's parts keep their own
+            /// counters; the public snapshot is their sum).
+            pub(crate) fn merge(&mut self, other: &Counters) {
+                $( self.$name += other.$name; )*
+            }
+
             /// Every counter as `(name, value)`, in declaration order.
             pub fn named(&self) -> Vec<(&'static str, u64)> {
                 vec![$( (stringify!($name), self.$name), )*]
@@ -174,6 +180,15 @@ counters! {
     tcp_connections_exported,
     /// Connections taken over from another owner (`tcp_import`).
     tcp_connections_imported,
+    /// Segments for a moved-away connection (`tcp_export`'s marker) dropped before any
+    /// processing, left to the peer's retransmission (no forward destination was set).
+    tcp_drop_moved,
+    /// Frames for a moved-away connection queued for the new owner (`poll_forward`).
+    tcp_moved_forwarded,
+    /// Frames for a moved-away connection dropped because the forward outbox was full.
+    tcp_moved_forward_full,
+    /// Moved markers that expired (neither imported back nor released in time).
+    tcp_moved_expired,
     // ---- transmit
     /// Frames handed out by `poll_transmit`.
     tx_frames,

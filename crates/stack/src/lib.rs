@@ -43,10 +43,14 @@
 
 pub mod config;
 pub mod counters;
+mod egress;
 pub mod neighbor;
 pub mod reasm;
 pub mod socket;
+mod sockets;
 mod stack;
+mod tcp_api;
+mod tcp_input;
 pub mod tcp_sockets;
 
 pub use config::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Limits, RssConfig, StackConfig};

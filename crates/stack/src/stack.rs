@@ -15,29 +15,28 @@
 //! `poll_timeout` passes; after either (and after any application call) drain
 //! `poll_transmit` and `poll_event`. `now` must never go backwards.
 
-use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::collections::{BTreeMap, VecDeque};
+use core::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::collections::VecDeque;
 
 use wire::icmpv4::Icmpv4Repr;
 use wire::icmpv6::Icmpv6Repr;
 use wire::{
-    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr,
-    Icmpv4Packet, Icmpv6Packet, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6ExtHeader,
-    Ipv6FragmentHeader, Ipv6Packet, Ipv6Repr, UdpPacket, UdpRepr,
+    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv4Packet, Icmpv6Packet, IpPair,
+    IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6FragmentHeader, Ipv6Packet, UdpPacket, UdpRepr,
 };
 
 use crate::config::{ALL_NODES, StackConfig, solicited_node};
 use crate::counters::Counters;
-use crate::neighbor::{NeighborCache, PendingPacket, Resolution};
+use crate::egress::{Egress, NDP_HOP_LIMIT};
 use crate::reasm::{ReasmDrop, ReasmKey, Reassembler};
 use crate::socket::{
-    EchoReply, Readiness, SocketError, SocketEvent, SocketHandle, UdpDatagram, UdpSocket,
+    EchoReply, Readiness, SocketError, SocketEvent, SocketHandle, SocketOption, UdpDatagram,
+    UdpSocket,
 };
-use crate::tcp_sockets::TcpState;
+use crate::sockets::{PortKind, Socket, Sockets, overlaps};
+use crate::tcp_sockets::TcpTable;
+use std::sync::Arc;
 
-/// First and last ephemeral ports (RFC 6335 §6: 49152–65535).
-pub(crate) const EPHEMERAL_FIRST: u16 = 49152;
-pub(crate) const EPHEMERAL_LAST: u16 = 65535;
 /// RFC 1812 §4.3.2.3: an ICMPv4 error holds as much of the invoking packet as keeps the error
 /// within 576 bytes.
 const ICMPV4_ERROR_MAX_BYTES: usize = 576;
@@ -45,14 +44,6 @@ const ICMPV4_ERROR_MAX_BYTES: usize = 576;
 const ICMPV6_ERROR_MAX_BYTES: usize = 1280;
 /// Echo replies kept for the application before further ones are dropped (and counted).
 const ECHO_REPLIES_MAX: usize = 64;
-/// Recycled transmit buffers kept for reuse (`Stack::recycle`); more are freed. A sender's
-/// burst (a congestion window of frames) fits, so a bulk flow allocates almost nothing.
-const TX_FREE_FRAMES_MAX: usize = 256;
-/// `Stack::recycle` keeps buffers of capacity ≤ MTU + this (Ethernet header and TCP options
-/// room): with `TX_FREE_FRAMES_MAX`, about 400 KiB at a 1500-byte MTU.
-const TX_FREE_SLACK_BYTES: usize = 128;
-/// RFC 4861 §7.1.1/§7.1.2: NDP messages must arrive with hop limit 255 (not forwarded).
-const NDP_HOP_LIMIT: u8 = 255;
 
 /// Where an upper-layer payload came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +66,16 @@ impl IpMeta {
     }
 }
 
+/// The received frame an upper-layer payload came from, with the RSS hash the NIC carried:
+/// TCP looks the hash up in its table and forwards frames caught mid-move
+/// ([`Stack::poll_forward`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RxFrame<'a> {
+    /// The whole Ethernet frame as received.
+    pub(crate) frame: &'a [u8],
+    pub(crate) hash: Option<u32>,
+}
+
 /// The end of an IPv6 extension-header walk.
 enum V6Walk {
     /// The upper-layer header starts at `offset` of the IPv6 payload.
@@ -87,54 +88,19 @@ enum V6Walk {
     },
 }
 
-#[derive(Debug)]
-pub(crate) enum Socket {
-    Udp(UdpSocket),
-    Tcp(TcpState),
-}
-
-#[derive(Debug)]
-pub(crate) struct Slot {
-    pub(crate) generation: u32,
-    pub(crate) socket: Option<Socket>,
-    /// Conditions that became true and were not yet reported.
-    pub(crate) pending: Readiness,
-    /// True while this slot's index sits in `Stack::events`.
-    pub(crate) queued: bool,
-}
-
 /// One shard's host stack. See the module documentation for the driver contract.
 pub struct Stack {
-    pub(crate) cfg: StackConfig,
+    /// Shared read-only by every part.
+    pub(crate) cfg: Arc<StackConfig>,
     pub(crate) counters: Counters,
-    pub(crate) neighbors: NeighborCache,
+    pub(crate) egress: Egress,
     pub(crate) reasm: Reassembler,
-    /// Invariant: `tx.len()` ≤ `limits.tx_queue_frames_max`.
-    pub(crate) tx: VecDeque<Vec<u8>>,
-    /// Frame buffers handed back by the driver (`recycle`), reused by the TCP transmit path.
-    /// Invariant: `tx_free.len()` ≤ `TX_FREE_FRAMES_MAX` and each capacity ≤ MTU +
-    /// `TX_FREE_SLACK_BYTES`.
-    pub(crate) tx_free: Vec<Vec<u8>>,
-    pub(crate) ipv4_ident: u16,
-    pub(crate) ipv6_frag_ident: u32,
     /// ICMP error tokens, in thousandths of a token (token bucket).
     icmp_tokens_milli: u64,
     icmp_refill_ns: u64,
-    /// Invariant: `slots.len()` ≤ `limits.sockets_max`.
-    pub(crate) slots: Vec<Slot>,
-    /// Indexes of empty slots (reused last-freed first).
-    free_slots: Vec<usize>,
-    /// Port → slots bound to it (UDP sockets, TCP listeners), so input demultiplexing never
-    /// scans the socket table.
-    ports: BTreeMap<(PortKind, u16), Vec<usize>>,
-    /// Slot indexes with pending readiness, each at most once (so bounded by `slots`).
-    pub(crate) events: VecDeque<u32>,
-    pub(crate) next_ephemeral: u16,
+    pub(crate) sockets: Sockets,
     echo_replies: VecDeque<EchoReply>,
-    pub(crate) tcp: crate::tcp_sockets::TcpTable,
-    /// The engine counters of every TCP connection whose slot was freed (closed, aborted or
-    /// exported), summed; [`Stack::tcp_counters`] adds the live ones.
-    tcp_counters_released: tcp::Counters,
+    pub(crate) tcp: TcpTable,
 }
 
 impl core::fmt::Debug for Stack {
@@ -144,56 +110,31 @@ impl core::fmt::Debug for Stack {
             .field("mac", &self.cfg.interface.mac)
             .field("ipv4", &self.cfg.interface.ipv4)
             .field("ipv6", &self.cfg.interface.ipv6)
-            .field("neighbors", &self.neighbors.len())
+            .field("neighbors", &self.egress.neighbors.len())
             .field("reassembly", &self.reasm.len())
-            .field("tx_queued_frames", &self.tx.len())
-            .field("sockets", &(self.slots.len() - self.free_slots.len()))
+            .field("tx_queued_frames", &self.egress.tx_len())
+            .field("sockets", &self.sockets.len())
             .field("tcp", &self.tcp)
             .finish_non_exhaustive()
     }
-}
-
-/// The Ethernet multicast address of an IPv4 multicast group (RFC 1112 §6.4).
-fn ipv4_multicast_mac(addr: Ipv4Addr) -> EthernetAddress {
-    let o = addr.octets();
-    EthernetAddress([0x01, 0x00, 0x5e, o[1] & 0x7f, o[2], o[3]])
-}
-
-fn is_link_local_v6(a: Ipv6Addr) -> bool {
-    a.segments()[0] & 0xffc0 == 0xfe80
 }
 
 impl Stack {
     // ------------------------------------------------------------------ construction
 
     pub fn new(cfg: StackConfig) -> Stack {
+        let cfg = Arc::new(cfg);
         let l = &cfg.limits;
-        let neighbors = NeighborCache::new(
-            l.neighbor_entries_max,
-            l.neighbor_pending_packets_max,
-            l.neighbor_reachable_ns,
-            l.neighbor_retry_ns,
-            l.neighbor_requests_max,
-        );
         let reasm = Reassembler::new(l.reasm_datagrams_max, l.reasm_bytes_max, l.reasm_timeout_ns);
         let icmp_tokens_milli = u64::from(l.icmp_errors_burst_max) * 1000;
         Stack {
-            neighbors,
+            egress: Egress::new(Arc::clone(&cfg)),
             reasm,
-            tx: VecDeque::new(),
-            tx_free: Vec::new(),
-            ipv4_ident: 1,
-            ipv6_frag_ident: 1,
             icmp_tokens_milli,
             icmp_refill_ns: 0,
-            slots: Vec::new(),
-            free_slots: Vec::new(),
-            ports: BTreeMap::new(),
-            events: VecDeque::new(),
-            next_ephemeral: EPHEMERAL_FIRST,
+            sockets: Sockets::new(l.sockets_max),
             echo_replies: VecDeque::new(),
-            tcp: crate::tcp_sockets::TcpTable::new(cfg.secret),
-            tcp_counters_released: tcp::Counters::default(),
+            tcp: TcpTable::new(Arc::clone(&cfg)),
             counters: Counters::default(),
             cfg,
         }
@@ -206,7 +147,10 @@ impl Stack {
 
     /// A snapshot of every counter.
     pub fn counters(&self) -> Counters {
-        self.counters.clone()
+        let mut c = self.counters.clone();
+        c.merge(&self.egress.counters);
+        c.merge(&self.tcp.counters);
+        c
     }
 
     /// The TCP engine's per-connection counters (retransmissions, timeouts, drops inside a
@@ -215,18 +159,12 @@ impl Stack {
     /// happened while it was here; the importer counts from the import on. Costs a walk over
     /// the socket table.
     pub fn tcp_counters(&self) -> tcp::Counters {
-        let mut total = self.tcp_counters_released;
-        for slot in &self.slots {
-            if let Some(Socket::Tcp(crate::tcp_sockets::TcpState::Conn(c))) = &slot.socket {
-                total.add(c.engine_counters());
-            }
-        }
-        total
+        self.tcp.engine_counters(&self.sockets)
     }
 
     /// The MAC the neighbour cache holds for `addr`, if resolved and unexpired.
     pub fn neighbor(&self, now: u64, addr: IpAddr) -> Option<EthernetAddress> {
-        self.neighbors.lookup(now, addr)
+        self.egress.neighbors.lookup(now, addr)
     }
 
     /// Datagrams currently under reassembly.
@@ -263,52 +201,39 @@ impl Stack {
             return;
         }
         let payload = view.payload();
+        let rx = RxFrame {
+            frame,
+            hash: rss_hash,
+        };
         match eth.ethertype {
-            EtherType::ARP => self.process_arp(now, payload),
-            EtherType::IPV4 => self.process_ipv4(now, payload, rss_hash),
-            EtherType::IPV6 => self.process_ipv6(now, payload, rss_hash),
+            EtherType::ARP => self.egress.process_arp(now, payload),
+            EtherType::IPV4 => self.process_ipv4(now, payload, rx),
+            EtherType::IPV6 => self.process_ipv6(now, payload, rx),
             _ => self.counters.rx_drop_unknown_ethertype += 1,
         }
     }
 
     /// The next frame to put on the wire, if any.
     pub fn poll_transmit(&mut self, now: u64) -> Option<Vec<u8>> {
-        if self.tx.is_empty() {
-            self.tcp_flush(now);
+        if self.egress.tx_len() == 0 {
+            self.tcp_cx().tcp_flush(now);
         }
-        let frame = self.tx.pop_front()?;
-        self.counters.tx_frames += 1;
-        Some(frame)
+        self.egress.pop_frame()
     }
 
     /// Gives a frame buffer back once the driver is done with it (typically a frame from
     /// `poll_transmit` after the NIC sent it), so the transmit path can reuse it instead of
     /// allocating. Optional: buffers beyond a small bound, or oddly large ones, are dropped.
     pub fn recycle(&mut self, frame: Vec<u8>) {
-        let capacity_max = usize::from(self.cfg.interface.mtu_bytes) + TX_FREE_SLACK_BYTES;
-        if self.tx_free.len() < TX_FREE_FRAMES_MAX && frame.capacity() <= capacity_max {
-            self.tx_free.push(frame);
-        }
-    }
-
-    /// A frame buffer of exactly `len` bytes, reused when one is free. Its contents are
-    /// unspecified (a reused buffer keeps old bytes): callers overwrite every byte they keep.
-    /// Only the part a recycled buffer lacks is zero-filled, so in steady state nothing is.
-    pub(crate) fn take_frame_buf(&mut self, len: usize) -> Vec<u8> {
-        let mut buf = self
-            .tx_free
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(len));
-        buf.resize(len, 0);
-        buf
+        self.egress.recycle(frame);
     }
 
     /// The earliest time `handle_timeout` has work to do.
     pub fn poll_timeout(&self) -> Option<u64> {
         [
-            self.neighbors.poll_timeout(),
+            self.egress.neighbors.poll_timeout(),
             self.reasm.poll_timeout(),
-            self.tcp_poll_timeout(),
+            self.tcp.tcp_poll_timeout(),
         ]
         .into_iter()
         .flatten()
@@ -318,40 +243,14 @@ impl Stack {
     /// Runs every timer due at `now`: neighbour retries and expiry, reassembly timeouts, TCP
     /// timers.
     pub fn handle_timeout(&mut self, now: u64) {
-        let actions = self.neighbors.handle_timeout(now);
-        self.counters.neighbor_expired += actions.expired as u64;
-        for addr in actions.retry {
-            self.send_resolution_request(addr);
-        }
-        for (addr, dropped) in actions.failed {
-            match addr {
-                IpAddr::V4(_) => self.counters.arp_resolution_failed += dropped as u64,
-                IpAddr::V6(_) => self.counters.nd_resolution_failed += dropped as u64,
-            }
-        }
+        self.egress.handle_timeout(now);
         self.counters.rx_drop_reasm_timeout += self.reasm.handle_timeout(now);
-        self.tcp_handle_timeout(now);
+        self.tcp_cx().tcp_handle_timeout(now);
     }
 
     /// The next readiness notification, if any.
     pub fn poll_event(&mut self) -> Option<SocketEvent> {
-        while let Some(index) = self.events.pop_front() {
-            let Some(slot) = self.slots.get_mut(index as usize) else {
-                continue;
-            };
-            slot.queued = false;
-            let readiness = core::mem::take(&mut slot.pending);
-            if slot.socket.is_some() && !readiness.is_empty() {
-                return Some(SocketEvent {
-                    handle: SocketHandle {
-                        index,
-                        generation: slot.generation,
-                    },
-                    readiness,
-                });
-            }
-        }
-        None
+        self.sockets.poll_event()
     }
 
     /// The next echo reply received for a [`Stack::send_ping`].
@@ -361,229 +260,11 @@ impl Stack {
 
     // ------------------------------------------------------------------ addresses
 
-    pub(crate) fn is_our_v4(&self, a: Ipv4Addr) -> bool {
-        self.cfg.interface.ipv4.iter().any(|c| c.addr == a)
-    }
-
-    pub(crate) fn is_our_v6(&self, a: Ipv6Addr) -> bool {
-        self.cfg.interface.ipv6.iter().any(|c| c.addr == a)
-    }
-
-    pub(crate) fn is_our_ip(&self, a: IpAddr) -> bool {
-        match a {
-            IpAddr::V4(a) => self.is_our_v4(a),
-            IpAddr::V6(a) => self.is_our_v6(a),
-        }
-    }
-
-    /// The unicast next hop `route_ip` would resolve for `dst`, or `None` whenever
-    /// `route_ip` would do something else (our own address, broadcast, multicast, no route).
-    pub(crate) fn unicast_next_hop(&self, dst: IpAddr) -> Option<IpAddr> {
-        if self.is_our_ip(dst) {
-            return None;
-        }
-        let ifc = &self.cfg.interface;
-        match dst {
-            IpAddr::V4(d) => {
-                if self.is_v4_broadcast(d) || d.is_multicast() {
-                    None
-                } else if ifc.ipv4.iter().any(|c| c.contains(d)) {
-                    Some(IpAddr::V4(d))
-                } else {
-                    ifc.gateway_v4.map(IpAddr::V4)
-                }
-            }
-            IpAddr::V6(d) => {
-                if d.is_multicast() {
-                    None
-                } else if is_link_local_v6(d) || ifc.ipv6.iter().any(|c| c.contains(d)) {
-                    Some(IpAddr::V6(d))
-                } else {
-                    ifc.gateway_v6.map(IpAddr::V6)
-                }
-            }
-        }
-    }
-
-    fn is_v4_broadcast(&self, a: Ipv4Addr) -> bool {
-        a == Ipv4Addr::BROADCAST
-            || self
-                .cfg
-                .interface
-                .ipv4
-                .iter()
-                .any(|c| c.broadcast() == Some(a))
-    }
-
-    /// RFC 1122 §3.3.4.3 / RFC 6724 (simplified): the address on the destination's prefix,
-    /// else the first address of the family; for IPv6, link-local destinations get the
-    /// link-local source and global ones a non-link-local source when there is one.
-    pub(crate) fn select_source(&self, dst: IpAddr) -> Option<IpAddr> {
-        let ifc = &self.cfg.interface;
-        match dst {
-            IpAddr::V4(d) => ifc
-                .ipv4
-                .iter()
-                .find(|c| c.contains(d))
-                .or_else(|| ifc.ipv4.first())
-                .map(|c| IpAddr::V4(c.addr)),
-            IpAddr::V6(d) => {
-                let link_scope =
-                    is_link_local_v6(d) || (d.is_multicast() && d.octets()[1] & 0x0f <= 2);
-                let pick = if link_scope {
-                    ifc.ipv6.iter().find(|c| is_link_local_v6(c.addr))
-                } else {
-                    ifc.ipv6
-                        .iter()
-                        .find(|c| !is_link_local_v6(c.addr) && c.contains(d))
-                        .or_else(|| ifc.ipv6.iter().find(|c| !is_link_local_v6(c.addr)))
-                };
-                pick.or_else(|| ifc.ipv6.first())
-                    .map(|c| IpAddr::V6(c.addr))
-            }
-        }
-    }
-
     // ------------------------------------------------------------------ ARP (RFC 826)
-
-    fn process_arp(&mut self, now: u64, payload: &[u8]) {
-        let Ok(arp) = ArpPacket::new_checked(payload).and_then(|p| ArpRepr::parse(&p)) else {
-            self.counters.rx_drop_malformed_arp += 1;
-            return;
-        };
-        let mac = self.cfg.interface.mac;
-        let spa = arp.source_protocol_addr;
-        let sha = arp.source_hardware_addr;
-        if self.is_our_v4(spa) {
-            // Another station claims one of our addresses (our own frames were dropped at
-            // the link layer). RFC 5227 §2.4 defence is not implemented: count it.
-            self.counters.arp_rx_conflict += 1;
-            return;
-        }
-        if sha.is_multicast() {
-            self.counters.rx_drop_malformed_arp += 1;
-            return;
-        }
-        let for_us = self.is_our_v4(arp.target_protocol_addr);
-        // RFC 826 "Packet Reception": update an existing entry for the sender (this is what a
-        // gratuitous ARP relies on); add one only when the packet is aimed at us. A sender of
-        // 0.0.0.0 is an address probe (RFC 5227 §2.1.1) and teaches nothing.
-        let mut merged = false;
-        if !spa.is_unspecified() {
-            let existed = self.neighbors.contains(IpAddr::V4(spa));
-            let (released, evicted) = self.neighbors.learn(now, IpAddr::V4(spa), sha, for_us);
-            merged = existed;
-            if evicted {
-                self.counters.neighbor_evictions += 1;
-            }
-            for p in released {
-                self.send_frame(sha, p.ethertype, &p.ip_packet);
-            }
-        }
-        if !for_us {
-            if !merged {
-                self.counters.arp_rx_other_target += 1;
-            }
-            return;
-        }
-        if arp.operation == ArpOperation::REQUEST {
-            let reply = ArpRepr {
-                operation: ArpOperation::REPLY,
-                source_hardware_addr: mac,
-                source_protocol_addr: arp.target_protocol_addr,
-                target_hardware_addr: sha,
-                target_protocol_addr: spa,
-            };
-            self.send_arp(sha, &reply);
-            self.counters.arp_requests_answered += 1;
-        }
-    }
-
-    fn send_arp(&mut self, dst_mac: EthernetAddress, arp: &ArpRepr) {
-        let mut buf = vec![0u8; arp.buffer_len()];
-        if arp
-            .emit(&mut ArpPacket::new_unchecked(&mut buf[..]))
-            .is_ok()
-        {
-            self.send_frame(dst_mac, EtherType::ARP, &buf);
-        }
-    }
-
-    /// Re-validates a neighbour in use before its entry expires: a unicast ARP request
-    /// (RFC 1122 §2.3.2.1) or a unicast NS (RFC 4861 §7.2.2) to the MAC we hold.
-    pub(crate) fn send_refresh_request(&mut self, addr: IpAddr, mac_peer: EthernetAddress) {
-        let mac = self.cfg.interface.mac;
-        match addr {
-            IpAddr::V4(target) => {
-                let Some(IpAddr::V4(src)) = self.select_source(addr) else {
-                    return;
-                };
-                let req = ArpRepr {
-                    operation: ArpOperation::REQUEST,
-                    source_hardware_addr: mac,
-                    source_protocol_addr: src,
-                    target_hardware_addr: mac_peer,
-                    target_protocol_addr: target,
-                };
-                self.send_arp(mac_peer, &req);
-                self.counters.arp_requests_sent += 1;
-            }
-            IpAddr::V6(target) => {
-                let Some(IpAddr::V6(src)) = self.select_source(addr) else {
-                    return;
-                };
-                let ns = Icmpv6Repr::NeighborSolicit {
-                    target_addr: target,
-                    source_lladdr: Some(mac),
-                };
-                if let Some(pkt) = self.build_icmpv6(src, target, NDP_HOP_LIMIT, &ns) {
-                    self.send_frame(mac_peer, EtherType::IPV6, &pkt);
-                    self.counters.nd_solicits_sent += 1;
-                }
-            }
-        }
-    }
-
-    /// Sends one ARP request or neighbour solicitation for `addr`.
-    fn send_resolution_request(&mut self, addr: IpAddr) {
-        let mac = self.cfg.interface.mac;
-        match addr {
-            IpAddr::V4(target) => {
-                let Some(IpAddr::V4(src)) = self.select_source(addr) else {
-                    return;
-                };
-                let req = ArpRepr {
-                    operation: ArpOperation::REQUEST,
-                    source_hardware_addr: mac,
-                    source_protocol_addr: src,
-                    target_hardware_addr: EthernetAddress([0; 6]),
-                    target_protocol_addr: target,
-                };
-                self.send_arp(EthernetAddress::BROADCAST, &req);
-                self.counters.arp_requests_sent += 1;
-            }
-            IpAddr::V6(target) => {
-                let Some(IpAddr::V6(src)) = self.select_source(addr) else {
-                    return;
-                };
-                // RFC 4861 §7.2.2: multicast to the target's solicited-node address, with our
-                // link-layer address in the source option.
-                let dst = solicited_node(target);
-                let ns = Icmpv6Repr::NeighborSolicit {
-                    target_addr: target,
-                    source_lladdr: Some(mac),
-                };
-                if let Some(pkt) = self.build_icmpv6(src, dst, NDP_HOP_LIMIT, &ns) {
-                    self.send_frame(EthernetAddress::ipv6_multicast(dst), EtherType::IPV6, &pkt);
-                    self.counters.nd_solicits_sent += 1;
-                }
-            }
-        }
-    }
 
     // ------------------------------------------------------------------ IPv4 input
 
-    fn process_ipv4(&mut self, now: u64, bytes: &[u8], hash: Option<u32>) {
+    fn process_ipv4(&mut self, now: u64, bytes: &[u8], rx: RxFrame<'_>) {
         let Ok(pkt) = Ipv4Packet::new_checked(bytes) else {
             self.counters.rx_drop_ipv4_malformed += 1;
             return;
@@ -600,13 +281,13 @@ impl Stack {
             }
         };
         // RFC 1122 §3.2.1.3: a source that is broadcast or multicast is silently discarded.
-        if repr.src_addr.is_multicast() || self.is_v4_broadcast(repr.src_addr) {
+        if repr.src_addr.is_multicast() || self.egress.is_v4_broadcast(repr.src_addr) {
             self.counters.rx_drop_bad_source += 1;
             return;
         }
         let dst = repr.dst_addr;
-        let dst_unicast = self.is_our_v4(dst);
-        if !dst_unicast && !self.is_v4_broadcast(dst) {
+        let dst_unicast = self.egress.is_our_v4(dst);
+        if !dst_unicast && !self.egress.is_v4_broadcast(dst) {
             // Hosts do not forward (RFC 1122 §3.3.1); no multicast group membership yet.
             self.counters.rx_drop_not_for_us += 1;
             return;
@@ -622,7 +303,7 @@ impl Stack {
         if !pkt.is_fragment() {
             let total = usize::from(pkt.total_len());
             let whole = bytes.get(..total).unwrap_or(bytes);
-            self.deliver(now, meta, pkt.payload(), whole, hash);
+            self.deliver(now, meta, pkt.payload(), whole, rx);
             return;
         }
         self.counters.rx_fragments += 1;
@@ -658,7 +339,7 @@ impl Stack {
                 if let Some(dst_payload) = whole.get_mut(whole_repr.header_len()..) {
                     dst_payload.copy_from_slice(&done.payload);
                 }
-                self.deliver(now, meta, &done.payload, &whole, hash);
+                self.deliver(now, meta, &done.payload, &whole, rx);
             }
             Err(e) => self.count_reasm_drop(e),
         }
@@ -735,7 +416,7 @@ impl Stack {
         None
     }
 
-    fn process_ipv6(&mut self, now: u64, bytes: &[u8], hash: Option<u32>) {
+    fn process_ipv6(&mut self, now: u64, bytes: &[u8], rx: RxFrame<'_>) {
         let Ok(pkt) = Ipv6Packet::new_checked(bytes) else {
             self.counters.rx_drop_ipv6_malformed += 1;
             return;
@@ -745,7 +426,7 @@ impl Stack {
             self.counters.rx_drop_bad_source += 1;
             return;
         }
-        let dst_unicast = self.is_our_v6(dst);
+        let dst_unicast = self.egress.is_our_v6(dst);
         let dst_ok = dst_unicast
             || dst == ALL_NODES
             || self
@@ -774,7 +455,7 @@ impl Stack {
             V6Walk::Upper { protocol, offset } => {
                 meta.protocol = protocol;
                 let upper = payload.get(offset..).unwrap_or(&[]);
-                self.deliver(now, meta, upper, whole, hash);
+                self.deliver(now, meta, upper, whole, rx);
             }
             V6Walk::Fragment {
                 next,
@@ -837,19 +518,19 @@ impl Stack {
                     l.copy_from_slice(&len.to_be_bytes());
                 }
                 let upper = body.get(offset..).unwrap_or(&[]);
-                self.deliver(now, meta, upper, &whole, hash);
+                self.deliver(now, meta, upper, &whole, rx);
             }
         }
     }
 
     // ------------------------------------------------------------------ upper-layer dispatch
 
-    fn deliver(&mut self, now: u64, meta: IpMeta, payload: &[u8], whole: &[u8], hash: Option<u32>) {
+    fn deliver(&mut self, now: u64, meta: IpMeta, payload: &[u8], whole: &[u8], rx: RxFrame<'_>) {
         match (meta.protocol, meta.src) {
             (IpProtocol::ICMP, IpAddr::V4(_)) => self.process_icmpv4(now, meta, payload),
             (IpProtocol::ICMPV6, IpAddr::V6(_)) => self.process_icmpv6(now, meta, payload),
             (IpProtocol::UDP, _) => self.process_udp(now, meta, payload, whole),
-            (IpProtocol::TCP, _) => self.process_tcp(now, meta, payload, hash),
+            (IpProtocol::TCP, _) => self.tcp_cx().process_tcp(now, meta, payload, whole, rx),
             // RFC 8200 §4.7: nothing follows; the packet is consumed.
             (IpProtocol::IPV6_NO_NXT, IpAddr::V6(_)) => self.counters.rx_ipv6_no_next_header += 1,
             _ => {
@@ -904,7 +585,8 @@ impl Stack {
                         .emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]), caps)
                         .is_ok()
                     {
-                        self.send_ipv4(now, ours, peer, IpProtocol::ICMP, false, &buf);
+                        self.egress
+                            .send_ipv4(now, ours, peer, IpProtocol::ICMP, false, &buf);
                         self.counters.icmp_echo_replies_sent += 1;
                     }
                 }
@@ -975,8 +657,12 @@ impl Stack {
                     seq_no,
                     data,
                 };
-                if let Some(pkt) = self.build_icmpv6(dst, src, self.cfg.hop_limit, &reply) {
-                    self.route_ip(now, IpAddr::V6(src), EtherType::IPV6, pkt);
+                if let Some(pkt) = self
+                    .egress
+                    .build_icmpv6(dst, src, self.cfg.hop_limit, &reply)
+                {
+                    self.egress
+                        .route_ip(now, IpAddr::V6(src), EtherType::IPV6, pkt);
                     self.counters.icmp_echo_replies_sent += 1;
                 }
             }
@@ -1008,17 +694,13 @@ impl Stack {
                     self.counters.nd_rx_unsolicited_advert += 1;
                     return;
                 };
-                if !self.neighbors.contains(IpAddr::V6(target_addr)) {
+                if !self.egress.neighbors.contains(IpAddr::V6(target_addr)) {
                     // RFC 4861 §7.2.5: no entry → silently discard.
                     self.counters.nd_rx_unsolicited_advert += 1;
                     return;
                 }
-                let (released, _) = self
-                    .neighbors
-                    .learn(now, IpAddr::V6(target_addr), ll, false);
-                for p in released {
-                    self.send_frame(ll, p.ethertype, &p.ip_packet);
-                }
+                self.egress
+                    .learn_neighbor(now, IpAddr::V6(target_addr), ll, false);
             }
             Icmpv6Repr::DstUnreachable { code, data } => {
                 self.counters.icmp_errors_received += 1;
@@ -1066,7 +748,7 @@ impl Stack {
         };
         let (Some(&[s0, s1, d0, d1]), true) = (
             l4.get(..4).map(|b| [b[0], b[1], b[2], b[3]]).as_ref(),
-            self.is_our_ip(ours),
+            self.egress.is_our_ip(ours),
         ) else {
             self.counters.icmp_errors_unmatched += 1;
             return;
@@ -1078,7 +760,7 @@ impl Stack {
                 let seq = l4
                     .get(4..8)
                     .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-                self.tcp_icmp_error(local, remote, seq, hard)
+                self.tcp_cx().tcp_icmp_error(local, remote, seq, hard)
             }
             IpProtocol::UDP => self.udp_icmp_error(local, hard),
             _ => false,
@@ -1095,10 +777,10 @@ impl Stack {
             return false;
         };
         if hard {
-            if let Some(Socket::Udp(u)) = self.slots.get_mut(i).and_then(|s| s.socket.as_mut()) {
+            if let Some(Socket::Udp(u)) = self.sockets.get_mut(i) {
                 u.error = Some(SocketError::Unreachable);
             }
-            self.notify(i, Readiness::ERROR);
+            self.sockets.notify(i, Readiness::ERROR);
         }
         self.counters.icmp_errors_to_sockets += 1;
         true
@@ -1124,20 +806,14 @@ impl Stack {
             self.counters.rx_drop_icmp_malformed += 1;
             return;
         }
-        if !self.is_our_v6(target) {
+        if !self.egress.is_our_v6(target) {
             self.counters.nd_rx_not_for_us += 1;
             return;
         }
         let mac = self.cfg.interface.mac;
         if let (false, Some(ll)) = (from_dad, source_lladdr) {
             // §7.2.3: the source link-layer option creates or updates the sender's entry.
-            let (released, evicted) = self.neighbors.learn(now, IpAddr::V6(src), ll, true);
-            if evicted {
-                self.counters.neighbor_evictions += 1;
-            }
-            for p in released {
-                self.send_frame(ll, p.ethertype, &p.ip_packet);
-            }
+            self.egress.learn_neighbor(now, IpAddr::V6(src), ll, true);
         }
         // §7.2.4: reply to the all-nodes address for a DAD probe (unspecified source), else
         // unicast to the solicitor with the solicited flag.
@@ -1149,18 +825,20 @@ impl Stack {
             target_addr: target,
             target_lladdr: Some(mac),
         };
-        let Some(pkt) = self.build_icmpv6(target, dst, NDP_HOP_LIMIT, &na) else {
+        let Some(pkt) = self.egress.build_icmpv6(target, dst, NDP_HOP_LIMIT, &na) else {
             return;
         };
         self.counters.nd_solicits_answered += 1;
         match (from_dad, source_lladdr) {
-            (true, _) => self.send_frame(
+            (true, _) => self.egress.send_frame(
                 EthernetAddress::ipv6_multicast(ALL_NODES),
                 EtherType::IPV6,
                 &pkt,
             ),
-            (false, Some(ll)) => self.send_frame(ll, EtherType::IPV6, &pkt),
-            (false, None) => self.route_ip(now, IpAddr::V6(src), EtherType::IPV6, pkt),
+            (false, Some(ll)) => self.egress.send_frame(ll, EtherType::IPV6, &pkt),
+            (false, None) => self
+                .egress
+                .route_ip(now, IpAddr::V6(src), EtherType::IPV6, pkt),
         }
     }
 
@@ -1172,7 +850,9 @@ impl Stack {
             return false;
         }
         match meta.src {
-            IpAddr::V4(s) => !(s.is_unspecified() || s.is_multicast() || self.is_v4_broadcast(s)),
+            IpAddr::V4(s) => {
+                !(s.is_unspecified() || s.is_multicast() || self.egress.is_v4_broadcast(s))
+            }
             IpAddr::V6(s) => !(s.is_unspecified() || s.is_multicast()),
         }
     }
@@ -1229,7 +909,8 @@ impl Stack {
                     .emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]), caps)
                     .is_ok()
                 {
-                    self.send_ipv4(now, ours, peer, IpProtocol::ICMP, false, &buf);
+                    self.egress
+                        .send_ipv4(now, ours, peer, IpProtocol::ICMP, false, &buf);
                     self.counters.icmp_errors_sent += 1;
                 }
             }
@@ -1240,8 +921,12 @@ impl Stack {
                     code: code_v6,
                     data,
                 };
-                if let Some(pkt) = self.build_icmpv6(ours, peer, self.cfg.hop_limit, &repr) {
-                    self.route_ip(now, IpAddr::V6(peer), EtherType::IPV6, pkt);
+                if let Some(pkt) = self
+                    .egress
+                    .build_icmpv6(ours, peer, self.cfg.hop_limit, &repr)
+                {
+                    self.egress
+                        .route_ip(now, IpAddr::V6(peer), EtherType::IPV6, pkt);
                     self.counters.icmp_errors_sent += 1;
                 }
             }
@@ -1259,7 +944,7 @@ impl Stack {
         seq_no: u16,
         data: &[u8],
     ) -> Result<(), SocketError> {
-        let src = self.select_source(dst).ok_or(SocketError::NoRoute)?;
+        let src = self.egress.select_source(dst).ok_or(SocketError::NoRoute)?;
         match (src, dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 let repr = Icmpv4Repr::EchoRequest {
@@ -1273,7 +958,8 @@ impl Stack {
                     self.cfg.checksums,
                 )
                 .map_err(|_| SocketError::MessageTooBig)?;
-                self.send_ipv4(now, s, d, IpProtocol::ICMP, false, &buf);
+                self.egress
+                    .send_ipv4(now, s, d, IpProtocol::ICMP, false, &buf);
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
                 let repr = Icmpv6Repr::EchoRequest {
@@ -1282,9 +968,11 @@ impl Stack {
                     data,
                 };
                 let payload = self
+                    .egress
                     .build_icmpv6_payload(s, d, &repr)
                     .ok_or(SocketError::MessageTooBig)?;
-                self.send_ipv6(now, s, d, IpProtocol::ICMPV6, self.cfg.hop_limit, &payload);
+                self.egress
+                    .send_ipv6(now, s, d, IpProtocol::ICMPV6, self.cfg.hop_limit, &payload);
             }
             _ => return Err(SocketError::NoRoute),
         }
@@ -1292,252 +980,6 @@ impl Stack {
     }
 
     // ------------------------------------------------------------------ IP output
-
-    fn build_icmpv6_payload(
-        &self,
-        src: Ipv6Addr,
-        dst: Ipv6Addr,
-        repr: &Icmpv6Repr<'_>,
-    ) -> Option<Vec<u8>> {
-        let mut buf = vec![0u8; repr.buffer_len()];
-        repr.emit(
-            &mut Icmpv6Packet::new_unchecked(&mut buf[..]),
-            src,
-            dst,
-            self.cfg.checksums,
-        )
-        .ok()?;
-        Some(buf)
-    }
-
-    /// A whole, unfragmented IPv6 packet carrying an ICMPv6 message.
-    fn build_icmpv6(
-        &self,
-        src: Ipv6Addr,
-        dst: Ipv6Addr,
-        hop_limit: u8,
-        repr: &Icmpv6Repr<'_>,
-    ) -> Option<Vec<u8>> {
-        let payload = self.build_icmpv6_payload(src, dst, repr)?;
-        build_ipv6(src, dst, IpProtocol::ICMPV6, hop_limit, None, &payload)
-    }
-
-    /// Sends an IPv4 datagram, fragmenting it when it exceeds the MTU and `dont_frag` is
-    /// clear (RFC 791 §3.2); with DF set an oversized datagram is a counted drop (TCP sets DF
-    /// and sizes segments to the MSS, RFC 1191).
-    pub(crate) fn send_ipv4(
-        &mut self,
-        now: u64,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
-        protocol: IpProtocol,
-        dont_frag: bool,
-        payload: &[u8],
-    ) {
-        let mtu = usize::from(self.cfg.interface.mtu_bytes);
-        let ident = self.ipv4_ident;
-        self.ipv4_ident = self.ipv4_ident.wrapping_add(1);
-        let base = Ipv4Repr {
-            src_addr: src,
-            dst_addr: dst,
-            protocol,
-            payload_len: payload.len(),
-            hop_limit: self.cfg.hop_limit,
-            dscp: 0,
-            ecn: 0,
-            ident,
-            dont_frag,
-            more_frags: false,
-            frag_offset_bytes: 0,
-        };
-        if 20 + payload.len() <= mtu {
-            if let Some(p) = self.build_ipv4(&base, payload) {
-                self.route_ip(now, IpAddr::V4(dst), EtherType::IPV4, p);
-            }
-            return;
-        }
-        let chunk = mtu.saturating_sub(20) & !7;
-        if dont_frag || chunk == 0 || 20 + payload.len() > 65_535 {
-            self.counters.tx_drop_too_big += 1;
-            return;
-        }
-        for (i, piece) in payload.chunks(chunk).enumerate() {
-            let offset = i * chunk;
-            let Ok(off16) = u16::try_from(offset) else {
-                self.counters.tx_drop_too_big += 1;
-                return;
-            };
-            let frag = Ipv4Repr {
-                payload_len: piece.len(),
-                more_frags: offset + piece.len() < payload.len(),
-                frag_offset_bytes: off16,
-                ..base
-            };
-            if let Some(p) = self.build_ipv4(&frag, piece) {
-                self.counters.tx_fragments += 1;
-                self.route_ip(now, IpAddr::V4(dst), EtherType::IPV4, p);
-            }
-        }
-    }
-
-    fn build_ipv4(&self, repr: &Ipv4Repr, payload: &[u8]) -> Option<Vec<u8>> {
-        let mut buf = vec![0u8; repr.buffer_len()];
-        repr.emit(
-            &mut Ipv4Packet::new_unchecked(&mut buf[..]),
-            self.cfg.checksums,
-        )
-        .ok()?;
-        buf.get_mut(repr.header_len()..)?.copy_from_slice(payload);
-        Some(buf)
-    }
-
-    /// Sends an IPv6 packet, fragmenting at the source when it exceeds the MTU
-    /// (RFC 8200 §4.5; routers never fragment IPv6).
-    pub(crate) fn send_ipv6(
-        &mut self,
-        now: u64,
-        src: Ipv6Addr,
-        dst: Ipv6Addr,
-        next_header: IpProtocol,
-        hop_limit: u8,
-        payload: &[u8],
-    ) {
-        let mtu = usize::from(self.cfg.interface.mtu_bytes);
-        if 40 + payload.len() <= mtu {
-            if let Some(p) = build_ipv6(src, dst, next_header, hop_limit, None, payload) {
-                self.route_ip(now, IpAddr::V6(dst), EtherType::IPV6, p);
-            } else {
-                self.counters.tx_drop_too_big += 1;
-            }
-            return;
-        }
-        let chunk = mtu.saturating_sub(48) & !7;
-        if chunk == 0 || payload.len() > 65_535 - 8 {
-            self.counters.tx_drop_too_big += 1;
-            return;
-        }
-        let ident = self.ipv6_frag_ident;
-        self.ipv6_frag_ident = self.ipv6_frag_ident.wrapping_add(1);
-        for (i, piece) in payload.chunks(chunk).enumerate() {
-            let offset = i * chunk;
-            let Ok(off16) = u16::try_from(offset) else {
-                self.counters.tx_drop_too_big += 1;
-                return;
-            };
-            let frag = Ipv6FragmentHeader {
-                offset_bytes: off16,
-                more_frags: offset + piece.len() < payload.len(),
-                ident,
-            };
-            if let Some(p) = build_ipv6(src, dst, next_header, hop_limit, Some(frag), piece) {
-                self.counters.tx_fragments += 1;
-                self.route_ip(now, IpAddr::V6(dst), EtherType::IPV6, p);
-            }
-        }
-    }
-
-    /// Chooses the link-layer destination of an IP packet and sends it, or parks it behind a
-    /// neighbour resolution (RFC 1122 §2.3.2.2: queue at least one packet per neighbour).
-    pub(crate) fn route_ip(
-        &mut self,
-        now: u64,
-        dst: IpAddr,
-        ethertype: EtherType,
-        packet: Vec<u8>,
-    ) {
-        if self.is_our_ip(dst) {
-            // No loopback interface: traffic to ourselves never reaches the wire.
-            self.counters.tx_drop_loopback += 1;
-            return;
-        }
-        let ifc = &self.cfg.interface;
-        let next_hop = match dst {
-            IpAddr::V4(d) => {
-                if self.is_v4_broadcast(d) {
-                    self.send_frame(EthernetAddress::BROADCAST, ethertype, &packet);
-                    return;
-                }
-                if d.is_multicast() {
-                    self.send_frame(ipv4_multicast_mac(d), ethertype, &packet);
-                    return;
-                }
-                if ifc.ipv4.iter().any(|c| c.contains(d)) {
-                    Some(IpAddr::V4(d))
-                } else {
-                    ifc.gateway_v4.map(IpAddr::V4)
-                }
-            }
-            IpAddr::V6(d) => {
-                if d.is_multicast() {
-                    self.send_frame(EthernetAddress::ipv6_multicast(d), ethertype, &packet);
-                    return;
-                }
-                if is_link_local_v6(d) || ifc.ipv6.iter().any(|c| c.contains(d)) {
-                    Some(IpAddr::V6(d))
-                } else {
-                    ifc.gateway_v6.map(IpAddr::V6)
-                }
-            }
-        };
-        let Some(next_hop) = next_hop else {
-            self.counters.tx_drop_no_route += 1;
-            return;
-        };
-        if let Some((mac, refresh)) = self.neighbors.lookup_for_send(now, next_hop) {
-            self.send_frame(mac, ethertype, &packet);
-            if refresh {
-                self.send_refresh_request(next_hop, mac);
-            }
-            return;
-        }
-        let pending = PendingPacket {
-            ethertype,
-            ip_packet: packet,
-        };
-        let (res, evicted) = self.neighbors.lookup_or_queue(now, next_hop, pending);
-        if evicted {
-            self.counters.neighbor_evictions += 1;
-        }
-        match res {
-            Resolution::Known(_) | Resolution::Queued => {}
-            Resolution::QueuedSendRequest => self.send_resolution_request(next_hop),
-            Resolution::DroppedQueueFull => match next_hop {
-                IpAddr::V4(_) => self.counters.arp_pending_queue_full += 1,
-                IpAddr::V6(_) => self.counters.nd_pending_queue_full += 1,
-            },
-            Resolution::DroppedCacheFull => self.counters.neighbor_cache_full += 1,
-        }
-    }
-
-    /// Frames `payload` and appends it to the transmit queue (a counted drop when full).
-    pub(crate) fn send_frame(
-        &mut self,
-        dst: EthernetAddress,
-        ethertype: EtherType,
-        payload: &[u8],
-    ) {
-        if self.tx.len() >= self.cfg.limits.tx_queue_frames_max {
-            self.counters.tx_drop_queue_full += 1;
-            return;
-        }
-        let eth = EthernetRepr {
-            src_addr: self.cfg.interface.mac,
-            dst_addr: dst,
-            vlan: None,
-            ethertype,
-        };
-        let mut frame = vec![0u8; eth.header_len() + payload.len()];
-        if eth
-            .emit(&mut EthernetFrame::new_unchecked(&mut frame[..]))
-            .is_err()
-        {
-            return;
-        }
-        if let Some(d) = frame.get_mut(eth.header_len()..) {
-            d.copy_from_slice(payload);
-        }
-        self.tx.push_back(frame);
-    }
 
     // ------------------------------------------------------------------ UDP input
 
@@ -1564,8 +1006,7 @@ impl Stack {
             dst: SocketAddr::new(meta.dst, udp.dst_port),
             payload: udp.payload.to_vec(),
         };
-        let Some(Socket::Udp(sock)) = self.slots.get_mut(index).and_then(|s| s.socket.as_mut())
-        else {
+        let Some(Socket::Udp(sock)) = self.sockets.get_mut(index) else {
             return;
         };
         if sock.rx.len() >= sock.rx_max {
@@ -1574,15 +1015,15 @@ impl Stack {
         }
         sock.rx.push_back(dgram);
         self.counters.udp_rx_delivered += 1;
-        self.notify(index, Readiness::READABLE);
+        self.sockets.notify(index, Readiness::READABLE);
     }
 
     /// The socket bound to exactly (`dst`, `port`), else one bound to the wildcard address of
     /// the same family on `port`.
     fn find_udp_socket(&self, dst: IpAddr, port: u16) -> Option<usize> {
         let mut wildcard = None;
-        for &i in self.bound_to(PortKind::Udp, port) {
-            let Some(Socket::Udp(s)) = self.slots.get(i).and_then(|s| s.socket.as_ref()) else {
+        for &i in self.sockets.bound_to(PortKind::Udp, port) {
+            let Some(Socket::Udp(s)) = self.sockets.get(i) else {
                 continue;
             };
             if s.local.is_ipv4() != dst.is_ipv4() {
@@ -1600,111 +1041,24 @@ impl Stack {
 
     // ------------------------------------------------------------------ sockets
 
-    /// Records `readiness` for the slot and queues it for `poll_event` once.
-    pub(crate) fn notify(&mut self, index: usize, readiness: Readiness) {
-        let Some(slot) = self.slots.get_mut(index) else {
-            return;
-        };
-        slot.pending |= readiness;
-        if !slot.queued {
-            slot.queued = true;
-            if let Ok(i) = u32::try_from(index) {
-                self.events.push_back(i);
-            }
-        }
-    }
-
-    /// Puts `socket` in a free slot.
-    pub(crate) fn alloc_slot(&mut self, socket: Socket) -> Result<SocketHandle, SocketError> {
-        let bound = port_key(&socket);
-        let (i, generation) = if let Some(i) = self.free_slots.pop() {
-            let Some(slot) = self.slots.get_mut(i) else {
-                return Err(SocketError::TooManySockets);
-            };
-            slot.generation = slot.generation.wrapping_add(1);
-            slot.socket = Some(socket);
-            slot.pending = Readiness::NONE;
-            (i, slot.generation)
-        } else {
-            if self.slots.len() >= self.cfg.limits.sockets_max {
-                return Err(SocketError::TooManySockets);
-            }
-            self.slots.push(Slot {
-                generation: 0,
-                socket: Some(socket),
-                pending: Readiness::NONE,
-                queued: false,
-            });
-            (self.slots.len() - 1, 0)
-        };
-        if let Some(k) = bound {
-            self.ports.entry(k).or_default().push(i);
-        }
-        let index = u32::try_from(i).map_err(|_| SocketError::TooManySockets)?;
-        Ok(SocketHandle { index, generation })
-    }
-
-    /// Slot indexes of the sockets bound to `port` (UDP sockets or TCP listeners), in
-    /// binding order.
-    pub(crate) fn bound_to(&self, kind: PortKind, port: u16) -> &[usize] {
-        self.ports.get(&(kind, port)).map_or(&[], Vec::as_slice)
-    }
-
-    pub(crate) fn slot_index(&self, h: SocketHandle) -> Result<usize, SocketError> {
-        let i = h.index as usize;
-        match self.slots.get(i) {
-            Some(s) if s.generation == h.generation && s.socket.is_some() => Ok(i),
-            _ => Err(SocketError::InvalidHandle),
-        }
-    }
-
-    /// True when a UDP socket already uses `port` on an address overlapping `ip`.
-    fn udp_port_in_use(&self, ip: IpAddr, port: u16) -> bool {
-        self.bound_to(PortKind::Udp, port).iter().any(|&i| {
-            match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
-                Some(Socket::Udp(u)) => overlaps(u.local.ip(), ip),
-                _ => false,
-            }
-        })
-    }
-
-    /// The next ephemeral port for which `free` holds, cycling through the range once.
-    pub(crate) fn pick_ephemeral(
-        &mut self,
-        mut free: impl FnMut(&Stack, u16) -> bool,
-    ) -> Option<u16> {
-        let span = u32::from(EPHEMERAL_LAST - EPHEMERAL_FIRST) + 1;
-        for _ in 0..span {
-            let p = self.next_ephemeral;
-            self.next_ephemeral = if p == EPHEMERAL_LAST {
-                EPHEMERAL_FIRST
-            } else {
-                p + 1
-            };
-            if free(self, p) {
-                return Some(p);
-            }
-        }
-        None
-    }
-
     /// Binds a UDP socket. Port 0 picks an ephemeral port; an unspecified IP accepts datagrams
     /// for every address of its family.
     pub fn udp_bind(&mut self, local: SocketAddr) -> Result<SocketHandle, SocketError> {
         let ip = local.ip();
-        if !ip.is_unspecified() && !self.is_our_ip(ip) {
+        if !ip.is_unspecified() && !self.egress.is_our_ip(ip) {
             return Err(SocketError::AddrNotAvailable);
         }
         let port = if local.port() == 0 {
-            self.pick_ephemeral(|s, p| !s.udp_port_in_use(ip, p))
+            self.sockets
+                .pick_ephemeral(|s, p| !udp_port_in_use(s, ip, p))
                 .ok_or(SocketError::NoFreePort)?
         } else {
-            if self.udp_port_in_use(ip, local.port()) {
+            if udp_port_in_use(&self.sockets, ip, local.port()) {
                 return Err(SocketError::AddrInUse);
             }
             local.port()
         };
-        self.alloc_slot(Socket::Udp(UdpSocket {
+        self.sockets.alloc(Socket::Udp(UdpSocket {
             local: SocketAddr::new(ip, port),
             rx: VecDeque::new(),
             rx_max: self.cfg.limits.udp_rx_queue_datagrams_max,
@@ -1714,8 +1068,8 @@ impl Stack {
 
     /// The local address a socket is bound to.
     pub fn local_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
-        let i = self.slot_index(h)?;
-        match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+        let i = self.sockets.index(h)?;
+        match self.sockets.get(i) {
             Some(Socket::Udp(u)) => Ok(u.local),
             Some(Socket::Tcp(t)) => Ok(t.local_addr()),
             None => Err(SocketError::InvalidHandle),
@@ -1730,8 +1084,8 @@ impl Stack {
         dst: SocketAddr,
         payload: &[u8],
     ) -> Result<(), SocketError> {
-        let i = self.slot_index(h)?;
-        let local = match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+        let i = self.sockets.index(h)?;
+        let local = match self.sockets.get(i) {
             Some(Socket::Udp(u)) => u.local,
             _ => return Err(SocketError::WrongSocketType),
         };
@@ -1739,7 +1093,9 @@ impl Stack {
             return Err(SocketError::AddrNotAvailable);
         }
         let src = if local.ip().is_unspecified() {
-            self.select_source(dst.ip()).ok_or(SocketError::NoRoute)?
+            self.egress
+                .select_source(dst.ip())
+                .ok_or(SocketError::NoRoute)?
         } else {
             local.ip()
         };
@@ -1765,10 +1121,12 @@ impl Stack {
                 if buf.len() + 20 > 65_535 {
                     return Err(SocketError::MessageTooBig);
                 }
-                self.send_ipv4(now, src, dst, IpProtocol::UDP, false, &buf);
+                self.egress
+                    .send_ipv4(now, src, dst, IpProtocol::UDP, false, &buf);
             }
             IpPair::V6 { src, dst } => {
-                self.send_ipv6(now, src, dst, IpProtocol::UDP, self.cfg.hop_limit, &buf);
+                self.egress
+                    .send_ipv6(now, src, dst, IpProtocol::UDP, self.cfg.hop_limit, &buf);
             }
         }
         self.counters.udp_tx_datagrams += 1;
@@ -1777,8 +1135,8 @@ impl Stack {
 
     /// Takes the pending error of a socket (a hard ICMP error), if any.
     pub fn take_error(&mut self, h: SocketHandle) -> Result<Option<SocketError>, SocketError> {
-        let i = self.slot_index(h)?;
-        match self.slots.get_mut(i).and_then(|s| s.socket.as_mut()) {
+        let i = self.sockets.index(h)?;
+        match self.sockets.get_mut(i) {
             Some(Socket::Udp(u)) => Ok(u.error.take()),
             Some(Socket::Tcp(t)) => Ok(t.take_error()),
             None => Err(SocketError::InvalidHandle),
@@ -1787,10 +1145,30 @@ impl Stack {
 
     /// Takes the oldest queued datagram; `WouldBlock` when none is queued.
     pub fn udp_recv_from(&mut self, h: SocketHandle) -> Result<UdpDatagram, SocketError> {
-        let i = self.slot_index(h)?;
-        match self.slots.get_mut(i).and_then(|s| s.socket.as_mut()) {
+        let i = self.sockets.index(h)?;
+        match self.sockets.get_mut(i) {
             Some(Socket::Udp(u)) => u.rx.pop_front().ok_or(SocketError::WouldBlock),
             _ => Err(SocketError::WrongSocketType),
+        }
+    }
+
+    /// Applies an option. TCP options apply to a listener (for the connections it will
+    /// accept); on a live connection `NoDelay` and `SendBufferBytes` can change, and
+    /// `MaxSegment` before the SYN left (the engine has no other setters yet: keepalive and
+    /// user timeout are fixed at open).
+    pub fn set_option(&mut self, h: SocketHandle, opt: SocketOption) -> Result<(), SocketError> {
+        let i = self.sockets.index(h)?;
+        let udp_max = self.cfg.limits.udp_rx_queue_datagrams_max;
+        match self.sockets.get_mut(i) {
+            Some(Socket::Udp(u)) => match opt {
+                SocketOption::UdpRxQueueDatagrams(n) => {
+                    u.rx_max = n.min(udp_max);
+                    Ok(())
+                }
+                _ => Err(SocketError::WrongSocketType),
+            },
+            Some(Socket::Tcp(_)) => self.tcp_cx().set_option(i, opt),
+            None => Err(SocketError::InvalidHandle),
         }
     }
 
@@ -1798,89 +1176,25 @@ impl Stack {
     /// unaccepted connections are dropped); a TCP connection starts its close handshake and
     /// its handle stays valid until it is released (see `tcp_release`).
     pub fn close(&mut self, now: u64, h: SocketHandle) -> Result<(), SocketError> {
-        let i = self.slot_index(h)?;
-        match self.slots.get(i).and_then(|s| s.socket.as_ref()) {
+        let i = self.sockets.index(h)?;
+        match self.sockets.get(i) {
             Some(Socket::Udp(_)) => {
-                self.free_slot(i);
+                self.sockets.free(i);
                 Ok(())
             }
-            Some(Socket::Tcp(_)) => self.tcp_close(now, i),
+            Some(Socket::Tcp(_)) => self.tcp_cx().tcp_close(now, i),
             None => Err(SocketError::InvalidHandle),
         }
     }
-
-    /// Frees a slot without any protocol action.
-    pub(crate) fn free_slot(&mut self, i: usize) {
-        let Some(slot) = self.slots.get_mut(i) else {
-            return;
-        };
-        let Some(socket) = slot.socket.take() else {
-            return;
-        };
-        slot.pending = Readiness::NONE;
-        if let Socket::Tcp(crate::tcp_sockets::TcpState::Conn(c)) = &socket {
-            self.tcp_counters_released.add(c.engine_counters());
-        }
-        if let Some(k) = port_key(&socket) {
-            if let Some(v) = self.ports.get_mut(&k) {
-                v.retain(|&x| x != i);
-                if v.is_empty() {
-                    self.ports.remove(&k);
-                }
-            }
-        }
-        self.free_slots.push(i);
-    }
 }
 
-/// What a bound port belongs to (UDP and TCP port spaces are separate).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum PortKind {
-    Udp,
-    TcpListener,
-}
-
-/// The port index key of a socket that owns a port: UDP sockets and TCP listeners. TCP
-/// connections live in the 4-tuple table instead.
-fn port_key(socket: &Socket) -> Option<(PortKind, u16)> {
-    match socket {
-        Socket::Udp(u) => Some((PortKind::Udp, u.local.port())),
-        Socket::Tcp(t) => t.listen_port().map(|p| (PortKind::TcpListener, p)),
-    }
-}
-
-/// True when two local bindings of the same port conflict: same family and the same address,
-/// or either is the wildcard.
-pub(crate) fn overlaps(a: IpAddr, b: IpAddr) -> bool {
-    a.is_ipv4() == b.is_ipv4() && (a == b || a.is_unspecified() || b.is_unspecified())
-}
-
-/// A whole IPv6 packet: fixed header, an optional fragment header, and `payload`.
-fn build_ipv6(
-    src: Ipv6Addr,
-    dst: Ipv6Addr,
-    next_header: IpProtocol,
-    hop_limit: u8,
-    frag: Option<Ipv6FragmentHeader>,
-    payload: &[u8],
-) -> Option<Vec<u8>> {
-    let mut ext_headers = [None; wire::MAX_EXT_HEADERS];
-    if let (Some(f), Some(slot)) = (frag, ext_headers.get_mut(0)) {
-        *slot = Some(Ipv6ExtHeader::Fragment(f));
-    }
-    let repr = Ipv6Repr {
-        src_addr: src,
-        dst_addr: dst,
-        next_header,
-        payload_len: payload.len(),
-        hop_limit,
-        traffic_class: 0,
-        flow_label: 0,
-        ext_headers,
-    };
-    let mut buf = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut Ipv6Packet::new_unchecked(&mut buf[..]))
-        .ok()?;
-    buf.get_mut(repr.header_len()..)?.copy_from_slice(payload);
-    Some(buf)
+/// True when a UDP socket already uses `port` on an address overlapping `ip`.
+fn udp_port_in_use(sockets: &Sockets, ip: IpAddr, port: u16) -> bool {
+    sockets
+        .bound_to(PortKind::Udp, port)
+        .iter()
+        .any(|&i| match sockets.get(i) {
+            Some(Socket::Udp(u)) => overlaps(u.local.ip(), ip),
+            _ => false,
+        })
 }

@@ -31,7 +31,7 @@
 //! receive burst): ACK decisions (delayed ACK, every second full segment) use the accumulated
 //! state, and each out-of-order segment of the burst still gets its own duplicate ACK.
 //!
-//! For listeners, [`listen::classify_listen_segment`], [`listen::Backlog`] and
+//! For listeners, [`listen::classify_listen_segment`], [`listen::admit_syn`] and
 //! [`listen::reset_reply`] implement RFC 9293 §3.10.7.1–§3.10.7.2 decisions, and
 //! [`isn::SynCookies`] with [`Connection::from_syn_cookie`] the stateless path.
 //!
@@ -61,7 +61,8 @@
 //! - [`ring`], [`ooo`]: bounded receive/send storage and the out-of-order map;
 //! - [`rack`]: RACK loss detection (RFC 8985 §6) over a bounded table of transmit records;
 //! - [`isn`]: RFC 6528 initial sequence numbers and SYN cookies (SipHash-2-4);
-//! - [`listen`]: bounded half-open and accept queues, deciding when SYN cookies take over;
+//! - [`listen`]: a listener's decisions (segment class, RST reply, accept / SYN cookie / drop
+//!   under bounded half-open and accept queues);
 //! - [`snapshot`]: [`ConnectionSnapshot`] export/import for handoff.
 #![deny(unsafe_code)]
 

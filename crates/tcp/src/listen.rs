@@ -1,8 +1,11 @@
-//! Listen-queue bookkeeping for the host stack: a bounded number of half-open connections
-//! (SYN-RECEIVED) and of established connections waiting for `accept`, with SYN cookies
-//! (RFC 4987 §3.6) taking over when the half-open queue is full.
+//! The decisions of a listening socket (RFC 9293 §3.10.7.1–§3.10.7.2): how to classify a
+//! segment that reached a listener, the RST that answers an unwanted segment, and whether a
+//! SYN is accepted, answered with a SYN cookie (RFC 4987 §3.6) or dropped given a bounded
+//! number of half-open connections (SYN-RECEIVED) and of established ones waiting for
+//! `accept`.
 //!
-//! The stack owns the connections themselves; this only counts and decides.
+//! The host stack owns the listeners and their connections and counts the queues from the
+//! connections' states; this module only decides.
 
 /// What to do with an arriving SYN.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -11,147 +14,91 @@ pub enum SynAction {
     Accept,
     /// Answer statelessly with a SYN cookie ([`crate::isn::SynCookies`]).
     Cookie,
-    /// Drop the SYN (queues full and cookies disabled); the peer will retry.
+    /// Drop the SYN (queues full, and cookies disabled or no room to accept); the peer will
+    /// retry.
     Drop,
 }
 
-/// Counters of one listener.
+/// How full a listener is. The stack owns the connections and counts them from their states
+/// when a segment arrives, so this holds no state between calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BacklogCounters {
-    pub syns_received: u64,
-    pub syn_cookies_sent: u64,
-    /// SYNs dropped because a queue was full and cookies are off.
-    pub syns_dropped_queue_full: u64,
-    /// Handshakes that completed while the accept queue was full (the stack resets them).
-    pub accept_queue_overflows: u64,
-}
-
-/// The two queues of a listener.
-///
-/// Invariants: `half_open ≤ half_open_max`, `ready ≤ ready_max`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backlog {
-    half_open: u32,
-    half_open_max: u32,
-    ready: u32,
-    ready_max: u32,
-    cookies: bool,
-    counters: BacklogCounters,
-}
-
-impl Backlog {
-    /// A listener allowing `half_open_max` connections in SYN-RECEIVED and `ready_max`
-    /// established connections not yet accepted; `cookies` enables SYN cookies on overflow.
-    pub fn new(half_open_max: u32, ready_max: u32, cookies: bool) -> Backlog {
-        Backlog {
-            half_open: 0,
-            half_open_max,
-            ready: 0,
-            ready_max,
-            cookies,
-            counters: BacklogCounters::default(),
-        }
-    }
-
-    /// Counters.
-    pub fn counters(&self) -> &BacklogCounters {
-        &self.counters
-    }
-
+pub struct ListenLoad {
     /// Connections in SYN-RECEIVED.
-    pub fn half_open(&self) -> u32 {
-        self.half_open
-    }
-
+    pub half_open: usize,
     /// Established connections waiting for `accept`.
-    pub fn ready(&self) -> u32 {
-        self.ready
-    }
+    pub ready: usize,
+}
 
-    /// A SYN arrived for this listener.
-    pub fn on_syn(&mut self) -> SynAction {
-        self.counters.syns_received += 1;
-        if self.half_open < self.half_open_max && self.ready < self.ready_max {
-            self.half_open += 1;
-            return SynAction::Accept;
-        }
-        if self.cookies && self.ready < self.ready_max {
-            self.counters.syn_cookies_sent += 1;
-            return SynAction::Cookie;
-        }
-        self.counters.syns_dropped_queue_full += 1;
+/// The bounds of a listener's two queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenLimits {
+    /// Connections in SYN-RECEIVED before SYNs are answered with cookies (or dropped).
+    pub half_open_max: usize,
+    /// Established connections not yet accepted (the accept backlog).
+    pub ready_max: usize,
+    /// Answer SYNs past `half_open_max` with SYN cookies instead of dropping them.
+    pub cookies: bool,
+}
+
+/// Decides what to do with a SYN: a full accept queue drops it (even a cookie could not be
+/// accepted); past the half-open bound a cookie answers it, or it is dropped without cookies;
+/// otherwise a connection is created.
+pub fn admit_syn(load: ListenLoad, limits: ListenLimits) -> SynAction {
+    if load.ready >= limits.ready_max {
+        SynAction::Drop
+    } else if load.half_open < limits.half_open_max {
+        SynAction::Accept
+    } else if limits.cookies {
+        SynAction::Cookie
+    } else {
         SynAction::Drop
     }
+}
 
-    /// A half-open connection reached ESTABLISHED. False when the accept queue is full: the
-    /// stack should then reset it (counted).
-    pub fn on_established(&mut self) -> bool {
-        self.half_open = self.half_open.saturating_sub(1);
-        self.enqueue_ready()
-    }
-
-    /// A cookie handshake completed (no half-open slot was used). False when the accept queue
-    /// is full.
-    pub fn on_cookie_established(&mut self) -> bool {
-        self.enqueue_ready()
-    }
-
-    fn enqueue_ready(&mut self) -> bool {
-        if self.ready < self.ready_max {
-            self.ready += 1;
-            true
-        } else {
-            self.counters.accept_queue_overflows += 1;
-            false
-        }
-    }
-
-    /// A half-open connection failed (RST, timeout).
-    pub fn on_half_open_closed(&mut self) {
-        self.half_open = self.half_open.saturating_sub(1);
-    }
-
-    /// The application accepted a ready connection.
-    pub fn on_accepted(&mut self) {
-        self.ready = self.ready.saturating_sub(1);
-    }
+/// True when a connection completed from a valid SYN cookie fits the accept queue; when it
+/// does not, the stack drops the ACK and the peer's retransmission may fit later.
+pub fn admit_cookie(load: ListenLoad, limits: ListenLimits) -> bool {
+    load.ready < limits.ready_max
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn full_half_open_queue_switches_to_cookies() {
-        let mut b = Backlog::new(2, 10, true);
-        assert_eq!(b.on_syn(), SynAction::Accept);
-        assert_eq!(b.on_syn(), SynAction::Accept);
-        assert_eq!(b.on_syn(), SynAction::Cookie);
-        assert_eq!(b.counters().syn_cookies_sent, 1);
-        b.on_half_open_closed();
-        assert_eq!(b.on_syn(), SynAction::Accept);
+    const LIMITS: ListenLimits = ListenLimits {
+        half_open_max: 2,
+        ready_max: 10,
+        cookies: true,
+    };
+
+    fn load(half_open: usize, ready: usize) -> ListenLoad {
+        ListenLoad { half_open, ready }
     }
 
     #[test]
-    fn without_cookies_overflowing_syns_are_dropped_and_counted() {
-        let mut b = Backlog::new(1, 10, false);
-        assert_eq!(b.on_syn(), SynAction::Accept);
-        assert_eq!(b.on_syn(), SynAction::Drop);
-        assert_eq!(b.counters().syns_dropped_queue_full, 1);
+    fn full_half_open_queue_switches_to_cookies() {
+        assert_eq!(admit_syn(load(0, 0), LIMITS), SynAction::Accept);
+        assert_eq!(admit_syn(load(1, 0), LIMITS), SynAction::Accept);
+        assert_eq!(admit_syn(load(2, 0), LIMITS), SynAction::Cookie);
+    }
+
+    #[test]
+    fn without_cookies_overflowing_syns_are_dropped() {
+        let limits = ListenLimits {
+            cookies: false,
+            ..LIMITS
+        };
+        assert_eq!(admit_syn(load(1, 0), limits), SynAction::Accept);
+        assert_eq!(admit_syn(load(2, 0), limits), SynAction::Drop);
     }
 
     #[test]
     fn accept_queue_is_bounded() {
-        let mut b = Backlog::new(10, 1, true);
-        assert_eq!(b.on_syn(), SynAction::Accept);
-        assert_eq!(b.on_syn(), SynAction::Accept);
-        assert!(b.on_established());
-        assert!(!b.on_established());
-        assert_eq!(b.counters().accept_queue_overflows, 1);
         // A full accept queue refuses even cookies.
-        assert_eq!(b.on_syn(), SynAction::Drop);
-        b.on_accepted();
-        assert!(b.on_cookie_established());
+        assert_eq!(admit_syn(load(0, 10), LIMITS), SynAction::Drop);
+        assert_eq!(admit_syn(load(2, 10), LIMITS), SynAction::Drop);
+        assert!(!admit_cookie(load(0, 10), LIMITS));
+        assert!(admit_cookie(load(5, 9), LIMITS));
     }
 }
 

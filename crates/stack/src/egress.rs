@@ -1,0 +1,863 @@
+//! The egress part of the stack: everything that puts a frame on the wire.
+//!
+//! It owns the bounded transmit queue, the pool of recycled frame buffers, the neighbour cache
+//! with its per-neighbour queues of packets awaiting resolution (and so ARP input and the
+//! resolution requests), the IPv4 identification and IPv6 fragment identification counters,
+//! and frame building: IP output with source selection, routing (on-link or gateway) and
+//! fragmentation, and the TCP fast path that writes every header in front of a payload in
+//! place. The other parts (IP input, ICMP, UDP, the TCP socket table) borrow it mutably to
+//! send; none of them touches its fields.
+
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use wire::icmpv6::Icmpv6Repr;
+use wire::{
+    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr,
+    Icmpv6Packet, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6ExtHeader, Ipv6FragmentHeader,
+    Ipv6Packet, Ipv6Repr, TcpPacket, TcpRepr,
+};
+
+use crate::config::{StackConfig, solicited_node};
+use crate::counters::Counters;
+use crate::neighbor::{NeighborCache, PendingPacket, Resolution};
+
+/// Recycled transmit buffers kept for reuse (`Egress::recycle`); more are freed. A sender's
+/// burst (a congestion window of frames) fits, so a bulk flow allocates almost nothing.
+const TX_FREE_FRAMES_MAX: usize = 256;
+/// `Egress::recycle` keeps buffers of capacity ≤ MTU + this (Ethernet header and TCP options
+/// room): with `TX_FREE_FRAMES_MAX`, about 400 KiB at a 1500-byte MTU.
+const TX_FREE_SLACK_BYTES: usize = 128;
+/// RFC 4861 §7.1.1/§7.1.2: NDP messages must arrive with hop limit 255 (not forwarded).
+pub(crate) const NDP_HOP_LIMIT: u8 = 255;
+/// Ethernet header without a VLAN tag.
+pub(crate) const ETHERNET_HEADER_LEN: usize = 14;
+pub(crate) const IPV4_HEADER_LEN: usize = 20;
+/// The fixed IPv6 header (TCP never carries extension headers here).
+pub(crate) const IPV6_HEADER_LEN: usize = 40;
+pub(crate) const TCP_HEADER_MIN: usize = 20;
+/// 20 bytes plus at most 40 of options (RFC 9293 §3.1).
+pub(crate) const TCP_HEADER_MAX: usize = 60;
+
+/// The transmit side of one stack. See the module documentation.
+pub(crate) struct Egress {
+    pub(crate) cfg: Arc<StackConfig>,
+    /// The counters this part increments (link, ARP/ND, transmit); `Stack::counters` sums
+    /// every part's.
+    pub(crate) counters: Counters,
+    pub(crate) neighbors: NeighborCache,
+    /// Invariant: `tx.len()` ≤ `limits.tx_queue_frames_max`.
+    tx: VecDeque<Vec<u8>>,
+    /// Frame buffers handed back by the driver (`recycle`), reused by the TCP transmit path.
+    /// Invariant: `tx_free.len()` ≤ `TX_FREE_FRAMES_MAX` and each capacity ≤ MTU +
+    /// `TX_FREE_SLACK_BYTES`.
+    tx_free: Vec<Vec<u8>>,
+    ipv4_ident: u16,
+    ipv6_frag_ident: u32,
+    /// The TCP header length (options included) the TCP flush reserves room for in front of
+    /// the payload: the last one the fast path emitted, so a steady flow never moves its
+    /// payload.
+    pub(crate) tx_header_guess: usize,
+}
+
+impl core::fmt::Debug for Egress {
+    // A summary: queued frames would drown the output.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Egress")
+            .field("neighbors", &self.neighbors.len())
+            .field("tx_queued_frames", &self.tx.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The Ethernet multicast address of an IPv4 multicast group (RFC 1112 §6.4).
+fn ipv4_multicast_mac(addr: Ipv4Addr) -> EthernetAddress {
+    let o = addr.octets();
+    EthernetAddress([0x01, 0x00, 0x5e, o[1] & 0x7f, o[2], o[3]])
+}
+
+fn is_link_local_v6(a: Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfe80
+}
+
+/// A whole IPv6 packet: fixed header, an optional fragment header, and `payload`.
+fn build_ipv6(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    next_header: IpProtocol,
+    hop_limit: u8,
+    frag: Option<Ipv6FragmentHeader>,
+    payload: &[u8],
+) -> Option<Vec<u8>> {
+    let mut ext_headers = [None; wire::MAX_EXT_HEADERS];
+    if let (Some(f), Some(slot)) = (frag, ext_headers.get_mut(0)) {
+        *slot = Some(Ipv6ExtHeader::Fragment(f));
+    }
+    let repr = Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header,
+        payload_len: payload.len(),
+        hop_limit,
+        traffic_class: 0,
+        flow_label: 0,
+        ext_headers,
+    };
+    let mut buf = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut Ipv6Packet::new_unchecked(&mut buf[..]))
+        .ok()?;
+    buf.get_mut(repr.header_len()..)?.copy_from_slice(payload);
+    Some(buf)
+}
+
+/// `seg` without its payload, so the frame buffer the payload lives in can be written.
+pub(crate) fn header_only(seg: &TcpRepr<'_>) -> TcpRepr<'static> {
+    TcpRepr {
+        src_port: seg.src_port,
+        dst_port: seg.dst_port,
+        seq_number: seg.seq_number,
+        ack_number: seg.ack_number,
+        flags: seg.flags,
+        window_len: seg.window_len,
+        urgent_pointer: seg.urgent_pointer,
+        max_seg_size: seg.max_seg_size,
+        window_scale: seg.window_scale,
+        sack_permitted: seg.sack_permitted,
+        sack_blocks: seg.sack_blocks,
+        timestamp: seg.timestamp,
+        payload: &[],
+    }
+}
+
+impl Egress {
+    pub(crate) fn new(cfg: Arc<StackConfig>) -> Egress {
+        let l = &cfg.limits;
+        let neighbors = NeighborCache::new(
+            l.neighbor_entries_max,
+            l.neighbor_pending_packets_max,
+            l.neighbor_reachable_ns,
+            l.neighbor_retry_ns,
+            l.neighbor_requests_max,
+        );
+        Egress {
+            neighbors,
+            counters: Counters::default(),
+            tx: VecDeque::new(),
+            tx_free: Vec::new(),
+            ipv4_ident: 1,
+            ipv6_frag_ident: 1,
+            tx_header_guess: TCP_HEADER_MIN,
+            cfg,
+        }
+    }
+
+    /// Frames waiting in the transmit queue.
+    pub(crate) fn tx_len(&self) -> usize {
+        self.tx.len()
+    }
+
+    /// True when the transmit queue has no room for another frame.
+    pub(crate) fn tx_full(&self) -> bool {
+        self.tx.len() >= self.cfg.limits.tx_queue_frames_max
+    }
+
+    /// The oldest queued frame, counted as sent.
+    pub(crate) fn pop_frame(&mut self) -> Option<Vec<u8>> {
+        let frame = self.tx.pop_front()?;
+        self.counters.tx_frames += 1;
+        Some(frame)
+    }
+
+    /// Runs the neighbour cache's timers: expiry, resolution retries, and the queues of
+    /// neighbours that gave up.
+    pub(crate) fn handle_timeout(&mut self, now: u64) {
+        let actions = self.neighbors.handle_timeout(now);
+        self.counters.neighbor_expired += actions.expired as u64;
+        for addr in actions.retry {
+            self.send_resolution_request(addr);
+        }
+        for (addr, dropped) in actions.failed {
+            match addr {
+                IpAddr::V4(_) => self.counters.arp_resolution_failed += dropped as u64,
+                IpAddr::V6(_) => self.counters.nd_resolution_failed += dropped as u64,
+            }
+        }
+    }
+
+    /// Learns (or refreshes) `addr` → `mac` (RFC 4861 §7.2.3/§7.2.5 via ICMPv6 input) and
+    /// sends the packets that waited for it. `create` adds an entry when there is none.
+    pub(crate) fn learn_neighbor(
+        &mut self,
+        now: u64,
+        addr: IpAddr,
+        mac: EthernetAddress,
+        create: bool,
+    ) {
+        let (released, evicted) = self.neighbors.learn(now, addr, mac, create);
+        if evicted {
+            self.counters.neighbor_evictions += 1;
+        }
+        for p in released {
+            self.send_frame(mac, p.ethertype, &p.ip_packet);
+        }
+    }
+
+    /// Gives a frame buffer back once the driver is done with it (typically a frame from
+    /// `poll_transmit` after the NIC sent it), so the transmit path can reuse it instead of
+    /// allocating. Optional: buffers beyond a small bound, or oddly large ones, are dropped.
+    pub(crate) fn recycle(&mut self, frame: Vec<u8>) {
+        let capacity_max = usize::from(self.cfg.interface.mtu_bytes) + TX_FREE_SLACK_BYTES;
+        if self.tx_free.len() < TX_FREE_FRAMES_MAX && frame.capacity() <= capacity_max {
+            self.tx_free.push(frame);
+        }
+    }
+
+    /// A frame buffer of exactly `len` bytes, reused when one is free. Its contents are
+    /// unspecified (a reused buffer keeps old bytes): callers overwrite every byte they keep.
+    /// Only the part a recycled buffer lacks is zero-filled, so in steady state nothing is.
+    pub(crate) fn take_frame_buf(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = self
+            .tx_free
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(len));
+        buf.resize(len, 0);
+        buf
+    }
+
+    pub(crate) fn is_our_v4(&self, a: Ipv4Addr) -> bool {
+        self.cfg.interface.ipv4.iter().any(|c| c.addr == a)
+    }
+
+    pub(crate) fn is_our_v6(&self, a: Ipv6Addr) -> bool {
+        self.cfg.interface.ipv6.iter().any(|c| c.addr == a)
+    }
+
+    pub(crate) fn is_our_ip(&self, a: IpAddr) -> bool {
+        match a {
+            IpAddr::V4(a) => self.is_our_v4(a),
+            IpAddr::V6(a) => self.is_our_v6(a),
+        }
+    }
+
+    /// The unicast next hop `route_ip` would resolve for `dst`, or `None` whenever
+    /// `route_ip` would do something else (our own address, broadcast, multicast, no route).
+    pub(crate) fn unicast_next_hop(&self, dst: IpAddr) -> Option<IpAddr> {
+        if self.is_our_ip(dst) {
+            return None;
+        }
+        let ifc = &self.cfg.interface;
+        match dst {
+            IpAddr::V4(d) => {
+                if self.is_v4_broadcast(d) || d.is_multicast() {
+                    None
+                } else if ifc.ipv4.iter().any(|c| c.contains(d)) {
+                    Some(IpAddr::V4(d))
+                } else {
+                    ifc.gateway_v4.map(IpAddr::V4)
+                }
+            }
+            IpAddr::V6(d) => {
+                if d.is_multicast() {
+                    None
+                } else if is_link_local_v6(d) || ifc.ipv6.iter().any(|c| c.contains(d)) {
+                    Some(IpAddr::V6(d))
+                } else {
+                    ifc.gateway_v6.map(IpAddr::V6)
+                }
+            }
+        }
+    }
+
+    pub(crate) fn is_v4_broadcast(&self, a: Ipv4Addr) -> bool {
+        a == Ipv4Addr::BROADCAST
+            || self
+                .cfg
+                .interface
+                .ipv4
+                .iter()
+                .any(|c| c.broadcast() == Some(a))
+    }
+
+    /// RFC 1122 §3.3.4.3 / RFC 6724 (simplified): the address on the destination's prefix,
+    /// else the first address of the family; for IPv6, link-local destinations get the
+    /// link-local source and global ones a non-link-local source when there is one.
+    pub(crate) fn select_source(&self, dst: IpAddr) -> Option<IpAddr> {
+        let ifc = &self.cfg.interface;
+        match dst {
+            IpAddr::V4(d) => ifc
+                .ipv4
+                .iter()
+                .find(|c| c.contains(d))
+                .or_else(|| ifc.ipv4.first())
+                .map(|c| IpAddr::V4(c.addr)),
+            IpAddr::V6(d) => {
+                let link_scope =
+                    is_link_local_v6(d) || (d.is_multicast() && d.octets()[1] & 0x0f <= 2);
+                let pick = if link_scope {
+                    ifc.ipv6.iter().find(|c| is_link_local_v6(c.addr))
+                } else {
+                    ifc.ipv6
+                        .iter()
+                        .find(|c| !is_link_local_v6(c.addr) && c.contains(d))
+                        .or_else(|| ifc.ipv6.iter().find(|c| !is_link_local_v6(c.addr)))
+                };
+                pick.or_else(|| ifc.ipv6.first())
+                    .map(|c| IpAddr::V6(c.addr))
+            }
+        }
+    }
+
+    pub(crate) fn process_arp(&mut self, now: u64, payload: &[u8]) {
+        let Ok(arp) = ArpPacket::new_checked(payload).and_then(|p| ArpRepr::parse(&p)) else {
+            self.counters.rx_drop_malformed_arp += 1;
+            return;
+        };
+        let mac = self.cfg.interface.mac;
+        let spa = arp.source_protocol_addr;
+        let sha = arp.source_hardware_addr;
+        if self.is_our_v4(spa) {
+            // Another station claims one of our addresses (our own frames were dropped at
+            // the link layer). RFC 5227 §2.4 defence is not implemented: count it.
+            self.counters.arp_rx_conflict += 1;
+            return;
+        }
+        if sha.is_multicast() {
+            self.counters.rx_drop_malformed_arp += 1;
+            return;
+        }
+        let for_us = self.is_our_v4(arp.target_protocol_addr);
+        // RFC 826 "Packet Reception": update an existing entry for the sender (this is what a
+        // gratuitous ARP relies on); add one only when the packet is aimed at us. A sender of
+        // 0.0.0.0 is an address probe (RFC 5227 §2.1.1) and teaches nothing.
+        let mut merged = false;
+        if !spa.is_unspecified() {
+            let existed = self.neighbors.contains(IpAddr::V4(spa));
+            let (released, evicted) = self.neighbors.learn(now, IpAddr::V4(spa), sha, for_us);
+            merged = existed;
+            if evicted {
+                self.counters.neighbor_evictions += 1;
+            }
+            for p in released {
+                self.send_frame(sha, p.ethertype, &p.ip_packet);
+            }
+        }
+        if !for_us {
+            if !merged {
+                self.counters.arp_rx_other_target += 1;
+            }
+            return;
+        }
+        if arp.operation == ArpOperation::REQUEST {
+            let reply = ArpRepr {
+                operation: ArpOperation::REPLY,
+                source_hardware_addr: mac,
+                source_protocol_addr: arp.target_protocol_addr,
+                target_hardware_addr: sha,
+                target_protocol_addr: spa,
+            };
+            self.send_arp(sha, &reply);
+            self.counters.arp_requests_answered += 1;
+        }
+    }
+
+    fn send_arp(&mut self, dst_mac: EthernetAddress, arp: &ArpRepr) {
+        let mut buf = vec![0u8; arp.buffer_len()];
+        if arp
+            .emit(&mut ArpPacket::new_unchecked(&mut buf[..]))
+            .is_ok()
+        {
+            self.send_frame(dst_mac, EtherType::ARP, &buf);
+        }
+    }
+
+    /// Re-validates a neighbour in use before its entry expires: a unicast ARP request
+    /// (RFC 1122 §2.3.2.1) or a unicast NS (RFC 4861 §7.2.2) to the MAC we hold.
+    pub(crate) fn send_refresh_request(&mut self, addr: IpAddr, mac_peer: EthernetAddress) {
+        let mac = self.cfg.interface.mac;
+        match addr {
+            IpAddr::V4(target) => {
+                let Some(IpAddr::V4(src)) = self.select_source(addr) else {
+                    return;
+                };
+                let req = ArpRepr {
+                    operation: ArpOperation::REQUEST,
+                    source_hardware_addr: mac,
+                    source_protocol_addr: src,
+                    target_hardware_addr: mac_peer,
+                    target_protocol_addr: target,
+                };
+                self.send_arp(mac_peer, &req);
+                self.counters.arp_requests_sent += 1;
+            }
+            IpAddr::V6(target) => {
+                let Some(IpAddr::V6(src)) = self.select_source(addr) else {
+                    return;
+                };
+                let ns = Icmpv6Repr::NeighborSolicit {
+                    target_addr: target,
+                    source_lladdr: Some(mac),
+                };
+                if let Some(pkt) = self.build_icmpv6(src, target, NDP_HOP_LIMIT, &ns) {
+                    self.send_frame(mac_peer, EtherType::IPV6, &pkt);
+                    self.counters.nd_solicits_sent += 1;
+                }
+            }
+        }
+    }
+
+    /// Sends one ARP request or neighbour solicitation for `addr`.
+    pub(crate) fn send_resolution_request(&mut self, addr: IpAddr) {
+        let mac = self.cfg.interface.mac;
+        match addr {
+            IpAddr::V4(target) => {
+                let Some(IpAddr::V4(src)) = self.select_source(addr) else {
+                    return;
+                };
+                let req = ArpRepr {
+                    operation: ArpOperation::REQUEST,
+                    source_hardware_addr: mac,
+                    source_protocol_addr: src,
+                    target_hardware_addr: EthernetAddress([0; 6]),
+                    target_protocol_addr: target,
+                };
+                self.send_arp(EthernetAddress::BROADCAST, &req);
+                self.counters.arp_requests_sent += 1;
+            }
+            IpAddr::V6(target) => {
+                let Some(IpAddr::V6(src)) = self.select_source(addr) else {
+                    return;
+                };
+                // RFC 4861 §7.2.2: multicast to the target's solicited-node address, with our
+                // link-layer address in the source option.
+                let dst = solicited_node(target);
+                let ns = Icmpv6Repr::NeighborSolicit {
+                    target_addr: target,
+                    source_lladdr: Some(mac),
+                };
+                if let Some(pkt) = self.build_icmpv6(src, dst, NDP_HOP_LIMIT, &ns) {
+                    self.send_frame(EthernetAddress::ipv6_multicast(dst), EtherType::IPV6, &pkt);
+                    self.counters.nd_solicits_sent += 1;
+                }
+            }
+        }
+    }
+
+    pub(crate) fn build_icmpv6_payload(
+        &self,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        repr: &Icmpv6Repr<'_>,
+    ) -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(
+            &mut Icmpv6Packet::new_unchecked(&mut buf[..]),
+            src,
+            dst,
+            self.cfg.checksums,
+        )
+        .ok()?;
+        Some(buf)
+    }
+
+    /// A whole, unfragmented IPv6 packet carrying an ICMPv6 message.
+    pub(crate) fn build_icmpv6(
+        &self,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        hop_limit: u8,
+        repr: &Icmpv6Repr<'_>,
+    ) -> Option<Vec<u8>> {
+        let payload = self.build_icmpv6_payload(src, dst, repr)?;
+        build_ipv6(src, dst, IpProtocol::ICMPV6, hop_limit, None, &payload)
+    }
+
+    /// Sends an IPv4 datagram, fragmenting it when it exceeds the MTU and `dont_frag` is
+    /// clear (RFC 791 §3.2); with DF set an oversized datagram is a counted drop (TCP sets DF
+    /// and sizes segments to the MSS, RFC 1191).
+    pub(crate) fn send_ipv4(
+        &mut self,
+        now: u64,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        protocol: IpProtocol,
+        dont_frag: bool,
+        payload: &[u8],
+    ) {
+        let mtu = usize::from(self.cfg.interface.mtu_bytes);
+        let ident = self.ipv4_ident;
+        self.ipv4_ident = self.ipv4_ident.wrapping_add(1);
+        let base = Ipv4Repr {
+            src_addr: src,
+            dst_addr: dst,
+            protocol,
+            payload_len: payload.len(),
+            hop_limit: self.cfg.hop_limit,
+            dscp: 0,
+            ecn: 0,
+            ident,
+            dont_frag,
+            more_frags: false,
+            frag_offset_bytes: 0,
+        };
+        if 20 + payload.len() <= mtu {
+            if let Some(p) = self.build_ipv4(&base, payload) {
+                self.route_ip(now, IpAddr::V4(dst), EtherType::IPV4, p);
+            }
+            return;
+        }
+        let chunk = mtu.saturating_sub(20) & !7;
+        if dont_frag || chunk == 0 || 20 + payload.len() > 65_535 {
+            self.counters.tx_drop_too_big += 1;
+            return;
+        }
+        for (i, piece) in payload.chunks(chunk).enumerate() {
+            let offset = i * chunk;
+            let Ok(off16) = u16::try_from(offset) else {
+                self.counters.tx_drop_too_big += 1;
+                return;
+            };
+            let frag = Ipv4Repr {
+                payload_len: piece.len(),
+                more_frags: offset + piece.len() < payload.len(),
+                frag_offset_bytes: off16,
+                ..base
+            };
+            if let Some(p) = self.build_ipv4(&frag, piece) {
+                self.counters.tx_fragments += 1;
+                self.route_ip(now, IpAddr::V4(dst), EtherType::IPV4, p);
+            }
+        }
+    }
+
+    fn build_ipv4(&self, repr: &Ipv4Repr, payload: &[u8]) -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(
+            &mut Ipv4Packet::new_unchecked(&mut buf[..]),
+            self.cfg.checksums,
+        )
+        .ok()?;
+        buf.get_mut(repr.header_len()..)?.copy_from_slice(payload);
+        Some(buf)
+    }
+
+    /// Sends an IPv6 packet, fragmenting at the source when it exceeds the MTU
+    /// (RFC 8200 §4.5; routers never fragment IPv6).
+    pub(crate) fn send_ipv6(
+        &mut self,
+        now: u64,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        next_header: IpProtocol,
+        hop_limit: u8,
+        payload: &[u8],
+    ) {
+        let mtu = usize::from(self.cfg.interface.mtu_bytes);
+        if 40 + payload.len() <= mtu {
+            if let Some(p) = build_ipv6(src, dst, next_header, hop_limit, None, payload) {
+                self.route_ip(now, IpAddr::V6(dst), EtherType::IPV6, p);
+            } else {
+                self.counters.tx_drop_too_big += 1;
+            }
+            return;
+        }
+        let chunk = mtu.saturating_sub(48) & !7;
+        if chunk == 0 || payload.len() > 65_535 - 8 {
+            self.counters.tx_drop_too_big += 1;
+            return;
+        }
+        let ident = self.ipv6_frag_ident;
+        self.ipv6_frag_ident = self.ipv6_frag_ident.wrapping_add(1);
+        for (i, piece) in payload.chunks(chunk).enumerate() {
+            let offset = i * chunk;
+            let Ok(off16) = u16::try_from(offset) else {
+                self.counters.tx_drop_too_big += 1;
+                return;
+            };
+            let frag = Ipv6FragmentHeader {
+                offset_bytes: off16,
+                more_frags: offset + piece.len() < payload.len(),
+                ident,
+            };
+            if let Some(p) = build_ipv6(src, dst, next_header, hop_limit, Some(frag), piece) {
+                self.counters.tx_fragments += 1;
+                self.route_ip(now, IpAddr::V6(dst), EtherType::IPV6, p);
+            }
+        }
+    }
+
+    /// Chooses the link-layer destination of an IP packet and sends it, or parks it behind a
+    /// neighbour resolution (RFC 1122 §2.3.2.2: queue at least one packet per neighbour).
+    pub(crate) fn route_ip(
+        &mut self,
+        now: u64,
+        dst: IpAddr,
+        ethertype: EtherType,
+        packet: Vec<u8>,
+    ) {
+        if self.is_our_ip(dst) {
+            // No loopback interface: traffic to ourselves never reaches the wire.
+            self.counters.tx_drop_loopback += 1;
+            return;
+        }
+        let ifc = &self.cfg.interface;
+        let next_hop = match dst {
+            IpAddr::V4(d) => {
+                if self.is_v4_broadcast(d) {
+                    self.send_frame(EthernetAddress::BROADCAST, ethertype, &packet);
+                    return;
+                }
+                if d.is_multicast() {
+                    self.send_frame(ipv4_multicast_mac(d), ethertype, &packet);
+                    return;
+                }
+                if ifc.ipv4.iter().any(|c| c.contains(d)) {
+                    Some(IpAddr::V4(d))
+                } else {
+                    ifc.gateway_v4.map(IpAddr::V4)
+                }
+            }
+            IpAddr::V6(d) => {
+                if d.is_multicast() {
+                    self.send_frame(EthernetAddress::ipv6_multicast(d), ethertype, &packet);
+                    return;
+                }
+                if is_link_local_v6(d) || ifc.ipv6.iter().any(|c| c.contains(d)) {
+                    Some(IpAddr::V6(d))
+                } else {
+                    ifc.gateway_v6.map(IpAddr::V6)
+                }
+            }
+        };
+        let Some(next_hop) = next_hop else {
+            self.counters.tx_drop_no_route += 1;
+            return;
+        };
+        if let Some((mac, refresh)) = self.neighbors.lookup_for_send(now, next_hop) {
+            self.send_frame(mac, ethertype, &packet);
+            if refresh {
+                self.send_refresh_request(next_hop, mac);
+            }
+            return;
+        }
+        let pending = PendingPacket {
+            ethertype,
+            ip_packet: packet,
+        };
+        let (res, evicted) = self.neighbors.lookup_or_queue(now, next_hop, pending);
+        if evicted {
+            self.counters.neighbor_evictions += 1;
+        }
+        match res {
+            Resolution::Known(_) | Resolution::Queued => {}
+            Resolution::QueuedSendRequest => self.send_resolution_request(next_hop),
+            Resolution::DroppedQueueFull => match next_hop {
+                IpAddr::V4(_) => self.counters.arp_pending_queue_full += 1,
+                IpAddr::V6(_) => self.counters.nd_pending_queue_full += 1,
+            },
+            Resolution::DroppedCacheFull => self.counters.neighbor_cache_full += 1,
+        }
+    }
+
+    /// Frames `payload` and appends it to the transmit queue (a counted drop when full).
+    pub(crate) fn send_frame(
+        &mut self,
+        dst: EthernetAddress,
+        ethertype: EtherType,
+        payload: &[u8],
+    ) {
+        if self.tx.len() >= self.cfg.limits.tx_queue_frames_max {
+            self.counters.tx_drop_queue_full += 1;
+            return;
+        }
+        let eth = EthernetRepr {
+            src_addr: self.cfg.interface.mac,
+            dst_addr: dst,
+            vlan: None,
+            ethertype,
+        };
+        let mut frame = vec![0u8; eth.header_len() + payload.len()];
+        if eth
+            .emit(&mut EthernetFrame::new_unchecked(&mut frame[..]))
+            .is_err()
+        {
+            return;
+        }
+        if let Some(d) = frame.get_mut(eth.header_len()..) {
+            d.copy_from_slice(payload);
+        }
+        self.tx.push_back(frame);
+    }
+
+    /// Emits one segment from `src` to `dst` (DF set for IPv4: TCP sizes segments to the MSS).
+    pub(crate) fn send_tcp(&mut self, now: u64, src: IpAddr, dst: IpAddr, seg: &TcpRepr<'_>) {
+        let ip_len = if src.is_ipv4() {
+            IPV4_HEADER_LEN
+        } else {
+            IPV6_HEADER_LEN
+        };
+        let payload_at = ETHERNET_HEADER_LEN + ip_len + seg.header_len();
+        let n = seg.payload.len();
+        let mut frame = self.take_frame_buf(payload_at + n);
+        if let Some(dst) = frame.get_mut(payload_at..) {
+            dst.copy_from_slice(seg.payload);
+        }
+        self.send_tcp_frame(now, src, dst, &header_only(seg), frame, payload_at, n);
+    }
+
+    /// Emits one segment whose `n` payload bytes already sit at `frame[payload_at..]`
+    /// (`header.payload` is empty): the TCP, IP and Ethernet headers are written in front of
+    /// the payload, in the same buffer, and the frame is queued. When the headers do not end
+    /// exactly at `payload_at` the payload is moved once. Anything but a unicast datagram
+    /// within the MTU to a resolved neighbour takes `send_tcp_via_ip`, which keeps every
+    /// drop counter and the neighbour queue.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn send_tcp_frame(
+        &mut self,
+        now: u64,
+        src: IpAddr,
+        dst: IpAddr,
+        header: &TcpRepr<'static>,
+        mut frame: Vec<u8>,
+        payload_at: usize,
+        n: usize,
+    ) {
+        debug_assert!(header.payload.is_empty());
+        let pair = match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => IpPair::V4 { src: s, dst: d },
+            (IpAddr::V6(s), IpAddr::V6(d)) => IpPair::V6 { src: s, dst: d },
+            _ => return self.recycle(frame),
+        };
+        let ip_len = if src.is_ipv4() {
+            IPV4_HEADER_LEN
+        } else {
+            IPV6_HEADER_LEN
+        };
+        let tcp_len = header.header_len();
+        let ip_payload_len = tcp_len + n;
+        let fits = ip_len + ip_payload_len <= usize::from(self.cfg.interface.mtu_bytes);
+        let route = match self.unicast_next_hop(dst) {
+            Some(hop) if fits && tcp_len <= TCP_HEADER_MAX => self
+                .neighbors
+                .lookup_for_send(now, hop)
+                .map(|(mac, refresh)| (mac, refresh.then_some(hop))),
+            _ => None,
+        };
+        let Some((mac, refresh)) = route else {
+            // The slow path copies the payload out; rare (resolution, broadcast, oversize).
+            let payload = frame.get(payload_at..payload_at + n).unwrap_or(&[]);
+            let seg = TcpRepr { payload, ..*header };
+            self.send_tcp_via_ip(now, pair, &seg);
+            return self.recycle(frame);
+        };
+        if self.tx.len() >= self.cfg.limits.tx_queue_frames_max {
+            self.counters.tx_drop_queue_full += 1;
+            return self.recycle(frame);
+        }
+        self.tx_header_guess = tcp_len;
+        let tcp_at = ETHERNET_HEADER_LEN + ip_len;
+        let want_at = tcp_at + tcp_len;
+        let frame_len = want_at + n;
+        if want_at != payload_at {
+            if frame.len() < frame_len {
+                frame.resize(frame_len, 0);
+            }
+            frame.copy_within(payload_at..payload_at + n, want_at);
+        }
+        frame.truncate(frame_len);
+        // Reused buffers hold old bytes: clear the header part (at most 114 bytes) so bits
+        // the emitters do not write (reserved, padding) are zero.
+        if let Some(h) = frame.get_mut(..want_at) {
+            h.fill(0);
+        }
+        let checksums = self.cfg.checksums;
+        let Some(tcp_bytes) = frame.get_mut(tcp_at..) else {
+            return self.recycle(frame);
+        };
+        if header
+            .emit(&mut TcpPacket::new_unchecked(tcp_bytes), &pair, checksums)
+            .is_err()
+        {
+            return self.recycle(frame);
+        }
+        let Some(ip_bytes) = frame.get_mut(ETHERNET_HEADER_LEN..) else {
+            return self.recycle(frame);
+        };
+        let (ip_ok, ethertype) = match pair {
+            IpPair::V4 { src, dst } => {
+                let ident = self.ipv4_ident;
+                self.ipv4_ident = self.ipv4_ident.wrapping_add(1);
+                let repr = Ipv4Repr {
+                    src_addr: src,
+                    dst_addr: dst,
+                    protocol: IpProtocol::TCP,
+                    payload_len: ip_payload_len,
+                    hop_limit: self.cfg.hop_limit,
+                    dscp: 0,
+                    ecn: 0,
+                    ident,
+                    dont_frag: true,
+                    more_frags: false,
+                    frag_offset_bytes: 0,
+                };
+                let ok = repr
+                    .emit(&mut Ipv4Packet::new_unchecked(ip_bytes), checksums)
+                    .is_ok();
+                (ok, EtherType::IPV4)
+            }
+            IpPair::V6 { src, dst } => {
+                let repr = Ipv6Repr {
+                    src_addr: src,
+                    dst_addr: dst,
+                    next_header: IpProtocol::TCP,
+                    payload_len: ip_payload_len,
+                    hop_limit: self.cfg.hop_limit,
+                    traffic_class: 0,
+                    flow_label: 0,
+                    ext_headers: [None; wire::MAX_EXT_HEADERS],
+                };
+                let ok = repr.emit(&mut Ipv6Packet::new_unchecked(ip_bytes)).is_ok();
+                (ok, EtherType::IPV6)
+            }
+        };
+        let eth = EthernetRepr {
+            src_addr: self.cfg.interface.mac,
+            dst_addr: mac,
+            vlan: None,
+            ethertype,
+        };
+        if !ip_ok
+            || eth
+                .emit(&mut EthernetFrame::new_unchecked(&mut frame[..]))
+                .is_err()
+        {
+            return self.recycle(frame);
+        }
+        self.tx.push_back(frame);
+        if let Some(hop) = refresh {
+            self.send_refresh_request(hop, mac);
+        }
+    }
+
+    /// Emits one segment as an IP datagram through `send_ipv4`/`send_ipv6` (fragmentation,
+    /// neighbour queueing, broadcast and loopback handling, their drop counters).
+    fn send_tcp_via_ip(&mut self, now: u64, pair: IpPair, seg: &TcpRepr<'_>) {
+        let mut buf = vec![0u8; seg.buffer_len()];
+        if seg
+            .emit(
+                &mut TcpPacket::new_unchecked(&mut buf[..]),
+                &pair,
+                self.cfg.checksums,
+            )
+            .is_err()
+        {
+            return;
+        }
+        match pair {
+            IpPair::V4 { src, dst } => self.send_ipv4(now, src, dst, IpProtocol::TCP, true, &buf),
+            IpPair::V6 { src, dst } => {
+                self.send_ipv6(now, src, dst, IpProtocol::TCP, self.cfg.hop_limit, &buf)
+            }
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The socket table: slots named by generation-checked handles, the port index of UDP
+//! sockets and TCP listeners, the ephemeral-port cursor and the queue of readiness events.
+//!
+//! It owns only the slots' bookkeeping; what a slot holds belongs to its protocol part (UDP
+//! sockets to `udp`, listeners, connections and moved markers to the TCP table), which reach
+//! it through [`Sockets::get`] / [`Sockets::get_mut`].
+
+use core::net::IpAddr;
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::socket::{Readiness, SocketError, SocketEvent, SocketHandle, UdpSocket};
+use crate::tcp_sockets::TcpState;
+
+/// First and last ephemeral ports (RFC 6335 §6: 49152–65535).
+pub(crate) const EPHEMERAL_FIRST: u16 = 49152;
+pub(crate) const EPHEMERAL_LAST: u16 = 65535;
+
+/// True when two local bindings of the same port conflict: same family and the same address,
+/// or either is the wildcard.
+pub(crate) fn overlaps(a: IpAddr, b: IpAddr) -> bool {
+    a.is_ipv4() == b.is_ipv4() && (a == b || a.is_unspecified() || b.is_unspecified())
+}
+
+/// The port index key of a socket that owns a port: UDP sockets and TCP listeners. TCP
+/// connections live in the 4-tuple table instead.
+pub(crate) fn port_key(socket: &Socket) -> Option<(PortKind, u16)> {
+    match socket {
+        Socket::Udp(u) => Some((PortKind::Udp, u.local.port())),
+        Socket::Tcp(t) => t.listen_port().map(|p| (PortKind::TcpListener, p)),
+    }
+}
+
+/// What a bound port belongs to (UDP and TCP port spaces are separate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum PortKind {
+    Udp,
+    TcpListener,
+}
+
+/// What a slot holds.
+#[derive(Debug)]
+pub(crate) enum Socket {
+    Udp(UdpSocket),
+    Tcp(TcpState),
+}
+
+/// One entry of the socket table.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    generation: u32,
+    socket: Option<Socket>,
+    /// Conditions that became true and were not yet reported.
+    pending: Readiness,
+    /// True while this slot's index sits in `Sockets::events`.
+    queued: bool,
+}
+
+impl Slot {
+    /// True when the slot holds a socket a handle may name (not empty, not a moved marker).
+    pub(crate) fn holds_socket(&self) -> bool {
+        !matches!(self.socket, None | Some(Socket::Tcp(TcpState::Moved(_))))
+    }
+}
+
+/// The socket table. Invariants: `slots.len()` ≤ `sockets_max`; `free_slots` holds exactly
+/// the empty slots that are not reserved (a moved marker's slot is neither empty nor named by
+/// a handle); `ports` lists every slot whose socket owns a port, under that port; `events`
+/// holds each slot index at most once (`Slot::queued`), so it is bounded by `slots`.
+#[derive(Debug)]
+pub(crate) struct Sockets {
+    sockets_max: usize,
+    slots: Vec<Slot>,
+    /// Indexes of empty slots (reused last-freed first).
+    free_slots: Vec<usize>,
+    /// Port → slots bound to it (UDP sockets, TCP listeners), so input demultiplexing never
+    /// scans the socket table.
+    ports: BTreeMap<(PortKind, u16), Vec<usize>>,
+    /// Slot indexes with pending readiness.
+    events: VecDeque<u32>,
+    /// Where the next ephemeral port search starts.
+    next_ephemeral: u16,
+}
+
+impl Sockets {
+    pub(crate) fn new(sockets_max: usize) -> Sockets {
+        Sockets {
+            sockets_max,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            ports: BTreeMap::new(),
+            events: VecDeque::new(),
+            next_ephemeral: EPHEMERAL_FIRST,
+        }
+    }
+
+    /// Sockets in the table (moved markers included).
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len() - self.free_slots.len()
+    }
+
+    /// What slot `i` holds.
+    pub(crate) fn get(&self, i: usize) -> Option<&Socket> {
+        self.slots.get(i).and_then(|s| s.socket.as_ref())
+    }
+
+    /// What slot `i` holds, to change it in place.
+    pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut Socket> {
+        self.slots.get_mut(i).and_then(|s| s.socket.as_mut())
+    }
+
+    /// Every socket in the table.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Socket> {
+        self.slots.iter().filter_map(|s| s.socket.as_ref())
+    }
+
+    /// Replaces what slot `i` holds (a connection by its moved marker, say), dropping any
+    /// readiness not yet reported; returns the old content. The handle stays reserved.
+    pub(crate) fn replace(&mut self, i: usize, socket: Socket) -> Option<Socket> {
+        let slot = self.slots.get_mut(i)?;
+        slot.pending = Readiness::NONE;
+        slot.socket.replace(socket)
+    }
+
+    /// Records `readiness` for slot `i` without queueing an event (a child connection waiting
+    /// for `accept` keeps its events until then).
+    pub(crate) fn add_pending(&mut self, i: usize, readiness: Readiness) {
+        if let Some(s) = self.slots.get_mut(i) {
+            s.pending |= readiness;
+        }
+    }
+
+    /// Takes slot `i`'s unreported readiness, with its handle.
+    pub(crate) fn take_pending(&mut self, i: usize) -> Option<(SocketHandle, Readiness)> {
+        let slot = self.slots.get_mut(i)?;
+        let handle = SocketHandle {
+            index: u32::try_from(i).ok()?,
+            generation: slot.generation,
+        };
+        Some((handle, core::mem::take(&mut slot.pending)))
+    }
+
+    /// The next readiness notification, if any.
+    pub(crate) fn poll_event(&mut self) -> Option<SocketEvent> {
+        while let Some(index) = self.events.pop_front() {
+            let Some(slot) = self.slots.get_mut(index as usize) else {
+                continue;
+            };
+            slot.queued = false;
+            let readiness = core::mem::take(&mut slot.pending);
+            if slot.holds_socket() && !readiness.is_empty() {
+                return Some(SocketEvent {
+                    handle: SocketHandle {
+                        index,
+                        generation: slot.generation,
+                    },
+                    readiness,
+                });
+            }
+        }
+        None
+    }
+
+    /// Where the next ephemeral port search starts.
+    pub(crate) fn next_ephemeral(&self) -> u16 {
+        self.next_ephemeral
+    }
+
+    /// Moves the ephemeral cursor past `port` (a port picked by another search).
+    pub(crate) fn ephemeral_taken(&mut self, port: u16) {
+        self.next_ephemeral = if port == EPHEMERAL_LAST {
+            EPHEMERAL_FIRST
+        } else {
+            port + 1
+        };
+    }
+
+    /// Records `readiness` for the slot and queues it for `poll_event` once.
+    pub(crate) fn notify(&mut self, index: usize, readiness: Readiness) {
+        let Some(slot) = self.slots.get_mut(index) else {
+            return;
+        };
+        slot.pending |= readiness;
+        if !slot.queued {
+            slot.queued = true;
+            if let Ok(i) = u32::try_from(index) {
+                self.events.push_back(i);
+            }
+        }
+    }
+
+    /// Puts `socket` in a free slot.
+    pub(crate) fn alloc(&mut self, socket: Socket) -> Result<SocketHandle, SocketError> {
+        let bound = port_key(&socket);
+        let (i, generation) = if let Some(i) = self.free_slots.pop() {
+            let Some(slot) = self.slots.get_mut(i) else {
+                return Err(SocketError::TooManySockets);
+            };
+            slot.generation = slot.generation.wrapping_add(1);
+            slot.socket = Some(socket);
+            slot.pending = Readiness::NONE;
+            (i, slot.generation)
+        } else {
+            if self.slots.len() >= self.sockets_max {
+                return Err(SocketError::TooManySockets);
+            }
+            self.slots.push(Slot {
+                generation: 0,
+                socket: Some(socket),
+                pending: Readiness::NONE,
+                queued: false,
+            });
+            (self.slots.len() - 1, 0)
+        };
+        if let Some(k) = bound {
+            self.ports.entry(k).or_default().push(i);
+        }
+        let index = u32::try_from(i).map_err(|_| SocketError::TooManySockets)?;
+        Ok(SocketHandle { index, generation })
+    }
+
+    /// Slot indexes of the sockets bound to `port` (UDP sockets or TCP listeners), in
+    /// binding order.
+    pub(crate) fn bound_to(&self, kind: PortKind, port: u16) -> &[usize] {
+        self.ports.get(&(kind, port)).map_or(&[], Vec::as_slice)
+    }
+
+    /// The slot a handle names. A slot holding a moved marker names no socket: the handle of
+    /// an exported connection is invalid until the connection is imported back.
+    pub(crate) fn index(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        let i = h.index as usize;
+        match self.slots.get(i) {
+            Some(s) if s.generation == h.generation && s.holds_socket() => Ok(i),
+            _ => Err(SocketError::InvalidHandle),
+        }
+    }
+
+    /// Puts `socket` back in slot `i`, which a moved marker held, keeping the slot's
+    /// generation: the connection gets the handle it had before it moved away.
+    pub(crate) fn reuse(&mut self, i: usize, socket: Socket) -> Option<SocketHandle> {
+        let slot = self.slots.get_mut(i)?;
+        slot.socket = Some(socket);
+        slot.pending = Readiness::NONE;
+        Some(SocketHandle {
+            index: u32::try_from(i).ok()?,
+            generation: slot.generation,
+        })
+    }
+
+    /// The next ephemeral port for which `free` holds, cycling through the range once.
+    pub(crate) fn pick_ephemeral(
+        &mut self,
+        mut free: impl FnMut(&Sockets, u16) -> bool,
+    ) -> Option<u16> {
+        let span = u32::from(EPHEMERAL_LAST - EPHEMERAL_FIRST) + 1;
+        for _ in 0..span {
+            let p = self.next_ephemeral;
+            self.next_ephemeral = if p == EPHEMERAL_LAST {
+                EPHEMERAL_FIRST
+            } else {
+                p + 1
+            };
+            if free(self, p) {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// Frees a slot without any protocol action; returns what it held.
+    pub(crate) fn free(&mut self, i: usize) -> Option<Socket> {
+        let slot = self.slots.get_mut(i)?;
+        let socket = slot.socket.take()?;
+        slot.pending = Readiness::NONE;
+        if let Some(k) = port_key(&socket) {
+            if let Some(v) = self.ports.get_mut(&k) {
+                v.retain(|&x| x != i);
+                if v.is_empty() {
+                    self.ports.remove(&k);
+                }
+            }
+        }
+        self.free_slots.push(i);
+        Some(socket)
+    }
+}

@@ -1,0 +1,622 @@
+//! The TCP application calls: listen, accept, connect, send, recv, shutdown, abort, options,
+//! close, and the handoff calls (export, import, moved markers and their forward outbox).
+//!
+//! The public methods on [`Stack`] split the stack's borrows ([`Stack::tcp_cx`]) and delegate
+//! to the TCP part; their bodies live on [`TcpCx`].
+
+use core::net::{IpAddr, SocketAddr};
+use std::collections::VecDeque;
+
+use tcp::{Connection, State};
+
+use crate::config::StackConfig;
+use crate::socket::{Readiness, SocketError, SocketHandle, SocketOption};
+use crate::sockets::{EPHEMERAL_FIRST, EPHEMERAL_LAST, Socket, Sockets};
+use crate::stack::Stack;
+use crate::tcp_input::TcpCx;
+use crate::tcp_sockets::{
+    ConnSock, FourTuple, Listener, MovedMarker, TcpState, map_tcp_error, tcp_port_listened,
+};
+
+impl Stack {
+    /// The TCP part with the parts it borrows (see [`TcpCx`]).
+    pub(crate) fn tcp_cx(&mut self) -> TcpCx<'_> {
+        TcpCx {
+            cfg: &self.cfg,
+            tcp: &mut self.tcp,
+            sockets: &mut self.sockets,
+            egress: &mut self.egress,
+        }
+    }
+
+    /// Sends frames that arrive for `tuple`, a connection this stack exported
+    /// ([`Stack::tcp_export`]), to `dest` (a driver-defined destination: a shard, a queue)
+    /// through [`Stack::poll_forward`] instead of dropping them. `InvalidState` when `tuple`
+    /// has no moved marker here (never exported, imported back, released or expired).
+    pub fn tcp_set_moved_forward(
+        &mut self,
+        tuple: FourTuple,
+        dest: u16,
+    ) -> Result<(), SocketError> {
+        self.tcp_cx().tcp_set_moved_forward(tuple, dest)
+    }
+
+    /// Removes the moved marker of `tuple` (the driver knows no frame for it can still
+    /// arrive here). From then on its segments are treated as for any unknown connection
+    /// (RST). `InvalidState` when there is no marker.
+    pub fn tcp_release_moved(&mut self, tuple: FourTuple) -> Result<(), SocketError> {
+        self.tcp_cx().tcp_release_moved(tuple)
+    }
+
+    /// The next frame caught mid-move, oldest first: (the destination the driver set with
+    /// [`Stack::tcp_set_moved_forward`], the frame, the RSS hash it arrived with). The driver
+    /// feeds it to the new owner's `receive` before newer frames of that connection (DESIGN
+    /// handoff invariant 4). The outbox is bounded (`limits.tcp_moved_forward_frames_max`;
+    /// overflow counted in `tcp_moved_forward_full`).
+    pub fn poll_forward(&mut self) -> Option<(u16, Vec<u8>, Option<u32>)> {
+        self.tcp_cx().poll_forward()
+    }
+
+    /// Opens a listener on `local` (port 0 picks an ephemeral port; an unspecified IP listens
+    /// on every address of the family). `backlog` bounds the children not yet accepted
+    /// (clamped to `limits.tcp_backlog_max`).
+    pub fn tcp_listen(
+        &mut self,
+        local: SocketAddr,
+        backlog: usize,
+    ) -> Result<SocketHandle, SocketError> {
+        self.tcp_cx().tcp_listen(local, backlog)
+    }
+
+    /// Takes the oldest established child of a listener: its handle and the peer's address.
+    /// `WouldBlock` when none has completed its handshake.
+    pub fn tcp_accept(
+        &mut self,
+        listener: SocketHandle,
+    ) -> Result<(SocketHandle, SocketAddr), SocketError> {
+        self.tcp_cx().tcp_accept(listener)
+    }
+
+    /// Active open to `remote` from the best local address. `local_port` 0 picks a port:
+    /// with an RSS home queue configured, one whose replies hash back to this shard
+    /// (DESIGN "Outgoing connections pick a source port whose hash maps back"), else the next
+    /// free ephemeral port.
+    pub fn tcp_connect(
+        &mut self,
+        now: u64,
+        remote: SocketAddr,
+        local_port: u16,
+    ) -> Result<SocketHandle, SocketError> {
+        self.tcp_cx().tcp_connect(now, remote, local_port)
+    }
+
+    /// Queues bytes for sending; returns how many fit. `WouldBlock` when none fit.
+    pub fn tcp_send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, SocketError> {
+        self.tcp_cx().tcp_send(h, data)
+    }
+
+    /// `tcp_send` with `MSG_MORE`: full segments go, a partial tail waits for a later
+    /// `tcp_send` (see `tcp::Connection::send_more`).
+    pub fn tcp_send_more(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, SocketError> {
+        self.tcp_cx().tcp_send_more(h, data)
+    }
+
+    /// Reads received bytes. `WouldBlock` when none are ready, `Finished` after the peer's FIN
+    /// once everything before it has been read.
+    pub fn tcp_recv(&mut self, h: SocketHandle, out: &mut [u8]) -> Result<usize, SocketError> {
+        self.tcp_cx().tcp_recv(h, out)
+    }
+
+    /// Half-close: a FIN follows the queued data; receiving continues.
+    pub fn tcp_shutdown(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        self.tcp_cx().tcp_shutdown(h)
+    }
+
+    /// Aborts a connection (RST if synchronized, RFC 9293 §3.10.5).
+    pub fn tcp_abort(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        self.tcp_cx().tcp_abort(h)
+    }
+
+    /// Hands a live connection over (DESIGN "Handoff protocol"): flushes a delayed ACK and any
+    /// owed output to the transmit queue, freezes the connection into a snapshot, and replaces
+    /// it with a *moved marker*. The handle becomes invalid here. Segments that still arrive
+    /// for the 4-tuple are never answered with RST (DESIGN handoff invariant 4): they are
+    /// dropped before any processing (`tcp_drop_moved`), or, once the driver names the new
+    /// owner with [`Stack::tcp_set_moved_forward`], queued for it on [`Stack::poll_forward`].
+    /// The marker goes when the connection is imported back ([`Stack::tcp_import`], which
+    /// then returns the same handle), on [`Stack::tcp_release_moved`], or after
+    /// `limits.tcp_moved_marker_ns` (`tcp_moved_expired`). `WouldBlock` when output could not
+    /// be drained (transmit queue full), `InvalidState` when the engine refuses (not
+    /// synchronized).
+    pub fn tcp_export(
+        &mut self,
+        now: u64,
+        h: SocketHandle,
+    ) -> Result<(FourTuple, tcp::ConnectionSnapshot), SocketError> {
+        self.tcp_cx().tcp_export(now, h)
+    }
+
+    /// Takes over a connection exported by another stack (another shard, or an offload engine
+    /// giving it back). `tuple.local` must be one of our addresses.
+    ///
+    /// Handles are stable across a move and back: when this stack exported `tuple` itself and
+    /// its moved marker is still there, the import takes the marker's slot and returns the
+    /// handle the connection had before the export. Otherwise (another stack's connection, or
+    /// a marker already released or expired) the connection gets a new handle.
+    pub fn tcp_import(
+        &mut self,
+        now: u64,
+        tuple: FourTuple,
+        snapshot: &tcp::ConnectionSnapshot,
+    ) -> Result<SocketHandle, SocketError> {
+        self.tcp_cx().tcp_import(now, tuple, snapshot)
+    }
+
+    /// The engine state of a connection (`None` for listeners and invalid handles).
+    pub fn tcp_state(&self, h: SocketHandle) -> Option<State> {
+        self.tcp.tcp_state(&self.sockets, h)
+    }
+
+    /// Linux `getsockopt(TCP_MAXSEG)`: a synchronized connection's payload per segment (send
+    /// MSS less the timestamp option, Linux `mss_cache`); before that, and for a listener, the
+    /// cap on the MSS it will announce (Linux returns `user_mss` there when one was set).
+    pub fn tcp_max_segment(&self, h: SocketHandle) -> Result<u16, SocketError> {
+        self.tcp.tcp_max_segment(&self.sockets, h)
+    }
+
+    /// The send buffer capacity in bytes (unacknowledged plus unsent data) of a connection,
+    /// or the one a listener gives the connections it accepts: what
+    /// [`SocketOption::SendBufferBytes`] set, after the engine's validation (at least one MSS).
+    pub fn tcp_send_buffer_bytes(&self, h: SocketHandle) -> Result<u32, SocketError> {
+        self.tcp.tcp_send_buffer_bytes(&self.sockets, h)
+    }
+
+    /// Level-triggered readiness of a TCP socket now, as `poll(2)` would report it (events
+    /// from [`Stack::poll_event`] are its edges): a listener is `READABLE` while an
+    /// established connection waits to be accepted; a connection is `READABLE` while data is
+    /// queued or after the peer's FIN (with `PEER_CLOSED`), `WRITABLE` while it may send and
+    /// its send buffer has room, `ERROR` once an error ended it.
+    pub fn tcp_readiness(&self, h: SocketHandle) -> Result<Readiness, SocketError> {
+        self.tcp.tcp_readiness(&self.sockets, h)
+    }
+
+    /// The peer's address of a connection.
+    pub fn peer_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
+        self.tcp.peer_addr(&self.sockets, h)
+    }
+
+    /// Connections in the table (any state but CLOSED).
+    pub fn tcp_connection_count(&self) -> usize {
+        self.tcp.tcp_connection_count()
+    }
+}
+
+impl TcpCx<'_> {
+    /// See [`Stack::tcp_set_moved_forward`].
+    pub(crate) fn tcp_set_moved_forward(
+        &mut self,
+        tuple: FourTuple,
+        dest: u16,
+    ) -> Result<(), SocketError> {
+        let i = self
+            .tcp
+            .moved_slot(self.sockets, tuple)
+            .ok_or(SocketError::InvalidState)?;
+        let m = self.moved_mut(i).ok_or(SocketError::InvalidState)?;
+        m.forward = Some(dest);
+        Ok(())
+    }
+
+    /// See [`Stack::tcp_release_moved`].
+    pub(crate) fn tcp_release_moved(&mut self, tuple: FourTuple) -> Result<(), SocketError> {
+        let i = self
+            .tcp
+            .moved_slot(self.sockets, tuple)
+            .ok_or(SocketError::InvalidState)?;
+        self.tcp_drop_marker(i);
+        Ok(())
+    }
+
+    /// See [`Stack::poll_forward`].
+    pub(crate) fn poll_forward(&mut self) -> Option<(u16, Vec<u8>, Option<u32>)> {
+        self.tcp.forward.pop_front()
+    }
+
+    /// See [`Stack::tcp_listen`].
+    pub(crate) fn tcp_listen(
+        &mut self,
+        local: SocketAddr,
+        backlog: usize,
+    ) -> Result<SocketHandle, SocketError> {
+        let ip = local.ip();
+        if !ip.is_unspecified() && !self.egress.is_our_ip(ip) {
+            return Err(SocketError::AddrNotAvailable);
+        }
+        let port = if local.port() == 0 {
+            self.sockets
+                .pick_ephemeral(|s, p| !tcp_port_listened(s, ip, p))
+                .ok_or(SocketError::NoFreePort)?
+        } else {
+            if tcp_port_listened(self.sockets, ip, local.port()) {
+                return Err(SocketError::AddrInUse);
+            }
+            local.port()
+        };
+        let listener = Listener {
+            local: SocketAddr::new(ip, port),
+            pending: VecDeque::new(),
+            backlog_max: backlog.clamp(1, self.cfg.limits.tcp_backlog_max.max(1)),
+            config: self.cfg.tcp,
+        };
+        self.sockets
+            .alloc(Socket::Tcp(TcpState::Listener(listener)))
+    }
+
+    /// See [`Stack::tcp_accept`].
+    pub(crate) fn tcp_accept(
+        &mut self,
+        listener: SocketHandle,
+    ) -> Result<(SocketHandle, SocketAddr), SocketError> {
+        let li = self.sockets.index(listener)?;
+        let pending: Vec<usize> = match self.listener_mut(li) {
+            Some(l) => l.pending.iter().copied().collect(),
+            None => return Err(SocketError::WrongSocketType),
+        };
+        for ci in pending {
+            let Some(c) = self.conn_mut(ci) else {
+                continue;
+            };
+            if !c.conn.state().is_synchronized() {
+                continue;
+            }
+            c.parent = None;
+            let remote = c.key.tuple.remote;
+            if let Some(l) = self.listener_mut(li) {
+                l.pending.retain(|&x| x != ci);
+            }
+            let Some((handle, waiting)) = self.sockets.take_pending(ci) else {
+                continue;
+            };
+            // Report what happened while it waited in the backlog.
+            if !waiting.is_empty() {
+                self.sockets.notify(ci, waiting);
+            }
+            return Ok((handle, remote));
+        }
+        Err(SocketError::WouldBlock)
+    }
+
+    /// See [`Stack::tcp_connect`].
+    pub(crate) fn tcp_connect(
+        &mut self,
+        now: u64,
+        remote: SocketAddr,
+        local_port: u16,
+    ) -> Result<SocketHandle, SocketError> {
+        let local_ip = self
+            .egress
+            .select_source(remote.ip())
+            .ok_or(SocketError::NoRoute)?;
+        let tcp = &*self.tcp;
+        let in_use = |p: u16| {
+            let t = FourTuple {
+                local: SocketAddr::new(local_ip, p),
+                remote,
+            };
+            tcp.conns.contains_key(&tcp.flow_key(t, None))
+        };
+        let port = if local_port != 0 {
+            if in_use(local_port) {
+                return Err(SocketError::AddrInUse);
+            }
+            local_port
+        } else {
+            pick_connect_port(self.cfg, self.sockets, local_ip, remote, in_use)?
+        };
+        let tuple = FourTuple {
+            local: SocketAddr::new(local_ip, port),
+            remote,
+        };
+        let key = self.tcp.flow_key(tuple, None);
+        let config = self.tcp.config_for(&self.cfg.tcp, remote.is_ipv4());
+        let (iss, ts_offset) = self.tcp.isn_for(now, &tuple);
+        let conn = Connection::connect(now, &config, port, remote.port(), iss, ts_offset);
+        let sock = ConnSock {
+            key,
+            conn: Box::new(conn),
+            parent: None,
+            in_table: true,
+            app_closed: false,
+            armed_ns: None,
+            error: None,
+        };
+        let h = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock)))?;
+        self.tcp.conns.insert(key, h.index as usize);
+        self.tcp.dirty.insert(h.index as usize);
+        Ok(h)
+    }
+
+    /// See [`Stack::tcp_send`].
+    pub(crate) fn tcp_send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, SocketError> {
+        let (i, c) = self.conn_for(h)?;
+        let n = c.conn.send(data).map_err(map_tcp_error)?;
+        self.tcp_after_input(i);
+        if n == 0 && !data.is_empty() {
+            return Err(SocketError::WouldBlock);
+        }
+        Ok(n)
+    }
+
+    /// See [`Stack::tcp_send_more`].
+    pub(crate) fn tcp_send_more(
+        &mut self,
+        h: SocketHandle,
+        data: &[u8],
+    ) -> Result<usize, SocketError> {
+        let (i, c) = self.conn_for(h)?;
+        let n = c.conn.send_more(data).map_err(map_tcp_error)?;
+        self.tcp_after_input(i);
+        if n == 0 && !data.is_empty() {
+            return Err(SocketError::WouldBlock);
+        }
+        Ok(n)
+    }
+
+    /// See [`Stack::tcp_recv`].
+    pub(crate) fn tcp_recv(
+        &mut self,
+        h: SocketHandle,
+        out: &mut [u8],
+    ) -> Result<usize, SocketError> {
+        let (i, c) = self.conn_for(h)?;
+        let n = c.conn.recv(out).map_err(map_tcp_error)?;
+        // Reading may open the window: a window update may be due.
+        self.tcp_after_input(i);
+        if n == 0 && !out.is_empty() {
+            return Err(SocketError::WouldBlock);
+        }
+        Ok(n)
+    }
+
+    /// See [`Stack::tcp_shutdown`].
+    pub(crate) fn tcp_shutdown(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        let (i, c) = self.conn_for(h)?;
+        c.conn.shutdown_write().map_err(map_tcp_error)?;
+        self.tcp_after_input(i);
+        Ok(())
+    }
+
+    /// See [`Stack::tcp_abort`].
+    pub(crate) fn tcp_abort(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        let (i, c) = self.conn_for(h)?;
+        c.conn.abort();
+        self.tcp_after_input(i);
+        Ok(())
+    }
+
+    /// See [`Stack::tcp_export`].
+    pub(crate) fn tcp_export(
+        &mut self,
+        now: u64,
+        h: SocketHandle,
+    ) -> Result<(FourTuple, tcp::ConnectionSnapshot), SocketError> {
+        let (i, c) = self.conn_for(h)?;
+        c.conn.flush_delayed_ack();
+        self.tcp.dirty.insert(i);
+        if !self.tcp_flush_one(now, i) {
+            return Err(SocketError::WouldBlock);
+        }
+        let c = self.conn_mut(i).ok_or(SocketError::InvalidHandle)?;
+        let snapshot = c.conn.export(now).map_err(|e| match e {
+            tcp::SnapshotError::OutputPending => SocketError::WouldBlock,
+            tcp::SnapshotError::NotSynchronized | tcp::SnapshotError::Inconsistent => {
+                SocketError::InvalidState
+            }
+        })?;
+        let key = c.key;
+        c.in_table = false;
+        self.tcp_rearm(i);
+        self.tcp.dirty.remove(&i);
+        // The table keeps the key, now naming the marker that takes the slot.
+        let expires_ns = now.saturating_add(self.cfg.limits.tcp_moved_marker_ns);
+        let marker = TcpState::Moved(MovedMarker {
+            key,
+            expires_ns,
+            forward: None,
+        });
+        if let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.replace(i, Socket::Tcp(marker)) {
+            self.tcp.counters_released.add(c.engine_counters());
+        }
+        self.tcp.moved += 1;
+        self.tcp.timers.insert((expires_ns, i));
+        self.tcp.counters.tcp_connections_exported += 1;
+        Ok((key.tuple, snapshot))
+    }
+
+    /// See [`Stack::tcp_import`].
+    pub(crate) fn tcp_import(
+        &mut self,
+        now: u64,
+        tuple: FourTuple,
+        snapshot: &tcp::ConnectionSnapshot,
+    ) -> Result<SocketHandle, SocketError> {
+        if !self.egress.is_our_ip(tuple.local.ip())
+            || tuple.local.is_ipv4() != tuple.remote.is_ipv4()
+        {
+            return Err(SocketError::AddrNotAvailable);
+        }
+        let key = self.tcp.flow_key(tuple, None);
+        let marker = self.tcp.moved_slot(self.sockets, tuple);
+        if marker.is_none() && self.tcp.conns.contains_key(&key) {
+            return Err(SocketError::AddrInUse);
+        }
+        let conn = Connection::import(now, snapshot).map_err(|_| SocketError::InvalidState)?;
+        let readable = conn.recv_queue_bytes() > 0;
+        let sock = ConnSock {
+            key,
+            conn: Box::new(conn),
+            parent: None,
+            in_table: true,
+            app_closed: false,
+            armed_ns: None,
+            error: None,
+        };
+        let socket = Socket::Tcp(TcpState::Conn(sock));
+        let h = match marker {
+            Some(mi) => {
+                let m = self.moved_mut(mi).ok_or(SocketError::InvalidState)?;
+                let expires_ns = m.expires_ns;
+                self.tcp.timers.remove(&(expires_ns, mi));
+                self.tcp.moved -= 1;
+                self.sockets
+                    .reuse(mi, socket)
+                    .ok_or(SocketError::InvalidState)?
+            }
+            None => self.sockets.alloc(socket)?,
+        };
+        let i = h.index as usize;
+        self.tcp.conns.insert(key, i);
+        self.tcp_after_input(i);
+        let mut ready = Readiness::WRITABLE;
+        if readable {
+            ready |= Readiness::READABLE;
+        }
+        self.sockets.notify(i, ready);
+        self.tcp.counters.tcp_connections_imported += 1;
+        Ok(h)
+    }
+
+    pub(crate) fn conn_for(
+        &mut self,
+        h: SocketHandle,
+    ) -> Result<(usize, &mut ConnSock), SocketError> {
+        let i = self.sockets.index(h)?;
+        match self.conn_mut(i) {
+            Some(c) if c.parent.is_none() => Ok((i, c)),
+            _ => Err(SocketError::WrongSocketType),
+        }
+    }
+
+    /// `close` for TCP sockets: a listener goes at once (children not yet accepted are
+    /// aborted); a connection closes (FIN after queued data, or RST if unread data remains,
+    /// per the engine) and its slot is freed when the engine is done.
+    pub(crate) fn tcp_close(&mut self, _now: u64, i: usize) -> Result<(), SocketError> {
+        if let Some(l) = self.listener_mut(i) {
+            let children: Vec<usize> = l.pending.drain(..).collect();
+            self.free_slot(i);
+            for ci in children {
+                if let Some(c) = self.conn_mut(ci) {
+                    c.conn.abort();
+                    c.parent = None;
+                    c.app_closed = true;
+                }
+                self.tcp_after_input(ci);
+            }
+            return Ok(());
+        }
+        let Some(c) = self.conn_mut(i) else {
+            return Err(SocketError::WrongSocketType);
+        };
+        c.app_closed = true;
+        if c.conn.state() != State::Closed {
+            // An error here only says the connection is already closing or closed.
+            let _ = c.conn.close();
+        }
+        self.tcp_after_input(i);
+        // Already finished and flushed: free now rather than waiting for the next flush.
+        if self.conn_mut(i).is_some_and(|c| !c.in_table) {
+            self.free_slot(i);
+        }
+        Ok(())
+    }
+
+    /// The TCP side of [`Stack::set_option`] for the socket in slot `i`.
+    pub(crate) fn set_option(&mut self, i: usize, opt: SocketOption) -> Result<(), SocketError> {
+        let Some(Socket::Tcp(t)) = self.sockets.get_mut(i) else {
+            return Err(SocketError::WrongSocketType);
+        };
+        match (t, opt) {
+            (TcpState::Listener(_), SocketOption::UdpRxQueueDatagrams(_)) => {
+                Err(SocketError::WrongSocketType)
+            }
+            // A cork belongs to a connection's writes; accepted connections start uncorked.
+            (TcpState::Listener(_), SocketOption::Cork(_)) => Err(SocketError::InvalidState),
+            (TcpState::Listener(l), SocketOption::NoDelay(v)) => {
+                l.config.nodelay = v;
+                Ok(())
+            }
+            (TcpState::Listener(l), SocketOption::KeepaliveIdleNs(v)) => {
+                l.config.keepalive = v.map(|idle_ns| tcp::KeepaliveConfig {
+                    idle_ns,
+                    ..tcp::KeepaliveConfig::default()
+                });
+                Ok(())
+            }
+            (TcpState::Listener(l), SocketOption::UserTimeoutNs(v)) => {
+                l.config.user_timeout_ns = v;
+                Ok(())
+            }
+            (TcpState::Listener(l), SocketOption::MaxSegment(v)) => {
+                // Still clamped to the interface MTU at accept (`tcp_config_for`).
+                l.config.mss_bytes = v;
+                Ok(())
+            }
+            (TcpState::Listener(l), SocketOption::SendBufferBytes(v)) => {
+                l.config.send_buffer_bytes = v;
+                Ok(())
+            }
+            (TcpState::Conn(c), SocketOption::SendBufferBytes(v)) => {
+                c.conn.set_send_buffer(v);
+                // A larger buffer may make the socket writable.
+                self.tcp.dirty.insert(i);
+                Ok(())
+            }
+            (TcpState::Conn(c), SocketOption::MaxSegment(v)) => {
+                c.conn.set_mss_cap(v).map_err(|_| SocketError::InvalidState)
+            }
+            (TcpState::Conn(c), SocketOption::NoDelay(v)) => {
+                c.conn.set_nodelay(v);
+                self.tcp.dirty.insert(i);
+                Ok(())
+            }
+            (TcpState::Conn(c), SocketOption::Cork(v)) => {
+                c.conn.set_cork(v);
+                self.tcp.dirty.insert(i);
+                Ok(())
+            }
+            (TcpState::Conn(_), _) => Err(SocketError::InvalidState),
+            (TcpState::Moved(_), _) => Err(SocketError::InvalidHandle),
+        }
+    }
+}
+
+/// A source port for an active open to `remote` that `in_use` does not reject: with an RSS
+/// home queue configured, one whose replies hash back to this shard, else the next free
+/// ephemeral port.
+fn pick_connect_port(
+    cfg: &StackConfig,
+    sockets: &mut Sockets,
+    local_ip: IpAddr,
+    remote: SocketAddr,
+    in_use: impl Fn(u16) -> bool,
+) -> Result<u16, SocketError> {
+    if let Some(rss) = &cfg.rss {
+        if let Some((reta, queue)) = &rss.home {
+            let query = rss::SourcePortQuery {
+                local: local_ip,
+                remote: remote.ip(),
+                remote_port: remote.port(),
+                wanted_queue: *queue,
+                range: EPHEMERAL_FIRST..=EPHEMERAL_LAST,
+                start_hint: sockets.next_ephemeral(),
+            };
+            let port = rss::pick_source_port(&query, reta, &rss.hasher, &in_use)
+                .ok_or(SocketError::NoFreePort)?;
+            sockets.ephemeral_taken(port);
+            return Ok(port);
+        }
+    }
+    sockets
+        .pick_ephemeral(|_, p| !in_use(p))
+        .ok_or(SocketError::NoFreePort)
+}

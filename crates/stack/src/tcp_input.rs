@@ -1,0 +1,531 @@
+//! TCP input, output and timers over the socket table: segment demultiplexing (moved
+//! markers, connections, listeners, RST for closed ports), the listener path (children, SYN
+//! cookies), readiness, the dirty-set flush into the egress part and the timer index.
+//!
+//! [`TcpCx`] is the TCP part at work: its own [`TcpTable`] plus the parts it borrows — the
+//! socket table (slots, through its methods) and the egress part (to send).
+
+use core::net::SocketAddr;
+
+use tcp::isn::{Endpoint, SynCookies};
+use tcp::listen::{
+    ListenInput, SynAction, admit_cookie, admit_syn, classify_listen_segment, reset_reply,
+};
+use tcp::{Connection, Event, State};
+use wire::{SeqNumber, TcpFlags, TcpPacket, TcpRepr};
+
+use crate::config::StackConfig;
+use crate::egress::{
+    ETHERNET_HEADER_LEN, Egress, IPV4_HEADER_LEN, IPV6_HEADER_LEN, TCP_HEADER_MIN, header_only,
+};
+use crate::socket::{Readiness, SocketError};
+use crate::sockets::{Socket, Sockets};
+use crate::stack::{IpMeta, RxFrame};
+use crate::tcp_sockets::{
+    ConnSock, FlowKey, FourTuple, Listener, MovedMarker, TcpState, TcpTable, endpoint_bytes,
+    readiness_of,
+};
+
+/// The TCP part with the parts it borrows for one call. Built by `Stack::tcp_cx`, which
+/// splits the stack's borrows. TCP writes only `tcp`; it changes the socket table and the
+/// egress part only through their methods.
+pub(crate) struct TcpCx<'a> {
+    pub(crate) cfg: &'a StackConfig,
+    pub(crate) tcp: &'a mut TcpTable,
+    pub(crate) sockets: &'a mut Sockets,
+    pub(crate) egress: &'a mut Egress,
+}
+
+impl TcpCx<'_> {
+    /// Frees slot `i`, keeping the engine counters of a connection it held.
+    pub(crate) fn free_slot(&mut self, i: usize) {
+        if let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.free(i) {
+            self.tcp.counters_released.add(c.engine_counters());
+        }
+    }
+
+    // ------------------------------------------------------------------ table helpers
+
+    pub(crate) fn conn_mut(&mut self, i: usize) -> Option<&mut ConnSock> {
+        match self.sockets.get_mut(i) {
+            Some(Socket::Tcp(TcpState::Conn(c))) => Some(c),
+            Some(Socket::Tcp(TcpState::Listener(_))) => None,
+            _ => None,
+        }
+    }
+
+    pub(crate) fn listener_mut(&mut self, i: usize) -> Option<&mut Listener> {
+        match self.sockets.get_mut(i) {
+            Some(Socket::Tcp(TcpState::Listener(l))) => Some(l),
+            Some(Socket::Tcp(TcpState::Conn(_))) => None,
+            _ => None,
+        }
+    }
+
+    // ------------------------------------------------------------------ input
+
+    pub(crate) fn process_tcp(
+        &mut self,
+        now: u64,
+        meta: IpMeta,
+        payload: &[u8],
+        whole: &[u8],
+        rx: RxFrame<'_>,
+    ) {
+        let hash = rx.hash;
+        let Some(pair) = meta.pair() else {
+            return;
+        };
+        let Ok(view) = TcpPacket::new_checked(payload) else {
+            self.tcp.counters.rx_drop_tcp_malformed += 1;
+            return;
+        };
+        let Ok(seg) = TcpRepr::parse(&view, &pair, self.cfg.checksums) else {
+            self.tcp.counters.rx_drop_tcp_malformed += 1;
+            return;
+        };
+        let tuple = FourTuple {
+            local: SocketAddr::new(meta.dst, seg.dst_port),
+            remote: SocketAddr::new(meta.src, seg.src_port),
+        };
+        let key = self.tcp.flow_key(tuple, hash);
+        if let Some(&i) = self.tcp.conns.get(&key) {
+            if let Some(c) = self.conn_mut(i) {
+                c.conn.handle_segment(now, &seg);
+            } else if let Some(m) = self.moved_mut(i) {
+                let forward = m.forward;
+                self.tcp_moved_input(forward, whole, rx);
+                return;
+            }
+            self.tcp_after_input(i);
+            return;
+        }
+        let listener = if meta.dst_unicast {
+            self.tcp.find_listener(self.sockets, meta.dst, seg.dst_port)
+        } else {
+            None
+        };
+        let Some(li) = listener else {
+            self.reply_rst(now, meta, &seg);
+            return;
+        };
+        // RFC 9293 §3.10.7.2 (LISTEN): RST is ignored, ACK draws a RST (unless it completes
+        // a SYN-cookie handshake, RFC 4987 §3.6), SYN opens.
+        match classify_listen_segment(&seg) {
+            ListenInput::Syn => self.tcp_open_child(now, li, key, &seg),
+            ListenInput::Ack => {
+                if !seg.flags.contains(TcpFlags::SYN)
+                    && self.tcp_open_from_cookie(now, li, key, &seg)
+                {
+                    return;
+                }
+                self.tcp.counters.tcp_listen_bad_segment += 1;
+                self.reply_rst(now, meta, &seg);
+            }
+            ListenInput::Ignore => self.tcp.counters.tcp_listen_bad_segment += 1,
+        }
+    }
+
+    /// A frame for a moved-away connection: never processed here (no RST, no state), but
+    /// dropped and counted, or queued for the new owner in arrival order when the driver set a
+    /// destination. The forwarded frame is the received Ethernet header followed by `whole`
+    /// (the IP datagram, reassembled if it came in fragments).
+    pub(crate) fn tcp_moved_input(&mut self, forward: Option<u16>, whole: &[u8], rx: RxFrame<'_>) {
+        let Some(dest) = forward else {
+            self.tcp.counters.tcp_drop_moved += 1;
+            return;
+        };
+        if self.tcp.forward.len() >= self.cfg.limits.tcp_moved_forward_frames_max {
+            self.tcp.counters.tcp_moved_forward_full += 1;
+            return;
+        }
+        let eth = rx.frame.get(..ETHERNET_HEADER_LEN).unwrap_or(&[]);
+        let mut frame = Vec::with_capacity(eth.len() + whole.len());
+        frame.extend_from_slice(eth);
+        frame.extend_from_slice(whole);
+        self.tcp.forward.push_back((dest, frame, rx.hash));
+        self.tcp.counters.tcp_moved_forwarded += 1;
+    }
+
+    pub(crate) fn moved_mut(&mut self, i: usize) -> Option<&mut MovedMarker> {
+        match self.sockets.get_mut(i) {
+            Some(Socket::Tcp(TcpState::Moved(m))) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Removes the moved marker in slot `i` (import, release or expiry) and frees its slot.
+    pub(crate) fn tcp_drop_marker(&mut self, i: usize) {
+        let Some(m) = self.moved_mut(i) else {
+            return;
+        };
+        let (key, expires_ns) = (m.key, m.expires_ns);
+        self.tcp.timers.remove(&(expires_ns, i));
+        self.tcp.conns.remove(&key);
+        self.tcp.moved -= 1;
+        self.free_slot(i);
+    }
+
+    /// A SYN on a listening port: a new child in SYN-RECEIVED, parked in the backlog; past the
+    /// SYN backlog, a stateless SYN-cookie SYN-ACK (RFC 4987 §3.6); past the accept backlog,
+    /// a counted drop (the peer retransmits its SYN; by then the application may have
+    /// accepted).
+    pub(crate) fn tcp_open_child(&mut self, now: u64, li: usize, key: FlowKey, syn: &TcpRepr<'_>) {
+        let (load, limits) = self.tcp.listener_load(self.sockets, li);
+        let Some(l) = self.listener_mut(li) else {
+            return;
+        };
+        let base = l.config;
+        let config = self.tcp.config_for(&base, key.tuple.local.is_ipv4());
+        let action = admit_syn(load, limits);
+        if action == SynAction::Drop {
+            self.tcp.counters.tcp_listen_backlog_full += 1;
+            return;
+        }
+        if action == SynAction::Cookie {
+            let (l_ep, r_ep) = (
+                endpoint_bytes(key.tuple.local.ip()),
+                endpoint_bytes(key.tuple.remote.ip()),
+            );
+            let local = Endpoint {
+                addr: l_ep.0.get(..l_ep.1).unwrap_or(&[]),
+                port: key.tuple.local.port(),
+            };
+            let remote = Endpoint {
+                addr: r_ep.0.get(..r_ep.1).unwrap_or(&[]),
+                port: key.tuple.remote.port(),
+            };
+            let iss =
+                self.tcp
+                    .cookies
+                    .generate(now, local, remote, syn.seq_number, syn.max_seg_size);
+            // The same per-tuple timestamp offset `from_syn_cookie` will get, so the
+            // timestamp clock is continuous across the stateless handshake.
+            let (_, ts_offset) = self.tcp.isn_for(now, &key.tuple);
+            let syn_ack = SynCookies::syn_ack(&config, syn, iss, now, ts_offset);
+            self.egress
+                .send_tcp(now, key.tuple.local.ip(), key.tuple.remote.ip(), &syn_ack);
+            self.tcp.counters.tcp_syn_cookies_sent += 1;
+            return;
+        }
+        let (iss, ts_offset) = self.tcp.isn_for(now, &key.tuple);
+        let Ok(conn) = Connection::accept(now, &config, syn, iss, ts_offset) else {
+            self.tcp.counters.tcp_listen_bad_segment += 1;
+            return;
+        };
+        self.tcp_insert_child(li, key, conn);
+    }
+
+    /// An ACK on a listening port that may complete a SYN-cookie handshake. True when it did
+    /// (the connection now exists, established); false when it is no valid cookie.
+    pub(crate) fn tcp_open_from_cookie(
+        &mut self,
+        now: u64,
+        li: usize,
+        key: FlowKey,
+        ack: &TcpRepr<'_>,
+    ) -> bool {
+        if !self.cfg.limits.tcp_syn_cookies {
+            return false;
+        }
+        let (l_ep, r_ep) = (
+            endpoint_bytes(key.tuple.local.ip()),
+            endpoint_bytes(key.tuple.remote.ip()),
+        );
+        let local = Endpoint {
+            addr: l_ep.0.get(..l_ep.1).unwrap_or(&[]),
+            port: key.tuple.local.port(),
+        };
+        let remote = Endpoint {
+            addr: r_ep.0.get(..r_ep.1).unwrap_or(&[]),
+            port: key.tuple.remote.port(),
+        };
+        let Some(cookie) = self.tcp.cookies.validate(now, local, remote, ack) else {
+            return false;
+        };
+        let (load, limits) = self.tcp.listener_load(self.sockets, li);
+        let Some(l) = self.listener_mut(li) else {
+            return false;
+        };
+        if !admit_cookie(load, limits) {
+            // Valid, but nowhere to put it: drop; the peer's retransmission may fit later.
+            self.tcp.counters.tcp_listen_backlog_full += 1;
+            return true;
+        }
+        let base = l.config;
+        let config = self.tcp.config_for(&base, key.tuple.local.is_ipv4());
+        let (_, ts_offset) = self.tcp.isn_for(now, &key.tuple);
+        let conn = Connection::from_syn_cookie(now, &config, ack, &cookie, ts_offset);
+        self.tcp.counters.tcp_syn_cookies_accepted += 1;
+        self.tcp_insert_child(li, key, conn);
+        true
+    }
+
+    /// Puts a passive-open child in a slot, the table and its listener's backlog.
+    pub(crate) fn tcp_insert_child(&mut self, li: usize, key: FlowKey, conn: Connection) {
+        let sock = ConnSock {
+            key,
+            conn: Box::new(conn),
+            parent: Some(li),
+            in_table: true,
+            app_closed: false,
+            armed_ns: None,
+            error: None,
+        };
+        let Ok(h) = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock))) else {
+            self.tcp.counters.tcp_conn_table_full += 1;
+            return;
+        };
+        let ci = h.index as usize;
+        self.tcp.conns.insert(key, ci);
+        if let Some(l) = self.listener_mut(li) {
+            l.pending.push_back(ci);
+        }
+        self.tcp_after_input(ci);
+    }
+
+    /// Keeps the timer index in step with the engine's deadline for connection `i`.
+    pub(crate) fn tcp_rearm(&mut self, i: usize) {
+        let Some(c) = self.conn_mut(i) else {
+            return;
+        };
+        let want = if c.in_table {
+            c.conn.poll_timeout()
+        } else {
+            None
+        };
+        let old = core::mem::replace(&mut c.armed_ns, want);
+        if old == want {
+            return;
+        }
+        if let Some(t) = old {
+            self.tcp.timers.remove(&(t, i));
+        }
+        if let Some(t) = want {
+            self.tcp.timers.insert((t, i));
+        }
+    }
+
+    /// After any input to connection `i`: mark it for output, re-arm its timer and turn its
+    /// events into readiness.
+    pub(crate) fn tcp_after_input(&mut self, i: usize) {
+        self.tcp.dirty.insert(i);
+        self.tcp_rearm(i);
+        let mut readiness = Readiness::NONE;
+        let mut established = false;
+        let parent = {
+            let Some(c) = self.conn_mut(i) else {
+                return;
+            };
+            while let Some(e) = c.conn.poll_event() {
+                if e == Event::Connected {
+                    established = true;
+                }
+                readiness |= readiness_of(e);
+            }
+            c.parent
+        };
+        if established {
+            self.tcp.counters.tcp_connections_established += 1;
+        }
+        match parent {
+            // A child waiting for accept: its listener becomes readable once it is
+            // established; its own events are reported after `accept`.
+            Some(li) => {
+                self.sockets.add_pending(i, readiness);
+                if established {
+                    self.sockets.notify(li, Readiness::READABLE);
+                }
+            }
+            None => {
+                if !readiness.is_empty() {
+                    self.sockets.notify(i, readiness);
+                }
+            }
+        }
+    }
+
+    /// Answers a segment nobody wants with a RST (never to broadcast/multicast destinations,
+    /// RFC 1122 §4.2.3.10).
+    pub(crate) fn reply_rst(&mut self, now: u64, meta: IpMeta, seg: &TcpRepr<'_>) {
+        let Some(rst) = reset_reply(seg) else {
+            self.tcp.counters.tcp_rx_no_listener_rst_ignored += 1;
+            return;
+        };
+        if !meta.dst_unicast {
+            self.tcp.counters.tcp_rx_no_listener_rst_ignored += 1;
+            return;
+        }
+        self.egress.send_tcp(now, meta.dst, meta.src, &rst);
+        self.tcp.counters.tcp_rx_no_listener_rst_sent += 1;
+    }
+
+    /// An ICMP destination-unreachable about a segment we sent on (`local`, `remote`).
+    /// RFC 5927 §4.1: act only when the quoted sequence number is in flight
+    /// (SND.UNA ≤ seq < SND.NXT). RFC 1122 §4.2.3.9 / RFC 5461: a hard error aborts a
+    /// connection still opening (SYN-SENT); otherwise errors are soft and only counted.
+    pub(crate) fn tcp_icmp_error(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        quoted_seq: Option<u32>,
+        hard: bool,
+    ) -> bool {
+        let key = self.tcp.flow_key(FourTuple { local, remote }, None);
+        let Some(&i) = self.tcp.conns.get(&key) else {
+            return false;
+        };
+        let Some(c) = self.conn_mut(i) else {
+            return false;
+        };
+        let (una, nxt, _) = c.conn.sequence_state();
+        let in_flight = quoted_seq.is_some_and(|s| SeqNumber(s).ge(una) && SeqNumber(s).lt(nxt));
+        if !in_flight {
+            return false;
+        }
+        if hard && c.conn.state() == State::SynSent {
+            c.error = Some(SocketError::Unreachable);
+            c.conn.abort();
+            let parent = c.parent;
+            self.tcp_after_input(i);
+            if parent.is_none() {
+                self.sockets.notify(i, Readiness::ERROR);
+            }
+        }
+        self.tcp.counters.icmp_errors_to_sockets += 1;
+        true
+    }
+
+    // ------------------------------------------------------------------ output and timers
+
+    /// Drains dirty connections into the transmit queue while it has room.
+    /// Drains dirty connections round-robin from a cursor, so when the transmit queue fills
+    /// the next flush starts with the connection after the one that filled it.
+    pub(crate) fn tcp_flush(&mut self, now: u64) {
+        loop {
+            let next = self
+                .tcp
+                .dirty
+                .range(self.tcp.flush_cursor..)
+                .next()
+                .or_else(|| self.tcp.dirty.first())
+                .copied();
+            let Some(i) = next else {
+                break;
+            };
+            self.tcp.flush_cursor = i.saturating_add(1);
+            if !self.tcp_flush_one(now, i) {
+                break;
+            }
+        }
+    }
+
+    /// Drains connection `i`'s output into the transmit queue. False when the queue filled
+    /// first (the connection stays dirty).
+    pub(crate) fn tcp_flush_one(&mut self, now: u64, i: usize) -> bool {
+        let mtu = usize::from(self.cfg.interface.mtu_bytes);
+        let mut drained = true;
+        loop {
+            if self.egress.tx_full() {
+                drained = false;
+                break;
+            }
+            let Some(c) = self.conn_mut(i) else {
+                break;
+            };
+            let tuple = c.key.tuple;
+            // One buffer per frame: the engine writes the payload after room for the headers
+            // (a TCP header as long as the last one), `send_tcp_frame` emits them in front.
+            // The payload room is what the MTU leaves after a bare TCP header.
+            let ip_len = if tuple.remote.is_ipv4() {
+                IPV4_HEADER_LEN
+            } else {
+                IPV6_HEADER_LEN
+            };
+            let payload_at = ETHERNET_HEADER_LEN + ip_len + self.egress.tx_header_guess;
+            let room = mtu.saturating_sub(ip_len + TCP_HEADER_MIN);
+            let mut frame = self.egress.take_frame_buf(payload_at + room);
+            let Some(c) = self.conn_mut(i) else {
+                self.egress.recycle(frame);
+                break;
+            };
+            let Some(seg) = c
+                .conn
+                .poll_transmit(now, frame.get_mut(payload_at..).unwrap_or_default())
+            else {
+                self.egress.recycle(frame);
+                break;
+            };
+            let n = seg.payload.len();
+            let header = header_only(&seg);
+            self.egress.send_tcp_frame(
+                now,
+                tuple.local.ip(),
+                tuple.remote.ip(),
+                &header,
+                frame,
+                payload_at,
+                n,
+            );
+        }
+        if drained {
+            self.tcp.dirty.remove(&i);
+            self.tcp_after_output(i);
+        }
+        drained
+    }
+
+    /// Removes a finished connection from the table and frees its slot when nobody will read
+    /// it any more.
+    pub(crate) fn tcp_after_output(&mut self, i: usize) {
+        let Some(c) = self.conn_mut(i) else {
+            return;
+        };
+        if c.conn.state() != State::Closed {
+            // Transmitting may arm the retransmission timer.
+            self.tcp_rearm(i);
+            return;
+        }
+        let (key, was_in_table, parent, app_closed) = (c.key, c.in_table, c.parent, c.app_closed);
+        c.in_table = false;
+        self.tcp_rearm(i);
+        if was_in_table {
+            self.tcp.conns.remove(&key);
+            self.tcp.counters.tcp_connections_closed += 1;
+        }
+        if let Some(li) = parent {
+            // Died before being accepted: nobody holds its handle.
+            if let Some(l) = self.listener_mut(li) {
+                l.pending.retain(|&x| x != i);
+            }
+            self.free_slot(i);
+        } else if app_closed {
+            self.free_slot(i);
+        }
+    }
+
+    pub(crate) fn tcp_handle_timeout(&mut self, now: u64) {
+        // Everything due, earliest first (ties by slot index): deterministic order. Collected
+        // first so a connection whose deadline does not move cannot loop here.
+        let due: Vec<usize> = self
+            .tcp
+            .timers
+            .iter()
+            .take_while(|&&(t, _)| t <= now)
+            .map(|&(_, i)| i)
+            .collect();
+        for i in due {
+            if self.moved_mut(i).is_some() {
+                self.tcp_drop_marker(i);
+                self.tcp.counters.tcp_moved_expired += 1;
+                continue;
+            }
+            if let Some(c) = self.conn_mut(i) {
+                c.conn.handle_timeout(now);
+            }
+            self.tcp_after_input(i);
+        }
+    }
+
+    // ------------------------------------------------------------------ application calls
+}
