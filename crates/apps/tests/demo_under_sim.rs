@@ -29,6 +29,8 @@ struct Outcome {
     /// Per client shard: responses 200, protocol errors, connections on a foreign shard.
     client: Vec<(u64, u64, u64)>,
     server_foreign: u64,
+    /// Messages the server's shards exchanged (software-RETA forwarding).
+    server_msgs: u64,
 }
 
 /// A host's stack configuration as the demo's `runtime::HostConfig` has it (every SYN a client
@@ -41,9 +43,15 @@ fn host_config(mac_last: u8, ip: core::net::Ipv4Addr, seed: u64) -> ShardedHostC
 }
 
 fn demo_under_sim(seed: u64) -> Outcome {
+    demo_under_sim_with_queues(seed, SHARDS)
+}
+
+/// The demo's workload with `server_queues` hardware queues on the server (`--queues`).
+fn demo_under_sim_with_queues(seed: u64, server_queues: u16) -> Outcome {
     let files = Arc::new(FileSet::demo(1024));
     let mut world = World::new(seed);
-    let server = ShardedHost::new(host_config(1, SERVER_IP, seed), |_| {
+    let server_cfg = host_config(1, SERVER_IP, seed).with_queues(server_queues);
+    let server = ShardedHost::new(server_cfg, |_| {
         HttpServer::new(HTTP_PORT, files.clone())
     })
     .expect("server host");
@@ -84,6 +92,7 @@ fn demo_under_sim(seed: u64) -> Outcome {
             })
             .collect(),
         server_foreign: s.apps().map(|a| a.stats().connections_foreign).sum(),
+        server_msgs: s.front_counters().msgs_delivered,
     }
 }
 
@@ -115,6 +124,29 @@ fn demo_workload_with_two_shards_a_host_gives_the_same_trace_digest_twice() {
         );
     }
     assert_eq!(a.server_foreign, 0, "a connection served off its RSS shard");
+    assert_eq!(a.server_msgs, 0, "one queue per shard: no cross-shard message");
+}
+
+#[test]
+fn one_queue_for_two_shards_forwards_through_messages_and_stays_deterministic() {
+    let a = demo_under_sim_with_queues(9, 1);
+    assert_eq!(a, demo_under_sim_with_queues(9, 1));
+    let accepted: u64 = a.server.iter().map(|s| s.0).sum();
+    assert_eq!(accepted, CONNECTIONS as u64, "every client connection accepted");
+    for (i, &(conns, requests)) in a.server.iter().enumerate() {
+        assert!(
+            conns > 0 && requests > 100,
+            "server shard {i} served {conns} connections, {requests} requests: {a:?}"
+        );
+    }
+    // Shard 1 owns about half the flows, and every one of its frames was polled by shard 0.
+    let shard1_requests = a.server[1].1;
+    assert!(
+        a.server_msgs >= shard1_requests,
+        "{} messages for {shard1_requests} requests served by shard 1",
+        a.server_msgs
+    );
+    assert_eq!(a.server_foreign, 0);
 }
 
 #[test]

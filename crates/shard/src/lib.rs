@@ -313,6 +313,7 @@ impl<A: App> Shard<A> {
             work += 1;
         }
         work += self.run_app(now_ns);
+        work += self.forward_moved();
         work += self.transmit(now_ns);
         if work > 0 {
             self.counters.busy_iterations += 1;
@@ -434,6 +435,17 @@ impl<A: App> Shard<A> {
         }
         self.counters.msgs.count_tx(msg.kind());
         self.outbox.push_back((to, msg));
+    }
+
+    /// Frames the stack caught for connections that moved away (its moved markers with a
+    /// destination set), to their new owner in arrival order (DESIGN handoff invariant 4).
+    fn forward_moved(&mut self) -> usize {
+        let mut work = 0;
+        while let Some((to, frame, hash)) = self.stack.poll_forward() {
+            work += 1;
+            self.send_msg(to, Msg::Frame(FrameMsg { frame, hash }));
+        }
+        work
     }
 
     /// The application, with the stack's readiness events, for up to [`APP_ROUNDS_MAX`] rounds

@@ -4,7 +4,9 @@
 //!
 //! A [`ShardedHost`] has one Ethernet port ([`PortId`] 0) and one address shared by its
 //! shards, as a host with a multi-queue NIC. A frame from the link is steered as the NIC would
-//! (exact-match filters → RSS → RETA → queue `q`, served by shard `q`); an ARP reply is given
+//! (exact-match filters → RSS → RETA → queue `q`, served by shard `q`; with fewer queues than
+//! shards the polling shard forwards a frame it does not own to its owner as a message, like
+//! the runtime's software RETA); an ARP reply is given
 //! to every shard, so every shard's neighbour cache learns a peer that one shard asked for
 //! (the `mem` wire does the same). Each shard's own NIC queue then applies moderation,
 //! coalescing and the NAPI budget before its stack sees the frame.
@@ -36,8 +38,12 @@ pub struct ShardedHostConfig {
     /// The interface and stack settings every shard shares (one host, one address). Each
     /// shard's copy gets its RSS home and its own ISN secret (shard 0 keeps `stack.secret`).
     pub stack: StackConfig,
-    /// Shards (and hardware queues), ≥ 1.
+    /// Shards, ≥ 1.
     pub shards: u16,
+    /// Hardware receive queues, `1..=shards`: queue `q` is polled by shard `q`. With fewer
+    /// queues than shards, a shard forwards frames of flows it does not own to their owner
+    /// through the shard cores' software RETA (counted messages).
+    pub queues: u16,
     /// The NIC's settings (moderation, rings, coalescing); `queues` is set from `shards`.
     pub nic: NicConfig,
     /// The NIC's RSS hash function.
@@ -52,15 +58,23 @@ impl ShardedHostConfig {
         ShardedHostConfig {
             stack,
             shards: 1,
+            queues: 1,
             nic: NicConfig::default(),
             hasher: RssHasher::default(),
             budget_packets: nic::BUDGET_DEFAULT_PACKETS,
         }
     }
 
-    /// The same host with `shards` shards.
+    /// The same host with `shards` shards and as many queues.
     pub fn with_shards(mut self, shards: u16) -> Self {
         self.shards = shards;
+        self.queues = shards;
+        self
+    }
+
+    /// The same host with `queues` hardware queues.
+    pub fn with_queues(mut self, queues: u16) -> Self {
+        self.queues = queues;
         self
     }
 }
@@ -98,8 +112,11 @@ impl<A: App> ShardedHost<A> {
         if cfg.shards == 0 || cfg.shards > nic::QUEUES_MAX {
             return Err(format!("shards must be 1..={}", nic::QUEUES_MAX));
         }
+        if cfg.queues == 0 || cfg.queues > cfg.shards {
+            return Err(format!("queues must be 1..=shards ({})", cfg.shards));
+        }
         let mut steering = Nic::new(NicConfig {
-            queues: cfg.shards,
+            queues: cfg.queues,
             ..cfg.nic.clone()
         })
         .map_err(|e| format!("nic: {e:?}"))?;
@@ -127,6 +144,7 @@ impl<A: App> ShardedHost<A> {
             nic.set_hasher(cfg.hasher.clone());
             let shard_cfg = ShardConfig {
                 budget_packets: cfg.budget_packets,
+                sw_reta: (cfg.queues < cfg.shards).then(|| reta.clone()),
                 ..ShardConfig::new(info)
             };
             shards.push(Shard::new(

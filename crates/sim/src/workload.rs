@@ -48,7 +48,8 @@ pub enum Workload {
     /// Hundreds to thousands of short connections opening and closing, many at once.
     ManyConnections,
     /// Bulk data both ways; mid-transfer the server's connection is exported, travels, and is
-    /// imported into a fresh stack (DESIGN "Handoff protocol").
+    /// imported back (DESIGN "Handoff protocol"); frames that arrive meanwhile meet the stack's
+    /// moved marker and are dropped unprocessed, never answered with RST.
     Handoff,
 }
 
@@ -833,7 +834,7 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
     let server_host = w
         .host::<ShardedHost<Server>>(server)
         .ok_or("server host missing")?;
-    let dropped_in_flight = server_host.stack().counters().rx_frames * 0; // FIXME(marker)
+    let dropped_in_flight = server_host.stack().counters().tcp_drop_moved;
     let s = server_host.app();
     let context = format!("{workload} seed {seed} ({faults:?})");
     if !c.flows.is_empty() || !s.flows.is_empty() {

@@ -39,7 +39,7 @@ fn thousands_of_short_connections_open_and_close_cleanly_over_200_seeds() {
 }
 
 #[test]
-fn mid_transfer_handoff_to_a_fresh_stack_loses_and_duplicates_nothing_over_200_seeds() {
+fn mid_transfer_export_and_import_loses_and_duplicates_nothing_over_200_seeds() {
     soak(Workload::Handoff);
 }
 
