@@ -51,10 +51,8 @@ fn demo_under_sim_with_queues(seed: u64, server_queues: u16) -> Outcome {
     let files = Arc::new(FileSet::demo(1024));
     let mut world = World::new(seed);
     let server_cfg = host_config(1, SERVER_IP, seed).with_queues(server_queues);
-    let server = ShardedHost::new(server_cfg, |_| {
-        HttpServer::new(HTTP_PORT, files.clone())
-    })
-    .expect("server host");
+    let server = ShardedHost::new(server_cfg, |_| HttpServer::new(HTTP_PORT, files.clone()))
+        .expect("server host");
     let client = ShardedHost::new(host_config(2, CLIENT_IP, seed), |info| {
         let shards = usize::from(info.shards);
         let i = usize::from(info.shard);
@@ -124,7 +122,10 @@ fn demo_workload_with_two_shards_a_host_gives_the_same_trace_digest_twice() {
         );
     }
     assert_eq!(a.server_foreign, 0, "a connection served off its RSS shard");
-    assert_eq!(a.server_msgs, 0, "one queue per shard: no cross-shard message");
+    assert_eq!(
+        a.server_msgs, 0,
+        "one queue per shard: no cross-shard message"
+    );
 }
 
 #[test]
@@ -132,7 +133,10 @@ fn one_queue_for_two_shards_forwards_through_messages_and_stays_deterministic() 
     let a = demo_under_sim_with_queues(9, 1);
     assert_eq!(a, demo_under_sim_with_queues(9, 1));
     let accepted: u64 = a.server.iter().map(|s| s.0).sum();
-    assert_eq!(accepted, CONNECTIONS as u64, "every client connection accepted");
+    assert_eq!(
+        accepted, CONNECTIONS as u64,
+        "every client connection accepted"
+    );
     for (i, &(conns, requests)) in a.server.iter().enumerate() {
         assert!(
             conns > 0 && requests > 100,

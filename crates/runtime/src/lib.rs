@@ -1,10 +1,11 @@
-//! Shards on real threads.
+//! Shards on real threads: the thread driver of the sans-IO shard core (`shard::Shard`).
 //!
-//! A host is `S` shards. Each shard is one thread, pinned to its core when asked, that owns its
-//! queue pair (a one-queue [`nic::Nic`] fed from the wire's receive ring), its
-//! [`stack::Stack`] (same interface addresses on every shard: one host, one IP, `S` queues),
-//! timers, buffer pool (the NIC's) and an application instance ([`apps::App`], built on the
-//! shard's own thread by the factory). The loop is in [`shard`]'s module docs.
+//! A host is `S` shards. Each shard is one thread, pinned to its core when asked, that drives
+//! one shard core: its queue pair (a one-queue [`nic::Nic`] fed from the wire's receive ring),
+//! its [`stack::Stack`] (same interface addresses on every shard: one host, one IP, `S`
+//! queues), timers, buffer pool and an application instance ([`app::App`], built on the
+//! shard's own thread by the factory). The iteration is the core's; what the thread adds is in
+//! [`mod@shard`]'s module docs.
 //!
 //! No locks and no shared mutable state on the data path: frames move wire → shard and
 //! shard → wire through bounded SPSC rings ([`mod@ring`]); shards exchange frames only through
@@ -20,7 +21,7 @@
 //! [`run_pair`] joins a server and a client host with the `mem` backend ([`wire`]) and runs them
 //! until a duration passes or every client shard says it is done. [`run_host`] ([`host`]) runs
 //! one host whose shards talk to OS ports (TAP, AF_PACKET, AF_XDP) or replay a pcap file. Both
-//! drive the same shard loop ([`shard`]), generic over the shard's port ([`io`]).
+//! drive the same shard thread ([`mod@shard`]), generic over the shard's port ([`io`]).
 #![deny(unsafe_code)]
 
 pub mod host;

@@ -105,7 +105,7 @@ mod tests {
 /// What a listening socket should do with a segment (RFC 9293 §3.10.7.2, LISTEN).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListenInput {
-    /// A connection request: consult [`Backlog::on_syn`].
+    /// A connection request: consult [`admit_syn`].
     Syn,
     /// A bare ACK: it may complete a SYN-cookie handshake
     /// ([`crate::isn::SynCookies::validate`]); if not, answer with [`reset_reply`].
