@@ -17,6 +17,10 @@
 #
 # Configurations (each stack's MSS is 1460, buffers 256 KiB):
 #   rsstack        rsstack defaults: timestamps on (1448-byte payload), software checksums
+#   rsstack-shard  the same transfer between two shard cores (crates/shard): the NIC model
+#                  (checksum verification, moderation off, no coalescing), NAPI poll, stack,
+#                  application API and events, and a copy of every frame into the receiver's
+#                  buffer (the link as DMA): the whole per-shard path
 #   rsstack-nots   timestamps off: like-for-like with smoltcp's defaults
 #   smoltcp        smoltcp 0.12 defaults: no timestamps, software checksums
 #   *-offload      both checksums left to the "NIC" (neither filled nor verified)
@@ -86,6 +90,7 @@ run_cg() {
 }
 
 run_cg rsstack "$RS" bulk_transfer_loop
+run_cg rsstack-shard "$RS" shard_transfer_loop --shard
 run_cg rsstack-nots "$RS" bulk_transfer_loop --no-timestamps
 run_cg smoltcp "$SM" smoltcp_transfer_loop
 run_cg rsstack-offload "$RS" bulk_transfer_loop --offload
@@ -111,6 +116,7 @@ echo
 echo "ratio rsstack-nots / smoltcp (instructions per segment):                 $(ratio rsstack-nots smoltcp)"
 echo "ratio rsstack / smoltcp (rsstack with its default timestamps):            $(ratio rsstack smoltcp)"
 echo "ratio rsstack-nots-offload / smoltcp-offload (no checksums either side):   $(ratio rsstack-nots-offload smoltcp-offload)"
+echo "ratio rsstack-shard / rsstack (the whole shard path over the bare stacks):  $(ratio rsstack-shard rsstack)"
 
 echo
 echo "== top 5 functions by self Ir (callgrind_annotate, inlined parts summed per function)"
@@ -140,7 +146,7 @@ echo
 WALL_RUNS="${BENCH_WALL_RUNS:-3}"
 echo "== wall clock, $WALL_BYTES per run, one core (virtual transfer, both stacks on one thread);"
 echo "   best of $WALL_RUNS runs (the machine is shared: the best run is the least disturbed)"
-for args in "rsstack:$RS:" "rsstack-nots:$RS:--no-timestamps" "smoltcp:$SM:" \
+for args in "rsstack:$RS:" "rsstack-shard:$RS:--shard" "rsstack-nots:$RS:--no-timestamps" "smoltcp:$SM:" \
   "rsstack-offload:$RS:--offload" "smoltcp-offload:$SM:--offload"; do
   IFS=: read -r name bin flag <<<"$args"
   best=""

@@ -124,7 +124,7 @@ pub fn stack_config(mac: EthernetAddress, ip: Ipv4Addr, checksum_offload: bool) 
     cfg
 }
 
-fn bulk_config(mac: EthernetAddress, ip: Ipv4Addr, opts: &BulkOptions) -> StackConfig {
+pub(crate) fn bulk_config(mac: EthernetAddress, ip: Ipv4Addr, opts: &BulkOptions) -> StackConfig {
     let mut cfg = stack_config(mac, ip, opts.checksum_offload);
     cfg.tcp.timestamps = opts.timestamps;
     cfg

@@ -9,6 +9,9 @@
 //!   everything; counts data segments (frames carrying TCP payload) and measures wall time of
 //!   the transfer loop only ([`bulk::bulk_transfer_loop`], the function callgrind's
 //!   `--toggle-collect` selects);
+//! - [`shard_bulk`]: the same transfer between two shard cores (`shard::Shard`): NIC model,
+//!   NAPI poll, stack, application API and events — the per-segment cost of the whole shard
+//!   path ([`shard_bulk::shard_transfer_loop`]);
 //! - [`idle`]: many established, idle connections between two stacks, for heap measurements;
 //! - [`short`]: one request/response connection after another (handshake, buffers, teardown),
 //!   counted in [`short::short_connections_loop`];
@@ -27,6 +30,7 @@ pub mod bulk;
 pub mod frame;
 pub mod idle;
 pub mod pattern;
+pub mod shard_bulk;
 pub mod short;
 pub mod tcb;
 

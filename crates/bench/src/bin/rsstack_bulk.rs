@@ -1,9 +1,13 @@
 //! Bulk transfer between two rsstack stacks over a perfect in-memory link (issue 3).
 //!
-//! `rsstack_bulk [BYTES] [--verify] [--offload] [--no-timestamps]` — BYTES defaults to 100M (suffixes k, M, G,
-//! KiB, MiB, GiB). `--verify` hashes both byte streams and fails on a mismatch (costs
-//! instructions, so the callgrind script leaves it off); `--offload` leaves checksums to the
-//! "NIC" on both stacks; `--no-timestamps` turns RFC 7323 timestamps off (smoltcp's default). Prints one `key=value` line (see `bench::bulk::summary_line`).
+//! `rsstack_bulk [BYTES] [--verify] [--offload] [--no-timestamps] [--shard] [--gro]` — BYTES
+//! defaults to 100M (suffixes k, M, G, KiB, MiB, GiB). `--verify` hashes both byte streams and
+//! fails on a mismatch (costs instructions, so the callgrind script leaves it off); `--offload`
+//! leaves checksums to the "NIC" on both stacks; `--no-timestamps` turns RFC 7323 timestamps
+//! off (smoltcp's default); `--shard` runs the transfer between two shard cores (NIC model,
+//! NAPI poll, stack, application) instead of two bare stacks (`bench::shard_bulk`), and
+//! `--gro` turns the NIC model's receive coalescing on there. Prints one `key=value` line (see
+//! `bench::bulk::summary_line`).
 
 use std::process::ExitCode;
 
@@ -11,8 +15,11 @@ use bench::bulk::{self, BulkOptions};
 
 fn main() -> ExitCode {
     let mut opts = BulkOptions::new(100_000_000);
+    let (mut shard, mut gro) = (false, false);
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
+            "--shard" => shard = true,
+            "--gro" => gro = true,
             "--verify" => opts.verify = true,
             "--offload" => opts.checksum_offload = true,
             "--no-timestamps" => opts.timestamps = false,
@@ -20,16 +27,26 @@ fn main() -> ExitCode {
                 Some(n) => opts.bytes = n,
                 None => {
                     eprintln!(
-                        "usage: rsstack_bulk [BYTES] [--verify] [--offload] [--no-timestamps]"
+                        "usage: rsstack_bulk [BYTES] [--verify] [--offload] [--no-timestamps] [--shard] [--gro]"
                     );
                     return ExitCode::from(2);
                 }
             },
         }
     }
-    match bulk::run(opts) {
+    let (name, result) = if shard {
+        let name = if gro {
+            "rsstack-shard-gro"
+        } else {
+            "rsstack-shard"
+        };
+        (name, bench::shard_bulk::run(opts, gro))
+    } else {
+        ("rsstack", bulk::run(opts))
+    };
+    match result {
         Ok(r) => {
-            println!("{}", bulk::summary_line("rsstack", &r));
+            println!("{}", bulk::summary_line(name, &r));
             match r.hashes {
                 Some((sent, received)) if sent != received => ExitCode::FAILURE,
                 _ => ExitCode::SUCCESS,
