@@ -59,6 +59,9 @@ impl std::error::Error for SnapshotError {}
 /// `rcv_adv − rcv_nxt` plus `recv_unread.len()` fits `config.recv_buffer_bytes`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectionSnapshot {
+    /// The exporter's clock at export: the times carried in the groups below are on that
+    /// clock, and `import` moves them to its own (every time keeps its distance to "now").
+    pub exported_at_ns: u64,
     pub config: Config,
     pub state: State,
     pub local_port: u16,
@@ -95,14 +98,9 @@ pub struct ConnectionSnapshot {
     /// Our timestamp clock value at the last retransmission (older echoes are not sampled).
     pub ts_rtx_floor: u32,
     // --- congestion and RTT ---
-    pub cwnd_bytes: u32,
-    pub ssthresh_bytes: u32,
-    pub ca_acked_bytes: u32,
-    pub cubic_w_max_bytes: u32,
-    pub cubic_k_ns: u64,
-    /// Time since the CUBIC epoch started, if one is running.
-    pub cubic_epoch_age_ns: Option<u64>,
-    pub cubic_w_est_bytes: u32,
+    /// The congestion controller's state, whole; its times are on the exporter's clock
+    /// (`exported_at_ns`) and move to the importer's on import.
+    pub cc: Congestion,
     pub in_recovery: bool,
     pub recover: SeqNumber,
     pub dupacks: u8,
@@ -178,6 +176,7 @@ impl Connection {
         let split = (self.snd_nxt.diff(self.snd_buf_seq).max(0) as usize).min(all.len());
         let (unacked, unsent) = all.split_at(split);
         Ok(ConnectionSnapshot {
+            exported_at_ns: now,
             config: self.config,
             state: self.state,
             local_port: self.local_port,
@@ -204,13 +203,7 @@ impl Connection {
             ts_recent_age_ns: now.saturating_sub(self.ts_recent_age_ns),
             last_ack_sent: self.last_ack_sent,
             ts_rtx_floor: self.ts_rtx_floor,
-            cwnd_bytes: self.cc.cwnd_bytes,
-            ssthresh_bytes: self.cc.ssthresh_bytes,
-            ca_acked_bytes: self.cc.ca_acked_bytes,
-            cubic_w_max_bytes: self.cc.cubic_w_max_bytes,
-            cubic_k_ns: self.cc.cubic_k_ns,
-            cubic_epoch_age_ns: self.cc.cubic_epoch_start_ns.map(|t| now.saturating_sub(t)),
-            cubic_w_est_bytes: self.cc.cubic_w_est_bytes,
+            cc: self.cc,
             in_recovery: self.in_recovery,
             recover: self.recover,
             dupacks: self.dupacks,
@@ -286,16 +279,9 @@ impl Connection {
         let mut recv_buf = Ring::new(config.recv_buffer_bytes as usize);
         recv_buf.push(&s.recv_unread);
         let ts_offset = s.ts_clock_at_export.wrapping_sub((now / NS_PER_MS) as u32);
-        let cc = Congestion {
-            algorithm: config.congestion_control,
-            cwnd_bytes: s.cwnd_bytes,
-            ssthresh_bytes: s.ssthresh_bytes,
-            ca_acked_bytes: s.ca_acked_bytes,
-            cubic_w_max_bytes: s.cubic_w_max_bytes,
-            cubic_epoch_start_ns: s.cubic_epoch_age_ns.map(|a| now.saturating_sub(a)),
-            cubic_k_ns: s.cubic_k_ns,
-            cubic_w_est_bytes: s.cubic_w_est_bytes,
-        };
+        let cc =
+            s.cc.rebased(s.exported_at_ns, now)
+                .with_algorithm(config.congestion_control);
         let mut rtt =
             RttEstimator::new(config.rto_initial_ns, config.rto_min_ns, config.rto_max_ns);
         rtt.min_bounds_variance = config.rto_min_bounds_variance;

@@ -342,7 +342,7 @@ impl Connection {
         if !self.config.cwnd_growth_requires_limited || self.cwnd_limited {
             return true;
         }
-        self.cc.in_slow_start() && self.cc.cwnd_bytes < self.flight_max_bytes.saturating_mul(2)
+        self.cc.in_slow_start() && self.cc.cwnd_bytes() < self.flight_max_bytes.saturating_mul(2)
     }
 
     /// The ACK field of an acceptable segment (RFC 9293 §3.10.7.4, fifth check, and the
@@ -405,8 +405,7 @@ impl Connection {
                     if self.sack_ok && self.config.prr {
                         // RFC 6937 §3: PRR brought the flight down to ssthresh; recovery ends
                         // with cwnd = ssthresh (Linux `tcp_end_cwnd_reduction`).
-                        self.cc.cwnd_bytes = self.cc.ssthresh_bytes;
-                        self.cc.ca_acked_bytes = 0;
+                        self.cc.on_prr_recovery_exit();
                     } else {
                         self.cc
                             .on_recovery_exit(fwd(self.snd_una, self.snd_max), mss);
@@ -422,13 +421,7 @@ impl Connection {
                     // RFC 6582 §3.2 step 5: partial ACK — retransmit the next hole, deflate by
                     // the amount acknowledged, add back one SMSS if at least one was acked.
                     self.rtx_pending = true;
-                    let deflated = self.cc.cwnd_bytes.saturating_sub(acked);
-                    self.cc.cwnd_bytes = if acked >= mss {
-                        deflated.saturating_add(mss)
-                    } else {
-                        deflated
-                    }
-                    .max(mss);
+                    self.cc.on_partial_ack(acked, mss);
                 }
             } else {
                 self.dupacks = 0;
@@ -556,7 +549,7 @@ impl Connection {
             if !self.sack_ok {
                 // RFC 5681 §3.2 step 4: inflate by one SMSS per additional duplicate (with
                 // SACK, RFC 6675 counts the pipe instead).
-                self.cc.cwnd_bytes = self.cc.cwnd_bytes.saturating_add(mss);
+                self.cc.on_recovery_dupack(mss);
             }
             return;
         }
@@ -583,7 +576,7 @@ impl Connection {
         }
         self.prr_delivered_bytes = self.prr_delivered_bytes.saturating_add(delivered);
         let pipe = self.pipe_bytes();
-        let ssthresh = self.cc.ssthresh_bytes;
+        let ssthresh = self.cc.ssthresh_bytes();
         let sndcnt = if pipe > ssthresh {
             let fs = u64::from(self.prr_recover_fs_bytes.max(1));
             let target = (u64::from(self.prr_delivered_bytes) * u64::from(ssthresh)).div_ceil(fs);
@@ -605,7 +598,8 @@ impl Connection {
         } else {
             sndcnt
         };
-        self.cc.cwnd_bytes = pipe.saturating_add(sndcnt).max(mss);
+        self.cc
+            .set_recovery_window(pipe.saturating_add(sndcnt).max(mss));
     }
 
     /// RFC 8985 §6.2 steps 2–4 for one ACK, once its SACK blocks are on the scoreboard: what
@@ -668,14 +662,9 @@ impl Connection {
 
     pub(super) fn enter_recovery(&mut self, now: u64, mss: u32, flight: u32) {
         self.recover = self.snd_max;
-        self.cc.on_congestion_event(now, flight, mss);
-        self.cc.cwnd_bytes = if self.sack_ok {
-            // RFC 6675 §5 step (4.2): cwnd = ssthresh; the pipe governs sending.
-            self.cc.ssthresh_bytes
-        } else {
-            // RFC 5681 §3.2 step 3: cwnd = ssthresh + 3*SMSS.
-            self.cc.ssthresh_bytes.saturating_add(3 * mss)
-        };
+        // RFC 6675 §5 step (4.2): cwnd = ssthresh, the pipe governing sending; without SACK
+        // RFC 5681 §3.2 step 3: cwnd = ssthresh + 3*SMSS.
+        self.cc.enter_recovery(now, flight, mss, self.sack_ok);
         self.high_rxt = self.snd_una;
         self.in_recovery = true;
         self.prr_delivered_bytes = 0;
@@ -686,7 +675,7 @@ impl Connection {
             // retransmission (sent whatever the pipe); the ACK that started recovery, if one
             // did, sets cwnd from what it delivered right after this. Without it — RACK's
             // reordering timer — cwnd = ssthresh would let the pipe send a burst.
-            self.cc.cwnd_bytes = self.pipe_bytes().max(mss);
+            self.cc.set_recovery_window(self.pipe_bytes().max(mss));
         }
         // RFC 5681 §3.2 step 2 / RFC 6675 §5 step (4.3): retransmit the first unacked segment
         // (with RACK, the first segment it deemed lost), whatever the pipe.

@@ -803,11 +803,11 @@ impl Connection {
     }
     /// Congestion window.
     pub fn cwnd_bytes(&self) -> u32 {
-        self.cc.cwnd_bytes
+        self.cc.cwnd_bytes()
     }
     /// Slow start threshold.
     pub fn ssthresh_bytes(&self) -> u32 {
-        self.cc.ssthresh_bytes
+        self.cc.ssthresh_bytes()
     }
     /// The peer's current window (scaled).
     pub fn send_window_bytes(&self) -> u32 {
@@ -1004,7 +1004,7 @@ impl Connection {
                 return Some("RACK transmit records do not cover [SND.UNA, SND.MAX)");
             }
         }
-        if self.cc.cwnd_bytes == 0 {
+        if self.cc.cwnd_bytes() == 0 {
             return Some("zero congestion window");
         }
         None

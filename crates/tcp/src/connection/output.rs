@@ -55,7 +55,7 @@ impl Connection {
             }
             if self.in_recovery && self.sack_ok {
                 let mss = u32::from(self.eff_mss());
-                if self.cc.cwnd_bytes.saturating_sub(self.pipe_bytes()) >= mss {
+                if self.cc.cwnd_bytes().saturating_sub(self.pipe_bytes()) >= mss {
                     // Rule (2), new data, comes before rule (3) (see `send_new_data`).
                     let fin_due = self.fin_queued && self.snd_nxt == self.fin_seq();
                     let rule3 = self.unsent_bytes() == 0 && !fin_due;
@@ -348,7 +348,7 @@ impl Connection {
     fn note_flight(&mut self, end: SeqNumber) {
         let flight = fwd(self.snd_una, end);
         let mss = u32::from(self.eff_mss());
-        let limited = flight.saturating_add(mss) > self.cc.cwnd_bytes;
+        let limited = flight.saturating_add(mss) > self.cc.cwnd_bytes();
         if !self.snd_una.lt(self.flight_max_seq) || flight > self.flight_max_bytes || limited {
             self.flight_max_bytes = flight;
             self.flight_max_seq = end;
@@ -383,7 +383,7 @@ impl Connection {
         };
         let cwnd_avail = self
             .cc
-            .cwnd_bytes
+            .cwnd_bytes()
             .saturating_add(lt)
             .saturating_sub(in_flight);
         let wnd_avail = fwd(self.snd_nxt, self.snd_una + self.snd_wnd);
@@ -423,7 +423,7 @@ impl Connection {
             // RW = min(IW, cwnd).
             let iw = u32::from(self.config.initial_window_segments)
                 .saturating_mul(u32::from(self.eff_mss()));
-            self.cc.cwnd_bytes = self.cc.cwnd_bytes.min(iw);
+            self.cc.restart_after_idle(iw);
         }
         let usable = self.usable_window();
         let mss = u32::from(self.eff_mss());
