@@ -12,6 +12,7 @@
 //! state stays inline in the TCB, 48 bytes as before the trait).
 
 use crate::config::{CongestionControl, NS_PER_S};
+use crate::connection::rebase_instant;
 
 /// CUBIC multiplicative decrease factor β (RFC 9438 §4.6).
 const CUBIC_BETA: f64 = 0.7;
@@ -278,7 +279,7 @@ impl Congestion {
             window,
             cubic: Cubic {
                 w_max_bytes,
-                epoch_start_ns: epoch_start_ns.map(|t| to.saturating_sub(from.saturating_sub(t))),
+                epoch_start_ns: epoch_start_ns.map(|t| rebase_instant(t, from, to)),
                 k_ns,
                 w_est_bytes,
             },
