@@ -1,6 +1,7 @@
 //! The transmission control block and its state machine (RFC 9293 §3.3.2, §3.10).
 //!
 //! This file holds the types, the TCB, construction, getters and application calls; the
+//! TCB's groups and their invariants are in `tcb.rs`, its counters in `counters.rs`; the
 //! protocol work lives in `input.rs` (segment arrival), `timers.rs` and `output.rs`, the way
 //! FreeBSD splits `tcp_input.c`, `tcp_timer.c` and `tcp_output.c`.
 //!
@@ -27,10 +28,15 @@ use crate::rack::Rack;
 use crate::ring::Ring;
 use crate::rtt::RttEstimator;
 
+mod counters;
 mod input;
 mod output;
 mod tcb;
+#[cfg(test)]
+mod tests;
 mod timers;
+
+pub use counters::Counters;
 
 pub use tcb::{AppFlags, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps};
 pub(crate) use tcb::{Output, rebase_instant};
@@ -170,124 +176,6 @@ pub enum CloseReason {
     TimedOut,
     /// The application aborted.
     Aborted,
-}
-
-/// Declares [`Counters`] from a list of documented names: the struct, `add` and `named`.
-macro_rules! connection_counters {
-    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
-        /// Per-connection counters; every drop path has its own (FreeBSD `tcpstat` habit).
-        /// All values only ever increase.
-        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-        pub struct Counters {
-            $( $(#[$doc])* pub $name: u64, )*
-        }
-
-        impl Counters {
-            /// Adds `other` counter by counter (totals over many connections).
-            pub fn add(&mut self, other: &Counters) {
-                $( self.$name += other.$name; )*
-            }
-
-            /// Every counter as `(name, value)`, in declaration order.
-            pub fn named(&self) -> Vec<(&'static str, u64)> {
-                vec![$( (stringify!($name), self.$name), )*]
-            }
-        }
-    };
-}
-
-connection_counters! {
-    /// Segments handed to `handle_segment`.
-    rx_segments,
-    /// Segments returned by `poll_transmit`.
-    tx_segments,
-    /// Payload bytes accepted into the window (in order or out of order).
-    rx_payload_bytes,
-    /// Payload bytes sent, retransmissions included.
-    tx_payload_bytes,
-    /// Segments for other ports.
-    rx_drop_wrong_port,
-    /// Segments arriving in CLOSED.
-    rx_drop_closed,
-    /// Segments in SYN-SENT that carry neither an acceptable SYN nor an acceptable RST.
-    rx_drop_syn_sent,
-    /// RFC 7323 §5.3 R1: timestamp older than TS.Recent.
-    rx_drop_paws,
-    /// RFC 7323 §3.2: timestamps negotiated but the segment carries none.
-    rx_drop_missing_ts,
-    /// RFC 9293 §3.10.7.4: unacceptable sequence numbers.
-    rx_drop_out_of_window,
-    /// RST outside the window (RFC 5961 §3.2), silently dropped.
-    rx_drop_rst_out_of_window,
-    /// RST in TIME-WAIT, ignored (RFC 1337).
-    rx_drop_rst_time_wait,
-    /// SYN on a synchronized connection (answered with a challenge ACK, RFC 5961 §4).
-    rx_drop_syn_in_window,
-    /// Segments without ACK after SYN-SENT.
-    rx_drop_no_ack,
-    /// Unacceptable ACK in SYN-SENT or SYN-RECEIVED (answered with RST).
-    rx_drop_bad_ack,
-    /// ACK for data never sent (RFC 5961 §5.2 / RFC 9293 §3.10.7.4).
-    rx_drop_ack_unsent,
-    /// ACK older than SND.UNA − MAX.SND.WND (RFC 5961 §5.2).
-    rx_drop_ack_too_old,
-    /// Out-of-order segments not kept: queue disabled or full (range cap).
-    rx_drop_ooo_ranges,
-    /// Out-of-order segments not kept: byte cap.
-    rx_drop_ooo_bytes,
-    /// Payload bytes beyond the advertised window, trimmed.
-    rx_trim_beyond_window_bytes,
-    /// Payload bytes already received (duplicates), trimmed.
-    rx_duplicate_bytes,
-    /// Data arriving after `close()`: acknowledged and discarded.
-    rx_discard_after_close_bytes,
-    /// Out-of-order segments kept.
-    rx_ooo_segments,
-    /// Duplicate ACKs received (RFC 5681 §2).
-    dup_acks_rx,
-    /// SACK blocks outside (SND.UNA, SND.MAX] or empty: ignored.
-    rx_sack_blocks_invalid,
-    /// Valid SACK blocks not recorded because the scoreboard is full.
-    rx_sack_blocks_dropped,
-    /// D-SACK blocks received (RFC 2883): the peer got some data twice.
-    rx_dsack_blocks,
-    /// Challenge ACKs sent (RFC 5961 §3–§5), and ACKs answering an unacceptable bare ACK,
-    /// which share their budget.
-    challenge_acks_sent,
-    /// Those not sent because of the per-second limit (RFC 5961 §7).
-    challenge_acks_suppressed,
-    /// Retransmission timer expirations (RFC 6298 §5.4).
-    rto_expirations,
-    /// Tail loss probe timeouts (RFC 8985 §7.3).
-    tail_loss_probes,
-    /// Loss recovery episodes entered (RFC 5681 §3.2, RFC 6675 §5, RFC 8985 §6).
-    fast_retransmits,
-    /// Segments RACK deemed lost (RFC 8985 §6.2 step 5), on an ACK or at the reordering
-    /// timer; one per transmit record (a segment, or several merged by the table's bound).
-    rack_loss_marks,
-    /// Of `rack_loss_marks`, retransmissions deemed lost again (found before the RTO).
-    rack_lost_retransmits,
-    /// RACK reordering timer expirations (RFC 8985 §6.2 step 5).
-    rack_reo_timeouts,
-    /// Merges of transmit records forced by the table's bound (`rack::RECORDS_MAX`): send
-    /// times kept less precisely.
-    rack_records_merged,
-    /// Segments sent again (any cause).
-    retransmitted_segments,
-    /// Payload bytes sent again.
-    retransmitted_bytes,
-    /// Zero-window probes (RFC 9293 §3.8.6.1).
-    window_probes_sent,
-    /// Keepalive probes (RFC 9293 §3.8.4).
-    keepalive_probes_sent,
-    /// RTT samples fed to the estimator.
-    rtt_samples,
-    /// ACKs sent because the delayed-ACK timer fired.
-    delayed_acks_sent,
-    /// Segments that carried only an ACK.
-    pure_acks_sent,
-    /// RSTs sent.
-    resets_sent,
 }
 
 /// How urgently an ACK is owed.
@@ -1104,91 +992,4 @@ pub struct Negotiated {
     pub rcv_wscale: u8,
     /// Send MSS after the floor and our cap.
     pub snd_mss: u16,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn syn() -> TcpRepr<'static> {
-        TcpRepr {
-            src_port: 9,
-            dst_port: 80,
-            seq_number: SeqNumber(1000),
-            ack_number: SeqNumber(0),
-            flags: TcpFlags::SYN,
-            window_len: 1000,
-            urgent_pointer: 0,
-            max_seg_size: Some(1460),
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
-            timestamp: None,
-            payload: &[],
-        }
-    }
-
-    /// RCV.NXT = 1001 with a receive window of `wnd` bytes.
-    fn receiver(wnd: u32) -> Connection {
-        let mut c = Connection::accept(0, &Config::default(), &syn(), SeqNumber(5), 0).unwrap();
-        c.rcv.adv = c.rcv.nxt + wnd;
-        c
-    }
-
-    #[test]
-    fn acceptability_empty_segment_zero_window_needs_exact_sequence() {
-        // RFC 9293 §3.10.7.4 case 1: SEG.LEN = 0, RCV.WND = 0 ⇒ SEG.SEQ = RCV.NXT.
-        let c = receiver(0);
-        assert!(c.acceptable(SeqNumber(1001), 0));
-        assert!(!c.acceptable(SeqNumber(1002), 0));
-        assert!(!c.acceptable(SeqNumber(1000), 0));
-    }
-
-    #[test]
-    fn acceptability_empty_segment_open_window_must_start_inside() {
-        // Case 2: SEG.LEN = 0, RCV.WND > 0 ⇒ RCV.NXT ≤ SEG.SEQ < RCV.NXT + RCV.WND.
-        let c = receiver(100);
-        assert!(c.acceptable(SeqNumber(1001), 0));
-        assert!(c.acceptable(SeqNumber(1100), 0));
-        assert!(!c.acceptable(SeqNumber(1101), 0));
-        assert!(!c.acceptable(SeqNumber(1000), 0));
-    }
-
-    #[test]
-    fn acceptability_data_on_zero_window_only_at_rcv_nxt_for_its_ack() {
-        // Case 3: SEG.LEN > 0, RCV.WND = 0 ⇒ not acceptable; we still process the ACK of a
-        // segment at RCV.NXT (zero-window probe), trimming its text.
-        let c = receiver(0);
-        assert!(c.acceptable(SeqNumber(1001), 1));
-        assert!(!c.acceptable(SeqNumber(1002), 1));
-    }
-
-    #[test]
-    fn acceptability_data_needs_first_or_last_byte_inside() {
-        // Case 4: SEG.LEN > 0, RCV.WND > 0 ⇒ first or last octet inside the window.
-        let c = receiver(100);
-        assert!(c.acceptable(SeqNumber(990), 20), "last byte inside");
-        assert!(c.acceptable(SeqNumber(1090), 50), "first byte inside");
-        assert!(!c.acceptable(SeqNumber(900), 101), "entirely old");
-        assert!(!c.acceptable(SeqNumber(1101), 10), "entirely beyond");
-    }
-
-    #[test]
-    fn sequence_comparisons_survive_wraparound() {
-        let mut s = syn();
-        s.seq_number = SeqNumber(u32::MAX - 10);
-        let mut c = Connection::accept(0, &Config::default(), &s, SeqNumber(5), 0).unwrap();
-        c.rcv.adv = c.rcv.nxt + 100;
-        // RCV.NXT = 2^32 - 10; the window spans the wrap.
-        assert!(c.acceptable(SeqNumber(50), 10));
-        assert!(!c.acceptable(SeqNumber(200), 10));
-    }
-
-    #[test]
-    fn idle_connection_fits_in_one_kilobyte_without_buffers() {
-        // The TCB itself; rings and the out-of-order/scoreboard tables allocate on first use,
-        // so an idle established connection owns nothing else.
-        let size = core::mem::size_of::<Connection>();
-        assert!(size <= 1024, "Connection is {size} bytes");
-    }
 }
