@@ -202,23 +202,29 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// (until our FIN is, after which SND.UNA = snd.buf_seq + 1); `RCV.NXT ≤ rcv.adv` and
 /// `rcv.adv - RCV.NXT ≤ recv_buffer_bytes - recv_buf.len()` (we never advertise room we do
 /// not have, and `rcv.adv` never moves left).
+///
+/// `repr(C)` keeps the declaration order: the parts every segment touches come first, in
+/// 360 contiguous bytes (six cache lines, the fewest they fit in), ordered by alignment so
+/// that no padding is added; the cold parts follow, counters last (`Connection::layout`
+/// reports the offsets, `cargo run -p bench --bin tcb_size` prints them).
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub struct Connection {
     // ---- hot: touched by every segment ----
-    pub(crate) state: State,
-    pub(crate) snd: SendSeq,
-    pub(crate) rcv: RecvSeq,
-    pub(crate) opts: Options,
-    pub(crate) ts: Timestamps,
-    pub(crate) rec: Recovery,
     pub(crate) cc: Congestion,
     pub(crate) rtt: RttEstimator,
     pub(crate) timers: Timers,
-    pub(crate) app: AppFlags,
+    pub(crate) ts: Timestamps,
     pub(crate) out: Output,
-    // ---- cold ----
+    pub(crate) rec: Recovery,
+    pub(crate) snd: SendSeq,
+    pub(crate) rcv: RecvSeq,
+    pub(crate) opts: Options,
     pub(crate) local_port: u16,
     pub(crate) remote_port: u16,
+    pub(crate) app: AppFlags,
+    pub(crate) state: State,
+    // ---- cold: a few fields each per segment, or none ----
     pub(crate) config: Config,
     pub(crate) send_buf: Ring,
     pub(crate) recv_buf: Ring,
@@ -718,6 +724,47 @@ impl Connection {
         if !cork {
             self.app.push_pending = true;
         }
+    }
+
+    /// Where each part of the TCB sits, as `(name, offset, size)` in bytes, in offset order
+    /// (for the TCB size benchmark). Parts are the groups of
+    /// `tcb.rs` and the cold fields; padding between them is not listed.
+    pub fn layout() -> Vec<(&'static str, usize, usize)> {
+        use core::mem::{offset_of, size_of};
+        macro_rules! parts {
+            ($($name:ident: $ty:ty),* $(,)?) => {{
+                // Exhaustive: a part added to `Connection` must be listed here too.
+                #[allow(dead_code)]
+                fn exhaustive(c: &Connection) {
+                    let Connection { $($name: _),* } = c;
+                }
+                vec![$((stringify!($name), offset_of!(Connection, $name), size_of::<$ty>())),*]
+            }};
+        }
+        let mut v = parts! {
+            state: State,
+            snd: SendSeq,
+            rcv: RecvSeq,
+            opts: Options,
+            ts: Timestamps,
+            rec: Recovery,
+            cc: Congestion,
+            rtt: RttEstimator,
+            timers: Timers,
+            app: AppFlags,
+            out: Output,
+            local_port: u16,
+            remote_port: u16,
+            config: Config,
+            send_buf: Ring,
+            recv_buf: Ring,
+            ooo: OooQueue,
+            scoreboard: OooQueue,
+            rack: Option<Box<Rack>>,
+            counters: Counters,
+        };
+        v.sort_by_key(|&(_, offset, _)| offset);
+        v
     }
 
     /// The first violated TCB invariant, if any (for checkers in tests and simulations; cheap

@@ -83,3 +83,28 @@ fn idle_connection_fits_in_one_kilobyte_without_buffers() {
     let size = core::mem::size_of::<Connection>();
     assert!(size <= 1024, "Connection is {size} bytes");
 }
+
+#[test]
+fn layout_lists_disjoint_parts_inside_the_tcb() {
+    let parts = Connection::layout();
+    let mut end = 0;
+    for &(name, offset, size) in &parts {
+        assert!(offset >= end, "{name} overlaps the part before it");
+        end = offset + size;
+    }
+    assert!(end <= core::mem::size_of::<Connection>());
+}
+
+#[test]
+fn hot_parts_come_first_without_padding() {
+    // The parts every segment touches, then the cold ones (`repr(C)` order).
+    let parts = Connection::layout();
+    let hot = parts
+        .iter()
+        .position(|&(name, _, _)| name == "config")
+        .unwrap();
+    let hot_bytes: usize = parts[..hot].iter().map(|&(_, _, size)| size).sum();
+    assert_eq!(parts[hot].1, hot_bytes, "padding among the hot parts");
+    assert!(hot_bytes <= 6 * 64, "hot parts take {hot_bytes} bytes");
+    assert_eq!(parts.last().unwrap().0, "counters");
+}
