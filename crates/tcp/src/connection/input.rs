@@ -1064,7 +1064,7 @@ impl Connection {
             .saturating_sub(self.recv_buf.len() as u32)
     }
 
-    /// The window field to advertise now; moves `rcv_adv` right when receiver-side SWS
+    /// The window field to advertise now; moves `rcv.adv` right when receiver-side SWS
     /// avoidance allows (RFC 9293 §3.8.6.2.2), never left.
     pub(super) fn advertise_window(&mut self) -> u16 {
         let avail = self.recv_window_avail();
@@ -1077,7 +1077,7 @@ impl Connection {
             wnd = avail;
         }
         // Round down to the scale granularity (RFC 7323 §2.4 allows the apparent retraction
-        // of less than 2^S; we keep accepting up to `rcv_adv`).
+        // of less than 2^S; we keep accepting up to `rcv.adv`).
         let field = (wnd >> self.opts.rcv_wscale).min(0xffff);
         let edge = self.rcv.nxt + (field << self.opts.rcv_wscale);
         self.rcv.adv = self.rcv.adv.max(edge);
