@@ -1,17 +1,19 @@
 //! The size of the TCP engine's per-connection state (issue 3: "the size of the hot
 //! per-connection state touched on every segment; goal ≤ 256 bytes, four cache lines").
 //!
-//! `tcp::Connection` has no separate hot struct: its fields are grouped by comments
-//! ("hot", "timestamps", "timers", "cold") but it is `repr(Rust)`, so the compiler orders
-//! fields by alignment and the groups are not contiguous in memory. This module reports
-//! `size_of` of the whole TCB and of every component type, and the bytes of the fields a
-//! segment on an established connection reads or writes, summed from a field list that
-//! mirrors `crates/tcp/src/connection/mod.rs` (`Connection`'s fields are private to the tcp
-//! crate, so no `offset_of!` from here; the list names each field so a reviewer can check it).
+//! `tcp::Connection` is grouped into sub-structs (`crates/tcp/src/connection/tcb.rs`: send and
+//! receive sequence spaces, options, timestamps, recovery, timers, application flags, owed
+//! output) plus congestion control, RTT and the cold parts. Each group is contiguous, and
+//! `Connection` is `repr(C)` with the groups every segment touches first (offsets reported
+//! by [`tcp::Connection::layout`]). This module reports `size_of` of the whole TCB and of every
+//! component type, the bytes of the fields a segment on an established connection reads or
+//! writes, summed from a field list that mirrors the groups (the list names each field so a
+//! reviewer can check it), and the cache lines the groups every segment touches occupy.
 
 use core::mem::size_of;
 
 use tcp::cc::Congestion;
+use tcp::connection::{self, AppFlags, Options, Recovery, RecvSeq, SendSeq, Timestamps};
 use tcp::ooo::OooQueue;
 use tcp::ring::Ring;
 use tcp::rtt::RttEstimator;
@@ -28,14 +30,15 @@ pub struct Part {
 /// Where a field sits in `Connection` and whether a segment touches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Group {
-    /// The source's "hot: sequence space and windows" group.
+    /// Sequence spaces, options, recovery, owed output, congestion and RTT state (`state`,
+    /// `snd`, `rcv`, `opts`, `rec`, `app`, `out`, `cc`, `rtt`).
     Hot,
-    /// The "timestamps" group: read and written on every segment once RFC 7323 timestamps
-    /// are negotiated (the default).
+    /// The `ts` group: read and written on every segment once RFC 7323 timestamps are
+    /// negotiated (the default).
     Timestamps,
-    /// The "timers" group: deadlines re-armed on every data segment or ACK.
+    /// The `timers` group: deadlines re-armed on every data segment or ACK.
     Timers,
-    /// Fields of the "cold" group that every segment still reads or writes.
+    /// Fields of the cold parts that every segment still reads or writes.
     ColdTouched,
 }
 
@@ -50,48 +53,52 @@ pub struct Field {
 
 const SEQ: usize = size_of::<SeqNumber>();
 
-/// The fields a segment touches, by group (mirror of `Connection` in
-/// `crates/tcp/src/connection/mod.rs`; `AckDue` is crate-private and one byte).
+/// The fields a segment touches, by group (mirror of `Connection`'s groups in
+/// `crates/tcp/src/connection/tcb.rs`; `AckDue` is crate-private and one byte).
 pub fn touched_fields() -> Vec<Field> {
     use Group::*;
     let f = |name, group, bytes| Field { name, group, bytes };
     vec![
         f("state", Hot, size_of::<State>()),
-        f("snd_una", Hot, SEQ),
-        f("snd_nxt", Hot, SEQ),
-        f("snd_max", Hot, SEQ),
-        f("snd_wnd", Hot, 4),
-        f("snd_wl1", Hot, SEQ),
-        f("snd_wl2", Hot, SEQ),
-        f("max_snd_wnd", Hot, 4),
-        f("snd_buf_seq", Hot, SEQ),
-        f("rcv_nxt", Hot, SEQ),
-        f("rcv_adv", Hot, SEQ),
-        f("snd_mss", Hot, 2),
-        f("rcv_mss_seen", Hot, 2),
-        f("snd_wscale + rcv_wscale", Hot, 2),
-        f("ack_due", Hot, 1),
-        f("dupacks", Hot, 1),
+        f("snd.una", Hot, SEQ),
+        f("snd.nxt", Hot, SEQ),
+        f("snd.max", Hot, SEQ),
+        f("snd.wnd", Hot, 4),
+        f("snd.wl1", Hot, SEQ),
+        f("snd.wl2", Hot, SEQ),
+        f("snd.max_wnd", Hot, 4),
+        f("snd.buf_seq", Hot, SEQ),
+        f("rcv.nxt", Hot, SEQ),
+        f("rcv.adv", Hot, SEQ),
+        f("opts.snd_mss", Hot, 2),
+        f("rcv.mss_seen", Hot, 2),
+        f("opts.snd_wscale + opts.rcv_wscale", Hot, 2),
+        f("out.ack_due", Hot, 1),
+        f("rec.dupacks", Hot, 1),
         f(
-            "9 flags (in_recovery .. keepalive_pending)",
+            "9 flags (rec.in_recovery .. out.keepalive_pending)",
             Hot,
             9 * size_of::<bool>(),
         ),
-        f("events + dupacks_owed", Hot, 2),
-        f("rcv_unacked_bytes", Hot, 4),
-        f("recover", Hot, SEQ),
+        f("out.events + out.dupacks_owed", Hot, 2),
+        f("out.rcv_unacked_bytes", Hot, 4),
+        f("rec.recover", Hot, SEQ),
         f("cc: Congestion", Hot, size_of::<Congestion>()),
         f("rtt: RttEstimator", Hot, size_of::<RttEstimator>()),
-        // `RttTimed` (crate-private): a sequence number and a send time, 16 bytes with padding.
-        f("rtt_timed", Hot, SEQ + size_of::<u64>() + 4),
-        f("ts_offset", Timestamps, 4),
-        f("ts_recent", Timestamps, 4),
-        f("ts_recent_age_ns", Timestamps, 8),
-        f("last_ack_sent", Timestamps, SEQ),
-        f("ts_rtx_floor", Timestamps, 4),
-        f("rtx/persist/delack/keepalive deadlines", Timers, 4 * 8),
-        f("unacked_since_ns", Timers, 8),
-        f("last_tx_ns", Timers, 8),
+        f("ts.offset", Timestamps, 4),
+        f("ts.recent", Timestamps, 4),
+        f("ts.recent_age_ns", Timestamps, 8),
+        f("ts.last_ack_sent", Timestamps, SEQ),
+        f("ts.rtx_floor", Timestamps, 4),
+        f(
+            "timers: rtx/persist/delack/keepalive deadlines",
+            Timers,
+            4 * 8,
+        ),
+        f("timers.unacked_since_ns", Timers, 8),
+        f("timers.last_tx_ns", Timers, 8),
+        // The segment timed for RTT (without timestamps): a sequence number and a send time.
+        f("timers.rtt_timed_end + rtt_timed_sent_ns", Timers, SEQ + 8),
         f("local_port + remote_port", ColdTouched, 4),
         f(
             "counters: rx/tx segments, rx/tx payload bytes",
@@ -110,7 +117,7 @@ pub fn touched_fields() -> Vec<Field> {
             ColdTouched,
             2 * size_of::<OooQueue>(),
         ),
-        f("dsack", ColdTouched, size_of::<Option<SackBlock>>()),
+        f("out.dsack", ColdTouched, size_of::<Option<SackBlock>>()),
         // RACK (RFC 8985, on by default with SACK): the pointer to its boxed state; the box
         // (crate-private `Rack`: transmit records, RACK.rtt/xmit_ts, reordering window) is
         // allocated on the first data segment and touched by every one, outside the TCB.
@@ -163,10 +170,72 @@ pub fn sizes() -> Vec<Part> {
             bytes: size_of::<RttEstimator>(),
         },
         Part {
+            name: "  of which snd: SendSeq",
+            bytes: size_of::<SendSeq>(),
+        },
+        Part {
+            name: "  of which rcv: RecvSeq",
+            bytes: size_of::<RecvSeq>(),
+        },
+        Part {
+            name: "  of which opts: Options",
+            bytes: size_of::<Options>(),
+        },
+        Part {
+            name: "  of which ts: Timestamps",
+            bytes: size_of::<Timestamps>(),
+        },
+        Part {
+            name: "  of which rec: Recovery",
+            bytes: size_of::<Recovery>(),
+        },
+        Part {
+            name: "  of which timers: Timers",
+            bytes: size_of::<connection::Timers>(),
+        },
+        Part {
+            name: "  of which app: AppFlags",
+            bytes: size_of::<AppFlags>(),
+        },
+        Part {
             name: "stack::Stack (per shard, not per connection)",
             bytes: size_of::<stack::Stack>(),
         },
     ]
+}
+
+/// The parts of `Connection` (as named by [`tcp::Connection::layout`]) that every segment
+/// of an established connection touches somewhere: the hot and timer groups and the ports.
+/// The cold parts (configuration, buffers, tables, counters) are touched in a few fields each
+/// and left out.
+pub const HOT_PARTS: [&str; 13] = [
+    "state",
+    "snd",
+    "rcv",
+    "opts",
+    "ts",
+    "rec",
+    "cc",
+    "rtt",
+    "timers",
+    "app",
+    "out",
+    "local_port",
+    "remote_port",
+];
+
+/// Bytes of the hot parts and the distinct 64-byte lines they occupy in the real layout
+/// (TCB-relative offsets; the box's own alignment may shift lines by a constant).
+pub fn hot_span() -> (usize, usize) {
+    let mut bytes = 0;
+    let mut lines = std::collections::BTreeSet::new();
+    for (name, offset, size) in Connection::layout() {
+        if HOT_PARTS.contains(&name) && size > 0 {
+            bytes += size;
+            lines.extend(offset / 64..=(offset + size - 1) / 64);
+        }
+    }
+    (bytes, lines.len())
 }
 
 /// Cache lines (64 bytes) a byte count needs at best.

@@ -56,7 +56,7 @@
 //!
 //! - [`config`]: every knob, with units and defaults;
 //! - [`connection`]: the state machine, input, timers, output;
-//! - [`cc`]: NewReno and CUBIC window arithmetic;
+//! - [`cc`]: NewReno and CUBIC window arithmetic behind [`cc::CongestionController`];
 //! - [`rtt`]: RFC 6298 estimator;
 //! - [`ring`], [`ooo`]: bounded receive/send storage and the out-of-order map;
 //! - [`rack`]: RACK loss detection (RFC 8985 §6) over a bounded table of transmit records;

@@ -10,7 +10,8 @@
 //! - the advertised right edge, window scales and the timestamp clock move, so the window never
 //!   shrinks and PAWS keeps accepting (invariant 5): the timestamp clock is carried as its value
 //!   at export and continues from there on import, whatever the importer's clock origin;
-//! - timers move as remaining deltas; a pending (delayed) ACK must be sent before the move —
+//! - timers move as remaining deltas (the snapshot carries the exporter's clock at export,
+//!   `exported_at_ns`, and import moves every time to its own clock); a pending (delayed) ACK must be sent before the move —
 //!   [`Connection::export`] refuses while output is owed, and
 //!   [`Connection::flush_delayed_ack`] turns a delayed ACK into an immediate one (invariant 6);
 //! - congestion and RTT state move too (invariant 7), RACK's path properties among them
@@ -20,8 +21,11 @@
 use wire::tcp::SeqNumber;
 
 use crate::cc::Congestion;
-use crate::config::{Config, NS_PER_MS};
-use crate::connection::{AckDue, Connection, Counters, NEVER, State};
+use crate::config::Config;
+use crate::connection::{
+    AckDue, AppFlags, Connection, Counters, NEVER, Options, Output, Recovery, RecvSeq,
+    SCOREBOARD_RANGES_MAX, SendSeq, State, Timers, Timestamps,
+};
 use crate::ooo::OooQueue;
 use crate::rack::{Rack, RackPathState};
 use crate::ring::Ring;
@@ -53,85 +57,47 @@ impl std::error::Error for SnapshotError {}
 
 /// A live connection, frozen. Plain data: the host may serialize it however it likes.
 ///
-/// Invariants (checked by `import`): `snd_una ≤ snd_nxt ≤ snd_max`; the send bytes start at
-/// `snd_una` (or `snd_una − 1` once our FIN is acknowledged, when they are empty) and
-/// `send_unacked` covers `[snd_una, snd_nxt)` minus a FIN; `rcv_nxt ≤ rcv_adv`;
-/// `rcv_adv − rcv_nxt` plus `recv_unread.len()` fits `config.recv_buffer_bytes`.
+/// It carries the TCB's groups whole (see [`Connection::export`] for the guard that keeps it
+/// so); times in `ts`, `timers` and `cc` are on the exporter's clock, which read
+/// `exported_at_ns` at export, and [`Connection::import`] moves them to its own.
+///
+/// Invariants (checked by `import`): `snd.una ≤ snd.nxt ≤ snd.max`; `snd.buf_seq` is
+/// `snd.una`, or `snd.una − 1` once our FIN is acknowledged (then the send bytes are
+/// empty); `send_unacked` covers `[snd.buf_seq, snd.nxt)` minus a FIN; `rcv.nxt ≤ rcv.adv`;
+/// `rcv.adv − rcv.nxt` plus `recv_unread.len()` fits `config.recv_buffer_bytes`; window
+/// shifts ≤ 14.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectionSnapshot {
+    /// The exporter's clock at export.
+    pub exported_at_ns: u64,
     pub config: Config,
     pub state: State,
     pub local_port: u16,
     pub remote_port: u16,
-    pub iss: SeqNumber,
-    pub irs: SeqNumber,
-    // --- send sequence space (RFC 9293 §3.3.1) ---
-    pub snd_una: SeqNumber,
-    pub snd_nxt: SeqNumber,
-    /// Highest sequence number sent plus one.
-    pub snd_max: SeqNumber,
-    /// Peer's window, scaled, in bytes.
-    pub snd_wnd_bytes: u32,
-    pub snd_wl1: SeqNumber,
-    pub snd_wl2: SeqNumber,
-    pub max_snd_wnd_bytes: u32,
-    // --- receive sequence space ---
-    pub rcv_nxt: SeqNumber,
-    /// Right edge of the window we advertised; the importer never advertises less.
-    pub rcv_adv: SeqNumber,
-    // --- options ---
-    pub snd_mss_bytes: u16,
-    pub rcv_mss_seen_bytes: u16,
-    pub snd_wscale: u8,
-    pub rcv_wscale: u8,
-    pub timestamps: bool,
-    pub sack: bool,
-    /// Our timestamp clock's value at export (RFC 7323 §5.4); it continues from here.
-    pub ts_clock_at_export: u32,
-    pub ts_recent: u32,
-    /// How long before the export TS.Recent was last updated.
-    pub ts_recent_age_ns: u64,
-    pub last_ack_sent: SeqNumber,
-    /// Our timestamp clock value at the last retransmission (older echoes are not sampled).
-    pub ts_rtx_floor: u32,
-    // --- congestion and RTT ---
-    pub cwnd_bytes: u32,
-    pub ssthresh_bytes: u32,
-    pub ca_acked_bytes: u32,
-    pub cubic_w_max_bytes: u32,
-    pub cubic_k_ns: u64,
-    /// Time since the CUBIC epoch started, if one is running.
-    pub cubic_epoch_age_ns: Option<u64>,
-    pub cubic_w_est_bytes: u32,
-    pub in_recovery: bool,
-    pub recover: SeqNumber,
-    pub dupacks: u8,
-    /// A fast retransmission of SND.UNA is owed.
-    pub rtx_pending: bool,
-    pub srtt_ns: u64,
-    pub rttvar_ns: u64,
-    pub base_rto_ns: u64,
-    pub rto_backoff_shift: u8,
-    pub rtt_has_sample: bool,
+    /// Send sequence space, whole.
+    pub snd: SendSeq,
+    /// Receive sequence space, whole; the importer never advertises left of `rcv.adv`.
+    pub rcv: RecvSeq,
+    /// Negotiated options (`peer_offered_ws` is not restored: the handshake is over).
+    pub opts: Options,
+    /// Timestamp state; the timestamp clock continues from its value at export.
+    pub ts: Timestamps,
+    /// Loss recovery. Restored: `in_recovery`, `recover`, `dupacks`, `rtx_pending`; the PRR
+    /// episode, the flight record, HighRxt and the tail loss probe state start afresh.
+    pub rec: Recovery,
+    /// The congestion controller's state, whole.
+    pub cc: Congestion,
+    /// RTT estimator; its bounds come from the importer's `config`.
+    pub rtt: RttEstimator,
     /// RACK's minimum RTT and reordering state (RFC 8985 §6.2 steps 1, 3, 4).
     pub rack_path: RackPathState,
-    // --- timers, as time remaining at export ---
-    pub rtx_remaining_ns: Option<u64>,
-    pub persist_remaining_ns: Option<u64>,
-    pub keepalive_remaining_ns: Option<u64>,
-    pub time_wait_remaining_ns: Option<u64>,
-    pub persist_shift: u8,
-    pub keepalive_probes: u8,
-    /// Age of the oldest unacknowledged data (user timeout reference).
-    pub unacked_age_ns: u64,
-    /// Time since data was last sent (RFC 5681 §4.1 idle restart).
-    pub last_tx_age_ns: u64,
-    // --- close state ---
-    pub fin_queued: bool,
-    pub fin_acked: bool,
-    pub fin_received: bool,
-    pub app_closed: bool,
-    // --- data ---
+    /// Timers; the delayed ACK (flushed before export) and the tail loss probe (re-armed by
+    /// the next `poll_transmit`) are not restored, nor the SYN retry count, nor a segment
+    /// being timed for RTT (Karn).
+    pub timers: Timers,
+    /// Application flags; cork and `MSG_MORE` holds are not restored (a restored connection
+    /// pushes).
+    pub app: AppFlags,
     /// Sent, not acknowledged: `[SND.UNA, SND.NXT)`.
     pub send_unacked: Vec<u8>,
     /// Queued, not yet sent (from SND.NXT).
@@ -141,20 +107,77 @@ pub struct ConnectionSnapshot {
     pub counters: Counters,
 }
 
-fn remaining(deadline_ns: u64, now: u64) -> Option<u64> {
-    (deadline_ns != NEVER).then(|| deadline_ns.saturating_sub(now))
+// What does not move, in one place for `export` (so a snapshot shows only what moves, and
+// export → import → export is the identity) and `import` (so a snapshot made by hand cannot
+// restore it either). Every other field of these groups moves as it is.
+
+/// The handshake is over: what the peer offered in its SYN is not needed.
+fn moved_opts(o: Options) -> Options {
+    Options {
+        peer_offered_ws: None,
+        ..o
+    }
 }
 
-fn deadline(remaining_ns: Option<u64>, now: u64) -> u64 {
-    remaining_ns.map_or(NEVER, |r| now.saturating_add(r).min(NEVER - 1))
+/// Recovery keeps `in_recovery`, `recover`, `dupacks` and `rtx_pending`. The SACK
+/// scoreboard does not move, so HighRxt restarts at SND.UNA; no PRR episode, flight record or
+/// tail loss probe carries over: the next transmissions start new ones.
+fn moved_rec(r: Recovery, snd: &SendSeq) -> Recovery {
+    Recovery {
+        high_rxt: snd.una,
+        prr_delivered_bytes: 0,
+        prr_out_bytes: 0,
+        prr_recover_fs_bytes: 0,
+        tlp_pending: false,
+        tlp_sent: false,
+        tlp_last_seq: snd.max,
+        flight_max_bytes: 0,
+        flight_max_seq: snd.una,
+        cwnd_limited: false,
+        ..r
+    }
+}
+
+/// The delayed ACK was sent before the move; the tail loss probe is re-armed by the next
+/// `poll_transmit` that finds nothing to send; the handshake's retry count is over; Karn: a
+/// measurement in progress does not survive the move.
+fn moved_timers(t: Timers) -> Timers {
+    Timers {
+        tlp_deadline_ns: NEVER,
+        delack_deadline_ns: NEVER,
+        syn_retries: 0,
+        rtt_timed_end: SeqNumber(0),
+        rtt_timed_sent_ns: NEVER,
+        ..t
+    }
+}
+
+/// Cork and `MSG_MORE` holds are not carried: a restored connection pushes. A synchronized
+/// connection has no close reason.
+fn moved_app(a: AppFlags) -> AppFlags {
+    AppFlags {
+        cork: false,
+        more: false,
+        push_pending: false,
+        close_reason: None,
+        ..a
+    }
+}
+
+impl ConnectionSnapshot {
+    /// Our timestamp clock's value at export (RFC 7323 §5.4); the importer's continues from
+    /// here.
+    pub fn ts_clock_at_export(&self) -> u32 {
+        self.ts.clock(self.exported_at_ns)
+    }
 }
 
 impl Connection {
     /// Makes a pending delayed ACK immediate, so that draining `poll_transmit` sends it
     /// (DESIGN.md handoff invariant 6: a pending delayed ACK is sent before the move).
     pub fn flush_delayed_ack(&mut self) {
-        if self.ack_due == AckDue::Delayed {
-            self.ack_due = AckDue::Now;
+        if self.out.ack_due == AckDue::Delayed {
+            self.out.ack_due = AckDue::Now;
         }
     }
 
@@ -162,121 +185,112 @@ impl Connection {
     /// [`Connection::flush_delayed_ack`]); out-of-order data is not included. The connection
     /// itself is left untouched: the caller drops it once the new owner has taken over.
     pub fn export(&self, now: u64) -> Result<ConnectionSnapshot, SnapshotError> {
-        if !self.state.is_synchronized() {
+        // The guard: every part of the TCB is named here, without `..`, so a part added to
+        // `Connection` does not compile until this function carries it or says why not.
+        // Fields added inside a group move with the group.
+        let Connection {
+            state,
+            snd,
+            rcv,
+            opts,
+            ts,
+            rec,
+            cc,
+            rtt,
+            timers,
+            app,
+            // Owed output: must be empty (checked below), never carried.
+            out,
+            local_port,
+            remote_port,
+            config,
+            send_buf,
+            recv_buf,
+            // Out-of-order data is dropped (invariant 3); the SACK scoreboard is advisory.
+            ooo: _,
+            scoreboard: _,
+            // Only RACK's path properties move (`rack_path`).
+            rack,
+            counters,
+        } = self;
+        if !state.is_synchronized() {
             return Err(SnapshotError::NotSynchronized);
         }
-        if self.ack_due != AckDue::None
-            || self.dupacks_owed > 0
-            || self.rst_pending.is_some()
-            || self.probe_pending
-            || self.tlp_pending
-            || self.keepalive_pending
+        let Output {
+            ack_due,
+            dupacks_owed,
+            rst_pending,
+            probe_pending,
+            keepalive_pending,
+            ..
+        } = *out;
+        if ack_due != AckDue::None
+            || dupacks_owed > 0
+            || rst_pending.is_some()
+            || probe_pending
+            || rec.tlp_pending
+            || keepalive_pending
         {
             return Err(SnapshotError::OutputPending);
         }
-        let all = self.send_buf.to_vec();
-        let split = (self.snd_nxt.diff(self.snd_buf_seq).max(0) as usize).min(all.len());
+        let all = send_buf.to_vec();
+        let split = (snd.nxt.diff(snd.buf_seq).max(0) as usize).min(all.len());
         let (unacked, unsent) = all.split_at(split);
         Ok(ConnectionSnapshot {
-            config: self.config,
-            state: self.state,
-            local_port: self.local_port,
-            remote_port: self.remote_port,
-            iss: self.iss,
-            irs: self.irs,
-            snd_una: self.snd_una,
-            snd_nxt: self.snd_nxt,
-            snd_max: self.snd_max,
-            snd_wnd_bytes: self.snd_wnd,
-            snd_wl1: self.snd_wl1,
-            snd_wl2: self.snd_wl2,
-            max_snd_wnd_bytes: self.max_snd_wnd,
-            rcv_nxt: self.rcv_nxt,
-            rcv_adv: self.rcv_adv,
-            snd_mss_bytes: self.snd_mss,
-            rcv_mss_seen_bytes: self.rcv_mss_seen,
-            snd_wscale: self.snd_wscale,
-            rcv_wscale: self.rcv_wscale,
-            timestamps: self.ts_ok,
-            sack: self.sack_ok,
-            ts_clock_at_export: ((now / NS_PER_MS) as u32).wrapping_add(self.ts_offset),
-            ts_recent: self.ts_recent,
-            ts_recent_age_ns: now.saturating_sub(self.ts_recent_age_ns),
-            last_ack_sent: self.last_ack_sent,
-            ts_rtx_floor: self.ts_rtx_floor,
-            cwnd_bytes: self.cc.cwnd_bytes,
-            ssthresh_bytes: self.cc.ssthresh_bytes,
-            ca_acked_bytes: self.cc.ca_acked_bytes,
-            cubic_w_max_bytes: self.cc.cubic_w_max_bytes,
-            cubic_k_ns: self.cc.cubic_k_ns,
-            cubic_epoch_age_ns: self.cc.cubic_epoch_start_ns.map(|t| now.saturating_sub(t)),
-            cubic_w_est_bytes: self.cc.cubic_w_est_bytes,
-            in_recovery: self.in_recovery,
-            recover: self.recover,
-            dupacks: self.dupacks,
-            rtx_pending: self.rtx_pending,
-            srtt_ns: self.rtt.srtt_ns,
-            rttvar_ns: self.rtt.rttvar_ns,
-            base_rto_ns: self.rtt.base_rto_ns,
-            rto_backoff_shift: self.rtt.backoff_shift,
-            rtt_has_sample: self.rtt.has_sample,
-            rack_path: self.rack.as_ref().map(|r| r.path(now)).unwrap_or_default(),
-            rtx_remaining_ns: remaining(self.rtx_deadline_ns, now),
-            persist_remaining_ns: remaining(self.persist_deadline_ns, now),
-            keepalive_remaining_ns: remaining(self.keepalive_deadline_ns, now),
-            time_wait_remaining_ns: remaining(self.time_wait_deadline_ns, now),
-            persist_shift: self.persist_shift,
-            keepalive_probes: self.keepalive_probes,
-            unacked_age_ns: now.saturating_sub(self.unacked_since_ns),
-            last_tx_age_ns: now.saturating_sub(self.last_tx_ns),
-            fin_queued: self.fin_queued,
-            fin_acked: self.fin_queued
-                && self
-                    .snd_una
-                    .gt(self.snd_buf_seq + self.send_buf.len() as u32),
-            fin_received: self.fin_received,
-            app_closed: self.app_closed,
+            exported_at_ns: now,
+            config: *config,
+            state: *state,
+            local_port: *local_port,
+            remote_port: *remote_port,
+            snd: *snd,
+            rcv: *rcv,
+            opts: moved_opts(*opts),
+            ts: *ts,
+            rec: moved_rec(*rec, snd),
+            cc: *cc,
+            rtt: *rtt,
+            rack_path: rack.as_ref().map(|r| r.path(now)).unwrap_or_default(),
+            timers: moved_timers(*timers),
+            app: moved_app(*app),
             send_unacked: unacked.to_vec(),
             send_unsent: unsent.to_vec(),
-            recv_unread: self.recv_buf.to_vec(),
-            counters: self.counters,
+            recv_unread: recv_buf.to_vec(),
+            counters: *counters,
         })
     }
 
-    /// Resumes a frozen connection at `now` (any clock origin: every time is carried as a
-    /// delta). Validates the snapshot's invariants first. The application on the new owner
-    /// has seen nothing yet, so the resumed engine announces its readiness: `Readable` when
-    /// received bytes moved, `PeerClosed` when the peer's FIN did, `Writable` when the send
-    /// buffer has room and sending is still allowed.
+    /// Resumes a frozen connection at `now` (any clock origin: every time keeps its distance
+    /// to the export). Validates the snapshot's invariants first. The application on the new
+    /// owner has seen nothing yet, so the resumed engine announces its readiness: `Readable`
+    /// when received bytes moved, `PeerClosed` when the peer's FIN did, `Writable` when the
+    /// send buffer has room and sending is still allowed.
     pub fn import(now: u64, s: &ConnectionSnapshot) -> Result<Connection, SnapshotError> {
         if !s.state.is_synchronized() {
             return Err(SnapshotError::NotSynchronized);
         }
         let config = s.config.validated();
+        let (snd, rcv) = (s.snd, s.rcv);
         let inconsistent = Err(SnapshotError::Inconsistent);
-        if s.snd_nxt.lt(s.snd_una) || s.snd_max.lt(s.snd_nxt) || s.rcv_adv.lt(s.rcv_nxt) {
+        if snd.nxt.lt(snd.una) || snd.max.lt(snd.nxt) || rcv.adv.lt(rcv.nxt) {
             return inconsistent;
         }
         let send_len = s.send_unacked.len() + s.send_unsent.len();
+        // Our FIN acknowledged: SND.UNA is one past the (empty) send buffer.
+        let fin_acked = snd.buf_seq != snd.una;
         if send_len > config.send_buffer_bytes as usize
             || s.recv_unread.len() > config.recv_buffer_bytes as usize
-            || (s.rcv_adv.diff(s.rcv_nxt) as u64).saturating_add(s.recv_unread.len() as u64)
+            || (rcv.adv.diff(rcv.nxt) as u64).saturating_add(s.recv_unread.len() as u64)
                 > u64::from(config.recv_buffer_bytes)
-            || s.snd_wscale > 14
-            || s.rcv_wscale > 14
-            || (s.fin_acked && (!s.fin_queued || send_len != 0))
+            || s.opts.snd_wscale > 14
+            || s.opts.rcv_wscale > 14
+            || (fin_acked && (snd.buf_seq + 1 != snd.una || !s.app.fin_queued || send_len != 0))
         {
             return inconsistent;
         }
-        let snd_buf_seq = if s.fin_acked {
-            s.snd_una - 1
-        } else {
-            s.snd_una
-        };
         // The unacknowledged part must be exactly [SND.UNA, SND.NXT) (a sent FIN is not data).
-        let sent_data = s.snd_nxt.diff(snd_buf_seq) as usize;
-        let fin_seq = snd_buf_seq + send_len as u32;
-        let fin_sent = s.fin_queued && s.snd_nxt.gt(fin_seq);
+        let sent_data = snd.nxt.diff(snd.buf_seq) as usize;
+        let fin_seq = snd.buf_seq + send_len as u32;
+        let fin_sent = s.app.fin_queued && snd.nxt.gt(fin_seq);
         if s.send_unacked.len() + usize::from(fin_sent) != sent_data {
             return inconsistent;
         }
@@ -285,123 +299,53 @@ impl Connection {
         send_buf.push(&s.send_unsent);
         let mut recv_buf = Ring::new(config.recv_buffer_bytes as usize);
         recv_buf.push(&s.recv_unread);
-        let ts_offset = s.ts_clock_at_export.wrapping_sub((now / NS_PER_MS) as u32);
-        let cc = Congestion {
-            algorithm: config.congestion_control,
-            cwnd_bytes: s.cwnd_bytes,
-            ssthresh_bytes: s.ssthresh_bytes,
-            ca_acked_bytes: s.ca_acked_bytes,
-            cubic_w_max_bytes: s.cubic_w_max_bytes,
-            cubic_epoch_start_ns: s.cubic_epoch_age_ns.map(|a| now.saturating_sub(a)),
-            cubic_k_ns: s.cubic_k_ns,
-            cubic_w_est_bytes: s.cubic_w_est_bytes,
-        };
-        let mut rtt =
-            RttEstimator::new(config.rto_initial_ns, config.rto_min_ns, config.rto_max_ns);
-        rtt.min_bounds_variance = config.rto_min_bounds_variance;
-        rtt.srtt_ns = s.srtt_ns;
-        rtt.rttvar_ns = s.rttvar_ns;
-        rtt.base_rto_ns = s.base_rto_ns.clamp(config.rto_min_ns, config.rto_max_ns);
-        rtt.backoff_shift = s.rto_backoff_shift;
-        rtt.has_sample = s.rtt_has_sample;
+        let (from, to) = (s.exported_at_ns, now);
         // RACK's per-segment send times do not move, like the SACK scoreboard they are read
         // with: the flight is recorded as sent now (`Rack::import_flight`), the latest it can
         // have been sent, so RACK deems none of it lost before segments sent after the move
         // are delivered and RACK.rtt plus reo_wnd has passed; until then the RTO (which moves)
         // and the tail loss probe guard it. The reordering timer is re-armed by the next ACK.
         let rack = (config.rack
-            && s.sack
-            && (s.snd_una != s.snd_max || !Rack::path_is_default(&s.rack_path)))
+            && s.opts.sack_ok
+            && (snd.una != snd.max || !Rack::path_is_default(&s.rack_path)))
         .then(|| {
             let mut rack = Box::new(Rack::with_path(&s.rack_path, now));
-            rack.import_flight(s.snd_una, s.snd_max, now);
+            rack.import_flight(snd.una, snd.max, now);
             rack
         });
         let mut c = Connection {
             state: s.state,
-            snd_una: s.snd_una,
-            snd_nxt: s.snd_nxt,
-            snd_max: s.snd_max,
-            snd_wnd: s.snd_wnd_bytes,
-            snd_wl1: s.snd_wl1,
-            snd_wl2: s.snd_wl2,
-            max_snd_wnd: s.max_snd_wnd_bytes,
-            snd_buf_seq,
-            rcv_nxt: s.rcv_nxt,
-            rcv_adv: s.rcv_adv,
-            snd_mss: s.snd_mss_bytes.max(1),
-            rcv_mss_seen: s.rcv_mss_seen_bytes,
-            snd_wscale: s.snd_wscale,
-            rcv_wscale: s.rcv_wscale,
-            ack_due: AckDue::None,
-            quickacks_left: 0,
-            dupacks: s.dupacks,
-            in_recovery: s.in_recovery,
-            ts_ok: s.timestamps,
-            sack_ok: s.sack,
-            fin_queued: s.fin_queued,
-            // Cork and MSG_MORE holds are not carried: a restored connection pushes.
-            // The flight record is not carried: the next transmission starts a new one.
-            // A snapshot is taken outside recovery: no PRR episode to carry.
-            prr_delivered_bytes: 0,
-            prr_out_bytes: 0,
-            prr_recover_fs_bytes: 0,
-            flight_max_bytes: 0,
-            flight_max_seq: s.snd_una,
-            cwnd_limited: false,
-            cork: false,
-            more: false,
-            push_pending: false,
-            fin_received: s.fin_received,
-            app_closed: s.app_closed,
-            rtx_pending: s.rtx_pending,
-            probe_pending: false,
-            tlp_pending: false,
-            tlp_sent: false,
-            tlp_last_seq: s.snd_max,
-            keepalive_pending: false,
-            events: 0,
-            dupacks_owed: 0,
-            rcv_unacked_bytes: 0,
-            recover: s.recover,
-            cc,
-            rtt,
-            // Karn: a measurement in progress does not survive the move.
-            rtt_timed: crate::connection::RttTimed::NONE,
-            ts_offset,
-            ts_recent: s.ts_recent,
-            ts_recent_age_ns: now.saturating_sub(s.ts_recent_age_ns),
-            last_ack_sent: s.last_ack_sent,
-            ts_rtx_floor: s.ts_rtx_floor,
-            rtx_deadline_ns: deadline(s.rtx_remaining_ns, now),
-            persist_deadline_ns: deadline(s.persist_remaining_ns, now),
-            // Rearmed by the next `poll_transmit` that finds nothing to send.
-            tlp_deadline_ns: NEVER,
-            delack_deadline_ns: NEVER,
-            keepalive_deadline_ns: deadline(s.keepalive_remaining_ns, now),
-            time_wait_deadline_ns: deadline(s.time_wait_remaining_ns, now),
-            persist_shift: s.persist_shift,
-            syn_retries: 0,
-            keepalive_probes: s.keepalive_probes,
-            unacked_since_ns: now.saturating_sub(s.unacked_age_ns),
-            last_tx_ns: now.saturating_sub(s.last_tx_age_ns),
-            challenge_window_start_ns: now,
-            challenge_acks_in_window: 0,
-            iss: s.iss,
-            irs: s.irs,
+            snd,
+            rcv,
+            opts: Options {
+                snd_mss: s.opts.snd_mss.max(1),
+                ..moved_opts(s.opts)
+            },
+            ts: s.ts.rebased(from, to),
+            rec: moved_rec(s.rec, &snd),
+            cc: s
+                .cc
+                .rebased(from, to)
+                .with_algorithm(config.congestion_control),
+            rtt: RttEstimator {
+                base_rto_ns: s
+                    .rtt
+                    .base_rto_ns
+                    .clamp(config.rto_min_ns, config.rto_max_ns),
+                rto_min_ns: config.rto_min_ns,
+                rto_max_ns: config.rto_max_ns,
+                min_bounds_variance: config.rto_min_bounds_variance,
+                ..s.rtt
+            },
+            timers: moved_timers(s.timers.rebased(from, to)),
+            app: moved_app(s.app),
+            out: Output::new(now, 0),
             local_port: s.local_port,
             remote_port: s.remote_port,
-            peer_offered_ws: None,
-            close_reason: None,
-            rst_pending: None,
             send_buf,
             recv_buf,
             ooo: OooQueue::new(config.ooo_segments_max, config.ooo_bytes_max),
-            // The SACK scoreboard is advisory and does not move; recovery continues from
-            // SND.UNA.
-            scoreboard: OooQueue::new(crate::connection::SCOREBOARD_RANGES_MAX, u32::MAX),
-            high_rxt: s.snd_una,
-            dsack: None,
+            scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX, u32::MAX),
             rack,
             config,
             counters: s.counters,
@@ -409,12 +353,167 @@ impl Connection {
         if !c.recv_buf.is_empty() {
             c.push_event(crate::Event::Readable);
         }
-        if c.fin_received {
+        if c.app.fin_received {
             c.push_event(crate::Event::PeerClosed);
         }
-        if !c.fin_queued && c.send_buf.free() > 0 {
+        if !c.app.fin_queued && c.send_buf.free() > 0 {
             c.push_event(crate::Event::Writable);
         }
         Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wire::tcp::{TcpFlags, TcpRepr};
+
+    use super::*;
+    use crate::config::CongestionControl;
+
+    const EXPORT_NS: u64 = 50_000_000_000;
+    const IMPORT_NS: u64 = 7_000_000;
+
+    fn syn() -> TcpRepr<'static> {
+        TcpRepr {
+            src_port: 9,
+            dst_port: 80,
+            seq_number: SeqNumber(1000),
+            ack_number: SeqNumber(0),
+            flags: TcpFlags::SYN,
+            window_len: 1000,
+            urgent_pointer: 0,
+            max_seg_size: Some(1460),
+            window_scale: Some(7),
+            sack_permitted: true,
+            sack_blocks: [None; 4],
+            timestamp: None,
+            payload: &[],
+        }
+    }
+
+    /// An established connection with every moving group away from its initial value.
+    fn busy_connection() -> Connection {
+        let now = EXPORT_NS;
+        let config = Config {
+            congestion_control: CongestionControl::Cubic,
+            // RACK's records are not built by hand here (`rack_path` has its own tests).
+            rack: false,
+            ..Config::default()
+        };
+        let mut c = Connection::accept(now - 1_000, &config, &syn(), SeqNumber(5), 3).unwrap();
+        c.state = State::Established;
+        c.send_buf.push(&[7u8; 3000]);
+        c.recv_buf.push(&[9u8; 500]);
+        c.snd = SendSeq {
+            una: SeqNumber(6),
+            nxt: SeqNumber(6 + 2000),
+            max: SeqNumber(6 + 2000),
+            wnd: 50_000,
+            wl1: SeqNumber(1001),
+            wl2: SeqNumber(6),
+            max_wnd: 60_000,
+            buf_seq: SeqNumber(6),
+            iss: SeqNumber(5),
+        };
+        c.rcv = RecvSeq {
+            nxt: SeqNumber(1501),
+            adv: SeqNumber(1501 + 40_000),
+            irs: SeqNumber(1000),
+            mss_seen: 1234,
+        };
+        c.opts = Options {
+            snd_mss: 1400,
+            snd_wscale: 7,
+            rcv_wscale: 5,
+            ts_ok: true,
+            sack_ok: true,
+            peer_offered_ws: None,
+        };
+        c.ts = Timestamps {
+            offset: 77,
+            recent: 123_456,
+            recent_age_ns: now - 5_000_000,
+            last_ack_sent: SeqNumber(1501),
+            rtx_floor: 99,
+        };
+        c.rec = moved_rec(
+            Recovery {
+                in_recovery: true,
+                recover: SeqNumber(6 + 2000),
+                dupacks: 3,
+                rtx_pending: true,
+                ..c.rec
+            },
+            &c.snd,
+        );
+        c.cc.on_congestion_event(now - 2_000_000, 20_000, 1400);
+        c.cc.on_ack(now - 1_000_000, 1400, 1400, 10_000_000);
+        c.cc.on_ack(now - 1_000_000, 1400, 1400, 10_000_000);
+        c.rtt.sample(12_000_000);
+        c.rtt.sample(15_000_000);
+        c.rtt.backoff_shift = 1;
+        c.timers = moved_timers(Timers {
+            rtx_deadline_ns: now + 100_000,
+            persist_deadline_ns: now + 200_000,
+            keepalive_deadline_ns: now + 300_000,
+            time_wait_deadline_ns: now + 400_000,
+            unacked_since_ns: now - 10_000,
+            last_tx_ns: now - 20_000,
+            persist_shift: 3,
+            keepalive_probes: 2,
+            ..c.timers
+        });
+        c.app = AppFlags {
+            fin_received: true,
+            ..moved_app(c.app)
+        };
+        c.counters.rx_segments = 11;
+        c.counters.fast_retransmits = 2;
+        c.out = Output::new(now, 0);
+        c
+    }
+
+    /// Every group the snapshot carries comes back equal (times moved to the importer's
+    /// clock), and the busy connection differs from a fresh one in each of them, so the
+    /// equality is not vacuous.
+    #[test]
+    fn import_reproduces_every_group() {
+        let c = busy_connection();
+        assert_eq!(c.invariant_violation(), None);
+        let fresh = Connection::accept(0, c.config(), &syn(), SeqNumber(5), 3).unwrap();
+        assert_ne!(c.snd, fresh.snd);
+        assert_ne!(c.rcv, fresh.rcv);
+        assert_ne!(moved_opts(c.opts), moved_opts(fresh.opts));
+        assert_ne!(c.ts, fresh.ts);
+        assert_ne!(c.rec, moved_rec(fresh.rec, &c.snd));
+        assert_ne!(c.cc, fresh.cc);
+        assert_ne!(c.rtt, fresh.rtt);
+        assert_ne!(c.timers, fresh.timers);
+        assert_ne!(c.app, fresh.app);
+        assert_ne!(c.counters, fresh.counters);
+
+        let s = c.export(EXPORT_NS).unwrap();
+        let d = Connection::import(IMPORT_NS, &s).unwrap();
+        assert_eq!(d.invariant_violation(), None);
+        assert_eq!(d.state, c.state);
+        assert_eq!((d.local_port, d.remote_port), (c.local_port, c.remote_port));
+        assert_eq!(d.snd, c.snd);
+        assert_eq!(d.rcv, c.rcv);
+        assert_eq!(d.opts, c.opts);
+        assert_eq!(d.ts, c.ts.rebased(EXPORT_NS, IMPORT_NS));
+        assert_eq!(d.ts.clock(IMPORT_NS), c.ts.clock(EXPORT_NS));
+        assert_eq!(d.ts.recent_age_ns, IMPORT_NS - 5_000_000);
+        assert_eq!(d.rec, c.rec);
+        assert_eq!(d.cc, c.cc.rebased(EXPORT_NS, IMPORT_NS));
+        assert_eq!(d.cc.cubic().epoch_start_ns(), Some(IMPORT_NS - 1_000_000));
+        assert_eq!(d.rtt, c.rtt);
+        assert_eq!(d.timers, c.timers.rebased(EXPORT_NS, IMPORT_NS));
+        assert_eq!(d.timers.rtx_deadline_ns, IMPORT_NS + 100_000);
+        assert_eq!(d.app, c.app);
+        assert_eq!(d.counters, c.counters);
+        assert_eq!(d.send_buf.to_vec(), c.send_buf.to_vec());
+        assert_eq!(d.recv_buf.to_vec(), c.recv_buf.to_vec());
+        // And the move is the identity on the snapshot.
+        assert_eq!(d.export(IMPORT_NS).unwrap().snd, s.snd);
     }
 }

@@ -99,7 +99,7 @@ fn import_on_another_clock_continues_the_timestamp_clock() {
     a2.send(b"x").unwrap();
     let mut buf = [0u8; 2000];
     let seg = a2.poll_transmit(import_now, &mut buf).unwrap();
-    let snap_ts = p.a.export(export_now).unwrap().ts_clock_at_export;
+    let snap_ts = p.a.export(export_now).unwrap().ts_clock_at_export();
     assert_eq!(seg.timestamp.unwrap().tsval, snap_ts);
     // Timers moved as deltas too.
     assert!(a2.poll_timeout().unwrap() >= import_now);
@@ -126,8 +126,8 @@ fn moved_connection_never_advertises_a_smaller_right_edge() {
     let ack = b2
         .poll_transmit(p.now, &mut buf)
         .expect("window update after the read");
-    let edge = ack.ack_number + (u32::from(ack.window_len) << snap.rcv_wscale);
-    assert!(edge.ge(snap.rcv_adv));
+    let edge = ack.ack_number + (u32::from(ack.window_len) << snap.opts.rcv_wscale);
+    assert!(edge.ge(snap.rcv.adv));
     // A smaller buffer on the importer cannot honour the promised window: refused.
     let mut small = snap.clone();
     small.config.recv_buffer_bytes = 4096;
@@ -236,7 +236,7 @@ fn recover_point_trails_snd_una_during_loss_free_transfer() {
     p.a.flush_delayed_ack();
     p.flush();
     let mut s = p.a.export(p.now).unwrap();
-    s.recover = s.snd_una - 0x4000_0000;
+    s.rec.recover = s.snd.una - 0x4000_0000;
     p.a = Connection::import(p.now, &s).unwrap();
     p.a_to_send = pattern(20 * 1460);
     p.run_until(
@@ -246,7 +246,7 @@ fn recover_point_trails_snd_una_during_loss_free_transfer() {
     p.a.flush_delayed_ack();
     p.flush();
     let s = p.a.export(p.now).unwrap();
-    assert_eq!(s.recover, s.snd_una - 1);
+    assert_eq!(s.rec.recover, s.snd.una - 1);
     // And a loss now is repaired by fast retransmit.
     p.filter = Box::new(|c, s| {
         if c.dir == Dir::AtoB && s.is_data() && c.data_index == 25 {

@@ -32,9 +32,20 @@ fn main() {
     );
     let whole = core::mem::size_of::<tcp::Connection>();
     println!(
-        "  {:>6}  whole tcp::Connection ({} cache lines); repr(Rust): the source's groups are \
-         not contiguous in memory",
+        "  {:>6}  whole tcp::Connection ({} cache lines)",
         whole,
         tcb::cache_lines(whole)
     );
+    let (hot_bytes, hot_lines) = tcb::hot_span();
+    println!(
+        "  {:>6}  hot parts ({}) in the real layout: {} cache lines",
+        hot_bytes,
+        tcb::HOT_PARTS.join(", "),
+        hot_lines
+    );
+    println!();
+    println!("layout (offset, size, part; repr(C): declaration order):");
+    for (name, offset, size) in tcp::Connection::layout() {
+        println!("  {offset:>6}  {size:>6}  {name}");
+    }
 }

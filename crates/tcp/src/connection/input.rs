@@ -33,7 +33,7 @@ impl Connection {
         let has_ack = flags.contains(TcpFlags::ACK);
         if has_ack {
             // "If SEG.ACK =< ISS or SEG.ACK > SND.NXT, send a reset (unless the RST bit is set)".
-            if seg.ack_number.le(self.iss) || seg.ack_number.gt(self.snd_max) {
+            if seg.ack_number.le(self.snd.iss) || seg.ack_number.gt(self.snd.max) {
                 self.counters.rx_drop_bad_ack += 1;
                 if !flags.contains(TcpFlags::RST) {
                     self.queue_rst(seg.ack_number, None);
@@ -54,18 +54,18 @@ impl Connection {
             self.counters.rx_drop_syn_sent += 1;
             return;
         }
-        self.irs = seg.seq_number;
-        self.rcv_nxt = seg.seq_number + 1;
+        self.rcv.irs = seg.seq_number;
+        self.rcv.nxt = seg.seq_number + 1;
         // Our SYN offered an unscaled window (RFC 7323 §2.2); the peer may use it.
-        self.rcv_adv = self.rcv_nxt + self.config.recv_buffer_bytes.min(0xffff);
-        self.last_ack_sent = self.rcv_nxt;
+        self.rcv.adv = self.rcv.nxt + self.config.recv_buffer_bytes.min(0xffff);
+        self.ts.last_ack_sent = self.rcv.nxt;
         self.negotiate_from_syn(now, seg, false);
-        self.snd_wnd = u32::from(seg.window_len);
-        self.max_snd_wnd = self.snd_wnd;
-        self.snd_wl1 = seg.seq_number;
+        self.snd.wnd = u32::from(seg.window_len);
+        self.snd.max_wnd = self.snd.wnd;
+        self.snd.wl1 = seg.seq_number;
         if has_ack {
-            self.snd_una = seg.ack_number;
-            self.snd_wl2 = seg.ack_number;
+            self.snd.una = seg.ack_number;
+            self.snd.wl2 = seg.ack_number;
             self.on_syn_acked(now);
             self.state = State::Established;
             self.push_event(Event::Connected);
@@ -73,32 +73,32 @@ impl Connection {
                 self.push_event(Event::Writable);
             }
             // "form an ACK segment ... and send it" (data is deferred to the next segment).
-            self.ack_due = AckDue::Now;
+            self.out.ack_due = AckDue::Now;
             self.start_keepalive(now);
-            if self.fin_queued {
+            if self.app.fin_queued {
                 self.state = State::FinWait1;
             }
         } else {
             // Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
             self.state = State::SynReceived;
-            self.snd_nxt = self.iss;
-            self.snd_wl2 = self.iss;
-            self.rtx_deadline_ns = NEVER;
+            self.snd.nxt = self.snd.iss;
+            self.snd.wl2 = self.snd.iss;
+            self.timers.rtx_deadline_ns = NEVER;
         }
     }
 
     /// The SYN we sent has been acknowledged: take the first RTT sample of the connection.
     pub(super) fn on_syn_acked(&mut self, now: u64) {
-        self.rtx_deadline_ns = NEVER;
-        self.last_tx_ns = now;
-        if self.syn_retries == 0 {
-            if let Some((_, sent_ns)) = self.rtt_timed.take() {
+        self.timers.rtx_deadline_ns = NEVER;
+        self.timers.last_tx_ns = now;
+        if self.timers.syn_retries == 0 {
+            if let Some((_, sent_ns)) = self.timers.take_rtt_timed() {
                 self.rtt_sample(now, now.saturating_sub(sent_ns));
             }
         } else {
             // Karn: the SYN was retransmitted, no sample. RFC 6298 §5.7: "the RTO MUST be
             // re-initialized to 3 seconds when data transmission begins" if it is below that.
-            self.rtt_timed = RttTimed::NONE;
+            self.timers.clear_rtt_timed();
             self.rtt.backoff_shift = 0;
             if self.rtt.base_rto_ns < RTO_AFTER_SYN_TIMEOUT_NS {
                 self.rtt.base_rto_ns = RTO_AFTER_SYN_TIMEOUT_NS.min(self.config.rto_max_ns);
@@ -109,9 +109,9 @@ impl Connection {
     pub(super) fn rx_synchronized(&mut self, now: u64, seg: &TcpRepr<'_>) {
         if self.state == State::SynReceived
             && seg.flags.contains(TcpFlags::SYN | TcpFlags::ACK)
-            && seg.seq_number == self.irs
-            && self.snd_una.lt(seg.ack_number)
-            && seg.ack_number.le(self.snd_max)
+            && seg.seq_number == self.rcv.irs
+            && self.snd.una.lt(seg.ack_number)
+            && seg.ack_number.le(self.snd.max)
         {
             // Simultaneous open (RFC 9293 §3.5, figure 7): the peer's SYN-ACK repeats the SYN
             // that brought us here. Trim that duplicate SYN (as §3.10.7.4 trims duplicate
@@ -130,18 +130,18 @@ impl Connection {
         let flags = seg.flags;
         let rst = flags.contains(TcpFlags::RST);
         // RFC 7323 §3.2: once negotiated, a non-RST segment without TSopt SHOULD be dropped.
-        if self.ts_ok && !rst && seg.timestamp.is_none() && self.state != State::SynReceived {
+        if self.opts.ts_ok && !rst && seg.timestamp.is_none() && self.state != State::SynReceived {
             self.counters.rx_drop_missing_ts += 1;
             return;
         }
         // RFC 7323 §5.3 R1 (PAWS), before the acceptability test.
-        if self.ts_ok && !rst {
+        if self.opts.ts_ok && !rst {
             if let Some(ts) = seg.timestamp {
-                if ts_lt(ts.tsval, self.ts_recent) {
+                if ts_lt(ts.tsval, self.ts.recent) {
                     // RFC 7323 §5.5: after 24 days idle TS.Recent is invalid; accept.
-                    if now.saturating_sub(self.ts_recent_age_ns) > PAWS_IDLE_NS {
-                        self.ts_recent = ts.tsval;
-                        self.ts_recent_age_ns = now;
+                    if now.saturating_sub(self.ts.recent_age_ns) > PAWS_IDLE_NS {
+                        self.ts.recent = ts.tsval;
+                        self.ts.recent_age_ns = now;
                     } else {
                         self.counters.rx_drop_paws += 1;
                         self.ack_unacceptable(now, seg);
@@ -160,20 +160,20 @@ impl Connection {
             }
             if self.state == State::SynReceived
                 && flags.contains(TcpFlags::SYN)
-                && seg.seq_number == self.irs
+                && seg.seq_number == self.rcv.irs
             {
                 // The peer retransmitted its SYN: our SYN-ACK was lost, send it again.
-                self.snd_nxt = self.iss;
+                self.snd.nxt = self.snd.iss;
                 return;
             }
             if self.state == State::TimeWait && flags.contains(TcpFlags::FIN) {
                 // RFC 9293 §3.10.7.4: a retransmitted FIN restarts the 2 MSL timeout.
-                self.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
+                self.timers.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
             }
             // "If an incoming segment is not acceptable, an acknowledgment should be sent".
             self.ack_unacceptable(now, seg);
             if !seg.payload.is_empty()
-                && (seg.seq_number + seg.payload.len() as u32).le(self.rcv_nxt)
+                && (seg.seq_number + seg.payload.len() as u32).le(self.rcv.nxt)
             {
                 // RFC 2883 §4: report the duplicate in a D-SACK block.
                 self.note_dsack(seg.seq_number, seg.seq_number + seg.payload.len() as u32);
@@ -187,7 +187,7 @@ impl Connection {
                 self.counters.rx_drop_rst_time_wait += 1;
                 return;
             }
-            if seg.seq_number == self.rcv_nxt {
+            if seg.seq_number == self.rcv.nxt {
                 // Exact match: reset.
                 self.enter_closed(CloseReason::Reset);
             } else {
@@ -211,20 +211,20 @@ impl Connection {
         let ack = seg.ack_number;
         if self.state == State::SynReceived {
             // RFC 9293 §3.10.7.4: "If SND.UNA < SEG.ACK =< SND.NXT, then enter ESTABLISHED".
-            if self.snd_una.lt(ack) && ack.le(self.snd_max) {
-                self.snd_una = ack;
+            if self.snd.una.lt(ack) && ack.le(self.snd.max) {
+                self.snd.una = ack;
                 self.state = State::Established;
                 self.push_event(Event::Connected);
                 if self.send_buf.free() > 0 {
                     self.push_event(Event::Writable);
                 }
-                self.snd_wnd = u32::from(seg.window_len) << self.snd_wscale;
-                self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
-                self.snd_wl1 = seg.seq_number;
-                self.snd_wl2 = ack;
+                self.snd.wnd = u32::from(seg.window_len) << self.opts.snd_wscale;
+                self.snd.max_wnd = self.snd.max_wnd.max(self.snd.wnd);
+                self.snd.wl1 = seg.seq_number;
+                self.snd.wl2 = ack;
                 self.on_syn_acked(now);
                 self.start_keepalive(now);
-                if self.fin_queued {
+                if self.app.fin_queued {
                     self.state = State::FinWait1;
                 }
             } else {
@@ -235,34 +235,34 @@ impl Connection {
             }
         }
         // RFC 5961 §5.2: acceptable iff SND.UNA − MAX.SND.WND ≤ SEG.ACK ≤ SND.NXT.
-        if ack.gt(self.snd_max) {
+        if ack.gt(self.snd.max) {
             self.counters.rx_drop_ack_unsent += 1;
             if self.config.ack_unsent_data_replies {
                 self.challenge_ack(now);
             }
             return;
         }
-        if ack.lt(self.snd_una - self.max_snd_wnd.max(1)) {
+        if ack.lt(self.snd.una - self.snd.max_wnd.max(1)) {
             self.counters.rx_drop_ack_too_old += 1;
             self.challenge_ack(now);
             return;
         }
         // RFC 7323 §4.3 (3): update TS.Recent when SEG.SEQ ≤ Last.ACK.sent.
-        if let (true, Some(ts)) = (self.ts_ok, seg.timestamp) {
-            if !ts_lt(ts.tsval, self.ts_recent) && seg.seq_number.le(self.last_ack_sent) {
-                self.ts_recent = ts.tsval;
-                self.ts_recent_age_ns = now;
+        if let (true, Some(ts)) = (self.opts.ts_ok, seg.timestamp) {
+            if !ts_lt(ts.tsval, self.ts.recent) && seg.seq_number.le(self.ts.last_ack_sent) {
+                self.ts.recent = ts.tsval;
+                self.ts.recent_age_ns = now;
             }
         }
-        self.keepalive_probes = 0;
-        if self.keepalive_deadline_ns != NEVER {
+        self.timers.keepalive_probes = 0;
+        if self.timers.keepalive_deadline_ns != NEVER {
             self.start_keepalive(now);
         }
         self.rx_ack(now, seg);
         // `MSG_MORE` holds a tail only for the push of its own `send`: an arriving ACK pushes
         // queued data under the socket's Nagle and cork settings alone, as Linux's
         // `tcp_data_snd_check` (`tcp_push_pending_frames` with `tp->nonagle`) does.
-        self.more = false;
+        self.app.more = false;
         if self.state == State::Closed {
             return;
         }
@@ -272,15 +272,15 @@ impl Connection {
 
     /// RFC 9293 §3.10.7.4 four-case acceptability test, against the window we advertised.
     pub(super) fn acceptable(&self, seq: SeqNumber, seg_len: u32) -> bool {
-        let wnd = fwd(self.rcv_nxt, self.rcv_adv);
-        let in_wnd = |s: SeqNumber| self.rcv_nxt.le(s) && s.lt(self.rcv_adv);
+        let wnd = fwd(self.rcv.nxt, self.rcv.adv);
+        let in_wnd = |s: SeqNumber| self.rcv.nxt.le(s) && s.lt(self.rcv.adv);
         match (seg_len, wnd) {
-            (0, 0) => seq == self.rcv_nxt,
+            (0, 0) => seq == self.rcv.nxt,
             (0, _) => in_wnd(seq),
             // Zero window: only the ACK/RST/URG of a segment at RCV.NXT is processed (its
             // text is trimmed away below): "special allowance should be made to accept valid
             // ACKs, URGs, and RSTs".
-            (_, 0) => seq == self.rcv_nxt,
+            (_, 0) => seq == self.rcv.nxt,
             (n, _) => in_wnd(seq) || in_wnd(seq + (n - 1)),
         }
     }
@@ -295,43 +295,43 @@ impl Connection {
         if seq_len(seg) == 0 {
             self.challenge_ack(now);
         } else {
-            self.ack_due = AckDue::Now;
+            self.out.ack_due = AckDue::Now;
         }
     }
 
     /// RFC 5961 §7: challenge ACKs are rate limited per connection.
     pub(super) fn challenge_ack(&mut self, now: u64) {
-        if now.saturating_sub(self.challenge_window_start_ns) >= crate::config::NS_PER_S {
-            self.challenge_window_start_ns = now;
-            self.challenge_acks_in_window = 0;
+        if now.saturating_sub(self.out.challenge_window_start_ns) >= crate::config::NS_PER_S {
+            self.out.challenge_window_start_ns = now;
+            self.out.challenge_acks_in_window = 0;
         }
-        if self.challenge_acks_in_window < self.config.challenge_acks_per_s_max {
-            self.challenge_acks_in_window += 1;
+        if self.out.challenge_acks_in_window < self.config.challenge_acks_per_s_max {
+            self.out.challenge_acks_in_window += 1;
             self.counters.challenge_acks_sent += 1;
-            self.ack_due = AckDue::Now;
+            self.out.ack_due = AckDue::Now;
         } else {
             self.counters.challenge_acks_suppressed += 1;
         }
     }
 
     pub(super) fn queue_rst(&mut self, seq: SeqNumber, ack: Option<SeqNumber>) {
-        self.rst_pending = Some((seq, ack));
+        self.out.rst_pending = Some((seq, ack));
     }
 
     pub(super) fn start_keepalive(&mut self, now: u64) {
         if let Some(ka) = self.config.keepalive {
-            self.keepalive_deadline_ns = now.saturating_add(ka.idle_ns);
+            self.timers.keepalive_deadline_ns = now.saturating_add(ka.idle_ns);
         }
     }
 
     /// Fin sequence number, once queued: the FIN follows the last byte of the send buffer.
     pub(super) fn fin_seq(&self) -> SeqNumber {
-        self.snd_buf_seq + self.send_buf.len() as u32
+        self.snd.buf_seq + self.send_buf.len() as u32
     }
 
     /// True once our FIN is queued and acknowledged.
     pub(super) fn fin_acked(&self) -> bool {
-        self.fin_queued && self.snd_una.gt(self.fin_seq())
+        self.app.fin_queued && self.snd.una.gt(self.fin_seq())
     }
 
     /// Whether an ACK may grow cwnd ([`crate::Config::cwnd_growth_requires_limited`]; Linux
@@ -339,10 +339,11 @@ impl Connection {
     /// sender in the recorded round trip, or, in slow start, while cwnd is below twice the
     /// largest flight of that round trip.
     fn cwnd_may_grow(&self) -> bool {
-        if !self.config.cwnd_growth_requires_limited || self.cwnd_limited {
+        if !self.config.cwnd_growth_requires_limited || self.rec.cwnd_limited {
             return true;
         }
-        self.cc.in_slow_start() && self.cc.cwnd_bytes < self.flight_max_bytes.saturating_mul(2)
+        self.cc.in_slow_start()
+            && self.cc.cwnd_bytes() < self.rec.flight_max_bytes.saturating_mul(2)
     }
 
     /// The ACK field of an acceptable segment (RFC 9293 §3.10.7.4, fifth check, and the
@@ -350,88 +351,81 @@ impl Connection {
     pub(super) fn rx_ack(&mut self, now: u64, seg: &TcpRepr<'_>) {
         let ack = seg.ack_number;
         let mss = u32::from(self.eff_mss());
-        let new_wnd = u32::from(seg.window_len) << self.snd_wscale;
-        let flight_before = fwd(self.snd_una, self.snd_max);
+        let new_wnd = u32::from(seg.window_len) << self.opts.snd_wscale;
+        let flight_before = fwd(self.snd.una, self.snd.max);
         // Bytes this ACK covers that earlier ACKs SACKed, or, without SACK, that earlier
         // duplicate ACKs stood for (one segment each), for
         // `Config::ack_counts_previously_sacked_bytes`.
-        let reported_before = if self.sack_ok {
-            self.scoreboard.bytes_in(self.snd_una, ack)
+        let reported_before = if self.opts.sack_ok {
+            self.scoreboard.bytes_in(self.snd.una, ack)
         } else {
-            u32::from(self.dupacks).saturating_mul(mss)
+            u32::from(self.rec.dupacks).saturating_mul(mss)
         };
         let sacked_bytes_before = self.scoreboard.bytes();
-        let sacked_new = self.sack_ok && self.rx_sack_blocks(seg);
-        let una_before = self.snd_una;
+        let sacked_new = self.opts.sack_ok && self.rx_sack_blocks(seg);
+        let una_before = self.snd.una;
         let rack = self.rack_active();
         let rack_delivery = if rack {
             self.rack_on_ack(now, seg)
         } else {
             crate::rack::Delivery::default()
         };
-        if ack.gt(self.snd_una) {
-            let acked = fwd(self.snd_una, ack);
+        if ack.gt(self.snd.una) {
+            let acked = fwd(self.snd.una, ack);
             // Remove acknowledged data from the send buffer (the FIN is not in the buffer).
-            let data_acked = fwd(self.snd_buf_seq, ack).min(self.send_buf.len() as u32);
+            let data_acked = fwd(self.snd.buf_seq, ack).min(self.send_buf.len() as u32);
             self.send_buf.consume(data_acked as usize);
-            self.snd_buf_seq += data_acked;
-            self.snd_una = ack;
-            if self.snd_nxt.lt(ack) {
-                self.snd_nxt = ack;
+            self.snd.buf_seq += data_acked;
+            self.snd.una = ack;
+            if self.snd.nxt.lt(ack) {
+                self.snd.nxt = ack;
             }
             self.scoreboard.remove_below(ack);
             if let Some(r) = self.rack.as_mut() {
                 r.on_cumulative_ack(ack);
             }
-            if data_acked > 0 && !self.fin_queued {
+            if data_acked > 0 && !self.app.fin_queued {
                 self.push_event(Event::Writable);
             }
             self.rtt_sample_on_ack(now, seg, ack);
-            self.unacked_since_ns = now;
+            self.timers.unacked_since_ns = now;
             // RFC 8985 §7.2: an ACK advancing SND.UNA ends the tail episode; the probe timeout
             // is scheduled afresh once nothing else is to be sent.
-            self.tlp_sent = false;
-            self.tlp_deadline_ns = NEVER;
+            self.rec.tlp_sent = false;
+            self.timers.tlp_deadline_ns = NEVER;
             // Congestion control (RFC 5681 §3, RFC 6582 §3.2).
-            if self.in_recovery {
-                if ack.ge(self.recover) {
+            if self.rec.in_recovery {
+                if ack.ge(self.rec.recover) {
                     // Full acknowledgment: leave fast recovery.
-                    self.in_recovery = false;
-                    self.dupacks = 0;
+                    self.rec.in_recovery = false;
+                    self.rec.dupacks = 0;
                     if let (false, Some(r)) = (rack_delivery.reo_wnd_grew, self.rack.as_mut()) {
                         // RFC 8985 §6.2 step 4: one more recovery without a DSACK.
                         r.on_recovery_exit();
                     }
-                    if self.sack_ok && self.config.prr {
+                    if self.opts.sack_ok && self.config.prr {
                         // RFC 6937 §3: PRR brought the flight down to ssthresh; recovery ends
                         // with cwnd = ssthresh (Linux `tcp_end_cwnd_reduction`).
-                        self.cc.cwnd_bytes = self.cc.ssthresh_bytes;
-                        self.cc.ca_acked_bytes = 0;
+                        self.cc.on_prr_recovery_exit();
                     } else {
                         self.cc
-                            .on_recovery_exit(fwd(self.snd_una, self.snd_max), mss);
+                            .on_recovery_exit(fwd(self.snd.una, self.snd.max), mss);
                     }
-                } else if self.sack_ok {
+                } else if self.opts.sack_ok {
                     // RFC 6675: NextSeg picks the holes; a partial ACK also says the segment at
                     // the new SND.UNA is missing, so resend it unless already resent. RACK
                     // judges that segment by its send time instead (RFC 8985 §6.2).
-                    if !rack && self.snd_una.ge(self.high_rxt) {
-                        self.rtx_pending = true;
+                    if !rack && self.snd.una.ge(self.rec.high_rxt) {
+                        self.rec.rtx_pending = true;
                     }
                 } else {
                     // RFC 6582 §3.2 step 5: partial ACK — retransmit the next hole, deflate by
                     // the amount acknowledged, add back one SMSS if at least one was acked.
-                    self.rtx_pending = true;
-                    let deflated = self.cc.cwnd_bytes.saturating_sub(acked);
-                    self.cc.cwnd_bytes = if acked >= mss {
-                        deflated.saturating_add(mss)
-                    } else {
-                        deflated
-                    }
-                    .max(mss);
+                    self.rec.rtx_pending = true;
+                    self.cc.on_partial_ack(acked, mss);
                 }
             } else {
-                self.dupacks = 0;
+                self.rec.dupacks = 0;
                 if self.cwnd_may_grow() {
                     // Linux counts at least one segment per advancing ACK
                     // (`tcp_remove_reno_sacks`).
@@ -455,7 +449,7 @@ impl Connection {
                     );
                 }
                 if let Some(r) = self.rack.as_mut().filter(|r| r.rto_recovery) {
-                    if ack.ge(self.recover) {
+                    if ack.ge(self.rec.recover) {
                         // RFC 8985 §6.2 step 4: RTO recovery ends with the recovery point.
                         r.rto_recovery = false;
                         if !rack_delivery.reo_wnd_grew {
@@ -466,21 +460,21 @@ impl Connection {
                 // Keep `recover` just behind SND.UNA once passed, so that "the cumulative ACK
                 // covers more than recover" (RFC 6582 §3.2 step 2) stays a valid circular
                 // comparison however many bytes flow without loss.
-                if self.recover.lt(self.snd_una) {
-                    self.recover = self.snd_una - 1;
+                if self.rec.recover.lt(self.snd.una) {
+                    self.rec.recover = self.snd.una - 1;
                 }
             }
             // RFC 6298 §5.2/§5.3: all acknowledged → stop; otherwise restart the timer.
-            if self.snd_una == self.snd_max {
-                self.rtx_deadline_ns = NEVER;
+            if self.snd.una == self.snd.max {
+                self.timers.rtx_deadline_ns = NEVER;
                 self.rack_disarm();
-            } else if self.persist_deadline_ns == NEVER {
-                self.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
+            } else if self.timers.persist_deadline_ns == NEVER {
+                self.timers.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
             }
-        } else if ack == self.snd_una
+        } else if ack == self.snd.una
             && seg.payload.is_empty()
             && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::FIN)
-            && (new_wnd == self.snd_wnd || sacked_new)
+            && (new_wnd == self.snd.wnd || sacked_new)
             && new_wnd > 0
             && flight_before > 0
         {
@@ -499,34 +493,34 @@ impl Connection {
         // RFC 6675 §5: with SACK, recovery also starts once IsLost(HighACK + 1) holds.
         if sacked_new
             && !rack
-            && !self.in_recovery
-            && ack == self.snd_una
-            && self.snd_una.gt(self.recover)
+            && !self.rec.in_recovery
+            && ack == self.snd.una
+            && self.snd.una.gt(self.rec.recover)
             && self.scoreboard.lost_boundary(mss, DUP_THRESH).is_some()
         {
             self.enter_recovery(now, mss, flight_before);
         }
-        if self.in_recovery && self.sack_ok && self.config.prr {
+        if self.rec.in_recovery && self.opts.sack_ok && self.config.prr {
             // RFC 6937 DeliveredData: the change in SND.UNA plus the change in SACKed bytes.
-            let delivered = fwd(una_before, self.snd_una)
+            let delivered = fwd(una_before, self.snd.una)
                 .saturating_add(self.scoreboard.bytes())
                 .saturating_sub(sacked_bytes_before);
-            self.prr_on_ack(mss, delivered, self.snd_una.gt(una_before));
+            self.prr_on_ack(mss, delivered, self.snd.una.gt(una_before));
         }
         // RFC 9293 §3.10.7.4: window update when SND.WL1 < SEG.SEQ or
         // (SND.WL1 = SEG.SEQ and SND.WL2 ≤ SEG.ACK).
-        if self.snd_wl1.lt(seg.seq_number)
-            || (self.snd_wl1 == seg.seq_number && self.snd_wl2.le(ack))
+        if self.snd.wl1.lt(seg.seq_number)
+            || (self.snd.wl1 == seg.seq_number && self.snd.wl2.le(ack))
         {
-            let was_zero = self.snd_wnd == 0;
-            self.snd_wnd = new_wnd;
-            self.snd_wl1 = seg.seq_number;
-            self.snd_wl2 = ack;
-            self.max_snd_wnd = self.max_snd_wnd.max(new_wnd);
-            if new_wnd > 0 && (was_zero || self.persist_deadline_ns != NEVER) {
+            let was_zero = self.snd.wnd == 0;
+            self.snd.wnd = new_wnd;
+            self.snd.wl1 = seg.seq_number;
+            self.snd.wl2 = ack;
+            self.snd.max_wnd = self.snd.max_wnd.max(new_wnd);
+            if new_wnd > 0 && (was_zero || self.timers.persist_deadline_ns != NEVER) {
                 // The window opened: stop probing.
-                self.persist_deadline_ns = NEVER;
-                self.persist_shift = 0;
+                self.timers.persist_deadline_ns = NEVER;
+                self.timers.persist_shift = 0;
             }
         }
         // State transitions driven by the acknowledgment of our FIN.
@@ -534,11 +528,12 @@ impl Connection {
             match self.state {
                 State::FinWait1 => {
                     self.state = State::FinWait2;
-                    self.rtx_deadline_ns = NEVER;
-                    if self.app_closed {
+                    self.timers.rtx_deadline_ns = NEVER;
+                    if self.app.app_closed {
                         // Nobody can read or write any more: do not wait forever for the
                         // peer's FIN (the FIN-WAIT-2 timer of BSD and Linux), reuse 2·MSL.
-                        self.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
+                        self.timers.time_wait_deadline_ns =
+                            now.saturating_add(self.config.time_wait_ns);
                     }
                 }
                 State::Closing => self.enter_time_wait(now),
@@ -551,20 +546,20 @@ impl Connection {
     }
 
     pub(super) fn on_dupack(&mut self, now: u64, mss: u32, flight: u32) {
-        self.dupacks = self.dupacks.saturating_add(1);
-        if self.in_recovery {
-            if !self.sack_ok {
+        self.rec.dupacks = self.rec.dupacks.saturating_add(1);
+        if self.rec.in_recovery {
+            if !self.opts.sack_ok {
                 // RFC 5681 §3.2 step 4: inflate by one SMSS per additional duplicate (with
                 // SACK, RFC 6675 counts the pipe instead).
-                self.cc.cwnd_bytes = self.cc.cwnd_bytes.saturating_add(mss);
+                self.cc.on_recovery_dupack(mss);
             }
             return;
         }
         // RFC 6582 §3.2 step 2: only if the cumulative ACK covers more than `recover`
         // (avoids repeated fast retransmits after a timeout). With RACK the duplicate ACKs'
         // SACK blocks decide instead (RFC 8985 §6.2).
-        if u32::from(self.dupacks) == DUP_THRESH
-            && self.snd_una.gt(self.recover)
+        if u32::from(self.rec.dupacks) == DUP_THRESH
+            && self.snd.una.gt(self.rec.recover)
             && !self.rack_active()
         {
             self.enter_recovery(now, mss, flight);
@@ -581,31 +576,34 @@ impl Connection {
         if delivered == 0 {
             return;
         }
-        self.prr_delivered_bytes = self.prr_delivered_bytes.saturating_add(delivered);
+        self.rec.prr_delivered_bytes = self.rec.prr_delivered_bytes.saturating_add(delivered);
         let pipe = self.pipe_bytes();
-        let ssthresh = self.cc.ssthresh_bytes;
+        let ssthresh = self.cc.ssthresh_bytes();
         let sndcnt = if pipe > ssthresh {
-            let fs = u64::from(self.prr_recover_fs_bytes.max(1));
-            let target = (u64::from(self.prr_delivered_bytes) * u64::from(ssthresh)).div_ceil(fs);
+            let fs = u64::from(self.rec.prr_recover_fs_bytes.max(1));
+            let target =
+                (u64::from(self.rec.prr_delivered_bytes) * u64::from(ssthresh)).div_ceil(fs);
             u32::try_from(target)
                 .unwrap_or(u32::MAX)
-                .saturating_sub(self.prr_out_bytes)
+                .saturating_sub(self.rec.prr_out_bytes)
         } else {
             let mut limit = self
+                .rec
                 .prr_delivered_bytes
-                .saturating_sub(self.prr_out_bytes)
+                .saturating_sub(self.rec.prr_out_bytes)
                 .max(delivered);
             if una_advanced {
                 limit = limit.saturating_add(mss);
             }
             limit.min(ssthresh - pipe)
         };
-        let sndcnt = if self.prr_out_bytes == 0 {
+        let sndcnt = if self.rec.prr_out_bytes == 0 {
             sndcnt.max(mss)
         } else {
             sndcnt
         };
-        self.cc.cwnd_bytes = pipe.saturating_add(sndcnt).max(mss);
+        self.cc
+            .set_recovery_window(pipe.saturating_add(sndcnt).max(mss));
     }
 
     /// RFC 8985 §6.2 steps 2–4 for one ACK, once its SACK blocks are on the scoreboard: what
@@ -613,13 +611,13 @@ impl Connection {
     /// reordering window.
     fn rack_on_ack(&mut self, now: u64, seg: &TcpRepr<'_>) -> crate::rack::Delivery {
         // SND.UNA after this ACK: an ACK below SND.UNA only brings SACK blocks.
-        let una = if seg.ack_number.gt(self.snd_una) {
+        let una = if seg.ack_number.gt(self.snd.una) {
             seg.ack_number
         } else {
-            self.snd_una
+            self.snd.una
         };
-        let echo = seg.timestamp.filter(|_| self.ts_ok).map(|t| t.tsecr);
-        let ts_offset = self.ts_offset;
+        let echo = seg.timestamp.filter(|_| self.opts.ts_ok).map(|t| t.tsecr);
+        let ts_offset = self.ts.offset;
         // RFC 8985 §6.2: "the Timestamp Echo Reply field ... indicates the ACK was not
         // acknowledging the last retransmission of the segment".
         let echo_predates = |xmit_ns: u64| {
@@ -631,7 +629,7 @@ impl Connection {
             return crate::rack::Delivery::default();
         };
         let mut d = rack.on_ack(now, una, &self.scoreboard, echo_predates);
-        d.reo_wnd_grew = rack.on_dsack_round(una, self.snd_max, has_dsack(seg));
+        d.reo_wnd_grew = rack.on_dsack_round(una, self.snd.max, has_dsack(seg));
         d
     }
 
@@ -639,7 +637,7 @@ impl Connection {
     /// sets the reordering timer for the segments not yet old enough to judge.
     pub(super) fn rack_detect_loss(&mut self, now: u64) {
         let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns);
-        let in_recovery = self.in_recovery;
+        let in_recovery = self.rec.in_recovery;
         let Some(rack) = self.rack.as_deref_mut() else {
             return;
         };
@@ -654,43 +652,38 @@ impl Connection {
     /// fast recovery on RACK's loss inference), with RFC 6582 §3.2's guard: not for data sent
     /// before a timeout's recovery point, which the timeout's go-back is already resending.
     pub(super) fn rack_maybe_enter_recovery(&mut self, now: u64, mss: u32, flight: u32) {
-        if self.in_recovery {
+        if self.rec.in_recovery {
             return;
         }
         let Some(first_lost) = self.rack.as_mut().and_then(|r| r.first_lost()) else {
             return;
         };
-        let new_data_lost = self.snd_nxt == self.snd_max && first_lost.ge(self.recover);
-        if self.snd_una.gt(self.recover) || new_data_lost {
+        let new_data_lost = self.snd.nxt == self.snd.max && first_lost.ge(self.rec.recover);
+        if self.snd.una.gt(self.rec.recover) || new_data_lost {
             self.enter_recovery(now, mss, flight);
         }
     }
 
     pub(super) fn enter_recovery(&mut self, now: u64, mss: u32, flight: u32) {
-        self.recover = self.snd_max;
-        self.cc.on_congestion_event(now, flight, mss);
-        self.cc.cwnd_bytes = if self.sack_ok {
-            // RFC 6675 §5 step (4.2): cwnd = ssthresh; the pipe governs sending.
-            self.cc.ssthresh_bytes
-        } else {
-            // RFC 5681 §3.2 step 3: cwnd = ssthresh + 3*SMSS.
-            self.cc.ssthresh_bytes.saturating_add(3 * mss)
-        };
-        self.high_rxt = self.snd_una;
-        self.in_recovery = true;
-        self.prr_delivered_bytes = 0;
-        self.prr_out_bytes = 0;
-        self.prr_recover_fs_bytes = flight;
-        if self.sack_ok && self.config.prr {
+        self.rec.recover = self.snd.max;
+        // RFC 6675 §5 step (4.2): cwnd = ssthresh, the pipe governing sending; without SACK
+        // RFC 5681 §3.2 step 3: cwnd = ssthresh + 3*SMSS.
+        self.cc.enter_recovery(now, flight, mss, self.opts.sack_ok);
+        self.rec.high_rxt = self.snd.una;
+        self.rec.in_recovery = true;
+        self.rec.prr_delivered_bytes = 0;
+        self.rec.prr_out_bytes = 0;
+        self.rec.prr_recover_fs_bytes = flight;
+        if self.opts.sack_ok && self.config.prr {
             // RFC 6937: until an ACK reports delivery, PRR allows only the fast
             // retransmission (sent whatever the pipe); the ACK that started recovery, if one
             // did, sets cwnd from what it delivered right after this. Without it — RACK's
             // reordering timer — cwnd = ssthresh would let the pipe send a burst.
-            self.cc.cwnd_bytes = self.pipe_bytes().max(mss);
+            self.cc.set_recovery_window(self.pipe_bytes().max(mss));
         }
         // RFC 5681 §3.2 step 2 / RFC 6675 §5 step (4.3): retransmit the first unacked segment
         // (with RACK, the first segment it deemed lost), whatever the pipe.
-        self.rtx_pending = true;
+        self.rec.rtx_pending = true;
         self.counters.fast_retransmits += 1;
     }
 
@@ -699,7 +692,7 @@ impl Connection {
     /// else (including D-SACK blocks below SND.UNA) is ignored and counted.
     pub(super) fn rx_sack_blocks(&mut self, seg: &TcpRepr<'_>) -> bool {
         let before = self.scoreboard.bytes();
-        let floor = self.snd_una.max(seg.ack_number);
+        let floor = self.snd.una.max(seg.ack_number);
         let dsack = has_dsack(seg);
         for (i, b) in seg.sack_blocks.iter().flatten().enumerate() {
             if i == 0 && dsack {
@@ -708,7 +701,7 @@ impl Connection {
                 self.counters.rx_dsack_blocks += 1;
                 continue;
             }
-            if !(floor.lt(b.left) && b.left.lt(b.right) && b.right.le(self.snd_max)) {
+            if !(floor.lt(b.left) && b.left.lt(b.right) && b.right.le(self.snd.max)) {
                 self.counters.rx_sack_blocks_invalid += 1;
                 continue;
             }
@@ -723,8 +716,8 @@ impl Connection {
     /// Remembers a duplicate range for the next ACK's D-SACK block (RFC 2883 §4), when SACK
     /// was negotiated. Only the latest duplicate is reported.
     pub(super) fn note_dsack(&mut self, left: SeqNumber, right: SeqNumber) {
-        if self.sack_ok && left.lt(right) {
-            self.dsack = Some(wire::tcp::SackBlock { left, right });
+        if self.opts.sack_ok && left.lt(right) {
+            self.out.dsack = Some(wire::tcp::SackBlock { left, right });
         }
     }
 
@@ -735,8 +728,8 @@ impl Connection {
     /// clears it: lost bytes leave the pipe until they are sent again.
     pub(super) fn pipe_bytes(&self) -> u32 {
         let mss = u32::from(self.eff_mss());
-        let una = self.snd_una;
-        let flight = fwd(una, self.snd_max);
+        let una = self.snd.una;
+        let flight = fwd(una, self.snd.max);
         let sacked = self.scoreboard.bytes();
         if self.rack_active() {
             let lost = self
@@ -751,7 +744,7 @@ impl Connection {
             .unwrap_or(una)
             .max(una);
         let lost = fwd(una, boundary).saturating_sub(self.scoreboard.bytes_in(una, boundary));
-        let rtx_end = self.high_rxt.min(boundary).max(una);
+        let rtx_end = self.rec.high_rxt.min(boundary).max(una);
         let rtx = fwd(una, rtx_end).saturating_sub(self.scoreboard.bytes_in(una, rtx_end));
         flight
             .saturating_sub(sacked)
@@ -771,8 +764,10 @@ impl Connection {
         if self.rack_active() {
             return self.rack_next_lost(mss);
         }
-        let start = self.scoreboard.next_hole(self.high_rxt.max(self.snd_una));
-        if !start.lt(self.snd_max) {
+        let start = self
+            .scoreboard
+            .next_hole(self.rec.high_rxt.max(self.snd.una));
+        if !start.lt(self.snd.max) {
             return None;
         }
         if !rule3 {
@@ -784,8 +779,8 @@ impl Connection {
         let end = self
             .scoreboard
             .next_left_after(start)
-            .unwrap_or(self.snd_max)
-            .min(self.snd_max);
+            .unwrap_or(self.snd.max)
+            .min(self.snd.max);
         Some((start, fwd(start, end).min(mss)))
     }
 
@@ -795,7 +790,7 @@ impl Connection {
     }
 
     pub(super) fn rtt_sample_on_ack(&mut self, now: u64, seg: &TcpRepr<'_>, ack: SeqNumber) {
-        if self.ts_ok {
+        if self.opts.ts_ok {
             // RFC 7323 §4.1: RTTM from the echoed timestamp of an ACK for new data.
             // One exception: an echo older than our last retransmission. When the peer had
             // already received the data and only our cumulative ACK was lost, the
@@ -805,12 +800,12 @@ impl Connection {
             // Keep the floor within 2^30 ms of the clock so the circular comparison below stays
             // valid on connections that go weeks without a retransmission.
             let horizon = self.ts_now(now).wrapping_sub(1 << 30);
-            if ts_lt(self.ts_rtx_floor, horizon) {
-                self.ts_rtx_floor = horizon;
+            if ts_lt(self.ts.rtx_floor, horizon) {
+                self.ts.rtx_floor = horizon;
             }
             if let Some(ts) = seg.timestamp {
                 let ticks = self.ts_now(now).wrapping_sub(ts.tsecr);
-                if ts.tsecr != 0 && (ticks as i32) >= 0 && !ts_lt(ts.tsecr, self.ts_rtx_floor) {
+                if ts.tsecr != 0 && (ticks as i32) >= 0 && !ts_lt(ts.tsecr, self.ts.rtx_floor) {
                     // Not for RACK's minimum RTT: a 1 ms tick is too coarse for it (RFC 8985
                     // §4 wants timing finer than a quarter of the minimum RTT); RACK times
                     // segments on the ns clock itself.
@@ -818,15 +813,15 @@ impl Connection {
                     self.counters.rtt_samples += 1;
                 }
             }
-            self.rtt_timed = RttTimed::NONE;
+            self.timers.clear_rtt_timed();
             return;
         }
-        // Karn: only a segment that was never retransmitted is timed (`rtt_timed` is cleared on
+        // Karn: only a segment that was never retransmitted is timed (the timed segment is cleared on
         // every retransmission).
-        if let Some((end, sent_ns)) = self.rtt_timed.get() {
+        if let Some((end, sent_ns)) = self.timers.rtt_timed() {
             if ack.ge(end) {
                 self.rtt_sample(now, now.saturating_sub(sent_ns));
-                self.rtt_timed = RttTimed::NONE;
+                self.timers.clear_rtt_timed();
             }
         }
     }
@@ -844,10 +839,10 @@ impl Connection {
 
     pub(super) fn enter_time_wait(&mut self, now: u64) {
         self.state = State::TimeWait;
-        self.rtx_deadline_ns = NEVER;
-        self.persist_deadline_ns = NEVER;
-        self.keepalive_deadline_ns = NEVER;
-        self.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
+        self.timers.rtx_deadline_ns = NEVER;
+        self.timers.persist_deadline_ns = NEVER;
+        self.timers.keepalive_deadline_ns = NEVER;
+        self.timers.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
     }
 
     /// Segment text and FIN (RFC 9293 §3.10.7.4, seventh and eighth checks).
@@ -860,16 +855,16 @@ impl Connection {
         if !accepts_text {
             // CLOSE-WAIT, CLOSING, LAST-ACK, TIME-WAIT: the peer already sent FIN; ignore text.
             if fin && self.state == State::TimeWait {
-                self.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
-                self.ack_due = AckDue::Now;
+                self.timers.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
+                self.out.ack_due = AckDue::Now;
             }
             return;
         }
         let mut start = seg.seq_number;
         let mut data = seg.payload;
         // Trim what was already received.
-        if start.lt(self.rcv_nxt) {
-            let skip = fwd(start, self.rcv_nxt) as usize;
+        if start.lt(self.rcv.nxt) {
+            let skip = fwd(start, self.rcv.nxt) as usize;
             let dup = skip.min(data.len());
             self.counters.rx_duplicate_bytes += dup as u64;
             if dup > 0 {
@@ -880,31 +875,32 @@ impl Connection {
                 // The FIN itself is old too.
                 fin = false;
             }
-            start = self.rcv_nxt;
+            start = self.rcv.nxt;
         }
         // Trim what lies beyond the advertised window.
-        let room = fwd(start, self.rcv_adv) as usize;
+        let room = fwd(start, self.rcv.adv) as usize;
         if data.len() > room {
             self.counters.rx_trim_beyond_window_bytes += (data.len() - room) as u64;
             data = data.get(..room).unwrap_or(&[]);
             fin = false;
             // RFC 9293 §3.8.6.1: a zero-window probe (or any data beyond the window) is
             // answered with an ACK announcing the current window.
-            self.ack_due = AckDue::Now;
+            self.out.ack_due = AckDue::Now;
         }
         if !data.is_empty() {
-            self.rcv_mss_seen = self
-                .rcv_mss_seen
+            self.rcv.mss_seen = self
+                .rcv
+                .mss_seen
                 .max(data.len().min(usize::from(u16::MAX)) as u16);
             self.counters.rx_payload_bytes += data.len() as u64;
         }
-        if start == self.rcv_nxt {
+        if start == self.rcv.nxt {
             if !data.is_empty() {
                 let filled_hole = !self.ooo.is_empty();
                 self.accept_in_order(data);
                 if filled_hole {
                     // RFC 5681 §4.2: ACK immediately when a segment fills (part of) a gap.
-                    self.ack_due = AckDue::Now;
+                    self.out.ack_due = AckDue::Now;
                 } else {
                     self.schedule_ack(now);
                 }
@@ -919,8 +915,12 @@ impl Connection {
             // RFC 5681 §4.2: an out-of-order segment triggers an immediate (duplicate) ACK —
             // one per segment, even when a burst is processed before the next poll, or the
             // sender would never count three duplicates.
-            self.ack_due = AckDue::Now;
-            self.dupacks_owed = self.dupacks_owed.saturating_add(1).min(DUPACKS_OWED_MAX);
+            self.out.ack_due = AckDue::Now;
+            self.out.dupacks_owed = self
+                .out
+                .dupacks_owed
+                .saturating_add(1)
+                .min(DUPACKS_OWED_MAX);
             fin = false;
         } else if fin {
             // A FIN beyond a hole: ACK at once so the sender sees the gap, and remember it
@@ -928,12 +928,12 @@ impl Connection {
             if self.keeps_out_of_order() {
                 self.ooo.set_fin(start);
             }
-            self.ack_due = AckDue::Now;
+            self.out.ack_due = AckDue::Now;
             fin = false;
         }
-        if fin && !self.fin_received && start + data.len() as u32 == self.rcv_nxt {
+        if fin && !self.app.fin_received && start + data.len() as u32 == self.rcv.nxt {
             self.rx_fin(now);
-        } else if !self.fin_received && self.ooo.take_fin_at(self.rcv_nxt) {
+        } else if !self.app.fin_received && self.ooo.take_fin_at(self.rcv.nxt) {
             // RCV.NXT reached a FIN that arrived beyond a hole (RFC 9293 §3.10.7.4, eighth).
             self.rx_fin(now);
         }
@@ -941,24 +941,24 @@ impl Connection {
 
     pub(super) fn accept_in_order(&mut self, data: &[u8]) {
         let n = data.len() as u32;
-        if self.app_closed {
+        if self.app.app_closed {
             // Nobody will read: acknowledge and discard.
             self.counters.rx_discard_after_close_bytes += u64::from(n);
-            self.rcv_nxt += n;
-            self.rcv_adv = self.rcv_adv.max(self.rcv_nxt);
+            self.rcv.nxt += n;
+            self.rcv.adv = self.rcv.adv.max(self.rcv.nxt);
             self.ooo.clear();
             return;
         }
         let written = self.recv_buf.write_at(self.recv_buf.len(), data);
         debug_assert_eq!(written, data.len(), "window promised room the buffer lacks");
         self.recv_buf.commit(written);
-        self.rcv_nxt += written as u32;
-        self.rcv_unacked_bytes = self.rcv_unacked_bytes.saturating_add(written as u32);
+        self.rcv.nxt += written as u32;
+        self.out.rcv_unacked_bytes = self.out.rcv_unacked_bytes.saturating_add(written as u32);
         // Pull in out-of-order ranges that are now contiguous (already in the ring).
-        while let Some(right) = self.ooo.pop_contiguous(self.rcv_nxt) {
-            let extra = fwd(self.rcv_nxt, right);
+        while let Some(right) = self.ooo.pop_contiguous(self.rcv.nxt) {
+            let extra = fwd(self.rcv.nxt, right);
             self.recv_buf.commit(extra as usize);
-            self.rcv_nxt += extra;
+            self.rcv.nxt += extra;
         }
         self.push_event(Event::Readable);
     }
@@ -966,7 +966,7 @@ impl Connection {
     /// Whether out-of-order data (and a FIN beyond a hole) is kept at all: not once the
     /// application closed (nobody will read it), not when the queue is configured off.
     pub(super) fn keeps_out_of_order(&self) -> bool {
-        !self.app_closed && self.config.ooo_segments_max > 0
+        !self.app.app_closed && self.config.ooo_segments_max > 0
     }
 
     /// Queues an out-of-order segment's bytes; returns whether they were kept.
@@ -978,7 +978,7 @@ impl Connection {
         let end = start + data.len() as u32;
         match self.ooo.insert(start, end) {
             Ok(()) => {
-                let offset = self.recv_buf.len() + fwd(self.rcv_nxt, start) as usize;
+                let offset = self.recv_buf.len() + fwd(self.rcv.nxt, start) as usize;
                 let written = self.recv_buf.write_at(offset, data);
                 debug_assert_eq!(written, data.len(), "out-of-order data outside the window");
                 self.counters.rx_ooo_segments += 1;
@@ -1001,27 +1001,27 @@ impl Connection {
     ///
     /// [`Config::quickack_segments`]: crate::Config::quickack_segments
     pub(super) fn schedule_ack(&mut self, now: u64) {
-        let full = u32::from(self.rcv_mss_seen.max(1));
-        if self.quickacks_left > 0 {
-            self.quickacks_left -= 1;
-            self.ack_due = AckDue::Now;
-        } else if self.rcv_unacked_bytes >= 2 * full {
-            self.ack_due = AckDue::Now;
-        } else if self.ack_due < AckDue::Delayed {
-            self.ack_due = AckDue::Delayed;
-            if self.delack_deadline_ns == NEVER {
-                self.delack_deadline_ns = now.saturating_add(self.config.delayed_ack_ns);
+        let full = u32::from(self.rcv.mss_seen.max(1));
+        if self.out.quickacks_left > 0 {
+            self.out.quickacks_left -= 1;
+            self.out.ack_due = AckDue::Now;
+        } else if self.out.rcv_unacked_bytes >= 2 * full {
+            self.out.ack_due = AckDue::Now;
+        } else if self.out.ack_due < AckDue::Delayed {
+            self.out.ack_due = AckDue::Delayed;
+            if self.timers.delack_deadline_ns == NEVER {
+                self.timers.delack_deadline_ns = now.saturating_add(self.config.delayed_ack_ns);
             }
         }
     }
 
     pub(super) fn rx_fin(&mut self, now: u64) {
         // RFC 9293 §3.10.7.4 eighth: advance RCV.NXT over the FIN and acknowledge it.
-        self.rcv_nxt += 1;
-        self.rcv_adv = self.rcv_adv.max(self.rcv_nxt);
-        self.fin_received = true;
+        self.rcv.nxt += 1;
+        self.rcv.adv = self.rcv.adv.max(self.rcv.nxt);
+        self.app.fin_received = true;
         self.ooo.clear();
-        self.ack_due = AckDue::Now;
+        self.out.ack_due = AckDue::Now;
         self.push_event(Event::PeerClosed);
         match self.state {
             State::SynReceived | State::Established => self.state = State::CloseWait,
@@ -1049,11 +1049,11 @@ impl Connection {
             return;
         }
         let buf = self.config.recv_buffer_bytes;
-        let current = fwd(self.rcv_nxt, self.rcv_adv);
+        let current = fwd(self.rcv.nxt, self.rcv.adv);
         let avail = self.recv_window_avail();
         let threshold = (buf / 2).min(u32::from(self.config.mss_bytes));
         if avail.saturating_sub(current) >= threshold && current < buf / 2 {
-            self.ack_due = AckDue::Now;
+            self.out.ack_due = AckDue::Now;
         }
     }
 
@@ -1064,11 +1064,11 @@ impl Connection {
             .saturating_sub(self.recv_buf.len() as u32)
     }
 
-    /// The window field to advertise now; moves `rcv_adv` right when receiver-side SWS
+    /// The window field to advertise now; moves `rcv.adv` right when receiver-side SWS
     /// avoidance allows (RFC 9293 §3.8.6.2.2), never left.
     pub(super) fn advertise_window(&mut self) -> u16 {
         let avail = self.recv_window_avail();
-        let current = fwd(self.rcv_nxt, self.rcv_adv);
+        let current = fwd(self.rcv.nxt, self.rcv.adv);
         let threshold = (self.config.recv_buffer_bytes / 2).min(u32::from(self.config.mss_bytes));
         let mut wnd = current;
         if avail > current
@@ -1077,10 +1077,10 @@ impl Connection {
             wnd = avail;
         }
         // Round down to the scale granularity (RFC 7323 §2.4 allows the apparent retraction
-        // of less than 2^S; we keep accepting up to `rcv_adv`).
-        let field = (wnd >> self.rcv_wscale).min(0xffff);
-        let edge = self.rcv_nxt + (field << self.rcv_wscale);
-        self.rcv_adv = self.rcv_adv.max(edge);
+        // of less than 2^S; we keep accepting up to `rcv.adv`).
+        let field = (wnd >> self.opts.rcv_wscale).min(0xffff);
+        let edge = self.rcv.nxt + (field << self.opts.rcv_wscale);
+        self.rcv.adv = self.rcv.adv.max(edge);
         field as u16
     }
 }

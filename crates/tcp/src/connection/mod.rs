@@ -1,6 +1,7 @@
 //! The transmission control block and its state machine (RFC 9293 §3.3.2, §3.10).
 //!
 //! This file holds the types, the TCB, construction, getters and application calls; the
+//! TCB's groups and their invariants are in `tcb.rs`, its counters in `counters.rs`; the
 //! protocol work lives in `input.rs` (segment arrival), `timers.rs` and `output.rs`, the way
 //! FreeBSD splits `tcp_input.c`, `tcp_timer.c` and `tcp_output.c`.
 //!
@@ -27,9 +28,18 @@ use crate::rack::Rack;
 use crate::ring::Ring;
 use crate::rtt::RttEstimator;
 
+mod counters;
 mod input;
 mod output;
+mod tcb;
+#[cfg(test)]
+mod tests;
 mod timers;
+
+pub use counters::Counters;
+
+pub use tcb::{AppFlags, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps};
+pub(crate) use tcb::{Output, rebase_instant};
 
 /// RFC 7323 §5.5: TS.Recent older than 24 days is invalid (the peer's clock may have wrapped).
 const PAWS_IDLE_NS: u64 = 24 * 86_400 * 1_000_000_000;
@@ -168,124 +178,6 @@ pub enum CloseReason {
     Aborted,
 }
 
-/// Declares [`Counters`] from a list of documented names: the struct, `add` and `named`.
-macro_rules! connection_counters {
-    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
-        /// Per-connection counters; every drop path has its own (FreeBSD `tcpstat` habit).
-        /// All values only ever increase.
-        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-        pub struct Counters {
-            $( $(#[$doc])* pub $name: u64, )*
-        }
-
-        impl Counters {
-            /// Adds `other` counter by counter (totals over many connections).
-            pub fn add(&mut self, other: &Counters) {
-                $( self.$name += other.$name; )*
-            }
-
-            /// Every counter as `(name, value)`, in declaration order.
-            pub fn named(&self) -> Vec<(&'static str, u64)> {
-                vec![$( (stringify!($name), self.$name), )*]
-            }
-        }
-    };
-}
-
-connection_counters! {
-    /// Segments handed to `handle_segment`.
-    rx_segments,
-    /// Segments returned by `poll_transmit`.
-    tx_segments,
-    /// Payload bytes accepted into the window (in order or out of order).
-    rx_payload_bytes,
-    /// Payload bytes sent, retransmissions included.
-    tx_payload_bytes,
-    /// Segments for other ports.
-    rx_drop_wrong_port,
-    /// Segments arriving in CLOSED.
-    rx_drop_closed,
-    /// Segments in SYN-SENT that carry neither an acceptable SYN nor an acceptable RST.
-    rx_drop_syn_sent,
-    /// RFC 7323 §5.3 R1: timestamp older than TS.Recent.
-    rx_drop_paws,
-    /// RFC 7323 §3.2: timestamps negotiated but the segment carries none.
-    rx_drop_missing_ts,
-    /// RFC 9293 §3.10.7.4: unacceptable sequence numbers.
-    rx_drop_out_of_window,
-    /// RST outside the window (RFC 5961 §3.2), silently dropped.
-    rx_drop_rst_out_of_window,
-    /// RST in TIME-WAIT, ignored (RFC 1337).
-    rx_drop_rst_time_wait,
-    /// SYN on a synchronized connection (answered with a challenge ACK, RFC 5961 §4).
-    rx_drop_syn_in_window,
-    /// Segments without ACK after SYN-SENT.
-    rx_drop_no_ack,
-    /// Unacceptable ACK in SYN-SENT or SYN-RECEIVED (answered with RST).
-    rx_drop_bad_ack,
-    /// ACK for data never sent (RFC 5961 §5.2 / RFC 9293 §3.10.7.4).
-    rx_drop_ack_unsent,
-    /// ACK older than SND.UNA − MAX.SND.WND (RFC 5961 §5.2).
-    rx_drop_ack_too_old,
-    /// Out-of-order segments not kept: queue disabled or full (range cap).
-    rx_drop_ooo_ranges,
-    /// Out-of-order segments not kept: byte cap.
-    rx_drop_ooo_bytes,
-    /// Payload bytes beyond the advertised window, trimmed.
-    rx_trim_beyond_window_bytes,
-    /// Payload bytes already received (duplicates), trimmed.
-    rx_duplicate_bytes,
-    /// Data arriving after `close()`: acknowledged and discarded.
-    rx_discard_after_close_bytes,
-    /// Out-of-order segments kept.
-    rx_ooo_segments,
-    /// Duplicate ACKs received (RFC 5681 §2).
-    dup_acks_rx,
-    /// SACK blocks outside (SND.UNA, SND.MAX] or empty: ignored.
-    rx_sack_blocks_invalid,
-    /// Valid SACK blocks not recorded because the scoreboard is full.
-    rx_sack_blocks_dropped,
-    /// D-SACK blocks received (RFC 2883): the peer got some data twice.
-    rx_dsack_blocks,
-    /// Challenge ACKs sent (RFC 5961 §3–§5), and ACKs answering an unacceptable bare ACK,
-    /// which share their budget.
-    challenge_acks_sent,
-    /// Those not sent because of the per-second limit (RFC 5961 §7).
-    challenge_acks_suppressed,
-    /// Retransmission timer expirations (RFC 6298 §5.4).
-    rto_expirations,
-    /// Tail loss probe timeouts (RFC 8985 §7.3).
-    tail_loss_probes,
-    /// Loss recovery episodes entered (RFC 5681 §3.2, RFC 6675 §5, RFC 8985 §6).
-    fast_retransmits,
-    /// Segments RACK deemed lost (RFC 8985 §6.2 step 5), on an ACK or at the reordering
-    /// timer; one per transmit record (a segment, or several merged by the table's bound).
-    rack_loss_marks,
-    /// Of `rack_loss_marks`, retransmissions deemed lost again (found before the RTO).
-    rack_lost_retransmits,
-    /// RACK reordering timer expirations (RFC 8985 §6.2 step 5).
-    rack_reo_timeouts,
-    /// Merges of transmit records forced by the table's bound (`rack::RECORDS_MAX`): send
-    /// times kept less precisely.
-    rack_records_merged,
-    /// Segments sent again (any cause).
-    retransmitted_segments,
-    /// Payload bytes sent again.
-    retransmitted_bytes,
-    /// Zero-window probes (RFC 9293 §3.8.6.1).
-    window_probes_sent,
-    /// Keepalive probes (RFC 9293 §3.8.4).
-    keepalive_probes_sent,
-    /// RTT samples fed to the estimator.
-    rtt_samples,
-    /// ACKs sent because the delayed-ACK timer fired.
-    delayed_acks_sent,
-    /// Segments that carried only an ACK.
-    pure_acks_sent,
-    /// RSTs sent.
-    resets_sent,
-}
-
 /// How urgently an ACK is owed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum AckDue {
@@ -297,178 +189,48 @@ pub(crate) enum AckDue {
 /// A deadline in ns; `NEVER` when disarmed.
 pub(crate) const NEVER: u64 = u64::MAX;
 
-/// The segment being timed for RTT without timestamps (RFC 6298 §3, Karn): the sequence
-/// number its ACK must cover and when it was sent, or none (`sent_ns == NEVER`). Not an
-/// `Option` of the pair, which would take 24 bytes of the 1 KiB TCB instead of 16.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RttTimed {
-    end: SeqNumber,
-    sent_ns: u64,
-}
-
-impl RttTimed {
-    /// Nothing timed.
-    pub(crate) const NONE: RttTimed = RttTimed {
-        end: SeqNumber(0),
-        sent_ns: NEVER,
-    };
-
-    /// Times the segment ending at `end`, sent at `sent_ns` (never `NEVER`).
-    pub(crate) fn new(end: SeqNumber, sent_ns: u64) -> RttTimed {
-        RttTimed {
-            end,
-            sent_ns: sent_ns.min(NEVER - 1),
-        }
-    }
-
-    /// `(end, sent_ns)` of the timed segment, if any.
-    pub(crate) fn get(self) -> Option<(SeqNumber, u64)> {
-        (self.sent_ns != NEVER).then_some((self.end, self.sent_ns))
-    }
-
-    /// The timed segment, if any, leaving nothing timed.
-    pub(crate) fn take(&mut self) -> Option<(SeqNumber, u64)> {
-        core::mem::replace(self, RttTimed::NONE).get()
-    }
-}
-
 /// One TCP connection: the TCB, its buffers and its timers.
 ///
-/// Sequence invariants (checked in debug builds): `SND.UNA ≤ SND.NXT ≤ SND.MAX`;
-/// `snd_buf_seq` is the sequence number of the first byte in `send_buf` and equals `SND.UNA`
-/// once the SYN is acknowledged (until our FIN is, after which SND.UNA = snd_buf_seq + 1);
-/// `RCV.NXT ≤ rcv_adv` and `rcv_adv - RCV.NXT ≤ recv_buffer_bytes - recv_buf.len()` (we never
-/// advertise room we do not have, and `rcv_adv` never moves left).
+/// The TCB is grouped (see `tcb.rs` for each group's invariants): send and receive sequence
+/// spaces, negotiated options, timestamps, loss recovery, congestion control (behind
+/// [`crate::cc::CongestionController`]), RTT estimation, timers, application flags, owed
+/// output, then the cold parts (configuration, buffers, tables, counters). A snapshot carries
+/// the groups whole (`snapshot.rs`).
+///
+/// Cross-group invariants (checked by [`Connection::invariant_violation`]):
+/// `SND.UNA ≤ SND.NXT ≤ SND.MAX`; `snd.buf_seq` equals SND.UNA once the SYN is acknowledged
+/// (until our FIN is, after which SND.UNA = snd.buf_seq + 1); `RCV.NXT ≤ rcv.adv` and
+/// `rcv.adv - RCV.NXT ≤ recv_buffer_bytes - recv_buf.len()` (we never advertise room we do
+/// not have, and `rcv.adv` never moves left).
+///
+/// `repr(C)` keeps the declaration order: the parts every segment touches come first, in
+/// 360 contiguous bytes (six cache lines, the fewest they fit in), ordered by alignment so
+/// that no padding is added; the cold parts follow, counters last (`Connection::layout`
+/// reports the offsets, `cargo run -p bench --bin tcb_size` prints them).
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub struct Connection {
-    // ---- hot: sequence space and windows ----
-    pub(crate) state: State,
-    pub(crate) snd_una: SeqNumber,
-    pub(crate) snd_nxt: SeqNumber,
-    /// Highest sequence number sent plus one (SND.NXT may be pulled back after an RTO).
-    pub(crate) snd_max: SeqNumber,
-    /// Peer's window in bytes, already scaled.
-    pub(crate) snd_wnd: u32,
-    pub(crate) snd_wl1: SeqNumber,
-    pub(crate) snd_wl2: SeqNumber,
-    /// Largest window the peer ever offered (MAX.SND.WND of RFC 5961 §5.2).
-    pub(crate) max_snd_wnd: u32,
-    /// Sequence number of the first byte held in `send_buf`.
-    pub(crate) snd_buf_seq: SeqNumber,
-    pub(crate) rcv_nxt: SeqNumber,
-    /// Right edge of the window we advertised (never moves left).
-    pub(crate) rcv_adv: SeqNumber,
-    /// Effective send MSS (peer's MSS, floored, capped by ours), before options.
-    pub(crate) snd_mss: u16,
-    /// Largest payload received so far, for "every second full-sized segment".
-    pub(crate) rcv_mss_seen: u16,
-    pub(crate) snd_wscale: u8,
-    pub(crate) rcv_wscale: u8,
-    pub(crate) ack_due: AckDue,
-    /// Data segments still to be acknowledged at once (quick-ACK mode,
-    /// [`Config::quickack_segments`]); not carried in a snapshot (a restored connection
-    /// starts with it spent, which only delays ACKs as RFC 5681 §4.2 allows).
-    pub(crate) quickacks_left: u16,
-    pub(crate) dupacks: u8,
-    pub(crate) in_recovery: bool,
-    pub(crate) ts_ok: bool,
-    pub(crate) sack_ok: bool,
-    /// The application called `shutdown_write`/`close`: a FIN follows the send buffer.
-    pub(crate) fin_queued: bool,
-    /// Most bytes in flight since `flight_max_seq` was sent (Linux `max_packets_out`), for
-    /// [`Config::cwnd_growth_requires_limited`].
-    pub(crate) flight_max_bytes: u32,
-    /// SND.NXT when `flight_max_bytes` was recorded: once SND.UNA passes it, a round trip
-    /// ended and the next transmission starts a new record (Linux `max_packets_seq`).
-    pub(crate) flight_max_seq: SeqNumber,
-    /// The sender filled cwnd during the recorded round trip (Linux `is_cwnd_limited`).
-    pub(crate) cwnd_limited: bool,
-    /// PRR (RFC 6937): bytes the peer reported delivered since recovery began.
-    pub(crate) prr_delivered_bytes: u32,
-    /// PRR: bytes sent since recovery began.
-    pub(crate) prr_out_bytes: u32,
-    /// PRR: the flight when recovery began (RecoverFS).
-    pub(crate) prr_recover_fs_bytes: u32,
-    /// `TCP_CORK`: partial segments wait until uncorked (or a full segment is ready).
-    pub(crate) cork: bool,
-    /// The last `send` was `send_more` (`MSG_MORE`): its partial tail waits for more.
-    pub(crate) more: bool,
-    /// Uncorking or setting `TCP_NODELAY` pushes the data queued so far once, past the cork
-    /// and `MSG_MORE` holds (Linux `TCP_NAGLE_PUSH`); cleared once nothing is unsent.
-    pub(crate) push_pending: bool,
-    /// The peer's FIN has been received (in order). A FIN that arrived beyond a hole is
-    /// remembered in `ooo` until RCV.NXT reaches it.
-    pub(crate) fin_received: bool,
-    /// The application will not read any more (`close`).
-    pub(crate) app_closed: bool,
-    /// A fast (or partial-ACK) retransmission of the segment at SND.UNA is owed.
-    pub(crate) rtx_pending: bool,
-    /// Persist timer fired: send a window probe (window 0) or override SWS avoidance.
-    pub(crate) probe_pending: bool,
-    pub(crate) keepalive_pending: bool,
-    /// The tail loss probe timer fired: send one probe (RFC 8985 §7.3).
-    pub(crate) tlp_pending: bool,
-    /// A tail loss probe was sent in this tail episode; cleared when an ACK advances SND.UNA
-    /// (RFC 8985 §7.2: at most one probe until then).
-    pub(crate) tlp_sent: bool,
-    /// Where the most recently sent new segment starts: the one a tail loss probe resends
-    /// (RFC 8985 §7.3).
-    pub(crate) tlp_last_seq: SeqNumber,
-    pub(crate) events: u8,
-    /// Duplicate ACKs still owed for out-of-order segments received since the last poll.
-    pub(crate) dupacks_owed: u8,
-    /// Bytes received in order since the last ACK we sent.
-    pub(crate) rcv_unacked_bytes: u32,
-    pub(crate) recover: SeqNumber,
+    // ---- hot: touched by every segment ----
     pub(crate) cc: Congestion,
     pub(crate) rtt: RttEstimator,
-    /// Segment being timed for RTT (no timestamps).
-    pub(crate) rtt_timed: RttTimed,
-    // ---- timestamps ----
-    pub(crate) ts_offset: u32,
-    pub(crate) ts_recent: u32,
-    pub(crate) ts_recent_age_ns: u64,
-    pub(crate) last_ack_sent: SeqNumber,
-    /// Our timestamp clock at the last retransmission: echoes older than this are ambiguous
-    /// RTT samples.
-    pub(crate) ts_rtx_floor: u32,
-    // ---- timers (absolute ns deadlines, NEVER when off) ----
-    pub(crate) rtx_deadline_ns: u64,
-    pub(crate) persist_deadline_ns: u64,
-    pub(crate) delack_deadline_ns: u64,
-    pub(crate) keepalive_deadline_ns: u64,
-    pub(crate) time_wait_deadline_ns: u64,
-    /// Probe timeout (RFC 8985 §7.2).
-    pub(crate) tlp_deadline_ns: u64,
-    pub(crate) persist_shift: u8,
-    pub(crate) syn_retries: u8,
-    pub(crate) keepalive_probes: u8,
-    /// When the oldest unacknowledged data was first sent (user timeout reference).
-    pub(crate) unacked_since_ns: u64,
-    /// When we last sent data (RFC 5681 §4.1 restart after idle).
-    pub(crate) last_tx_ns: u64,
-    pub(crate) challenge_window_start_ns: u64,
-    pub(crate) challenge_acks_in_window: u32,
-    // ---- cold ----
-    pub(crate) iss: SeqNumber,
-    pub(crate) irs: SeqNumber,
+    pub(crate) timers: Timers,
+    pub(crate) ts: Timestamps,
+    pub(crate) out: Output,
+    pub(crate) rec: Recovery,
+    pub(crate) snd: SendSeq,
+    pub(crate) rcv: RecvSeq,
+    pub(crate) opts: Options,
     pub(crate) local_port: u16,
     pub(crate) remote_port: u16,
-    /// What the peer offered in its SYN, for our SYN-ACK (passive open).
-    pub(crate) peer_offered_ws: Option<u8>,
-    pub(crate) close_reason: Option<CloseReason>,
-    /// A RST owed: (sequence number, acknowledgment number if ACK is set).
-    pub(crate) rst_pending: Option<(SeqNumber, Option<SeqNumber>)>,
+    pub(crate) app: AppFlags,
+    pub(crate) state: State,
+    // ---- cold: a few fields each per segment, or none ----
     pub(crate) config: Config,
     pub(crate) send_buf: Ring,
     pub(crate) recv_buf: Ring,
     pub(crate) ooo: OooQueue,
     /// SACK scoreboard (sender side): ranges above SND.UNA the peer reported holding.
     pub(crate) scoreboard: OooQueue,
-    /// RFC 6675 HighRxt: highest sequence number retransmitted in this recovery, plus one.
-    pub(crate) high_rxt: SeqNumber,
-    /// A duplicate range to report in the next ACK (RFC 2883 D-SACK).
-    pub(crate) dsack: Option<wire::tcp::SackBlock>,
     /// RACK loss detection state (RFC 8985 §6), used when [`Config::rack`] is on and SACK
     /// was negotiated (see [`Connection::rack_active`]); created by the first data
     /// transmission ([`Connection::rack_state`]), so an idle connection owns none, and boxed
@@ -518,48 +280,54 @@ impl Connection {
         let snd_mss = config.default_peer_mss_bytes.min(config.mss_bytes);
         Connection {
             state: State::Closed,
-            snd_una: iss,
-            snd_nxt: iss,
-            snd_max: iss,
-            snd_wnd: 0,
-            snd_wl1: SeqNumber(0),
-            snd_wl2: iss,
-            max_snd_wnd: 0,
-            snd_buf_seq: iss + 1,
-            rcv_nxt: SeqNumber(0),
-            rcv_adv: SeqNumber(0),
-            snd_mss,
-            rcv_mss_seen: 0,
-            snd_wscale: 0,
-            rcv_wscale: 0,
-            ack_due: AckDue::None,
-            quickacks_left: config.quickack_segments,
-            dupacks: 0,
-            in_recovery: false,
-            ts_ok: false,
-            sack_ok: false,
-            fin_queued: false,
-            prr_delivered_bytes: 0,
-            prr_out_bytes: 0,
-            prr_recover_fs_bytes: 0,
-            flight_max_bytes: 0,
-            flight_max_seq: iss,
-            cwnd_limited: false,
-            cork: false,
-            more: false,
-            push_pending: false,
-            fin_received: false,
-            app_closed: false,
-            rtx_pending: false,
-            probe_pending: false,
-            tlp_pending: false,
-            tlp_sent: false,
-            tlp_last_seq: iss,
-            keepalive_pending: false,
-            events: 0,
-            dupacks_owed: 0,
-            rcv_unacked_bytes: 0,
-            recover: iss,
+            snd: SendSeq {
+                una: iss,
+                nxt: iss,
+                max: iss,
+                wnd: 0,
+                wl1: SeqNumber(0),
+                wl2: iss,
+                max_wnd: 0,
+                buf_seq: iss + 1,
+                iss,
+            },
+            rcv: RecvSeq {
+                nxt: SeqNumber(0),
+                adv: SeqNumber(0),
+                irs: SeqNumber(0),
+                mss_seen: 0,
+            },
+            opts: Options {
+                snd_mss,
+                snd_wscale: 0,
+                rcv_wscale: 0,
+                ts_ok: false,
+                sack_ok: false,
+                peer_offered_ws: None,
+            },
+            ts: Timestamps {
+                offset: ts_offset,
+                recent: 0,
+                recent_age_ns: now,
+                last_ack_sent: SeqNumber(0),
+                rtx_floor: ((now / NS_PER_MS) as u32).wrapping_add(ts_offset),
+            },
+            rec: Recovery {
+                in_recovery: false,
+                recover: iss,
+                dupacks: 0,
+                rtx_pending: false,
+                high_rxt: iss,
+                prr_delivered_bytes: 0,
+                prr_out_bytes: 0,
+                prr_recover_fs_bytes: 0,
+                tlp_pending: false,
+                tlp_sent: false,
+                tlp_last_seq: iss,
+                flight_max_bytes: 0,
+                flight_max_seq: iss,
+                cwnd_limited: false,
+            },
             cc: Congestion::new(
                 config.congestion_control,
                 config.initial_window_segments,
@@ -569,38 +337,37 @@ impl Connection {
                 min_bounds_variance: config.rto_min_bounds_variance,
                 ..RttEstimator::new(config.rto_initial_ns, config.rto_min_ns, config.rto_max_ns)
             },
-            rtt_timed: RttTimed::NONE,
-            ts_offset,
-            ts_recent: 0,
-            ts_recent_age_ns: now,
-            last_ack_sent: SeqNumber(0),
-            ts_rtx_floor: ((now / NS_PER_MS) as u32).wrapping_add(ts_offset),
-            rtx_deadline_ns: NEVER,
-            tlp_deadline_ns: NEVER,
-            persist_deadline_ns: NEVER,
-            delack_deadline_ns: NEVER,
-            keepalive_deadline_ns: NEVER,
-            time_wait_deadline_ns: NEVER,
-            persist_shift: 0,
-            syn_retries: 0,
-            keepalive_probes: 0,
-            unacked_since_ns: now,
-            last_tx_ns: now,
-            challenge_window_start_ns: now,
-            challenge_acks_in_window: 0,
-            iss,
-            irs: SeqNumber(0),
+            timers: Timers {
+                rtx_deadline_ns: NEVER,
+                persist_deadline_ns: NEVER,
+                delack_deadline_ns: NEVER,
+                keepalive_deadline_ns: NEVER,
+                time_wait_deadline_ns: NEVER,
+                tlp_deadline_ns: NEVER,
+                unacked_since_ns: now,
+                last_tx_ns: now,
+                persist_shift: 0,
+                syn_retries: 0,
+                keepalive_probes: 0,
+                rtt_timed_end: SeqNumber(0),
+                rtt_timed_sent_ns: NEVER,
+            },
+            app: AppFlags {
+                fin_queued: false,
+                fin_received: false,
+                app_closed: false,
+                cork: false,
+                more: false,
+                push_pending: false,
+                close_reason: None,
+            },
+            out: Output::new(now, config.quickack_segments),
             local_port,
             remote_port,
-            peer_offered_ws: None,
-            close_reason: None,
-            rst_pending: None,
             send_buf: Ring::new(config.send_buffer_bytes as usize),
             recv_buf: Ring::new(config.recv_buffer_bytes as usize),
             ooo: OooQueue::new(config.ooo_segments_max, config.ooo_bytes_max),
             scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX, u32::MAX),
-            high_rxt: iss,
-            dsack: None,
             rack: None,
             config,
             counters: Counters::default(),
@@ -620,9 +387,9 @@ impl Connection {
     ) -> Connection {
         let mut c = Connection::new(now, config, local_port, remote_port, iss, ts_offset);
         c.state = State::SynSent;
-        c.ts_ok = c.config.timestamps;
-        c.sack_ok = c.config.sack;
-        c.rcv_wscale = if c.config.window_scale {
+        c.opts.ts_ok = c.config.timestamps;
+        c.opts.sack_ok = c.config.sack;
+        c.opts.rcv_wscale = if c.config.window_scale {
             wscale_for(c.config.recv_buffer_bytes)
         } else {
             0
@@ -646,16 +413,16 @@ impl Connection {
         }
         let mut c = Connection::new(now, config, syn.dst_port, syn.src_port, iss, ts_offset);
         c.state = State::SynReceived;
-        c.irs = syn.seq_number;
-        c.rcv_nxt = syn.seq_number + 1;
-        c.rcv_adv = c.rcv_nxt;
-        c.last_ack_sent = c.rcv_nxt;
+        c.rcv.irs = syn.seq_number;
+        c.rcv.nxt = syn.seq_number + 1;
+        c.rcv.adv = c.rcv.nxt;
+        c.ts.last_ack_sent = c.rcv.nxt;
         c.negotiate_from_syn(now, syn, true);
         // RFC 7323 §2.2: the window field of a SYN is never scaled.
-        c.snd_wnd = u32::from(syn.window_len);
-        c.max_snd_wnd = c.snd_wnd;
-        c.snd_wl1 = syn.seq_number;
-        c.snd_wl2 = iss;
+        c.snd.wnd = u32::from(syn.window_len);
+        c.snd.max_wnd = c.snd.wnd;
+        c.snd.wl1 = syn.seq_number;
+        c.snd.wl2 = iss;
         c.counters.rx_segments += 1;
         Ok(c)
     }
@@ -682,18 +449,18 @@ impl Connection {
             ts_offset,
         );
         c.state = State::Established;
-        c.irs = cookie.irs;
-        c.rcv_nxt = cookie.irs + 1;
+        c.rcv.irs = cookie.irs;
+        c.rcv.nxt = cookie.irs + 1;
         // The SYN-ACK (`SynCookies::syn_ack`) offered this unscaled window.
-        c.rcv_adv = c.rcv_nxt + c.config.recv_buffer_bytes.min(0xffff);
-        c.last_ack_sent = c.rcv_nxt;
-        c.snd_una = cookie.iss + 1;
-        c.snd_nxt = c.snd_una;
-        c.snd_max = c.snd_una;
-        c.snd_buf_seq = c.snd_una;
-        c.recover = c.snd_una;
-        c.high_rxt = c.snd_una;
-        c.snd_mss = cookie
+        c.rcv.adv = c.rcv.nxt + c.config.recv_buffer_bytes.min(0xffff);
+        c.ts.last_ack_sent = c.rcv.nxt;
+        c.snd.una = cookie.iss + 1;
+        c.snd.nxt = c.snd.una;
+        c.snd.max = c.snd.una;
+        c.snd.buf_seq = c.snd.una;
+        c.rec.recover = c.snd.una;
+        c.rec.high_rxt = c.snd.una;
+        c.opts.snd_mss = cookie
             .mss
             .max(c.config.peer_mss_floor_bytes)
             .min(c.config.mss_bytes);
@@ -704,15 +471,15 @@ impl Connection {
         );
         if let (Some(opts), Some(ts)) = (cookie.options, ack.timestamp) {
             if c.config.timestamps {
-                c.ts_ok = true;
-                c.ts_recent = ts.tsval;
-                c.ts_recent_age_ns = now;
+                c.opts.ts_ok = true;
+                c.ts.recent = ts.tsval;
+                c.ts.recent_age_ns = now;
             }
             if let (Some(ws), true) = (opts.peer_wscale, c.config.window_scale) {
-                c.snd_wscale = ws.min(WSCALE_MAX);
-                c.rcv_wscale = wscale_for(c.config.recv_buffer_bytes);
+                c.opts.snd_wscale = ws.min(WSCALE_MAX);
+                c.opts.rcv_wscale = wscale_for(c.config.recv_buffer_bytes);
             }
-            c.sack_ok = opts.sack && c.config.sack;
+            c.opts.sack_ok = opts.sack && c.config.sack;
             c.cc = Congestion::new(
                 c.config.congestion_control,
                 c.config.initial_window_segments,
@@ -720,10 +487,10 @@ impl Connection {
             );
         }
         // Not a SYN: the window field is scaled (RFC 7323 §2.2).
-        c.snd_wnd = u32::from(ack.window_len) << c.snd_wscale;
-        c.max_snd_wnd = c.snd_wnd;
-        c.snd_wl1 = ack.seq_number;
-        c.snd_wl2 = ack.ack_number;
+        c.snd.wnd = u32::from(ack.window_len) << c.opts.snd_wscale;
+        c.snd.max_wnd = c.snd.wnd;
+        c.snd.wl1 = ack.seq_number;
+        c.snd.wl2 = ack.ack_number;
         c.push_event(Event::Connected);
         c.push_event(Event::Writable);
         c.start_keepalive(now);
@@ -739,39 +506,39 @@ impl Connection {
         let peer_mss = syn
             .max_seg_size
             .unwrap_or(self.config.default_peer_mss_bytes);
-        self.snd_mss = peer_mss
+        self.opts.snd_mss = peer_mss
             .max(self.config.peer_mss_floor_bytes)
             .min(self.config.mss_bytes);
         // RFC 7323 §2.2: scaling is on only if both SYNs carry the option.
         let offered_ws = if passive {
             self.config.window_scale
         } else {
-            self.rcv_wscale > 0 || self.config.window_scale
+            self.opts.rcv_wscale > 0 || self.config.window_scale
         };
         match (syn.window_scale, offered_ws) {
             (Some(ws), true) => {
-                self.snd_wscale = ws.min(WSCALE_MAX);
+                self.opts.snd_wscale = ws.min(WSCALE_MAX);
                 if passive {
-                    self.rcv_wscale = wscale_for(self.config.recv_buffer_bytes);
+                    self.opts.rcv_wscale = wscale_for(self.config.recv_buffer_bytes);
                 }
-                self.peer_offered_ws = Some(ws);
+                self.opts.peer_offered_ws = Some(ws);
             }
             _ => {
-                self.snd_wscale = 0;
-                self.rcv_wscale = 0;
+                self.opts.snd_wscale = 0;
+                self.opts.rcv_wscale = 0;
             }
         }
         // RFC 7323 §3.2: timestamps only if both SYNs carry them.
         match (syn.timestamp, self.config.timestamps) {
             (Some(ts), true) => {
-                self.ts_ok = true;
-                self.ts_recent = ts.tsval;
-                self.ts_recent_age_ns = now;
+                self.opts.ts_ok = true;
+                self.ts.recent = ts.tsval;
+                self.ts.recent_age_ns = now;
             }
-            _ => self.ts_ok = false,
+            _ => self.opts.ts_ok = false,
         }
         // RFC 2018 §2: SACK only if both SYNs carry SACK-permitted.
-        self.sack_ok = syn.sack_permitted && self.config.sack;
+        self.opts.sack_ok = syn.sack_permitted && self.config.sack;
         self.cc = Congestion::new(
             self.config.congestion_control,
             self.config.initial_window_segments,
@@ -803,20 +570,20 @@ impl Connection {
     }
     /// Congestion window.
     pub fn cwnd_bytes(&self) -> u32 {
-        self.cc.cwnd_bytes
+        self.cc.cwnd_bytes()
     }
     /// Slow start threshold.
     pub fn ssthresh_bytes(&self) -> u32 {
-        self.cc.ssthresh_bytes
+        self.cc.ssthresh_bytes()
     }
     /// The peer's current window (scaled).
     pub fn send_window_bytes(&self) -> u32 {
-        self.snd_wnd
+        self.snd.wnd
     }
     /// Effective payload per segment: send MSS minus the options every segment carries.
     pub fn eff_mss(&self) -> u16 {
-        let opts = if self.ts_ok { TS_OPTION_BYTES } else { 0 };
-        self.snd_mss.saturating_sub(opts).max(1)
+        let opts = if self.opts.ts_ok { TS_OPTION_BYTES } else { 0 };
+        self.opts.snd_mss.saturating_sub(opts).max(1)
     }
     /// Caps the MSS we announce in our SYN and the payload we send (Linux `TCP_MAXSEG`,
     /// `tp->rx_opt.user_mss`), for an active open before its SYN left; a passive open takes
@@ -824,7 +591,7 @@ impl Connection {
     /// are raised to it (Linux rejects them with `EINVAL`; the floor keeps the invariant).
     /// `InvalidState` once the SYN was sent.
     pub fn set_mss_cap(&mut self, mss_bytes: u16) -> Result<(), Error> {
-        if self.state != State::SynSent || self.snd_nxt != self.iss {
+        if self.state != State::SynSent || self.snd.nxt != self.snd.iss {
             return Err(Error::InvalidState);
         }
         self.config = Config {
@@ -832,7 +599,7 @@ impl Connection {
             ..self.config
         }
         .validated();
-        self.snd_mss = self.snd_mss.min(self.config.mss_bytes);
+        self.opts.snd_mss = self.opts.snd_mss.min(self.config.mss_bytes);
         Ok(())
     }
     /// Resizes the send buffer (Linux `SO_SNDBUF` on a live socket): unacknowledged plus
@@ -856,16 +623,16 @@ impl Connection {
     }
     /// Why the connection closed, once it has.
     pub fn close_reason(&self) -> Option<CloseReason> {
-        self.close_reason
+        self.app.close_reason
     }
     /// Whether timestamps, SACK and window scaling were negotiated, and the two shifts.
     pub fn negotiated(&self) -> Negotiated {
         Negotiated {
-            timestamps: self.ts_ok,
-            sack: self.sack_ok,
-            snd_wscale: self.snd_wscale,
-            rcv_wscale: self.rcv_wscale,
-            snd_mss: self.snd_mss,
+            timestamps: self.opts.ts_ok,
+            sack: self.opts.sack_ok,
+            snd_wscale: self.opts.snd_wscale,
+            rcv_wscale: self.opts.rcv_wscale,
+            snd_mss: self.opts.snd_mss,
         }
     }
     /// Bytes queued for sending (unacknowledged plus unsent).
@@ -874,7 +641,7 @@ impl Connection {
     }
     /// Free space in the send buffer.
     pub fn send_capacity_bytes(&self) -> usize {
-        if self.fin_queued {
+        if self.app.fin_queued {
             0
         } else {
             self.send_buf.free()
@@ -890,22 +657,22 @@ impl Connection {
     }
     /// SND.UNA, SND.NXT and RCV.NXT, for tests and diagnostics.
     pub fn sequence_state(&self) -> (SeqNumber, SeqNumber, SeqNumber) {
-        (self.snd_una, self.snd_nxt, self.rcv_nxt)
+        (self.snd.una, self.snd.nxt, self.rcv.nxt)
     }
     /// True once the connection is CLOSED and has nothing left to send: the driver may drop it.
     pub fn is_finished(&self) -> bool {
-        self.state == State::Closed && self.rst_pending.is_none()
+        self.state == State::Closed && self.out.rst_pending.is_none()
     }
 
     /// True while in fast recovery.
     pub fn in_recovery(&self) -> bool {
-        self.in_recovery
+        self.rec.in_recovery
     }
 
     /// Whether RACK loss detection runs on this connection: [`Config::rack`] is on and SACK
     /// was negotiated (RFC 8985 relies on SACK to learn what was delivered).
     pub fn rack_active(&self) -> bool {
-        self.config.rack && self.sack_ok
+        self.config.rack && self.opts.sack_ok
     }
 
     /// RACK's windowed minimum RTT (RFC 8985 §6.2 step 1), once sampled.
@@ -945,7 +712,7 @@ impl Connection {
     pub fn set_nodelay(&mut self, nodelay: bool) {
         self.config.nodelay = nodelay;
         if nodelay {
-            self.push_pending = true;
+            self.app.push_pending = true;
         }
     }
 
@@ -953,30 +720,71 @@ impl Connection {
     /// is ready or the cork is removed; removing it pushes what is queued at once. A cork
     /// with nothing in flight is still broken by the persist timer, like Linux's probe timer.
     pub fn set_cork(&mut self, cork: bool) {
-        self.cork = cork;
+        self.app.cork = cork;
         if !cork {
-            self.push_pending = true;
+            self.app.push_pending = true;
         }
+    }
+
+    /// Where each part of the TCB sits, as `(name, offset, size)` in bytes, in offset order
+    /// (for the TCB size benchmark). Parts are the groups of
+    /// `tcb.rs` and the cold fields; padding between them is not listed.
+    pub fn layout() -> Vec<(&'static str, usize, usize)> {
+        use core::mem::{offset_of, size_of};
+        macro_rules! parts {
+            ($($name:ident: $ty:ty),* $(,)?) => {{
+                // Exhaustive: a part added to `Connection` must be listed here too.
+                #[allow(dead_code)]
+                fn exhaustive(c: &Connection) {
+                    let Connection { $($name: _),* } = c;
+                }
+                vec![$((stringify!($name), offset_of!(Connection, $name), size_of::<$ty>())),*]
+            }};
+        }
+        let mut v = parts! {
+            state: State,
+            snd: SendSeq,
+            rcv: RecvSeq,
+            opts: Options,
+            ts: Timestamps,
+            rec: Recovery,
+            cc: Congestion,
+            rtt: RttEstimator,
+            timers: Timers,
+            app: AppFlags,
+            out: Output,
+            local_port: u16,
+            remote_port: u16,
+            config: Config,
+            send_buf: Ring,
+            recv_buf: Ring,
+            ooo: OooQueue,
+            scoreboard: OooQueue,
+            rack: Option<Box<Rack>>,
+            counters: Counters,
+        };
+        v.sort_by_key(|&(_, offset, _)| offset);
+        v
     }
 
     /// The first violated TCB invariant, if any (for checkers in tests and simulations; cheap
     /// enough to call after every input).
     pub fn invariant_violation(&self) -> Option<&'static str> {
-        if self.snd_nxt.lt(self.snd_una) {
+        if self.snd.nxt.lt(self.snd.una) {
             return Some("SND.NXT < SND.UNA");
         }
-        if self.snd_max.lt(self.snd_nxt) {
+        if self.snd.max.lt(self.snd.nxt) {
             return Some("SND.MAX < SND.NXT");
         }
         if self.state.is_synchronized() {
-            if self.rcv_adv.lt(self.rcv_nxt) {
+            if self.rcv.adv.lt(self.rcv.nxt) {
                 return Some("advertised right edge behind RCV.NXT");
             }
-            let promised = u64::from(fwd(self.rcv_nxt, self.rcv_adv)) + self.recv_buf.len() as u64;
+            let promised = u64::from(fwd(self.rcv.nxt, self.rcv.adv)) + self.recv_buf.len() as u64;
             if promised > u64::from(self.config.recv_buffer_bytes) {
                 return Some("advertised window exceeds free receive buffer");
             }
-            if self.snd_buf_seq.gt(self.snd_una) {
+            if self.snd.buf_seq.gt(self.snd.una) {
                 return Some("send buffer starts after SND.UNA");
             }
         }
@@ -988,7 +796,7 @@ impl Connection {
         {
             return Some("out-of-order queue over its caps");
         }
-        if self.ooo.fin().is_some_and(|f| f.le(self.rcv_nxt)) {
+        if self.ooo.fin().is_some_and(|f| f.le(self.rcv.nxt)) {
             return Some("out-of-order FIN left behind RCV.NXT");
         }
         if self.scoreboard.ranges().len() > usize::from(SCOREBOARD_RANGES_MAX) {
@@ -999,12 +807,12 @@ impl Connection {
             return Some(v);
         }
         if self.rack_active() && self.state.is_synchronized() && self.state != State::Closed {
-            let flight = (self.snd_una != self.snd_max).then_some((self.snd_una, self.snd_max));
+            let flight = (self.snd.una != self.snd.max).then_some((self.snd.una, self.snd.max));
             if rack.and_then(Rack::covered) != flight {
                 return Some("RACK transmit records do not cover [SND.UNA, SND.MAX)");
             }
         }
-        if self.cc.cwnd_bytes == 0 {
+        if self.cc.cwnd_bytes() == 0 {
             return Some("zero congestion window");
         }
         None
@@ -1012,11 +820,11 @@ impl Connection {
 
     fn ts_now(&self, now: u64) -> u32 {
         // RFC 7323 §5.4: a 1 ms clock, offset per connection (§7.1).
-        ((now / NS_PER_MS) as u32).wrapping_add(self.ts_offset)
+        ((now / NS_PER_MS) as u32).wrapping_add(self.ts.offset)
     }
 
     pub(crate) fn push_event(&mut self, e: Event) {
-        self.events |= event_bit(e);
+        self.out.events |= event_bit(e);
     }
 
     /// The next event, in the order Connected, Readable, Writable, PeerClosed, Reset,
@@ -1024,8 +832,8 @@ impl Connection {
     pub fn poll_event(&mut self) -> Option<Event> {
         for e in EVENT_ORDER {
             let b = event_bit(e);
-            if self.events & b != 0 {
-                self.events &= !b;
+            if self.out.events & b != 0 {
+                self.out.events &= !b;
                 return Some(e);
             }
         }
@@ -1035,13 +843,14 @@ impl Connection {
     /// The earliest deadline at which `handle_timeout` must be called, if any.
     pub fn poll_timeout(&self) -> Option<u64> {
         let t = self
+            .timers
             .rtx_deadline_ns
-            .min(self.tlp_deadline_ns)
+            .min(self.timers.tlp_deadline_ns)
             .min(self.rack.as_ref().map_or(NEVER, |r| r.deadline_ns))
-            .min(self.persist_deadline_ns)
-            .min(self.delack_deadline_ns)
-            .min(self.keepalive_deadline_ns)
-            .min(self.time_wait_deadline_ns)
+            .min(self.timers.persist_deadline_ns)
+            .min(self.timers.delack_deadline_ns)
+            .min(self.timers.keepalive_deadline_ns)
+            .min(self.timers.time_wait_deadline_ns)
             .min(self.user_timeout_deadline_ns());
         (t != NEVER).then_some(t)
     }
@@ -1051,12 +860,15 @@ impl Connection {
     fn user_timeout_deadline_ns(&self) -> u64 {
         match self.config.user_timeout_ns {
             Some(ut)
-                if self.snd_una != self.snd_max
-                    && self.persist_deadline_ns == NEVER
+                if self.snd.una != self.snd.max
+                    && self.timers.persist_deadline_ns == NEVER
                     && self.state.is_synchronized()
                     && self.state != State::TimeWait =>
             {
-                self.unacked_since_ns.saturating_add(ut).min(NEVER - 1)
+                self.timers
+                    .unacked_since_ns
+                    .saturating_add(ut)
+                    .min(NEVER - 1)
             }
             _ => NEVER,
         }
@@ -1068,7 +880,7 @@ impl Connection {
     /// queued data is pushed (subject to Nagle and `TCP_CORK`), ending any `send_more` hold.
     pub fn send(&mut self, data: &[u8]) -> Result<usize, Error> {
         let n = self.queue(data)?;
-        self.more = false;
+        self.app.more = false;
         Ok(n)
     }
 
@@ -1077,7 +889,7 @@ impl Connection {
     /// `set_nodelay(true)`, or the persist timer, and leaves without PSH.
     pub fn send_more(&mut self, data: &[u8]) -> Result<usize, Error> {
         let n = self.queue(data)?;
-        self.more = true;
+        self.app.more = true;
         Ok(n)
     }
 
@@ -1087,7 +899,7 @@ impl Connection {
             State::Closed => return Err(self.closed_error()),
             _ => return Err(Error::InvalidState),
         }
-        if self.fin_queued {
+        if self.app.fin_queued {
             return Err(Error::InvalidState);
         }
         Ok(self.send_buf.push(data))
@@ -1096,12 +908,12 @@ impl Connection {
     /// Reads in-order received bytes. `Ok(0)` means nothing is available yet;
     /// [`Error::Finished`] that the peer closed and everything has been read.
     pub fn recv(&mut self, out: &mut [u8]) -> Result<usize, Error> {
-        if self.app_closed {
+        if self.app.app_closed {
             return Err(Error::InvalidState);
         }
         let n = self.recv_buf.pop(out);
         if n == 0 {
-            if self.fin_received {
+            if self.app.fin_received {
                 return Err(Error::Finished);
             }
             if self.state == State::Closed {
@@ -1119,7 +931,7 @@ impl Connection {
     }
 
     fn closed_error(&self) -> Error {
-        match self.close_reason {
+        match self.app.close_reason {
             Some(CloseReason::Reset) => Error::Reset,
             Some(CloseReason::TimedOut) => Error::TimedOut,
             _ => Error::Closed,
@@ -1136,14 +948,14 @@ impl Connection {
                 Ok(())
             }
             State::SynReceived | State::Established => {
-                self.fin_queued = true;
+                self.app.fin_queued = true;
                 if self.state == State::Established {
                     self.state = State::FinWait1;
                 }
                 Ok(())
             }
             State::CloseWait => {
-                self.fin_queued = true;
+                self.app.fin_queued = true;
                 self.state = State::LastAck;
                 Ok(())
             }
@@ -1162,7 +974,7 @@ impl Connection {
             self.abort();
             return Ok(());
         }
-        self.app_closed = true;
+        self.app.app_closed = true;
         self.shutdown_write()
     }
 
@@ -1183,7 +995,7 @@ impl Connection {
                 | State::FinWait2
                 | State::CloseWait
         ) {
-            self.rst_pending = Some((self.snd_max, Some(self.rcv_nxt)));
+            self.out.rst_pending = Some((self.snd.max, Some(self.rcv.nxt)));
         }
         self.enter_closed(CloseReason::Aborted);
     }
@@ -1193,20 +1005,20 @@ impl Connection {
             return;
         }
         self.state = State::Closed;
-        self.close_reason = Some(reason);
-        self.rtx_deadline_ns = NEVER;
-        self.tlp_deadline_ns = NEVER;
-        self.tlp_pending = false;
+        self.app.close_reason = Some(reason);
+        self.timers.rtx_deadline_ns = NEVER;
+        self.timers.tlp_deadline_ns = NEVER;
+        self.rec.tlp_pending = false;
         self.rack_disarm();
-        self.persist_deadline_ns = NEVER;
-        self.delack_deadline_ns = NEVER;
-        self.keepalive_deadline_ns = NEVER;
-        self.time_wait_deadline_ns = NEVER;
-        self.ack_due = AckDue::None;
-        self.dupacks_owed = 0;
-        self.rtx_pending = false;
-        self.probe_pending = false;
-        self.keepalive_pending = false;
+        self.timers.persist_deadline_ns = NEVER;
+        self.timers.delack_deadline_ns = NEVER;
+        self.timers.keepalive_deadline_ns = NEVER;
+        self.timers.time_wait_deadline_ns = NEVER;
+        self.out.ack_due = AckDue::None;
+        self.out.dupacks_owed = 0;
+        self.rec.rtx_pending = false;
+        self.out.probe_pending = false;
+        self.out.keepalive_pending = false;
         match reason {
             CloseReason::Reset => self.push_event(Event::Reset),
             CloseReason::TimedOut => self.push_event(Event::TimedOut),
@@ -1227,91 +1039,4 @@ pub struct Negotiated {
     pub rcv_wscale: u8,
     /// Send MSS after the floor and our cap.
     pub snd_mss: u16,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn syn() -> TcpRepr<'static> {
-        TcpRepr {
-            src_port: 9,
-            dst_port: 80,
-            seq_number: SeqNumber(1000),
-            ack_number: SeqNumber(0),
-            flags: TcpFlags::SYN,
-            window_len: 1000,
-            urgent_pointer: 0,
-            max_seg_size: Some(1460),
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
-            timestamp: None,
-            payload: &[],
-        }
-    }
-
-    /// RCV.NXT = 1001 with a receive window of `wnd` bytes.
-    fn receiver(wnd: u32) -> Connection {
-        let mut c = Connection::accept(0, &Config::default(), &syn(), SeqNumber(5), 0).unwrap();
-        c.rcv_adv = c.rcv_nxt + wnd;
-        c
-    }
-
-    #[test]
-    fn acceptability_empty_segment_zero_window_needs_exact_sequence() {
-        // RFC 9293 §3.10.7.4 case 1: SEG.LEN = 0, RCV.WND = 0 ⇒ SEG.SEQ = RCV.NXT.
-        let c = receiver(0);
-        assert!(c.acceptable(SeqNumber(1001), 0));
-        assert!(!c.acceptable(SeqNumber(1002), 0));
-        assert!(!c.acceptable(SeqNumber(1000), 0));
-    }
-
-    #[test]
-    fn acceptability_empty_segment_open_window_must_start_inside() {
-        // Case 2: SEG.LEN = 0, RCV.WND > 0 ⇒ RCV.NXT ≤ SEG.SEQ < RCV.NXT + RCV.WND.
-        let c = receiver(100);
-        assert!(c.acceptable(SeqNumber(1001), 0));
-        assert!(c.acceptable(SeqNumber(1100), 0));
-        assert!(!c.acceptable(SeqNumber(1101), 0));
-        assert!(!c.acceptable(SeqNumber(1000), 0));
-    }
-
-    #[test]
-    fn acceptability_data_on_zero_window_only_at_rcv_nxt_for_its_ack() {
-        // Case 3: SEG.LEN > 0, RCV.WND = 0 ⇒ not acceptable; we still process the ACK of a
-        // segment at RCV.NXT (zero-window probe), trimming its text.
-        let c = receiver(0);
-        assert!(c.acceptable(SeqNumber(1001), 1));
-        assert!(!c.acceptable(SeqNumber(1002), 1));
-    }
-
-    #[test]
-    fn acceptability_data_needs_first_or_last_byte_inside() {
-        // Case 4: SEG.LEN > 0, RCV.WND > 0 ⇒ first or last octet inside the window.
-        let c = receiver(100);
-        assert!(c.acceptable(SeqNumber(990), 20), "last byte inside");
-        assert!(c.acceptable(SeqNumber(1090), 50), "first byte inside");
-        assert!(!c.acceptable(SeqNumber(900), 101), "entirely old");
-        assert!(!c.acceptable(SeqNumber(1101), 10), "entirely beyond");
-    }
-
-    #[test]
-    fn sequence_comparisons_survive_wraparound() {
-        let mut s = syn();
-        s.seq_number = SeqNumber(u32::MAX - 10);
-        let mut c = Connection::accept(0, &Config::default(), &s, SeqNumber(5), 0).unwrap();
-        c.rcv_adv = c.rcv_nxt + 100;
-        // RCV.NXT = 2^32 - 10; the window spans the wrap.
-        assert!(c.acceptable(SeqNumber(50), 10));
-        assert!(!c.acceptable(SeqNumber(200), 10));
-    }
-
-    #[test]
-    fn idle_connection_fits_in_one_kilobyte_without_buffers() {
-        // The TCB itself; rings and the out-of-order/scoreboard tables allocate on first use,
-        // so an idle established connection owns nothing else.
-        let size = core::mem::size_of::<Connection>();
-        assert!(size <= 1024, "Connection is {size} bytes");
-    }
 }

@@ -18,7 +18,7 @@ impl Connection {
         now: u64,
         payload_buf: &'b mut [u8],
     ) -> Option<TcpRepr<'b>> {
-        if let Some((seq, ack)) = self.rst_pending.take() {
+        if let Some((seq, ack)) = self.out.rst_pending.take() {
             self.counters.resets_sent += 1;
             self.counters.tx_segments += 1;
             let mut r = self.base_repr(seq);
@@ -34,30 +34,30 @@ impl Connection {
         }
         match self.state {
             State::Closed => return None,
-            State::SynSent | State::SynReceived if self.snd_nxt == self.iss => {
+            State::SynSent | State::SynReceived if self.snd.nxt == self.snd.iss => {
                 return Some(self.syn_segment(now));
             }
             State::SynSent => return None,
             _ => {}
         }
         if self.state.is_synchronized() {
-            if self.rtx_pending {
-                self.rtx_pending = false;
+            if self.rec.rtx_pending {
+                self.rec.rtx_pending = false;
                 let len = u32::from(self.eff_mss());
                 if self.rack_active() {
                     // The fast retransmission under RACK: the first segment it deemed lost.
                     if let Some((seq, len)) = self.rack_next_lost(len) {
                         return self.data_segment(now, seq, len, payload_buf, false);
                     }
-                } else if self.snd_una != self.snd_max {
-                    return self.data_segment(now, self.snd_una, len, payload_buf, false);
+                } else if self.snd.una != self.snd.max {
+                    return self.data_segment(now, self.snd.una, len, payload_buf, false);
                 }
             }
-            if self.in_recovery && self.sack_ok {
+            if self.rec.in_recovery && self.opts.sack_ok {
                 let mss = u32::from(self.eff_mss());
-                if self.cc.cwnd_bytes.saturating_sub(self.pipe_bytes()) >= mss {
+                if self.cc.cwnd_bytes().saturating_sub(self.pipe_bytes()) >= mss {
                     // Rule (2), new data, comes before rule (3) (see `send_new_data`).
-                    let fin_due = self.fin_queued && self.snd_nxt == self.fin_seq();
+                    let fin_due = self.app.fin_queued && self.snd.nxt == self.fin_seq();
                     let rule3 = self.unsent_bytes() == 0 && !fin_due;
                     if let Some((seq, len)) = self.sack_next_retransmission(rule3) {
                         return self.data_segment(now, seq, len, payload_buf, false);
@@ -65,24 +65,24 @@ impl Connection {
                 }
             }
             // Duplicate ACKs must be pure ACKs (RFC 5681 §2), so they go before data.
-            if self.dupacks_owed > 0 {
-                self.dupacks_owed -= 1;
+            if self.out.dupacks_owed > 0 {
+                self.out.dupacks_owed -= 1;
                 self.counters.pure_acks_sent += 1;
-                let seq = self.snd_max;
+                let seq = self.snd.max;
                 return Some(self.ack_repr(now, seq));
             }
             // Probes and forced sends first: they deliberately ignore SWS avoidance.
-            if self.probe_pending {
-                self.probe_pending = false;
+            if self.out.probe_pending {
+                self.out.probe_pending = false;
                 if self.unsent_bytes() > 0 {
-                    if self.snd_wnd == 0 || self.usable_window() > 0 {
+                    if self.snd.wnd == 0 || self.usable_window() > 0 {
                         return self.probe_segment(now, payload_buf);
                     }
                     self.arm_persist(now);
                 }
             }
-            if self.tlp_pending {
-                self.tlp_pending = false;
+            if self.rec.tlp_pending {
+                self.rec.tlp_pending = false;
                 if let Some((seq, len)) = self.tail_loss_probe_range() {
                     return self.data_segment(now, seq, len, payload_buf, false);
                 }
@@ -91,19 +91,19 @@ impl Connection {
         if let Some(r) = self.send_new_data(now, payload_buf) {
             return Some(r);
         }
-        if self.keepalive_pending {
-            self.keepalive_pending = false;
+        if self.out.keepalive_pending {
+            self.out.keepalive_pending = false;
             self.counters.keepalive_probes_sent += 1;
             // RFC 9293 §3.8.4: a probe with SEG.SEQ = SND.NXT − 1 and no data elicits an ACK.
-            let r = self.ack_repr(now, self.snd_una - 1);
+            let r = self.ack_repr(now, self.snd.una - 1);
             return Some(r);
         }
-        if self.ack_due == AckDue::Now {
+        if self.out.ack_due == AckDue::Now {
             self.counters.pure_acks_sent += 1;
             // A pure ACK carries SND.MAX, not SND.NXT: while retransmitting after a timeout
             // SND.NXT lies behind what the peer already holds, and an ACK with such an old
             // sequence number would fail its acceptability test (the BSD rule).
-            let seq = self.snd_max;
+            let seq = self.snd.max;
             return Some(self.ack_repr(now, seq));
         }
         self.arm_tail_loss_probe(now);
@@ -114,28 +114,28 @@ impl Connection {
     /// retransmission of the last segment sent (with the FIN if that was the last): its
     /// sequence number and most payload bytes.
     fn tail_loss_probe_range(&self) -> Option<(SeqNumber, u32)> {
-        if self.snd_una == self.snd_max || self.snd_nxt != self.snd_max {
+        if self.snd.una == self.snd.max || self.snd.nxt != self.snd.max {
             return None;
         }
         let mss = u32::from(self.eff_mss());
-        let rwnd_room = fwd(self.snd_nxt, self.snd_una + self.snd_wnd);
+        let rwnd_room = fwd(self.snd.nxt, self.snd.una + self.snd.wnd);
         if self.unsent_bytes() > 0 && rwnd_room > 0 {
-            return Some((self.snd_nxt, mss.min(rwnd_room)));
+            return Some((self.snd.nxt, mss.min(rwnd_room)));
         }
-        let fin_sent = self.fin_queued && self.snd_max.gt(self.fin_seq());
+        let fin_sent = self.app.fin_queued && self.snd.max.gt(self.fin_seq());
         let data_end = if fin_sent {
             self.fin_seq()
         } else {
-            self.snd_max
+            self.snd.max
         };
         // The most recently sent segment (a FIN alone if that was it), else the last MSS. The
         // segment sent last may start below SND.UNA: a go-back after a timeout cuts the flight
         // anew, and the ACK of the new cut can cover the old segment's first bytes.
-        let last = self.tlp_last_seq;
-        if !last.lt(self.snd_una) && last.lt(self.snd_max) && !last.gt(data_end) {
+        let last = self.rec.tlp_last_seq;
+        if !last.lt(self.snd.una) && last.lt(self.snd.max) && !last.gt(data_end) {
             return Some((last, fwd(last, data_end).min(mss)));
         }
-        let len = fwd(self.snd_una, data_end).min(mss);
+        let len = fwd(self.snd.una, data_end).min(mss);
         Some((data_end - len, len))
     }
 
@@ -159,7 +159,7 @@ impl Connection {
 
     /// SYN (active open) or SYN-ACK (passive or simultaneous open), with options.
     pub(super) fn syn_segment(&mut self, now: u64) -> TcpRepr<'static> {
-        let mut r = self.base_repr(self.iss);
+        let mut r = self.base_repr(self.snd.iss);
         r.flags = TcpFlags::SYN;
         r.max_seg_size = Some(self.config.mss_bytes);
         // RFC 7323 §2.2: the window in a SYN is not scaled.
@@ -168,22 +168,22 @@ impl Connection {
         let passive_reply = self.state == State::SynReceived;
         if passive_reply {
             r.flags |= TcpFlags::ACK;
-            r.ack_number = self.rcv_nxt;
-            self.last_ack_sent = self.rcv_nxt;
-            self.rcv_adv = self.rcv_adv.max(self.rcv_nxt + wnd);
-            if self.peer_offered_ws.is_some() {
-                r.window_scale = Some(self.rcv_wscale);
+            r.ack_number = self.rcv.nxt;
+            self.ts.last_ack_sent = self.rcv.nxt;
+            self.rcv.adv = self.rcv.adv.max(self.rcv.nxt + wnd);
+            if self.opts.peer_offered_ws.is_some() {
+                r.window_scale = Some(self.opts.rcv_wscale);
             }
-            r.sack_permitted = self.sack_ok;
-            if self.ts_ok {
+            r.sack_permitted = self.opts.sack_ok;
+            if self.opts.ts_ok {
                 r.timestamp = Some(TcpTimestamp {
                     tsval: self.ts_now(now),
-                    tsecr: self.ts_recent,
+                    tsecr: self.ts.recent,
                 });
             }
         } else {
             if self.config.window_scale {
-                r.window_scale = Some(self.rcv_wscale);
+                r.window_scale = Some(self.opts.rcv_wscale);
             }
             r.sack_permitted = self.config.sack;
             if self.config.timestamps {
@@ -193,16 +193,16 @@ impl Connection {
                 });
             }
         }
-        self.snd_nxt = self.iss + 1;
-        self.snd_max = self.snd_max.max(self.snd_nxt);
-        if self.syn_retries == 0 {
-            self.rtt_timed = RttTimed::new(self.snd_nxt, now);
+        self.snd.nxt = self.snd.iss + 1;
+        self.snd.max = self.snd.max.max(self.snd.nxt);
+        if self.timers.syn_retries == 0 {
+            self.timers.time_rtt(self.snd.nxt, now);
         }
-        if self.rtx_deadline_ns == NEVER {
-            self.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
+        if self.timers.rtx_deadline_ns == NEVER {
+            self.timers.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
         }
-        self.ack_due = AckDue::None;
-        self.delack_deadline_ns = NEVER;
+        self.out.ack_due = AckDue::None;
+        self.timers.delack_deadline_ns = NEVER;
         self.counters.tx_segments += 1;
         r
     }
@@ -210,19 +210,19 @@ impl Connection {
     /// Options every non-SYN segment carries; returns the bytes of option space used.
     pub(super) fn fill_options(&mut self, now: u64, r: &mut TcpRepr<'_>, with_sack: bool) -> u16 {
         let mut used = 0u16;
-        if self.ts_ok {
+        if self.opts.ts_ok {
             r.timestamp = Some(TcpTimestamp {
                 tsval: self.ts_now(now),
-                tsecr: self.ts_recent,
+                tsecr: self.ts.recent,
             });
             used += TS_OPTION_BYTES;
         }
-        if with_sack && self.sack_ok && (!self.ooo.is_empty() || self.dsack.is_some()) {
+        if with_sack && self.opts.sack_ok && (!self.ooo.is_empty() || self.out.dsack.is_some()) {
             // RFC 2018 §3: at most 4 blocks, 3 alongside timestamps (40 bytes of options).
-            let max_blocks = if self.ts_ok { 3 } else { 4 };
+            let max_blocks = if self.opts.ts_ok { 3 } else { 4 };
             let mut n = 0;
             // RFC 2883 §4: a D-SACK block goes first, and is reported once.
-            if let Some(d) = self.dsack.take() {
+            if let Some(d) = self.out.dsack.take() {
                 r.sack_blocks[0] = Some(d);
                 n = 1;
             }
@@ -238,7 +238,7 @@ impl Connection {
     pub(super) fn ack_repr(&mut self, now: u64, seq: SeqNumber) -> TcpRepr<'static> {
         let mut r = self.base_repr(seq);
         r.flags = TcpFlags::ACK;
-        r.ack_number = self.rcv_nxt;
+        r.ack_number = self.rcv.nxt;
         r.window_len = self.advertise_window();
         self.fill_options(now, &mut r, true);
         self.on_ack_sent();
@@ -247,10 +247,10 @@ impl Connection {
     }
 
     pub(super) fn on_ack_sent(&mut self) {
-        self.ack_due = AckDue::None;
-        self.delack_deadline_ns = NEVER;
-        self.rcv_unacked_bytes = 0;
-        self.last_ack_sent = self.rcv_nxt;
+        self.out.ack_due = AckDue::None;
+        self.timers.delack_deadline_ns = NEVER;
+        self.out.rcv_unacked_bytes = 0;
+        self.ts.last_ack_sent = self.rcv.nxt;
     }
 
     /// Builds a segment carrying up to `max_len` bytes starting at `seq` (and the FIN if it
@@ -264,16 +264,16 @@ impl Connection {
         buf: &'b mut [u8],
         probe: bool,
     ) -> Option<TcpRepr<'b>> {
-        let offset = fwd(self.snd_buf_seq, seq) as usize;
+        let offset = fwd(self.snd.buf_seq, seq) as usize;
         let avail = self.send_buf.len().saturating_sub(offset);
         let mut r = self.base_repr(seq);
         r.flags = TcpFlags::ACK;
-        r.ack_number = self.rcv_nxt;
+        r.ack_number = self.rcv.nxt;
         r.window_len = self.advertise_window();
         let opts = self.fill_options(now, &mut r, true);
-        let room = self.snd_mss.saturating_sub(opts).max(1) as usize;
+        let room = self.opts.snd_mss.saturating_sub(opts).max(1) as usize;
         let len = avail.min(max_len as usize).min(room).min(buf.len());
-        let fin = self.fin_queued && offset + len == self.send_buf.len() && !probe;
+        let fin = self.app.fin_queued && offset + len == self.send_buf.len() && !probe;
         if len == 0 && !fin {
             return None;
         }
@@ -284,58 +284,59 @@ impl Connection {
             r.flags |= TcpFlags::FIN;
         }
         // A `send_more` tail leaves without PSH (Linux marks PSH only without MSG_MORE).
-        if n > 0 && offset + n == self.send_buf.len() && !self.more {
+        if n > 0 && offset + n == self.send_buf.len() && !self.app.more {
             r.flags |= TcpFlags::PSH;
         }
         let end = seq + n as u32 + u32::from(fin);
-        let is_rtx = seq.lt(self.snd_max);
+        let is_rtx = seq.lt(self.snd.max);
         if self.rack_active() {
             // RFC 8985 §6.1: every transmission's time, per segment.
             let merges = self.rack_state(now).on_send(seq, end, now);
             self.counters.rack_records_merged += u64::from(merges);
         }
         if is_rtx {
-            if self.in_recovery && end.gt(self.high_rxt) {
-                self.high_rxt = end;
+            if self.rec.in_recovery && end.gt(self.rec.high_rxt) {
+                self.rec.high_rxt = end;
             }
             self.counters.retransmitted_segments += 1;
-            self.ts_rtx_floor = self.ts_now(now);
+            self.ts.rtx_floor = self.ts_now(now);
             self.counters.retransmitted_bytes += n as u64;
             // Karn: a retransmission makes any running RTT measurement ambiguous.
-            self.rtt_timed = RttTimed::NONE;
-        } else if self.rtt_timed.get().is_none() && !self.ts_ok {
-            self.rtt_timed = RttTimed::new(end, now);
+            self.timers.clear_rtt_timed();
+        } else if self.timers.rtt_timed().is_none() && !self.opts.ts_ok {
+            self.timers.time_rtt(end, now);
         }
-        if self.snd_una == self.snd_max {
-            self.unacked_since_ns = now;
+        if self.snd.una == self.snd.max {
+            self.timers.unacked_since_ns = now;
         }
         if !probe {
-            if end.gt(self.snd_nxt) {
-                self.snd_nxt = end;
+            if end.gt(self.snd.nxt) {
+                self.snd.nxt = end;
             }
             // RFC 6298 §5.1: start the timer if it is not running.
-            if self.rtx_deadline_ns == NEVER {
-                self.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
+            if self.timers.rtx_deadline_ns == NEVER {
+                self.timers.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
             }
-            self.persist_deadline_ns = NEVER;
+            self.timers.persist_deadline_ns = NEVER;
         }
-        if !probe && end.gt(self.snd_max) {
+        if !probe && end.gt(self.snd.max) {
             self.note_flight(end);
         }
-        if self.in_recovery {
-            self.prr_out_bytes = self
+        if self.rec.in_recovery {
+            self.rec.prr_out_bytes = self
+                .rec
                 .prr_out_bytes
                 .saturating_add(end.diff(seq).max(0) as u32);
         }
-        if end.gt(self.snd_max) {
+        if end.gt(self.snd.max) {
             // RFC 8985 §7.2: a new transmission reschedules the probe timeout (rearmed once
             // `poll_transmit` runs dry).
-            self.tlp_last_seq = seq.max(self.snd_max);
-            self.tlp_deadline_ns = NEVER;
-            self.snd_max = end;
+            self.rec.tlp_last_seq = seq.max(self.snd.max);
+            self.timers.tlp_deadline_ns = NEVER;
+            self.snd.max = end;
         }
         self.on_ack_sent();
-        self.last_tx_ns = now;
+        self.timers.last_tx_ns = now;
         self.counters.tx_segments += 1;
         self.counters.tx_payload_bytes += n as u64;
         let (filled, _) = buf.split_at(n);
@@ -346,47 +347,50 @@ impl Connection {
     /// Records the flight after new data up to `end` left (Linux `tcp_cwnd_validate`): a new
     /// round trip, a larger flight, or a full cwnd starts a new record.
     fn note_flight(&mut self, end: SeqNumber) {
-        let flight = fwd(self.snd_una, end);
+        let flight = fwd(self.snd.una, end);
         let mss = u32::from(self.eff_mss());
-        let limited = flight.saturating_add(mss) > self.cc.cwnd_bytes;
-        if !self.snd_una.lt(self.flight_max_seq) || flight > self.flight_max_bytes || limited {
-            self.flight_max_bytes = flight;
-            self.flight_max_seq = end;
-            self.cwnd_limited = limited;
+        let limited = flight.saturating_add(mss) > self.cc.cwnd_bytes();
+        if !self.snd.una.lt(self.rec.flight_max_seq)
+            || flight > self.rec.flight_max_bytes
+            || limited
+        {
+            self.rec.flight_max_bytes = flight;
+            self.rec.flight_max_seq = end;
+            self.rec.cwnd_limited = limited;
         }
     }
 
     /// Bytes in the send buffer not yet sent (beyond SND.NXT).
     pub(super) fn unsent_bytes(&self) -> usize {
-        if self.snd_nxt.lt(self.snd_buf_seq) {
+        if self.snd.nxt.lt(self.snd.buf_seq) {
             return self.send_buf.len();
         }
         self.send_buf
             .len()
-            .saturating_sub(fwd(self.snd_buf_seq, self.snd_nxt) as usize)
+            .saturating_sub(fwd(self.snd.buf_seq, self.snd.nxt) as usize)
     }
 
     /// How many new bytes congestion and flow control allow now.
     pub(super) fn usable_window(&self) -> u32 {
-        let flight = fwd(self.snd_una, self.snd_nxt);
+        let flight = fwd(self.snd.una, self.snd.nxt);
         let mss = u32::from(self.eff_mss());
         // RFC 3042: the first two duplicate ACKs each allow one new segment beyond cwnd.
-        let lt = if !self.in_recovery && self.dupacks > 0 && self.dupacks < 3 {
-            u32::from(self.dupacks) * mss
+        let lt = if !self.rec.in_recovery && self.rec.dupacks > 0 && self.rec.dupacks < 3 {
+            u32::from(self.rec.dupacks) * mss
         } else {
             0
         };
-        let in_flight = if self.in_recovery && self.sack_ok {
+        let in_flight = if self.rec.in_recovery && self.opts.sack_ok {
             self.pipe_bytes()
         } else {
             flight
         };
         let cwnd_avail = self
             .cc
-            .cwnd_bytes
+            .cwnd_bytes()
             .saturating_add(lt)
             .saturating_sub(in_flight);
-        let wnd_avail = fwd(self.snd_nxt, self.snd_una + self.snd_wnd);
+        let wnd_avail = fwd(self.snd.nxt, self.snd.una + self.snd.wnd);
         cwnd_avail.min(wnd_avail)
     }
 
@@ -402,28 +406,28 @@ impl Connection {
         ) {
             return None;
         }
-        let offset = fwd(self.snd_buf_seq, self.snd_nxt) as usize;
-        if self.snd_nxt.lt(self.snd_buf_seq) {
+        let offset = fwd(self.snd.buf_seq, self.snd.nxt) as usize;
+        if self.snd.nxt.lt(self.snd.buf_seq) {
             return None;
         }
         let unsent = self.send_buf.len().saturating_sub(offset) as u32;
-        let fin_due = self.fin_queued && self.snd_nxt == self.fin_seq();
+        let fin_due = self.app.fin_queued && self.snd.nxt == self.fin_seq();
         if unsent == 0 {
-            self.push_pending = false;
+            self.app.push_pending = false;
             if !fin_due {
                 return None;
             }
         }
-        let flight = fwd(self.snd_una, self.snd_nxt);
+        let flight = fwd(self.snd.una, self.snd.nxt);
         if self.config.restart_after_idle
             && flight == 0
-            && now.saturating_sub(self.last_tx_ns) > self.rtt.rto_ns()
+            && now.saturating_sub(self.timers.last_tx_ns) > self.rtt.rto_ns()
         {
             // RFC 5681 §4.1: after an idle period longer than the RTO, restart from
             // RW = min(IW, cwnd).
             let iw = u32::from(self.config.initial_window_segments)
                 .saturating_mul(u32::from(self.eff_mss()));
-            self.cc.cwnd_bytes = self.cc.cwnd_bytes.min(iw);
+            self.cc.restart_after_idle(iw);
         }
         let usable = self.usable_window();
         let mss = u32::from(self.eff_mss());
@@ -432,15 +436,16 @@ impl Connection {
             // Nagle (RFC 9293 §3.7.4) and sender SWS avoidance (RFC 9293 §3.8.6.2.1): send a
             // full segment, or everything left when nothing is in flight (or Nagle is off, or
             // we are closing), or at least half the largest window the peer offered.
-            let nagle_ok = self.config.nodelay || flight == 0 || self.fin_queued;
+            let nagle_ok = self.config.nodelay || flight == 0 || self.app.fin_queued;
             // TCP_CORK / MSG_MORE (Linux tcp(7)): only full segments until pushed.
-            let held = (self.cork || self.more) && !self.push_pending && !self.fin_queued;
+            let held =
+                (self.app.cork || self.app.more) && !self.app.push_pending && !self.app.fin_queued;
             let send = len > 0
                 && (len == mss
                     || (!held && len == unsent && nagle_ok)
-                    || (!held && nagle_ok && self.max_snd_wnd > 0 && len >= self.max_snd_wnd / 2));
+                    || (!held && nagle_ok && self.snd.max_wnd > 0 && len >= self.snd.max_wnd / 2));
             if !send {
-                if flight == 0 && self.rtx_deadline_ns == NEVER {
+                if flight == 0 && self.timers.rtx_deadline_ns == NEVER {
                     // Nothing in flight will bring an ACK: the persist timer breaks the wait
                     // (zero window probe, or SWS override, RFC 9293 §3.8.6.1/§3.8.6.2.1).
                     self.arm_persist(now);
@@ -448,18 +453,18 @@ impl Connection {
                 return None;
             }
         }
-        self.data_segment(now, self.snd_nxt, len, buf, false)
+        self.data_segment(now, self.snd.nxt, len, buf, false)
     }
 
     /// Persist timer expiry: probe a zero window with one byte, or override SWS avoidance.
     pub(super) fn probe_segment<'b>(&mut self, now: u64, buf: &'b mut [u8]) -> Option<TcpRepr<'b>> {
-        if self.snd_wnd == 0 {
+        if self.snd.wnd == 0 {
             // RFC 9293 §3.8.6.1: "The sending TCP peer must regularly transmit at least one
             // octet of new data (if available)". The probe byte sits at SND.UNA; if the peer
             // accepts it, its ACK moves SND.NXT past it.
             self.counters.window_probes_sent += 1;
-            self.persist_shift = self.persist_shift.saturating_add(1).min(16);
-            let una = self.snd_una;
+            self.timers.persist_shift = self.timers.persist_shift.saturating_add(1).min(16);
+            let una = self.snd.una;
             if !self.config.zero_window_probe_carries_data {
                 // An old sequence number elicits an ACK (RFC 9293 §3.10.7.4) without data.
                 let r = self.ack_repr(now, una - 1);
@@ -476,6 +481,6 @@ impl Connection {
             self.arm_persist(now);
             return None;
         }
-        self.data_segment(now, self.snd_nxt, len, buf, false)
+        self.data_segment(now, self.snd.nxt, len, buf, false)
     }
 }

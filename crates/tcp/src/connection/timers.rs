@@ -15,33 +15,33 @@ impl Connection {
 
     /// Fires every deadline that is due at `now`.
     pub fn handle_timeout(&mut self, now: u64) {
-        if self.time_wait_deadline_ns <= now {
-            self.time_wait_deadline_ns = NEVER;
+        if self.timers.time_wait_deadline_ns <= now {
+            self.timers.time_wait_deadline_ns = NEVER;
             if matches!(self.state, State::TimeWait | State::FinWait2) {
                 self.enter_closed(CloseReason::Normal);
                 return;
             }
         }
-        if self.delack_deadline_ns <= now {
-            self.delack_deadline_ns = NEVER;
-            if self.ack_due == AckDue::Delayed {
-                self.ack_due = AckDue::Now;
+        if self.timers.delack_deadline_ns <= now {
+            self.timers.delack_deadline_ns = NEVER;
+            if self.out.ack_due == AckDue::Delayed {
+                self.out.ack_due = AckDue::Now;
                 self.counters.delayed_acks_sent += 1;
             }
         }
         if self.user_timeout_deadline_ns() <= now {
-            self.rst_pending = Some((self.snd_max, None));
+            self.out.rst_pending = Some((self.snd.max, None));
             self.enter_closed(CloseReason::TimedOut);
             return;
         }
         // The probe before the RTO: a probe capped at the RTO's expiry (RFC 8985 §7.2) goes
         // out instead of it and rearms it.
-        if self.tlp_deadline_ns <= now {
-            self.tlp_deadline_ns = NEVER;
+        if self.timers.tlp_deadline_ns <= now {
+            self.timers.tlp_deadline_ns = NEVER;
             self.on_probe_timeout(now);
         }
-        if self.rtx_deadline_ns <= now {
-            self.rtx_deadline_ns = NEVER;
+        if self.timers.rtx_deadline_ns <= now {
+            self.timers.rtx_deadline_ns = NEVER;
             self.on_rto(now);
             if self.state == State::Closed {
                 return;
@@ -51,12 +51,12 @@ impl Connection {
             self.rack_disarm();
             self.on_rack_timeout(now);
         }
-        if self.persist_deadline_ns <= now {
-            self.persist_deadline_ns = NEVER;
-            self.probe_pending = true;
+        if self.timers.persist_deadline_ns <= now {
+            self.timers.persist_deadline_ns = NEVER;
+            self.out.probe_pending = true;
         }
-        if self.keepalive_deadline_ns <= now {
-            self.keepalive_deadline_ns = NEVER;
+        if self.timers.keepalive_deadline_ns <= now {
+            self.timers.keepalive_deadline_ns = NEVER;
             self.on_keepalive(now);
         }
     }
@@ -66,36 +66,36 @@ impl Connection {
         self.counters.rto_expirations += 1;
         match self.state {
             State::SynSent | State::SynReceived => {
-                if self.syn_retries >= self.config.syn_retries_max {
+                if self.timers.syn_retries >= self.config.syn_retries_max {
                     self.enter_closed(CloseReason::TimedOut);
                     return;
                 }
-                self.syn_retries += 1;
+                self.timers.syn_retries += 1;
                 self.rtt.back_off();
-                self.rtt_timed = RttTimed::NONE;
+                self.timers.clear_rtt_timed();
                 // Resend the SYN (or SYN-ACK).
-                self.snd_nxt = self.iss;
+                self.snd.nxt = self.snd.iss;
                 return;
             }
             State::Closed | State::TimeWait | State::FinWait2 => return,
             _ => {}
         }
-        if self.snd_una == self.snd_max {
+        if self.snd.una == self.snd.max {
             return;
         }
         let mss = u32::from(self.eff_mss());
-        let flight = fwd(self.snd_una, self.snd_max);
+        let flight = fwd(self.snd.una, self.snd.max);
         self.cc.on_rto(now, flight, mss);
         // RFC 6582 §3.2 step 4: record the highest sequence sent.
-        self.recover = self.snd_max;
-        self.in_recovery = false;
-        self.tlp_deadline_ns = NEVER;
-        self.tlp_pending = false;
-        self.dupacks = 0;
-        self.rtx_pending = false;
+        self.rec.recover = self.snd.max;
+        self.rec.in_recovery = false;
+        self.timers.tlp_deadline_ns = NEVER;
+        self.rec.tlp_pending = false;
+        self.rec.dupacks = 0;
+        self.rec.rtx_pending = false;
         // Go back: retransmit from SND.UNA (RFC 6298 §5.4). RFC 2018 §8: after a timeout,
         // SACK information is ignored (the receiver may have reneged).
-        self.snd_nxt = self.snd_una;
+        self.snd.nxt = self.snd.una;
         self.scoreboard.clear();
         if let Some(r) = self.rack.as_mut() {
             // RACK's view follows: nothing stays delivered or lost, the go-back resends it
@@ -103,7 +103,7 @@ impl Connection {
             r.on_rto();
             r.deadline_ns = NEVER;
         }
-        self.rtt_timed = RttTimed::NONE;
+        self.timers.clear_rtt_timed();
         // RFC 6298 §5.5: back off.
         self.rtt.back_off();
     }
@@ -111,13 +111,13 @@ impl Connection {
     /// RFC 8985 §6.2 step 5: the reordering timer expired — the segments it waited for are
     /// now judged, and recovery starts if one is lost.
     pub(super) fn on_rack_timeout(&mut self, now: u64) {
-        if !self.rack_active() || !self.state.is_synchronized() || self.snd_una == self.snd_max {
+        if !self.rack_active() || !self.state.is_synchronized() || self.snd.una == self.snd.max {
             return;
         }
         self.counters.rack_reo_timeouts += 1;
         self.rack_detect_loss(now);
         let mss = u32::from(self.eff_mss());
-        let flight = fwd(self.snd_una, self.snd_max);
+        let flight = fwd(self.snd.una, self.snd.max);
         self.rack_maybe_enter_recovery(now, mss, flight);
     }
 
@@ -129,16 +129,16 @@ impl Connection {
         // through SACK); Linux, too, probes only when SACK was negotiated
         // (`tcp_schedule_loss_probe`).
         if !self.config.tail_loss_probe
-            || !self.sack_ok
-            || self.tlp_sent
-            || self.tlp_pending
-            || self.tlp_deadline_ns != NEVER
-            || self.snd_una == self.snd_max
-            || self.snd_nxt != self.snd_max
-            || self.in_recovery
+            || !self.opts.sack_ok
+            || self.rec.tlp_sent
+            || self.rec.tlp_pending
+            || self.timers.tlp_deadline_ns != NEVER
+            || self.snd.una == self.snd.max
+            || self.snd.nxt != self.snd.max
+            || self.rec.in_recovery
             || self.rtt.backoff_shift > 0
-            || self.persist_deadline_ns != NEVER
-            || self.rtx_deadline_ns == NEVER
+            || self.timers.persist_deadline_ns != NEVER
+            || self.timers.rtx_deadline_ns == NEVER
             || !matches!(
                 self.state,
                 State::Established
@@ -154,7 +154,7 @@ impl Connection {
         // is in flight (the peer may hold its ACK that long), else `tlp_pto_extra_ns`; 1 s
         // before any RTT sample (§7.2).
         let pto = if self.rtt.has_sample {
-            let allowance_ns = if fwd(self.snd_una, self.snd_max) <= u32::from(self.eff_mss()) {
+            let allowance_ns = if fwd(self.snd.una, self.snd.max) <= u32::from(self.eff_mss()) {
                 TLP_WORST_CASE_DELAYED_ACK_NS
             } else {
                 u64::from(self.config.tlp_pto_extra_ns)
@@ -169,25 +169,25 @@ impl Connection {
         // probe due at the RTO's expiry goes out in its place (`handle_timeout` judges the
         // probe first, and the probe rearms the RTO), as Linux's probe timer replaces its
         // retransmission timer. The RTO stays the backstop once the probe is spent.
-        self.tlp_deadline_ns = now.saturating_add(pto).min(self.rtx_deadline_ns);
+        self.timers.tlp_deadline_ns = now.saturating_add(pto).min(self.timers.rtx_deadline_ns);
     }
 
     /// RFC 8985 §7.3: the probe timeout expired — owe one probe and rearm the RTO. Not once
     /// loss recovery has begun since it was armed (§7.2: no probe during recovery).
     pub(super) fn on_probe_timeout(&mut self, now: u64) {
-        if self.snd_una == self.snd_max
-            || self.tlp_sent
-            || self.in_recovery
-            || self.snd_nxt != self.snd_max
+        if self.snd.una == self.snd.max
+            || self.rec.tlp_sent
+            || self.rec.in_recovery
+            || self.snd.nxt != self.snd.max
             || !self.state.is_synchronized()
         {
             return;
         }
-        self.tlp_pending = true;
-        self.tlp_sent = true;
+        self.rec.tlp_pending = true;
+        self.rec.tlp_sent = true;
         self.counters.tail_loss_probes += 1;
-        if self.persist_deadline_ns == NEVER {
-            self.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
+        if self.timers.persist_deadline_ns == NEVER {
+            self.timers.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
         }
     }
 
@@ -198,32 +198,32 @@ impl Connection {
         if !matches!(self.state, State::Established | State::CloseWait) {
             return;
         }
-        if self.snd_una != self.snd_max || !self.send_buf.is_empty() {
+        if self.snd.una != self.snd.max || !self.send_buf.is_empty() {
             // Data is outstanding; the retransmission timer watches the peer.
-            self.keepalive_deadline_ns = now.saturating_add(ka.idle_ns);
+            self.timers.keepalive_deadline_ns = now.saturating_add(ka.idle_ns);
             return;
         }
-        if self.keepalive_probes >= ka.probes_max {
-            self.rst_pending = Some((self.snd_max, None));
+        if self.timers.keepalive_probes >= ka.probes_max {
+            self.out.rst_pending = Some((self.snd.max, None));
             self.enter_closed(CloseReason::TimedOut);
             return;
         }
-        self.keepalive_probes += 1;
-        self.keepalive_pending = true;
-        self.keepalive_deadline_ns = now.saturating_add(ka.interval_ns);
+        self.timers.keepalive_probes += 1;
+        self.out.keepalive_pending = true;
+        self.timers.keepalive_deadline_ns = now.saturating_add(ka.interval_ns);
     }
 
     pub(super) fn arm_persist(&mut self, now: u64) {
-        if self.persist_deadline_ns != NEVER {
+        if self.timers.persist_deadline_ns != NEVER {
             return;
         }
         // RFC 9293 §3.8.6.1: probe at exponentially growing intervals.
         let base = self.rtt.base_rto_ns;
         let interval = base
-            .checked_shl(u32::from(self.persist_shift))
+            .checked_shl(u32::from(self.timers.persist_shift))
             .unwrap_or(self.config.rto_max_ns)
             .min(self.config.rto_max_ns);
-        self.persist_deadline_ns = now.saturating_add(interval);
-        self.rtx_deadline_ns = NEVER;
+        self.timers.persist_deadline_ns = now.saturating_add(interval);
+        self.timers.rtx_deadline_ns = NEVER;
     }
 }

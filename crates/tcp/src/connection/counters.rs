@@ -1,0 +1,119 @@
+//! Per-connection counters: one per event and per drop path.
+
+/// Declares [`Counters`] from a list of documented names: the struct, `add` and `named`.
+macro_rules! connection_counters {
+    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
+        /// Per-connection counters; every drop path has its own (FreeBSD `tcpstat` habit).
+        /// All values only ever increase.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct Counters {
+            $( $(#[$doc])* pub $name: u64, )*
+        }
+
+        impl Counters {
+            /// Adds `other` counter by counter (totals over many connections).
+            pub fn add(&mut self, other: &Counters) {
+                $( self.$name += other.$name; )*
+            }
+
+            /// Every counter as `(name, value)`, in declaration order.
+            pub fn named(&self) -> Vec<(&'static str, u64)> {
+                vec![$( (stringify!($name), self.$name), )*]
+            }
+        }
+    };
+}
+
+connection_counters! {
+    /// Segments handed to `handle_segment`.
+    rx_segments,
+    /// Segments returned by `poll_transmit`.
+    tx_segments,
+    /// Payload bytes accepted into the window (in order or out of order).
+    rx_payload_bytes,
+    /// Payload bytes sent, retransmissions included.
+    tx_payload_bytes,
+    /// Segments for other ports.
+    rx_drop_wrong_port,
+    /// Segments arriving in CLOSED.
+    rx_drop_closed,
+    /// Segments in SYN-SENT that carry neither an acceptable SYN nor an acceptable RST.
+    rx_drop_syn_sent,
+    /// RFC 7323 §5.3 R1: timestamp older than TS.Recent.
+    rx_drop_paws,
+    /// RFC 7323 §3.2: timestamps negotiated but the segment carries none.
+    rx_drop_missing_ts,
+    /// RFC 9293 §3.10.7.4: unacceptable sequence numbers.
+    rx_drop_out_of_window,
+    /// RST outside the window (RFC 5961 §3.2), silently dropped.
+    rx_drop_rst_out_of_window,
+    /// RST in TIME-WAIT, ignored (RFC 1337).
+    rx_drop_rst_time_wait,
+    /// SYN on a synchronized connection (answered with a challenge ACK, RFC 5961 §4).
+    rx_drop_syn_in_window,
+    /// Segments without ACK after SYN-SENT.
+    rx_drop_no_ack,
+    /// Unacceptable ACK in SYN-SENT or SYN-RECEIVED (answered with RST).
+    rx_drop_bad_ack,
+    /// ACK for data never sent (RFC 5961 §5.2 / RFC 9293 §3.10.7.4).
+    rx_drop_ack_unsent,
+    /// ACK older than SND.UNA − MAX.SND.WND (RFC 5961 §5.2).
+    rx_drop_ack_too_old,
+    /// Out-of-order segments not kept: queue disabled or full (range cap).
+    rx_drop_ooo_ranges,
+    /// Out-of-order segments not kept: byte cap.
+    rx_drop_ooo_bytes,
+    /// Payload bytes beyond the advertised window, trimmed.
+    rx_trim_beyond_window_bytes,
+    /// Payload bytes already received (duplicates), trimmed.
+    rx_duplicate_bytes,
+    /// Data arriving after `close()`: acknowledged and discarded.
+    rx_discard_after_close_bytes,
+    /// Out-of-order segments kept.
+    rx_ooo_segments,
+    /// Duplicate ACKs received (RFC 5681 §2).
+    dup_acks_rx,
+    /// SACK blocks outside (SND.UNA, SND.MAX] or empty: ignored.
+    rx_sack_blocks_invalid,
+    /// Valid SACK blocks not recorded because the scoreboard is full.
+    rx_sack_blocks_dropped,
+    /// D-SACK blocks received (RFC 2883): the peer got some data twice.
+    rx_dsack_blocks,
+    /// Challenge ACKs sent (RFC 5961 §3–§5), and ACKs answering an unacceptable bare ACK,
+    /// which share their budget.
+    challenge_acks_sent,
+    /// Those not sent because of the per-second limit (RFC 5961 §7).
+    challenge_acks_suppressed,
+    /// Retransmission timer expirations (RFC 6298 §5.4).
+    rto_expirations,
+    /// Tail loss probe timeouts (RFC 8985 §7.3).
+    tail_loss_probes,
+    /// Loss recovery episodes entered (RFC 5681 §3.2, RFC 6675 §5, RFC 8985 §6).
+    fast_retransmits,
+    /// Segments RACK deemed lost (RFC 8985 §6.2 step 5), on an ACK or at the reordering
+    /// timer; one per transmit record (a segment, or several merged by the table's bound).
+    rack_loss_marks,
+    /// Of `rack_loss_marks`, retransmissions deemed lost again (found before the RTO).
+    rack_lost_retransmits,
+    /// RACK reordering timer expirations (RFC 8985 §6.2 step 5).
+    rack_reo_timeouts,
+    /// Merges of transmit records forced by the table's bound (`rack::RECORDS_MAX`): send
+    /// times kept less precisely.
+    rack_records_merged,
+    /// Segments sent again (any cause).
+    retransmitted_segments,
+    /// Payload bytes sent again.
+    retransmitted_bytes,
+    /// Zero-window probes (RFC 9293 §3.8.6.1).
+    window_probes_sent,
+    /// Keepalive probes (RFC 9293 §3.8.4).
+    keepalive_probes_sent,
+    /// RTT samples fed to the estimator.
+    rtt_samples,
+    /// ACKs sent because the delayed-ACK timer fired.
+    delayed_acks_sent,
+    /// Segments that carried only an ACK.
+    pure_acks_sent,
+    /// RSTs sent.
+    resets_sent,
+}

@@ -1,0 +1,358 @@
+//! The groups of the transmission control block: [`Connection`](super::Connection) holds one
+//! of each, and a [`ConnectionSnapshot`](crate::ConnectionSnapshot) carries them whole (see
+//! `snapshot.rs`: `Connection::export` destructures the TCB without `..`, so a field added
+//! here moves with its group, and a group added to the TCB does not compile until the
+//! snapshot decides its fate).
+//!
+//! Times are absolute nanoseconds on the owning engine's clock; deadlines are `u64::MAX`
+//! (`NEVER`) when disarmed. Each group with times has a `rebased` method that moves them to
+//! another engine's clock, keeping every time's distance to "now".
+
+use wire::tcp::{SackBlock, SeqNumber};
+
+use super::{AckDue, CloseReason, NEVER};
+use crate::config::NS_PER_MS;
+
+/// A past instant on a clock reading `from`, moved to one reading `to` at the same moment:
+/// it keeps its age (saturating at the new clock's origin).
+pub(crate) fn rebase_instant(t: u64, from: u64, to: u64) -> u64 {
+    to.saturating_sub(from.saturating_sub(t))
+}
+
+/// A deadline moved like [`rebase_instant`], keeping the time remaining; `NEVER` stays.
+pub(crate) fn rebase_deadline(t: u64, from: u64, to: u64) -> u64 {
+    if t == NEVER {
+        NEVER
+    } else {
+        to.saturating_add(t.saturating_sub(from)).min(NEVER - 1)
+    }
+}
+
+/// Send sequence space (RFC 9293 §3.3.1).
+///
+/// Invariants (wrapping comparisons): `una ≤ nxt ≤ max`; `buf_seq` is the sequence number
+/// of the first byte in the send buffer and equals `una` once the SYN is acknowledged (until
+/// our FIN is, after which `una = buf_seq + 1`); `wnd ≤ max_wnd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendSeq {
+    /// SND.UNA: oldest unacknowledged sequence number.
+    pub una: SeqNumber,
+    /// SND.NXT: next sequence number to send (pulled back to SND.UNA after an RTO).
+    pub nxt: SeqNumber,
+    /// Highest sequence number sent plus one.
+    pub max: SeqNumber,
+    /// SND.WND: the peer's window in bytes, already scaled.
+    pub wnd: u32,
+    /// SND.WL1: segment sequence number of the last window update.
+    pub wl1: SeqNumber,
+    /// SND.WL2: segment acknowledgment number of the last window update.
+    pub wl2: SeqNumber,
+    /// Largest window the peer ever offered (MAX.SND.WND of RFC 5961 §5.2).
+    pub max_wnd: u32,
+    /// Sequence number of the first byte held in the send buffer.
+    pub buf_seq: SeqNumber,
+    /// ISS: our initial sequence number.
+    pub iss: SeqNumber,
+}
+
+/// Receive sequence space (RFC 9293 §3.3.1).
+///
+/// Invariants (wrapping comparisons): `nxt ≤ adv` once synchronized, and `adv` never moves
+/// left; `adv − nxt` plus the unread bytes fits the receive buffer (we never advertise room
+/// we do not have).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvSeq {
+    /// RCV.NXT: next sequence number expected.
+    pub nxt: SeqNumber,
+    /// Right edge of the window we advertised (RCV.NXT + RCV.WND when last sent).
+    pub adv: SeqNumber,
+    /// IRS: the peer's initial sequence number.
+    pub irs: SeqNumber,
+    /// Largest payload received so far, for "every second full-sized segment".
+    pub mss_seen: u16,
+}
+
+/// The options negotiated on the SYNs (RFC 9293 §3.7.1, RFC 7323, RFC 2018).
+///
+/// Invariants: both shifts ≤ 14 (RFC 7323 §2.3) and 0 unless both SYNs carried the option;
+/// `snd_mss ≥ 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Effective send MSS (peer's MSS, floored, capped by ours), before options.
+    pub snd_mss: u16,
+    /// Shift applied to the peer's window field.
+    pub snd_wscale: u8,
+    /// Shift the peer applies to ours.
+    pub rcv_wscale: u8,
+    /// Timestamps (RFC 7323) in use.
+    pub ts_ok: bool,
+    /// SACK (RFC 2018) in use.
+    pub sack_ok: bool,
+    /// What the peer offered in its SYN, for our SYN-ACK (passive open); not carried by a
+    /// snapshot (the handshake is over).
+    pub peer_offered_ws: Option<u8>,
+}
+
+/// Timestamp option state (RFC 7323 §4, §5).
+///
+/// Invariants: our clock is `now / 1 ms + offset` (wrapping); `recent_age_ns` is an instant
+/// on the engine's clock, not after "now".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timestamps {
+    /// Offset of our 1 ms timestamp clock from the engine's clock (RFC 7323 §7.1).
+    pub offset: u32,
+    /// TS.Recent.
+    pub recent: u32,
+    /// When TS.Recent was last updated (for the 24-day rule, RFC 7323 §5.5).
+    pub recent_age_ns: u64,
+    /// Last.ACK.sent (RFC 7323 §4.3).
+    pub last_ack_sent: SeqNumber,
+    /// Our timestamp clock at the last retransmission: echoes older than this are ambiguous
+    /// RTT samples.
+    pub rtx_floor: u32,
+}
+
+impl Timestamps {
+    /// Our timestamp clock at `now`.
+    pub(crate) fn clock(&self, now: u64) -> u32 {
+        ((now / NS_PER_MS) as u32).wrapping_add(self.offset)
+    }
+
+    /// Moved to a clock reading `to` when this one reads `from`: the timestamp clock
+    /// continues from its value at `from` (invariant 5 of the handoff: PAWS keeps accepting).
+    pub(crate) fn rebased(self, from: u64, to: u64) -> Timestamps {
+        let Timestamps {
+            offset: _,
+            recent,
+            recent_age_ns,
+            last_ack_sent,
+            rtx_floor,
+        } = self;
+        Timestamps {
+            offset: self.clock(from).wrapping_sub((to / NS_PER_MS) as u32),
+            recent,
+            recent_age_ns: rebase_instant(recent_age_ns, from, to),
+            last_ack_sent,
+            rtx_floor,
+        }
+    }
+}
+
+/// Loss recovery (RFC 5681 §3.2, RFC 6582, RFC 6675, RFC 6937 PRR, RFC 8985 TLP) and the
+/// flight record behind [`crate::Config::cwnd_growth_requires_limited`]; the window itself
+/// is in [`crate::cc::Congestion`].
+///
+/// Invariants: `high_rxt` and `recover` lie in `[iss, SND.MAX]` (wrapping) and `recover`
+/// trails SND.UNA by less than 2^31 (it is pulled along on clean ACKs); the PRR byte counts
+/// only mean something while `in_recovery`; `tlp_sent` is cleared by every ACK advancing
+/// SND.UNA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recovery {
+    /// In fast recovery.
+    pub in_recovery: bool,
+    /// RFC 6582 `recover`: SND.MAX when the last recovery (or RTO) began.
+    pub recover: SeqNumber,
+    /// Consecutive duplicate ACKs (RFC 5681 §2).
+    pub dupacks: u8,
+    /// A fast (or partial-ACK) retransmission of the segment at SND.UNA is owed.
+    pub rtx_pending: bool,
+    /// RFC 6675 HighRxt: highest sequence number retransmitted in this recovery, plus one.
+    pub high_rxt: SeqNumber,
+    /// PRR (RFC 6937): bytes the peer reported delivered since recovery began.
+    pub prr_delivered_bytes: u32,
+    /// PRR: bytes sent since recovery began.
+    pub prr_out_bytes: u32,
+    /// PRR: the flight when recovery began (RecoverFS).
+    pub prr_recover_fs_bytes: u32,
+    /// The tail loss probe timer fired: send one probe (RFC 8985 §7.3).
+    pub tlp_pending: bool,
+    /// A tail loss probe was sent in this tail episode; cleared when an ACK advances SND.UNA
+    /// (RFC 8985 §7.2: at most one probe until then).
+    pub tlp_sent: bool,
+    /// Where the most recently sent new segment starts: the one a tail loss probe resends
+    /// (RFC 8985 §7.3).
+    pub tlp_last_seq: SeqNumber,
+    /// Most bytes in flight since `flight_max_seq` was sent (Linux `max_packets_out`).
+    pub flight_max_bytes: u32,
+    /// SND.NXT when `flight_max_bytes` was recorded: once SND.UNA passes it, a round trip
+    /// ended and the next transmission starts a new record (Linux `max_packets_seq`).
+    pub flight_max_seq: SeqNumber,
+    /// The sender filled cwnd during the recorded round trip (Linux `is_cwnd_limited`).
+    pub cwnd_limited: bool,
+}
+
+/// Timer deadlines and the state of the timers' backoffs.
+///
+/// Invariants: every `*_deadline_ns` is an absolute time or `NEVER` (`u64::MAX`);
+/// `unacked_since_ns` and `last_tx_ns` are instants not after "now".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timers {
+    /// Retransmission timer (RFC 6298).
+    pub rtx_deadline_ns: u64,
+    /// Persist timer (zero window, RFC 9293 §3.8.6.1).
+    pub persist_deadline_ns: u64,
+    /// Delayed ACK (RFC 9293 §3.8.6.3).
+    pub delack_deadline_ns: u64,
+    /// Keepalive (RFC 9293 §3.8.4).
+    pub keepalive_deadline_ns: u64,
+    /// TIME-WAIT (2·MSL).
+    pub time_wait_deadline_ns: u64,
+    /// Probe timeout (RFC 8985 §7.2).
+    pub tlp_deadline_ns: u64,
+    /// When the oldest unacknowledged data was first sent (user timeout reference).
+    pub unacked_since_ns: u64,
+    /// When we last sent data (RFC 5681 §4.1 restart after idle).
+    pub last_tx_ns: u64,
+    /// Persist timer backoff.
+    pub persist_shift: u8,
+    /// SYN (or SYN-ACK) retransmissions so far.
+    pub syn_retries: u8,
+    /// Unanswered keepalive probes.
+    pub keepalive_probes: u8,
+    /// The segment being timed for RTT without timestamps (RFC 6298 §3, Karn): the
+    /// sequence number its ACK must cover ...
+    pub rtt_timed_end: SeqNumber,
+    /// ... and when it was sent, or `NEVER` when nothing is timed. Two fields, not an
+    /// `Option` of a pair, which would take 24 bytes of the 1 KiB TCB instead of 12.
+    pub rtt_timed_sent_ns: u64,
+}
+
+impl Timers {
+    /// Moved to a clock reading `to` when this one reads `from`: deadlines keep the time
+    /// remaining, instants their age.
+    pub(crate) fn rebased(self, from: u64, to: u64) -> Timers {
+        let Timers {
+            rtx_deadline_ns,
+            persist_deadline_ns,
+            delack_deadline_ns,
+            keepalive_deadline_ns,
+            time_wait_deadline_ns,
+            tlp_deadline_ns,
+            unacked_since_ns,
+            last_tx_ns,
+            persist_shift,
+            syn_retries,
+            keepalive_probes,
+            rtt_timed_end,
+            rtt_timed_sent_ns,
+        } = self;
+        let d = |t| rebase_deadline(t, from, to);
+        Timers {
+            rtx_deadline_ns: d(rtx_deadline_ns),
+            persist_deadline_ns: d(persist_deadline_ns),
+            delack_deadline_ns: d(delack_deadline_ns),
+            keepalive_deadline_ns: d(keepalive_deadline_ns),
+            time_wait_deadline_ns: d(time_wait_deadline_ns),
+            tlp_deadline_ns: d(tlp_deadline_ns),
+            unacked_since_ns: rebase_instant(unacked_since_ns, from, to),
+            last_tx_ns: rebase_instant(last_tx_ns, from, to),
+            persist_shift,
+            syn_retries,
+            keepalive_probes,
+            rtt_timed_end,
+            rtt_timed_sent_ns: if rtt_timed_sent_ns == NEVER {
+                NEVER
+            } else {
+                rebase_instant(rtt_timed_sent_ns, from, to)
+            },
+        }
+    }
+
+    /// Times the segment ending at `end`, sent at `sent_ns` (never `NEVER`).
+    pub(crate) fn time_rtt(&mut self, end: SeqNumber, sent_ns: u64) {
+        self.rtt_timed_end = end;
+        self.rtt_timed_sent_ns = sent_ns.min(NEVER - 1);
+    }
+
+    /// `(end, sent_ns)` of the segment timed for RTT, if any.
+    pub(crate) fn rtt_timed(&self) -> Option<(SeqNumber, u64)> {
+        (self.rtt_timed_sent_ns != NEVER).then_some((self.rtt_timed_end, self.rtt_timed_sent_ns))
+    }
+
+    /// The segment timed for RTT, if any, leaving nothing timed.
+    pub(crate) fn take_rtt_timed(&mut self) -> Option<(SeqNumber, u64)> {
+        let t = self.rtt_timed();
+        self.clear_rtt_timed();
+        t
+    }
+
+    /// Stops timing (Karn: the timed segment was retransmitted, or the timing is abandoned).
+    pub(crate) fn clear_rtt_timed(&mut self) {
+        self.rtt_timed_end = SeqNumber(0);
+        self.rtt_timed_sent_ns = NEVER;
+    }
+}
+
+/// What the application asked for and what it was told about the connection's ends.
+///
+/// Invariants: `fin_queued` never goes back to false; `close_reason` is set exactly when the
+/// state is CLOSED.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppFlags {
+    /// The application called `shutdown_write`/`close`: a FIN follows the send buffer.
+    pub fin_queued: bool,
+    /// The peer's FIN has been received (in order). A FIN that arrived beyond a hole is
+    /// remembered in the out-of-order queue until RCV.NXT reaches it.
+    pub fin_received: bool,
+    /// The application will not read any more (`close`).
+    pub app_closed: bool,
+    /// `TCP_CORK`: partial segments wait until uncorked (or a full segment is ready).
+    pub cork: bool,
+    /// The last `send` was `send_more` (`MSG_MORE`): its partial tail waits for more.
+    pub more: bool,
+    /// Uncorking or setting `TCP_NODELAY` pushes the data queued so far once, past the cork
+    /// and `MSG_MORE` holds (Linux `TCP_NAGLE_PUSH`); cleared once nothing is unsent.
+    pub push_pending: bool,
+    /// Why the connection closed, once it has.
+    pub close_reason: Option<CloseReason>,
+}
+
+/// Output owed and its rate limits: what the next `poll_transmit` must send besides data.
+/// Never carried by a snapshot (export refuses while anything is owed).
+///
+/// Invariants: `dupacks_owed ≤ DUPACKS_OWED_MAX`; `events` holds only the bits of
+/// `event_bit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Output {
+    pub(crate) ack_due: AckDue,
+    /// Data segments still to be acknowledged at once (quick-ACK mode,
+    /// [`crate::Config::quickack_segments`]); a restored connection starts with it spent,
+    /// which only delays ACKs as RFC 5681 §4.2 allows.
+    pub(crate) quickacks_left: u16,
+    /// Duplicate ACKs still owed for out-of-order segments received since the last poll.
+    pub(crate) dupacks_owed: u8,
+    /// Events not yet polled, one bit each.
+    pub(crate) events: u8,
+    /// Persist timer fired: send a window probe (window 0) or override SWS avoidance.
+    pub(crate) probe_pending: bool,
+    pub(crate) keepalive_pending: bool,
+    /// Bytes received in order since the last ACK we sent.
+    pub(crate) rcv_unacked_bytes: u32,
+    /// A RST owed: (sequence number, acknowledgment number if ACK is set).
+    pub(crate) rst_pending: Option<(SeqNumber, Option<SeqNumber>)>,
+    /// A duplicate range to report in the next ACK (RFC 2883 D-SACK).
+    pub(crate) dsack: Option<SackBlock>,
+    /// Start of the current second of the RFC 5961 §7 challenge ACK budget.
+    pub(crate) challenge_window_start_ns: u64,
+    /// Challenge ACKs sent in that second.
+    pub(crate) challenge_acks_in_window: u32,
+}
+
+impl Output {
+    /// Nothing owed, at `now`, with `quickacks_left` quick ACKs to give.
+    pub(crate) fn new(now: u64, quickacks_left: u16) -> Output {
+        Output {
+            ack_due: AckDue::None,
+            quickacks_left,
+            dupacks_owed: 0,
+            events: 0,
+            probe_pending: false,
+            keepalive_pending: false,
+            rcv_unacked_bytes: 0,
+            rst_pending: None,
+            dsack: None,
+            challenge_window_start_ns: now,
+            challenge_acks_in_window: 0,
+        }
+    }
+}
