@@ -226,18 +226,15 @@ impl Egress {
     }
 
     pub(crate) fn is_our_v4(&self, a: Ipv4Addr) -> bool {
-        self.cfg.interface.ipv4.iter().any(|c| c.addr == a)
+        self.cfg.interface.is_our_v4(a)
     }
 
     pub(crate) fn is_our_v6(&self, a: Ipv6Addr) -> bool {
-        self.cfg.interface.ipv6.iter().any(|c| c.addr == a)
+        self.cfg.interface.is_our_v6(a)
     }
 
     pub(crate) fn is_our_ip(&self, a: IpAddr) -> bool {
-        match a {
-            IpAddr::V4(a) => self.is_our_v4(a),
-            IpAddr::V6(a) => self.is_our_v6(a),
-        }
+        self.cfg.interface.is_our_ip(a)
     }
 
     /// The unicast next hop `route_ip` would resolve for `dst`, or `None` whenever
@@ -270,13 +267,7 @@ impl Egress {
     }
 
     pub(crate) fn is_v4_broadcast(&self, a: Ipv4Addr) -> bool {
-        a == Ipv4Addr::BROADCAST
-            || self
-                .cfg
-                .interface
-                .ipv4
-                .iter()
-                .any(|c| c.broadcast() == Some(a))
+        self.cfg.interface.is_v4_broadcast(a)
     }
 
     /// RFC 1122 §3.3.4.3 / RFC 6724 (simplified): the address on the destination's prefix,

@@ -44,6 +44,8 @@
 pub mod config;
 pub mod counters;
 mod egress;
+mod icmp;
+mod ip_in;
 pub mod neighbor;
 pub mod reasm;
 pub mod socket;
@@ -52,6 +54,7 @@ mod stack;
 mod tcp_api;
 mod tcp_input;
 pub mod tcp_sockets;
+mod udp;
 
 pub use config::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Limits, RssConfig, StackConfig};
 pub use counters::Counters;
