@@ -45,8 +45,8 @@ pub(crate) struct Egress {
     pub(crate) cfg: Arc<StackConfig>,
     /// The counters this part increments (link, ARP/ND, transmit); `Stack::counters` sums
     /// every part's.
-    pub(crate) counters: Counters,
-    pub(crate) neighbors: NeighborCache,
+    counters: Counters,
+    neighbors: NeighborCache,
     /// Invariant: `tx.len()` ≤ `limits.tx_queue_frames_max`.
     tx: VecDeque<Vec<u8>>,
     /// Frame buffers handed back by the driver (`recycle`), reused by the TCP transmit path.
@@ -58,7 +58,7 @@ pub(crate) struct Egress {
     /// The TCP header length (options included) the TCP flush reserves room for in front of
     /// the payload: the last one the fast path emitted, so a steady flow never moves its
     /// payload.
-    pub(crate) tx_header_guess: usize,
+    tx_header_guess: usize,
 }
 
 impl core::fmt::Debug for Egress {
@@ -150,6 +150,22 @@ impl Egress {
             tx_header_guess: TCP_HEADER_MIN,
             cfg,
         }
+    }
+
+    /// This part's counters.
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The neighbour cache (read-only; it changes through this part's methods).
+    pub(crate) fn neighbors(&self) -> &NeighborCache {
+        &self.neighbors
+    }
+
+    /// The TCP header length the last fast-path segment had: the room TCP reserves in front
+    /// of the next payload.
+    pub(crate) fn tx_header_guess(&self) -> usize {
+        self.tx_header_guess
     }
 
     /// Frames waiting in the transmit queue.

@@ -49,7 +49,7 @@ pub(crate) struct QuotedError {
 pub(crate) struct Icmp {
     /// The counters this part increments (ICMP, neighbour discovery messages); `Stack::counters`
     /// sums every part's.
-    pub(crate) counters: Counters,
+    counters: Counters,
     /// ICMP error tokens, in thousandths of a token (token bucket).
     tokens_milli: u64,
     refill_ns: u64,
@@ -64,6 +64,11 @@ impl Icmp {
             refill_ns: 0,
             echo_replies: VecDeque::new(),
         }
+    }
+
+    /// This part's counters.
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
     }
 
     /// The next echo reply received for a `Stack::send_ping`.
@@ -244,7 +249,7 @@ impl IcmpCx<'_> {
                     self.icmp.counters.nd_rx_unsolicited_advert += 1;
                     return None;
                 };
-                if !self.egress.neighbors.contains(IpAddr::V6(target_addr)) {
+                if !self.egress.neighbors().contains(IpAddr::V6(target_addr)) {
                     // RFC 4861 §7.2.5: no entry → silently discard.
                     self.icmp.counters.nd_rx_unsolicited_advert += 1;
                     return None;

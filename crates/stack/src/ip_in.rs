@@ -84,8 +84,8 @@ pub(crate) struct IpIn {
     cfg: Arc<StackConfig>,
     /// The counters this part increments (link, IPv4/IPv6, reassembly); `Stack::counters`
     /// sums every part's.
-    pub(crate) counters: Counters,
-    pub(crate) reasm: Reassembler,
+    counters: Counters,
+    reasm: Reassembler,
 }
 
 impl IpIn {
@@ -97,6 +97,16 @@ impl IpIn {
             reasm,
             cfg,
         }
+    }
+
+    /// This part's counters.
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The reassembler (read-only; it changes through input and timers).
+    pub(crate) fn reasm(&self) -> &Reassembler {
+        &self.reasm
     }
 
     /// Runs the reassembly timers.

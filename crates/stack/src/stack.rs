@@ -52,8 +52,8 @@ impl core::fmt::Debug for Stack {
             .field("mac", &self.cfg.interface.mac)
             .field("ipv4", &self.cfg.interface.ipv4)
             .field("ipv6", &self.cfg.interface.ipv6)
-            .field("neighbors", &self.egress.neighbors.len())
-            .field("reassembly", &self.ip_in.reasm.len())
+            .field("neighbors", &self.egress.neighbors().len())
+            .field("reassembly", &self.ip_in.reasm().len())
             .field("tx_queued_frames", &self.egress.tx_len())
             .field("sockets", &self.sockets.len())
             .field("tcp", &self.tcp)
@@ -208,10 +208,10 @@ impl Stack {
 
     /// A snapshot of every counter (the sum of every part's).
     pub fn counters(&self) -> Counters {
-        let mut c = self.ip_in.counters.clone();
-        c.merge(&self.egress.counters);
-        c.merge(&self.icmp.counters);
-        c.merge(&self.udp.counters);
+        let mut c = self.ip_in.counters().clone();
+        c.merge(self.egress.counters());
+        c.merge(self.icmp.counters());
+        c.merge(self.udp.counters());
         c.merge(&self.tcp.counters);
         c
     }
@@ -227,12 +227,12 @@ impl Stack {
 
     /// The MAC the neighbour cache holds for `addr`, if resolved and unexpired.
     pub fn neighbor(&self, now: u64, addr: IpAddr) -> Option<EthernetAddress> {
-        self.egress.neighbors.lookup(now, addr)
+        self.egress.neighbors().lookup(now, addr)
     }
 
     /// Datagrams currently under reassembly.
     pub fn reassembly_in_progress(&self) -> usize {
-        self.ip_in.reasm.len()
+        self.ip_in.reasm().len()
     }
 
     // ------------------------------------------------------------------ driver interface
@@ -278,8 +278,8 @@ impl Stack {
     /// The earliest time `handle_timeout` has work to do.
     pub fn poll_timeout(&self) -> Option<u64> {
         [
-            self.egress.neighbors.poll_timeout(),
-            self.ip_in.reasm.poll_timeout(),
+            self.egress.neighbors().poll_timeout(),
+            self.ip_in.reasm().poll_timeout(),
             self.tcp.tcp_poll_timeout(),
         ]
         .into_iter()

@@ -442,7 +442,7 @@ impl TcpCx<'_> {
             } else {
                 IPV6_HEADER_LEN
             };
-            let payload_at = ETHERNET_HEADER_LEN + ip_len + self.egress.tx_header_guess;
+            let payload_at = ETHERNET_HEADER_LEN + ip_len + self.egress.tx_header_guess();
             let room = mtu.saturating_sub(ip_len + TCP_HEADER_MIN);
             let mut frame = self.egress.take_frame_buf(payload_at + room);
             let Some(c) = self.conn_mut(i) else {

@@ -21,7 +21,14 @@ use crate::sockets::{PortKind, Socket, Sockets, overlaps};
 #[derive(Debug, Default)]
 pub(crate) struct Udp {
     /// The counters this part increments; `Stack::counters` sums every part's.
-    pub(crate) counters: Counters,
+    counters: Counters,
+}
+
+impl Udp {
+    /// This part's counters.
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
 }
 
 /// The UDP part with the parts it borrows for one call.
