@@ -1,6 +1,6 @@
 //! Interface configuration and the stack's limits.
 
-use core::net::{Ipv4Addr, Ipv6Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use wire::{ChecksumCaps, EthernetAddress};
 
@@ -213,6 +213,28 @@ pub struct RssConfig {
     pub hasher: rss::RssHasher,
     /// This shard's RETA and queue: active opens pick source ports whose replies land here.
     pub home: Option<(rss::Reta, u16)>,
+}
+
+impl InterfaceConfig {
+    pub(crate) fn is_our_v4(&self, a: Ipv4Addr) -> bool {
+        self.ipv4.iter().any(|c| c.addr == a)
+    }
+
+    pub(crate) fn is_our_v6(&self, a: Ipv6Addr) -> bool {
+        self.ipv6.iter().any(|c| c.addr == a)
+    }
+
+    pub(crate) fn is_our_ip(&self, a: IpAddr) -> bool {
+        match a {
+            IpAddr::V4(a) => self.is_our_v4(a),
+            IpAddr::V6(a) => self.is_our_v6(a),
+        }
+    }
+
+    /// The limited broadcast address or the directed broadcast of one of our prefixes.
+    pub(crate) fn is_v4_broadcast(&self, a: Ipv4Addr) -> bool {
+        a == Ipv4Addr::BROADCAST || self.ipv4.iter().any(|c| c.broadcast() == Some(a))
+    }
 }
 
 /// Everything a [`crate::Stack`] is built from.

@@ -45,8 +45,8 @@ pub(crate) struct Egress {
     pub(crate) cfg: Arc<StackConfig>,
     /// The counters this part increments (link, ARP/ND, transmit); `Stack::counters` sums
     /// every part's.
-    pub(crate) counters: Counters,
-    pub(crate) neighbors: NeighborCache,
+    counters: Counters,
+    neighbors: NeighborCache,
     /// Invariant: `tx.len()` ≤ `limits.tx_queue_frames_max`.
     tx: VecDeque<Vec<u8>>,
     /// Frame buffers handed back by the driver (`recycle`), reused by the TCP transmit path.
@@ -58,7 +58,7 @@ pub(crate) struct Egress {
     /// The TCP header length (options included) the TCP flush reserves room for in front of
     /// the payload: the last one the fast path emitted, so a steady flow never moves its
     /// payload.
-    pub(crate) tx_header_guess: usize,
+    tx_header_guess: usize,
 }
 
 impl core::fmt::Debug for Egress {
@@ -152,6 +152,22 @@ impl Egress {
         }
     }
 
+    /// This part's counters.
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The neighbour cache (read-only; it changes through this part's methods).
+    pub(crate) fn neighbors(&self) -> &NeighborCache {
+        &self.neighbors
+    }
+
+    /// The TCP header length the last fast-path segment had: the room TCP reserves in front
+    /// of the next payload.
+    pub(crate) fn tx_header_guess(&self) -> usize {
+        self.tx_header_guess
+    }
+
     /// Frames waiting in the transmit queue.
     pub(crate) fn tx_len(&self) -> usize {
         self.tx.len()
@@ -226,18 +242,15 @@ impl Egress {
     }
 
     pub(crate) fn is_our_v4(&self, a: Ipv4Addr) -> bool {
-        self.cfg.interface.ipv4.iter().any(|c| c.addr == a)
+        self.cfg.interface.is_our_v4(a)
     }
 
     pub(crate) fn is_our_v6(&self, a: Ipv6Addr) -> bool {
-        self.cfg.interface.ipv6.iter().any(|c| c.addr == a)
+        self.cfg.interface.is_our_v6(a)
     }
 
     pub(crate) fn is_our_ip(&self, a: IpAddr) -> bool {
-        match a {
-            IpAddr::V4(a) => self.is_our_v4(a),
-            IpAddr::V6(a) => self.is_our_v6(a),
-        }
+        self.cfg.interface.is_our_ip(a)
     }
 
     /// The unicast next hop `route_ip` would resolve for `dst`, or `None` whenever
@@ -270,13 +283,7 @@ impl Egress {
     }
 
     pub(crate) fn is_v4_broadcast(&self, a: Ipv4Addr) -> bool {
-        a == Ipv4Addr::BROADCAST
-            || self
-                .cfg
-                .interface
-                .ipv4
-                .iter()
-                .any(|c| c.broadcast() == Some(a))
+        self.cfg.interface.is_v4_broadcast(a)
     }
 
     /// RFC 1122 §3.3.4.3 / RFC 6724 (simplified): the address on the destination's prefix,

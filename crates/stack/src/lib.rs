@@ -15,6 +15,9 @@
 //!    `None`); call [`Stack::handle_timeout`] once `now` reaches [`Stack::poll_timeout`].
 //! 3. After any input or application call, drain [`Stack::poll_transmit`] (frames for the
 //!    wire) and [`Stack::poll_event`] (readiness for the application).
+//! 4. When connections move between stacks ([`Stack::tcp_export`] / [`Stack::tcp_import`]),
+//!    drain [`Stack::poll_forward`] too: frames caught mid-move, for the new owner, once a
+//!    destination was set with [`Stack::tcp_set_moved_forward`].
 //!
 //! Readiness is edge-triggered: a condition is reported once when it becomes true, so an
 //! application drains (`udp_recv_from`, `tcp_recv`, `tcp_accept`) until `WouldBlock`.
@@ -38,12 +41,28 @@
 //!   RFC 1812 §4.3.2.3 / RFC 4443 §2.4(c) quoting limits and a token-bucket rate limit.
 //!   Received unreachables reach the sending socket (UDP: a pending error; TCP: abort while
 //!   in SYN-SENT). Path MTU messages are counted, not acted on.
-//! - **SYN floods**: a per-listener SYN backlog, then SYN cookies (RFC 4987 §3.6).
+//! - **SYN floods**: a per-listener SYN backlog, then SYN cookies (RFC 4987 §3.6); the
+//!   listener's decisions are `tcp::listen`'s.
+//! - **Handoff** (DESIGN invariant 4): an exported connection leaves a *moved marker* in the
+//!   connection table. Its segments are never answered with RST: they are dropped before any
+//!   processing (`tcp_drop_moved`) or forwarded in arrival order to the new owner
+//!   ([`Stack::poll_forward`]). The marker keeps the slot, so importing the connection back
+//!   returns the same [`SocketHandle`]; it goes on import, on [`Stack::tcp_release_moved`],
+//!   or after `limits.tcp_moved_marker_ns`.
+//!
+//! # Layout
+//!
+//! [`Stack`] owns its parts and splits borrows between them; each part is a module that
+//! writes only its own fields: IP input (`ip_in`), egress (`egress`: transmit queue, buffer
+//! pool, neighbours, IP identification, frame building), ICMP (`icmp`), UDP (`udp`), the
+//! socket table (`sockets`) and TCP (`tcp_sockets`, `tcp_input`, `tcp_api`).
 #![deny(unsafe_code)]
 
 pub mod config;
 pub mod counters;
 mod egress;
+mod icmp;
+mod ip_in;
 pub mod neighbor;
 pub mod reasm;
 pub mod socket;
@@ -52,6 +71,7 @@ mod stack;
 mod tcp_api;
 mod tcp_input;
 pub mod tcp_sockets;
+mod udp;
 
 pub use config::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Limits, RssConfig, StackConfig};
 pub use counters::Counters;

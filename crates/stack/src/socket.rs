@@ -7,6 +7,12 @@ use std::collections::VecDeque;
 /// Names one socket of one stack. Handles are never reused while the generation counter of
 /// their slot has not wrapped, so a stale handle yields [`SocketError::InvalidHandle`] instead
 /// of reaching a newer socket.
+///
+/// A connection keeps its handle across a move and back: `Stack::tcp_export` leaves a moved
+/// marker in the slot (the handle is invalid meanwhile), and `Stack::tcp_import` of the same
+/// 4-tuple into the same stack takes the slot back with its generation, so it returns the
+/// handle the connection had. Once the marker is gone (released or expired) an import gets a
+/// new handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SocketHandle {
     pub(crate) index: u32,

@@ -1,106 +1,48 @@
-//! The host stack of one shard: link layer, neighbour resolution, IP input/output, ICMP and
-//! UDP. TCP glue lives in `crate::tcp_sockets`.
+//! The host stack of one shard as a thin owner of its parts. Each part lives in its own
+//! module and writes only its own fields; `Stack` splits its borrows and delegates:
 //!
-//! Responsibilities, top to bottom of this file:
-//! - construction and getters;
-//! - the driver interface: [`Stack::receive`], [`Stack::poll_transmit`],
-//!   [`Stack::poll_timeout`], [`Stack::handle_timeout`], [`Stack::poll_event`];
-//! - receive path: Ethernet → ARP | IPv4 | IPv6 → reassembly → ICMP | UDP | TCP;
-//! - transmit path: source selection, routing (on-link or gateway), IP fragmentation,
-//!   neighbour resolution with a capped queue per neighbour, the bounded transmit queue;
-//! - ICMP errors with suppression rules and a token-bucket rate limit;
-//! - the UDP socket API.
+//! - [`IpIn`] (`ip_in`): Ethernet, ARP hand-off, IPv4/IPv6 input, reassembly, dispatch;
+//! - [`Egress`] (`egress`): the transmit queue, buffer pool, neighbour cache and ARP, IP
+//!   identification, IP output and frame building — borrowed mutably by the parts that send;
+//! - [`Icmp`] (`icmp`): echo, neighbour discovery messages, errors and their rate limit;
+//! - [`Udp`] (`udp`) and the TCP table ([`TcpTable`], `tcp_sockets`/`tcp_input`/`tcp_api`),
+//!   both over the socket table ([`Sockets`], `sockets`), which names sockets by handle.
+//!
+//! A part at work that needs another part gets it as a `&mut` in a context struct
+//! ([`TcpCx`], [`UdpCx`], [`IcmpCx`]); cross-part effects go through the borrowed part's
+//! methods. Counters are kept per part and summed by [`Stack::counters`].
 //!
 //! Driver contract: call `receive` for every frame and `handle_timeout` when the deadline from
 //! `poll_timeout` passes; after either (and after any application call) drain
-//! `poll_transmit` and `poll_event`. `now` must never go backwards.
+//! `poll_transmit`, `poll_event` (and `poll_forward` when connections move). `now` must never
+//! go backwards.
 
-use core::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::collections::VecDeque;
-
-use wire::icmpv4::Icmpv4Repr;
-use wire::icmpv6::Icmpv6Repr;
-use wire::{
-    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv4Packet, Icmpv6Packet, IpPair,
-    IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6FragmentHeader, Ipv6Packet, UdpPacket, UdpRepr,
-};
-
-use crate::config::{ALL_NODES, StackConfig, solicited_node};
-use crate::counters::Counters;
-use crate::egress::{Egress, NDP_HOP_LIMIT};
-use crate::reasm::{ReasmDrop, ReasmKey, Reassembler};
-use crate::socket::{
-    EchoReply, Readiness, SocketError, SocketEvent, SocketHandle, SocketOption, UdpDatagram,
-    UdpSocket,
-};
-use crate::sockets::{PortKind, Socket, Sockets, overlaps};
-use crate::tcp_sockets::TcpTable;
+use core::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-/// RFC 1812 §4.3.2.3: an ICMPv4 error holds as much of the invoking packet as keeps the error
-/// within 576 bytes.
-const ICMPV4_ERROR_MAX_BYTES: usize = 576;
-/// RFC 4443 §2.4(c): an ICMPv6 error must not exceed the minimum IPv6 MTU.
-const ICMPV6_ERROR_MAX_BYTES: usize = 1280;
-/// Echo replies kept for the application before further ones are dropped (and counted).
-const ECHO_REPLIES_MAX: usize = 64;
+use wire::{EthernetAddress, IpProtocol};
 
-/// Where an upper-layer payload came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct IpMeta {
-    pub(crate) src: IpAddr,
-    pub(crate) dst: IpAddr,
-    pub(crate) protocol: IpProtocol,
-    pub(crate) hop_limit: u8,
-    /// False for broadcast and multicast destinations (no ICMP errors, no RST, no echo).
-    pub(crate) dst_unicast: bool,
-}
-
-impl IpMeta {
-    pub(crate) fn pair(&self) -> Option<IpPair> {
-        match (self.src, self.dst) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => Some(IpPair::V4 { src, dst }),
-            (IpAddr::V6(src), IpAddr::V6(dst)) => Some(IpPair::V6 { src, dst }),
-            _ => None,
-        }
-    }
-}
-
-/// The received frame an upper-layer payload came from, with the RSS hash the NIC carried:
-/// TCP looks the hash up in its table and forwards frames caught mid-move
-/// ([`Stack::poll_forward`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RxFrame<'a> {
-    /// The whole Ethernet frame as received.
-    pub(crate) frame: &'a [u8],
-    pub(crate) hash: Option<u32>,
-}
-
-/// The end of an IPv6 extension-header walk.
-enum V6Walk {
-    /// The upper-layer header starts at `offset` of the IPv6 payload.
-    Upper { protocol: IpProtocol, offset: usize },
-    /// A fragment header: its data starts at `offset`; `next` is the protocol after it.
-    Fragment {
-        next: u8,
-        header: Ipv6FragmentHeader,
-        offset: usize,
-    },
-}
+use crate::config::StackConfig;
+use crate::counters::Counters;
+use crate::egress::Egress;
+use crate::icmp::{Icmp, IcmpCx, QuotedError};
+use crate::ip_in::{Delivery, IpIn};
+use crate::socket::{EchoReply, SocketError, SocketEvent, SocketHandle, SocketOption, UdpDatagram};
+use crate::sockets::{Socket, Sockets};
+use crate::tcp_input::TcpCx;
+use crate::tcp_sockets::TcpTable;
+use crate::udp::{Udp, UdpCx};
 
 /// One shard's host stack. See the module documentation for the driver contract.
 pub struct Stack {
     /// Shared read-only by every part.
-    pub(crate) cfg: Arc<StackConfig>,
-    pub(crate) counters: Counters,
-    pub(crate) egress: Egress,
-    pub(crate) reasm: Reassembler,
-    /// ICMP error tokens, in thousandths of a token (token bucket).
-    icmp_tokens_milli: u64,
-    icmp_refill_ns: u64,
-    pub(crate) sockets: Sockets,
-    echo_replies: VecDeque<EchoReply>,
-    pub(crate) tcp: TcpTable,
+    cfg: Arc<StackConfig>,
+    ip_in: IpIn,
+    egress: Egress,
+    icmp: Icmp,
+    udp: Udp,
+    sockets: Sockets,
+    tcp: TcpTable,
 }
 
 impl core::fmt::Debug for Stack {
@@ -110,12 +52,100 @@ impl core::fmt::Debug for Stack {
             .field("mac", &self.cfg.interface.mac)
             .field("ipv4", &self.cfg.interface.ipv4)
             .field("ipv6", &self.cfg.interface.ipv6)
-            .field("neighbors", &self.egress.neighbors.len())
-            .field("reassembly", &self.reasm.len())
+            .field("neighbors", &self.egress.neighbors().len())
+            .field("reassembly", &self.ip_in.reasm().len())
             .field("tx_queued_frames", &self.egress.tx_len())
             .field("sockets", &self.sockets.len())
             .field("tcp", &self.tcp)
             .finish_non_exhaustive()
+    }
+}
+
+/// Every part but IP input, borrowed for the delivery of one received packet.
+struct Upper<'a> {
+    cfg: &'a StackConfig,
+    egress: &'a mut Egress,
+    icmp: &'a mut Icmp,
+    udp: &'a mut Udp,
+    sockets: &'a mut Sockets,
+    tcp: &'a mut TcpTable,
+}
+
+impl Upper<'_> {
+    fn icmp_cx(&mut self) -> IcmpCx<'_> {
+        IcmpCx {
+            cfg: self.cfg,
+            icmp: self.icmp,
+            egress: self.egress,
+        }
+    }
+
+    fn udp_cx(&mut self) -> UdpCx<'_> {
+        UdpCx {
+            cfg: self.cfg,
+            udp: self.udp,
+            sockets: self.sockets,
+            egress: self.egress,
+        }
+    }
+
+    fn tcp_cx(&mut self) -> TcpCx<'_> {
+        TcpCx {
+            cfg: self.cfg,
+            tcp: self.tcp,
+            sockets: self.sockets,
+            egress: self.egress,
+        }
+    }
+
+    /// Hands what IP input delivered to the part it is for.
+    fn deliver(&mut self, now: u64, d: Delivery<'_>) {
+        match d {
+            Delivery::Arp(payload) => self.egress.process_arp(now, payload),
+            Delivery::ProtocolUnreachable { meta, whole } => {
+                self.icmp_cx().send_icmp_unreachable(now, meta, whole, 2, 0);
+            }
+            Delivery::Upper {
+                meta,
+                payload,
+                whole,
+                rx,
+            } => match meta.protocol {
+                IpProtocol::ICMP => {
+                    if let Some(q) = self.icmp_cx().process_icmpv4(now, meta, payload) {
+                        self.icmp_error_to_socket(q);
+                    }
+                }
+                IpProtocol::ICMPV6 => {
+                    if let Some(q) = self.icmp_cx().process_icmpv6(now, meta, payload) {
+                        self.icmp_error_to_socket(q);
+                    }
+                }
+                IpProtocol::UDP => {
+                    if !self.udp_cx().process(meta, payload) {
+                        // RFC 1122 §4.1.3.1: port unreachable (v4 code 3; RFC 4443 §3.1 v6
+                        // code 4).
+                        self.icmp_cx().send_icmp_unreachable(now, meta, whole, 3, 4);
+                    }
+                }
+                _ => self.tcp_cx().process_tcp(now, meta, payload, whole, rx),
+            },
+        }
+    }
+
+    /// Hands a destination-unreachable error to the socket that sent the quoted packet
+    /// (RFC 1122 §4.2.3.9, §4.1.3.3; RFC 5927 §4.1 checks in TCP).
+    fn icmp_error_to_socket(&mut self, q: QuotedError) {
+        let matched = match q.protocol {
+            IpProtocol::TCP => self
+                .tcp_cx()
+                .tcp_icmp_error(q.local, q.remote, q.seq, q.hard),
+            IpProtocol::UDP => self.udp_cx().icmp_error(q.local, q.hard),
+            _ => false,
+        };
+        if !matched {
+            self.icmp.unmatched();
+        }
     }
 }
 
@@ -124,20 +154,51 @@ impl Stack {
 
     pub fn new(cfg: StackConfig) -> Stack {
         let cfg = Arc::new(cfg);
-        let l = &cfg.limits;
-        let reasm = Reassembler::new(l.reasm_datagrams_max, l.reasm_bytes_max, l.reasm_timeout_ns);
-        let icmp_tokens_milli = u64::from(l.icmp_errors_burst_max) * 1000;
         Stack {
+            ip_in: IpIn::new(Arc::clone(&cfg)),
             egress: Egress::new(Arc::clone(&cfg)),
-            reasm,
-            icmp_tokens_milli,
-            icmp_refill_ns: 0,
-            sockets: Sockets::new(l.sockets_max),
-            echo_replies: VecDeque::new(),
+            icmp: Icmp::new(&cfg),
+            udp: Udp::default(),
+            sockets: Sockets::new(cfg.limits.sockets_max),
             tcp: TcpTable::new(Arc::clone(&cfg)),
-            counters: Counters::default(),
             cfg,
         }
+    }
+
+    /// Every part but IP input, borrowed (the borrow split the parts work through).
+    fn upper(&mut self) -> Upper<'_> {
+        Upper {
+            cfg: &self.cfg,
+            egress: &mut self.egress,
+            icmp: &mut self.icmp,
+            udp: &mut self.udp,
+            sockets: &mut self.sockets,
+            tcp: &mut self.tcp,
+        }
+    }
+
+    /// The TCP part with the parts it borrows (see [`TcpCx`]).
+    pub(crate) fn tcp_cx(&mut self) -> TcpCx<'_> {
+        TcpCx {
+            cfg: &self.cfg,
+            tcp: &mut self.tcp,
+            sockets: &mut self.sockets,
+            egress: &mut self.egress,
+        }
+    }
+
+    fn udp_cx(&mut self) -> UdpCx<'_> {
+        UdpCx {
+            cfg: &self.cfg,
+            udp: &mut self.udp,
+            sockets: &mut self.sockets,
+            egress: &mut self.egress,
+        }
+    }
+
+    /// The socket table and the TCP table, read-only (the queries of `tcp_api`).
+    pub(crate) fn tcp_view(&self) -> (&TcpTable, &Sockets) {
+        (&self.tcp, &self.sockets)
     }
 
     /// The configuration the stack runs with.
@@ -145,10 +206,12 @@ impl Stack {
         &self.cfg
     }
 
-    /// A snapshot of every counter.
+    /// A snapshot of every counter (the sum of every part's).
     pub fn counters(&self) -> Counters {
-        let mut c = self.counters.clone();
-        c.merge(&self.egress.counters);
+        let mut c = self.ip_in.counters().clone();
+        c.merge(self.egress.counters());
+        c.merge(self.icmp.counters());
+        c.merge(self.udp.counters());
         c.merge(&self.tcp.counters);
         c
     }
@@ -164,12 +227,12 @@ impl Stack {
 
     /// The MAC the neighbour cache holds for `addr`, if resolved and unexpired.
     pub fn neighbor(&self, now: u64, addr: IpAddr) -> Option<EthernetAddress> {
-        self.egress.neighbors.lookup(now, addr)
+        self.egress.neighbors().lookup(now, addr)
     }
 
     /// Datagrams currently under reassembly.
     pub fn reassembly_in_progress(&self) -> usize {
-        self.reasm.len()
+        self.ip_in.reasm().len()
     }
 
     // ------------------------------------------------------------------ driver interface
@@ -177,40 +240,24 @@ impl Stack {
     /// Processes one received Ethernet frame. `rss_hash` is the hash the NIC computed for it
     /// (DESIGN principle 4); the TCP connection table reuses it.
     pub fn receive(&mut self, now: u64, frame: &[u8], rss_hash: Option<u32>) {
-        self.counters.rx_frames += 1;
-        let Ok(view) = EthernetFrame::new_checked(frame) else {
-            self.counters.rx_drop_malformed_eth += 1;
-            return;
+        let Stack {
+            cfg,
+            ip_in,
+            egress,
+            icmp,
+            udp,
+            sockets,
+            tcp,
+        } = self;
+        let mut upper = Upper {
+            cfg,
+            egress,
+            icmp,
+            udp,
+            sockets,
+            tcp,
         };
-        let Ok(eth) = EthernetRepr::parse(&view) else {
-            self.counters.rx_drop_malformed_eth += 1;
-            return;
-        };
-        if eth.src_addr == self.cfg.interface.mac || eth.src_addr.is_multicast() {
-            // Our own frame looped back, or a source no station may use (IEEE 802.3 §3.2.3).
-            self.counters.rx_drop_bad_src_mac += 1;
-            return;
-        }
-        if eth.dst_addr != self.cfg.interface.mac && eth.dst_addr.is_unicast() {
-            self.counters.rx_drop_other_mac += 1;
-            return;
-        }
-        if eth.vlan.is_some() {
-            // The interface has no VLAN configuration; a tagged frame belongs to another one.
-            self.counters.rx_drop_vlan_tagged += 1;
-            return;
-        }
-        let payload = view.payload();
-        let rx = RxFrame {
-            frame,
-            hash: rss_hash,
-        };
-        match eth.ethertype {
-            EtherType::ARP => self.egress.process_arp(now, payload),
-            EtherType::IPV4 => self.process_ipv4(now, payload, rx),
-            EtherType::IPV6 => self.process_ipv6(now, payload, rx),
-            _ => self.counters.rx_drop_unknown_ethertype += 1,
-        }
+        ip_in.receive(now, frame, rss_hash, &mut |d| upper.deliver(now, d));
     }
 
     /// The next frame to put on the wire, if any.
@@ -231,8 +278,8 @@ impl Stack {
     /// The earliest time `handle_timeout` has work to do.
     pub fn poll_timeout(&self) -> Option<u64> {
         [
-            self.egress.neighbors.poll_timeout(),
-            self.reasm.poll_timeout(),
+            self.egress.neighbors().poll_timeout(),
+            self.ip_in.reasm().poll_timeout(),
             self.tcp.tcp_poll_timeout(),
         ]
         .into_iter()
@@ -241,10 +288,10 @@ impl Stack {
     }
 
     /// Runs every timer due at `now`: neighbour retries and expiry, reassembly timeouts, TCP
-    /// timers.
+    /// timers (and moved markers' expiry).
     pub fn handle_timeout(&mut self, now: u64) {
         self.egress.handle_timeout(now);
-        self.counters.rx_drop_reasm_timeout += self.reasm.handle_timeout(now);
+        self.ip_in.handle_timeout(now);
         self.tcp_cx().tcp_handle_timeout(now);
     }
 
@@ -253,685 +300,11 @@ impl Stack {
         self.sockets.poll_event()
     }
 
-    /// The next echo reply received for a [`Stack::send_ping`].
-    pub fn poll_echo_reply(&mut self) -> Option<EchoReply> {
-        self.echo_replies.pop_front()
-    }
-
-    // ------------------------------------------------------------------ addresses
-
-    // ------------------------------------------------------------------ ARP (RFC 826)
-
-    // ------------------------------------------------------------------ IPv4 input
-
-    fn process_ipv4(&mut self, now: u64, bytes: &[u8], rx: RxFrame<'_>) {
-        let Ok(pkt) = Ipv4Packet::new_checked(bytes) else {
-            self.counters.rx_drop_ipv4_malformed += 1;
-            return;
-        };
-        let repr = match Ipv4Repr::parse(&pkt, self.cfg.checksums) {
-            Ok(r) => r,
-            Err(wire::Error::BadChecksum) => {
-                self.counters.rx_drop_ipv4_bad_checksum += 1;
-                return;
-            }
-            Err(_) => {
-                self.counters.rx_drop_ipv4_malformed += 1;
-                return;
-            }
-        };
-        // RFC 1122 §3.2.1.3: a source that is broadcast or multicast is silently discarded.
-        if repr.src_addr.is_multicast() || self.egress.is_v4_broadcast(repr.src_addr) {
-            self.counters.rx_drop_bad_source += 1;
-            return;
-        }
-        let dst = repr.dst_addr;
-        let dst_unicast = self.egress.is_our_v4(dst);
-        if !dst_unicast && !self.egress.is_v4_broadcast(dst) {
-            // Hosts do not forward (RFC 1122 §3.3.1); no multicast group membership yet.
-            self.counters.rx_drop_not_for_us += 1;
-            return;
-        }
-        // RFC 1122 §3.2.1.7: a host must not discard a datagram for its TTL, so none is checked.
-        let meta = IpMeta {
-            src: IpAddr::V4(repr.src_addr),
-            dst: IpAddr::V4(dst),
-            protocol: repr.protocol,
-            hop_limit: repr.hop_limit,
-            dst_unicast,
-        };
-        if !pkt.is_fragment() {
-            let total = usize::from(pkt.total_len());
-            let whole = bytes.get(..total).unwrap_or(bytes);
-            self.deliver(now, meta, pkt.payload(), whole, rx);
-            return;
-        }
-        self.counters.rx_fragments += 1;
-        let key = ReasmKey::V4 {
-            src: repr.src_addr,
-            dst,
-            protocol: repr.protocol.0,
-            ident: repr.ident,
-        };
-        let offset = usize::from(repr.frag_offset_bytes);
-        match self.reasm.add(
-            now,
-            key,
-            repr.protocol.0,
-            offset,
-            repr.more_frags,
-            pkt.payload(),
-        ) {
-            Ok(done) => {
-                self.counters.rx_reassembled += 1;
-                // Rebuild a whole datagram so ICMP errors can quote its header.
-                let whole_repr = Ipv4Repr {
-                    payload_len: done.payload.len(),
-                    more_frags: false,
-                    frag_offset_bytes: 0,
-                    ..repr
-                };
-                let mut whole = vec![0u8; whole_repr.buffer_len()];
-                let _ = whole_repr.emit(
-                    &mut Ipv4Packet::new_unchecked(&mut whole[..]),
-                    self.cfg.checksums,
-                );
-                if let Some(dst_payload) = whole.get_mut(whole_repr.header_len()..) {
-                    dst_payload.copy_from_slice(&done.payload);
-                }
-                self.deliver(now, meta, &done.payload, &whole, rx);
-            }
-            Err(e) => self.count_reasm_drop(e),
-        }
-    }
-
-    fn count_reasm_drop(&mut self, e: ReasmDrop) {
-        let c = &mut self.counters;
-        match e {
-            ReasmDrop::Incomplete => {}
-            ReasmDrop::Overlap => c.rx_drop_reasm_overlap += 1,
-            ReasmDrop::Condemned => c.rx_drop_reasm_condemned += 1,
-            ReasmDrop::Duplicate => c.rx_reasm_duplicate += 1,
-            ReasmDrop::TableFull => c.rx_drop_reasm_table_full += 1,
-            ReasmDrop::TooBig => c.rx_drop_reasm_too_big += 1,
-            ReasmDrop::Malformed => c.rx_drop_reasm_malformed += 1,
-        }
-    }
-
-    // ------------------------------------------------------------------ IPv6 input
-
-    /// Walks hop-by-hop, destination options and routing headers (RFC 8200 §4) up to the
-    /// upper layer or a fragment header, bounded by `wire::MAX_EXT_HEADERS`.
-    fn walk_v6(&mut self, mut nh: IpProtocol, payload: &[u8], first: bool) -> Option<V6Walk> {
-        let mut off = 0usize;
-        for count in 0..=wire::MAX_EXT_HEADERS {
-            match nh {
-                IpProtocol::HOP_BY_HOP | IpProtocol::IPV6_OPTS | IpProtocol::IPV6_ROUTE => {
-                    if count == wire::MAX_EXT_HEADERS
-                        || (nh == IpProtocol::HOP_BY_HOP && (count != 0 || !first))
-                    {
-                        break;
-                    }
-                    let (Some(&next), Some(&len8)) = (payload.get(off), payload.get(off + 1))
-                    else {
-                        break;
-                    };
-                    if nh == IpProtocol::IPV6_ROUTE && payload.get(off + 3).is_some_and(|&s| s != 0)
-                    {
-                        // RFC 8200 §4.4: segments left ≠ 0 asks us to forward; hosts do not.
-                        self.counters.rx_drop_ipv6_routing_header += 1;
-                        return None;
-                    }
-                    let len = (usize::from(len8) + 1) * 8;
-                    if payload.len() < off + len {
-                        break;
-                    }
-                    off += len;
-                    nh = IpProtocol(next);
-                }
-                IpProtocol::IPV6_FRAG => {
-                    let Some(&[next, _, o0, o1, i0, i1, i2, i3]) = payload.get(off..off + 8) else {
-                        break;
-                    };
-                    let v = u16::from_be_bytes([o0, o1]);
-                    return Some(V6Walk::Fragment {
-                        next,
-                        header: Ipv6FragmentHeader {
-                            offset_bytes: v & 0xfff8,
-                            more_frags: v & 1 != 0,
-                            ident: u32::from_be_bytes([i0, i1, i2, i3]),
-                        },
-                        offset: off + 8,
-                    });
-                }
-                protocol => {
-                    return Some(V6Walk::Upper {
-                        protocol,
-                        offset: off,
-                    });
-                }
-            }
-        }
-        self.counters.rx_drop_ipv6_malformed += 1;
-        None
-    }
-
-    fn process_ipv6(&mut self, now: u64, bytes: &[u8], rx: RxFrame<'_>) {
-        let Ok(pkt) = Ipv6Packet::new_checked(bytes) else {
-            self.counters.rx_drop_ipv6_malformed += 1;
-            return;
-        };
-        let (src, dst) = (pkt.src_addr(), pkt.dst_addr());
-        if src.is_multicast() {
-            self.counters.rx_drop_bad_source += 1;
-            return;
-        }
-        let dst_unicast = self.egress.is_our_v6(dst);
-        let dst_ok = dst_unicast
-            || dst == ALL_NODES
-            || self
-                .cfg
-                .interface
-                .ipv6
-                .iter()
-                .any(|c| solicited_node(c.addr) == dst);
-        if !dst_ok {
-            self.counters.rx_drop_not_for_us += 1;
-            return;
-        }
-        let payload = pkt.payload();
-        let whole = bytes.get(..40 + payload.len()).unwrap_or(bytes);
-        let Some(walk) = self.walk_v6(pkt.next_header(), payload, true) else {
-            return;
-        };
-        let mut meta = IpMeta {
-            src: IpAddr::V6(src),
-            dst: IpAddr::V6(dst),
-            protocol: IpProtocol::IPV6_NO_NXT,
-            hop_limit: pkt.hop_limit(),
-            dst_unicast,
-        };
-        match walk {
-            V6Walk::Upper { protocol, offset } => {
-                meta.protocol = protocol;
-                let upper = payload.get(offset..).unwrap_or(&[]);
-                self.deliver(now, meta, upper, whole, rx);
-            }
-            V6Walk::Fragment {
-                next,
-                header,
-                offset,
-            } => {
-                self.counters.rx_fragments += 1;
-                let key = ReasmKey::V6 {
-                    src,
-                    dst,
-                    ident: header.ident,
-                };
-                let data = payload.get(offset..).unwrap_or(&[]);
-                let reassembled;
-                let (next_proto, body): (u8, &[u8]) =
-                    if header.offset_bytes == 0 && !header.more_frags {
-                        // RFC 6946 §4: an atomic fragment is processed in isolation, never
-                        // through (nor mixed with) the reassembly table.
-                        (next, data)
-                    } else {
-                        let res = self.reasm.add(
-                            now,
-                            key,
-                            next,
-                            usize::from(header.offset_bytes),
-                            header.more_frags,
-                            data,
-                        );
-                        match res {
-                            Ok(done) => {
-                                self.counters.rx_reassembled += 1;
-                                reassembled = done;
-                                (reassembled.protocol, &reassembled.payload)
-                            }
-                            Err(e) => {
-                                self.count_reasm_drop(e);
-                                return;
-                            }
-                        }
-                    };
-                // The reassembled payload starts with the header the fragment header named;
-                // a second fragment header inside it is malformed (walk stops there).
-                let Some(walk) = self.walk_v6(IpProtocol(next_proto), body, false) else {
-                    return;
-                };
-                let V6Walk::Upper { protocol, offset } = walk else {
-                    self.counters.rx_drop_ipv6_malformed += 1;
-                    return;
-                };
-                meta.protocol = protocol;
-                // A whole packet (fixed header + reassembled payload) for ICMP quoting.
-                let mut whole = Vec::with_capacity(40 + body.len());
-                whole.extend_from_slice(bytes.get(..40).unwrap_or(&[]));
-                whole.extend_from_slice(body);
-                if let Some(nh) = whole.get_mut(6) {
-                    *nh = next_proto;
-                }
-                let len = u16::try_from(body.len()).unwrap_or(u16::MAX);
-                if let Some(l) = whole.get_mut(4..6) {
-                    l.copy_from_slice(&len.to_be_bytes());
-                }
-                let upper = body.get(offset..).unwrap_or(&[]);
-                self.deliver(now, meta, upper, &whole, rx);
-            }
-        }
-    }
-
-    // ------------------------------------------------------------------ upper-layer dispatch
-
-    fn deliver(&mut self, now: u64, meta: IpMeta, payload: &[u8], whole: &[u8], rx: RxFrame<'_>) {
-        match (meta.protocol, meta.src) {
-            (IpProtocol::ICMP, IpAddr::V4(_)) => self.process_icmpv4(now, meta, payload),
-            (IpProtocol::ICMPV6, IpAddr::V6(_)) => self.process_icmpv6(now, meta, payload),
-            (IpProtocol::UDP, _) => self.process_udp(now, meta, payload, whole),
-            (IpProtocol::TCP, _) => self.tcp_cx().process_tcp(now, meta, payload, whole, rx),
-            // RFC 8200 §4.7: nothing follows; the packet is consumed.
-            (IpProtocol::IPV6_NO_NXT, IpAddr::V6(_)) => self.counters.rx_ipv6_no_next_header += 1,
-            _ => {
-                self.counters.rx_drop_unknown_protocol += 1;
-                // RFC 1122 §3.2.2.1: protocol unreachable (code 2). IPv6 would need a
-                // parameter problem (RFC 4443 §3.4), which wire does not build yet.
-                if meta.src.is_ipv4() {
-                    self.send_icmp_unreachable(now, meta, whole, 2, 0);
-                }
-            }
-        }
-    }
-
     // ------------------------------------------------------------------ ICMP
 
-    fn process_icmpv4(&mut self, now: u64, meta: IpMeta, payload: &[u8]) {
-        let caps = self.cfg.checksums;
-        let Ok(view) = Icmpv4Packet::new_checked(payload) else {
-            self.counters.rx_drop_icmp_malformed += 1;
-            return;
-        };
-        let repr = match Icmpv4Repr::parse(&view, caps) {
-            Ok(r) => r,
-            Err(wire::Error::Unsupported) => {
-                self.counters.rx_drop_icmp_unsupported += 1;
-                return;
-            }
-            Err(_) => {
-                self.counters.rx_drop_icmp_malformed += 1;
-                return;
-            }
-        };
-        match repr {
-            Icmpv4Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            } => {
-                // RFC 1122 §3.2.2.6: a host may ignore broadcast echo requests; we do.
-                if !meta.dst_unicast {
-                    self.counters.icmp_echo_broadcast_ignored += 1;
-                    return;
-                }
-                let reply = Icmpv4Repr::EchoReply {
-                    ident,
-                    seq_no,
-                    data,
-                };
-                if let (IpAddr::V4(ours), IpAddr::V4(peer)) = (meta.dst, meta.src) {
-                    let mut buf = vec![0u8; reply.buffer_len()];
-                    if reply
-                        .emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]), caps)
-                        .is_ok()
-                    {
-                        self.egress
-                            .send_ipv4(now, ours, peer, IpProtocol::ICMP, false, &buf);
-                        self.counters.icmp_echo_replies_sent += 1;
-                    }
-                }
-            }
-            Icmpv4Repr::EchoReply {
-                ident,
-                seq_no,
-                data,
-            } => {
-                self.counters.icmp_echo_replies_received += 1;
-                self.record_echo_reply(meta.src, ident, seq_no, data.len());
-            }
-            Icmpv4Repr::DstUnreachable { code, data } => {
-                self.counters.icmp_errors_received += 1;
-                // RFC 1122 §4.2.3.9: protocol (2) and port (3) unreachable are hard errors.
-                self.icmp_error_to_socket(meta, data, matches!(code, 2 | 3));
-            }
-            _ => self.counters.icmp_errors_received += 1,
-        }
-    }
-
-    fn record_echo_reply(&mut self, from: IpAddr, ident: u16, seq_no: u16, len: usize) {
-        if self.echo_replies.len() >= ECHO_REPLIES_MAX {
-            self.counters.icmp_echo_reply_queue_full += 1;
-            return;
-        }
-        self.echo_replies.push_back(EchoReply {
-            from,
-            ident,
-            seq_no,
-            data_len_bytes: len,
-        });
-    }
-
-    fn process_icmpv6(&mut self, now: u64, meta: IpMeta, payload: &[u8]) {
-        let caps = self.cfg.checksums;
-        let (IpAddr::V6(src), IpAddr::V6(dst)) = (meta.src, meta.dst) else {
-            return;
-        };
-        let Ok(view) = Icmpv6Packet::new_checked(payload) else {
-            self.counters.rx_drop_icmp_malformed += 1;
-            return;
-        };
-        let repr = match Icmpv6Repr::parse(&view, src, dst, caps) {
-            Ok(r) => r,
-            Err(wire::Error::Unsupported) => {
-                // Router discovery, MLD, redirects…: not spoken by this host (see lib docs).
-                self.counters.rx_drop_icmp_unsupported += 1;
-                return;
-            }
-            Err(_) => {
-                self.counters.rx_drop_icmp_malformed += 1;
-                return;
-            }
-        };
-        match repr {
-            Icmpv6Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            } => {
-                if !meta.dst_unicast {
-                    self.counters.icmp_echo_broadcast_ignored += 1;
-                    return;
-                }
-                let reply = Icmpv6Repr::EchoReply {
-                    ident,
-                    seq_no,
-                    data,
-                };
-                if let Some(pkt) = self
-                    .egress
-                    .build_icmpv6(dst, src, self.cfg.hop_limit, &reply)
-                {
-                    self.egress
-                        .route_ip(now, IpAddr::V6(src), EtherType::IPV6, pkt);
-                    self.counters.icmp_echo_replies_sent += 1;
-                }
-            }
-            Icmpv6Repr::EchoReply {
-                ident,
-                seq_no,
-                data,
-            } => {
-                self.counters.icmp_echo_replies_received += 1;
-                self.record_echo_reply(meta.src, ident, seq_no, data.len());
-            }
-            Icmpv6Repr::NeighborSolicit {
-                target_addr,
-                source_lladdr,
-            } => {
-                self.process_ns(now, meta, src, target_addr, source_lladdr);
-            }
-            Icmpv6Repr::NeighborAdvert {
-                target_addr,
-                target_lladdr,
-                ..
-            } => {
-                if meta.hop_limit != NDP_HOP_LIMIT {
-                    self.counters.nd_drop_bad_hop_limit += 1;
-                    return;
-                }
-                let Some(ll) = target_lladdr else {
-                    // Without the option there is nothing to learn on Ethernet.
-                    self.counters.nd_rx_unsolicited_advert += 1;
-                    return;
-                };
-                if !self.egress.neighbors.contains(IpAddr::V6(target_addr)) {
-                    // RFC 4861 §7.2.5: no entry → silently discard.
-                    self.counters.nd_rx_unsolicited_advert += 1;
-                    return;
-                }
-                self.egress
-                    .learn_neighbor(now, IpAddr::V6(target_addr), ll, false);
-            }
-            Icmpv6Repr::DstUnreachable { code, data } => {
-                self.counters.icmp_errors_received += 1;
-                // RFC 4443 §3.1: code 4 is port unreachable (a hard error, like IPv4's code 3).
-                self.icmp_error_to_socket(meta, data, code == 4);
-            }
-            _ => self.counters.icmp_errors_received += 1,
-        }
-    }
-
-    /// Hands a destination-unreachable error to the socket that sent the quoted packet
-    /// (RFC 1122 §4.2.3.9, §4.1.3.3; RFC 5927 §4.1 checks). `quote` is the invoking packet as
-    /// returned: an IP header we sent plus at least 8 bytes of its transport header.
-    fn icmp_error_to_socket(&mut self, meta: IpMeta, quote: &[u8], hard: bool) {
-        // (protocol, our address, peer address, transport header bytes)
-        let parsed = match meta.src {
-            IpAddr::V4(_) => {
-                let ip = Ipv4Packet::new_unchecked(quote);
-                let hl = ip.header_len();
-                (ip.version() == 4 && hl >= 20).then(|| {
-                    (
-                        ip.protocol(),
-                        IpAddr::V4(ip.src_addr()),
-                        IpAddr::V4(ip.dst_addr()),
-                        quote.get(hl..).unwrap_or(&[]),
-                    )
-                })
-            }
-            IpAddr::V6(_) => {
-                let ip = Ipv6Packet::new_unchecked(quote);
-                // Only a transport header right after the fixed header is looked at.
-                (ip.version() == 6).then(|| {
-                    (
-                        ip.next_header(),
-                        IpAddr::V6(ip.src_addr()),
-                        IpAddr::V6(ip.dst_addr()),
-                        quote.get(40..).unwrap_or(&[]),
-                    )
-                })
-            }
-        };
-        let Some((protocol, ours, peer, l4)) = parsed else {
-            self.counters.icmp_errors_unmatched += 1;
-            return;
-        };
-        let (Some(&[s0, s1, d0, d1]), true) = (
-            l4.get(..4).map(|b| [b[0], b[1], b[2], b[3]]).as_ref(),
-            self.egress.is_our_ip(ours),
-        ) else {
-            self.counters.icmp_errors_unmatched += 1;
-            return;
-        };
-        let local = SocketAddr::new(ours, u16::from_be_bytes([s0, s1]));
-        let remote = SocketAddr::new(peer, u16::from_be_bytes([d0, d1]));
-        let matched = match protocol {
-            IpProtocol::TCP => {
-                let seq = l4
-                    .get(4..8)
-                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-                self.tcp_cx().tcp_icmp_error(local, remote, seq, hard)
-            }
-            IpProtocol::UDP => self.udp_icmp_error(local, hard),
-            _ => false,
-        };
-        if !matched {
-            self.counters.icmp_errors_unmatched += 1;
-        }
-    }
-
-    /// A hard ICMP error for a UDP socket bound to `local`: recorded (see
-    /// [`Stack::take_error`]) and reported as [`Readiness::ERROR`].
-    fn udp_icmp_error(&mut self, local: SocketAddr, hard: bool) -> bool {
-        let Some(i) = self.find_udp_socket(local.ip(), local.port()) else {
-            return false;
-        };
-        if hard {
-            if let Some(Socket::Udp(u)) = self.sockets.get_mut(i) {
-                u.error = Some(SocketError::Unreachable);
-            }
-            self.sockets.notify(i, Readiness::ERROR);
-        }
-        self.counters.icmp_errors_to_sockets += 1;
-        true
-    }
-
-    /// RFC 4861 §7.2.3/§7.2.4: answer a solicitation for one of our addresses.
-    fn process_ns(
-        &mut self,
-        now: u64,
-        meta: IpMeta,
-        src: Ipv6Addr,
-        target: Ipv6Addr,
-        source_lladdr: Option<EthernetAddress>,
-    ) {
-        if meta.hop_limit != NDP_HOP_LIMIT {
-            self.counters.nd_drop_bad_hop_limit += 1;
-            return;
-        }
-        let from_dad = src.is_unspecified();
-        // RFC 4861 §7.1.1: the target is never multicast, and a DAD probe (unspecified
-        // source) carries no source link-layer option.
-        if target.is_multicast() || (from_dad && source_lladdr.is_some()) {
-            self.counters.rx_drop_icmp_malformed += 1;
-            return;
-        }
-        if !self.egress.is_our_v6(target) {
-            self.counters.nd_rx_not_for_us += 1;
-            return;
-        }
-        let mac = self.cfg.interface.mac;
-        if let (false, Some(ll)) = (from_dad, source_lladdr) {
-            // §7.2.3: the source link-layer option creates or updates the sender's entry.
-            self.egress.learn_neighbor(now, IpAddr::V6(src), ll, true);
-        }
-        // §7.2.4: reply to the all-nodes address for a DAD probe (unspecified source), else
-        // unicast to the solicitor with the solicited flag.
-        let dst = if from_dad { ALL_NODES } else { src };
-        let na = Icmpv6Repr::NeighborAdvert {
-            router: false,
-            solicited: !from_dad,
-            override_: true,
-            target_addr: target,
-            target_lladdr: Some(mac),
-        };
-        let Some(pkt) = self.egress.build_icmpv6(target, dst, NDP_HOP_LIMIT, &na) else {
-            return;
-        };
-        self.counters.nd_solicits_answered += 1;
-        match (from_dad, source_lladdr) {
-            (true, _) => self.egress.send_frame(
-                EthernetAddress::ipv6_multicast(ALL_NODES),
-                EtherType::IPV6,
-                &pkt,
-            ),
-            (false, Some(ll)) => self.egress.send_frame(ll, EtherType::IPV6, &pkt),
-            (false, None) => self
-                .egress
-                .route_ip(now, IpAddr::V6(src), EtherType::IPV6, pkt),
-        }
-    }
-
-    /// True when an ICMP error may be sent about a packet with this meta (RFC 1122 §3.2.2,
-    /// RFC 1812 §4.3.2.7, RFC 4443 §2.4(e)): not about broadcast/multicast destinations, nor
-    /// from unspecified/multicast/broadcast sources. The caller never asks about ICMP errors.
-    fn icmp_error_allowed(&self, meta: &IpMeta) -> bool {
-        if !meta.dst_unicast {
-            return false;
-        }
-        match meta.src {
-            IpAddr::V4(s) => {
-                !(s.is_unspecified() || s.is_multicast() || self.egress.is_v4_broadcast(s))
-            }
-            IpAddr::V6(s) => !(s.is_unspecified() || s.is_multicast()),
-        }
-    }
-
-    /// Token bucket: `icmp_errors_per_s_max` per second, bursts up to `icmp_errors_burst_max`
-    /// (RFC 1812 §4.3.2.8, RFC 4443 §2.4(f)).
-    fn icmp_take_token(&mut self, now: u64) -> bool {
-        let l = &self.cfg.limits;
-        let cap = u64::from(l.icmp_errors_burst_max) * 1000;
-        let elapsed_ns = now.saturating_sub(self.icmp_refill_ns);
-        // thousandths of a token = elapsed_s × rate × 1000 = elapsed_ns × rate / 1e6
-        let add = elapsed_ns.saturating_mul(u64::from(l.icmp_errors_per_s_max)) / 1_000_000;
-        if add > 0 {
-            self.icmp_tokens_milli = (self.icmp_tokens_milli + add).min(cap);
-            self.icmp_refill_ns = now;
-        }
-        if self.icmp_tokens_milli >= 1000 {
-            self.icmp_tokens_milli -= 1000;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// Sends destination unreachable with `code_v4` (IPv4) or `code_v6` (IPv6) about the
-    /// packet `whole`, quoting as much as RFC 1812 §4.3.2.3 / RFC 4443 §2.4(c) allow.
-    pub(crate) fn send_icmp_unreachable(
-        &mut self,
-        now: u64,
-        meta: IpMeta,
-        whole: &[u8],
-        code_v4: u8,
-        code_v6: u8,
-    ) {
-        if !self.icmp_error_allowed(&meta) {
-            self.counters.icmp_errors_suppressed += 1;
-            return;
-        }
-        if !self.icmp_take_token(now) {
-            self.counters.icmp_errors_rate_limited += 1;
-            return;
-        }
-        let caps = self.cfg.checksums;
-        match (meta.dst, meta.src) {
-            (IpAddr::V4(ours), IpAddr::V4(peer)) => {
-                let quote_max = ICMPV4_ERROR_MAX_BYTES - 20 - 8;
-                let data = whole.get(..whole.len().min(quote_max)).unwrap_or(whole);
-                let repr = Icmpv4Repr::DstUnreachable {
-                    code: code_v4,
-                    data,
-                };
-                let mut buf = vec![0u8; repr.buffer_len()];
-                if repr
-                    .emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]), caps)
-                    .is_ok()
-                {
-                    self.egress
-                        .send_ipv4(now, ours, peer, IpProtocol::ICMP, false, &buf);
-                    self.counters.icmp_errors_sent += 1;
-                }
-            }
-            (IpAddr::V6(ours), IpAddr::V6(peer)) => {
-                let quote_max = ICMPV6_ERROR_MAX_BYTES - 40 - 8;
-                let data = whole.get(..whole.len().min(quote_max)).unwrap_or(whole);
-                let repr = Icmpv6Repr::DstUnreachable {
-                    code: code_v6,
-                    data,
-                };
-                if let Some(pkt) = self
-                    .egress
-                    .build_icmpv6(ours, peer, self.cfg.hop_limit, &repr)
-                {
-                    self.egress
-                        .route_ip(now, IpAddr::V6(peer), EtherType::IPV6, pkt);
-                    self.counters.icmp_errors_sent += 1;
-                }
-            }
-            _ => {}
-        }
+    /// The next echo reply received for a [`Stack::send_ping`].
+    pub fn poll_echo_reply(&mut self) -> Option<EchoReply> {
+        self.icmp.poll_echo_reply()
     }
 
     /// Sends an ICMP echo request to `dst` from the best source address. Replies show up in
@@ -944,136 +317,17 @@ impl Stack {
         seq_no: u16,
         data: &[u8],
     ) -> Result<(), SocketError> {
-        let src = self.egress.select_source(dst).ok_or(SocketError::NoRoute)?;
-        match (src, dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let repr = Icmpv4Repr::EchoRequest {
-                    ident,
-                    seq_no,
-                    data,
-                };
-                let mut buf = vec![0u8; repr.buffer_len()];
-                repr.emit(
-                    &mut Icmpv4Packet::new_unchecked(&mut buf[..]),
-                    self.cfg.checksums,
-                )
-                .map_err(|_| SocketError::MessageTooBig)?;
-                self.egress
-                    .send_ipv4(now, s, d, IpProtocol::ICMP, false, &buf);
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                let repr = Icmpv6Repr::EchoRequest {
-                    ident,
-                    seq_no,
-                    data,
-                };
-                let payload = self
-                    .egress
-                    .build_icmpv6_payload(s, d, &repr)
-                    .ok_or(SocketError::MessageTooBig)?;
-                self.egress
-                    .send_ipv6(now, s, d, IpProtocol::ICMPV6, self.cfg.hop_limit, &payload);
-            }
-            _ => return Err(SocketError::NoRoute),
-        }
-        Ok(())
+        self.upper()
+            .icmp_cx()
+            .send_ping(now, dst, ident, seq_no, data)
     }
 
-    // ------------------------------------------------------------------ IP output
-
-    // ------------------------------------------------------------------ UDP input
-
-    fn process_udp(&mut self, now: u64, meta: IpMeta, payload: &[u8], whole: &[u8]) {
-        let Some(pair) = meta.pair() else {
-            return;
-        };
-        let Ok(view) = UdpPacket::new_checked(payload) else {
-            self.counters.rx_drop_udp_malformed += 1;
-            return;
-        };
-        let Ok(udp) = UdpRepr::parse(&view, &pair, self.cfg.checksums) else {
-            self.counters.rx_drop_udp_malformed += 1;
-            return;
-        };
-        let Some(index) = self.find_udp_socket(meta.dst, udp.dst_port) else {
-            self.counters.udp_rx_no_socket += 1;
-            // RFC 1122 §4.1.3.1: port unreachable (v4 code 3; RFC 4443 §3.1 v6 code 4).
-            self.send_icmp_unreachable(now, meta, whole, 3, 4);
-            return;
-        };
-        let dgram = UdpDatagram {
-            src: SocketAddr::new(meta.src, udp.src_port),
-            dst: SocketAddr::new(meta.dst, udp.dst_port),
-            payload: udp.payload.to_vec(),
-        };
-        let Some(Socket::Udp(sock)) = self.sockets.get_mut(index) else {
-            return;
-        };
-        if sock.rx.len() >= sock.rx_max {
-            self.counters.udp_rx_socket_full += 1;
-            return;
-        }
-        sock.rx.push_back(dgram);
-        self.counters.udp_rx_delivered += 1;
-        self.sockets.notify(index, Readiness::READABLE);
-    }
-
-    /// The socket bound to exactly (`dst`, `port`), else one bound to the wildcard address of
-    /// the same family on `port`.
-    fn find_udp_socket(&self, dst: IpAddr, port: u16) -> Option<usize> {
-        let mut wildcard = None;
-        for &i in self.sockets.bound_to(PortKind::Udp, port) {
-            let Some(Socket::Udp(s)) = self.sockets.get(i) else {
-                continue;
-            };
-            if s.local.is_ipv4() != dst.is_ipv4() {
-                continue;
-            }
-            if s.local.ip() == dst {
-                return Some(i);
-            }
-            if s.local.ip().is_unspecified() && wildcard.is_none() {
-                wildcard = Some(i);
-            }
-        }
-        wildcard
-    }
-
-    // ------------------------------------------------------------------ sockets
+    // ------------------------------------------------------------------ UDP
 
     /// Binds a UDP socket. Port 0 picks an ephemeral port; an unspecified IP accepts datagrams
     /// for every address of its family.
     pub fn udp_bind(&mut self, local: SocketAddr) -> Result<SocketHandle, SocketError> {
-        let ip = local.ip();
-        if !ip.is_unspecified() && !self.egress.is_our_ip(ip) {
-            return Err(SocketError::AddrNotAvailable);
-        }
-        let port = if local.port() == 0 {
-            self.sockets
-                .pick_ephemeral(|s, p| !udp_port_in_use(s, ip, p))
-                .ok_or(SocketError::NoFreePort)?
-        } else {
-            if udp_port_in_use(&self.sockets, ip, local.port()) {
-                return Err(SocketError::AddrInUse);
-            }
-            local.port()
-        };
-        self.sockets.alloc(Socket::Udp(UdpSocket {
-            local: SocketAddr::new(ip, port),
-            rx: VecDeque::new(),
-            rx_max: self.cfg.limits.udp_rx_queue_datagrams_max,
-            error: None,
-        }))
-    }
-
-    /// The local address a socket is bound to.
-    pub fn local_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
-        let i = self.sockets.index(h)?;
-        match self.sockets.get(i) {
-            Some(Socket::Udp(u)) => Ok(u.local),
-            Some(Socket::Tcp(t)) => Ok(t.local_addr()),
-            None => Err(SocketError::InvalidHandle),
-        }
+        self.udp_cx().bind(local)
     }
 
     /// Sends one datagram. The source is the bound address, or the best address for `dst`.
@@ -1084,53 +338,24 @@ impl Stack {
         dst: SocketAddr,
         payload: &[u8],
     ) -> Result<(), SocketError> {
+        self.udp_cx().send_to(now, h, dst, payload)
+    }
+
+    /// Takes the oldest queued datagram; `WouldBlock` when none is queued.
+    pub fn udp_recv_from(&mut self, h: SocketHandle) -> Result<UdpDatagram, SocketError> {
+        self.udp_cx().recv_from(h)
+    }
+
+    // ------------------------------------------------------------------ any socket
+
+    /// The local address a socket is bound to.
+    pub fn local_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
         let i = self.sockets.index(h)?;
-        let local = match self.sockets.get(i) {
-            Some(Socket::Udp(u)) => u.local,
-            _ => return Err(SocketError::WrongSocketType),
-        };
-        if local.is_ipv4() != dst.is_ipv4() {
-            return Err(SocketError::AddrNotAvailable);
+        match self.sockets.get(i) {
+            Some(Socket::Udp(u)) => Ok(u.local),
+            Some(Socket::Tcp(t)) => Ok(t.local_addr()),
+            None => Err(SocketError::InvalidHandle),
         }
-        let src = if local.ip().is_unspecified() {
-            self.egress
-                .select_source(dst.ip())
-                .ok_or(SocketError::NoRoute)?
-        } else {
-            local.ip()
-        };
-        let repr = UdpRepr {
-            src_port: local.port(),
-            dst_port: dst.port(),
-            payload,
-        };
-        let pair = match (src, dst.ip()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => IpPair::V4 { src: s, dst: d },
-            (IpAddr::V6(s), IpAddr::V6(d)) => IpPair::V6 { src: s, dst: d },
-            _ => return Err(SocketError::AddrNotAvailable),
-        };
-        let mut buf = vec![0u8; repr.buffer_len()];
-        repr.emit(
-            &mut UdpPacket::new_unchecked(&mut buf[..]),
-            &pair,
-            self.cfg.checksums,
-        )
-        .map_err(|_| SocketError::MessageTooBig)?;
-        match pair {
-            IpPair::V4 { src, dst } => {
-                if buf.len() + 20 > 65_535 {
-                    return Err(SocketError::MessageTooBig);
-                }
-                self.egress
-                    .send_ipv4(now, src, dst, IpProtocol::UDP, false, &buf);
-            }
-            IpPair::V6 { src, dst } => {
-                self.egress
-                    .send_ipv6(now, src, dst, IpProtocol::UDP, self.cfg.hop_limit, &buf);
-            }
-        }
-        self.counters.udp_tx_datagrams += 1;
-        Ok(())
     }
 
     /// Takes the pending error of a socket (a hard ICMP error), if any.
@@ -1143,30 +368,14 @@ impl Stack {
         }
     }
 
-    /// Takes the oldest queued datagram; `WouldBlock` when none is queued.
-    pub fn udp_recv_from(&mut self, h: SocketHandle) -> Result<UdpDatagram, SocketError> {
-        let i = self.sockets.index(h)?;
-        match self.sockets.get_mut(i) {
-            Some(Socket::Udp(u)) => u.rx.pop_front().ok_or(SocketError::WouldBlock),
-            _ => Err(SocketError::WrongSocketType),
-        }
-    }
-
     /// Applies an option. TCP options apply to a listener (for the connections it will
     /// accept); on a live connection `NoDelay` and `SendBufferBytes` can change, and
     /// `MaxSegment` before the SYN left (the engine has no other setters yet: keepalive and
     /// user timeout are fixed at open).
     pub fn set_option(&mut self, h: SocketHandle, opt: SocketOption) -> Result<(), SocketError> {
         let i = self.sockets.index(h)?;
-        let udp_max = self.cfg.limits.udp_rx_queue_datagrams_max;
-        match self.sockets.get_mut(i) {
-            Some(Socket::Udp(u)) => match opt {
-                SocketOption::UdpRxQueueDatagrams(n) => {
-                    u.rx_max = n.min(udp_max);
-                    Ok(())
-                }
-                _ => Err(SocketError::WrongSocketType),
-            },
+        match self.sockets.get(i) {
+            Some(Socket::Udp(_)) => self.udp_cx().set_option(i, opt),
             Some(Socket::Tcp(_)) => self.tcp_cx().set_option(i, opt),
             None => Err(SocketError::InvalidHandle),
         }
@@ -1186,15 +395,4 @@ impl Stack {
             None => Err(SocketError::InvalidHandle),
         }
     }
-}
-
-/// True when a UDP socket already uses `port` on an address overlapping `ip`.
-fn udp_port_in_use(sockets: &Sockets, ip: IpAddr, port: u16) -> bool {
-    sockets
-        .bound_to(PortKind::Udp, port)
-        .iter()
-        .any(|&i| match sockets.get(i) {
-            Some(Socket::Udp(u)) => overlaps(u.local.ip(), ip),
-            _ => false,
-        })
 }

@@ -19,16 +19,6 @@ use crate::tcp_sockets::{
 };
 
 impl Stack {
-    /// The TCP part with the parts it borrows (see [`TcpCx`]).
-    pub(crate) fn tcp_cx(&mut self) -> TcpCx<'_> {
-        TcpCx {
-            cfg: &self.cfg,
-            tcp: &mut self.tcp,
-            sockets: &mut self.sockets,
-            egress: &mut self.egress,
-        }
-    }
-
     /// Sends frames that arrive for `tuple`, a connection this stack exported
     /// ([`Stack::tcp_export`]), to `dest` (a driver-defined destination: a shard, a queue)
     /// through [`Stack::poll_forward`] instead of dropping them. `InvalidState` when `tuple`
@@ -154,21 +144,24 @@ impl Stack {
 
     /// The engine state of a connection (`None` for listeners and invalid handles).
     pub fn tcp_state(&self, h: SocketHandle) -> Option<State> {
-        self.tcp.tcp_state(&self.sockets, h)
+        let (tcp, sockets) = self.tcp_view();
+        tcp.tcp_state(sockets, h)
     }
 
     /// Linux `getsockopt(TCP_MAXSEG)`: a synchronized connection's payload per segment (send
     /// MSS less the timestamp option, Linux `mss_cache`); before that, and for a listener, the
     /// cap on the MSS it will announce (Linux returns `user_mss` there when one was set).
     pub fn tcp_max_segment(&self, h: SocketHandle) -> Result<u16, SocketError> {
-        self.tcp.tcp_max_segment(&self.sockets, h)
+        let (tcp, sockets) = self.tcp_view();
+        tcp.tcp_max_segment(sockets, h)
     }
 
     /// The send buffer capacity in bytes (unacknowledged plus unsent data) of a connection,
     /// or the one a listener gives the connections it accepts: what
     /// [`SocketOption::SendBufferBytes`] set, after the engine's validation (at least one MSS).
     pub fn tcp_send_buffer_bytes(&self, h: SocketHandle) -> Result<u32, SocketError> {
-        self.tcp.tcp_send_buffer_bytes(&self.sockets, h)
+        let (tcp, sockets) = self.tcp_view();
+        tcp.tcp_send_buffer_bytes(sockets, h)
     }
 
     /// Level-triggered readiness of a TCP socket now, as `poll(2)` would report it (events
@@ -177,17 +170,19 @@ impl Stack {
     /// queued or after the peer's FIN (with `PEER_CLOSED`), `WRITABLE` while it may send and
     /// its send buffer has room, `ERROR` once an error ended it.
     pub fn tcp_readiness(&self, h: SocketHandle) -> Result<Readiness, SocketError> {
-        self.tcp.tcp_readiness(&self.sockets, h)
+        let (tcp, sockets) = self.tcp_view();
+        tcp.tcp_readiness(sockets, h)
     }
 
     /// The peer's address of a connection.
     pub fn peer_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
-        self.tcp.peer_addr(&self.sockets, h)
+        let (tcp, sockets) = self.tcp_view();
+        tcp.peer_addr(sockets, h)
     }
 
     /// Connections in the table (any state but CLOSED).
     pub fn tcp_connection_count(&self) -> usize {
-        self.tcp.tcp_connection_count()
+        self.tcp_view().0.tcp_connection_count()
     }
 }
 

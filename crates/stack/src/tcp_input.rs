@@ -18,9 +18,9 @@ use crate::config::StackConfig;
 use crate::egress::{
     ETHERNET_HEADER_LEN, Egress, IPV4_HEADER_LEN, IPV6_HEADER_LEN, TCP_HEADER_MIN, header_only,
 };
+use crate::ip_in::{IpMeta, RxFrame};
 use crate::socket::{Readiness, SocketError};
 use crate::sockets::{Socket, Sockets};
-use crate::stack::{IpMeta, RxFrame};
 use crate::tcp_sockets::{
     ConnSock, FlowKey, FourTuple, Listener, MovedMarker, TcpState, TcpTable, endpoint_bytes,
     readiness_of,
@@ -442,7 +442,7 @@ impl TcpCx<'_> {
             } else {
                 IPV6_HEADER_LEN
             };
-            let payload_at = ETHERNET_HEADER_LEN + ip_len + self.egress.tx_header_guess;
+            let payload_at = ETHERNET_HEADER_LEN + ip_len + self.egress.tx_header_guess();
             let room = mtu.saturating_sub(ip_len + TCP_HEADER_MIN);
             let mut frame = self.egress.take_frame_buf(payload_at + room);
             let Some(c) = self.conn_mut(i) else {
