@@ -94,12 +94,9 @@ fn demo_under_sim_with_queues(seed: u64, server_queues: u16) -> Outcome {
     }
 }
 
-#[test]
-fn demo_workload_with_two_shards_a_host_gives_the_same_trace_digest_twice() {
-    let a = demo_under_sim(5);
-    let b = demo_under_sim(5);
-    assert_eq!(a, b, "same seed, same build: same run");
-    // The run did the demo's work on every shard of both hosts.
+/// Every connection was accepted, every shard of both hosts served or fetched pages, and no
+/// connection was served or answered off the shard RSS gave it.
+fn assert_every_shard_did_the_demos_work(a: &Outcome) {
     assert_eq!(a.server.len(), usize::from(SHARDS));
     assert_eq!(a.client.len(), usize::from(SHARDS));
     let accepted: u64 = a.server.iter().map(|s| s.0).sum();
@@ -122,6 +119,14 @@ fn demo_workload_with_two_shards_a_host_gives_the_same_trace_digest_twice() {
         );
     }
     assert_eq!(a.server_foreign, 0, "a connection served off its RSS shard");
+}
+
+#[test]
+fn demo_workload_with_two_shards_a_host_gives_the_same_trace_digest_twice() {
+    let a = demo_under_sim(5);
+    let b = demo_under_sim(5);
+    assert_eq!(a, b, "same seed, same build: same run");
+    assert_every_shard_did_the_demos_work(&a);
     assert_eq!(
         a.server_msgs, 0,
         "one queue per shard: no cross-shard message"
@@ -132,17 +137,7 @@ fn demo_workload_with_two_shards_a_host_gives_the_same_trace_digest_twice() {
 fn one_queue_for_two_shards_forwards_through_messages_and_stays_deterministic() {
     let a = demo_under_sim_with_queues(9, 1);
     assert_eq!(a, demo_under_sim_with_queues(9, 1));
-    let accepted: u64 = a.server.iter().map(|s| s.0).sum();
-    assert_eq!(
-        accepted, CONNECTIONS as u64,
-        "every client connection accepted"
-    );
-    for (i, &(conns, requests)) in a.server.iter().enumerate() {
-        assert!(
-            conns > 0 && requests > 100,
-            "server shard {i} served {conns} connections, {requests} requests: {a:?}"
-        );
-    }
+    assert_every_shard_did_the_demos_work(&a);
     // Shard 1 owns about half the flows, and every one of its frames was polled by shard 0.
     let shard1_requests = a.server[1].1;
     assert!(
@@ -150,7 +145,6 @@ fn one_queue_for_two_shards_forwards_through_messages_and_stays_deterministic() 
         "{} messages for {shard1_requests} requests served by shard 1",
         a.server_msgs
     );
-    assert_eq!(a.server_foreign, 0);
 }
 
 #[test]
