@@ -31,6 +31,7 @@ pub mod ring;
 pub mod shard;
 pub mod wire;
 
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
@@ -489,6 +490,38 @@ where
     FS: Fn(ShardInfo) -> S + Send + Sync + 'static,
     FC: Fn(ShardInfo) -> C + Send + Sync + 'static,
 {
+    run_pair_until(
+        server,
+        server_app,
+        client,
+        client_app,
+        wire,
+        limits,
+        move |v| {
+            monitor(v);
+            ControlFlow::Continue(())
+        },
+    )
+}
+
+/// [`run_pair`] whose monitor may also stop the run early: returning
+/// [`ControlFlow::Break`] stops it as the duration would (e.g. a test that measured what it
+/// needed after a number of packets rather than a time).
+pub fn run_pair_until<S, C, FS, FC>(
+    server: &HostConfig,
+    server_app: FS,
+    client: &HostConfig,
+    client_app: FC,
+    wire: WireConfig,
+    limits: RunLimits,
+    mut monitor: impl FnMut(&LiveView) -> ControlFlow<()>,
+) -> Result<PairReport<S, C>, RuntimeError>
+where
+    S: App + Send + 'static,
+    C: App + Send + 'static,
+    FS: Fn(ShardInfo) -> S + Send + Sync + 'static,
+    FC: Fn(ShardInfo) -> C + Send + Sync + 'static,
+{
     let stop = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
     let wire_slot: Arc<OnceLock<Thread>> = Arc::new(OnceLock::new());
@@ -536,9 +569,12 @@ where
                 server: snapshot(&server_spawned.live),
                 client: snapshot(&client_spawned.live),
             };
-            monitor(&view);
+            let stop_now = monitor(&view).is_break();
             let client_done = view.client.iter().all(|s| s.done);
-            if epoch.elapsed() >= limits.duration || (limits.stop_when_client_done && client_done) {
+            if stop_now
+                || epoch.elapsed() >= limits.duration
+                || (limits.stop_when_client_done && client_done)
+            {
                 break;
             }
         }
