@@ -51,7 +51,7 @@ pub use wire::{WireConfig, WireReport};
 use crate::io::{MemIo, ShardIo};
 use crate::ring::ring;
 use crate::shard::ShardThread;
-use crate::wire::{Wire, WirePort};
+use crate::wire::{Wire, WirePort, WireShard};
 
 /// One host: its interface, shards, hardware queues, NIC and ring sizes.
 #[derive(Debug, Clone)]
@@ -405,21 +405,39 @@ where
     let s = usize::from(cfg.shards);
     let threads: Arc<Vec<OnceLock<Thread>>> = Arc::new((0..s).map(|_| OnceLock::new()).collect());
     let mut port = WirePort {
-        from_shards: Vec::new(),
-        held: (0..s).map(|_| None).collect(),
-        to_shards: Vec::new(),
+        shards: Vec::with_capacity(s),
         steering: steering_nic(cfg)?,
         threads: threads.clone(),
     };
+    // The largest frame the wire carries: the IP MTU, the Ethernet header and a VLAN tag.
+    let rx_buf_bytes = usize::from(cfg.interface.mtu_bytes) + 18;
+    let slots = cfg.wire_ring_slots;
     let mut ios = Vec::with_capacity(s);
     for _ in 0..s {
-        let (rx_p, rx_c) = ring(cfg.wire_ring_slots);
-        let (tx_p, tx_c) = ring(cfg.wire_ring_slots);
-        port.to_shards.push(rx_p);
-        port.from_shards.push(tx_c);
+        let (rx_p, rx_c) = ring(slots);
+        let (tx_p, tx_c) = ring(slots);
+        // As many posted buffers as the receive ring holds frames.
+        let (post_p, post_c) = ring(slots);
+        // Completions are reaped every shard loop turn; room for two transmit rings' worth
+        // so the wire rarely waits for that (see `MemIo`).
+        let (done_p, done_c) = ring(slots.saturating_mul(2));
+        port.shards.push(WireShard {
+            tx: tx_c,
+            held: None,
+            completions: done_p,
+            completion_held: None,
+            posted: post_c,
+            spare: None,
+            rx: rx_p,
+        });
         ios.push(MemIo {
             rx: rx_c,
             tx: tx_p,
+            post: post_p,
+            completions: done_c,
+            rx_buf_bytes,
+            post_target: slots,
+            outstanding: 0,
             wire_thread: wire_thread.clone(),
             pushed: false,
         });

@@ -145,6 +145,10 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                     self.core.handle_msg(now, m);
                 }
             }
+            // Transmit completions back to the stack's pool, before it builds frames.
+            while let Some(b) = self.io.reap_completion() {
+                self.core.recycle_tx(b);
+            }
             // (3) the core's iteration.
             work += self.core.handle_timeout(now);
             // (4) frames to the port, then messages to the other shards.
