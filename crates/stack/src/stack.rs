@@ -45,11 +45,15 @@ const ICMPV4_ERROR_MAX_BYTES: usize = 576;
 const ICMPV6_ERROR_MAX_BYTES: usize = 1280;
 /// Echo replies kept for the application before further ones are dropped (and counted).
 const ECHO_REPLIES_MAX: usize = 64;
-/// Recycled transmit buffers kept for reuse (`Stack::recycle`); more are freed. A sender's
-/// burst (a congestion window of frames) fits, so a bulk flow allocates almost nothing.
-const TX_FREE_FRAMES_MAX: usize = 256;
+/// Recycled transmit buffers kept for reuse (`Stack::recycle`); more are freed. At least the
+/// frames a shard can have in flight, so a steady flow neither frees nor allocates: on the
+/// runtime's `mem` wire, a bulk sender's buffers fill the wire's transmit ring (4096 slots by
+/// default) and the NIC model's (512) before they come back as transmit completions, all at
+/// once if the receiver stalls. (256 freed and re-allocated about one buffer in ten there.)
+const TX_FREE_FRAMES_MAX: usize = 5120;
 /// `Stack::recycle` keeps buffers of capacity ≤ MTU + this (Ethernet header and TCP options
-/// room): with `TX_FREE_FRAMES_MAX`, about 400 KiB at a 1500-byte MTU.
+/// room): with `TX_FREE_FRAMES_MAX`, at most about 8 MiB at a 1500-byte MTU, reached only by
+/// a sender that had that many frames in flight.
 const TX_FREE_SLACK_BYTES: usize = 128;
 /// RFC 4861 §7.1.1/§7.1.2: NDP messages must arrive with hop limit 255 (not forwarded).
 const NDP_HOP_LIMIT: u8 = 255;
