@@ -143,6 +143,8 @@ pub(crate) struct MemIo {
     pub post_target: usize,
     /// Buffers posted and not yet received back.
     pub outstanding: usize,
+    /// The NIC pool got its spare buffers (at the first `receive`).
+    pub primed: bool,
     /// The wire thread, set once it is spawned (before any shard starts).
     pub wire_thread: Arc<OnceLock<Thread>>,
     /// A frame went onto the transmit ring since the last flush.
@@ -169,6 +171,19 @@ impl ShardIo for MemIo {
                     queue.recycle(buf);
                     break;
                 }
+            }
+        }
+        if !self.primed {
+            self.primed = true;
+            // Besides the posted buffers, the pool needs one per NIC receive slot: frames
+            // move from the receive ring into the NIC's ring (never more than it has room
+            // for) before they come back. Allocated once, now, so a deeper backlog later is
+            // not met with an allocation.
+            let spare: Vec<Vec<u8>> = (0..queue.room())
+                .map(|_| queue.take_buffer(self.rx_buf_bytes))
+                .collect();
+            for buf in spare {
+                queue.recycle(buf);
             }
         }
         n

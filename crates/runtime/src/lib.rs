@@ -438,6 +438,7 @@ where
             rx_buf_bytes,
             post_target: slots,
             outstanding: 0,
+            primed: false,
             wire_thread: wire_thread.clone(),
             pushed: false,
         });
