@@ -3,7 +3,7 @@
 //! A host is `S` shards. Each shard is one thread, pinned to its core when asked, that owns its
 //! queue pair (a one-queue [`nic::Nic`] fed from the wire's receive ring), its
 //! [`stack::Stack`] (same interface addresses on every shard: one host, one IP, `S` queues),
-//! timers, buffer pool (the NIC's) and an application instance ([`apps::App`], built on the
+//! timers, buffer pool (the NIC's) and an application instance ([`app::App`], built on the
 //! shard's own thread by the factory). The loop is in [`shard`]'s module docs.
 //!
 //! No locks and no shared mutable state on the data path: frames move wire → shard and

@@ -2,7 +2,7 @@
 //!
 //! The shard's iteration (NAPI poll within the budget, software-RETA forwarding, neighbour
 //! copies, stack timers, the application, transmit) is the sans-IO core's. This driver adds
-//! only what a real thread needs: the clock, the stop flag, the port ([`ShardIo`]: the `mem`
+//! only what a real thread needs: the clock, the stop flag, the port (`ShardIo`: the `mem`
 //! wire's rings or a live OS port), the cross-shard SPSC rings, waking the other shards'
 //! threads, live figures for the monitor and the idle wait.
 //!
