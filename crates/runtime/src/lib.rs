@@ -294,14 +294,24 @@ where
     let mut cross_out: Vec<Vec<Option<ring::Producer<::shard::Msg>>>> =
         (0..s).map(|_| (0..s).map(|_| None).collect()).collect();
     let mut cross_in: Vec<Vec<ring::Consumer<::shard::Msg>>> = (0..s).map(|_| Vec::new()).collect();
+    // Beside each message ring, a ring on which the receiver returns one buffer per message
+    // to the sender's pool (the message's buffer came from it): `back[to]` parallel to
+    // `cross_in[to]`, `returned[from]` the sender's ends.
+    let mut back: Vec<Vec<ring::Producer<Vec<u8>>>> = (0..s).map(|_| Vec::new()).collect();
+    let mut returned: Vec<Vec<ring::Consumer<Vec<u8>>>> = (0..s).map(|_| Vec::new()).collect();
     if forwarding {
         for (from, outs) in cross_out.iter_mut().enumerate() {
             for (to, slot) in outs.iter_mut().enumerate() {
                 if from != to {
                     let (p, c) = ring(cfg.cross_ring_slots);
+                    let (bp, bc) = ring(cfg.cross_ring_slots);
                     *slot = Some(p);
-                    if let Some(v) = cross_in.get_mut(to) {
+                    if let (Some(v), Some(b)) = (cross_in.get_mut(to), back.get_mut(to)) {
                         v.push(c);
+                        b.push(bp);
+                    }
+                    if let Some(r) = returned.get_mut(from) {
+                        r.push(bc);
                     }
                 }
             }
@@ -309,7 +319,10 @@ where
     }
     let mut starters: Vec<Starter<A>> = Vec::new();
     let mut lives = Vec::new();
-    for (((i, outs), ins), io) in cross_out.into_iter().enumerate().zip(cross_in).zip(ios) {
+    let cross = cross_in.into_iter().zip(back).zip(returned);
+    for (((i, outs), ((ins, back), returned)), io) in
+        cross_out.into_iter().enumerate().zip(cross).zip(ios)
+    {
         let live = Arc::new(ShardLive::default());
         lives.push(live.clone());
         let shard = u16::try_from(i).map_err(|_| RuntimeError::Config("shards".into()))?;
@@ -374,6 +387,8 @@ where
                         io,
                         cross_out: outs,
                         cross_in: ins,
+                        cross_back: back,
+                        cross_returned: returned,
                         shard_threads: threads,
                         live,
                         stop,

@@ -32,7 +32,7 @@ const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
 /// Packets (both hosts' stacks, summed) after every connection is up before the window opens.
-const WARMUP_PACKETS: u64 = 150_000;
+const WARMUP_PACKETS: u64 = 120_000;
 /// Packets in the window.
 const WINDOW_PACKETS: u64 = 100_000;
 /// Allocations a window may hold that are not per packet: a new high of buffers in flight
@@ -126,9 +126,12 @@ fn limits() -> RunLimits {
     }
 }
 
-/// HTTP/1.1 keep-alive load: `conns` connections requesting a small object without end.
-fn http_case(server_shards: u16, conns: usize) -> Window {
-    let server = host(1, SERVER_IP, server_shards);
+/// HTTP/1.1 keep-alive load: `conns` connections requesting a small object without end, to
+/// a server of `server_shards` shards behind `queues` hardware queues (fewer queues than
+/// shards: frames forwarded between shards).
+fn http_case(server_shards: u16, queues: u16, conns: usize) -> Window {
+    let mut server = host(1, SERVER_IP, server_shards);
+    server.queues = queues;
     let client = host(2, CLIENT_IP, 1);
     let files = Arc::new(FileSet::demo(1024));
     let load = LoadConfig {
@@ -189,8 +192,12 @@ fn ttcp_case(conns: u32) -> Window {
 fn steady_state_allocates_nothing_per_packet_on_mem() {
     exclude_current_thread();
     let cases = [
-        ("http, 1 server shard, 8 conns", http_case(1, 8)),
-        ("http, 2 server shards, 8 conns", http_case(2, 8)),
+        ("http, 1 server shard, 8 conns", http_case(1, 1, 8)),
+        ("http, 2 server shards, 8 conns", http_case(2, 2, 8)),
+        (
+            "http, 2 server shards on 1 queue (forwarding), 8 conns",
+            http_case(2, 1, 8),
+        ),
         ("ttcp one-way bulk, 2 conns", ttcp_case(2)),
     ];
     for (name, w) in &cases {
