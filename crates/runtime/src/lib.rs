@@ -13,6 +13,11 @@
 //! polled by shard `q`, and a software RETA over the shards sends each flow to its owner.
 //! With `queues == shards` the data path has no cross-shard message at all.
 //!
+//! Buffers go back where they came from, so a steady flow allocates nothing: the `mem` wire
+//! copies each frame into a receive buffer the destination shard posted and returns the
+//! sender's buffer as a transmit completion ([`wire`]); a shard that receives a cross-shard
+//! message returns a buffer of its pool to the sender on a ring beside the message ring.
+//!
 //! Each shard's stack gets `StackConfig.rss` with the NIC's hasher and the shard's home in the
 //! shard-level RETA, so connections are keyed by the carried hash and `connect` picks source
 //! ports whose replies hash back to the opening shard.
