@@ -122,6 +122,24 @@ fn is_tchar(b: u8) -> bool {
 /// must be `HTTP/1.x NNN[ reason]`, every field line `token: value`, no obs-fold, a single
 /// well-formed `Content-Length`.
 pub fn parse_response_head(head: &[u8]) -> Result<ResponseHead, GetError> {
+    let mut headers = Vec::new();
+    let (status, framing) = parse_response_head_with(head, |name, value| {
+        headers.push((name.to_string(), value.to_string()));
+    })?;
+    Ok(ResponseHead {
+        status,
+        headers,
+        framing,
+    })
+}
+
+/// [`parse_response_head`] without building the header list: status and framing, each field
+/// line (name, trimmed value) handed to `on_header`. Allocates nothing unless the head is
+/// invalid (the error's message), so a keep-alive client can parse every response with it.
+pub fn parse_response_head_with(
+    head: &[u8],
+    mut on_header: impl FnMut(&str, &str),
+) -> Result<(u16, Framing), GetError> {
     let text = core::str::from_utf8(head).map_err(|_| protocol("response head is not UTF-8"))?;
     let text = text
         .strip_suffix("\r\n\r\n")
@@ -133,10 +151,16 @@ pub fn parse_response_head(head: &[u8]) -> Result<ResponseHead, GetError> {
         .ok_or_else(|| protocol(format!("bad status line {status_line:?}")))?;
     let mut rest = rest.bytes();
     let minor_ok = rest.next().is_some_and(|b| b.is_ascii_digit()) && rest.next() == Some(b' ');
-    let code: Vec<u8> = rest.by_ref().take(3).collect();
+    let mut code = [0u8; 3];
+    let mut code_len = 0;
+    for slot in &mut code {
+        let Some(b) = rest.next() else { break };
+        *slot = b;
+        code_len += 1;
+    }
     let after = rest.next();
     if !minor_ok
-        || code.len() != 3
+        || code_len != 3
         || !code.iter().all(u8::is_ascii_digit)
         || !matches!(after, None | Some(b' '))
     {
@@ -148,7 +172,6 @@ pub fn parse_response_head(head: &[u8]) -> Result<ResponseHead, GetError> {
     if !(100..=599).contains(&status) {
         return Err(protocol(format!("status {status} out of range")));
     }
-    let mut headers = Vec::new();
     let mut length: Option<u64> = None;
     let mut chunked = false;
     let mut coded = false;
@@ -187,7 +210,7 @@ pub fn parse_response_head(head: &[u8]) -> Result<ResponseHead, GetError> {
                 chunked = coding.eq_ignore_ascii_case("chunked");
             }
         }
-        headers.push((name.to_string(), value.to_string()));
+        on_header(name, value);
     }
     let framing = if (100..200).contains(&status) || status == 204 || status == 304 {
         Framing::Empty
@@ -203,11 +226,7 @@ pub fn parse_response_head(head: &[u8]) -> Result<ResponseHead, GetError> {
             None => Framing::UntilClose,
         }
     };
-    Ok(ResponseHead {
-        status,
-        headers,
-        framing,
-    })
+    Ok((status, framing))
 }
 
 /// Where a [`ChunkedDecoder`] is in the body.

@@ -10,6 +10,7 @@
 //! 100 MB file costs no more memory per connection than a small one.
 
 use core::net::SocketAddr;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::{Error, ErrorKind};
 use std::path::Path;
@@ -194,10 +195,19 @@ fn with_path(e: Error, path: &Path) -> Error {
 
 /// `Content-Type` for a path, by extension.
 pub fn content_type(path: &str) -> &'static str {
-    let ext = path
-        .rsplit_once('.')
-        .map_or(String::new(), |(_, e)| e.to_ascii_lowercase());
-    match ext.as_str() {
+    // Lower-cased in a stack buffer (no allocation per response); an extension longer than
+    // any known one is treated as none.
+    let mut lower = [0u8; 8];
+    let ext = path.rsplit_once('.').map_or("", |(_, e)| e);
+    let ext = match lower.get_mut(..ext.len()) {
+        Some(l) => {
+            l.copy_from_slice(ext.as_bytes());
+            l.make_ascii_lowercase();
+            core::str::from_utf8(l).unwrap_or("")
+        }
+        None => "",
+    };
+    match ext {
         "html" | "htm" => "text/html; charset=utf-8",
         "css" => "text/css",
         "js" => "text/javascript",
@@ -271,13 +281,14 @@ pub struct HttpServer {
     handler: HttpHandler,
 }
 
-enum Parsed {
+enum Parsed<'a> {
     /// Need more bytes.
     Incomplete,
     /// A complete request head of `len` bytes.
     Request {
         len: usize,
-        path: String,
+        /// Borrowed from the request unless it had `%` escapes.
+        path: Cow<'a, str>,
         keep_alive: bool,
         body_bytes: usize,
         method_ok: bool,
@@ -292,7 +303,7 @@ fn find_head_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
-fn parse_request(buf: &[u8]) -> Parsed {
+fn parse_request(buf: &[u8]) -> Parsed<'_> {
     let Some(len) = find_head_end(buf) else {
         return if buf.len() > REQUEST_HEAD_BYTES_MAX {
             Parsed::Bad(431)
@@ -349,10 +360,10 @@ fn parse_request(buf: &[u8]) -> Parsed {
 }
 
 /// Decodes `%XX` escapes of a request path (RFC 3986 §2.1). `None` for a malformed escape or
-/// a result that is not UTF-8.
-fn percent_decode(path: &str) -> Option<String> {
+/// a result that is not UTF-8. Allocates only when there is an escape.
+fn percent_decode(path: &str) -> Option<Cow<'_, str>> {
     if !path.contains('%') {
-        return Some(path.to_string());
+        return Some(Cow::Borrowed(path));
     }
     let b = path.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -368,7 +379,7 @@ fn percent_decode(path: &str) -> Option<String> {
             i += 1;
         }
     }
-    String::from_utf8(out).ok()
+    String::from_utf8(out).ok().map(Cow::Owned)
 }
 
 fn status_text(code: u16) -> &'static str {
@@ -507,7 +518,6 @@ impl HttpHandler {
                 method_ok,
                 head_only,
             } => {
-                c.inbuf.drain(..len);
                 c.body_skip_bytes = body_bytes;
                 self.stats.requests += 1;
                 let (code, body) = if !method_ok {
@@ -533,6 +543,8 @@ impl HttpHandler {
                 write_response(&mut c.out, &head);
                 c.body = body.filter(|_| !head_only);
                 c.close_after = !keep_alive;
+                // Last: `path` borrows the buffered request.
+                c.inbuf.drain(..len);
                 true
             }
             Parsed::Bad(code) => {

@@ -230,10 +230,11 @@ impl HttpLoadClient {
 /// Status code and body length of a response head: the strict parser of [`crate::get`],
 /// restricted to what a keep-alive load client can follow (a `Content-Length`, or no body).
 fn parse_response_head(head: &[u8]) -> Option<(u16, usize)> {
-    let h = crate::get::parse_response_head(head).ok()?;
-    match h.framing {
-        Framing::Length(n) => Some((h.status, usize::try_from(n).ok()?)),
-        Framing::Empty => Some((h.status, 0)),
+    // Without the header list: nothing is allocated per response.
+    let (status, framing) = crate::get::parse_response_head_with(head, |_, _| {}).ok()?;
+    match framing {
+        Framing::Length(n) => Some((status, usize::try_from(n).ok()?)),
+        Framing::Empty => Some((status, 0)),
         Framing::Chunked | Framing::UntilClose => None,
     }
 }

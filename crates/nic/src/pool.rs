@@ -17,26 +17,49 @@ pub struct PoolCounters {
     pub discarded: u64,
 }
 
-/// Invariant: `free.len() <= buffers_max`; every buffer in `free` is empty (`len() == 0`).
+/// Buffers of at least this capacity form a class of their own (receive-coalescing groups,
+/// [`BufferPool::take`] of a group's size): a frame-sized request never gets one (and pins
+/// 64 KiB for a 1.5 KiB frame), and a group never has to grow a frame-sized one.
+pub(crate) const LARGE_BUFFER_BYTES: usize = 16 * 1024;
+
+/// Invariants: `free.len() <= buffers_max` and `large.len() <= large_max()`; every buffer in
+/// `free` has a capacity below [`LARGE_BUFFER_BYTES`], every buffer in `large` at least that;
+/// every buffer in either is empty (`len() == 0`).
 #[derive(Clone, Debug)]
 pub(crate) struct BufferPool {
     free: Vec<Vec<u8>>,
+    large: Vec<Vec<u8>>,
     buffers_max: usize,
     pub(crate) counters: PoolCounters,
 }
 
 impl BufferPool {
     pub(crate) fn new(buffers_max: usize) -> Self {
+        // The free lists are sized for their bounds up front, so returning buffers never
+        // grows (allocates) them mid-run.
         BufferPool {
-            free: Vec::new(),
+            free: Vec::with_capacity(buffers_max),
+            large: Vec::with_capacity(buffers_max / 4),
             buffers_max,
             counters: PoolCounters::default(),
         }
     }
 
-    /// An empty buffer with room for at least `capacity_bytes`.
+    /// Large buffers kept: a quarter of the bound (at most 256 × 64 KiB = 16 MiB with the
+    /// default bound, reached only if that many coalesced groups were in flight at once).
+    fn large_max(&self) -> usize {
+        self.buffers_max / 4
+    }
+
+    /// An empty buffer with room for at least `capacity_bytes`, from the size class of the
+    /// request.
     pub(crate) fn take(&mut self, capacity_bytes: usize) -> Vec<u8> {
-        match self.free.pop() {
+        let list = if capacity_bytes >= LARGE_BUFFER_BYTES {
+            &mut self.large
+        } else {
+            &mut self.free
+        };
+        match list.pop() {
             Some(mut b) => {
                 self.counters.reused += 1;
                 b.reserve(capacity_bytes);
@@ -49,14 +72,60 @@ impl BufferPool {
         }
     }
 
-    /// Returns a buffer (its contents are discarded).
+    /// Returns a buffer (its contents are discarded) to its size class, or frees it when the
+    /// class is full.
     pub(crate) fn give(&mut self, mut buf: Vec<u8>) {
-        if self.free.len() < self.buffers_max && buf.capacity() > 0 {
+        let large = buf.capacity() >= LARGE_BUFFER_BYTES;
+        let (len, max) = if large {
+            (self.large.len(), self.large_max())
+        } else {
+            (self.free.len(), self.buffers_max)
+        };
+        if len < max && buf.capacity() > 0 {
             buf.clear();
-            self.free.push(buf);
+            if large {
+                self.large.push(buf);
+            } else {
+                self.free.push(buf);
+            }
             self.counters.recycled += 1;
         } else {
             self.counters.discarded += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_size_class_is_reused_by_requests_of_its_size() {
+        let mut p = BufferPool::new(8);
+        let small = p.take(1500);
+        let big = p.take(64 * 1024);
+        let (small_cap, big_cap) = (small.capacity(), big.capacity());
+        p.give(big);
+        p.give(small);
+        // The small request does not take the large buffer (the last one given), nor the
+        // reverse.
+        let (s, b) = (p.take(1500), p.take(60 * 1024));
+        assert_eq!((s.capacity(), b.capacity()), (small_cap, big_cap));
+        assert_eq!(p.counters.allocated, 2);
+        assert_eq!(p.counters.reused, 2);
+    }
+
+    #[test]
+    fn each_class_is_bounded() {
+        let mut p = BufferPool::new(4);
+        for _ in 0..3 {
+            p.give(Vec::with_capacity(LARGE_BUFFER_BYTES));
+        }
+        assert_eq!(p.large.len(), 1);
+        assert_eq!(p.counters.discarded, 2);
+        for _ in 0..5 {
+            p.give(Vec::with_capacity(100));
+        }
+        assert_eq!(p.free.len(), 4);
     }
 }

@@ -203,7 +203,7 @@ impl RxQueue {
         };
         if let Some((t, l)) = gro_tcp {
             if let Some(i) = ctx_idx {
-                match self.try_merge(i, &frame, l, t, gro) {
+                match self.try_merge(i, &frame, l, t, gro, pool) {
                     Ok(close_after) => {
                         c.rx_coalesced_segments += 1;
                         if let Some(reason) = close_after {
@@ -284,6 +284,7 @@ impl RxQueue {
         l: &Layout,
         t: &TcpInfo,
         gro: &GroConfig,
+        pool: &mut BufferPool,
     ) -> Result<Option<FlushReason>, FlushReason> {
         let ctx = self.contexts.get(i).ok_or(FlushReason::Flags)?;
         if !t.coalescible {
@@ -322,6 +323,14 @@ impl RxQueue {
         let ctx = self.contexts.get_mut(i).ok_or(FlushReason::Flags)?;
         let slot = self.slots.get_mut(idx).ok_or(FlushReason::Flags)?;
         let held = &mut slot.desc.frame;
+        if held.capacity() < held.len() + payload.len() {
+            // Move the group into a pool buffer of the largest group's size rather than grow
+            // (reallocate) the frame it started in: one copy per group, and no allocation once
+            // the pool holds group buffers.
+            let mut group = pool.take(ctx.layout.l3_off + gro.ip_bytes_max);
+            group.extend_from_slice(held);
+            pool.give(std::mem::replace(held, group));
+        }
         held.extend_from_slice(payload);
         if let Some(b) = held.get_mut(flags_off) {
             *b |= t.flags.0 & (TcpFlags::PSH.0 | TcpFlags::FIN.0);

@@ -97,9 +97,17 @@ pub(crate) trait ShardIo: Send {
     /// Moves up to `max_frames` received frames into the shard's NIC queue; returns how many.
     fn receive(&mut self, queue: &mut RxQueue<'_>, max_frames: usize) -> usize;
     /// Offers one frame for transmission. `Ok(Some(buf))`: sent, and `buf` may be reused
-    /// (the caller recycles it); `Ok(None)`: sent, the buffer travelled on; `Err(frame)`: the
-    /// port is full for now, the caller keeps the frame and retries.
+    /// (the caller recycles it); `Ok(None)`: sent, the buffer comes back later through
+    /// [`ShardIo::reap_completion`]; `Err(frame)`: the port is full for now, the caller keeps
+    /// the frame and retries.
     fn send(&mut self, frame: Vec<u8>) -> Result<Option<Vec<u8>>, Vec<u8>>;
+    /// A transmit completion: the buffer of a frame [`ShardIo::send`] took earlier
+    /// (`Ok(None)`), now free for reuse. The driver reaps until `None` before the core's
+    /// iteration, so the stack builds its next frames in them. Ports that hand buffers back
+    /// from `send` have none.
+    fn reap_completion(&mut self) -> Option<Vec<u8>> {
+        None
+    }
     /// Called once per loop iteration after the sends: wake the consumer, kick the kernel,
     /// reap completions.
     fn flush(&mut self);
@@ -110,10 +118,33 @@ pub(crate) trait ShardIo: Send {
     fn counters(&mut self) -> PortCounters;
 }
 
-/// The `mem` wire's side of one shard: its receive and transmit rings.
+/// The `mem` wire's side of one shard: its receive and transmit rings, the ring on which it
+/// posts empty receive buffers and the ring on which the wire completes its transmitted ones
+/// (see [`crate::wire`] for how the buffers circulate).
+///
+/// Invariants: `outstanding` counts the buffers posted and not yet received back with a frame
+/// (on `post`, in the wire's spare slot, or on `rx`) and never exceeds `post_target`, which is
+/// at most the slots of `post`, so posting never meets a full ring. A transmitted buffer comes
+/// back on `completions`, which the driver drains every loop turn
+/// ([`ShardIo::reap_completion`]) before the stack builds frames; should it not drain them
+/// (it has room for two transmit rings' worth), the wire stops reading the transmit ring
+/// until it does (counted `stalls_completion_full`): back-pressure, never loss.
 pub(crate) struct MemIo {
     pub rx: Consumer<Vec<u8>>,
     pub tx: Producer<Vec<u8>>,
+    /// Empty receive buffers for the wire, from the shard's NIC pool.
+    pub post: Producer<Vec<u8>>,
+    /// This shard's transmitted buffers, back from the wire.
+    pub completions: Consumer<Vec<u8>>,
+    /// Capacity of each posted buffer: the largest frame the wire carries (MTU + Ethernet
+    /// header and a VLAN tag), so a copy into it never reallocates.
+    pub rx_buf_bytes: usize,
+    /// Buffers kept posted (the receive ring's slots).
+    pub post_target: usize,
+    /// Buffers posted and not yet received back.
+    pub outstanding: usize,
+    /// The NIC pool got its spare buffers (at the first `receive`).
+    pub primed: bool,
     /// The wire thread, set once it is spawned (before any shard starts).
     pub wire_thread: Arc<OnceLock<Thread>>,
     /// A frame went onto the transmit ring since the last flush.
@@ -125,8 +156,35 @@ impl ShardIo for MemIo {
         let mut n = 0;
         while n < max_frames {
             let Some(f) = self.rx.pop() else { break };
+            self.outstanding = self.outstanding.saturating_sub(1);
             queue.receive(f);
             n += 1;
+        }
+        // Top the posted buffers up again: the ones just received come back to the pool once
+        // the stack has processed them, and are posted at the next turn.
+        while self.outstanding < self.post_target {
+            let buf = queue.take_buffer(self.rx_buf_bytes);
+            match self.post.push(buf) {
+                Ok(()) => self.outstanding += 1,
+                Err(buf) => {
+                    // The wire is gone (the ring is never full, see the invariants).
+                    queue.recycle(buf);
+                    break;
+                }
+            }
+        }
+        if !self.primed {
+            self.primed = true;
+            // Besides the posted buffers, the pool needs one per NIC receive slot: frames
+            // move from the receive ring into the NIC's ring (never more than it has room
+            // for) before they come back. Allocated once, now, so a deeper backlog later is
+            // not met with an allocation.
+            let spare: Vec<Vec<u8>> = (0..queue.room())
+                .map(|_| queue.take_buffer(self.rx_buf_bytes))
+                .collect();
+            for buf in spare {
+                queue.recycle(buf);
+            }
         }
         n
     }
@@ -134,7 +192,12 @@ impl ShardIo for MemIo {
     fn send(&mut self, frame: Vec<u8>) -> Result<Option<Vec<u8>>, Vec<u8>> {
         self.tx.push(frame)?;
         self.pushed = true;
+        // The buffer comes back later, as a transmit completion (`reap_completion`).
         Ok(None)
+    }
+
+    fn reap_completion(&mut self) -> Option<Vec<u8>> {
+        self.completions.pop()
     }
 
     fn flush(&mut self) {

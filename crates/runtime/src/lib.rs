@@ -14,6 +14,11 @@
 //! polled by shard `q`, and a software RETA over the shards sends each flow to its owner.
 //! With `queues == shards` the data path has no cross-shard message at all.
 //!
+//! Buffers go back where they came from, so a steady flow allocates nothing: the `mem` wire
+//! copies each frame into a receive buffer the destination shard posted and returns the
+//! sender's buffer as a transmit completion ([`wire`]); a shard that receives a cross-shard
+//! message returns a buffer of its pool to the sender on a ring beside the message ring.
+//!
 //! Each shard's stack gets `StackConfig.rss` with the NIC's hasher and the shard's home in the
 //! shard-level RETA, so connections are keyed by the carried hash and `connect` picks source
 //! ports whose replies hash back to the opening shard.
@@ -32,6 +37,7 @@ pub mod ring;
 pub mod shard;
 pub mod wire;
 
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
@@ -51,7 +57,7 @@ pub use wire::{WireConfig, WireReport};
 use crate::io::{MemIo, ShardIo};
 use crate::ring::ring;
 use crate::shard::ShardThread;
-use crate::wire::{Wire, WirePort};
+use crate::wire::{Wire, WirePort, WireShard};
 
 /// One host: its interface, shards, hardware queues, NIC and ring sizes.
 #[derive(Debug, Clone)]
@@ -294,14 +300,24 @@ where
     let mut cross_out: Vec<Vec<Option<ring::Producer<::shard::Msg>>>> =
         (0..s).map(|_| (0..s).map(|_| None).collect()).collect();
     let mut cross_in: Vec<Vec<ring::Consumer<::shard::Msg>>> = (0..s).map(|_| Vec::new()).collect();
+    // Beside each message ring, a ring on which the receiver returns one buffer per message
+    // to the sender's pool (the message's buffer came from it): `back[to]` parallel to
+    // `cross_in[to]`, `returned[from]` the sender's ends.
+    let mut back: Vec<Vec<ring::Producer<Vec<u8>>>> = (0..s).map(|_| Vec::new()).collect();
+    let mut returned: Vec<Vec<ring::Consumer<Vec<u8>>>> = (0..s).map(|_| Vec::new()).collect();
     if forwarding {
         for (from, outs) in cross_out.iter_mut().enumerate() {
             for (to, slot) in outs.iter_mut().enumerate() {
                 if from != to {
                     let (p, c) = ring(cfg.cross_ring_slots);
+                    let (bp, bc) = ring(cfg.cross_ring_slots);
                     *slot = Some(p);
-                    if let Some(v) = cross_in.get_mut(to) {
+                    if let (Some(v), Some(b)) = (cross_in.get_mut(to), back.get_mut(to)) {
                         v.push(c);
+                        b.push(bp);
+                    }
+                    if let Some(r) = returned.get_mut(from) {
+                        r.push(bc);
                     }
                 }
             }
@@ -309,7 +325,10 @@ where
     }
     let mut starters: Vec<Starter<A>> = Vec::new();
     let mut lives = Vec::new();
-    for (((i, outs), ins), io) in cross_out.into_iter().enumerate().zip(cross_in).zip(ios) {
+    let cross = cross_in.into_iter().zip(back).zip(returned);
+    for (((i, outs), ((ins, back), returned)), io) in
+        cross_out.into_iter().enumerate().zip(cross).zip(ios)
+    {
         let live = Arc::new(ShardLive::default());
         lives.push(live.clone());
         let shard = u16::try_from(i).map_err(|_| RuntimeError::Config("shards".into()))?;
@@ -374,6 +393,8 @@ where
                         io,
                         cross_out: outs,
                         cross_in: ins,
+                        cross_back: back,
+                        cross_returned: returned,
                         shard_threads: threads,
                         live,
                         stop,
@@ -405,21 +426,40 @@ where
     let s = usize::from(cfg.shards);
     let threads: Arc<Vec<OnceLock<Thread>>> = Arc::new((0..s).map(|_| OnceLock::new()).collect());
     let mut port = WirePort {
-        from_shards: Vec::new(),
-        held: (0..s).map(|_| None).collect(),
-        to_shards: Vec::new(),
+        shards: Vec::with_capacity(s),
         steering: steering_nic(cfg)?,
         threads: threads.clone(),
     };
+    // The largest frame the wire carries: the IP MTU, the Ethernet header and a VLAN tag.
+    let rx_buf_bytes = usize::from(cfg.interface.mtu_bytes) + 18;
+    let slots = cfg.wire_ring_slots;
     let mut ios = Vec::with_capacity(s);
     for _ in 0..s {
-        let (rx_p, rx_c) = ring(cfg.wire_ring_slots);
-        let (tx_p, tx_c) = ring(cfg.wire_ring_slots);
-        port.to_shards.push(rx_p);
-        port.from_shards.push(tx_c);
+        let (rx_p, rx_c) = ring(slots);
+        let (tx_p, tx_c) = ring(slots);
+        // As many posted buffers as the receive ring holds frames.
+        let (post_p, post_c) = ring(slots);
+        // Completions are reaped every shard loop turn; room for two transmit rings' worth
+        // so the wire rarely waits for that (see `MemIo`).
+        let (done_p, done_c) = ring(slots.saturating_mul(2));
+        port.shards.push(WireShard {
+            tx: tx_c,
+            held: None,
+            completions: done_p,
+            completion_held: None,
+            posted: post_c,
+            spare: None,
+            rx: rx_p,
+        });
         ios.push(MemIo {
             rx: rx_c,
             tx: tx_p,
+            post: post_p,
+            completions: done_c,
+            rx_buf_bytes,
+            post_target: slots,
+            outstanding: 0,
+            primed: false,
             wire_thread: wire_thread.clone(),
             pushed: false,
         });
@@ -490,6 +530,38 @@ where
     FS: Fn(ShardInfo) -> S + Send + Sync + 'static,
     FC: Fn(ShardInfo) -> C + Send + Sync + 'static,
 {
+    run_pair_until(
+        server,
+        server_app,
+        client,
+        client_app,
+        wire,
+        limits,
+        move |v| {
+            monitor(v);
+            ControlFlow::Continue(())
+        },
+    )
+}
+
+/// [`run_pair`] whose monitor may also stop the run early: returning
+/// [`ControlFlow::Break`] stops it as the duration would (e.g. a test that measured what it
+/// needed after a number of packets rather than a time).
+pub fn run_pair_until<S, C, FS, FC>(
+    server: &HostConfig,
+    server_app: FS,
+    client: &HostConfig,
+    client_app: FC,
+    wire: WireConfig,
+    limits: RunLimits,
+    mut monitor: impl FnMut(&LiveView) -> ControlFlow<()>,
+) -> Result<PairReport<S, C>, RuntimeError>
+where
+    S: App + Send + 'static,
+    C: App + Send + 'static,
+    FS: Fn(ShardInfo) -> S + Send + Sync + 'static,
+    FC: Fn(ShardInfo) -> C + Send + Sync + 'static,
+{
     let stop = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
     let wire_slot: Arc<OnceLock<Thread>> = Arc::new(OnceLock::new());
@@ -537,9 +609,12 @@ where
                 server: snapshot(&server_spawned.live),
                 client: snapshot(&client_spawned.live),
             };
-            monitor(&view);
+            let stop_now = monitor(&view).is_break();
             let client_done = view.client.iter().all(|s| s.done);
-            if epoch.elapsed() >= limits.duration || (limits.stop_when_client_done && client_done) {
+            if stop_now
+                || epoch.elapsed() >= limits.duration
+                || (limits.stop_when_client_done && client_done)
+            {
                 break;
             }
         }

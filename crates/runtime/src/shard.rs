@@ -7,9 +7,11 @@
 //! threads, live figures for the monitor and the idle wait.
 //!
 //! Per loop turn, at `now`: (1) port → the shard's NIC queue, never more than the NIC ring
-//! has room for (so the NIC never drops for lack of a slot); (2) messages other shards sent
-//! here, processed at once (frames forwarded mid-move before anything polled later); (3) the
-//! core's iteration; (4) frames out to the port (a frame the port refuses waits, and the core
+//! has room for (so the NIC never drops for lack of a slot), after the buffers other shards
+//! returned went back to the pool; (2) messages other shards sent here, processed at once
+//! (frames forwarded mid-move before anything polled later), a buffer returned to the sender
+//! for each; transmit completions back to the stack's pool; (3) the core's iteration; (4)
+//! frames out to the port (a frame the port refuses waits, and the core
 //! holds back the stack's output meanwhile), then messages out to the other shards' rings.
 //! With no work the thread waits (`ShardIo::idle`) until the core's next deadline (the
 //! stack's, the NIC's moderation and coalescing, the application's), a frame, or an unpark.
@@ -86,6 +88,13 @@ pub(crate) struct ShardThread<A: App, I: ShardIo> {
     /// Indexed by destination shard; `None` for this shard (and when no forwarding is needed).
     pub cross_out: Vec<Option<Producer<Msg>>>,
     pub cross_in: Vec<Consumer<Msg>>,
+    /// Parallel to `cross_in`: for each message taken from `cross_in[k]`, one buffer of this
+    /// shard's pool goes back on `cross_back[k]` to the sender, whose pool the message's
+    /// buffer came from. So forwarding and neighbour copies move no buffers between pools for
+    /// good, and neither side allocates or frees per message.
+    pub cross_back: Vec<Producer<Vec<u8>>>,
+    /// Buffers other shards returned for the messages this one sent.
+    pub cross_returned: Vec<Consumer<Vec<u8>>>,
     /// Threads to unpark: this host's shards by index.
     pub shard_threads: Arc<Vec<std::sync::OnceLock<std::thread::Thread>>>,
     pub live: Arc<ShardLive>,
@@ -133,17 +142,39 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
             // (1) port → NIC queue, within the NIC ring's free slots.
             {
                 let mut q = self.core.rx_queue(now);
+                // Buffers returned for messages sent, back to the pool first (at most the
+                // rings' slots).
+                for r in &self.cross_returned {
+                    while let Some(b) = r.pop() {
+                        q.recycle(b);
+                    }
+                }
                 let room = q.room().min(budget * 2);
                 work += self.io.receive(&mut q, room);
             }
             // (2) messages other shards sent here.
-            for c in &self.cross_in {
+            for (k, c) in self.cross_in.iter().enumerate() {
                 for _ in 0..budget {
                     let Some(m) = c.pop() else { break };
                     cross.rx += 1;
                     work += 1;
+                    // The message's buffer goes to this shard's pool; one goes back.
                     self.core.handle_msg(now, m);
+                    let mut q = self.core.rx_queue(now);
+                    let b = q.take_buffer(0);
+                    match self.cross_back.get(k) {
+                        Some(p) => {
+                            if let Err(b) = p.push(b) {
+                                q.recycle(b);
+                            }
+                        }
+                        None => q.recycle(b),
+                    }
                 }
+            }
+            // Transmit completions back to the stack's pool, before it builds frames.
+            while let Some(b) = self.io.reap_completion() {
+                self.core.recycle_tx(b);
             }
             // (3) the core's iteration.
             work += self.core.handle_timeout(now);

@@ -9,10 +9,21 @@
 //! default queue, whose shard answers; a reply is delivered to every shard of the host, so each
 //! shard's neighbour cache learns the peer (RFC 826: the target of a reply adds the sender).
 //!
-//! Lossless by back-pressure: when a receive ring is full the frame waits at the head of its
-//! source ring (counted `stalls_ring_full`), as on a link with pause frames; nothing is dropped
-//! but malformed frames (`drop_malformed`) and ARP-reply copies that found a ring full
-//! (`drop_arp_copy_ring_full`).
+//! Buffers move as on real NIC hardware, so a steady flow allocates nothing: each shard posts
+//! empty receive buffers (from its NIC pool) on a ring of its own, and the wire copies every
+//! frame it delivers into a buffer the destination shard posted (the "DMA" into a receive
+//! descriptor). The sender's buffer then goes back to the sending shard on its completion ring
+//! (the transmit completion), from which the shard's stack reuses it. Each shard owns the same
+//! buffers throughout: receive buffers circulate shard → wire → shard through its NIC pool,
+//! transmit buffers shard → wire → shard through its stack's pool.
+//!
+//! Lossless by back-pressure: when a receive ring is full (`stalls_ring_full`), the destination
+//! shard has no posted buffer (`stalls_no_rx_buffer`) or the source shard's completion ring is
+//! full (`stalls_completion_full`), the frame waits at the head of its source ring, as on a
+//! link with pause frames; nothing is dropped but malformed frames (`drop_malformed`, their
+//! buffer still completed) and ARP-reply copies that found a ring full
+//! (`drop_arp_copy_ring_full`). An ARP reply waits until every shard of the destination has
+//! a posted buffer for its copy.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -46,7 +57,13 @@ impl Default for WireConfig {
 pub struct WireReport {
     pub frames: [u64; 2],
     pub bytes: [u64; 2],
+    /// Times a frame waited because its destination's receive ring was full.
     pub stalls_ring_full: u64,
+    /// Times a frame waited because its destination shard had no posted receive buffer.
+    pub stalls_no_rx_buffer: u64,
+    /// Times a source shard's frames waited because its completion ring was full (its
+    /// transmitted buffers not yet reaped).
+    pub stalls_completion_full: u64,
     pub drop_malformed: u64,
     pub arp_reply_copies: u64,
     pub drop_arp_copy_ring_full: u64,
@@ -59,14 +76,62 @@ impl WireReport {
     }
 }
 
+/// One shard as the wire sees it: its four rings and the wire's per-shard slots.
+///
+/// Invariant: every buffer the wire holds belongs to exactly one shard and goes back to it —
+/// a transmitted frame (in `held` or `completion_held`) on `completions`, a posted buffer (in
+/// `spare`) on `rx` with a frame in it; the wire allocates no buffer and frees none.
+pub(crate) struct WireShard {
+    /// Frames the shard transmits.
+    pub tx: Consumer<Vec<u8>>,
+    /// A frame taken from `tx` that could not be delivered yet (retried first).
+    pub held: Option<Vec<u8>>,
+    /// Transmit completions: the shard's sent buffers, back to it once copied.
+    pub completions: Producer<Vec<u8>>,
+    /// A completion that found `completions` full; while set, `tx` is not read.
+    pub completion_held: Option<Vec<u8>>,
+    /// Empty receive buffers the shard posted.
+    pub posted: Consumer<Vec<u8>>,
+    /// A posted buffer taken but not yet filled and delivered (used first).
+    pub spare: Option<Vec<u8>>,
+    /// Received frames, in the shard's posted buffers.
+    pub rx: Producer<Vec<u8>>,
+}
+
+impl WireShard {
+    /// A posted buffer of this shard, if it has one.
+    fn rx_buffer(&mut self) -> Option<Vec<u8>> {
+        self.spare.take().or_else(|| self.posted.pop())
+    }
+
+    /// Copies `frame` into a posted buffer `buf` and delivers it. `Err`: the receive ring is
+    /// full; the buffer is kept as the spare.
+    fn deliver_copy(&mut self, mut buf: Vec<u8>, frame: &[u8]) -> Result<(), ()> {
+        buf.clear();
+        buf.extend_from_slice(frame);
+        self.rx.push(buf).map_err(|mut b| {
+            b.clear();
+            self.spare = Some(b);
+        })
+    }
+
+    /// Hands a transmitted buffer back; `false` when the completion ring is full (the buffer
+    /// is held and this shard's transmit ring is not read until it goes).
+    fn complete(&mut self, buf: Vec<u8>) -> bool {
+        match self.completions.push(buf) {
+            Ok(()) => true,
+            Err(b) => {
+                self.completion_held = Some(b);
+                false
+            }
+        }
+    }
+}
+
 /// One host as the wire sees it.
 pub(crate) struct WirePort {
-    /// Transmit rings of the host's shards.
-    pub from_shards: Vec<Consumer<Vec<u8>>>,
-    /// A frame that found its destination ring full, per source ring.
-    pub held: Vec<Option<Vec<u8>>>,
-    /// Receive rings of the host's shards and the NIC steering them.
-    pub to_shards: Vec<Producer<Vec<u8>>>,
+    pub shards: Vec<WireShard>,
+    /// The NIC steering frames to the host's shards (queue `q` is shard `q`).
     pub steering: Nic,
     pub threads: Arc<Vec<OnceLock<Thread>>>,
 }
@@ -113,14 +178,10 @@ impl Wire {
         }
     }
 
-    fn now_ns(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
-    }
-
     pub fn run(mut self) -> WireReport {
         let mut wake: [Vec<bool>; 2] = [
-            vec![false; self.ports[0].to_shards.len()],
-            vec![false; self.ports[1].to_shards.len()],
+            vec![false; self.ports[0].shards.len()],
+            vec![false; self.ports[1].shards.len()],
         ];
         loop {
             if self.stop.load(Ordering::Acquire) {
@@ -129,85 +190,10 @@ impl Wire {
             let mut work = 0usize;
             let mut paced_ns: Option<u64> = None;
             for dir in 0..2usize {
-                let dst = 1 - dir;
-                for src in 0..self.ports[dir].from_shards.len() {
-                    for _ in 0..self.cfg.batch_frames {
-                        // The clock is read only when pacing needs it.
-                        let now = if self.cfg.rate_bps.is_some() {
-                            self.now_ns()
-                        } else {
-                            0
-                        };
-                        if self.cfg.rate_bps.is_some() && now < self.next_free_ns {
-                            paced_ns = Some(self.next_free_ns - now);
-                            break;
-                        }
-                        let frame = match self.ports[dir].held.get_mut(src).and_then(Option::take) {
-                            Some(f) => f,
-                            None => {
-                                match self.ports[dir].from_shards.get(src).and_then(Consumer::pop) {
-                                    Some(f) => f,
-                                    None => break,
-                                }
-                            }
-                        };
-                        let to = if is_arp_reply(&frame) {
-                            Deliver::AllShards
-                        } else {
-                            match self.ports[dst].steering.steer(&frame) {
-                                Ok(d) => Deliver::Shard(usize::from(d.queue)),
-                                Err(_) => Deliver::Drop,
-                            }
-                        };
-                        let len = frame.len() as u64;
-                        match to {
-                            Deliver::Drop => {
-                                self.report.drop_malformed += 1;
-                                continue;
-                            }
-                            Deliver::AllShards => {
-                                let port = &self.ports[dst];
-                                for (i, p) in port.to_shards.iter().enumerate() {
-                                    if p.push(frame.clone()).is_err() {
-                                        self.report.drop_arp_copy_ring_full += 1;
-                                    } else {
-                                        self.report.arp_reply_copies += 1;
-                                        if let Some(w) = wake[dst].get_mut(i) {
-                                            *w = true;
-                                        }
-                                    }
-                                }
-                            }
-                            Deliver::Shard(i) => {
-                                let Some(p) = self.ports[dst].to_shards.get(i) else {
-                                    self.report.drop_malformed += 1;
-                                    continue;
-                                };
-                                if let Err(f) = p.push(frame) {
-                                    self.report.stalls_ring_full += 1;
-                                    if let Some(h) = self.ports[dir].held.get_mut(src) {
-                                        *h = Some(f);
-                                    }
-                                    if let Some(w) = wake[dst].get_mut(i) {
-                                        *w = true;
-                                    }
-                                    break;
-                                }
-                                if let Some(w) = wake[dst].get_mut(i) {
-                                    *w = true;
-                                }
-                            }
-                        }
-                        work += 1;
-                        self.report.frames[dir] += 1;
-                        self.report.bytes[dir] += len;
-                        if let Some(rate) = self.cfg.rate_bps.filter(|r| *r > 0) {
-                            // Preamble, SFD and inter-frame gap: 20 bytes on the line.
-                            let bits = (len + 20) * 8;
-                            let ns = bits.saturating_mul(1_000_000_000) / rate;
-                            self.next_free_ns = self.next_free_ns.max(now).saturating_add(ns);
-                        }
-                    }
+                for src in 0..self.ports[dir].shards.len() {
+                    let (n, paced) = self.carry(dir, src, &mut wake);
+                    work += n;
+                    paced_ns = paced_ns.or(paced);
                 }
             }
             for (d, flags) in wake.iter_mut().enumerate() {
@@ -220,11 +206,12 @@ impl Wire {
                 }
             }
             if work == 0 {
-                let held = self
-                    .ports
-                    .iter()
-                    .any(|p| p.held.iter().any(Option::is_some));
-                let ns = match (paced_ns, held) {
+                let waiting = self.ports.iter().any(|p| {
+                    p.shards
+                        .iter()
+                        .any(|s| s.held.is_some() || s.completion_held.is_some())
+                });
+                let ns = match (paced_ns, waiting) {
                     (Some(ns), _) => ns.min(200_000),
                     (None, true) => 20_000,
                     (None, false) => 1_000_000,
@@ -234,4 +221,155 @@ impl Wire {
         }
         self.report
     }
+
+    /// Carries up to a batch of frames from shard `src` of host `dir` to the other host.
+    /// Returns the frames carried, and how long pacing wants the wire to wait (if it stopped
+    /// the batch).
+    fn carry(&mut self, dir: usize, src: usize, wake: &mut [Vec<bool>; 2]) -> (usize, Option<u64>) {
+        let dst = 1 - dir;
+        let (lo, hi) = self.ports.split_at_mut(1);
+        let (from, to) = if dir == 0 {
+            (&mut lo[0], &mut hi[0])
+        } else {
+            (&mut hi[0], &mut lo[0])
+        };
+        let Some(s) = from.shards.get_mut(src) else {
+            return (0, None);
+        };
+        let report = &mut self.report;
+        let mut work = 0;
+        for _ in 0..self.cfg.batch_frames {
+            // The clock is read only when pacing needs it.
+            let now = if self.cfg.rate_bps.is_some() {
+                u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+            } else {
+                0
+            };
+            if self.cfg.rate_bps.is_some() && now < self.next_free_ns {
+                return (work, Some(self.next_free_ns - now));
+            }
+            // A completion the shard has not made room for blocks its transmit ring.
+            if let Some(b) = s.completion_held.take() {
+                if !s.complete(b) {
+                    report.stalls_completion_full += 1;
+                    break;
+                }
+            }
+            let Some(frame) = s.held.take().or_else(|| s.tx.pop()) else {
+                break;
+            };
+            let deliver = if is_arp_reply(&frame) {
+                Deliver::AllShards
+            } else {
+                match to.steering.steer(&frame) {
+                    Ok(d) => Deliver::Shard(usize::from(d.queue)),
+                    Err(_) => Deliver::Drop,
+                }
+            };
+            let wake_to = &mut wake[dst];
+            let delivered = match deliver {
+                Deliver::Drop => Err(Stall::Undeliverable),
+                Deliver::AllShards => deliver_to_all(to, &frame, report, wake_to),
+                Deliver::Shard(i) => deliver_to_one(to, i, &frame, wake_to),
+            };
+            let len = frame.len() as u64;
+            match delivered {
+                Ok(()) => {}
+                Err(Stall::Undeliverable) => {
+                    report.drop_malformed += 1;
+                    if !s.complete(frame) {
+                        report.stalls_completion_full += 1;
+                        break;
+                    }
+                    continue;
+                }
+                Err(Stall::RingFull) => {
+                    report.stalls_ring_full += 1;
+                    s.held = Some(frame);
+                    break;
+                }
+                Err(Stall::NoRxBuffer) => {
+                    report.stalls_no_rx_buffer += 1;
+                    s.held = Some(frame);
+                    break;
+                }
+            }
+            work += 1;
+            report.frames[dir] += 1;
+            report.bytes[dir] += len;
+            if let Some(rate) = self.cfg.rate_bps.filter(|r| *r > 0) {
+                // Preamble, SFD and inter-frame gap: 20 bytes on the line.
+                let bits = (len + 20) * 8;
+                let ns = bits.saturating_mul(1_000_000_000) / rate;
+                self.next_free_ns = self.next_free_ns.max(now).saturating_add(ns);
+            }
+            if !s.complete(frame) {
+                report.stalls_completion_full += 1;
+                break;
+            }
+        }
+        (work, None)
+    }
+}
+
+/// Why a frame was not delivered.
+enum Stall {
+    /// Not deliverable at all (malformed, or steered to no shard): dropped.
+    Undeliverable,
+    /// The destination's receive ring is full.
+    RingFull,
+    /// The destination shard has no posted receive buffer.
+    NoRxBuffer,
+}
+
+/// Copies `frame` into a posted buffer of shard `i` of `to` and delivers it.
+fn deliver_to_one(
+    to: &mut WirePort,
+    i: usize,
+    frame: &[u8],
+    wake: &mut [bool],
+) -> Result<(), Stall> {
+    let Some(d) = to.shards.get_mut(i) else {
+        return Err(Stall::Undeliverable);
+    };
+    // Wake the shard in every case: it drains its receive ring and posts buffers.
+    if let Some(w) = wake.get_mut(i) {
+        *w = true;
+    }
+    let buf = d.rx_buffer().ok_or(Stall::NoRxBuffer)?;
+    d.deliver_copy(buf, frame).map_err(|()| Stall::RingFull)
+}
+
+/// An ARP reply: a copy into a posted buffer of every shard of `to`. Waits (`NoRxBuffer`)
+/// until every shard has a buffer for it; a copy that then meets a full receive ring is
+/// dropped (counted `drop_arp_copy_ring_full`, the buffer kept as the spare).
+fn deliver_to_all(
+    to: &mut WirePort,
+    frame: &[u8],
+    report: &mut WireReport,
+    wake: &mut [bool],
+) -> Result<(), Stall> {
+    for (i, d) in to.shards.iter_mut().enumerate() {
+        if d.spare.is_none() {
+            d.spare = d.posted.pop();
+        }
+        if d.spare.is_none() {
+            if let Some(w) = wake.get_mut(i) {
+                *w = true;
+            }
+            return Err(Stall::NoRxBuffer);
+        }
+    }
+    for (i, d) in to.shards.iter_mut().enumerate() {
+        let Some(buf) = d.spare.take() else { continue };
+        if d.deliver_copy(buf, frame).is_ok() {
+            report.arp_reply_copies += 1;
+        } else {
+            report.drop_arp_copy_ring_full += 1;
+        }
+        if let Some(w) = wake.get_mut(i) {
+            *w = true;
+        }
+    }
+    Ok(())
 }

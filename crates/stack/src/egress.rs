@@ -23,11 +23,15 @@ use crate::config::{StackConfig, solicited_node};
 use crate::counters::Counters;
 use crate::neighbor::{NeighborCache, PendingPacket, Resolution};
 
-/// Recycled transmit buffers kept for reuse (`Egress::recycle`); more are freed. A sender's
-/// burst (a congestion window of frames) fits, so a bulk flow allocates almost nothing.
-const TX_FREE_FRAMES_MAX: usize = 256;
+/// Recycled transmit buffers kept for reuse (`Egress::recycle`); more are freed. At least the
+/// frames a shard can have in flight, so a steady flow neither frees nor allocates: on the
+/// runtime's `mem` wire, a bulk sender's buffers fill the wire's transmit ring (4096 slots by
+/// default) and the NIC model's (512) before they come back as transmit completions, all at
+/// once if the receiver stalls. (256 freed and re-allocated about one buffer in ten there.)
+const TX_FREE_FRAMES_MAX: usize = 5120;
 /// `Egress::recycle` keeps buffers of capacity ≤ MTU + this (Ethernet header and TCP options
-/// room): with `TX_FREE_FRAMES_MAX`, about 400 KiB at a 1500-byte MTU.
+/// room): with `TX_FREE_FRAMES_MAX`, at most about 8 MiB at a 1500-byte MTU, held only once that
+/// many frames were in flight at once.
 const TX_FREE_SLACK_BYTES: usize = 128;
 /// RFC 4861 §7.1.1/§7.1.2: NDP messages must arrive with hop limit 255 (not forwarded).
 pub(crate) const NDP_HOP_LIMIT: u8 = 255;
