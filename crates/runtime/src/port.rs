@@ -27,7 +27,9 @@ use platform::pcap::PcapWriter;
 use platform::tap::TapQueue;
 use shard::RxQueue;
 
-use crate::io::{PortCounters, ShardIo, complete_if_partial, complete_l4_checksum};
+use wire::partial::{complete_if_partial, complete_l4_checksum};
+
+use crate::io::{PortCounters, ShardIo};
 
 /// Longest idle wait in `ppoll` when other shards may forward frames to this one, ns.
 pub const FORWARD_POLL_NS_MAX: u64 = 200_000;

@@ -31,6 +31,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use nic::Nic;
+use shard::is_arp_reply;
 
 use crate::ring::{Consumer, Producer};
 
@@ -134,15 +135,6 @@ pub(crate) struct WirePort {
     /// The NIC steering frames to the host's shards (queue `q` is shard `q`).
     pub steering: Nic,
     pub threads: Arc<Vec<OnceLock<Thread>>>,
-}
-
-const ETHERTYPE_ARP: u16 = 0x0806;
-const ARP_OP_REPLY: u16 = 2;
-
-fn is_arp_reply(frame: &[u8]) -> bool {
-    let et = frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]]));
-    let op = frame.get(20..22).map(|b| u16::from_be_bytes([b[0], b[1]]));
-    et == Some(ETHERTYPE_ARP) && op == Some(ARP_OP_REPLY)
 }
 
 pub(crate) struct Wire {

@@ -49,6 +49,7 @@ pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
+pub mod partial;
 pub mod tcp;
 pub mod udp;
 
