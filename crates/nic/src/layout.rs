@@ -5,6 +5,7 @@
 //! stale layout cannot panic either).
 
 use wire::checksum;
+use wire::{CsumVerdict, RxChecksum};
 use wire::{EthernetFrame, IpPair, IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket};
 
 /// IP version of a frame.
@@ -101,31 +102,8 @@ impl Layout {
     }
 }
 
-/// Checksum state a receive descriptor reports (like the 82599's IPCS/L4CS + IPE/TCPE bits).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum CsumStatus {
-    /// Not checked: offload off, not IP, the IPv6 header (it has no checksum), an IP
-    /// fragment, IPv6 with extension headers, a protocol other than TCP/UDP, or a UDP/IPv4
-    /// datagram sent without a checksum.
-    #[default]
-    NotChecked,
-    /// Verified correct.
-    Good,
-    /// Verified wrong.
-    Bad,
-}
-
-/// Checksum verification result for one received frame.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct RxChecksum {
-    /// IPv4 header checksum.
-    pub ip: CsumStatus,
-    /// TCP or UDP checksum.
-    pub l4: CsumStatus,
-}
-
 /// Verifies the IPv4 header checksum and the TCP/UDP checksum, as a NIC with receive
-/// checksum offload does. The second value is the folded sum of the TCP segment's bytes
+/// checksum offload does (the verdicts the 82599 reports in IPCS/L4CS with IPE/TCPE). The second value is the folded sum of the TCP segment's bytes
 /// (header and payload) when it was computed, so coalescing can reuse it instead of summing
 /// the payload again.
 pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> (RxChecksum, Option<u16>) {
@@ -133,9 +111,9 @@ pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> (RxChecksum, Op
     if layout.l3 == L3::V4 {
         let ip_bytes = frame.get(layout.l3_off..layout.ip_end).unwrap_or(&[]);
         out.ip = if Ipv4Packet::new_unchecked(ip_bytes).verify_checksum() {
-            CsumStatus::Good
+            CsumVerdict::Good
         } else {
-            CsumStatus::Bad
+            CsumVerdict::Bad
         };
     }
     if layout.l4_opaque {
@@ -156,7 +134,7 @@ pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> (RxChecksum, Op
         if let Ok(udp) = UdpPacket::new_checked(l4) {
             // RFC 768: a zero checksum over IPv4 means "none computed".
             out.l4 = if udp.checksum() == 0 && layout.l3 == L3::V4 {
-                CsumStatus::NotChecked
+                CsumVerdict::Unknown
             } else {
                 status(udp.verify_checksum(&layout.addrs))
             };
@@ -165,11 +143,11 @@ pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> (RxChecksum, Op
     (out, tcp_sum)
 }
 
-fn status(ok: bool) -> CsumStatus {
+fn status(ok: bool) -> CsumVerdict {
     if ok {
-        CsumStatus::Good
+        CsumVerdict::Good
     } else {
-        CsumStatus::Bad
+        CsumVerdict::Bad
     }
 }
 

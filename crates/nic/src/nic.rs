@@ -5,16 +5,16 @@ use std::collections::VecDeque;
 use rss::{
     FilterError, FilterTable, FiveTuple, FlowFields, Reta, RetaError, RssHasher, SteerHow, Steering,
 };
-use wire::TcpFlags;
+use wire::{CsumVerdict, RxChecksum, RxMeta, TcpFlags, VlanTag};
 
 use crate::config::{
     AtrConfig, ConfigError, GroConfig, ModerationConfig, NicConfig, validate_moderation,
 };
 use crate::counters::QueueCounters;
-use crate::layout::{CsumStatus, Layout, LayoutError, RxChecksum, verify_checksums};
+use crate::layout::{Layout, LayoutError, verify_checksums};
 use crate::moderation::{FireCause, Moderator};
 use crate::pool::{BufferPool, PoolCounters};
-use crate::rxq::{Accept, FlushReason, RxDescriptor, RxMeta, RxQueue};
+use crate::rxq::{Accept, Arrival, FlushReason, RxDescriptor, RxQueue};
 use crate::tso::{TxOffload, TxOffloadError, apply};
 
 /// Why a received frame was dropped.
@@ -456,12 +456,22 @@ impl Nic {
             .and_then(|l| l.tcp(&frame))
             .is_some_and(|t| t.flags().contains(TcpFlags::PSH));
         let bytes = frame.len() as u64;
-        let meta = RxMeta {
+        let meta = Arrival {
             queue: decision.queue,
-            hash: decision.hash,
-            hash_type: decision.hash_type,
             steered_by: decision.how,
-            csum,
+            meta: RxMeta {
+                hash: decision.hash,
+                hash_type: decision.hash_type.map(Into::into),
+                csum,
+                vlan: outer_vlan(&frame),
+                l3_offset: layout.as_ref().and_then(|l| u16::try_from(l.l3_off).ok()),
+                l4_offset: layout
+                    .as_ref()
+                    .filter(|l| !l.l4_opaque)
+                    .and_then(|l| u16::try_from(l.l4_off).ok()),
+                coalesced_segments: 1,
+                gro_mss_bytes: 0,
+            },
             tcp_sum,
             arrival_ns: now_ns,
         };
@@ -506,10 +516,10 @@ impl Nic {
             SteerHow::Rss => c.rx_steered_rss += 1,
             SteerHow::NoHash => c.rx_steered_default += 1,
         }
-        if csum.ip == CsumStatus::Bad {
+        if csum.ip == CsumVerdict::Bad {
             c.rx_csum_bad_ip += 1;
         }
-        if csum.l4 == CsumStatus::Bad {
+        if csum.l4 == CsumVerdict::Bad {
             c.rx_csum_bad_l4 += 1;
         }
         if let Some(cause) = q.moderator.on_arrival(now_ns, push) {
@@ -698,6 +708,16 @@ fn atr_sample(steering: &mut Steering, q: &mut Queue, queue: u16, frame: &[u8], 
         Ok(_) => q.counters.tx_atr_filters_set += 1,
         Err(_) => q.counters.tx_atr_table_full += 1,
     }
+}
+
+/// The outer VLAN tag (802.1Q or 802.1ad TPID) of an Ethernet frame, if any.
+fn outer_vlan(frame: &[u8]) -> Option<VlanTag> {
+    let tpid = u16::from_be_bytes(frame.get(12..14)?.try_into().ok()?);
+    if tpid != wire::EtherType::VLAN.0 && tpid != wire::EtherType::QINQ.0 {
+        return None;
+    }
+    let tci = u16::from_be_bytes(frame.get(14..16)?.try_into().ok()?);
+    Some(VlanTag::from_tci(tci))
 }
 
 fn frame_is_syn(frame: &[u8]) -> bool {

@@ -9,8 +9,8 @@ use core::net::IpAddr;
 use std::sync::Arc;
 
 use wire::{
-    EtherType, EthernetFrame, EthernetRepr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr,
-    Ipv6FragmentHeader, Ipv6Packet,
+    ChecksumCaps, CsumVerdict, EtherType, EthernetFrame, EthernetRepr, IpPair, IpProtocol,
+    Ipv4Packet, Ipv4Repr, Ipv6FragmentHeader, Ipv6Packet, RxMeta,
 };
 
 use crate::config::{ALL_NODES, StackConfig, solicited_node};
@@ -38,14 +38,51 @@ impl IpMeta {
     }
 }
 
-/// The received frame an upper-layer payload came from, with the RSS hash the NIC carried:
+/// The received frame an upper-layer payload came from, with what the NIC learnt about it:
 /// TCP looks the hash up in its table and forwards frames caught mid-move
-/// ([`Stack::poll_forward`]).
+/// ([`Stack::poll_forward`]); TCP and UDP skip verifying a checksum the NIC verified.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RxFrame<'a> {
     /// The whole Ethernet frame as received.
     pub(crate) frame: &'a [u8],
-    pub(crate) hash: Option<u32>,
+    /// The NIC's metadata. Invariant: its L4 verdict describes the payload delivered with
+    /// it (IP input replaces it by [`RxMeta::hash_only`] for a reassembled datagram).
+    pub(crate) meta: &'a RxMeta,
+}
+
+impl RxFrame<'_> {
+    /// The checksum capabilities to parse the transport segment with: the configured ones,
+    /// without verification when the NIC verified the segment good. `None`: the NIC verified
+    /// it bad, drop. Counts `rx_csum_trusted` in `counters` when a verification is skipped.
+    pub(crate) fn l4_caps(
+        &self,
+        cfg: ChecksumCaps,
+        counters: &mut Counters,
+    ) -> Option<ChecksumCaps> {
+        trusted_caps(self.meta.csum.l4, cfg, &mut counters.rx_csum_trusted)
+    }
+}
+
+/// `cfg` adjusted by the NIC's `verdict` (see [`crate::Stack::receive`]): `Good` turns
+/// verification off (counted in `trusted` when `cfg` would have verified), `Bad` is `None`.
+fn trusted_caps(
+    verdict: CsumVerdict,
+    cfg: ChecksumCaps,
+    trusted: &mut u64,
+) -> Option<ChecksumCaps> {
+    match verdict {
+        CsumVerdict::Unknown => Some(cfg),
+        CsumVerdict::Bad => None,
+        CsumVerdict::Good => {
+            if cfg.verify_rx {
+                *trusted += 1;
+            }
+            Some(ChecksumCaps {
+                verify_rx: false,
+                ..cfg
+            })
+        }
+    }
 }
 
 /// The end of an IPv6 extension-header walk.
@@ -120,7 +157,7 @@ impl IpIn {
         &mut self,
         now: u64,
         frame: &[u8],
-        rss_hash: Option<u32>,
+        meta: &RxMeta,
         up: &mut impl FnMut(Delivery<'_>),
     ) {
         self.counters.rx_frames += 1;
@@ -147,10 +184,7 @@ impl IpIn {
             return;
         }
         let payload = view.payload();
-        let rx = RxFrame {
-            frame,
-            hash: rss_hash,
-        };
+        let rx = RxFrame { frame, meta };
         match eth.ethertype {
             EtherType::ARP => up(Delivery::Arp(payload)),
             EtherType::IPV4 => self.process_ipv4(now, payload, rx, up),
@@ -201,7 +235,17 @@ impl IpIn {
             self.counters.rx_drop_ipv4_malformed += 1;
             return;
         };
-        let repr = match Ipv4Repr::parse(&pkt, self.cfg.checksums) {
+        let verdict = rx.meta.csum.ip;
+        let mut trusted = 0;
+        let caps = trusted_caps(verdict, self.cfg.checksums, &mut trusted);
+        // A NIC's "bad" still lets a malformed header count as malformed, as the software
+        // check (which runs after the length and option checks) would.
+        let parsed = Ipv4Repr::parse(&pkt, caps.unwrap_or(ChecksumCaps::NONE))
+            .and_then(|r| caps.map(|_| r).ok_or(wire::Error::BadChecksum));
+        if parsed.is_ok() {
+            self.counters.rx_ipv4_csum_trusted += trusted;
+        }
+        let repr = match parsed {
             Ok(r) => r,
             Err(wire::Error::BadChecksum) => {
                 self.counters.rx_drop_ipv4_bad_checksum += 1;
@@ -239,6 +283,11 @@ impl IpIn {
             return;
         }
         self.counters.rx_fragments += 1;
+        let reasm_meta = rx.meta.hash_only();
+        let rx = RxFrame {
+            frame: rx.frame,
+            meta: &reasm_meta,
+        };
         let key = ReasmKey::V4 {
             src: repr.src_addr,
             dst,
@@ -399,6 +448,11 @@ impl IpIn {
                 offset,
             } => {
                 self.counters.rx_fragments += 1;
+                let reasm_meta = rx.meta.hash_only();
+                let rx = RxFrame {
+                    frame: rx.frame,
+                    meta: &reasm_meta,
+                };
                 let key = ReasmKey::V6 {
                     src,
                     dst,
