@@ -52,35 +52,25 @@ pub(crate) struct RxFrame<'a> {
 
 impl RxFrame<'_> {
     /// The checksum capabilities to parse the transport segment with: the configured ones,
-    /// without verification when the NIC verified the segment good. `None`: the NIC verified
-    /// it bad, drop. Counts `rx_csum_trusted` in `counters` when a verification is skipped.
+    /// without verification when the NIC verified the segment good (counted
+    /// `rx_csum_trusted` in `counters` when the configuration would have verified). `None`:
+    /// the NIC verified it bad, drop.
+    #[inline]
     pub(crate) fn l4_caps(
         &self,
         cfg: ChecksumCaps,
         counters: &mut Counters,
     ) -> Option<ChecksumCaps> {
-        trusted_caps(self.meta.csum.l4, cfg, &mut counters.rx_csum_trusted)
-    }
-}
-
-/// `cfg` adjusted by the NIC's `verdict` (see [`crate::Stack::receive`]): `Good` turns
-/// verification off (counted in `trusted` when `cfg` would have verified), `Bad` is `None`.
-fn trusted_caps(
-    verdict: CsumVerdict,
-    cfg: ChecksumCaps,
-    trusted: &mut u64,
-) -> Option<ChecksumCaps> {
-    match verdict {
-        CsumVerdict::Unknown => Some(cfg),
-        CsumVerdict::Bad => None,
-        CsumVerdict::Good => {
-            if cfg.verify_rx {
-                *trusted += 1;
+        match self.meta.csum.l4 {
+            CsumVerdict::Unknown => Some(cfg),
+            CsumVerdict::Bad => None,
+            CsumVerdict::Good => {
+                counters.rx_csum_trusted += u64::from(cfg.verify_rx);
+                Some(ChecksumCaps {
+                    verify_rx: false,
+                    ..cfg
+                })
             }
-            Some(ChecksumCaps {
-                verify_rx: false,
-                ..cfg
-            })
         }
     }
 }
@@ -196,6 +186,8 @@ impl IpIn {
     /// Hands an upper-layer payload on, or counts it: RFC 8200 §4.7 "no next header" is
     /// consumed; unknown protocols are dropped (IPv4 asks for a protocol unreachable; IPv6
     /// would need a parameter problem, RFC 4443 §3.4, which wire does not build yet).
+    /// Always inlined: it is a match on the protocol on the per-packet path.
+    #[inline(always)]
     fn deliver(
         &mut self,
         meta: IpMeta,
@@ -236,17 +228,23 @@ impl IpIn {
             return;
         };
         let verdict = rx.meta.csum.ip;
-        let mut trusted = 0;
-        let caps = trusted_caps(verdict, self.cfg.checksums, &mut trusted);
-        // A NIC's "bad" still lets a malformed header count as malformed, as the software
-        // check (which runs after the length and option checks) would.
-        let parsed = Ipv4Repr::parse(&pkt, caps.unwrap_or(ChecksumCaps::NONE))
-            .and_then(|r| caps.map(|_| r).ok_or(wire::Error::BadChecksum));
-        if parsed.is_ok() {
-            self.counters.rx_ipv4_csum_trusted += trusted;
+        let mut caps = self.cfg.checksums;
+        if verdict != CsumVerdict::Unknown {
+            // The NIC judged the header (`Stack::receive`): no software verification; a "bad"
+            // is dropped below, after the length and option checks, as a software failure is.
+            caps.verify_rx = false;
         }
-        let repr = match parsed {
-            Ok(r) => r,
+        let repr = match Ipv4Repr::parse(&pkt, caps) {
+            Ok(_) if verdict == CsumVerdict::Bad => {
+                self.counters.rx_drop_ipv4_bad_checksum += 1;
+                return;
+            }
+            Ok(r) => {
+                if verdict == CsumVerdict::Good && self.cfg.checksums.verify_rx {
+                    self.counters.rx_ipv4_csum_trusted += 1;
+                }
+                r
+            }
             Err(wire::Error::BadChecksum) => {
                 self.counters.rx_drop_ipv4_bad_checksum += 1;
                 return;
@@ -282,7 +280,24 @@ impl IpIn {
             self.deliver(meta, pkt.payload(), whole, rx, up);
             return;
         }
+        self.reassemble_ipv4(now, &pkt, repr, meta, rx, up);
+    }
+
+    /// An IPv4 fragment, into the reassembler; the datagram goes on once complete. Out of
+    /// line: the unfragmented path above is the hot one.
+    #[inline(never)]
+    fn reassemble_ipv4(
+        &mut self,
+        now: u64,
+        pkt: &Ipv4Packet<&[u8]>,
+        repr: Ipv4Repr,
+        meta: IpMeta,
+        rx: RxFrame<'_>,
+        up: &mut impl FnMut(Delivery<'_>),
+    ) {
+        let dst = repr.dst_addr;
         self.counters.rx_fragments += 1;
+        // The NIC's verdicts covered this one frame, not the datagram it completes.
         let reasm_meta = rx.meta.hash_only();
         let rx = RxFrame {
             frame: rx.frame,
