@@ -4,9 +4,13 @@
 //! valid for the frame they came from (every accessor below uses `get`, never indexing, so a
 //! stale layout cannot panic either).
 
+use rss::{EthernetWalk, FlowFields, FrameError};
 use wire::checksum;
 use wire::{CsumVerdict, RxChecksum};
-use wire::{EthernetFrame, IpPair, IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket};
+use wire::{
+    EtherType, EthernetFrame, IpPair, IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket,
+    VlanTag,
+};
 
 /// IP version of a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,48 +47,109 @@ pub(crate) enum LayoutError {
     Malformed,
 }
 
+/// What the NIC's one parse of a received frame found: the flow fields steering hashes
+/// (`rss`'s extraction, from the same checked views) and the header layout checksum offload
+/// and coalescing use. Nothing else parses a received frame's headers before the stack.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RxParse {
+    /// Flow fields for steering; `None` for a non-IP frame (or more VLAN tags than walked).
+    pub fields: Option<FlowFields>,
+    /// Header layout; `None` for a non-IP frame, and for IP behind an 802.1ad tag or two tags
+    /// (the offloads handle one 802.1Q tag at most; such frames are still hashed).
+    pub layout: Option<Layout>,
+    /// The outer VLAN tag, when the frame has one (or two).
+    pub vlan: Option<VlanTag>,
+}
+
+impl RxParse {
+    /// Parses a received frame once. An error: truncated link layer, malformed IP, or a
+    /// TCP/UDP non-fragment too short for its ports (the NIC drops it as malformed).
+    pub(crate) fn parse(frame: &[u8]) -> Result<RxParse, FrameError> {
+        let Some(walk) = EthernetWalk::parse(frame)? else {
+            return Ok(RxParse {
+                fields: None,
+                layout: None,
+                vlan: None,
+            });
+        };
+        let vlan = walk.outer_tag.map(|(_, tci)| VlanTag::from_tci(tci));
+        let offloads = walk.vlan_tags == 0
+            || (walk.vlan_tags == 1
+                && walk.outer_tag.map(|(tpid, _)| tpid) == Some(EtherType::VLAN.0));
+        let l3_off = walk.l3_offset;
+        let l3 = frame.get(l3_off..).unwrap_or(&[]);
+        let (fields, layout) = if walk.ethertype == EtherType::IPV4.0 {
+            let ip = Ipv4Packet::new_checked(l3).map_err(FrameError::Ipv4)?;
+            let fields = FlowFields::from_ipv4(&ip)?;
+            (Some(fields), offloads.then(|| Layout::v4(l3_off, &ip)))
+        } else if walk.ethertype == EtherType::IPV6.0 {
+            let ip = Ipv6Packet::new_checked(l3).map_err(FrameError::Ipv6)?;
+            let fields = FlowFields::from_ipv6(&ip)?;
+            (Some(fields), offloads.then(|| Layout::v6(l3_off, &ip)))
+        } else {
+            (None, None)
+        };
+        Ok(RxParse {
+            fields,
+            layout,
+            vlan,
+        })
+    }
+}
+
 impl Layout {
+    /// The layout of a frame to transmit (Ethernet with at most one 802.1Q tag).
     pub(crate) fn parse(frame: &[u8]) -> Result<Layout, LayoutError> {
         let eth = EthernetFrame::new_checked(frame).map_err(|_| LayoutError::Malformed)?;
         let l3_off = eth.header_len();
         let ethertype = eth.ethertype();
         let l3_bytes = frame.get(l3_off..).ok_or(LayoutError::Malformed)?;
-        if ethertype == wire::EtherType::IPV4 {
+        if ethertype == EtherType::IPV4 {
             let ip = Ipv4Packet::new_checked(l3_bytes).map_err(|_| LayoutError::Malformed)?;
-            let hl = ip.header_len();
-            let total = usize::from(ip.total_len());
-            Ok(Layout {
-                l3: L3::V4,
-                l3_off,
-                l4_off: l3_off + hl,
-                ip_end: l3_off + total,
-                protocol: ip.protocol(),
-                addrs: IpPair::V4 {
-                    src: ip.src_addr(),
-                    dst: ip.dst_addr(),
-                },
-                l4_opaque: ip.is_fragment(),
-                ip_options: hl > 20,
-            })
-        } else if ethertype == wire::EtherType::IPV6 {
+            Ok(Layout::v4(l3_off, &ip))
+        } else if ethertype == EtherType::IPV6 {
             let ip = Ipv6Packet::new_checked(l3_bytes).map_err(|_| LayoutError::Malformed)?;
-            let next = ip.next_header();
-            let plain = next == IpProtocol::TCP || next == IpProtocol::UDP;
-            Ok(Layout {
-                l3: L3::V6,
-                l3_off,
-                l4_off: l3_off + 40,
-                ip_end: l3_off + 40 + usize::from(ip.payload_len()),
-                protocol: next,
-                addrs: IpPair::V6 {
-                    src: ip.src_addr(),
-                    dst: ip.dst_addr(),
-                },
-                l4_opaque: !plain,
-                ip_options: !plain,
-            })
+            Ok(Layout::v6(l3_off, &ip))
         } else {
             Err(LayoutError::NotIp)
+        }
+    }
+
+    /// The layout of a checked IPv4 packet at `l3_off`.
+    fn v4(l3_off: usize, ip: &Ipv4Packet<&[u8]>) -> Layout {
+        let hl = ip.header_len();
+        let total = usize::from(ip.total_len());
+        Layout {
+            l3: L3::V4,
+            l3_off,
+            l4_off: l3_off + hl,
+            ip_end: l3_off + total,
+            protocol: ip.protocol(),
+            addrs: IpPair::V4 {
+                src: ip.src_addr(),
+                dst: ip.dst_addr(),
+            },
+            l4_opaque: ip.is_fragment(),
+            ip_options: hl > 20,
+        }
+    }
+
+    /// The layout of a checked IPv6 packet at `l3_off` (extension headers make it opaque).
+    fn v6(l3_off: usize, ip: &Ipv6Packet<&[u8]>) -> Layout {
+        let next = ip.next_header();
+        let plain = next == IpProtocol::TCP || next == IpProtocol::UDP;
+        Layout {
+            l3: L3::V6,
+            l3_off,
+            l4_off: l3_off + 40,
+            ip_end: l3_off + 40 + usize::from(ip.payload_len()),
+            protocol: next,
+            addrs: IpPair::V6 {
+                src: ip.src_addr(),
+                dst: ip.dst_addr(),
+            },
+            l4_opaque: !plain,
+            ip_options: !plain,
         }
     }
 

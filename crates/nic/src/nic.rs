@@ -5,13 +5,13 @@ use std::collections::VecDeque;
 use rss::{
     FilterError, FilterTable, FiveTuple, FlowFields, Reta, RetaError, RssHasher, SteerHow, Steering,
 };
-use wire::{CsumVerdict, RxChecksum, RxMeta, TcpFlags, VlanTag};
+use wire::{CsumVerdict, RxChecksum, RxMeta, TcpFlags};
 
 use crate::config::{
     AtrConfig, ConfigError, GroConfig, ModerationConfig, NicConfig, validate_moderation,
 };
 use crate::counters::QueueCounters;
-use crate::layout::{Layout, LayoutError, verify_checksums};
+use crate::layout::{Layout, RxParse, verify_checksums};
 use crate::moderation::{FireCause, Moderator};
 use crate::pool::{BufferPool, PoolCounters};
 use crate::rxq::{Accept, Arrival, FlushReason, RxDescriptor, RxQueue};
@@ -411,29 +411,24 @@ impl Nic {
             self.pool.give(frame);
             return RxVerdict::Dropped(RxDrop::Oversize);
         }
+        // The one parse of the frame: the flow fields steering hashes (once: the hash travels
+        // in the descriptor) and the layout checksum offload and coalescing use.
+        let parsed = match RxParse::parse(&frame) {
+            Ok(p) => p,
+            Err(_) => {
+                if let Some(q) = self.queues.get_mut(default_q) {
+                    q.counters.rx_drop_malformed += 1;
+                }
+                self.pool.give(frame);
+                return RxVerdict::Dropped(RxDrop::Malformed);
+            }
+        };
+        let layout = parsed.layout;
         // Not IP (ARP, LLDP, …): no hash, the default queue (as rss's steering does).
-        let decision = match self.steer(&frame) {
-            Ok(d) if frame.len() >= 14 => d,
-            _ => {
-                if let Some(q) = self.queues.get_mut(default_q) {
-                    q.counters.rx_drop_malformed += 1;
-                }
-                self.pool.give(frame);
-                return RxVerdict::Dropped(RxDrop::Malformed);
-            }
+        let mut decision = match &parsed.fields {
+            Some(fields) => self.steering.steer_fields(fields),
+            None => self.steering.no_hash_decision(),
         };
-        let layout = match Layout::parse(&frame) {
-            Ok(l) => Some(l),
-            Err(LayoutError::NotIp) => None,
-            Err(LayoutError::Malformed) => {
-                if let Some(q) = self.queues.get_mut(default_q) {
-                    q.counters.rx_drop_malformed += 1;
-                }
-                self.pool.give(frame);
-                return RxVerdict::Dropped(RxDrop::Malformed);
-            }
-        };
-        let mut decision = decision;
         let mut mismatch = false;
         if let Some(fq) = forced {
             mismatch = fq != decision.queue;
@@ -463,7 +458,7 @@ impl Nic {
                 hash: decision.hash,
                 hash_type: decision.hash_type.map(Into::into),
                 csum,
-                vlan: outer_vlan(&frame),
+                vlan: parsed.vlan,
                 l3_offset: layout.as_ref().and_then(|l| u16::try_from(l.l3_off).ok()),
                 l4_offset: layout
                     .as_ref()
@@ -708,16 +703,6 @@ fn atr_sample(steering: &mut Steering, q: &mut Queue, queue: u16, frame: &[u8], 
         Ok(_) => q.counters.tx_atr_filters_set += 1,
         Err(_) => q.counters.tx_atr_table_full += 1,
     }
-}
-
-/// The outer VLAN tag (802.1Q or 802.1ad TPID) of an Ethernet frame, if any.
-fn outer_vlan(frame: &[u8]) -> Option<VlanTag> {
-    let tpid = u16::from_be_bytes(frame.get(12..14)?.try_into().ok()?);
-    if tpid != wire::EtherType::VLAN.0 && tpid != wire::EtherType::QINQ.0 {
-        return None;
-    }
-    let tci = u16::from_be_bytes(frame.get(14..16)?.try_into().ok()?);
-    Some(VlanTag::from_tci(tci))
 }
 
 fn frame_is_syn(frame: &[u8]) -> bool {
