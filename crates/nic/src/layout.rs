@@ -4,7 +4,7 @@
 //! valid for the frame they came from (every accessor below uses `get`, never indexing, so a
 //! stale layout cannot panic either).
 
-use rss::{EthernetWalk, FlowFields, FrameError};
+use rss::{EthernetWalk, FlowFields, FrameError, SteerDecision, Steering};
 use wire::checksum;
 use wire::{CsumVerdict, RxChecksum};
 use wire::{
@@ -47,13 +47,15 @@ pub(crate) enum LayoutError {
     Malformed,
 }
 
-/// What the NIC's one parse of a received frame found: the flow fields steering hashes
-/// (`rss`'s extraction, from the same checked views) and the header layout checksum offload
-/// and coalescing use. Nothing else parses a received frame's headers before the stack.
+/// What the NIC's one parse of a received frame found: the steering decision (filters, then
+/// the RSS hash of the flow fields `rss` extracts from the same checked views: computed once)
+/// and the header layout checksum offload and coalescing use. Nothing else parses a received
+/// frame's headers before the stack.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RxParse {
-    /// Flow fields for steering; `None` for a non-IP frame (or more VLAN tags than walked).
-    pub fields: Option<FlowFields>,
+    /// Filters → RSS → default queue; no hash for a non-IP frame (or more VLAN tags than
+    /// walked).
+    pub decision: SteerDecision,
     /// Header layout; `None` for a non-IP frame, and for IP behind an 802.1ad tag or two tags
     /// (the offloads handle one 802.1Q tag at most; such frames are still hashed).
     pub layout: Option<Layout>,
@@ -64,10 +66,11 @@ pub(crate) struct RxParse {
 impl RxParse {
     /// Parses a received frame once. An error: truncated link layer, malformed IP, or a
     /// TCP/UDP non-fragment too short for its ports (the NIC drops it as malformed).
-    pub(crate) fn parse(frame: &[u8]) -> Result<RxParse, FrameError> {
+    #[inline]
+    pub(crate) fn parse(frame: &[u8], steering: &Steering) -> Result<RxParse, FrameError> {
         let Some(walk) = EthernetWalk::parse(frame)? else {
             return Ok(RxParse {
-                fields: None,
+                decision: steering.no_hash_decision(),
                 layout: None,
                 vlan: None,
             });
@@ -78,19 +81,21 @@ impl RxParse {
                 && walk.outer_tag.map(|(tpid, _)| tpid) == Some(EtherType::VLAN.0));
         let l3_off = walk.l3_offset;
         let l3 = frame.get(l3_off..).unwrap_or(&[]);
-        let (fields, layout) = if walk.ethertype == EtherType::IPV4.0 {
+        let (decision, layout) = if walk.ethertype == EtherType::IPV4.0 {
             let ip = Ipv4Packet::new_checked(l3).map_err(FrameError::Ipv4)?;
             let fields = FlowFields::from_ipv4(&ip)?;
-            (Some(fields), offloads.then(|| Layout::v4(l3_off, &ip)))
+            let layout = offloads.then(|| Layout::v4(l3_off, &ip));
+            (steering.steer_fields(&fields), layout)
         } else if walk.ethertype == EtherType::IPV6.0 {
             let ip = Ipv6Packet::new_checked(l3).map_err(FrameError::Ipv6)?;
             let fields = FlowFields::from_ipv6(&ip)?;
-            (Some(fields), offloads.then(|| Layout::v6(l3_off, &ip)))
+            let layout = offloads.then(|| Layout::v6(l3_off, &ip));
+            (steering.steer_fields(&fields), layout)
         } else {
-            (None, None)
+            (steering.no_hash_decision(), None)
         };
         Ok(RxParse {
-            fields,
+            decision,
             layout,
             vlan,
         })
@@ -116,6 +121,7 @@ impl Layout {
     }
 
     /// The layout of a checked IPv4 packet at `l3_off`.
+    #[inline]
     fn v4(l3_off: usize, ip: &Ipv4Packet<&[u8]>) -> Layout {
         let hl = ip.header_len();
         let total = usize::from(ip.total_len());

@@ -413,7 +413,7 @@ impl Nic {
         }
         // The one parse of the frame: the flow fields steering hashes (once: the hash travels
         // in the descriptor) and the layout checksum offload and coalescing use.
-        let parsed = match RxParse::parse(&frame) {
+        let parsed = match RxParse::parse(&frame, &self.steering) {
             Ok(p) => p,
             Err(_) => {
                 if let Some(q) = self.queues.get_mut(default_q) {
@@ -425,10 +425,7 @@ impl Nic {
         };
         let layout = parsed.layout;
         // Not IP (ARP, LLDP, …): no hash, the default queue (as rss's steering does).
-        let mut decision = match &parsed.fields {
-            Some(fields) => self.steering.steer_fields(fields),
-            None => self.steering.no_hash_decision(),
-        };
+        let mut decision = parsed.decision;
         let mut mismatch = false;
         if let Some(fq) = forced {
             mismatch = fq != decision.queue;

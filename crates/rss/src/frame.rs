@@ -121,6 +121,7 @@ pub struct EthernetWalk {
 impl EthernetWalk {
     /// Walks `frame`'s link layer. `Ok(None)` when it has more tags than a NIC walks (the
     /// frame is then treated as non-IP); an error when the header or a tag is truncated.
+    #[inline]
     pub fn parse(frame: &[u8]) -> Result<Option<EthernetWalk>, FrameError> {
         let mut ethertype_at = ETHERNET_HEADER_BYTES - 2;
         let mut outer_tag = None;
@@ -173,6 +174,7 @@ impl FlowFields {
     /// checked view guarantees version 4, IHL ≥ 5, header ≤ total length ≤ buffer; its
     /// payload stops at the total length, so link padding is never read as ports. A
     /// fragment (MF set or a non-zero offset) gets no ports.
+    #[inline]
     pub fn from_ipv4(ip: &Ipv4Packet<&[u8]>) -> Result<FlowFields, FrameError> {
         let is_fragment = ip.is_fragment();
         let protocol = ip.protocol().0;
