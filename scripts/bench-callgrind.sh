@@ -18,7 +18,8 @@
 # Configurations (each stack's MSS is 1460, buffers 256 KiB):
 #   rsstack        rsstack defaults: timestamps on (1448-byte payload), software checksums
 #   rsstack-shard  the same transfer between two shard cores (crates/shard): the NIC model
-#                  (checksum verification, moderation off, no coalescing), NAPI poll, stack,
+#                  (checksum verification, moderation off, no coalescing), NAPI poll, stack
+#                  (trusting the NIC's checksum verdicts: each checksum verified once),
 #                  application API and events, and a copy of every frame into the receiver's
 #                  buffer (the link as DMA): the whole per-shard path
 #   rsstack-nots   timestamps off: like-for-like with smoltcp's defaults

@@ -11,6 +11,7 @@
 //! wall clock times only it.
 
 use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use stack::RxMeta;
 use std::time::Instant;
 
 use stack::{InterfaceConfig, Ipv4Cidr, SocketError, SocketHandle, Stack, StackConfig};
@@ -149,12 +150,12 @@ fn settle(client: &mut Stack, server: &mut Stack, now: u64) -> Result<(u64, u64)
         let (u0, d0) = (up, down);
         while let Some(f) = client.poll_transmit(now) {
             up += 1;
-            server.receive(now, &f, None);
+            server.receive(now, &f, &RxMeta::NONE);
             client.recycle(f);
         }
         while let Some(f) = server.poll_transmit(now) {
             down += 1;
-            client.receive(now, &f, None);
+            client.receive(now, &f, &RxMeta::NONE);
             server.recycle(f);
         }
         if (up, down) == (u0, d0) {
@@ -246,7 +247,7 @@ pub fn bulk_transfer_loop(
         while let Some(f) = client.poll_transmit(now) {
             c.frames_to_server += 1;
             c.data_segments += u64::from(is_data_segment(&f));
-            server.receive(now, &f, None);
+            server.receive(now, &f, &RxMeta::NONE);
             client.recycle(f);
         }
         loop {
@@ -263,7 +264,7 @@ pub fn bulk_transfer_loop(
         }
         while let Some(f) = server.poll_transmit(now) {
             c.frames_to_client += 1;
-            client.receive(now, &f, None);
+            client.receive(now, &f, &RxMeta::NONE);
             server.recycle(f);
         }
         while client.poll_event().is_some() {}

@@ -8,6 +8,7 @@
 //! port), so setup never scans for a free ephemeral port.
 
 use core::net::{IpAddr, SocketAddr};
+use stack::RxMeta;
 
 use stack::{SocketHandle, Stack};
 use tcp::State;
@@ -50,11 +51,11 @@ fn exchange(client: &mut Stack, server: &mut Stack, now: u64) -> Result<(), Bulk
         let mut moved = false;
         while let Some(f) = client.poll_transmit(now) {
             moved = true;
-            server.receive(now, &f, None);
+            server.receive(now, &f, &RxMeta::NONE);
         }
         while let Some(f) = server.poll_transmit(now) {
             moved = true;
-            client.receive(now, &f, None);
+            client.receive(now, &f, &RxMeta::NONE);
         }
         if !moved {
             return Ok(());

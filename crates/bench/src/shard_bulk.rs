@@ -1,8 +1,9 @@
 //! Bulk transfer between two shard cores ([`shard::Shard`]) over a perfect in-memory link: the
 //! same transfer as [`crate::bulk`], through the whole per-shard path the runtime and the
 //! simulator run — the NIC model (checksum verification, moderation, optional receive
-//! coalescing), the NAPI poll, the stack, the application API and its readiness events, and
-//! the NIC's transmit ring.
+//! coalescing), the NAPI poll, the stack (which trusts the NIC's checksum verdicts carried in
+//! each descriptor's `RxMeta`, so every checksum is verified once), the application API and
+//! its readiness events, and the NIC's transmit ring.
 //!
 //! The link behaves like NIC hardware: a transmitted frame is copied ("DMA") into a receive
 //! buffer from the receiving shard's pool, and the sender gets its buffer back as a transmit

@@ -9,6 +9,7 @@
 //! table never fills; the clock jumps to the earliest deadline when nothing moves.
 
 use core::net::{IpAddr, SocketAddr};
+use stack::RxMeta;
 use std::time::Instant;
 
 use stack::{SocketError, SocketHandle, Stack};
@@ -85,12 +86,12 @@ impl ShortWorld {
             let before = moved;
             while let Some(f) = self.client.poll_transmit(self.now) {
                 moved += 1;
-                self.server.receive(self.now, &f, None);
+                self.server.receive(self.now, &f, &RxMeta::NONE);
                 self.client.recycle(f);
             }
             while let Some(f) = self.server.poll_transmit(self.now) {
                 moved += 1;
-                self.client.receive(self.now, &f, None);
+                self.client.receive(self.now, &f, &RxMeta::NONE);
                 self.server.recycle(f);
             }
             if moved == before {

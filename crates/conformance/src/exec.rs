@@ -28,6 +28,7 @@ use crate::print::{ScriptFlags, Secs};
 use crate::time::{TimeCursor, Window};
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use stack::RxMeta;
 use stack::{
     InterfaceConfig, Ipv4Cidr, Readiness, SocketError, SocketHandle, SocketOption, Stack,
     StackConfig,
@@ -679,7 +680,7 @@ impl Exec {
         {
             return;
         }
-        self.stack.receive(self.now_ns, &buf, None);
+        self.stack.receive(self.now_ns, &buf, &RxMeta::NONE);
     }
 
     fn parse_segment<'a>(seg: &'a [u8]) -> Result<TcpRepr<'a>, wire::Error> {
@@ -858,7 +859,7 @@ impl Exec {
             .map_err(|e| Stop::Fail(pos, format!("cannot build `{line}`: {e}")))?;
         let frame = build_frame(&repr)
             .map_err(|e| Stop::Fail(pos, format!("cannot emit `{line}`: {e}")))?;
-        self.stack.receive(self.now_ns, &frame, None);
+        self.stack.receive(self.now_ns, &frame, &RxMeta::NONE);
         self.drain()?;
         self.retry_pending()
     }

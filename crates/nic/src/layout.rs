@@ -4,8 +4,13 @@
 //! valid for the frame they came from (every accessor below uses `get`, never indexing, so a
 //! stale layout cannot panic either).
 
+use rss::{EthernetWalk, FlowFields, FrameError, SteerDecision, Steering};
 use wire::checksum;
-use wire::{EthernetFrame, IpPair, IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket};
+use wire::{CsumVerdict, RxChecksum};
+use wire::{
+    EtherType, EthernetFrame, IpPair, IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket,
+    VlanTag,
+};
 
 /// IP version of a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,48 +47,115 @@ pub(crate) enum LayoutError {
     Malformed,
 }
 
+/// What the NIC's one parse of a received frame found: the steering decision (filters, then
+/// the RSS hash of the flow fields `rss` extracts from the same checked views: computed once)
+/// and the header layout checksum offload and coalescing use. Nothing else parses a received
+/// frame's headers before the stack.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RxParse {
+    /// Filters → RSS → default queue; no hash for a non-IP frame (or more VLAN tags than
+    /// walked).
+    pub decision: SteerDecision,
+    /// Header layout; `None` for a non-IP frame, and for IP behind an 802.1ad tag or two tags
+    /// (the offloads handle one 802.1Q tag at most; such frames are still hashed).
+    pub layout: Option<Layout>,
+    /// The outer VLAN tag, when the frame has one (or two).
+    pub vlan: Option<VlanTag>,
+}
+
+impl RxParse {
+    /// Parses a received frame once. An error: truncated link layer, malformed IP, or a
+    /// TCP/UDP non-fragment too short for its ports (the NIC drops it as malformed).
+    #[inline]
+    pub(crate) fn parse(frame: &[u8], steering: &Steering) -> Result<RxParse, FrameError> {
+        let Some(walk) = EthernetWalk::parse(frame)? else {
+            return Ok(RxParse {
+                decision: steering.no_hash_decision(),
+                layout: None,
+                vlan: None,
+            });
+        };
+        let vlan = walk.outer_tag.map(|(_, tci)| VlanTag::from_tci(tci));
+        let offloads = walk.vlan_tags == 0
+            || (walk.vlan_tags == 1
+                && walk.outer_tag.map(|(tpid, _)| tpid) == Some(EtherType::VLAN.0));
+        let l3_off = walk.l3_offset;
+        let l3 = frame.get(l3_off..).unwrap_or(&[]);
+        let (decision, layout) = if walk.ethertype == EtherType::IPV4.0 {
+            let ip = Ipv4Packet::new_checked(l3).map_err(FrameError::Ipv4)?;
+            let fields = FlowFields::from_ipv4(&ip)?;
+            let layout = offloads.then(|| Layout::v4(l3_off, &ip));
+            (steering.steer_fields(&fields), layout)
+        } else if walk.ethertype == EtherType::IPV6.0 {
+            let ip = Ipv6Packet::new_checked(l3).map_err(FrameError::Ipv6)?;
+            let fields = FlowFields::from_ipv6(&ip)?;
+            let layout = offloads.then(|| Layout::v6(l3_off, &ip));
+            (steering.steer_fields(&fields), layout)
+        } else {
+            (steering.no_hash_decision(), None)
+        };
+        Ok(RxParse {
+            decision,
+            layout,
+            vlan,
+        })
+    }
+}
+
 impl Layout {
+    /// The layout of a frame to transmit (Ethernet with at most one 802.1Q tag).
     pub(crate) fn parse(frame: &[u8]) -> Result<Layout, LayoutError> {
         let eth = EthernetFrame::new_checked(frame).map_err(|_| LayoutError::Malformed)?;
         let l3_off = eth.header_len();
         let ethertype = eth.ethertype();
         let l3_bytes = frame.get(l3_off..).ok_or(LayoutError::Malformed)?;
-        if ethertype == wire::EtherType::IPV4 {
+        if ethertype == EtherType::IPV4 {
             let ip = Ipv4Packet::new_checked(l3_bytes).map_err(|_| LayoutError::Malformed)?;
-            let hl = ip.header_len();
-            let total = usize::from(ip.total_len());
-            Ok(Layout {
-                l3: L3::V4,
-                l3_off,
-                l4_off: l3_off + hl,
-                ip_end: l3_off + total,
-                protocol: ip.protocol(),
-                addrs: IpPair::V4 {
-                    src: ip.src_addr(),
-                    dst: ip.dst_addr(),
-                },
-                l4_opaque: ip.is_fragment(),
-                ip_options: hl > 20,
-            })
-        } else if ethertype == wire::EtherType::IPV6 {
+            Ok(Layout::v4(l3_off, &ip))
+        } else if ethertype == EtherType::IPV6 {
             let ip = Ipv6Packet::new_checked(l3_bytes).map_err(|_| LayoutError::Malformed)?;
-            let next = ip.next_header();
-            let plain = next == IpProtocol::TCP || next == IpProtocol::UDP;
-            Ok(Layout {
-                l3: L3::V6,
-                l3_off,
-                l4_off: l3_off + 40,
-                ip_end: l3_off + 40 + usize::from(ip.payload_len()),
-                protocol: next,
-                addrs: IpPair::V6 {
-                    src: ip.src_addr(),
-                    dst: ip.dst_addr(),
-                },
-                l4_opaque: !plain,
-                ip_options: !plain,
-            })
+            Ok(Layout::v6(l3_off, &ip))
         } else {
             Err(LayoutError::NotIp)
+        }
+    }
+
+    /// The layout of a checked IPv4 packet at `l3_off`.
+    #[inline]
+    fn v4(l3_off: usize, ip: &Ipv4Packet<&[u8]>) -> Layout {
+        let hl = ip.header_len();
+        let total = usize::from(ip.total_len());
+        Layout {
+            l3: L3::V4,
+            l3_off,
+            l4_off: l3_off + hl,
+            ip_end: l3_off + total,
+            protocol: ip.protocol(),
+            addrs: IpPair::V4 {
+                src: ip.src_addr(),
+                dst: ip.dst_addr(),
+            },
+            l4_opaque: ip.is_fragment(),
+            ip_options: hl > 20,
+        }
+    }
+
+    /// The layout of a checked IPv6 packet at `l3_off` (extension headers make it opaque).
+    fn v6(l3_off: usize, ip: &Ipv6Packet<&[u8]>) -> Layout {
+        let next = ip.next_header();
+        let plain = next == IpProtocol::TCP || next == IpProtocol::UDP;
+        Layout {
+            l3: L3::V6,
+            l3_off,
+            l4_off: l3_off + 40,
+            ip_end: l3_off + 40 + usize::from(ip.payload_len()),
+            protocol: next,
+            addrs: IpPair::V6 {
+                src: ip.src_addr(),
+                dst: ip.dst_addr(),
+            },
+            l4_opaque: !plain,
+            ip_options: !plain,
         }
     }
 
@@ -101,31 +173,8 @@ impl Layout {
     }
 }
 
-/// Checksum state a receive descriptor reports (like the 82599's IPCS/L4CS + IPE/TCPE bits).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum CsumStatus {
-    /// Not checked: offload off, not IP, the IPv6 header (it has no checksum), an IP
-    /// fragment, IPv6 with extension headers, a protocol other than TCP/UDP, or a UDP/IPv4
-    /// datagram sent without a checksum.
-    #[default]
-    NotChecked,
-    /// Verified correct.
-    Good,
-    /// Verified wrong.
-    Bad,
-}
-
-/// Checksum verification result for one received frame.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct RxChecksum {
-    /// IPv4 header checksum.
-    pub ip: CsumStatus,
-    /// TCP or UDP checksum.
-    pub l4: CsumStatus,
-}
-
 /// Verifies the IPv4 header checksum and the TCP/UDP checksum, as a NIC with receive
-/// checksum offload does. The second value is the folded sum of the TCP segment's bytes
+/// checksum offload does (the verdicts the 82599 reports in IPCS/L4CS with IPE/TCPE). The second value is the folded sum of the TCP segment's bytes
 /// (header and payload) when it was computed, so coalescing can reuse it instead of summing
 /// the payload again.
 pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> (RxChecksum, Option<u16>) {
@@ -133,9 +182,9 @@ pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> (RxChecksum, Op
     if layout.l3 == L3::V4 {
         let ip_bytes = frame.get(layout.l3_off..layout.ip_end).unwrap_or(&[]);
         out.ip = if Ipv4Packet::new_unchecked(ip_bytes).verify_checksum() {
-            CsumStatus::Good
+            CsumVerdict::Good
         } else {
-            CsumStatus::Bad
+            CsumVerdict::Bad
         };
     }
     if layout.l4_opaque {
@@ -156,7 +205,7 @@ pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> (RxChecksum, Op
         if let Ok(udp) = UdpPacket::new_checked(l4) {
             // RFC 768: a zero checksum over IPv4 means "none computed".
             out.l4 = if udp.checksum() == 0 && layout.l3 == L3::V4 {
-                CsumStatus::NotChecked
+                CsumVerdict::Unknown
             } else {
                 status(udp.verify_checksum(&layout.addrs))
             };
@@ -165,11 +214,11 @@ pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> (RxChecksum, Op
     (out, tcp_sum)
 }
 
-fn status(ok: bool) -> CsumStatus {
+fn status(ok: bool) -> CsumVerdict {
     if ok {
-        CsumStatus::Good
+        CsumVerdict::Good
     } else {
-        CsumStatus::Bad
+        CsumVerdict::Bad
     }
 }
 

@@ -5,8 +5,9 @@
 //!
 //! 1. **Steering** ([`Nic::receive`]): exact-match filters (82599 Flow Director), else RSS
 //!    (Toeplitz hash → RETA, from the `rss` crate), else the default queue. The hash and its
-//!    type travel in the [`RxDescriptor`] so the stack never computes it again.
-//! 2. **Checksum verification** (receive checksum offload): flags in the descriptor.
+//!    type travel in the [`RxDescriptor`]'s [`RxMeta`] so the stack never computes it again.
+//! 2. **Checksum verification** (receive checksum offload): verdicts in the [`RxMeta`], which
+//!    the stack trusts (it skips verifying what the NIC verified good).
 //! 3. **Receive coalescing** (GRO/RSC, see the `rxq` module docs for the merge rules).
 //! 4. **A bounded receive ring** per queue; a full ring drops and counts.
 //! 5. **Interrupt moderation** ([`ModerationConfig`]): interval, packet threshold,
@@ -61,9 +62,10 @@ pub use config::{
     RX_FRAME_BYTES_MAX_DEFAULT, RX_RING_SLOTS_DEFAULT, TX_RING_SLOTS_DEFAULT,
 };
 pub use counters::QueueCounters;
-pub use layout::{CsumStatus, RxChecksum};
 pub use moderation::FireCause;
 pub use nic::{Nic, RxDrop, RxPoll, RxVerdict, TxPoll, TxVerdict, Wakeup};
 pub use pool::PoolCounters;
 pub use rxq::RxDescriptor;
 pub use tso::{TxChecksum, TxOffload, TxOffloadError};
+/// The receive metadata a descriptor carries, shared with the stack (from `wire`).
+pub use wire::{CsumVerdict, RssHashType, RxChecksum, RxMeta};

@@ -5,16 +5,16 @@ use std::collections::VecDeque;
 use rss::{
     FilterError, FilterTable, FiveTuple, FlowFields, Reta, RetaError, RssHasher, SteerHow, Steering,
 };
-use wire::TcpFlags;
+use wire::{CsumVerdict, RxChecksum, RxMeta, TcpFlags};
 
 use crate::config::{
     AtrConfig, ConfigError, GroConfig, ModerationConfig, NicConfig, validate_moderation,
 };
 use crate::counters::QueueCounters;
-use crate::layout::{CsumStatus, Layout, LayoutError, RxChecksum, verify_checksums};
+use crate::layout::{Layout, RxParse, verify_checksums};
 use crate::moderation::{FireCause, Moderator};
 use crate::pool::{BufferPool, PoolCounters};
-use crate::rxq::{Accept, FlushReason, RxDescriptor, RxMeta, RxQueue};
+use crate::rxq::{Accept, Arrival, FlushReason, RxDescriptor, RxQueue};
 use crate::tso::{TxOffload, TxOffloadError, apply};
 
 /// Why a received frame was dropped.
@@ -411,29 +411,21 @@ impl Nic {
             self.pool.give(frame);
             return RxVerdict::Dropped(RxDrop::Oversize);
         }
+        // The one parse of the frame: the flow fields steering hashes (once: the hash travels
+        // in the descriptor) and the layout checksum offload and coalescing use.
+        let parsed = match RxParse::parse(&frame, &self.steering) {
+            Ok(p) => p,
+            Err(_) => {
+                if let Some(q) = self.queues.get_mut(default_q) {
+                    q.counters.rx_drop_malformed += 1;
+                }
+                self.pool.give(frame);
+                return RxVerdict::Dropped(RxDrop::Malformed);
+            }
+        };
+        let layout = parsed.layout;
         // Not IP (ARP, LLDP, …): no hash, the default queue (as rss's steering does).
-        let decision = match self.steer(&frame) {
-            Ok(d) if frame.len() >= 14 => d,
-            _ => {
-                if let Some(q) = self.queues.get_mut(default_q) {
-                    q.counters.rx_drop_malformed += 1;
-                }
-                self.pool.give(frame);
-                return RxVerdict::Dropped(RxDrop::Malformed);
-            }
-        };
-        let layout = match Layout::parse(&frame) {
-            Ok(l) => Some(l),
-            Err(LayoutError::NotIp) => None,
-            Err(LayoutError::Malformed) => {
-                if let Some(q) = self.queues.get_mut(default_q) {
-                    q.counters.rx_drop_malformed += 1;
-                }
-                self.pool.give(frame);
-                return RxVerdict::Dropped(RxDrop::Malformed);
-            }
-        };
-        let mut decision = decision;
+        let mut decision = parsed.decision;
         let mut mismatch = false;
         if let Some(fq) = forced {
             mismatch = fq != decision.queue;
@@ -456,12 +448,22 @@ impl Nic {
             .and_then(|l| l.tcp(&frame))
             .is_some_and(|t| t.flags().contains(TcpFlags::PSH));
         let bytes = frame.len() as u64;
-        let meta = RxMeta {
+        let meta = Arrival {
             queue: decision.queue,
-            hash: decision.hash,
-            hash_type: decision.hash_type,
             steered_by: decision.how,
-            csum,
+            meta: RxMeta {
+                hash: decision.hash,
+                hash_type: decision.hash_type.map(Into::into),
+                csum,
+                vlan: parsed.vlan,
+                l3_offset: layout.as_ref().and_then(|l| u16::try_from(l.l3_off).ok()),
+                l4_offset: layout
+                    .as_ref()
+                    .filter(|l| !l.l4_opaque)
+                    .and_then(|l| u16::try_from(l.l4_off).ok()),
+                coalesced_segments: 1,
+                gro_mss_bytes: 0,
+            },
             tcp_sum,
             arrival_ns: now_ns,
         };
@@ -506,10 +508,10 @@ impl Nic {
             SteerHow::Rss => c.rx_steered_rss += 1,
             SteerHow::NoHash => c.rx_steered_default += 1,
         }
-        if csum.ip == CsumStatus::Bad {
+        if csum.ip == CsumVerdict::Bad {
             c.rx_csum_bad_ip += 1;
         }
-        if csum.l4 == CsumStatus::Bad {
+        if csum.l4 == CsumVerdict::Bad {
             c.rx_csum_bad_l4 += 1;
         }
         if let Some(cause) = q.moderator.on_arrival(now_ns, push) {

@@ -4,13 +4,13 @@
 
 use std::collections::VecDeque;
 
-use rss::{HashType, SteerHow};
+use rss::SteerHow;
 use wire::checksum;
-use wire::{IpPair, IpProtocol, TcpFlags, TcpPacket};
+use wire::{CsumVerdict, IpPair, IpProtocol, RxChecksum, RxMeta, TcpFlags, TcpPacket};
 
 use crate::config::GroConfig;
 use crate::counters::QueueCounters;
-use crate::layout::{CsumStatus, L3, Layout, RxChecksum, fix_ip_length};
+use crate::layout::{L3, Layout, fix_ip_length};
 use crate::pool::BufferPool;
 
 /// A received packet as the driver finds it in the ring: the frame plus what the NIC learned.
@@ -18,22 +18,19 @@ use crate::pool::BufferPool;
 pub struct RxDescriptor {
     /// The frame (Ethernet header first). A coalesced frame is one valid Ethernet/IP/TCP frame.
     pub frame: Vec<u8>,
+    /// What the NIC learnt from its one parse of the frame, for the stack
+    /// (`stack::Stack::receive` takes it as is): the RSS hash and its type ("hash once": the
+    /// stack reuses it for its connection lookup), the checksum verdicts, the VLAN tag, the
+    /// header offsets and, for a coalesced frame, its segment count and `gso_size`.
+    ///
+    /// Invariant: the verdicts describe `frame` as it is now. A coalesced frame's checksums
+    /// are filled by the NIC when it closes the group, so both are `Good` (the IPv4 header
+    /// only for IPv4); every segment merged into it had verified good.
+    pub meta: RxMeta,
     /// Queue the packet was steered to.
     pub queue: u16,
-    /// RSS hash, whenever an enabled hash type covers the packet ("hash once": the stack
-    /// reuses it for its connection lookup).
-    pub hash: Option<u32>,
-    /// Hash type of `hash`.
-    pub hash_type: Option<HashType>,
     /// Which rule chose the queue.
     pub steered_by: SteerHow,
-    /// Receive checksum verification.
-    pub csum: RxChecksum,
-    /// Wire segments in this frame: 1, or more for a coalesced group.
-    pub coalesced_segments: u16,
-    /// Payload bytes of each segment but the last of a coalesced group (Linux `gso_size`);
-    /// 0 when `coalesced_segments == 1`.
-    pub gro_mss_bytes: u16,
     /// When the (first) segment arrived.
     pub arrival_ns: u64,
 }
@@ -99,12 +96,11 @@ struct Slot {
 
 /// Steering and verification results that travel with a frame into the ring.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct RxMeta {
+pub(crate) struct Arrival {
     pub queue: u16,
-    pub hash: Option<u32>,
-    pub hash_type: Option<HashType>,
     pub steered_by: SteerHow,
-    pub csum: RxChecksum,
+    /// The descriptor's metadata (one segment).
+    pub meta: RxMeta,
     /// Folded sum of the TCP segment's bytes, from checksum verification.
     pub tcp_sum: Option<u16>,
     /// When the frame arrived.
@@ -187,13 +183,13 @@ impl RxQueue {
         &mut self,
         mut frame: Vec<u8>,
         layout: Option<&Layout>,
-        meta: RxMeta,
+        meta: Arrival,
         gro: &GroConfig,
         c: &mut QueueCounters,
         pool: &mut BufferPool,
     ) -> Accept {
         let now_ns = meta.arrival_ns;
-        let tcp = layout.and_then(|l| tcp_info(&frame, l, meta.csum, meta.tcp_sum));
+        let tcp = layout.and_then(|l| tcp_info(&frame, l, meta.meta.csum, meta.tcp_sum));
         let key = tcp.as_ref().map(|t| t.key);
         let ctx_idx = key.and_then(|k| self.contexts.iter().position(|x| x.key == k));
 
@@ -387,30 +383,31 @@ impl RxQueue {
             let d = &mut slot.desc;
             fix_ip_length(&mut d.frame, &ctx.layout);
             fill_merged_tcp_checksum(&mut d.frame, &ctx);
-            d.coalesced_segments = ctx.segments;
-            d.gro_mss_bytes = u16::try_from(ctx.mss_bytes).unwrap_or(u16::MAX);
-            d.csum = RxChecksum {
+            d.meta.coalesced_segments = ctx.segments;
+            d.meta.gro_mss_bytes = u16::try_from(ctx.mss_bytes).unwrap_or(u16::MAX);
+            // The NIC filled both checksums just now, over the merged bytes.
+            d.meta.csum = RxChecksum {
                 ip: if ctx.layout.l3 == L3::V4 {
-                    CsumStatus::Good
+                    CsumVerdict::Good
                 } else {
-                    CsumStatus::NotChecked
+                    CsumVerdict::Unknown
                 },
-                l4: CsumStatus::Good,
+                l4: CsumVerdict::Good,
             };
         }
     }
 }
 
-fn descriptor(frame: Vec<u8>, meta: RxMeta, now_ns: u64) -> RxDescriptor {
+fn descriptor(frame: Vec<u8>, a: Arrival, now_ns: u64) -> RxDescriptor {
     RxDescriptor {
         frame,
-        queue: meta.queue,
-        hash: meta.hash,
-        hash_type: meta.hash_type,
-        steered_by: meta.steered_by,
-        csum: meta.csum,
-        coalesced_segments: 1,
-        gro_mss_bytes: 0,
+        meta: RxMeta {
+            coalesced_segments: 1,
+            gro_mss_bytes: 0,
+            ..a.meta
+        },
+        queue: a.queue,
+        steered_by: a.steered_by,
         arrival_ns: now_ns,
     }
 }
@@ -443,7 +440,7 @@ fn tcp_info(frame: &[u8], l: &Layout, csum: RxChecksum, tcp_sum: Option<u16>) ->
         .and_then(|o| frame.get(o..o + 4))
         .and_then(|b| <[u8; 4]>::try_from(b).ok())
         .map_or(0, u32::from_be_bytes);
-    let ip_ok = l.l3 == L3::V6 || csum.ip == CsumStatus::Good;
+    let ip_ok = l.l3 == L3::V6 || csum.ip == CsumVerdict::Good;
     let forbidden = TcpFlags::SYN | TcpFlags::RST | TcpFlags::URG | TcpFlags::CWR;
     // The payload's sum is the segment's sum minus its header's (one's complement: add the
     // complement). The header is a multiple of 4 bytes, so the payload starts word-aligned.
@@ -453,7 +450,7 @@ fn tcp_info(frame: &[u8], l: &Layout, csum: RxChecksum, tcp_sum: Option<u16>) ->
         && payload_sum.is_some()
         && ip_ok
         && !l.ip_options
-        && csum.l4 == CsumStatus::Good
+        && csum.l4 == CsumVerdict::Good
         && payload_len > 0
         && flags.contains(TcpFlags::ACK)
         && !flags.intersects(forbidden);

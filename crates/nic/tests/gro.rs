@@ -3,7 +3,7 @@
 mod common;
 
 use common::{Parsed, Seg, bytes, drain, parse_tcp};
-use nic::{CsumStatus, GroConfig, ModerationConfig, Nic, NicConfig, RxDescriptor, RxVerdict};
+use nic::{CsumVerdict, GroConfig, ModerationConfig, Nic, NicConfig, RxDescriptor, RxVerdict};
 use proptest::prelude::*;
 use wire::TcpFlags;
 
@@ -54,9 +54,9 @@ fn in_order_segments_merge_into_one_valid_frame() {
     feed(&mut nic, 0, &segs);
     let d = drain(&mut nic, 0, 0);
     assert_eq!(d.len(), 1);
-    assert_eq!(d[0].coalesced_segments, 10);
-    assert_eq!(usize::from(d[0].gro_mss_bytes), MSS);
-    assert_eq!(d[0].csum.l4, CsumStatus::Good);
+    assert_eq!(d[0].meta.coalesced_segments, 10);
+    assert_eq!(usize::from(d[0].meta.gro_mss_bytes), MSS);
+    assert_eq!(d[0].meta.csum.l4, CsumVerdict::Good);
     let p = parse_tcp(&d[0].frame).expect("valid lengths and checksums");
     assert_eq!(p.seq, 1000);
     assert_eq!(p.ip_len, 20 + 20 + 10 * MSS);
@@ -122,7 +122,7 @@ fn gro_never_merges_syn_rst_urg_cwr_or_pure_acks() {
         }
         feed(&mut nic, 0, &segs);
         let d = drain(&mut nic, 0, 0);
-        let counts: Vec<u16> = d.iter().map(|d| d.coalesced_segments).collect();
+        let counts: Vec<u16> = d.iter().map(|d| d.meta.coalesced_segments).collect();
         let p = parsed(&d);
         if flag == TcpFlags::NONE {
             // data, data | pure ACK | data: the ACK neither joins nor lets the next one join.
@@ -185,7 +185,7 @@ fn gro_never_merges_across_option_or_header_change() {
         }
         feed(&mut nic, 0, &segs);
         let d = drain(&mut nic, 0, 0);
-        let counts: Vec<u16> = d.iter().map(|d| d.coalesced_segments).collect();
+        let counts: Vec<u16> = d.iter().map(|d| d.meta.coalesced_segments).collect();
         assert_eq!(counts, vec![2, 2], "{what}");
         assert_eq!(
             nic.counters(0).expect("q0").gro_flush_header_change,
@@ -222,7 +222,7 @@ fn gro_switched_off_delivers_every_segment_alone() {
     nic.set_gro_enabled(false);
     feed(&mut nic, 0, &segs[3..]);
     let d = drain(&mut nic, 0, 0);
-    let counts: Vec<u16> = d.iter().map(|d| d.coalesced_segments).collect();
+    let counts: Vec<u16> = d.iter().map(|d| d.meta.coalesced_segments).collect();
     assert_eq!(counts, vec![3, 1, 1, 1]);
     let p = parsed(&d);
     let all: Vec<u8> = p.iter().flat_map(|p| p.payload.clone()).collect();
@@ -242,7 +242,7 @@ fn flush_timer_closes_a_group() {
     assert_eq!(nic.next_deadline(), Some(50_000));
     nic.receive(60_000, segs[2].build());
     let d = drain(&mut nic, 0, 60_000);
-    let counts: Vec<u16> = d.iter().map(|d| d.coalesced_segments).collect();
+    let counts: Vec<u16> = d.iter().map(|d| d.meta.coalesced_segments).collect();
     assert_eq!(counts, vec![2, 1]);
     assert_eq!(nic.counters(0).expect("q0").gro_flush_timer, 1);
 }
@@ -256,7 +256,7 @@ fn merged_packet_never_exceeds_64k() {
     let p = parsed(&d);
     assert!(p.iter().all(|p| p.ip_len <= 65535));
     // 65535 - 40 header bytes hold 45 segments of 1448.
-    let counts: Vec<u16> = d.iter().map(|d| d.coalesced_segments).collect();
+    let counts: Vec<u16> = d.iter().map(|d| d.meta.coalesced_segments).collect();
     assert_eq!(counts, vec![45, 45, 10]);
     let all: Vec<u8> = p.iter().flat_map(|p| p.payload.clone()).collect();
     let sent: Vec<u8> = segs.iter().flat_map(|s| s.payload.clone()).collect();
@@ -298,7 +298,7 @@ fn ipv6_segments_coalesce() {
     feed(&mut nic, 0, &segs);
     let d = drain(&mut nic, 0, 0);
     assert_eq!(d.len(), 1);
-    assert_eq!(d[0].coalesced_segments, 5);
+    assert_eq!(d[0].meta.coalesced_segments, 5);
     let p = parse_tcp(&d[0].frame).expect("valid");
     assert_eq!(p.ip_len, 40 + 20 + 5 * MSS);
 }
@@ -314,16 +314,16 @@ fn segment_with_bad_checksum_is_not_coalesced() {
     nic.receive(0, bad);
     nic.receive(0, segs[2].build());
     let d = drain(&mut nic, 0, 0);
-    let v: Vec<(u16, CsumStatus)> = d
+    let v: Vec<(u16, CsumVerdict)> = d
         .iter()
-        .map(|d| (d.coalesced_segments, d.csum.l4))
+        .map(|d| (d.meta.coalesced_segments, d.meta.csum.l4))
         .collect();
     assert_eq!(
         v,
         vec![
-            (1, CsumStatus::Good),
-            (1, CsumStatus::Bad),
-            (1, CsumStatus::Good)
+            (1, CsumVerdict::Good),
+            (1, CsumVerdict::Bad),
+            (1, CsumVerdict::Good)
         ]
     );
 }
@@ -384,8 +384,8 @@ proptest! {
             for d in &got {
                 let p = parse_tcp(&d.frame).map_err(TestCaseError::fail)?;
                 if p.sport != 40000 + flow as u16 { continue; }
-                let k = usize::from(d.coalesced_segments);
-                let mss = if k == 1 { p.payload.len().max(1) } else { usize::from(d.gro_mss_bytes) };
+                let k = usize::from(d.meta.coalesced_segments);
+                let mss = if k == 1 { p.payload.len().max(1) } else { usize::from(d.meta.gro_mss_bytes) };
                 let pieces: Vec<&[u8]> = p.payload.chunks(mss).collect();
                 prop_assert_eq!(pieces.len(), k);
                 let mut seq = p.seq;
@@ -421,7 +421,7 @@ fn vlan_tagged_segments_coalesce_only_within_one_vlan() {
         nic.receive(0, tagged(s.build(), vid));
     }
     let d = drain(&mut nic, 0, 0);
-    let counts: Vec<u16> = d.iter().map(|d| d.coalesced_segments).collect();
+    let counts: Vec<u16> = d.iter().map(|d| d.meta.coalesced_segments).collect();
     assert_eq!(counts, vec![3, 1]);
     // Strip the tag and check the merged frame is valid.
     let mut f = d[0].frame.clone();
@@ -470,7 +470,7 @@ fn open_group_keeps_growing_when_the_ring_is_full() {
         RxVerdict::Coalesced { .. }
     ));
     let d = drain(&mut nic, 0, 0);
-    let counts: Vec<u16> = d.iter().map(|d| d.coalesced_segments).collect();
+    let counts: Vec<u16> = d.iter().map(|d| d.meta.coalesced_segments).collect();
     assert_eq!(counts, vec![3, 2]);
     assert_eq!(nic.counters(0).expect("q0").rx_drop_ring_full, 1);
 }
@@ -493,6 +493,6 @@ fn ipv4_with_options_is_not_coalesced() {
     assert_eq!(d.len(), 3);
     assert!(
         d.iter()
-            .all(|d| d.coalesced_segments == 1 && d.csum.l4 == CsumStatus::Good)
+            .all(|d| d.meta.coalesced_segments == 1 && d.meta.csum.l4 == CsumVerdict::Good)
     );
 }

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use common::{Seg, bytes, drain, drain_all, parse_tcp, udp4};
 use nic::{
-    ConfigError, CsumStatus, GroConfig, ModerationConfig, Nic, NicConfig, RxDrop, RxVerdict,
+    ConfigError, CsumVerdict, GroConfig, ModerationConfig, Nic, NicConfig, RxDrop, RxVerdict,
     TxOffload, TxVerdict,
 };
 use rss::{FiveTuple, HashInput, HashTypes, RssHasher, RssKey, SteerHow, SymmetricMode};
@@ -178,8 +178,8 @@ fn non_ip_frame_goes_to_default_queue_without_hash() {
     );
     let d = drain(&mut nic, 0, 0);
     assert_eq!(d.len(), 1);
-    assert_eq!(d[0].hash, None);
-    assert_eq!(d[0].csum.l4, CsumStatus::NotChecked);
+    assert_eq!(d[0].meta.hash, None);
+    assert_eq!(d[0].meta.csum.l4, CsumVerdict::Unknown);
     nic.set_default_queue(3).expect("queue 3 exists");
     assert!(matches!(
         nic.receive(1, d[0].frame.clone()),
@@ -208,11 +208,11 @@ fn rss_hash_travels_with_the_descriptor() {
         );
         let d = drain(&mut nic, expect_queue, 0);
         assert_eq!(d.len(), 1);
-        assert_eq!(d[0].hash, Some(expect_hash));
-        assert_eq!(d[0].hash_type, Some(ty));
+        assert_eq!(d[0].meta.hash, Some(expect_hash));
+        assert_eq!(d[0].meta.hash_type, Some(ty.into()));
         assert_eq!(d[0].queue, expect_queue);
-        assert_eq!(d[0].csum.ip, CsumStatus::Good);
-        assert_eq!(d[0].csum.l4, CsumStatus::Good);
+        assert_eq!(d[0].meta.csum.ip, CsumVerdict::Good);
+        assert_eq!(d[0].meta.csum.l4, CsumVerdict::Good);
     }
 }
 
@@ -241,7 +241,7 @@ fn filter_beats_rss() {
     );
     // The hash is still computed and carried when a filter steers ("hash once").
     let d = drain(&mut nic, other, 1);
-    assert!(d[0].hash.is_some());
+    assert!(d[0].meta.hash.is_some());
     assert_eq!(nic.counters(other).expect("q").rx_steered_filter, 1);
     assert_eq!(nic.add_filter(tuple, 9), Err(ConfigError::NoSuchQueue));
     nic.remove_filter(&tuple);
@@ -371,8 +371,8 @@ fn bad_checksum_is_flagged_not_dropped() {
     f[last] ^= 0xff;
     assert!(matches!(nic.receive(0, f), RxVerdict::Queued { .. }));
     let d = drain(&mut nic, 0, 0);
-    assert_eq!(d[0].csum.l4, CsumStatus::Bad);
-    assert_eq!(d[0].csum.ip, CsumStatus::Good);
+    assert_eq!(d[0].meta.csum.l4, CsumVerdict::Bad);
+    assert_eq!(d[0].meta.csum.ip, CsumVerdict::Good);
     assert_eq!(nic.counters(0).expect("q0").rx_csum_bad_l4, 1);
 }
 
@@ -415,7 +415,7 @@ fn backend_chosen_queue_is_kept_and_mismatch_counted() {
     assert_eq!(nic.counters(other).expect("q").rx_steer_mismatch, 1);
     // The hash still travels with the packet.
     let d = drain(&mut nic, other, 3);
-    assert!(d[0].hash.is_some());
+    assert!(d[0].meta.hash.is_some());
     assert_eq!(
         nic.receive_on_queue(4, 7, f),
         RxVerdict::Dropped(RxDrop::NoQueue)
@@ -524,9 +524,9 @@ fn udp_checksum_is_verified_and_zero_means_not_checked() {
         nic.receive(0, f);
     }
     let d = drain(&mut nic, 0, 0);
-    let l4: Vec<CsumStatus> = d.iter().map(|d| d.csum.l4).collect();
+    let l4: Vec<CsumVerdict> = d.iter().map(|d| d.meta.csum.l4).collect();
     assert_eq!(
         l4,
-        vec![CsumStatus::Good, CsumStatus::Bad, CsumStatus::NotChecked]
+        vec![CsumVerdict::Good, CsumVerdict::Bad, CsumVerdict::Unknown]
     );
 }

@@ -124,8 +124,8 @@ proptest! {
         for d in &got {
             let p = parse_tcp(&d.frame).map_err(TestCaseError::fail)?;
             prop_assert_eq!(flow_queue.get(&p.sport).copied(), Some(d.queue));
-            let k = usize::from(d.coalesced_segments);
-            let mss = if k == 1 { p.payload.len().max(1) } else { usize::from(d.gro_mss_bytes) };
+            let k = usize::from(d.meta.coalesced_segments);
+            let mss = if k == 1 { p.payload.len().max(1) } else { usize::from(d.meta.gro_mss_bytes) };
             let chunks: Vec<&[u8]> = p.payload.chunks(mss).collect();
             prop_assert_eq!(chunks.len(), k);
             let mut seq = p.seq;

@@ -146,7 +146,7 @@ fn tso_output_coalesces_back_to_the_original_send() {
     }
     let d = drain(&mut rx, 0, 0);
     assert_eq!(d.len(), 1);
-    assert_eq!(d[0].coalesced_segments, 10);
+    assert_eq!(d[0].meta.coalesced_segments, 10);
     let p = parse_tcp(&d[0].frame).expect("valid");
     assert_eq!((p.seq, p.flags, p.ts), (77, s.flags, s.ts));
     assert_eq!(p.payload, s.payload);

@@ -97,17 +97,126 @@ pub struct FlowFields {
     pub is_fragment: bool,
 }
 
+/// The link layer of an Ethernet frame as the NIC parser walks it: Ethernet II and up to two
+/// VLAN tags (802.1Q `0x8100`, 802.1ad `0x88a8`, in any order).
+///
+/// For a parser that goes on to the IP layer itself (the NIC model parses each frame once
+/// for steering, checksum offload and coalescing) and then takes the flow fields from its
+/// checked IP view with [`FlowFields::from_ipv4`] / [`FlowFields::from_ipv6`];
+/// [`FlowFields::from_frame`] is exactly that walk followed by those.
+///
+/// Invariant: `l3_offset == 14 + 4 * vlan_tags <= frame.len()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EthernetWalk {
+    /// The EtherType after the tags (the payload's).
+    pub ethertype: u16,
+    /// Where the payload (the IP header) starts.
+    pub l3_offset: usize,
+    /// VLAN tags walked: 0, 1 or 2.
+    pub vlan_tags: u8,
+    /// The outer tag's TPID (`0x8100` or `0x88a8`) and TCI, when tagged.
+    pub outer_tag: Option<(u16, u16)>,
+}
+
+impl EthernetWalk {
+    /// Walks `frame`'s link layer. `Ok(None)` when it has more tags than a NIC walks (the
+    /// frame is then treated as non-IP); an error when the header or a tag is truncated.
+    #[inline]
+    pub fn parse(frame: &[u8]) -> Result<Option<EthernetWalk>, FrameError> {
+        let mut ethertype_at = ETHERNET_HEADER_BYTES - 2;
+        let mut outer_tag = None;
+        for tags in 0..=VLAN_TAGS_MAX {
+            let ethertype = be16(frame, ethertype_at).ok_or(FrameError::TruncatedEthernet)?;
+            if ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ {
+                if tags == 0 {
+                    // A missing TCI is caught as a truncated EtherType on the next round.
+                    outer_tag = be16(frame, ethertype_at + 2).map(|tci| (ethertype, tci));
+                }
+                ethertype_at += VLAN_TAG_BYTES;
+                continue;
+            }
+            let l3_offset = ethertype_at + 2;
+            if l3_offset > frame.len() {
+                return Err(FrameError::TruncatedEthernet);
+            }
+            return Ok(Some(EthernetWalk {
+                ethertype,
+                l3_offset,
+                vlan_tags: tags as u8,
+                outer_tag,
+            }));
+        }
+        Ok(None)
+    }
+}
+
 impl FlowFields {
     /// Parses an Ethernet frame; `Ok(None)` for a non-IP frame (ARP, LLDP, …).
     pub fn from_frame(frame: &[u8]) -> Result<Option<FlowFields>, FrameError> {
-        let Some((ethertype, l3)) = ethernet_payload(frame)? else {
+        let Some(walk) = EthernetWalk::parse(frame)? else {
             return Ok(None);
         };
-        match ethertype {
-            ETHERTYPE_IPV4 => parse_ipv4(l3).map(Some),
-            ETHERTYPE_IPV6 => parse_ipv6(l3).map(Some),
+        let l3 = frame.get(walk.l3_offset..).unwrap_or(&[]);
+        match walk.ethertype {
+            ETHERTYPE_IPV4 => {
+                let ip = Ipv4Packet::new_checked(l3).map_err(FrameError::Ipv4)?;
+                FlowFields::from_ipv4(&ip).map(Some)
+            }
+            ETHERTYPE_IPV6 => {
+                let ip = Ipv6Packet::new_checked(l3).map_err(FrameError::Ipv6)?;
+                FlowFields::from_ipv6(&ip).map(Some)
+            }
             _ => Ok(None),
         }
+    }
+
+    /// The flow fields of an IPv4 packet already checked by its parser (RFC 791 §3.1): the
+    /// checked view guarantees version 4, IHL ≥ 5, header ≤ total length ≤ buffer; its
+    /// payload stops at the total length, so link padding is never read as ports. A
+    /// fragment (MF set or a non-zero offset) gets no ports.
+    #[inline]
+    pub fn from_ipv4(ip: &Ipv4Packet<&[u8]>) -> Result<FlowFields, FrameError> {
+        let is_fragment = ip.is_fragment();
+        let protocol = ip.protocol().0;
+        let ports = if !is_fragment && is_tcp_or_udp(protocol) {
+            Some(ports(ip.payload())?)
+        } else {
+            None
+        };
+        Ok(FlowFields {
+            addrs: IpPair::V4(ip.src_addr(), ip.dst_addr()),
+            protocol,
+            ports,
+            is_fragment,
+        })
+    }
+
+    /// The flow fields of an IPv6 packet already checked by its parser: RFC 8200 §4
+    /// extension-header chain walked (by `wire`, bounded at `wire::ipv6::MAX_EXT_HEADERS`)
+    /// to the upper layer. Any Fragment header — even an atomic one (offset 0, M = 0) —
+    /// makes the packet a fragment for hashing (RFC 8200 §4.5): no ports.
+    pub fn from_ipv6(ip: &Ipv6Packet<&[u8]>) -> Result<FlowFields, FrameError> {
+        let walk = ip.walk_ext_headers().map_err(FrameError::Ipv6)?;
+        let is_fragment = walk.fragment.is_some();
+        let protocol = walk.upper_protocol.0;
+        let ports = if !is_fragment && is_tcp_or_udp(protocol) {
+            // `upper_offset` counts from the start of the IPv6 header; the payload stops at
+            // the payload length, so link padding is never read as ports.
+            let l4 = walk
+                .upper_offset
+                .checked_sub(IPV6_HEADER_BYTES)
+                .and_then(|o| ip.payload().get(o..))
+                .unwrap_or(&[]);
+            Some(ports(l4)?)
+        } else {
+            None
+        };
+        Ok(FlowFields {
+            addrs: IpPair::V6(ip.src_addr(), ip.dst_addr()),
+            protocol,
+            ports,
+            is_fragment,
+        })
     }
 
     /// Transport class for hash-type selection.
@@ -177,24 +286,6 @@ fn be16(bytes: &[u8], at: usize) -> Option<u16> {
     }
 }
 
-/// EtherType and L3 payload after the Ethernet header and up to two VLAN tags; `None` when
-/// the frame has more tags than we walk.
-fn ethernet_payload(frame: &[u8]) -> Result<Option<(u16, &[u8])>, FrameError> {
-    let mut ethertype_at = ETHERNET_HEADER_BYTES - 2;
-    for _ in 0..=VLAN_TAGS_MAX {
-        let ethertype = be16(frame, ethertype_at).ok_or(FrameError::TruncatedEthernet)?;
-        if ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ {
-            ethertype_at += VLAN_TAG_BYTES;
-            continue;
-        }
-        let payload = frame
-            .get(ethertype_at + 2..)
-            .ok_or(FrameError::TruncatedEthernet)?;
-        return Ok(Some((ethertype, payload)));
-    }
-    Ok(None)
-}
-
 /// Reads source and destination ports from the start of a TCP/UDP header.
 fn ports(l4: &[u8]) -> Result<PortPair, FrameError> {
     match (be16(l4, 0), be16(l4, 2)) {
@@ -205,48 +296,4 @@ fn ports(l4: &[u8]) -> Result<PortPair, FrameError> {
 
 fn is_tcp_or_udp(protocol: u8) -> bool {
     protocol == PROTO_TCP || protocol == PROTO_UDP
-}
-
-/// RFC 791 §3.1. The checked view guarantees version 4, IHL ≥ 5, header ≤ total length ≤
-/// buffer; its payload stops at the total length, so link padding is never read as ports.
-fn parse_ipv4(packet: &[u8]) -> Result<FlowFields, FrameError> {
-    let ip = Ipv4Packet::new_checked(packet).map_err(FrameError::Ipv4)?;
-    let is_fragment = ip.is_fragment();
-    let protocol = ip.protocol().0;
-    let ports = if !is_fragment && is_tcp_or_udp(protocol) {
-        Some(ports(ip.payload())?)
-    } else {
-        None
-    };
-    Ok(FlowFields {
-        addrs: IpPair::V4(ip.src_addr(), ip.dst_addr()),
-        protocol,
-        ports,
-        is_fragment,
-    })
-}
-
-/// RFC 8200 §3 header, §4 extension-header chain (walked by `wire`, bounded at
-/// `wire::ipv6::MAX_EXT_HEADERS`). Any Fragment header — even an atomic one (offset 0, M = 0)
-/// — makes the packet a fragment for hashing (RFC 8200 §4.5).
-fn parse_ipv6(packet: &[u8]) -> Result<FlowFields, FrameError> {
-    let ip = Ipv6Packet::new_checked(packet).map_err(FrameError::Ipv6)?;
-    let walk = ip.walk_ext_headers().map_err(FrameError::Ipv6)?;
-    let is_fragment = walk.fragment.is_some();
-    let protocol = walk.upper_protocol.0;
-    let ports = if !is_fragment && is_tcp_or_udp(protocol) {
-        // `upper_offset` counts from the start of the IPv6 header; stay inside the payload
-        // length so link padding is never read as ports.
-        let end = IPV6_HEADER_BYTES + ip.payload().len();
-        let l4 = packet.get(walk.upper_offset..end).unwrap_or(&[]);
-        Some(ports(l4)?)
-    } else {
-        None
-    };
-    Ok(FlowFields {
-        addrs: IpPair::V6(ip.src_addr(), ip.dst_addr()),
-        protocol,
-        ports,
-        is_fragment,
-    })
 }

@@ -56,6 +56,33 @@ impl HashType {
     }
 }
 
+/// The descriptor's copy of the hash type ([`wire::RxMeta::hash_type`]).
+impl From<HashType> for wire::RssHashType {
+    fn from(t: HashType) -> Self {
+        match t {
+            HashType::Ipv4 => wire::RssHashType::Ipv4,
+            HashType::TcpIpv4 => wire::RssHashType::TcpIpv4,
+            HashType::UdpIpv4 => wire::RssHashType::UdpIpv4,
+            HashType::Ipv6 => wire::RssHashType::Ipv6,
+            HashType::TcpIpv6 => wire::RssHashType::TcpIpv6,
+            HashType::UdpIpv6 => wire::RssHashType::UdpIpv6,
+        }
+    }
+}
+
+impl From<wire::RssHashType> for HashType {
+    fn from(t: wire::RssHashType) -> Self {
+        match t {
+            wire::RssHashType::Ipv4 => HashType::Ipv4,
+            wire::RssHashType::TcpIpv4 => HashType::TcpIpv4,
+            wire::RssHashType::UdpIpv4 => HashType::UdpIpv4,
+            wire::RssHashType::Ipv6 => HashType::Ipv6,
+            wire::RssHashType::TcpIpv6 => HashType::TcpIpv6,
+            wire::RssHashType::UdpIpv6 => HashType::UdpIpv6,
+        }
+    }
+}
+
 impl fmt::Display for HashType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -50,7 +50,7 @@ mod sport;
 mod steer;
 mod toeplitz;
 
-pub use frame::{FlowFields, FrameError, IpPair, PROTO_TCP, PROTO_UDP};
+pub use frame::{EthernetWalk, FlowFields, FrameError, IpPair, PROTO_TCP, PROTO_UDP};
 pub use input::{
     HASH_INPUT_MAX_BYTES, HashInput, HashType, HashTypes, IpVersion, L4Kind, PortPair, RssHasher,
     SymmetricMode, UnknownHashType,

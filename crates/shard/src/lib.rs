@@ -19,8 +19,9 @@
 //!    - messages from other shards: [`Shard::handle_msg`] (processed at once, so frames caught
 //!      mid-move reach the stack before anything polled later — DESIGN handoff invariant 4);
 //! 3. [`Shard::handle_timeout`]: the iteration proper — NIC wake-ups and the NAPI poll within the
-//!    budget (re-armed only when drained), each descriptor to the stack with its carried hash or
-//!    to its owning shard, due stack timers, the application with its readiness events, then
+//!    budget (re-armed only when drained), each descriptor to the stack with its carried
+//!    metadata (`nic::RxMeta`: hash and checksum verdicts, so the stack neither hashes nor
+//!    verifies again) or to its owning shard, due stack timers, the application with its readiness events, then
 //!    stack → NIC transmit ring;
 //! 4. outputs: [`Shard::poll_tx`] until `None` (frames for the port; a buffer the port is done
 //!    with goes back through [`Shard::recycle_tx`]), [`Shard::poll_msg`] until `None`
@@ -293,7 +294,7 @@ impl<A: App> Shard<A> {
         match msg {
             Msg::Frame(f) | Msg::Neighbour(f) => {
                 self.counters.rx_packets += 1;
-                self.stack.receive(now_ns, &f.frame, f.hash);
+                self.stack.receive(now_ns, &f.frame, &f.meta);
                 self.nic.recycle(f.frame);
             }
         }
@@ -393,12 +394,12 @@ impl<A: App> Shard<A> {
                     to,
                     Msg::Neighbour(FrameMsg {
                         frame: copy,
-                        hash: d.hash,
+                        meta: d.meta,
                     }),
                 );
             }
         }
-        let owner = match (&self.sw_reta, d.hash) {
+        let owner = match (&self.sw_reta, d.meta.hash) {
             (Some(reta), Some(h)) if !neighbour => reta.queue_for_hash(h),
             _ => me,
         };
@@ -407,13 +408,15 @@ impl<A: App> Shard<A> {
                 owner,
                 Msg::Frame(FrameMsg {
                     frame: d.frame,
-                    hash: d.hash,
+                    meta: d.meta,
                 }),
             );
             return;
         }
-        self.counters.rx_packets += u64::from(d.coalesced_segments.max(1));
-        self.stack.receive(now_ns, &d.frame, d.hash);
+        self.counters.rx_packets += u64::from(d.meta.coalesced_segments.max(1));
+        // The NIC's metadata as is: the stack reuses the hash and skips the checksums the
+        // NIC verified (its verdicts describe these exact bytes).
+        self.stack.receive(now_ns, &d.frame, &d.meta);
         self.nic.recycle(d.frame);
     }
 
@@ -441,9 +444,9 @@ impl<A: App> Shard<A> {
     /// destination set), to their new owner in arrival order (DESIGN handoff invariant 4).
     fn forward_moved(&mut self) -> usize {
         let mut work = 0;
-        while let Some((to, frame, hash)) = self.stack.poll_forward() {
+        while let Some((to, frame, meta)) = self.stack.poll_forward() {
             work += 1;
-            self.send_msg(to, Msg::Frame(FrameMsg { frame, hash }));
+            self.send_msg(to, Msg::Frame(FrameMsg { frame, meta }));
         }
         work
     }

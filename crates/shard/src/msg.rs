@@ -16,8 +16,11 @@ pub struct FrameMsg {
     /// The whole Ethernet frame, in a buffer of the sending shard's pool; the receiving shard
     /// recycles it into its own pool once processed.
     pub frame: Vec<u8>,
-    /// The RSS hash the NIC computed ("hash once": the receiver does not hash again).
-    pub hash: Option<u32>,
+    /// What the NIC learnt when it received the frame: the RSS hash ("hash once": the
+    /// receiver does not hash again) and the checksum verdicts (the receiving stack does not
+    /// verify again what the NIC verified). Invariant: it describes `frame`'s bytes (a frame
+    /// the stack rebuilt carries [`stack::RxMeta::hash_only`]).
+    pub meta: stack::RxMeta,
 }
 
 /// One message between shards (or between a shard and an engine).

@@ -190,7 +190,7 @@ fn a_forwarded_frame_is_handed_to_this_shards_stack() {
         LATER_NS,
         Msg::Frame(shard::FrameMsg {
             frame: udp_frame(4000),
-            hash: None,
+            meta: stack::RxMeta::NONE,
         }),
     );
     let c = s.counters();
@@ -232,4 +232,48 @@ fn a_message_to_a_shard_the_host_lacks_is_dropped_and_counted() {
     s.handle_timeout(LATER_NS);
     assert!(drain_msgs(&mut s).is_empty());
     assert_eq!(s.counters().msgs.drop_no_such_shard, 1);
+}
+
+#[test]
+fn the_stack_trusts_the_nics_checksum_verdicts_and_drops_what_it_found_bad() {
+    let mut s = shard(ShardConfig::new(info(0, 1)));
+    let mut bad = udp_frame(4001);
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff; // payload byte: the UDP checksum no longer holds
+    s.handle_rx(LATER_NS, [udp_frame(4000), bad, udp_frame(4002)]);
+    s.handle_timeout(LATER_NS);
+    let nic = s.nic().counters_total();
+    assert_eq!(nic.rx_csum_bad_l4, 1);
+    let c = s.stack().counters();
+    assert_eq!(c.rx_frames, 3);
+    assert_eq!(
+        c.rx_ipv4_csum_trusted, 3,
+        "every IPv4 header verified by the NIC"
+    );
+    assert_eq!(c.rx_csum_trusted, 2, "the good datagrams' checksums");
+    assert_eq!(
+        c.rx_drop_udp_malformed, 1,
+        "the NIC's bad verdict, counted as before"
+    );
+}
+
+#[test]
+fn a_frame_forwarded_between_shards_keeps_the_nics_verdicts() {
+    let everything_to_shard_1 = Reta::from_entries(&[1; 128]).expect("reta");
+    let mut cfg = ShardConfig::new(info(0, 2));
+    cfg.sw_reta = Some(everything_to_shard_1);
+    let mut s0 = shard(cfg);
+    let mut s1 = shard(ShardConfig::new(info(1, 2)));
+    s0.handle_rx(LATER_NS, [udp_frame(4000)]);
+    s0.handle_timeout(LATER_NS);
+    let (to, msg) = s0.poll_msg().expect("forwarded");
+    assert_eq!(to, 1);
+    let Msg::Frame(f) = &msg else {
+        panic!("a frame message")
+    };
+    assert!(f.meta.hash.is_some());
+    assert_eq!(f.meta.csum.l4, stack::CsumVerdict::Good);
+    s1.handle_msg(LATER_NS, msg);
+    let c = s1.stack().counters();
+    assert_eq!((c.rx_frames, c.rx_csum_trusted), (1, 1));
 }

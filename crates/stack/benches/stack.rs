@@ -2,6 +2,7 @@
 //! answered, a TCP data segment on an established connection.
 
 use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use stack::RxMeta;
 
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
 use stack::{InterfaceConfig, Ipv4Cidr, Stack, StackConfig};
@@ -26,11 +27,11 @@ fn exchange(a: &mut Stack, b: &mut Stack, now: u64) {
     loop {
         let mut moved = false;
         while let Some(f) = a.poll_transmit(now) {
-            b.receive(now, &f, None);
+            b.receive(now, &f, &RxMeta::NONE);
             moved = true;
         }
         while let Some(f) = b.poll_transmit(now) {
-            a.receive(now, &f, None);
+            a.receive(now, &f, &RxMeta::NONE);
             moved = true;
         }
         if !moved {
@@ -61,7 +62,7 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("udp_rx_64b_to_socket", |bch| {
         bch.iter(|| {
-            b.receive(1, black_box(&frame), None);
+            b.receive(1, black_box(&frame), &RxMeta::NONE);
             black_box(b.udp_recv_from(srv).ok());
         })
     });
@@ -73,7 +74,7 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("icmp_echo_request_answered", |bch| {
         bch.iter(|| {
-            b.receive(1, black_box(&ping), None);
+            b.receive(1, black_box(&ping), &RxMeta::NONE);
             black_box(b.poll_transmit(1));
         })
     });
@@ -95,11 +96,11 @@ fn bench(c: &mut Criterion) {
             now += 1_000;
             let _ = a.tcp_send(conn, &data);
             while let Some(f) = a.poll_transmit(now) {
-                b.receive(now, &f, None);
+                b.receive(now, &f, &RxMeta::NONE);
             }
             while b.tcp_recv(srv, &mut buf).is_ok() {}
             while let Some(f) = b.poll_transmit(now) {
-                a.receive(now, &f, None);
+                a.receive(now, &f, &RxMeta::NONE);
             }
         })
     });

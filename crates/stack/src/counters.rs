@@ -41,6 +41,11 @@ counters! {
     rx_drop_vlan_tagged,
     /// EtherType the stack does not speak.
     rx_drop_unknown_ethertype,
+    // ---- receive checksum offload (the NIC's verdicts in `wire::RxMeta`)
+    /// IPv4 headers whose checksum the NIC verified good, so the stack did not verify it.
+    rx_ipv4_csum_trusted,
+    /// TCP/UDP segments whose checksum the NIC verified good, so the stack did not verify it.
+    rx_csum_trusted,
     // ---- ARP (RFC 826)
     /// ARP packet truncated or not Ethernet/IPv4.
     rx_drop_malformed_arp,

@@ -9,8 +9,8 @@ use core::net::IpAddr;
 use std::sync::Arc;
 
 use wire::{
-    EtherType, EthernetFrame, EthernetRepr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr,
-    Ipv6FragmentHeader, Ipv6Packet,
+    ChecksumCaps, CsumVerdict, EtherType, EthernetFrame, EthernetRepr, IpPair, IpProtocol,
+    Ipv4Packet, Ipv4Repr, Ipv6FragmentHeader, Ipv6Packet, RxMeta,
 };
 
 use crate::config::{ALL_NODES, StackConfig, solicited_node};
@@ -38,14 +38,41 @@ impl IpMeta {
     }
 }
 
-/// The received frame an upper-layer payload came from, with the RSS hash the NIC carried:
+/// The received frame an upper-layer payload came from, with what the NIC learnt about it:
 /// TCP looks the hash up in its table and forwards frames caught mid-move
-/// ([`Stack::poll_forward`]).
+/// ([`Stack::poll_forward`]); TCP and UDP skip verifying a checksum the NIC verified.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RxFrame<'a> {
     /// The whole Ethernet frame as received.
     pub(crate) frame: &'a [u8],
-    pub(crate) hash: Option<u32>,
+    /// The NIC's metadata. Invariant: its L4 verdict describes the payload delivered with
+    /// it (IP input replaces it by [`RxMeta::hash_only`] for a reassembled datagram).
+    pub(crate) meta: &'a RxMeta,
+}
+
+impl RxFrame<'_> {
+    /// The checksum capabilities to parse the transport segment with: the configured ones,
+    /// without verification when the NIC verified the segment good (counted
+    /// `rx_csum_trusted` in `counters` when the configuration would have verified). `None`:
+    /// the NIC verified it bad, drop.
+    #[inline]
+    pub(crate) fn l4_caps(
+        &self,
+        cfg: ChecksumCaps,
+        counters: &mut Counters,
+    ) -> Option<ChecksumCaps> {
+        match self.meta.csum.l4 {
+            CsumVerdict::Unknown => Some(cfg),
+            CsumVerdict::Bad => None,
+            CsumVerdict::Good => {
+                counters.rx_csum_trusted += u64::from(cfg.verify_rx);
+                Some(ChecksumCaps {
+                    verify_rx: false,
+                    ..cfg
+                })
+            }
+        }
+    }
 }
 
 /// The end of an IPv6 extension-header walk.
@@ -120,7 +147,7 @@ impl IpIn {
         &mut self,
         now: u64,
         frame: &[u8],
-        rss_hash: Option<u32>,
+        meta: &RxMeta,
         up: &mut impl FnMut(Delivery<'_>),
     ) {
         self.counters.rx_frames += 1;
@@ -147,10 +174,7 @@ impl IpIn {
             return;
         }
         let payload = view.payload();
-        let rx = RxFrame {
-            frame,
-            hash: rss_hash,
-        };
+        let rx = RxFrame { frame, meta };
         match eth.ethertype {
             EtherType::ARP => up(Delivery::Arp(payload)),
             EtherType::IPV4 => self.process_ipv4(now, payload, rx, up),
@@ -162,6 +186,8 @@ impl IpIn {
     /// Hands an upper-layer payload on, or counts it: RFC 8200 §4.7 "no next header" is
     /// consumed; unknown protocols are dropped (IPv4 asks for a protocol unreachable; IPv6
     /// would need a parameter problem, RFC 4443 §3.4, which wire does not build yet).
+    /// Always inlined: it is a match on the protocol on the per-packet path.
+    #[inline(always)]
     fn deliver(
         &mut self,
         meta: IpMeta,
@@ -201,8 +227,24 @@ impl IpIn {
             self.counters.rx_drop_ipv4_malformed += 1;
             return;
         };
-        let repr = match Ipv4Repr::parse(&pkt, self.cfg.checksums) {
-            Ok(r) => r,
+        let verdict = rx.meta.csum.ip;
+        let mut caps = self.cfg.checksums;
+        if verdict != CsumVerdict::Unknown {
+            // The NIC judged the header (`Stack::receive`): no software verification; a "bad"
+            // is dropped below, after the length and option checks, as a software failure is.
+            caps.verify_rx = false;
+        }
+        let repr = match Ipv4Repr::parse(&pkt, caps) {
+            Ok(_) if verdict == CsumVerdict::Bad => {
+                self.counters.rx_drop_ipv4_bad_checksum += 1;
+                return;
+            }
+            Ok(r) => {
+                if verdict == CsumVerdict::Good && self.cfg.checksums.verify_rx {
+                    self.counters.rx_ipv4_csum_trusted += 1;
+                }
+                r
+            }
             Err(wire::Error::BadChecksum) => {
                 self.counters.rx_drop_ipv4_bad_checksum += 1;
                 return;
@@ -238,7 +280,29 @@ impl IpIn {
             self.deliver(meta, pkt.payload(), whole, rx, up);
             return;
         }
+        self.reassemble_ipv4(now, &pkt, repr, meta, rx, up);
+    }
+
+    /// An IPv4 fragment, into the reassembler; the datagram goes on once complete. Out of
+    /// line: the unfragmented path above is the hot one.
+    #[inline(never)]
+    fn reassemble_ipv4(
+        &mut self,
+        now: u64,
+        pkt: &Ipv4Packet<&[u8]>,
+        repr: Ipv4Repr,
+        meta: IpMeta,
+        rx: RxFrame<'_>,
+        up: &mut impl FnMut(Delivery<'_>),
+    ) {
+        let dst = repr.dst_addr;
         self.counters.rx_fragments += 1;
+        // The NIC's verdicts covered this one frame, not the datagram it completes.
+        let reasm_meta = rx.meta.hash_only();
+        let rx = RxFrame {
+            frame: rx.frame,
+            meta: &reasm_meta,
+        };
         let key = ReasmKey::V4 {
             src: repr.src_addr,
             dst,
@@ -399,6 +463,11 @@ impl IpIn {
                 offset,
             } => {
                 self.counters.rx_fragments += 1;
+                let reasm_meta = rx.meta.hash_only();
+                let rx = RxFrame {
+                    frame: rx.frame,
+                    meta: &reasm_meta,
+                };
                 let key = ReasmKey::V6 {
                     src,
                     dst,

@@ -82,3 +82,5 @@ pub use stack::Stack;
 /// The TCP engine's per-connection counters, as [`Stack::tcp_counters`] sums them.
 pub use tcp::Counters as TcpCounters;
 pub use tcp_sockets::FourTuple;
+/// The receive metadata [`Stack::receive`] takes (re-exported from `wire`).
+pub use wire::{CsumVerdict, RssHashType, RxChecksum, RxMeta};

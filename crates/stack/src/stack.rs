@@ -20,7 +20,7 @@
 use core::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use wire::{EthernetAddress, IpProtocol};
+use wire::{EthernetAddress, IpProtocol, RxMeta};
 
 use crate::config::StackConfig;
 use crate::counters::Counters;
@@ -122,7 +122,7 @@ impl Upper<'_> {
                     }
                 }
                 IpProtocol::UDP => {
-                    if !self.udp_cx().process(meta, payload) {
+                    if !self.udp_cx().process(meta, payload, rx) {
                         // RFC 1122 §4.1.3.1: port unreachable (v4 code 3; RFC 4443 §3.1 v6
                         // code 4).
                         self.icmp_cx().send_icmp_unreachable(now, meta, whole, 3, 4);
@@ -237,9 +237,22 @@ impl Stack {
 
     // ------------------------------------------------------------------ driver interface
 
-    /// Processes one received Ethernet frame. `rss_hash` is the hash the NIC computed for it
-    /// (DESIGN principle 4); the TCP connection table reuses it.
-    pub fn receive(&mut self, now: u64, frame: &[u8], rss_hash: Option<u32>) {
+    /// Processes one received Ethernet frame with what the NIC learnt about it (`meta`;
+    /// [`RxMeta::NONE`] without a NIC).
+    ///
+    /// - `meta.hash`: the RSS hash the NIC computed (DESIGN principle 4, "hash once"); the TCP
+    ///   connection table reuses it instead of hashing the flow again.
+    /// - `meta.csum`: the NIC's checksum verdicts, trusted as given. `Good` skips the
+    ///   stack's own verification of that layer (counted `rx_ipv4_csum_trusted` /
+    ///   `rx_csum_trusted`), `Bad` drops the frame with the counter a failed software check
+    ///   uses (`rx_drop_ipv4_bad_checksum`, `rx_drop_tcp_malformed`,
+    ///   `rx_drop_udp_malformed`), `Unknown` is verified in software as configured
+    ///   ([`StackConfig::checksums`]). The L4 verdict is used for TCP and UDP only, and
+    ///   never for a datagram reassembled from fragments (the verdict covered one frame).
+    ///
+    /// The NIC is trusted: a caller must only pass a verdict that was established over these
+    /// exact bytes (the `nic` model's descriptors are; a frame the caller rewrote is not).
+    pub fn receive(&mut self, now: u64, frame: &[u8], meta: &RxMeta) {
         let Stack {
             cfg,
             ip_in,
@@ -257,7 +270,7 @@ impl Stack {
             sockets,
             tcp,
         };
-        ip_in.receive(now, frame, rss_hash, &mut |d| upper.deliver(now, d));
+        ip_in.receive(now, frame, meta, &mut |d| upper.deliver(now, d));
     }
 
     /// The next frame to put on the wire, if any.

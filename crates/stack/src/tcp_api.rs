@@ -39,11 +39,13 @@ impl Stack {
     }
 
     /// The next frame caught mid-move, oldest first: (the destination the driver set with
-    /// [`Stack::tcp_set_moved_forward`], the frame, the RSS hash it arrived with). The driver
+    /// [`Stack::tcp_set_moved_forward`], the frame, the metadata to receive it with: the RSS
+    /// hash it arrived with and nothing else, since the frame is rebuilt from the datagram
+    /// ([`wire::RxMeta::hash_only`]), so the new owner verifies its checksums). The driver
     /// feeds it to the new owner's `receive` before newer frames of that connection (DESIGN
     /// handoff invariant 4). The outbox is bounded (`limits.tcp_moved_forward_frames_max`;
     /// overflow counted in `tcp_moved_forward_full`).
-    pub fn poll_forward(&mut self) -> Option<(u16, Vec<u8>, Option<u32>)> {
+    pub fn poll_forward(&mut self) -> Option<(u16, Vec<u8>, wire::RxMeta)> {
         self.tcp_cx().poll_forward()
     }
 
@@ -213,7 +215,7 @@ impl TcpCx<'_> {
     }
 
     /// See [`Stack::poll_forward`].
-    pub(crate) fn poll_forward(&mut self) -> Option<(u16, Vec<u8>, Option<u32>)> {
+    pub(crate) fn poll_forward(&mut self) -> Option<(u16, Vec<u8>, wire::RxMeta)> {
         self.tcp.forward.pop_front()
     }
 

@@ -72,7 +72,7 @@ impl TcpCx<'_> {
         whole: &[u8],
         rx: RxFrame<'_>,
     ) {
-        let hash = rx.hash;
+        let hash = rx.meta.hash;
         let Some(pair) = meta.pair() else {
             return;
         };
@@ -80,7 +80,12 @@ impl TcpCx<'_> {
             self.tcp.counters.rx_drop_tcp_malformed += 1;
             return;
         };
-        let Ok(seg) = TcpRepr::parse(&view, &pair, self.cfg.checksums) else {
+        // The NIC's verdict decides whether the checksum is verified here (`Stack::receive`).
+        let Some(caps) = rx.l4_caps(self.cfg.checksums, &mut self.tcp.counters) else {
+            self.tcp.counters.rx_drop_tcp_malformed += 1;
+            return;
+        };
+        let Ok(seg) = TcpRepr::parse(&view, &pair, caps) else {
             self.tcp.counters.rx_drop_tcp_malformed += 1;
             return;
         };
@@ -143,7 +148,10 @@ impl TcpCx<'_> {
         let mut frame = Vec::with_capacity(eth.len() + whole.len());
         frame.extend_from_slice(eth);
         frame.extend_from_slice(whole);
-        self.tcp.forward.push_back((dest, frame, rx.hash));
+        // Rebuilt from the datagram: only the hash still describes it.
+        self.tcp
+            .forward
+            .push_back((dest, frame, rx.meta.hash_only()));
         self.tcp.counters.tcp_moved_forwarded += 1;
     }
 

@@ -206,7 +206,7 @@ pub(crate) struct TcpTable {
     pub(crate) moved: usize,
     /// Frames caught mid-move, oldest first: (destination, frame, carried RSS hash).
     /// Invariant: `forward.len()` ≤ `limits.tcp_moved_forward_frames_max`.
-    pub(crate) forward: VecDeque<(u16, Vec<u8>, Option<u32>)>,
+    pub(crate) forward: VecDeque<(u16, Vec<u8>, wire::RxMeta)>,
     /// The counters this part increments (TCP input, listeners, connections, moves);
     /// `Stack::counters` sums every part's.
     pub(crate) counters: Counters,

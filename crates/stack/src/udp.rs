@@ -13,7 +13,7 @@ use wire::{IpPair, IpProtocol, UdpPacket, UdpRepr};
 use crate::config::StackConfig;
 use crate::counters::Counters;
 use crate::egress::Egress;
-use crate::ip_in::IpMeta;
+use crate::ip_in::{IpMeta, RxFrame};
 use crate::socket::{Readiness, SocketError, SocketHandle, SocketOption, UdpDatagram, UdpSocket};
 use crate::sockets::{PortKind, Socket, Sockets, overlaps};
 
@@ -43,7 +43,7 @@ impl UdpCx<'_> {
     /// Delivers a UDP datagram to its socket. False when no socket is bound to its
     /// destination (the caller answers with a port unreachable, RFC 1122 §4.1.3.1: v4 code 3;
     /// RFC 4443 §3.1 v6 code 4).
-    pub(crate) fn process(&mut self, meta: IpMeta, payload: &[u8]) -> bool {
+    pub(crate) fn process(&mut self, meta: IpMeta, payload: &[u8], rx: RxFrame<'_>) -> bool {
         let Some(pair) = meta.pair() else {
             return true;
         };
@@ -51,7 +51,12 @@ impl UdpCx<'_> {
             self.udp.counters.rx_drop_udp_malformed += 1;
             return true;
         };
-        let Ok(udp) = UdpRepr::parse(&view, &pair, self.cfg.checksums) else {
+        // The NIC's verdict decides whether the checksum is verified here (`Stack::receive`).
+        let Some(caps) = rx.l4_caps(self.cfg.checksums, &mut self.udp.counters) else {
+            self.udp.counters.rx_drop_udp_malformed += 1;
+            return true;
+        };
+        let Ok(udp) = UdpRepr::parse(&view, &pair, caps) else {
             self.udp.counters.rx_drop_udp_malformed += 1;
             return true;
         };

@@ -4,6 +4,7 @@ mod common;
 
 use common::*;
 use core::net::{IpAddr, Ipv4Addr};
+use stack::RxMeta;
 
 use wire::icmpv4::Icmpv4Repr;
 use wire::icmpv6::Icmpv6Repr;
@@ -139,7 +140,7 @@ fn v4_fragments_reassemble_in_any_order() {
     assert_eq!(p.a.counters().tx_fragments, 3);
     for order in [[2, 0, 1], [1, 2, 0], [0, 1, 2]] {
         for i in order {
-            p.b.receive(p.now, &frags[i], None);
+            p.b.receive(p.now, &frags[i], &RxMeta::NONE);
         }
         let d = p.b.udp_recv_from(srv).expect("reassembled");
         assert_eq!(d.payload, payload(4000));
@@ -156,7 +157,7 @@ fn v6_fragments_reassemble_in_any_order() {
     let frags = captured_fragments(&mut p, v6(IP6_B, 9), 3000);
     assert_eq!(frags.len(), 3);
     for i in [2, 1, 0] {
-        p.b.receive(p.now, &frags[i], None);
+        p.b.receive(p.now, &frags[i], &RxMeta::NONE);
     }
     assert_eq!(p.b.udp_recv_from(srv).map(|d| d.payload), Ok(payload(3000)));
 }
@@ -170,7 +171,7 @@ fn overlapping_v4_fragment_drops_the_datagram() {
     let (off1, _) = v4_frag(&frags[1]);
     v4_set_frag_offset(&mut frags[1], off1 - 8);
     for f in &frags {
-        p.b.receive(p.now, f, None);
+        p.b.receive(p.now, f, &RxMeta::NONE);
     }
     assert_eq!(p.b.udp_recv_from(srv), Err(stack::SocketError::WouldBlock));
     assert_eq!(p.b.counters().rx_drop_reasm_overlap, 1);
@@ -190,7 +191,7 @@ fn overlapping_v6_fragment_drops_the_datagram() {
     let mut frags = captured_fragments(&mut p, v6(IP6_B, 9), 3000);
     v6_set_frag_offset(&mut frags[1], 1440);
     for f in &frags {
-        p.b.receive(p.now, f, None);
+        p.b.receive(p.now, f, &RxMeta::NONE);
     }
     assert_eq!(p.b.udp_recv_from(srv), Err(stack::SocketError::WouldBlock));
     assert_eq!(p.b.counters().rx_drop_reasm_overlap, 1);
@@ -201,8 +202,8 @@ fn incomplete_datagram_times_out_and_is_counted() {
     let mut p = Pair::new();
     resolve(&mut p);
     let frags = captured_fragments(&mut p, v4(IP_B, 9), 4000);
-    p.b.receive(p.now, &frags[0], None);
-    p.b.receive(p.now, &frags[2], None);
+    p.b.receive(p.now, &frags[0], &RxMeta::NONE);
+    p.b.receive(p.now, &frags[2], &RxMeta::NONE);
     assert_eq!(p.b.reassembly_in_progress(), 1);
     p.advance(p.b.config().limits.reasm_timeout_ns + 1);
     assert_eq!(p.b.counters().rx_drop_reasm_timeout, 1);
@@ -217,7 +218,7 @@ fn reassembly_table_full_is_counted() {
     resolve(&mut p);
     for _ in 0..3 {
         let frags = captured_fragments(&mut p, v4(IP_B, 9), 2000);
-        p.b.receive(p.now, &frags[0], None);
+        p.b.receive(p.now, &frags[0], &RxMeta::NONE);
     }
     assert_eq!(p.b.counters().rx_drop_reasm_table_full, 1);
     assert_eq!(p.b.reassembly_in_progress(), 2);
@@ -231,7 +232,7 @@ fn datagram_over_the_byte_limit_is_dropped() {
     resolve(&mut p);
     let frags = captured_fragments(&mut p, v4(IP_B, 9), 4000);
     for f in &frags {
-        p.b.receive(p.now, f, None);
+        p.b.receive(p.now, f, &RxMeta::NONE);
     }
     assert!(p.b.counters().rx_drop_reasm_too_big >= 1);
     assert_eq!(p.b.counters().rx_reassembled, 0);
@@ -409,7 +410,11 @@ fn closed_tcp_port_syn_gets_rst_ack_acknowledging_the_syn() {
     let mut p = Pair::new();
     resolve(&mut p);
     // RFC 9293 §3.10.7.1: no ACK → <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>; SYN counts 1.
-    p.b.receive(p.now, &tcp_frame(TcpFlags::SYN, 1000, 0, &[]), None);
+    p.b.receive(
+        p.now,
+        &tcp_frame(TcpFlags::SYN, 1000, 0, &[]),
+        &RxMeta::NONE,
+    );
     assert_eq!(
         only_tcp_reply(&mut p),
         (TcpFlags::RST | TcpFlags::ACK, 0, 1001)
@@ -417,7 +422,7 @@ fn closed_tcp_port_syn_gets_rst_ack_acknowledging_the_syn() {
     p.b.receive(
         p.now,
         &tcp_frame(TcpFlags::SYN | TcpFlags::FIN, 0xffff_fff0, 0, b"abcd"),
-        None,
+        &RxMeta::NONE,
     );
     assert_eq!(
         only_tcp_reply(&mut p),
@@ -434,7 +439,7 @@ fn closed_tcp_port_ack_gets_rst_with_seq_from_the_ack() {
     p.b.receive(
         p.now,
         &tcp_frame(TcpFlags::ACK | TcpFlags::PSH, 5, 777_777, b"data"),
-        None,
+        &RxMeta::NONE,
     );
     assert_eq!(only_tcp_reply(&mut p), (TcpFlags::RST, 777_777, 0));
 }
@@ -443,7 +448,7 @@ fn closed_tcp_port_ack_gets_rst_with_seq_from_the_ack() {
 fn closed_tcp_port_rst_is_not_answered() {
     let mut p = Pair::new();
     resolve(&mut p);
-    p.b.receive(p.now, &tcp_frame(TcpFlags::RST, 5, 0, &[]), None);
+    p.b.receive(p.now, &tcp_frame(TcpFlags::RST, 5, 0, &[]), &RxMeta::NONE);
     assert!(p.b.poll_transmit(p.now).is_none());
     assert_eq!(p.b.counters().tcp_rx_no_listener_rst_ignored, 1);
 }
@@ -454,7 +459,7 @@ fn corrupted_ipv4_header_checksum_is_a_counted_drop() {
     resolve(&mut p);
     let mut f = tcp_frame(TcpFlags::SYN, 1, 0, &[]);
     f[ETH + 8] ^= 0x01; // TTL changed, checksum not fixed
-    p.b.receive(p.now, &f, None);
+    p.b.receive(p.now, &f, &RxMeta::NONE);
     assert_eq!(p.b.counters().rx_drop_ipv4_bad_checksum, 1);
     assert!(p.b.poll_transmit(p.now).is_none());
 }
@@ -470,7 +475,7 @@ fn packets_for_other_hosts_are_counted_drops() {
     p.exchange();
     let mut f = p.captured_a.pop().expect("frame");
     f[0..6].copy_from_slice(&[0x02, 9, 9, 9, 9, 9]);
-    p.b.receive(p.now, &f, None);
+    p.b.receive(p.now, &f, &RxMeta::NONE);
     assert_eq!(p.b.counters().rx_drop_other_mac, 1);
 }
 
@@ -491,7 +496,7 @@ fn atomic_v6_fragment_bypasses_reassembly() {
     f[ETH + 4..ETH + 6].copy_from_slice(&pl.to_be_bytes());
     let at = ETH + 40;
     f.splice(at..at, [nh, 0, 0, 0, 0xca, 0xfe, 0, 1]);
-    p.b.receive(p.now, &f, None);
+    p.b.receive(p.now, &f, &RxMeta::NONE);
     assert_eq!(p.b.udp_recv_from(srv).map(|d| d.payload), Ok(payload(40)));
     assert_eq!(p.b.counters().rx_drop_reasm_table_full, 0);
 }
@@ -511,7 +516,7 @@ fn our_own_frames_looped_back_are_dropped() {
     p.a.send_ping(p.now, IpAddr::V4(IP_B), 1, 1, b"")
         .expect("ping");
     let arp = p.a.poll_transmit(p.now).expect("arp request");
-    p.a.receive(p.now, &arp, None);
+    p.a.receive(p.now, &arp, &RxMeta::NONE);
     assert_eq!(p.a.counters().rx_drop_bad_src_mac, 1);
     assert_eq!(p.a.counters().arp_rx_conflict, 0);
 }
@@ -528,11 +533,11 @@ fn conversation_trace() -> Vec<Vec<u8>> {
     for step in 0..50u64 {
         while let Some(f) = p.a.poll_transmit(p.now) {
             trace.push(f.clone());
-            p.b.receive(p.now, &f, None);
+            p.b.receive(p.now, &f, &RxMeta::NONE);
         }
         while let Some(f) = p.b.poll_transmit(p.now) {
             trace.push(f.clone());
-            p.a.receive(p.now, &f, None);
+            p.a.receive(p.now, &f, &RxMeta::NONE);
         }
         if let Ok((s, _)) = p.b.tcp_accept(l) {
             let _ = p.b.tcp_send(s, &payload(5000));
@@ -613,7 +618,7 @@ fn ipv4_options_are_skipped_and_the_datagram_delivered() {
         ip.set_total_len(total);
         ip.fill_checksum();
     }
-    p.b.receive(p.now, &f, None);
+    p.b.receive(p.now, &f, &RxMeta::NONE);
     assert_eq!(p.b.udp_recv_from(srv).map(|d| d.payload), Ok(payload(10)));
 }
 
@@ -624,7 +629,7 @@ fn tcp_segment_with_bad_checksum_is_dropped_without_reply() {
     let mut f = tcp_frame(TcpFlags::SYN, 1, 0, b"data");
     let n = f.len();
     f[n - 1] ^= 0x20;
-    p.b.receive(p.now, &f, None);
+    p.b.receive(p.now, &f, &RxMeta::NONE);
     assert_eq!(p.b.counters().rx_drop_tcp_malformed, 1);
     assert!(
         p.b.poll_transmit(p.now).is_none(),

@@ -3,6 +3,7 @@ mod common;
 
 use common::*;
 use core::net::{IpAddr, Ipv6Addr};
+use stack::RxMeta;
 
 use stack::Stack;
 use wire::{ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetFrame, EthernetRepr};
@@ -20,7 +21,7 @@ fn arp_resolution_then_queued_packet_is_delivered() {
     let eth = EthernetRepr::parse(&EthernetFrame::new_checked(&req[..]).unwrap()).unwrap();
     assert_eq!(eth.ethertype, EtherType::ARP);
     assert!(eth.dst_addr.is_broadcast());
-    p.b.receive(p.now, &req, None);
+    p.b.receive(p.now, &req, &RxMeta::NONE);
     p.exchange();
     let d =
         p.b.udp_recv_from(rx)
@@ -103,14 +104,14 @@ fn gratuitous_arp_updates_an_existing_entry_only() {
             .unwrap();
         f
     };
-    p.a.receive(p.now, &garp(IP_B), None);
+    p.a.receive(p.now, &garp(IP_B), &RxMeta::NONE);
     assert_eq!(p.a.neighbor(p.now, IpAddr::V4(IP_B)), Some(new_mac));
     // A gratuitous ARP for a stranger creates nothing.
-    p.a.receive(p.now, &garp(IP_SILENT), None);
+    p.a.receive(p.now, &garp(IP_SILENT), &RxMeta::NONE);
     assert_eq!(p.a.neighbor(p.now, IpAddr::V4(IP_SILENT)), None);
     assert_eq!(p.a.counters().arp_rx_other_target, 1);
     // Someone claiming our own address is a counted conflict, not a cache update.
-    p.a.receive(p.now, &garp(IP_A), None);
+    p.a.receive(p.now, &garp(IP_A), &RxMeta::NONE);
     assert_eq!(p.a.counters().arp_rx_conflict, 1);
 }
 
@@ -123,7 +124,7 @@ fn neighbor_discovery_resolves_and_delivers_queued_ping() {
     let eth = EthernetRepr::parse(&EthernetFrame::new_checked(&ns[..]).unwrap()).unwrap();
     // RFC 4861 §7.2.2: to the solicited-node multicast group of the target.
     assert_eq!(eth.dst_addr.0, [0x33, 0x33, 0xff, 0, 0, 2]);
-    p.b.receive(p.now, &ns, None);
+    p.b.receive(p.now, &ns, &RxMeta::NONE);
     p.exchange();
     let r = p.a.poll_echo_reply().expect("echo reply");
     assert_eq!(

@@ -3,6 +3,7 @@
 mod common;
 
 use common::*;
+use stack::RxMeta;
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
@@ -112,9 +113,9 @@ fn run(seed: u64, loss_per_mille: u64, len: usize) -> Result<tcp::Counters, Test
             }
             let (to_b, f) = entry.remove();
             if to_b {
-                b.receive(now, &f, None)
+                b.receive(now, &f, &RxMeta::NONE)
             } else {
-                a.receive(now, &f, None)
+                a.receive(now, &f, &RxMeta::NONE)
             }
         }
         a.handle_timeout(now);

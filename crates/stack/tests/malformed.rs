@@ -3,6 +3,7 @@ mod common;
 
 use common::*;
 use core::net::IpAddr;
+use stack::RxMeta;
 
 use proptest::prelude::*;
 use stack::{Counters, Stack};
@@ -159,7 +160,7 @@ fn each_malformation_bumps_its_named_counter() {
     ];
     for (name, frame, counter) in cases {
         let mut b = fresh_b();
-        b.receive(0, &frame, None);
+        b.receive(0, &frame, &RxMeta::NONE);
         assert_eq!(counter(&b.counters()), 1, "{name}");
         assert_eq!(drops(&b.counters()), 1, "{name}: exactly one drop counted");
     }
@@ -171,7 +172,7 @@ proptest! {
     #[test]
     fn random_bytes_never_panic_and_are_counted(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         let mut b = fresh_b();
-        b.receive(0, &bytes, None);
+        b.receive(0, &bytes, &RxMeta::NONE);
         let c = b.counters();
         prop_assert_eq!(c.rx_frames, 1);
         // Random bytes are never addressed to us in a valid way: one drop, nothing sent.
@@ -195,7 +196,7 @@ proptest! {
         f.truncate(14 + cut % f.len().max(1));
         let mut b = fresh_b();
         let _ = b.udp_bind(v4(IP_B, 9));
-        b.receive(0, &f, None);
+        b.receive(0, &f, &RxMeta::NONE);
         b.handle_timeout(1);
         // Whatever goes out is a well-formed Ethernet frame from B.
         while let Some(out) = b.poll_transmit(0) {
@@ -296,7 +297,7 @@ proptest! {
         for (to_conn, seq, ack, flags, window, mss, payload, dt) in segs {
             let sp = if to_conn { sport } else { 1000 + (seq % 7) as u16 };
             let f = tcp_from_a(sp, 80, seq, ack, flags, window, mss, &payload);
-            p.b.receive(p.now, &f, None);
+            p.b.receive(p.now, &f, &RxMeta::NONE);
             p.now += dt;
             p.b.handle_timeout(p.now);
             while let Some(out) = p.b.poll_transmit(p.now) {

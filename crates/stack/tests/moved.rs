@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use core::net::SocketAddr;
+use stack::RxMeta;
 
 use stack::{FourTuple, SocketError, SocketHandle, Stack};
 
@@ -33,7 +34,7 @@ fn read_all(s: &mut Stack, h: SocketHandle) -> Vec<u8> {
 fn export_b(p: &mut Pair, s: SocketHandle) -> (FourTuple, tcp::ConnectionSnapshot) {
     let moved = p.b.tcp_export(p.now, s).expect("export");
     while let Some(f) = p.b.poll_transmit(p.now) {
-        p.a.receive(p.now, &f, None);
+        p.a.receive(p.now, &f, &RxMeta::NONE);
     }
     moved
 }
@@ -52,7 +53,7 @@ fn a_frame_for_an_exported_connection_draws_no_rst_and_is_counted() {
     assert_eq!(p.b.tcp_connection_count(), 0, "a marker is no connection");
     let frames = frames_from_a(&mut p, c, b"caught mid-move");
     assert_eq!(frames.len(), 1);
-    p.b.receive(p.now, &frames[0], None);
+    p.b.receive(p.now, &frames[0], &RxMeta::NONE);
     assert_eq!(p.b.poll_transmit(p.now), None, "no RST, nothing at all");
     assert_eq!(p.b.poll_forward(), None, "no destination set");
     let counters = p.b.counters();
@@ -75,13 +76,22 @@ fn with_a_destination_frames_are_forwarded_in_order_and_the_new_owner_takes_them
     let frames = frames_from_a(&mut p, c, &data);
     assert!(frames.len() >= 3, "{} frames", frames.len());
     for f in &frames {
-        p.b.receive(p.now, f, Some(0xabcd));
+        let meta = RxMeta {
+            hash: Some(0xabcd),
+            ..RxMeta::NONE
+        };
+        p.b.receive(p.now, f, &meta);
     }
     assert_eq!(p.b.poll_transmit(p.now), None, "no RST");
     let forwarded: Vec<_> = std::iter::from_fn(|| p.b.poll_forward()).collect();
     assert_eq!(forwarded.len(), 2, "bounded outbox");
-    for ((dest, frame, hash), sent) in forwarded.iter().zip(&frames) {
-        assert_eq!((*dest, *hash), (7, Some(0xabcd)));
+    for ((dest, frame, meta), sent) in forwarded.iter().zip(&frames) {
+        assert_eq!((*dest, meta.hash), (7, Some(0xabcd)));
+        assert_eq!(
+            meta.csum,
+            stack::RxChecksum::UNKNOWN,
+            "rebuilt: verified again"
+        );
         assert_eq!(frame, sent, "the frame as received, in arrival order");
     }
     let counters = p.b.counters();
@@ -96,8 +106,8 @@ fn with_a_destination_frames_are_forwarded_in_order_and_the_new_owner_takes_them
     // The new owner processes them before anything newer; the lost one is retransmitted.
     let mut b2 = Stack::new(config_b());
     let s2 = b2.tcp_import(p.now, tuple, &snapshot).expect("import");
-    for (_, frame, hash) in forwarded {
-        b2.receive(p.now, &frame, hash);
+    for (_, frame, meta) in forwarded {
+        b2.receive(p.now, &frame, &meta);
     }
     p.b = b2;
     let mut got = read_all(&mut p.b, s2);
@@ -115,7 +125,7 @@ fn export_then_import_into_the_same_stack_keeps_the_handle() {
     let (tuple, snapshot) = export_b(&mut p, s);
     let frames = frames_from_a(&mut p, c, b"while away");
     for f in &frames {
-        p.b.receive(p.now, f, None);
+        p.b.receive(p.now, f, &RxMeta::NONE);
     }
     let back = p.b.tcp_import(p.now, tuple, &snapshot).expect("import");
     assert_eq!(back, s, "same handle after a move and back");
@@ -152,7 +162,7 @@ fn markers_expire_and_can_be_released() {
     p.b.tcp_release_moved(t0).expect("release");
     assert_eq!(p.b.tcp_release_moved(t0), Err(SocketError::InvalidState));
     for f in frames_from_a(&mut p, c0, b"x") {
-        p.b.receive(p.now, &f, None);
+        p.b.receive(p.now, &f, &RxMeta::NONE);
     }
     assert_eq!(p.b.counters().tcp_rx_no_listener_rst_sent, 1);
     // Expired: after `tcp_moved_marker_ns` the marker goes by itself.

@@ -4,6 +4,7 @@ mod common;
 
 use common::*;
 use core::net::SocketAddr;
+use stack::RxMeta;
 
 use stack::{Readiness, SocketError, SocketEvent, SocketHandle, SocketOption, Stack};
 
@@ -215,14 +216,28 @@ fn connection_table_uses_the_carried_rss_hash() {
     // Data with the hash a NIC would carry reaches the connection ...
     p.a.tcp_send(c, b"one").unwrap();
     let f = p.a.poll_transmit(p.now).expect("segment");
-    p.b.receive(p.now, &f, Some(nic_hash));
+    p.b.receive(
+        p.now,
+        &f,
+        &RxMeta {
+            hash: Some(nic_hash),
+            ..RxMeta::NONE
+        },
+    );
     assert_eq!(read_all(&mut p.b, s), b"one");
     // ... and the table trusts the carried hash: a wrong one misses it (and draws a RST).
     p.advance(MS);
     p.a.tcp_send(c, b"two").unwrap();
     let f = p.a.poll_transmit(p.now).expect("segment");
     let before = p.b.counters();
-    p.b.receive(p.now, &f, Some(nic_hash ^ 1));
+    p.b.receive(
+        p.now,
+        &f,
+        &RxMeta {
+            hash: Some(nic_hash ^ 1),
+            ..RxMeta::NONE
+        },
+    );
     // It missed the table and met the listener as a stray ACK (RST, RFC 9293 §3.10.7.2).
     assert_eq!(
         p.b.counters().tcp_listen_bad_segment,
@@ -369,7 +384,7 @@ fn syn_cookies_disabled_means_counted_drops() {
     p.exchange();
     p.capture_a = false;
     for f in std::mem::take(&mut p.captured_a) {
-        p.b.receive(p.now, &f, None);
+        p.b.receive(p.now, &f, &RxMeta::NONE);
     }
     let c = p.b.counters();
     assert_eq!((c.tcp_syn_cookies_sent, c.tcp_listen_backlog_full), (0, 1));
@@ -430,11 +445,11 @@ fn icmp_port_unreachable_aborts_a_connection_still_opening() {
     // A forged error quoting a sequence number outside the window is ignored (RFC 5927 §4.1).
     let mut forged = syn.clone();
     forged[ETH + 20 + 4] ^= 0x80;
-    p.a.receive(p.now, &icmp_unreachable_about(&forged, 3), None);
+    p.a.receive(p.now, &icmp_unreachable_about(&forged, 3), &RxMeta::NONE);
     assert_eq!(p.a.tcp_state(c), Some(tcp::State::SynSent));
     assert_eq!(p.a.counters().icmp_errors_unmatched, 1);
     // The genuine one aborts the open.
-    p.a.receive(p.now, &icmp_unreachable_about(&syn, 3), None);
+    p.a.receive(p.now, &icmp_unreachable_about(&syn, 3), &RxMeta::NONE);
     let evs: Vec<_> = std::iter::from_fn(|| p.a.poll_event()).collect();
     assert!(readiness_of(&evs, c).contains(Readiness::ERROR));
     assert_eq!(p.a.take_error(c), Ok(Some(SocketError::Unreachable)));
@@ -696,7 +711,7 @@ fn exported_connection_resumes_on_another_stack_without_losing_a_byte() {
     assert_eq!(p.b.tcp_state(s), None, "the old owner let go");
     // Whatever B flushed while exporting is on the wire.
     while let Some(f) = p.b.poll_transmit(p.now) {
-        p.a.receive(p.now, &f, None);
+        p.a.receive(p.now, &f, &RxMeta::NONE);
     }
     // The new owner: another shard of the same host (same addresses).
     p.b = Stack::new(config_b());
@@ -758,7 +773,7 @@ fn small_transmit_queue_is_shared_round_robin_without_drops() {
             let ip = wire::Ipv4Packet::new_checked(&f[ETH..]).unwrap();
             let sport = u16::from_be_bytes([ip.payload()[0], ip.payload()[1]]);
             *by_port.entry(sport).or_insert(0) += 1;
-            p.b.receive(p.now, &f, None);
+            p.b.receive(p.now, &f, &RxMeta::NONE);
         }
     }
     assert_eq!(

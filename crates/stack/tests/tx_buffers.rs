@@ -4,6 +4,7 @@
 mod common;
 use common::*;
 use core::net::SocketAddr;
+use stack::RxMeta;
 
 /// Moves frames both ways until neither side sends, logging each; with `dirty`, every frame
 /// is overwritten with 0xa5 after delivery and handed back to its sender.
@@ -20,7 +21,7 @@ fn exchange(p: &mut Pair, log: &mut Vec<Vec<u8>>, dirty: bool) {
             while let Some(mut f) = tx.poll_transmit(*now) {
                 moved = true;
                 log.push(f.clone());
-                rx.receive(*now, &f, None);
+                rx.receive(*now, &f, &RxMeta::NONE);
                 if dirty {
                     f.fill(0xa5);
                     tx.recycle(f);

@@ -174,6 +174,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
             .is_some_and(|h| checksum::sum(h) == 0xffff)
     }
     /// The payload the total length covers (Ethernet padding excluded).
+    #[inline(always)]
     pub fn payload(&self) -> &[u8] {
         self.b()
             .get(self.header_len()..usize::from(self.total_len()))

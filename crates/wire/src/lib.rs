@@ -49,6 +49,7 @@ pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
+pub mod meta;
 pub mod partial;
 pub mod tcp;
 pub mod udp;
@@ -64,6 +65,7 @@ pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{
     Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6Packet, Ipv6Repr, Ipv6Walk, MAX_EXT_HEADERS,
 };
+pub use meta::{CsumVerdict, RssHashType, RxChecksum, RxMeta};
 pub use tcp::{
     SackBlock, SeqNumber, TcpFlags, TcpOption, TcpOptions, TcpPacket, TcpParseReport, TcpRepr,
     TcpTimestamp,

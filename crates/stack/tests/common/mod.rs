@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use stack::RxMeta;
 
 use stack::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Stack, StackConfig};
 use wire::EthernetAddress;
@@ -76,13 +77,13 @@ impl Pair {
                 if self.capture_a {
                     self.captured_a.push(f);
                 } else {
-                    self.b.receive(self.now, &f, None);
+                    self.b.receive(self.now, &f, &RxMeta::NONE);
                 }
             }
             while let Some(f) = self.b.poll_transmit(self.now) {
                 moved = true;
                 self.log_b.push(f.clone());
-                self.a.receive(self.now, &f, None);
+                self.a.receive(self.now, &f, &RxMeta::NONE);
             }
             if !moved {
                 return;
