@@ -26,7 +26,7 @@ use crate::config::StackConfig;
 use crate::counters::Counters;
 use crate::egress::Egress;
 use crate::icmp::{Icmp, IcmpCx, QuotedError};
-use crate::ip_in::{Delivery, IpIn};
+use crate::ip_in::{Deliver, Delivery, IpIn};
 use crate::socket::{EchoReply, SocketError, SocketEvent, SocketHandle, SocketOption, UdpDatagram};
 use crate::sockets::{Socket, Sockets};
 use crate::tcp_input::TcpCx;
@@ -98,7 +98,28 @@ impl Upper<'_> {
         }
     }
 
-    /// Hands what IP input delivered to the part it is for.
+    /// Hands a destination-unreachable error to the socket that sent the quoted packet
+    /// (RFC 1122 §4.2.3.9, §4.1.3.3; RFC 5927 §4.1 checks in TCP).
+    fn icmp_error_to_socket(&mut self, q: QuotedError) {
+        let matched = match q.protocol {
+            IpProtocol::TCP => self
+                .tcp_cx()
+                .tcp_icmp_error(q.local, q.remote, q.seq, q.hard),
+            IpProtocol::UDP => self.udp_cx().icmp_error(q.local, q.hard),
+            _ => false,
+        };
+        if !matched {
+            self.icmp.unmatched();
+        }
+    }
+}
+
+impl Deliver for Upper<'_> {
+    /// Hands what IP input delivered to the part it is for. Always inlined into IP input's
+    /// per-frame path: the `Delivery` is built and matched in the same function, so the TCP
+    /// case is a direct call to `process_tcp` (out of line it cost ~58 instructions per
+    /// frame copying the `Delivery` in; callgrind bulk).
+    #[inline(always)]
     fn deliver(&mut self, now: u64, d: Delivery<'_>) {
         match d {
             Delivery::Arp(payload) => self.egress.process_arp(now, payload),
@@ -130,21 +151,6 @@ impl Upper<'_> {
                 }
                 _ => self.tcp_cx().process_tcp(now, meta, payload, whole, rx),
             },
-        }
-    }
-
-    /// Hands a destination-unreachable error to the socket that sent the quoted packet
-    /// (RFC 1122 §4.2.3.9, §4.1.3.3; RFC 5927 §4.1 checks in TCP).
-    fn icmp_error_to_socket(&mut self, q: QuotedError) {
-        let matched = match q.protocol {
-            IpProtocol::TCP => self
-                .tcp_cx()
-                .tcp_icmp_error(q.local, q.remote, q.seq, q.hard),
-            IpProtocol::UDP => self.udp_cx().icmp_error(q.local, q.hard),
-            _ => false,
-        };
-        if !matched {
-            self.icmp.unmatched();
         }
     }
 }
@@ -270,7 +276,7 @@ impl Stack {
             sockets,
             tcp,
         };
-        ip_in.receive(now, frame, meta, &mut |d| upper.deliver(now, d));
+        ip_in.receive(now, frame, meta, &mut upper);
     }
 
     /// The next frame to put on the wire, if any.
