@@ -151,7 +151,9 @@ impl IpIn {
     }
 
     /// Processes one received Ethernet frame: link-layer checks, then ARP to `up`, IP
-    /// through `process_ipv4`/`process_ipv6`.
+    /// through `process_ipv4`/`process_ipv6`. Always inlined into `Stack::receive`, its only
+    /// caller: one call level less per frame (-56k Ir in callgrind bulk, ~8 per frame).
+    #[inline(always)]
     pub(crate) fn receive(&mut self, now: u64, frame: &[u8], meta: &RxMeta, up: &mut impl Deliver) {
         self.counters.rx_frames += 1;
         let Ok(view) = EthernetFrame::new_checked(frame) else {
@@ -229,21 +231,21 @@ impl IpIn {
             return;
         };
         let verdict = rx.meta.csum.ip;
+        let judged = verdict != CsumVerdict::Unknown;
         let mut caps = self.cfg.checksums;
-        if verdict != CsumVerdict::Unknown {
-            // The NIC judged the header (`Stack::receive`): no software verification; a "bad"
-            // is dropped below, after the length and option checks, as a software failure is.
-            caps.verify_rx = false;
-        }
+        // The NIC judged the header (`Stack::receive`): no software verification; a "bad"
+        // is dropped below, after the length and option checks, as a software failure is.
+        caps.verify_rx &= !judged;
         let repr = match Ipv4Repr::parse(&pkt, caps) {
+            // Unjudged (no NIC) first: one test on the bare-stack path.
+            Ok(r) if !judged => r,
             Ok(_) if verdict == CsumVerdict::Bad => {
                 self.counters.rx_drop_ipv4_bad_checksum += 1;
                 return;
             }
+            // `Good` (the only verdict left).
             Ok(r) => {
-                if verdict == CsumVerdict::Good && self.cfg.checksums.verify_rx {
-                    self.counters.rx_ipv4_csum_trusted += 1;
-                }
+                self.counters.rx_ipv4_csum_trusted += u64::from(self.cfg.checksums.verify_rx);
                 r
             }
             Err(wire::Error::BadChecksum) => {
