@@ -13,6 +13,7 @@ use wire::{
     Ipv4Packet, Ipv4Repr, Ipv6FragmentHeader, Ipv6Packet, RxMeta,
 };
 
+use crate::cold_path;
 use crate::config::{ALL_NODES, StackConfig, solicited_node};
 use crate::counters::Counters;
 use crate::reasm::{ReasmDrop, ReasmKey, Reassembler};
@@ -227,6 +228,7 @@ impl IpIn {
 
     fn process_ipv4(&mut self, now: u64, bytes: &[u8], rx: RxFrame<'_>, up: &mut impl Deliver) {
         let Ok(pkt) = Ipv4Packet::new_checked(bytes) else {
+            cold_path();
             self.counters.rx_drop_ipv4_malformed += 1;
             return;
         };
@@ -240,6 +242,7 @@ impl IpIn {
             // Unjudged (no NIC) first: one test on the bare-stack path.
             Ok(r) if !judged => r,
             Ok(_) if verdict == CsumVerdict::Bad => {
+                cold_path();
                 self.counters.rx_drop_ipv4_bad_checksum += 1;
                 return;
             }
@@ -249,16 +252,19 @@ impl IpIn {
                 r
             }
             Err(wire::Error::BadChecksum) => {
+                cold_path();
                 self.counters.rx_drop_ipv4_bad_checksum += 1;
                 return;
             }
             Err(_) => {
+                cold_path();
                 self.counters.rx_drop_ipv4_malformed += 1;
                 return;
             }
         };
         // RFC 1122 §3.2.1.3: a source that is broadcast or multicast is silently discarded.
         if repr.src_addr.is_multicast() || self.cfg.interface.is_v4_broadcast(repr.src_addr) {
+            cold_path();
             self.counters.rx_drop_bad_source += 1;
             return;
         }
@@ -266,6 +272,7 @@ impl IpIn {
         let dst_unicast = self.cfg.interface.is_our_v4(dst);
         if !dst_unicast && !self.cfg.interface.is_v4_broadcast(dst) {
             // Hosts do not forward (RFC 1122 §3.3.1); no multicast group membership yet.
+            cold_path();
             self.counters.rx_drop_not_for_us += 1;
             return;
         }
@@ -288,6 +295,7 @@ impl IpIn {
 
     /// An IPv4 fragment, into the reassembler; the datagram goes on once complete. Out of
     /// line: the unfragmented path above is the hot one.
+    #[cold]
     #[inline(never)]
     fn reassemble_ipv4(
         &mut self,
