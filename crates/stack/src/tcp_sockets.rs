@@ -83,7 +83,28 @@ impl Hasher for FlowHasher {
 /// secret so remote peers cannot aim tuples at one bucket), used when the stack has no RSS key
 /// and so cannot reproduce the NIC's hash.
 pub(crate) fn software_hash(seed: u32, t: &FourTuple) -> u32 {
-    let mut h: u32 = 0x811c_9dc5 ^ seed;
+    let h: u32 = 0x811c_9dc5 ^ seed;
+    if let (SocketAddr::V4(r), SocketAddr::V4(l)) = (t.remote, t.local) {
+        // The same bytes in the same order as `software_hash_any`, a word at a time: the
+        // per-segment case, unrolled (callgrind bulk: -XXX Ir).
+        let h = fnv_word(h, u32::from(*r.ip()));
+        let h = fnv_word(h, u32::from(*l.ip()));
+        return fnv_word(h, (u32::from(r.port()) << 16) | u32::from(l.port()));
+    }
+    software_hash_any(h, t)
+}
+
+/// FNV-1a over the big-endian bytes of `w`.
+#[inline(always)]
+fn fnv_word(mut h: u32, w: u32) -> u32 {
+    for b in w.to_be_bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// [`software_hash`] for any tuple, from the offset basis `h` already seeded.
+fn software_hash_any(mut h: u32, t: &FourTuple) -> u32 {
     let mut eat = |bytes: &[u8]| {
         for &b in bytes {
             h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
@@ -299,6 +320,7 @@ pub(crate) fn endpoint_bytes(a: IpAddr) -> ([u8; 16], usize) {
 impl TcpTable {
     /// The flow hash of `tuple` for the table: the carried RSS hash when the stack knows the
     /// NIC's key (so the two agree), else the stack's own hash.
+    #[inline]
     pub(crate) fn flow_key(&self, tuple: FourTuple, carried: Option<u32>) -> FlowKey {
         let hash = match (&self.cfg.rss, carried) {
             (Some(_), Some(h)) => h,
