@@ -9,8 +9,8 @@ use core::net::IpAddr;
 use std::sync::Arc;
 
 use wire::{
-    ChecksumCaps, CsumVerdict, EtherType, EthernetFrame, EthernetRepr, IpPair, IpProtocol,
-    Ipv4Packet, Ipv4Repr, Ipv6FragmentHeader, Ipv6Packet, RxMeta,
+    ChecksumCaps, CsumVerdict, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpPair,
+    IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6FragmentHeader, Ipv6Packet, RxMeta,
 };
 
 use crate::cold_path;
@@ -123,6 +123,10 @@ pub(crate) struct IpIn {
     /// sums every part's.
     counters: Counters,
     reasm: Reassembler,
+    /// Copies of the configuration values every received frame reads (the configuration
+    /// never changes once the stack is built), saving a load through the `Arc` each.
+    mac: EthernetAddress,
+    checksums: ChecksumCaps,
 }
 
 impl IpIn {
@@ -132,6 +136,8 @@ impl IpIn {
         IpIn {
             counters: Counters::default(),
             reasm,
+            mac: cfg.interface.mac,
+            checksums: cfg.checksums,
             cfg,
         }
     }
@@ -165,12 +171,12 @@ impl IpIn {
             self.counters.rx_drop_malformed_eth += 1;
             return;
         };
-        if eth.src_addr == self.cfg.interface.mac || eth.src_addr.is_multicast() {
+        if eth.src_addr == self.mac || eth.src_addr.is_multicast() {
             // Our own frame looped back, or a source no station may use (IEEE 802.3 §3.2.3).
             self.counters.rx_drop_bad_src_mac += 1;
             return;
         }
-        if eth.dst_addr != self.cfg.interface.mac && eth.dst_addr.is_unicast() {
+        if eth.dst_addr != self.mac && eth.dst_addr.is_unicast() {
             self.counters.rx_drop_other_mac += 1;
             return;
         }
@@ -234,7 +240,7 @@ impl IpIn {
         };
         let verdict = rx.meta.csum.ip;
         let judged = verdict != CsumVerdict::Unknown;
-        let mut caps = self.cfg.checksums;
+        let mut caps = self.checksums;
         // The NIC judged the header (`Stack::receive`): no software verification; a "bad"
         // is dropped below, after the length and option checks, as a software failure is.
         caps.verify_rx &= !judged;
@@ -248,7 +254,7 @@ impl IpIn {
             }
             // `Good` (the only verdict left).
             Ok(r) => {
-                self.counters.rx_ipv4_csum_trusted += u64::from(self.cfg.checksums.verify_rx);
+                self.counters.rx_ipv4_csum_trusted += u64::from(self.checksums.verify_rx);
                 r
             }
             Err(wire::Error::BadChecksum) => {
@@ -341,7 +347,7 @@ impl IpIn {
                 let mut whole = vec![0u8; whole_repr.buffer_len()];
                 let _ = whole_repr.emit(
                     &mut Ipv4Packet::new_unchecked(&mut whole[..]),
-                    self.cfg.checksums,
+                    self.checksums,
                 );
                 if let Some(dst_payload) = whole.get_mut(whole_repr.header_len()..) {
                     dst_payload.copy_from_slice(&done.payload);
