@@ -63,6 +63,14 @@ pub(crate) struct Egress {
     /// the payload: the last one the fast path emitted, so a steady flow never moves its
     /// payload.
     tx_header_guess: usize,
+    /// Copies of the configuration values the per-segment transmit path reads (the
+    /// configuration never changes once the stack is built): read through the `Arc`, each
+    /// costs a load more and none can be hoisted past the writes around it (callgrind bulk).
+    tx_queue_max: usize,
+    mtu_bytes: u16,
+    checksums: wire::ChecksumCaps,
+    hop_limit: u8,
+    mac: EthernetAddress,
 }
 
 impl core::fmt::Debug for Egress {
@@ -152,6 +160,11 @@ impl Egress {
             ipv4_ident: 1,
             ipv6_frag_ident: 1,
             tx_header_guess: TCP_HEADER_MIN,
+            tx_queue_max: l.tx_queue_frames_max,
+            mtu_bytes: cfg.interface.mtu_bytes,
+            checksums: cfg.checksums,
+            hop_limit: cfg.hop_limit,
+            mac: cfg.interface.mac,
             cfg,
         }
     }
@@ -179,7 +192,7 @@ impl Egress {
 
     /// True when the transmit queue has no room for another frame.
     pub(crate) fn tx_full(&self) -> bool {
-        self.tx.len() >= self.cfg.limits.tx_queue_frames_max
+        self.tx.len() >= self.tx_queue_max
     }
 
     /// The oldest queued frame, counted as sent.
@@ -227,7 +240,7 @@ impl Egress {
     /// `poll_transmit` after the NIC sent it), so the transmit path can reuse it instead of
     /// allocating. Optional: buffers beyond a small bound, or oddly large ones, are dropped.
     pub(crate) fn recycle(&mut self, frame: Vec<u8>) {
-        let capacity_max = usize::from(self.cfg.interface.mtu_bytes) + TX_FREE_SLACK_BYTES;
+        let capacity_max = usize::from(self.mtu_bytes) + TX_FREE_SLACK_BYTES;
         if self.tx_free.len() < TX_FREE_FRAMES_MAX && frame.capacity() <= capacity_max {
             self.tx_free.push(frame);
         }
@@ -324,7 +337,7 @@ impl Egress {
             self.counters.rx_drop_malformed_arp += 1;
             return;
         };
-        let mac = self.cfg.interface.mac;
+        let mac = self.mac;
         let spa = arp.source_protocol_addr;
         let sha = arp.source_hardware_addr;
         if self.is_our_v4(spa) {
@@ -385,7 +398,7 @@ impl Egress {
     /// Re-validates a neighbour in use before its entry expires: a unicast ARP request
     /// (RFC 1122 §2.3.2.1) or a unicast NS (RFC 4861 §7.2.2) to the MAC we hold.
     pub(crate) fn send_refresh_request(&mut self, addr: IpAddr, mac_peer: EthernetAddress) {
-        let mac = self.cfg.interface.mac;
+        let mac = self.mac;
         match addr {
             IpAddr::V4(target) => {
                 let Some(IpAddr::V4(src)) = self.select_source(addr) else {
@@ -419,7 +432,7 @@ impl Egress {
 
     /// Sends one ARP request or neighbour solicitation for `addr`.
     pub(crate) fn send_resolution_request(&mut self, addr: IpAddr) {
-        let mac = self.cfg.interface.mac;
+        let mac = self.mac;
         match addr {
             IpAddr::V4(target) => {
                 let Some(IpAddr::V4(src)) = self.select_source(addr) else {
@@ -465,7 +478,7 @@ impl Egress {
             &mut Icmpv6Packet::new_unchecked(&mut buf[..]),
             src,
             dst,
-            self.cfg.checksums,
+            self.checksums,
         )
         .ok()?;
         Some(buf)
@@ -495,7 +508,7 @@ impl Egress {
         dont_frag: bool,
         payload: &[u8],
     ) {
-        let mtu = usize::from(self.cfg.interface.mtu_bytes);
+        let mtu = usize::from(self.mtu_bytes);
         let ident = self.ipv4_ident;
         self.ipv4_ident = self.ipv4_ident.wrapping_add(1);
         let base = Ipv4Repr {
@@ -503,7 +516,7 @@ impl Egress {
             dst_addr: dst,
             protocol,
             payload_len: payload.len(),
-            hop_limit: self.cfg.hop_limit,
+            hop_limit: self.hop_limit,
             dscp: 0,
             ecn: 0,
             ident,
@@ -543,11 +556,8 @@ impl Egress {
 
     fn build_ipv4(&self, repr: &Ipv4Repr, payload: &[u8]) -> Option<Vec<u8>> {
         let mut buf = vec![0u8; repr.buffer_len()];
-        repr.emit(
-            &mut Ipv4Packet::new_unchecked(&mut buf[..]),
-            self.cfg.checksums,
-        )
-        .ok()?;
+        repr.emit(&mut Ipv4Packet::new_unchecked(&mut buf[..]), self.checksums)
+            .ok()?;
         buf.get_mut(repr.header_len()..)?.copy_from_slice(payload);
         Some(buf)
     }
@@ -563,7 +573,7 @@ impl Egress {
         hop_limit: u8,
         payload: &[u8],
     ) {
-        let mtu = usize::from(self.cfg.interface.mtu_bytes);
+        let mtu = usize::from(self.mtu_bytes);
         if 40 + payload.len() <= mtu {
             if let Some(p) = build_ipv6(src, dst, next_header, hop_limit, None, payload) {
                 self.route_ip(now, IpAddr::V6(dst), EtherType::IPV6, p);
@@ -677,12 +687,12 @@ impl Egress {
         ethertype: EtherType,
         payload: &[u8],
     ) {
-        if self.tx.len() >= self.cfg.limits.tx_queue_frames_max {
+        if self.tx.len() >= self.tx_queue_max {
             self.counters.tx_drop_queue_full += 1;
             return;
         }
         let eth = EthernetRepr {
-            src_addr: self.cfg.interface.mac,
+            src_addr: self.mac,
             dst_addr: dst,
             vlan: None,
             ethertype,
@@ -746,7 +756,7 @@ impl Egress {
         };
         let tcp_len = header.header_len();
         let ip_payload_len = tcp_len + n;
-        let fits = ip_len + ip_payload_len <= usize::from(self.cfg.interface.mtu_bytes);
+        let fits = ip_len + ip_payload_len <= usize::from(self.mtu_bytes);
         let route = match self.unicast_next_hop(dst) {
             Some(hop) if fits && tcp_len <= TCP_HEADER_MAX => self
                 .neighbors
@@ -761,7 +771,7 @@ impl Egress {
             self.send_tcp_via_ip(now, pair, &seg);
             return self.recycle(frame);
         };
-        if self.tx.len() >= self.cfg.limits.tx_queue_frames_max {
+        if self.tx.len() >= self.tx_queue_max {
             self.counters.tx_drop_queue_full += 1;
             return self.recycle(frame);
         }
@@ -781,7 +791,7 @@ impl Egress {
         if let Some(h) = frame.get_mut(..want_at) {
             h.fill(0);
         }
-        let checksums = self.cfg.checksums;
+        let checksums = self.checksums;
         let Some(tcp_bytes) = frame.get_mut(tcp_at..) else {
             return self.recycle(frame);
         };
@@ -803,7 +813,7 @@ impl Egress {
                     dst_addr: dst,
                     protocol: IpProtocol::TCP,
                     payload_len: ip_payload_len,
-                    hop_limit: self.cfg.hop_limit,
+                    hop_limit: self.hop_limit,
                     dscp: 0,
                     ecn: 0,
                     ident,
@@ -822,7 +832,7 @@ impl Egress {
                     dst_addr: dst,
                     next_header: IpProtocol::TCP,
                     payload_len: ip_payload_len,
-                    hop_limit: self.cfg.hop_limit,
+                    hop_limit: self.hop_limit,
                     traffic_class: 0,
                     flow_label: 0,
                     ext_headers: [None; wire::MAX_EXT_HEADERS],
@@ -832,7 +842,7 @@ impl Egress {
             }
         };
         let eth = EthernetRepr {
-            src_addr: self.cfg.interface.mac,
+            src_addr: self.mac,
             dst_addr: mac,
             vlan: None,
             ethertype,
@@ -858,7 +868,7 @@ impl Egress {
             .emit(
                 &mut TcpPacket::new_unchecked(&mut buf[..]),
                 &pair,
-                self.cfg.checksums,
+                self.checksums,
             )
             .is_err()
         {
@@ -867,7 +877,7 @@ impl Egress {
         match pair {
             IpPair::V4 { src, dst } => self.send_ipv4(now, src, dst, IpProtocol::TCP, true, &buf),
             IpPair::V6 { src, dst } => {
-                self.send_ipv6(now, src, dst, IpProtocol::TCP, self.cfg.hop_limit, &buf)
+                self.send_ipv6(now, src, dst, IpProtocol::TCP, self.hop_limit, &buf)
             }
         }
     }

@@ -9,10 +9,11 @@ use core::net::IpAddr;
 use std::sync::Arc;
 
 use wire::{
-    ChecksumCaps, CsumVerdict, EtherType, EthernetFrame, EthernetRepr, IpPair, IpProtocol,
-    Ipv4Packet, Ipv4Repr, Ipv6FragmentHeader, Ipv6Packet, RxMeta,
+    ChecksumCaps, CsumVerdict, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpPair,
+    IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6FragmentHeader, Ipv6Packet, RxMeta,
 };
 
+use crate::cold_path;
 use crate::config::{ALL_NODES, StackConfig, solicited_node};
 use crate::counters::Counters;
 use crate::reasm::{ReasmDrop, ReasmKey, Reassembler};
@@ -105,6 +106,15 @@ pub(crate) enum Delivery<'a> {
     ProtocolUnreachable { meta: IpMeta, whole: &'a [u8] },
 }
 
+/// Where IP input hands what it delivers: the rest of the stack (`stack::Upper`).
+///
+/// A trait rather than an `FnMut` closure so the implementation can be
+/// `#[inline(always)]`: a closure called from `process_ipv4` stayed out of line, and copying
+/// the [`Delivery`] into it and back out cost ~58 instructions per frame (callgrind bulk).
+pub(crate) trait Deliver {
+    fn deliver(&mut self, now: u64, d: Delivery<'_>);
+}
+
 /// The IP input part's state.
 #[derive(Debug)]
 pub(crate) struct IpIn {
@@ -113,6 +123,10 @@ pub(crate) struct IpIn {
     /// sums every part's.
     counters: Counters,
     reasm: Reassembler,
+    /// Copies of the configuration values every received frame reads (the configuration
+    /// never changes once the stack is built), saving a load through the `Arc` each.
+    mac: EthernetAddress,
+    checksums: ChecksumCaps,
 }
 
 impl IpIn {
@@ -122,6 +136,8 @@ impl IpIn {
         IpIn {
             counters: Counters::default(),
             reasm,
+            mac: cfg.interface.mac,
+            checksums: cfg.checksums,
             cfg,
         }
     }
@@ -142,14 +158,10 @@ impl IpIn {
     }
 
     /// Processes one received Ethernet frame: link-layer checks, then ARP to `up`, IP
-    /// through `process_ipv4`/`process_ipv6`.
-    pub(crate) fn receive(
-        &mut self,
-        now: u64,
-        frame: &[u8],
-        meta: &RxMeta,
-        up: &mut impl FnMut(Delivery<'_>),
-    ) {
+    /// through `process_ipv4`/`process_ipv6`. Always inlined into `Stack::receive`, its only
+    /// caller: one call level less per frame (-56k Ir in callgrind bulk, ~8 per frame).
+    #[inline(always)]
+    pub(crate) fn receive(&mut self, now: u64, frame: &[u8], meta: &RxMeta, up: &mut impl Deliver) {
         self.counters.rx_frames += 1;
         let Ok(view) = EthernetFrame::new_checked(frame) else {
             self.counters.rx_drop_malformed_eth += 1;
@@ -159,12 +171,12 @@ impl IpIn {
             self.counters.rx_drop_malformed_eth += 1;
             return;
         };
-        if eth.src_addr == self.cfg.interface.mac || eth.src_addr.is_multicast() {
+        if eth.src_addr == self.mac || eth.src_addr.is_multicast() {
             // Our own frame looped back, or a source no station may use (IEEE 802.3 §3.2.3).
             self.counters.rx_drop_bad_src_mac += 1;
             return;
         }
-        if eth.dst_addr != self.cfg.interface.mac && eth.dst_addr.is_unicast() {
+        if eth.dst_addr != self.mac && eth.dst_addr.is_unicast() {
             self.counters.rx_drop_other_mac += 1;
             return;
         }
@@ -176,7 +188,7 @@ impl IpIn {
         let payload = view.payload();
         let rx = RxFrame { frame, meta };
         match eth.ethertype {
-            EtherType::ARP => up(Delivery::Arp(payload)),
+            EtherType::ARP => up.deliver(now, Delivery::Arp(payload)),
             EtherType::IPV4 => self.process_ipv4(now, payload, rx, up),
             EtherType::IPV6 => self.process_ipv6(now, payload, rx, up),
             _ => self.counters.rx_drop_unknown_ethertype += 1,
@@ -190,72 +202,75 @@ impl IpIn {
     #[inline(always)]
     fn deliver(
         &mut self,
+        now: u64,
         meta: IpMeta,
         payload: &[u8],
         whole: &[u8],
         rx: RxFrame<'_>,
-        up: &mut impl FnMut(Delivery<'_>),
+        up: &mut impl Deliver,
     ) {
         match (meta.protocol, meta.src) {
             (IpProtocol::ICMP, IpAddr::V4(_))
             | (IpProtocol::ICMPV6, IpAddr::V6(_))
             | (IpProtocol::UDP, _)
-            | (IpProtocol::TCP, _) => up(Delivery::Upper {
-                meta,
-                payload,
-                whole,
-                rx,
-            }),
+            | (IpProtocol::TCP, _) => up.deliver(
+                now,
+                Delivery::Upper {
+                    meta,
+                    payload,
+                    whole,
+                    rx,
+                },
+            ),
             (IpProtocol::IPV6_NO_NXT, IpAddr::V6(_)) => self.counters.rx_ipv6_no_next_header += 1,
             _ => {
                 self.counters.rx_drop_unknown_protocol += 1;
                 if meta.src.is_ipv4() {
-                    up(Delivery::ProtocolUnreachable { meta, whole });
+                    up.deliver(now, Delivery::ProtocolUnreachable { meta, whole });
                 }
             }
         }
     }
 
-    fn process_ipv4(
-        &mut self,
-        now: u64,
-        bytes: &[u8],
-        rx: RxFrame<'_>,
-        up: &mut impl FnMut(Delivery<'_>),
-    ) {
+    fn process_ipv4(&mut self, now: u64, bytes: &[u8], rx: RxFrame<'_>, up: &mut impl Deliver) {
         let Ok(pkt) = Ipv4Packet::new_checked(bytes) else {
+            cold_path();
             self.counters.rx_drop_ipv4_malformed += 1;
             return;
         };
         let verdict = rx.meta.csum.ip;
-        let mut caps = self.cfg.checksums;
-        if verdict != CsumVerdict::Unknown {
-            // The NIC judged the header (`Stack::receive`): no software verification; a "bad"
-            // is dropped below, after the length and option checks, as a software failure is.
-            caps.verify_rx = false;
-        }
+        let judged = verdict != CsumVerdict::Unknown;
+        let mut caps = self.checksums;
+        // The NIC judged the header (`Stack::receive`): no software verification; a "bad"
+        // is dropped below, after the length and option checks, as a software failure is.
+        caps.verify_rx &= !judged;
         let repr = match Ipv4Repr::parse(&pkt, caps) {
+            // Unjudged (no NIC) first: one test on the bare-stack path.
+            Ok(r) if !judged => r,
             Ok(_) if verdict == CsumVerdict::Bad => {
+                cold_path();
                 self.counters.rx_drop_ipv4_bad_checksum += 1;
                 return;
             }
+            // `Good` (the only verdict left).
             Ok(r) => {
-                if verdict == CsumVerdict::Good && self.cfg.checksums.verify_rx {
-                    self.counters.rx_ipv4_csum_trusted += 1;
-                }
+                self.counters.rx_ipv4_csum_trusted += u64::from(self.checksums.verify_rx);
                 r
             }
             Err(wire::Error::BadChecksum) => {
+                cold_path();
                 self.counters.rx_drop_ipv4_bad_checksum += 1;
                 return;
             }
             Err(_) => {
+                cold_path();
                 self.counters.rx_drop_ipv4_malformed += 1;
                 return;
             }
         };
         // RFC 1122 §3.2.1.3: a source that is broadcast or multicast is silently discarded.
         if repr.src_addr.is_multicast() || self.cfg.interface.is_v4_broadcast(repr.src_addr) {
+            cold_path();
             self.counters.rx_drop_bad_source += 1;
             return;
         }
@@ -263,6 +278,7 @@ impl IpIn {
         let dst_unicast = self.cfg.interface.is_our_v4(dst);
         if !dst_unicast && !self.cfg.interface.is_v4_broadcast(dst) {
             // Hosts do not forward (RFC 1122 §3.3.1); no multicast group membership yet.
+            cold_path();
             self.counters.rx_drop_not_for_us += 1;
             return;
         }
@@ -277,7 +293,7 @@ impl IpIn {
         if !pkt.is_fragment() {
             let total = usize::from(pkt.total_len());
             let whole = bytes.get(..total).unwrap_or(bytes);
-            self.deliver(meta, pkt.payload(), whole, rx, up);
+            self.deliver(now, meta, pkt.payload(), whole, rx, up);
             return;
         }
         self.reassemble_ipv4(now, &pkt, repr, meta, rx, up);
@@ -285,6 +301,7 @@ impl IpIn {
 
     /// An IPv4 fragment, into the reassembler; the datagram goes on once complete. Out of
     /// line: the unfragmented path above is the hot one.
+    #[cold]
     #[inline(never)]
     fn reassemble_ipv4(
         &mut self,
@@ -293,7 +310,7 @@ impl IpIn {
         repr: Ipv4Repr,
         meta: IpMeta,
         rx: RxFrame<'_>,
-        up: &mut impl FnMut(Delivery<'_>),
+        up: &mut impl Deliver,
     ) {
         let dst = repr.dst_addr;
         self.counters.rx_fragments += 1;
@@ -330,12 +347,12 @@ impl IpIn {
                 let mut whole = vec![0u8; whole_repr.buffer_len()];
                 let _ = whole_repr.emit(
                     &mut Ipv4Packet::new_unchecked(&mut whole[..]),
-                    self.cfg.checksums,
+                    self.checksums,
                 );
                 if let Some(dst_payload) = whole.get_mut(whole_repr.header_len()..) {
                     dst_payload.copy_from_slice(&done.payload);
                 }
-                self.deliver(meta, &done.payload, &whole, rx, up);
+                self.deliver(now, meta, &done.payload, &whole, rx, up);
             }
             Err(e) => self.count_reasm_drop(e),
         }
@@ -410,13 +427,7 @@ impl IpIn {
         None
     }
 
-    fn process_ipv6(
-        &mut self,
-        now: u64,
-        bytes: &[u8],
-        rx: RxFrame<'_>,
-        up: &mut impl FnMut(Delivery<'_>),
-    ) {
+    fn process_ipv6(&mut self, now: u64, bytes: &[u8], rx: RxFrame<'_>, up: &mut impl Deliver) {
         let Ok(pkt) = Ipv6Packet::new_checked(bytes) else {
             self.counters.rx_drop_ipv6_malformed += 1;
             return;
@@ -455,7 +466,7 @@ impl IpIn {
             V6Walk::Upper { protocol, offset } => {
                 meta.protocol = protocol;
                 let upper = payload.get(offset..).unwrap_or(&[]);
-                self.deliver(meta, upper, whole, rx, up);
+                self.deliver(now, meta, upper, whole, rx, up);
             }
             V6Walk::Fragment {
                 next,
@@ -523,7 +534,7 @@ impl IpIn {
                     l.copy_from_slice(&len.to_be_bytes());
                 }
                 let upper = body.get(offset..).unwrap_or(&[]);
-                self.deliver(meta, upper, &whole, rx, up);
+                self.deliver(now, meta, upper, &whole, rx, up);
             }
         }
     }

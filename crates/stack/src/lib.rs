@@ -73,6 +73,14 @@ mod tcp_input;
 pub mod tcp_sockets;
 mod udp;
 
+/// Marks the branch that calls it as unlikely (stable Rust has no `likely`/`unlikely`): the
+/// receive path's drops call it, so LLVM's static block frequencies keep the deep per-segment
+/// path (through the TCP table lookup) hot and inline the lookup there. Costs nothing on the
+/// hot path; a call on the drop paths.
+#[cold]
+#[inline(never)]
+pub(crate) fn cold_path() {}
+
 pub use config::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Limits, RssConfig, StackConfig};
 pub use counters::Counters;
 pub use socket::{
