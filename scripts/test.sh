@@ -77,5 +77,5 @@ fi
 cargo test --workspace --locked --profile ci --no-fail-fast
 
 step "conformance (packetdrill corpus; fails when fewer scripts pass than crates/conformance/PASSING records)"
-cargo run --quiet --locked --profile ci -p cli -- conformance ../shared/conformance/packetdrill-google \
+cargo run --quiet --locked --profile ci -p cli -- conformance crates/conformance/corpus/packetdrill-google \
   --profile linux-compat --min-passed "$(tr -dc '0-9' < crates/conformance/PASSING)"

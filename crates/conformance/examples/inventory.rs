@@ -1,7 +1,7 @@
 //! Prints, per directory of a packetdrill corpus, what the scripts need from the stack.
 //!
 //! `cargo run -p conformance --example inventory [DIR]` (default: the Google subset under
-//! `../shared/conformance/packetdrill-google/` from the repository root).
+//! `crates/conformance/corpus/packetdrill-google/`, copied into the repository).
 
 use conformance::inventory::Inventory;
 use conformance::parse_script;
@@ -28,10 +28,7 @@ fn main() -> ExitCode {
     let root = std::env::args_os()
         .nth(1)
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/conformance/packetdrill-google")
-        });
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/packetdrill-google"));
     let mut files = Vec::new();
     if let Err(e) = walk(&root, &mut files) {
         eprintln!("cannot read {}: {e}", root.display());

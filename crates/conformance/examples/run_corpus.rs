@@ -10,10 +10,7 @@ fn main() -> std::io::Result<()> {
     let root = std::env::args_os()
         .nth(1)
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/conformance/packetdrill-google")
-        });
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/packetdrill-google"));
     let profile = Profile::linux_compat();
     let mut tally = Tally::default();
     for path in script_files(&root)? {

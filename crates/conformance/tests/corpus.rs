@@ -5,9 +5,9 @@ use conformance::ast::{Action, ScriptStats};
 use conformance::parse_script;
 use std::path::{Path, PathBuf};
 
-/// `../shared/conformance/packetdrill-google/` from the repository root.
+/// The corpus copied into this crate (`corpus/packetdrill-google/`, GPL-2.0, see its SOURCE.md).
 fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/packetdrill-google")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/packetdrill-google")
 }
 
 fn pkt_files(dir: &Path, out: &mut Vec<PathBuf>) {

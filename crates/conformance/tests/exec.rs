@@ -5,7 +5,7 @@ use conformance::exec::{Outcome, Profile, Tally, run_file, run_text, script_file
 use std::path::{Path, PathBuf};
 
 fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/packetdrill-google")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/packetdrill-google")
 }
 
 const HANDSHAKE: &str = "\

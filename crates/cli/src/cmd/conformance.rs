@@ -77,7 +77,7 @@ mod tests {
 
     fn corpus(sub: &str) -> PathBuf {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/conformance/packetdrill-google")
+            .join("../conformance/corpus/packetdrill-google")
             .join(sub)
     }
 
