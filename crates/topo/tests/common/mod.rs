@@ -1,12 +1,14 @@
-//! Unpacking the recorded machines of `tests/data/` for a test.
+//! Unpacking the recorded machines of `crates/topo/tests/data/` for a test. Shared with the
+//! `cli` crate's tests (`#[path]`), hence paths from the `crates/` directory.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The directory holding the recorded machines' tarballs.
+/// The directory holding the recorded machines' tarballs (the including crate is a sibling
+/// of `crates/topo`).
 pub fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../topo/tests/data")
 }
 
 /// A recorded machine unpacked into a fresh temporary directory, removed on drop.
