@@ -74,19 +74,21 @@ impl Interface {
 
     /// The IRQ of each receive queue, and whether the mapping was guessed.
     ///
-    /// Vectors whose `/proc/interrupts` name ends in `-<n>` and mentions `rx` (any case:
-    /// `eth0-TxRx-3`, `eth0-rx-3`, `mlx5_comp3` is not matched) are queue `n`'s. Without such
-    /// names the first `rx_queues` MSI-X vectors are taken in IRQ order (igb and ixgbe
-    /// allocate queue vectors first, the link vector last) and `guessed` is true.
+    /// Vectors whose `/proc/interrupts` name mentions `rx` or `input` (any case) and ends in
+    /// `-<n>` or `.<n>` are queue `n`'s (`eth0-TxRx-3`, `eth0-rx-3`, virtio's
+    /// `virtio2-input.0`). Without such names the first `rx_queues` vectors are taken in IRQ
+    /// order (igb and ixgbe allocate queue vectors first, the link vector last) and `guessed`
+    /// is true.
     pub fn rx_queue_irqs(&self) -> (Vec<Option<u32>>, bool) {
         let mut irqs = vec![None; self.rx_queues];
         let mut named = false;
         for v in &self.msi {
             let Some(name) = &v.name else { continue };
-            if !name.to_ascii_lowercase().contains("rx") {
+            let lower = name.to_ascii_lowercase();
+            if !lower.contains("rx") && !lower.contains("input") {
                 continue;
             }
-            let Some((_, n)) = name.rsplit_once('-') else {
+            let Some((_, n)) = name.rsplit_once(['-', '.']) else {
                 continue;
             };
             match n.parse::<usize>() {
@@ -116,21 +118,29 @@ fn discover(root: &Path, name: &str) -> Result<Interface, TopoError> {
     }
     let device = dir.join("device");
     let has_device = device.exists();
+    // A virtio-net device (`virtio2`) sits below its PCI function, which holds `numa_node`,
+    // `local_cpulist` and `msi_irqs`: use the parent when the device itself has none.
+    let parent = device.join("..");
+    let pci = if !device.join("numa_node").exists() && parent.join("numa_node").exists() {
+        parent
+    } else {
+        device.clone()
+    };
     let driver = fs::read_link(device.join("driver"))
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
-    let numa_node = match int_opt(&device.join("numa_node"))? {
+    let numa_node = match int_opt(&pci.join("numa_node"))? {
         Some(n) if n >= 0 => NicNode::Known(n as usize),
         Some(_) => NicNode::Unreported,
         None => NicNode::NoFile,
     };
-    let local_cpus = match cpulist_opt(&device.join("local_cpulist"))? {
+    let local_cpus = match cpulist_opt(&pci.join("local_cpulist"))? {
         Some(set) => Some(set),
-        None => cpumask_opt(&device.join("local_cpus"))?,
+        None => cpumask_opt(&pci.join("local_cpus"))?,
     };
     let names = interrupt_names(root)?;
     let mut msi = Vec::new();
-    let msi_dir = device.join("msi_irqs");
+    let msi_dir = pci.join("msi_irqs");
     for (irq, path) in numbered_entries(&msi_dir, "")?.unwrap_or_default() {
         let Ok(irq) = u32::try_from(irq) else {
             continue;
@@ -147,7 +157,7 @@ fn discover(root: &Path, name: &str) -> Result<Interface, TopoError> {
             .map(|(_, n)| n.clone());
         msi.push(MsiVector { irq, mode, name });
     }
-    let legacy_irq = int_opt(&device.join("irq"))?
+    let legacy_irq = int_opt(&pci.join("irq"))?
         .and_then(|v| u32::try_from(v).ok())
         .filter(|&v| v != 0);
     let queues = dir.join("queues");

@@ -21,6 +21,7 @@
 use core::fmt;
 use core::str::FromStr;
 
+use crate::cpulist::CpuSet;
 use crate::machine::Topology;
 use crate::nic::{Interface, NicNode};
 
@@ -132,8 +133,12 @@ pub struct QueuePlan {
     pub queue: usize,
     /// Its IRQ, when the interface's vectors are known.
     pub irq: Option<u32>,
-    /// The CPU its interrupt is affinitised to.
+    /// The CPU its interrupt is meant to run on.
     pub cpu: usize,
+    /// The IRQ's affinity (`/proc/irq/<irq>/smp_affinity_list`): `cpu` and, unless
+    /// `allow_smt` lets siblings carry other work, its SMT siblings — seed 004's SMT design
+    /// affinitises an interrupt to the physical core and its logical sibling.
+    pub affinity: CpuSet,
     /// That CPU's node.
     pub node: Option<usize>,
     /// The shard that owns the queue.
@@ -223,7 +228,16 @@ pub fn plan(
     let profile = policy.profile;
     let mut notes = Vec::new();
     let nic_node = nic_node(topo, nic, &mut notes);
-    let cpu_order = cpu_order(topo, nic_node, policy);
+    // With the node unknown, a `local_cpulist` narrower than the machine still says which
+    // nodes are near.
+    let near = match (nic_node, nic.and_then(|n| n.local_cpus.as_ref())) {
+        (None, Some(local)) if !local.is_empty() && local.len() < topo.online.len() => {
+            notes.push(format!("its local CPUs {local} go first"));
+            Some(local.clone())
+        }
+        _ => None,
+    };
+    let cpu_order = cpu_order(topo, nic_node, near.as_ref(), policy);
 
     let nic_queues = match nic {
         Some(n) if n.rx_queues > 0 => n.rx_queues,
@@ -304,6 +318,14 @@ pub fn plan(
                 .as_ref()
                 .and_then(|(v, _)| v.get(queue).copied().flatten()),
             cpu,
+            affinity: match topo.cpu(cpu) {
+                Some(c) if !policy.allow_smt => c
+                    .siblings
+                    .iter()
+                    .filter(|&s| s == cpu || s >= policy.base_cpu)
+                    .collect(),
+                _ => CpuSet::from_ids([cpu]),
+            },
             node: node_of(cpu),
             shard: queue,
         })
@@ -384,10 +406,19 @@ fn nic_node(topo: &Topology, nic: Option<&Interface>, notes: &mut Vec<String>) -
 }
 
 /// The CPUs the policy hands out, in order.
-fn cpu_order(topo: &Topology, nic_node: Option<usize>, policy: &Policy) -> Vec<usize> {
-    // Nodes nearest the NIC first (by distance, then id); all nodes by id when unknown.
+fn cpu_order(
+    topo: &Topology,
+    nic_node: Option<usize>,
+    near: Option<&CpuSet>,
+    policy: &Policy,
+) -> Vec<usize> {
+    // Nodes nearest the NIC first (by distance, then id); all nodes by id when unknown, those
+    // holding the NIC's local CPUs first.
     let mut nodes: Vec<&crate::machine::Node> =
         topo.nodes.iter().filter(|n| !n.cpus.is_empty()).collect();
+    if let Some(near) = near {
+        nodes.sort_by_key(|n| (n.cpus.intersection(near).is_empty(), n.id));
+    }
     if let Some(home) = nic_node {
         nodes.sort_by_key(|n| {
             let d = topo.distance(home, n.id).unwrap_or(if n.id == home {

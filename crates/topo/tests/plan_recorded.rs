@@ -214,3 +214,58 @@ fn every_plan_on_every_machine_keeps_its_invariants() {
         }
     }
 }
+
+#[test]
+fn queue_irq_affinity_covers_the_core_and_its_sibling_only_without_smt() {
+    let (_m, t, _) = machine(SMT, None);
+    let p = plan(&t, None, 4, &Policy::new(Profile::Cache)).unwrap();
+    let affinity: Vec<String> = p.queues.iter().map(|q| q.affinity.to_string()).collect();
+    assert_eq!(affinity, ["0,8", "1,9", "2,10", "3,11"]);
+    let smt = Policy {
+        allow_smt: true,
+        ..Policy::new(Profile::Cache)
+    };
+    let p = plan(&t, None, 4, &smt).unwrap();
+    assert!(p.queues.iter().all(|q| q.affinity.ids() == [q.cpu]));
+}
+
+#[test]
+fn unknown_node_with_narrow_local_cpus_puts_their_node_first() {
+    let m = Unpacked::new(UNKNOWN_NIC_NODE);
+    let local = m.root.join("sys/class/net/eth0/device/local_cpulist");
+    std::fs::write(&local, "1,5,9,13\n").unwrap();
+    let t = Topology::discover(&m.root).unwrap();
+    let nic = Interface::discover(&m.root, "eth0").unwrap();
+    let p = plan(&t, Some(&nic), 2, &Policy::new(Profile::Closest)).unwrap();
+    assert_eq!(p.nic_node, None);
+    assert_eq!(
+        cpus_of_shards(&p),
+        vec![1, 5],
+        "node 1 holds the local CPUs"
+    );
+    assert!(
+        p.notes
+            .iter()
+            .any(|n| n.contains("local CPUs 1,5,9,13 go first"))
+    );
+}
+
+#[test]
+fn proc_interrupts_names_decide_the_queue_irqs() {
+    let m = Unpacked::new(TWO_NODE);
+    // Queue vectors named in reverse IRQ order, the link vector last: names, not order, count.
+    let mut text = String::from("           CPU0       CPU1\n");
+    for q in 0..8u32 {
+        let irq = 108 - q;
+        text.push_str(&format!(" {irq}:  5  0  PCI-MSI-edge  eth0-TxRx-{q}\n"));
+    }
+    text.push_str(" 109:  1  0  PCI-MSI-edge  eth0\n");
+    std::fs::write(m.root.join("proc/interrupts"), text).unwrap();
+    let t = Topology::discover(&m.root).unwrap();
+    let nic = Interface::discover(&m.root, "eth0").unwrap();
+    assert_eq!(nic.msi[8].name.as_deref(), Some("eth0"));
+    let p = plan(&t, Some(&nic), 8, &Policy::new(Profile::Closest)).unwrap();
+    let irqs: Vec<Option<u32>> = p.queues.iter().map(|q| q.irq).collect();
+    assert_eq!(irqs, (101..=108).rev().map(Some).collect::<Vec<_>>());
+    assert!(!p.notes.iter().any(|n| n.contains("guessed")));
+}

@@ -259,3 +259,31 @@ fn this_machine_discovers_consistently() {
         assert!(!lo.has_device);
     }
 }
+
+#[test]
+fn virtio_nic_locality_comes_from_its_pci_parent() {
+    // This machine's layout: class/net/eth0 -> devices/pci…/0000:00:03.0/virtio2/net/eth0,
+    // whose `device` is virtio2; numa_node, local_cpulist and msi_irqs are on 0000:00:03.0.
+    let m = Unpacked::new(TWO_NODE);
+    let pci = m.root.join("sys/devices/pci0000:00/0000:00:03.0");
+    let net = pci.join("virtio2/net/vnet0");
+    std::fs::create_dir_all(&net).unwrap();
+    std::fs::create_dir_all(net.join("queues/rx-0")).unwrap();
+    std::fs::create_dir_all(pci.join("msi_irqs")).unwrap();
+    std::fs::write(pci.join("numa_node"), "1\n").unwrap();
+    std::fs::write(pci.join("local_cpulist"), "8-15\n").unwrap();
+    for irq in 37..=39 {
+        std::fs::write(pci.join(format!("msi_irqs/{irq}")), "msix\n").unwrap();
+    }
+    std::os::unix::fs::symlink("../../../virtio2", net.join("device")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../devices/pci0000:00/0000:00:03.0/virtio2/net/vnet0",
+        m.root.join("sys/class/net/vnet0"),
+    )
+    .unwrap();
+    let nic = Interface::discover(&m.root, "vnet0").unwrap();
+    assert_eq!(nic.numa_node, NicNode::Known(1));
+    assert_eq!(nic.local_cpus, Some(set("8-15")));
+    assert_eq!(nic.msi.len(), 3);
+    assert_eq!(nic.rx_queues, 1);
+}

@@ -345,10 +345,11 @@ fn write_plan(out: &mut impl Write, plan: &Plan, t: &Topology) -> Result<(), Cli
             .unwrap_or_else(|| "IRQ ?".into());
         writeln!(
             out,
-            "  queue {}: {irq} -> CPU {} (node {}), shard {}",
+            "  queue {}: {irq} -> CPU {} (node {}), affinity {}, shard {}",
             q.queue,
             q.cpu,
             opt_node(q.node),
+            q.affinity,
             q.shard
         )?;
     }
@@ -423,7 +424,8 @@ fn plan_json(plan: &Plan) -> Value {
         "nic_node": plan.nic_node,
         "cpu_order": plan.cpu_order,
         "queues": plan.queues.iter().map(|q| json!({
-            "queue": q.queue, "irq": q.irq, "cpu": q.cpu, "node": q.node, "shard": q.shard,
+            "queue": q.queue, "irq": q.irq, "cpu": q.cpu, "affinity": set_json(&q.affinity),
+            "node": q.node, "shard": q.shard,
         })).collect::<Vec<_>>(),
         "shards": plan.shards.iter().map(|s| json!({
             "shard": s.shard, "cpu": s.cpu, "node": s.node, "pool_node": s.pool_node, "queue": s.queue,
