@@ -43,6 +43,9 @@ enum Command {
     Ttcp(cmd::ttcp::TtcpCommand),
     /// Fetch one URL with HTTP/1.1 GET from a live interface.
     Get(cmd::get::GetArgs),
+    /// The machine's topology (nodes, cores, SMT siblings, caches, distances), an interface's
+    /// locality and the placement plan of a policy.
+    Topo(cmd::topo::TopoArgs),
 }
 
 /// Exit status for invalid command-line input (as clap and sysexits' EX_USAGE-style tools use).
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => cmd::serve::run(args, &mut out),
         Command::Ttcp(cmd) => cmd::ttcp::run(cmd, &mut out),
         Command::Get(args) => cmd::get::run(args, &mut out),
+        Command::Topo(args) => cmd::topo::run(args, &mut out),
     };
     match result {
         Ok(()) => {

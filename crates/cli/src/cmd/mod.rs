@@ -7,6 +7,7 @@ pub mod live;
 pub mod rss;
 pub mod serve;
 pub mod sim;
+pub mod topo;
 pub mod ttcp;
 
 /// What can end a subcommand early.
