@@ -25,9 +25,13 @@ use wire::EthernetAddress;
 use crate::fault::{Corrupt, Duplicate, Flap, Loss, Reorder};
 use crate::host::{HostId, PortId};
 use crate::link::{ChannelConfig, JitterOrder};
-use crate::net::ShardedHost;
+use crate::net::{ShardedHost, ShardedHostConfig};
 use crate::rng::SimRng;
 use crate::world::World;
+
+mod flow;
+
+use flow::{CHUNK_BYTES, Flow};
 
 /// Byte `offset` of stream `stream_id`: position-keyed, so a byte out of place is caught.
 #[inline]
@@ -159,6 +163,8 @@ pub struct RunSummary {
     pub frames_dropped_in_flight: u64,
     /// The world's trace digest: same seed, same build ⇒ same digest.
     pub trace_digest: u64,
+    /// Connections established on each server shard (the `many` workload's server has two).
+    pub server_accepted_per_shard: Vec<u64>,
 }
 
 impl RunSummary {
@@ -192,167 +198,6 @@ fn reap(flows: &mut Vec<(u64, Flow)>, summary: &mut RunSummary) {
         }
         !f.done()
     });
-}
-
-/// Checks an incoming byte stream against its pattern.
-#[derive(Debug, Clone)]
-struct StreamCheck {
-    stream_id: u64,
-    received: u64,
-    expected: u64,
-}
-
-impl StreamCheck {
-    fn new(stream_id: u64, expected: u64) -> Self {
-        StreamCheck {
-            stream_id,
-            received: 0,
-            expected,
-        }
-    }
-
-    fn feed(&mut self, bytes: &[u8]) -> Result<(), String> {
-        for &b in bytes {
-            if self.received >= self.expected {
-                return Err(format!(
-                    "stream {:#x}: byte beyond the {} expected",
-                    self.stream_id, self.expected
-                ));
-            }
-            let want = pattern_byte(self.stream_id, self.received);
-            if b != want {
-                return Err(format!(
-                    "stream {:#x}: offset {} holds {b:#04x}, expected {want:#04x}",
-                    self.stream_id, self.received
-                ));
-            }
-            self.received += 1;
-        }
-        Ok(())
-    }
-
-    fn complete(&self) -> bool {
-        self.received == self.expected
-    }
-}
-
-/// One endpoint of a connection: sends its stream, reads and checks the peer's, half-closes
-/// after sending, closes after both directions are done.
-#[derive(Debug)]
-struct Flow {
-    handle: SocketHandle,
-    tx_stream: u64,
-    tx_total: u64,
-    /// How much of the stream the application has released so far (request/response
-    /// workloads release it in steps).
-    tx_allowed: u64,
-    tx_sent: u64,
-    tx_shutdown: bool,
-    rx: StreamCheck,
-    rx_eof: bool,
-    /// Stop reading at this offset (a handoff waits for the move there).
-    rx_pause_at: Option<u64>,
-    error: Option<SocketError>,
-    closed: bool,
-}
-
-const CHUNK_BYTES: usize = 16 * 1024;
-
-impl Flow {
-    fn new(
-        handle: SocketHandle,
-        tx_stream: u64,
-        tx_total: u64,
-        rx_stream: u64,
-        rx_total: u64,
-    ) -> Self {
-        Flow {
-            handle,
-            tx_stream,
-            tx_total,
-            tx_allowed: tx_total,
-            tx_sent: 0,
-            tx_shutdown: false,
-            rx: StreamCheck::new(rx_stream, rx_total),
-            rx_eof: false,
-            rx_pause_at: None,
-            error: None,
-            closed: false,
-        }
-    }
-
-    fn done(&self) -> bool {
-        self.closed
-    }
-
-    fn succeeded(&self) -> bool {
-        self.error.is_none() && self.rx_eof && self.rx.complete() && self.tx_sent == self.tx_total
-    }
-
-    /// Moves data both ways without blocking. A protocol violation is returned as an error
-    /// string (the seed fails); a connection error is recorded and ends the flow.
-    fn pump(&mut self, now: u64, stack: &mut Stack, scratch: &mut [u8]) -> Result<(), String> {
-        if self.closed {
-            return Ok(());
-        }
-        while self.error.is_none() && self.tx_sent < self.tx_allowed {
-            let n = usize::try_from(self.tx_allowed - self.tx_sent)
-                .map_or(scratch.len(), |r| r.min(scratch.len()));
-            for (i, b) in scratch.iter_mut().take(n).enumerate() {
-                *b = pattern_byte(self.tx_stream, self.tx_sent + i as u64);
-            }
-            match stack.tcp_send(self.handle, &scratch[..n]) {
-                Ok(k) => self.tx_sent += k as u64,
-                Err(SocketError::WouldBlock) => break,
-                Err(e) => self.error = Some(e),
-            }
-        }
-        // Half-close only once synchronized: CLOSE in SYN-SENT deletes the TCB
-        // (RFC 9293 §3.10.4), which is not what "no more data" means.
-        let synchronized = stack
-            .tcp_state(self.handle)
-            .is_some_and(|s| s.is_synchronized());
-        if self.error.is_none()
-            && self.tx_sent == self.tx_total
-            && !self.tx_shutdown
-            && synchronized
-        {
-            match stack.tcp_shutdown(self.handle) {
-                Ok(()) => self.tx_shutdown = true,
-                Err(SocketError::WouldBlock) => {}
-                Err(e) => self.error = Some(e),
-            }
-        }
-        while self.error.is_none() && !self.rx_eof {
-            let room = match self.rx_pause_at {
-                Some(at) if at <= self.rx.received => break,
-                Some(at) => usize::try_from(at - self.rx.received)
-                    .map_or(scratch.len(), |r| r.min(scratch.len())),
-                None => scratch.len(),
-            };
-            match stack.tcp_recv(self.handle, &mut scratch[..room]) {
-                Ok(n) => self.rx.feed(&scratch[..n])?,
-                Err(SocketError::WouldBlock) => break,
-                Err(SocketError::Finished) => {
-                    self.rx_eof = true;
-                    if !self.rx.complete() {
-                        return Err(format!(
-                            "stream {:#x}: peer finished after {} of {} bytes without an error",
-                            self.rx.stream_id, self.rx.received, self.rx.expected
-                        ));
-                    }
-                }
-                Err(e) => self.error = Some(e),
-            }
-        }
-        if self.error.is_some() || (self.rx_eof && self.tx_shutdown) {
-            // A failed connection is aborted on close by the stack if needed; either way the
-            // handle is given back.
-            let _ = stack.close(now, self.handle);
-            self.closed = true;
-        }
-        Ok(())
-    }
 }
 
 const SERVER_PORT: u16 = 5001;
@@ -745,19 +590,27 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
             summary: RunSummary::default(),
         },
     )));
-    let server = w.add_host(Box::new(ShardedHost::single(
-        stack_config([2, 0, 0, 0, 0, 2], SERVER_IP, seed, workload),
-        Server {
-            plan: plan.clone(),
-            listener: None,
-            flows: Vec::new(),
-            scratch: vec![0; CHUNK_BYTES],
-            violation: None,
-            summary: RunSummary::default(),
-            moving: None,
-            moves_done: 0,
-        },
-    )));
+    // Many short connections land on a two-shard server: RSS spreads them over both shards'
+    // listeners, and each shard's stack resolves the client for its own replies.
+    let server_shards = if workload == Workload::ManyConnections {
+        2
+    } else {
+        1
+    };
+    let server_cfg =
+        ShardedHostConfig::new(stack_config([2, 0, 0, 0, 0, 2], SERVER_IP, seed, workload))
+            .with_shards(server_shards);
+    let server_host = ShardedHost::new(server_cfg, |_| Server {
+        plan: plan.clone(),
+        listener: None,
+        flows: Vec::new(),
+        scratch: vec![0; CHUNK_BYTES],
+        violation: None,
+        summary: RunSummary::default(),
+        moving: None,
+        moves_done: 0,
+    })?;
+    let server = w.add_host(Box::new(server_host));
     let link_cfg = ChannelConfig::default()
         .rate_bps(1_000_000_000)
         .delay_ns(200_000)
@@ -805,8 +658,7 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
         });
     }
     let check = |w: &World| -> Result<(), String> {
-        for id in [client, server] {
-            let (stack, violation) = host_view(w, id, client)?;
+        for (id, stack, violation) in host_views(w, client, server)? {
             if let Some(v) = violation {
                 return Err(v.clone());
             }
@@ -834,15 +686,13 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
     let server_host = w
         .host::<ShardedHost<Server>>(server)
         .ok_or("server host missing")?;
-    let dropped_in_flight = server_host.stack().counters().tcp_drop_moved;
-    let s = server_host.app();
+    let s = ServerTotals::of(server_host);
     let context = format!("{workload} seed {seed} ({faults:?})");
     if !c.flows.is_empty() || !s.flows.is_empty() {
-        let describe = |stack: &Stack, flows: &[(u64, Flow)]| -> String {
+        let describe = |flows: &mut dyn Iterator<Item = (&Stack, &Flow)>| -> String {
             flows
-                .iter()
                 .take(3)
-                .map(|(_, f)| {
+                .map(|(stack, f)| {
                     format!(
                         "[{:?} local {:?} sent {}/{} shut {} received {}/{} eof {} err {:?}]",
                         stack.tcp_state(f.handle),
@@ -862,16 +712,12 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
             .host::<ShardedHost<Client>>(client)
             .ok_or("client host missing")?
             .stack();
-        let ss = w
-            .host::<ShardedHost<Server>>(server)
-            .ok_or("server host missing")?
-            .stack();
         return Err(format!(
             "{context}: idle with {} client and {} server connections unfinished: client {} server {}",
             c.flows.len(),
             s.flows.len(),
-            describe(cs, &c.flows),
-            describe(ss, &s.flows)
+            describe(&mut c.flows.iter().map(|(_, f)| (cs, f))),
+            describe(&mut s.flows.iter().copied())
         ));
     }
     let opened = c.summary.connections_completed + c.summary.connections_failed;
@@ -891,12 +737,10 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
             .ok_or("client")?
             .stack()
             .counters();
-        let ss = w
-            .host::<ShardedHost<Server>>(server)
-            .ok_or("server")?
-            .stack()
-            .counters();
-        eprintln!("client {cs:?}\nserver {ss:?}");
+        for (i, sh) in server_host.shards().iter().enumerate() {
+            eprintln!("server shard {i} {:?}", sh.stack().counters());
+        }
+        eprintln!("client {cs:?}");
     }
     if faults.is_mild() && (c.summary.connections_failed > 0 || s.summary.connections_failed > 0) {
         return Err(format!(
@@ -930,8 +774,13 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
             .clone()
             .or_else(|| s.summary.first_error.clone()),
         moves: s.moves_done,
-        frames_dropped_in_flight: dropped_in_flight,
+        frames_dropped_in_flight: s.dropped_in_flight,
         trace_digest: w.digest(),
+        server_accepted_per_shard: server_host
+            .shards()
+            .iter()
+            .map(|sh| sh.stack().counters().tcp_connections_established)
+            .collect(),
     })
 }
 
@@ -948,23 +797,64 @@ fn trace_tcp(frame: &[u8], port: u16) -> Option<String> {
     (repr.src_port == port || repr.dst_port == port).then(|| repr.to_string())
 }
 
-/// The stack and the application's violation of a host, whichever side it is.
-fn host_view(w: &World, id: HostId, client: HostId) -> Result<(&Stack, Option<&String>), String> {
-    if id == client {
-        let h = w
-            .host::<ShardedHost<Client>>(id)
-            .ok_or("client host missing")?;
-        Ok((h.stack(), h.app().violation.as_ref()))
-    } else {
-        let h = w
-            .host::<ShardedHost<Server>>(id)
-            .ok_or("server host missing")?;
-        Ok((h.stack(), h.app().violation.as_ref()))
+/// One shard as the checker sees it: its host, its stack, its application's violation.
+type ShardView<'a> = (HostId, &'a Stack, Option<&'a String>);
+
+/// Every shard's stack and application violation of the client and the server hosts.
+fn host_views(w: &World, client: HostId, server: HostId) -> Result<Vec<ShardView<'_>>, String> {
+    let c = w
+        .host::<ShardedHost<Client>>(client)
+        .ok_or("client host missing")?;
+    let s = w
+        .host::<ShardedHost<Server>>(server)
+        .ok_or("server host missing")?;
+    let clients = c
+        .shards()
+        .iter()
+        .map(|sh| (client, sh.stack(), sh.app().violation.as_ref()));
+    let servers = s
+        .shards()
+        .iter()
+        .map(|sh| (server, sh.stack(), sh.app().violation.as_ref()));
+    Ok(clients.chain(servers).collect())
+}
+
+/// The server's shards seen as one: every shard's unfinished flows with its stack, and the
+/// summaries, moves and in-flight drops summed.
+struct ServerTotals<'a> {
+    flows: Vec<(&'a Stack, &'a Flow)>,
+    summary: RunSummary,
+    moves_done: u64,
+    dropped_in_flight: u64,
+}
+
+impl<'a> ServerTotals<'a> {
+    fn of(host: &'a ShardedHost<Server>) -> ServerTotals<'a> {
+        let mut t = ServerTotals {
+            flows: Vec::new(),
+            summary: RunSummary::default(),
+            moves_done: 0,
+            dropped_in_flight: 0,
+        };
+        for sh in host.shards() {
+            let (stack, app) = (sh.stack(), sh.app());
+            t.flows.extend(app.flows.iter().map(|(_, f)| (stack, f)));
+            t.summary.bytes_verified += app.summary.bytes_verified;
+            t.summary.connections_completed += app.summary.connections_completed;
+            t.summary.connections_failed += app.summary.connections_failed;
+            if t.summary.first_error.is_none() {
+                t.summary.first_error = app.summary.first_error.clone();
+            }
+            t.moves_done += app.moves_done;
+            t.dropped_in_flight += stack.counters().tcp_drop_moved;
+        }
+        t
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::flow::StreamCheck;
     use super::*;
 
     #[test]

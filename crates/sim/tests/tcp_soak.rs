@@ -64,6 +64,22 @@ fn handoff_really_moves_with_frames_in_flight() {
 }
 
 #[test]
+fn many_connections_spread_over_both_server_shards() {
+    // The `many` workload's server is two shard cores behind the NIC model: RSS must give
+    // each of them a share of the connections (a vacuous pass would have one shard idle).
+    for seed in [0, 5, 10, 15, 20] {
+        let summary = run(Workload::ManyConnections, seed).unwrap_or_else(|e| panic!("{e}"));
+        let per_shard = &summary.server_accepted_per_shard;
+        let total: u64 = per_shard.iter().sum();
+        assert_eq!(per_shard.len(), 2, "seed {seed}");
+        assert!(
+            per_shard.iter().all(|&n| n * 4 >= total),
+            "seed {seed}: connections per server shard {per_shard:?}"
+        );
+    }
+}
+
+#[test]
 fn same_seed_gives_the_same_trace_digest() {
     for w in Workload::ALL {
         let (a, b) = (run(w, 7), run(w, 7));
