@@ -16,6 +16,15 @@
 //! to application, seed 000). [`Ctx::connect`] uses the stack's RSS home queue to pick a source
 //! port whose replies hash back to the calling shard. Every [`Conn`] reports its
 //! [`Conn::shard`] and [`Conn::numa_node`].
+//!
+//! Telling the application where a connection lives (seed 000, part 3): a connection is owned
+//! by the shard that accepted or opened it, and that shard's [`ShardInfo`] (from
+//! [`Ctx::shard_info`], or given to the factory that builds the instance) names its NUMA node.
+//! An application that hands work to threads of its own can ask [`Conn::numa_node`] before it
+//! picks the worker, and keep per-connection state on that node. The node is the one the
+//! host's placement plan gave the shard (the runtime's `HostConfig::place`: the node of the
+//! shard's CPU, where its buffer pool lives); without a plan, the node of the CPU the shard
+//! is pinned to; 0 when unpinned and in the simulator.
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -29,7 +38,9 @@ pub struct ShardInfo {
     pub shard: u16,
     /// Shards of the host.
     pub shards: u16,
-    /// NUMA node of the shard's core (0 when unknown or unpinned).
+    /// NUMA node of the shard: the node its placement plan gives it (where its buffer pool,
+    /// stack state and this application instance are allocated); without a plan, the node of
+    /// the core it is pinned to; 0 when unknown or unpinned. Fixed for the shard's lifetime.
     pub numa_node: u16,
 }
 
@@ -87,7 +98,9 @@ impl Conn {
         self.shard
     }
 
-    /// The NUMA node of the owning shard's core.
+    /// The NUMA node of the owning shard ([`ShardInfo::numa_node`]): the node whose memory
+    /// holds the connection's buffers and where its packets are processed. Constant for the
+    /// connection's lifetime, since a connection never changes shard.
     pub fn numa_node(&self) -> u16 {
         self.numa_node
     }

@@ -23,6 +23,10 @@
 //! shard-level RETA, so connections are keyed by the carried hash and `connect` picks source
 //! ports whose replies hash back to the opening shard.
 //!
+//! A placement plan (`topo::plan`) is executed through [`HostConfig::place`]: each shard is
+//! pinned to the plan's CPU, reports the plan's node in its `ShardInfo`, and on a machine of
+//! several nodes prefers that node's memory before it allocates anything ([`placement`]).
+//!
 //! [`run_pair`] joins a server and a client host with the `mem` backend ([`wire`]) and runs them
 //! until a duration passes or every client shard says it is done. [`run_host`] ([`host`]) runs
 //! one host whose shards talk to OS ports (TAP, AF_PACKET, AF_XDP) or replay a pcap file. Both
@@ -32,6 +36,7 @@
 pub mod host;
 pub mod io;
 pub mod live;
+pub mod placement;
 mod port;
 pub mod ring;
 pub mod shard;
@@ -51,6 +56,7 @@ use stack::{InterfaceConfig, Limits, RssConfig, Stack, StackConfig};
 pub use host::{HostLimits, HostView, LiveConfig, LiveIo, LiveReport, run_host};
 pub use io::PortCounters;
 pub use live::{ShardLive, ShardSnapshot};
+pub use placement::NodeMemory;
 pub use shard::ShardReport;
 pub use wire::{WireConfig, WireReport};
 
@@ -76,6 +82,13 @@ pub struct HostConfig {
     pub limits: Limits,
     /// Core of each shard; `None` runs unpinned. Shorter lists wrap around.
     pub cores: Option<Vec<usize>>,
+    /// NUMA node of each shard, as a placement plan gives it ([`HostConfig::place`]); wraps
+    /// as `cores` does. Empty, or `None` for a shard: the node of the shard's core read from
+    /// sysfs (0 when unpinned). `ShardInfo::numa_node` reports this node.
+    pub nodes: Vec<Option<u16>>,
+    /// Each shard thread sets its memory policy to prefer its planned node right after
+    /// pinning (`platform::mempolicy`); on only when the machine has more than one node.
+    pub node_memory: bool,
     /// NAPI budget per poll, in packets.
     pub budget_packets: usize,
     /// Slots of each wire → shard and shard → wire ring.
@@ -103,6 +116,8 @@ impl HostConfig {
                 ..Limits::default()
             },
             cores: None,
+            nodes: Vec::new(),
+            node_memory: false,
             budget_packets: nic::BUDGET_DEFAULT_PACKETS,
             wire_ring_slots: 4096,
             cross_ring_slots: 1024,
@@ -364,6 +379,9 @@ where
             factory.clone(),
             sw_reta.clone(),
         );
+        let planned = placement::planned_node(&cfg.nodes, i);
+        let node_memory = cfg.node_memory;
+        let numa_node = placement::shard_node(&cfg.nodes, i, core);
         let thread_name = format!("{name}-shard{i}");
         let copy_neighbour = mode.copy_neighbour && forwarding;
         starters.push(Box::new(move || {
@@ -372,7 +390,9 @@ where
                 .spawn(move || {
                     let pin_failed =
                         core.is_some_and(|c| platform::affinity::pin_current_thread(c).is_err());
-                    let numa_node = core.map_or(0, platform::affinity::numa_node_of_cpu);
+                    // Before anything of the shard is allocated: its buffers, stack and
+                    // application are then first touched under the policy.
+                    let node_memory = placement::apply_node_memory(planned, node_memory);
                     let info = ShardInfo {
                         shard,
                         shards,
@@ -390,6 +410,7 @@ where
                         core: ::shard::Shard::new(shard_cfg, nic, Stack::new(stack_cfg), app),
                         cpu: core,
                         pin_failed,
+                        node_memory,
                         io,
                         cross_out: outs,
                         cross_in: ins,

@@ -46,6 +46,8 @@ pub struct ShardReport<A> {
     pub core: Option<usize>,
     /// Pinning was asked for and failed (the shard ran unpinned).
     pub pin_failed: bool,
+    /// Whether the shard's thread set a memory policy for its planned node, and how that went.
+    pub node_memory: crate::NodeMemory,
     pub nic: QueueCounters,
     pub stack: stack::Counters,
     /// The TCP engine's counters summed over every connection the shard held
@@ -83,6 +85,8 @@ pub(crate) struct ShardThread<A: App, I: ShardIo> {
     /// The CPU it is pinned to, and whether pinning failed.
     pub cpu: Option<usize>,
     pub pin_failed: bool,
+    /// What the thread did about node-local memory.
+    pub node_memory: crate::NodeMemory,
     /// Where frames come from and go to.
     pub io: I,
     /// Indexed by destination shard; `None` for this shard (and when no forwarding is needed).
@@ -260,6 +264,7 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
             info,
             core: self.cpu,
             pin_failed: self.pin_failed,
+            node_memory: self.node_memory,
             nic: nic.counters(0).unwrap_or_default(),
             stack: stack.counters(),
             tcp: stack.tcp_counters(),

@@ -20,6 +20,8 @@ use stack::{InterfaceConfig, Ipv4Cidr};
 use wire::EthernetAddress;
 
 use super::CliError;
+use super::placement;
+use topo::{Plan, Profile};
 
 const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -50,8 +52,17 @@ pub struct DemoArgs {
     #[arg(long, value_name = "GBPS")]
     rate_gbps: Option<f64>,
     /// Do not pin server shards to cores.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "placement")]
     no_pin: bool,
+    /// Place the server's shards with a placement policy (closest, closest-static, numa,
+    /// numa-static, conservative, cache, spread; see `rsstack topo`): each shard is pinned to
+    /// the plan's CPU and reports (and on a multi-node machine prefers the memory of) the
+    /// plan's node. Default: shard i on core i.
+    #[arg(long, value_name = "POLICY", value_parser = super::topo::parse_profile)]
+    placement: Option<Profile>,
+    /// The NIC whose locality the placement plans for (the mem wire has none of its own).
+    #[arg(long, value_name = "IF", requires = "placement")]
+    iface: Option<String>,
     /// Print the summary as one JSON object (and no live view).
     #[arg(long)]
     json: bool,
@@ -178,9 +189,19 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
 
     let mut server = host(1, SERVER_IP, shards);
     server.queues = queues;
-    if !args.no_pin {
-        server.cores = Some((0..cpus).collect());
-    }
+    let plan = match args.placement {
+        Some(profile) => Some(placement::place(
+            &mut server,
+            profile,
+            args.iface.as_deref(),
+        )?),
+        None => {
+            if !args.no_pin {
+                server.cores = Some((0..cpus).collect());
+            }
+            None
+        }
+    };
     // Connections per client shard: K split as evenly as possible.
     let client = host(2, CLIENT_IP, args.client_shards);
     let k = args.connections;
@@ -220,7 +241,7 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
     )
     .map_err(|e| CliError::Failed(e.to_string()))?;
     live.finish();
-    let summary = Summary::of(&report, &args, shards, queues);
+    let summary = Summary::of(&report, &args, shards, queues, plan.as_ref());
     if args.json {
         writeln!(out, "{}", summary.json())?;
     } else {
@@ -233,6 +254,8 @@ struct ShardLine {
     shard: u16,
     core: Option<usize>,
     numa_node: u16,
+    /// What the shard did about node-local memory (`runtime::NodeMemory::name`).
+    node_memory: &'static str,
     connections: u64,
     packets: u64,
     requests: u64,
@@ -257,6 +280,8 @@ struct Summary {
     cross_shard: u64,
     failed: u64,
     per_shard: Vec<ShardLine>,
+    /// The placement policy and the plan's `cpu/node` per shard, when `--placement` was given.
+    placement: Option<(Profile, String)>,
 }
 
 impl Summary {
@@ -265,6 +290,7 @@ impl Summary {
         args: &DemoArgs,
         shards: u16,
         queues: u16,
+        plan: Option<&Plan>,
     ) -> Self {
         let requests = r
             .client
@@ -292,6 +318,7 @@ impl Summary {
                 shard: s.info.shard,
                 core: s.core.filter(|_| !s.pin_failed),
                 numa_node: s.info.numa_node,
+                node_memory: s.node_memory.name(),
                 connections: s.app.stats().connections_accepted,
                 packets: s.rx_packets + s.tx_frames,
                 requests: s.app.stats().requests,
@@ -319,6 +346,7 @@ impl Summary {
             cross_shard: r.server.cross_shard_messages() + r.client.cross_shard_messages(),
             failed,
             per_shard,
+            placement: plan.map(|p| (p.policy.profile, placement::shard_list(p))),
         }
     }
 
@@ -351,6 +379,7 @@ impl Summary {
                     "shard": s.shard,
                     "core": s.core,
                     "numa_node": s.numa_node,
+                    "node_memory": s.node_memory,
                     "connections": s.connections,
                     "connection_share": share(s.connections, total_conns),
                     "packets": s.packets,
@@ -381,6 +410,7 @@ impl Summary {
             "failed_connections": self.failed,
             "cross_shard_messages": self.cross_shard,
             "cross_shard_messages_per_packet": self.cross_per_packet(),
+            "placement": self.placement.as_ref().map(|(p, _)| p.name()),
             "per_shard": per_shard,
         })
     }
@@ -392,6 +422,9 @@ impl Summary {
             "rsstack demo: {} server shards ({} queues), {} connections, {:.1} s on the mem wire",
             self.shards, self.queues, self.connections, s
         )?;
+        if let Some((policy, shards)) = &self.placement {
+            writeln!(out, "placement           {policy}: cpu/node {shards}")?;
+        }
         writeln!(out, "requests            {:>14}", self.requests)?;
         writeln!(
             out,
@@ -458,6 +491,8 @@ mod tests {
             object_bytes: 512,
             rate_gbps: None,
             no_pin: true,
+            placement: None,
+            iface: None,
             json,
         }
     }
@@ -493,6 +528,55 @@ mod tests {
         let mut a = args(false);
         a.duration = 0.0;
         assert!(matches!(run(a, &mut Vec::new()), Err(CliError::Usage(_))));
+    }
+
+    #[test]
+    fn cache_placement_pins_each_shard_to_the_planned_core_and_reports_its_node() {
+        let topo = topo::Topology::discover(std::path::Path::new("/")).expect("topology");
+        let shards = 2usize.min(topo.cores.len()).max(1);
+        let plan =
+            topo::plan(&topo, None, shards, &topo::Policy::new(Profile::Cache)).expect("plan");
+        let mut a = args(true);
+        a.shards = Some(u16::try_from(shards).expect("few"));
+        a.no_pin = false;
+        a.placement = Some(Profile::Cache);
+        let mut out = Vec::new();
+        run(a, &mut out).expect("demo runs");
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        assert_eq!(v["placement"], "cache");
+        let per_shard = v["per_shard"].as_array().expect("per_shard");
+        assert_eq!(per_shard.len(), shards);
+        for (line, p) in per_shard.iter().zip(&plan.shards) {
+            assert_eq!(line["core"].as_u64(), Some(p.cpu as u64), "{line}");
+            let node = p.pool_node.unwrap_or(0) as u64;
+            assert_eq!(line["numa_node"].as_u64(), Some(node), "{line}");
+            let expected = if topo.nodes.len() > 1 {
+                "preferred"
+            } else {
+                "single-node"
+            };
+            assert!(
+                line["node_memory"] == expected || line["node_memory"] == "failed",
+                "{line}"
+            );
+        }
+        assert!(v["requests"].as_u64().is_some_and(|n| n > 0));
+    }
+
+    #[test]
+    fn a_placement_the_machine_cannot_satisfy_is_a_usage_error() {
+        // `spread` needs two cores per shard: as many shards as CPUs never fits.
+        let mut a = args(false);
+        a.shards = Some(u16::try_from(platform::affinity::available_cpus()).unwrap_or(1));
+        a.no_pin = false;
+        a.placement = Some(Profile::Spread);
+        match run(a, &mut Vec::new()) {
+            Err(CliError::Usage(msg)) => {
+                assert!(msg.starts_with("--placement spread"), "{msg}");
+                assert_eq!(msg.lines().count(), 1, "{msg}");
+            }
+            other => panic!("expected a usage error, got {other:?}"),
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use stack::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr};
 use wire::EthernetAddress;
 
 use super::CliError;
+use topo::{Plan, Profile};
 
 /// The packet I/O backend behind `--iface`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -90,8 +91,14 @@ pub struct IoArgs {
     #[arg(long, default_value_t = 1, value_name = "S")]
     shards: u16,
     /// Pin shard i to the i-th core of LIST (`0,2,4` or `0-3`).
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", conflicts_with = "placement")]
     cores: Option<String>,
+    /// Place the shards with a placement policy (closest, closest-static, numa, numa-static,
+    /// conservative, cache, spread; see `rsstack topo`), near --iface's NIC when given: each
+    /// shard is pinned to the plan's CPU and reports (and on a multi-node machine prefers the
+    /// memory of) the plan's node. Default: --cores, or unpinned.
+    #[arg(long, value_name = "POLICY", value_parser = super::topo::parse_profile)]
+    placement: Option<Profile>,
     /// Write every frame received and sent to this pcap file.
     #[arg(long, value_name = "FILE")]
     capture: Option<PathBuf>,
@@ -107,6 +114,8 @@ pub struct Live {
     pub duration: Option<Duration>,
     /// The first `--ip` given.
     pub first_ip: IpAddr,
+    /// The placement plan, with `--placement`.
+    pub plan: Option<Plan>,
 }
 
 fn usage(msg: impl Into<String>) -> CliError {
@@ -299,6 +308,15 @@ impl IoArgs {
         if let Some(c) = &self.cores {
             host.cores = Some(parse_cores(c)?);
         }
+        // Only a real interface has a locality; a TAP device or a replay plans on all nodes.
+        let plan = match self.placement {
+            Some(p) => Some(super::placement::place(
+                &mut host,
+                p,
+                self.iface.as_deref(),
+            )?),
+            None => None,
+        };
         Ok(Live {
             host,
             live: LiveConfig {
@@ -307,6 +325,7 @@ impl IoArgs {
             },
             duration,
             first_ip: first_ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            plan,
         })
     }
 }
@@ -318,8 +337,16 @@ impl Live {
             Some(r) => format!(" {}", r.name()),
             None => String::new(),
         };
+        let placed = match &self.plan {
+            Some(p) => format!(
+                ", placement {} cpu/node {}",
+                p.policy.profile,
+                super::placement::shard_list(p)
+            ),
+            None => String::new(),
+        };
         format!(
-            "listening on {} ({} {}{ring}, {} shards, {} queues)",
+            "listening on {} ({} {}{ring}, {} shards, {} queues{placed})",
             SocketAddr::new(self.first_ip, port),
             self.live.io.kind_name(),
             self.live.io.target(),
@@ -415,6 +442,24 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
     writeln!(out, "drop_tx_error: {}", p.tx_drop_error)?;
     writeln!(out, "tx_would_block: {}", p.tx_would_block)?;
     writeln!(out, "rx_errors: {}", p.rx_errors)?;
+    // Where each shard ran: its core (`-` unpinned or pinning failed) and node, in shard order.
+    let cores: Vec<String> = h
+        .shards
+        .iter()
+        .map(|s| match s.core {
+            Some(c) if !s.pin_failed => c.to_string(),
+            _ => "-".into(),
+        })
+        .collect();
+    let nodes: Vec<String> = h
+        .shards
+        .iter()
+        .map(|s| s.info.numa_node.to_string())
+        .collect();
+    writeln!(out, "shard_cores: {}", cores.join(" "))?;
+    writeln!(out, "shard_nodes: {}", nodes.join(" "))?;
+    let mem_failed = h.shards.iter().filter(|s| s.node_memory.failed()).count();
+    writeln!(out, "node_memory_failed: {mem_failed}")?;
     if let Some(n) = r.capture_records {
         writeln!(out, "capture_records: {n}")?;
         writeln!(out, "capture_errors: {}", p.capture_errors)?;
@@ -503,6 +548,42 @@ mod tests {
     fn io_args(args: &[&str]) -> Result<IoArgs, clap::Error> {
         let argv = ["rsstack"].iter().chain(args).copied();
         <Cmd as clap::Parser>::try_parse_from(argv).map(|c| c.io)
+    }
+
+    #[test]
+    fn placement_pins_shards_per_plan_and_shows_it_in_the_listening_line() {
+        let live = io_args(&[
+            "--pcap-in",
+            "/x.pcap",
+            "--ip",
+            "10.0.0.2/24",
+            "--shards",
+            "1",
+            "--placement",
+            "cache",
+        ])
+        .expect("parses")
+        .resolve()
+        .expect("resolves");
+        let plan = live.plan.as_ref().expect("a plan");
+        assert_eq!(live.host.cores, Some(vec![plan.shards[0].cpu]));
+        assert_eq!(
+            live.host.nodes,
+            vec![plan.shards[0].pool_node.map(|n| n as u16)]
+        );
+        assert!(
+            live.listening_line(7)
+                .contains(", placement cache cpu/node "),
+            "{}",
+            live.listening_line(7)
+        );
+        // Without --placement: no plan, no nodes, the line as before.
+        let plain = io_args(&["--pcap-in", "/x.pcap", "--ip", "10.0.0.2/24"])
+            .expect("parses")
+            .resolve()
+            .expect("resolves");
+        assert!(plain.plan.is_none() && plain.host.nodes.is_empty());
+        assert!(plain.listening_line(7).ends_with("1 queues)"));
     }
 
     #[test]

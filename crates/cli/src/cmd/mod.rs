@@ -4,6 +4,7 @@ pub mod conformance;
 pub mod demo;
 pub mod get;
 pub mod live;
+pub mod placement;
 pub mod rss;
 pub mod serve;
 pub mod sim;

@@ -45,7 +45,7 @@ pub struct TopoArgs {
     json: bool,
 }
 
-fn parse_profile(text: &str) -> Result<Profile, String> {
+pub(crate) fn parse_profile(text: &str) -> Result<Profile, String> {
     text.parse()
 }
 
@@ -55,7 +55,7 @@ fn usage(msg: impl std::fmt::Display) -> CliError {
 
 /// A missing root or interface is the user's argument; an unreadable or malformed file under
 /// an existing root is a failure of the machine's description.
-fn discovery_error(err: TopoError) -> CliError {
+pub(crate) fn discovery_error(err: TopoError) -> CliError {
     match err {
         TopoError::NotSysfs { .. } => usage(format!("--sysfs-root: {err}")),
         TopoError::NoInterface { .. } => usage(format!("--iface: {err}")),
