@@ -300,7 +300,10 @@ pub fn tune(topo: &Topology, nic: &Interface, plan: &Plan, opts: &TuneOptions) -
         Some(ChannelStyle::RxTx) => Action::run(&["ethtool", "-L", iface, "rx", &n, "tx", &n]),
         Some(ChannelStyle::Combined) => Action::run(&["ethtool", "-L", iface, "combined", &n]),
         None => {
-            notes.push("channel style unknown (no device to ask): using `combined`".into());
+            notes.push(
+                "channel style unknown (no `ethtool -l` answer for this device): using `combined`"
+                    .into(),
+            );
             Action::run(&["ethtool", "-L", iface, "combined", &n])
         }
     };
@@ -429,10 +432,17 @@ pub fn tune(topo: &Topology, nic: &Interface, plan: &Plan, opts: &TuneOptions) -
                 value: q.affinity.to_string(),
             },
             reading: Reading::File(path),
-            why: format!(
-                "queue {}'s interrupt on CPU {} (node {node}) and its SMT siblings (seed 004)",
-                q.queue, q.cpu
-            ),
+            why: if q.affinity.len() > 1 {
+                format!(
+                    "queue {}'s interrupt on CPU {} (node {node}) and its SMT siblings {} (seed 004)",
+                    q.queue, q.cpu, q.affinity
+                )
+            } else {
+                format!(
+                    "queue {}'s interrupt on CPU {} (node {node}), its shard's",
+                    q.queue, q.cpu
+                )
+            },
         });
     }
 
