@@ -230,3 +230,24 @@ fn apply_then_revert_on_veth_leaves_the_device_as_it_was() {
         panic!("{e}");
     }
 }
+
+#[test]
+fn apply_without_root_is_refused_and_changes_nothing() {
+    if !require_root("apply_without_root_is_refused_and_changes_nothing") {
+        return;
+    }
+    assert!(have_program("setpriv"), "setpriv (util-linux) is needed");
+    let dir = TempDir::new("tune-nonroot").unwrap();
+    let save = dir.join("lo.revert.json");
+    let out = testnet::run(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+            .args(["tune", "lo", "--apply", "--save", save.to_str().unwrap()]),
+        LIMIT,
+    )
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", out.combined());
+    assert!(out.stderr.contains("needs root"), "{}", out.combined());
+    assert!(out.stdout.is_empty());
+    assert!(!save.exists(), "nothing saved, nothing applied");
+}

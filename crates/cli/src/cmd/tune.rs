@@ -332,7 +332,12 @@ fn read_setting(iface: &str, reading: &Reading) -> Result<(Saved, String), Outco
         Reading::Coalesce => {
             let text = read_command(&["ethtool", "-c", iface])?;
             let saved = parse_coalesce(&text);
-            Ok((saved, "coalescing read".into()))
+            // The restore command's settings say what was read: `adaptive-rx on rx-usecs 3`.
+            let summary = match topo::restore(iface, reading, &saved) {
+                Some(Action::Run(args)) => args[3..].join(" "),
+                _ => "no adaptive or usecs settings".into(),
+            };
+            Ok((saved, summary))
         }
         Reading::Feature { long, .. } => {
             let text = read_command(&["ethtool", "-k", iface])?;
