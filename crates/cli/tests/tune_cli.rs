@@ -160,6 +160,12 @@ fn apply_then_revert_on_veth() -> Result<()> {
     check(observable(&ns, "va")? == before, || {
         "a dry run changed the device".into()
     })?;
+    // More queues than the device has channels: a usage error.
+    let too_many = ns.run(BIN, &["tune", "va", "--queues", "3"], LIMIT)?;
+    check(too_many.status.code() == Some(2), || too_many.combined())?;
+    check(too_many.stderr.contains("at most 2 channel(s)"), || {
+        too_many.combined()
+    })?;
 
     let dir = TempDir::new("tune")?;
     let save = dir.join("va.revert.json");
