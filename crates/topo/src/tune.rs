@@ -497,6 +497,10 @@ pub fn tune(topo: &Topology, nic: &Interface, plan: &Plan, opts: &TuneOptions) -
             ),
         });
     }
+    notes.push(
+        "none of these settings survives a reboot (seed 004): rerun after boot, or from a boot unit"
+            .into(),
+    );
     Tuning {
         iface: iface.to_string(),
         policy: plan.policy.profile.name().to_string(),

@@ -306,6 +306,27 @@ fn perform(action: &Action) -> Outcome {
     }
 }
 
+/// Performs each failed action once more, after all the others; returns the indices retried.
+///
+/// One step can need a later one done first, in either direction: the kernel refuses fewer
+/// channels than a configured indirection table uses, and a table over more queues than there
+/// are channels. Apply sets channels before the table and revert restores them after it, so
+/// one of the two fails when the count shrinks or grows; a second pass settles both orders.
+fn retry_failed(
+    outcomes: &mut [Outcome],
+    performed: &[Option<&Action>],
+    mut perform: impl FnMut(&Action) -> Outcome,
+) -> Vec<usize> {
+    let mut retried = Vec::new();
+    for (i, outcome) in outcomes.iter_mut().enumerate() {
+        if let (Outcome::Failed(_), Some(action)) = (&outcome, performed[i]) {
+            *outcome = perform(action);
+            retried.push(i);
+        }
+    }
+    retried
+}
+
 /// Reads the setting `reading` names on `iface`: the saved value and a short text of it.
 fn read_setting(iface: &str, reading: &Reading) -> Result<(Saved, String), Outcome> {
     let bad = |what: &str, text: &str| {
@@ -487,8 +508,10 @@ fn apply(tuning: &Tuning, save: &Path, out: &mut impl Write) -> Result<(), CliEr
     let mut saved = Vec::new();
     write_revert_file(save, tuning, &saved)
         .map_err(|e| CliError::Failed(format!("{}: {e}", save.display())))?;
-    let mut tally = Tally::default();
+    let mut outcomes = Vec::new();
+    let mut performed = Vec::new();
     for (i, step) in tuning.steps.iter().enumerate() {
+        let mut done = None;
         let outcome = match read_setting(&tuning.iface, &step.reading) {
             Err(Outcome::Failed(m)) => Outcome::Failed(format!("cannot read the setting: {m}")),
             Err(Outcome::Unsupported(m)) => {
@@ -505,12 +528,26 @@ fn apply(tuning: &Tuning, save: &Path, out: &mut impl Write) -> Result<(), CliEr
                 }));
                 write_revert_file(save, tuning, &saved)
                     .map_err(|e| CliError::Failed(format!("{}: {e}", save.display())))?;
+                done = Some(&step.action);
                 perform(&step.action)
             }
         };
-        tally.add(&outcome);
         report_line(out, i + 1, &step.name, &outcome, &step.action.shell())?;
+        outcomes.push(outcome);
+        performed.push(done);
     }
+    for i in retry_failed(&mut outcomes, &performed, perform) {
+        let step = &tuning.steps[i];
+        report_line(
+            out,
+            i + 1,
+            &format!("{} (again)", step.name),
+            &outcomes[i],
+            &step.action.shell(),
+        )?;
+    }
+    let mut tally = Tally::default();
+    outcomes.iter().for_each(|o| tally.add(o));
     writeln!(out, "{}", tally.line())?;
     writeln!(out, "undo with: rsstack tune --revert {}", save.display())?;
     if tally.failed > 0 {
@@ -553,15 +590,31 @@ fn revert(file: &Path, out: &mut impl Write) -> Result<(), CliError> {
         actions.len(),
         file.display()
     )?;
-    let mut tally = Tally::default();
-    for (i, (name, action)) in actions.iter().rev().enumerate() {
-        let (outcome, detail) = match action {
-            None => (Outcome::Skipped("nothing to restore".into()), String::new()),
-            Some(a) => (perform(a), a.shell()),
+    let last_first: Vec<_> = actions.iter().rev().collect();
+    let mut outcomes = Vec::new();
+    for (i, (name, action)) in last_first.iter().enumerate() {
+        let outcome = match action {
+            None => Outcome::Skipped("nothing to restore".into()),
+            Some(a) => perform(a),
         };
-        tally.add(&outcome);
+        let detail = action.as_ref().map(Action::shell).unwrap_or_default();
         report_line(out, i + 1, name, &outcome, &detail)?;
+        outcomes.push(outcome);
     }
+    let performed: Vec<Option<&Action>> = last_first.iter().map(|(_, a)| a.as_ref()).collect();
+    for i in retry_failed(&mut outcomes, &performed, perform) {
+        let (name, action) = last_first[i];
+        let detail = action.as_ref().map(Action::shell).unwrap_or_default();
+        report_line(
+            out,
+            i + 1,
+            &format!("{name} (again)"),
+            &outcomes[i],
+            &detail,
+        )?;
+    }
+    let mut tally = Tally::default();
+    outcomes.iter().for_each(|o| tally.add(o));
     writeln!(out, "{}", tally.line())?;
     if tally.failed > 0 {
         return Err(CliError::Failed(format!(
@@ -793,6 +846,35 @@ mod tests {
             classify("netlink error: Invalid argument\n"),
             Outcome::Failed("netlink error: Invalid argument".into())
         );
+    }
+
+    #[test]
+    fn failed_steps_are_retried_once_after_the_others() {
+        // The first action fails until the second has run (a RETA needing more channels).
+        let reta = Action::Run(vec!["ethtool".into(), "-X".into()]);
+        let channels = Action::Run(vec!["ethtool".into(), "-L".into()]);
+        let mut channels_set = false;
+        let mut perform = |a: &Action| {
+            if *a == channels {
+                channels_set = true;
+                Outcome::Applied
+            } else if channels_set {
+                Outcome::Applied
+            } else {
+                Outcome::Failed("Invalid argument".into())
+            }
+        };
+        let mut outcomes: Vec<Outcome> = [&reta, &channels].iter().map(|a| perform(a)).collect();
+        assert_eq!(outcomes[0], Outcome::Failed("Invalid argument".into()));
+        let skipped = Outcome::Skipped("nothing to restore".into());
+        outcomes.push(skipped.clone());
+        let retried = retry_failed(
+            &mut outcomes,
+            &[Some(&reta), Some(&channels), None],
+            perform,
+        );
+        assert_eq!(retried, vec![0]);
+        assert_eq!(outcomes, vec![Outcome::Applied, Outcome::Applied, skipped]);
     }
 
     #[test]
