@@ -46,6 +46,10 @@ enum Command {
     /// The machine's topology (nodes, cores, SMT siblings, caches, distances), an interface's
     /// locality and the placement plan of a policy.
     Topo(cmd::topo::TopoArgs),
+    /// Tune the Linux kernel's own stack for a placement policy: channels, RETA, moderation,
+    /// GRO/LRO, IRQ affinity, RPS/XPS, irqbalance. Prints a script; --apply (root) applies it
+    /// and saves the previous settings for --revert.
+    Tune(cmd::tune::TuneArgs),
 }
 
 /// Exit status for invalid command-line input (as clap and sysexits' EX_USAGE-style tools use).
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
         Command::Ttcp(cmd) => cmd::ttcp::run(cmd, &mut out),
         Command::Get(args) => cmd::get::run(args, &mut out),
         Command::Topo(args) => cmd::topo::run(args, &mut out),
+        Command::Tune(args) => cmd::tune::run(args, &mut out),
     };
     match result {
         Ok(()) => {

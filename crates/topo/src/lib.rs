@@ -7,7 +7,9 @@
 //! device's NUMA node and local CPUs, its MSI/MSI-X vectors and their `/proc/interrupts`
 //! names, its queue counts. [`plan`] turns (topology, interface, shard count, policy) into a
 //! [`Plan`]: the CPU of each queue's interrupt and of each shard, each shard's buffer-pool
-//! node, RETA weights, and notes saying what was assumed.
+//! node, RETA weights, and notes saying what was assumed. [`tune`] turns a plan into the steps
+//! that tune the Linux kernel's own stack for it (`ethtool`, IRQ affinities, RPS/XPS,
+//! irqbalance), each with the [`Reading`] that undoes it.
 //!
 //! Discovery only reads files; it never panics on a missing or odd file: what a machine may
 //! lack is an `Option`, an empty list or a [`Topology::notes`] line, and what makes a
@@ -19,6 +21,7 @@ mod machine;
 mod nic;
 mod plan;
 mod read;
+mod tune;
 
 pub use cpulist::{CPU_ID_MAX, CpuListError, CpuSet};
 pub use error::TopoError;
@@ -27,3 +30,6 @@ pub use machine::{
 };
 pub use nic::{Interface, MsiVector, NicNode};
 pub use plan::{Plan, PlanError, Policy, Profile, QueuePlan, ShardPlan, plan};
+pub use tune::{
+    Action, ChannelStyle, Moderation, Reading, Saved, Step, TuneOptions, Tuning, restore, tune,
+};

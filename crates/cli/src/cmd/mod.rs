@@ -10,6 +10,7 @@ pub mod serve;
 pub mod sim;
 pub mod topo;
 pub mod ttcp;
+pub mod tune;
 
 /// What can end a subcommand early.
 #[derive(Debug, thiserror::Error)]
