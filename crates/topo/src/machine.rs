@@ -149,6 +149,35 @@ impl Topology {
         self.distances.get(i)?.get(j).copied()
     }
 
+    /// The cost of a memory access from a CPU of node `from` to memory on node `to`, relative
+    /// to a local access, as the firmware's distance table states it (ACPI SLIT: 10 is local,
+    /// 21 means 2.1×). `None` when the matrix is unknown. An estimate of latency, not a
+    /// measurement: it is what the planner and the cost model charge a buffer on the wrong node.
+    pub fn remote_access_factor(&self, from: usize, to: usize) -> Option<f64> {
+        let local = self.distance(from, from)?;
+        let remote = self.distance(from, to)?;
+        (local > 0).then(|| f64::from(remote) / f64::from(local))
+    }
+
+    /// The largest [`Topology::remote_access_factor`] over every pair of nodes, with the pair
+    /// (from, to); `None` on a single node or when the matrix is unknown.
+    pub fn worst_remote_access(&self) -> Option<(usize, usize, f64)> {
+        let mut worst: Option<(usize, usize, f64)> = None;
+        for a in &self.nodes {
+            for b in &self.nodes {
+                if a.id == b.id {
+                    continue;
+                }
+                if let Some(f) = self.remote_access_factor(a.id, b.id) {
+                    if worst.is_none_or(|(_, _, w)| f > w) {
+                        worst = Some((a.id, b.id, f));
+                    }
+                }
+            }
+        }
+        worst
+    }
+
     /// Whether any core has more than one online thread.
     pub fn has_smt(&self) -> bool {
         self.cores.iter().any(|c| c.cpus.len() > 1)

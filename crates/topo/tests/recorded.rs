@@ -287,3 +287,27 @@ fn virtio_nic_locality_comes_from_its_pci_parent() {
     assert_eq!(nic.msi.len(), 3);
     assert_eq!(nic.rx_queues, 1);
 }
+
+#[test]
+fn remote_access_factor_follows_the_distance_table() {
+    let m = Unpacked::new(TWO_NODE);
+    let t = Topology::discover(&m.root).unwrap();
+    assert_eq!(t.remote_access_factor(0, 0), Some(1.0));
+    assert_eq!(t.remote_access_factor(0, 1), Some(2.1));
+    assert_eq!(t.worst_remote_access(), Some((0, 1, 2.1)));
+    // Every multi-node recording has a worst pair costing more than a local access.
+    for tarball in [UNKNOWN_NIC_NODE, EIGHT_NODE, BIG] {
+        let m = Unpacked::new(tarball);
+        let t = Topology::discover(&m.root).unwrap();
+        let (from, to, f) = t.worst_remote_access().expect(tarball);
+        assert!(from != to && f > 1.0, "{tarball}: {from}->{to} {f}");
+        eprintln!("{tarball}: worst remote access {f:.1}x (node {from} -> node {to})");
+    }
+    let m = Unpacked::new(SMT);
+    let one_node = Topology::discover(&m.root).unwrap();
+    assert_eq!(
+        one_node.worst_remote_access(),
+        None,
+        "one node: nothing remote"
+    );
+}

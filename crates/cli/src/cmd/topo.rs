@@ -182,6 +182,13 @@ fn write_machine(out: &mut impl Write, t: &Topology) -> Result<(), CliError> {
             }
             writeln!(out)?;
         }
+        if let Some((from, to, f)) = t.worst_remote_access() {
+            writeln!(
+                out,
+                "remote memory: up to {f:.1}x a local access (node {from} -> node {to}, \
+                 from the distance table): what a shard pays for a buffer on the wrong node"
+            )?;
+        }
     }
     if threads > 1 {
         let pairs: Vec<String> = t
