@@ -1,8 +1,12 @@
 //! `rsstack`: the command-line front end of the rsstack user-space TCP/IP stack.
 //!
-//! Every subcommand validates its arguments up front. Bad input (an unparsable address, a key
-//! that is not 40 bytes of hex, zero queues…) prints exactly one line on stderr and exits with
-//! status 2; `--help` and `--version` print to stdout and exit 0.
+//! Every subcommand validates its arguments up front, each number against its real limit
+//! (named in the message), and refuses sizes that would exhaust memory before allocating.
+//! Bad input (an unparsable address, a key that is not 40 bytes of hex, zero queues, 1000
+//! queues for a 128-entry table, an unreadable capture…) and an environment that cannot run
+//! the command (a missing interface, no permission) print exactly one sentence on stderr and
+//! exit with status 2; a run that started and failed exits with status 1; `--help` and
+//! `--version` print to stdout and exit 0.
 #![deny(unsafe_code)]
 
 mod cmd;

@@ -11,7 +11,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use apps::http::{FileSet, HttpServer};
+use apps::http::{FILESET_BYTES_MAX, FileSet, HttpServer};
 use apps::load::{HttpLoadClient, LoadConfig};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -26,28 +26,42 @@ use topo::{Plan, Profile};
 const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const HTTP_PORT: u16 = 80;
+/// Most `--connections`: the client has one address, so one connection per ephemeral port
+/// of a 60,000-port range.
+const CONNECTIONS_MAX: u64 = 60_000;
+/// Longest `--duration`, seconds (one day).
+const DURATION_MAX_SECS: f64 = 86_400.0;
+/// Fastest `--rate-gbps`.
+const RATE_GBPS_MAX: f64 = 10_000.0;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// How long the client issues requests, in seconds.
     #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
     duration: f64,
-    /// Keep-alive connections the client keeps busy (one request outstanding on each).
-    #[arg(long, default_value_t = 64, value_name = "K")]
-    connections: usize,
-    /// Server shards (threads). Default: the number of cores.
-    #[arg(long, value_name = "S")]
+    /// Keep-alive connections the client keeps busy (one request outstanding on each):
+    /// 1 to 60000, the ephemeral ports of the client's one address.
+    #[arg(long, default_value_t = 64, value_name = "K",
+          value_parser = clap::value_parser!(u64).range(1..=CONNECTIONS_MAX))]
+    connections: u64,
+    /// Server shards (threads): 1 to 128 (`nic::QUEUES_MAX`). Default: the number of cores.
+    #[arg(long, value_name = "S",
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(nic::QUEUES_MAX)))]
     shards: Option<u16>,
     /// Server hardware queues (1..=shards). Default: one per shard. Fewer queues than shards
     /// forward packets through counted cross-shard rings.
-    #[arg(long, value_name = "Q")]
+    #[arg(long, value_name = "Q",
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(nic::QUEUES_MAX)))]
     queues: Option<u16>,
-    /// Client shards.
-    #[arg(long, default_value_t = 1, value_name = "C")]
+    /// Client shards: 1 to 128 (`nic::QUEUES_MAX`).
+    #[arg(long, default_value_t = 1, value_name = "C",
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(nic::QUEUES_MAX)))]
     client_shards: u16,
-    /// Size of the page the client fetches, in bytes.
-    #[arg(long, default_value_t = 1024, value_name = "BYTES")]
-    object_bytes: usize,
+    /// Size of the page the client fetches, in bytes: at most 4 GiB
+    /// (`apps::http::FILESET_BYTES_MAX`, the bound of the HTTP server's in-memory file set).
+    #[arg(long, default_value_t = 1024, value_name = "BYTES",
+          value_parser = clap::value_parser!(u64).range(0..=FILESET_BYTES_MAX))]
+    object_bytes: u64,
     /// Line rate of the in-memory wire in Gbit/s (default: unpaced).
     #[arg(long, value_name = "GBPS")]
     rate_gbps: Option<f64>,
@@ -155,14 +169,27 @@ fn share(x: u64, total: u64) -> f64 {
 }
 
 pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
-    if !(args.duration.is_finite() && args.duration > 0.0 && args.duration <= 86_400.0) {
-        return Err(CliError::Usage(
-            "--duration must be in (0, 86400] seconds".into(),
-        ));
+    if !(args.duration.is_finite() && args.duration > 0.0 && args.duration <= DURATION_MAX_SECS) {
+        return Err(CliError::Usage(format!(
+            "--duration must be in (0, {DURATION_MAX_SECS}] seconds"
+        )));
     }
-    if args.connections == 0 || args.connections > 60_000 {
-        return Err(CliError::Usage("--connections must be 1..=60000".into()));
+    if args.connections == 0 || args.connections > CONNECTIONS_MAX {
+        return Err(CliError::Usage(format!(
+            "--connections must be 1..={CONNECTIONS_MAX}"
+        )));
     }
+    // Refused up front rather than by the allocator: the page is built in memory, twice
+    // while it is copied into the shared file set.
+    let object_bytes = usize::try_from(args.object_bytes)
+        .ok()
+        .filter(|&b| b as u64 <= FILESET_BYTES_MAX)
+        .ok_or_else(|| {
+            CliError::Usage(format!(
+                "--object-bytes must be at most {FILESET_BYTES_MAX} (4 GiB, the HTTP file set's \
+                 in-memory bound)"
+            ))
+        })?;
     let cpus = platform::affinity::available_cpus();
     let shards = args
         .shards
@@ -175,15 +202,24 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
     }
     let queues = args.queues.unwrap_or(shards);
     if queues == 0 || queues > shards {
-        return Err(CliError::Usage("--queues must be 1..=shards".into()));
+        return Err(CliError::Usage(format!(
+            "--queues {queues} exceeds --shards {shards}: each queue needs a shard (1..=shards)"
+        )));
     }
     if args.client_shards == 0 || args.client_shards > nic::QUEUES_MAX {
-        return Err(CliError::Usage("--client-shards must be at least 1".into()));
+        return Err(CliError::Usage(format!(
+            "--client-shards must be 1..={}",
+            nic::QUEUES_MAX
+        )));
     }
     let rate_bps = match args.rate_gbps {
         None => None,
-        Some(g) if g.is_finite() && g > 0.0 && g <= 10_000.0 => Some((g * 1e9) as u64),
-        Some(_) => return Err(CliError::Usage("--rate-gbps must be in (0, 10000]".into())),
+        Some(g) if g.is_finite() && g > 0.0 && g <= RATE_GBPS_MAX => Some((g * 1e9) as u64),
+        Some(_) => {
+            return Err(CliError::Usage(format!(
+                "--rate-gbps must be in (0, {RATE_GBPS_MAX}]"
+            )));
+        }
     };
     let duration = Duration::from_secs_f64(args.duration);
 
@@ -204,9 +240,9 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
     };
     // Connections per client shard: K split as evenly as possible.
     let client = host(2, CLIENT_IP, args.client_shards);
-    let k = args.connections;
+    let k = args.connections as usize;
     let cs = usize::from(args.client_shards);
-    let files = Arc::new(FileSet::demo(args.object_bytes));
+    let files = Arc::new(FileSet::demo(object_bytes));
     let load = LoadConfig {
         server: SocketAddr::new(IpAddr::V4(SERVER_IP), HTTP_PORT),
         connections: 0,
@@ -239,7 +275,7 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
         },
         |v| live.update(v),
     )
-    .map_err(|e| CliError::Failed(e.to_string()))?;
+    .map_err(super::live::runtime_error)?;
     live.finish();
     let summary = Summary::of(&report, &args, shards, queues, plan.as_ref());
     if args.json {
@@ -337,7 +373,7 @@ impl Summary {
             elapsed_s: r.elapsed.as_secs_f64().max(1e-9),
             shards,
             queues,
-            connections: args.connections,
+            connections: args.connections as usize,
             requests,
             body_bytes,
             packets: r.wire.frames[0] + r.wire.frames[1],

@@ -11,8 +11,10 @@ use std::time::Duration;
 use apps::{App, ShardInfo};
 use clap::{Args, ValueEnum};
 use platform::af_packet::RingVersion;
-use runtime::host::AF_PACKET_RING_DEFAULT;
-use runtime::{HostConfig, HostLimits, HostView, LiveConfig, LiveIo, LiveReport, run_host};
+use runtime::host::{AF_PACKET_RING_DEFAULT, REPLAY_FRAMES_MAX};
+use runtime::{
+    HostConfig, HostLimits, HostView, LiveConfig, LiveIo, LiveReport, RuntimeError, run_host,
+};
 use stack::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr};
 use wire::EthernetAddress;
 
@@ -81,14 +83,17 @@ pub struct IoArgs {
     /// The host's MAC (default: a locally administered address derived from the interface).
     #[arg(long, value_name = "MAC")]
     mac: Option<String>,
-    /// IP MTU in bytes.
-    #[arg(long, default_value_t = 1500, value_name = "BYTES")]
+    /// IP MTU in bytes: 576 (the IPv4 minimum every host must accept) to 9000 (jumbo frames).
+    #[arg(long, default_value_t = 1500, value_name = "BYTES",
+          value_parser = clap::value_parser!(u16).range(i64::from(MTU_MIN)..=i64::from(MTU_MAX)))]
     mtu: u16,
     /// TAP or AF_XDP queues (1..=shards).
-    #[arg(long, default_value_t = 1, value_name = "Q")]
+    #[arg(long, default_value_t = 1, value_name = "Q",
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(nic::QUEUES_MAX)))]
     queues: u16,
-    /// Shards (one thread each).
-    #[arg(long, default_value_t = 1, value_name = "S")]
+    /// Shards (one thread each): 1 to 128, the NIC model's queue limit (`nic::QUEUES_MAX`).
+    #[arg(long, default_value_t = 1, value_name = "S",
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(nic::QUEUES_MAX)))]
     shards: u16,
     /// Pin shard i to the i-th core of LIST (`0,2,4` or `0-3`).
     #[arg(long, value_name = "LIST", conflicts_with = "placement")]
@@ -106,6 +111,11 @@ pub struct IoArgs {
     #[arg(long, value_name = "SECS")]
     duration: Option<f64>,
 }
+
+/// Smallest `--mtu`: the IPv4 datagram every host must accept (RFC 791).
+pub const MTU_MIN: u16 = 576;
+/// Largest `--mtu`: a jumbo frame's IP MTU.
+pub const MTU_MAX: u16 = 9000;
 
 /// A validated live host: its configuration, port, limits and what to print.
 pub struct Live {
@@ -172,6 +182,51 @@ pub fn mac_for(name: &str) -> EthernetAddress {
     EthernetAddress([0x02, b[0], b[1], b[2], b[3], b[4]])
 }
 
+/// Reads the `--pcap-in` file through before the host starts, so that a file that cannot be
+/// replayed is refused with a sentence (exit 2) rather than reported by the runtime.
+fn check_pcap(path: &std::path::Path) -> Result<(), CliError> {
+    use platform::pcap::{LINKTYPE_ETHERNET, PcapError, PcapReader};
+    let shown = path.display();
+    let why = |e: PcapError| match e {
+        PcapError::Truncated(what) => usage(format!(
+            "--pcap-in {shown}: not a complete pcap capture: the file ends inside a {what}"
+        )),
+        PcapError::Io(e) => usage(format!("--pcap-in {shown}: cannot read it: {e}")),
+        e => usage(format!("--pcap-in {shown}: not a usable pcap capture: {e}")),
+    };
+    let file = std::fs::File::open(path)
+        .map_err(|e| usage(format!("--pcap-in {shown}: cannot open it: {e}")))?;
+    let reader = PcapReader::new(std::io::BufReader::new(file)).map_err(why)?;
+    if reader.link_type() != LINKTYPE_ETHERNET {
+        return Err(usage(format!(
+            "--pcap-in {shown}: link type {} is not Ethernet ({LINKTYPE_ETHERNET})",
+            reader.link_type()
+        )));
+    }
+    let mut frames = 0usize;
+    for rec in reader {
+        rec.map_err(why)?;
+        frames += 1;
+        if frames > REPLAY_FRAMES_MAX {
+            return Err(usage(format!(
+                "--pcap-in {shown}: more than {REPLAY_FRAMES_MAX} frames, the replay's limit \
+                 (runtime::host::REPLAY_FRAMES_MAX)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The runtime's refusal to start, as the CLI reports it: a port that cannot be opened (a
+/// missing interface, no permission) or a configuration out of range is a usage or
+/// environment error (exit 2); a thread that could not run is a failed run (exit 1).
+pub fn runtime_error(e: RuntimeError) -> CliError {
+    match e {
+        RuntimeError::Config(_) | RuntimeError::Io(_) => CliError::Usage(e.to_string()),
+        RuntimeError::Thread(_) => CliError::Failed(e.to_string()),
+    }
+}
+
 /// Parses `0,2,4`, `0-3` or a mix.
 fn parse_cores(text: &str) -> Result<Vec<usize>, CliError> {
     let bad = || {
@@ -218,10 +273,13 @@ impl IoArgs {
             return Err(usage(format!("--shards must be 1..={}", nic::QUEUES_MAX)));
         }
         if self.queues == 0 || self.queues > self.shards {
-            return Err(usage("--queues must be 1..=shards"));
+            return Err(usage(format!(
+                "--queues {} exceeds --shards {}: each queue needs a shard to serve it (1..=shards)",
+                self.queues, self.shards
+            )));
         }
-        if !(576..=9000).contains(&self.mtu) {
-            return Err(usage("--mtu must be 576..=9000 bytes"));
+        if !(MTU_MIN..=MTU_MAX).contains(&self.mtu) {
+            return Err(usage(format!("--mtu must be {MTU_MIN}..={MTU_MAX} bytes")));
         }
         if self.af_packet_ring.is_some() && (self.iface.is_none() || self.io != IoKind::AfPacket) {
             return Err(usage("--af-packet-ring needs --iface with --io af_packet"));
@@ -250,6 +308,7 @@ impl IoArgs {
             (io, iface.clone())
         } else {
             let path = self.pcap_in.clone().unwrap_or_default();
+            check_pcap(&path)?;
             let name = path.display().to_string();
             (LiveIo::PcapIn { path }, name)
         };
@@ -395,7 +454,7 @@ impl Live {
                 }
             },
         )
-        .map_err(|e| CliError::Failed(e.to_string()))?;
+        .map_err(runtime_error)?;
         if let Some(e) = ready_err {
             return Err(CliError::Io(e));
         }
@@ -550,11 +609,49 @@ mod tests {
         <Cmd as clap::Parser>::try_parse_from(argv).map(|c| c.io)
     }
 
+    /// A valid, empty Ethernet capture in the temporary directory, unique to `name`.
+    fn empty_pcap(name: &str) -> String {
+        let path = std::env::temp_dir().join(format!("rsstack-{}-{name}.pcap", std::process::id()));
+        let file = std::fs::File::create(&path).expect("create the capture");
+        platform::pcap::PcapWriter::new(file).expect("write its header");
+        path.display().to_string()
+    }
+
+    #[test]
+    fn pcap_replays_are_read_through_up_front_and_refused_with_a_sentence() {
+        let good = empty_pcap("good");
+        assert!(
+            io_args(&["--pcap-in", &good, "--ip", "10.0.0.2/24"])
+                .expect("parses")
+                .resolve()
+                .is_ok()
+        );
+        let empty = std::env::temp_dir().join(format!("rsstack-{}-empty.pcap", std::process::id()));
+        std::fs::write(&empty, b"").expect("an empty file");
+        let empty = empty.display().to_string();
+        for (path, expect) in [
+            (empty.as_str(), "ends inside a file header"),
+            ("/nonexistent/x.pcap", "cannot open it"),
+        ] {
+            let err = io_args(&["--pcap-in", path, "--ip", "10.0.0.2/24"])
+                .expect("parses")
+                .resolve()
+                .err();
+            assert!(
+                matches!(&err, Some(CliError::Usage(m)) if m.contains(expect) && !m.contains("Truncated(")),
+                "{path}: {err:?}"
+            );
+        }
+        let _ = std::fs::remove_file(&good);
+        let _ = std::fs::remove_file(&empty);
+    }
+
     #[test]
     fn placement_pins_shards_per_plan_and_shows_it_in_the_listening_line() {
+        let pcap = empty_pcap("placement");
         let live = io_args(&[
             "--pcap-in",
-            "/x.pcap",
+            &pcap,
             "--ip",
             "10.0.0.2/24",
             "--shards",
@@ -578,12 +675,13 @@ mod tests {
             live.listening_line(7)
         );
         // Without --placement: no plan, no nodes, the line as before.
-        let plain = io_args(&["--pcap-in", "/x.pcap", "--ip", "10.0.0.2/24"])
+        let plain = io_args(&["--pcap-in", &pcap, "--ip", "10.0.0.2/24"])
             .expect("parses")
             .resolve()
             .expect("resolves");
         assert!(plain.plan.is_none() && plain.host.nodes.is_empty());
         assert!(plain.listening_line(7).ends_with("1 queues)"));
+        let _ = std::fs::remove_file(&pcap);
     }
 
     #[test]

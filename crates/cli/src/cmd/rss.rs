@@ -4,10 +4,14 @@ use core::net::IpAddr;
 use std::io::Write;
 
 use clap::{Args, Subcommand, ValueEnum};
-use rss::{HashInput, HashType, PortPair, Reta, RssHasher, RssKey, SymmetricMode};
+use rss::{HashInput, HashType, PortPair, RETA_SIZE_MAX, Reta, RssHasher, RssKey, SymmetricMode};
 
 use super::CliError;
 use crate::endpoint::{Endpoint, parse_endpoint};
+
+/// Most flows `rss spread` hashes: the loop stays bounded (about 20 s at 50 M flows/s) and
+/// every count still fits the report's shares exactly.
+pub const SPREAD_FLOWS_MAX: u64 = 1_000_000_000;
 
 #[derive(Debug, Subcommand)]
 pub enum RssCommand {
@@ -47,8 +51,10 @@ pub struct RetaShape {
     /// Entries in the indirection table: a power of two from 1 to 2048.
     #[arg(long, default_value_t = 128, value_name = "N")]
     reta_size: usize,
-    /// Receive queues the table spreads over (filled round-robin, as `ethtool -X equal N`).
-    #[arg(long, default_value_t = 8, value_name = "N")]
+    /// Receive queues the table spreads over (filled round-robin, as `ethtool -X equal N`):
+    /// 1 to --reta-size, since each queue needs at least one entry.
+    #[arg(long, default_value_t = 8, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=RETA_SIZE_MAX as i64))]
     queues: u16,
 }
 
@@ -68,8 +74,9 @@ pub struct HashArgs {
 
 #[derive(Debug, Args)]
 pub struct SpreadArgs {
-    /// Number of random TCP/IPv4 flows to hash.
-    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    /// Number of random TCP/IPv4 flows to hash: 1 to 1,000,000,000 (about 20 s of hashing).
+    #[arg(long, default_value_t = 100_000, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=SPREAD_FLOWS_MAX))]
     flows: u64,
     /// Seed of the flow generator: the same seed gives the same flows.
     #[arg(long, default_value_t = 1, value_name = "S")]
@@ -129,8 +136,22 @@ fn mode_name(mode: SymmetricMode) -> &'static str {
     }
 }
 
+/// Refuses more queues than table entries: the queues past the table's size would get no
+/// entry, hence no flow.
+fn check_queues(shape: &RetaShape) -> Result<(), CliError> {
+    if usize::from(shape.queues) > shape.reta_size {
+        return Err(usage(format!(
+            "--queues {} exceeds --reta-size {}: a table of {} entries reaches at most {} \
+             queues (raise --reta-size, up to {RETA_SIZE_MAX})",
+            shape.queues, shape.reta_size, shape.reta_size, shape.reta_size
+        )));
+    }
+    Ok(())
+}
+
 fn build_reta(shape: &RetaShape) -> Result<Reta, CliError> {
     let mut reta = Reta::new(shape.reta_size).map_err(|e| usage(format!("--reta-size: {e}")))?;
+    check_queues(shape)?;
     reta.fill_equal(shape.queues)
         .map_err(|e| usage(format!("--queues: {e}")))?;
     Ok(reta)
@@ -186,8 +207,8 @@ fn hash(args: HashArgs, out: &mut impl Write) -> Result<(), CliError> {
 }
 
 fn spread(args: SpreadArgs, out: &mut impl Write) -> Result<(), CliError> {
-    if args.flows == 0 {
-        return Err(usage("--flows must be at least 1"));
+    if args.flows == 0 || args.flows > SPREAD_FLOWS_MAX {
+        return Err(usage(format!("--flows must be 1..={SPREAD_FLOWS_MAX}")));
     }
     let hasher = build_hasher(&args.key)?;
     let reta = build_reta(&args.reta)?;
@@ -225,6 +246,7 @@ fn reta(args: RetaArgs, out: &mut impl Write) -> Result<(), CliError> {
     let mut reta =
         Reta::new(args.reta.reta_size).map_err(|e| usage(format!("--reta-size: {e}")))?;
     let rings = if args.weights.is_empty() {
+        check_queues(&args.reta)?;
         reta.fill_equal(args.reta.queues)
             .map_err(|e| usage(format!("--queues: {e}")))?;
         usize::from(args.reta.queues)

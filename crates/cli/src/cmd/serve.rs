@@ -34,8 +34,8 @@ pub struct ServeArgs {
     /// index.html). Default: a built-in 1 KiB index.html.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
-    /// TCP port (default: echo 7, discard 9, http 80).
-    #[arg(long, value_name = "P")]
+    /// TCP port, 1..=65535 (default: echo 7, discard 9, http 80).
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
     port: Option<u16>,
     #[command(flatten)]
     io: IoArgs,

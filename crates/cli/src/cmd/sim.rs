@@ -9,6 +9,12 @@ use sim::workload::{RunSummary, Workload, run};
 
 use super::CliError;
 
+/// Most `--seeds` in one run: a bound on the loop (each seed runs every workload; 100,000
+/// seeds take hours on a few cores). Longer soaks continue with `--first-seed`.
+pub const SEEDS_MAX: u64 = 100_000;
+/// Most `--threads`.
+pub const THREADS_MAX: i64 = 1024;
+
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
     /// Run the TCP soak: every workload over many seeds, real stacks on faulty links.
@@ -17,8 +23,10 @@ pub enum SimCommand {
 
 #[derive(Debug, Args)]
 pub struct SoakArgs {
-    /// Seeds to run; each seed runs every selected workload under its own fault profile.
-    #[arg(long, default_value_t = 200, value_name = "N")]
+    /// Seeds to run (1 to 100,000 per run; continue with --first-seed); each seed runs every
+    /// selected workload under its own fault profile.
+    #[arg(long, default_value_t = 200, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=SEEDS_MAX))]
     seeds: u64,
     /// First seed (seeds FIRST..FIRST+N); rerun one failure with `--first-seed S --seeds 1`.
     #[arg(long, default_value_t = 0, value_name = "S")]
@@ -26,9 +34,10 @@ pub struct SoakArgs {
     /// Only this workload: bulk, bulk-both, rr, many or handoff. Default: all of them.
     #[arg(long, value_parser = parse_workload, value_name = "W")]
     workload: Option<Workload>,
-    /// Worker threads (0: one per core).
-    #[arg(long, default_value_t = 0, value_name = "T")]
-    threads: usize,
+    /// Worker threads (0: one per core; at most 1024, and never more than --seeds).
+    #[arg(long, default_value_t = 0, value_name = "T",
+          value_parser = clap::value_parser!(u16).range(0..=THREADS_MAX))]
+    threads: u16,
 }
 
 fn parse_workload(name: &str) -> Result<Workload, String> {
@@ -58,8 +67,8 @@ struct Totals {
 }
 
 fn soak(args: SoakArgs, out: &mut impl Write) -> Result<(), CliError> {
-    if args.seeds == 0 {
-        return Err(CliError::Usage("--seeds must be at least 1".into()));
+    if args.seeds == 0 || args.seeds > SEEDS_MAX {
+        return Err(CliError::Usage(format!("--seeds must be 1..={SEEDS_MAX}")));
     }
     let last = args
         .first_seed
@@ -71,8 +80,9 @@ fn soak(args: SoakArgs, out: &mut impl Write) -> Result<(), CliError> {
     };
     let threads = match args.threads {
         0 => std::thread::available_parallelism().map_or(1, usize::from),
-        n => n,
-    };
+        n => usize::from(n),
+    }
+    .min(usize::try_from(args.seeds).unwrap_or(usize::MAX));
     let started = std::time::Instant::now();
     let mut failing_seeds = BTreeSet::new();
     let mut failure_lines = Vec::new();

@@ -30,6 +30,9 @@ use runtime::LiveReport;
 use super::CliError;
 use super::live::IoArgs;
 
+/// Most `ttcp send --conns`: one connection per ephemeral port of a 60,000-port range.
+const SEND_CONNS_MAX: u32 = 60_000;
+
 #[derive(Debug, Subcommand)]
 pub enum TtcpCommand {
     /// Accept N connections, discard their data until each peer closes, print the report.
@@ -40,11 +43,13 @@ pub enum TtcpCommand {
 
 #[derive(Debug, Args)]
 pub struct RecvArgs {
-    /// TCP port to listen on.
-    #[arg(long, default_value_t = 5001, value_name = "P")]
+    /// TCP port to listen on (1..=65535).
+    #[arg(long, default_value_t = 5001, value_name = "P",
+          value_parser = clap::value_parser!(u16).range(1..))]
     port: u16,
-    /// Connections to accept before reporting.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// Connections to accept before reporting (at least 1).
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
     conns: u32,
     /// After the report, print every port, NIC, stack and TCP counter.
     #[arg(long)]
@@ -61,8 +66,9 @@ pub struct SendArgs {
     /// Payload bytes per connection (suffixes K, M, G: powers of 1024).
     #[arg(long, default_value = "100M", value_name = "N")]
     bytes: String,
-    /// Connections, all opened at start.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// Connections, all opened at start: 1 to 60000, the ephemeral ports of one address.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(SEND_CONNS_MAX)))]
     conns: u32,
     /// After the report, print every port, NIC, stack and TCP counter.
     #[arg(long)]
@@ -239,8 +245,19 @@ fn send(a: SendArgs, out: &mut impl Write) -> Result<(), CliError> {
         return Err(CliError::Usage("--to: port must be 1..=65535".into()));
     }
     let bytes = parse_bytes(&a.bytes)?;
-    if a.conns == 0 || a.conns > 60_000 {
-        return Err(CliError::Usage("--conns must be 1..=60000".into()));
+    if a.conns == 0 || a.conns > SEND_CONNS_MAX {
+        return Err(CliError::Usage(format!(
+            "--conns must be 1..={SEND_CONNS_MAX}"
+        )));
+    }
+    // The report counts every connection's bytes in one u64.
+    if bytes.checked_mul(u64::from(a.conns)).is_none() {
+        return Err(CliError::Usage(format!(
+            "--bytes {} × --conns {} exceeds {} bytes, the most the report can count",
+            a.bytes,
+            a.conns,
+            u64::MAX
+        )));
     }
     let cfg = TtcpSendConfig {
         remote,

@@ -85,9 +85,17 @@ fn parse_moderation(text: &str) -> Result<Moderation, String> {
     if text == "adaptive" {
         return Ok(Moderation::Adaptive);
     }
-    text.parse::<u32>()
-        .map(Moderation::FixedUs)
-        .map_err(|_| format!("{text:?} is neither `adaptive` nor a number of microseconds"))
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text.parse::<u32>().map(Moderation::FixedUs).map_err(|_| {
+            format!(
+                "{text} microseconds exceeds {}, the largest interval the kernel takes",
+                u32::MAX
+            )
+        });
+    }
+    Err(format!(
+        "'{text}' is neither `adaptive` nor a number of microseconds"
+    ))
 }
 
 fn usage(msg: impl std::fmt::Display) -> CliError {
