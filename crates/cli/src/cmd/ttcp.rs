@@ -4,13 +4,13 @@
 //! | key | meaning |
 //! |---|---|
 //! | `bytes` | payload bytes sent (accepted by the stack) or received |
-//! | `seconds` | first to last payload byte (the run's wall time when no byte moved) |
+//! | `seconds` | first to last payload byte (the run's wall time when no byte moved): the one time base of every rate below |
 //! | `throughput_KBps` | `bytes / 1024 / seconds` |
 //! | `throughput_Mbps` | `bytes × 8 / 10^6 / seconds` |
 //! | `avg_frame_bytes` | bytes per frame in the data direction (sent frames for `send`, received for `recv`) |
 //! | `packets_sent`, `packets_received` | frames the port sent and received |
 //! | `packets_per_interrupt` | packets the stacks processed per NIC wake-up |
-//! | `interrupts_per_sec` | NIC wake-ups per second of the run |
+//! | `interrupts_per_sec` | NIC wake-ups per `seconds` (the same time base as the throughput) |
 //! | `cycles_per_byte` | process CPU time × CPU clock rate / `bytes` |
 //! | `retransmitted_segments` | TCP segments sent again (fast retransmit, RTO, probes) |
 //! | `fast_retransmits`, `rto_expirations` | loss recoveries entered by duplicate ACKs or SACK, and retransmission timeouts |
@@ -102,6 +102,44 @@ fn cpu_ns() -> u64 {
     platform::cpu::process_cpu_time_ns().unwrap_or(0)
 }
 
+/// The rates of the report, every one over the same time base: `seconds`, first to last
+/// payload byte (the run's wall time when no byte moved).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Rates {
+    seconds: f64,
+    throughput_kbps: f64,
+    throughput_mbps: f64,
+    interrupts_per_sec: f64,
+}
+
+impl Rates {
+    /// `bytes` moved and `wakeups` NIC wake-ups, over the transfer window
+    /// `first_byte_ns..last_byte_ns` or else `elapsed_secs`.
+    fn new(
+        bytes: u64,
+        wakeups: u64,
+        first_byte_ns: Option<u64>,
+        last_byte_ns: Option<u64>,
+        elapsed_secs: f64,
+    ) -> Rates {
+        let seconds = match (first_byte_ns, last_byte_ns) {
+            (Some(a), Some(b)) if b > a => (b - a) as f64 / 1e9,
+            _ => elapsed_secs.max(1e-9),
+        };
+        Rates {
+            seconds,
+            throughput_kbps: ratio(bytes as f64 / 1024.0, seconds),
+            throughput_mbps: ratio(bytes as f64 * 8.0 / 1e6, seconds),
+            interrupts_per_sec: ratio(wakeups as f64, seconds),
+        }
+    }
+}
+
+/// `a / b`, 0 when `b` is not positive.
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
 /// Writes the NTttcp-style report.
 fn write_report<A>(
     out: &mut impl Write,
@@ -111,11 +149,6 @@ fn write_report<A>(
     sending: bool,
 ) -> std::io::Result<()> {
     let p = r.port_counters();
-    let elapsed = r.elapsed.as_secs_f64().max(1e-9);
-    let seconds = match (stats.first_byte_ns, stats.last_byte_ns) {
-        (Some(a), Some(b)) if b > a => (b - a) as f64 / 1e9,
-        _ => elapsed,
-    };
     let bytes = stats.bytes;
     let (frames, frame_bytes) = if sending {
         (p.tx_frames, p.tx_bytes)
@@ -123,21 +156,19 @@ fn write_report<A>(
         (p.rx_frames, p.rx_bytes)
     };
     let wakeups = r.host.nic_wakeups();
-    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    let rates = Rates::new(
+        bytes,
+        wakeups,
+        stats.first_byte_ns,
+        stats.last_byte_ns,
+        r.elapsed.as_secs_f64(),
+    );
     let cycles =
         platform::cpu::cpu_frequency_hz().map_or(0.0, |hz| cpu_used_ns as f64 * hz as f64 / 1e9);
     writeln!(out, "bytes: {bytes}")?;
-    writeln!(out, "seconds: {seconds:.6}")?;
-    writeln!(
-        out,
-        "throughput_KBps: {:.2}",
-        ratio(bytes as f64 / 1024.0, seconds)
-    )?;
-    writeln!(
-        out,
-        "throughput_Mbps: {:.2}",
-        ratio(bytes as f64 * 8.0 / 1e6, seconds)
-    )?;
+    writeln!(out, "seconds: {:.6}", rates.seconds)?;
+    writeln!(out, "throughput_KBps: {:.2}", rates.throughput_kbps)?;
+    writeln!(out, "throughput_Mbps: {:.2}", rates.throughput_mbps)?;
     writeln!(
         out,
         "avg_frame_bytes: {:.1}",
@@ -150,11 +181,7 @@ fn write_report<A>(
         "packets_per_interrupt: {:.2}",
         ratio(r.host.rx_packets() as f64, wakeups as f64)
     )?;
-    writeln!(
-        out,
-        "interrupts_per_sec: {:.1}",
-        ratio(wakeups as f64, elapsed)
-    )?;
+    writeln!(out, "interrupts_per_sec: {:.1}", rates.interrupts_per_sec)?;
     writeln!(out, "cycles_per_byte: {:.2}", ratio(cycles, bytes as f64))?;
     let mut tcp = stack::TcpCounters::default();
     for s in &r.host.shards {
@@ -309,6 +336,38 @@ mod tests {
         for bad in ["0", "", "K", "5T", "1.5M", "-1", "99999999999999999999G"] {
             assert!(matches!(parse_bytes(bad), Err(CliError::Usage(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn every_rate_uses_the_transfer_window() {
+        // The run: 0.057 s from first to last byte inside a 0.31 s run, 609 wake-ups.
+        let r = Rates::new(
+            57 * 1024 * 1024,
+            609,
+            Some(1_000_000_000),
+            Some(1_057_000_000),
+            0.31,
+        );
+        assert!((r.seconds - 0.057).abs() < 1e-12, "{r:?}");
+        assert!((r.interrupts_per_sec - 609.0 / 0.057).abs() < 1e-6, "{r:?}");
+        assert!(
+            (r.throughput_kbps - 57.0 * 1024.0 / 0.057).abs() < 1e-6,
+            "{r:?}"
+        );
+        // Both rates over one base: their ratio is bytes per wake-up, whatever the run's length.
+        let per_wakeup = r.throughput_kbps * 1024.0 / r.interrupts_per_sec;
+        assert!((per_wakeup - (57 * 1024 * 1024) as f64 / 609.0).abs() < 1e-3);
+        // No byte moved: the run's wall time is the base of every rate.
+        let idle = Rates::new(0, 10, None, None, 2.0);
+        assert_eq!(
+            idle,
+            Rates {
+                seconds: 2.0,
+                throughput_kbps: 0.0,
+                throughput_mbps: 0.0,
+                interrupts_per_sec: 5.0
+            }
+        );
     }
 
     #[test]
