@@ -152,6 +152,24 @@ impl Live {
     }
 }
 
+/// Refuses a page the machine cannot build: it is held twice while it is copied into the
+/// shared file set, so `2 × object_bytes` must fit in `MemAvailable` of `meminfo` (the text of
+/// `/proc/meminfo`; without that line nothing is refused).
+fn check_page_memory(object_bytes: u64, meminfo: &str) -> Result<(), CliError> {
+    let available = meminfo.lines().find_map(|l| {
+        let kib = l.strip_prefix("MemAvailable:")?.trim().strip_suffix("kB")?;
+        kib.trim().parse::<u64>().ok()?.checked_mul(1024)
+    });
+    match available {
+        Some(avail) if object_bytes.saturating_mul(2) > avail => Err(CliError::Usage(format!(
+            "--object-bytes {object_bytes} needs about {} bytes of memory while the page is \
+                 built, more than the {avail} bytes available (MemAvailable)",
+            object_bytes.saturating_mul(2)
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Largest over mean of `xs` (1.0 for a perfectly even spread; 0 when all are 0).
 fn imbalance(xs: &[u64]) -> f64 {
     let n = xs.len().max(1) as f64;
@@ -190,6 +208,8 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
                  in-memory bound)"
             ))
         })?;
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    check_page_memory(args.object_bytes, &meminfo)?;
     let cpus = platform::affinity::available_cpus();
     let shards = args
         .shards
@@ -531,6 +551,19 @@ mod tests {
             iface: None,
             json,
         }
+    }
+
+    #[test]
+    fn pages_that_do_not_fit_in_available_memory_are_refused() {
+        let meminfo = "MemTotal:        8000000 kB\nMemAvailable:    1000000 kB\n";
+        assert!(check_page_memory(500_000 * 1024, meminfo).is_ok());
+        let err = check_page_memory(600_000 * 1024, meminfo).err();
+        assert!(
+            matches!(&err, Some(CliError::Usage(m)) if m.contains("1024000000 bytes available")),
+            "{err:?}"
+        );
+        // No MemAvailable line (not Linux, or an old kernel): only the file-set bound applies.
+        assert!(check_page_memory(FILESET_BYTES_MAX, "").is_ok());
     }
 
     #[test]
