@@ -339,7 +339,7 @@ fn open_ports(
         LiveIo::PcapIn { path } => {
             let file = File::open(path).map_err(|e| io_err(&path.display().to_string(), e))?;
             let reader = PcapReader::new(BufReader::new(file))
-                .map_err(|e| RuntimeError::Io(format!("{}: {e:?}", path.display())))?;
+                .map_err(|e| RuntimeError::Io(format!("{}: {e}", path.display())))?;
             if reader.link_type() != LINKTYPE_ETHERNET {
                 return Err(RuntimeError::Io(format!(
                     "{}: link type {} is not Ethernet (1)",
@@ -350,7 +350,7 @@ fn open_ports(
             let mut frames = VecDeque::new();
             for rec in reader {
                 let rec =
-                    rec.map_err(|e| RuntimeError::Io(format!("{}: {e:?}", path.display())))?;
+                    rec.map_err(|e| RuntimeError::Io(format!("{}: {e}", path.display())))?;
                 if frames.len() == REPLAY_FRAMES_MAX {
                     return Err(RuntimeError::Io(format!(
                         "{}: more than {REPLAY_FRAMES_MAX} frames",
