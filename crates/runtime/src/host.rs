@@ -349,8 +349,7 @@ fn open_ports(
             }
             let mut frames = VecDeque::new();
             for rec in reader {
-                let rec =
-                    rec.map_err(|e| RuntimeError::Io(format!("{}: {e}", path.display())))?;
+                let rec = rec.map_err(|e| RuntimeError::Io(format!("{}: {e}", path.display())))?;
                 if frames.len() == REPLAY_FRAMES_MAX {
                     return Err(RuntimeError::Io(format!(
                         "{}: more than {REPLAY_FRAMES_MAX} frames",
