@@ -14,7 +14,9 @@
 //!   count up. A call on a blocking socket that cannot complete stays outstanding and is retried
 //!   whenever the stack changes (packets, timers), and its return time is checked then;
 //! - shell lines and `%{ }%` blocks are skipped and counted ([`RunReport::skipped_lines`]);
-//!   a script that needs something the stack cannot express (an unsupported socket option,
+//!   the `assert` statements of the `%{ }%` blocks are not evaluated, so a script that reaches
+//!   one ends as [`Outcome::Skip`], never as a pass (counted in
+//!   [`RunReport::assertions_skipped`]); a script that needs something the stack cannot express (an unsupported socket option,
 //!   epoll, `sendmsg`, IPv6, Fast Open) ends as [`Outcome::Skip`] with the reason.
 
 use crate::ast::{
@@ -203,6 +205,26 @@ pub struct RunReport {
     pub outcome: Outcome,
     /// Shell and `%{ }%` lines skipped (they never count as passed).
     pub skipped_lines: usize,
+    /// `assert` statements of `%{ }%` blocks evaluated (the runner evaluates none yet).
+    pub assertions_checked: usize,
+    /// `assert` statements of `%{ }%` blocks reached but not evaluated. A script that would
+    /// otherwise pass with any of these is an [`Outcome::Skip`].
+    pub assertions_skipped: usize,
+}
+
+/// The `assert` statements in a `%{ }%` block's Python text: each `assert` that starts a line
+/// or follows a `;`.
+pub fn assertions_in(code: &str) -> usize {
+    code.lines()
+        .flat_map(|line| line.split(';'))
+        .filter(|stmt| {
+            let t = stmt.trim_start();
+            t.strip_prefix("assert").is_some_and(|rest| {
+                rest.is_empty()
+                    || !rest.as_bytes()[0].is_ascii_alphanumeric() && rest.as_bytes()[0] != b'_'
+            })
+        })
+        .count()
 }
 
 /// Parses and runs a script's text.
@@ -218,6 +240,8 @@ pub fn run_text(text: &str, profile: &Profile) -> RunReport {
                 message: format!("parse error: {}", e.kind),
             },
             skipped_lines: 0,
+            assertions_checked: 0,
+            assertions_skipped: 0,
         },
     }
 }
@@ -226,6 +250,12 @@ pub fn run_text(text: &str, profile: &Profile) -> RunReport {
 pub fn run_script(script: &Script, profile: &Profile) -> RunReport {
     let mut exec = Exec::new(script, profile);
     let outcome = match exec.run(script) {
+        Ok(()) if exec.assertions_skipped > 0 => Outcome::Skip {
+            reason: format!(
+                "{} tcp_info assertions in %{{ }}% blocks not evaluated",
+                exec.assertions_skipped
+            ),
+        },
         Ok(()) => Outcome::Pass,
         Err(Stop::Fail(pos, message)) => Outcome::Fail { pos, message },
         Err(Stop::Skip(reason)) => Outcome::Skip { reason },
@@ -233,6 +263,8 @@ pub fn run_script(script: &Script, profile: &Profile) -> RunReport {
     RunReport {
         outcome,
         skipped_lines: exec.skipped_lines,
+        assertions_checked: 0,
+        assertions_skipped: exec.assertions_skipped,
     }
 }
 
@@ -342,6 +374,7 @@ struct Exec {
     remote_port: u16,
     pending: Option<Pending>,
     skipped_lines: usize,
+    assertions_skipped: usize,
     check_psh: bool,
     sndbuf_overhead_per_segment_bytes: u32,
     /// Outbound lines not reached yet; once none are left, segments are no longer checked.
@@ -384,6 +417,7 @@ impl Exec {
             remote_port: REMOTE_PORT,
             pending: None,
             skipped_lines: 0,
+            assertions_skipped: 0,
             check_psh: profile.check_psh,
             sndbuf_overhead_per_segment_bytes: profile.sndbuf_overhead_per_segment_bytes,
             outbound_lines_left: script
@@ -428,8 +462,9 @@ impl Exec {
                 self.skipped_lines += 1;
                 self.apply_sysctls(text)
             }
-            Action::Code(_) => {
+            Action::Code(code) => {
                 self.skipped_lines += 1;
+                self.assertions_skipped += assertions_in(code);
                 Ok(())
             }
             Action::Udp(_) => skip("UDP lines are not supported"),
@@ -2092,6 +2127,8 @@ pub fn run_file(path: &std::path::Path, profile: &Profile) -> RunReport {
                 message: format!("cannot read: {e}"),
             },
             skipped_lines: 0,
+            assertions_checked: 0,
+            assertions_skipped: 0,
         },
     }
 }
@@ -2102,9 +2139,20 @@ pub struct Tally {
     pub passed: usize,
     pub failed: usize,
     pub skipped: usize,
+    /// `%{ }%` assertions evaluated, over the scripts added with [`Tally::add_report`].
+    pub assertions_checked: usize,
+    /// `%{ }%` assertions reached and not evaluated, likewise.
+    pub assertions_skipped: usize,
 }
 
 impl Tally {
+    /// Counts a script's outcome and its assertions.
+    pub fn add_report(&mut self, r: &RunReport) {
+        self.add(&r.outcome);
+        self.assertions_checked += r.assertions_checked;
+        self.assertions_skipped += r.assertions_skipped;
+    }
+
     pub fn add(&mut self, o: &Outcome) {
         match o {
             Outcome::Pass => self.passed += 1,
@@ -2118,8 +2166,12 @@ impl fmt::Display for Tally {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} passed, {} failed, {} skipped",
-            self.passed, self.failed, self.skipped
+            "{} passed, {} failed, {} skipped; assertions: {} checked, {} skipped",
+            self.passed,
+            self.failed,
+            self.skipped,
+            self.assertions_checked,
+            self.assertions_skipped
         )
     }
 }

@@ -41,6 +41,32 @@ fn handshake_then_echo_of_data_passes() {
 }
 
 #[test]
+fn a_script_with_unevaluated_assertions_is_a_skip_not_a_pass() {
+    let script = format!(
+        "{HANDSHAKE}\
++0 %{{ assert tcpi_snd_cwnd == 10, tcpi_snd_cwnd; print(1); assert tcpi_rto > 0 }}%
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.assertions_skipped, 2);
+    assert_eq!(report.assertions_checked, 0);
+    let Outcome::Skip { reason } = &report.outcome else {
+        panic!("expected a skip, got {}", report.outcome);
+    };
+    assert!(reason.contains("2 tcp_info assertions"), "{reason}");
+    let mut tally = Tally::default();
+    tally.add_report(&report);
+    assert_eq!(
+        tally.to_string(),
+        "0 passed, 0 failed, 1 skipped; assertions: 0 checked, 2 skipped"
+    );
+    // A block without an assertion (a definition) does not make a pass hollow.
+    let script = format!("{HANDSHAKE}+0 %{{ TCP_INFINITE_SSTHRESH = 0x7fffffff }}%\n");
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+}
+
+#[test]
 fn wrong_window_fails_naming_line_and_both_values() {
     let script = "\
 0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3
@@ -157,7 +183,7 @@ fn corpus_passes_at_least_the_recorded_count() {
     let mut lines = Vec::new();
     for path in script_files(&root).expect("corpus readable") {
         let report = run_file(&path, &Profile::linux_compat());
-        tally.add(&report.outcome);
+        tally.add_report(&report);
         lines.push(format!("{} {}", path.display(), report.outcome));
     }
     assert_eq!(tally.passed + tally.failed + tally.skipped, 54);

@@ -43,7 +43,7 @@ pub fn run(args: ConformanceArgs, out: &mut impl Write) -> Result<(), CliError> 
     let mut tally = Tally::default();
     for path in files {
         let report = run_file(&path, &profile);
-        tally.add(&report.outcome);
+        tally.add_report(&report);
         let rel = path.strip_prefix(&args.dir).unwrap_or(&path).display();
         match &report.outcome {
             // Shell and `%{ }%` lines are never run: say how many a passing script had.
@@ -98,7 +98,10 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
         assert!(lines[0].starts_with("pass close-local-close-then-remote-fin.pkt"));
-        assert_eq!(lines[3], "3 passed, 0 failed, 0 skipped");
+        assert_eq!(
+            lines[3],
+            "3 passed, 0 failed, 0 skipped; assertions: 0 checked, 0 skipped"
+        );
     }
 
     #[test]
