@@ -2133,6 +2133,16 @@ pub fn run_file(path: &std::path::Path, profile: &Profile) -> RunReport {
     }
 }
 
+/// The script paths of an expected-passing list (`crates/conformance/PASSING`): one path per
+/// line, relative to the corpus root; blank lines and lines starting with `#` are ignored,
+/// surrounding whitespace is trimmed.
+pub fn expected_passing(list: &str) -> Vec<&str> {
+    list.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
 /// Pass/fail/skip counts over a set of scripts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Tally {
