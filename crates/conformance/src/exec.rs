@@ -48,6 +48,55 @@ pub const LOCAL_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 1);
 pub const REMOTE_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 /// The gateway the stack routes [`REMOTE_IP`] through (answered by the synthetic remote side).
 pub const GATEWAY_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 2);
+
+/// The IPv4 addresses of a run: [`LOCAL_IP`]/[`REMOTE_IP`] unless the script's `--local_ip` /
+/// `--remote_ip` options say otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Addrs {
+    local: Ipv4Addr,
+    remote: Ipv4Addr,
+    /// On the local /24, never the local address: routes a remote address off that subnet.
+    gateway: Ipv4Addr,
+}
+
+impl Addrs {
+    /// The addresses a script's options select; `Err` names an option the executor cannot
+    /// honour (an unparseable or IPv6 address).
+    fn from_options(script: &Script) -> Result<Addrs, String> {
+        let mut local = LOCAL_IP;
+        let mut remote = REMOTE_IP;
+        for o in &script.options {
+            let slot = match o.name.as_str() {
+                "local_ip" => &mut local,
+                "remote_ip" => &mut remote,
+                _ => continue,
+            };
+            let value = o.value.as_deref().unwrap_or("");
+            *slot = value
+                .parse()
+                .map_err(|_| format!("script option --{}={value}: not an IPv4 address", o.name))?;
+        }
+        let [a, b, c, d] = local.octets();
+        let gateway = if local != GATEWAY_IP && [a, b, c] == [192, 168, 0] {
+            GATEWAY_IP
+        } else {
+            Ipv4Addr::new(a, b, c, if d == 254 { 253 } else { 254 })
+        };
+        Ok(Addrs {
+            local,
+            remote,
+            gateway,
+        })
+    }
+
+    fn pair_out(&self) -> IpPair {
+        IpPair::V4 {
+            src: self.local,
+            dst: self.remote,
+        }
+    }
+}
+
 /// The port `bind(fd, ..., ...)` binds and `connect(fd, ..., ...)` connects to (packetdrill's
 /// default server port).
 pub const SERVER_PORT: u16 = 8080;
@@ -375,15 +424,16 @@ struct Exec {
     pending: Option<Pending>,
     skipped_lines: usize,
     assertions_skipped: usize,
+    addrs: Addrs,
     check_psh: bool,
     sndbuf_overhead_per_segment_bytes: u32,
     /// Outbound lines not reached yet; once none are left, segments are no longer checked.
     outbound_lines_left: usize,
 }
 
-fn new_stack(tcp: tcp::Config) -> Stack {
-    let mut iface = InterfaceConfig::new(LOCAL_MAC, Ipv4Cidr::new(LOCAL_IP, 24));
-    iface.gateway_v4 = Some(GATEWAY_IP);
+fn new_stack(tcp: tcp::Config, addrs: Addrs) -> Stack {
+    let mut iface = InterfaceConfig::new(LOCAL_MAC, Ipv4Cidr::new(addrs.local, 24));
+    iface.gateway_v4 = Some(addrs.gateway);
     let mut cfg = StackConfig::new(iface);
     cfg.tcp = tcp;
     Stack::new(cfg)
@@ -399,11 +449,18 @@ fn ns(usecs: u64) -> u64 {
 
 impl Exec {
     fn new(script: &Script, profile: &Profile) -> Exec {
+        // An address option the executor cannot honour is reported by `run`.
+        let addrs = Addrs::from_options(script).unwrap_or(Addrs {
+            local: LOCAL_IP,
+            remote: REMOTE_IP,
+            gateway: GATEWAY_IP,
+        });
         let mut ctx = MatchContext::new(PEER_ISN);
         ctx.tolerance_usecs = script.tolerance_usecs();
         ctx.ts_tick_usecs = script.tcp_ts_tick_usecs();
         Exec {
-            stack: new_stack(profile.tcp),
+            stack: new_stack(profile.tcp, addrs),
+            addrs,
             tcp_cfg: profile.tcp,
             now_ns: 0,
             cursor: TimeCursor::new(),
@@ -434,6 +491,9 @@ impl Exec {
         for o in &script.options {
             match (o.name.as_str(), o.value.as_deref()) {
                 ("tolerance_usecs" | "tcp_ts_tick_usecs", _) => {}
+                ("local_ip" | "remote_ip", _) => {
+                    Addrs::from_options(script).map_err(Stop::Skip)?;
+                }
                 ("ip_version", Some("ipv4")) => {}
                 (name, value) => {
                     return skip(format!(
@@ -555,7 +615,7 @@ impl Exec {
                 return skip("sysctl change after sockets were opened");
             }
             self.tcp_cfg = cfg;
-            self.stack = new_stack(cfg);
+            self.stack = new_stack(cfg, self.addrs);
         }
         Ok(())
     }
@@ -673,7 +733,7 @@ impl Exec {
                     let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
                         continue;
                     };
-                    if ip.protocol() == IpProtocol::TCP && ip.dst_addr() == REMOTE_IP {
+                    if ip.protocol() == IpProtocol::TCP && ip.dst_addr() == self.addrs.remote {
                         self.out.push_back((self.now_ns, ip.payload().to_vec()));
                     }
                 }
@@ -718,18 +778,14 @@ impl Exec {
         self.stack.receive(self.now_ns, &buf, &RxMeta::NONE);
     }
 
-    fn parse_segment<'a>(seg: &'a [u8]) -> Result<TcpRepr<'a>, wire::Error> {
+    fn parse_segment<'a>(seg: &'a [u8], addrs: Addrs) -> Result<TcpRepr<'a>, wire::Error> {
         let pkt = TcpPacket::new_checked(seg)?;
-        let addrs = IpPair::V4 {
-            src: LOCAL_IP,
-            dst: REMOTE_IP,
-        };
-        TcpRepr::parse(&pkt, &addrs, ChecksumCaps::ALL)
+        TcpRepr::parse(&pkt, &addrs.pair_out(), ChecksumCaps::ALL)
     }
 
     /// An actual segment in script notation (script-relative numbers when known).
     fn describe(&self, seg: &[u8]) -> String {
-        match Self::parse_segment(seg) {
+        match Self::parse_segment(seg, self.addrs) {
             Ok(r) => describe_repr(&r, &self.ctx),
             Err(e) => format!("unparseable segment ({e})"),
         }
@@ -783,7 +839,7 @@ impl Exec {
                     ),
                 );
             };
-            let repr = match Self::parse_segment(&seg) {
+            let repr = match Self::parse_segment(&seg, self.addrs) {
                 Ok(r) => r,
                 Err(e) => {
                     return fail(
@@ -892,7 +948,7 @@ impl Exec {
             .ctx
             .build_inbound(line, self.remote_port, dst_port, &payload)
             .map_err(|e| Stop::Fail(pos, format!("cannot build `{line}`: {e}")))?;
-        let frame = build_frame(&repr)
+        let frame = build_frame(&repr, self.addrs)
             .map_err(|e| Stop::Fail(pos, format!("cannot emit `{line}`: {e}")))?;
         self.stack.receive(self.now_ns, &frame, &RxMeta::NONE);
         self.drain()?;
@@ -1065,7 +1121,7 @@ impl Exec {
             return Ok(Err("EINVAL"));
         }
         let (nodelay, maxseg) = (fd.nodelay, fd.maxseg);
-        let local = SocketAddr::new(IpAddr::V4(LOCAL_IP), SERVER_PORT);
+        let local = SocketAddr::new(IpAddr::V4(self.addrs.local), SERVER_PORT);
         let h = match self.stack.tcp_listen(local, backlog) {
             Ok(h) => h,
             Err(e) => return Ok(Err(errno_of(e))),
@@ -1255,7 +1311,7 @@ impl Exec {
             return Ok(Some(Err("EISCONN")));
         }
         let (nonblocking, nodelay, maxseg) = (f.nonblocking, f.nodelay, f.maxseg);
-        let remote = SocketAddr::new(IpAddr::V4(REMOTE_IP), SERVER_PORT);
+        let remote = SocketAddr::new(IpAddr::V4(self.addrs.remote), SERVER_PORT);
         let h = match self.stack.tcp_connect(self.now_ns, remote, 0) {
             Ok(h) => h,
             Err(e) => return Ok(Some(Err(errno_of(e)))),
@@ -2057,11 +2113,11 @@ pub fn describe_repr(r: &TcpRepr<'_>, ctx: &MatchContext) -> String {
 }
 
 /// An Ethernet/IPv4 frame from the remote side carrying `repr`.
-fn build_frame(repr: &TcpRepr<'_>) -> Result<Vec<u8>, wire::Error> {
+fn build_frame(repr: &TcpRepr<'_>, addrs: Addrs) -> Result<Vec<u8>, wire::Error> {
     let tcp_len = repr.buffer_len();
     let ip = Ipv4Repr {
-        src_addr: REMOTE_IP,
-        dst_addr: LOCAL_IP,
+        src_addr: addrs.remote,
+        dst_addr: addrs.local,
         protocol: IpProtocol::TCP,
         payload_len: tcp_len,
         hop_limit: 64,
@@ -2083,13 +2139,13 @@ fn build_frame(repr: &TcpRepr<'_>) -> Result<Vec<u8>, wire::Error> {
     eth.emit(&mut frame)?;
     let mut pkt = Ipv4Packet::new_unchecked(frame.payload_mut());
     ip.emit(&mut pkt, ChecksumCaps::ALL)?;
-    let addrs = IpPair::V4 {
-        src: REMOTE_IP,
-        dst: LOCAL_IP,
+    let pair = IpPair::V4 {
+        src: addrs.remote,
+        dst: addrs.local,
     };
     repr.emit(
         &mut TcpPacket::new_unchecked(pkt.payload_mut()),
-        &addrs,
+        &pair,
         ChecksumCaps::ALL,
     )?;
     Ok(buf)

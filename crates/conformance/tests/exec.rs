@@ -69,6 +69,27 @@ fn a_script_with_unevaluated_assertions_is_a_skip_not_a_pass() {
 }
 
 #[test]
+fn local_and_remote_ip_options_set_the_addresses() {
+    let script = format!(
+        "--local_ip=192.168.0.2\n--remote_ip=10.248.0.3\n{HANDSHAKE}\
++.01 < P. 1:1001(1000) ack 1 win 257
++0 > . 1:1(0) ack 1001
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+    let report = run_text(
+        &format!("--local_ip=fd::1\n{HANDSHAKE}"),
+        &Profile::linux_compat(),
+    );
+    assert!(
+        matches!(&report.outcome, Outcome::Skip { reason } if reason.contains("--local_ip=fd::1")),
+        "{}",
+        report.outcome
+    );
+}
+
+#[test]
 fn wrong_window_fails_naming_line_and_both_values() {
     let script = "\
 0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3
