@@ -948,6 +948,9 @@ impl Exec {
             .ctx
             .build_inbound(line, self.remote_port, dst_port, &payload)
             .map_err(|e| Stop::Fail(pos, format!("cannot build `{line}`: {e}")))?;
+        if line.flags.contains(wire::tcp::TcpFlags::SYN) {
+            self.ctx.seq.learn_peer_isn(line.seq.start);
+        }
         let frame = build_frame(&repr, self.addrs)
             .map_err(|e| Stop::Fail(pos, format!("cannot emit `{line}`: {e}")))?;
         self.stack.receive(self.now_ns, &frame, &RxMeta::NONE);
@@ -2101,7 +2104,10 @@ pub fn describe_repr(r: &TcpRepr<'_>, ctx: &MatchContext) -> String {
         len
     );
     if r.flags.contains(wire::tcp::TcpFlags::ACK) {
-        s.push_str(&format!(" ack {}", ctx.seq.peer_script(r.ack_number)));
+        s.push_str(&format!(
+            " ack {}",
+            ctx.seq.peer_script_in(r.ack_number, r.flags)
+        ));
     }
     s.push_str(&format!(" win {}", r.window_len));
     let opts = repr_options_text(r, &ctx.seq);

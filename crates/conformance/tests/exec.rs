@@ -89,6 +89,25 @@ fn local_and_remote_ip_options_set_the_addresses() {
     );
 }
 
+/// packetdrill numbers the peer's later segments from the ISN its SYN carried.
+#[test]
+fn peer_numbers_after_a_nonzero_isn_syn_count_from_it() {
+    let script = "\
+0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3
++0 bind(3, ..., ...) = 0
++0 listen(3, 1) = 0
++0 < S 5000:5000(0) win 32792 <mss 1000,sackOK,nop,nop,nop,wscale 7>
++0 > S. 1234:1234(0) ack 5001 <mss 1460,nop,nop,sackOK,nop,wscale 8>
++.01 < . 1:1(0) ack 1 win 257
++0 accept(3, ..., ...) = 4
++.01 < P. 1:1001(1000) ack 1 win 257
++0 > . 1:1(0) ack 1001
++0 read(4, ..., 2000) = 1000
+";
+    let report = run_text(script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+}
+
 #[test]
 fn wrong_window_fails_naming_line_and_both_values() {
     let script = "\
