@@ -425,6 +425,11 @@ struct Exec {
     skipped_lines: usize,
     assertions_skipped: usize,
     addrs: Addrs,
+    /// `--mss=N`: an inbound segment longer than N reaches the stack as a GRO frame of
+    /// N-byte segments (`RxMeta::gro_mss_bytes`), as packetdrill hands the kernel a GSO packet.
+    inbound_gro_mss: Option<u16>,
+    /// `--strict_segments`: each outbound line is one segment, never a TSO super-segment.
+    strict_segments: bool,
     check_psh: bool,
     sndbuf_overhead_per_segment_bytes: u32,
     /// Outbound lines not reached yet; once none are left, segments are no longer checked.
@@ -461,6 +466,8 @@ impl Exec {
         Exec {
             stack: new_stack(profile.tcp, addrs),
             addrs,
+            inbound_gro_mss: None,
+            strict_segments: false,
             tcp_cfg: profile.tcp,
             now_ns: 0,
             cursor: TimeCursor::new(),
@@ -494,6 +501,11 @@ impl Exec {
                 ("local_ip" | "remote_ip", _) => {
                     Addrs::from_options(script).map_err(Stop::Skip)?;
                 }
+                ("mss", Some(v)) => match v.parse::<u16>() {
+                    Ok(mss) if mss > 0 => self.inbound_gro_mss = Some(mss),
+                    _ => return skip(format!("script option --mss={v}: not an MSS")),
+                },
+                ("strict_segments", None) => self.strict_segments = true,
                 ("ip_version", Some("ipv4")) => {}
                 (name, value) => {
                     return skip(format!(
@@ -895,6 +907,15 @@ impl Exec {
                     self.cursor.advance(&event.time, sent_usecs);
                     return Ok(());
                 }
+                Ok(Progress::Partial { .. }) if self.strict_segments => {
+                    return fail(
+                        event.pos,
+                        format!(
+                            "expected `{line}` as one segment (--strict_segments), got `{}`",
+                            describe_repr(&repr, &before)
+                        ),
+                    );
+                }
                 Ok(Progress::Partial { .. }) => match piece_bytes {
                     Some(mss) if got_bytes != mss => {
                         return fail(
@@ -953,7 +974,15 @@ impl Exec {
         }
         let frame = build_frame(&repr, self.addrs)
             .map_err(|e| Stop::Fail(pos, format!("cannot emit `{line}`: {e}")))?;
-        self.stack.receive(self.now_ns, &frame, &RxMeta::NONE);
+        let mut meta = RxMeta::NONE;
+        if let Some(mss) = self.inbound_gro_mss
+            && line.seq.len_bytes > u32::from(mss)
+        {
+            meta.coalesced_segments =
+                u16::try_from(line.seq.len_bytes.div_ceil(u32::from(mss))).unwrap_or(u16::MAX);
+            meta.gro_mss_bytes = mss;
+        }
+        self.stack.receive(self.now_ns, &frame, &meta);
         self.drain()?;
         self.retry_pending()
     }

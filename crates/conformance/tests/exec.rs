@@ -89,6 +89,34 @@ fn local_and_remote_ip_options_set_the_addresses() {
     );
 }
 
+#[test]
+fn strict_segments_forbids_a_super_segment_and_mss_is_accepted() {
+    let body = format!(
+        "{HANDSHAKE}\
++0 write(4, ..., 2000) = 2000
++0 > P. 1:2001(2000) ack 1
+"
+    );
+    let report = run_text(&body, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+    let report = run_text(
+        &format!("--strict_segments\n{body}"),
+        &Profile::linux_compat(),
+    );
+    let Outcome::Fail { message, .. } = &report.outcome else {
+        panic!("expected a failure, got {}", report.outcome);
+    };
+    assert!(message.contains("--strict_segments"), "{message}");
+    let gro = format!(
+        "--mss=500\n{HANDSHAKE}\
++.01 < . 1:2001(2000) ack 1 win 257
++0 > . 1:1(0) ack 2001
+"
+    );
+    let report = run_text(&gro, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+}
+
 /// packetdrill numbers the peer's later segments from the ISN its SYN carried.
 #[test]
 fn peer_numbers_after_a_nonzero_isn_syn_count_from_it() {
