@@ -430,6 +430,9 @@ struct Exec {
     inbound_gro_mss: Option<u16>,
     /// `--strict_segments`: each outbound line is one segment, never a TSO super-segment.
     strict_segments: bool,
+    /// `--ip_version=ipv4-mapped-ipv6`: the script's sockets are `AF_INET6` sockets talking to
+    /// IPv4-mapped addresses, so the wire is IPv4 and the stack's sockets are its IPv4 ones.
+    ipv4_mapped_ipv6: bool,
     check_psh: bool,
     sndbuf_overhead_per_segment_bytes: u32,
     /// Outbound lines not reached yet; once none are left, segments are no longer checked.
@@ -468,6 +471,7 @@ impl Exec {
             addrs,
             inbound_gro_mss: None,
             strict_segments: false,
+            ipv4_mapped_ipv6: false,
             tcp_cfg: profile.tcp,
             now_ns: 0,
             cursor: TimeCursor::new(),
@@ -507,6 +511,7 @@ impl Exec {
                 },
                 ("strict_segments", None) => self.strict_segments = true,
                 ("ip_version", Some("ipv4")) => {}
+                ("ip_version", Some("ipv4-mapped-ipv6")) => self.ipv4_mapped_ipv6 = true,
                 (name, value) => {
                     return skip(format!(
                         "script option --{name}{} not supported",
@@ -1129,6 +1134,7 @@ impl Exec {
         for a in &call.args {
             if let Expr::Symbol(s) = a
                 && (s == "AF_INET6" || s == "PF_INET6")
+                && !self.ipv4_mapped_ipv6
             {
                 return skip("IPv6 sockets are not supported by the executor");
             }

@@ -90,6 +90,22 @@ fn local_and_remote_ip_options_set_the_addresses() {
 }
 
 #[test]
+fn ipv4_mapped_ipv6_mode_runs_af_inet6_sockets_over_ipv4() {
+    let script = HANDSHAKE.replace("socket(...,", "socket(AF_INET6,");
+    let report = run_text(&script, &Profile::linux_compat());
+    assert!(
+        matches!(&report.outcome, Outcome::Skip { .. }),
+        "{}",
+        report.outcome
+    );
+    let report = run_text(
+        &format!("--ip_version=ipv4-mapped-ipv6\n{script}"),
+        &Profile::linux_compat(),
+    );
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+}
+
+#[test]
 fn strict_segments_forbids_a_super_segment_and_mss_is_accepted() {
     let body = format!(
         "{HANDSHAKE}\
