@@ -17,7 +17,7 @@
 //!   the `assert` statements of the `%{ }%` blocks are not evaluated, so a script that reaches
 //!   one ends as [`Outcome::Skip`], never as a pass (counted in
 //!   [`RunReport::assertions_skipped`]); a script that needs something the stack cannot express (an unsupported socket option,
-//!   epoll, `sendmsg`, IPv6, Fast Open) ends as [`Outcome::Skip`] with the reason.
+//!   epoll, `sendmsg`, Fast Open) ends as [`Outcome::Skip`] with the reason.
 
 use crate::ast::{
     Action, Direction, Event, Expr, Pos, Script, SyscallKind, SyscallLine, TcpLine, TcpOption,
@@ -29,17 +29,18 @@ use crate::matcher::{
 use crate::print::{ScriptFlags, Secs};
 use crate::time::{TimeCursor, Window};
 use core::fmt;
-use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use stack::RxMeta;
 use stack::{
-    InterfaceConfig, Ipv4Cidr, Readiness, SocketError, SocketHandle, SocketOption, Stack,
+    InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Readiness, SocketError, SocketHandle, SocketOption, Stack,
     StackConfig,
 };
 use std::collections::{BTreeMap, VecDeque};
 use wire::tcp::{SeqNumber, TcpPacket, TcpRepr};
 use wire::{
     ArpOperation, ArpPacket, ArpRepr, ChecksumCaps, EtherType, EthernetAddress, EthernetFrame,
-    EthernetRepr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr,
+    EthernetRepr, Icmpv6Packet, Icmpv6Repr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet,
+    Ipv6Repr,
 };
 
 /// The stack's address (packetdrill's default local IPv4 address).
@@ -49,22 +50,48 @@ pub const REMOTE_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 /// The gateway the stack routes [`REMOTE_IP`] through (answered by the synthetic remote side).
 pub const GATEWAY_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 2);
 
-/// The IPv4 addresses of a run: [`LOCAL_IP`]/[`REMOTE_IP`] unless the script's `--local_ip` /
-/// `--remote_ip` options say otherwise.
+/// The stack's address in IPv6 mode (`--ip_version=ipv6`), on a /64 of its own.
+pub const LOCAL_IP6: Ipv6Addr = Ipv6Addr::new(0xfd3d, 0x0a0b, 0x17d6, 0, 0, 0, 0, 1);
+/// The script side's address in IPv6 mode, off the stack's /64 (reached through a gateway).
+pub const REMOTE_IP6: Ipv6Addr = Ipv6Addr::new(0xfd3d, 0xfa7b, 0xd17d, 0, 0, 0, 0, 1);
+
+/// The addresses of a run: IPv4 ([`LOCAL_IP`]/[`REMOTE_IP`]) unless `--ip_version=ipv6`
+/// ([`LOCAL_IP6`]/[`REMOTE_IP6`]); `--local_ip` / `--remote_ip` override them. The gateway
+/// is on the local prefix and never the local address; the executor answers ARP and
+/// neighbour solicitations for any address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Addrs {
-    local: Ipv4Addr,
-    remote: Ipv4Addr,
-    /// On the local /24, never the local address: routes a remote address off that subnet.
-    gateway: Ipv4Addr,
+enum Addrs {
+    V4 {
+        local: Ipv4Addr,
+        remote: Ipv4Addr,
+        gateway: Ipv4Addr,
+    },
+    V6 {
+        local: Ipv6Addr,
+        remote: Ipv6Addr,
+        gateway: Ipv6Addr,
+    },
 }
 
 impl Addrs {
+    const DEFAULT: Addrs = Addrs::V4 {
+        local: LOCAL_IP,
+        remote: REMOTE_IP,
+        gateway: GATEWAY_IP,
+    };
+
     /// The addresses a script's options select; `Err` names an option the executor cannot
-    /// honour (an unparseable or IPv6 address).
+    /// honour (an address of the other family, or not an address).
     fn from_options(script: &Script) -> Result<Addrs, String> {
-        let mut local = LOCAL_IP;
-        let mut remote = REMOTE_IP;
+        let v6 = script
+            .options
+            .iter()
+            .any(|o| o.name == "ip_version" && o.value.as_deref() == Some("ipv6"));
+        let (mut local, mut remote) = if v6 {
+            (IpAddr::V6(LOCAL_IP6), IpAddr::V6(REMOTE_IP6))
+        } else {
+            (IpAddr::V4(LOCAL_IP), IpAddr::V4(REMOTE_IP))
+        };
         for o in &script.options {
             let slot = match o.name.as_str() {
                 "local_ip" => &mut local,
@@ -72,27 +99,79 @@ impl Addrs {
                 _ => continue,
             };
             let value = o.value.as_deref().unwrap_or("");
+            let family = if v6 { "IPv6" } else { "IPv4" };
             *slot = value
-                .parse()
-                .map_err(|_| format!("script option --{}={value}: not an IPv4 address", o.name))?;
+                .parse::<IpAddr>()
+                .ok()
+                .filter(|a| a.is_ipv6() == v6)
+                .ok_or_else(|| {
+                    format!(
+                        "script option --{}={value}: not an {family} address",
+                        o.name
+                    )
+                })?;
         }
-        let [a, b, c, d] = local.octets();
-        let gateway = if local != GATEWAY_IP && [a, b, c] == [192, 168, 0] {
-            GATEWAY_IP
-        } else {
-            Ipv4Addr::new(a, b, c, if d == 254 { 253 } else { 254 })
-        };
-        Ok(Addrs {
-            local,
-            remote,
-            gateway,
+        Ok(match (local, remote) {
+            (IpAddr::V4(local), IpAddr::V4(remote)) => {
+                let [a, b, c, d] = local.octets();
+                let gateway = if local != GATEWAY_IP && [a, b, c] == [192, 168, 0] {
+                    GATEWAY_IP
+                } else {
+                    Ipv4Addr::new(a, b, c, if d == 254 { 253 } else { 254 })
+                };
+                Addrs::V4 {
+                    local,
+                    remote,
+                    gateway,
+                }
+            }
+            (IpAddr::V6(local), IpAddr::V6(remote)) => {
+                let mut seg = local.segments();
+                let host = if seg[7] == 0xfffe { 0xfffd } else { 0xfffe };
+                seg[4..].copy_from_slice(&[0, 0, 0, host]);
+                Addrs::V6 {
+                    local,
+                    remote,
+                    gateway: Ipv6Addr::from(seg),
+                }
+            }
+            _ => return Err("script addresses of different families".to_string()),
         })
     }
 
+    fn local(&self) -> IpAddr {
+        match *self {
+            Addrs::V4 { local, .. } => IpAddr::V4(local),
+            Addrs::V6 { local, .. } => IpAddr::V6(local),
+        }
+    }
+
+    fn remote(&self) -> IpAddr {
+        match *self {
+            Addrs::V4 { remote, .. } => IpAddr::V4(remote),
+            Addrs::V6 { remote, .. } => IpAddr::V6(remote),
+        }
+    }
+
+    /// Source and destination of what the stack sends.
     fn pair_out(&self) -> IpPair {
-        IpPair::V4 {
-            src: self.local,
-            dst: self.remote,
+        match *self {
+            Addrs::V4 { local, remote, .. } => IpPair::V4 {
+                src: local,
+                dst: remote,
+            },
+            Addrs::V6 { local, remote, .. } => IpPair::V6 {
+                src: local,
+                dst: remote,
+            },
+        }
+    }
+
+    /// Source and destination of what the script injects.
+    fn pair_in(&self) -> IpPair {
+        match self.pair_out() {
+            IpPair::V4 { src, dst } => IpPair::V4 { src: dst, dst: src },
+            IpPair::V6 { src, dst } => IpPair::V6 { src: dst, dst: src },
         }
     }
 }
@@ -440,8 +519,18 @@ struct Exec {
 }
 
 fn new_stack(tcp: tcp::Config, addrs: Addrs) -> Stack {
-    let mut iface = InterfaceConfig::new(LOCAL_MAC, Ipv4Cidr::new(addrs.local, 24));
-    iface.gateway_v4 = Some(addrs.gateway);
+    let mut iface;
+    match addrs {
+        Addrs::V4 { local, gateway, .. } => {
+            iface = InterfaceConfig::new(LOCAL_MAC, Ipv4Cidr::new(local, 24));
+            iface.gateway_v4 = Some(gateway);
+        }
+        Addrs::V6 { local, gateway, .. } => {
+            iface = InterfaceConfig::new(LOCAL_MAC, Ipv4Cidr::new(LOCAL_IP, 24));
+            iface.ipv6.push(Ipv6Cidr::new(local, 64));
+            iface.gateway_v6 = Some(gateway);
+        }
+    }
     let mut cfg = StackConfig::new(iface);
     cfg.tcp = tcp;
     Stack::new(cfg)
@@ -458,11 +547,7 @@ fn ns(usecs: u64) -> u64 {
 impl Exec {
     fn new(script: &Script, profile: &Profile) -> Exec {
         // An address option the executor cannot honour is reported by `run`.
-        let addrs = Addrs::from_options(script).unwrap_or(Addrs {
-            local: LOCAL_IP,
-            remote: REMOTE_IP,
-            gateway: GATEWAY_IP,
-        });
+        let addrs = Addrs::from_options(script).unwrap_or(Addrs::DEFAULT);
         let mut ctx = MatchContext::new(PEER_ISN);
         ctx.tolerance_usecs = script.tolerance_usecs();
         ctx.ts_tick_usecs = script.tcp_ts_tick_usecs();
@@ -512,6 +597,7 @@ impl Exec {
                 ("strict_segments", None) => self.strict_segments = true,
                 ("ip_version", Some("ipv4")) => {}
                 ("ip_version", Some("ipv4-mapped-ipv6")) => self.ipv4_mapped_ipv6 = true,
+                ("ip_version", Some("ipv6")) => {}
                 (name, value) => {
                     return skip(format!(
                         "script option --{name}{} not supported",
@@ -750,14 +836,90 @@ impl Exec {
                     let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
                         continue;
                     };
-                    if ip.protocol() == IpProtocol::TCP && ip.dst_addr() == self.addrs.remote {
+                    if ip.protocol() == IpProtocol::TCP
+                        && IpAddr::V4(ip.dst_addr()) == self.addrs.remote()
+                    {
                         self.out.push_back((self.now_ns, ip.payload().to_vec()));
+                    }
+                }
+                EtherType::IPV6 => {
+                    let Ok(ip) = Ipv6Packet::new_checked(eth.payload()) else {
+                        continue;
+                    };
+                    if ip.next_header() == IpProtocol::TCP
+                        && IpAddr::V6(ip.dst_addr()) == self.addrs.remote()
+                    {
+                        self.out.push_back((self.now_ns, ip.payload().to_vec()));
+                    } else if ip.next_header() == IpProtocol::ICMPV6 {
+                        self.answer_neighbor_solicit(&ip);
                     }
                 }
                 _ => {}
             }
         }
         Ok(())
+    }
+
+    /// Answers a neighbour solicitation for any target with the remote side's MAC (the IPv6
+    /// counterpart of [`Exec::answer_arp`]).
+    fn answer_neighbor_solicit(&mut self, ip: &Ipv6Packet<&[u8]>) {
+        let Ok(icmp) = Icmpv6Packet::new_checked(ip.payload()) else {
+            return;
+        };
+        let Ok(Icmpv6Repr::NeighborSolicit { target_addr, .. }) =
+            Icmpv6Repr::parse(&icmp, ip.src_addr(), ip.dst_addr(), ChecksumCaps::ALL)
+        else {
+            return;
+        };
+        let na = Icmpv6Repr::NeighborAdvert {
+            router: true,
+            solicited: true,
+            override_: true,
+            target_addr,
+            target_lladdr: Some(REMOTE_MAC),
+        };
+        let (src, dst) = (target_addr, ip.src_addr());
+        let ip6 = Ipv6Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol::ICMPV6,
+            payload_len: na.buffer_len(),
+            hop_limit: 255,
+            traffic_class: 0,
+            flow_label: 0,
+            ext_headers: [None; wire::MAX_EXT_HEADERS],
+        };
+        let eth = EthernetRepr {
+            src_addr: REMOTE_MAC,
+            dst_addr: LOCAL_MAC,
+            vlan: None,
+            ethertype: EtherType::IPV6,
+        };
+        let mut buf = vec![0u8; eth.header_len() + ip6.buffer_len()];
+        let mut frame = EthernetFrame::new_unchecked(&mut buf[..]);
+        if eth.emit(&mut frame).is_err() {
+            return;
+        }
+        let mut pkt = Ipv6Packet::new_unchecked(frame.payload_mut());
+        if ip6.emit(&mut pkt).is_err() {
+            return;
+        }
+        let hdr = ip6.header_len();
+        let Some(body) = frame.payload_mut().get_mut(hdr..) else {
+            return;
+        };
+        if na
+            .emit(
+                &mut Icmpv6Packet::new_unchecked(body),
+                src,
+                dst,
+                ChecksumCaps::ALL,
+            )
+            .is_err()
+        {
+            return;
+        }
+        self.stack.receive(self.now_ns, &buf, &RxMeta::NONE);
     }
 
     fn answer_arp(&mut self, payload: &[u8]) {
@@ -1135,6 +1297,7 @@ impl Exec {
             if let Expr::Symbol(s) = a
                 && (s == "AF_INET6" || s == "PF_INET6")
                 && !self.ipv4_mapped_ipv6
+                && !matches!(self.addrs, Addrs::V6 { .. })
             {
                 return skip("IPv6 sockets are not supported by the executor");
             }
@@ -1159,7 +1322,7 @@ impl Exec {
             return Ok(Err("EINVAL"));
         }
         let (nodelay, maxseg) = (fd.nodelay, fd.maxseg);
-        let local = SocketAddr::new(IpAddr::V4(self.addrs.local), SERVER_PORT);
+        let local = SocketAddr::new(self.addrs.local(), SERVER_PORT);
         let h = match self.stack.tcp_listen(local, backlog) {
             Ok(h) => h,
             Err(e) => return Ok(Err(errno_of(e))),
@@ -1349,7 +1512,7 @@ impl Exec {
             return Ok(Some(Err("EISCONN")));
         }
         let (nonblocking, nodelay, maxseg) = (f.nonblocking, f.nodelay, f.maxseg);
-        let remote = SocketAddr::new(IpAddr::V4(self.addrs.remote), SERVER_PORT);
+        let remote = SocketAddr::new(self.addrs.remote(), SERVER_PORT);
         let h = match self.stack.tcp_connect(self.now_ns, remote, 0) {
             Ok(h) => h,
             Err(e) => return Ok(Some(Err(errno_of(e)))),
@@ -2153,40 +2316,64 @@ pub fn describe_repr(r: &TcpRepr<'_>, ctx: &MatchContext) -> String {
     s
 }
 
-/// An Ethernet/IPv4 frame from the remote side carrying `repr`.
+/// An Ethernet/IP frame from the remote side carrying `repr`.
 fn build_frame(repr: &TcpRepr<'_>, addrs: Addrs) -> Result<Vec<u8>, wire::Error> {
     let tcp_len = repr.buffer_len();
-    let ip = Ipv4Repr {
-        src_addr: addrs.remote,
-        dst_addr: addrs.local,
-        protocol: IpProtocol::TCP,
-        payload_len: tcp_len,
-        hop_limit: 64,
-        dscp: 0,
-        ecn: 0,
-        ident: 0,
-        dont_frag: true,
-        more_frags: false,
-        frag_offset_bytes: 0,
+    let (ethertype, ip_header) = match addrs {
+        Addrs::V4 { local, remote, .. } => {
+            let ip = Ipv4Repr {
+                src_addr: remote,
+                dst_addr: local,
+                protocol: IpProtocol::TCP,
+                payload_len: tcp_len,
+                hop_limit: 64,
+                dscp: 0,
+                ecn: 0,
+                ident: 0,
+                dont_frag: true,
+                more_frags: false,
+                frag_offset_bytes: 0,
+            };
+            let mut whole = vec![0u8; ip.buffer_len()];
+            ip.emit(
+                &mut Ipv4Packet::new_unchecked(&mut whole[..]),
+                ChecksumCaps::ALL,
+            )?;
+            whole.truncate(ip.buffer_len() - tcp_len);
+            (EtherType::IPV4, whole)
+        }
+        Addrs::V6 { local, remote, .. } => {
+            let ip = Ipv6Repr {
+                src_addr: remote,
+                dst_addr: local,
+                next_header: IpProtocol::TCP,
+                payload_len: tcp_len,
+                hop_limit: 64,
+                traffic_class: 0,
+                flow_label: 0,
+                ext_headers: [None; wire::MAX_EXT_HEADERS],
+            };
+            let mut whole = vec![0u8; ip.buffer_len()];
+            ip.emit(&mut Ipv6Packet::new_unchecked(&mut whole[..]))?;
+            whole.truncate(ip.header_len());
+            (EtherType::IPV6, whole)
+        }
     };
     let eth = EthernetRepr {
         src_addr: REMOTE_MAC,
         dst_addr: LOCAL_MAC,
         vlan: None,
-        ethertype: EtherType::IPV4,
+        ethertype,
     };
-    let mut buf = vec![0u8; eth.header_len() + ip.buffer_len()];
+    let mut buf = vec![0u8; eth.header_len() + ip_header.len() + tcp_len];
     let mut frame = EthernetFrame::new_unchecked(&mut buf[..]);
     eth.emit(&mut frame)?;
-    let mut pkt = Ipv4Packet::new_unchecked(frame.payload_mut());
-    ip.emit(&mut pkt, ChecksumCaps::ALL)?;
-    let pair = IpPair::V4 {
-        src: addrs.remote,
-        dst: addrs.local,
-    };
+    let payload = frame.payload_mut();
+    let (head, tcp) = payload.split_at_mut(ip_header.len());
+    head.copy_from_slice(&ip_header);
     repr.emit(
-        &mut TcpPacket::new_unchecked(pkt.payload_mut()),
-        &pair,
+        &mut TcpPacket::new_unchecked(tcp),
+        &addrs.pair_in(),
         ChecksumCaps::ALL,
     )?;
     Ok(buf)

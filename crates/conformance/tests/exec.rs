@@ -90,6 +90,37 @@ fn local_and_remote_ip_options_set_the_addresses() {
 }
 
 #[test]
+fn ipv6_mode_runs_over_the_stack_s_ipv6() {
+    // IPv6's 40-byte header leaves an MSS of 1440 on a 1500-byte MTU.
+    let handshake = HANDSHAKE.replace("<mss 1460,", "<mss 1440,");
+    let body = format!(
+        "{handshake}\
++.01 < P. 1:1001(1000) ack 1 win 257
++0 > . 1:1(0) ack 1001
++0 write(4, ..., 500) = 500
++0 > P. 1:501(500) ack 1001
+"
+    );
+    for opts in [
+        "--ip_version=ipv6\n",
+        "--ip_version=ipv6\n--local_ip=fd::1\n",
+    ] {
+        let report = run_text(&format!("{opts}{body}"), &Profile::linux_compat());
+        assert_eq!(report.outcome, Outcome::Pass, "{opts}: {}", report.outcome);
+    }
+    // An IPv4 address in IPv6 mode is a skip naming the option.
+    let report = run_text(
+        &format!("--ip_version=ipv6\n--remote_ip=10.0.0.1\n{body}"),
+        &Profile::linux_compat(),
+    );
+    assert!(
+        matches!(&report.outcome, Outcome::Skip { reason } if reason.contains("--remote_ip")),
+        "{}",
+        report.outcome
+    );
+}
+
+#[test]
 fn ipv4_mapped_ipv6_mode_runs_af_inet6_sockets_over_ipv4() {
     let script = HANDSHAKE.replace("socket(...,", "socket(AF_INET6,");
     let report = run_text(&script, &Profile::linux_compat());
