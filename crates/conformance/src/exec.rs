@@ -1299,7 +1299,9 @@ impl Exec {
                 && !self.ipv4_mapped_ipv6
                 && !matches!(self.addrs, Addrs::V6 { .. })
             {
-                return skip("IPv6 sockets are not supported by the executor");
+                return skip(
+                    "an AF_INET6 socket in an IPv4 script (--ip_version=ipv6 or ipv4-mapped-ipv6 runs it)",
+                );
             }
             if let Expr::Symbol(s) = a
                 && s == "SOCK_DGRAM"

@@ -108,6 +108,21 @@ fn ipv6_mode_runs_over_the_stack_s_ipv6() {
         let report = run_text(&format!("{opts}{body}"), &Profile::linux_compat());
         assert_eq!(report.outcome, Outcome::Pass, "{opts}: {}", report.outcome);
     }
+    // The stack connecting over IPv6, to a peer that answers with a nonzero ISN.
+    let client = "\
+--ip_version=ipv6
+0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3
++0 fcntl(3, F_SETFL, O_RDWR|O_NONBLOCK) = 0
++0 connect(3, ..., ...) = -1 EINPROGRESS (Operation now in progress)
++0 > S 0:0(0) <...>
++.01 < S. 700:700(0) ack 1 win 32000 <mss 1000,nop,wscale 7>
++0 > . 1:1(0) ack 1
++.01 < P. 1:101(100) ack 1 win 257
++0 > . 1:1(0) ack 101
++0 read(3, ..., 1000) = 100
+";
+    let report = run_text(client, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
     // An IPv4 address in IPv6 mode is a skip naming the option.
     let report = run_text(
         &format!("--ip_version=ipv6\n--remote_ip=10.0.0.1\n{body}"),
