@@ -15,7 +15,7 @@ fn main() -> std::io::Result<()> {
     let mut tally = Tally::default();
     for path in script_files(&root)? {
         let report = run_file(&path, &profile);
-        tally.add(&report.outcome);
+        tally.add_report(&report);
         let rel = path.strip_prefix(&root).unwrap_or(&path);
         println!("{} {}", rel.display(), report.outcome);
     }

@@ -178,7 +178,7 @@ pub struct IcmpLine {
     pub text: String,
 }
 
-/// `name(arg, …) = ret [ERRNO [(note)]]`.
+/// `name(arg, …) = ret [ERRNO] [(note)]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyscallLine {
     /// The call's name as written (see [`SyscallLine::kind`]).
@@ -188,7 +188,9 @@ pub struct SyscallLine {
     pub ret: Expr,
     /// `EAGAIN` in `= -1 EAGAIN (Resource temporarily unavailable)`.
     pub errno: Option<String>,
-    /// The parenthesised text after the errno, verbatim without the parentheses.
+    /// The parenthesised note after the return value and errno (packetdrill's `opt_note`,
+    /// which may stand without an errno: `= 0x2 (flags O_RDWR)`), verbatim without the
+    /// parentheses.
     pub errno_note: Option<String>,
 }
 

@@ -14,8 +14,10 @@
 //!   count up. A call on a blocking socket that cannot complete stays outstanding and is retried
 //!   whenever the stack changes (packets, timers), and its return time is checked then;
 //! - shell lines and `%{ }%` blocks are skipped and counted ([`RunReport::skipped_lines`]);
-//!   a script that needs something the stack cannot express (an unsupported socket option,
-//!   epoll, `sendmsg`, IPv6, Fast Open) ends as [`Outcome::Skip`] with the reason.
+//!   the `assert` statements of the `%{ }%` blocks are not evaluated, so a script that reaches
+//!   one ends as [`Outcome::Skip`], never as a pass (counted in
+//!   [`RunReport::assertions_skipped`]); a script that needs something the stack cannot express (an unsupported socket option,
+//!   epoll, `sendmsg`, Fast Open) ends as [`Outcome::Skip`] with the reason.
 
 use crate::ast::{
     Action, Direction, Event, Expr, Pos, Script, SyscallKind, SyscallLine, TcpLine, TcpOption,
@@ -27,17 +29,18 @@ use crate::matcher::{
 use crate::print::{ScriptFlags, Secs};
 use crate::time::{TimeCursor, Window};
 use core::fmt;
-use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use stack::RxMeta;
 use stack::{
-    InterfaceConfig, Ipv4Cidr, Readiness, SocketError, SocketHandle, SocketOption, Stack,
+    InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Readiness, SocketError, SocketHandle, SocketOption, Stack,
     StackConfig,
 };
 use std::collections::{BTreeMap, VecDeque};
 use wire::tcp::{SeqNumber, TcpPacket, TcpRepr};
 use wire::{
     ArpOperation, ArpPacket, ArpRepr, ChecksumCaps, EtherType, EthernetAddress, EthernetFrame,
-    EthernetRepr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr,
+    EthernetRepr, Icmpv6Packet, Icmpv6Repr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet,
+    Ipv6Repr,
 };
 
 /// The stack's address (packetdrill's default local IPv4 address).
@@ -46,6 +49,133 @@ pub const LOCAL_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 1);
 pub const REMOTE_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 /// The gateway the stack routes [`REMOTE_IP`] through (answered by the synthetic remote side).
 pub const GATEWAY_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 2);
+
+/// The stack's address in IPv6 mode (`--ip_version=ipv6`), on a /64 of its own.
+pub const LOCAL_IP6: Ipv6Addr = Ipv6Addr::new(0xfd3d, 0x0a0b, 0x17d6, 0, 0, 0, 0, 1);
+/// The script side's address in IPv6 mode, off the stack's /64 (reached through a gateway).
+pub const REMOTE_IP6: Ipv6Addr = Ipv6Addr::new(0xfd3d, 0xfa7b, 0xd17d, 0, 0, 0, 0, 1);
+
+/// The addresses of a run: IPv4 ([`LOCAL_IP`]/[`REMOTE_IP`]) unless `--ip_version=ipv6`
+/// ([`LOCAL_IP6`]/[`REMOTE_IP6`]); `--local_ip` / `--remote_ip` override them. The gateway
+/// is on the local prefix and never the local address; the executor answers ARP and
+/// neighbour solicitations for any address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Addrs {
+    V4 {
+        local: Ipv4Addr,
+        remote: Ipv4Addr,
+        gateway: Ipv4Addr,
+    },
+    V6 {
+        local: Ipv6Addr,
+        remote: Ipv6Addr,
+        gateway: Ipv6Addr,
+    },
+}
+
+impl Addrs {
+    const DEFAULT: Addrs = Addrs::V4 {
+        local: LOCAL_IP,
+        remote: REMOTE_IP,
+        gateway: GATEWAY_IP,
+    };
+
+    /// The addresses a script's options select; `Err` names an option the executor cannot
+    /// honour (an address of the other family, or not an address).
+    fn from_options(script: &Script) -> Result<Addrs, String> {
+        let v6 = script
+            .options
+            .iter()
+            .any(|o| o.name == "ip_version" && o.value.as_deref() == Some("ipv6"));
+        let (mut local, mut remote) = if v6 {
+            (IpAddr::V6(LOCAL_IP6), IpAddr::V6(REMOTE_IP6))
+        } else {
+            (IpAddr::V4(LOCAL_IP), IpAddr::V4(REMOTE_IP))
+        };
+        for o in &script.options {
+            let slot = match o.name.as_str() {
+                "local_ip" => &mut local,
+                "remote_ip" => &mut remote,
+                _ => continue,
+            };
+            let value = o.value.as_deref().unwrap_or("");
+            let family = if v6 { "IPv6" } else { "IPv4" };
+            *slot = value
+                .parse::<IpAddr>()
+                .ok()
+                .filter(|a| a.is_ipv6() == v6)
+                .ok_or_else(|| {
+                    format!(
+                        "script option --{}={value}: not an {family} address",
+                        o.name
+                    )
+                })?;
+        }
+        Ok(match (local, remote) {
+            (IpAddr::V4(local), IpAddr::V4(remote)) => {
+                let [a, b, c, d] = local.octets();
+                let gateway = if local != GATEWAY_IP && [a, b, c] == [192, 168, 0] {
+                    GATEWAY_IP
+                } else {
+                    Ipv4Addr::new(a, b, c, if d == 254 { 253 } else { 254 })
+                };
+                Addrs::V4 {
+                    local,
+                    remote,
+                    gateway,
+                }
+            }
+            (IpAddr::V6(local), IpAddr::V6(remote)) => {
+                let mut seg = local.segments();
+                let host = if seg[7] == 0xfffe { 0xfffd } else { 0xfffe };
+                seg[4..].copy_from_slice(&[0, 0, 0, host]);
+                Addrs::V6 {
+                    local,
+                    remote,
+                    gateway: Ipv6Addr::from(seg),
+                }
+            }
+            _ => return Err("script addresses of different families".to_string()),
+        })
+    }
+
+    fn local(&self) -> IpAddr {
+        match *self {
+            Addrs::V4 { local, .. } => IpAddr::V4(local),
+            Addrs::V6 { local, .. } => IpAddr::V6(local),
+        }
+    }
+
+    fn remote(&self) -> IpAddr {
+        match *self {
+            Addrs::V4 { remote, .. } => IpAddr::V4(remote),
+            Addrs::V6 { remote, .. } => IpAddr::V6(remote),
+        }
+    }
+
+    /// Source and destination of what the stack sends.
+    fn pair_out(&self) -> IpPair {
+        match *self {
+            Addrs::V4 { local, remote, .. } => IpPair::V4 {
+                src: local,
+                dst: remote,
+            },
+            Addrs::V6 { local, remote, .. } => IpPair::V6 {
+                src: local,
+                dst: remote,
+            },
+        }
+    }
+
+    /// Source and destination of what the script injects.
+    fn pair_in(&self) -> IpPair {
+        match self.pair_out() {
+            IpPair::V4 { src, dst } => IpPair::V4 { src: dst, dst: src },
+            IpPair::V6 { src, dst } => IpPair::V6 { src: dst, dst: src },
+        }
+    }
+}
+
 /// The port `bind(fd, ..., ...)` binds and `connect(fd, ..., ...)` connects to (packetdrill's
 /// default server port).
 pub const SERVER_PORT: u16 = 8080;
@@ -203,6 +333,26 @@ pub struct RunReport {
     pub outcome: Outcome,
     /// Shell and `%{ }%` lines skipped (they never count as passed).
     pub skipped_lines: usize,
+    /// `assert` statements of `%{ }%` blocks evaluated (the runner evaluates none yet).
+    pub assertions_checked: usize,
+    /// `assert` statements of `%{ }%` blocks reached but not evaluated. A script that would
+    /// otherwise pass with any of these is an [`Outcome::Skip`].
+    pub assertions_skipped: usize,
+}
+
+/// The `assert` statements in a `%{ }%` block's Python text: each `assert` that starts a line
+/// or follows a `;`.
+pub fn assertions_in(code: &str) -> usize {
+    code.lines()
+        .flat_map(|line| line.split(';'))
+        .filter(|stmt| {
+            let t = stmt.trim_start();
+            t.strip_prefix("assert").is_some_and(|rest| {
+                rest.is_empty()
+                    || !rest.as_bytes()[0].is_ascii_alphanumeric() && rest.as_bytes()[0] != b'_'
+            })
+        })
+        .count()
 }
 
 /// Parses and runs a script's text.
@@ -218,6 +368,8 @@ pub fn run_text(text: &str, profile: &Profile) -> RunReport {
                 message: format!("parse error: {}", e.kind),
             },
             skipped_lines: 0,
+            assertions_checked: 0,
+            assertions_skipped: 0,
         },
     }
 }
@@ -226,6 +378,12 @@ pub fn run_text(text: &str, profile: &Profile) -> RunReport {
 pub fn run_script(script: &Script, profile: &Profile) -> RunReport {
     let mut exec = Exec::new(script, profile);
     let outcome = match exec.run(script) {
+        Ok(()) if exec.assertions_skipped > 0 => Outcome::Skip {
+            reason: format!(
+                "{} tcp_info assertions in %{{ }}% blocks not evaluated",
+                exec.assertions_skipped
+            ),
+        },
         Ok(()) => Outcome::Pass,
         Err(Stop::Fail(pos, message)) => Outcome::Fail { pos, message },
         Err(Stop::Skip(reason)) => Outcome::Skip { reason },
@@ -233,6 +391,8 @@ pub fn run_script(script: &Script, profile: &Profile) -> RunReport {
     RunReport {
         outcome,
         skipped_lines: exec.skipped_lines,
+        assertions_checked: 0,
+        assertions_skipped: exec.assertions_skipped,
     }
 }
 
@@ -342,15 +502,35 @@ struct Exec {
     remote_port: u16,
     pending: Option<Pending>,
     skipped_lines: usize,
+    assertions_skipped: usize,
+    addrs: Addrs,
+    /// `--mss=N`: an inbound segment longer than N reaches the stack as a GRO frame of
+    /// N-byte segments (`RxMeta::gro_mss_bytes`), as packetdrill hands the kernel a GSO packet.
+    inbound_gro_mss: Option<u16>,
+    /// `--strict_segments`: each outbound line is one segment, never a TSO super-segment.
+    strict_segments: bool,
+    /// `--ip_version=ipv4-mapped-ipv6`: the script's sockets are `AF_INET6` sockets talking to
+    /// IPv4-mapped addresses, so the wire is IPv4 and the stack's sockets are its IPv4 ones.
+    ipv4_mapped_ipv6: bool,
     check_psh: bool,
     sndbuf_overhead_per_segment_bytes: u32,
     /// Outbound lines not reached yet; once none are left, segments are no longer checked.
     outbound_lines_left: usize,
 }
 
-fn new_stack(tcp: tcp::Config) -> Stack {
-    let mut iface = InterfaceConfig::new(LOCAL_MAC, Ipv4Cidr::new(LOCAL_IP, 24));
-    iface.gateway_v4 = Some(GATEWAY_IP);
+fn new_stack(tcp: tcp::Config, addrs: Addrs) -> Stack {
+    let mut iface;
+    match addrs {
+        Addrs::V4 { local, gateway, .. } => {
+            iface = InterfaceConfig::new(LOCAL_MAC, Ipv4Cidr::new(local, 24));
+            iface.gateway_v4 = Some(gateway);
+        }
+        Addrs::V6 { local, gateway, .. } => {
+            iface = InterfaceConfig::new(LOCAL_MAC, Ipv4Cidr::new(LOCAL_IP, 24));
+            iface.ipv6.push(Ipv6Cidr::new(local, 64));
+            iface.gateway_v6 = Some(gateway);
+        }
+    }
     let mut cfg = StackConfig::new(iface);
     cfg.tcp = tcp;
     Stack::new(cfg)
@@ -366,11 +546,17 @@ fn ns(usecs: u64) -> u64 {
 
 impl Exec {
     fn new(script: &Script, profile: &Profile) -> Exec {
+        // An address option the executor cannot honour is reported by `run`.
+        let addrs = Addrs::from_options(script).unwrap_or(Addrs::DEFAULT);
         let mut ctx = MatchContext::new(PEER_ISN);
         ctx.tolerance_usecs = script.tolerance_usecs();
         ctx.ts_tick_usecs = script.tcp_ts_tick_usecs();
         Exec {
-            stack: new_stack(profile.tcp),
+            stack: new_stack(profile.tcp, addrs),
+            addrs,
+            inbound_gro_mss: None,
+            strict_segments: false,
+            ipv4_mapped_ipv6: false,
             tcp_cfg: profile.tcp,
             now_ns: 0,
             cursor: TimeCursor::new(),
@@ -384,6 +570,7 @@ impl Exec {
             remote_port: REMOTE_PORT,
             pending: None,
             skipped_lines: 0,
+            assertions_skipped: 0,
             check_psh: profile.check_psh,
             sndbuf_overhead_per_segment_bytes: profile.sndbuf_overhead_per_segment_bytes,
             outbound_lines_left: script
@@ -400,7 +587,17 @@ impl Exec {
         for o in &script.options {
             match (o.name.as_str(), o.value.as_deref()) {
                 ("tolerance_usecs" | "tcp_ts_tick_usecs", _) => {}
+                ("local_ip" | "remote_ip", _) => {
+                    Addrs::from_options(script).map_err(Stop::Skip)?;
+                }
+                ("mss", Some(v)) => match v.parse::<u16>() {
+                    Ok(mss) if mss > 0 => self.inbound_gro_mss = Some(mss),
+                    _ => return skip(format!("script option --mss={v}: not an MSS")),
+                },
+                ("strict_segments", None) => self.strict_segments = true,
                 ("ip_version", Some("ipv4")) => {}
+                ("ip_version", Some("ipv4-mapped-ipv6")) => self.ipv4_mapped_ipv6 = true,
+                ("ip_version", Some("ipv6")) => {}
                 (name, value) => {
                     return skip(format!(
                         "script option --{name}{} not supported",
@@ -428,8 +625,9 @@ impl Exec {
                 self.skipped_lines += 1;
                 self.apply_sysctls(text)
             }
-            Action::Code(_) => {
+            Action::Code(code) => {
                 self.skipped_lines += 1;
+                self.assertions_skipped += assertions_in(code);
                 Ok(())
             }
             Action::Udp(_) => skip("UDP lines are not supported"),
@@ -520,7 +718,7 @@ impl Exec {
                 return skip("sysctl change after sockets were opened");
             }
             self.tcp_cfg = cfg;
-            self.stack = new_stack(cfg);
+            self.stack = new_stack(cfg, self.addrs);
         }
         Ok(())
     }
@@ -638,14 +836,90 @@ impl Exec {
                     let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
                         continue;
                     };
-                    if ip.protocol() == IpProtocol::TCP && ip.dst_addr() == REMOTE_IP {
+                    if ip.protocol() == IpProtocol::TCP
+                        && IpAddr::V4(ip.dst_addr()) == self.addrs.remote()
+                    {
                         self.out.push_back((self.now_ns, ip.payload().to_vec()));
+                    }
+                }
+                EtherType::IPV6 => {
+                    let Ok(ip) = Ipv6Packet::new_checked(eth.payload()) else {
+                        continue;
+                    };
+                    if ip.next_header() == IpProtocol::TCP
+                        && IpAddr::V6(ip.dst_addr()) == self.addrs.remote()
+                    {
+                        self.out.push_back((self.now_ns, ip.payload().to_vec()));
+                    } else if ip.next_header() == IpProtocol::ICMPV6 {
+                        self.answer_neighbor_solicit(&ip);
                     }
                 }
                 _ => {}
             }
         }
         Ok(())
+    }
+
+    /// Answers a neighbour solicitation for any target with the remote side's MAC (the IPv6
+    /// counterpart of [`Exec::answer_arp`]).
+    fn answer_neighbor_solicit(&mut self, ip: &Ipv6Packet<&[u8]>) {
+        let Ok(icmp) = Icmpv6Packet::new_checked(ip.payload()) else {
+            return;
+        };
+        let Ok(Icmpv6Repr::NeighborSolicit { target_addr, .. }) =
+            Icmpv6Repr::parse(&icmp, ip.src_addr(), ip.dst_addr(), ChecksumCaps::ALL)
+        else {
+            return;
+        };
+        let na = Icmpv6Repr::NeighborAdvert {
+            router: true,
+            solicited: true,
+            override_: true,
+            target_addr,
+            target_lladdr: Some(REMOTE_MAC),
+        };
+        let (src, dst) = (target_addr, ip.src_addr());
+        let ip6 = Ipv6Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol::ICMPV6,
+            payload_len: na.buffer_len(),
+            hop_limit: 255,
+            traffic_class: 0,
+            flow_label: 0,
+            ext_headers: [None; wire::MAX_EXT_HEADERS],
+        };
+        let eth = EthernetRepr {
+            src_addr: REMOTE_MAC,
+            dst_addr: LOCAL_MAC,
+            vlan: None,
+            ethertype: EtherType::IPV6,
+        };
+        let mut buf = vec![0u8; eth.header_len() + ip6.buffer_len()];
+        let mut frame = EthernetFrame::new_unchecked(&mut buf[..]);
+        if eth.emit(&mut frame).is_err() {
+            return;
+        }
+        let mut pkt = Ipv6Packet::new_unchecked(frame.payload_mut());
+        if ip6.emit(&mut pkt).is_err() {
+            return;
+        }
+        let hdr = ip6.header_len();
+        let Some(body) = frame.payload_mut().get_mut(hdr..) else {
+            return;
+        };
+        if na
+            .emit(
+                &mut Icmpv6Packet::new_unchecked(body),
+                src,
+                dst,
+                ChecksumCaps::ALL,
+            )
+            .is_err()
+        {
+            return;
+        }
+        self.stack.receive(self.now_ns, &buf, &RxMeta::NONE);
     }
 
     fn answer_arp(&mut self, payload: &[u8]) {
@@ -683,18 +957,14 @@ impl Exec {
         self.stack.receive(self.now_ns, &buf, &RxMeta::NONE);
     }
 
-    fn parse_segment<'a>(seg: &'a [u8]) -> Result<TcpRepr<'a>, wire::Error> {
+    fn parse_segment<'a>(seg: &'a [u8], addrs: Addrs) -> Result<TcpRepr<'a>, wire::Error> {
         let pkt = TcpPacket::new_checked(seg)?;
-        let addrs = IpPair::V4 {
-            src: LOCAL_IP,
-            dst: REMOTE_IP,
-        };
-        TcpRepr::parse(&pkt, &addrs, ChecksumCaps::ALL)
+        TcpRepr::parse(&pkt, &addrs.pair_out(), ChecksumCaps::ALL)
     }
 
     /// An actual segment in script notation (script-relative numbers when known).
     fn describe(&self, seg: &[u8]) -> String {
-        match Self::parse_segment(seg) {
+        match Self::parse_segment(seg, self.addrs) {
             Ok(r) => describe_repr(&r, &self.ctx),
             Err(e) => format!("unparseable segment ({e})"),
         }
@@ -748,7 +1018,7 @@ impl Exec {
                     ),
                 );
             };
-            let repr = match Self::parse_segment(&seg) {
+            let repr = match Self::parse_segment(&seg, self.addrs) {
                 Ok(r) => r,
                 Err(e) => {
                     return fail(
@@ -804,6 +1074,15 @@ impl Exec {
                     self.cursor.advance(&event.time, sent_usecs);
                     return Ok(());
                 }
+                Ok(Progress::Partial { .. }) if self.strict_segments => {
+                    return fail(
+                        event.pos,
+                        format!(
+                            "expected `{line}` as one segment (--strict_segments), got `{}`",
+                            describe_repr(&repr, &before)
+                        ),
+                    );
+                }
                 Ok(Progress::Partial { .. }) => match piece_bytes {
                     Some(mss) if got_bytes != mss => {
                         return fail(
@@ -857,9 +1136,20 @@ impl Exec {
             .ctx
             .build_inbound(line, self.remote_port, dst_port, &payload)
             .map_err(|e| Stop::Fail(pos, format!("cannot build `{line}`: {e}")))?;
-        let frame = build_frame(&repr)
+        if line.flags.contains(wire::tcp::TcpFlags::SYN) {
+            self.ctx.seq.learn_peer_isn(line.seq.start);
+        }
+        let frame = build_frame(&repr, self.addrs)
             .map_err(|e| Stop::Fail(pos, format!("cannot emit `{line}`: {e}")))?;
-        self.stack.receive(self.now_ns, &frame, &RxMeta::NONE);
+        let mut meta = RxMeta::NONE;
+        if let Some(mss) = self.inbound_gro_mss
+            && line.seq.len_bytes > u32::from(mss)
+        {
+            meta.coalesced_segments =
+                u16::try_from(line.seq.len_bytes.div_ceil(u32::from(mss))).unwrap_or(u16::MAX);
+            meta.gro_mss_bytes = mss;
+        }
+        self.stack.receive(self.now_ns, &frame, &meta);
         self.drain()?;
         self.retry_pending()
     }
@@ -1006,8 +1296,12 @@ impl Exec {
         for a in &call.args {
             if let Expr::Symbol(s) = a
                 && (s == "AF_INET6" || s == "PF_INET6")
+                && !self.ipv4_mapped_ipv6
+                && !matches!(self.addrs, Addrs::V6 { .. })
             {
-                return skip("IPv6 sockets are not supported by the executor");
+                return skip(
+                    "an AF_INET6 socket in an IPv4 script (--ip_version=ipv6 or ipv4-mapped-ipv6 runs it)",
+                );
             }
             if let Expr::Symbol(s) = a
                 && s == "SOCK_DGRAM"
@@ -1030,7 +1324,7 @@ impl Exec {
             return Ok(Err("EINVAL"));
         }
         let (nodelay, maxseg) = (fd.nodelay, fd.maxseg);
-        let local = SocketAddr::new(IpAddr::V4(LOCAL_IP), SERVER_PORT);
+        let local = SocketAddr::new(self.addrs.local(), SERVER_PORT);
         let h = match self.stack.tcp_listen(local, backlog) {
             Ok(h) => h,
             Err(e) => return Ok(Err(errno_of(e))),
@@ -1220,7 +1514,7 @@ impl Exec {
             return Ok(Some(Err("EISCONN")));
         }
         let (nonblocking, nodelay, maxseg) = (f.nonblocking, f.nodelay, f.maxseg);
-        let remote = SocketAddr::new(IpAddr::V4(REMOTE_IP), SERVER_PORT);
+        let remote = SocketAddr::new(self.addrs.remote(), SERVER_PORT);
         let h = match self.stack.tcp_connect(self.now_ns, remote, 0) {
             Ok(h) => h,
             Err(e) => return Ok(Some(Err(errno_of(e)))),
@@ -2010,7 +2304,10 @@ pub fn describe_repr(r: &TcpRepr<'_>, ctx: &MatchContext) -> String {
         len
     );
     if r.flags.contains(wire::tcp::TcpFlags::ACK) {
-        s.push_str(&format!(" ack {}", ctx.seq.peer_script(r.ack_number)));
+        s.push_str(&format!(
+            " ack {}",
+            ctx.seq.peer_script_in(r.ack_number, r.flags)
+        ));
     }
     s.push_str(&format!(" win {}", r.window_len));
     let opts = repr_options_text(r, &ctx.seq);
@@ -2021,40 +2318,64 @@ pub fn describe_repr(r: &TcpRepr<'_>, ctx: &MatchContext) -> String {
     s
 }
 
-/// An Ethernet/IPv4 frame from the remote side carrying `repr`.
-fn build_frame(repr: &TcpRepr<'_>) -> Result<Vec<u8>, wire::Error> {
+/// An Ethernet/IP frame from the remote side carrying `repr`.
+fn build_frame(repr: &TcpRepr<'_>, addrs: Addrs) -> Result<Vec<u8>, wire::Error> {
     let tcp_len = repr.buffer_len();
-    let ip = Ipv4Repr {
-        src_addr: REMOTE_IP,
-        dst_addr: LOCAL_IP,
-        protocol: IpProtocol::TCP,
-        payload_len: tcp_len,
-        hop_limit: 64,
-        dscp: 0,
-        ecn: 0,
-        ident: 0,
-        dont_frag: true,
-        more_frags: false,
-        frag_offset_bytes: 0,
+    let (ethertype, ip_header) = match addrs {
+        Addrs::V4 { local, remote, .. } => {
+            let ip = Ipv4Repr {
+                src_addr: remote,
+                dst_addr: local,
+                protocol: IpProtocol::TCP,
+                payload_len: tcp_len,
+                hop_limit: 64,
+                dscp: 0,
+                ecn: 0,
+                ident: 0,
+                dont_frag: true,
+                more_frags: false,
+                frag_offset_bytes: 0,
+            };
+            let mut whole = vec![0u8; ip.buffer_len()];
+            ip.emit(
+                &mut Ipv4Packet::new_unchecked(&mut whole[..]),
+                ChecksumCaps::ALL,
+            )?;
+            whole.truncate(ip.buffer_len() - tcp_len);
+            (EtherType::IPV4, whole)
+        }
+        Addrs::V6 { local, remote, .. } => {
+            let ip = Ipv6Repr {
+                src_addr: remote,
+                dst_addr: local,
+                next_header: IpProtocol::TCP,
+                payload_len: tcp_len,
+                hop_limit: 64,
+                traffic_class: 0,
+                flow_label: 0,
+                ext_headers: [None; wire::MAX_EXT_HEADERS],
+            };
+            let mut whole = vec![0u8; ip.buffer_len()];
+            ip.emit(&mut Ipv6Packet::new_unchecked(&mut whole[..]))?;
+            whole.truncate(ip.header_len());
+            (EtherType::IPV6, whole)
+        }
     };
     let eth = EthernetRepr {
         src_addr: REMOTE_MAC,
         dst_addr: LOCAL_MAC,
         vlan: None,
-        ethertype: EtherType::IPV4,
+        ethertype,
     };
-    let mut buf = vec![0u8; eth.header_len() + ip.buffer_len()];
+    let mut buf = vec![0u8; eth.header_len() + ip_header.len() + tcp_len];
     let mut frame = EthernetFrame::new_unchecked(&mut buf[..]);
     eth.emit(&mut frame)?;
-    let mut pkt = Ipv4Packet::new_unchecked(frame.payload_mut());
-    ip.emit(&mut pkt, ChecksumCaps::ALL)?;
-    let addrs = IpPair::V4 {
-        src: REMOTE_IP,
-        dst: LOCAL_IP,
-    };
+    let payload = frame.payload_mut();
+    let (head, tcp) = payload.split_at_mut(ip_header.len());
+    head.copy_from_slice(&ip_header);
     repr.emit(
-        &mut TcpPacket::new_unchecked(pkt.payload_mut()),
-        &addrs,
+        &mut TcpPacket::new_unchecked(tcp),
+        &addrs.pair_in(),
         ChecksumCaps::ALL,
     )?;
     Ok(buf)
@@ -2092,8 +2413,20 @@ pub fn run_file(path: &std::path::Path, profile: &Profile) -> RunReport {
                 message: format!("cannot read: {e}"),
             },
             skipped_lines: 0,
+            assertions_checked: 0,
+            assertions_skipped: 0,
         },
     }
+}
+
+/// The script paths of an expected-passing list (`crates/conformance/PASSING`): one path per
+/// line, relative to the corpus root; blank lines and lines starting with `#` are ignored,
+/// surrounding whitespace is trimmed.
+pub fn expected_passing(list: &str) -> Vec<&str> {
+    list.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
 }
 
 /// Pass/fail/skip counts over a set of scripts.
@@ -2102,9 +2435,20 @@ pub struct Tally {
     pub passed: usize,
     pub failed: usize,
     pub skipped: usize,
+    /// `%{ }%` assertions evaluated, over the scripts added with [`Tally::add_report`].
+    pub assertions_checked: usize,
+    /// `%{ }%` assertions reached and not evaluated, likewise.
+    pub assertions_skipped: usize,
 }
 
 impl Tally {
+    /// Counts a script's outcome and its assertions.
+    pub fn add_report(&mut self, r: &RunReport) {
+        self.add(&r.outcome);
+        self.assertions_checked += r.assertions_checked;
+        self.assertions_skipped += r.assertions_skipped;
+    }
+
     pub fn add(&mut self, o: &Outcome) {
         match o {
             Outcome::Pass => self.passed += 1,
@@ -2118,8 +2462,12 @@ impl fmt::Display for Tally {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} passed, {} failed, {} skipped",
-            self.passed, self.failed, self.skipped
+            "{} passed, {} failed, {} skipped; assertions: {} checked, {} skipped",
+            self.passed,
+            self.failed,
+            self.skipped,
+            self.assertions_checked,
+            self.assertions_skipped
         )
     }
 }

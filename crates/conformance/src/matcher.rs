@@ -5,6 +5,11 @@
 //!   executor chooses ([`SeqSpace::new`]); its `ack` and SACK blocks refer to the stack's space;
 //! - numbers in an **outbound** line's `seq` are relative to the *stack's* ISN, learnt from the
 //!   first outbound SYN ([`SeqSpace::learn_stack_isn`], done by [`MatchContext::match_outbound`]);
+//! - as in packetdrill, the numbers of a SYN itself are absolute: a peer SYN written
+//!   `< S 999000:999000(0)` sets the peer's ISN, and the peer's later numbers (and the ACKs of
+//!   the stack's non-SYN segments) count from it ([`SeqSpace::learn_peer_isn`]); the ACK of the
+//!   stack's SYN-ACK is written absolute (`ack 999001`); the number written in the stack's SYN
+//!   stands for whatever ISN the stack chose;
 //!   its `ack` and SACK blocks refer to the script side's space.
 //!
 //! Timestamps (RFC 7323 §3), as packetdrill's `run_packet.c` does them: the stack's TS val
@@ -39,8 +44,12 @@ use wire::tcp::{
 /// Invariant: `live = base + script` (mod 2^32) in each space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SeqSpace {
-    /// Live value of script sequence number 0 on the script (remote peer) side.
+    /// Live value of script sequence number 0 on the script (remote peer) side, for every
+    /// packet but a SYN: the SYN's own number once one was sent ([`SeqSpace::learn_peer_isn`]).
     pub peer_base: SeqNumber,
+    /// Live value of script sequence number 0 in a SYN's sequence field: a SYN's number is
+    /// absolute in packetdrill, later numbers are relative to it.
+    pub peer_syn_base: SeqNumber,
     /// Live value of script sequence number 0 on the stack side; `None` until the stack's
     /// first SYN was matched.
     pub stack_base: Option<SeqNumber>,
@@ -51,7 +60,34 @@ impl SeqSpace {
     pub fn new(peer_base: SeqNumber) -> Self {
         SeqSpace {
             peer_base,
+            peer_syn_base: peer_base,
             stack_base: None,
+        }
+    }
+
+    /// Records the peer's ISN from the SYN the script numbered `script_seq`: as in
+    /// packetdrill, later non-SYN peer numbers (sequence, SACK blocks, the stack's ACKs) count
+    /// from it, so `< S 1000:1000(0)` then `< . 1:1(0)` sends sequence number ISN + 1.
+    pub fn learn_peer_isn(&mut self, script_seq: u32) {
+        self.peer_base = self.peer_syn_base + script_seq;
+    }
+
+    /// Script number of a live peer-side number carried by a segment with the given flags
+    /// (the ACK of a SYN-ACK is absolute, like the SYN it answers).
+    pub fn peer_script_in(&self, live: SeqNumber, flags: TcpFlags) -> u32 {
+        if flags.contains(TcpFlags::SYN) {
+            live.0.wrapping_sub(self.peer_syn_base.0)
+        } else {
+            self.peer_script(live)
+        }
+    }
+
+    /// Live number of a peer sequence number written in a line with the given flags.
+    pub fn peer_live_in(&self, script: u32, flags: TcpFlags) -> SeqNumber {
+        if flags.contains(TcpFlags::SYN) {
+            self.peer_syn_base + script
+        } else {
+            self.peer_base + script
         }
     }
 
@@ -332,11 +368,14 @@ impl MatchContext {
                 actual: actual.flags,
             });
         }
-        if expected.flags.contains(TcpFlags::SYN) && actual.flags.contains(TcpFlags::SYN) {
-            self.seq
-                .learn_stack_isn(expected.seq.start, actual.seq_number);
+        // As in packetdrill, the number a script writes in the stack's SYN stands for the
+        // stack's ISN, whatever it is (`> S. 1234:1234(0)`); later numbers count from it.
+        let syn = expected.flags.contains(TcpFlags::SYN) && actual.flags.contains(TcpFlags::SYN);
+        if syn {
+            self.seq.learn_stack_isn(0, actual.seq_number);
         }
         match self.seq.stack_script(actual.seq_number) {
+            _ if syn => {}
             None => out.push(Mismatch::StackIsnUnknown),
             Some(s) if s != expected.seq.start => out.push(Mismatch::Seq {
                 expected: expected.seq.start,
@@ -351,7 +390,7 @@ impl MatchContext {
             });
         }
         if let Some(a) = expected.ack {
-            let got = self.seq.peer_script(actual.ack_number);
+            let got = self.seq.peer_script_in(actual.ack_number, expected.flags);
             if got != a {
                 out.push(Mismatch::Ack {
                     expected: a,
@@ -532,7 +571,7 @@ impl MatchContext {
         let mut repr = TcpRepr {
             src_port,
             dst_port,
-            seq_number: self.seq.peer_live(line.seq.start),
+            seq_number: self.seq.peer_live_in(line.seq.start, line.flags),
             ack_number,
             flags: line.flags,
             window_len,

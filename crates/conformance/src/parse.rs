@@ -416,6 +416,8 @@ impl<'s> Parser<'s> {
             return Ok(EventTime::Any);
         }
         let relative = self.eat("+");
+        // `+` is a token of its own in packetdrill's lexer: `+ 0.00` is `+0.00`.
+        self.skip_inline_ws();
         let start_usecs = self.time_usecs()?;
         self.skip_inline_ws();
         let at = *self;
@@ -441,6 +443,7 @@ impl<'s> Parser<'s> {
             self.skip_inline_ws();
             if relative {
                 self.expect("+")?;
+                self.skip_inline_ws();
             } else if self.peek() == Some(b'+') {
                 return Err(self.error(ParseErrorKind::Expected("absolute end time")));
             }
@@ -833,6 +836,10 @@ impl<'s> Parser<'s> {
         {
             errno = Some(self.ident()?.to_string());
             self.skip_inline_ws();
+        }
+        // packetdrill's `opt_note` stands on its own: `= 0x2 (flags O_RDWR)` and
+        // `= -1 (Invalid Argument)` carry a note and no errno.
+        {
             if self.peek() == Some(b'(') {
                 let start = *self;
                 self.bump();
@@ -1173,6 +1180,14 @@ mod tests {
                 },
             ),
             ("+.002", EventTime::Relative { after_usecs: 2_000 }),
+            ("+ 0.00", EventTime::Relative { after_usecs: 0 }),
+            (
+                "+ 1.2 ~ + 1.240",
+                EventTime::RelativeRange {
+                    start_usecs: 1_200_000,
+                    end_usecs: 1_240_000,
+                },
+            ),
             ("*", EventTime::Any),
             (
                 "+0...0.200",
@@ -1214,6 +1229,23 @@ mod tests {
             let ev = parse_event(&format!("{text} close(3) = 0")).expect(text);
             assert_eq!(ev.time, time, "{text}");
         }
+    }
+
+    #[test]
+    fn a_note_may_follow_the_return_value_without_an_errno() {
+        let c = call("+0 fcntl(3, F_GETFL) = 0x2 (flags O_RDWR)");
+        assert_eq!(c.ret, Expr::Int(2));
+        assert_eq!(c.errno, None);
+        assert_eq!(c.errno_note.as_deref(), Some("flags O_RDWR"));
+        let c =
+            call("+0 setsockopt(3, SOL_TCP, TCP_FASTOPEN_KEY, \"\", 0) = -1 (Invalid Argument)");
+        assert_eq!(c.ret, Expr::Int(-1));
+        assert_eq!(c.errno, None);
+        assert_eq!(c.errno_note.as_deref(), Some("Invalid Argument"));
+        assert_eq!(
+            c.to_string(),
+            "setsockopt(3, SOL_TCP, TCP_FASTOPEN_KEY, \"\", 0) = -1 (Invalid Argument)"
+        );
     }
 
     #[test]

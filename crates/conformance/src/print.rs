@@ -236,9 +236,9 @@ impl fmt::Display for SyscallLine {
         write!(f, ") = {}", self.ret)?;
         if let Some(e) = &self.errno {
             write!(f, " {e}")?;
-            if let Some(n) = &self.errno_note {
-                write!(f, " ({n})")?;
-            }
+        }
+        if let Some(n) = &self.errno_note {
+            write!(f, " ({n})")?;
         }
         Ok(())
     }

@@ -26,8 +26,17 @@ fn pkt_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn corpus() -> Vec<(PathBuf, String)> {
+    corpus_at(&corpus_dir())
+}
+
+/// Google's whole suite, copied into this crate (`corpus/packetdrill-google-all/`, GPL-2.0).
+fn full_suite() -> Vec<(PathBuf, String)> {
+    corpus_at(&Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/packetdrill-google-all"))
+}
+
+fn corpus_at(dir: &Path) -> Vec<(PathBuf, String)> {
     let mut files = Vec::new();
-    pkt_files(&corpus_dir(), &mut files);
+    pkt_files(dir, &mut files);
     files
         .into_iter()
         .map(|p| {
@@ -92,6 +101,43 @@ fn every_corpus_script_round_trips_through_the_printer() {
         // Printing is a fixpoint after one round.
         assert_eq!(printed, second.to_string(), "{}", path.display());
     }
+}
+
+/// Every script of Google's whole suite (162, SOURCE.md) parses, and printing then re-parsing
+/// gives the same AST.
+#[test]
+fn every_script_of_the_full_suite_parses_and_round_trips() {
+    let scripts = full_suite();
+    assert_eq!(scripts.len(), 162);
+    let mut failures = Vec::new();
+    for (path, text) in &scripts {
+        let first = match parse_script(text) {
+            Ok(s) => s,
+            Err(e) => {
+                failures.push(format!("{}:{e}", path.display()));
+                continue;
+            }
+        };
+        assert!(!first.events.is_empty(), "{} has no events", path.display());
+        let printed = first.to_string();
+        let second = match parse_script(&printed) {
+            Ok(s) => s,
+            Err(e) => {
+                failures.push(format!("{}: reprint does not parse: {e}", path.display()));
+                continue;
+            }
+        };
+        if !first.same_content(&second) {
+            failures.push(format!(
+                "{}: AST changed through print/parse",
+                path.display()
+            ));
+        }
+        if printed != second.to_string() {
+            failures.push(format!("{}: printing is not a fixpoint", path.display()));
+        }
+    }
+    assert!(failures.is_empty(), "failures:\n{}", failures.join("\n"));
 }
 
 #[test]

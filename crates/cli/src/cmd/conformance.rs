@@ -1,12 +1,12 @@
-//! `rsstack conformance DIR [--profile P] [--min-passed N]`: runs every packetdrill script under
-//! DIR against the stack and prints `pass|fail|skip PATH [reason]` per script, then
-//! `N passed, N failed, N skipped`.
+//! `rsstack conformance DIR [--profile P] [--expect-passing FILE | --min-passed N]`: runs every
+//! packetdrill script under DIR against the stack and prints `pass|fail|skip PATH [reason]` per
+//! script, then `N passed, N failed, N skipped; assertions: N checked, N skipped`.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use conformance::exec::{Outcome, Profile, Tally, run_file, script_files};
+use conformance::exec::{Outcome, Profile, Tally, expected_passing, run_file, script_files};
 
 use super::CliError;
 
@@ -21,8 +21,13 @@ pub struct ConformanceArgs {
     profile: String,
     /// Succeed when at least N scripts pass (the count recorded in the repository), even if
     /// others fail. Without it any failing script makes the command fail.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with = "expect_passing")]
     min_passed: Option<usize>,
+    /// Succeed when every script FILE lists passes (one path per line, relative to DIR; `#`
+    /// comments), even if others fail or skip; fail naming each listed script that does not
+    /// pass (or is missing). Scripts that pass without being listed are printed as `new pass`.
+    #[arg(long, value_name = "FILE")]
+    expect_passing: Option<PathBuf>,
 }
 
 pub fn run(args: ConformanceArgs, out: &mut impl Write) -> Result<(), CliError> {
@@ -38,13 +43,28 @@ pub fn run(args: ConformanceArgs, out: &mut impl Write) -> Result<(), CliError> 
             args.dir.display()
         )));
     }
+    let expected = match &args.expect_passing {
+        Some(file) => Some(
+            std::fs::read_to_string(file)
+                .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", file.display())))?,
+        ),
+        None => None,
+    };
+    let expected: Option<std::collections::BTreeSet<&str>> = expected
+        .as_deref()
+        .map(|t| expected_passing(t).into_iter().collect());
+    let mut passed = std::collections::BTreeSet::new();
     let files = script_files(&args.dir)
         .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", args.dir.display())))?;
     let mut tally = Tally::default();
     for path in files {
         let report = run_file(&path, &profile);
-        tally.add(&report.outcome);
-        let rel = path.strip_prefix(&args.dir).unwrap_or(&path).display();
+        tally.add_report(&report);
+        let rel_path = path.strip_prefix(&args.dir).unwrap_or(&path);
+        if report.outcome == Outcome::Pass {
+            passed.insert(rel_path.to_string_lossy().replace('\\', "/"));
+        }
+        let rel = rel_path.display();
         match &report.outcome {
             // Shell and `%{ }%` lines are never run: say how many a passing script had.
             Outcome::Pass if report.skipped_lines > 0 => writeln!(
@@ -58,6 +78,25 @@ pub fn run(args: ConformanceArgs, out: &mut impl Write) -> Result<(), CliError> 
         }
     }
     writeln!(out, "{tally}")?;
+    if let Some(expected) = expected {
+        for new in passed.iter().filter(|p| !expected.contains(p.as_str())) {
+            writeln!(out, "new pass {new} (not in the expected-passing list yet)")?;
+        }
+        let broken: Vec<&str> = expected
+            .iter()
+            .copied()
+            .filter(|e| !passed.contains(*e))
+            .collect();
+        return if broken.is_empty() {
+            Ok(())
+        } else {
+            Err(CliError::Failed(format!(
+                "{} scripts recorded as passing did not pass: {}",
+                broken.len(),
+                broken.join(", ")
+            )))
+        };
+    }
     match args.min_passed {
         Some(min) if tally.passed < min => Err(CliError::Failed(format!(
             "{} scripts passed, fewer than the recorded {min}",
@@ -86,7 +125,38 @@ mod tests {
             dir,
             profile: profile.to_string(),
             min_passed,
+            expect_passing: None,
         }
+    }
+
+    #[test]
+    fn a_recorded_script_that_does_not_pass_fails_the_run() {
+        let dir = std::env::temp_dir().join(format!("rsstack-conf-expect-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        let list = dir.join("PASSING");
+        let run_with = |text: &str| {
+            std::fs::write(&list, text).expect("write list");
+            let mut a = args(corpus("close"), "linux-compat", None);
+            a.expect_passing = Some(list.clone());
+            let mut out = Vec::new();
+            let r = run(a, &mut out);
+            (r, String::from_utf8(out).expect("utf-8"))
+        };
+        // All listed pass; one passing script is not listed: reported, not an error.
+        let (r, text) =
+            run_with("# comment\nclose-local-close-then-remote-fin.pkt\n\nclose-on-syn-sent.pkt\n");
+        assert!(r.is_ok(), "{r:?}\n{text}");
+        assert!(
+            text.contains("new pass close-remote-fin-then-close.pkt"),
+            "{text}"
+        );
+        // A listed script that is missing (or fails, or skips) fails the run, by name.
+        let (r, _) = run_with("close-local-close-then-remote-fin.pkt\nno-such-script.pkt\n");
+        match r {
+            Err(CliError::Failed(msg)) => assert!(msg.contains("no-such-script.pkt"), "{msg}"),
+            other => panic!("expected a failure, got {other:?}"),
+        }
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
@@ -98,7 +168,10 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
         assert!(lines[0].starts_with("pass close-local-close-then-remote-fin.pkt"));
-        assert_eq!(lines[3], "3 passed, 0 failed, 0 skipped");
+        assert_eq!(
+            lines[3],
+            "3 passed, 0 failed, 0 skipped; assertions: 0 checked, 0 skipped"
+        );
     }
 
     #[test]
