@@ -525,14 +525,16 @@ impl TcpCx<'_> {
     pub(crate) fn tcp_handle_timeout(&mut self, now: u64) {
         // Everything due, earliest first (ties by slot index): deterministic order. Collected
         // first so a connection whose deadline does not move cannot loop here.
-        let due: Vec<usize> = self
-            .tcp
-            .timers
-            .iter()
-            .take_while(|&&(t, _)| t <= now)
-            .map(|&(_, i)| i)
-            .collect();
-        for i in due {
+        let mut due = std::mem::take(&mut self.tcp.due_scratch);
+        due.clear();
+        due.extend(
+            self.tcp
+                .timers
+                .iter()
+                .take_while(|&&(t, _)| t <= now)
+                .map(|&(_, i)| i),
+        );
+        for &i in &due {
             if self.moved_mut(i).is_some() {
                 self.tcp_drop_marker(i);
                 self.tcp.counters.tcp_moved_expired += 1;
@@ -543,6 +545,8 @@ impl TcpCx<'_> {
             }
             self.tcp_after_input(i);
         }
+        due.clear();
+        self.tcp.due_scratch = due;
     }
 
     // ------------------------------------------------------------------ application calls

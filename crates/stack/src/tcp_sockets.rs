@@ -225,6 +225,9 @@ pub(crate) struct TcpTable {
     /// (deadline, slot) of every connection with a timer: `poll_timeout` is the first entry.
     /// Invariant: holds `(t, i)` iff connection `i` has `armed_ns == Some(t)`.
     pub(crate) timers: BTreeSet<(u64, usize)>,
+    /// Reused by `tcp_handle_timeout` for the slots due at one instant (empty between calls),
+    /// so firing timers allocates nothing once it has grown.
+    pub(crate) due_scratch: Vec<usize>,
     pub(crate) isn: IsnGenerator,
     pub(crate) cookies: SynCookies,
     /// Seed of the software flow hash.
@@ -264,6 +267,7 @@ impl TcpTable {
             dirty: BTreeSet::new(),
             flush_cursor: 0,
             timers: BTreeSet::new(),
+            due_scratch: Vec::new(),
             isn: IsnGenerator::new(secret),
             // A different key from the ISN generator's (RFC 4987 §3.6 cookies must not let a
             // peer learn our ISN secret, nor the reverse).
