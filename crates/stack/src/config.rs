@@ -148,10 +148,19 @@ pub struct Limits {
     pub neighbor_retry_ns: u64,
     /// Requests sent before giving up (RFC 4861 §10 MAX_MULTICAST_SOLICIT = 3).
     pub neighbor_requests_max: u8,
-    /// Datagrams under reassembly at once (IPv4 and IPv6 together).
+    /// Datagrams under reassembly at once (IPv4 and IPv6 together): bounds the table itself.
+    /// When full, a new datagram evicts the oldest one (`rx_reasm_evicted_table`).
     pub reasm_datagrams_max: usize,
     /// Largest reassembled datagram payload in bytes.
     pub reasm_bytes_max: usize,
+    /// Bytes all datagrams under reassembly may hold together (buffers plus
+    /// `reasm::ENTRY_OVERHEAD_BYTES` each), like Linux's `ipfrag_high_thresh` (4 MiB). Past
+    /// it the oldest datagram is evicted (`rx_reasm_evicted_memory`).
+    pub reasm_mem_max: usize,
+    /// Bytes the datagrams from one source address may hold together; past it that source's
+    /// own oldest datagram is evicted (`rx_reasm_evicted_source`), so one source cannot take
+    /// the table from others. Should fit a datagram of `reasm_bytes_max`.
+    pub reasm_source_mem_max: usize,
     /// Reassembly timeout (RFC 8200 §4.5: 60 s; RFC 791 suggests 15 s; we default to 30 s).
     pub reasm_timeout_ns: u64,
     /// Frames waiting in the transmit queue.
@@ -187,8 +196,13 @@ impl Default for Limits {
             neighbor_reachable_ns: 30 * NS_PER_S,
             neighbor_retry_ns: NS_PER_S,
             neighbor_requests_max: 3,
-            reasm_datagrams_max: 64,
+            // About 800 empty first fragments fit one source's 256 KiB, so a single source
+            // never fills the table; several can, and then the oldest goes.
+            reasm_datagrams_max: 1024,
             reasm_bytes_max: 65_535,
+            reasm_mem_max: 4 << 20,
+            // Four datagrams of the largest size; 1/16 of the global bound.
+            reasm_source_mem_max: 256 << 10,
             reasm_timeout_ns: 30 * NS_PER_S,
             tx_queue_frames_max: 1024,
             sockets_max: 1024,

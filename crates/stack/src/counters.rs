@@ -112,9 +112,18 @@ counters! {
     rx_drop_reasm_condemned,
     /// Datagrams dropped because their reassembly timer expired.
     rx_drop_reasm_timeout,
-    /// Fragments dropped because the reassembly table was full.
+    /// Fragments dropped because the reassembly table was full and nothing could be evicted
+    /// (only with a zero-sized table: otherwise the oldest datagram is evicted).
     rx_drop_reasm_table_full,
-    /// Datagrams dropped because they would exceed the per-datagram byte limit (or 65535).
+    /// Datagrams evicted (oldest first) because the table held `reasm_datagrams_max`.
+    rx_reasm_evicted_table,
+    /// Datagrams evicted (oldest first) because all reassembly held `reasm_mem_max` bytes.
+    rx_reasm_evicted_memory,
+    /// Datagrams evicted (the source's oldest first) because one source held
+    /// `reasm_source_mem_max` bytes.
+    rx_reasm_evicted_source,
+    /// Datagrams dropped because they would exceed the per-datagram byte limit (or 65535),
+    /// or alone the per-source or global reassembly memory bound.
     rx_drop_reasm_too_big,
     /// Fragments with a bad length (a non-final fragment not a multiple of 8, or an end that
     /// disagrees with the known total length): the whole datagram is dropped.

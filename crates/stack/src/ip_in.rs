@@ -132,7 +132,8 @@ pub(crate) struct IpIn {
 impl IpIn {
     pub(crate) fn new(cfg: Arc<StackConfig>) -> IpIn {
         let l = &cfg.limits;
-        let reasm = Reassembler::new(l.reasm_datagrams_max, l.reasm_bytes_max, l.reasm_timeout_ns);
+        let reasm = Reassembler::new(l.reasm_datagrams_max, l.reasm_bytes_max, l.reasm_timeout_ns)
+            .with_memory(l.reasm_mem_max, l.reasm_source_mem_max);
         IpIn {
             counters: Counters::default(),
             reasm,
@@ -327,14 +328,16 @@ impl IpIn {
             ident: repr.ident,
         };
         let offset = usize::from(repr.frag_offset_bytes);
-        match self.reasm.add(
+        let res = self.reasm.add(
             now,
             key,
             repr.protocol.0,
             offset,
             repr.more_frags,
             pkt.payload(),
-        ) {
+        );
+        self.count_reasm_evictions();
+        match res {
             Ok(done) => {
                 self.counters.rx_reassembled += 1;
                 // Rebuild a whole datagram so ICMP errors can quote its header.
@@ -356,6 +359,15 @@ impl IpIn {
             }
             Err(e) => self.count_reasm_drop(e),
         }
+    }
+
+    /// Counts the evictions the last `Reassembler::add` made, by reason.
+    fn count_reasm_evictions(&mut self) {
+        let ev = self.reasm.take_evictions();
+        let c = &mut self.counters;
+        c.rx_reasm_evicted_table += ev.table;
+        c.rx_reasm_evicted_memory += ev.memory;
+        c.rx_reasm_evicted_source += ev.source;
     }
 
     fn count_reasm_drop(&mut self, e: ReasmDrop) {
@@ -500,6 +512,7 @@ impl IpIn {
                             header.more_frags,
                             data,
                         );
+                        self.count_reasm_evictions();
                         match res {
                             Ok(done) => {
                                 self.counters.rx_reassembled += 1;

@@ -224,6 +224,16 @@ impl Stack {
         self.ip_in.reasm().len()
     }
 
+    /// Bytes charged for datagrams under reassembly (never above `Limits::reasm_mem_max`).
+    pub fn reassembly_bytes_held(&self) -> usize {
+        self.ip_in.reasm().held_bytes()
+    }
+
+    /// Datagrams under reassembly from one source address.
+    pub fn reassembly_in_progress_from(&self, src: IpAddr) -> usize {
+        self.ip_in.reasm().source_len(src)
+    }
+
     // ------------------------------------------------------------------ driver interface
 
     /// Processes one received Ethernet frame with what the NIC learnt about it (`meta`;

@@ -211,7 +211,7 @@ fn incomplete_datagram_times_out_and_is_counted() {
 }
 
 #[test]
-fn reassembly_table_full_is_counted() {
+fn full_reassembly_table_evicts_the_oldest_and_counts_it() {
     let mut cb = config_b();
     cb.limits.reasm_datagrams_max = 2;
     let mut p = Pair::with(config_a(), cb);
@@ -220,7 +220,8 @@ fn reassembly_table_full_is_counted() {
         let frags = captured_fragments(&mut p, v4(IP_B, 9), 2000);
         p.b.receive(p.now, &frags[0], &RxMeta::NONE);
     }
-    assert_eq!(p.b.counters().rx_drop_reasm_table_full, 1);
+    assert_eq!(p.b.counters().rx_reasm_evicted_table, 1);
+    assert_eq!(p.b.counters().rx_drop_reasm_table_full, 0);
     assert_eq!(p.b.reassembly_in_progress(), 2);
 }
 
