@@ -154,3 +154,42 @@ fn full_table_evicts_the_oldest_instead_of_refusing() {
     assert_eq!(p.b.counters().rx_reasm_evicted_table, 93);
     assert_eq!(p.b.counters().rx_drop_reasm_table_full, 0);
 }
+
+#[test]
+fn legit_v6_datagram_reassembles_after_1000_incomplete_first_fragments_from_one_source() {
+    let mut p = Pair::new();
+    let srv = p.b.udp_bind(v6(IP6_B, 9)).expect("bind");
+    resolve(&mut p);
+    let send = |p: &mut Pair, len: usize| {
+        let cli = p.a.udp_bind(v6(IP6_A, 0)).expect("bind");
+        p.capture_a = true;
+        p.a.udp_send_to(p.now, cli, v6(IP6_B, 9), &payload(len))
+            .expect("send");
+        p.exchange();
+        p.capture_a = false;
+        std::mem::take(&mut p.captured_a)
+    };
+    let template = send(&mut p, 3000).swap_remove(0);
+    let attacker: core::net::Ipv6Addr = "fd00::66".parse().expect("addr");
+    let mem_max = p.b.config().limits.reasm_mem_max;
+    for i in 0..1000u32 {
+        let mut f = template.clone();
+        wire::Ipv6Packet::new_checked(&mut f[ETH..])
+            .expect("ipv6")
+            .set_src_addr(attacker);
+        // The fragment header follows the fixed header: its identification at +4.
+        f[ETH + 44..ETH + 48].copy_from_slice(&i.to_be_bytes());
+        p.b.receive(p.now, &f, &RxMeta::NONE);
+        assert!(p.b.reassembly_bytes_held() <= mem_max, "frame {i}");
+    }
+    assert!(p.b.counters().rx_reasm_evicted_source > 0);
+    let cap = p.b.config().limits.reasm_source_mem_max / stack::reasm::ENTRY_OVERHEAD_BYTES;
+    assert!(p.b.reassembly_in_progress_from(IpAddr::V6(attacker)) <= cap);
+    for f in &send(&mut p, 3000) {
+        p.b.receive(p.now, f, &RxMeta::NONE);
+    }
+    assert_eq!(
+        p.b.udp_recv_from(srv).expect("delivered").payload,
+        payload(3000)
+    );
+}
