@@ -5,7 +5,7 @@ mod harness;
 
 use harness::{MS, Pair, Verdict, pattern};
 use proptest::prelude::*;
-use tcp::{Config, CongestionControl, State};
+use tcp::{CloseReason, Config, CongestionControl, Connection, State};
 
 /// xorshift64*: a tiny deterministic RNG for fault decisions.
 struct Rng(u64);
@@ -18,6 +18,22 @@ impl Rng {
     }
     fn chance(&mut self, per_mille: u64) -> bool {
         self.next() % 1000 < per_mille
+    }
+}
+
+/// Whether `c` has finished closing: in TIME-WAIT, or CLOSED. A wait for this stops on any
+/// close; [`clean_close`] then says whether it was the orderly one.
+fn finished(c: &Connection) -> bool {
+    matches!(c.state(), State::TimeWait | State::Closed)
+}
+
+/// `Ok` when `c` closed the orderly way: TIME-WAIT (it closed first and both FINs were
+/// acknowledged), or CLOSED with the engine's reason `Normal` — not a reset, a timeout or an
+/// abort, which also end in CLOSED.
+fn clean_close(who: &str, c: &Connection) -> Result<(), String> {
+    match (c.state(), c.close_reason()) {
+        (State::TimeWait, None) | (State::Closed, Some(CloseReason::Normal)) => Ok(()),
+        (state, reason) => Err(format!("{who} ended in {state:?}, close reason {reason:?}")),
     }
 }
 
@@ -48,13 +64,12 @@ fn run(seed: u64, loss_per_mille: u64, config: Config) {
     // And the connection closes cleanly.
     p.a.shutdown_write().unwrap();
     p.b.shutdown_write().unwrap();
-    p.run_until(
-        |p| {
-            matches!(p.a.state(), State::TimeWait | State::Closed)
-                && matches!(p.b.state(), State::TimeWait | State::Closed)
-        },
-        600_000 * MS,
-    );
+    p.run_until(|p| finished(&p.a) && finished(&p.b), 600_000 * MS);
+    for (who, c) in [("A", &p.a), ("B", &p.b)] {
+        if let Err(e) = clean_close(who, c) {
+            panic!("seed {seed}: {e}");
+        }
+    }
 }
 
 proptest! {
@@ -148,10 +163,9 @@ proptest! {
         prop_assert!(p.a_read == b);
         p.a.shutdown_write().unwrap();
         p.b.shutdown_write().unwrap();
-        p.run_until(
-            |p| matches!(p.a.state(), State::TimeWait | State::Closed) && matches!(p.b.state(), State::TimeWait | State::Closed),
-            3_000_000 * MS,
-        );
+        p.run_until(|p| finished(&p.a) && finished(&p.b), 3_000_000 * MS);
+        prop_assert_eq!(clean_close("A", &p.a), Ok(()));
+        prop_assert_eq!(clean_close("B", &p.b), Ok(()));
         prop_assert!(p.a.invariant_violation().is_none() && p.b.invariant_violation().is_none());
     }
 }
@@ -184,7 +198,8 @@ proptest! {
         p.a.shutdown_write().unwrap();
         p.run_until(|p| p.b.state() == State::CloseWait, 3_000_000 * MS);
         p.b.shutdown_write().unwrap();
-        p.run_until(|p| p.b.state() == State::Closed && matches!(p.a.state(), State::TimeWait | State::Closed), 3_000_000 * MS);
-        prop_assert_eq!(p.b.close_reason(), Some(tcp::CloseReason::Normal));
+        p.run_until(|p| p.b.state() == State::Closed && finished(&p.a), 3_000_000 * MS);
+        prop_assert_eq!(p.b.close_reason(), Some(CloseReason::Normal));
+        prop_assert_eq!(clean_close("A", &p.a), Ok(()));
     }
 }
