@@ -12,14 +12,15 @@ use testnet::{Result, check, require_root};
 
 const PING_LIMIT: Duration = Duration::from_secs(30);
 
-/// Pings rsstack `count` times over IPv4 and IPv6; returns the replies (v4, v6).
-fn ping_both(topo: &Topology, count: u32) -> Result<(u64, u64)> {
+/// Pings rsstack `count` times over IPv4 and IPv6, one every `interval` seconds; returns the
+/// replies (v4, v6).
+fn ping_both(topo: &Topology, count: u32, interval: &str) -> Result<(u64, u64)> {
     let count = count.to_string();
     let mut replies = [0; 2];
     for (i, (flag, addr)) in [("-4", DUT_V4), ("-6", DUT_V6)].into_iter().enumerate() {
         let out = topo.peer.run(
             "ping",
-            &[flag, "-c", &count, "-i", "0.1", "-W", "2", addr],
+            &[flag, "-c", &count, "-i", interval, "-W", "2", addr],
             PING_LIMIT,
         )?;
         let (sent, got) = ping_counts(&out.stdout)
@@ -35,7 +36,7 @@ fn every_ping_answered(backend: Backend) -> Result<()> {
     need_tools(&["ping"])?;
     let topo = Topology::new(backend, Offloads::Default)?;
     let server = topo.serve(&["serve", "echo", "--port", "7"])?;
-    let (v4, v6) = ping_both(&topo, 3)?;
+    let (v4, v6) = ping_both(&topo, 3, "0.1")?;
     check((v4, v6) == (3, 3), || {
         format!("{backend:?}: replies v4 {v4}/3, v6 {v6}/3")
     })?;
@@ -103,11 +104,32 @@ fn linux_ping_gets_replies_over_af_packet_with_one_percent_loss() -> Result<()> 
     let topo = Topology::new(Backend::AfPacket, Offloads::Default)?;
     topo.peer.add_random_loss(0.01)?;
     let server = topo.serve(&["serve", "echo", "--port", "7"])?;
-    // Each echo crosses the loss rules twice (2 % lost): 20 pings losing more than 5 has a
-    // probability below 1e-5.
-    let (v4, v6) = ping_both(&topo, 20)?;
-    check(v4 >= 15 && v6 >= 15, || {
-        format!("replies v4 {v4}/20, v6 {v6}/20 under 1 % loss")
+    // Each echo crosses the loss rules twice (≈2 % lost). 500 pings a family put ≈2,000
+    // packets through the rules, so that none is dropped has probability 0.99^2000 ≈ 2e-9: a
+    // run that lost nothing is a broken rule, not luck. Losing more than 30 of 500 (mean 10)
+    // has probability below 1e-6. (20 pings, as before, lost nothing in ≈45 % of runs.)
+    const PINGS: u32 = 500;
+    let (v4, v6) = ping_both(&topo, PINGS, "0.01")?;
+    let min = u64::from(PINGS) - 30;
+    check(v4 >= min && v6 >= min, || {
+        format!("replies v4 {v4}/{PINGS}, v6 {v6}/{PINGS} under 1 % loss")
+    })?;
+    topo.peer.expect_random_loss_dropped()?;
+    let counts = topo.peer.random_loss_counts()?;
+    let missing = 2 * u64::from(PINGS) - v4 - v6;
+    // The rules saw the pings (each request on OUTPUT, each reply that came back on INPUT),
+    // and every missing reply is one they dropped: rsstack itself lost none.
+    check(counts.seen >= 2 * u64::from(PINGS) + v4 + v6, || {
+        format!(
+            "the loss rules saw only {} packets:\n{}",
+            counts.seen, counts.listing
+        )
+    })?;
+    check(missing <= counts.dropped, || {
+        format!(
+            "{missing} replies missing but the loss rules dropped only {}:\n{}",
+            counts.dropped, counts.listing
+        )
     })?;
     server.stop().map(drop)
 }

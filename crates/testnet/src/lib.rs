@@ -127,6 +127,27 @@ pub fn require_root(test: &str) -> bool {
     false
 }
 
+/// True when `program` is installed, so a part of `test` that needs it may run. When it is
+/// missing the part is skipped with a message saying so, unless `RSSTACK_REQUIRE_ROOT_TESTS`
+/// is set (CI, `scripts/test.sh` as root, which installs every tool): there a missing tool
+/// panics, so a check never passes by not running.
+pub fn want_program(test: &str, program: &str) -> bool {
+    if have_program(program) {
+        return true;
+    }
+    if std::env::var_os("RSSTACK_REQUIRE_ROOT_TESTS").is_some() {
+        panic!(
+            "{test} needs {program}, which is not installed, and RSSTACK_REQUIRE_ROOT_TESTS is \
+             set (scripts/test.sh installs it)"
+        );
+    }
+    eprintln!(
+        "{test}: {program} is not installed, its check skipped (set RSSTACK_REQUIRE_ROOT_TESTS=1 \
+         to make this an error)"
+    );
+    false
+}
+
 /// A name unique in this machine for this process's lifetime: `<prefix>-<pid>-<n>`.
 pub fn unique_name(prefix: &str) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);

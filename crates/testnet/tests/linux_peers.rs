@@ -123,7 +123,10 @@ fn curl_fetches_an_intact_file_from_python_under_one_percent_random_loss() -> Re
             counts.seen, counts.listing
         )
     })?;
-    if have_program("wrk") {
+    if testnet::want_program(
+        "curl_fetches_an_intact_file_from_python_under_one_percent_random_loss",
+        "wrk",
+    ) {
         let out = b.run(
             "wrk",
             &[
