@@ -1,0 +1,786 @@
+//! The executor's system calls: each `sys_*` handler turns one script call (`socket`,
+//! `listen`, `accept`, `connect`, `read`/`write`/`sendmsg`, `close`, `shutdown`, `fcntl`,
+//! `ioctl`, `setsockopt`/`getsockopt`, `epoll_*`) into the stack's socket API and the result
+//! packetdrill expects, blocking calls included. The event loop and the packet side are in
+//! the parent module.
+
+use super::*;
+
+impl Exec {
+    pub(super) fn fd_num(pos: Pos, call: &SyscallLine) -> Result<i64, Stop> {
+        match call.args.first() {
+            Some(Expr::Int(n)) => Ok(*n),
+            _ => fail(pos, format!("{}: first argument is not an fd", call.name)),
+        }
+    }
+
+    pub(super) fn fd_arg(&mut self, pos: Pos, call: &SyscallLine) -> Result<&mut Fd, Stop> {
+        let n = Self::fd_num(pos, call)?;
+        match self.fds.get_mut(&n) {
+            Some(fd) => Ok(fd),
+            None => fail(pos, format!("{}: fd {n} is not open", call.name)),
+        }
+    }
+
+    pub(super) fn sys_socket(&mut self, call: &SyscallLine) -> Result<CallResult, Stop> {
+        for a in &call.args {
+            if let Expr::Symbol(s) = a
+                && (s == "AF_INET6" || s == "PF_INET6")
+                && !self.ipv4_mapped_ipv6
+                && !matches!(self.addrs, Addrs::V6 { .. })
+            {
+                return skip(
+                    "an AF_INET6 socket in an IPv4 script (--ip_version=ipv6 or ipv4-mapped-ipv6 runs it)",
+                );
+            }
+            if let Expr::Symbol(s) = a
+                && s == "SOCK_DGRAM"
+            {
+                return skip("UDP sockets are not supported by the executor");
+            }
+        }
+        let fd = self.new_fd(call);
+        self.fds.insert(fd, Fd::new(FdKind::Fresh));
+        Ok(Ok(fd))
+    }
+
+    pub(super) fn sys_listen(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
+        let backlog = match call.args.get(1) {
+            Some(Expr::Int(n)) => usize::try_from(*n).unwrap_or(0).max(1),
+            _ => 1,
+        };
+        let fd = self.fd_arg(pos, call)?;
+        if fd.kind != FdKind::Fresh {
+            return Ok(Err("EINVAL"));
+        }
+        let (nodelay, maxseg) = (fd.nodelay, fd.maxseg);
+        let local = SocketAddr::new(self.addrs.local(), SERVER_PORT);
+        let h = match self.stack.tcp_listen(local, backlog) {
+            Ok(h) => h,
+            Err(e) => return Ok(Err(errno_of(e))),
+        };
+        if let Some(v) = nodelay {
+            let _ = self.stack.set_option(h, SocketOption::NoDelay(v));
+        }
+        if let Some(v) = maxseg {
+            let _ = self.stack.set_option(h, SocketOption::MaxSegment(v));
+        }
+        let fd = self.fd_arg(pos, call)?;
+        fd.kind = FdKind::Listener(h);
+        self.local_port = Some(SERVER_PORT);
+        Ok(Ok(0))
+    }
+
+    /// Runs or parks a call that may block; `None` when it was parked.
+    pub(super) fn maybe_block(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+        op: PendingOp,
+        nonblocking: bool,
+    ) -> Result<Option<CallResult>, Stop> {
+        match self.attempt(call, op)? {
+            Attempt::Done(r) => Ok(Some(r)),
+            Attempt::Blocked(_) if nonblocking => Ok(Some(Err("EAGAIN"))),
+            Attempt::Blocked(op) => {
+                self.pending = Some(Pending {
+                    pos,
+                    call: call.clone(),
+                    window,
+                    op,
+                });
+                Ok(None)
+            }
+        }
+    }
+
+    pub(super) fn retry_pending(&mut self) -> Result<(), Stop> {
+        let Some(p) = self.pending.take() else {
+            return Ok(());
+        };
+        match self.attempt(&p.call, p.op)? {
+            Attempt::Done(r) => {
+                // The stack may have sent something as part of the call (a window update).
+                self.check_return(p.pos, &p.call, p.window, r)
+            }
+            Attempt::Blocked(op) => {
+                self.pending = Some(Pending { op, ..p });
+                Ok(())
+            }
+        }
+    }
+
+    /// packetdrill maps script fds to live ones: the fd a script expects `socket()` or
+    /// `accept()` to return names the new socket from then on.
+    pub(super) fn new_fd(&mut self, call: &SyscallLine) -> i64 {
+        let n = match call.ret {
+            Expr::Int(n)
+                if n >= 0 && !self.fds.contains_key(&n) && !self.epolls.contains_key(&n) =>
+            {
+                n
+            }
+            _ => self.next_fd,
+        };
+        self.next_fd = self.next_fd.max(n.saturating_add(1));
+        n
+    }
+
+    fn attempt(&mut self, call: &SyscallLine, op: PendingOp) -> Result<Attempt, Stop> {
+        let blocked = Ok(Attempt::Blocked(op));
+        match op {
+            PendingOp::Accept { fd } => {
+                let Some(FdKind::Listener(l)) = self.fds.get(&fd).map(|f| f.kind) else {
+                    return Ok(Attempt::Done(Err("EINVAL")));
+                };
+                match self.stack.tcp_accept(l) {
+                    Ok((h, _peer)) => {
+                        let n = self.new_fd(call);
+                        self.fds.insert(n, Fd::new(FdKind::Conn(h)));
+                        Ok(Attempt::Done(Ok(n)))
+                    }
+                    Err(SocketError::WouldBlock) => blocked,
+                    Err(e) => Ok(Attempt::Done(Err(errno_of(e)))),
+                }
+            }
+            PendingOp::Connect { fd } => {
+                let Some(FdKind::Conn(h)) = self.fds.get(&fd).map(|f| f.kind) else {
+                    return Ok(Attempt::Done(Err("EINVAL")));
+                };
+                match self.stack.tcp_state(h) {
+                    Some(s) if s.is_synchronized() => Ok(Attempt::Done(Ok(0))),
+                    Some(tcp::State::SynSent | tcp::State::SynReceived) => blocked,
+                    _ => {
+                        let e = self.stack.take_error(h).ok().flatten();
+                        Ok(Attempt::Done(Err(e.map_or("ECONNREFUSED", errno_of))))
+                    }
+                }
+            }
+            PendingOp::Read { fd, len } => {
+                let Some(f) = self.fds.get_mut(&fd) else {
+                    return Ok(Attempt::Done(Err("EBADF")));
+                };
+                if !f.rx.is_empty() {
+                    let n = f.rx.len().min(len);
+                    f.rx.drain(..n);
+                    return Ok(Attempt::Done(Ok(n as i64)));
+                }
+                let rd_shut = f.rd_shut;
+                let FdKind::Conn(h) = f.kind else {
+                    return Ok(Attempt::Done(Err("ENOTCONN")));
+                };
+                let mut buf = vec![0u8; len.min(READ_CHUNK_BYTES_MAX)];
+                match self.stack.tcp_recv(h, &mut buf) {
+                    Ok(n) => Ok(Attempt::Done(Ok(n as i64))),
+                    Err(SocketError::Finished) => Ok(Attempt::Done(Ok(0))),
+                    // Linux after SHUT_RD: queued data is still read, an empty queue reads
+                    // as end of file.
+                    Err(SocketError::WouldBlock) if rd_shut => Ok(Attempt::Done(Ok(0))),
+                    Err(SocketError::WouldBlock) => blocked,
+                    Err(e) => Ok(Attempt::Done(Err(errno_of(e)))),
+                }
+            }
+            PendingOp::Write {
+                fd,
+                done,
+                len,
+                more,
+            } => {
+                let Some(FdKind::Conn(h)) = self.fds.get(&fd).map(|f| f.kind) else {
+                    return Ok(Attempt::Done(Err("ENOTCONN")));
+                };
+                // Zeros, handed over in bounded chunks (a script may write gigabytes).
+                let chunk = [0u8; 64 * 1024];
+                let mut done = done;
+                while done < len {
+                    let n = (len - done).min(chunk.len());
+                    let data = chunk.get(..n).unwrap_or(&[]);
+                    let sent = if more {
+                        self.stack.tcp_send_more(h, data)
+                    } else {
+                        self.stack.tcp_send(h, data)
+                    };
+                    match sent {
+                        Ok(0) | Err(SocketError::WouldBlock) => break,
+                        Ok(k) => done += k,
+                        Err(_) if done > 0 => return Ok(Attempt::Done(Ok(done as i64))),
+                        Err(e) => return Ok(Attempt::Done(Err(write_errno(e)))),
+                    }
+                }
+                if done >= len {
+                    Ok(Attempt::Done(Ok(len as i64)))
+                } else {
+                    Ok(Attempt::Blocked(PendingOp::Write {
+                        fd,
+                        done,
+                        len,
+                        more,
+                    }))
+                }
+            }
+        }
+    }
+
+    pub(super) fn sys_accept(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+    ) -> Result<Option<CallResult>, Stop> {
+        let fd = Self::fd_num(pos, call)?;
+        let nonblocking = self.fd_arg(pos, call)?.nonblocking;
+        self.maybe_block(pos, call, window, PendingOp::Accept { fd }, nonblocking)
+    }
+
+    pub(super) fn sys_connect(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+    ) -> Result<Option<CallResult>, Stop> {
+        let fd = Self::fd_num(pos, call)?;
+        let f = self.fd_arg(pos, call)?;
+        if f.kind != FdKind::Fresh {
+            return Ok(Some(Err("EISCONN")));
+        }
+        let (nonblocking, nodelay, maxseg) = (f.nonblocking, f.nodelay, f.maxseg);
+        let remote = SocketAddr::new(self.addrs.remote(), SERVER_PORT);
+        let h = match self.stack.tcp_connect(self.now_ns, remote, 0) {
+            Ok(h) => h,
+            Err(e) => return Ok(Some(Err(errno_of(e)))),
+        };
+        if let Some(v) = nodelay {
+            let _ = self.stack.set_option(h, SocketOption::NoDelay(v));
+        }
+        if let Some(v) = maxseg {
+            // Before the first poll, so the SYN announces it.
+            let _ = self.stack.set_option(h, SocketOption::MaxSegment(v));
+        }
+        self.fd_arg(pos, call)?.kind = FdKind::Conn(h);
+        self.remote_port = SERVER_PORT;
+        self.local_port = None;
+        if nonblocking {
+            return Ok(Some(Err("EINPROGRESS")));
+        }
+        self.maybe_block(pos, call, window, PendingOp::Connect { fd }, false)
+    }
+
+    pub(super) fn len_arg(pos: Pos, call: &SyscallLine) -> Result<usize, Stop> {
+        match call.args.get(2) {
+            Some(Expr::Int(n)) => usize::try_from(*n)
+                .map_err(|_| Stop::Fail(pos, format!("{}: negative length", call.name))),
+            _ => fail(
+                pos,
+                format!("{}: third argument is not a length", call.name),
+            ),
+        }
+    }
+
+    pub(super) fn flags_arg(call: &SyscallLine) -> Result<(), Stop> {
+        match call.args.get(3) {
+            None | Some(Expr::Int(0)) => Ok(()),
+            Some(other) => skip(format!("{} flags {other} are not supported", call.name)),
+        }
+    }
+
+    pub(super) fn sys_read(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+        kind: SyscallKind,
+    ) -> Result<Option<CallResult>, Stop> {
+        if kind == SyscallKind::Recv {
+            Self::flags_arg(call)?;
+        }
+        let fd = Self::fd_num(pos, call)?;
+        let len = Self::len_arg(pos, call)?;
+        let nonblocking = self.fd_arg(pos, call)?.nonblocking;
+        self.maybe_block(pos, call, window, PendingOp::Read { fd, len }, nonblocking)
+    }
+
+    pub(super) fn sys_write(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+        kind: SyscallKind,
+    ) -> Result<Option<CallResult>, Stop> {
+        // `send(..., MSG_MORE)` is the stack's `tcp_send_more`; other flags skip.
+        let more = kind == SyscallKind::Send
+            && matches!(call.args.get(3), Some(Expr::Symbol(s)) if s == "MSG_MORE");
+        if kind == SyscallKind::Send && !more {
+            Self::flags_arg(call)?;
+        }
+        let len = Self::len_arg(pos, call)?;
+        self.write_op(pos, call, window, len, more)
+    }
+
+    /// `sendmsg(fd, {msg_name(...)=..., msg_iov(N)=[{..., len}, ...], msg_flags=0}, flags)`:
+    /// a write of the iovecs' total length (the executor's buffers carry no content the
+    /// script checks, so the gather is one write). `flags` may be 0 or `MSG_MORE`; a
+    /// `msg_name` (meaningless on a connected TCP socket), `msg_control`, or any other field or
+    /// flag skips the script.
+    pub(super) fn sys_sendmsg(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+    ) -> Result<Option<CallResult>, Stop> {
+        let more = match call.args.get(2) {
+            Some(Expr::Int(0)) => false,
+            Some(Expr::Symbol(s)) if s == "MSG_MORE" => true,
+            // See SO_ZEROCOPY: the same bytes leave either way.
+            Some(Expr::Symbol(s)) if s == "MSG_ZEROCOPY" => false,
+            Some(other) => return skip(format!("sendmsg flags {other} are not supported")),
+            None => return fail(pos, "sendmsg: missing flags argument"),
+        };
+        let Some(Expr::Struct(fields)) = call.args.get(1) else {
+            return fail(pos, "sendmsg: second argument is not a struct msghdr");
+        };
+        let mut len = None;
+        for f in fields {
+            match (f.name.as_deref(), &f.value) {
+                (Some("msg_name"), Expr::Ellipsis) | (Some("msg_flags"), Expr::Int(0)) => {}
+                (Some("msg_iov"), Expr::List(iovs)) => {
+                    len = Some(Self::iov_total_len(pos, f.param.as_ref(), iovs)?);
+                }
+                (name, value) => {
+                    return skip(format!(
+                        "sendmsg: msghdr field {}={value} is not supported",
+                        name.unwrap_or("(unnamed)")
+                    ));
+                }
+            }
+        }
+        let Some(len) = len else {
+            return fail(pos, "sendmsg: the msghdr has no msg_iov");
+        };
+        self.write_op(pos, call, window, len, more)
+    }
+
+    /// Total length of `[{..., len}, ...]`, whose element count must equal `msg_iov(N)`'s N.
+    pub(super) fn iov_total_len(
+        pos: Pos,
+        count: Option<&Expr>,
+        iovs: &[Expr],
+    ) -> Result<usize, Stop> {
+        if let Some(Expr::Int(n)) = count
+            && usize::try_from(*n).ok() != Some(iovs.len())
+        {
+            return fail(
+                pos,
+                format!("sendmsg: msg_iov({n}) lists {} iovecs", iovs.len()),
+            );
+        }
+        let mut total = 0usize;
+        for iov in iovs {
+            let Expr::Struct(parts) = iov else {
+                return fail(pos, format!("sendmsg: iovec {iov} is not {{..., len}}"));
+            };
+            match parts.as_slice() {
+                [base, l] if base.name.is_none() && l.name.is_none() => match &l.value {
+                    Expr::Int(n) if *n >= 0 => {
+                        total = total.saturating_add(usize::try_from(*n).unwrap_or(usize::MAX));
+                    }
+                    _ => return fail(pos, format!("sendmsg: iovec {iov} has no length")),
+                },
+                _ => return fail(pos, format!("sendmsg: iovec {iov} is not {{..., len}}")),
+            }
+        }
+        Ok(total)
+    }
+
+    /// A write of `len` bytes (`more`: `MSG_MORE`), blocking unless the fd is non-blocking.
+    pub(super) fn write_op(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+        len: usize,
+        more: bool,
+    ) -> Result<Option<CallResult>, Stop> {
+        let fd = Self::fd_num(pos, call)?;
+        let nonblocking = self.fd_arg(pos, call)?.nonblocking;
+        let op = PendingOp::Write {
+            fd,
+            done: 0,
+            len,
+            more,
+        };
+        if nonblocking {
+            return Ok(Some(match self.attempt(call, op)? {
+                Attempt::Done(r) => r,
+                Attempt::Blocked(PendingOp::Write { done, .. }) if done > 0 => Ok(done as i64),
+                Attempt::Blocked(_) => Err("EAGAIN"),
+            }));
+        }
+        self.maybe_block(pos, call, window, op, false)
+    }
+
+    pub(super) fn sys_close(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
+        let n = Self::fd_num(pos, call)?;
+        if self.epolls.remove(&n).is_some() {
+            return Ok(Ok(0));
+        }
+        let Some(fd) = self.fds.remove(&n) else {
+            return Ok(Err("EBADF"));
+        };
+        for ep in self.epolls.values_mut() {
+            ep.items.retain(|item| item.fd != n);
+        }
+        match fd.kind {
+            FdKind::Fresh => {}
+            FdKind::Listener(h) | FdKind::Conn(h) => {
+                let _ = self.stack.close(self.now_ns, h);
+            }
+        }
+        Ok(Ok(0))
+    }
+
+    pub(super) fn sys_shutdown(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+    ) -> Result<CallResult, Stop> {
+        let how = match call.args.get(1) {
+            Some(Expr::Symbol(s)) => s.clone(),
+            other => return fail(pos, format!("shutdown: unknown how {other:?}")),
+        };
+        let (rd, wr) = match how.as_str() {
+            "SHUT_RD" => (true, false),
+            "SHUT_WR" => (false, true),
+            "SHUT_RDWR" => (true, true),
+            _ => return fail(pos, format!("shutdown: unknown how {how}")),
+        };
+        let fd = self.fd_arg(pos, call)?;
+        let FdKind::Conn(h) = fd.kind else {
+            return Ok(Err("ENOTCONN"));
+        };
+        if rd {
+            fd.rd_shut = true;
+        }
+        if wr {
+            match self.stack.tcp_shutdown(h) {
+                Ok(()) => {}
+                Err(SocketError::InvalidState) => {}
+                Err(e) => return Ok(Err(errno_of(e))),
+            }
+        }
+        Ok(Ok(0))
+    }
+
+    pub(super) fn sys_fcntl(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
+        let (Some(Expr::Symbol(cmd)), Some(flags)) = (call.args.get(1), call.args.get(2)) else {
+            return skip(format!(
+                "{call}: only fcntl(fd, F_SETFL, flags) is supported"
+            ));
+        };
+        if cmd != "F_SETFL" {
+            return skip(format!("fcntl {cmd} is not supported"));
+        }
+        let nonblocking = expr_has_symbol(flags, "O_NONBLOCK");
+        self.fd_arg(pos, call)?.nonblocking = nonblocking;
+        Ok(Ok(0))
+    }
+
+    /// `ioctl(fd, SIOCINQ, [n])`: the bytes readable now. The stack has no "bytes queued"
+    /// query, so the executor reads them into the fd's own buffer (later reads take them from
+    /// there); the advertised window opens as a real read would.
+    pub(super) fn sys_ioctl(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
+        match call.args.get(1) {
+            Some(Expr::Symbol(s)) if s == "SIOCINQ" || s == "FIONREAD" => {}
+            other => {
+                let what = other.map(ToString::to_string).unwrap_or_default();
+                return skip(format!("ioctl {what} is not supported"));
+            }
+        }
+        let fd = self.fd_arg(pos, call)?;
+        let FdKind::Conn(h) = fd.kind else {
+            return Ok(Err("EINVAL"));
+        };
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match self.stack.tcp_recv(h, &mut buf) {
+                Ok(n) if n > 0 => {
+                    let fd = self.fd_arg(pos, call)?;
+                    fd.rx.extend_from_slice(buf.get(..n).unwrap_or(&[]));
+                }
+                _ => break,
+            }
+        }
+        let have = self.fd_arg(pos, call)?.rx.len();
+        if let Some(Expr::List(v)) = call.args.get(2)
+            && let [Expr::Int(want)] = v.as_slice()
+            && i64::try_from(have).ok() != Some(*want)
+        {
+            return fail(
+                pos,
+                format!("{call}: expected {want} bytes readable, got {have}"),
+            );
+        }
+        Ok(Ok(0))
+    }
+
+    pub(super) fn sys_setsockopt(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+    ) -> Result<CallResult, Stop> {
+        let name = match call.args.get(2) {
+            Some(Expr::Symbol(s)) => s.as_str(),
+            _ => return skip(format!("{call}: unknown option")),
+        };
+        let value = match call.args.get(3) {
+            Some(Expr::List(v)) => match v.as_slice() {
+                [Expr::Int(n)] => Some(*n),
+                _ => None,
+            },
+            Some(Expr::Int(n)) => Some(*n),
+            _ => None,
+        };
+        match (name, value) {
+            // Address reuse has no meaning for a fresh stack per script.
+            ("SO_REUSEADDR", _) => {
+                self.fd_arg(pos, call)?;
+                Ok(Ok(0))
+            }
+            // Zero-copy sending only changes who owns the pages and adds completion
+            // notifications on the error queue, which the executor cannot read (`recvmsg`
+            // skips a script): the stack copying is indistinguishable on the wire.
+            ("SO_ZEROCOPY", _) => {
+                self.fd_arg(pos, call)?;
+                Ok(Ok(0))
+            }
+            ("TCP_NODELAY", Some(v)) => {
+                let fd = self.fd_arg(pos, call)?;
+                match fd.kind {
+                    FdKind::Fresh => {
+                        fd.nodelay = Some(v != 0);
+                        Ok(Ok(0))
+                    }
+                    FdKind::Listener(h) | FdKind::Conn(h) => {
+                        match self.stack.set_option(h, SocketOption::NoDelay(v != 0)) {
+                            Ok(()) => Ok(Ok(0)),
+                            Err(e) => Ok(Err(errno_of(e))),
+                        }
+                    }
+                }
+            }
+            ("TCP_CORK", Some(v)) => {
+                let fd = self.fd_arg(pos, call)?;
+                match fd.kind {
+                    FdKind::Conn(h) => match self.stack.set_option(h, SocketOption::Cork(v != 0)) {
+                        Ok(()) => Ok(Ok(0)),
+                        Err(e) => Ok(Err(errno_of(e))),
+                    },
+                    _ => skip("TCP_CORK before the connection exists is not modelled"),
+                }
+            }
+            ("SO_SNDBUF", Some(v)) => {
+                // Linux `sock_setsockopt`: min(val, net.core.wmem_max = 212992), doubled for
+                // bookkeeping overhead.
+                let sndbuf = u32::try_from(v.clamp(0, 212_992) * 2).unwrap_or(u32::MAX);
+                let fd = self.fd_arg(pos, call)?;
+                match fd.kind {
+                    FdKind::Fresh => skip("SO_SNDBUF before listen or connect is not modelled"),
+                    FdKind::Listener(h) | FdKind::Conn(h) => {
+                        let mss = self.send_mss(h)?;
+                        let bytes = sndbuf_payload_bytes(
+                            sndbuf,
+                            mss,
+                            self.sndbuf_overhead_per_segment_bytes,
+                        );
+                        match self
+                            .stack
+                            .set_option(h, SocketOption::SendBufferBytes(bytes))
+                        {
+                            Ok(()) => Ok(Ok(0)),
+                            Err(e) => Ok(Err(errno_of(e))),
+                        }
+                    }
+                }
+            }
+            ("TCP_MAXSEG", Some(v)) => {
+                let Ok(v) = u16::try_from(v) else {
+                    return Ok(Err("EINVAL"));
+                };
+                let fd = self.fd_arg(pos, call)?;
+                match fd.kind {
+                    FdKind::Fresh => {
+                        fd.maxseg = Some(v);
+                        Ok(Ok(0))
+                    }
+                    FdKind::Listener(h) | FdKind::Conn(h) => {
+                        match self.stack.set_option(h, SocketOption::MaxSegment(v)) {
+                            Ok(()) => Ok(Ok(0)),
+                            Err(e) => Ok(Err(errno_of(e))),
+                        }
+                    }
+                }
+            }
+            _ => skip(format!(
+                "setsockopt {}: the stack has no such socket option",
+                sockopt_name(call)
+            )),
+        }
+    }
+
+    /// The MSS the send buffer accounting counts segments of: the connection's, or the one a
+    /// listener announces.
+    pub(super) fn send_mss(&self, h: SocketHandle) -> Result<u16, Stop> {
+        self.stack
+            .tcp_max_segment(h)
+            .or_else(|e| skip(format!("SO_SNDBUF: no MSS for the socket ({e:?})")))
+    }
+
+    /// `getsockopt(SO_SNDBUF)`: the stack's send buffer capacity, in Linux's `sk_sndbuf` terms
+    /// (see [`Profile::sndbuf_overhead_per_segment_bytes`]), checked against the script's.
+    pub(super) fn sys_getsockopt_sndbuf(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+    ) -> Result<CallResult, Stop> {
+        let fd = self.fd_arg(pos, call)?;
+        let (FdKind::Listener(h) | FdKind::Conn(h)) = fd.kind else {
+            return skip("getsockopt SO_SNDBUF before listen or connect is not modelled");
+        };
+        let payload = match self.stack.tcp_send_buffer_bytes(h) {
+            Ok(v) => v,
+            Err(e) => return Ok(Err(errno_of(e))),
+        };
+        let mss = self.send_mss(h)?;
+        let have = sndbuf_linux_bytes(payload, mss, self.sndbuf_overhead_per_segment_bytes);
+        if let Some(want) = Self::int_in_list(call.args.get(3))
+            && want != i64::from(have)
+        {
+            return fail(
+                pos,
+                format!("{call}: expected SO_SNDBUF {want}, got {have}"),
+            );
+        }
+        Ok(Ok(0))
+    }
+
+    /// `[n]` → `n`.
+    pub(super) fn int_in_list(e: Option<&Expr>) -> Option<i64> {
+        match e {
+            Some(Expr::List(v)) => match v.as_slice() {
+                [Expr::Int(n)] => Some(*n),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// `getsockopt`: `TCP_MAXSEG` and `SO_SNDBUF`, whose values are checked against the
+    /// script's.
+    pub(super) fn sys_getsockopt(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+    ) -> Result<CallResult, Stop> {
+        let what = sockopt_name(call);
+        if matches!(call.args.get(2), Some(Expr::Symbol(s)) if s == "SO_SNDBUF") {
+            return self.sys_getsockopt_sndbuf(pos, call);
+        }
+        if !matches!(call.args.get(2), Some(Expr::Symbol(s)) if s == "TCP_MAXSEG") {
+            return skip(format!(
+                "getsockopt {what}: the stack exposes no such value"
+            ));
+        }
+        let want = match call.args.get(3) {
+            Some(Expr::List(v)) => match v.as_slice() {
+                [Expr::Int(n)] => Some(*n),
+                _ => None,
+            },
+            _ => None,
+        };
+        let fd = self.fd_arg(pos, call)?;
+        let have = match fd.kind {
+            // Linux: `user_mss` when set, else `TCP_MSS_DEFAULT` (536) before a connection.
+            FdKind::Fresh => fd.maxseg.unwrap_or(536),
+            FdKind::Listener(h) | FdKind::Conn(h) => match self.stack.tcp_max_segment(h) {
+                Ok(v) => v,
+                Err(e) => return Ok(Err(errno_of(e))),
+            },
+        };
+        if let Some(want) = want
+            && want != i64::from(have)
+        {
+            return fail(
+                pos,
+                format!("{call}: expected TCP_MAXSEG {want}, got {have}"),
+            );
+        }
+        Ok(Ok(0))
+    }
+}
+
+/// Payload bytes a Linux `sk_sndbuf` of `sndbuf` bytes holds in `mss`-byte segments that each
+/// cost `overhead` more (rounded to the nearest byte).
+pub(super) fn sndbuf_payload_bytes(sndbuf: u32, mss: u16, overhead: u32) -> u32 {
+    let mss = u64::from(mss.max(1));
+    let v =
+        (u64::from(sndbuf) * mss + (mss + u64::from(overhead)) / 2) / (mss + u64::from(overhead));
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+/// The inverse of [`sndbuf_payload_bytes`]: the `sk_sndbuf` a payload capacity stands for.
+pub(super) fn sndbuf_linux_bytes(payload: u32, mss: u16, overhead: u32) -> u32 {
+    let mss = u64::from(mss.max(1));
+    let v = (u64::from(payload) * (mss + u64::from(overhead)) + mss / 2) / mss;
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+enum Attempt {
+    Done(CallResult),
+    Blocked(PendingOp),
+}
+
+pub(super) fn sockopt_name(call: &SyscallLine) -> String {
+    let level = call
+        .args
+        .get(1)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let name = call
+        .args
+        .get(2)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    format!("{level} {name}")
+}
+
+pub(super) fn expr_has_symbol(e: &Expr, sym: &str) -> bool {
+    match e {
+        Expr::Symbol(s) => s == sym,
+        Expr::Or(v) => v.iter().any(|x| expr_has_symbol(x, sym)),
+        _ => false,
+    }
+}
+
+pub(super) fn errno_of(e: SocketError) -> &'static str {
+    match e {
+        SocketError::WouldBlock => "EAGAIN",
+        SocketError::AddrInUse => "EADDRINUSE",
+        SocketError::AddrNotAvailable => "EADDRNOTAVAIL",
+        SocketError::NoFreePort => "EAGAIN",
+        SocketError::TooManySockets => "EMFILE",
+        SocketError::MessageTooBig => "EMSGSIZE",
+        SocketError::NoRoute | SocketError::Unreachable => "EHOSTUNREACH",
+        SocketError::Reset => "ECONNRESET",
+        SocketError::TimedOut => "ETIMEDOUT",
+        SocketError::Closed | SocketError::Finished => "ENOTCONN",
+        SocketError::InvalidState | SocketError::WrongSocketType => "EINVAL",
+        SocketError::InvalidHandle => "EBADF",
+    }
+}
+
+/// Writing after our FIN or after the connection closed is `EPIPE` on Linux.
+pub(super) fn write_errno(e: SocketError) -> &'static str {
+    match e {
+        SocketError::Closed | SocketError::InvalidState | SocketError::Finished => "EPIPE",
+        other => errno_of(other),
+    }
+}
