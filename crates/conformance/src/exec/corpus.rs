@@ -1,0 +1,95 @@
+//! Running a corpus: finding its scripts, running one file, the expected-passing list and the
+//! pass/fail/skip tally.
+
+use super::*;
+
+/// Every `.pkt` file under `root`, sorted (directories walked in name order).
+pub fn script_files(root: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {
+        let mut entries = Vec::new();
+        for e in std::fs::read_dir(dir)? {
+            entries.push(e?.path());
+        }
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out)?;
+            } else if p.extension().is_some_and(|x| x == "pkt") {
+                out.push(p);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(root, &mut out)?;
+    Ok(out)
+}
+
+/// Reads, parses and runs one script file; an unreadable file is a failure at 0:0.
+pub fn run_file(path: &std::path::Path, profile: &Profile) -> RunReport {
+    match std::fs::read_to_string(path) {
+        Ok(text) => run_text(&text, profile),
+        Err(e) => RunReport {
+            outcome: Outcome::Fail {
+                pos: Pos::default(),
+                message: format!("cannot read: {e}"),
+            },
+            skipped_lines: 0,
+            assertions_checked: 0,
+            assertions_skipped: 0,
+        },
+    }
+}
+
+/// The script paths of an expected-passing list (`crates/conformance/PASSING`): one path per
+/// line, relative to the corpus root; blank lines and lines starting with `#` are ignored,
+/// surrounding whitespace is trimmed.
+pub fn expected_passing(list: &str) -> Vec<&str> {
+    list.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
+/// Pass/fail/skip counts over a set of scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tally {
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    /// `%{ }%` assertions evaluated, over the scripts added with [`Tally::add_report`].
+    pub assertions_checked: usize,
+    /// `%{ }%` assertions reached and not evaluated, likewise.
+    pub assertions_skipped: usize,
+}
+
+impl Tally {
+    /// Counts a script's outcome and its assertions.
+    pub fn add_report(&mut self, r: &RunReport) {
+        self.add(&r.outcome);
+        self.assertions_checked += r.assertions_checked;
+        self.assertions_skipped += r.assertions_skipped;
+    }
+
+    pub fn add(&mut self, o: &Outcome) {
+        match o {
+            Outcome::Pass => self.passed += 1,
+            Outcome::Fail { .. } => self.failed += 1,
+            Outcome::Skip { .. } => self.skipped += 1,
+        }
+    }
+}
+
+impl fmt::Display for Tally {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} passed, {} failed, {} skipped; assertions: {} checked, {} skipped",
+            self.passed,
+            self.failed,
+            self.skipped,
+            self.assertions_checked,
+            self.assertions_skipped
+        )
+    }
+}
