@@ -1,0 +1,98 @@
+//! Self-description of a [`Connection`] for benchmarks and checkers: where each part of the TCB
+//! sits in memory, and the first violated TCB invariant.
+
+use super::*;
+
+impl Connection {
+    /// Where each part of the TCB sits, as `(name, offset, size)` in bytes, in offset order
+    /// (for the TCB size benchmark). Parts are the groups of
+    /// `tcb.rs` and the cold fields; padding between them is not listed.
+    pub fn layout() -> Vec<(&'static str, usize, usize)> {
+        use core::mem::{offset_of, size_of};
+        macro_rules! parts {
+            ($($name:ident: $ty:ty),* $(,)?) => {{
+                // Exhaustive: a part added to `Connection` must be listed here too.
+                #[allow(dead_code)]
+                fn exhaustive(c: &Connection) {
+                    let Connection { $($name: _),* } = c;
+                }
+                vec![$((stringify!($name), offset_of!(Connection, $name), size_of::<$ty>())),*]
+            }};
+        }
+        let mut v = parts! {
+            state: State,
+            snd: SendSeq,
+            rcv: RecvSeq,
+            opts: Options,
+            ts: Timestamps,
+            rec: Recovery,
+            cc: Congestion,
+            rtt: RttEstimator,
+            timers: Timers,
+            app: AppFlags,
+            out: Output,
+            local_port: u16,
+            remote_port: u16,
+            config: Config,
+            send_buf: Ring,
+            recv_buf: Ring,
+            ooo: OooQueue,
+            scoreboard: OooQueue,
+            rack: Option<Box<Rack>>,
+            counters: Counters,
+        };
+        v.sort_by_key(|&(_, offset, _)| offset);
+        v
+    }
+
+    /// The first violated TCB invariant, if any (for checkers in tests and simulations; cheap
+    /// enough to call after every input).
+    pub fn invariant_violation(&self) -> Option<&'static str> {
+        if self.snd.nxt.lt(self.snd.una) {
+            return Some("SND.NXT < SND.UNA");
+        }
+        if self.snd.max.lt(self.snd.nxt) {
+            return Some("SND.MAX < SND.NXT");
+        }
+        if self.state.is_synchronized() {
+            if self.rcv.adv.lt(self.rcv.nxt) {
+                return Some("advertised right edge behind RCV.NXT");
+            }
+            let promised = u64::from(fwd(self.rcv.nxt, self.rcv.adv)) + self.recv_buf.len() as u64;
+            if promised > u64::from(self.config.recv_buffer_bytes) {
+                return Some("advertised window exceeds free receive buffer");
+            }
+            if self.snd.buf_seq.gt(self.snd.una) {
+                return Some("send buffer starts after SND.UNA");
+            }
+        }
+        if self.recv_buf.len() > self.config.recv_buffer_bytes as usize {
+            return Some("receive buffer over capacity");
+        }
+        if self.ooo.bytes() > self.config.ooo_bytes_max
+            || self.ooo.ranges().len() > usize::from(self.config.ooo_segments_max)
+        {
+            return Some("out-of-order queue over its caps");
+        }
+        if self.ooo.fin().is_some_and(|f| f.le(self.rcv.nxt)) {
+            return Some("out-of-order FIN left behind RCV.NXT");
+        }
+        if self.scoreboard.ranges().len() > usize::from(SCOREBOARD_RANGES_MAX) {
+            return Some("SACK scoreboard over its cap");
+        }
+        let rack = self.rack.as_deref();
+        if let Some(v) = rack.and_then(Rack::invariant_violation) {
+            return Some(v);
+        }
+        if self.rack_active() && self.state.is_synchronized() && self.state != State::Closed {
+            let flight = (self.snd.una != self.snd.max).then_some((self.snd.una, self.snd.max));
+            if rack.and_then(Rack::covered) != flight {
+                return Some("RACK transmit records do not cover [SND.UNA, SND.MAX)");
+            }
+        }
+        if self.cc.cwnd_bytes() == 0 {
+            return Some("zero congestion window");
+        }
+        None
+    }
+}
