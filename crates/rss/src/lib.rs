@@ -11,6 +11,9 @@
 //!    against the bit-serial [`toeplitz_reference`]) under a [`SymmetricMode`].
 //! 4. [`Reta`] maps the hash's low bits to a queue.
 //!
+//! To follow the load, [`Rebalancer`] (or the memoryless [`plan_moves`]) turns per-bucket load
+//! into a bounded list of [`BucketMove`]s that lower the imbalance ([`imbalance`]).
+//!
 //! For the transmit side, [`pick_source_port`] chooses an ephemeral port whose reply traffic
 //! hashes back to the opening queue.
 //!
@@ -45,6 +48,7 @@
 mod frame;
 mod input;
 mod key;
+pub mod rebalance;
 mod reta;
 mod sport;
 mod steer;
@@ -56,6 +60,11 @@ pub use input::{
     SymmetricMode, UnknownHashType,
 };
 pub use key::{KEY_LEN_BYTES, KeyError, RssKey};
+pub use rebalance::{
+    BucketMove, REBALANCE_SHARDS_MAX, RebalanceConfig, RebalanceConfigError, RebalanceError,
+    RebalanceInput, RebalanceInputSlice, RebalanceReport, Rebalancer, imbalance, plan_moves,
+    plan_moves_into, shard_loads,
+};
 pub use reta::{RETA_SIZE_DEFAULT, RETA_SIZE_MAX, Reta, RetaError};
 pub use sport::{SourcePortQuery, pick_source_port};
 pub use steer::{
