@@ -38,6 +38,33 @@
 //! a swap is looked for; [`Rebalancer`] reuses its memory, so once warm a period allocates
 //! only if the caller's `moves` must grow.
 //!
+//! # Example
+//!
+//! ```
+//! use rss::{RebalanceConfig, RebalanceInput, Rebalancer, Reta, imbalance, shard_loads};
+//!
+//! // 128 buckets over 4 shards; four heavy buckets all land on shard 0.
+//! let mut reta = Reta::with_equal(128, 4)?;
+//! let mut packets = vec![10u64; 128];
+//! for bucket in [0, 4, 8, 12] {
+//!     packets[bucket] = 300;
+//! }
+//! let mut rebalancer = Rebalancer::new(RebalanceConfig::default())?;
+//! let mut moves = Vec::new();
+//! for _period in 0..4 {
+//!     // In the runtime: packets = nic.reta_bucket_packets(), then reset them.
+//!     let input = RebalanceInput::new(&packets, reta.entries(), 4);
+//!     rebalancer.plan_into(&input, &mut moves)?;
+//!     for m in &moves {
+//!         // In the runtime: hold the bucket's packets on `m.to`, migrate its connections.
+//!         reta.set(m.bucket, m.to)?;
+//!     }
+//! }
+//! let loads = shard_loads(&RebalanceInput::new(&packets, reta.entries(), 4))?;
+//! assert!(imbalance(&loads) < 1.2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Invariants of a plan
 //!
 //! For every successful call: at most `moves_max` moves; no move has `from == to`; no bucket
