@@ -10,13 +10,19 @@ use libfuzzer_sys::fuzz_target;
 use shard::handoff::{Conversation, EngineCmd, HandoffError, HostCmd, Limits, Side};
 use tcp::{Connection, ConnectionSnapshot};
 
+/// A decoded snapshot imports into a connection whose invariants hold.
+fn assert_imports(s: &ConnectionSnapshot) {
+    let c = Connection::import(0, s).expect("a decoded snapshot imports");
+    assert_eq!(c.invariant_violation(), None);
+}
+
 fuzz_target!(|data: &[u8]| {
     if let Ok((s, used)) = ConnectionSnapshot::decode(data) {
         let mut again = Vec::new();
         s.encode(&mut again);
         assert_eq!(again, &data[..used]);
         assert_eq!(ConnectionSnapshot::decode(&again), Ok((s.clone(), used)));
-        Connection::import(0, &s).expect("a decoded snapshot imports");
+        assert_imports(&s);
     }
     let limits = Limits {
         connections_max: 8,
@@ -33,6 +39,9 @@ fuzz_target!(|data: &[u8]| {
                 Ok((cmd, used)) => {
                     cmd.encode(&mut again);
                     assert_eq!(HostCmd::decode(&again), Ok((cmd.clone(), used)));
+                    if let HostCmd::Handoff { snapshot, .. } = &cmd {
+                        assert_imports(snapshot);
+                    }
                     let _ = host.host_cmd(&cmd);
                     used
                 }
@@ -44,6 +53,9 @@ fuzz_target!(|data: &[u8]| {
                 Ok((cmd, used)) => {
                     cmd.encode(&mut again);
                     assert_eq!(EngineCmd::decode(&again), Ok((cmd.clone(), used)));
+                    if let EngineCmd::Restore { snapshot, .. } = &cmd {
+                        assert_imports(snapshot);
+                    }
                     let _ = engine.engine_cmd(&cmd);
                     used
                 }

@@ -341,6 +341,12 @@ fn valid_conversation() -> Vec<u8> {
     out
 }
 
+/// A decoded snapshot imports into a connection whose invariants hold.
+fn assert_imports(s: &ConnectionSnapshot) {
+    let c = tcp::Connection::import(0, s).expect("a decoded snapshot imports");
+    assert_eq!(c.invariant_violation(), None);
+}
+
 /// What the fuzz target does with one input: the whole input as a snapshot, then as a
 /// conversation (a direction byte, a command, and so on) through both sides' checkers.
 /// Every accepted decode re-encodes to the bytes it used. Returns the commands decoded.
@@ -349,7 +355,7 @@ fn exercise(data: &[u8], host: &mut Conversation, engine: &mut Conversation) -> 
         let mut again = Vec::new();
         s.encode(&mut again);
         assert_eq!(again, &data[..used]);
-        tcp::Connection::import(0, &s).expect("a decoded snapshot imports");
+        assert_imports(&s);
     }
     let mut rest = data;
     let mut decoded = 0;
@@ -360,6 +366,9 @@ fn exercise(data: &[u8], host: &mut Conversation, engine: &mut Conversation) -> 
             match engine.decode_host(after) {
                 Ok((cmd, used)) => {
                     cmd.encode(&mut again);
+                    if let HostCmd::Handoff { snapshot, .. } = &cmd {
+                        assert_imports(snapshot);
+                    }
                     let _ = host.host_cmd(&cmd);
                     used
                 }
@@ -370,6 +379,9 @@ fn exercise(data: &[u8], host: &mut Conversation, engine: &mut Conversation) -> 
             match host.decode_engine(after) {
                 Ok((cmd, used)) => {
                     cmd.encode(&mut again);
+                    if let EngineCmd::Restore { snapshot, .. } = &cmd {
+                        assert_imports(snapshot);
+                    }
                     let _ = engine.engine_cmd(&cmd);
                     used
                 }

@@ -147,7 +147,8 @@ proptest! {
         }
         if let Ok((d, used)) = ConnectionSnapshot::decode(&bytes) {
             prop_assert_eq!(encoded(&d), bytes[..used].to_vec());
-            prop_assert!(Connection::import(p.now, &d).is_ok());
+            let c = Connection::import(p.now, &d).unwrap();
+            prop_assert_eq!(c.invariant_violation(), None);
         }
     }
 }
@@ -296,7 +297,8 @@ fn out_of_range_tags_are_refused() {
         match ConnectionSnapshot::decode(&b) {
             Ok((d, used)) => {
                 assert_eq!(encoded(&d), b[..used].to_vec());
-                assert!(Connection::import(now, &d).is_ok());
+                let c = Connection::import(now, &d).unwrap();
+                assert_eq!(c.invariant_violation(), None, "byte {i} set to 2");
             }
             Err(CodecError::InvalidField(_)) => refused += 1,
             Err(_) => {}

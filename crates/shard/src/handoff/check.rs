@@ -465,11 +465,11 @@ impl Conversation {
                 if t.host_shutdown {
                     return Err(CheckError::SendAfterShutdown);
                 }
-                t.sent_bytes += data.len() as u64;
+                t.sent_bytes = t.sent_bytes.saturating_add(data.len() as u64);
             }
             HostCmd::Recvd { cid, len_bytes } => {
                 let t = self.host_may_command(*cid)?;
-                let read = t.read_bytes + u64::from(*len_bytes);
+                let read = t.read_bytes.saturating_add(u64::from(*len_bytes));
                 if read > t.delivered_bytes {
                     return Err(CheckError::RecvdBeyondDelivered);
                 }
@@ -547,11 +547,11 @@ impl Conversation {
                 if t.peer_fin || t.ended {
                     return Err(CheckError::RecvAfterEnd);
                 }
-                t.delivered_bytes += data.len() as u64;
+                t.delivered_bytes = t.delivered_bytes.saturating_add(data.len() as u64);
             }
             EngineCmd::Ack { cid, len_bytes } => {
                 let t = self.engine_may_report(*cid)?;
-                let acked = t.acked_bytes + u64::from(*len_bytes);
+                let acked = t.acked_bytes.saturating_add(u64::from(*len_bytes));
                 if acked > t.sent_bytes {
                     return Err(CheckError::AckBeyondSent);
                 }
