@@ -146,6 +146,17 @@ pub enum HandoffError {
     Refused(CheckError),
 }
 
+impl core::fmt::Display for HandoffError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            HandoffError::Malformed(e) => write!(f, "malformed: {e}"),
+            HandoffError::Refused(e) => write!(f, "refused: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for HandoffError {}
+
 /// Refusals by reason: one counter per [`CheckError`] variant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RefusedCounters {

@@ -564,3 +564,44 @@ impl<'a> Reader<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The decode tables and the encode matches agree: each variant's code is its position.
+    #[test]
+    fn code_tables_match_the_encoders() {
+        for (k, c) in ENGINE_CTRLS.iter().enumerate() {
+            assert_eq!(usize::from(engine_ctrl_code(*c)), k);
+        }
+        for (k, r) in RESOURCE_KINDS.iter().enumerate() {
+            assert_eq!(usize::from(resource_code(*r)), k);
+        }
+        for (k, r) in REFUSE_REASONS.iter().enumerate() {
+            assert_eq!(usize::from(refuse_code(*r)), k);
+        }
+        for (k, c) in RESTORE_CAUSES.iter().enumerate() {
+            assert_eq!(usize::from(cause_code(*c)), k);
+        }
+    }
+
+    #[test]
+    fn fixed_size_commands_have_their_documented_sizes() {
+        let cid = Cid(1);
+        let size = |c: &HostCmd| {
+            let mut b = Vec::new();
+            c.encode(&mut b);
+            b.len() - CMD_HEADER_BYTES
+        };
+        assert_eq!(size(&HostCmd::Restore { cid }), 4);
+        assert_eq!(size(&HostCmd::Recvd { cid, len_bytes: 1 }), 8);
+        assert_eq!(
+            size(&HostCmd::Ctrl {
+                cid,
+                cmd: HostCtrl::Keepalive(Some(KeepaliveConfig::default()))
+            }),
+            HOST_CTRL_FIELDS_BYTES_MAX
+        );
+    }
+}
