@@ -33,6 +33,7 @@
 //! ([`ShardConfig::outbox_msgs_max`]); a message that does not fit is dropped and counted.
 #![deny(unsafe_code)]
 
+pub mod handoff;
 pub mod msg;
 pub mod neighbour;
 
@@ -43,6 +44,7 @@ use nic::{Nic, RxDescriptor, TxOffload, TxVerdict};
 use rss::Reta;
 use stack::{SocketEvent, Stack};
 
+pub use handoff::{Conversation, EngineCmd, HostCmd};
 pub use msg::{FrameMsg, Msg, MsgCounters, MsgKind};
 pub use neighbour::{is_arp_reply, is_neighbour_frame};
 

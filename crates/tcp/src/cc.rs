@@ -211,6 +211,20 @@ pub struct Congestion {
     cubic: Cubic,
 }
 
+/// Every field of a [`Congestion`], flattened: what [`Congestion::parts`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CongestionParts {
+    pub algorithm: CongestionControl,
+    pub cwnd_bytes: u32,
+    /// `u32::MAX` until the first congestion event.
+    pub ssthresh_bytes: u32,
+    pub ca_acked_bytes: u32,
+    pub cubic_w_max_bytes: u32,
+    pub cubic_epoch_start_ns: Option<u64>,
+    pub cubic_k_ns: u64,
+    pub cubic_w_est_bytes: u32,
+}
+
 impl Congestion {
     /// Initial state: cwnd = IW (RFC 6928 §2: `initial_window_segments` full segments).
     pub fn new(algorithm: CongestionControl, initial_window_segments: u16, mss: u32) -> Congestion {
@@ -246,6 +260,56 @@ impl Congestion {
     /// CUBIC's state (kept, unused, under NewReno).
     pub fn cubic(&self) -> &Cubic {
         &self.cubic
+    }
+
+    /// Every field, for encoders (the snapshot codec): the state is plain data, only its
+    /// changes are reserved to this module.
+    pub fn parts(&self) -> CongestionParts {
+        let Congestion {
+            algorithm,
+            window:
+                Window {
+                    cwnd_bytes,
+                    ssthresh_bytes,
+                    ca_acked_bytes,
+                },
+            cubic:
+                Cubic {
+                    w_max_bytes,
+                    epoch_start_ns,
+                    k_ns,
+                    w_est_bytes,
+                },
+        } = *self;
+        CongestionParts {
+            algorithm,
+            cwnd_bytes,
+            ssthresh_bytes,
+            ca_acked_bytes,
+            cubic_w_max_bytes: w_max_bytes,
+            cubic_epoch_start_ns: epoch_start_ns,
+            cubic_k_ns: k_ns,
+            cubic_w_est_bytes: w_est_bytes,
+        }
+    }
+
+    /// The state [`Congestion::parts`] describes, for decoders inside this crate (which check
+    /// what they can first: see `snapshot_codec`). `Congestion::from_parts(c.parts()) == c`.
+    pub(crate) fn from_parts(p: CongestionParts) -> Congestion {
+        Congestion {
+            algorithm: p.algorithm,
+            window: Window {
+                cwnd_bytes: p.cwnd_bytes,
+                ssthresh_bytes: p.ssthresh_bytes,
+                ca_acked_bytes: p.ca_acked_bytes,
+            },
+            cubic: Cubic {
+                w_max_bytes: p.cubic_w_max_bytes,
+                epoch_start_ns: p.cubic_epoch_start_ns,
+                k_ns: p.cubic_k_ns,
+                w_est_bytes: p.cubic_w_est_bytes,
+            },
+        }
     }
 
     /// True while cwnd < ssthresh (RFC 5681 §3.1).

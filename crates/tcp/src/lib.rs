@@ -63,7 +63,8 @@
 //! - [`isn`]: RFC 6528 initial sequence numbers and SYN cookies (SipHash-2-4);
 //! - [`listen`]: a listener's decisions (segment class, RST reply, accept / SYN cookie / drop
 //!   under bounded half-open and accept queues);
-//! - [`snapshot`]: [`ConnectionSnapshot`] export/import for handoff.
+//! - [`snapshot`]: [`ConnectionSnapshot`] export/import for handoff;
+//! - [`snapshot_codec`]: its versioned, checked byte encoding.
 #![deny(unsafe_code)]
 
 pub mod cc;
@@ -76,6 +77,7 @@ pub mod rack;
 pub mod ring;
 pub mod rtt;
 pub mod snapshot;
+pub mod snapshot_codec;
 
 pub use config::{Config, CongestionControl, KeepaliveConfig};
 pub use connection::{
@@ -83,3 +85,4 @@ pub use connection::{
 };
 pub use rack::RackPathState;
 pub use snapshot::{ConnectionSnapshot, SnapshotError};
+pub use snapshot_codec::CodecError;

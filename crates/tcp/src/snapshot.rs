@@ -170,6 +170,47 @@ impl ConnectionSnapshot {
     pub fn ts_clock_at_export(&self) -> u32 {
         self.ts.clock(self.exported_at_ns)
     }
+
+    /// Checks the invariants [`Connection::import`] relies on (listed on the type), against
+    /// the configuration as `import` will apply it (`config.validated()`): the state is
+    /// synchronized, the sequence spaces are ordered, the buffers fit the configured sizes,
+    /// the advertised window plus the unread bytes fit the receive buffer, the window shifts
+    /// are at most 14, and the send bytes split exactly at SND.NXT (a sent FIN is not data).
+    /// `import` calls it first; a decoder calls it so an inconsistent snapshot is refused
+    /// where it enters.
+    pub fn check(&self) -> Result<(), SnapshotError> {
+        let s = self;
+        if !s.state.is_synchronized() {
+            return Err(SnapshotError::NotSynchronized);
+        }
+        let config = s.config.validated();
+        let (snd, rcv) = (s.snd, s.rcv);
+        let inconsistent = Err(SnapshotError::Inconsistent);
+        if snd.nxt.lt(snd.una) || snd.max.lt(snd.nxt) || rcv.adv.lt(rcv.nxt) {
+            return inconsistent;
+        }
+        let send_len = s.send_unacked.len() + s.send_unsent.len();
+        // Our FIN acknowledged: SND.UNA is one past the (empty) send buffer.
+        let fin_acked = snd.buf_seq != snd.una;
+        if send_len > config.send_buffer_bytes as usize
+            || s.recv_unread.len() > config.recv_buffer_bytes as usize
+            || (rcv.adv.diff(rcv.nxt) as u64).saturating_add(s.recv_unread.len() as u64)
+                > u64::from(config.recv_buffer_bytes)
+            || s.opts.snd_wscale > 14
+            || s.opts.rcv_wscale > 14
+            || (fin_acked && (snd.buf_seq + 1 != snd.una || !s.app.fin_queued || send_len != 0))
+        {
+            return inconsistent;
+        }
+        // The unacknowledged part must be exactly [SND.UNA, SND.NXT) (a sent FIN is not data).
+        let sent_data = snd.nxt.diff(snd.buf_seq) as usize;
+        let fin_seq = snd.buf_seq + send_len as u32;
+        let fin_sent = s.app.fin_queued && snd.nxt.gt(fin_seq);
+        if s.send_unacked.len() + usize::from(fin_sent) != sent_data {
+            return inconsistent;
+        }
+        Ok(())
+    }
 }
 
 impl Connection {
@@ -265,35 +306,9 @@ impl Connection {
     /// when received bytes moved, `PeerClosed` when the peer's FIN did, `Writable` when the
     /// send buffer has room and sending is still allowed.
     pub fn import(now: u64, s: &ConnectionSnapshot) -> Result<Connection, SnapshotError> {
-        if !s.state.is_synchronized() {
-            return Err(SnapshotError::NotSynchronized);
-        }
+        s.check()?;
         let config = s.config.validated();
         let (snd, rcv) = (s.snd, s.rcv);
-        let inconsistent = Err(SnapshotError::Inconsistent);
-        if snd.nxt.lt(snd.una) || snd.max.lt(snd.nxt) || rcv.adv.lt(rcv.nxt) {
-            return inconsistent;
-        }
-        let send_len = s.send_unacked.len() + s.send_unsent.len();
-        // Our FIN acknowledged: SND.UNA is one past the (empty) send buffer.
-        let fin_acked = snd.buf_seq != snd.una;
-        if send_len > config.send_buffer_bytes as usize
-            || s.recv_unread.len() > config.recv_buffer_bytes as usize
-            || (rcv.adv.diff(rcv.nxt) as u64).saturating_add(s.recv_unread.len() as u64)
-                > u64::from(config.recv_buffer_bytes)
-            || s.opts.snd_wscale > 14
-            || s.opts.rcv_wscale > 14
-            || (fin_acked && (snd.buf_seq + 1 != snd.una || !s.app.fin_queued || send_len != 0))
-        {
-            return inconsistent;
-        }
-        // The unacknowledged part must be exactly [SND.UNA, SND.NXT) (a sent FIN is not data).
-        let sent_data = snd.nxt.diff(snd.buf_seq) as usize;
-        let fin_seq = snd.buf_seq + send_len as u32;
-        let fin_sent = s.app.fin_queued && snd.nxt.gt(fin_seq);
-        if s.send_unacked.len() + usize::from(fin_sent) != sent_data {
-            return inconsistent;
-        }
         let mut send_buf = Ring::new(config.send_buffer_bytes as usize);
         send_buf.push(&s.send_unacked);
         send_buf.push(&s.send_unsent);

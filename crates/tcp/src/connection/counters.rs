@@ -20,6 +20,19 @@ macro_rules! connection_counters {
             pub fn named(&self) -> Vec<(&'static str, u64)> {
                 vec![$( (stringify!($name), self.$name), )*]
             }
+
+            /// How many counters there are.
+            pub const LEN: usize = [$( stringify!($name), )*].len();
+
+            /// Every counter's value, in declaration order (the snapshot codec's order).
+            pub(crate) fn for_each(&self, mut f: impl FnMut(u64)) {
+                $( f(self.$name); )*
+            }
+
+            /// Every counter, mutably, in declaration order (the snapshot codec's order).
+            pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(&mut u64)) {
+                $( f(&mut self.$name); )*
+            }
         }
     };
 }
