@@ -78,8 +78,11 @@ impl Listener {
     }
 }
 
-/// A TCP connection owned by one shard. It never leaves that shard: every packet of it is
-/// processed there and the application instance of that shard serves it.
+/// A TCP connection owned by one shard: every packet of it is processed there and the
+/// application instance of that shard serves it. Live rebalancing may move it to another
+/// shard (DESIGN "Rebalancing"): the old instance hands its per-connection state over in
+/// [`App::export_conn`] and the new one receives it with a new `Conn` in [`App::import_conn`];
+/// the old `Conn` is then invalid (its calls fail with `InvalidHandle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Conn {
     handle: SocketHandle,
@@ -99,8 +102,8 @@ impl Conn {
     }
 
     /// The NUMA node of the owning shard ([`ShardInfo::numa_node`]): the node whose memory
-    /// holds the connection's buffers and where its packets are processed. Constant for the
-    /// connection's lifetime, since a connection never changes shard.
+    /// holds the connection's buffers and where its packets are processed. Constant while
+    /// the connection stays on its shard (a move gives it a new `Conn`).
     pub fn numa_node(&self) -> u16 {
         self.numa_node
     }
@@ -205,6 +208,29 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// An application's per-connection state, handed from the old owner's instance to the new
+/// owner's when a connection moves between shards. `Send`: shards may be threads.
+pub type ConnState = Box<dyn core::any::Any + Send>;
+
+/// A connection that arrived from another shard ([`App::import_conn`]).
+pub struct Moved {
+    /// The shard it left.
+    pub from: u16,
+    /// The shard it now lives on (this one).
+    pub to: u16,
+    /// What the old instance's [`App::export_conn`] returned.
+    pub state: ConnState,
+}
+
+impl core::fmt::Debug for Moved {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Moved")
+            .field("from", &self.from)
+            .field("to", &self.to)
+            .finish_non_exhaustive()
+    }
+}
+
 /// An application instance of one shard.
 pub trait App {
     /// Runs once, before the first packet.
@@ -223,6 +249,21 @@ pub trait App {
     /// runtime may stop when every shard of a host says so.
     fn done(&self) -> bool {
         false
+    }
+    /// `conn` is about to move to shard `to` (live rebalancing): return everything this
+    /// instance keeps for it and forget it, or `None` to keep the connection on this shard
+    /// (the default: an application that does not implement moves never loses a connection;
+    /// it stays here and its packets are forwarded here). After `Some`, `conn` is invalid.
+    fn export_conn(&mut self, ctx: &mut Ctx<'_>, conn: Conn, to: u16) -> Option<ConnState> {
+        let _ = (ctx, conn, to);
+        None
+    }
+    /// `conn` arrived from shard `moved.from` with the state the old instance returned from
+    /// [`App::export_conn`]; its unread data and its readiness come with it (an event follows).
+    /// Also called with `moved.from == moved.to` to give back the state of a move that failed
+    /// after `export_conn` (the connection then keeps its `Conn`).
+    fn import_conn(&mut self, ctx: &mut Ctx<'_>, conn: Conn, moved: Moved) {
+        let _ = (ctx, conn, moved);
     }
 }
 
@@ -252,5 +293,15 @@ impl<A: App> App for Option<A> {
 
     fn done(&self) -> bool {
         self.as_ref().is_none_or(App::done)
+    }
+
+    fn export_conn(&mut self, ctx: &mut Ctx<'_>, conn: Conn, to: u16) -> Option<ConnState> {
+        self.as_mut().and_then(|a| a.export_conn(ctx, conn, to))
+    }
+
+    fn import_conn(&mut self, ctx: &mut Ctx<'_>, conn: Conn, moved: Moved) {
+        if let Some(a) = self {
+            a.import_conn(ctx, conn, moved);
+        }
     }
 }

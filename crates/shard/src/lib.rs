@@ -34,6 +34,7 @@
 #![deny(unsafe_code)]
 
 pub mod handoff;
+pub mod moves;
 pub mod msg;
 pub mod neighbour;
 
@@ -45,7 +46,8 @@ use rss::Reta;
 use stack::{SocketEvent, Stack};
 
 pub use handoff::{Conversation, EngineCmd, HostCmd};
-pub use msg::{FrameMsg, Msg, MsgCounters, MsgKind};
+pub use moves::MoveCounters;
+pub use msg::{ConnMove, FrameMsg, Msg, MsgCounters, MsgKind};
 pub use neighbour::{is_arp_reply, is_neighbour_frame};
 
 /// Rounds of application polling per iteration: an application that keeps raising events for
@@ -73,6 +75,12 @@ pub struct ShardConfig {
     pub outbox_msgs_max: usize,
     /// Offloads requested for every transmitted frame.
     pub tx_offload: TxOffload,
+    /// Entries of the host's RETA (a power of two): which bucket a flow hash falls in when
+    /// buckets move between shards ([`moves`]).
+    pub reta_entries: usize,
+    /// Most frames held per bucket moving in ([`Msg::MoveIn`]); beyond it a frame is dropped
+    /// and counted ([`MoveCounters::hold_drop_full`]), left to the peer's retransmission.
+    pub hold_frames_max: usize,
 }
 
 impl ShardConfig {
@@ -85,6 +93,8 @@ impl ShardConfig {
             copy_neighbour: false,
             outbox_msgs_max: 4096,
             tx_offload: TxOffload::NONE,
+            reta_entries: rss::RETA_SIZE_DEFAULT,
+            hold_frames_max: 1024,
         }
     }
 }
@@ -173,6 +183,11 @@ pub struct Shard<A> {
     /// Messages for other shards, oldest first; at most `outbox_msgs_max`.
     outbox: VecDeque<(u16, Msg)>,
     counters: ShardCounters,
+    /// RETA entries (a power of two) and the hold bound, for moves.
+    reta_entries: usize,
+    hold_frames_max: usize,
+    /// The move protocol's state (buckets moving in and out, kept connections).
+    moves: moves::Moves,
 }
 
 impl<A: App> Shard<A> {
@@ -201,6 +216,9 @@ impl<A: App> Shard<A> {
             tx_ready: VecDeque::with_capacity(budget),
             outbox: VecDeque::new(),
             counters: ShardCounters::default(),
+            reta_entries: cfg.reta_entries.max(1).next_power_of_two(),
+            hold_frames_max: cfg.hold_frames_max,
+            moves: moves::Moves::default(),
         }
     }
 
@@ -251,7 +269,11 @@ impl<A: App> Shard<A> {
 
     /// The next iteration has work without any new input.
     fn iteration_due(&self) -> bool {
-        !self.started || self.scheduled || self.tx_more || self.app_more
+        !self.started
+            || self.scheduled
+            || self.tx_more
+            || self.app_more
+            || (!self.moves.outgoing.is_empty() && self.nic.rx_pending(0) == 0)
     }
 
     /// Consumes the shard, returning its parts (for reports when a driver stops).
@@ -299,6 +321,7 @@ impl<A: App> Shard<A> {
                 self.stack.receive(now_ns, &f.frame, &f.meta);
                 self.nic.recycle(f.frame);
             }
+            m => self.handle_move_msg(now_ns, m),
         }
     }
 
@@ -317,6 +340,10 @@ impl<A: App> Shard<A> {
         }
         work += self.run_app(now_ns);
         work += self.forward_moved();
+        // After the forwarded frames: a `MoveDone` must follow everything forwarded before it.
+        if self.moves.active() {
+            work += self.step_moves(now_ns);
+        }
         work += self.transmit(now_ns);
         if work > 0 {
             self.counters.busy_iterations += 1;
@@ -415,6 +442,18 @@ impl<A: App> Shard<A> {
             );
             return;
         }
+        if !self.moves.holding.is_empty() && !neighbour {
+            if let Some(i) = self.held_bucket(d.meta.hash) {
+                self.hold_frame(
+                    i,
+                    FrameMsg {
+                        frame: d.frame,
+                        meta: d.meta,
+                    },
+                );
+                return;
+            }
+        }
         self.counters.rx_packets += u64::from(d.meta.coalesced_segments.max(1));
         // The NIC's metadata as is: the stack reuses the hash and skips the checksums the
         // NIC verified (its verdicts describe these exact bytes).
@@ -422,11 +461,13 @@ impl<A: App> Shard<A> {
         self.nic.recycle(d.frame);
     }
 
-    /// Queues `msg` for shard `to`, or drops it (counted, its buffer recycled).
-    fn send_msg(&mut self, to: u16, msg: Msg) {
+    /// Queues `msg` for shard `to`, or drops it (counted, its buffer recycled). Move-protocol
+    /// messages are never dropped for a full outbox (they are bounded by the connections of
+    /// the buckets moving).
+    pub(crate) fn send_msg(&mut self, to: u16, msg: Msg) {
         let drop = if to >= self.info.shards {
             Some(&mut self.counters.msgs.drop_no_such_shard)
-        } else if self.outbox.len() >= self.outbox_msgs_max {
+        } else if self.outbox.len() >= self.outbox_msgs_max && msg.kind() != MsgKind::Move {
             Some(&mut self.counters.msgs.drop_outbox_full)
         } else {
             None

@@ -6,9 +6,12 @@
 //! ([`crate::Shard::poll_msg`]) and consumes them ([`crate::Shard::handle_msg`]); it never
 //! knows how they travel. Every kind is counted on both sides ([`MsgCounters`]).
 //!
-//! The handoff protocol's commands (DESIGN "Handoff protocol", seed 002 Figures 4 and 5) are
-//! added here as their issues land: a connection's move between shards or to an offload engine
-//! is one more kind of message, not one more channel.
+//! A connection's move between shards is one more kind of message, not one more channel: the
+//! move protocol of live rebalancing ([`Msg::MoveIn`], [`Msg::MoveOut`], [`Msg::Conn`],
+//! [`Msg::MoveDone`], [`Msg::Released`]; see `crate::moves` for the walk and its invariants).
+
+use app::ConnState;
+use stack::FourTuple;
 
 /// A frame that crosses shards, with what the NIC learnt when it received it.
 #[derive(Debug)]
@@ -33,6 +36,62 @@ pub enum Msg {
     /// A copy of an ARP or IPv6 neighbour-discovery frame: every shard shares the host's
     /// addresses, so every shard's neighbour cache must learn what one shard received.
     Neighbour(FrameMsg),
+    /// The driver (a rebalancer) → RETA entry `bucket`'s new owner: hold the bucket's frames
+    /// from now on, then ask `from`, the old owner, to move out ([`Msg::MoveOut`]).
+    MoveIn { bucket: u16, from: u16 },
+    /// New owner → old owner. The driver points RETA entry `bucket` at `to` while it carries
+    /// this message (after the new owner holds, before the old owner exports). The old owner
+    /// exports the bucket's connections to `to`, forwards what still reaches it, and answers
+    /// [`Msg::MoveDone`] once its receive path has drained.
+    MoveOut { bucket: u16, to: u16 },
+    /// Old owner → new owner: one live connection of a moving bucket.
+    Conn(Box<ConnMove>),
+    /// Old owner → new owner: every frame of `bucket` that reached the old owner has been
+    /// handled or forwarded; `kept` are the bucket's connections the old owner keeps (in their
+    /// handshake, closing, or not movable by the application): the new owner forwards their
+    /// frames to it. The new owner then processes the frames it held, in arrival order.
+    MoveDone { bucket: u16, kept: Vec<FourTuple> },
+    /// Old owner → new owner: a connection it kept has ended (or moved): stop forwarding.
+    Released { tuple: FourTuple },
+}
+
+/// One connection moving between shards with its RETA bucket.
+pub struct ConnMove {
+    /// The shard it leaves.
+    pub from: u16,
+    pub bucket: u16,
+    pub tuple: FourTuple,
+    /// The TCP state, frozen at a safe point (no ACK owed: DESIGN handoff invariant 6).
+    pub snapshot: tcp::ConnectionSnapshot,
+    /// Who held it on the old owner.
+    pub owner: MovedOwner,
+}
+
+/// Who held a moving connection on the shard it leaves.
+pub enum MovedOwner {
+    /// The application, and this is what its old instance handed over
+    /// ([`app::App::export_conn`]).
+    App(ConnState),
+    /// Nobody: it waited in a listener's backlog, or the application had closed it.
+    Unowned(stack::Unowned),
+}
+
+impl core::fmt::Debug for ConnMove {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ConnMove")
+            .field("from", &self.from)
+            .field("bucket", &self.bucket)
+            .field("tuple", &self.tuple)
+            .field(
+                "owner",
+                &match &self.owner {
+                    MovedOwner::App(_) => "app",
+                    MovedOwner::Unowned(stack::Unowned::Backlog) => "backlog",
+                    MovedOwner::Unowned(stack::Unowned::Orphan) => "orphan",
+                },
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 impl Msg {
@@ -41,6 +100,11 @@ impl Msg {
         match self {
             Msg::Frame(_) => MsgKind::Frame,
             Msg::Neighbour(_) => MsgKind::Neighbour,
+            Msg::MoveIn { .. }
+            | Msg::MoveOut { .. }
+            | Msg::Conn(_)
+            | Msg::MoveDone { .. }
+            | Msg::Released { .. } => MsgKind::Move,
         }
     }
 
@@ -49,6 +113,7 @@ impl Msg {
     pub fn into_buffer(self) -> Option<Vec<u8>> {
         match self {
             Msg::Frame(f) | Msg::Neighbour(f) => Some(f.frame),
+            _ => None,
         }
     }
 }
@@ -58,6 +123,8 @@ impl Msg {
 pub enum MsgKind {
     Frame,
     Neighbour,
+    /// The move protocol's messages (rebalancing).
+    Move,
 }
 
 /// Messages sent and received by kind, and the ones dropped.
@@ -69,6 +136,9 @@ pub struct MsgCounters {
     /// Neighbour-frame copies sent to / received from other shards.
     pub neighbour_tx: u64,
     pub neighbour_rx: u64,
+    /// Move-protocol messages sent / received (connections, bucket control).
+    pub move_tx: u64,
+    pub move_rx: u64,
     /// Messages the shard could not queue: its outbox was full (the driver did not drain it).
     pub drop_outbox_full: u64,
     /// Messages for a shard index outside the host (a software RETA naming a shard the host
@@ -79,18 +149,19 @@ pub struct MsgCounters {
 impl MsgCounters {
     /// Messages handed to the driver.
     pub fn tx(&self) -> u64 {
-        self.frames_tx + self.neighbour_tx
+        self.frames_tx + self.neighbour_tx + self.move_tx
     }
 
     /// Messages taken from the driver.
     pub fn rx(&self) -> u64 {
-        self.frames_rx + self.neighbour_rx
+        self.frames_rx + self.neighbour_rx + self.move_rx
     }
 
     pub(crate) fn count_tx(&mut self, kind: MsgKind) {
         match kind {
             MsgKind::Frame => self.frames_tx += 1,
             MsgKind::Neighbour => self.neighbour_tx += 1,
+            MsgKind::Move => self.move_tx += 1,
         }
     }
 
@@ -98,6 +169,7 @@ impl MsgCounters {
         match kind {
             MsgKind::Frame => self.frames_rx += 1,
             MsgKind::Neighbour => self.neighbour_rx += 1,
+            MsgKind::Move => self.move_rx += 1,
         }
     }
 }

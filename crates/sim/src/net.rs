@@ -91,12 +91,20 @@ pub struct FrontCounters {
     pub steer_failed: u64,
     /// Messages delivered between shards.
     pub msgs_delivered: u64,
+    /// RETA entries pointed at a new shard (bucket moves started).
+    pub reta_moves: u64,
+    /// Bucket moves refused: a bucket out of range, a shard out of range, the bucket already
+    /// on that shard or still moving (or a connection of it kept by its old shard), or the
+    /// host forwards by software RETA (fewer queues than shards).
+    pub reta_moves_refused: u64,
 }
 
 /// A simulated host: a steering NIC in front of N shard cores.
 pub struct ShardedHost<A: App> {
     steering: Nic,
     shards: Vec<Shard<A>>,
+    /// Control messages for the next activation (bucket moves), in order.
+    control: Vec<(u16, Msg)>,
     /// Reused: messages being delivered, and which shards received one this round.
     msgs: Vec<(u16, Msg)>,
     touched: Vec<bool>,
@@ -157,6 +165,7 @@ impl<A: App> ShardedHost<A> {
         Ok(ShardedHost {
             steering,
             shards,
+            control: Vec::new(),
             msgs: Vec::new(),
             touched: vec![false; usize::from(cfg.shards)],
             counters: FrontCounters::default(),
@@ -216,9 +225,79 @@ impl<A: App> ShardedHost<A> {
         self.counters
     }
 
+    /// The steering NIC (its RETA, its per-bucket packet counts).
+    pub fn steering(&self) -> &Nic {
+        &self.steering
+    }
+
+    /// Starts moving RETA entry `bucket` and its live connections to shard `to` (DESIGN
+    /// "Rebalancing"; the walk is `shard::moves`). Takes effect at the host's next activation:
+    /// call [`crate::World::wake`]. The NIC's entry changes when the new owner, already
+    /// holding the bucket's frames, asks the old owner to move out. Returns false (counted)
+    /// when the move is refused: see [`FrontCounters::reta_moves_refused`].
+    pub fn move_bucket(&mut self, bucket: usize, to: u16) -> bool {
+        let reta = &self.steering.steering().reta;
+        let from = reta.entries().get(bucket).copied();
+        let sw = self.shards.len() > usize::from(self.steering.config().queues);
+        // The RETA has at most 512 entries (rss::RETA_SIZE_MAX): the index fits.
+        let b = bucket as u16;
+        let busy = self.shards.iter().any(|s| s.bucket_busy(b))
+            || self
+                .control
+                .iter()
+                .any(|(_, m)| matches!(m, Msg::MoveIn { bucket, .. } if *bucket == b));
+        match from {
+            Some(from) if from != to && usize::from(to) < self.shards.len() && !sw && !busy => {
+                let bucket = b;
+                self.control.push((to, Msg::MoveIn { bucket, from }));
+                true
+            }
+            _ => {
+                self.counters.reta_moves_refused += 1;
+                false
+            }
+        }
+    }
+
+    /// True while any shard holds a bucket, moves one out, or watches a kept connection.
+    pub fn moves_in_progress(&self) -> bool {
+        !self.control.is_empty()
+            || self.shards.iter().any(|s| {
+                let (h, o, _) = s.moves_in_progress();
+                h + o > 0
+            })
+    }
+
+    /// Delivers one message, carrying out the driver's part of the move protocol: the RETA
+    /// entry changes as `MoveOut` goes from the new owner to the old one.
+    fn deliver(&mut self, now_ns: u64, to: u16, m: Msg) {
+        if let Msg::MoveOut { bucket, to: owner } = &m {
+            if self
+                .steering
+                .set_reta_entry(usize::from(*bucket), *owner)
+                .is_ok()
+            {
+                self.counters.reta_moves += 1;
+            }
+        }
+        if let Some(s) = self.shards.get_mut(usize::from(to)) {
+            self.counters.msgs_delivered += 1;
+            s.handle_msg(now_ns, m);
+            if let Some(t) = self.touched.get_mut(usize::from(to)) {
+                *t = true;
+            }
+        }
+    }
+
     /// One iteration of every shard, then message delivery until quiet (bounded).
     fn run(&mut self, now_ns: u64) {
+        let control = std::mem::take(&mut self.control);
+        for (to, m) in control {
+            self.deliver(now_ns, to, m);
+        }
         for s in &mut self.shards {
+            // The steering NIC feeds each shard's NIC queue directly: no port backlog.
+            s.note_port_empty();
             s.handle_timeout(now_ns);
         }
         for _ in 0..MSG_ROUNDS_MAX {
@@ -231,18 +310,15 @@ impl<A: App> ShardedHost<A> {
             if self.msgs.is_empty() {
                 break;
             }
-            for (to, m) in self.msgs.drain(..) {
+            let mut msgs = std::mem::take(&mut self.msgs);
+            for (to, m) in msgs.drain(..) {
                 // The shard core only addresses shards of its host.
-                if let Some(s) = self.shards.get_mut(usize::from(to)) {
-                    self.counters.msgs_delivered += 1;
-                    s.handle_msg(now_ns, m);
-                    if let Some(t) = self.touched.get_mut(usize::from(to)) {
-                        *t = true;
-                    }
-                }
+                self.deliver(now_ns, to, m);
             }
+            self.msgs = msgs;
             for (s, t) in self.shards.iter_mut().zip(self.touched.iter_mut()) {
                 if std::mem::take(t) {
+                    s.note_port_empty();
                     s.handle_timeout(now_ns);
                 }
             }

@@ -30,6 +30,7 @@ use crate::rng::SimRng;
 use crate::world::World;
 
 mod flow;
+pub mod migrate;
 
 use flow::{CHUNK_BYTES, Flow};
 
@@ -55,15 +56,20 @@ pub enum Workload {
     /// imported back (DESIGN "Handoff protocol"); frames that arrive meanwhile meet the stack's
     /// moved marker and are dropped unprocessed, never answered with RST.
     Handoff,
+    /// Dozens of connections to a four-shard server carrying data both ways while RETA
+    /// buckets move between the server's shards at random moments, their connections
+    /// migrating live (DESIGN "Rebalancing"; see [`migrate`]).
+    Migrate,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::BulkOneWay,
         Workload::BulkBothWays,
         Workload::RequestResponse,
         Workload::ManyConnections,
         Workload::Handoff,
+        Workload::Migrate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -73,6 +79,7 @@ impl Workload {
             Workload::RequestResponse => "rr",
             Workload::ManyConnections => "many",
             Workload::Handoff => "handoff",
+            Workload::Migrate => "migrate",
         }
     }
 
@@ -272,6 +279,8 @@ impl Plan {
                 plan.request_ends = cumulative(plan.exchanges.iter().map(|e| e.0));
                 plan.response_ends = cumulative(plan.exchanges.iter().map(|e| e.1));
             }
+            // Planned by `migrate` itself.
+            Workload::Migrate => {}
             Workload::ManyConnections => {
                 plan.conns_total = 300 + rng.gen_range(0..1_700);
                 plan.conns_at_once = 8 + rng.gen_range(0..56) as usize;
@@ -576,6 +585,9 @@ fn stack_config(mac: [u8; 6], ip: Ipv4Addr, seed: u64, workload: Workload) -> St
 
 /// Runs `workload` under `seed`'s fault profile; `Err` names what went wrong.
 pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
+    if workload == Workload::Migrate {
+        return migrate::run(seed).map(|(summary, _)| summary);
+    }
     let faults = FaultProfile::for_seed(seed);
     let plan = Plan::new(seed, workload);
     let mut w = World::new(seed);

@@ -203,6 +203,13 @@ counters! {
     tcp_moved_forward_full,
     /// Moved markers that expired (neither imported back nor released in time).
     tcp_moved_expired,
+    /// Connections no application handle names (waiting in a backlog, or closed by the
+    /// application and finishing) handed to another owner (`tcp_export_unowned`).
+    tcp_unowned_exported,
+    /// Such connections taken over from another owner (`tcp_import_unowned`).
+    tcp_unowned_imported,
+    /// Forward markers set for connections another owner keeps (`tcp_forward_unowned`).
+    tcp_forward_markers_set,
     // ---- transmit
     /// Frames handed out by `poll_transmit`.
     tx_frames,

@@ -70,6 +70,7 @@ mod sockets;
 mod stack;
 mod tcp_api;
 mod tcp_input;
+mod tcp_move;
 pub mod tcp_sockets;
 mod udp;
 
@@ -89,6 +90,7 @@ pub use socket::{
 pub use stack::Stack;
 /// The TCP engine's per-connection counters, as [`Stack::tcp_counters`] sums them.
 pub use tcp::Counters as TcpCounters;
+pub use tcp_move::{BucketConn, MoveClass, Unowned};
 pub use tcp_sockets::FourTuple;
 /// The receive metadata [`Stack::receive`] takes (re-exported from `wire`).
 pub use wire::{CsumVerdict, RssHashType, RxChecksum, RxMeta};

@@ -234,6 +234,15 @@ impl Sockets {
         }
     }
 
+    /// The handle naming slot `i` now (`None` for a slot out of range).
+    pub(crate) fn handle_of(&self, i: usize) -> Option<SocketHandle> {
+        let slot = self.slots.get(i)?;
+        Some(SocketHandle {
+            index: u32::try_from(i).ok()?,
+            generation: slot.generation,
+        })
+    }
+
     /// Puts `socket` back in slot `i`, which a moved marker held, keeping the slot's
     /// generation: the connection gets the handle it had before it moved away.
     pub(crate) fn reuse(&mut self, i: usize, socket: Socket) -> Option<SocketHandle> {

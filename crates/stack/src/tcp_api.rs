@@ -15,7 +15,7 @@ use crate::sockets::{EPHEMERAL_FIRST, EPHEMERAL_LAST, Socket, Sockets};
 use crate::stack::Stack;
 use crate::tcp_input::TcpCx;
 use crate::tcp_sockets::{
-    ConnSock, FourTuple, Listener, MovedMarker, TcpState, map_tcp_error, tcp_port_listened,
+    ConnSock, FourTuple, Listener, TcpState, map_tcp_error, tcp_port_listened,
 };
 
 impl Stack {
@@ -308,7 +308,8 @@ impl TcpCx<'_> {
             }
             local_port
         } else {
-            pick_connect_port(self.cfg, self.sockets, local_ip, remote, in_use)?
+            let home = self.tcp.rss_home.as_ref();
+            pick_connect_port(self.cfg, home, self.sockets, local_ip, remote, in_use)?
         };
         let tuple = FourTuple {
             local: SocketAddr::new(local_ip, port),
@@ -389,98 +390,6 @@ impl TcpCx<'_> {
         c.conn.abort();
         self.tcp_after_input(i);
         Ok(())
-    }
-
-    /// See [`Stack::tcp_export`].
-    pub(crate) fn tcp_export(
-        &mut self,
-        now: u64,
-        h: SocketHandle,
-    ) -> Result<(FourTuple, tcp::ConnectionSnapshot), SocketError> {
-        let (i, c) = self.conn_for(h)?;
-        c.conn.flush_delayed_ack();
-        self.tcp.dirty.insert(i);
-        if !self.tcp_flush_one(now, i) {
-            return Err(SocketError::WouldBlock);
-        }
-        let c = self.conn_mut(i).ok_or(SocketError::InvalidHandle)?;
-        let snapshot = c.conn.export(now).map_err(|e| match e {
-            tcp::SnapshotError::OutputPending => SocketError::WouldBlock,
-            tcp::SnapshotError::NotSynchronized | tcp::SnapshotError::Inconsistent => {
-                SocketError::InvalidState
-            }
-        })?;
-        let key = c.key;
-        c.in_table = false;
-        self.tcp_rearm(i);
-        self.tcp.dirty.remove(&i);
-        // The table keeps the key, now naming the marker that takes the slot.
-        let expires_ns = now.saturating_add(self.cfg.limits.tcp_moved_marker_ns);
-        let marker = TcpState::Moved(MovedMarker {
-            key,
-            expires_ns,
-            forward: None,
-        });
-        if let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.replace(i, Socket::Tcp(marker)) {
-            self.tcp.counters_released.add(c.engine_counters());
-        }
-        self.tcp.moved += 1;
-        self.tcp.timers.insert((expires_ns, i));
-        self.tcp.counters.tcp_connections_exported += 1;
-        Ok((key.tuple, snapshot))
-    }
-
-    /// See [`Stack::tcp_import`].
-    pub(crate) fn tcp_import(
-        &mut self,
-        now: u64,
-        tuple: FourTuple,
-        snapshot: &tcp::ConnectionSnapshot,
-    ) -> Result<SocketHandle, SocketError> {
-        if !self.egress.is_our_ip(tuple.local.ip())
-            || tuple.local.is_ipv4() != tuple.remote.is_ipv4()
-        {
-            return Err(SocketError::AddrNotAvailable);
-        }
-        let key = self.tcp.flow_key(tuple, None);
-        let marker = self.tcp.moved_slot(self.sockets, tuple);
-        if marker.is_none() && self.tcp.conns.contains_key(&key) {
-            return Err(SocketError::AddrInUse);
-        }
-        let conn = Connection::import(now, snapshot).map_err(|_| SocketError::InvalidState)?;
-        let readable = conn.recv_queue_bytes() > 0;
-        let sock = ConnSock {
-            key,
-            conn: Box::new(conn),
-            parent: None,
-            in_table: true,
-            app_closed: false,
-            armed_ns: None,
-            error: None,
-        };
-        let socket = Socket::Tcp(TcpState::Conn(sock));
-        let h = match marker {
-            Some(mi) => {
-                let m = self.moved_mut(mi).ok_or(SocketError::InvalidState)?;
-                let expires_ns = m.expires_ns;
-                self.tcp.timers.remove(&(expires_ns, mi));
-                self.tcp.moved -= 1;
-                self.sockets
-                    .reuse(mi, socket)
-                    .ok_or(SocketError::InvalidState)?
-            }
-            None => self.sockets.alloc(socket)?,
-        };
-        let i = h.index as usize;
-        self.tcp.conns.insert(key, i);
-        self.tcp_after_input(i);
-        let mut ready = Readiness::WRITABLE;
-        if readable {
-            ready |= Readiness::READABLE;
-        }
-        self.sockets.notify(i, ready);
-        self.tcp.counters.tcp_connections_imported += 1;
-        Ok(h)
     }
 
     pub(crate) fn conn_for(
@@ -592,13 +501,14 @@ impl TcpCx<'_> {
 /// ephemeral port.
 fn pick_connect_port(
     cfg: &StackConfig,
+    home: Option<&(rss::Reta, u16)>,
     sockets: &mut Sockets,
     local_ip: IpAddr,
     remote: SocketAddr,
     in_use: impl Fn(u16) -> bool,
 ) -> Result<u16, SocketError> {
     if let Some(rss) = &cfg.rss {
-        if let Some((reta, queue)) = &rss.home {
+        if let Some((reta, queue)) = home {
             let query = rss::SourcePortQuery {
                 local: local_ip,
                 remote: remote.ip(),

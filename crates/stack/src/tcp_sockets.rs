@@ -239,6 +239,9 @@ pub(crate) struct TcpTable {
     /// Frames caught mid-move, oldest first: (destination, frame, carried RSS hash).
     /// Invariant: `forward.len()` ≤ `limits.tcp_moved_forward_frames_max`.
     pub(crate) forward: VecDeque<(u16, Vec<u8>, wire::RxMeta)>,
+    /// The RETA and queue active opens pick source ports for (`cfg.rss.home` at start; a
+    /// rebalancer changes entries with [`crate::Stack::set_rss_home_entry`]).
+    pub(crate) rss_home: Option<(rss::Reta, u16)>,
     /// The counters this part increments (TCP input, listeners, connections, moves);
     /// `Stack::counters` sums every part's.
     pub(crate) counters: Counters,
@@ -279,6 +282,7 @@ impl TcpTable {
             rss_on: cfg.rss.is_some(),
             moved: 0,
             forward: VecDeque::new(),
+            rss_home: cfg.rss.as_ref().and_then(|r| r.home.clone()),
             counters: Counters::default(),
             counters_released: tcp::Counters::default(),
             cfg,

@@ -1,0 +1,498 @@
+//! The `migrate` soak workload: live rebalancing under load and faults (DESIGN "Rebalancing").
+//!
+//! A client opens dozens of connections to a four-shard server, each carrying its own
+//! pattern stream both ways. At random moments the harness moves a RETA bucket — usually the
+//! bucket of a live connection — to another server shard ([`ShardedHost::move_bucket`]); the
+//! bucket's connections migrate with the move protocol (`shard::moves`) while data flows both
+//! ways, under the seed's loss, reordering, duplication, corruption or link flap. The server
+//! application hands each connection's flow (its stream positions and checker) to the new
+//! shard's instance ([`App::export_conn`] / [`App::import_conn`]).
+//!
+//! Checked: every byte of every stream arrives once and in order (the pattern checkers); no
+//! connection is live on two shards at once (checked between steps); no connection is ever
+//! reset, whatever the faults (a frame caught mid-move must be held or forwarded, never
+//! refused); under mild faults every connection completes. (A RST for a segment of a
+//! connection that has already finished — a duplicated last ACK — is normal TCP and allowed.)
+
+use core::net::{IpAddr, SocketAddr};
+
+use app::{App, Conn, ConnState, Ctx, Moved};
+use stack::{FourTuple, SocketError, SocketEvent, SocketHandle, Stack};
+
+use super::flow::{CHUNK_BYTES, Flow};
+use super::{
+    CLIENT_IP, FaultProfile, RunSummary, SERVER_IP, SERVER_PORT, Workload, c2s_stream, reap,
+    s2c_stream, stack_config,
+};
+use crate::fault::{Corrupt, Duplicate, Flap, Loss, Reorder};
+use crate::link::{ChannelConfig, JitterOrder};
+use crate::net::{ShardedHost, ShardedHostConfig};
+use crate::rng::SimRng;
+use crate::{HostId, PortId, World};
+
+/// Server shards.
+pub const SERVER_SHARDS: u16 = 4;
+
+/// Bytes each way of the connection from client port `port`: both ends derive it.
+fn conn_bytes(seed: u64, port: u16) -> (u64, u64) {
+    let mut rng = SimRng::new(seed).fork(0x6d16 ^ u64::from(port));
+    (1 + rng.gen_range(0..120_000), 1 + rng.gen_range(0..120_000))
+}
+
+/// The client: keeps `at_once` connections open until `total` have run.
+struct MigrateClient {
+    seed: u64,
+    total: u64,
+    at_once: usize,
+    opened: u64,
+    flows: Vec<(u64, Flow)>,
+    scratch: Vec<u8>,
+    violation: Option<String>,
+    summary: RunSummary,
+}
+
+impl MigrateClient {
+    fn open(&mut self, now: u64, stack: &mut Stack) {
+        while self.opened < self.total && self.flows.len() < self.at_once {
+            let remote = SocketAddr::new(IpAddr::V4(SERVER_IP), SERVER_PORT);
+            match stack.tcp_connect(now, remote, 0) {
+                Ok(h) => {
+                    let port = stack.local_addr(h).map_or(0, |a| a.port());
+                    let (c2s, s2c) = conn_bytes(self.seed, port);
+                    let id = u64::from(port);
+                    let mut flow = Flow::new(h, c2s_stream(self.seed, id), c2s, 0, s2c);
+                    flow.rx.stream_id = s2c_stream(self.seed, id);
+                    self.flows.push((id, flow));
+                    self.opened += 1;
+                }
+                Err(SocketError::NoFreePort | SocketError::TooManySockets) => break,
+                Err(e) => {
+                    self.violation = Some(format!("connect failed: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+impl App for MigrateClient {
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        let now = ctx.now_ns();
+        self.open(now, ctx.stack());
+    }
+
+    fn poll(&mut self, ctx: &mut Ctx<'_>, events: &[SocketEvent]) {
+        let now = ctx.now_ns();
+        let stack = ctx.stack();
+        if self.violation.is_some() {
+            return;
+        }
+        for ev in events {
+            let Some((_, flow)) = self.flows.iter_mut().find(|(_, f)| f.handle == ev.handle) else {
+                continue;
+            };
+            if let Err(v) = flow.pump(now, stack, &mut self.scratch) {
+                self.violation = Some(v);
+                return;
+            }
+        }
+        self.violation = reset_violation(&self.flows, "client");
+        reap(&mut self.flows, &mut self.summary);
+        self.open(now, stack);
+    }
+
+    fn done(&self) -> bool {
+        self.opened == self.total && self.flows.is_empty()
+    }
+}
+
+/// One server shard's instance: accepts, serves its flows, and hands a flow over when its
+/// connection moves.
+struct MigrateServer {
+    seed: u64,
+    listener: Option<SocketHandle>,
+    flows: Vec<(u64, Flow)>,
+    scratch: Vec<u8>,
+    violation: Option<String>,
+    summary: RunSummary,
+    /// Connections that arrived from another shard, and state given back after a failed move.
+    imported: u64,
+    returned: u64,
+}
+
+impl MigrateServer {
+    fn new(seed: u64) -> Self {
+        MigrateServer {
+            seed,
+            listener: None,
+            flows: Vec::new(),
+            scratch: vec![0; CHUNK_BYTES],
+            violation: None,
+            summary: RunSummary::default(),
+            imported: 0,
+            returned: 0,
+        }
+    }
+
+    fn work(&mut self, now: u64, stack: &mut Stack, h: SocketHandle) {
+        let Some((_, flow)) = self.flows.iter_mut().find(|(_, f)| f.handle == h) else {
+            return;
+        };
+        if let Err(v) = flow.pump(now, stack, &mut self.scratch) {
+            self.violation = Some(v);
+        }
+    }
+}
+
+impl App for MigrateServer {
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        let local = SocketAddr::new(IpAddr::V4(SERVER_IP), SERVER_PORT);
+        match ctx.stack().tcp_listen(local, 128) {
+            Ok(l) => self.listener = Some(l),
+            Err(e) => self.violation = Some(format!("listen failed: {e}")),
+        }
+    }
+
+    fn poll(&mut self, ctx: &mut Ctx<'_>, events: &[SocketEvent]) {
+        let now = ctx.now_ns();
+        let stack = ctx.stack();
+        if self.violation.is_some() {
+            return;
+        }
+        let mut work: Vec<SocketHandle> = events.iter().map(|e| e.handle).collect();
+        if let Some(l) = self.listener {
+            while let Ok((h, peer)) = stack.tcp_accept(l) {
+                let id = u64::from(peer.port());
+                let (c2s, s2c) = conn_bytes(self.seed, peer.port());
+                let flow = Flow::new(
+                    h,
+                    s2c_stream(self.seed, id),
+                    s2c,
+                    c2s_stream(self.seed, id),
+                    c2s,
+                );
+                self.flows.push((id, flow));
+                work.push(h);
+            }
+        }
+        for h in work {
+            self.work(now, stack, h);
+        }
+        if self.violation.is_none() {
+            self.violation = reset_violation(&self.flows, "server");
+        }
+        reap(&mut self.flows, &mut self.summary);
+    }
+
+    fn export_conn(&mut self, _ctx: &mut Ctx<'_>, conn: Conn, _to: u16) -> Option<ConnState> {
+        let i = self
+            .flows
+            .iter()
+            .position(|(_, f)| f.handle == conn.handle())?;
+        let flow = self.flows.remove(i);
+        Some(Box::new(flow))
+    }
+
+    fn import_conn(&mut self, ctx: &mut Ctx<'_>, conn: Conn, moved: Moved) {
+        let Ok(flow) = moved.state.downcast::<(u64, Flow)>() else {
+            self.violation = Some("a moved connection arrived with foreign state".into());
+            return;
+        };
+        let (id, mut flow) = *flow;
+        flow.handle = conn.handle();
+        if moved.from == moved.to {
+            self.returned += 1;
+        } else {
+            self.imported += 1;
+        }
+        self.flows.push((id, flow));
+        // Whatever the old instance was waiting for may be ready here already.
+        let now = ctx.now_ns();
+        self.work(now, ctx.stack(), conn.handle());
+    }
+}
+
+/// A connection that was reset: never expected here (no migration may refuse a segment).
+fn reset_violation(flows: &[(u64, Flow)], side: &str) -> Option<String> {
+    flows
+        .iter()
+        .find(|(_, f)| f.error == Some(SocketError::Reset))
+        .map(|(id, f)| {
+            format!(
+                "{side} connection {id} was reset (sent {}/{}, received {}/{})",
+                f.tx_sent, f.tx_total, f.rx.received, f.rx.expected
+            )
+        })
+}
+
+/// What one `migrate` seed did, beyond the common summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MigrateStats {
+    /// Bucket moves started, and connections that migrated with them: all of them, and the
+    /// ones the application owned (its state moved with them; the others waited in a
+    /// backlog or were finishing their close).
+    pub bucket_moves: u64,
+    pub migrations: u64,
+    pub app_migrations: u64,
+    /// Connections kept by their old shard while their bucket moved (handshake, closing).
+    pub kept: u64,
+    /// Frames held by new owners while a bucket moved.
+    pub frames_held: u64,
+}
+
+/// Runs one `migrate` seed.
+pub fn run(seed: u64) -> Result<(RunSummary, MigrateStats), String> {
+    let faults = FaultProfile::for_seed(seed);
+    let context = format!("migrate seed {seed} ({faults:?})");
+    let mut rng = SimRng::new(seed).fork(0x316_0a7e);
+    let mut w = World::new(seed);
+    let client_app = MigrateClient {
+        seed,
+        total: 16 + rng.gen_range(0..48),
+        at_once: 4 + rng.gen_range(0..28) as usize,
+        opened: 0,
+        flows: Vec::new(),
+        scratch: vec![0; CHUNK_BYTES],
+        violation: None,
+        summary: RunSummary::default(),
+    };
+    let total = client_app.total;
+    let client = w.add_host(Box::new(ShardedHost::single(
+        stack_config([2, 0, 0, 0, 0, 1], CLIENT_IP, seed, Workload::Migrate),
+        client_app,
+    )));
+    let server_cfg = ShardedHostConfig::new(stack_config(
+        [2, 0, 0, 0, 0, 2],
+        SERVER_IP,
+        seed,
+        Workload::Migrate,
+    ))
+    .with_shards(SERVER_SHARDS);
+    let server_host = ShardedHost::new(server_cfg, |_| MigrateServer::new(seed))?;
+    let server = w.add_host(Box::new(server_host));
+    let link_cfg = ChannelConfig::default()
+        .rate_bps(1_000_000_000)
+        .delay_ns(200_000)
+        .jitter_ns(20_000, JitterOrder::Reorder)
+        .queue_max(4 * 1024 * 1024, 4096);
+    let link = w
+        .connect((client, PortId(0)), (server, PortId(0)), link_cfg)
+        .map_err(|e| e.to_string())?;
+    if faults.loss > 0.0 {
+        w.add_fault_both(link, Loss { p: faults.loss });
+    }
+    if faults.duplicate > 0.0 {
+        w.add_fault_both(
+            link,
+            Duplicate {
+                p: faults.duplicate,
+            },
+        );
+    }
+    if faults.reorder > 0.0 {
+        w.add_fault_both(
+            link,
+            Reorder {
+                p: faults.reorder,
+                extra_delay_ns: 1_000_000,
+            },
+        );
+    }
+    if faults.corrupt > 0.0 {
+        w.add_fault_both(link, Corrupt { p: faults.corrupt });
+    }
+    if let Some((down, up)) = faults.flap_ns {
+        w.add_fault_both(link, Flap::new(down, up));
+    }
+
+    // Debugging aid, as in the other workloads: SIM_TRACE_PORT=<port> prints every delivered
+    // TCP segment to or from it.
+    if let Some(port) = std::env::var("SIM_TRACE_PORT")
+        .ok()
+        .and_then(|p| p.parse::<u16>().ok())
+    {
+        w.set_frame_tap(move |t, _link, dir, frame| {
+            if let Some(line) = super::trace_tcp(frame, port) {
+                eprintln!("{t:>12} ns {dir:?} {line}");
+            }
+        });
+    }
+    let mut stats = MigrateStats::default();
+    let mut tuples: Vec<(u16, FourTuple)> = Vec::new();
+    let mut events: u64 = 0;
+    // Step through the run, moving a bucket between steps, until the client has finished.
+    for _ in 0..20_000 {
+        let step_ns = 50_000 + rng.gen_range(0..2_000_000);
+        let until = w.now_ns().saturating_add(step_ns);
+        events += w
+            .run_until_checked(until, 2_000_000, |w| check(w, client, server))
+            .map_err(|e| format!("{context}: {e}"))?;
+        one_owner_each(&w, server, &mut tuples).map_err(|e| format!("{context}: {e}"))?;
+        let client_done = w
+            .host::<ShardedHost<MigrateClient>>(client)
+            .ok_or("client host missing")?
+            .app()
+            .done();
+        if client_done {
+            break;
+        }
+        if w.next_event_ns().is_none() {
+            break;
+        }
+        let host = w
+            .host_mut::<ShardedHost<MigrateServer>>(server)
+            .ok_or("server host missing")?;
+        if pick_move(host, &mut rng, &tuples) {
+            stats.bucket_moves += 1;
+            w.wake(server);
+        }
+    }
+    events += w
+        .run_until_idle_checked(20_000_000, |w| check(w, client, server))
+        .map_err(|e| format!("{context}: {e}"))?;
+    one_owner_each(&w, server, &mut tuples).map_err(|e| format!("{context}: {e}"))?;
+
+    let c = w
+        .host::<ShardedHost<MigrateClient>>(client)
+        .ok_or("client host missing")?
+        .app();
+    let s = w
+        .host::<ShardedHost<MigrateServer>>(server)
+        .ok_or("server host missing")?;
+    let mut server_summary = RunSummary::default();
+    let mut unfinished = 0;
+    for sh in s.shards() {
+        let app = sh.app();
+        unfinished += app.flows.len();
+        server_summary.bytes_verified += app.summary.bytes_verified;
+        server_summary.connections_completed += app.summary.connections_completed;
+        server_summary.connections_failed += app.summary.connections_failed;
+        let m = sh.move_counters();
+        stats.migrations += m.conns_in + m.unowned_in;
+        stats.app_migrations += m.conns_in;
+        stats.kept += m.kept;
+        stats.frames_held += m.frames_held;
+        if m.import_failed > 0 {
+            return Err(format!("{context}: {} imports failed", m.import_failed));
+        }
+    }
+    if std::env::var_os("SIM_DEBUG").is_some() {
+        for sh in s.shards() {
+            let k = sh.stack().counters();
+            eprintln!(
+                "shard {}: {:?} rst_unknown {} listen_bad {} drop_moved {} fwd {} fwd_full {} expired {} exported {} imported {} msgs {:?}",
+                sh.info().shard,
+                sh.move_counters(),
+                k.tcp_rx_no_listener_rst_sent,
+                k.tcp_listen_bad_segment,
+                k.tcp_drop_moved,
+                k.tcp_moved_forwarded,
+                k.tcp_moved_forward_full,
+                k.tcp_moved_expired,
+                k.tcp_connections_exported,
+                k.tcp_connections_imported,
+                sh.counters().msgs,
+            );
+        }
+    }
+    if !c.flows.is_empty() || unfinished > 0 || c.opened != total {
+        return Err(format!(
+            "{context}: idle with {} client and {unfinished} server connections unfinished, {} of {total} opened",
+            c.flows.len(),
+            c.opened
+        ));
+    }
+    if faults.is_mild()
+        && (c.summary.connections_failed > 0 || server_summary.connections_failed > 0)
+    {
+        return Err(format!(
+            "{context}: {} client and {} server connections failed under mild faults; first: {:?}",
+            c.summary.connections_failed, server_summary.connections_failed, c.summary.first_error
+        ));
+    }
+    let summary = RunSummary {
+        bytes_verified: c.summary.bytes_verified + server_summary.bytes_verified,
+        connections_completed: c.summary.connections_completed,
+        connections_failed: c.summary.connections_failed,
+        sim_time_ns: w.now_ns(),
+        events,
+        first_error: c.summary.first_error.clone(),
+        moves: stats.migrations,
+        frames_dropped_in_flight: 0,
+        trace_digest: w.digest(),
+        server_accepted_per_shard: s
+            .shards()
+            .iter()
+            .map(|sh| sh.stack().counters().tcp_connections_established)
+            .collect(),
+    };
+    Ok((summary, stats))
+}
+
+/// The applications' violations.
+fn check(w: &World, client: HostId, server: HostId) -> Result<(), String> {
+    let c = w
+        .host::<ShardedHost<MigrateClient>>(client)
+        .ok_or("client host missing")?;
+    if let Some(v) = &c.app().violation {
+        return Err(format!("client: {v}"));
+    }
+    let s = w
+        .host::<ShardedHost<MigrateServer>>(server)
+        .ok_or("server host missing")?;
+    for sh in s.shards() {
+        if let Some(v) = &sh.app().violation {
+            return Err(format!("server shard {}: {v}", sh.info().shard));
+        }
+    }
+    Ok(())
+}
+
+/// No connection is live on two server shards at once (DESIGN handoff invariant 1).
+fn one_owner_each(
+    w: &World,
+    server: HostId,
+    tuples: &mut Vec<(u16, FourTuple)>,
+) -> Result<(), String> {
+    let s = w
+        .host::<ShardedHost<MigrateServer>>(server)
+        .ok_or("server host missing")?;
+    tuples.clear();
+    let mut one = Vec::new();
+    for sh in s.shards() {
+        one.clear();
+        sh.stack().tcp_live_tuples(&mut one);
+        tuples.extend(one.iter().map(|&t| (sh.info().shard, t)));
+    }
+    tuples.sort_by_key(|&(shard, t)| (t.local, t.remote, shard));
+    for pair in tuples.windows(2) {
+        if pair[0].1 == pair[1].1 {
+            return Err(format!(
+                "{:?} is live on shards {} and {} at once",
+                pair[0].1, pair[0].0, pair[1].0
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Starts one bucket move: most often the bucket of a live connection (so connections move),
+/// sometimes any bucket; to a random other shard. False when nothing was started.
+fn pick_move(
+    host: &mut ShardedHost<MigrateServer>,
+    rng: &mut SimRng,
+    tuples: &[(u16, FourTuple)],
+) -> bool {
+    let entries = host.steering().steering().reta.len();
+    let bucket = if !tuples.is_empty() && rng.chance(0.85) {
+        let (shard, t) = tuples[rng.gen_range(0..tuples.len() as u64) as usize];
+        host.shard(shard)
+            .and_then(|sh| sh.stack().tcp_flow_bucket(t, entries))
+            .map_or(0, usize::from)
+    } else {
+        rng.gen_range(0..entries as u64) as usize
+    };
+    let from = host.steering().steering().reta.entries()[bucket];
+    let to = (from + 1 + rng.gen_range(0..u64::from(SERVER_SHARDS - 1)) as u16) % SERVER_SHARDS;
+    host.move_bucket(bucket, to)
+}
