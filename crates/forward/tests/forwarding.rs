@@ -22,7 +22,7 @@ fn one(
 fn ipv4_forwarded_with_ttl_decremented_and_checksum_valid_from_scratch() {
     let (mut f, mut n) = router();
     let orig = udp_v4(PORT0_MAC, HOST_A_V4, HOST_B_V4, 64, 100, true);
-    let mut frame = orig.clone();
+    let mut frame = dup(&orig);
     assert_eq!(one(&mut f, &mut n, 0, &mut frame), Verdict::Forward { port: 1 });
     let eth = EthernetFrame::new_checked(&frame[..]).unwrap();
     assert_eq!(eth.dst_addr(), HOST_B_MAC);
@@ -72,7 +72,7 @@ proptest! {
 fn ipv6_forwarded_with_hop_limit_decremented() {
     let (mut f, mut n) = router();
     let orig = udp_v6(PORT0_MAC, v6("fd00:1::10"), v6("fd00:2::20"), 2, 100);
-    let mut frame = orig.clone();
+    let mut frame = dup(&orig);
     assert_eq!(one(&mut f, &mut n, 0, &mut frame), Verdict::Forward { port: 1 });
     let eth = EthernetFrame::new_checked(&frame[..]).unwrap();
     assert_eq!(eth.dst_addr(), HOST_B_MAC);

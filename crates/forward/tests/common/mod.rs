@@ -192,3 +192,11 @@ impl Rng {
         self.next() % n.max(1)
     }
 }
+
+/// A copy of `frame` in a pool-sized buffer (`clone` would keep only the frame's length of
+/// capacity, leaving no room for an ICMP error built in place).
+pub fn dup(frame: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(BUF_BYTES.max(frame.len()));
+    b.extend_from_slice(frame);
+    b
+}
