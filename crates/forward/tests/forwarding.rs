@@ -23,16 +23,26 @@ fn ipv4_forwarded_with_ttl_decremented_and_checksum_valid_from_scratch() {
     let (mut f, mut n) = router();
     let orig = udp_v4(PORT0_MAC, HOST_A_V4, HOST_B_V4, 64, 100, true);
     let mut frame = dup(&orig);
-    assert_eq!(one(&mut f, &mut n, 0, &mut frame), Verdict::Forward { port: 1 });
+    assert_eq!(
+        one(&mut f, &mut n, 0, &mut frame),
+        Verdict::Forward { port: 1 }
+    );
     let eth = EthernetFrame::new_checked(&frame[..]).unwrap();
     assert_eq!(eth.dst_addr(), HOST_B_MAC);
     assert_eq!(eth.src_addr(), PORT1_MAC);
     let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
     assert_eq!(ip.hop_limit(), 63);
-    assert!(ip.verify_checksum(), "the header sums to 0xffff from scratch");
+    assert!(
+        ip.verify_checksum(),
+        "the header sums to 0xffff from scratch"
+    );
     let mut recomputed = frame[14..34].to_vec();
     Ipv4Packet::new_unchecked(&mut recomputed[..]).fill_checksum();
-    assert_eq!(&recomputed[..], &frame[14..34], "incremental = full recompute");
+    assert_eq!(
+        &recomputed[..],
+        &frame[14..34],
+        "incremental = full recompute"
+    );
     // Nothing but TTL and checksum changed in the IP packet.
     assert_eq!(frame[14..22], orig[14..22]);
     assert_eq!(frame[23], orig[23]);
@@ -73,7 +83,10 @@ fn ipv6_forwarded_with_hop_limit_decremented() {
     let (mut f, mut n) = router();
     let orig = udp_v6(PORT0_MAC, v6("fd00:1::10"), v6("fd00:2::20"), 2, 100);
     let mut frame = dup(&orig);
-    assert_eq!(one(&mut f, &mut n, 0, &mut frame), Verdict::Forward { port: 1 });
+    assert_eq!(
+        one(&mut f, &mut n, 0, &mut frame),
+        Verdict::Forward { port: 1 }
+    );
     let eth = EthernetFrame::new_checked(&frame[..]).unwrap();
     assert_eq!(eth.dst_addr(), HOST_B_MAC);
     assert_eq!(eth.src_addr(), PORT1_MAC);
@@ -90,19 +103,41 @@ fn ethernet_padding_is_trimmed_on_forward() {
     let mut frame = udp_v4(PORT0_MAC, HOST_A_V4, HOST_B_V4, 64, 0, false);
     let ip_end = frame.len();
     frame.resize(60, 0xee);
-    assert_eq!(one(&mut f, &mut n, 0, &mut frame), Verdict::Forward { port: 1 });
+    assert_eq!(
+        one(&mut f, &mut n, 0, &mut frame),
+        Verdict::Forward { port: 1 }
+    );
     assert_eq!(frame.len(), ip_end);
 }
 
 #[test]
 fn gateway_route_resolves_the_gateway_not_the_destination() {
     let (mut f, mut n) = router();
-    let mut frame = udp_v4(PORT0_MAC, HOST_A_V4, Ipv4Addr::new(192, 168, 5, 5), 64, 10, false);
-    assert_eq!(one(&mut f, &mut n, 0, &mut frame), Verdict::Forward { port: 1 });
-    assert_eq!(EthernetFrame::new_checked(&frame[..]).unwrap().dst_addr(), GW_MAC);
+    let mut frame = udp_v4(
+        PORT0_MAC,
+        HOST_A_V4,
+        Ipv4Addr::new(192, 168, 5, 5),
+        64,
+        10,
+        false,
+    );
+    assert_eq!(
+        one(&mut f, &mut n, 0, &mut frame),
+        Verdict::Forward { port: 1 }
+    );
+    assert_eq!(
+        EthernetFrame::new_checked(&frame[..]).unwrap().dst_addr(),
+        GW_MAC
+    );
     let mut frame = udp_v6(PORT0_MAC, v6("fd00:1::10"), v6("2001:db8:7::1"), 64, 10);
-    assert_eq!(one(&mut f, &mut n, 0, &mut frame), Verdict::Forward { port: 1 });
-    assert_eq!(EthernetFrame::new_checked(&frame[..]).unwrap().dst_addr(), GW_MAC);
+    assert_eq!(
+        one(&mut f, &mut n, 0, &mut frame),
+        Verdict::Forward { port: 1 }
+    );
+    assert_eq!(
+        EthernetFrame::new_checked(&frame[..]).unwrap().dst_addr(),
+        GW_MAC
+    );
 }
 
 #[test]
@@ -131,12 +166,29 @@ fn longest_prefix_chooses_among_overlapping_routes() {
     ];
     for (dst, port, mac) in cases {
         let mut frame = udp_v4(PORT1_MAC, HOST_B_V4, Ipv4Addr::from(dst), 64, 10, false);
-        assert_eq!(one(&mut f, &mut n, 1, &mut frame), Verdict::Forward { port }, "{dst:?}");
-        assert_eq!(EthernetFrame::new_checked(&frame[..]).unwrap().dst_addr(), mac);
+        assert_eq!(
+            one(&mut f, &mut n, 1, &mut frame),
+            Verdict::Forward { port },
+            "{dst:?}"
+        );
+        assert_eq!(
+            EthernetFrame::new_checked(&frame[..]).unwrap().dst_addr(),
+            mac
+        );
     }
     assert!(f.remove_route("192.168.5.0/24".parse().unwrap()).is_some());
-    let mut frame = udp_v4(PORT1_MAC, HOST_B_V4, Ipv4Addr::new(192, 168, 5, 5), 64, 10, false);
-    assert_eq!(one(&mut f, &mut n, 1, &mut frame), Verdict::Forward { port: 1 });
+    let mut frame = udp_v4(
+        PORT1_MAC,
+        HOST_B_V4,
+        Ipv4Addr::new(192, 168, 5, 5),
+        64,
+        10,
+        false,
+    );
+    assert_eq!(
+        one(&mut f, &mut n, 1, &mut frame),
+        Verdict::Forward { port: 1 }
+    );
 }
 
 #[test]
@@ -145,22 +197,53 @@ fn packets_for_the_router_go_local_untouched() {
     let mut frames = vec![
         udp_v4(PORT0_MAC, HOST_A_V4, PORT0_V4, 1, 10, false),
         udp_v4(PORT0_MAC, HOST_A_V4, PORT1_V4, 1, 10, false),
-        udp_v4(PORT0_MAC, HOST_A_V4, Ipv4Addr::new(10, 0, 1, 255), 64, 10, false),
-        udp_v4(EthernetAddress::BROADCAST, HOST_A_V4, Ipv4Addr::BROADCAST, 64, 10, false),
-        udp_v4(PORT0_MAC, HOST_A_V4, Ipv4Addr::new(224, 0, 0, 5), 1, 10, false),
+        udp_v4(
+            PORT0_MAC,
+            HOST_A_V4,
+            Ipv4Addr::new(10, 0, 1, 255),
+            64,
+            10,
+            false,
+        ),
+        udp_v4(
+            EthernetAddress::BROADCAST,
+            HOST_A_V4,
+            Ipv4Addr::BROADCAST,
+            64,
+            10,
+            false,
+        ),
+        udp_v4(
+            PORT0_MAC,
+            HOST_A_V4,
+            Ipv4Addr::new(224, 0, 0, 5),
+            1,
+            10,
+            false,
+        ),
         udp_v6(PORT0_MAC, v6("fd00:1::10"), v6("fd00:1::1"), 64, 10),
         udp_v6(PORT0_MAC, v6("fd00:1::10"), v6("fd00:2::1"), 64, 10),
         udp_v6(PORT0_MAC, v6("fe80::10"), v6("fe80::1"), 255, 10),
         udp_v6(PORT0_MAC, v6("fe80::10"), v6("ff02::1"), 255, 10),
     ];
-    let mut arp = udp_v4(EthernetAddress::BROADCAST, HOST_A_V4, PORT0_V4, 64, 10, false);
+    let mut arp = udp_v4(
+        EthernetAddress::BROADCAST,
+        HOST_A_V4,
+        PORT0_V4,
+        64,
+        10,
+        false,
+    );
     EthernetFrame::new_unchecked(&mut arp[..]).set_ethertype(EtherType::ARP);
     frames.push(arp);
     let orig = frames.clone();
     let mut verdicts = vec![Verdict::Drop(DropReason::Malformed); frames.len()];
     let done = f.process_burst(0, 0, &mut frames, &mut verdicts, &mut n);
     assert_eq!(done, frames.len());
-    assert!(verdicts.iter().all(|v| *v == Verdict::Local), "{verdicts:?}");
+    assert!(
+        verdicts.iter().all(|v| *v == Verdict::Local),
+        "{verdicts:?}"
+    );
     assert_eq!(frames, orig, "local frames are handed over untouched");
     assert_eq!(f.counters().local, frames.len() as u64);
 }
@@ -179,10 +262,17 @@ fn unresolved_neighbour_is_dropped_counted_and_requested_once_per_neighbour() {
     let c = f.counters();
     assert_eq!((c.drop_no_neighbour, c.neighbour_requests), (1000, 1000));
     assert_eq!(n.requests(), &[(1, IpAddr::V4(unknown))]);
-    assert_eq!(n.requests_dropped(), 999, "the table deduplicates requests in flight");
+    assert_eq!(
+        n.requests_dropped(),
+        999,
+        "the table deduplicates requests in flight"
+    );
     n.insert(1, IpAddr::V4(unknown), HOST_B_MAC);
     let mut frame = udp_v4(PORT0_MAC, HOST_A_V4, unknown, 64, 10, false);
-    assert_eq!(one(&mut f, &mut n, 0, &mut frame), Verdict::Forward { port: 1 });
+    assert_eq!(
+        one(&mut f, &mut n, 0, &mut frame),
+        Verdict::Forward { port: 1 }
+    );
 }
 
 #[test]
@@ -197,14 +287,23 @@ fn every_drop_reason_is_counted_by_name() {
     bad_sum[24] ^= 0xff;
     cases.push((bad_sum, DropReason::BadChecksum));
     let other = EthernetAddress([0x02, 0x99, 0, 0, 0, 0x99]);
-    cases.push((udp_v4(other, HOST_A_V4, HOST_B_V4, 64, 10, false), DropReason::NotForUs));
+    cases.push((
+        udp_v4(other, HOST_A_V4, HOST_B_V4, 64, 10, false),
+        DropReason::NotForUs,
+    ));
     let mut tagged = udp_v4(PORT0_MAC, HOST_A_V4, HOST_B_V4, 64, 10, false);
     tagged[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
     cases.push((tagged, DropReason::Vlan));
     let loopback = Ipv4Addr::new(127, 0, 0, 1);
-    cases.push((udp_v4(PORT0_MAC, loopback, HOST_B_V4, 64, 10, false), DropReason::Martian));
+    cases.push((
+        udp_v4(PORT0_MAC, loopback, HOST_B_V4, 64, 10, false),
+        DropReason::Martian,
+    ));
     let zero_net = Ipv4Addr::new(0, 1, 2, 3);
-    cases.push((udp_v4(PORT0_MAC, HOST_A_V4, zero_net, 64, 10, false), DropReason::Martian));
+    cases.push((
+        udp_v4(PORT0_MAC, HOST_A_V4, zero_net, 64, 10, false),
+        DropReason::Martian,
+    ));
     let ll = udp_v6(PORT0_MAC, v6("fe80::10"), v6("fd00:2::20"), 64, 10);
     cases.push((ll, DropReason::Martian));
     // IHL 6 with a NOP option word, checksum refilled.
@@ -219,9 +318,15 @@ fn every_drop_reason_is_counted_by_name() {
     hbh[20] = 0; // next header: hop-by-hop
     cases.push((hbh, DropReason::IpOptions));
     let far = Ipv4Addr::new(172, 16, 0, 1);
-    cases.push((udp_v4(PORT0_MAC, HOST_A_V4, far, 64, 10, false), DropReason::NoRoute));
+    cases.push((
+        udp_v4(PORT0_MAC, HOST_A_V4, far, 64, 10, false),
+        DropReason::NoRoute,
+    ));
     let unknown = Ipv4Addr::new(10, 0, 2, 99);
-    cases.push((udp_v4(PORT0_MAC, HOST_A_V4, unknown, 64, 10, false), DropReason::NoNeighbour));
+    cases.push((
+        udp_v4(PORT0_MAC, HOST_A_V4, unknown, 64, 10, false),
+        DropReason::NoNeighbour,
+    ));
     let ttl0 = udp_v4(PORT0_MAC, HOST_A_V4, HOST_B_V4, 0, 10, false);
     cases.push((ttl0, DropReason::TtlExceeded));
     for (frame, reason) in &mut cases {
@@ -257,7 +362,10 @@ fn too_big_packets_get_frag_needed_or_are_dropped_when_df_is_clear() {
         Verdict::Drop(DropReason::NeedsFragmentation)
     );
     let mut fits = udp_v4(PORT0_MAC, HOST_A_V4, HOST_B_V4, 64, 1400 - 28, true);
-    assert_eq!(one(&mut f, &mut n, 0, &mut fits), Verdict::Forward { port: 1 });
+    assert_eq!(
+        one(&mut f, &mut n, 0, &mut fits),
+        Verdict::Forward { port: 1 }
+    );
     let mut big6 = udp_v6(PORT0_MAC, v6("fd00:1::10"), v6("fd00:2::20"), 64, 1400);
     assert_eq!(
         one(&mut f, &mut n, 0, &mut big6),
@@ -277,11 +385,21 @@ fn burst_of_64_mixed_frames_gets_one_verdict_each() {
             0 => udp_v4(PORT0_MAC, HOST_A_V4, HOST_B_V4, 64, 18, false),
             1 => udp_v6(PORT0_MAC, v6("fd00:1::10"), v6("fd00:2::20"), 64, 10),
             2 => udp_v4(PORT0_MAC, HOST_A_V4, PORT0_V4, 64, 18, false),
-            _ => udp_v4(PORT0_MAC, HOST_A_V4, Ipv4Addr::new(10, 0, 2, 99), 64, 18, false),
+            _ => udp_v4(
+                PORT0_MAC,
+                HOST_A_V4,
+                Ipv4Addr::new(10, 0, 2, 99),
+                64,
+                18,
+                false,
+            ),
         })
         .collect();
     let mut verdicts = [Verdict::Local; forward::BURST_MAX];
-    assert_eq!(f.process_burst(0, 0, &mut frames, &mut verdicts, &mut n), 64);
+    assert_eq!(
+        f.process_burst(0, 0, &mut frames, &mut verdicts, &mut n),
+        64
+    );
     for (i, v) in verdicts.iter().enumerate() {
         let want = match i % 4 {
             0 | 1 => Verdict::Forward { port: 1 },

@@ -25,11 +25,18 @@ fn parse_v4_error(frame: &[u8]) -> (Ipv4Repr, Icmpv4Repr<'_>) {
     assert_eq!(ip_repr.dst_addr, HOST_A_V4);
     assert_eq!(ip_repr.protocol, IpProtocol::ICMP);
     assert_eq!(ip_repr.hop_limit, 64);
-    assert_eq!(frame.len(), 14 + 20 + ip_repr.payload_len, "no trailing bytes");
+    assert_eq!(
+        frame.len(),
+        14 + 20 + ip_repr.payload_len,
+        "no trailing bytes"
+    );
     let icmp = Icmpv4Packet::new_checked(&frame[34..]).unwrap();
     assert!(icmp.verify_checksum(), "ICMP checksum valid from scratch");
-    let repr = Icmpv4Repr::parse(&Icmpv4Packet::new_unchecked(&frame[34..]), ChecksumCaps::ALL)
-        .unwrap();
+    let repr = Icmpv4Repr::parse(
+        &Icmpv4Packet::new_unchecked(&frame[34..]),
+        ChecksumCaps::ALL,
+    )
+    .unwrap();
     (ip_repr, repr)
 }
 
@@ -50,7 +57,11 @@ fn ttl_one_gets_icmp_time_exceeded_quoting_the_packet_as_received() {
     let Icmpv4Repr::TimeExceeded { code: 0, data } = repr else {
         panic!("{repr:?}")
     };
-    assert_eq!(data, &orig[14..], "the whole packet (under 548 bytes), TTL 1 as received");
+    assert_eq!(
+        data,
+        &orig[14..],
+        "the whole packet (under 548 bytes), TTL 1 as received"
+    );
     let c = f.counters();
     assert_eq!((c.drop_ttl_exceeded, c.icmp_time_exceeded_sent), (1, 1));
 }
@@ -58,7 +69,14 @@ fn ttl_one_gets_icmp_time_exceeded_quoting_the_packet_as_received() {
 #[test]
 fn no_route_gets_icmp_net_unreachable_and_the_quote_stops_at_576_bytes() {
     let (mut f, mut n) = router();
-    let orig = udp_v4(PORT0_MAC, HOST_A_V4, Ipv4Addr::new(172, 16, 0, 1), 64, 1000, true);
+    let orig = udp_v4(
+        PORT0_MAC,
+        HOST_A_V4,
+        Ipv4Addr::new(172, 16, 0, 1),
+        64,
+        1000,
+        true,
+    );
     let mut frame = dup(&orig);
     let v = f.process(0, 0, &mut frame, &mut n);
     assert_eq!(
@@ -69,7 +87,11 @@ fn no_route_gets_icmp_net_unreachable_and_the_quote_stops_at_576_bytes() {
         }
     );
     let (ip, repr) = parse_v4_error(&frame);
-    assert_eq!(ip.buffer_len(), 576, "RFC 1812 §4.3.2.3: as much as fits in 576 bytes");
+    assert_eq!(
+        ip.buffer_len(),
+        576,
+        "RFC 1812 §4.3.2.3: as much as fits in 576 bytes"
+    );
     let Icmpv4Repr::DstUnreachable { code: 0, data } = repr else {
         panic!("{repr:?}")
     };
@@ -85,7 +107,16 @@ fn df_too_big_gets_frag_needed_with_the_next_hop_mtu() {
         Verdict::IcmpError { port: 0, .. }
     ));
     let (_, repr) = parse_v4_error(&frame);
-    assert!(matches!(repr, Icmpv4Repr::FragNeeded { next_hop_mtu: 1280, .. }), "{repr:?}");
+    assert!(
+        matches!(
+            repr,
+            Icmpv4Repr::FragNeeded {
+                next_hop_mtu: 1280,
+                ..
+            }
+        ),
+        "{repr:?}"
+    );
 }
 
 fn parse_v6_error(frame: &[u8]) -> (Ipv6Repr, Icmpv6Repr<'_>) {
@@ -94,7 +125,11 @@ fn parse_v6_error(frame: &[u8]) -> (Ipv6Repr, Icmpv6Repr<'_>) {
     assert_eq!(eth.src_addr(), PORT0_MAC);
     let ip = Ipv6Packet::new_checked(&frame[14..]).unwrap();
     let ip_repr = Ipv6Repr::parse(&ip).unwrap();
-    assert_eq!(ip_repr.src_addr, v6("fd00:1::1"), "a global address of the egress port");
+    assert_eq!(
+        ip_repr.src_addr,
+        v6("fd00:1::1"),
+        "a global address of the egress port"
+    );
     assert_eq!(ip_repr.dst_addr, v6("fd00:1::10"));
     assert_eq!(ip_repr.next_header, IpProtocol::ICMPV6);
     assert_eq!(frame.len(), 14 + 40 + ip_repr.payload_len);
@@ -156,7 +191,10 @@ fn ipv6_no_route_and_packet_too_big_are_well_formed_and_capped_at_1280() {
         }
     ));
     let (_, repr) = parse_v6_error(&frame);
-    assert!(matches!(repr, Icmpv6Repr::PacketTooBig { mtu: 1400, .. }), "{repr:?}");
+    assert!(
+        matches!(repr, Icmpv6Repr::PacketTooBig { mtu: 1400, .. }),
+        "{repr:?}"
+    );
 }
 
 #[test]
@@ -170,19 +208,28 @@ fn icmp_errors_are_rate_limited_and_counted_when_suppressed() {
     let mut sent = 0;
     for _ in 0..20 {
         let mut frame = udp_v4(PORT0_MAC, HOST_A_V4, HOST_B_V4, 1, 10, false);
-        if matches!(f.process(0, 0, &mut frame, &mut n), Verdict::IcmpError { .. }) {
+        if matches!(
+            f.process(0, 0, &mut frame, &mut n),
+            Verdict::IcmpError { .. }
+        ) {
             sent += 1;
         }
     }
     assert_eq!(sent, 5, "the burst");
     let c = f.counters();
     assert_eq!((c.icmp_time_exceeded_sent, c.icmp_rate_limited), (5, 15));
-    assert_eq!(c.drop_ttl_exceeded, 20, "every expired packet is counted either way");
+    assert_eq!(
+        c.drop_ttl_exceeded, 20,
+        "every expired packet is counted either way"
+    );
     // 0.5 s later: 5 more tokens at 10/s.
     sent = 0;
     for _ in 0..20 {
         let mut frame = udp_v4(PORT0_MAC, HOST_A_V4, HOST_B_V4, 1, 10, false);
-        if matches!(f.process(500_000_000, 0, &mut frame, &mut n), Verdict::IcmpError { .. }) {
+        if matches!(
+            f.process(500_000_000, 0, &mut frame, &mut n),
+            Verdict::IcmpError { .. }
+        ) {
             sent += 1;
         }
     }
@@ -204,7 +251,10 @@ fn no_icmp_error_about_an_icmp_error_or_a_non_first_fragment() {
     // An echo request with TTL 1 does get one.
     let mut echo = dup(&err);
     echo[34] = 8;
-    assert!(matches!(f.process(0, 0, &mut echo, &mut n), Verdict::IcmpError { .. }));
+    assert!(matches!(
+        f.process(0, 0, &mut echo, &mut n),
+        Verdict::IcmpError { .. }
+    ));
     let mut frag = udp_v4(PORT0_MAC, HOST_A_V4, HOST_B_V4, 1, 10, false);
     Ipv4Packet::new_unchecked(&mut frag[14..]).set_frag(false, false, 64);
     Ipv4Packet::new_unchecked(&mut frag[14..]).fill_checksum();
@@ -243,12 +293,19 @@ fn icmp_error_fits_a_tight_fixed_buffer_or_is_counted() {
     // after the new 42 bytes of headers.
     let mut slot = orig.clone();
     let mut frame = SliceFrame::new(&mut slot, orig.len());
-    assert!(matches!(f.process(0, 0, &mut frame, &mut n), Verdict::IcmpError { .. }));
+    assert!(matches!(
+        f.process(0, 0, &mut frame, &mut n),
+        Verdict::IcmpError { .. }
+    ));
     let (_, repr) = parse_v4_error(forward::FrameBuf::frame(&frame));
     let Icmpv4Repr::TimeExceeded { data, .. } = repr else {
         panic!("{repr:?}")
     };
-    assert_eq!(data, &orig[14..orig.len() - 28], "142 bytes of buffer: 100 of quote");
+    assert_eq!(
+        data,
+        &orig[14..orig.len() - 28],
+        "142 bytes of buffer: 100 of quote"
+    );
     // A 42-byte frame in a 42-byte buffer: no room for the header and 8 bytes of quote.
     let mut small = udp_v4(PORT0_MAC, HOST_A_V4, HOST_B_V4, 1, 0, false);
     let len = small.len();

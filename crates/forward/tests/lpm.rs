@@ -24,11 +24,19 @@ fn naive6(routes: &BTreeMap<(u8, u128), u16>, addr: u128) -> Option<u16> {
 }
 
 fn mask4(len: u8) -> u32 {
-    if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) }
+    if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(len))
+    }
 }
 
 fn mask6(len: u8) -> u128 {
-    if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) }
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(len))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -196,7 +204,10 @@ fn fib_interns_next_hops_and_frees_them_with_their_last_route() {
         next_hop: NextHop::Local,
     })
     .unwrap();
-    assert_eq!(fib.lookup("192.168.1.1".parse().unwrap()), Some(NextHop::Local));
+    assert_eq!(
+        fib.lookup("192.168.1.1".parse().unwrap()),
+        Some(NextHop::Local)
+    );
     assert_eq!(fib.lookup("192.168.1.2".parse().unwrap()), Some(via));
     assert_eq!(fib.lookup("8.8.8.8".parse().unwrap()), Some(via));
     assert_eq!(fib.lookup("2001:db8::1".parse().unwrap()), None);
@@ -209,7 +220,10 @@ fn fib_interns_next_hops_and_frees_them_with_their_last_route() {
         next_hop: via,
     };
     assert_eq!(fib.insert(bad), Err(forward::RouteError::FamilyMismatch));
-    assert_eq!("10.1.2.3/8".parse::<Prefix>().unwrap().to_string(), "10.0.0.0/8");
+    assert_eq!(
+        "10.1.2.3/8".parse::<Prefix>().unwrap().to_string(),
+        "10.0.0.0/8"
+    );
     assert!("10.0.0.0/33".parse::<Prefix>().is_err());
     assert!("2001:db8::/129".parse::<Prefix>().is_err());
 }

@@ -12,8 +12,8 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use forward::{Forwarder, ForwarderConfig, NeighbourTable, PortConfig};
 use wire::{
-    ChecksumCaps, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol,
-    Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, UdpPacket, UdpRepr,
+    ChecksumCaps, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet,
+    Ipv4Repr, Ipv6Packet, Ipv6Repr, UdpPacket, UdpRepr,
 };
 
 pub const PORT0_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
@@ -59,8 +59,11 @@ pub fn router_with(cfg: &ForwarderConfig) -> (Forwarder, NeighbourTable) {
     let mut f = Forwarder::new(cfg).unwrap();
     f.add_route_via("192.168.0.0/16".parse().unwrap(), IpAddr::V4(GW_V4))
         .unwrap();
-    f.add_route_via("2001:db8::/32".parse().unwrap(), IpAddr::V6(v6("fd00:2::fe")))
-        .unwrap();
+    f.add_route_via(
+        "2001:db8::/32".parse().unwrap(),
+        IpAddr::V6(v6("fd00:2::fe")),
+    )
+    .unwrap();
     let mut n = NeighbourTable::new(64);
     n.insert(0, IpAddr::V4(HOST_A_V4), HOST_A_MAC);
     n.insert(1, IpAddr::V4(HOST_B_V4), HOST_B_MAC);
@@ -164,7 +167,8 @@ pub fn udp_v6(
     }
     .emit(&mut EthernetFrame::new_unchecked(&mut f[..]))
     .unwrap();
-    ip.emit(&mut Ipv6Packet::new_unchecked(&mut f[14..])).unwrap();
+    ip.emit(&mut Ipv6Packet::new_unchecked(&mut f[14..]))
+        .unwrap();
     let pair = wire::IpPair::V6 { src, dst };
     udp.emit(
         &mut UdpPacket::new_unchecked(&mut f[54..]),
