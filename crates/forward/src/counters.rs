@@ -76,7 +76,9 @@ impl fmt::Display for DropReason {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
     pub rx_frames: u64,
+    /// Frames forwarded, both families.
     pub forwarded: u64,
+    /// Of `forwarded`, the IPv6 ones.
     pub forwarded_v6: u64,
     pub local: u64,
     pub drop_malformed: u64,

@@ -3,7 +3,7 @@
 //! Routing Table Lookup", SIGCOMM 2015), without the direct-pointing top level.
 //!
 //! The address is read 6 bits at a time (stride 6, so a node's slots fit one `u64`): 22 levels
-//! cover 128 bits (the last reads 2 address bits and 4 zero bits). Each [`Node`] holds two
+//! cover 128 bits (the last reads 2 address bits and 4 zero bits). Each node holds two
 //! bitmaps over its 64 slots:
 //!
 //! - `children`: slot *s* continues in a child node; children of a node are contiguous in

@@ -125,7 +125,7 @@ proptest! {
                 prop_assert_eq!(lpm.lookup(q), naive4(&reference, q), "addr {:#010x}", q);
             }
             // Every route's own first and last address.
-            for (&(len, p), _) in &reference {
+            for &(len, p) in reference.keys() {
                 for q in [p, p | !mask4(len)] {
                     prop_assert_eq!(lpm.lookup(q), naive4(&reference, q));
                 }
@@ -173,7 +173,7 @@ proptest! {
             for &q in &queries {
                 prop_assert_eq!(lpm.lookup(q), naive6(&reference, q), "addr {:#034x}", q);
             }
-            for (&(len, p), _) in &reference {
+            for &(len, p) in reference.keys() {
                 for q in [p, p | !mask6(len)] {
                     prop_assert_eq!(lpm.lookup(q), naive6(&reference, q));
                 }
