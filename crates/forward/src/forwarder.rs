@@ -549,6 +549,11 @@ impl Forwarder {
         let Some(our) = out.v4_src else {
             return Verdict::Drop(reason);
         };
+        // The buffer is checked before a token is spent on it.
+        let Some(quote) = icmp::quote_v4(frame, out.mtu_bytes) else {
+            self.counters.icmp_no_buffer += 1;
+            return Verdict::Drop(reason);
+        };
         if !self.icmp_bucket.take(now_ns) {
             self.counters.icmp_rate_limited += 1;
             return Verdict::Drop(reason);
@@ -558,11 +563,10 @@ impl Forwarder {
             dst_mac: mac,
             src: our,
             dst: src,
-            mtu_bytes: out.mtu_bytes,
             hop_limit: self.icmp_hop_limit,
         };
         self.icmp_ident = self.icmp_ident.wrapping_add(1);
-        if !icmp::build_v4(frame, kind, &route, self.icmp_ident) {
+        if !icmp::build_v4(frame, kind, &route, self.icmp_ident, quote) {
             self.counters.icmp_no_buffer += 1;
             return Verdict::Drop(reason);
         }
@@ -593,6 +597,11 @@ impl Forwarder {
         let Some(our) = out.v6_src else {
             return Verdict::Drop(reason);
         };
+        // The buffer is checked before a token is spent on it.
+        let Some(quote) = icmp::quote_v6(frame, out.mtu_bytes) else {
+            self.counters.icmp_no_buffer += 1;
+            return Verdict::Drop(reason);
+        };
         if !self.icmp_bucket.take(now_ns) {
             self.counters.icmp_rate_limited += 1;
             return Verdict::Drop(reason);
@@ -602,10 +611,9 @@ impl Forwarder {
             dst_mac: mac,
             src: our,
             dst: src,
-            mtu_bytes: out.mtu_bytes,
             hop_limit: self.icmp_hop_limit,
         };
-        if !icmp::build_v6(frame, kind, &route) {
+        if !icmp::build_v6(frame, kind, &route, quote) {
             self.counters.icmp_no_buffer += 1;
             return Verdict::Drop(reason);
         }

@@ -125,7 +125,6 @@ pub(crate) struct ErrorRoute<A> {
     pub(crate) src: A,
     /// The offending packet's source.
     pub(crate) dst: A,
-    pub(crate) mtu_bytes: u16,
     pub(crate) hop_limit: u8,
 }
 
@@ -164,28 +163,42 @@ fn make_room<F: FrameBuf>(frame: &mut F, headers: usize, quote: usize) -> Option
     (frame.frame().len() == need).then_some(need)
 }
 
-/// Replaces the IPv4 packet in `frame` by an ICMPv4 error about it. `false` (frame
-/// unchanged) when the buffer cannot hold a useful quote. The packet must be checked.
+/// How many bytes of the (checked) IPv4 packet in `frame` an error leaving through a link of
+/// `mtu_bytes` quotes; `None` when the buffer cannot hold a useful quote.
+pub(crate) fn quote_v4<F: FrameBuf>(frame: &F, mtu_bytes: u16) -> Option<usize> {
+    let ip = Ipv4Packet::new_unchecked(frame.frame().get(ETH_LEN..).unwrap_or(&[]));
+    quote_len(
+        usize::from(ip.total_len()),
+        ip.header_len(),
+        V4_HEADERS,
+        ICMPV4_ERROR_MAX_BYTES,
+        mtu_bytes,
+        frame.capacity_bytes(),
+    )
+}
+
+/// How many bytes of the (checked) IPv6 packet in `frame` an error quotes; see [`quote_v4`].
+pub(crate) fn quote_v6<F: FrameBuf>(frame: &F, mtu_bytes: u16) -> Option<usize> {
+    let ip = Ipv6Packet::new_unchecked(frame.frame().get(ETH_LEN..).unwrap_or(&[]));
+    quote_len(
+        40 + usize::from(ip.payload_len()),
+        40,
+        V6_HEADERS,
+        ICMPV6_ERROR_MAX_BYTES,
+        mtu_bytes,
+        frame.capacity_bytes(),
+    )
+}
+
+/// Replaces the IPv4 packet in `frame` by an ICMPv4 error about it quoting `quote` bytes
+/// (from [`quote_v4`]). `false` (frame unchanged) when the buffer did not take the length.
 pub(crate) fn build_v4<F: FrameBuf>(
     frame: &mut F,
     kind: IcmpKind,
     route: &ErrorRoute<Ipv4Addr>,
     ident: u16,
+    quote: usize,
 ) -> bool {
-    let (ip_len, ip_header_len) = {
-        let ip = Ipv4Packet::new_unchecked(frame.frame().get(ETH_LEN..).unwrap_or(&[]));
-        (usize::from(ip.total_len()), ip.header_len())
-    };
-    let Some(quote) = quote_len(
-        ip_len,
-        ip_header_len,
-        V4_HEADERS,
-        ICMPV4_ERROR_MAX_BYTES,
-        route.mtu_bytes,
-        frame.capacity_bytes(),
-    ) else {
-        return false;
-    };
     let Some(end) = make_room(frame, V4_HEADERS, quote) else {
         return false;
     };
@@ -230,27 +243,14 @@ pub(crate) fn build_v4<F: FrameBuf>(
     true
 }
 
-/// Replaces the IPv6 packet in `frame` by an ICMPv6 error about it. `false` (frame
-/// unchanged) when the buffer cannot hold a useful quote. The packet must be checked.
+/// Replaces the IPv6 packet in `frame` by an ICMPv6 error about it quoting `quote` bytes
+/// (from [`quote_v6`]). `false` (frame unchanged) when the buffer did not take the length.
 pub(crate) fn build_v6<F: FrameBuf>(
     frame: &mut F,
     kind: IcmpKind,
     route: &ErrorRoute<Ipv6Addr>,
+    quote: usize,
 ) -> bool {
-    let ip_len = {
-        let ip = Ipv6Packet::new_unchecked(frame.frame().get(ETH_LEN..).unwrap_or(&[]));
-        40 + usize::from(ip.payload_len())
-    };
-    let Some(quote) = quote_len(
-        ip_len,
-        40,
-        V6_HEADERS,
-        ICMPV6_ERROR_MAX_BYTES,
-        route.mtu_bytes,
-        frame.capacity_bytes(),
-    ) else {
-        return false;
-    };
     let Some(end) = make_room(frame, V6_HEADERS, quote) else {
         return false;
     };
