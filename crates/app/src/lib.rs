@@ -178,6 +178,13 @@ impl<'a> Ctx<'a> {
         Ok(self.conn(handle))
     }
 
+    /// Opens a connection to `remote` from local port `port` (the caller chose it, e.g. so
+    /// that the server's RSS places it; replies may then hash to another shard of this host).
+    pub fn connect_from(&mut self, port: u16, remote: SocketAddr) -> Result<Conn, SocketError> {
+        let handle = self.stack.tcp_connect(self.now_ns, remote, port)?;
+        Ok(self.conn(handle))
+    }
+
     /// Queues bytes; returns how many fit (`WouldBlock` when none).
     pub fn send(&mut self, conn: Conn, data: &[u8]) -> Result<usize, SocketError> {
         self.stack.tcp_send(conn.handle, data)

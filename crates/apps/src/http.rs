@@ -19,7 +19,7 @@ use std::sync::Arc;
 use stack::{SocketError, SocketEvent};
 
 use crate::serve::{Handler, Step, StreamServer, step_of};
-use app::{App, Conn, Ctx};
+use app::{App, Conn, ConnState, Ctx, Moved};
 
 /// Largest request head (request line + headers) accepted, in bytes.
 pub const REQUEST_HEAD_BYTES_MAX: usize = 8192;
@@ -243,6 +243,10 @@ pub struct ServerStats {
     pub body_bytes_sent: u64,
     /// Connections whose `Conn::shard()` differed from the serving shard (never expected).
     pub connections_foreign: u64,
+    /// Connections that moved to another shard (live rebalancing) with their session, and
+    /// that arrived from another shard.
+    pub connections_moved_out: u64,
+    pub connections_moved_in: u64,
     /// Peer addresses of accepted connections (at most [`PEERS_RECORDED_MAX`]).
     pub peers: Vec<SocketAddr>,
 }
@@ -625,6 +629,19 @@ impl App for HttpServer {
 
     fn progress(&self) -> u64 {
         self.handler.stats.requests
+    }
+
+    fn export_conn(&mut self, _ctx: &mut Ctx<'_>, conn: Conn, _to: u16) -> Option<ConnState> {
+        let s = self.server.export(conn)?;
+        self.handler.stats.connections_moved_out += 1;
+        Some(s)
+    }
+
+    fn import_conn(&mut self, ctx: &mut Ctx<'_>, conn: Conn, moved: Moved) {
+        if moved.from != moved.to {
+            self.handler.stats.connections_moved_in += 1;
+        }
+        self.server.import(ctx, conn, moved, &mut self.handler);
     }
 }
 

@@ -120,6 +120,40 @@ impl<S> StreamServer<S> {
         }
     }
 
+    /// Hands the session of `conn` over for a move to another shard (live rebalancing):
+    /// removed here, returned as the application's per-connection state.
+    pub(crate) fn export(&mut self, conn: Conn) -> Option<app::ConnState>
+    where
+        S: Send + 'static,
+    {
+        let (_, s) = self.sessions.remove(&conn.handle())?;
+        Some(Box::new(s))
+    }
+
+    /// Takes over a session that moved here with its connection (now `conn`), and works it
+    /// at once (what its old shard was waiting for may be ready). State of a foreign type is
+    /// refused: the connection is closed, counted by the caller through `ended`.
+    pub(crate) fn import<H: Handler<Session = S>>(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        conn: Conn,
+        moved: app::Moved,
+        h: &mut H,
+    ) where
+        S: 'static,
+    {
+        let Ok(s) = moved.state.downcast::<S>() else {
+            let _ = ctx.close(conn);
+            return;
+        };
+        self.sessions.insert(conn.handle(), (conn, *s));
+        if let Some((conn, s)) = self.sessions.get_mut(&conn.handle()) {
+            let conn = *conn;
+            let step = h.service(s, ctx, conn);
+            self.finish(ctx, conn.handle(), step, h);
+        }
+    }
+
     /// Ends the session of `handle` when `step` says so.
     fn finish<H: Handler<Session = S>>(
         &mut self,

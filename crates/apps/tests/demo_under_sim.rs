@@ -61,6 +61,8 @@ fn demo_under_sim_with_queues(seed: u64, server_queues: u16) -> Outcome {
             connections: CONNECTIONS / shards + usize::from(i < CONNECTIONS % shards),
             path: "/index.html".into(),
             requests_per_connection: None,
+            elephant_ports: Vec::new(),
+            elephant_body_bytes: 0,
         })
     })
     .expect("client host");

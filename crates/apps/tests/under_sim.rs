@@ -19,6 +19,8 @@ fn http_server_and_load_client_run_under_sim() {
         connections: 4,
         path: "/index.html".into(),
         requests_per_connection: Some(10),
+        elephant_ports: Vec::new(),
+        elephant_body_bytes: 0,
     });
     let mut p = Pair::new(7, HttpServer::new(80, files), client, gigabit());
     p.world.run_until(2_000_000_000);
@@ -44,6 +46,8 @@ fn missing_path_is_answered_404_on_a_kept_alive_connection() {
         connections: 1,
         path: "/missing.png".into(),
         requests_per_connection: Some(5),
+        elephant_ports: Vec::new(),
+        elephant_body_bytes: 0,
     });
     let server = HttpServer::new(80, Arc::new(FileSet::demo(100)));
     let mut p = Pair::new(8, server, client, gigabit());

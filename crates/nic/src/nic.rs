@@ -220,6 +220,20 @@ impl Nic {
         }
     }
 
+    /// [`Nic::steer`], counting the packet in its RETA bucket's load
+    /// ([`Nic::reta_bucket_packets`]) when RSS decided: for a driver that steers frames to
+    /// queues itself (the `mem` wire) and rebalances.
+    pub fn steer_counted(&mut self, frame: &[u8]) -> Result<rss::SteerDecision, RxDrop> {
+        let d = self.steer(frame)?;
+        if let (SteerHow::Rss, Some(h)) = (d.how, d.hash) {
+            let i = self.steering.reta.index_for_hash(h);
+            if let Some(n) = self.bucket_packets.get_mut(i) {
+                *n += 1;
+            }
+        }
+        Ok(d)
+    }
+
     /// Packets RSS steered through each RETA entry since creation or the last
     /// [`Nic::reset_reta_bucket_packets`]: the load per bucket a rebalancer needs to decide
     /// which entries to move (filter-steered and unhashed packets are not counted).

@@ -415,6 +415,7 @@ where
     let threads: Arc<Vec<OnceLock<Thread>>> = Arc::new((0..s).map(|_| OnceLock::new()).collect());
     let mode = ShardMode {
         forwarding: true,
+        mesh: false,
         copy_neighbour: true,
     };
     let shared = HostShared {
@@ -422,8 +423,15 @@ where
         epoch,
         threads,
     };
-    let (starters, lives) =
-        build_host(cfg, "host", Arc::new(factory), &shared, opened.ports, mode)?;
+    let (starters, lives) = build_host(
+        cfg,
+        "host",
+        Arc::new(factory),
+        &shared,
+        opened.ports,
+        mode,
+        Vec::new(),
+    )?;
     let mut spawn_err = None;
     let handles = start_all(starters, &mut spawn_err);
     if spawn_err.is_none() {

@@ -38,6 +38,7 @@ pub mod io;
 pub mod live;
 pub mod placement;
 mod port;
+pub mod rebalance;
 pub mod ring;
 pub mod shard;
 pub mod wire;
@@ -57,6 +58,7 @@ pub use host::{HostLimits, HostView, LiveConfig, LiveIo, LiveReport, run_host};
 pub use io::PortCounters;
 pub use live::{ShardLive, ShardSnapshot};
 pub use placement::NodeMemory;
+pub use rebalance::{RebalanceReport, RebalanceSettings};
 pub use shard::ShardReport;
 pub use wire::{WireConfig, WireReport};
 
@@ -97,6 +99,9 @@ pub struct HostConfig {
     pub cross_ring_slots: usize,
     /// Seed of the stacks' ISN secrets.
     pub seed: u64,
+    /// Live RSS rebalancing ([`rebalance`]): the RETA follows the load and the connections of
+    /// a moved bucket migrate to their new shard. `mem` hosts with one queue per shard only.
+    pub rebalance: Option<RebalanceSettings>,
 }
 
 impl HostConfig {
@@ -122,6 +127,7 @@ impl HostConfig {
             wire_ring_slots: 4096,
             cross_ring_slots: 1024,
             seed: 1,
+            rebalance: None,
         }
     }
 }
@@ -214,6 +220,8 @@ pub struct PairReport<S, C> {
     pub server: HostReport<S>,
     pub client: HostReport<C>,
     pub wire: WireReport,
+    /// The server host's rebalancing, when it rebalanced.
+    pub rebalance: Option<RebalanceReport>,
     /// Wall time from start to stop.
     pub elapsed: Duration,
 }
@@ -250,6 +258,23 @@ pub(crate) fn check(cfg: &HostConfig, name: &str) -> Result<(), RuntimeError> {
             "{name}: budget and ring sizes must be positive"
         )));
     }
+    if let Some(r) = &cfg.rebalance {
+        if cfg.queues != cfg.shards {
+            return Err(RuntimeError::Config(format!(
+                "{name}: rebalancing moves RETA entries between queues: it needs one queue per \
+                 shard (queues {} < shards {})",
+                cfg.queues, cfg.shards
+            )));
+        }
+        if r.period.is_zero() {
+            return Err(RuntimeError::Config(format!(
+                "{name}: the rebalancing period must be positive"
+            )));
+        }
+        r.config
+            .validate()
+            .map_err(|e| RuntimeError::Config(format!("{name}: rebalance: {e:?}")))?;
+    }
     Ok(())
 }
 
@@ -268,8 +293,11 @@ fn steering_nic(cfg: &HostConfig) -> Result<Nic, RuntimeError> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ShardMode {
     /// Frames may reach a shard that does not own their flow: forward them over cross-shard
-    /// rings (a full mesh is built).
+    /// rings (a full mesh is built) by a software RETA.
     pub forwarding: bool,
+    /// Build the full mesh of cross-shard rings even without forwarding (connections move
+    /// between shards: live rebalancing).
+    pub mesh: bool,
     /// Copy ARP/ND frames to every other shard (live ports).
     pub copy_neighbour: bool,
 }
@@ -293,6 +321,7 @@ pub(crate) fn build_host<A, F, I>(
     shared: &HostShared,
     ios: Vec<I>,
     mode: ShardMode,
+    controls: Vec<Option<shard::Control>>,
 ) -> Result<Built<A>, RuntimeError>
 where
     A: App + Send + 'static,
@@ -311,7 +340,8 @@ where
     let sw_reta = Reta::with_equal(rss::RETA_SIZE_DEFAULT, cfg.shards)
         .map_err(|e| RuntimeError::Config(format!("{name}: reta: {e:?}")))?;
     let forwarding = mode.forwarding && s > 1;
-    // Cross-shard rings: a full mesh only when forwarding is needed.
+    let mesh = (forwarding || mode.mesh) && s > 1;
+    // Cross-shard rings: a full mesh only when forwarding or moves need it.
     let mut cross_out: Vec<Vec<Option<ring::Producer<::shard::Msg>>>> =
         (0..s).map(|_| (0..s).map(|_| None).collect()).collect();
     let mut cross_in: Vec<Vec<ring::Consumer<::shard::Msg>>> = (0..s).map(|_| Vec::new()).collect();
@@ -320,7 +350,7 @@ where
     // `cross_in[to]`, `returned[from]` the sender's ends.
     let mut back: Vec<Vec<ring::Producer<Vec<u8>>>> = (0..s).map(|_| Vec::new()).collect();
     let mut returned: Vec<Vec<ring::Consumer<Vec<u8>>>> = (0..s).map(|_| Vec::new()).collect();
-    if forwarding {
+    if mesh {
         for (from, outs) in cross_out.iter_mut().enumerate() {
             for (to, slot) in outs.iter_mut().enumerate() {
                 if from != to {
@@ -341,9 +371,11 @@ where
     let mut starters: Vec<Starter<A>> = Vec::new();
     let mut lives = Vec::new();
     let cross = cross_in.into_iter().zip(back).zip(returned);
+    let mut controls = controls.into_iter();
     for (((i, outs), ((ins, back), returned)), io) in
         cross_out.into_iter().enumerate().zip(cross).zip(ios)
     {
+        let control = controls.next().flatten();
         let live = Arc::new(ShardLive::default());
         lives.push(live.clone());
         let shard = u16::try_from(i).map_err(|_| RuntimeError::Config("shards".into()))?;
@@ -416,6 +448,7 @@ where
                         cross_in: ins,
                         cross_back: back,
                         cross_returned: returned,
+                        control,
                         shard_threads: threads,
                         live,
                         stop,
@@ -450,7 +483,30 @@ where
         shards: Vec::with_capacity(s),
         steering: steering_nic(cfg)?,
         threads: threads.clone(),
+        controls: Vec::new(),
+        rebalancer: None,
     };
+    // Control rings for rebalancing: room for a move of every RETA entry at once.
+    let mut controls: Vec<Option<shard::Control>> = (0..s).map(|_| None).collect();
+    if let Some(r) = &cfg.rebalance {
+        port.rebalancer = Some(
+            rebalance::WireRebalancer::new(r)
+                .map_err(|e| RuntimeError::Config(format!("{name}: {e}")))?,
+        );
+        for c in &mut controls {
+            let (to_shard, from_wire) = ring(rss::RETA_SIZE_DEFAULT * 2);
+            let (to_wire, from_shard) = ring(rss::RETA_SIZE_DEFAULT * 2);
+            port.controls.push(rebalance::WireControl {
+                to_shard,
+                from_shard,
+            });
+            *c = Some(shard::Control {
+                from_wire,
+                to_wire,
+                wire_thread: wire_thread.clone(),
+            });
+        }
+    }
     // The largest frame the wire carries: the IP MTU, the Ethernet header and a VLAN tag.
     let rx_buf_bytes = usize::from(cfg.interface.mtu_bytes) + 18;
     let slots = cfg.wire_ring_slots;
@@ -487,6 +543,7 @@ where
     }
     let mode = ShardMode {
         forwarding: cfg.queues < cfg.shards,
+        mesh: cfg.rebalance.is_some(),
         copy_neighbour: false,
     };
     let shared = HostShared {
@@ -494,7 +551,7 @@ where
         epoch,
         threads,
     };
-    let (starters, lives) = build_host(cfg, name, factory, &shared, ios, mode)?;
+    let (starters, lives) = build_host(cfg, name, factory, &shared, ios, mode, controls)?;
     Ok((port, starters, lives))
 }
 
@@ -645,7 +702,7 @@ where
     wire_thread.unpark();
     let server_shards = join_all(server_spawned.handles)?;
     let client_shards = join_all(client_spawned.handles)?;
-    let wire_report = wire_handle
+    let (wire_report, [_, server_rebalance]) = wire_handle
         .join()
         .map_err(|_| RuntimeError::Thread("the wire panicked".into()))?;
     if let Some(e) = spawn_err {
@@ -659,6 +716,7 @@ where
             shards: client_shards,
         },
         wire: wire_report,
+        rebalance: server_rebalance,
         elapsed,
     })
 }

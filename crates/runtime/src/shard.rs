@@ -21,13 +21,15 @@
 //! (counted `neighbour_copies`), so every neighbour cache learns the peer. The `mem` wire
 //! delivers ARP replies to every shard itself, so it leaves `copy_neighbour` off.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::Thread;
 use std::time::Instant;
 
 use app::{App, ShardInfo};
 use nic::QueueCounters;
-use shard::{Msg, Shard};
+use shard::{Msg, MsgKind, Shard};
 
 use crate::io::{PortCounters, ShardIo};
 use crate::live::{ShardLive, ShardSnapshot};
@@ -37,6 +39,22 @@ use crate::ring::{Consumer, Producer};
 pub const IDLE_SLEEP_NS_MAX: u64 = 2_000_000;
 /// Idle wait while the port refuses frames: give it the core for a moment.
 const PORT_BACKOFF_NS: u64 = 20_000;
+/// Frames that may wait behind a full cross-shard ring (per destination) before new ones are
+/// dropped and counted; move-protocol messages always wait (they are bounded by the
+/// connections of the buckets moving).
+const BACKLOG_FRAMES_MAX: usize = 1024;
+
+/// A shard's control rings to the `mem` wire when its host rebalances: the rebalancer's
+/// `MoveIn` and the relayed `MoveOut` arrive on `from_wire`; the `MoveOut` this shard sends as
+/// a new owner goes to the wire on `to_wire`, which points the RETA entry here and relays it
+/// to the old owner (so the entry changes after this shard holds and before the old owner
+/// exports, as `shard::moves` requires).
+pub(crate) struct Control {
+    pub from_wire: Consumer<Msg>,
+    /// (old owner, `MoveOut`).
+    pub to_wire: Producer<(u16, Msg)>,
+    pub wire_thread: Arc<OnceLock<Thread>>,
+}
 
 /// What one shard did, returned when it stops.
 #[derive(Debug)]
@@ -59,6 +77,10 @@ pub struct ShardReport<A> {
     pub rx_packets: u64,
     /// Frames handed to the port (the wire ring, or the OS).
     pub tx_frames: u64,
+    /// The move protocol's counters (live rebalancing) and the latest migration times (ns,
+    /// export on the old shard to import here).
+    pub moves: shard::MoveCounters,
+    pub move_samples_ns: Vec<u64>,
     /// Cross-shard messages sent / received / dropped for a full ring (or a full outbox).
     pub cross_shard_tx: u64,
     pub cross_shard_rx: u64,
@@ -99,6 +121,8 @@ pub(crate) struct ShardThread<A: App, I: ShardIo> {
     pub cross_back: Vec<Producer<Vec<u8>>>,
     /// Buffers other shards returned for the messages this one sent.
     pub cross_returned: Vec<Consumer<Vec<u8>>>,
+    /// Control rings to the `mem` wire, when the host rebalances.
+    pub control: Option<Control>,
     /// Threads to unpark: this host's shards by index.
     pub shard_threads: Arc<Vec<std::sync::OnceLock<std::thread::Thread>>>,
     pub live: Arc<ShardLive>,
@@ -131,6 +155,10 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
         let mut connections_max = 0u64;
         let mut last_publish_ns = 0u64;
         let mut wake = vec![false; self.cross_out.len()];
+        // Messages waiting behind a full ring, per destination (and the wire's), in order.
+        let mut backlog: Vec<VecDeque<Msg>> =
+            (0..self.cross_out.len()).map(|_| VecDeque::new()).collect();
+        let mut wire_backlog: VecDeque<(u16, Msg)> = VecDeque::new();
         // A frame the port refused, retried first at the next turn.
         let mut refused: Option<Vec<u8>> = None;
         self.core.start(now_ns(self.epoch));
@@ -154,7 +182,19 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                     }
                 }
                 let room = q.room().min(budget * 2);
-                work += self.io.receive(&mut q, room);
+                let received = self.io.receive(&mut q, room);
+                work += received;
+                if received < room {
+                    // The port had nothing more: a bucket moving out may finish.
+                    self.core.note_port_empty();
+                }
+            }
+            // Control from the wire (bucket moves), before the other shards' messages.
+            if let Some(c) = &self.control {
+                while let Some(m) = c.from_wire.pop() {
+                    work += 1;
+                    self.core.handle_msg(now, m);
+                }
             }
             // (2) messages other shards sent here.
             for (k, c) in self.cross_in.iter().enumerate() {
@@ -162,8 +202,12 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                     let Some(m) = c.pop() else { break };
                     cross.rx += 1;
                     work += 1;
+                    let carries_buffer = matches!(m.kind(), MsgKind::Frame | MsgKind::Neighbour);
                     // The message's buffer goes to this shard's pool; one goes back.
                     self.core.handle_msg(now, m);
+                    if !carries_buffer {
+                        continue;
+                    }
                     let mut q = self.core.rx_queue(now);
                     let b = q.take_buffer(0);
                     match self.cross_back.get(k) {
@@ -191,23 +235,71 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                 refused = self.send(f);
             }
             self.io.flush();
+            // What waited behind a full ring goes first, in order.
+            for (to, queue) in backlog.iter_mut().enumerate() {
+                // Only messages for a destination with a ring are ever queued here.
+                let Some(Some(p)) = self.cross_out.get(to) else {
+                    continue;
+                };
+                while let Some(m) = queue.pop_front() {
+                    if let Err(m) = p.push(m) {
+                        queue.push_front(m);
+                        break;
+                    }
+                    cross.tx += 1;
+                    if let Some(w) = wake.get_mut(to) {
+                        *w = true;
+                    }
+                }
+            }
+            if let Some(c) = &self.control {
+                while let Some(m) = wire_backlog.pop_front() {
+                    if let Err(m) = c.to_wire.push(m) {
+                        wire_backlog.push_front(m);
+                        break;
+                    }
+                }
+            }
             while let Some((to, m)) = self.core.poll_msg() {
-                match self.cross_out.get(usize::from(to)) {
-                    Some(Some(p)) => match p.push(m) {
+                let to = usize::from(to);
+                if let (Msg::MoveOut { .. }, Some(c)) = (&m, &self.control) {
+                    // The wire points the RETA entry here and relays it to the old owner.
+                    let item = (to as u16, m);
+                    if !wire_backlog.is_empty() {
+                        wire_backlog.push_back(item);
+                    } else if let Err(item) = c.to_wire.push(item) {
+                        wire_backlog.push_back(item);
+                    }
+                    if let Some(t) = c.wire_thread.get() {
+                        t.unpark();
+                    }
+                    continue;
+                }
+                let m = match (self.cross_out.get(to), backlog.get(to)) {
+                    (Some(Some(p)), Some(q)) if q.is_empty() => match p.push(m) {
                         Ok(()) => {
                             cross.tx += 1;
-                            if let Some(w) = wake.get_mut(usize::from(to)) {
+                            if let Some(w) = wake.get_mut(to) {
                                 *w = true;
                             }
+                            continue;
                         }
-                        Err(m) => {
-                            cross.drop_ring_full += 1;
-                            if let Some(b) = m.into_buffer() {
-                                self.core.recycle_tx(b);
-                            }
-                        }
+                        Err(m) => m,
                     },
+                    (Some(Some(_)), Some(_)) => m,
                     _ => {
+                        cross.drop_ring_full += 1;
+                        if let Some(b) = m.into_buffer() {
+                            self.core.recycle_tx(b);
+                        }
+                        continue;
+                    }
+                };
+                // Behind a full ring: wait, in order (frames only up to a bound).
+                if let Some(q) = backlog.get_mut(to) {
+                    if m.kind() == MsgKind::Move || q.len() < BACKLOG_FRAMES_MAX {
+                        q.push_back(m);
+                    } else {
                         cross.drop_ring_full += 1;
                         if let Some(b) = m.into_buffer() {
                             self.core.recycle_tx(b);
@@ -241,7 +333,8 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                 snap.nic_wakeups = self.core.nic().counters(0).map_or(0, |c| c.wakeups);
                 self.live.publish(&snap);
             }
-            if work == 0 && !self.core.is_busy() {
+            let backlogged = backlog.iter().any(|q| !q.is_empty()) || !wire_backlog.is_empty();
+            if work == 0 && !self.core.is_busy() && !backlogged {
                 let sleep_ns = if refused.is_none() {
                     self.core
                         .poll_timeout()
@@ -259,6 +352,8 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
         let end = now_ns(self.epoch);
         let port = self.io.counters();
         let c = self.core.counters();
+        let moves = self.core.move_counters();
+        let move_samples_ns = self.core.move_samples_ns().collect();
         let (nic, stack, app) = self.core.into_parts();
         ShardReport {
             info,
@@ -269,6 +364,8 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
             stack: stack.counters(),
             tcp: stack.tcp_counters(),
             core_counters: c,
+            moves,
+            move_samples_ns,
             rx_packets: c.rx_packets,
             tx_frames: c.tx_frames,
             cross_shard_tx: cross.tx,

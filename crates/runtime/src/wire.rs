@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use nic::Nic;
 use shard::is_arp_reply;
 
+use crate::rebalance::{RebalanceReport, WireControl, WireRebalancer};
 use crate::ring::{Consumer, Producer};
 
 /// Wire settings.
@@ -135,6 +136,9 @@ pub(crate) struct WirePort {
     /// The NIC steering frames to the host's shards (queue `q` is shard `q`).
     pub steering: Nic,
     pub threads: Arc<Vec<OnceLock<Thread>>>,
+    /// When the host rebalances: the control ring pair of each shard, and the rebalancer.
+    pub controls: Vec<WireControl>,
+    pub rebalancer: Option<WireRebalancer>,
 }
 
 pub(crate) struct Wire {
@@ -170,7 +174,9 @@ impl Wire {
         }
     }
 
-    pub fn run(mut self) -> WireReport {
+    /// Runs until the stop flag: the wire's report, and each host's rebalancing report (when
+    /// it rebalances).
+    pub fn run(mut self) -> (WireReport, [Option<RebalanceReport>; 2]) {
         let mut wake: [Vec<bool>; 2] = [
             vec![false; self.ports[0].shards.len()],
             vec![false; self.ports[1].shards.len()],
@@ -181,6 +187,22 @@ impl Wire {
             }
             let mut work = 0usize;
             let mut paced_ns: Option<u64> = None;
+            let mut rebalance_in_ns: Option<u64> = None;
+            for (port, flags) in self.ports.iter_mut().zip(wake.iter_mut()) {
+                let WirePort {
+                    steering,
+                    controls,
+                    rebalancer,
+                    ..
+                } = port;
+                if let Some(r) = rebalancer {
+                    let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    r.relay(steering, controls, flags);
+                    r.tick(now, steering, controls, flags);
+                    let due = r.due_in_ns(now);
+                    rebalance_in_ns = Some(rebalance_in_ns.map_or(due, |d: u64| d.min(due)));
+                }
+            }
             for dir in 0..2usize {
                 for src in 0..self.ports[dir].shards.len() {
                     let (n, paced) = self.carry(dir, src, &mut wake);
@@ -208,10 +230,16 @@ impl Wire {
                     (None, true) => 20_000,
                     (None, false) => 1_000_000,
                 };
+                let ns = rebalance_in_ns.map_or(ns, |r| ns.min(r.max(1_000)));
                 std::thread::park_timeout(Duration::from_nanos(ns));
             }
         }
-        self.report
+        let [a, b] = self.ports;
+        let reports = [
+            a.rebalancer.map(|r| r.report),
+            b.rebalancer.map(|r| r.report),
+        ];
+        (self.report, reports)
     }
 
     /// Carries up to a batch of frames from shard `src` of host `dir` to the other host.
@@ -253,7 +281,7 @@ impl Wire {
             let deliver = if is_arp_reply(&frame) {
                 Deliver::AllShards
             } else {
-                match to.steering.steer(&frame) {
+                match to.steering.steer_counted(&frame) {
                     Ok(d) => Deliver::Shard(usize::from(d.queue)),
                     Err(_) => Deliver::Drop,
                 }

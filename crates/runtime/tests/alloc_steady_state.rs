@@ -139,6 +139,8 @@ fn http_case(server_shards: u16, queues: u16, conns: usize) -> Window {
         connections: conns,
         path: "/index.html".into(),
         requests_per_connection: None,
+        elephant_ports: Vec::new(),
+        elephant_body_bytes: 0,
     };
     let mut meter = Meter::new(conns as u64);
     let r = run_pair_until(

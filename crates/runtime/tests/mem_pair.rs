@@ -39,6 +39,8 @@ fn run(
         connections: conns,
         path: "/index.html".into(),
         requests_per_connection: Some(requests),
+        elephant_ports: Vec::new(),
+        elephant_body_bytes: 0,
     };
     run_pair(
         server,

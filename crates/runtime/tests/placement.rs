@@ -96,6 +96,8 @@ fn cache_plan_on_this_machine_pins_the_shards_of_a_run_where_it_says() {
         connections: 8,
         path: "/index.html".into(),
         requests_per_connection: Some(20),
+        elephant_ports: Vec::new(),
+        elephant_body_bytes: 0,
     };
     let r = run_pair(
         &server,

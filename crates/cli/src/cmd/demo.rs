@@ -77,6 +77,27 @@ pub struct DemoArgs {
     /// The NIC whose locality the placement plans for (the mem wire has none of its own).
     #[arg(long, value_name = "IF", requires = "placement")]
     iface: Option<String>,
+    /// Skewed load: add elephant connections that upload a large request body over and over
+    /// (heavy on the server's receive path), all placed by the server's RSS on server shard 0
+    /// (each in its own RETA bucket).
+    #[arg(long)]
+    skew: bool,
+    /// Elephant connections with `--skew` (default: 4 per server shard).
+    #[arg(long, value_name = "N", requires = "skew",
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    elephants: Option<u64>,
+    /// Request body of each elephant request, in bytes (with `--skew`).
+    #[arg(long, default_value_t = 256 * 1024, value_name = "BYTES",
+          value_parser = clap::value_parser!(u64).range(1..=64 * 1024 * 1024))]
+    elephant_bytes: u64,
+    /// Live RSS rebalancing of the server: the RETA follows the load and the connections of a
+    /// moved bucket migrate to their new shard.
+    #[arg(long)]
+    rebalance: bool,
+    /// Rebalancing period, in milliseconds.
+    #[arg(long, default_value_t = 100, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    period_ms: u64,
     /// Print the summary as one JSON object (and no live view).
     #[arg(long)]
     json: bool,
@@ -245,6 +266,35 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
 
     let mut server = host(1, SERVER_IP, shards);
     server.queues = queues;
+    if args.rebalance || args.skew {
+        if queues != shards {
+            return Err(CliError::Usage(format!(
+                "--rebalance and --skew need one queue per shard (--queues {queues} < --shards {shards})"
+            )));
+        }
+        let mut settings = runtime::RebalanceSettings {
+            period: Duration::from_millis(args.period_ms),
+            ..runtime::RebalanceSettings::default()
+        };
+        if !args.rebalance {
+            // Measure the imbalance, move nothing.
+            settings.config.moves_max = 0;
+        }
+        server.rebalance = Some(settings);
+    }
+    let elephant_ports = if args.skew {
+        let want = args.elephants.unwrap_or(4 * u64::from(shards)) as usize;
+        let ports = super::skew::elephant_ports(CLIENT_IP, SERVER_IP, HTTP_PORT, shards, want);
+        if ports.len() < want {
+            return Err(CliError::Usage(format!(
+                "--elephants {want}: only {} RETA buckets of server shard 0 are reachable from the client's ports",
+                ports.len()
+            )));
+        }
+        ports
+    } else {
+        Vec::new()
+    };
     let plan = match args.placement {
         Some(profile) => Some(placement::place(
             &mut server,
@@ -268,6 +318,8 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
         connections: 0,
         path: "/index.html".into(),
         requests_per_connection: None,
+        elephant_ports: Vec::new(),
+        elephant_body_bytes: usize::try_from(args.elephant_bytes).unwrap_or(usize::MAX),
     };
     let live = Live::new(
         shards,
@@ -282,6 +334,9 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
             let i = usize::from(info.shard);
             let mut cfg = load.clone();
             cfg.connections = k / cs + usize::from(i < k % cs);
+            if i == 0 {
+                cfg.elephant_ports = elephant_ports.clone();
+            }
             HttpLoadClient::new(cfg)
         },
         WireConfig {
@@ -297,7 +352,8 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
     )
     .map_err(super::live::runtime_error)?;
     live.finish();
-    let summary = Summary::of(&report, &args, shards, queues, plan.as_ref());
+    let mut summary = Summary::of(&report, &args, shards, queues, plan.as_ref());
+    summary.rebalance = super::skew::RebalanceSummary::of(&report, args.rebalance);
     if args.json {
         writeln!(out, "{}", summary.json())?;
     } else {
@@ -338,6 +394,13 @@ struct Summary {
     per_shard: Vec<ShardLine>,
     /// The placement policy and the plan's `cpu/node` per shard, when `--placement` was given.
     placement: Option<(Profile, String)>,
+    /// Request → response latency quantiles, ns.
+    latency_ns_p50: u64,
+    latency_ns_p99: u64,
+    /// RSTs sent for segments of unknown connections (both hosts).
+    resets_sent: u64,
+    /// What the rebalancer did (`--rebalance`, or measured only with `--skew`).
+    rebalance: Option<super::skew::RebalanceSummary>,
 }
 
 impl Summary {
@@ -389,7 +452,27 @@ impl Summary {
                 cross_shard: s.cross_shard_tx,
             })
             .collect::<Vec<_>>();
+        let mut latency = apps::load::LatencyHistogram::default();
+        for s in &r.client.shards {
+            latency.merge(&s.app.stats().latency);
+        }
+        let resets_sent = r
+            .server
+            .shards
+            .iter()
+            .map(|s| s.stack.tcp_rx_no_listener_rst_sent)
+            .chain(
+                r.client
+                    .shards
+                    .iter()
+                    .map(|s| s.stack.tcp_rx_no_listener_rst_sent),
+            )
+            .sum();
         Summary {
+            latency_ns_p50: latency.quantile_ns(0.5),
+            latency_ns_p99: latency.quantile_ns(0.99),
+            resets_sent,
+            rebalance: None,
             elapsed_s: r.elapsed.as_secs_f64().max(1e-9),
             shards,
             queues,
@@ -467,6 +550,10 @@ impl Summary {
             "cross_shard_messages": self.cross_shard,
             "cross_shard_messages_per_packet": self.cross_per_packet(),
             "placement": self.placement.as_ref().map(|(p, _)| p.name()),
+            "latency_ns_p50": self.latency_ns_p50,
+            "latency_ns_p99": self.latency_ns_p99,
+            "resets_sent": self.resets_sent,
+            "rebalance": self.rebalance.as_ref().map(super::skew::RebalanceSummary::json),
             "per_shard": per_shard,
         })
     }
@@ -499,7 +586,17 @@ impl Summary {
             self.imbalance_packets(),
             self.imbalance_connections()
         )?;
+        writeln!(
+            out,
+            "latency             {:>11.1} µs p50, {:.1} µs p99",
+            self.latency_ns_p50 as f64 / 1e3,
+            self.latency_ns_p99 as f64 / 1e3
+        )?;
         writeln!(out, "drops               {:>14}", self.drops)?;
+        writeln!(out, "resets sent         {:>14}", self.resets_sent)?;
+        if let Some(rb) = &self.rebalance {
+            rb.table(out)?;
+        }
         writeln!(
             out,
             "cross-shard msgs    {:>14} ({:.4} per packet)",
@@ -549,6 +646,11 @@ mod tests {
             no_pin: true,
             placement: None,
             iface: None,
+            skew: false,
+            elephants: None,
+            elephant_bytes: 256 * 1024,
+            rebalance: false,
+            period_ms: 100,
             json,
         }
     }

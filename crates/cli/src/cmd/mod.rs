@@ -8,6 +8,7 @@ pub mod placement;
 pub mod rss;
 pub mod serve;
 pub mod sim;
+pub mod skew;
 pub mod topo;
 pub mod ttcp;
 pub mod tune;
