@@ -61,12 +61,12 @@ pub use input::{
 };
 pub use key::{KEY_LEN_BYTES, KeyError, RssKey};
 pub use rebalance::{
-    BucketMove, REBALANCE_SHARDS_MAX, RebalanceConfig, RebalanceConfigError, RebalanceError,
-    RebalanceInput, RebalanceInputSlice, RebalanceReport, Rebalancer, imbalance, plan_moves,
-    plan_moves_into, shard_loads,
+    BucketMove, Periodic, PeriodicReport, REBALANCE_SHARDS_MAX, RebalanceConfig,
+    RebalanceConfigError, RebalanceError, RebalanceInput, RebalanceInputSlice, RebalanceReport,
+    Rebalancer, imbalance, plan_moves, plan_moves_into, shard_loads,
 };
 pub use reta::{RETA_SIZE_DEFAULT, RETA_SIZE_MAX, Reta, RetaError};
-pub use sport::{SourcePortQuery, pick_source_port};
+pub use sport::{SourcePortQuery, SteeredPortsQuery, pick_source_port, ports_steered_to};
 pub use steer::{
     FILTERS_MAX_DEFAULT, FilterError, FilterTable, FiveTuple, SteerDecision, SteerHow, Steering,
 };

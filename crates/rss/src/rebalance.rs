@@ -76,11 +76,13 @@
 
 use core::fmt;
 
+mod periodic;
 mod plan;
 mod rebalancer;
 #[cfg(test)]
 mod tests;
 
+pub use periodic::{IMBALANCE_SAMPLES_MAX, Periodic, PeriodicReport};
 pub use plan::{plan_moves, plan_moves_into};
 pub use rebalancer::Rebalancer;
 

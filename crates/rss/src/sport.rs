@@ -74,3 +74,91 @@ pub fn pick_source_port(
     }
     None
 }
+
+/// Which connections [`ports_steered_to`] looks for: `client:p → server:server_port` with `p`
+/// in `range`, landing on `server_queue`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SteeredPortsQuery {
+    /// The client's address (the packets' source).
+    pub client: IpAddr,
+    /// The server's address (the packets' destination).
+    pub server: IpAddr,
+    /// The server's port.
+    pub server_port: u16,
+    /// The server queue the connections must land on.
+    pub server_queue: u16,
+    /// Client ports to scan, in order.
+    pub range: RangeInclusive<u16>,
+}
+
+/// Up to `count` client ports whose connections the *server's* RSS (`hasher`, `reta`) steers
+/// to `q.server_queue`, each in a RETA entry of its own (so that moving entries can spread
+/// them): how a load generator places a skewed load on one server queue on purpose. In
+/// ascending port order.
+pub fn ports_steered_to(
+    hasher: &RssHasher,
+    reta: &Reta,
+    q: &SteeredPortsQuery,
+    count: usize,
+) -> Vec<u16> {
+    let (client, server, server_port, server_queue) =
+        (q.client, q.server, q.server_port, q.server_queue);
+    let mut entries = Vec::new();
+    let mut ports = Vec::with_capacity(count.min(q.range.len()));
+    for port in q.range.clone() {
+        if ports.len() >= count {
+            break;
+        }
+        let p = Some(PortPair {
+            src: port,
+            dst: server_port,
+        });
+        let input = match (client, server) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => HashInput::V4 { src, dst, ports: p },
+            (IpAddr::V6(src), IpAddr::V6(dst)) => HashInput::V6 { src, dst, ports: p },
+            _ => return Vec::new(),
+        };
+        let hash = hasher.hash(&input);
+        let entry = reta.index_for_hash(hash);
+        if reta.queue_for_hash(hash) == server_queue && !entries.contains(&entry) {
+            entries.push(entry);
+            ports.push(port);
+        }
+    }
+    ports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::net::Ipv4Addr;
+
+    #[test]
+    fn steered_ports_land_on_the_queue_in_distinct_entries() {
+        let hasher = RssHasher::default();
+        let reta = Reta::with_equal(128, 4).expect("valid");
+        let (c, s) = (Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(10, 0, 0, 1));
+        let q = SteeredPortsQuery {
+            client: c.into(),
+            server: s.into(),
+            server_port: 80,
+            server_queue: 0,
+            range: 20_000..=40_000,
+        };
+        let ports = ports_steered_to(&hasher, &reta, &q, 8);
+        assert_eq!(ports.len(), 8);
+        let mut entries = Vec::new();
+        for &p in &ports {
+            let input = HashInput::V4 {
+                src: c,
+                dst: s,
+                ports: Some(PortPair { src: p, dst: 80 }),
+            };
+            let h = hasher.hash(&input);
+            assert_eq!(reta.queue_for_hash(h), 0);
+            entries.push(reta.index_for_hash(h));
+        }
+        entries.dedup();
+        assert_eq!(entries.len(), 8, "{entries:?}");
+    }
+}

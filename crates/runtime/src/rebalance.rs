@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use nic::Nic;
-use rss::{BucketMove, RebalanceConfig, RebalanceInput, Rebalancer};
+use rss::{Periodic, RebalanceConfig};
 use shard::Msg;
 
 use crate::ring::{Consumer, Producer};
@@ -39,23 +39,16 @@ impl Default for RebalanceSettings {
     }
 }
 
-/// Most imbalance samples a report keeps (the first ones; one per period).
-pub const IMBALANCE_SAMPLES_MAX: usize = 10_000;
-
 /// What the rebalancer of one host did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RebalanceReport {
-    /// Periods looked at, and periods whose load triggered a plan.
-    pub periods: u64,
-    pub periods_triggered: u64,
+    /// Periods, triggered periods, moves planned and the imbalance per period.
+    pub periodic: rss::PeriodicReport,
     /// Bucket moves started (`MoveIn` sent) and RETA entries changed (`MoveOut` relayed).
     pub moves_started: u64,
     pub reta_changes: u64,
-    /// Moves the rebalancer planned that could not be sent (a control ring full).
+    /// Moves that could not be sent (a control ring full).
     pub moves_dropped: u64,
-    /// (ms since start, imbalance = busiest shard's packets over the mean) per period with
-    /// traffic, at most [`IMBALANCE_SAMPLES_MAX`].
-    pub imbalance: Vec<(u64, f64)>,
 }
 
 /// One shard's control rings as the wire holds them.
@@ -68,45 +61,39 @@ pub(crate) struct WireControl {
 
 /// The wire's rebalancer for one host.
 pub(crate) struct WireRebalancer {
-    rebalancer: Rebalancer,
-    period_ns: u64,
-    next_ns: u64,
-    /// Per bucket: frozen (moving) until this time.
-    frozen_until_ns: Vec<u64>,
-    frozen: Vec<bool>,
+    periodic: Periodic,
     loads: Vec<u64>,
     assignment: Vec<u16>,
-    moves: Vec<BucketMove>,
-    pub report: RebalanceReport,
+    report: RebalanceReport,
 }
 
 impl WireRebalancer {
     pub(crate) fn new(settings: &RebalanceSettings) -> Result<Self, String> {
-        let rebalancer =
-            Rebalancer::new(settings.config).map_err(|e| format!("rebalance: {e:?}"))?;
-        let period_ns = u64::try_from(settings.period.as_nanos())
-            .unwrap_or(u64::MAX)
-            .max(1);
+        let period_ns = u64::try_from(settings.period.as_nanos()).unwrap_or(u64::MAX);
         Ok(WireRebalancer {
-            rebalancer,
-            period_ns,
-            next_ns: period_ns,
-            frozen_until_ns: Vec::new(),
-            frozen: Vec::new(),
+            periodic: Periodic::new(settings.config, period_ns)
+                .map_err(|e| format!("rebalance: {e:?}"))?,
             loads: Vec::new(),
             assignment: Vec::new(),
-            moves: Vec::new(),
             report: RebalanceReport::default(),
         })
     }
 
-    /// How long until the next period (for the wire's idle wait).
-    pub(crate) fn due_in_ns(&self, now_ns: u64) -> u64 {
-        self.next_ns.saturating_sub(now_ns)
+    /// The report so far.
+    pub(crate) fn into_report(self) -> RebalanceReport {
+        RebalanceReport {
+            periodic: self.periodic.report().clone(),
+            ..self.report
+        }
     }
 
-    /// Relays the shards' `MoveOut`s, pointing each RETA entry at its new owner first.
-    /// Returns the shards to wake.
+    /// How long until the next period (for the wire's idle wait).
+    pub(crate) fn due_in_ns(&self, now_ns: u64) -> u64 {
+        self.periodic.next_ns().saturating_sub(now_ns)
+    }
+
+    /// Relays the shards' `MoveOut`s, pointing each RETA entry at its new owner first, and
+    /// marks the shards to wake.
     pub(crate) fn relay(
         &mut self,
         steering: &mut Nic,
@@ -123,8 +110,8 @@ impl WireRebalancer {
                 let Some(dest) = controls.get(usize::from(old)) else {
                     continue;
                 };
-                // The control rings are sized for every bucket at once: a move in flight
-                // per bucket at most, so this push finds room.
+                // The control rings have room for a move of every bucket at once, and a
+                // bucket has one move in flight at most: this push finds room.
                 if dest.to_shard.push(m).is_err() {
                     self.report.moves_dropped += 1;
                 }
@@ -143,40 +130,19 @@ impl WireRebalancer {
         controls: &[WireControl],
         wake: &mut [bool],
     ) {
-        if now_ns < self.next_ns {
+        if now_ns < self.periodic.next_ns() {
             return;
         }
-        self.next_ns = now_ns.saturating_add(self.period_ns);
-        self.report.periods += 1;
         self.loads.clear();
         self.loads.extend_from_slice(steering.reta_bucket_packets());
         steering.reset_reta_bucket_packets();
         self.assignment.clear();
         self.assignment
             .extend_from_slice(steering.steering().reta.entries());
-        let n = self.assignment.len();
-        self.frozen_until_ns.resize(n, 0);
-        self.frozen.clear();
-        self.frozen
-            .extend(self.frozen_until_ns.iter().map(|&t| now_ns < t));
-        let shards = controls.len();
-        let mut input = RebalanceInput::new(&self.loads, &self.assignment, shards);
-        input.bucket_frozen = Some(&self.frozen);
-        if let Ok(loads) = rss::shard_loads(&input) {
-            if loads.iter().any(|&l| l > 0) && self.report.imbalance.len() < IMBALANCE_SAMPLES_MAX {
-                self.report
-                    .imbalance
-                    .push((now_ns / 1_000_000, rss::imbalance(&loads)));
-            }
-        }
-        self.moves.clear();
-        let Ok(r) = self.rebalancer.plan_into(&input, &mut self.moves) else {
-            return;
-        };
-        if r.triggered {
-            self.report.periods_triggered += 1;
-        }
-        for m in self.moves.drain(..) {
+        let moves = self
+            .periodic
+            .tick(now_ns, &self.loads, &self.assignment, controls.len());
+        for m in moves {
             let (Ok(bucket), Some(c)) = (u16::try_from(m.bucket), controls.get(usize::from(m.to)))
             else {
                 self.report.moves_dropped += 1;
@@ -193,9 +159,6 @@ impl WireRebalancer {
                 continue;
             }
             self.report.moves_started += 1;
-            if let Some(t) = self.frozen_until_ns.get_mut(m.bucket) {
-                *t = now_ns.saturating_add(self.period_ns.saturating_mul(4));
-            }
             if let Some(w) = wake.get_mut(usize::from(m.to)) {
                 *w = true;
             }

@@ -236,8 +236,8 @@ impl Wire {
         }
         let [a, b] = self.ports;
         let reports = [
-            a.rebalancer.map(|r| r.report),
-            b.rebalancer.map(|r| r.report),
+            a.rebalancer.map(WireRebalancer::into_report),
+            b.rebalancer.map(WireRebalancer::into_report),
         ];
         (self.report, reports)
     }

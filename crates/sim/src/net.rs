@@ -99,12 +99,22 @@ pub struct FrontCounters {
     pub reta_moves_refused: u64,
 }
 
+/// The host's rebalancer: the planner and reused buffers.
+struct SimRebalancer {
+    periodic: rss::Periodic,
+    loads: Vec<u64>,
+    assignment: Vec<u16>,
+    moves: Vec<rss::BucketMove>,
+}
+
 /// A simulated host: a steering NIC in front of N shard cores.
 pub struct ShardedHost<A: App> {
     steering: Nic,
     shards: Vec<Shard<A>>,
     /// Control messages for the next activation (bucket moves), in order.
     control: Vec<(u16, Msg)>,
+    /// Live rebalancing, when enabled: the periodic planner and its scratch.
+    rebalancer: Option<SimRebalancer>,
     /// Reused: messages being delivered, and which shards received one this round.
     msgs: Vec<(u16, Msg)>,
     touched: Vec<bool>,
@@ -166,6 +176,7 @@ impl<A: App> ShardedHost<A> {
             steering,
             shards,
             control: Vec::new(),
+            rebalancer: None,
             msgs: Vec::new(),
             touched: vec![false; usize::from(cfg.shards)],
             counters: FrontCounters::default(),
@@ -259,6 +270,62 @@ impl<A: App> ShardedHost<A> {
         }
     }
 
+    /// Turns on live rebalancing: every `period_ns` of traffic, the steering NIC's per-bucket
+    /// packet counts go to an [`rss::Periodic`] planner and its moves start as
+    /// [`ShardedHost::move_bucket`] does. Periods are checked as the host is activated (by
+    /// frames or timers), so an idle host adds no events. Needs one queue per shard.
+    pub fn enable_rebalancing(
+        &mut self,
+        config: rss::RebalanceConfig,
+        period_ns: u64,
+    ) -> Result<(), String> {
+        if self.shards.len() > usize::from(self.steering.config().queues) {
+            return Err("rebalancing needs one queue per shard".into());
+        }
+        let periodic = rss::Periodic::new(config, period_ns).map_err(|e| format!("{e:?}"))?;
+        self.rebalancer = Some(SimRebalancer {
+            periodic,
+            loads: Vec::new(),
+            assignment: Vec::new(),
+            moves: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// What the rebalancer did (when enabled).
+    pub fn rebalance_report(&self) -> Option<&rss::PeriodicReport> {
+        self.rebalancer.as_ref().map(|r| r.periodic.report())
+    }
+
+    /// A rebalancing period, if one is due.
+    fn rebalance_tick(&mut self, now_ns: u64) {
+        let Some(r) = &mut self.rebalancer else {
+            return;
+        };
+        if now_ns < r.periodic.next_ns() {
+            return;
+        }
+        r.loads.clear();
+        r.loads
+            .extend_from_slice(self.steering.reta_bucket_packets());
+        self.steering.reset_reta_bucket_packets();
+        r.assignment.clear();
+        r.assignment
+            .extend_from_slice(self.steering.steering().reta.entries());
+        let moves = r
+            .periodic
+            .tick(now_ns, &r.loads, &r.assignment, self.shards.len());
+        r.moves.clear();
+        r.moves.extend_from_slice(moves);
+        let moves = std::mem::take(&mut r.moves);
+        for m in &moves {
+            self.move_bucket(m.bucket, m.to);
+        }
+        if let Some(r) = &mut self.rebalancer {
+            r.moves = moves;
+        }
+    }
+
     /// True while any shard holds a bucket, moves one out, or watches a kept connection.
     pub fn moves_in_progress(&self) -> bool {
         !self.control.is_empty()
@@ -291,6 +358,7 @@ impl<A: App> ShardedHost<A> {
 
     /// One iteration of every shard, then message delivery until quiet (bounded).
     fn run(&mut self, now_ns: u64) {
+        self.rebalance_tick(now_ns);
         let control = std::mem::take(&mut self.control);
         for (to, m) in control {
             self.deliver(now_ns, to, m);
@@ -338,7 +406,7 @@ impl<A: App + 'static> Host for ShardedHost<A> {
                 q.receive(buf);
             }
         } else {
-            let queue = match self.steering.steer(frame) {
+            let queue = match self.steering.steer_counted(frame) {
                 Ok(d) => d.queue,
                 Err(_) => {
                     self.counters.steer_failed += 1;

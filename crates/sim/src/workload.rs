@@ -575,6 +575,10 @@ fn stack_config(mac: [u8; 6], ip: Ipv4Addr, seed: u64, workload: Workload) -> St
         cfg.tcp.send_buffer_bytes = 16 * 1024;
         cfg.tcp.recv_buffer_bytes = 16 * 1024;
     }
+    if workload == Workload::Migrate {
+        // Dozens of connections open at once, all waiting for the one ARP resolution.
+        cfg.limits.neighbor_pending_packets_max = 256;
+    }
     // 2·MSL of 2 s (configurable per RFC 9293 §3.4.2's "MSL is an engineering choice") keeps
     // thousands of short connections from holding the socket table for minutes of sim time.
     cfg.tcp.time_wait_ns = 2_000_000_000;

@@ -751,6 +751,50 @@ mod tests {
     }
 
     #[test]
+    fn skew_with_rebalance_migrates_live_connections_and_loses_nothing() {
+        let mut a = args(true);
+        a.duration = 1.5;
+        a.skew = true;
+        a.rebalance = true;
+        a.period_ms = 50;
+        let mut out = Vec::new();
+        run(a, &mut out).expect("demo runs");
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        let rb = &v["rebalance"];
+        assert_eq!(rb["enabled"], true, "{v}");
+        // The elephants all start on shard 0: the rebalancer must move buckets and their
+        // connections must migrate, with nothing dropped, failed or reset.
+        assert!(rb["bucket_moves"].as_u64().is_some_and(|n| n > 0), "{rb}");
+        assert!(
+            rb["connections_migrated"].as_u64().is_some_and(|n| n > 0),
+            "{rb}"
+        );
+        assert_eq!(rb["import_failed"], 0, "{rb}");
+        assert_eq!(rb["hold_drops"], 0, "{rb}");
+        assert_eq!(v["drops"], 0, "{v}");
+        assert_eq!(v["failed_connections"], 0, "{v}");
+        assert_eq!(v["resets_sent"], 0, "{v}");
+        assert!(v["requests"].as_u64().is_some_and(|n| n > 0));
+    }
+
+    #[test]
+    fn skew_without_rebalance_measures_but_never_moves() {
+        let mut a = args(true);
+        a.duration = 1.0;
+        a.skew = true;
+        a.period_ms = 50;
+        let mut out = Vec::new();
+        run(a, &mut out).expect("demo runs");
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        let rb = &v["rebalance"];
+        assert_eq!(rb["enabled"], false, "{v}");
+        assert_eq!(rb["bucket_moves"], 0, "{rb}");
+        assert_eq!(rb["connections_migrated"], 0, "{rb}");
+        assert!(rb["periods"].as_u64().is_some_and(|n| n > 0), "{rb}");
+        assert_eq!(v["cross_shard_messages"], 0, "{v}");
+    }
+
+    #[test]
     fn imbalance_is_max_over_mean() {
         assert_eq!(imbalance(&[1, 1]), 1.0);
         assert_eq!(imbalance(&[3, 1]), 1.5);

@@ -10,17 +10,16 @@
 
 use core::net::Ipv4Addr;
 
-use rss::{HashInput, PortPair, Reta, RssHasher};
+use rss::{Reta, RssHasher};
 use runtime::{PairReport, RebalanceReport};
 
-/// The first client port tried for elephants: below the ephemeral range, so they never collide
-/// with the ports `connect` picks for the other connections.
-const ELEPHANT_PORT_FIRST: u16 = 20_000;
-const ELEPHANT_PORT_LAST: u16 = 40_000;
+/// Client ports tried for elephants: below the ephemeral range, so they never collide with
+/// the ports `connect` picks for the other connections.
+const ELEPHANT_PORTS: core::ops::RangeInclusive<u16> = 20_000..=40_000;
 
 /// Up to `count` client ports whose connections to `server:server_port` the server's RSS
-/// (`hasher`, an equal RETA of `reta_entries` over `shards`) steers to shard 0, each in a
-/// different RETA bucket.
+/// (the default hasher, an equal RETA over `shards`) steers to shard 0, each in a different
+/// RETA bucket.
 pub fn elephant_ports(
     client: Ipv4Addr,
     server: Ipv4Addr,
@@ -28,32 +27,18 @@ pub fn elephant_ports(
     shards: u16,
     count: usize,
 ) -> Vec<u16> {
-    let hasher = RssHasher::default();
     let Ok(reta) = Reta::with_equal(rss::RETA_SIZE_DEFAULT, shards) else {
         return Vec::new();
     };
-    let mut buckets_used = Vec::new();
-    let mut ports = Vec::with_capacity(count);
-    for port in ELEPHANT_PORT_FIRST..=ELEPHANT_PORT_LAST {
-        if ports.len() >= count {
-            break;
-        }
-        let input = HashInput::V4 {
-            src: client,
-            dst: server,
-            ports: Some(PortPair {
-                src: port,
-                dst: server_port,
-            }),
-        };
-        let hash = hasher.hash(&input);
-        let bucket = reta.index_for_hash(hash);
-        if reta.queue_for_hash(hash) == 0 && !buckets_used.contains(&bucket) {
-            buckets_used.push(bucket);
-            ports.push(port);
-        }
-    }
-    ports
+    let hasher = RssHasher::default();
+    let q = rss::SteeredPortsQuery {
+        client: client.into(),
+        server: server.into(),
+        server_port,
+        server_queue: 0,
+        range: ELEPHANT_PORTS,
+    };
+    rss::ports_steered_to(&hasher, &reta, &q, count)
 }
 
 /// What the rebalancer and the moves did, for the summary.
@@ -95,7 +80,7 @@ fn quantile(sorted: &[u64], q: f64) -> u64 {
 impl RebalanceSummary {
     pub fn of<S, C>(r: &PairReport<S, C>, enabled: bool) -> Option<Self> {
         let report = r.rebalance.clone()?;
-        let series = &report.imbalance;
+        let series = &report.periodic.imbalance;
         let k = series.len().min(3);
         let mut samples: Vec<u64> = Vec::new();
         let mut s = RebalanceSummary {
@@ -132,14 +117,14 @@ impl RebalanceSummary {
     pub fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "enabled": self.enabled,
-            "periods": self.report.periods,
-            "periods_triggered": self.report.periods_triggered,
+            "periods": self.report.periodic.periods,
+            "periods_triggered": self.report.periodic.periods_triggered,
             "bucket_moves": self.report.moves_started,
             "reta_changes": self.report.reta_changes,
             "moves_dropped": self.report.moves_dropped,
             "imbalance_first": self.imbalance_first,
             "imbalance_last": self.imbalance_last,
-            "imbalance_series": self.report.imbalance.iter().map(|&(ms, x)| serde_json::json!([ms, x])).collect::<Vec<_>>(),
+            "imbalance_series": self.report.periodic.imbalance.iter().map(|&(ms, x)| serde_json::json!([ms, x])).collect::<Vec<_>>(),
             "connections_migrated": self.conns_migrated,
             "unowned_connections_migrated": self.unowned_migrated,
             "connections_kept": self.kept,
@@ -167,7 +152,9 @@ impl RebalanceSummary {
         writeln!(
             out,
             "bucket moves        {:>14} ({} periods, {} triggered)",
-            self.report.moves_started, self.report.periods, self.report.periods_triggered
+            self.report.moves_started,
+            self.report.periodic.periods,
+            self.report.periodic.periods_triggered
         )?;
         writeln!(
             out,

@@ -33,15 +33,32 @@ use crate::{HostId, PortId, World};
 /// Server shards.
 pub const SERVER_SHARDS: u16 = 4;
 
-/// Bytes each way of the connection from client port `port`: both ends derive it.
-fn conn_bytes(seed: u64, port: u16) -> (u64, u64) {
-    let mut rng = SimRng::new(seed).fork(0x6d16 ^ u64::from(port));
-    (1 + rng.gen_range(0..120_000), 1 + rng.gen_range(0..120_000))
+/// How much each connection carries; both ends derive it from the client port.
+#[derive(Debug, Clone)]
+struct Sizing {
+    seed: u64,
+    /// Elephants: client ports whose connections upload `elephant_bytes`.
+    elephants: Vec<u16>,
+    elephant_bytes: u64,
+}
+
+impl Sizing {
+    /// Bytes (client → server, server → client) of the connection from client port `port`.
+    fn bytes(&self, port: u16) -> (u64, u64) {
+        if self.elephants.contains(&port) {
+            return (self.elephant_bytes, 1_000);
+        }
+        let mut rng = SimRng::new(self.seed).fork(0x6d16 ^ u64::from(port));
+        (1 + rng.gen_range(0..120_000), 1 + rng.gen_range(0..120_000))
+    }
 }
 
 /// The client: keeps `at_once` connections open until `total` have run.
 struct MigrateClient {
     seed: u64,
+    sizing: Sizing,
+    /// Connections to open from these ports first (the elephants), then from ephemeral ones.
+    fixed_ports: Vec<u16>,
     total: u64,
     at_once: usize,
     opened: u64,
@@ -55,10 +72,14 @@ impl MigrateClient {
     fn open(&mut self, now: u64, stack: &mut Stack) {
         while self.opened < self.total && self.flows.len() < self.at_once {
             let remote = SocketAddr::new(IpAddr::V4(SERVER_IP), SERVER_PORT);
-            match stack.tcp_connect(now, remote, 0) {
+            let fixed = usize::try_from(self.opened)
+                .ok()
+                .and_then(|i| self.fixed_ports.get(i).copied())
+                .unwrap_or(0);
+            match stack.tcp_connect(now, remote, fixed) {
                 Ok(h) => {
                     let port = stack.local_addr(h).map_or(0, |a| a.port());
-                    let (c2s, s2c) = conn_bytes(self.seed, port);
+                    let (c2s, s2c) = self.sizing.bytes(port);
                     let id = u64::from(port);
                     let mut flow = Flow::new(h, c2s_stream(self.seed, id), c2s, 0, s2c);
                     flow.rx.stream_id = s2c_stream(self.seed, id);
@@ -110,6 +131,7 @@ impl App for MigrateClient {
 /// connection moves.
 struct MigrateServer {
     seed: u64,
+    sizing: Sizing,
     listener: Option<SocketHandle>,
     flows: Vec<(u64, Flow)>,
     scratch: Vec<u8>,
@@ -121,9 +143,10 @@ struct MigrateServer {
 }
 
 impl MigrateServer {
-    fn new(seed: u64) -> Self {
+    fn new(sizing: Sizing) -> Self {
         MigrateServer {
-            seed,
+            seed: sizing.seed,
+            sizing,
             listener: None,
             flows: Vec::new(),
             scratch: vec![0; CHUNK_BYTES],
@@ -163,7 +186,7 @@ impl App for MigrateServer {
         if let Some(l) = self.listener {
             while let Ok((h, peer)) = stack.tcp_accept(l) {
                 let id = u64::from(peer.port());
-                let (c2s, s2c) = conn_bytes(self.seed, peer.port());
+                let (c2s, s2c) = self.sizing.bytes(peer.port());
                 let flow = Flow::new(
                     h,
                     s2c_stream(self.seed, id),
@@ -246,8 +269,15 @@ pub fn run(seed: u64) -> Result<(RunSummary, MigrateStats), String> {
     let context = format!("migrate seed {seed} ({faults:?})");
     let mut rng = SimRng::new(seed).fork(0x316_0a7e);
     let mut w = World::new(seed);
+    let sizing = Sizing {
+        seed,
+        elephants: Vec::new(),
+        elephant_bytes: 0,
+    };
     let client_app = MigrateClient {
         seed,
+        sizing: sizing.clone(),
+        fixed_ports: Vec::new(),
         total: 16 + rng.gen_range(0..48),
         at_once: 4 + rng.gen_range(0..28) as usize,
         opened: 0,
@@ -268,7 +298,7 @@ pub fn run(seed: u64) -> Result<(RunSummary, MigrateStats), String> {
         Workload::Migrate,
     ))
     .with_shards(SERVER_SHARDS);
-    let server_host = ShardedHost::new(server_cfg, |_| MigrateServer::new(seed))?;
+    let server_host = ShardedHost::new(server_cfg, |_| MigrateServer::new(sizing.clone()))?;
     let server = w.add_host(Box::new(server_host));
     let link_cfg = ChannelConfig::default()
         .rate_bps(1_000_000_000)
@@ -495,4 +525,160 @@ fn pick_move(
     let from = host.steering().steering().reta.entries()[bucket];
     let to = (from + 1 + rng.gen_range(0..u64::from(SERVER_SHARDS - 1)) as u16) % SERVER_SHARDS;
     host.move_bucket(bucket, to)
+}
+
+/// What a [`run_skew`] seed measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkewOutcome {
+    /// The server rebalancer's imbalance per period: (ms, busiest shard's packets / mean).
+    pub imbalance: Vec<(u64, f64)>,
+    /// Bucket moves the rebalancer planned, and connections that migrated.
+    pub moves_planned: u64,
+    pub migrations: u64,
+    /// Bytes delivered and checked, all streams.
+    pub bytes_verified: u64,
+    pub trace_digest: u64,
+}
+
+impl SkewOutcome {
+    /// Mean imbalance of the middle half of the periods with traffic (the start, before the
+    /// first moves, and the tail, where the last flows finish alone, left out).
+    pub fn mean_imbalance_middle(&self) -> f64 {
+        let n = self.imbalance.len();
+        let tail: Vec<f64> = self
+            .imbalance
+            .get(n / 4..n - n / 4)
+            .unwrap_or(&[])
+            .iter()
+            .map(|&(_, x)| x)
+            .collect();
+        if tail.is_empty() {
+            0.0
+        } else {
+            tail.iter().sum::<f64>() / tail.len() as f64
+        }
+    }
+}
+
+/// Elephants of a [`run_skew`] seed, each uploading this much.
+pub const SKEW_ELEPHANTS: usize = 8;
+pub const SKEW_ELEPHANT_BYTES: u64 = 8_000_000;
+/// The rebalancing period of a [`run_skew`] seed.
+pub const SKEW_PERIOD_NS: u64 = 20_000_000;
+
+/// A skewed load on a clean link: [`SKEW_ELEPHANTS`] elephant connections whose client ports
+/// the server's RSS puts on server shard 0 (each in its own RETA bucket) upload
+/// [`SKEW_ELEPHANT_BYTES`] each while mice come and go. The server's rebalancer runs every
+/// [`SKEW_PERIOD_NS`]; with `rebalance` false it measures and moves nothing. Every byte is
+/// checked as in the `migrate` workload.
+pub fn run_skew(seed: u64, rebalance: bool) -> Result<SkewOutcome, String> {
+    let context = format!("skew seed {seed} (rebalance {rebalance})");
+    let server_cfg = ShardedHostConfig::new(stack_config(
+        [2, 0, 0, 0, 0, 2],
+        SERVER_IP,
+        seed,
+        Workload::Migrate,
+    ))
+    .with_shards(SERVER_SHARDS);
+    let reta = rss::Reta::with_equal(rss::RETA_SIZE_DEFAULT, SERVER_SHARDS)
+        .map_err(|e| format!("{e:?}"))?;
+    let q = rss::SteeredPortsQuery {
+        client: CLIENT_IP.into(),
+        server: SERVER_IP.into(),
+        server_port: SERVER_PORT,
+        server_queue: 0,
+        range: 20_000..=40_000,
+    };
+    let elephants = rss::ports_steered_to(&server_cfg.hasher, &reta, &q, SKEW_ELEPHANTS);
+    let sizing = Sizing {
+        seed,
+        elephants: elephants.clone(),
+        elephant_bytes: SKEW_ELEPHANT_BYTES,
+    };
+    let mut w = World::new(seed);
+    let client_app = MigrateClient {
+        seed,
+        sizing: sizing.clone(),
+        total: elephants.len() as u64 + 100,
+        fixed_ports: elephants,
+        at_once: SKEW_ELEPHANTS + 8,
+        opened: 0,
+        flows: Vec::new(),
+        scratch: vec![0; CHUNK_BYTES],
+        violation: None,
+        summary: RunSummary::default(),
+    };
+    let client = w.add_host(Box::new(ShardedHost::single(
+        stack_config([2, 0, 0, 0, 0, 1], CLIENT_IP, seed, Workload::Migrate),
+        client_app,
+    )));
+    let mut server_host = ShardedHost::new(server_cfg, |_| MigrateServer::new(sizing.clone()))?;
+    let config = rss::RebalanceConfig {
+        moves_max: if rebalance { 8 } else { 0 },
+        ..rss::RebalanceConfig::default()
+    };
+    server_host.enable_rebalancing(config, SKEW_PERIOD_NS)?;
+    let server = w.add_host(Box::new(server_host));
+    let link_cfg = ChannelConfig::default()
+        .rate_bps(1_000_000_000)
+        .delay_ns(200_000)
+        .queue_max(4 * 1024 * 1024, 4096);
+    w.connect((client, PortId(0)), (server, PortId(0)), link_cfg)
+        .map_err(|e| e.to_string())?;
+    w.run_until_idle_checked(50_000_000, |w| check(w, client, server))
+        .map_err(|e| format!("{context}: {e}"))?;
+    let mut tuples = Vec::new();
+    one_owner_each(&w, server, &mut tuples).map_err(|e| format!("{context}: {e}"))?;
+    let c = w
+        .host::<ShardedHost<MigrateClient>>(client)
+        .ok_or("client host missing")?
+        .app();
+    let s = w
+        .host::<ShardedHost<MigrateServer>>(server)
+        .ok_or("server host missing")?;
+    let unfinished: usize = s.shards().iter().map(|sh| sh.app().flows.len()).sum();
+    if !c.flows.is_empty() || unfinished > 0 || c.summary.connections_failed > 0 {
+        return Err(format!(
+            "{context}: {} client and {unfinished} server connections unfinished, {} failed",
+            c.flows.len(),
+            c.summary.connections_failed
+        ));
+    }
+    if std::env::var_os("SIM_DEBUG").is_some() {
+        for sh in s.shards() {
+            let k = sh.stack().counters();
+            let t = sh.stack().tcp_counters();
+            eprintln!(
+                "shard {}: {:?} drop_moved {} fwd {} fwd_full {} tcp {:?}",
+                sh.info().shard,
+                sh.move_counters(),
+                k.tcp_drop_moved,
+                k.tcp_moved_forwarded,
+                k.tcp_moved_forward_full,
+                t
+            );
+        }
+        eprintln!(
+            "client tcp {:?}",
+            w.host::<ShardedHost<MigrateClient>>(client)
+                .map(|h| h.stack().tcp_counters())
+        );
+    }
+    let report = s.rebalance_report().ok_or("no rebalancer")?;
+    let server_bytes: u64 = s
+        .shards()
+        .iter()
+        .map(|sh| sh.app().summary.bytes_verified)
+        .sum();
+    Ok(SkewOutcome {
+        imbalance: report.imbalance.clone(),
+        moves_planned: report.moves_planned,
+        migrations: s
+            .shards()
+            .iter()
+            .map(|sh| sh.move_counters().conns_in)
+            .sum(),
+        bytes_verified: c.summary.bytes_verified + server_bytes,
+        trace_digest: w.digest(),
+    })
 }
