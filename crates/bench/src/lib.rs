@@ -29,6 +29,7 @@
 pub mod bulk;
 pub mod frame;
 pub mod idle;
+pub mod moves;
 pub mod pattern;
 pub mod shard_bulk;
 pub mod short;
