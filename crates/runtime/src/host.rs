@@ -217,6 +217,8 @@ pub struct LiveReport<A> {
     pub capture_records: Option<u64>,
     /// The AF_XDP sockets run in zero-copy mode.
     pub zero_copy: bool,
+    /// What the rebalancer did, when the host rebalanced.
+    pub rebalance: Option<crate::RebalanceReport>,
 }
 
 impl<A> LiveReport<A> {
@@ -416,8 +418,33 @@ where
     let mode = ShardMode {
         forwarding: true,
         mesh: false,
+        count_buckets: cfg.rebalance.is_some(),
         copy_neighbour: true,
     };
+    // Rebalancing: a control ring to each shard for the monitor thread's `MoveIn`s.
+    let mut controls: Vec<Option<crate::shard::Control>> = (0..s).map(|_| None).collect();
+    let mut rebalancer = None;
+    if let Some(r) = &cfg.rebalance {
+        let mut to_shards = Vec::with_capacity(s);
+        for c in &mut controls {
+            let (to_shard, from_wire) = crate::ring::ring(rss::RETA_SIZE_DEFAULT * 2);
+            to_shards.push(to_shard);
+            *c = Some(crate::shard::Control {
+                from_wire,
+                to_wire: None,
+                wire_thread: Arc::new(OnceLock::new()),
+            });
+        }
+        let owners = rss::Reta::with_equal(rss::RETA_SIZE_DEFAULT, cfg.shards)
+            .map_err(|e| RuntimeError::Config(format!("host: reta: {e:?}")))?
+            .entries()
+            .to_vec();
+        rebalancer = Some(
+            crate::rebalance::LiveRebalancer::new(r, owners, to_shards)
+                .map_err(|e| RuntimeError::Config(format!("host: {e}")))?,
+        );
+    }
+    let threads_for_moves = threads.clone();
     let shared = HostShared {
         stop: stop.clone(),
         epoch,
@@ -430,18 +457,35 @@ where
         &shared,
         opened.ports,
         mode,
-        Vec::new(),
+        controls,
     )?;
     let mut spawn_err = None;
     let handles = start_all(starters, &mut spawn_err);
     if spawn_err.is_none() {
+        let mut next_monitor = limits.monitor_every.max(Duration::from_millis(1));
         loop {
-            let step = limits.monitor_every.max(Duration::from_millis(1));
+            let elapsed_now = epoch.elapsed();
+            let mut step = next_monitor.saturating_sub(elapsed_now);
+            if let Some(r) = &rebalancer {
+                let now = u64::try_from(elapsed_now.as_nanos()).unwrap_or(u64::MAX);
+                step = step.min(Duration::from_nanos(r.due_in_ns(now)));
+            }
             let step = match limits.duration {
-                Some(d) => step.min(d.saturating_sub(epoch.elapsed())),
+                Some(d) => step.min(d.saturating_sub(elapsed_now)),
                 None => step,
             };
             std::thread::sleep(step);
+            if let Some(r) = &mut rebalancer {
+                let now = u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                r.tick(now, &lives, &threads_for_moves);
+            }
+            let due = epoch.elapsed() >= next_monitor
+                || stop.load(Ordering::Acquire)
+                || limits.duration.is_some_and(|d| epoch.elapsed() >= d);
+            if !due {
+                continue;
+            }
+            next_monitor = epoch.elapsed() + limits.monitor_every.max(Duration::from_millis(1));
             let shards: Vec<ShardSnapshot> = lives.iter().map(|l| l.snapshot()).collect();
             let view = HostView {
                 elapsed: epoch.elapsed(),
@@ -480,5 +524,6 @@ where
         elapsed,
         capture_records,
         zero_copy: opened.zero_copy,
+        rebalance: rebalancer.map(crate::rebalance::LiveRebalancer::into_report),
     })
 }

@@ -259,13 +259,6 @@ pub(crate) fn check(cfg: &HostConfig, name: &str) -> Result<(), RuntimeError> {
         )));
     }
     if let Some(r) = &cfg.rebalance {
-        if cfg.queues != cfg.shards {
-            return Err(RuntimeError::Config(format!(
-                "{name}: rebalancing moves RETA entries between queues: it needs one queue per \
-                 shard (queues {} < shards {})",
-                cfg.queues, cfg.shards
-            )));
-        }
         if r.period.is_zero() {
             return Err(RuntimeError::Config(format!(
                 "{name}: the rebalancing period must be positive"
@@ -298,6 +291,9 @@ pub(crate) struct ShardMode {
     /// Build the full mesh of cross-shard rings even without forwarding (connections move
     /// between shards: live rebalancing).
     pub mesh: bool,
+    /// Shards count the packets they process per RETA entry and publish them (a software
+    /// RETA that rebalances: no NIC counts for it).
+    pub count_buckets: bool,
     /// Copy ARP/ND frames to every other shard (live ports).
     pub copy_neighbour: bool,
 }
@@ -376,7 +372,11 @@ where
         cross_out.into_iter().enumerate().zip(cross).zip(ios)
     {
         let control = controls.next().flatten();
-        let live = Arc::new(ShardLive::default());
+        let live = Arc::new(if mode.count_buckets {
+            ShardLive::with_buckets(rss::RETA_SIZE_DEFAULT)
+        } else {
+            ShardLive::default()
+        });
         lives.push(live.clone());
         let shard = u16::try_from(i).map_err(|_| RuntimeError::Config("shards".into()))?;
         let core = cfg.cores.as_ref().and_then(|c| {
@@ -416,6 +416,7 @@ where
         let numa_node = placement::shard_node(&cfg.nodes, i, core);
         let thread_name = format!("{name}-shard{i}");
         let copy_neighbour = mode.copy_neighbour && forwarding;
+        let count_buckets = mode.count_buckets;
         starters.push(Box::new(move || {
             std::thread::Builder::new()
                 .name(thread_name)
@@ -436,6 +437,7 @@ where
                         budget_packets: budget,
                         sw_reta: forwarding.then_some(sw_reta),
                         copy_neighbour,
+                        count_buckets,
                         ..::shard::ShardConfig::new(info)
                     };
                     ShardThread {
@@ -488,6 +490,13 @@ where
     };
     // Control rings for rebalancing: room for a move of every RETA entry at once.
     let mut controls: Vec<Option<shard::Control>> = (0..s).map(|_| None).collect();
+    if cfg.rebalance.is_some() && cfg.queues != cfg.shards {
+        return Err(RuntimeError::Config(format!(
+            "{name}: rebalancing on the mem wire moves the wire's RETA entries between queues: \
+             it needs one queue per shard (queues {} < shards {})",
+            cfg.queues, cfg.shards
+        )));
+    }
     if let Some(r) = &cfg.rebalance {
         port.rebalancer = Some(
             rebalance::WireRebalancer::new(r)
@@ -502,7 +511,7 @@ where
             });
             *c = Some(shard::Control {
                 from_wire,
-                to_wire,
+                to_wire: Some(to_wire),
                 wire_thread: wire_thread.clone(),
             });
         }
@@ -544,6 +553,7 @@ where
     let mode = ShardMode {
         forwarding: cfg.queues < cfg.shards,
         mesh: cfg.rebalance.is_some(),
+        count_buckets: false,
         copy_neighbour: false,
     };
     let shared = HostShared {

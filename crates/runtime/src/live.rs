@@ -19,6 +19,9 @@ pub struct ShardLive {
     cross_shard: AtomicU64,
     done: AtomicBool,
     started: AtomicBool,
+    /// Packets processed per RETA entry, cumulative (empty unless the host rebalances with a
+    /// software RETA: the controller's load input).
+    buckets: Box<[AtomicU64]>,
 }
 
 /// A copy of [`ShardLive`] at one moment.
@@ -67,6 +70,28 @@ impl ShardSnapshot {
 }
 
 impl ShardLive {
+    /// Figures with `buckets` per-RETA-entry packet counters.
+    pub(crate) fn with_buckets(buckets: usize) -> Self {
+        ShardLive {
+            buckets: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
+            ..ShardLive::default()
+        }
+    }
+
+    /// Publishes the shard's cumulative per-bucket packet counts (owning shard only).
+    pub(crate) fn publish_buckets(&self, counts: &[u64]) {
+        for (a, &n) in self.buckets.iter().zip(counts) {
+            a.store(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds the published per-bucket counts to `out` (as long as the shorter of the two).
+    pub(crate) fn add_buckets(&self, out: &mut [u64]) {
+        for (o, a) in out.iter_mut().zip(self.buckets.iter()) {
+            *o += a.load(Ordering::Relaxed);
+        }
+    }
+
     /// Publishes `s` (called by the owning shard only).
     pub(crate) fn publish(&self, s: &ShardSnapshot) {
         let r = Ordering::Relaxed;

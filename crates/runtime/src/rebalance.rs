@@ -165,3 +165,103 @@ impl WireRebalancer {
         }
     }
 }
+
+/// The rebalancer of a host on live ports: the shards forward by a software RETA, so they count
+/// the packets they process per RETA entry themselves ([`crate::ShardLive`] publishes them),
+/// and a move needs no NIC: the new owner tells every shard the entry changed
+/// (`Msg::RetaEntry`) and sends `MoveOut` to the old owner directly. Runs on the host's
+/// monitor thread.
+pub(crate) struct LiveRebalancer {
+    periodic: Periodic,
+    /// The owner of each RETA entry as the moves started here leave it.
+    owners: Vec<u16>,
+    /// Cumulative per-bucket counts at the last period, and this period's loads.
+    last: Vec<u64>,
+    now: Vec<u64>,
+    loads: Vec<u64>,
+    to_shards: Vec<Producer<Msg>>,
+    report: RebalanceReport,
+}
+
+impl LiveRebalancer {
+    pub(crate) fn new(
+        settings: &RebalanceSettings,
+        owners: Vec<u16>,
+        to_shards: Vec<Producer<Msg>>,
+    ) -> Result<Self, String> {
+        let period_ns = u64::try_from(settings.period.as_nanos()).unwrap_or(u64::MAX);
+        let n = owners.len();
+        Ok(LiveRebalancer {
+            periodic: Periodic::new(settings.config, period_ns)
+                .map_err(|e| format!("rebalance: {e:?}"))?,
+            owners,
+            last: vec![0; n],
+            now: vec![0; n],
+            loads: vec![0; n],
+            to_shards,
+            report: RebalanceReport::default(),
+        })
+    }
+
+    /// How long until the next period.
+    pub(crate) fn due_in_ns(&self, now_ns: u64) -> u64 {
+        self.periodic.next_ns().saturating_sub(now_ns)
+    }
+
+    /// One period, if due: this period's per-bucket loads from the shards' counters, a plan,
+    /// and a `MoveIn` to each move's new owner (woken through `threads`).
+    pub(crate) fn tick(
+        &mut self,
+        now_ns: u64,
+        lives: &[std::sync::Arc<crate::ShardLive>],
+        threads: &[std::sync::OnceLock<std::thread::Thread>],
+    ) {
+        if now_ns < self.periodic.next_ns() {
+            return;
+        }
+        self.now.iter_mut().for_each(|n| *n = 0);
+        for l in lives {
+            l.add_buckets(&mut self.now);
+        }
+        for ((load, now), last) in self.loads.iter_mut().zip(&self.now).zip(&mut self.last) {
+            *load = now.saturating_sub(*last);
+            *last = *now;
+        }
+        let moves = self
+            .periodic
+            .tick(now_ns, &self.loads, &self.owners, self.to_shards.len());
+        for m in moves {
+            let (Ok(bucket), Some(p)) = (
+                u16::try_from(m.bucket),
+                self.to_shards.get(usize::from(m.to)),
+            ) else {
+                self.report.moves_dropped += 1;
+                continue;
+            };
+            if p.push(Msg::MoveIn {
+                bucket,
+                from: m.from,
+            })
+            .is_err()
+            {
+                self.report.moves_dropped += 1;
+                continue;
+            }
+            self.report.moves_started += 1;
+            if let Some(o) = self.owners.get_mut(m.bucket) {
+                *o = m.to;
+            }
+            if let Some(t) = threads.get(usize::from(m.to)).and_then(|t| t.get()) {
+                t.unpark();
+            }
+        }
+    }
+
+    /// The report so far.
+    pub(crate) fn into_report(self) -> RebalanceReport {
+        RebalanceReport {
+            periodic: self.periodic.report().clone(),
+            ..self.report
+        }
+    }
+}

@@ -51,8 +51,9 @@ const BACKLOG_FRAMES_MAX: usize = 1024;
 /// exports, as `shard::moves` requires).
 pub(crate) struct Control {
     pub from_wire: Consumer<Msg>,
-    /// (old owner, `MoveOut`).
-    pub to_wire: Producer<(u16, Msg)>,
+    /// (old owner, `MoveOut`) for the `mem` wire; `None` on live ports, where the shards'
+    /// software RETA moves and `MoveOut` goes straight to the old owner.
+    pub to_wire: Option<Producer<(u16, Msg)>>,
     pub wire_thread: Arc<OnceLock<Thread>>,
 }
 
@@ -252,9 +253,9 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                     }
                 }
             }
-            if let Some(c) = &self.control {
+            if let Some(to_wire) = self.control.as_ref().and_then(|c| c.to_wire.as_ref()) {
                 while let Some(m) = wire_backlog.pop_front() {
-                    if let Err(m) = c.to_wire.push(m) {
+                    if let Err(m) = to_wire.push(m) {
                         wire_backlog.push_front(m);
                         break;
                     }
@@ -262,15 +263,19 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
             }
             while let Some((to, m)) = self.core.poll_msg() {
                 let to = usize::from(to);
-                if let (Msg::MoveOut { .. }, Some(c)) = (&m, &self.control) {
+                let wire = self
+                    .control
+                    .as_ref()
+                    .and_then(|c| c.to_wire.as_ref().map(|w| (w, &c.wire_thread)));
+                if let (Msg::MoveOut { .. }, Some((to_wire, wire_thread))) = (&m, wire) {
                     // The wire points the RETA entry here and relays it to the old owner.
                     let item = (to as u16, m);
                     if !wire_backlog.is_empty() {
                         wire_backlog.push_back(item);
-                    } else if let Err(item) = c.to_wire.push(item) {
+                    } else if let Err(item) = to_wire.push(item) {
                         wire_backlog.push_back(item);
                     }
-                    if let Some(t) = c.wire_thread.get() {
+                    if let Some(t) = wire_thread.get() {
                         t.unpark();
                     }
                     continue;
@@ -332,6 +337,7 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                 snap.cross_shard = cross.tx;
                 snap.nic_wakeups = self.core.nic().counters(0).map_or(0, |c| c.wakeups);
                 self.live.publish(&snap);
+                self.live.publish_buckets(self.core.bucket_packets());
             }
             let backlogged = backlog.iter().any(|q| !q.is_empty()) || !wire_backlog.is_empty();
             if work == 0 && !self.core.is_busy() && !backlogged {

@@ -81,6 +81,9 @@ pub struct ShardConfig {
     /// Most frames held per bucket moving in ([`Msg::MoveIn`]); beyond it a frame is dropped
     /// and counted ([`MoveCounters::hold_drop_full`]), left to the peer's retransmission.
     pub hold_frames_max: usize,
+    /// Count the packets this shard processes per RETA entry ([`Shard::bucket_packets`]): the
+    /// load a rebalancer reads when the NIC cannot count for it (a software RETA).
+    pub count_buckets: bool,
 }
 
 impl ShardConfig {
@@ -95,6 +98,7 @@ impl ShardConfig {
             tx_offload: TxOffload::NONE,
             reta_entries: rss::RETA_SIZE_DEFAULT,
             hold_frames_max: 1024,
+            count_buckets: false,
         }
     }
 }
@@ -188,6 +192,8 @@ pub struct Shard<A> {
     hold_frames_max: usize,
     /// The move protocol's state (buckets moving in and out, kept connections).
     moves: moves::Moves,
+    /// Packets processed per RETA entry since start (empty unless `count_buckets`).
+    bucket_packets: Vec<u64>,
 }
 
 impl<A: App> Shard<A> {
@@ -219,6 +225,11 @@ impl<A: App> Shard<A> {
             reta_entries: cfg.reta_entries.max(1).next_power_of_two(),
             hold_frames_max: cfg.hold_frames_max,
             moves: moves::Moves::default(),
+            bucket_packets: if cfg.count_buckets {
+                vec![0; cfg.reta_entries.max(1).next_power_of_two()]
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -258,6 +269,21 @@ impl<A: App> Shard<A> {
 
     pub fn counters(&self) -> ShardCounters {
         self.counters
+    }
+
+    /// Packets this shard's stack processed per RETA entry since start (cumulative; empty
+    /// unless [`ShardConfig::count_buckets`]).
+    pub fn bucket_packets(&self) -> &[u64] {
+        &self.bucket_packets
+    }
+
+    fn count_bucket(&mut self, hash: Option<u32>) {
+        if let Some(h) = hash {
+            let mask = self.bucket_packets.len().wrapping_sub(1);
+            if let Some(n) = self.bucket_packets.get_mut(h as usize & mask) {
+                *n += 1;
+            }
+        }
     }
 
     /// Work is pending that needs no new input: the NAPI poll is scheduled, the stack or the
@@ -316,13 +342,25 @@ impl<A: App> Shard<A> {
         self.now_ns = self.now_ns.max(now_ns);
         self.counters.msgs.count_rx(msg.kind());
         match msg {
-            Msg::Frame(f) | Msg::Neighbour(f) => {
-                self.counters.rx_packets += 1;
-                self.stack.receive(now_ns, &f.frame, &f.meta);
-                self.nic.recycle(f.frame);
+            Msg::Frame(f) if !self.moves.holding.is_empty() => {
+                match self.held_bucket(f.meta.hash) {
+                    Some(i) => self.hold_frame(i, f),
+                    None => self.receive_msg_frame(now_ns, f),
+                }
+            }
+            Msg::Frame(f) | Msg::Forwarded(f) | Msg::Neighbour(f) => {
+                self.receive_msg_frame(now_ns, f);
             }
             m => self.handle_move_msg(now_ns, m),
         }
+    }
+
+    /// A frame from another shard, to the stack now.
+    fn receive_msg_frame(&mut self, now_ns: u64, f: FrameMsg) {
+        self.counters.rx_packets += 1;
+        self.count_bucket(f.meta.hash);
+        self.stack.receive(now_ns, &f.frame, &f.meta);
+        self.nic.recycle(f.frame);
     }
 
     /// One iteration at `now_ns`: wake-ups and the NAPI poll, due timers, the application,
@@ -455,6 +493,7 @@ impl<A: App> Shard<A> {
             }
         }
         self.counters.rx_packets += u64::from(d.meta.coalesced_segments.max(1));
+        self.count_bucket(d.meta.hash);
         // The NIC's metadata as is: the stack reuses the hash and skips the checksums the
         // NIC verified (its verdicts describe these exact bytes).
         self.stack.receive(now_ns, &d.frame, &d.meta);
@@ -489,7 +528,7 @@ impl<A: App> Shard<A> {
         let mut work = 0;
         while let Some((to, frame, meta)) = self.stack.poll_forward() {
             work += 1;
-            self.send_msg(to, Msg::Frame(FrameMsg { frame, meta }));
+            self.send_msg(to, Msg::Forwarded(FrameMsg { frame, meta }));
         }
         work
     }

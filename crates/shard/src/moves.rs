@@ -212,6 +212,13 @@ impl<A: App> Shard<A> {
                     frames: VecDeque::new(),
                 });
                 self.point_home(bucket, me);
+                if self.sw_reta.is_some() {
+                    // Every shard forwards by its software RETA: they all follow (after this
+                    // shard holds, so what they now send here waits for the move).
+                    for s in (0..self.info.shards).filter(|&s| s != me && s != from) {
+                        self.send_msg(s, Msg::RetaEntry { bucket, shard: me });
+                    }
+                }
                 self.send_msg(from, Msg::MoveOut { bucket, to: me });
             }
             Msg::MoveOut { bucket, to } => {
@@ -251,7 +258,8 @@ impl<A: App> Shard<A> {
                 // Already imported (the connection moved after all) or expired: nothing to do.
                 let _ = self.stack.tcp_release_moved(tuple);
             }
-            Msg::Frame(_) | Msg::Neighbour(_) => {}
+            Msg::RetaEntry { bucket, shard } => self.point_home(bucket, shard),
+            Msg::Frame(_) | Msg::Forwarded(_) | Msg::Neighbour(_) => {}
         }
     }
 

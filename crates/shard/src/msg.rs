@@ -31,8 +31,15 @@ pub struct FrameMsg {
 pub enum Msg {
     /// A frame polled by a shard that does not own its flow, sent to the owner chosen by the
     /// software RETA (fewer hardware queues than shards, or a kernel-side spread that does not
-    /// follow our RETA).
+    /// follow our RETA). A new arrival: held like one from the NIC while its bucket moves in.
     Frame(FrameMsg),
+    /// A frame a moved marker caught, for the connection's new owner: older than anything the
+    /// new owner holds for its bucket, so processed at once (DESIGN handoff invariant 4).
+    Forwarded(FrameMsg),
+    /// A RETA entry now names `shard` (a bucket moved there): every shard's software RETA and
+    /// RSS home follow, so frames of the bucket reach the new owner and no active open picks a
+    /// port in it elsewhere.
+    RetaEntry { bucket: u16, shard: u16 },
     /// A copy of an ARP or IPv6 neighbour-discovery frame: every shard shares the host's
     /// addresses, so every shard's neighbour cache must learn what one shard received.
     Neighbour(FrameMsg),
@@ -98,13 +105,14 @@ impl Msg {
     /// The message's kind, for counters and traces.
     pub fn kind(&self) -> MsgKind {
         match self {
-            Msg::Frame(_) => MsgKind::Frame,
+            Msg::Frame(_) | Msg::Forwarded(_) => MsgKind::Frame,
             Msg::Neighbour(_) => MsgKind::Neighbour,
             Msg::MoveIn { .. }
             | Msg::MoveOut { .. }
             | Msg::Conn(_)
             | Msg::MoveDone { .. }
-            | Msg::Released { .. } => MsgKind::Move,
+            | Msg::Released { .. }
+            | Msg::RetaEntry { .. } => MsgKind::Move,
         }
     }
 
@@ -112,7 +120,7 @@ impl Msg {
     /// the buffer to a pool with it).
     pub fn into_buffer(self) -> Option<Vec<u8>> {
         match self {
-            Msg::Frame(f) | Msg::Neighbour(f) => Some(f.frame),
+            Msg::Frame(f) | Msg::Forwarded(f) | Msg::Neighbour(f) => Some(f.frame),
             _ => None,
         }
     }

@@ -94,8 +94,7 @@ pub struct FrontCounters {
     /// RETA entries pointed at a new shard (bucket moves started).
     pub reta_moves: u64,
     /// Bucket moves refused: a bucket out of range, a shard out of range, the bucket already
-    /// on that shard or still moving (or a connection of it kept by its old shard), or the
-    /// host forwards by software RETA (fewer queues than shards).
+    /// on that shard or still moving (or a connection of it kept by its old shard).
     pub reta_moves_refused: u64,
 }
 
@@ -113,6 +112,11 @@ pub struct ShardedHost<A: App> {
     shards: Vec<Shard<A>>,
     /// Control messages for the next activation (bucket moves), in order.
     control: Vec<(u16, Msg)>,
+    /// The owner shard of each RETA entry (the steering RETA's entries when every shard has
+    /// its queue; the shards' software RETA otherwise), as moves leave it.
+    owners: Vec<u16>,
+    /// Fewer queues than shards: the shards forward by software RETA.
+    software_reta: bool,
     /// Live rebalancing, when enabled: the periodic planner and its scratch.
     rebalancer: Option<SimRebalancer>,
     /// Reused: messages being delivered, and which shards received one this round.
@@ -176,6 +180,8 @@ impl<A: App> ShardedHost<A> {
             steering,
             shards,
             control: Vec::new(),
+            owners: reta.entries().to_vec(),
+            software_reta: cfg.queues < cfg.shards,
             rebalancer: None,
             msgs: Vec::new(),
             touched: vec![false; usize::from(cfg.shards)],
@@ -243,14 +249,13 @@ impl<A: App> ShardedHost<A> {
 
     /// Starts moving RETA entry `bucket` and its live connections to shard `to` (DESIGN
     /// "Rebalancing"; the walk is `shard::moves`). Takes effect at the host's next activation:
-    /// call [`crate::World::wake`]. The NIC's entry changes when the new owner, already
-    /// holding the bucket's frames, asks the old owner to move out. Returns false (counted)
+    /// call [`crate::World::wake`]. With a queue per shard the NIC's entry changes when the
+    /// new owner, already holding the bucket's frames, asks the old owner to move out; with
+    /// fewer queues the shards' software RETA entries change (the new owner tells them). Returns false (counted)
     /// when the move is refused: see [`FrontCounters::reta_moves_refused`].
     pub fn move_bucket(&mut self, bucket: usize, to: u16) -> bool {
-        let reta = &self.steering.steering().reta;
-        let from = reta.entries().get(bucket).copied();
-        let sw = self.shards.len() > usize::from(self.steering.config().queues);
-        // The RETA has at most 512 entries (rss::RETA_SIZE_MAX): the index fits.
+        let from = self.owners.get(bucket).copied();
+        // The RETA has at most 2,048 entries (rss::RETA_SIZE_MAX): the index fits.
         let b = bucket as u16;
         let busy = self.shards.iter().any(|s| s.bucket_busy(b))
             || self
@@ -258,9 +263,11 @@ impl<A: App> ShardedHost<A> {
                 .iter()
                 .any(|(_, m)| matches!(m, Msg::MoveIn { bucket, .. } if *bucket == b));
         match from {
-            Some(from) if from != to && usize::from(to) < self.shards.len() && !sw && !busy => {
-                let bucket = b;
-                self.control.push((to, Msg::MoveIn { bucket, from }));
+            Some(from) if from != to && usize::from(to) < self.shards.len() && !busy => {
+                self.control.push((to, Msg::MoveIn { bucket: b, from }));
+                if let Some(o) = self.owners.get_mut(bucket) {
+                    *o = to;
+                }
                 true
             }
             _ => {
@@ -273,15 +280,12 @@ impl<A: App> ShardedHost<A> {
     /// Turns on live rebalancing: every `period_ns` of traffic, the steering NIC's per-bucket
     /// packet counts go to an [`rss::Periodic`] planner and its moves start as
     /// [`ShardedHost::move_bucket`] does. Periods are checked as the host is activated (by
-    /// frames or timers), so an idle host adds no events. Needs one queue per shard.
+    /// frames or timers), so an idle host adds no events.
     pub fn enable_rebalancing(
         &mut self,
         config: rss::RebalanceConfig,
         period_ns: u64,
     ) -> Result<(), String> {
-        if self.shards.len() > usize::from(self.steering.config().queues) {
-            return Err("rebalancing needs one queue per shard".into());
-        }
         let periodic = rss::Periodic::new(config, period_ns).map_err(|e| format!("{e:?}"))?;
         self.rebalancer = Some(SimRebalancer {
             periodic,
@@ -310,8 +314,7 @@ impl<A: App> ShardedHost<A> {
             .extend_from_slice(self.steering.reta_bucket_packets());
         self.steering.reset_reta_bucket_packets();
         r.assignment.clear();
-        r.assignment
-            .extend_from_slice(self.steering.steering().reta.entries());
+        r.assignment.extend_from_slice(&self.owners);
         let moves = r
             .periodic
             .tick(now_ns, &r.loads, &r.assignment, self.shards.len());
@@ -326,6 +329,11 @@ impl<A: App> ShardedHost<A> {
         }
     }
 
+    /// The shard RETA entry `bucket` names now (moves included).
+    pub fn owner_of(&self, bucket: usize) -> Option<u16> {
+        self.owners.get(bucket).copied()
+    }
+
     /// True while any shard holds a bucket, moves one out, or watches a kept connection.
     pub fn moves_in_progress(&self) -> bool {
         !self.control.is_empty()
@@ -338,7 +346,7 @@ impl<A: App> ShardedHost<A> {
     /// Delivers one message, carrying out the driver's part of the move protocol: the RETA
     /// entry changes as `MoveOut` goes from the new owner to the old one.
     fn deliver(&mut self, now_ns: u64, to: u16, m: Msg) {
-        if let Msg::MoveOut { bucket, to: owner } = &m {
+        if let (Msg::MoveOut { bucket, to: owner }, false) = (&m, self.software_reta) {
             if self
                 .steering
                 .set_reta_entry(usize::from(*bucket), *owner)

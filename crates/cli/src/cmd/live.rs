@@ -110,6 +110,14 @@ pub struct IoArgs {
     /// Stop after this many seconds (default: at SIGINT/SIGTERM or when done).
     #[arg(long, value_name = "SECS")]
     duration: Option<f64>,
+    /// Live RSS rebalancing: every period the shards' software RETA follows the load and the
+    /// connections of a moved bucket migrate to their new shard (needs --shards ≥ 2).
+    #[arg(long)]
+    rebalance: bool,
+    /// Rebalancing period, in milliseconds (with --rebalance).
+    #[arg(long, default_value_t = 100, value_name = "MS", requires = "rebalance",
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    period_ms: u64,
 }
 
 /// Smallest `--mtu`: the IPv4 datagram every host must accept (RFC 791).
@@ -364,6 +372,17 @@ impl IoArgs {
         };
         let mut host = HostConfig::new(iface, self.shards);
         host.queues = self.queues;
+        if self.rebalance {
+            if self.shards < 2 {
+                return Err(usage(
+                    "--rebalance moves connections between shards: needs --shards ≥ 2",
+                ));
+            }
+            host.rebalance = Some(runtime::RebalanceSettings {
+                period: Duration::from_millis(self.period_ms),
+                ..runtime::RebalanceSettings::default()
+            });
+        }
         if let Some(c) = &self.cores {
             host.cores = Some(parse_cores(c)?);
         }
@@ -519,6 +538,36 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
     writeln!(out, "shard_nodes: {}", nodes.join(" "))?;
     let mem_failed = h.shards.iter().filter(|s| s.node_memory.failed()).count();
     writeln!(out, "node_memory_failed: {mem_failed}")?;
+    if let Some(rb) = &r.rebalance {
+        let sum = |f: fn(&runtime::ShardReport<A>) -> u64| h.shards.iter().map(f).sum::<u64>();
+        let series = &rb.periodic.imbalance;
+        writeln!(out, "rebalance_periods: {}", rb.periodic.periods)?;
+        writeln!(out, "rebalance_bucket_moves: {}", rb.moves_started)?;
+        writeln!(
+            out,
+            "rebalance_connections_migrated: {}",
+            sum(|s| s.moves.conns_in)
+        )?;
+        writeln!(
+            out,
+            "rebalance_unowned_migrated: {}",
+            sum(|s| s.moves.unowned_in)
+        )?;
+        writeln!(
+            out,
+            "rebalance_frames_held: {}",
+            sum(|s| s.moves.frames_held)
+        )?;
+        writeln!(
+            out,
+            "rebalance_import_failed: {}",
+            sum(|s| s.moves.import_failed)
+        )?;
+        if let (Some(first), Some(last)) = (series.first(), series.last()) {
+            writeln!(out, "rebalance_imbalance_first: {:.3}", first.1)?;
+            writeln!(out, "rebalance_imbalance_last: {:.3}", last.1)?;
+        }
+    }
     if let Some(n) = r.capture_records {
         writeln!(out, "capture_records: {n}")?;
         writeln!(out, "capture_errors: {}", p.capture_errors)?;
