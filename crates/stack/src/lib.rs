@@ -60,6 +60,7 @@
 
 pub mod config;
 pub mod counters;
+pub mod bypass;
 mod egress;
 mod icmp;
 mod ip_in;
@@ -83,6 +84,7 @@ mod udp;
 pub(crate) fn cold_path() {}
 
 pub use config::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Limits, RssConfig, StackConfig};
+pub use bypass::{BypassOp, ConnStatus};
 pub use counters::Counters;
 pub use socket::{
     EchoReply, Readiness, SocketError, SocketEvent, SocketHandle, SocketOption, UdpDatagram,
