@@ -190,8 +190,7 @@ impl Stack {
     ) -> Result<(FourTuple, tcp::ConnectionSnapshot), SocketError> {
         let mut cx = self.tcp_cx();
         let (i, c) = cx.conn_for(h)?;
-        if c.app_closed || !c.in_table || c.error.is_some() || !c.conn.state().is_synchronized()
-        {
+        if c.app_closed || !c.in_table || c.error.is_some() || !c.conn.state().is_synchronized() {
             return Err(SocketError::InvalidState);
         }
         let (tuple, snapshot) = cx.export_slot(now, i)?;
@@ -300,7 +299,8 @@ impl Stack {
         let (i, b) = cx.bypass_for(h)?;
         b.ended = true;
         b.state = State::Closed;
-        cx.sockets.notify(i, Readiness::CLOSED | Readiness::READABLE);
+        cx.sockets
+            .notify(i, Readiness::CLOSED | Readiness::READABLE);
         cx.bypass_end(i);
         Ok(())
     }
@@ -464,7 +464,12 @@ impl TcpCx<'_> {
     }
 
     /// `tcp_send`/`tcp_send_more` on a bypass socket.
-    pub(crate) fn bypass_send(&mut self, h: SocketHandle, data: &[u8], more: bool) -> Bypassed<usize> {
+    pub(crate) fn bypass_send(
+        &mut self,
+        h: SocketHandle,
+        data: &[u8],
+        more: bool,
+    ) -> Bypassed<usize> {
         let (i, b) = self.bypass_for(h).ok()?;
         if let Some(e) = b.error {
             return Some(Err(e));
@@ -577,10 +582,15 @@ impl TcpCx<'_> {
 
     /// `set_option` on a bypass socket in slot `i`: forwarded to the engine (`None`: slot `i`
     /// is not one).
-    pub(crate) fn bypass_option(&mut self, i: usize, opt: SocketOption) -> Option<Result<(), SocketError>> {
+    pub(crate) fn bypass_option(
+        &mut self,
+        i: usize,
+        opt: SocketOption,
+    ) -> Option<Result<(), SocketError>> {
         let b = self.bypass_at(i)?;
         match opt {
-            SocketOption::NoDelay(_) | SocketOption::Cork(_) | SocketOption::KeepaliveIdleNs(_) => {}
+            SocketOption::NoDelay(_) | SocketOption::Cork(_) | SocketOption::KeepaliveIdleNs(_) => {
+            }
             SocketOption::SendBufferBytes(v) => {
                 b.send_capacity_bytes = (v as usize).max(b.send_retained.len());
             }

@@ -58,9 +58,9 @@
 //! socket table (`sockets`) and TCP (`tcp_sockets`, `tcp_input`, `tcp_api`).
 #![deny(unsafe_code)]
 
+pub mod bypass;
 pub mod config;
 pub mod counters;
-pub mod bypass;
 mod egress;
 mod icmp;
 mod ip_in;
@@ -83,8 +83,8 @@ mod udp;
 #[inline(never)]
 pub(crate) fn cold_path() {}
 
-pub use config::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Limits, RssConfig, StackConfig};
 pub use bypass::{BypassOp, ConnStatus};
+pub use config::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Limits, RssConfig, StackConfig};
 pub use counters::Counters;
 pub use socket::{
     EchoReply, Readiness, SocketError, SocketEvent, SocketHandle, SocketOption, UdpDatagram,
