@@ -735,8 +735,10 @@ impl Engine {
     /// When to call [`Engine::handle_timeout`] next: the stack's timers, the heartbeat, and
     /// the next budget period while frames wait.
     pub fn poll_timeout(&self) -> Option<u64> {
+        // The heartbeat only matters while the host has connections here to watch.
         let heartbeat = self
             .last_advertised_ns
+            .filter(|_| !self.conns.is_empty())
             .map(|t| t.saturating_add(self.cfg.advertise_period_ns));
         let period = (!self.backlog.is_empty()).then(|| {
             self.period_start_ns

@@ -34,21 +34,21 @@ use crate::{HostId, PortId, World};
 pub const SERVER_SHARDS: u16 = 4;
 
 /// Bytes each way of the connection from client port `port`: both ends derive it.
-fn conn_bytes(seed: u64, port: u16) -> (u64, u64) {
+pub(super) fn conn_bytes(seed: u64, port: u16) -> (u64, u64) {
     let mut rng = SimRng::new(seed).fork(0x6d16 ^ u64::from(port));
     (1 + rng.gen_range(0..120_000), 1 + rng.gen_range(0..120_000))
 }
 
 /// The client: keeps `at_once` connections open until `total` have run.
-struct MigrateClient {
-    seed: u64,
-    total: u64,
-    at_once: usize,
-    opened: u64,
-    flows: Vec<(u64, Flow)>,
-    scratch: Vec<u8>,
-    violation: Option<String>,
-    summary: RunSummary,
+pub(super) struct MigrateClient {
+    pub(super) seed: u64,
+    pub(super) total: u64,
+    pub(super) at_once: usize,
+    pub(super) opened: u64,
+    pub(super) flows: Vec<(u64, Flow)>,
+    pub(super) scratch: Vec<u8>,
+    pub(super) violation: Option<String>,
+    pub(super) summary: RunSummary,
 }
 
 impl MigrateClient {
@@ -108,20 +108,20 @@ impl App for MigrateClient {
 
 /// One server shard's instance: accepts, serves its flows, and hands a flow over when its
 /// connection moves.
-struct MigrateServer {
-    seed: u64,
-    listener: Option<SocketHandle>,
-    flows: Vec<(u64, Flow)>,
-    scratch: Vec<u8>,
-    violation: Option<String>,
-    summary: RunSummary,
+pub(super) struct MigrateServer {
+    pub(super) seed: u64,
+    pub(super) listener: Option<SocketHandle>,
+    pub(super) flows: Vec<(u64, Flow)>,
+    pub(super) scratch: Vec<u8>,
+    pub(super) violation: Option<String>,
+    pub(super) summary: RunSummary,
     /// Connections that arrived from another shard, and state given back after a failed move.
-    imported: u64,
-    returned: u64,
+    pub(super) imported: u64,
+    pub(super) returned: u64,
 }
 
 impl MigrateServer {
-    fn new(seed: u64) -> Self {
+    pub(super) fn new(seed: u64) -> Self {
         MigrateServer {
             seed,
             listener: None,
@@ -213,7 +213,7 @@ impl App for MigrateServer {
 }
 
 /// A connection that was reset: never expected here (no migration may refuse a segment).
-fn reset_violation(flows: &[(u64, Flow)], side: &str) -> Option<String> {
+pub(super) fn reset_violation(flows: &[(u64, Flow)], side: &str) -> Option<String> {
     flows
         .iter()
         .find(|(_, f)| f.error == Some(SocketError::Reset))
