@@ -3,7 +3,7 @@
 //!
 //! [`Stack::tcp_offload`] exports a connection the application owns, like
 //! [`Stack::tcp_export`], but the moved marker left in its slot keeps the application's
-//! handle valid and carries a [`Bypass`]: the host's socket buffers. From then on the
+//! handle valid and carries a `Bypass`: the host's socket buffers. From then on the
 //! application's calls on the same handle (`tcp_send`, `tcp_recv`, `tcp_shutdown`, `close`,
 //! options, readiness) work on these buffers and queue [`BypassOp`]s for the host's offload
 //! layer ([`Stack::poll_bypass`]), which turns them into handoff commands; the engine's

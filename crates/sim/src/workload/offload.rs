@@ -63,7 +63,7 @@ type Server = ShardedHost<MigrateServer>;
 pub fn run(seed: u64) -> Result<(RunSummary, OffloadStats), String> {
     let faults = FaultProfile::for_seed(seed);
     let context = format!("offload seed {seed} ({faults:?})");
-    let mut rng = SimRng::new(seed).fork(0x0ff1_0ad);
+    let mut rng = SimRng::new(seed).fork(0x00ff_10ad);
     let mut w = World::new(seed);
     let client_app = MigrateClient {
         seed,
