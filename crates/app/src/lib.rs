@@ -205,6 +205,12 @@ impl<'a> Ctx<'a> {
         self.stack.close(self.now_ns, conn.handle)
     }
 
+    /// Whether `conn` runs on an offload engine (seed 002 handoff). Its calls work the same
+    /// either way: this query is the only way to tell.
+    pub fn offloaded(&self, conn: Conn) -> bool {
+        self.stack.tcp_offloaded(conn.handle)
+    }
+
     /// The `Conn` for a handle of this shard's stack (e.g. from an event).
     pub fn conn(&self, handle: SocketHandle) -> Conn {
         Conn {

@@ -22,9 +22,10 @@ use core::any::Any;
 
 use app::{App, ShardInfo};
 use nic::{Nic, NicConfig};
+use offload::{Engine, EngineConfig, HostConfig, HostOffload, Steer};
 use rss::{Reta, RssHasher};
 use shard::{Msg, Shard, ShardConfig, is_arp_reply};
-use stack::{RssConfig, Stack, StackConfig};
+use stack::{FourTuple, RssConfig, SocketHandle, Stack, StackConfig};
 
 use crate::host::{Host, PortId};
 
@@ -106,9 +107,26 @@ struct SimRebalancer {
     moves: Vec<rss::BucketMove>,
 }
 
-/// A simulated host: a steering NIC in front of N shard cores.
+/// An offload engine beside the shard cores (seed 002): its own NIC queue (the last one),
+/// fed by the exact-match filters the host's offload layer installs, and the host's layer
+/// over shard 0's stack (the engine serves shard 0's connections).
+struct EngineCore {
+    engine: Engine,
+    host: HostOffload,
+    queue: u16,
+    /// Failed without notice: it takes and sends nothing any more.
+    failed: bool,
+    /// Filters installed and removed, and filter changes the NIC refused.
+    filters_installed: u64,
+    filters_removed: u64,
+    filters_refused: u64,
+}
+
+/// A simulated host: a steering NIC in front of N shard cores (and optionally an offload
+/// engine, [`ShardedHost::with_engine`]).
 pub struct ShardedHost<A: App> {
     steering: Nic,
+    engine: Option<EngineCore>,
     shards: Vec<Shard<A>>,
     /// Control messages for the next activation (bucket moves), in order.
     control: Vec<(u16, Msg)>,
@@ -178,6 +196,7 @@ impl<A: App> ShardedHost<A> {
         }
         Ok(ShardedHost {
             steering,
+            engine: None,
             shards,
             control: Vec::new(),
             owners: reta.entries().to_vec(),
@@ -198,6 +217,139 @@ impl<A: App> ShardedHost<A> {
             Ok(h) => h,
             // The default NIC configuration with one queue is always valid.
             Err(e) => unreachable!("default one-shard host: {e}"),
+        }
+    }
+
+    /// Adds an offload engine serving shard 0 (seed 002): the steering NIC gains a queue for
+    /// it (RSS keeps spreading over the shards only) and installs an exact-match filter per
+    /// offloaded flow. Needs one hardware queue per shard.
+    pub fn with_engine(mut self, engine: EngineConfig, host: HostConfig) -> Result<Self, String> {
+        let shards = self.shards.len() as u16;
+        if usize::from(self.steering.config().queues) != self.shards.len() {
+            return Err("an engine needs one hardware queue per shard".into());
+        }
+        let cfg = self.steering.config().clone();
+        let hasher = self.steering.steering().hasher.clone();
+        let mut steering = Nic::new(NicConfig {
+            queues: shards + 1,
+            ..cfg
+        })
+        .map_err(|e| format!("nic: {e:?}"))?;
+        steering.set_hasher(hasher);
+        let reta = self.steering.steering().reta.clone();
+        for (i, &q) in reta.entries().iter().enumerate() {
+            steering
+                .set_reta_entry(i, q)
+                .map_err(|e| format!("reta: {e:?}"))?;
+        }
+        self.steering = steering;
+        let stack_cfg = self.shards[0].stack().config().clone();
+        self.engine = Some(EngineCore {
+            engine: Engine::new(engine, stack_cfg),
+            host: HostOffload::new(host),
+            queue: shards,
+            failed: false,
+            filters_installed: 0,
+            filters_removed: 0,
+            filters_refused: 0,
+        });
+        Ok(self)
+    }
+
+    /// The offload engine, if the host has one.
+    pub fn engine(&self) -> Option<&Engine> {
+        self.engine.as_ref().map(|e| &e.engine)
+    }
+
+    /// The host's offload layer, if the host has an engine.
+    pub fn offload_host(&self) -> Option<&HostOffload> {
+        self.engine.as_ref().map(|e| &e.host)
+    }
+
+    /// Filters installed, removed, and refused by the NIC (0s without an engine).
+    pub fn engine_filters(&self) -> (u64, u64, u64) {
+        self.engine.as_ref().map_or((0, 0, 0), |e| {
+            (e.filters_installed, e.filters_removed, e.filters_refused)
+        })
+    }
+
+    /// Hands shard 0's connection `h` to the engine; takes effect at once (call
+    /// [`crate::World::wake`]). False when the layer refused (see its counters).
+    pub fn offload_conn(&mut self, now_ns: u64, h: SocketHandle) -> bool {
+        let (Some(e), Some(s)) = (self.engine.as_mut(), self.shards.first_mut()) else {
+            return false;
+        };
+        e.host.offload(now_ns, s.stack_mut(), h).is_ok()
+    }
+
+    /// Asks the engine to give `h` back; false when it is not offloaded.
+    pub fn restore_conn(&mut self, h: SocketHandle) -> bool {
+        self.engine.as_mut().is_some_and(|e| e.host.restore(h))
+    }
+
+    /// Asks every offloaded connection back (route change, link down).
+    pub fn restore_all(&mut self) -> usize {
+        self.engine.as_mut().map_or(0, |e| e.host.restore_all())
+    }
+
+    /// The engine fails without notice: from now on it takes and sends nothing. The host
+    /// notices when its heartbeat stops.
+    pub fn fail_engine(&mut self) {
+        if let Some(e) = self.engine.as_mut() {
+            e.failed = true;
+        }
+    }
+
+    /// The engine's part of an activation: the host's layer and the engine exchange commands
+    /// until quiet (bounded rounds), steering changes reach the NIC, and shard 0 runs again
+    /// when the engine changed its sockets.
+    fn run_engine(&mut self, now_ns: u64) {
+        let Some(e) = self.engine.as_mut() else {
+            return;
+        };
+        let Some(s0) = self.shards.first_mut() else {
+            return;
+        };
+        for _ in 0..MSG_ROUNDS_MAX * 4 {
+            let mut busy = false;
+            e.host.poll(now_ns, s0.stack_mut());
+            while let Some(cmd) = e.host.poll_cmd() {
+                busy = true;
+                if !e.failed {
+                    e.engine.handle_host_cmd(now_ns, cmd);
+                }
+            }
+            let mut touched = false;
+            if !e.failed {
+                e.engine.handle_timeout(now_ns);
+                while let Some(cmd) = e.engine.poll_cmd() {
+                    busy = true;
+                    touched = true;
+                    e.host.handle_engine_cmd(now_ns, s0.stack_mut(), cmd);
+                }
+            }
+            while let Some(st) = e.host.poll_steer() {
+                let (t, install) = match st {
+                    Steer::Install(t) => (t, true),
+                    Steer::Remove(t) => (t, false),
+                };
+                let five = five_tuple(&t);
+                if install {
+                    match self.steering.add_filter(five, e.queue) {
+                        Ok(_) => e.filters_installed += 1,
+                        Err(_) => e.filters_refused += 1,
+                    }
+                } else if self.steering.remove_filter(&five).is_some() {
+                    e.filters_removed += 1;
+                }
+            }
+            if touched || e.host.counters().engine_failures > 0 {
+                s0.note_port_empty();
+                s0.handle_timeout(now_ns);
+            }
+            if !busy {
+                break;
+            }
         }
     }
 
@@ -399,6 +551,18 @@ impl<A: App> ShardedHost<A> {
                 }
             }
         }
+        self.run_engine(now_ns);
+    }
+}
+
+/// The NIC filter for a connection's incoming frames.
+fn five_tuple(t: &FourTuple) -> rss::FiveTuple {
+    rss::FiveTuple {
+        protocol: 6,
+        src: t.remote.ip(),
+        dst: t.local.ip(),
+        src_port: t.remote.port(),
+        dst_port: t.local.port(),
     }
 }
 
@@ -406,6 +570,9 @@ impl<A: App + 'static> Host for ShardedHost<A> {
     fn handle_frame(&mut self, now_ns: u64, _port: PortId, frame: &[u8]) {
         self.counters.rx_frames += 1;
         if is_arp_reply(frame) {
+            if let Some(e) = self.engine.as_mut().filter(|e| !e.failed) {
+                e.engine.handle_frame(now_ns, frame);
+            }
             for s in &mut self.shards {
                 self.counters.arp_reply_copies += 1;
                 let mut q = s.rx_queue(now_ns);
@@ -421,7 +588,11 @@ impl<A: App + 'static> Host for ShardedHost<A> {
                     0
                 }
             };
-            if let Some(s) = self.shards.get_mut(usize::from(queue)) {
+            if let Some(e) = self.engine.as_mut().filter(|e| e.queue == queue) {
+                if !e.failed {
+                    e.engine.handle_frame(now_ns, frame);
+                }
+            } else if let Some(s) = self.shards.get_mut(usize::from(queue)) {
                 let mut q = s.rx_queue(now_ns);
                 let mut buf = q.take_buffer(frame.len());
                 buf.extend_from_slice(frame);
@@ -435,15 +606,24 @@ impl<A: App + 'static> Host for ShardedHost<A> {
         self.run(now_ns);
     }
 
-    fn poll_transmit(&mut self, _now_ns: u64) -> Option<(PortId, Vec<u8>)> {
-        self.shards
-            .iter_mut()
-            .find_map(Shard::poll_tx)
-            .map(|f| (PortId(0), f))
+    fn poll_transmit(&mut self, now_ns: u64) -> Option<(PortId, Vec<u8>)> {
+        if let Some(f) = self.shards.iter_mut().find_map(Shard::poll_tx) {
+            return Some((PortId(0), f));
+        }
+        let e = self.engine.as_mut().filter(|e| !e.failed)?;
+        e.engine.poll_transmit(now_ns).map(|f| (PortId(0), f))
     }
 
     fn poll_timeout(&self) -> Option<u64> {
-        self.shards.iter().filter_map(Shard::poll_timeout).min()
+        let engine = self.engine.as_ref().and_then(|e| {
+            let engine = (!e.failed).then(|| e.engine.poll_timeout()).flatten();
+            [engine, e.host.poll_timeout()].into_iter().flatten().min()
+        });
+        self.shards
+            .iter()
+            .filter_map(Shard::poll_timeout)
+            .chain(engine)
+            .min()
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -31,6 +31,7 @@ use crate::world::World;
 
 mod flow;
 pub mod migrate;
+pub mod offload;
 
 use flow::{CHUNK_BYTES, Flow};
 
@@ -60,16 +61,21 @@ pub enum Workload {
     /// buckets move between the server's shards at random moments, their connections
     /// migrating live (DESIGN "Rebalancing"; see [`migrate`]).
     Migrate,
+    /// Dozens of connections carrying data both ways to a server with an offload engine;
+    /// connections are handed to the engine and restored at random moments (seed 002; see
+    /// [`offload`]).
+    Offload,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 7] = [
         Workload::BulkOneWay,
         Workload::BulkBothWays,
         Workload::RequestResponse,
         Workload::ManyConnections,
         Workload::Handoff,
         Workload::Migrate,
+        Workload::Offload,
     ];
 
     pub fn name(self) -> &'static str {
@@ -80,6 +86,7 @@ impl Workload {
             Workload::ManyConnections => "many",
             Workload::Handoff => "handoff",
             Workload::Migrate => "migrate",
+            Workload::Offload => "offload",
         }
     }
 
@@ -280,7 +287,7 @@ impl Plan {
                 plan.response_ends = cumulative(plan.exchanges.iter().map(|e| e.1));
             }
             // Planned by `migrate` itself.
-            Workload::Migrate => {}
+            Workload::Migrate | Workload::Offload => {}
             Workload::ManyConnections => {
                 plan.conns_total = 300 + rng.gen_range(0..1_700);
                 plan.conns_at_once = 8 + rng.gen_range(0..56) as usize;
@@ -591,6 +598,9 @@ fn stack_config(mac: [u8; 6], ip: Ipv4Addr, seed: u64, workload: Workload) -> St
 pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
     if workload == Workload::Migrate {
         return migrate::run(seed).map(|(summary, _)| summary);
+    }
+    if workload == Workload::Offload {
+        return offload::run(seed).map(|(summary, _)| summary);
     }
     let faults = FaultProfile::for_seed(seed);
     let plan = Plan::new(seed, workload);

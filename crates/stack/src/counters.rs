@@ -210,6 +210,18 @@ counters! {
     tcp_unowned_imported,
     /// Forward markers set for connections another owner keeps (`tcp_forward_unowned`).
     tcp_forward_markers_set,
+    /// Connections handed to an offload engine (`tcp_offload`), and brought back
+    /// (`tcp_restore`).
+    tcp_offloaded,
+    tcp_restored,
+    /// Frames for offloaded connections queued for the engine (`BypassOp::Forward`).
+    tcp_bypass_forwarded,
+    /// Frames for offloaded connections dropped because too many waited to be forwarded.
+    tcp_bypass_forward_full,
+    /// Offloaded connections lost with a failed engine (ended with a reset).
+    tcp_bypass_lost,
+    /// Restores refused because the snapshot did not fit what the host kept.
+    tcp_bypass_restore_mismatch,
     // ---- transmit
     /// Frames handed out by `poll_transmit`.
     tx_frames,

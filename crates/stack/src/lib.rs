@@ -58,6 +58,7 @@
 //! socket table (`sockets`) and TCP (`tcp_sockets`, `tcp_input`, `tcp_api`).
 #![deny(unsafe_code)]
 
+pub mod bypass;
 pub mod config;
 pub mod counters;
 mod egress;
@@ -82,6 +83,7 @@ mod udp;
 #[inline(never)]
 pub(crate) fn cold_path() {}
 
+pub use bypass::{BypassOp, ConnStatus};
 pub use config::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Limits, RssConfig, StackConfig};
 pub use counters::Counters;
 pub use socket::{

@@ -56,9 +56,14 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    /// True when the slot holds a socket a handle may name (not empty, not a moved marker).
+    /// True when the slot holds a socket a handle may name (not empty, not a moved marker
+    /// unless it is a bypass socket).
     pub(crate) fn holds_socket(&self) -> bool {
-        !matches!(self.socket, None | Some(Socket::Tcp(TcpState::Moved(_))))
+        match &self.socket {
+            None => false,
+            Some(Socket::Tcp(TcpState::Moved(m))) => m.bypass.is_some(),
+            Some(_) => true,
+        }
     }
 }
 

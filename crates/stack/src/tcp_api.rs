@@ -210,6 +210,10 @@ impl TcpCx<'_> {
             .tcp
             .moved_slot(self.sockets, tuple)
             .ok_or(SocketError::InvalidState)?;
+        if self.moved_mut(i).is_some_and(|m| m.bypass.is_some()) {
+            // A bypass socket goes with the engine's de-allocation, not with a driver's release.
+            return Err(SocketError::InvalidState);
+        }
         self.tcp_drop_marker(i);
         Ok(())
     }
@@ -336,6 +340,9 @@ impl TcpCx<'_> {
 
     /// See [`Stack::tcp_send`].
     pub(crate) fn tcp_send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, SocketError> {
+        if let Some(r) = self.bypass_send(h, data, false) {
+            return r;
+        }
         let (i, c) = self.conn_for(h)?;
         let n = c.conn.send(data).map_err(map_tcp_error)?;
         self.tcp_after_input(i);
@@ -351,6 +358,9 @@ impl TcpCx<'_> {
         h: SocketHandle,
         data: &[u8],
     ) -> Result<usize, SocketError> {
+        if let Some(r) = self.bypass_send(h, data, true) {
+            return r;
+        }
         let (i, c) = self.conn_for(h)?;
         let n = c.conn.send_more(data).map_err(map_tcp_error)?;
         self.tcp_after_input(i);
@@ -366,6 +376,9 @@ impl TcpCx<'_> {
         h: SocketHandle,
         out: &mut [u8],
     ) -> Result<usize, SocketError> {
+        if let Some(r) = self.bypass_read(h, out) {
+            return r;
+        }
         let (i, c) = self.conn_for(h)?;
         let n = c.conn.recv(out).map_err(map_tcp_error)?;
         // Reading may open the window: a window update may be due.
@@ -378,6 +391,9 @@ impl TcpCx<'_> {
 
     /// See [`Stack::tcp_shutdown`].
     pub(crate) fn tcp_shutdown(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        if let Some(r) = self.bypass_shutdown(h) {
+            return r;
+        }
         let (i, c) = self.conn_for(h)?;
         c.conn.shutdown_write().map_err(map_tcp_error)?;
         self.tcp_after_input(i);
@@ -386,6 +402,9 @@ impl TcpCx<'_> {
 
     /// See [`Stack::tcp_abort`].
     pub(crate) fn tcp_abort(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        if let Some(r) = self.bypass_abort(h) {
+            return r;
+        }
         let (i, c) = self.conn_for(h)?;
         c.conn.abort();
         self.tcp_after_input(i);
@@ -407,6 +426,9 @@ impl TcpCx<'_> {
     /// aborted); a connection closes (FIN after queued data, or RST if unread data remains,
     /// per the engine) and its slot is freed when the engine is done.
     pub(crate) fn tcp_close(&mut self, _now: u64, i: usize) -> Result<(), SocketError> {
+        if self.bypass_close(i) {
+            return Ok(());
+        }
         if let Some(l) = self.listener_mut(i) {
             let children: Vec<usize> = l.pending.drain(..).collect();
             self.free_slot(i);
@@ -438,6 +460,9 @@ impl TcpCx<'_> {
 
     /// The TCP side of [`Stack::set_option`] for the socket in slot `i`.
     pub(crate) fn set_option(&mut self, i: usize, opt: SocketOption) -> Result<(), SocketError> {
+        if let Some(r) = self.bypass_option(i, opt) {
+            return r;
+        }
         let Some(Socket::Tcp(t)) = self.sockets.get_mut(i) else {
             return Err(SocketError::WrongSocketType);
         };

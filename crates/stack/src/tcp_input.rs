@@ -108,6 +108,10 @@ impl TcpCx<'_> {
             if let Some(c) = self.conn_mut(i) {
                 c.conn.handle_segment(now, &seg);
             } else if let Some(m) = self.moved_mut(i) {
+                if m.bypass.is_some() {
+                    self.bypass_forward(i, whole);
+                    return;
+                }
                 let forward = m.forward;
                 self.tcp_moved_input(forward, whole, rx);
                 return;

@@ -209,6 +209,7 @@ impl Stack {
             key,
             expires_ns,
             forward: Some(dest),
+            bypass: None,
         });
         let h = cx.sockets.alloc(Socket::Tcp(marker))?;
         let i = h.index as usize;
@@ -322,6 +323,7 @@ impl TcpCx<'_> {
             key,
             expires_ns,
             forward: None,
+            bypass: None,
         });
         if let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.replace(i, Socket::Tcp(marker)) {
             self.tcp.counters_released.add(c.engine_counters());

@@ -172,6 +172,10 @@ pub(crate) struct MovedMarker {
     pub(crate) expires_ns: u64,
     /// Where frames caught mid-move go, when the driver said.
     pub(crate) forward: Option<u16>,
+    /// The host socket of a connection handed to an offload engine
+    /// ([`crate::Stack::tcp_offload`]): its handle stays valid, it never expires, and frames
+    /// for it are forwarded to the engine as bypass operations.
+    pub(crate) bypass: Option<Box<crate::bypass::Bypass>>,
 }
 
 /// Per-socket TCP state.
@@ -239,6 +243,11 @@ pub(crate) struct TcpTable {
     /// Frames caught mid-move, oldest first: (destination, frame, carried RSS hash).
     /// Invariant: `forward.len()` ≤ `limits.tcp_moved_forward_frames_max`.
     pub(crate) forward: VecDeque<(u16, Vec<u8>, wire::RxMeta)>,
+    /// Operations on bypass sockets for the offload layer, oldest first: (slot, op).
+    /// Bounded: writes by the sockets' send buffers, reads are coalesced, and forwarded
+    /// frames (`bypass_forward_queued` of them) by `limits.tcp_moved_forward_frames_max`.
+    pub(crate) bypass_ops: VecDeque<(usize, crate::bypass::BypassOp)>,
+    pub(crate) bypass_forward_queued: usize,
     /// The RETA and queue active opens pick source ports for (`cfg.rss.home` at start; a
     /// rebalancer changes entries with [`crate::Stack::set_rss_home_entry`]).
     pub(crate) rss_home: Option<(rss::Reta, u16)>,
@@ -282,6 +291,8 @@ impl TcpTable {
             rss_on: cfg.rss.is_some(),
             moved: 0,
             forward: VecDeque::new(),
+            bypass_ops: VecDeque::new(),
+            bypass_forward_queued: 0,
             rss_home: cfg.rss.as_ref().and_then(|r| r.home.clone()),
             counters: Counters::default(),
             counters_released: tcp::Counters::default(),
@@ -462,7 +473,7 @@ impl TcpTable {
         match sockets.get(i) {
             Some(Socket::Tcp(TcpState::Conn(c))) => Some(c.conn.state()),
             Some(Socket::Tcp(TcpState::Listener(_))) => None,
-            _ => None,
+            _ => TcpTable::bypass_view(sockets, i).map(|v| v.0),
         }
     }
 
@@ -493,7 +504,9 @@ impl TcpTable {
         match sockets.get(i) {
             Some(Socket::Tcp(TcpState::Conn(c))) => Ok(c.conn.config().send_buffer_bytes),
             Some(Socket::Tcp(TcpState::Listener(l))) => Ok(l.config.send_buffer_bytes),
-            _ => Err(SocketError::WrongSocketType),
+            _ => TcpTable::bypass_view(sockets, i)
+                .map(|v| v.2)
+                .ok_or(SocketError::WrongSocketType),
         }
     }
 
@@ -546,7 +559,9 @@ impl TcpTable {
                 }
                 Ok(r)
             }
-            _ => Err(SocketError::WrongSocketType),
+            _ => TcpTable::bypass_view(sockets, i)
+                .map(|v| v.1)
+                .ok_or(SocketError::WrongSocketType),
         }
     }
 
@@ -560,7 +575,9 @@ impl TcpTable {
         match sockets.get(i) {
             Some(Socket::Tcp(TcpState::Conn(c))) => Ok(c.key.tuple.remote),
             Some(Socket::Tcp(TcpState::Listener(_))) => Err(SocketError::InvalidState),
-            _ => Err(SocketError::WrongSocketType),
+            _ => TcpTable::bypass_view(sockets, i)
+                .map(|v| v.3)
+                .ok_or(SocketError::WrongSocketType),
         }
     }
 

@@ -35,14 +35,23 @@ pub const SERVER_SHARDS: u16 = 4;
 
 /// How much each connection carries; both ends derive it from the client port.
 #[derive(Debug, Clone)]
-struct Sizing {
-    seed: u64,
+pub(super) struct Sizing {
+    pub(super) seed: u64,
     /// Elephants: client ports whose connections upload `elephant_bytes`.
-    elephants: Vec<u16>,
-    elephant_bytes: u64,
+    pub(super) elephants: Vec<u16>,
+    pub(super) elephant_bytes: u64,
 }
 
 impl Sizing {
+    /// Every connection sized at random from the seed and its client port (no elephants).
+    pub(super) fn random(seed: u64) -> Self {
+        Sizing {
+            seed,
+            elephants: Vec::new(),
+            elephant_bytes: 0,
+        }
+    }
+
     /// Bytes (client → server, server → client) of the connection from client port `port`.
     fn bytes(&self, port: u16) -> (u64, u64) {
         if self.elephants.contains(&port) {
@@ -54,18 +63,18 @@ impl Sizing {
 }
 
 /// The client: keeps `at_once` connections open until `total` have run.
-struct MigrateClient {
-    seed: u64,
-    sizing: Sizing,
+pub(super) struct MigrateClient {
+    pub(super) seed: u64,
+    pub(super) sizing: Sizing,
     /// Connections to open from these ports first (the elephants), then from ephemeral ones.
-    fixed_ports: Vec<u16>,
-    total: u64,
-    at_once: usize,
-    opened: u64,
-    flows: Vec<(u64, Flow)>,
-    scratch: Vec<u8>,
-    violation: Option<String>,
-    summary: RunSummary,
+    pub(super) fixed_ports: Vec<u16>,
+    pub(super) total: u64,
+    pub(super) at_once: usize,
+    pub(super) opened: u64,
+    pub(super) flows: Vec<(u64, Flow)>,
+    pub(super) scratch: Vec<u8>,
+    pub(super) violation: Option<String>,
+    pub(super) summary: RunSummary,
 }
 
 impl MigrateClient {
@@ -129,21 +138,21 @@ impl App for MigrateClient {
 
 /// One server shard's instance: accepts, serves its flows, and hands a flow over when its
 /// connection moves.
-struct MigrateServer {
-    seed: u64,
-    sizing: Sizing,
-    listener: Option<SocketHandle>,
-    flows: Vec<(u64, Flow)>,
-    scratch: Vec<u8>,
-    violation: Option<String>,
-    summary: RunSummary,
+pub(super) struct MigrateServer {
+    pub(super) seed: u64,
+    pub(super) sizing: Sizing,
+    pub(super) listener: Option<SocketHandle>,
+    pub(super) flows: Vec<(u64, Flow)>,
+    pub(super) scratch: Vec<u8>,
+    pub(super) violation: Option<String>,
+    pub(super) summary: RunSummary,
     /// Connections that arrived from another shard, and state given back after a failed move.
-    imported: u64,
-    returned: u64,
+    pub(super) imported: u64,
+    pub(super) returned: u64,
 }
 
 impl MigrateServer {
-    fn new(sizing: Sizing) -> Self {
+    pub(super) fn new(sizing: Sizing) -> Self {
         MigrateServer {
             seed: sizing.seed,
             sizing,
@@ -236,7 +245,7 @@ impl App for MigrateServer {
 }
 
 /// A connection that was reset: never expected here (no migration may refuse a segment).
-fn reset_violation(flows: &[(u64, Flow)], side: &str) -> Option<String> {
+pub(super) fn reset_violation(flows: &[(u64, Flow)], side: &str) -> Option<String> {
     flows
         .iter()
         .find(|(_, f)| f.error == Some(SocketError::Reset))

@@ -839,6 +839,15 @@ impl Connection {
         self.recv_buf.read_at(0, out)
     }
 
+    /// Copies in-order received bytes from `offset` on without consuming them (0 past the
+    /// end).
+    pub fn peek_at(&self, offset: usize, out: &mut [u8]) -> usize {
+        if offset >= self.recv_buf.len() {
+            return 0;
+        }
+        self.recv_buf.read_at(offset, out)
+    }
+
     fn closed_error(&self) -> Error {
         match self.app.close_reason {
             Some(CloseReason::Reset) => Error::Reset,
