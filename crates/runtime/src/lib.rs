@@ -39,6 +39,8 @@ pub mod live;
 pub mod placement;
 mod port;
 pub mod ring;
+pub mod router;
+pub mod router_host;
 pub mod shard;
 pub mod wire;
 
@@ -57,6 +59,8 @@ pub use host::{HostLimits, HostView, LiveConfig, LiveIo, LiveReport, run_host};
 pub use io::PortCounters;
 pub use live::{ShardLive, ShardSnapshot};
 pub use placement::NodeMemory;
+pub use router::{RouterConfig, RouterShardReport, RouterSnapshot};
+pub use router_host::{RoutedReport, RoutedView, RouterReport, RouterView, run_routed_pair, run_router};
 pub use shard::ShardReport;
 pub use wire::{WireConfig, WireReport};
 
