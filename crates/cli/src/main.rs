@@ -54,6 +54,9 @@ enum Command {
     /// GRO/LRO, IRQ affinity, RPS/XPS, irqbalance. Prints a script; --apply (root) applies it
     /// and saves the previous settings for --revert.
     Tune(cmd::tune::TuneArgs),
+    /// An IPv4/IPv6 router between live ports (TAP, AF_PACKET, AF_XDP) or two in-process
+    /// hosts (mem): longest-prefix match, TTL, ICMP errors, ARP/ND and ping for itself.
+    Forward(cmd::forward::ForwardArgs),
 }
 
 /// Exit status for invalid command-line input (as clap and sysexits' EX_USAGE-style tools use).
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
         Command::Get(args) => cmd::get::run(args, &mut out),
         Command::Topo(args) => cmd::topo::run(args, &mut out),
         Command::Tune(args) => cmd::tune::run(args, &mut out),
+        Command::Forward(args) => cmd::forward::run(args, &mut out),
     };
     match result {
         Ok(()) => {

@@ -55,7 +55,14 @@ pub fn wait_any_readable_ns(fds: &[BorrowedFd<'_>], timeout_ns: u64) -> io::Resu
     };
     // SAFETY: `pfds` holds `fds.len()` (≤ its length) initialised pollfds, live for the whole
     // call, as is `ts`; a null signal mask keeps the thread's mask.
-    let rc = unsafe { libc::ppoll(pfds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, core::ptr::null()) };
+    let rc = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            core::ptr::null(),
+        )
+    };
     if rc < 0 {
         let err = io::Error::last_os_error();
         return if err.kind() == io::ErrorKind::Interrupted {

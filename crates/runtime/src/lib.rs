@@ -60,7 +60,9 @@ pub use io::PortCounters;
 pub use live::{ShardLive, ShardSnapshot};
 pub use placement::NodeMemory;
 pub use router::{RouterConfig, RouterShardReport, RouterSnapshot};
-pub use router_host::{RoutedReport, RoutedView, RouterReport, RouterView, run_routed_pair, run_router};
+pub use router_host::{
+    RoutedReport, RoutedView, RouterReport, RouterView, run_routed_pair, run_router,
+};
 pub use shard::ShardReport;
 pub use wire::{WireConfig, WireReport};
 

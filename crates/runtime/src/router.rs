@@ -182,7 +182,9 @@ impl RouterConfig {
         {
             return bad("backlog and ring sizes must be positive".into());
         }
-        self.nic_config().validate().map_err(|e| RuntimeError::Config(format!("nic: {e:?}")))?;
+        self.nic_config()
+            .validate()
+            .map_err(|e| RuntimeError::Config(format!("nic: {e:?}")))?;
         self.build_forwarder().map(|_| ())
     }
 
@@ -637,7 +639,13 @@ impl<I: RouterIo> RouterShard<I> {
         for (i, frame) in self.frames.drain(..).enumerate() {
             match self.verdicts[i] {
                 Verdict::Forward { port: q } | Verdict::IcmpError { port: q, .. } => {
-                    send(&mut self.ports, &mut self.stacks, usize::from(q), frame, origin);
+                    send(
+                        &mut self.ports,
+                        &mut self.stacks,
+                        usize::from(q),
+                        frame,
+                        origin,
+                    );
                 }
                 Verdict::Local => {
                     if !self.copy_out.is_empty() && is_neighbour_frame(&frame) {

@@ -21,13 +21,11 @@ use crate::io::MemIo;
 use crate::live::ShardSnapshot;
 use crate::ring::ring;
 use crate::router::{
-    RouterConfig, RouterIo, RouterLive, RouterShard, RouterShardReport, RouterSnapshot,
-    ShardWiring,
+    RouterConfig, RouterIo, RouterLive, RouterShard, RouterShardReport, RouterSnapshot, ShardWiring,
 };
 use crate::wire::{Wire, WireConfig, WirePort, WireReport, WireShard};
 use crate::{
-    HostConfig, HostReport, RunLimits, RuntimeError, join_all, spawn_host, start_all,
-    steering_nic,
+    HostConfig, HostReport, RunLimits, RuntimeError, join_all, spawn_host, start_all, steering_nic,
 };
 
 /// What the monitor of [`run_router`] sees.
@@ -359,6 +357,8 @@ fn router_mem_port(
 /// them, all in process: client ↔ router port 0 and router port 1 ↔ server are two `mem`
 /// wires. The hosts' `gateway_v4`/`gateway_v6` should name the router's port addresses.
 /// Stops as [`crate::run_pair_until`] does (duration, client done, or `monitor` breaks).
+// `run_pair_until`'s seven arguments and the router.
+#[allow(clippy::too_many_arguments)]
 pub fn run_routed_pair<S, C, FS, FC>(
     router: &RouterConfig,
     client: &HostConfig,

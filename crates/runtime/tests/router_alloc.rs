@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use apps::ttcp::{TtcpReceiver, TtcpSendConfig, TtcpSender};
 use platform::alloc_count::{CountingAlloc, exclude_current_thread};
-use runtime::{HostConfig, RouterConfig, RoutedView, RunLimits, WireConfig, run_routed_pair};
+use runtime::{HostConfig, RoutedView, RouterConfig, RunLimits, WireConfig, run_routed_pair};
 use stack::{InterfaceConfig, Ipv4Cidr};
 use wire::EthernetAddress;
 

@@ -78,7 +78,10 @@ impl<A: App> App for Pinging<A> {
             .iter()
             .any(|&n| n < PINGS)
             .then_some(self.next_ns);
-        [mine, self.inner.poll_timeout()].into_iter().flatten().min()
+        [mine, self.inner.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn done(&self) -> bool {
@@ -123,7 +126,11 @@ fn run_case(router_shards: u16, conns: usize, requests: u64, body_bytes: usize) 
     let stats = app.inner.stats();
     assert_eq!(stats.connections_failed, 0, "no connection fails");
     assert_eq!(stats.protocol_errors, 0);
-    assert_eq!(stats.responses_ok, conns as u64 * requests, "every request answered");
+    assert_eq!(
+        stats.responses_ok,
+        conns as u64 * requests,
+        "every request answered"
+    );
     assert_eq!(
         stats.body_bytes,
         conns as u64 * requests * body_bytes as u64,
@@ -142,19 +149,35 @@ fn run_case(router_shards: u16, conns: usize, requests: u64, body_bytes: usize) 
         f.forwarded + f.local + f.drops_total(),
         "every frame has one outcome"
     );
-    assert!(f.forwarded > conns as u64 * requests * 2, "the TCP traffic was forwarded");
+    assert!(
+        f.forwarded > conns as u64 * requests * 2,
+        "the TCP traffic was forwarded"
+    );
     // The only drops a clean run may show: the first packets towards a host whose MAC the
     // router had yet to resolve (it drops and resolves rather than queues).
     assert_eq!(f.drops_total(), f.drop_no_neighbour, "no other drop: {f:?}");
-    assert!(f.drop_no_neighbour <= 16, "a handful before resolution: {f:?}");
+    assert!(
+        f.drop_no_neighbour <= 16,
+        "a handful before resolution: {f:?}"
+    );
     assert_eq!(r.router.drops_io(), 0, "no NIC, port or backlog drop");
     let local = r.router.local_service();
-    assert!(local.echo_replies_sent >= u64::from(PINGS), "the router answers ping");
+    assert!(
+        local.echo_replies_sent >= u64::from(PINGS),
+        "the router answers ping"
+    );
     // The client asks for the router's MAC; the router asks for the server's (and learns the
     // client's from its request, RFC 826).
     assert!(local.arp_requests_answered >= 1, "the router answers ARP");
-    assert!(local.arp_requests_sent >= 1, "the router resolves next hops");
-    assert_eq!(r.client.drops() + r.server.drops(), 0, "the hosts dropped nothing");
+    assert!(
+        local.arp_requests_sent >= 1,
+        "the router resolves next hops"
+    );
+    assert_eq!(
+        r.client.drops() + r.server.drops(),
+        0,
+        "the hosts dropped nothing"
+    );
     assert_eq!(r.wires[0].drops() + r.wires[1].drops(), 0);
 }
 

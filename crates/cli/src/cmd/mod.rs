@@ -2,6 +2,7 @@
 
 pub mod conformance;
 pub mod demo;
+pub mod forward;
 pub mod get;
 pub mod live;
 pub mod placement;
