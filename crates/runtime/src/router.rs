@@ -9,7 +9,7 @@
 //! frames rather than sockets, and a stack per port only for what is addressed to the router
 //! itself (ARP/ND, ping, the neighbour cache). Generalising the shard core to N ports would
 //! change every driver and the simulator for one application; this loop reuses the pieces as
-//! they are instead: the same ports ([`ShardIo`]: the `mem` wire's rings, TAP, AF_PACKET,
+//! they are instead: the same ports (`ShardIo`: the `mem` wire's rings, TAP, AF_PACKET,
 //! AF_XDP), a one-queue `nic::Nic` per port (buffer pool, ring bound, parse, counters), a
 //! `stack::Stack` per port and the sans-IO [`forward::Forwarder`]. It is the DPDK l3fwd
 //! shape: per turn, a burst from each port, run to completion, bursts out.
