@@ -243,16 +243,18 @@ pub(crate) fn open_ports(
     io: &LiveIo,
     capture: &Option<Arc<Capture>>,
 ) -> Result<Opened, RuntimeError> {
-    open_ports_in_group(cfg, io, capture, (std::process::id() & 0xffff) as u16)
+    open_ports_in_group(cfg, io, capture, (std::process::id() & 0xffff) as u16, None)
 }
 
 /// [`open_ports`] with AF_PACKET fanout group `fanout_group` (a process opening several
-/// interfaces needs one group each: the kernel refuses one group id on two devices).
+/// interfaces needs one group each: the kernel refuses one group id on two devices) and,
+/// when given, an AF_PACKET socket configuration of the caller's (its fanout is replaced).
 pub(crate) fn open_ports_in_group(
     cfg: &HostConfig,
     io: &LiveIo,
     capture: &Option<Arc<Capture>>,
     fanout_group: u16,
+    af_packet: Option<AfPacketConfig>,
 ) -> Result<Opened, RuntimeError> {
     let shards = usize::from(cfg.shards);
     let forwarding = shards > 1;
@@ -299,7 +301,14 @@ pub(crate) fn open_ports_in_group(
         LiveIo::AfPacket { iface, ring } => {
             platform::tap::set_interface_up(iface)
                 .map_err(|e| io_err(&format!("af_packet {iface}: set up"), e))?;
-            let pcfg = af_packet_config(*ring, (shards > 1).then_some(fanout_group));
+            let fanout = (shards > 1).then_some((fanout_group, FanoutMode::Hash));
+            let pcfg = match af_packet {
+                Some(c) => AfPacketConfig { fanout, ..c },
+                None => AfPacketConfig {
+                    fanout,
+                    ..af_packet_config(*ring, None)
+                },
+            };
             for _ in 0..shards {
                 let sock = AfPacketSocket::open(iface, &pcfg)
                     .map_err(|e| io_err(&format!("af_packet {iface}"), e))?;

@@ -131,6 +131,32 @@ pub struct LocalService {
     pub resolution_failed: u64,
 }
 
+/// A router's AF_PACKET sockets: TPACKET_V2 (each frame handed over at once) with 2 KiB
+/// slots — a router forwards frames of at most the MTU, never a host's 64 KiB GSO
+/// super-frames, so one 16 MiB ring holds 8,192 frames (a host's ring, sized for super-frames,
+/// holds 240: a burst of small frames overflows it) — and the qdisc bypassed on transmit.
+fn router_af_packet(cfg: &RouterConfig) -> platform::af_packet::AfPacketConfig {
+    let frame_max = cfg
+        .ports
+        .iter()
+        .map(|p| usize::from(p.mtu_bytes))
+        .max()
+        .unwrap_or(1500);
+    let slot = (frame_max + 18 + platform::af_packet::V2_FRAME_OFFSET_BYTES as usize)
+        .next_power_of_two()
+        .max(2048) as u32;
+    platform::af_packet::AfPacketConfig {
+        ring: platform::af_packet::RingVersion::V2,
+        block_size_bytes: (1 << 20).max(slot),
+        block_count: 16,
+        frame_size_bytes: slot,
+        retire_timeout_ms: 1,
+        fanout: None,
+        qdisc_bypass: true,
+        ignore_outgoing: true,
+    }
+}
+
 type RouterHandle = JoinHandle<Result<RouterShardReport, RuntimeError>>;
 
 /// Starts one thread per shard, each given one port I/O per router port
@@ -237,7 +263,8 @@ pub fn run_router(
             _ => cfg.shards,
         };
         hc.nic = cfg.nic_config();
-        let opened = open_ports_in_group(&hc, io, &None, group_base.wrapping_add(i as u16))?;
+        let group = group_base.wrapping_add(i as u16);
+        let opened = open_ports_in_group(&hc, io, &None, group, Some(router_af_packet(cfg)))?;
         if matches!(io, LiveIo::AfXdp { .. }) {
             any_xdp = true;
             zero_copy &= opened.zero_copy;
