@@ -54,6 +54,12 @@ enum Command {
     /// GRO/LRO, IRQ affinity, RPS/XPS, irqbalance. Prints a script; --apply (root) applies it
     /// and saves the previous settings for --revert.
     Tune(cmd::tune::TuneArgs),
+    /// An IPv4/IPv6 router between live ports (TAP, AF_PACKET, AF_XDP) or two in-process
+    /// hosts (mem): longest-prefix match, TTL, ICMP errors, ARP/ND and ping for itself.
+    Forward(cmd::forward::ForwardArgs),
+    /// RFC 2544 throughput (binary search for the zero-loss rate) and latency by frame size
+    /// through a device under test, on AF_PACKET ports or in process; table, JSON, SVG.
+    Rfc2544(cmd::rfc2544::Rfc2544Args),
 }
 
 /// Exit status for invalid command-line input (as clap and sysexits' EX_USAGE-style tools use).
@@ -93,6 +99,8 @@ fn main() -> ExitCode {
         Command::Get(args) => cmd::get::run(args, &mut out),
         Command::Topo(args) => cmd::topo::run(args, &mut out),
         Command::Tune(args) => cmd::tune::run(args, &mut out),
+        Command::Forward(args) => cmd::forward::run(args, &mut out),
+        Command::Rfc2544(args) => cmd::rfc2544::run(args, &mut out),
     };
     match result {
         Ok(()) => {

@@ -249,3 +249,87 @@ fn a_missing_interface_is_an_environment_error() {
         );
     }
 }
+
+#[test]
+fn forward_refuses_bad_ports_addresses_and_routes() {
+    let two = [
+        "forward",
+        "--port",
+        "p0",
+        "--ip",
+        "10.0.1.1/24",
+        "--port",
+        "p1",
+        "--ip",
+        "10.0.2.1/24",
+    ];
+    refused(
+        &["forward", "--port", "p0", "--ip", "10.0.1.1/33"],
+        &["'10.0.1.1/33'", "ADDR/LEN"],
+    );
+    refused(
+        &["forward", "--port", "p0", "--ip", "nope"],
+        &["'nope'", "ADDR/LEN"],
+    );
+    refused(
+        &["forward", "--ip", "10.0.1.1/24", "--port", "p0"],
+        &["--ip", "before the first --port"],
+    );
+    refused(
+        &[
+            "forward",
+            "--port",
+            "p0",
+            "--ip",
+            "10.0.1.1/24",
+            "--port",
+            "p1",
+        ],
+        &["--port p1", "no --ip"],
+    );
+    refused(
+        &[
+            "forward",
+            "--port",
+            "p0",
+            "--ip",
+            "10.0.1.1/24",
+            "--port",
+            "p0",
+            "--ip",
+            "10.0.2.1/24",
+        ],
+        &["--port p0", "twice"],
+    );
+    refused_owned(
+        &with(&two, &["--route", "10.9.0.0/16,10.5.0.1"]),
+        &[
+            "10.9.0.0/16",
+            "10.5.0.1",
+            "gateway not on a connected prefix",
+        ],
+    );
+    refused_owned(
+        &with(&two, &["--route", "10.9.0.0/16"]),
+        &["PREFIX,NEXTHOP"],
+    );
+    refused_owned(
+        &with(&two, &["--route", "10.9.0.0/16,fd00::1"]),
+        &["different families"],
+    );
+    refused_owned(&with(&two, &["--burst", "65"]), &["--burst", "1..=64"]);
+    refused_owned(&with(&two, &["--shards", "0"]), &["--shards", "1..=128"]);
+    refused_owned(&with(&two, &["--duration=nan"]), &["--duration"]);
+    refused(
+        &[
+            "forward",
+            "--io",
+            "mem",
+            "--port",
+            "p0",
+            "--ip",
+            "10.0.1.1/24",
+        ],
+        &["--io mem", "two --port"],
+    );
+}

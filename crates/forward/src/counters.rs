@@ -112,6 +112,65 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Adds `o` field by field (summing shards).
+    pub fn add(&mut self, o: &Counters) {
+        let Counters {
+            rx_frames,
+            forwarded,
+            forwarded_v6,
+            local,
+            drop_malformed,
+            drop_bad_checksum,
+            drop_not_for_us,
+            drop_vlan,
+            drop_martian,
+            drop_ip_options,
+            drop_ttl_exceeded,
+            drop_no_route,
+            drop_no_neighbour,
+            drop_too_big,
+            drop_needs_fragmentation,
+            neighbour_requests,
+            icmp_time_exceeded_sent,
+            icmp_unreachable_sent,
+            icmp_too_big_sent,
+            icmp_rate_limited,
+            icmp_suppressed,
+            icmp_no_route,
+            icmp_no_neighbour,
+            icmp_no_buffer,
+        } = *o;
+        self.rx_frames += rx_frames;
+        self.forwarded += forwarded;
+        self.forwarded_v6 += forwarded_v6;
+        self.local += local;
+        self.drop_malformed += drop_malformed;
+        self.drop_bad_checksum += drop_bad_checksum;
+        self.drop_not_for_us += drop_not_for_us;
+        self.drop_vlan += drop_vlan;
+        self.drop_martian += drop_martian;
+        self.drop_ip_options += drop_ip_options;
+        self.drop_ttl_exceeded += drop_ttl_exceeded;
+        self.drop_no_route += drop_no_route;
+        self.drop_no_neighbour += drop_no_neighbour;
+        self.drop_too_big += drop_too_big;
+        self.drop_needs_fragmentation += drop_needs_fragmentation;
+        self.neighbour_requests += neighbour_requests;
+        self.icmp_time_exceeded_sent += icmp_time_exceeded_sent;
+        self.icmp_unreachable_sent += icmp_unreachable_sent;
+        self.icmp_too_big_sent += icmp_too_big_sent;
+        self.icmp_rate_limited += icmp_rate_limited;
+        self.icmp_suppressed += icmp_suppressed;
+        self.icmp_no_route += icmp_no_route;
+        self.icmp_no_neighbour += icmp_no_neighbour;
+        self.icmp_no_buffer += icmp_no_buffer;
+    }
+
+    /// ICMP errors sent, all kinds.
+    pub fn icmp_sent(&self) -> u64 {
+        self.icmp_time_exceeded_sent + self.icmp_unreachable_sent + self.icmp_too_big_sent
+    }
+
     /// Adds one to the counter of `reason`.
     #[inline]
     pub fn count_drop(&mut self, reason: DropReason) {

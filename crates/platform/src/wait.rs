@@ -30,6 +30,51 @@ pub fn wait_readable_ns(fd: BorrowedFd<'_>, timeout_ns: u64) -> io::Result<bool>
     Ok(rc > 0 && pfd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0)
 }
 
+/// Most descriptors [`wait_any_readable_ns`] watches (its `pollfd` array lives on the stack).
+pub const WAIT_FDS_MAX: usize = 16;
+
+/// Waits until any of `fds` (at most [`WAIT_FDS_MAX`]; more is `InvalidInput`) is readable
+/// (or has an error or hang-up) or `timeout_ns` passes; returns whether one is. `EINTR`
+/// counts as not ready. Allocates nothing.
+pub fn wait_any_readable_ns(fds: &[BorrowedFd<'_>], timeout_ns: u64) -> io::Result<bool> {
+    if fds.len() > WAIT_FDS_MAX {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    let mut pfds = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; WAIT_FDS_MAX];
+    for (p, fd) in pfds.iter_mut().zip(fds) {
+        p.fd = fd.as_raw_fd();
+        p.events = libc::POLLIN;
+    }
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout_ns / 1_000_000_000).unwrap_or(libc::time_t::MAX),
+        tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `pfds` holds `fds.len()` (≤ its length) initialised pollfds, live for the whole
+    // call, as is `ts`; a null signal mask keeps the thread's mask.
+    let rc = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            core::ptr::null(),
+        )
+    };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        return if err.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(err)
+        };
+    }
+    let ready = libc::POLLIN | libc::POLLERR | libc::POLLHUP;
+    Ok(rc > 0 && pfds.iter().take(fds.len()).any(|p| p.revents & ready != 0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,5 +90,16 @@ mod tests {
         assert!(start.elapsed() >= std::time::Duration::from_micros(250));
         a.write_all(b"x").expect("write");
         assert!(wait_readable_ns(b.as_fd(), 1_000_000_000).expect("wait"));
+    }
+
+    #[test]
+    fn any_of_several_wakes_the_wait() {
+        let (_a, b) = UnixStream::pair().expect("pair");
+        let (mut c, d) = UnixStream::pair().expect("pair");
+        assert!(!wait_any_readable_ns(&[b.as_fd(), d.as_fd()], 200_000).expect("wait"));
+        c.write_all(b"x").expect("write");
+        assert!(wait_any_readable_ns(&[b.as_fd(), d.as_fd()], 1_000_000_000).expect("wait"));
+        let many: Vec<_> = (0..=WAIT_FDS_MAX).map(|_| b.as_fd()).collect();
+        assert!(wait_any_readable_ns(&many, 0).is_err());
     }
 }

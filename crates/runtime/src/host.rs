@@ -233,17 +233,30 @@ fn io_err(what: &str, e: std::io::Error) -> RuntimeError {
 }
 
 /// Opened ports, one per shard, and what must outlive them.
-struct Opened {
-    ports: Vec<LivePort>,
+pub(crate) struct Opened {
+    pub(crate) ports: Vec<LivePort>,
     /// Keeps the XDP program attached until the shards stopped.
-    xdp: Option<XdpAttachment>,
-    zero_copy: bool,
+    pub(crate) xdp: Option<XdpAttachment>,
+    pub(crate) zero_copy: bool,
 }
 
-fn open_ports(
+pub(crate) fn open_ports(
     cfg: &HostConfig,
     io: &LiveIo,
     capture: &Option<Arc<Capture>>,
+) -> Result<Opened, RuntimeError> {
+    open_ports_in_group(cfg, io, capture, (std::process::id() & 0xffff) as u16, None)
+}
+
+/// [`open_ports`] with AF_PACKET fanout group `fanout_group` (a process opening several
+/// interfaces needs one group each: the kernel refuses one group id on two devices) and,
+/// when given, an AF_PACKET socket configuration of the caller's (its fanout is replaced).
+pub(crate) fn open_ports_in_group(
+    cfg: &HostConfig,
+    io: &LiveIo,
+    capture: &Option<Arc<Capture>>,
+    fanout_group: u16,
+    af_packet: Option<AfPacketConfig>,
 ) -> Result<Opened, RuntimeError> {
     let shards = usize::from(cfg.shards);
     let forwarding = shards > 1;
@@ -290,8 +303,14 @@ fn open_ports(
         LiveIo::AfPacket { iface, ring } => {
             platform::tap::set_interface_up(iface)
                 .map_err(|e| io_err(&format!("af_packet {iface}: set up"), e))?;
-            let group = (std::process::id() & 0xffff) as u16;
-            let pcfg = af_packet_config(*ring, (shards > 1).then_some(group));
+            let fanout = (shards > 1).then_some((fanout_group, FanoutMode::Hash));
+            let pcfg = match af_packet {
+                Some(c) => AfPacketConfig { fanout, ..c },
+                None => AfPacketConfig {
+                    fanout,
+                    ..af_packet_config(*ring, None)
+                },
+            };
             for _ in 0..shards {
                 let sock = AfPacketSocket::open(iface, &pcfg)
                     .map_err(|e| io_err(&format!("af_packet {iface}"), e))?;

@@ -40,6 +40,8 @@ pub mod placement;
 mod port;
 pub mod rebalance;
 pub mod ring;
+pub mod router;
+pub mod router_host;
 pub mod shard;
 pub mod wire;
 
@@ -59,6 +61,10 @@ pub use io::PortCounters;
 pub use live::{ShardLive, ShardSnapshot};
 pub use placement::NodeMemory;
 pub use rebalance::{RebalanceReport, RebalanceSettings};
+pub use router::{RouterConfig, RouterShardReport, RouterSnapshot};
+pub use router_host::{
+    RoutedReport, RoutedView, RouterReport, RouterView, run_routed_pair, run_router,
+};
 pub use shard::ShardReport;
 pub use wire::{WireConfig, WireReport};
 

@@ -125,6 +125,15 @@ pub struct RxQueue<'a> {
     now_ns: u64,
 }
 
+impl<'a> RxQueue<'a> {
+    /// A receive view of queue 0 of `nic` at `now_ns`, for a driver that owns NICs outside a
+    /// [`Shard`] (the forwarding loop of `runtime::router`, one NIC per port) and fills them
+    /// through the same ports.
+    pub fn new(nic: &'a mut Nic, now_ns: u64) -> RxQueue<'a> {
+        RxQueue { nic, now_ns }
+    }
+}
+
 impl RxQueue<'_> {
     /// An empty buffer of at least `capacity_bytes` from the shard's pool.
     pub fn take_buffer(&mut self, capacity_bytes: usize) -> Vec<u8> {

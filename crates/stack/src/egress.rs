@@ -395,6 +395,36 @@ impl Egress {
         }
     }
 
+    /// The MAC to forward a packet to `addr` on this link, re-validating the entry once
+    /// before it expires (as [`NeighborCache::lookup_for_send`] does for our own packets).
+    pub(crate) fn neighbor_for_send(&mut self, now: u64, addr: IpAddr) -> Option<EthernetAddress> {
+        let (mac, refresh) = self.neighbors.lookup_for_send(now, addr)?;
+        if refresh {
+            self.send_refresh_request(addr, mac);
+        }
+        Some(mac)
+    }
+
+    /// Starts resolving `addr` unless an entry exists; counts a full cache. Returns whether a
+    /// request went out.
+    pub(crate) fn resolve_neighbor(&mut self, now: u64, addr: IpAddr) -> bool {
+        let (res, evicted) = self.neighbors.start_resolution(now, addr);
+        if evicted {
+            self.counters.neighbor_evictions += 1;
+        }
+        match res {
+            Resolution::QueuedSendRequest => {
+                self.send_resolution_request(addr);
+                true
+            }
+            Resolution::DroppedCacheFull => {
+                self.counters.neighbor_cache_full += 1;
+                false
+            }
+            _ => false,
+        }
+    }
+
     /// Re-validates a neighbour in use before its entry expires: a unicast ARP request
     /// (RFC 1122 §2.3.2.1) or a unicast NS (RFC 4861 §7.2.2) to the MAC we hold.
     pub(crate) fn send_refresh_request(&mut self, addr: IpAddr, mac_peer: EthernetAddress) {

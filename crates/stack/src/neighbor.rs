@@ -196,6 +196,37 @@ impl NeighborCache {
         (Resolution::QueuedSendRequest, evicted)
     }
 
+    /// Starts resolving `addr` with no packet parked (a forwarder drops the packets that
+    /// found no neighbour instead of queueing them). Returns whether a request should be sent
+    /// now (false when an entry already exists, resolved or in progress, or when the cache is
+    /// full of unresolved entries: [`Resolution::DroppedCacheFull`]) and whether an entry was
+    /// evicted for it.
+    pub fn start_resolution(&mut self, now: u64, addr: IpAddr) -> (Resolution, bool) {
+        match self.entries.get(&addr) {
+            Some(State::Reachable { expires_ns, .. }) if *expires_ns <= now => {
+                self.entries.remove(&addr);
+            }
+            Some(_) => return (Resolution::Queued, false),
+            None => {}
+        }
+        let mut evicted = false;
+        if self.entries.len() >= self.entries_max {
+            if !self.evict_one() {
+                return (Resolution::DroppedCacheFull, false);
+            }
+            evicted = true;
+        }
+        self.entries.insert(
+            addr,
+            State::Incomplete {
+                requests_sent: 1,
+                next_request_ns: now.saturating_add(self.retry_ns),
+                pending: VecDeque::new(),
+            },
+        );
+        (Resolution::QueuedSendRequest, evicted)
+    }
+
     /// Evicts the resolved entry closest to expiry (lowest address on ties). False when every
     /// entry is unresolved.
     fn evict_one(&mut self) -> bool {

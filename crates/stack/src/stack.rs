@@ -219,6 +219,24 @@ impl Stack {
         self.up.egress.neighbors().lookup(now, addr)
     }
 
+    /// The MAC of `addr` on this link for a packet the caller sends itself (a forwarder):
+    /// `Some` when resolved and unexpired, and then, once shortly before the entry expires, a
+    /// unicast ARP request / neighbour solicitation re-validates it so a busy next hop never
+    /// lapses. Allocates nothing unless that refresh frame is built.
+    pub fn neighbor_for_send(&mut self, now: u64, addr: IpAddr) -> Option<EthernetAddress> {
+        self.up.egress.neighbor_for_send(now, addr)
+    }
+
+    /// Starts resolving `addr` (an ARP request or a neighbour solicitation, retried by the
+    /// stack's timers as for its own packets) unless the cache already holds an entry for it,
+    /// resolved or in progress; no packet is parked. Returns whether a request was queued for
+    /// transmission now. A cache full of unresolved entries refuses (counted
+    /// `neighbor_cache_full`), so a flood towards unresolvable addresses is bounded by
+    /// `Limits::neighbor_entries_max`.
+    pub fn resolve_neighbor(&mut self, now: u64, addr: IpAddr) -> bool {
+        self.up.egress.resolve_neighbor(now, addr)
+    }
+
     /// Datagrams currently under reassembly.
     pub fn reassembly_in_progress(&self) -> usize {
         self.ip_in.reasm().len()

@@ -2,9 +2,14 @@
 
 pub mod conformance;
 pub mod demo;
+pub mod forward;
 pub mod get;
 pub mod live;
 pub mod placement;
+pub mod rfc2544;
+pub mod rfc2544_mem;
+pub mod rfc2544_plot;
+pub mod rfc2544_trial;
 pub mod rss;
 pub mod serve;
 pub mod sim;
