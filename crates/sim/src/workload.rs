@@ -646,7 +646,8 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
         w.add_fault_both(link, Flap::new(down, up));
     }
 
-    // Debugging aid: SIM_TRACE_PORT=<port> prints every delivered TCP segment to or from it.
+    // Debugging aid: SIM_TRACE_PORT=<port> prints every delivered TCP segment to or from it,
+    // and every ARP packet.
     if let Some(port) = std::env::var("SIM_TRACE_PORT")
         .ok()
         .and_then(|p| p.parse::<u16>().ok())
@@ -784,9 +785,22 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
     })
 }
 
-/// A one-line summary of a TCP/IPv4 segment to or from `port`, for `SIM_TRACE_PORT`.
+/// A one-line summary of a TCP/IPv4 segment to or from `port`, or of an ARP packet, for
+/// `SIM_TRACE_PORT`.
 fn trace_tcp(frame: &[u8], port: u16) -> Option<String> {
     let eth = wire::EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() == wire::EtherType::ARP {
+        let arp = wire::ArpPacket::new_checked(eth.payload()).ok()?;
+        let repr = wire::ArpRepr::parse(&arp).ok()?;
+        return Some(format!(
+            "ARP {:?} {} ({}) asks/tells {} ({})",
+            repr.operation,
+            repr.source_protocol_addr,
+            repr.source_hardware_addr,
+            repr.target_protocol_addr,
+            repr.target_hardware_addr
+        ));
+    }
     let ip = wire::Ipv4Packet::new_checked(eth.payload()).ok()?;
     let tcp = wire::TcpPacket::new_checked(ip.payload()).ok()?;
     let addrs = wire::IpPair::V4 {
