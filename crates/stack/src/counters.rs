@@ -82,6 +82,10 @@ counters! {
     neighbor_evictions,
     /// Resolved entries that expired.
     neighbor_expired,
+    /// Broadcast requests re-validating a resolved entry on negative advice from TCP (RFC 1122
+    /// §2.3.2.1 "higher-layer advice": a connection to or through that neighbour retransmitted
+    /// by timeout R1 times, see `tcp::Connection::path_in_doubt`).
+    neighbor_revalidations,
     // ---- IPv4 (RFC 791, RFC 1122)
     /// IPv4 header truncated, bad version, bad IHL/total length, bad options.
     rx_drop_ipv4_malformed,

@@ -541,7 +541,17 @@ impl TcpCx<'_> {
                 continue;
             }
             if let Some(c) = self.conn_mut(i) {
+                let timeouts_before = c.conn.counters().rto_expirations;
                 c.conn.handle_timeout(now);
+                // RFC 1122 §4.2.3.5: retransmitted by timeout R1 times, pass negative advice
+                // to IP, which re-validates the next hop (§2.3.2.1; `Egress::advise_unreachable`).
+                if c.conn.counters().rto_expirations != timeouts_before
+                    && c.conn.state() != State::Closed
+                    && c.conn.path_in_doubt()
+                {
+                    let remote = c.key.tuple.remote.ip();
+                    self.egress.advise_unreachable(now, remote);
+                }
             }
             self.tcp_after_input(i);
         }

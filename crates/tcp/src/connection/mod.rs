@@ -38,6 +38,7 @@ mod tests;
 mod timers;
 
 pub use counters::Counters;
+pub use timers::{PATH_DOUBT_SYN_TIMEOUTS, PATH_DOUBT_TIMEOUTS};
 
 pub use tcb::{AppFlags, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps};
 pub(crate) use tcb::{Output, rebase_instant};
