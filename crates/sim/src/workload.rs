@@ -8,7 +8,8 @@
 //!   pattern ([`pattern_byte`]), so a lost, duplicated, reordered or corrupted byte shows up at
 //!   the first wrong offset — or the connection ends with a clear error (reset, timeout);
 //! - nothing panics (a panic is a failure of that seed, see [`crate::run_seeds`]);
-//! - tables stay under their caps while it runs (checked after every event).
+//! - tables stay under their caps and every connection keeps its TCB invariants
+//!   (`tcp::Connection::invariant_violation`) while it runs (checked after every event).
 //!
 //! Under mild faults (loss ≤ 5 %) a connection must not fail at all: there an error is a bug.
 
@@ -201,6 +202,8 @@ fn reap(flows: &mut Vec<(u64, Flow)>, summary: &mut RunSummary) {
 }
 
 const SERVER_PORT: u16 = 5001;
+/// The soak's checker walks every connection's TCB invariants once per this many events.
+const INVARIANT_WALK_EVERY_EVENTS: u64 = 16;
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
@@ -658,7 +661,13 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
             }
         });
     }
+    // The TCB invariants cost a walk over every socket: checked after every 16th event (a
+    // broken invariant that lasts — the kind that stalls a connection — is still caught within
+    // 16 events; a walk after every event tripled the soak's time).
+    let checks = core::cell::Cell::new(0u64);
     let check = |w: &World| -> Result<(), String> {
+        let walk_tcbs = checks.get() % INVARIANT_WALK_EVERY_EVENTS == 0;
+        checks.set(checks.get() + 1);
         for (id, stack, violation) in host_views(w, client, server)? {
             if let Some(v) = violation {
                 return Err(v.clone());
@@ -672,6 +681,11 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
             }
             if stack.reassembly_in_progress() > limits.reasm_datagrams_max {
                 return Err(format!("{id}: reassembly table over its cap"));
+            }
+            if let Some((tuple, v)) = walk_tcbs.then(|| stack.tcp_invariant_violation()).flatten() {
+                return Err(format!(
+                    "{id}: connection {tuple:?} breaks a TCB invariant: {v}"
+                ));
             }
         }
         Ok(())
@@ -689,6 +703,18 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
         .ok_or("server host missing")?;
     let s = ServerTotals::of(server_host);
     let context = format!("{workload} seed {seed} ({faults:?})");
+    if std::env::var_os("SIM_DEBUG").is_some() {
+        let cs = w
+            .host::<ShardedHost<Client>>(client)
+            .ok_or("client")?
+            .stack()
+            .counters();
+        // Before the checks, so a failing seed's counters show too.
+        for (i, sh) in server_host.shards().iter().enumerate() {
+            eprintln!("server shard {i} {:?}", sh.stack().counters());
+        }
+        eprintln!("client {cs:?}");
+    }
     if !c.flows.is_empty() || !s.flows.is_empty() {
         let describe = |flows: &mut dyn Iterator<Item = (&Stack, &Flow)>| -> String {
             flows
@@ -731,17 +757,6 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
         return Err(format!(
             "{context}: client finished {opened} of {expected} connections"
         ));
-    }
-    if std::env::var_os("SIM_DEBUG").is_some() {
-        let cs = w
-            .host::<ShardedHost<Client>>(client)
-            .ok_or("client")?
-            .stack()
-            .counters();
-        for (i, sh) in server_host.shards().iter().enumerate() {
-            eprintln!("server shard {i} {:?}", sh.stack().counters());
-        }
-        eprintln!("client {cs:?}");
     }
     if faults.is_mild() && (c.summary.connections_failed > 0 || s.summary.connections_failed > 0) {
         return Err(format!(

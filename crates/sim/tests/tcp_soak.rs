@@ -127,3 +127,13 @@ fn heavy_loss_seed_1017612_finishes_every_connection() {
     let summary = run(Workload::ManyConnections, 1_017_612).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(summary.connections_failed, 0);
 }
+
+#[test]
+fn a_duplicate_syn_before_the_handshake_ack_no_longer_stalls_the_reply_seed_1005021() {
+    // Found by `scripts/soak.sh` (2.4 % loss): the server read the client's retransmitted SYN
+    // and then its request with FIN in one poll; SND.NXT stayed behind SND.UNA, the reply and
+    // FIN never left, and the world went idle with the client in FIN-WAIT-2. The checker now
+    // also walks the TCB invariants, which names the moment it happens.
+    let summary = run(Workload::ManyConnections, 1_005_021).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(summary.connections_failed, 0);
+}

@@ -186,6 +186,19 @@ impl Stack {
     pub fn tcp_connection_count(&self) -> usize {
         self.tcp_view().0.tcp_connection_count()
     }
+
+    /// The first TCB invariant a live connection violates (`tcp::Connection::
+    /// invariant_violation`), with its 4-tuple; for checkers in tests and simulations. Walks
+    /// the socket table.
+    pub fn tcp_invariant_violation(&self) -> Option<(FourTuple, &'static str)> {
+        let (_, sockets) = self.tcp_view();
+        sockets.iter().find_map(|s| match s {
+            Socket::Tcp(TcpState::Conn(c)) => {
+                c.conn.invariant_violation().map(|v| (c.key.tuple, v))
+            }
+            _ => None,
+        })
+    }
 }
 
 impl TcpCx<'_> {
