@@ -26,8 +26,12 @@ case $n$first$chunk$threads in *[!0-9]*) echo "soak.sh: N, FIRST_SEED, SOAK_CHUN
 # The suite's own environment knobs must not change what runs here either.
 unset SIM_SEED SIM_DEBUG SIM_TRACE_PORT UPDATE_OUTCOMES
 cargo build --release -q -p cli
-bin=target/release/rsstack
 mkdir -p target/soak
+# A private copy: a rebuild while the soak runs must not change what later chunks run.
+bin=target/soak/rsstack.$$
+cp target/release/rsstack "$bin"
+trap 'rm -f "$bin"' EXIT
+echo "soak: build $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo +dirty)" >&2
 
 wl_args=()
 [ -n "$workload" ] && wl_args=(--workload "$workload")
@@ -51,7 +55,7 @@ while [ "$seed" -lt "$end" ]; do
     per_workload[$w]=$(( ${per_workload[$w]:-0} + 1 ))
     failures=$((failures + 1))
     echo "$line" | cut -c1-400
-    echo "  replay: $bin sim soak --first-seed $s --seeds 1 --workload $w"
+    echo "  replay: target/release/rsstack sim soak --first-seed $s --seeds 1 --workload $w"
   done < <(grep '^FAIL ' "$log" || true)
   seed=$((seed + count))
   echo "… $((seed - first)) of $n seeds, $failures failing runs, $(( $(date +%s) - started )) s" >&2
