@@ -188,6 +188,18 @@ counters! {
     tcp_syn_cookies_accepted,
     /// SYN dropped because the connection table was full.
     tcp_conn_table_full,
+    /// SYN (or SYN-cookie ACK) dropped under table pressure because its source address
+    /// already held its share of the table (`Limits::tcp_source_share_pct`).
+    tcp_source_limit,
+    /// Reclaim scans run under table pressure (`Limits::tcp_reclaim_high_water_pct`).
+    tcp_reclaim_scans,
+    /// TIME-WAIT connections released early under table pressure.
+    tcp_reclaimed_time_wait,
+    /// Connections reset under table pressure that were in the handshake or had exchanged no
+    /// payload, idle past `Limits::tcp_reclaim_unused_ns`.
+    tcp_reclaimed_unused,
+    /// Connections reset under table pressure, idle past `Limits::tcp_reclaim_idle_ns`.
+    tcp_reclaimed_idle,
     /// Segment to a listener that was not a bare SYN (ACK → RST; others dropped).
     tcp_listen_bad_segment,
     /// Connections established (both directions).

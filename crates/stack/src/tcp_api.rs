@@ -187,6 +187,12 @@ impl Stack {
         self.tcp_view().0.tcp_connection_count()
     }
 
+    /// Connections opened from our listeners that `source` holds (slots not yet freed), as
+    /// the per-source share (`Limits::tcp_source_share_pct`) counts them.
+    pub fn tcp_source_connections(&self, source: IpAddr) -> u32 {
+        self.tcp_view().0.source_connections(source)
+    }
+
     /// The first TCB invariant a live connection violates (`tcp::Connection::
     /// invariant_violation`), with its 4-tuple; for checkers in tests and simulations. Walks
     /// the socket table.
@@ -339,6 +345,8 @@ impl TcpCx<'_> {
             app_closed: false,
             armed_ns: None,
             error: None,
+            passive: false,
+            last_rx_ns: now,
         };
         let h = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock)))?;
         self.tcp.conns.insert(key, h.index as usize);
@@ -436,6 +444,7 @@ impl TcpCx<'_> {
         });
         if let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.replace(i, Socket::Tcp(marker)) {
             self.tcp.counters_released.add(c.engine_counters());
+            self.tcp.forget_source(&c);
         }
         self.tcp.moved += 1;
         self.tcp.timers.insert((expires_ns, i));
@@ -470,6 +479,8 @@ impl TcpCx<'_> {
             app_closed: false,
             armed_ns: None,
             error: None,
+            passive: false,
+            last_rx_ns: now,
         };
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {

@@ -59,10 +59,10 @@ fn a_duplicate_syn_then_the_handshake_ack_before_output_leaves_snd_nxt_at_snd_un
 
     // The peer's retransmitted SYN (our SYN-ACK looked lost to it), then — before we sent
     // anything — its request with FIN, acknowledging our SYN.
-    c.handle_segment(1 * MS, &syn);
+    c.handle_segment(MS, &syn);
     let request = [7u8; 37];
     c.handle_segment(
-        1 * MS,
+        MS,
         &seg(1001, Some(iss + 1), TcpFlags::PSH | TcpFlags::FIN, &request),
     );
     assert_eq!(c.state(), State::CloseWait);
@@ -76,7 +76,7 @@ fn a_duplicate_syn_then_the_handshake_ack_before_output_leaves_snd_nxt_at_snd_un
     assert_eq!(c.recv(&mut got).expect("request"), 37);
     assert_eq!(c.send(&[9u8; 37]).expect("send"), 37);
     c.close().expect("close");
-    let out = drain(&mut c, 1 * MS);
+    let out = drain(&mut c, MS);
     assert!(
         out.iter().all(|s| !s.1.contains(TcpFlags::SYN)),
         "a SYN-ACK after the handshake completed: {out:?}"
@@ -87,7 +87,7 @@ fn a_duplicate_syn_then_the_handshake_ack_before_output_leaves_snd_nxt_at_snd_un
         "the response with FIN did not leave: {out:?}"
     );
     assert_eq!(c.state(), State::LastAck);
-    assert!(c.poll_timeout().is_some_and(|t| t <= 1 * MS + 2 * S));
+    assert!(c.poll_timeout().is_some_and(|t| t <= MS + 2 * S));
     assert_eq!(c.invariant_violation(), None);
 }
 
