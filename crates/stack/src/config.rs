@@ -209,6 +209,15 @@ pub struct Limits {
     /// (below nginx's 75 s `keepalive_timeout`). TIME-WAIT connections go before all others
     /// at any age (`tcp_reclaimed_time_wait`, as Linux's `tcp_max_tw_buckets`).
     pub tcp_reclaim_idle_ns: u64,
+    /// A synchronized connection with data queued that has sat at a zero send window this
+    /// long without the peer acknowledging anything is aborted with a RST
+    /// (`tcp_zero_window_aborts`): a peer that never reads cannot pin its send buffer for
+    /// ever. Judged when the connection's timers fire (its persist probes), so the time
+    /// counts from the first probe and the abort comes at the first probe past the limit.
+    /// RFC 9293 §3.8.6.1 keeps a probed connection open while the peer answers; RFC 6429
+    /// lets the sender close one in the persist condition to manage its resources, and Linux
+    /// applies `TCP_USER_TIMEOUT` to it. `None` turns it off. Default 120 s.
+    pub tcp_zero_window_max_ns: Option<u64>,
 }
 
 impl Default for Limits {
@@ -241,6 +250,7 @@ impl Default for Limits {
             tcp_reclaim_high_water_pct: 90,
             tcp_reclaim_unused_ns: 10 * NS_PER_S,
             tcp_reclaim_idle_ns: 60 * NS_PER_S,
+            tcp_zero_window_max_ns: Some(120 * NS_PER_S),
         }
     }
 }

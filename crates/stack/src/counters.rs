@@ -200,6 +200,9 @@ counters! {
     tcp_reclaimed_unused,
     /// Connections reset under table pressure, idle past `Limits::tcp_reclaim_idle_ns`.
     tcp_reclaimed_idle,
+    /// Connections aborted after sitting at a zero send window with data queued and no
+    /// progress for `Limits::tcp_zero_window_max_ns`.
+    tcp_zero_window_aborts,
     /// Segment to a listener that was not a bare SYN (ACK → RST; others dropped).
     tcp_listen_bad_segment,
     /// Connections established (both directions).

@@ -151,6 +151,37 @@ impl TcpCx<'_> {
     }
 }
 
+impl TcpCx<'_> {
+    /// After connection `i`'s timers fired: tracks how long it has been stalled at a zero
+    /// send window with data queued and no acknowledgment, and aborts it (RST, counted
+    /// `tcp_zero_window_aborts`) past `Limits::tcp_zero_window_max_ns`. Timer path only.
+    pub(crate) fn tcp_zero_window_check(&mut self, now: u64, i: usize) {
+        let Some(limit_ns) = self.cfg.limits.tcp_zero_window_max_ns else {
+            return;
+        };
+        let Some(c) = self.conn_mut(i) else {
+            return;
+        };
+        let stalled = c.conn.state().is_synchronized()
+            && c.conn.send_window_bytes() == 0
+            && c.conn.send_queue_bytes() > 0;
+        if !stalled {
+            c.zero_window = None;
+            return;
+        }
+        let una = c.conn.sequence_state().0;
+        match c.zero_window {
+            Some((since_ns, at)) if at == una => {
+                if now.saturating_sub(since_ns) >= limit_ns {
+                    c.conn.abort();
+                    self.tcp.counters.tcp_zero_window_aborts += 1;
+                }
+            }
+            _ => c.zero_window = Some((now, una)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::share_of;

@@ -347,6 +347,7 @@ impl TcpCx<'_> {
             error: None,
             passive: false,
             last_rx_ns: now,
+            zero_window: None,
         };
         let h = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock)))?;
         self.tcp.conns.insert(key, h.index as usize);
@@ -481,6 +482,7 @@ impl TcpCx<'_> {
             error: None,
             passive: false,
             last_rx_ns: now,
+            zero_window: None,
         };
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {

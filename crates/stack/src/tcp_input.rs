@@ -301,6 +301,7 @@ impl TcpCx<'_> {
             error: None,
             passive: true,
             last_rx_ns: now,
+            zero_window: None,
         };
         let Ok(h) = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock))) else {
             self.tcp.counters.tcp_conn_table_full += 1;
@@ -569,6 +570,7 @@ impl TcpCx<'_> {
                     let remote = c.key.tuple.remote.ip();
                     self.egress.advise_unreachable(now, remote);
                 }
+                self.tcp_zero_window_check(now, i);
             }
             self.tcp_after_input(i);
         }

@@ -160,6 +160,9 @@ pub(crate) struct ConnSock {
     /// When the last segment for this connection arrived (its creation before any): how
     /// long it has been idle, for reclaiming under pressure. One store per segment.
     pub(crate) last_rx_ns: u64,
+    /// While stalled at a zero send window with data queued, as last seen when its timers
+    /// fired: since when, and SND.UNA then (any progress restarts the clock).
+    pub(crate) zero_window: Option<(u64, wire::SeqNumber)>,
 }
 
 /// What a connection exported by [`Stack::tcp_export`] leaves in its slot and in the table
