@@ -767,7 +767,13 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
             s.summary.first_error
         ));
     }
-    if workload == Workload::Handoff && s.moves_done != 1 && s.summary.connections_failed == 0 {
+    // A connection that failed on either side (at heavy loss the handshake may time out
+    // before the server ever sees it: seed 1004527) has nothing to move.
+    if workload == Workload::Handoff
+        && s.moves_done != 1
+        && s.summary.connections_failed == 0
+        && c.summary.connections_failed == 0
+    {
         return Err(format!(
             "{context}: the connection was moved {} times, expected once",
             s.moves_done

@@ -137,3 +137,23 @@ fn a_duplicate_syn_before_the_handshake_ack_no_longer_stalls_the_reply_seed_1005
     let summary = run(Workload::ManyConnections, 1_005_021).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(summary.connections_failed, 0);
 }
+
+#[test]
+fn a_handoff_whose_handshake_times_out_at_heavy_loss_is_a_clean_error_seed_1004527() {
+    // 19.8 % loss: the client's SYN and the server's SYN-ACKs were lost seven times in a row
+    // ((1 − 0.8²)⁷ ≈ 0.08 %), so the client timed out before the server ever held the
+    // connection. That is a clear error at heavy loss; the checker used to demand a move
+    // because only the server's side counted as failed.
+    let summary = run(Workload::Handoff, 1_004_527).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(summary.connections_failed, 1);
+    assert_eq!(summary.moves, 0);
+    assert_eq!(
+        summary
+            .first_error
+            .as_deref()
+            .map(|e| e.starts_with("connection timed out")),
+        Some(true),
+        "{:?}",
+        summary.first_error
+    );
+}
