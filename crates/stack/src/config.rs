@@ -186,6 +186,38 @@ pub struct Limits {
     pub tcp_moved_marker_ns: u64,
     /// Frames caught mid-move waiting in the forward outbox (`Stack::poll_forward`).
     pub tcp_moved_forward_frames_max: usize,
+    /// Connections one remote address may hold from our listeners (passive opens, SYN
+    /// cookies included), as a percentage of `sockets_max` (at least one connection): a SYN,
+    /// or a cookie's ACK, from a source at its share is dropped (`tcp_source_limit`) while
+    /// other sources are still served, so one host cannot take the whole table. Connections
+    /// our applications open are not counted. 100 or more turns it off. Default 25: a host
+    /// (or a NAT in front of many) gets a quarter of the table.
+    pub tcp_source_share_pct: u8,
+    /// Table pressure: when a passive open finds `sockets_max · pct / 100` sockets or more in
+    /// use, reclaimable passive connections are reclaimed (oldest idle first, by class: see
+    /// `tcp_reclaim_unused_ns` and `tcp_reclaim_idle_ns`; counted `tcp_reclaimed_*`). 100 or
+    /// more turns reclaiming off. Default 90.
+    pub tcp_reclaim_high_water_pct: u8,
+    /// Under pressure, a passive connection that has received nothing for this long, has
+    /// nothing in flight or queued to send, and is still in the handshake or has exchanged no
+    /// payload either way, is reset (`tcp_reclaimed_unused`): reclaimed before any connection
+    /// that carried data. Default 10 s (half nginx's 60 s `client_header_timeout`, as this
+    /// applies only under pressure and to connections that never sent a byte).
+    pub tcp_reclaim_unused_ns: u64,
+    /// Under pressure, any other passive connection that has received nothing for this long
+    /// with nothing in flight or queued to send is reset (`tcp_reclaimed_idle`). Default 60 s
+    /// (below nginx's 75 s `keepalive_timeout`). TIME-WAIT connections go before all others
+    /// at any age (`tcp_reclaimed_time_wait`, as Linux's `tcp_max_tw_buckets`).
+    pub tcp_reclaim_idle_ns: u64,
+    /// A synchronized connection with data queued that has sat at a zero send window this
+    /// long without the peer acknowledging anything is aborted with a RST
+    /// (`tcp_zero_window_aborts`): a peer that never reads cannot pin its send buffer for
+    /// ever. Judged when the connection's timers fire (its persist probes), so the time
+    /// counts from the first probe and the abort comes at the first probe past the limit.
+    /// RFC 9293 §3.8.6.1 keeps a probed connection open while the peer answers; RFC 6429
+    /// lets the sender close one in the persist condition to manage its resources, and Linux
+    /// applies `TCP_USER_TIMEOUT` to it. `None` turns it off. Default 120 s.
+    pub tcp_zero_window_max_ns: Option<u64>,
 }
 
 impl Default for Limits {
@@ -214,6 +246,11 @@ impl Default for Limits {
             tcp_syn_cookies: true,
             tcp_moved_marker_ns: 60 * NS_PER_S,
             tcp_moved_forward_frames_max: 256,
+            tcp_source_share_pct: 25,
+            tcp_reclaim_high_water_pct: 90,
+            tcp_reclaim_unused_ns: 10 * NS_PER_S,
+            tcp_reclaim_idle_ns: 60 * NS_PER_S,
+            tcp_zero_window_max_ns: Some(120 * NS_PER_S),
         }
     }
 }

@@ -82,6 +82,10 @@ counters! {
     neighbor_evictions,
     /// Resolved entries that expired.
     neighbor_expired,
+    /// Broadcast requests re-validating a resolved entry on negative advice from TCP (RFC 1122
+    /// §2.3.2.1 "higher-layer advice": a connection to or through that neighbour retransmitted
+    /// by timeout R1 times, see `tcp::Connection::path_in_doubt`).
+    neighbor_revalidations,
     // ---- IPv4 (RFC 791, RFC 1122)
     /// IPv4 header truncated, bad version, bad IHL/total length, bad options.
     rx_drop_ipv4_malformed,
@@ -184,6 +188,21 @@ counters! {
     tcp_syn_cookies_accepted,
     /// SYN dropped because the connection table was full.
     tcp_conn_table_full,
+    /// SYN (or SYN-cookie ACK) dropped under table pressure because its source address
+    /// already held its share of the table (`Limits::tcp_source_share_pct`).
+    tcp_source_limit,
+    /// Reclaim scans run under table pressure (`Limits::tcp_reclaim_high_water_pct`).
+    tcp_reclaim_scans,
+    /// TIME-WAIT connections released early under table pressure.
+    tcp_reclaimed_time_wait,
+    /// Connections reset under table pressure that were in the handshake or had exchanged no
+    /// payload, idle past `Limits::tcp_reclaim_unused_ns`.
+    tcp_reclaimed_unused,
+    /// Connections reset under table pressure, idle past `Limits::tcp_reclaim_idle_ns`.
+    tcp_reclaimed_idle,
+    /// Connections aborted after sitting at a zero send window with data queued and no
+    /// progress for `Limits::tcp_zero_window_max_ns`.
+    tcp_zero_window_aborts,
     /// Segment to a listener that was not a bare SYN (ACK → RST; others dropped).
     tcp_listen_bad_segment,
     /// Connections established (both directions).

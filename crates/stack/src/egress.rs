@@ -637,6 +637,21 @@ impl Egress {
         }
     }
 
+    /// Negative advice from TCP about the path to `dst` (RFC 1122 §2.3.2.1, §4.2.3.5): a
+    /// resolved entry for its next hop is re-validated by a broadcast request (counted
+    /// `neighbor_revalidations`) while it stays in use; rate limited per neighbour by
+    /// [`NeighborCache::advise_unreachable`]. Cold: called on retransmission timeouts only.
+    #[cold]
+    pub(crate) fn advise_unreachable(&mut self, now: u64, dst: IpAddr) {
+        let Some(next_hop) = self.unicast_next_hop(dst) else {
+            return;
+        };
+        if self.neighbors.advise_unreachable(now, next_hop) {
+            self.counters.neighbor_revalidations += 1;
+            self.send_resolution_request(next_hop);
+        }
+    }
+
     /// Chooses the link-layer destination of an IP packet and sends it, or parks it behind a
     /// neighbour resolution (RFC 1122 §2.3.2.2: queue at least one packet per neighbour).
     pub(crate) fn route_ip(

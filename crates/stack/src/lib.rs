@@ -65,6 +65,7 @@ mod egress;
 mod icmp;
 mod ip_in;
 pub mod neighbor;
+pub mod overload;
 pub mod reasm;
 pub mod socket;
 mod sockets;

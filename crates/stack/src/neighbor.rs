@@ -33,6 +33,10 @@ enum State {
         expires_ns: u64,
         /// A unicast refresh request went out for this entry (see [`NeighborCache::lookup_for_send`]).
         refresh_sent: bool,
+        /// Before this instant negative advice about this entry is ignored (see
+        /// [`NeighborCache::advise_unreachable`]): `retry_ns` after it was learnt or last
+        /// re-validated, so advice sends at most one request per `retry_ns` per neighbour.
+        revalidate_after_ns: u64,
     },
 }
 
@@ -122,6 +126,7 @@ impl NeighborCache {
                 mac,
                 expires_ns,
                 refresh_sent,
+                ..
             }) if *expires_ns > now => {
                 let due = !*refresh_sent && *expires_ns - now <= refresh_before_ns;
                 if due {
@@ -259,6 +264,7 @@ impl NeighborCache {
         create: bool,
     ) -> (Vec<PendingPacket>, bool) {
         let expires_ns = now.saturating_add(self.reachable_ns);
+        let revalidate_after_ns = now.saturating_add(self.retry_ns);
         let mut evicted = false;
         let released = match self.entries.get_mut(&addr) {
             Some(state) => {
@@ -268,6 +274,7 @@ impl NeighborCache {
                         mac,
                         expires_ns,
                         refresh_sent: false,
+                        revalidate_after_ns,
                     },
                 );
                 match old {
@@ -291,12 +298,40 @@ impl NeighborCache {
                         mac,
                         expires_ns,
                         refresh_sent: false,
+                        revalidate_after_ns,
                     },
                 );
                 Vec::new()
             }
         };
         (released, evicted)
+    }
+
+    /// Negative advice from a higher layer (RFC 1122 §2.3.2.1 "higher-layer advice",
+    /// §4.2.3.5: TCP retransmitted the same segment by timeout R1 times): the resolved entry
+    /// for `addr` may be wrong. Returns true when the caller should send a *broadcast*
+    /// resolution request now; the entry stays in use meanwhile (as Linux's PROBE state keeps
+    /// sending to the old address), and the answer, through [`NeighborCache::learn`], replaces
+    /// the MAC if it changed. A unicast poll would not do: sent to a wrong MAC (a peer that
+    /// changed its NIC, a failover, a reply corrupted past the link's check) it reaches nobody,
+    /// and the entry would blackhole every packet until it expired.
+    ///
+    /// Rate limited per entry: advice within `retry_ns` of the entry being learnt or last
+    /// re-validated is ignored (false), so a lossy path costs at most one request per
+    /// `retry_ns` per neighbour. Unresolved and unknown entries: false (a resolution is
+    /// already in flight, or the next packet starts one).
+    pub fn advise_unreachable(&mut self, now: u64, addr: IpAddr) -> bool {
+        match self.entries.get_mut(&addr) {
+            Some(State::Reachable {
+                expires_ns,
+                revalidate_after_ns,
+                ..
+            }) if *expires_ns > now && *revalidate_after_ns <= now => {
+                *revalidate_after_ns = now.saturating_add(self.retry_ns);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The earliest deadline of any entry.
@@ -394,6 +429,30 @@ mod tests {
             Resolution::DroppedCacheFull
         );
         assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn negative_advice_asks_for_a_broadcast_at_most_once_per_retry_interval() {
+        let mut c = NeighborCache::new(4, 2, 100, 10, 3);
+        let wrong = EthernetAddress([2, 0, 0, 0, 0x40, 1]);
+        let right = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        c.learn(0, ip(1), wrong, true);
+        // Fresh evidence: advice within retry_ns of learning is ignored.
+        assert!(!c.advise_unreachable(5, ip(1)));
+        assert!(c.advise_unreachable(10, ip(1)));
+        // The entry stays in use while the request is out.
+        assert_eq!(c.lookup(10, ip(1)), Some(wrong));
+        assert!(!c.advise_unreachable(19, ip(1)));
+        // The answer replaces the MAC.
+        c.learn(12, ip(1), right, false);
+        assert_eq!(c.lookup(12, ip(1)), Some(right));
+        assert!(!c.advise_unreachable(21, ip(1)));
+        assert!(c.advise_unreachable(22, ip(1)));
+        // Unknown, unresolved and expired entries: nothing to re-validate.
+        assert!(!c.advise_unreachable(22, ip(2)));
+        c.lookup_or_queue(22, ip(3), pkt(3));
+        assert!(!c.advise_unreachable(40, ip(3)));
+        assert!(!c.advise_unreachable(500, ip(1)));
     }
 
     #[test]

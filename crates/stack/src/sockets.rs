@@ -118,6 +118,14 @@ impl Sockets {
         self.slots.iter().filter_map(|s| s.socket.as_ref())
     }
 
+    /// Every socket in the table with its slot index, in slot order.
+    pub(crate) fn iter_indexed(&self) -> impl Iterator<Item = (usize, &Socket)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.socket.as_ref().map(|so| (i, so)))
+    }
+
     /// Replaces what slot `i` holds (a connection by its moved marker, say), dropping any
     /// readiness not yet reported; returns the old content. The handle stays reserved.
     pub(crate) fn replace(&mut self, i: usize, socket: Socket) -> Option<Socket> {

@@ -186,6 +186,25 @@ impl Stack {
     pub fn tcp_connection_count(&self) -> usize {
         self.tcp_view().0.tcp_connection_count()
     }
+
+    /// Connections opened from our listeners that `source` holds (slots not yet freed), as
+    /// the per-source share (`Limits::tcp_source_share_pct`) counts them.
+    pub fn tcp_source_connections(&self, source: IpAddr) -> u32 {
+        self.tcp_view().0.source_connections(source)
+    }
+
+    /// The first TCB invariant a live connection violates (`tcp::Connection::
+    /// invariant_violation`), with its 4-tuple; for checkers in tests and simulations. Walks
+    /// the socket table.
+    pub fn tcp_invariant_violation(&self) -> Option<(FourTuple, &'static str)> {
+        let (_, sockets) = self.tcp_view();
+        sockets.iter().find_map(|s| match s {
+            Socket::Tcp(TcpState::Conn(c)) => {
+                c.conn.invariant_violation().map(|v| (c.key.tuple, v))
+            }
+            _ => None,
+        })
+    }
 }
 
 impl TcpCx<'_> {
@@ -331,6 +350,9 @@ impl TcpCx<'_> {
             app_closed: false,
             armed_ns: None,
             error: None,
+            passive: false,
+            last_rx_ns: now,
+            zero_window: None,
         };
         let h = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock)))?;
         self.tcp.conns.insert(key, h.index as usize);

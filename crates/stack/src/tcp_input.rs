@@ -42,6 +42,7 @@ impl TcpCx<'_> {
     pub(crate) fn free_slot(&mut self, i: usize) {
         if let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.free(i) {
             self.tcp.counters_released.add(c.engine_counters());
+            self.tcp.forget_source(&c);
         }
     }
 
@@ -106,6 +107,7 @@ impl TcpCx<'_> {
         let key = self.tcp.flow_key(tuple, hash);
         if let Some(&i) = self.tcp.conns.get(&key) {
             if let Some(c) = self.conn_mut(i) {
+                c.last_rx_ns = now;
                 c.conn.handle_segment(now, &seg);
             } else if let Some(m) = self.moved_mut(i) {
                 if m.bypass.is_some() {
@@ -193,6 +195,9 @@ impl TcpCx<'_> {
     /// a counted drop (the peer retransmits its SYN; by then the application may have
     /// accepted).
     pub(crate) fn tcp_open_child(&mut self, now: u64, li: usize, key: FlowKey, syn: &TcpRepr<'_>) {
+        if !self.tcp_overload_admit(now, key.tuple.remote.ip()) {
+            return;
+        }
         let (load, limits) = self.tcp.listener_load(self.sockets, li);
         let Some(l) = self.listener_mut(li) else {
             return;
@@ -235,7 +240,7 @@ impl TcpCx<'_> {
             self.tcp.counters.tcp_listen_bad_segment += 1;
             return;
         };
-        self.tcp_insert_child(li, key, conn);
+        self.tcp_insert_child(now, li, key, conn);
     }
 
     /// An ACK on a listening port that may complete a SYN-cookie handshake. True when it did
@@ -265,6 +270,10 @@ impl TcpCx<'_> {
         let Some(cookie) = self.tcp.cookies.validate(now, local, remote, ack) else {
             return false;
         };
+        if !self.tcp_overload_admit(now, key.tuple.remote.ip()) {
+            // Valid, but its source holds its share of a table under pressure: dropped.
+            return true;
+        }
         let (load, limits) = self.tcp.listener_load(self.sockets, li);
         let Some(l) = self.listener_mut(li) else {
             return false;
@@ -279,12 +288,13 @@ impl TcpCx<'_> {
         let (_, ts_offset) = self.tcp.isn_for(now, &key.tuple);
         let conn = Connection::from_syn_cookie(now, &config, ack, &cookie, ts_offset);
         self.tcp.counters.tcp_syn_cookies_accepted += 1;
-        self.tcp_insert_child(li, key, conn);
+        self.tcp_insert_child(now, li, key, conn);
         true
     }
 
-    /// Puts a passive-open child in a slot, the table and its listener's backlog.
-    pub(crate) fn tcp_insert_child(&mut self, li: usize, key: FlowKey, conn: Connection) {
+    /// Puts a passive-open child in a slot, the table and its listener's backlog, counted
+    /// against its source (`TcpTable::per_source`).
+    pub(crate) fn tcp_insert_child(&mut self, now: u64, li: usize, key: FlowKey, conn: Connection) {
         let sock = ConnSock {
             key,
             conn: Box::new(conn),
@@ -293,11 +303,19 @@ impl TcpCx<'_> {
             app_closed: false,
             armed_ns: None,
             error: None,
+            passive: true,
+            last_rx_ns: now,
+            zero_window: None,
         };
         let Ok(h) = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock))) else {
             self.tcp.counters.tcp_conn_table_full += 1;
             return;
         };
+        *self
+            .tcp
+            .per_source
+            .entry(key.tuple.remote.ip())
+            .or_insert(0) += 1;
         let ci = h.index as usize;
         self.tcp.conns.insert(key, ci);
         if let Some(l) = self.listener_mut(li) {
@@ -545,7 +563,18 @@ impl TcpCx<'_> {
                 continue;
             }
             if let Some(c) = self.conn_mut(i) {
+                let timeouts_before = c.conn.counters().rto_expirations;
                 c.conn.handle_timeout(now);
+                // RFC 1122 §4.2.3.5: retransmitted by timeout R1 times, pass negative advice
+                // to IP, which re-validates the next hop (§2.3.2.1; `Egress::advise_unreachable`).
+                if c.conn.counters().rto_expirations != timeouts_before
+                    && c.conn.state() != State::Closed
+                    && c.conn.path_in_doubt()
+                {
+                    let remote = c.key.tuple.remote.ip();
+                    self.egress.advise_unreachable(now, remote);
+                }
+                self.tcp_zero_window_check(now, i);
             }
             self.tcp_after_input(i);
         }

@@ -327,6 +327,7 @@ impl TcpCx<'_> {
         });
         if let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.replace(i, Socket::Tcp(marker)) {
             self.tcp.counters_released.add(c.engine_counters());
+            self.tcp.forget_source(&c);
         }
         self.tcp.moved += 1;
         self.tcp.timers.insert((expires_ns, i));
@@ -375,6 +376,11 @@ impl TcpCx<'_> {
             app_closed: false,
             armed_ns: None,
             error: None,
+            // Not counted against its source here, nor reclaimed by the overload policy: it
+            // was admitted by the stack it came from.
+            passive: false,
+            last_rx_ns: now,
+            zero_window: None,
         };
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {

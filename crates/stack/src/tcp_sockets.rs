@@ -154,6 +154,15 @@ pub(crate) struct ConnSock {
     pub(crate) armed_ns: Option<u64>,
     /// A hard ICMP error that ended the open, until taken.
     pub(crate) error: Option<SocketError>,
+    /// Opened from one of our listeners: counted in `TcpTable::per_source` while the slot
+    /// is held, and the only kind the overload policy reclaims (`overload`).
+    pub(crate) passive: bool,
+    /// When the last segment for this connection arrived (its creation before any): how
+    /// long it has been idle, for reclaiming under pressure. One store per segment.
+    pub(crate) last_rx_ns: u64,
+    /// While stalled at a zero send window with data queued, as last seen when its timers
+    /// fired: since when, and SND.UNA then (any progress restarts the clock).
+    pub(crate) zero_window: Option<(u64, wire::SeqNumber)>,
 }
 
 /// What a connection exported by [`Stack::tcp_export`] leaves in its slot and in the table
@@ -257,6 +266,14 @@ pub(crate) struct TcpTable {
     /// The engine counters of every TCP connection whose slot was freed (closed, aborted or
     /// exported), summed; [`crate::Stack::tcp_counters`] adds the live ones.
     pub(crate) counters_released: tcp::Counters,
+    /// Passive connections per remote address. Invariant: `per_source[a]` is the number of
+    /// slots holding a `ConnSock` with `passive` set and remote address `a`; no zero entries.
+    pub(crate) per_source: HashMap<IpAddr, u32>,
+    /// No reclaim scan before this instant (set when a scan found fewer victims than it
+    /// wanted, so a table of unreclaimable connections is not walked for every SYN).
+    pub(crate) reclaim_next_scan_ns: u64,
+    /// Reused by the reclaim scan for its candidates (empty between scans).
+    pub(crate) reclaim_scratch: Vec<(u8, u64, usize)>,
     cfg: Arc<StackConfig>,
 }
 
@@ -296,6 +313,9 @@ impl TcpTable {
             rss_home: cfg.rss.as_ref().and_then(|r| r.home.clone()),
             counters: Counters::default(),
             counters_released: tcp::Counters::default(),
+            per_source: HashMap::new(),
+            reclaim_next_scan_ns: 0,
+            reclaim_scratch: Vec::new(),
             cfg,
         }
     }
@@ -303,6 +323,26 @@ impl TcpTable {
     /// Connections in the table (moved markers not included).
     pub(crate) fn len(&self) -> usize {
         self.conns.len() - self.moved
+    }
+
+    /// Takes a passive connection whose slot is going off its source's count
+    /// (`per_source`'s invariant).
+    pub(crate) fn forget_source(&mut self, c: &ConnSock) {
+        if !c.passive {
+            return;
+        }
+        let ip = c.key.tuple.remote.ip();
+        if let Some(n) = self.per_source.get_mut(&ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_source.remove(&ip);
+            }
+        }
+    }
+
+    /// Passive connections held by `source` (see `Limits::tcp_source_share_pct`).
+    pub(crate) fn source_connections(&self, source: IpAddr) -> u32 {
+        self.per_source.get(&source).copied().unwrap_or(0)
     }
 }
 

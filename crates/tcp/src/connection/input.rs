@@ -65,6 +65,9 @@ impl Connection {
         self.snd.wl1 = seg.seq_number;
         if has_ack {
             self.snd.una = seg.ack_number;
+            // A SYN retransmission owed (the RTO rewound SND.NXT to ISS) is moot now; SND.NXT
+            // never stays behind SND.UNA.
+            self.snd.nxt = self.snd.nxt.max(seg.ack_number);
             self.snd.wl2 = seg.ack_number;
             self.on_syn_acked(now);
             self.state = State::Established;
@@ -213,6 +216,10 @@ impl Connection {
             // RFC 9293 §3.10.7.4: "If SND.UNA < SEG.ACK =< SND.NXT, then enter ESTABLISHED".
             if self.snd.una.lt(ack) && ack.le(self.snd.max) {
                 self.snd.una = ack;
+                // A SYN-ACK retransmission owed (a duplicate SYN or the RTO rewound SND.NXT to
+                // ISS) is moot now; SND.NXT never stays behind SND.UNA (seed 1005021: it did,
+                // and the reply and FIN never left).
+                self.snd.nxt = self.snd.nxt.max(ack);
                 self.state = State::Established;
                 self.push_event(Event::Connected);
                 if self.send_buf.free() > 0 {

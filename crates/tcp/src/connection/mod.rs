@@ -38,6 +38,7 @@ mod tests;
 mod timers;
 
 pub use counters::Counters;
+pub use timers::{PATH_DOUBT_SYN_TIMEOUTS, PATH_DOUBT_TIMEOUTS};
 
 pub use tcb::{AppFlags, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps};
 pub(crate) use tcb::{Output, rebase_instant};
@@ -904,6 +905,11 @@ impl Connection {
     /// (§3.10.7.4 and RFC 5961 §3.2 judge a RST by its sequence number alone), and RFC 7323
     /// §3.2 says TSopt SHOULD be sent in a RST (its receiver skips the PAWS test for RSTs,
     /// §5.3 R1).
+    ///
+    /// When SND.MAX lies beyond the peer's window (a zero-window probe's byte), the RST
+    /// carries the window's right edge instead, as Linux's `tcp_acceptable_seq`: a peer at
+    /// zero window accepts a RST only at exactly RCV.NXT (RFC 9293 §3.10.7.4) and would drop
+    /// one at SND.MAX without a word.
     pub fn abort(&mut self) {
         if matches!(
             self.state,
@@ -913,7 +919,13 @@ impl Connection {
                 | State::FinWait2
                 | State::CloseWait
         ) {
-            self.out.rst_pending = Some((self.snd.max, Some(self.rcv.nxt)));
+            let wnd_end = self.snd.una + self.snd.wnd;
+            let seq = if self.state.is_synchronized() && wnd_end.lt(self.snd.max) {
+                wnd_end
+            } else {
+                self.snd.max
+            };
+            self.out.rst_pending = Some((seq, Some(self.rcv.nxt)));
         }
         self.enter_closed(CloseReason::Aborted);
     }

@@ -10,8 +10,33 @@ use super::*;
 /// delayed ACK whenever the path's RTT was small.
 const TLP_WORST_CASE_DELAYED_ACK_NS: u64 = 200 * crate::config::NS_PER_MS;
 
+/// Consecutive retransmission timeouts of the SYN or SYN-ACK after which
+/// [`Connection::path_in_doubt`] holds: 2, as Linux gives negative advice from the second SYN
+/// timeout on (`tcp_write_timeout`: `if (icsk->icsk_retransmits) __dst_negative_advice(sk)`).
+pub const PATH_DOUBT_SYN_TIMEOUTS: u8 = 2;
+
+/// Consecutive retransmission timeouts of data after which [`Connection::path_in_doubt`]
+/// holds: RFC 1122 §4.2.3.5's R1 "at least 3 retransmissions" (Linux's `tcp_retries1`, 3).
+pub const PATH_DOUBT_TIMEOUTS: u8 = 3;
+
 impl Connection {
     // ------------------------------------------------------------------ timers
+
+    /// True when the path to the peer is in doubt: the segment at the head of the
+    /// retransmission queue — or the SYN / SYN-ACK — has been retransmitted by timeout
+    /// [`PATH_DOUBT_SYN_TIMEOUTS`] times in a row while opening, [`PATH_DOUBT_TIMEOUTS`] (RFC
+    /// 1122 §4.2.3.5's threshold R1) once synchronized, with no acknowledgment of new data
+    /// since. RFC 1122 §4.2.3.5 asks TCP to pass *negative advice* to IP then; the stack
+    /// re-validates the next hop's link-layer address (§2.3.2.1), so a wrong neighbour entry
+    /// does not blackhole the connection until it expires. Read after
+    /// [`Connection::handle_timeout`] fired a retransmission timeout.
+    pub fn path_in_doubt(&self) -> bool {
+        let threshold = match self.state {
+            State::SynSent | State::SynReceived => PATH_DOUBT_SYN_TIMEOUTS,
+            _ => PATH_DOUBT_TIMEOUTS,
+        };
+        self.rtt.backoff_shift >= threshold
+    }
 
     /// Fires every deadline that is due at `now`.
     pub fn handle_timeout(&mut self, now: u64) {

@@ -1,0 +1,267 @@
+//! The connection overload policy (`stack::overload`): one source holding the table idle
+//! loses its connections or is refused, and another source still connects and exchanges
+//! data; every reclaim and refusal is counted.
+mod common;
+
+use common::*;
+use core::net::{IpAddr, Ipv4Addr};
+use stack::{Readiness, RxMeta, SocketHandle, Stack, StackConfig};
+use tcp::State;
+use wire::{EthernetAddress, EthernetFrame};
+
+const MAC_C: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x0c]);
+const IP_C: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 3);
+const TABLE: usize = 64;
+
+/// Three hosts on one segment: the attacker A, the server B, the second client C.
+struct Net {
+    a: Stack,
+    b: Stack,
+    c: Stack,
+    now: u64,
+    /// B's application: accepted connections it holds (and reads), closing those that end.
+    held: Vec<SocketHandle>,
+    listener: SocketHandle,
+}
+
+impl Net {
+    fn new(server: impl FnOnce(&mut StackConfig)) -> Net {
+        let mut a = config_a();
+        a.limits.sockets_max = 4096;
+        // Every SYN of the burst waits for the one ARP resolution.
+        a.limits.neighbor_pending_packets_max = 4096;
+        let mut b = config_b();
+        b.limits.sockets_max = TABLE;
+        b.limits.tcp_reclaim_unused_ns = S;
+        server(&mut b);
+        let c = config(MAC_C, IP_C, "2001:db8::3".parse().expect("v6"));
+        let mut b = Stack::new(b);
+        let listener = b.tcp_listen(v4(IP_B, 80), 128).expect("listen");
+        Net {
+            a: Stack::new(a),
+            b,
+            c: Stack::new(c),
+            now: 0,
+            held: Vec::new(),
+            listener,
+        }
+    }
+
+    fn mac_of(frame: &[u8]) -> EthernetAddress {
+        EthernetFrame::new_checked(frame).expect("frame").dst_addr()
+    }
+
+    /// Moves frames until nobody sends, running B's application in between.
+    fn exchange(&mut self) {
+        for _ in 0..10_000 {
+            let mut moved = false;
+            for from in 0..3 {
+                loop {
+                    let now = self.now;
+                    let f = match from {
+                        0 => self.a.poll_transmit(now),
+                        1 => self.b.poll_transmit(now),
+                        _ => self.c.poll_transmit(now),
+                    };
+                    let Some(f) = f else { break };
+                    moved = true;
+                    let dst = Net::mac_of(&f);
+                    for (to, mac) in [(0, MAC_A), (1, MAC_B), (2, MAC_C)] {
+                        if to != from && (dst == mac || dst.is_broadcast()) {
+                            match to {
+                                0 => self.a.receive(now, &f, &RxMeta::NONE),
+                                1 => self.b.receive(now, &f, &RxMeta::NONE),
+                                _ => self.c.receive(now, &f, &RxMeta::NONE),
+                            }
+                        }
+                    }
+                }
+            }
+            self.serve();
+            if !moved {
+                return;
+            }
+        }
+        panic!("exchange did not settle");
+    }
+
+    /// B's application: accepts everything, reads what arrives, closes what ended.
+    fn serve(&mut self) {
+        let mut ended = Vec::new();
+        while let Some(ev) = self.b.poll_event() {
+            if ev.readiness.contains(Readiness::CLOSED) || ev.readiness.contains(Readiness::ERROR) {
+                ended.push(ev.handle);
+            }
+        }
+        while let Ok((h, _)) = self.b.tcp_accept(self.listener) {
+            self.held.push(h);
+        }
+        let mut buf = [0u8; 256];
+        for &h in &self.held {
+            while self.b.tcp_recv(h, &mut buf).is_ok_and(|n| n > 0) {}
+        }
+        for h in ended {
+            if self.held.contains(&h) {
+                self.b.close(self.now, h).expect("close");
+                self.held.retain(|&x| x != h);
+            }
+        }
+    }
+
+    fn advance(&mut self, dt_ns: u64) {
+        let end = self.now + dt_ns;
+        loop {
+            self.exchange();
+            let next = [
+                self.a.poll_timeout(),
+                self.b.poll_timeout(),
+                self.c.poll_timeout(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            match next {
+                Some(t) if t <= end => {
+                    self.now = self.now.max(t);
+                    self.a.handle_timeout(self.now);
+                    self.b.handle_timeout(self.now);
+                    self.c.handle_timeout(self.now);
+                }
+                _ => break,
+            }
+        }
+        self.now = end;
+        self.a.handle_timeout(self.now);
+        self.b.handle_timeout(self.now);
+        self.c.handle_timeout(self.now);
+        self.exchange();
+    }
+
+    /// `n` connections from A to B, opened at once.
+    fn attack(&mut self, n: usize) -> Vec<SocketHandle> {
+        let conns = (0..n)
+            .map(|_| {
+                self.a
+                    .tcp_connect(self.now, v4(IP_B, 80), 0)
+                    .expect("connect")
+            })
+            .collect();
+        self.exchange();
+        conns
+    }
+
+    /// C connects and exchanges a request and a response with B within `limit_ns`.
+    fn second_source_is_served(&mut self, limit_ns: u64) {
+        let c = self
+            .c
+            .tcp_connect(self.now, v4(IP_B, 80), 0)
+            .expect("connect");
+        let deadline = self.now + limit_ns;
+        while self.c.tcp_state(c) != Some(State::Established) {
+            assert!(
+                self.now < deadline,
+                "C never got in: {:?}",
+                self.b.counters()
+            );
+            self.advance(100 * MS);
+        }
+        self.c.tcp_send(c, b"GET /").expect("send");
+        self.advance(10 * MS);
+        let &s = self
+            .held
+            .iter()
+            .find(|&&h| {
+                self.b
+                    .peer_addr(h)
+                    .is_ok_and(|p| p.ip() == IpAddr::V4(IP_C))
+            })
+            .expect("B accepted C");
+        self.b.tcp_send(s, b"200 OK").expect("reply");
+        self.advance(10 * MS);
+        let mut buf = [0u8; 16];
+        let n = self.c.tcp_recv(c, &mut buf).expect("response");
+        assert_eq!(&buf[..n], b"200 OK");
+    }
+}
+
+#[test]
+fn one_source_over_its_share_is_refused_under_pressure_while_another_is_served_at_once() {
+    // Defaults: a source gets a quarter of the table once it is 90 % full.
+    let mut net = Net::new(|_| {});
+    net.attack(2 * TABLE);
+    let b = net.b.counters();
+    assert!(b.tcp_source_limit > 0, "{b:?}");
+    // A reached the high-water mark (57 of 64 sockets, the listener included) and no more.
+    assert_eq!(net.b.tcp_source_connections(IpAddr::V4(IP_A)), 56);
+    // C is served on its first SYN.
+    net.second_source_is_served(50 * MS);
+    assert_eq!(net.b.tcp_source_connections(IpAddr::V4(IP_C)), 1);
+    assert_eq!(net.b.counters().tcp_conn_table_full, 0);
+}
+
+#[test]
+fn a_table_held_by_idle_connections_is_reclaimed_unused_first_and_another_source_connects() {
+    // Per-source shares off: only reclaiming keeps the table from being held.
+    let mut net = Net::new(|b| b.limits.tcp_source_share_pct = 100);
+    let conns = net.attack(TABLE - 1);
+    assert_eq!(net.b.tcp_connection_count(), TABLE - 1);
+    // Five of A's connections carry a byte: they are not "unused".
+    for &h in &conns[..5] {
+        net.a.tcp_send(h, b"x").expect("send");
+    }
+    net.advance(2 * S);
+    // The burst's walk (at the 57th socket) found nothing idle yet.
+    assert_eq!(net.b.counters().tcp_reclaim_scans, 1);
+    assert_eq!(net.b.counters().tcp_reclaimed_unused, 0);
+    // C's first SYN finds the table full; a walk resets nine unused connections (down to
+    // 55 sockets, the high-water mark 57 less 64/32), B's application closes them, and C's
+    // retransmitted SYN gets in.
+    net.second_source_is_served(5 * S);
+    let b = net.b.counters();
+    assert!(b.tcp_conn_table_full >= 1, "{b:?}");
+    assert_eq!(b.tcp_reclaim_scans, 2, "{b:?}");
+    assert_eq!(b.tcp_reclaimed_unused, 9, "{b:?}");
+    assert_eq!(b.tcp_reclaimed_idle, 0, "{b:?}");
+    assert_eq!(net.a.counters().tcp_connections_closed, 9);
+    // The oldest-idle unused ones went; the ones that carried data are still up.
+    for &h in &conns[..5] {
+        assert_eq!(net.a.tcp_state(h), Some(State::Established));
+    }
+}
+
+#[test]
+fn time_wait_goes_first_and_frees_its_slot_at_once() {
+    let mut net = Net::new(|b| b.limits.tcp_source_share_pct = 100);
+    // Twenty connections that B closes first: B holds them in TIME-WAIT (60 s).
+    let first = net.attack(20);
+    for &h in &net.held.clone() {
+        net.b.close(net.now, h).expect("close");
+    }
+    net.held.clear();
+    net.advance(10 * MS);
+    for &h in &first {
+        net.a.close(net.now, h).expect("close");
+    }
+    net.advance(10 * MS);
+    assert_eq!(net.b.tcp_connection_count(), 20, "B's TIME-WAITs");
+    // Then the rest of the table: past the high-water mark, every new SYN releases
+    // TIME-WAITs (at any age) before anything else, so the table never fills.
+    net.attack(TABLE - 1 - 20);
+    let tw = net.b.counters().tcp_reclaimed_time_wait;
+    assert!(tw >= 1);
+    net.advance(2 * S);
+    // A pushes past the mark again: TIME-WAIT goes again, not the idle unused connections
+    // (reclaimable too by now).
+    net.attack(4);
+    // C is served on its first SYN.
+    net.second_source_is_served(50 * MS);
+    let b = net.b.counters();
+    assert!(b.tcp_reclaimed_time_wait > tw, "{b:?}");
+    assert_eq!(b.tcp_reclaimed_unused, 0, "{b:?}");
+    assert_eq!(b.tcp_conn_table_full, 0, "{b:?}");
+    assert_eq!(
+        net.a.counters().tcp_connections_closed,
+        20,
+        "no RST for A's live ones"
+    );
+}
