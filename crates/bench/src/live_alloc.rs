@@ -102,4 +102,3 @@ pub fn heap() -> Heap {
         class_blocks: core::array::from_fn(|k| CLASS_BLOCKS[k].load(Ordering::Relaxed)),
     }
 }
-
