@@ -62,6 +62,7 @@ pub mod config;
 pub mod counters;
 mod egress;
 mod icmp;
+mod index_set;
 mod ip_in;
 pub mod neighbor;
 pub mod reasm;
@@ -71,6 +72,7 @@ mod stack;
 mod tcp_api;
 mod tcp_input;
 pub mod tcp_sockets;
+mod timer_wheel;
 mod udp;
 
 /// Marks the branch that calls it as unlikely (stable Rust has no `likely`/`unlikely`): the

@@ -413,7 +413,7 @@ impl TcpCx<'_> {
         let key = c.key;
         c.in_table = false;
         self.tcp_rearm(i);
-        self.tcp.dirty.remove(&i);
+        self.tcp.dirty.remove(i);
         // The table keeps the key, now naming the marker that takes the slot.
         let expires_ns = now.saturating_add(self.cfg.limits.tcp_moved_marker_ns);
         let marker = TcpState::Moved(MovedMarker {
@@ -425,7 +425,7 @@ impl TcpCx<'_> {
             self.tcp.counters_released.add(c.engine_counters());
         }
         self.tcp.moved += 1;
-        self.tcp.timers.insert((expires_ns, i));
+        self.tcp.timers.insert(i, expires_ns);
         self.tcp.counters.tcp_connections_exported += 1;
         Ok((key.tuple, snapshot))
     }
@@ -461,9 +461,9 @@ impl TcpCx<'_> {
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {
             Some(mi) => {
-                let m = self.moved_mut(mi).ok_or(SocketError::InvalidState)?;
-                let expires_ns = m.expires_ns;
-                self.tcp.timers.remove(&(expires_ns, mi));
+                // The slot must still hold the marker; its expiry leaves the wheel.
+                self.moved_mut(mi).ok_or(SocketError::InvalidState)?;
+                self.tcp.timers.remove(mi);
                 self.tcp.moved -= 1;
                 self.sockets
                     .reuse(mi, socket)
