@@ -63,13 +63,23 @@ pub fn sum(data: &[u8]) -> u16 {
     for word in &mut words {
         (acc, carry) = carrying_add(acc, ne64(word), carry);
     }
-    let rest = words.remainder();
-    let mut last = [0u8; 8];
-    if let Some(dst) = last.get_mut(..rest.len()) {
-        dst.copy_from_slice(rest);
-    }
-    (acc, carry) = carrying_add(acc, u64::from_ne_bytes(last), carry);
+    (acc, carry) = carrying_add(acc, tail_ne64(words.remainder()), carry);
     u16::from_be(fold(add64(acc, u64::from(carry))))
+}
+
+/// The last 0..=7 bytes as one native-order word, zero-padded after them. Built from
+/// fixed-size moves (4, 2, 1 bytes): a variable-length `copy_from_slice` would call `memcpy`.
+#[inline(always)]
+fn tail_ne64(rest: &[u8]) -> u64 {
+    let mut last = [0u8; 8];
+    let mut at = 0;
+    for width in [4usize, 2, 1] {
+        if let (Some(dst), Some(src)) = (last.get_mut(at..at + width), rest.get(at..at + width)) {
+            dst.copy_from_slice(src);
+            at += width;
+        }
+    }
+    u64::from_ne_bytes(last)
 }
 
 /// A native-order 64-bit word from exactly 8 bytes.
