@@ -85,24 +85,34 @@ impl IndexSet {
 
     /// Adds `i`; false if it was there.
     pub(crate) fn insert(&mut self, i: usize) -> bool {
-        self.reserve_index(i);
-        let mut pos = i;
-        for (l, v) in self.levels.iter_mut().enumerate() {
-            let Some(w) = v.get_mut(pos / 64) else {
-                break;
-            };
-            let was = *w;
-            *w |= 1 << (pos % 64);
-            if l == 0 {
-                if was == *w {
-                    return false;
+        let bit = 1u64 << (i % 64);
+        if self.levels.first().is_none_or(|v| v.len() <= i / 64) {
+            self.reserve_index(i);
+        }
+        let Some(word) = self.levels.first_mut().and_then(|v| v.get_mut(i / 64)) else {
+            return false;
+        };
+        let was = *word;
+        if was & bit != 0 {
+            return false;
+        }
+        *word = was | bit;
+        self.len += 1;
+        if was == 0 {
+            // The word became non-zero: mark it in the levels above, up to the first word
+            // that already had a bit.
+            let mut pos = i / 64;
+            for v in self.levels.iter_mut().skip(1) {
+                let Some(w) = v.get_mut(pos / 64) else {
+                    break;
+                };
+                let was = *w;
+                *w |= 1 << (pos % 64);
+                if was != 0 {
+                    break;
                 }
-                self.len += 1;
+                pos /= 64;
             }
-            if was != 0 {
-                break;
-            }
-            pos /= 64;
         }
         true
     }
@@ -129,6 +139,9 @@ impl IndexSet {
 
     /// The smallest index `≥ from` in the set.
     pub(crate) fn next_from(&self, from: usize) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
         let mut level = 0;
         let mut pos = from;
         loop {

@@ -85,6 +85,8 @@ pub(crate) struct TimerWheel {
     buckets: Vec<Bucket>,
     /// Bit `s` of word `k`: bucket `k·64 + s` is non-empty.
     occupied: [u64; LEVELS],
+    /// Bit `k`: `occupied[k] != 0` (so the first bucket is two `trailing_zeros` away).
+    levels_occupied: u16,
     len: usize,
     /// Reused by sorting and cascading (empty between calls).
     scratch: Vec<u32>,
@@ -113,6 +115,7 @@ impl TimerWheel {
             nodes: Vec::new(),
             buckets: vec![EMPTY_BUCKET; BUCKETS],
             occupied: [0; LEVELS],
+            levels_occupied: 0,
             len: 0,
             scratch: Vec::new(),
         }
@@ -147,7 +150,9 @@ impl TimerWheel {
         if i == NIL {
             return;
         }
-        self.remove(slot);
+        if self.unlink(slot) {
+            self.len -= 1;
+        }
         if self.nodes.len() <= slot {
             self.nodes.resize(slot + 1, FREE_NODE);
         }
@@ -158,6 +163,8 @@ impl TimerWheel {
         let first = self.first_bucket();
         self.link(i, b, first == Some(b));
         self.len += 1;
+        // Unlinking the old entry may have emptied the first bucket.
+        self.sort_first();
     }
 
     /// Cancels `slot`'s deadline; false when it had none.
@@ -217,11 +224,12 @@ impl TimerWheel {
         {
             return Some(PAST);
         }
-        self.occupied
-            .iter()
-            .enumerate()
-            .find(|(_, w)| **w != 0)
-            .map(|(k, w)| (k * SLOTS + w.trailing_zeros() as usize) as u16)
+        if self.levels_occupied == 0 {
+            return None;
+        }
+        let k = self.levels_occupied.trailing_zeros() as usize;
+        let w = self.occupied.get(k)?;
+        Some((k * SLOTS + w.trailing_zeros() as usize) as u16)
     }
 
     fn set_occupied(&mut self, b: u16, on: bool) {
@@ -231,6 +239,11 @@ impl TimerWheel {
                 *w |= 1 << s;
             } else {
                 *w &= !(1 << s);
+            }
+            if *w == 0 {
+                self.levels_occupied &= !(1 << k);
+            } else {
+                self.levels_occupied |= 1 << k;
             }
         }
     }
