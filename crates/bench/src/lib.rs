@@ -31,6 +31,7 @@ pub mod frame;
 pub mod idle;
 pub mod moves;
 pub mod pattern;
+pub mod scale;
 pub mod shard_bulk;
 pub mod short;
 pub mod tcb;

@@ -195,10 +195,9 @@ impl Stack {
         }
         let (tuple, snapshot) = cx.export_slot(now, i)?;
         let m = cx.moved_mut(i).ok_or(SocketError::InvalidState)?;
-        let expires_ns = m.expires_ns;
         m.expires_ns = u64::MAX;
         m.bypass = Some(Box::new(Bypass::new(&snapshot)));
-        cx.tcp.timers.remove(&(expires_ns, i));
+        cx.tcp.timers.remove(i);
         cx.tcp.counters.tcp_offloaded += 1;
         Ok((tuple, snapshot))
     }

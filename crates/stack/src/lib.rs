@@ -63,6 +63,7 @@ pub mod config;
 pub mod counters;
 mod egress;
 mod icmp;
+mod index_set;
 mod ip_in;
 pub mod neighbor;
 pub mod overload;
@@ -74,6 +75,7 @@ mod tcp_api;
 mod tcp_input;
 mod tcp_move;
 pub mod tcp_sockets;
+mod timer_wheel;
 mod udp;
 
 /// Marks the branch that calls it as unlikely (stable Rust has no `likely`/`unlikely`): the

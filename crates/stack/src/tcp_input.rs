@@ -184,7 +184,10 @@ impl TcpCx<'_> {
             return;
         };
         let (key, expires_ns) = (m.key, m.expires_ns);
-        self.tcp.timers.remove(&(expires_ns, i));
+        // The wheel holds the marker's expiry until it pops it (`tcp_handle_timeout` then
+        // drops the marker at once).
+        debug_assert!(self.tcp.timers.get(i).is_none_or(|t| t == expires_ns));
+        self.tcp.timers.remove(i);
         self.tcp.conns.remove(&key);
         self.tcp.moved -= 1;
         self.free_slot(i);
@@ -338,11 +341,11 @@ impl TcpCx<'_> {
         if old == want {
             return;
         }
-        if let Some(t) = old {
-            self.tcp.timers.remove(&(t, i));
-        }
-        if let Some(t) = want {
-            self.tcp.timers.insert((t, i));
+        match want {
+            Some(t) => self.tcp.timers.insert(i, t),
+            None => {
+                self.tcp.timers.remove(i);
+            }
         }
     }
 
@@ -446,10 +449,8 @@ impl TcpCx<'_> {
             let next = self
                 .tcp
                 .dirty
-                .range(self.tcp.flush_cursor..)
-                .next()
-                .or_else(|| self.tcp.dirty.first())
-                .copied();
+                .next_from(self.tcp.flush_cursor)
+                .or_else(|| self.tcp.dirty.first());
             let Some(i) = next else {
                 break;
             };
@@ -509,7 +510,7 @@ impl TcpCx<'_> {
             );
         }
         if drained {
-            self.tcp.dirty.remove(&i);
+            self.tcp.dirty.remove(i);
             self.tcp_after_output(i);
         }
         drained
@@ -549,13 +550,15 @@ impl TcpCx<'_> {
         // first so a connection whose deadline does not move cannot loop here.
         let mut due = std::mem::take(&mut self.tcp.due_scratch);
         due.clear();
-        due.extend(
-            self.tcp
-                .timers
-                .iter()
-                .take_while(|&&(t, _)| t <= now)
-                .map(|&(_, i)| i),
-        );
+        self.tcp.timers.pop_due(now, &mut due);
+        // Popped entries left the wheel: `armed_ns` must say so, so the re-arm after the
+        // engine ran puts back whatever deadline it still has (one that did not move fires
+        // at the next call, as before).
+        for &i in &due {
+            if let Some(c) = self.conn_mut(i) {
+                c.armed_ns = None;
+            }
+        }
         for &i in &due {
             if self.moved_mut(i).is_some() {
                 self.tcp_drop_marker(i);

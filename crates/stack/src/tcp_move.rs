@@ -215,7 +215,7 @@ impl Stack {
         let i = h.index as usize;
         cx.tcp.conns.insert(key, i);
         cx.tcp.moved += 1;
-        cx.tcp.timers.insert((expires_ns, i));
+        cx.tcp.timers.insert(i, expires_ns);
         cx.tcp.counters.tcp_forward_markers_set += 1;
         Ok(())
     }
@@ -316,7 +316,7 @@ impl TcpCx<'_> {
             }
         }
         self.tcp_rearm(i);
-        self.tcp.dirty.remove(&i);
+        self.tcp.dirty.remove(i);
         // The table keeps the key, now naming the marker that takes the slot.
         let expires_ns = now.saturating_add(self.cfg.limits.tcp_moved_marker_ns);
         let marker = TcpState::Moved(MovedMarker {
@@ -330,7 +330,7 @@ impl TcpCx<'_> {
             self.tcp.forget_source(&c);
         }
         self.tcp.moved += 1;
-        self.tcp.timers.insert((expires_ns, i));
+        self.tcp.timers.insert(i, expires_ns);
         self.tcp.counters.tcp_connections_exported += 1;
         Ok((key.tuple, snapshot))
     }
@@ -385,9 +385,9 @@ impl TcpCx<'_> {
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {
             Some(mi) => {
-                let m = self.moved_mut(mi).ok_or(SocketError::InvalidState)?;
-                let expires_ns = m.expires_ns;
-                self.tcp.timers.remove(&(expires_ns, mi));
+                // The slot must still hold the marker; its expiry leaves the wheel.
+                self.moved_mut(mi).ok_or(SocketError::InvalidState)?;
+                self.tcp.timers.remove(mi);
                 self.tcp.moved -= 1;
                 self.sockets
                     .reuse(mi, socket)

@@ -22,7 +22,7 @@
 
 use core::hash::{BuildHasherDefault, Hash, Hasher};
 use core::net::{IpAddr, SocketAddr};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use tcp::isn::{Endpoint, IsnGenerator, SynCookies};
@@ -32,8 +32,10 @@ use wire::{SeqNumber, TcpRepr};
 
 use crate::config::StackConfig;
 use crate::counters::Counters;
+use crate::index_set::IndexSet;
 use crate::socket::{Readiness, SocketError, SocketHandle};
 use crate::sockets::{PortKind, Socket, Sockets, overlaps};
+use crate::timer_wheel::TimerWheel;
 
 /// A connection's addresses, as seen from this host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -231,13 +233,16 @@ impl TcpState {
 /// Listeners and the connection table.
 pub(crate) struct TcpTable {
     pub(crate) conns: HashMap<FlowKey, usize, BuildHasherDefault<FlowHasher>>,
-    /// Connections that may have output, by slot index (ordered: deterministic output).
-    pub(crate) dirty: BTreeSet<usize>,
+    /// Connections that may have output, by slot index (ordered: deterministic output; a
+    /// bitmap, O(1) insert and remove per segment).
+    pub(crate) dirty: IndexSet,
     /// Where the next flush starts (round-robin over `dirty`).
     pub(crate) flush_cursor: usize,
-    /// (deadline, slot) of every connection with a timer: `poll_timeout` is the first entry.
-    /// Invariant: holds `(t, i)` iff connection `i` has `armed_ns == Some(t)`.
-    pub(crate) timers: BTreeSet<(u64, usize)>,
+    /// (deadline, slot) of every connection with a timer and every moved marker: a timing
+    /// wheel with exact deadlines, whose first entry is `poll_timeout`. Invariant: holds
+    /// `(t, i)` for a connection `i` iff it has `armed_ns == Some(t)` (`tcp_handle_timeout`
+    /// clears `armed_ns` of what it pops), and `(expires_ns, i)` for each moved marker.
+    pub(crate) timers: TimerWheel,
     /// Reused by `tcp_handle_timeout` for the slots due at one instant (empty between calls),
     /// so firing timers allocates nothing once it has grown.
     pub(crate) due_scratch: Vec<usize>,
@@ -282,7 +287,7 @@ impl core::fmt::Debug for TcpTable {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("TcpTable")
             .field("connections", &self.conns.len())
-            .field("dirty", &self.dirty)
+            .field("dirty", &self.dirty.len())
             .field("timers", &self.timers.len())
             .finish_non_exhaustive()
     }
@@ -293,9 +298,9 @@ impl TcpTable {
         let secret = cfg.secret;
         TcpTable {
             conns: HashMap::default(),
-            dirty: BTreeSet::new(),
+            dirty: IndexSet::new(),
             flush_cursor: 0,
-            timers: BTreeSet::new(),
+            timers: TimerWheel::new(),
             due_scratch: Vec::new(),
             isn: IsnGenerator::new(secret),
             // A different key from the ISN generator's (RFC 4987 §3.6 cookies must not let a
@@ -627,7 +632,7 @@ impl TcpTable {
     }
 
     pub(crate) fn tcp_poll_timeout(&self) -> Option<u64> {
-        self.timers.first().map(|&(t, _)| t)
+        self.timers.peek().map(|(t, _)| t)
     }
 
     /// The engine counters of every connection this stack has held (see

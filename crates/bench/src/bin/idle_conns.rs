@@ -10,103 +10,16 @@
 //! Why an allocator and not only /proc: RSS moves in pages, includes freed-but-cached memory
 //! and cannot tell the client stack from the server stack; counting allocations is exact and
 //! attributes bytes by dropping one stack at a time.
-// A measurement harness: the counting allocator must implement `GlobalAlloc`, an unsafe trait.
-// This binary is the only place in the workspace that allows unsafe code; it forwards every
-// call unchanged to `System` and only adds atomic counters.
-#![allow(unsafe_code)]
+// The counting allocator (an unsafe trait impl) is `src/live_alloc.rs`, which allows unsafe
+// code for itself alone.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bench::idle::IdleWorld;
 
-struct Counting;
-
-static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
-static LIVE_BLOCKS: AtomicUsize = AtomicUsize::new(0);
-/// Live bytes by size class: class `k` holds blocks of 2^(k−1) < size ≤ 2^k bytes.
-static CLASS_BYTES: [AtomicUsize; CLASSES] = [const { AtomicUsize::new(0) }; CLASSES];
-/// Live blocks by size class.
-static CLASS_BLOCKS: [AtomicUsize; CLASSES] = [const { AtomicUsize::new(0) }; CLASSES];
-const CLASSES: usize = 65;
-
-fn class(size: usize) -> usize {
-    (usize::BITS - size.saturating_sub(1).leading_zeros()) as usize
-}
-
-fn count_alloc(size: usize) {
-    LIVE_BYTES.fetch_add(size, Ordering::Relaxed);
-    LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
-    if let (Some(b), Some(n)) = (CLASS_BYTES.get(class(size)), CLASS_BLOCKS.get(class(size))) {
-        b.fetch_add(size, Ordering::Relaxed);
-        n.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-fn count_free(size: usize) {
-    LIVE_BYTES.fetch_sub(size, Ordering::Relaxed);
-    LIVE_BLOCKS.fetch_sub(1, Ordering::Relaxed);
-    if let (Some(b), Some(n)) = (CLASS_BYTES.get(class(size)), CLASS_BLOCKS.get(class(size))) {
-        b.fetch_sub(size, Ordering::Relaxed);
-        n.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so
-// `System`'s guarantees carry over; the counters never influence what is returned.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged (the caller upholds `alloc`'s contract).
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            count_alloc(layout.size());
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            count_alloc(layout.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged (`ptr` came from this allocator with `layout`).
-        unsafe { System.dealloc(ptr, layout) };
-        count_free(layout.size());
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded unchanged.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            count_free(layout.size());
-            count_alloc(new_size);
-        }
-        p
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
-
-#[derive(Debug, Clone, Copy)]
-struct Heap {
-    bytes: usize,
-    blocks: usize,
-    class_bytes: [usize; CLASSES],
-    class_blocks: [usize; CLASSES],
-}
-
-fn heap() -> Heap {
-    Heap {
-        bytes: LIVE_BYTES.load(Ordering::Relaxed),
-        blocks: LIVE_BLOCKS.load(Ordering::Relaxed),
-        class_bytes: core::array::from_fn(|k| CLASS_BYTES[k].load(Ordering::Relaxed)),
-        class_blocks: core::array::from_fn(|k| CLASS_BLOCKS[k].load(Ordering::Relaxed)),
-    }
-}
+#[path = "../live_alloc.rs"]
+mod live_alloc;
+use live_alloc::{CLASSES, Heap, heap};
 
 /// What dropping something freed, by block size class (`before` − `after`), for classes
 /// holding at least 0.1 % of the freed bytes.
