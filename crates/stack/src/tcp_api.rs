@@ -166,6 +166,46 @@ impl Stack {
         tcp.tcp_send_buffer_bytes(sockets, h)
     }
 
+    /// A connection as Linux's `getsockopt(TCP_INFO)` reports it at `now` (see
+    /// [`tcp::TcpInfo`] for the fields, their units and which are unknown when).
+    /// `WrongSocketType` for listeners and UDP sockets.
+    pub fn tcp_info(&self, now: u64, h: SocketHandle) -> Result<tcp::TcpInfo, SocketError> {
+        let (tcp, sockets) = self.tcp_view();
+        Ok(tcp.conn_ref(sockets, h)?.tcp_info(now))
+    }
+
+    /// Bytes ready to be read now (Linux `ioctl(SIOCINQ)` / `FIONREAD`).
+    pub fn tcp_recv_queue_bytes(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        let (tcp, sockets) = self.tcp_view();
+        Ok(tcp.conn_ref(sockets, h)?.recv_queue_bytes())
+    }
+
+    /// Bytes written and not yet acknowledged by the peer, sent or not (Linux
+    /// `ioctl(SIOCOUTQ)`).
+    pub fn tcp_send_queue_bytes(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        let (tcp, sockets) = self.tcp_view();
+        Ok(tcp.conn_ref(sockets, h)?.send_queue_bytes())
+    }
+
+    /// Bytes written and not sent yet (Linux `ioctl(SIOCOUTQNSD)`, `tcpi_notsent_bytes`).
+    pub fn tcp_unsent_bytes(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        let (tcp, sockets) = self.tcp_view();
+        Ok(tcp.conn_ref(sockets, h)?.tcp_info(0).notsent_bytes as usize)
+    }
+
+    /// Copies received bytes without consuming them (`recv(MSG_PEEK)`): the window and the
+    /// ACKs are untouched. `WouldBlock` when none are ready, `Finished` after the peer's FIN
+    /// once everything before it has been read.
+    pub fn tcp_peek(&self, h: SocketHandle, out: &mut [u8]) -> Result<usize, SocketError> {
+        let (tcp, sockets) = self.tcp_view();
+        let c = tcp.conn_ref(sockets, h)?;
+        let n = c.peek(out);
+        if n > 0 || out.is_empty() {
+            return Ok(n);
+        }
+        Err(c.recv_end().map_or(SocketError::WouldBlock, map_tcp_error))
+    }
+
     /// Level-triggered readiness of a TCP socket now, as `poll(2)` would report it (events
     /// from [`Stack::poll_event`] are its edges): a listener is `READABLE` while an
     /// established connection waits to be accepted; a connection is `READABLE` while data is

@@ -790,3 +790,31 @@ fn small_transmit_queue_is_shared_round_robin_without_drops() {
     assert_eq!((g1.len(), g2.len()), (30_000, 30_000));
     assert_eq!(p.a.counters().tx_drop_queue_full, 0);
 }
+
+#[test]
+fn tcp_info_queue_sizes_and_peek_report_without_consuming() {
+    // Linux TCP_INFO, SIOCINQ, SIOCOUTQ and MSG_PEEK: read-only views of a connection.
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    let info = p.a.tcp_info(p.now, c).expect("tcp_info");
+    assert_eq!(info.state, 1, "TCP_ESTABLISHED");
+    assert_eq!(p.b.tcp_info(p.now, l), Err(SocketError::WrongSocketType));
+    let mut buf = [0u8; 8];
+    assert_eq!(p.b.tcp_peek(s, &mut buf), Err(SocketError::WouldBlock));
+    assert_eq!(p.a.tcp_send(c, b"hello"), Ok(5));
+    assert_eq!(p.a.tcp_send_queue_bytes(c), Ok(5));
+    p.exchange();
+    assert_eq!(p.b.tcp_recv_queue_bytes(s), Ok(5));
+    // The delayed ACK (40 ms by default at most) empties A's queue.
+    p.advance(500_000_000);
+    assert_eq!(p.a.tcp_send_queue_bytes(c), Ok(0), "acknowledged");
+    assert_eq!(p.b.tcp_peek(s, &mut buf), Ok(5));
+    assert_eq!(&buf[..5], b"hello");
+    assert_eq!(p.b.tcp_recv_queue_bytes(s), Ok(5), "peek consumed nothing");
+    assert_eq!(p.b.tcp_info(p.now, s).map(|i| i.bytes_received), Ok(5));
+    assert_eq!(p.b.tcp_recv(s, &mut buf), Ok(5));
+    assert_eq!(p.b.tcp_recv_queue_bytes(s), Ok(0));
+}

@@ -30,6 +30,7 @@ use crate::rtt::RttEstimator;
 
 mod counters;
 mod diag;
+mod info;
 mod input;
 mod output;
 mod tcb;
@@ -38,6 +39,7 @@ mod tests;
 mod timers;
 
 pub use counters::Counters;
+pub use info::{CaState, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt};
 
 pub use tcb::{AppFlags, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps};
 pub(crate) use tcb::{Output, rebase_instant};
@@ -837,6 +839,20 @@ impl Connection {
     /// Copies in-order received bytes without consuming them.
     pub fn peek(&self, out: &mut [u8]) -> usize {
         self.recv_buf.read_at(0, out)
+    }
+
+    /// What [`Connection::recv`] reports once nothing is queued: `None` while more data may
+    /// come, else the error (`Finished` after the peer's FIN, the close reason once closed).
+    pub fn recv_end(&self) -> Option<Error> {
+        if self.app.app_closed {
+            Some(Error::InvalidState)
+        } else if self.app.fin_received {
+            Some(Error::Finished)
+        } else if self.state == State::Closed {
+            Some(self.closed_error())
+        } else {
+            None
+        }
     }
 
     fn closed_error(&self) -> Error {
