@@ -73,6 +73,7 @@ pub mod inventory;
 pub mod matcher;
 pub mod parse;
 pub mod print;
+pub mod pycode;
 pub mod time;
 
 pub use ast::{Action, Direction, Event, EventTime, Script, TcpLine, TcpOption, TcpOptionsSpec};

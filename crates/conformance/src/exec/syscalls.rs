@@ -41,6 +41,7 @@ impl Exec {
         }
         let fd = self.new_fd(call);
         self.fds.insert(fd, Fd::new(FdKind::Fresh));
+        self.under_test = Some(fd);
         Ok(Ok(fd))
     }
 
@@ -137,6 +138,7 @@ impl Exec {
                     Ok((h, _peer)) => {
                         let n = self.new_fd(call);
                         self.fds.insert(n, Fd::new(FdKind::Conn(h)));
+                        self.under_test = Some(n);
                         Ok(Attempt::Done(Ok(n)))
                     }
                     Err(SocketError::WouldBlock) => blocked,
