@@ -166,6 +166,22 @@ impl Stack {
         tcp.tcp_send_buffer_bytes(sockets, h)
     }
 
+    /// Turns keepalive on a connection on with `keepalive`'s timing, or off (`None`); the
+    /// idle time restarts at `now` (Linux `SO_KEEPALIVE` with `TCP_KEEPIDLE`,
+    /// `TCP_KEEPINTVL`, `TCP_KEEPCNT`). On a listener, use [`SocketOption::KeepaliveIdleNs`].
+    pub fn tcp_set_keepalive(
+        &mut self,
+        now: u64,
+        h: SocketHandle,
+        keepalive: Option<tcp::KeepaliveConfig>,
+    ) -> Result<(), SocketError> {
+        let mut cx = self.tcp_cx();
+        let (i, c) = cx.conn_for(h)?;
+        c.conn.set_keepalive(now, keepalive);
+        cx.tcp.dirty.insert(i);
+        Ok(())
+    }
+
     /// A connection as Linux's `getsockopt(TCP_INFO)` reports it at `now` (see
     /// [`tcp::TcpInfo`] for the fields, their units and which are unknown when).
     /// `WrongSocketType` for listeners and UDP sockets.
@@ -522,6 +538,11 @@ impl TcpCx<'_> {
             }
             (TcpState::Conn(c), SocketOption::NoDelay(v)) => {
                 c.conn.set_nodelay(v);
+                self.tcp.dirty.insert(i);
+                Ok(())
+            }
+            (TcpState::Conn(c), SocketOption::UserTimeoutNs(v)) => {
+                c.conn.set_user_timeout(v);
                 self.tcp.dirty.insert(i);
                 Ok(())
             }

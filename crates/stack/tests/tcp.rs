@@ -818,3 +818,30 @@ fn tcp_info_queue_sizes_and_peek_report_without_consuming() {
     assert_eq!(p.b.tcp_recv(s, &mut buf), Ok(5));
     assert_eq!(p.b.tcp_recv_queue_bytes(s), Ok(0));
 }
+
+#[test]
+fn keepalive_and_user_timeout_apply_to_live_connections() {
+    // Linux SO_KEEPALIVE/TCP_KEEPIDLE/... and TCP_USER_TIMEOUT on an accepted socket.
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    assert_eq!(
+        p.b.set_option(s, SocketOption::UserTimeoutNs(Some(3_000_000_000))),
+        Ok(())
+    );
+    let ka = tcp::KeepaliveConfig {
+        idle_ns: 1_000_000_000,
+        interval_ns: 1_000_000_000,
+        probes_max: 2,
+    };
+    assert_eq!(p.a.tcp_set_keepalive(p.now, c, Some(ka)), Ok(()));
+    assert_eq!(
+        p.b.tcp_set_keepalive(p.now, l, Some(ka)),
+        Err(SocketError::WrongSocketType)
+    );
+    p.advance(1_500_000_000);
+    assert_eq!(p.a.tcp_counters().keepalive_probes_sent, 1);
+    assert_eq!(p.a.tcp_state(c), Some(tcp::State::Established));
+}

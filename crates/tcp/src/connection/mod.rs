@@ -33,6 +33,7 @@ mod diag;
 mod info;
 mod input;
 mod output;
+mod sockopt;
 mod tcb;
 #[cfg(test)]
 mod tests;
