@@ -49,6 +49,8 @@ mod code;
 mod corpus;
 mod epoll;
 mod packets;
+mod shell;
+mod sockopt;
 mod syscalls;
 
 pub use corpus::{Tally, expected_passing, run_file, script_files};
@@ -435,8 +437,9 @@ struct Fd {
     nodelay: Option<bool>,
     /// `TCP_MAXSEG` set before the socket had a stack handle.
     maxseg: Option<u16>,
-    /// Bytes taken from the stack to answer `SIOCINQ`, served to the next reads.
-    rx: Vec<u8>,
+    /// `SO_KEEPALIVE` and the `TCP_KEEP*` timing, applied together (Linux keeps the timing
+    /// while keepalive is off).
+    keepalive: KeepaliveOpt,
     /// `shutdown(SHUT_RD)` was called: a read with nothing queued returns 0.
     rd_shut: bool,
 }
@@ -448,10 +451,18 @@ impl Fd {
             nonblocking: false,
             nodelay: None,
             maxseg: None,
-            rx: Vec::new(),
+            keepalive: KeepaliveOpt::default(),
             rd_shut: false,
         }
     }
+}
+
+/// A socket's keepalive setting: on or off, and the timing (Linux's defaults until set:
+/// 7200 s idle, 75 s between probes, 9 probes).
+#[derive(Debug, Default)]
+struct KeepaliveOpt {
+    on: bool,
+    cfg: tcp::KeepaliveConfig,
 }
 
 /// A call on a blocking socket that could not complete yet.
@@ -472,9 +483,11 @@ enum PendingOp {
     Connect {
         fd: i64,
     },
+    /// `peek`: `MSG_PEEK` (the bytes stay queued).
     Read {
         fd: i64,
         len: usize,
+        peek: bool,
     },
     /// `more`: `MSG_MORE` (the tail waits for a later send).
     Write {
@@ -674,72 +687,6 @@ impl Exec {
         }
     }
 
-    /// A shell line is not run, but the Linux settings it changes with `set_sysctls.py
-    /// /proc/sys/net/ipv4/NAME=VALUE` or `sysctl net.ipv4.NAME=VALUE` are applied to the
-    /// stack's configuration when they have a counterpart (timestamps, send buffer); the
-    /// TSO and pacing knobs have no effect on a stack without TSO or pacing; any other
-    /// setting skips the script.
-    fn apply_sysctls(&mut self, text: &str) -> Result<(), Stop> {
-        let mut cfg = self.tcp_cfg;
-        let mut changed = false;
-        let words: Vec<&str> = text.split_whitespace().collect();
-        let mut i = 0;
-        while let Some(w) = words.get(i) {
-            i += 1;
-            let w = w.trim_matches('`');
-            let Some(setting) = w
-                .strip_prefix("/proc/sys/net/ipv4/")
-                .or_else(|| w.strip_prefix("net.ipv4."))
-                .or_else(|| w.strip_prefix("net/ipv4/"))
-            else {
-                continue;
-            };
-            let Some((name, value)) = setting.split_once('=') else {
-                continue;
-            };
-            let mut value = value.trim_matches('"').to_string();
-            // `tcp_wmem="4096 50000 4194304"` was split at its spaces.
-            if setting.contains("=\"") {
-                while let Some(next) = words.get(i) {
-                    i += 1;
-                    value.push(' ');
-                    value.push_str(next.trim_matches('"'));
-                    if next.ends_with('"') {
-                        break;
-                    }
-                }
-            }
-            match name {
-                "tcp_timestamps" => {
-                    cfg.timestamps = value != "0";
-                    changed = true;
-                }
-                "tcp_wmem" => {
-                    let default = value.split_whitespace().nth(1).and_then(|v| v.parse().ok());
-                    let Some(bytes) = default else {
-                        return skip(format!("sysctl tcp_wmem={value} not understood"));
-                    };
-                    cfg.send_buffer_bytes = bytes;
-                    changed = true;
-                }
-                "tcp_slow_start_after_idle" => {
-                    cfg.restart_after_idle = value != "0";
-                    changed = true;
-                }
-                "tcp_min_tso_segs" | "tcp_tso_win_divisor" | "tcp_pacing_ss_ratio" => {}
-                other => return skip(format!("sysctl {other}={value} has no stack setting")),
-            }
-        }
-        if changed {
-            if !self.fds.is_empty() {
-                return skip("sysctl change after sockets were opened");
-            }
-            self.tcp_cfg = cfg;
-            self.stack = new_stack(cfg, self.addrs);
-        }
-        Ok(())
-    }
-
     /// Runs the stack up to the time an inbound packet or call happens and returns that time
     /// (µs). What the stack sent meanwhile stays queued for the next outbound line, which
     /// checks each segment's send time against its own window: packetdrill reads the stack's
@@ -873,6 +820,7 @@ impl Exec {
             SyscallKind::Connect => self.sys_connect(pos, call, window)?,
             SyscallKind::Read | SyscallKind::Recv => self.sys_read(pos, call, window, kind)?,
             SyscallKind::Write | SyscallKind::Send => self.sys_write(pos, call, window, kind)?,
+            SyscallKind::Sendto => self.sys_sendto(pos, call, window)?,
             SyscallKind::Sendmsg => self.sys_sendmsg(pos, call, window)?,
             SyscallKind::Close => Some(self.sys_close(pos, call)?),
             SyscallKind::Shutdown => Some(self.sys_shutdown(pos, call)?),

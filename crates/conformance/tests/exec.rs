@@ -561,3 +561,54 @@ fn sendmsg_with_msg_zerocopy_and_empty_iovecs_sends_the_same_bytes() {
     let report = run_text(&script, &Profile::linux_compat());
     assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
 }
+
+#[test]
+fn fcntl_getfl_ioctl_queues_peek_so_error_and_sendto_go_through_the_stack() {
+    let script = format!(
+        "{HANDSHAKE}\
++0 fcntl(4, F_GETFL) = 0x2 (flags O_RDWR)
++0 fcntl(4, F_SETFL, O_RDWR|O_NONBLOCK) = 0
++0 fcntl(4, F_GETFL) = 0x802 (flags O_RDWR|O_NONBLOCK)
++0 getsockopt(4, SOL_SOCKET, SO_ERROR, [0], [4]) = 0
++0 recv(4, ..., 100, MSG_PEEK) = -1 EAGAIN (Resource temporarily unavailable)
++.01 < P. 1:1001(1000) ack 1 win 257
++0 > . 1:1(0) ack 1001
++0 ioctl(4, SIOCINQ, [1000]) = 0
++0 recv(4, ..., 100, MSG_PEEK) = 100
++0 ioctl(4, SIOCINQ, [1000]) = 0
++0 read(4, ..., 2000) = 1000
++0 ioctl(4, SIOCINQ, [0]) = 0
++0 sendto(4, ..., 500, 0, ..., ...) = 500
++0 > P. 1:501(500) ack 1001
++0 ioctl(4, SIOCOUTQ, [500]) = 0
++.01 < . 1001:1001(0) ack 501 win 257
++0 ioctl(4, SIOCOUTQ, [0]) = 0
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+}
+
+#[test]
+fn user_timeout_and_keepalive_options_reach_the_connection() {
+    let script = format!(
+        "{HANDSHAKE}\
++0 setsockopt(4, SOL_TCP, TCP_USER_TIMEOUT, [3000], 4) = 0
++0 setsockopt(4, SOL_TCP, TCP_KEEPIDLE, [1], 4) = 0
++0 setsockopt(4, SOL_SOCKET, SO_KEEPALIVE, [1], 4) = 0
++1 > . 0:0(0) ack 1
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+}
+
+#[test]
+fn shell_commands_that_change_the_host_skip_the_script() {
+    let script = format!("{HANDSHAKE}+0 `tc qdisc replace dev tun0 root pfifo limit 0`\n");
+    let report = run_text(&script, &Profile::linux_compat());
+    let Outcome::Skip { reason } = &report.outcome else {
+        panic!("expected a skip, got {}", report.outcome);
+    };
+    assert!(reason.contains("pfifo limit 0"), "{reason}");
+}

@@ -21,7 +21,10 @@ fn user_timeout_set_on_a_live_connection_abandons_unacknowledged_data() {
     p.run_until(|p| p.a.state() == State::Closed, 5_000 * MS);
     assert_eq!(p.a.close_reason(), Some(CloseReason::TimedOut));
     let waited = p.now - sent_at;
-    assert!((1_000 * MS..1_100 * MS).contains(&waited), "closed after {waited} ns");
+    assert!(
+        (1_000 * MS..1_100 * MS).contains(&waited),
+        "closed after {waited} ns"
+    );
 }
 
 #[test]
@@ -36,7 +39,11 @@ fn keepalive_turned_on_later_probes_after_the_idle_time_and_off_stops_it() {
     p.run_for(1_900 * MS);
     assert_eq!(p.a.counters().keepalive_probes_sent, 0);
     p.run_for(200 * MS);
-    assert_eq!(p.a.counters().keepalive_probes_sent, 1, "one probe at 2 s idle");
+    assert_eq!(
+        p.a.counters().keepalive_probes_sent,
+        1,
+        "one probe at 2 s idle"
+    );
     assert_eq!(p.a.state(), State::Established, "the peer answered");
     p.a.set_keepalive(p.now, None);
     p.run_for(10_000 * MS);
