@@ -601,8 +601,14 @@ fn options_apply_to_listeners_and_nodelay_to_live_connections() {
         p.a.set_option(c, stack::SocketOption::NoDelay(true)),
         Ok(())
     );
+    // The user timeout applies to a live connection too (Linux `TCP_USER_TIMEOUT`); keepalive
+    // on one goes through `tcp_set_keepalive`.
     assert_eq!(
         p.a.set_option(c, stack::SocketOption::UserTimeoutNs(None)),
+        Ok(())
+    );
+    assert_eq!(
+        p.a.set_option(c, stack::SocketOption::KeepaliveIdleNs(Some(S))),
         Err(SocketError::InvalidState)
     );
     // The child inherited the listener's keepalive: the idle connection gets probed (and

@@ -721,6 +721,26 @@ impl Connection {
         }
     }
 
+    /// Data above RCV.NXT arrived: the part of `[left, right)` already held out of order is
+    /// a duplicate, reported in the next ACK's D-SACK block (RFC 2883 §4, the case of its
+    /// example 4.2.2: the block that holds it follows as the second SACK block, being the
+    /// range most recently received). The first held range it overlaps is reported.
+    fn note_ooo_duplicate(&mut self, left: SeqNumber, right: SeqNumber) {
+        let dup = self.ooo.bytes_in(left, right);
+        if dup == 0 {
+            return;
+        }
+        self.counters.rx_duplicate_bytes += u64::from(dup);
+        if let Some(r) = self
+            .ooo
+            .ranges()
+            .iter()
+            .find(|r| r.left.lt(right) && r.right.gt(left))
+        {
+            self.note_dsack(r.left.max(left), r.right.min(right));
+        }
+    }
+
     /// RFC 6675 §4 SetPipe: bytes believed in the network — unSACKed bytes not deemed lost,
     /// plus retransmitted lost bytes.
     ///
@@ -906,6 +926,7 @@ impl Connection {
                 }
             }
         } else if !data.is_empty() {
+            self.note_ooo_duplicate(start, start + data.len() as u32);
             let kept = self.accept_out_of_order(start, data);
             if fin && kept {
                 // RFC 9293 §3.10.7.4 processes segments in sequence order: the FIN is processed
@@ -1038,9 +1059,15 @@ impl Connection {
         }
     }
 
-    /// After the application read data: send a window update if the right edge can move by
-    /// at least min(buffer/2, MSS) (RFC 9293 §3.8.6.2.2) and the window the peer sees has
-    /// become small (< half the buffer), so the peer does not stall.
+    /// After the application read data: send a window update only when the read opens the
+    /// window meaningfully — the window the peer sees is at most half the largest we can
+    /// advertise (`clamp`: the buffer, or 65535 << RCV.WS if smaller), the window we would
+    /// now advertise is at least twice it, and the right edge moves by at least
+    /// min(clamp/2, MSS). The last is RFC 9293 §3.8.6.2.2's receiver SWS avoidance; the
+    /// first two are Linux's `tcp_cleanup_rbuf` rule ("lots" of space freed means at least
+    /// twice). A read that does not pass sends nothing: the next ACK carries the larger
+    /// window, and a duplicate pure ACK with the same acknowledgment number would only look
+    /// like a duplicate ACK to the peer (RFC 5681 §2).
     pub(super) fn maybe_window_update(&mut self) {
         if !matches!(
             self.state,
@@ -1048,11 +1075,16 @@ impl Connection {
         ) {
             return;
         }
-        let buf = self.config.recv_buffer_bytes;
+        let shift = self.opts.rcv_wscale;
+        let clamp = self.config.recv_buffer_bytes.min(0xffff_u32 << shift);
         let current = fwd(self.rcv.nxt, self.rcv.adv);
-        let avail = self.recv_window_avail();
-        let threshold = (buf / 2).min(u32::from(self.config.mss_bytes));
-        if avail.saturating_sub(current) >= threshold && current < buf / 2 {
+        if current > clamp / 2 {
+            return;
+        }
+        // The window `advertise_window` would offer, to its scale granularity.
+        let new = (self.recv_window_avail().min(clamp) >> shift) << shift;
+        let threshold = (clamp / 2).min(u32::from(self.config.mss_bytes));
+        if new >= current.saturating_mul(2) && new.saturating_sub(current) >= threshold {
             self.out.ack_due = AckDue::Now;
         }
     }
