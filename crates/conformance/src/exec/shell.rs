@@ -7,7 +7,8 @@ use super::*;
 impl Exec {
     /// A shell line is not run, but the Linux settings it changes with `set_sysctls.py
     /// /proc/sys/net/ipv4/NAME=VALUE` or `sysctl net.ipv4.NAME=VALUE` are applied to the
-    /// stack's configuration when they have a counterpart (timestamps, send buffer); the
+    /// stack's configuration when they have a counterpart (timestamps, send buffer, congestion
+    /// control `cubic` or `reno`, tail loss probes); the
     /// TSO and pacing knobs have no effect on a stack without TSO or pacing; any other
     /// setting skips the script, as do the commands that change the host around the stack
     /// (a qdisc that drops everything, route settings) or check it (`nstat`).
@@ -70,6 +71,24 @@ impl Exec {
                 }
                 "tcp_slow_start_after_idle" => {
                     cfg.restart_after_idle = value != "0";
+                    changed = true;
+                }
+                "tcp_congestion_control" => {
+                    cfg.congestion_control = match value.as_str() {
+                        "cubic" => tcp::CongestionControl::Cubic,
+                        "reno" => tcp::CongestionControl::NewReno,
+                        other => {
+                            return skip(format!(
+                                "sysctl tcp_congestion_control={other}: the stack has no such \
+                                 congestion control"
+                            ));
+                        }
+                    };
+                    changed = true;
+                }
+                // Linux: 0 turns tail loss probes off, 3 and 4 (the default 3) leave them on.
+                "tcp_early_retrans" if matches!(value.as_str(), "0" | "3" | "4") => {
+                    cfg.tail_loss_probe = value != "0";
                     changed = true;
                 }
                 "tcp_min_tso_segs" | "tcp_tso_win_divisor" | "tcp_pacing_ss_ratio" => {}
