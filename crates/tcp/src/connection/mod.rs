@@ -2,7 +2,8 @@
 //!
 //! This file holds the types, the TCB, construction, getters and application calls; the
 //! TCB's groups and their invariants are in `tcb.rs`, its counters in `counters.rs`; the
-//! protocol work lives in `input.rs` (segment arrival), `timers.rs` and `output.rs`, the way
+//! protocol work lives in `input.rs` (segment arrival), `receive.rs` (its text and FIN, the
+//! receive window), `timers.rs` and `output.rs`, the way
 //! FreeBSD splits `tcp_input.c`, `tcp_timer.c` and `tcp_output.c`.
 //!
 //! Responsibilities:
@@ -33,6 +34,7 @@ mod diag;
 mod info;
 mod input;
 mod output;
+mod receive;
 mod sockopt;
 mod tcb;
 #[cfg(test)]
