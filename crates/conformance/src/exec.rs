@@ -13,11 +13,13 @@
 //! - system calls map to the stack's socket API; the script's `socket()` gets fd 3, later fds
 //!   count up. A call on a blocking socket that cannot complete stays outstanding and is retried
 //!   whenever the stack changes (packets, timers), and its return time is checked then;
-//! - shell lines and `%{ }%` blocks are skipped and counted ([`RunReport::skipped_lines`]);
-//!   the `assert` statements of the `%{ }%` blocks are not evaluated, so a script that reaches
-//!   one ends as [`Outcome::Skip`], never as a pass (counted in
-//!   [`RunReport::assertions_skipped`]); a script that needs something the stack cannot express (an unsupported socket option,
-//!   epoll, `sendmsg`, Fast Open) ends as [`Outcome::Skip`] with the reason.
+//! - shell lines are skipped and counted ([`RunReport::skipped_lines`]) after the sysctls
+//!   they set are applied; a `%{ }%` block is evaluated at its time against the `tcp_info`
+//!   of the socket under test (`exec/code.rs`, [`crate::pycode`]): a false assertion fails
+//!   the script, and a block the evaluator or the stack cannot answer (an unknown
+//!   `tcpi_*` field, unsupported Python) ends it as [`Outcome::Skip`], never as a pass;
+//! - a script that needs something the stack cannot express (an unsupported socket option,
+//!   Fast Open) ends as [`Outcome::Skip`] with the reason.
 
 use crate::ast::{
     Action, Direction, Event, Expr, Pos, Script, SyscallKind, SyscallLine, TcpLine, TcpOption,
@@ -43,9 +45,12 @@ use wire::{
     Ipv6Repr,
 };
 
+mod code;
 mod corpus;
 mod epoll;
 mod packets;
+mod shell;
+mod sockopt;
 mod syscalls;
 
 pub use corpus::{Tally, expected_passing, run_file, script_files};
@@ -342,26 +347,16 @@ pub struct RunReport {
     pub outcome: Outcome,
     /// Shell and `%{ }%` lines skipped (they never count as passed).
     pub skipped_lines: usize,
-    /// `assert` statements of `%{ }%` blocks evaluated (the runner evaluates none yet).
+    /// `assert` statements of `%{ }%` blocks evaluated. Invariant:
+    /// `assertions_passed + assertions_failed == assertions_checked`.
     pub assertions_checked: usize,
-    /// `assert` statements of `%{ }%` blocks reached but not evaluated. A script that would
-    /// otherwise pass with any of these is an [`Outcome::Skip`].
+    /// Of those, the ones that held.
+    pub assertions_passed: usize,
+    /// Of those, the ones that did not (at most one: the first fails the script).
+    pub assertions_failed: usize,
+    /// `assert` statements of a `%{ }%` block reached but not evaluated (the block asked for
+    /// something unsupported, which makes the script an [`Outcome::Skip`]).
     pub assertions_skipped: usize,
-}
-
-/// The `assert` statements in a `%{ }%` block's Python text: each `assert` that starts a line
-/// or follows a `;`.
-pub fn assertions_in(code: &str) -> usize {
-    code.lines()
-        .flat_map(|line| line.split(';'))
-        .filter(|stmt| {
-            let t = stmt.trim_start();
-            t.strip_prefix("assert").is_some_and(|rest| {
-                rest.is_empty()
-                    || !rest.as_bytes()[0].is_ascii_alphanumeric() && rest.as_bytes()[0] != b'_'
-            })
-        })
-        .count()
 }
 
 /// Parses and runs a script's text.
@@ -378,6 +373,8 @@ pub fn run_text(text: &str, profile: &Profile) -> RunReport {
             },
             skipped_lines: 0,
             assertions_checked: 0,
+            assertions_passed: 0,
+            assertions_failed: 0,
             assertions_skipped: 0,
         },
     }
@@ -387,6 +384,8 @@ pub fn run_text(text: &str, profile: &Profile) -> RunReport {
 pub fn run_script(script: &Script, profile: &Profile) -> RunReport {
     let mut exec = Exec::new(script, profile);
     let outcome = match exec.run(script) {
+        // Unreachable while every unevaluated block stops the run; kept so that a future
+        // path that skips a block cannot turn into a hollow pass.
         Ok(()) if exec.assertions_skipped > 0 => Outcome::Skip {
             reason: format!(
                 "{} tcp_info assertions in %{{ }}% blocks not evaluated",
@@ -400,7 +399,9 @@ pub fn run_script(script: &Script, profile: &Profile) -> RunReport {
     RunReport {
         outcome,
         skipped_lines: exec.skipped_lines,
-        assertions_checked: 0,
+        assertions_checked: exec.assertions_checked,
+        assertions_passed: exec.assertions_passed,
+        assertions_failed: exec.assertions_failed,
         assertions_skipped: exec.assertions_skipped,
     }
 }
@@ -436,8 +437,9 @@ struct Fd {
     nodelay: Option<bool>,
     /// `TCP_MAXSEG` set before the socket had a stack handle.
     maxseg: Option<u16>,
-    /// Bytes taken from the stack to answer `SIOCINQ`, served to the next reads.
-    rx: Vec<u8>,
+    /// `SO_KEEPALIVE` and the `TCP_KEEP*` timing, applied together (Linux keeps the timing
+    /// while keepalive is off).
+    keepalive: KeepaliveOpt,
     /// `shutdown(SHUT_RD)` was called: a read with nothing queued returns 0.
     rd_shut: bool,
 }
@@ -449,10 +451,18 @@ impl Fd {
             nonblocking: false,
             nodelay: None,
             maxseg: None,
-            rx: Vec::new(),
+            keepalive: KeepaliveOpt::default(),
             rd_shut: false,
         }
     }
+}
+
+/// A socket's keepalive setting: on or off, and the timing (Linux's defaults until set:
+/// 7200 s idle, 75 s between probes, 9 probes).
+#[derive(Debug, Default)]
+struct KeepaliveOpt {
+    on: bool,
+    cfg: tcp::KeepaliveConfig,
 }
 
 /// A call on a blocking socket that could not complete yet.
@@ -473,9 +483,11 @@ enum PendingOp {
     Connect {
         fd: i64,
     },
+    /// `peek`: `MSG_PEEK` (the bytes stay queued).
     Read {
         fd: i64,
         len: usize,
+        peek: bool,
     },
     /// `more`: `MSG_MORE` (the tail waits for a later send).
     Write {
@@ -511,7 +523,15 @@ struct Exec {
     remote_port: u16,
     pending: Option<Pending>,
     skipped_lines: usize,
+    assertions_checked: usize,
+    assertions_passed: usize,
+    assertions_failed: usize,
     assertions_skipped: usize,
+    /// Variables the script's `%{ }%` blocks assigned (they persist from block to block).
+    env: crate::pycode::Env,
+    /// packetdrill's socket under test: the fd the latest `socket()` or `accept()` returned,
+    /// whose `tcp_info` the `%{ }%` blocks read.
+    under_test: Option<i64>,
     addrs: Addrs,
     /// `--mss=N`: an inbound segment longer than N reaches the stack as a GRO frame of
     /// N-byte segments (`RxMeta::gro_mss_bytes`), as packetdrill hands the kernel a GSO packet.
@@ -579,7 +599,12 @@ impl Exec {
             remote_port: REMOTE_PORT,
             pending: None,
             skipped_lines: 0,
+            assertions_checked: 0,
+            assertions_passed: 0,
+            assertions_failed: 0,
             assertions_skipped: 0,
+            env: crate::pycode::Env::default(),
+            under_test: None,
             check_psh: profile.check_psh,
             sndbuf_overhead_per_segment_bytes: profile.sndbuf_overhead_per_segment_bytes,
             outbound_lines_left: script
@@ -634,11 +659,7 @@ impl Exec {
                 self.skipped_lines += 1;
                 self.apply_sysctls(text)
             }
-            Action::Code(code) => {
-                self.skipped_lines += 1;
-                self.assertions_skipped += assertions_in(code);
-                Ok(())
-            }
+            Action::Code(code) => self.code(event, code, window),
             Action::Udp(_) => skip("UDP lines are not supported"),
             Action::Icmp(_) => skip("ICMP lines are not supported"),
             Action::Unsupported(text) => skip(format!("unsupported packet line `{text}`")),
@@ -664,72 +685,6 @@ impl Exec {
                 Ok(())
             }
         }
-    }
-
-    /// A shell line is not run, but the Linux settings it changes with `set_sysctls.py
-    /// /proc/sys/net/ipv4/NAME=VALUE` or `sysctl net.ipv4.NAME=VALUE` are applied to the
-    /// stack's configuration when they have a counterpart (timestamps, send buffer); the
-    /// TSO and pacing knobs have no effect on a stack without TSO or pacing; any other
-    /// setting skips the script.
-    fn apply_sysctls(&mut self, text: &str) -> Result<(), Stop> {
-        let mut cfg = self.tcp_cfg;
-        let mut changed = false;
-        let words: Vec<&str> = text.split_whitespace().collect();
-        let mut i = 0;
-        while let Some(w) = words.get(i) {
-            i += 1;
-            let w = w.trim_matches('`');
-            let Some(setting) = w
-                .strip_prefix("/proc/sys/net/ipv4/")
-                .or_else(|| w.strip_prefix("net.ipv4."))
-                .or_else(|| w.strip_prefix("net/ipv4/"))
-            else {
-                continue;
-            };
-            let Some((name, value)) = setting.split_once('=') else {
-                continue;
-            };
-            let mut value = value.trim_matches('"').to_string();
-            // `tcp_wmem="4096 50000 4194304"` was split at its spaces.
-            if setting.contains("=\"") {
-                while let Some(next) = words.get(i) {
-                    i += 1;
-                    value.push(' ');
-                    value.push_str(next.trim_matches('"'));
-                    if next.ends_with('"') {
-                        break;
-                    }
-                }
-            }
-            match name {
-                "tcp_timestamps" => {
-                    cfg.timestamps = value != "0";
-                    changed = true;
-                }
-                "tcp_wmem" => {
-                    let default = value.split_whitespace().nth(1).and_then(|v| v.parse().ok());
-                    let Some(bytes) = default else {
-                        return skip(format!("sysctl tcp_wmem={value} not understood"));
-                    };
-                    cfg.send_buffer_bytes = bytes;
-                    changed = true;
-                }
-                "tcp_slow_start_after_idle" => {
-                    cfg.restart_after_idle = value != "0";
-                    changed = true;
-                }
-                "tcp_min_tso_segs" | "tcp_tso_win_divisor" | "tcp_pacing_ss_ratio" => {}
-                other => return skip(format!("sysctl {other}={value} has no stack setting")),
-            }
-        }
-        if changed {
-            if !self.fds.is_empty() {
-                return skip("sysctl change after sockets were opened");
-            }
-            self.tcp_cfg = cfg;
-            self.stack = new_stack(cfg, self.addrs);
-        }
-        Ok(())
     }
 
     /// Runs the stack up to the time an inbound packet or call happens and returns that time
@@ -865,6 +820,7 @@ impl Exec {
             SyscallKind::Connect => self.sys_connect(pos, call, window)?,
             SyscallKind::Read | SyscallKind::Recv => self.sys_read(pos, call, window, kind)?,
             SyscallKind::Write | SyscallKind::Send => self.sys_write(pos, call, window, kind)?,
+            SyscallKind::Sendto => self.sys_sendto(pos, call, window)?,
             SyscallKind::Sendmsg => self.sys_sendmsg(pos, call, window)?,
             SyscallKind::Close => Some(self.sys_close(pos, call)?),
             SyscallKind::Shutdown => Some(self.sys_shutdown(pos, call)?),
@@ -962,67 +918,4 @@ pub fn describe_repr(r: &TcpRepr<'_>, ctx: &MatchContext) -> String {
         s.push_str(&opts);
     }
     s
-}
-
-/// An Ethernet/IP frame from the remote side carrying `repr`.
-fn build_frame(repr: &TcpRepr<'_>, addrs: Addrs) -> Result<Vec<u8>, wire::Error> {
-    let tcp_len = repr.buffer_len();
-    let (ethertype, ip_header) = match addrs {
-        Addrs::V4 { local, remote, .. } => {
-            let ip = Ipv4Repr {
-                src_addr: remote,
-                dst_addr: local,
-                protocol: IpProtocol::TCP,
-                payload_len: tcp_len,
-                hop_limit: 64,
-                dscp: 0,
-                ecn: 0,
-                ident: 0,
-                dont_frag: true,
-                more_frags: false,
-                frag_offset_bytes: 0,
-            };
-            let mut whole = vec![0u8; ip.buffer_len()];
-            ip.emit(
-                &mut Ipv4Packet::new_unchecked(&mut whole[..]),
-                ChecksumCaps::ALL,
-            )?;
-            whole.truncate(ip.buffer_len() - tcp_len);
-            (EtherType::IPV4, whole)
-        }
-        Addrs::V6 { local, remote, .. } => {
-            let ip = Ipv6Repr {
-                src_addr: remote,
-                dst_addr: local,
-                next_header: IpProtocol::TCP,
-                payload_len: tcp_len,
-                hop_limit: 64,
-                traffic_class: 0,
-                flow_label: 0,
-                ext_headers: [None; wire::MAX_EXT_HEADERS],
-            };
-            let mut whole = vec![0u8; ip.buffer_len()];
-            ip.emit(&mut Ipv6Packet::new_unchecked(&mut whole[..]))?;
-            whole.truncate(ip.header_len());
-            (EtherType::IPV6, whole)
-        }
-    };
-    let eth = EthernetRepr {
-        src_addr: REMOTE_MAC,
-        dst_addr: LOCAL_MAC,
-        vlan: None,
-        ethertype,
-    };
-    let mut buf = vec![0u8; eth.header_len() + ip_header.len() + tcp_len];
-    let mut frame = EthernetFrame::new_unchecked(&mut buf[..]);
-    eth.emit(&mut frame)?;
-    let payload = frame.payload_mut();
-    let (head, tcp) = payload.split_at_mut(ip_header.len());
-    head.copy_from_slice(&ip_header);
-    repr.emit(
-        &mut TcpPacket::new_unchecked(tcp),
-        &addrs.pair_in(),
-        ChecksumCaps::ALL,
-    )?;
-    Ok(buf)
 }

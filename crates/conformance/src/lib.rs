@@ -11,6 +11,8 @@
 //!   ([`exec::run_script`]) under a [`exec::Profile`] (`linux-compat`: the Linux defaults the
 //!   Google corpus assumes); `rsstack conformance DIR` runs a whole corpus, and `RESULTS.md`
 //!   says where the corpus stands and why;
+//! - [`pycode`]: the evaluator of `%{ }%` blocks (the Python subset the corpus uses), against
+//!   `tcp_info` fields the executor binds;
 //! - [`inventory`]: what a set of scripts needs from the stack (calls, socket options, TCP
 //!   options); `cargo run -p conformance --example inventory` prints it for the corpus.
 //!
@@ -27,8 +29,9 @@
 //!    [`matcher::SuperSegment`] for the line until [`matcher::Progress::Complete`], and check
 //!    the time of the last one with `cursor.check`. System call: issue it at `start_usecs`;
 //!    check its return time with `cursor.check` (for `a...b`, the return must come at `b`).
-//!    Shell, code, UDP, ICMP, unknown calls and [`Action::Unsupported`] are skipped and counted
-//!    ([`Script::stats`]).
+//!    A `%{ }%` block is evaluated against the stack's `tcp_info` ([`pycode`]). Shell lines
+//!    (after applying the sysctls they set), UDP, ICMP, unknown calls and
+//!    [`Action::Unsupported`] are skipped and counted ([`Script::stats`]).
 //! 3. `cursor.advance(&event.time, done_usecs)` with the time the executor finished with the
 //!    event (see [`time`] for which time that is per event kind).
 //!
@@ -73,6 +76,7 @@ pub mod inventory;
 pub mod matcher;
 pub mod parse;
 pub mod print;
+pub mod pycode;
 pub mod time;
 
 pub use ast::{Action, Direction, Event, EventTime, Script, TcpLine, TcpOption, TcpOptionsSpec};

@@ -382,9 +382,9 @@ impl Stack {
     }
 
     /// Applies an option. TCP options apply to a listener (for the connections it will
-    /// accept); on a live connection `NoDelay` and `SendBufferBytes` can change, and
-    /// `MaxSegment` before the SYN left (the engine has no other setters yet: keepalive and
-    /// user timeout are fixed at open).
+    /// accept); on a live connection `NoDelay`, `Cork`, `UserTimeoutNs` and
+    /// `SendBufferBytes` can change, and `MaxSegment` before the SYN left (keepalive on a
+    /// live connection: [`Stack::tcp_set_keepalive`]).
     pub fn set_option(&mut self, h: SocketHandle, opt: SocketOption) -> Result<(), SocketError> {
         let i = self.up.sockets.index(h)?;
         match self.up.sockets.get(i) {

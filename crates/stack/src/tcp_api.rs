@@ -166,6 +166,62 @@ impl Stack {
         tcp.tcp_send_buffer_bytes(sockets, h)
     }
 
+    /// Turns keepalive on a connection on with `keepalive`'s timing, or off (`None`); the
+    /// idle time restarts at `now` (Linux `SO_KEEPALIVE` with `TCP_KEEPIDLE`,
+    /// `TCP_KEEPINTVL`, `TCP_KEEPCNT`). On a listener, use [`SocketOption::KeepaliveIdleNs`].
+    pub fn tcp_set_keepalive(
+        &mut self,
+        now: u64,
+        h: SocketHandle,
+        keepalive: Option<tcp::KeepaliveConfig>,
+    ) -> Result<(), SocketError> {
+        let mut cx = self.tcp_cx();
+        let (i, c) = cx.conn_for(h)?;
+        c.conn.set_keepalive(now, keepalive);
+        cx.tcp.dirty.insert(i);
+        Ok(())
+    }
+
+    /// A connection as Linux's `getsockopt(TCP_INFO)` reports it at `now` (see
+    /// [`tcp::TcpInfo`] for the fields, their units and which are unknown when).
+    /// `WrongSocketType` for listeners and UDP sockets.
+    pub fn tcp_info(&self, now: u64, h: SocketHandle) -> Result<tcp::TcpInfo, SocketError> {
+        let (tcp, sockets) = self.tcp_view();
+        Ok(tcp.conn_ref(sockets, h)?.tcp_info(now))
+    }
+
+    /// Bytes ready to be read now (Linux `ioctl(SIOCINQ)` / `FIONREAD`).
+    pub fn tcp_recv_queue_bytes(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        let (tcp, sockets) = self.tcp_view();
+        Ok(tcp.conn_ref(sockets, h)?.recv_queue_bytes())
+    }
+
+    /// Bytes written and not yet acknowledged by the peer, sent or not (Linux
+    /// `ioctl(SIOCOUTQ)`).
+    pub fn tcp_send_queue_bytes(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        let (tcp, sockets) = self.tcp_view();
+        Ok(tcp.conn_ref(sockets, h)?.send_queue_bytes())
+    }
+
+    /// Bytes written and not sent yet (Linux `ioctl(SIOCOUTQNSD)`, `tcpi_notsent_bytes`).
+    pub fn tcp_unsent_bytes(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        let (tcp, sockets) = self.tcp_view();
+        Ok(tcp.conn_ref(sockets, h)?.tcp_info(0).notsent_bytes as usize)
+    }
+
+    /// Copies received bytes without consuming them (`recv(MSG_PEEK)`): the window and the
+    /// ACKs are untouched. `WouldBlock` when none are ready, `Finished` after the peer's FIN
+    /// once everything before it has been read.
+    pub fn tcp_peek(&self, h: SocketHandle, out: &mut [u8]) -> Result<usize, SocketError> {
+        let (tcp, sockets) = self.tcp_view();
+        let c = tcp.conn_ref(sockets, h)?;
+        let n = c.peek(out);
+        if n > 0 || out.is_empty() {
+            return Ok(n);
+        }
+        Err(c.recv_end().map_or(SocketError::WouldBlock, map_tcp_error))
+    }
+
     /// Level-triggered readiness of a TCP socket now, as `poll(2)` would report it (events
     /// from [`Stack::poll_event`] are its edges): a listener is `READABLE` while an
     /// established connection waits to be accepted; a connection is `READABLE` while data is
@@ -529,6 +585,11 @@ impl TcpCx<'_> {
             }
             (TcpState::Conn(c), SocketOption::NoDelay(v)) => {
                 c.conn.set_nodelay(v);
+                self.tcp.dirty.insert(i);
+                Ok(())
+            }
+            (TcpState::Conn(c), SocketOption::UserTimeoutNs(v)) => {
+                c.conn.set_user_timeout(v);
                 self.tcp.dirty.insert(i);
                 Ok(())
             }

@@ -539,6 +539,20 @@ impl TcpTable {
         }
     }
 
+    /// The connection in the slot `h` names, for read-only queries (`WrongSocketType` for
+    /// listeners and UDP sockets).
+    pub(crate) fn conn_ref<'s>(
+        &self,
+        sockets: &'s Sockets,
+        h: SocketHandle,
+    ) -> Result<&'s Connection, SocketError> {
+        let i = sockets.index(h)?;
+        match sockets.get(i) {
+            Some(Socket::Tcp(TcpState::Conn(c))) => Ok(&c.conn),
+            _ => Err(SocketError::WrongSocketType),
+        }
+    }
+
     /// See [`Stack::tcp_send_buffer_bytes`].
     pub(crate) fn tcp_send_buffer_bytes(
         &self,

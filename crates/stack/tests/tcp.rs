@@ -601,8 +601,14 @@ fn options_apply_to_listeners_and_nodelay_to_live_connections() {
         p.a.set_option(c, stack::SocketOption::NoDelay(true)),
         Ok(())
     );
+    // The user timeout applies to a live connection too (Linux `TCP_USER_TIMEOUT`); keepalive
+    // on one goes through `tcp_set_keepalive`.
     assert_eq!(
         p.a.set_option(c, stack::SocketOption::UserTimeoutNs(None)),
+        Ok(())
+    );
+    assert_eq!(
+        p.a.set_option(c, stack::SocketOption::KeepaliveIdleNs(Some(S))),
         Err(SocketError::InvalidState)
     );
     // The child inherited the listener's keepalive: the idle connection gets probed (and
@@ -789,4 +795,59 @@ fn small_transmit_queue_is_shared_round_robin_without_drops() {
     }
     assert_eq!((g1.len(), g2.len()), (30_000, 30_000));
     assert_eq!(p.a.counters().tx_drop_queue_full, 0);
+}
+
+#[test]
+fn tcp_info_queue_sizes_and_peek_report_without_consuming() {
+    // Linux TCP_INFO, SIOCINQ, SIOCOUTQ and MSG_PEEK: read-only views of a connection.
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    let info = p.a.tcp_info(p.now, c).expect("tcp_info");
+    assert_eq!(info.state, 1, "TCP_ESTABLISHED");
+    assert_eq!(p.b.tcp_info(p.now, l), Err(SocketError::WrongSocketType));
+    let mut buf = [0u8; 8];
+    assert_eq!(p.b.tcp_peek(s, &mut buf), Err(SocketError::WouldBlock));
+    assert_eq!(p.a.tcp_send(c, b"hello"), Ok(5));
+    assert_eq!(p.a.tcp_send_queue_bytes(c), Ok(5));
+    p.exchange();
+    assert_eq!(p.b.tcp_recv_queue_bytes(s), Ok(5));
+    // The delayed ACK (40 ms by default at most) empties A's queue.
+    p.advance(500_000_000);
+    assert_eq!(p.a.tcp_send_queue_bytes(c), Ok(0), "acknowledged");
+    assert_eq!(p.b.tcp_peek(s, &mut buf), Ok(5));
+    assert_eq!(&buf[..5], b"hello");
+    assert_eq!(p.b.tcp_recv_queue_bytes(s), Ok(5), "peek consumed nothing");
+    assert_eq!(p.b.tcp_info(p.now, s).map(|i| i.bytes_received), Ok(5));
+    assert_eq!(p.b.tcp_recv(s, &mut buf), Ok(5));
+    assert_eq!(p.b.tcp_recv_queue_bytes(s), Ok(0));
+}
+
+#[test]
+fn keepalive_and_user_timeout_apply_to_live_connections() {
+    // Linux SO_KEEPALIVE/TCP_KEEPIDLE/... and TCP_USER_TIMEOUT on an accepted socket.
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    assert_eq!(
+        p.b.set_option(s, SocketOption::UserTimeoutNs(Some(3_000_000_000))),
+        Ok(())
+    );
+    let ka = tcp::KeepaliveConfig {
+        idle_ns: 1_000_000_000,
+        interval_ns: 1_000_000_000,
+        probes_max: 2,
+    };
+    assert_eq!(p.a.tcp_set_keepalive(p.now, c, Some(ka)), Ok(()));
+    assert_eq!(
+        p.b.tcp_set_keepalive(p.now, l, Some(ka)),
+        Err(SocketError::WrongSocketType)
+    );
+    p.advance(1_500_000_000);
+    assert_eq!(p.a.tcp_counters().keepalive_probes_sent, 1);
+    assert_eq!(p.a.tcp_state(c), Some(tcp::State::Established));
 }

@@ -81,7 +81,8 @@ pub mod snapshot_codec;
 
 pub use config::{Config, CongestionControl, KeepaliveConfig};
 pub use connection::{
-    AcceptError, CloseReason, Connection, Counters, Error, Event, Negotiated, State,
+    AcceptError, CaState, CloseReason, Connection, Counters, Error, Event, Negotiated, State,
+    TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt,
 };
 pub use rack::RackPathState;
 pub use snapshot::{ConnectionSnapshot, SnapshotError};

@@ -653,6 +653,33 @@ impl Rack {
         first
     }
 
+    /// Segment counts of the flight for `tcp_info` (Linux counts packets, not bytes): a
+    /// record counts as `ceil(bytes / mss)` segments, of its bytes the scoreboard does not
+    /// hold. Returns `(packets_out, lost_out, retrans_out)`: every record; those marked lost
+    /// or retransmitted and not yet delivered (Linux keeps a retransmitted segment counted
+    /// lost until it is acknowledged), or every undelivered one in RTO recovery (Linux's
+    /// `tcp_enter_loss` marks the whole flight lost); and the retransmitted ones.
+    pub(crate) fn info_segments(&self, scoreboard: &OooQueue, mss: u32) -> (u32, u32, u32) {
+        let mss = mss.max(1);
+        let (mut out, mut lost, mut retrans) = (0u32, 0u32, 0u32);
+        for r in &self.records {
+            let len = r.right.diff(r.left).max(0) as u32;
+            out = out.saturating_add(len.div_ceil(mss));
+            let unsacked = len.saturating_sub(scoreboard.bytes_in(r.left, r.right));
+            if unsacked == 0 || r.has(DELIVERED) {
+                continue;
+            }
+            let segs = unsacked.div_ceil(mss);
+            if r.has(LOST) || r.has(RETRANSMITTED) || self.rto_recovery {
+                lost = lost.saturating_add(segs);
+            }
+            if r.has(RETRANSMITTED) {
+                retrans = retrans.saturating_add(segs);
+            }
+        }
+        (out, lost, retrans)
+    }
+
     /// The first broken invariant of the table, if any (for the connection's checker).
     pub(crate) fn invariant_violation(&self) -> Option<&'static str> {
         if self.records.len() > RECORDS_MAX {

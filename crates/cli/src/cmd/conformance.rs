@@ -1,6 +1,7 @@
 //! `rsstack conformance DIR [--profile P] [--expect-passing FILE | --min-passed N]`: runs every
 //! packetdrill script under DIR against the stack and prints `pass|fail|skip PATH [reason]` per
-//! script, then `N passed, N failed, N skipped; assertions: N checked, N skipped`.
+//! script, then `N passed, N failed, N skipped; assertions: N checked (N held, N failed), N not
+//! evaluated`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -170,7 +171,7 @@ mod tests {
         assert!(lines[0].starts_with("pass close-local-close-then-remote-fin.pkt"));
         assert_eq!(
             lines[3],
-            "3 passed, 0 failed, 0 skipped; assertions: 0 checked, 0 skipped"
+            "3 passed, 0 failed, 0 skipped; assertions: 0 checked (0 held, 0 failed), 0 not evaluated"
         );
     }
 

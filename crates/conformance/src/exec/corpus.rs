@@ -36,6 +36,8 @@ pub fn run_file(path: &std::path::Path, profile: &Profile) -> RunReport {
             },
             skipped_lines: 0,
             assertions_checked: 0,
+            assertions_passed: 0,
+            assertions_failed: 0,
             assertions_skipped: 0,
         },
     }
@@ -59,6 +61,10 @@ pub struct Tally {
     pub skipped: usize,
     /// `%{ }%` assertions evaluated, over the scripts added with [`Tally::add_report`].
     pub assertions_checked: usize,
+    /// Of those, the ones that held ...
+    pub assertions_passed: usize,
+    /// ... and the ones that did not.
+    pub assertions_failed: usize,
     /// `%{ }%` assertions reached and not evaluated, likewise.
     pub assertions_skipped: usize,
 }
@@ -68,6 +74,8 @@ impl Tally {
     pub fn add_report(&mut self, r: &RunReport) {
         self.add(&r.outcome);
         self.assertions_checked += r.assertions_checked;
+        self.assertions_passed += r.assertions_passed;
+        self.assertions_failed += r.assertions_failed;
         self.assertions_skipped += r.assertions_skipped;
     }
 
@@ -84,11 +92,14 @@ impl fmt::Display for Tally {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} passed, {} failed, {} skipped; assertions: {} checked, {} skipped",
+            "{} passed, {} failed, {} skipped; assertions: {} checked ({} held, {} failed), \
+             {} not evaluated",
             self.passed,
             self.failed,
             self.skipped,
             self.assertions_checked,
+            self.assertions_passed,
+            self.assertions_failed,
             self.assertions_skipped
         )
     }

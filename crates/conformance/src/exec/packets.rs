@@ -358,3 +358,66 @@ impl Exec {
 
     // ----------------------------------------------------------------- system calls
 }
+
+/// An Ethernet/IP frame from the remote side carrying `repr`.
+pub(super) fn build_frame(repr: &TcpRepr<'_>, addrs: Addrs) -> Result<Vec<u8>, wire::Error> {
+    let tcp_len = repr.buffer_len();
+    let (ethertype, ip_header) = match addrs {
+        Addrs::V4 { local, remote, .. } => {
+            let ip = Ipv4Repr {
+                src_addr: remote,
+                dst_addr: local,
+                protocol: IpProtocol::TCP,
+                payload_len: tcp_len,
+                hop_limit: 64,
+                dscp: 0,
+                ecn: 0,
+                ident: 0,
+                dont_frag: true,
+                more_frags: false,
+                frag_offset_bytes: 0,
+            };
+            let mut whole = vec![0u8; ip.buffer_len()];
+            ip.emit(
+                &mut Ipv4Packet::new_unchecked(&mut whole[..]),
+                ChecksumCaps::ALL,
+            )?;
+            whole.truncate(ip.buffer_len() - tcp_len);
+            (EtherType::IPV4, whole)
+        }
+        Addrs::V6 { local, remote, .. } => {
+            let ip = Ipv6Repr {
+                src_addr: remote,
+                dst_addr: local,
+                next_header: IpProtocol::TCP,
+                payload_len: tcp_len,
+                hop_limit: 64,
+                traffic_class: 0,
+                flow_label: 0,
+                ext_headers: [None; wire::MAX_EXT_HEADERS],
+            };
+            let mut whole = vec![0u8; ip.buffer_len()];
+            ip.emit(&mut Ipv6Packet::new_unchecked(&mut whole[..]))?;
+            whole.truncate(ip.header_len());
+            (EtherType::IPV6, whole)
+        }
+    };
+    let eth = EthernetRepr {
+        src_addr: REMOTE_MAC,
+        dst_addr: LOCAL_MAC,
+        vlan: None,
+        ethertype,
+    };
+    let mut buf = vec![0u8; eth.header_len() + ip_header.len() + tcp_len];
+    let mut frame = EthernetFrame::new_unchecked(&mut buf[..]);
+    eth.emit(&mut frame)?;
+    let payload = frame.payload_mut();
+    let (head, tcp) = payload.split_at_mut(ip_header.len());
+    head.copy_from_slice(&ip_header);
+    repr.emit(
+        &mut TcpPacket::new_unchecked(tcp),
+        &addrs.pair_in(),
+        ChecksumCaps::ALL,
+    )?;
+    Ok(buf)
+}

@@ -41,6 +41,7 @@ impl Exec {
         }
         let fd = self.new_fd(call);
         self.fds.insert(fd, Fd::new(FdKind::Fresh));
+        self.under_test = Some(fd);
         Ok(Ok(fd))
     }
 
@@ -137,6 +138,7 @@ impl Exec {
                     Ok((h, _peer)) => {
                         let n = self.new_fd(call);
                         self.fds.insert(n, Fd::new(FdKind::Conn(h)));
+                        self.under_test = Some(n);
                         Ok(Attempt::Done(Ok(n)))
                     }
                     Err(SocketError::WouldBlock) => blocked,
@@ -156,21 +158,21 @@ impl Exec {
                     }
                 }
             }
-            PendingOp::Read { fd, len } => {
+            PendingOp::Read { fd, len, peek } => {
                 let Some(f) = self.fds.get_mut(&fd) else {
                     return Ok(Attempt::Done(Err("EBADF")));
                 };
-                if !f.rx.is_empty() {
-                    let n = f.rx.len().min(len);
-                    f.rx.drain(..n);
-                    return Ok(Attempt::Done(Ok(n as i64)));
-                }
                 let rd_shut = f.rd_shut;
                 let FdKind::Conn(h) = f.kind else {
                     return Ok(Attempt::Done(Err("ENOTCONN")));
                 };
                 let mut buf = vec![0u8; len.min(READ_CHUNK_BYTES_MAX)];
-                match self.stack.tcp_recv(h, &mut buf) {
+                let got = if peek {
+                    self.stack.tcp_peek(h, &mut buf)
+                } else {
+                    self.stack.tcp_recv(h, &mut buf)
+                };
+                match got {
                     Ok(n) => Ok(Attempt::Done(Ok(n as i64))),
                     Err(SocketError::Finished) => Ok(Attempt::Done(Ok(0))),
                     // Linux after SHUT_RD: queued data is still read, an empty queue reads
@@ -290,13 +292,17 @@ impl Exec {
         window: Window,
         kind: SyscallKind,
     ) -> Result<Option<CallResult>, Stop> {
-        if kind == SyscallKind::Recv {
+        // `recv(..., MSG_PEEK)` is the stack's `tcp_peek`; other flags skip.
+        let peek = kind == SyscallKind::Recv
+            && matches!(call.args.get(3), Some(Expr::Symbol(s)) if s == "MSG_PEEK");
+        if kind == SyscallKind::Recv && !peek {
             Self::flags_arg(call)?;
         }
         let fd = Self::fd_num(pos, call)?;
         let len = Self::len_arg(pos, call)?;
         let nonblocking = self.fd_arg(pos, call)?.nonblocking;
-        self.maybe_block(pos, call, window, PendingOp::Read { fd, len }, nonblocking)
+        let op = PendingOp::Read { fd, len, peek };
+        self.maybe_block(pos, call, window, op, nonblocking)
     }
 
     pub(super) fn sys_write(
@@ -312,6 +318,34 @@ impl Exec {
         if kind == SyscallKind::Send && !more {
             Self::flags_arg(call)?;
         }
+        let len = Self::len_arg(pos, call)?;
+        self.write_op(pos, call, window, len, more)
+    }
+
+    /// `sendto(fd, ..., len, flags, addr, addrlen)` on a connected socket: a `send` (the
+    /// address is ignored, as Linux ignores it on a connected TCP socket). With
+    /// `MSG_FASTOPEN`, or on a socket not connected yet (which Linux only allows for Fast
+    /// Open), the script is skipped: the stack has no TCP Fast Open.
+    pub(super) fn sys_sendto(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+    ) -> Result<Option<CallResult>, Stop> {
+        let flags = call.args.get(3);
+        if flags.is_some_and(|f| expr_has_symbol(f, "MSG_FASTOPEN")) {
+            return skip("TCP Fast Open (sendto with MSG_FASTOPEN) is not supported by the stack");
+        }
+        if self.fd_arg(pos, call)?.kind == FdKind::Fresh {
+            return skip(
+                "sendto on a socket not connected yet is Fast Open, which the stack lacks",
+            );
+        }
+        let more = match flags {
+            None | Some(Expr::Int(0)) => false,
+            Some(Expr::Symbol(s)) if s == "MSG_MORE" => true,
+            Some(other) => return skip(format!("sendto flags {other} are not supported")),
+        };
         let len = Self::len_arg(pos, call)?;
         self.write_op(pos, call, window, len, more)
     }
@@ -469,268 +503,6 @@ impl Exec {
         }
         Ok(Ok(0))
     }
-
-    pub(super) fn sys_fcntl(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
-        let (Some(Expr::Symbol(cmd)), Some(flags)) = (call.args.get(1), call.args.get(2)) else {
-            return skip(format!(
-                "{call}: only fcntl(fd, F_SETFL, flags) is supported"
-            ));
-        };
-        if cmd != "F_SETFL" {
-            return skip(format!("fcntl {cmd} is not supported"));
-        }
-        let nonblocking = expr_has_symbol(flags, "O_NONBLOCK");
-        self.fd_arg(pos, call)?.nonblocking = nonblocking;
-        Ok(Ok(0))
-    }
-
-    /// `ioctl(fd, SIOCINQ, [n])`: the bytes readable now. The stack has no "bytes queued"
-    /// query, so the executor reads them into the fd's own buffer (later reads take them from
-    /// there); the advertised window opens as a real read would.
-    pub(super) fn sys_ioctl(&mut self, pos: Pos, call: &SyscallLine) -> Result<CallResult, Stop> {
-        match call.args.get(1) {
-            Some(Expr::Symbol(s)) if s == "SIOCINQ" || s == "FIONREAD" => {}
-            other => {
-                let what = other.map(ToString::to_string).unwrap_or_default();
-                return skip(format!("ioctl {what} is not supported"));
-            }
-        }
-        let fd = self.fd_arg(pos, call)?;
-        let FdKind::Conn(h) = fd.kind else {
-            return Ok(Err("EINVAL"));
-        };
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match self.stack.tcp_recv(h, &mut buf) {
-                Ok(n) if n > 0 => {
-                    let fd = self.fd_arg(pos, call)?;
-                    fd.rx.extend_from_slice(buf.get(..n).unwrap_or(&[]));
-                }
-                _ => break,
-            }
-        }
-        let have = self.fd_arg(pos, call)?.rx.len();
-        if let Some(Expr::List(v)) = call.args.get(2)
-            && let [Expr::Int(want)] = v.as_slice()
-            && i64::try_from(have).ok() != Some(*want)
-        {
-            return fail(
-                pos,
-                format!("{call}: expected {want} bytes readable, got {have}"),
-            );
-        }
-        Ok(Ok(0))
-    }
-
-    pub(super) fn sys_setsockopt(
-        &mut self,
-        pos: Pos,
-        call: &SyscallLine,
-    ) -> Result<CallResult, Stop> {
-        let name = match call.args.get(2) {
-            Some(Expr::Symbol(s)) => s.as_str(),
-            _ => return skip(format!("{call}: unknown option")),
-        };
-        let value = match call.args.get(3) {
-            Some(Expr::List(v)) => match v.as_slice() {
-                [Expr::Int(n)] => Some(*n),
-                _ => None,
-            },
-            Some(Expr::Int(n)) => Some(*n),
-            _ => None,
-        };
-        match (name, value) {
-            // Address reuse has no meaning for a fresh stack per script.
-            ("SO_REUSEADDR", _) => {
-                self.fd_arg(pos, call)?;
-                Ok(Ok(0))
-            }
-            // Zero-copy sending only changes who owns the pages and adds completion
-            // notifications on the error queue, which the executor cannot read (`recvmsg`
-            // skips a script): the stack copying is indistinguishable on the wire.
-            ("SO_ZEROCOPY", _) => {
-                self.fd_arg(pos, call)?;
-                Ok(Ok(0))
-            }
-            ("TCP_NODELAY", Some(v)) => {
-                let fd = self.fd_arg(pos, call)?;
-                match fd.kind {
-                    FdKind::Fresh => {
-                        fd.nodelay = Some(v != 0);
-                        Ok(Ok(0))
-                    }
-                    FdKind::Listener(h) | FdKind::Conn(h) => {
-                        match self.stack.set_option(h, SocketOption::NoDelay(v != 0)) {
-                            Ok(()) => Ok(Ok(0)),
-                            Err(e) => Ok(Err(errno_of(e))),
-                        }
-                    }
-                }
-            }
-            ("TCP_CORK", Some(v)) => {
-                let fd = self.fd_arg(pos, call)?;
-                match fd.kind {
-                    FdKind::Conn(h) => match self.stack.set_option(h, SocketOption::Cork(v != 0)) {
-                        Ok(()) => Ok(Ok(0)),
-                        Err(e) => Ok(Err(errno_of(e))),
-                    },
-                    _ => skip("TCP_CORK before the connection exists is not modelled"),
-                }
-            }
-            ("SO_SNDBUF", Some(v)) => {
-                // Linux `sock_setsockopt`: min(val, net.core.wmem_max = 212992), doubled for
-                // bookkeeping overhead.
-                let sndbuf = u32::try_from(v.clamp(0, 212_992) * 2).unwrap_or(u32::MAX);
-                let fd = self.fd_arg(pos, call)?;
-                match fd.kind {
-                    FdKind::Fresh => skip("SO_SNDBUF before listen or connect is not modelled"),
-                    FdKind::Listener(h) | FdKind::Conn(h) => {
-                        let mss = self.send_mss(h)?;
-                        let bytes = sndbuf_payload_bytes(
-                            sndbuf,
-                            mss,
-                            self.sndbuf_overhead_per_segment_bytes,
-                        );
-                        match self
-                            .stack
-                            .set_option(h, SocketOption::SendBufferBytes(bytes))
-                        {
-                            Ok(()) => Ok(Ok(0)),
-                            Err(e) => Ok(Err(errno_of(e))),
-                        }
-                    }
-                }
-            }
-            ("TCP_MAXSEG", Some(v)) => {
-                let Ok(v) = u16::try_from(v) else {
-                    return Ok(Err("EINVAL"));
-                };
-                let fd = self.fd_arg(pos, call)?;
-                match fd.kind {
-                    FdKind::Fresh => {
-                        fd.maxseg = Some(v);
-                        Ok(Ok(0))
-                    }
-                    FdKind::Listener(h) | FdKind::Conn(h) => {
-                        match self.stack.set_option(h, SocketOption::MaxSegment(v)) {
-                            Ok(()) => Ok(Ok(0)),
-                            Err(e) => Ok(Err(errno_of(e))),
-                        }
-                    }
-                }
-            }
-            _ => skip(format!(
-                "setsockopt {}: the stack has no such socket option",
-                sockopt_name(call)
-            )),
-        }
-    }
-
-    /// The MSS the send buffer accounting counts segments of: the connection's, or the one a
-    /// listener announces.
-    pub(super) fn send_mss(&self, h: SocketHandle) -> Result<u16, Stop> {
-        self.stack
-            .tcp_max_segment(h)
-            .or_else(|e| skip(format!("SO_SNDBUF: no MSS for the socket ({e:?})")))
-    }
-
-    /// `getsockopt(SO_SNDBUF)`: the stack's send buffer capacity, in Linux's `sk_sndbuf` terms
-    /// (see [`Profile::sndbuf_overhead_per_segment_bytes`]), checked against the script's.
-    pub(super) fn sys_getsockopt_sndbuf(
-        &mut self,
-        pos: Pos,
-        call: &SyscallLine,
-    ) -> Result<CallResult, Stop> {
-        let fd = self.fd_arg(pos, call)?;
-        let (FdKind::Listener(h) | FdKind::Conn(h)) = fd.kind else {
-            return skip("getsockopt SO_SNDBUF before listen or connect is not modelled");
-        };
-        let payload = match self.stack.tcp_send_buffer_bytes(h) {
-            Ok(v) => v,
-            Err(e) => return Ok(Err(errno_of(e))),
-        };
-        let mss = self.send_mss(h)?;
-        let have = sndbuf_linux_bytes(payload, mss, self.sndbuf_overhead_per_segment_bytes);
-        if let Some(want) = Self::int_in_list(call.args.get(3))
-            && want != i64::from(have)
-        {
-            return fail(
-                pos,
-                format!("{call}: expected SO_SNDBUF {want}, got {have}"),
-            );
-        }
-        Ok(Ok(0))
-    }
-
-    /// `[n]` → `n`.
-    pub(super) fn int_in_list(e: Option<&Expr>) -> Option<i64> {
-        match e {
-            Some(Expr::List(v)) => match v.as_slice() {
-                [Expr::Int(n)] => Some(*n),
-                _ => None,
-            },
-            _ => None,
-        }
-    }
-
-    /// `getsockopt`: `TCP_MAXSEG` and `SO_SNDBUF`, whose values are checked against the
-    /// script's.
-    pub(super) fn sys_getsockopt(
-        &mut self,
-        pos: Pos,
-        call: &SyscallLine,
-    ) -> Result<CallResult, Stop> {
-        let what = sockopt_name(call);
-        if matches!(call.args.get(2), Some(Expr::Symbol(s)) if s == "SO_SNDBUF") {
-            return self.sys_getsockopt_sndbuf(pos, call);
-        }
-        if !matches!(call.args.get(2), Some(Expr::Symbol(s)) if s == "TCP_MAXSEG") {
-            return skip(format!(
-                "getsockopt {what}: the stack exposes no such value"
-            ));
-        }
-        let want = match call.args.get(3) {
-            Some(Expr::List(v)) => match v.as_slice() {
-                [Expr::Int(n)] => Some(*n),
-                _ => None,
-            },
-            _ => None,
-        };
-        let fd = self.fd_arg(pos, call)?;
-        let have = match fd.kind {
-            // Linux: `user_mss` when set, else `TCP_MSS_DEFAULT` (536) before a connection.
-            FdKind::Fresh => fd.maxseg.unwrap_or(536),
-            FdKind::Listener(h) | FdKind::Conn(h) => match self.stack.tcp_max_segment(h) {
-                Ok(v) => v,
-                Err(e) => return Ok(Err(errno_of(e))),
-            },
-        };
-        if let Some(want) = want
-            && want != i64::from(have)
-        {
-            return fail(
-                pos,
-                format!("{call}: expected TCP_MAXSEG {want}, got {have}"),
-            );
-        }
-        Ok(Ok(0))
-    }
-}
-
-/// Payload bytes a Linux `sk_sndbuf` of `sndbuf` bytes holds in `mss`-byte segments that each
-/// cost `overhead` more (rounded to the nearest byte).
-pub(super) fn sndbuf_payload_bytes(sndbuf: u32, mss: u16, overhead: u32) -> u32 {
-    let mss = u64::from(mss.max(1));
-    let v =
-        (u64::from(sndbuf) * mss + (mss + u64::from(overhead)) / 2) / (mss + u64::from(overhead));
-    u32::try_from(v).unwrap_or(u32::MAX)
-}
-
-/// The inverse of [`sndbuf_payload_bytes`]: the `sk_sndbuf` a payload capacity stands for.
-pub(super) fn sndbuf_linux_bytes(payload: u32, mss: u16, overhead: u32) -> u32 {
-    let mss = u64::from(mss.max(1));
-    let v = (u64::from(payload) * (mss + u64::from(overhead)) + mss / 2) / mss;
-    u32::try_from(v).unwrap_or(u32::MAX)
 }
 
 enum Attempt {

@@ -93,7 +93,8 @@ pub fn run(seed: u64) -> Result<(RunSummary, OffloadStats), String> {
         buffer_bytes_max: 256 * 1024 + rng.gen_range(0..512 * 1024),
         ..Limits::default()
     };
-    let server_host = ShardedHost::new(server_cfg, |_| MigrateServer::new(Sizing::random(seed)))?.with_engine(
+    let server_host = ShardedHost::new(server_cfg, |_| MigrateServer::new(Sizing::random(seed)))?
+        .with_engine(
         EngineConfig {
             limits,
             ..EngineConfig::default()

@@ -2,7 +2,8 @@
 //!
 //! This file holds the types, the TCB, construction, getters and application calls; the
 //! TCB's groups and their invariants are in `tcb.rs`, its counters in `counters.rs`; the
-//! protocol work lives in `input.rs` (segment arrival), `timers.rs` and `output.rs`, the way
+//! protocol work lives in `input.rs` (segment arrival), `receive.rs` (its text and FIN, the
+//! receive window), `timers.rs` and `output.rs`, the way
 //! FreeBSD splits `tcp_input.c`, `tcp_timer.c` and `tcp_output.c`.
 //!
 //! Responsibilities:
@@ -30,14 +31,18 @@ use crate::rtt::RttEstimator;
 
 mod counters;
 mod diag;
+mod info;
 mod input;
 mod output;
+mod receive;
+mod sockopt;
 mod tcb;
 #[cfg(test)]
 mod tests;
 mod timers;
 
 pub use counters::Counters;
+pub use info::{CaState, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt};
 pub use timers::{PATH_DOUBT_SYN_TIMEOUTS, PATH_DOUBT_TIMEOUTS};
 
 pub use tcb::{AppFlags, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps};
@@ -847,6 +852,20 @@ impl Connection {
             return 0;
         }
         self.recv_buf.read_at(offset, out)
+    }
+
+    /// What [`Connection::recv`] reports once nothing is queued: `None` while more data may
+    /// come, else the error (`Finished` after the peer's FIN, the close reason once closed).
+    pub fn recv_end(&self) -> Option<Error> {
+        if self.app.app_closed {
+            Some(Error::InvalidState)
+        } else if self.app.fin_received {
+            Some(Error::Finished)
+        } else if self.state == State::Closed {
+            Some(self.closed_error())
+        } else {
+            None
+        }
     }
 
     fn closed_error(&self) -> Error {

@@ -1,0 +1,107 @@
+//! Shell lines: the executor runs no shell, but applies the Linux settings a line changes
+//! when the stack has a counterpart, and skips the script when a line changes or checks the
+//! host in a way it cannot honour.
+
+use super::*;
+
+impl Exec {
+    /// A shell line is not run, but the Linux settings it changes with `set_sysctls.py
+    /// /proc/sys/net/ipv4/NAME=VALUE` or `sysctl net.ipv4.NAME=VALUE` are applied to the
+    /// stack's configuration when they have a counterpart (timestamps, send buffer, congestion
+    /// control `cubic` or `reno`, tail loss probes); the
+    /// TSO and pacing knobs have no effect on a stack without TSO or pacing; any other
+    /// setting skips the script, as do the commands that change the host around the stack
+    /// (a qdisc that drops everything, route settings) or check it (`nstat`).
+    pub(super) fn apply_sysctls(&mut self, text: &str) -> Result<(), Stop> {
+        // Commands that change the host around the stack, or whose exit status checks it:
+        // the executor cannot honour them, so the script cannot be judged.
+        for cmd in text.split(['\n', ';', '`']).map(str::trim) {
+            let why = if cmd.starts_with("tc qdisc") && cmd.contains("limit 0") {
+                "a qdisc dropping every outgoing packet"
+            } else if cmd.starts_with("ip route") || cmd.starts_with("ip -6 route") {
+                "per-route settings (ip route)"
+            } else if cmd.starts_with("nstat") {
+                "a check of the kernel's counters (nstat)"
+            } else {
+                continue;
+            };
+            return skip(format!("shell command `{cmd}`: {why} is not modelled"));
+        }
+        let mut cfg = self.tcp_cfg;
+        let mut changed = false;
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let mut i = 0;
+        while let Some(w) = words.get(i) {
+            i += 1;
+            let w = w.trim_matches('`');
+            let Some(setting) = w
+                .strip_prefix("/proc/sys/net/ipv4/")
+                .or_else(|| w.strip_prefix("net.ipv4."))
+                .or_else(|| w.strip_prefix("net/ipv4/"))
+            else {
+                continue;
+            };
+            let Some((name, value)) = setting.split_once('=') else {
+                continue;
+            };
+            let mut value = value.trim_matches('"').to_string();
+            // `tcp_wmem="4096 50000 4194304"` was split at its spaces.
+            if setting.contains("=\"") {
+                while let Some(next) = words.get(i) {
+                    i += 1;
+                    value.push(' ');
+                    value.push_str(next.trim_matches('"'));
+                    if next.ends_with('"') {
+                        break;
+                    }
+                }
+            }
+            match name {
+                "tcp_timestamps" => {
+                    cfg.timestamps = value != "0";
+                    changed = true;
+                }
+                "tcp_wmem" => {
+                    let default = value.split_whitespace().nth(1).and_then(|v| v.parse().ok());
+                    let Some(bytes) = default else {
+                        return skip(format!("sysctl tcp_wmem={value} not understood"));
+                    };
+                    cfg.send_buffer_bytes = bytes;
+                    changed = true;
+                }
+                "tcp_slow_start_after_idle" => {
+                    cfg.restart_after_idle = value != "0";
+                    changed = true;
+                }
+                "tcp_congestion_control" => {
+                    cfg.congestion_control = match value.as_str() {
+                        "cubic" => tcp::CongestionControl::Cubic,
+                        "reno" => tcp::CongestionControl::NewReno,
+                        other => {
+                            return skip(format!(
+                                "sysctl tcp_congestion_control={other}: the stack has no such \
+                                 congestion control"
+                            ));
+                        }
+                    };
+                    changed = true;
+                }
+                // Linux: 0 turns tail loss probes off, 3 and 4 (the default 3) leave them on.
+                "tcp_early_retrans" if matches!(value.as_str(), "0" | "3" | "4") => {
+                    cfg.tail_loss_probe = value != "0";
+                    changed = true;
+                }
+                "tcp_min_tso_segs" | "tcp_tso_win_divisor" | "tcp_pacing_ss_ratio" => {}
+                other => return skip(format!("sysctl {other}={value} has no stack setting")),
+            }
+        }
+        if changed {
+            if !self.fds.is_empty() {
+                return skip("sysctl change after sockets were opened");
+            }
+            self.tcp_cfg = cfg;
+            self.stack = new_stack(cfg, self.addrs);
+        }
+        Ok(())
+    }
+}

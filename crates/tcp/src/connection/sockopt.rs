@@ -1,0 +1,27 @@
+//! Socket options that change a live connection's configuration: the user timeout
+//! (RFC 5482, Linux `TCP_USER_TIMEOUT`) and keepalive (RFC 9293 §3.8.4; Linux
+//! `SO_KEEPALIVE`, `TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT`).
+
+use super::*;
+use crate::config::KeepaliveConfig;
+
+impl Connection {
+    /// Sets (`Some`) or clears the user timeout: how long sent data may stay unacknowledged
+    /// before the connection is abandoned. Takes effect at once: the deadline is derived
+    /// from the time the oldest unacknowledged data was sent ([`Connection::poll_timeout`]).
+    pub fn set_user_timeout(&mut self, user_timeout_ns: Option<u64>) {
+        self.config.user_timeout_ns = user_timeout_ns;
+    }
+
+    /// Turns keepalive on with `keepalive`'s timing, or off (`None`). On a connection that
+    /// can probe (ESTABLISHED or CLOSE-WAIT) the idle time restarts at `now`, and unanswered
+    /// probes are forgotten.
+    pub fn set_keepalive(&mut self, now: u64, keepalive: Option<KeepaliveConfig>) {
+        self.config.keepalive = keepalive;
+        self.timers.keepalive_probes = 0;
+        self.timers.keepalive_deadline_ns = NEVER;
+        if matches!(self.state, State::Established | State::CloseWait) {
+            self.start_keepalive(now);
+        }
+    }
+}
