@@ -118,6 +118,10 @@ pub struct IoArgs {
     #[arg(long, default_value_t = 100, value_name = "MS", requires = "rebalance",
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     period_ms: u64,
+    /// Busiest shard's load over the mean above which the rebalancer moves buckets (with
+    /// --rebalance; at least 1.0, default 1.10). 1.0 moves at any imbalance: a stress setting.
+    #[arg(long, value_name = "RATIO", requires = "rebalance")]
+    imbalance_threshold: Option<f64>,
 }
 
 /// Smallest `--mtu`: the IPv4 datagram every host must accept (RFC 791).
@@ -378,10 +382,18 @@ impl IoArgs {
                     "--rebalance moves connections between shards: needs --shards ≥ 2",
                 ));
             }
-            host.rebalance = Some(runtime::RebalanceSettings {
+            let mut settings = runtime::RebalanceSettings {
                 period: Duration::from_millis(self.period_ms),
                 ..runtime::RebalanceSettings::default()
-            });
+            };
+            if let Some(t) = self.imbalance_threshold {
+                if !(t.is_finite() && (1.0..=100.0).contains(&t)) {
+                    return Err(usage("--imbalance-threshold must be in [1.0, 100]"));
+                }
+                settings.config.imbalance_threshold = t;
+                settings.config.imbalance_target = settings.config.imbalance_target.min(t);
+            }
+            host.rebalance = Some(settings);
         }
         if let Some(c) = &self.cores {
             host.cores = Some(parse_cores(c)?);
