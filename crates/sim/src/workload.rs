@@ -597,6 +597,62 @@ fn stack_config(mac: [u8; 6], ip: Ipv4Addr, seed: u64, workload: Workload) -> St
     cfg
 }
 
+/// Joins `client` and `server` with the soak's link (1 Gbit/s, 200 µs, jitter that reorders)
+/// under `faults`, every fault on both directions. With `SIM_TRACE_PORT=<port>` (a debugging
+/// aid) every delivered TCP segment to or from that port, and every ARP packet, is printed.
+fn connect_faulty(
+    w: &mut World,
+    client: HostId,
+    server: HostId,
+    faults: &FaultProfile,
+) -> Result<(), String> {
+    let link_cfg = ChannelConfig::default()
+        .rate_bps(1_000_000_000)
+        .delay_ns(200_000)
+        .jitter_ns(20_000, JitterOrder::Reorder)
+        .queue_max(4 * 1024 * 1024, 4096);
+    let link = w
+        .connect((client, PortId(0)), (server, PortId(0)), link_cfg)
+        .map_err(|e| e.to_string())?;
+    if faults.loss > 0.0 {
+        w.add_fault_both(link, Loss { p: faults.loss });
+    }
+    if faults.duplicate > 0.0 {
+        w.add_fault_both(
+            link,
+            Duplicate {
+                p: faults.duplicate,
+            },
+        );
+    }
+    if faults.reorder > 0.0 {
+        w.add_fault_both(
+            link,
+            Reorder {
+                p: faults.reorder,
+                extra_delay_ns: 1_000_000,
+            },
+        );
+    }
+    if faults.corrupt > 0.0 {
+        w.add_fault_both(link, Corrupt { p: faults.corrupt });
+    }
+    if let Some((down, up)) = faults.flap_ns {
+        w.add_fault_both(link, Flap::new(down, up));
+    }
+    if let Some(port) = std::env::var("SIM_TRACE_PORT")
+        .ok()
+        .and_then(|p| p.parse::<u16>().ok())
+    {
+        w.set_frame_tap(move |t, _link, dir, frame| {
+            if let Some(line) = trace_tcp(frame, port) {
+                eprintln!("{t:>12} ns {dir:?} {line}");
+            }
+        });
+    }
+    Ok(())
+}
+
 /// Runs `workload` under `seed`'s fault profile; `Err` names what went wrong.
 pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
     if workload == Workload::Migrate {
@@ -640,53 +696,8 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
         moves_done: 0,
     })?;
     let server = w.add_host(Box::new(server_host));
-    let link_cfg = ChannelConfig::default()
-        .rate_bps(1_000_000_000)
-        .delay_ns(200_000)
-        .jitter_ns(20_000, JitterOrder::Reorder)
-        .queue_max(4 * 1024 * 1024, 4096);
-    let link = w
-        .connect((client, PortId(0)), (server, PortId(0)), link_cfg)
-        .map_err(|e| e.to_string())?;
-    if faults.loss > 0.0 {
-        w.add_fault_both(link, Loss { p: faults.loss });
-    }
-    if faults.duplicate > 0.0 {
-        w.add_fault_both(
-            link,
-            Duplicate {
-                p: faults.duplicate,
-            },
-        );
-    }
-    if faults.reorder > 0.0 {
-        w.add_fault_both(
-            link,
-            Reorder {
-                p: faults.reorder,
-                extra_delay_ns: 1_000_000,
-            },
-        );
-    }
-    if faults.corrupt > 0.0 {
-        w.add_fault_both(link, Corrupt { p: faults.corrupt });
-    }
-    if let Some((down, up)) = faults.flap_ns {
-        w.add_fault_both(link, Flap::new(down, up));
-    }
+    connect_faulty(&mut w, client, server, &faults)?;
 
-    // Debugging aid: SIM_TRACE_PORT=<port> prints every delivered TCP segment to or from it,
-    // and every ARP packet.
-    if let Some(port) = std::env::var("SIM_TRACE_PORT")
-        .ok()
-        .and_then(|p| p.parse::<u16>().ok())
-    {
-        w.set_frame_tap(move |t, _link, dir, frame| {
-            if let Some(line) = trace_tcp(frame, port) {
-                eprintln!("{:>12} ns {dir:?} {line}", t);
-            }
-        });
-    }
     // The TCB invariants cost a walk over every socket: checked after every 16th event (a
     // broken invariant that lasts — the kind that stalls a connection — is still caught within
     // 16 events; a walk after every event tripled the soak's time).

@@ -24,8 +24,7 @@ use super::{
     CLIENT_IP, FaultProfile, RunSummary, SERVER_IP, SERVER_PORT, Workload, c2s_stream, reap,
     s2c_stream, stack_config,
 };
-use crate::fault::{Corrupt, Duplicate, Flap, Loss, Reorder};
-use crate::link::{ChannelConfig, JitterOrder};
+use crate::link::ChannelConfig;
 use crate::net::{ShardedHost, ShardedHostConfig};
 use crate::rng::SimRng;
 use crate::{HostId, PortId, World};
@@ -312,53 +311,8 @@ pub fn run(seed: u64) -> Result<(RunSummary, MigrateStats), String> {
     .with_queues(if seed % 2 == 1 { 2 } else { SERVER_SHARDS });
     let server_host = ShardedHost::new(server_cfg, |_| MigrateServer::new(sizing.clone()))?;
     let server = w.add_host(Box::new(server_host));
-    let link_cfg = ChannelConfig::default()
-        .rate_bps(1_000_000_000)
-        .delay_ns(200_000)
-        .jitter_ns(20_000, JitterOrder::Reorder)
-        .queue_max(4 * 1024 * 1024, 4096);
-    let link = w
-        .connect((client, PortId(0)), (server, PortId(0)), link_cfg)
-        .map_err(|e| e.to_string())?;
-    if faults.loss > 0.0 {
-        w.add_fault_both(link, Loss { p: faults.loss });
-    }
-    if faults.duplicate > 0.0 {
-        w.add_fault_both(
-            link,
-            Duplicate {
-                p: faults.duplicate,
-            },
-        );
-    }
-    if faults.reorder > 0.0 {
-        w.add_fault_both(
-            link,
-            Reorder {
-                p: faults.reorder,
-                extra_delay_ns: 1_000_000,
-            },
-        );
-    }
-    if faults.corrupt > 0.0 {
-        w.add_fault_both(link, Corrupt { p: faults.corrupt });
-    }
-    if let Some((down, up)) = faults.flap_ns {
-        w.add_fault_both(link, Flap::new(down, up));
-    }
+    super::connect_faulty(&mut w, client, server, &faults)?;
 
-    // Debugging aid, as in the other workloads: SIM_TRACE_PORT=<port> prints every delivered
-    // TCP segment to or from it.
-    if let Some(port) = std::env::var("SIM_TRACE_PORT")
-        .ok()
-        .and_then(|p| p.parse::<u16>().ok())
-    {
-        w.set_frame_tap(move |t, _link, dir, frame| {
-            if let Some(line) = super::trace_tcp(frame, port) {
-                eprintln!("{t:>12} ns {dir:?} {line}");
-            }
-        });
-    }
     let mut stats = MigrateStats::default();
     let mut tuples: Vec<(u16, FourTuple)> = Vec::new();
     let mut events: u64 = 0;

@@ -23,11 +23,9 @@ use stack::FourTuple;
 
 use super::migrate::{MigrateClient, MigrateServer, Sizing, reset_violation};
 use super::{CLIENT_IP, FaultProfile, RunSummary, SERVER_IP, Workload, stack_config};
-use crate::fault::{Corrupt, Duplicate, Flap, Loss, Reorder};
-use crate::link::{ChannelConfig, JitterOrder};
 use crate::net::{ShardedHost, ShardedHostConfig};
 use crate::rng::SimRng;
-use crate::{HostId, PortId, World};
+use crate::{HostId, World};
 
 use offload::{EngineConfig, HostConfig};
 
@@ -107,40 +105,7 @@ pub fn run(seed: u64) -> Result<(RunSummary, OffloadStats), String> {
         },
     )?;
     let server = w.add_host(Box::new(server_host));
-    let link_cfg = ChannelConfig::default()
-        .rate_bps(1_000_000_000)
-        .delay_ns(200_000)
-        .jitter_ns(20_000, JitterOrder::Reorder)
-        .queue_max(4 * 1024 * 1024, 4096);
-    let link = w
-        .connect((client, PortId(0)), (server, PortId(0)), link_cfg)
-        .map_err(|e| e.to_string())?;
-    if faults.loss > 0.0 {
-        w.add_fault_both(link, Loss { p: faults.loss });
-    }
-    if faults.duplicate > 0.0 {
-        w.add_fault_both(
-            link,
-            Duplicate {
-                p: faults.duplicate,
-            },
-        );
-    }
-    if faults.reorder > 0.0 {
-        w.add_fault_both(
-            link,
-            Reorder {
-                p: faults.reorder,
-                extra_delay_ns: 1_000_000,
-            },
-        );
-    }
-    if faults.corrupt > 0.0 {
-        w.add_fault_both(link, Corrupt { p: faults.corrupt });
-    }
-    if let Some((down, up)) = faults.flap_ns {
-        w.add_fault_both(link, Flap::new(down, up));
-    }
+    super::connect_faulty(&mut w, client, server, &faults)?;
 
     let mut events: u64 = 0;
     let mut scratch: Vec<FourTuple> = Vec::new();
