@@ -115,6 +115,9 @@ fn host(mac_last: u8, ip: Ipv4Addr, shards: u16) -> HostConfig {
 struct Live {
     bars: Vec<ProgressBar>,
     total_ms: u64,
+    /// Each server shard's packets at the previous update, for the imbalance of the last
+    /// interval (the monitor runs on one thread; the cell only spares `update` a `&mut`).
+    last_packets: std::cell::RefCell<Vec<u64>>,
 }
 
 impl Live {
@@ -140,18 +143,33 @@ impl Live {
             }
             bars.push(b);
         }
-        Live { bars, total_ms }
+        Live {
+            bars,
+            total_ms,
+            last_packets: std::cell::RefCell::new(Vec::new()),
+        }
     }
 
     fn update(&self, v: &LiveView) {
         let ms = u64::try_from(v.elapsed.as_millis()).unwrap_or(u64::MAX);
         let requests: u64 = v.client.iter().map(|s| s.progress).sum();
         let secs = v.elapsed.as_secs_f64().max(1e-9);
+        // The imbalance of the last interval (busiest shard's packets over the mean): what
+        // rebalancing changes over time.
+        let now: Vec<u64> = v.server.iter().map(|s| s.rx_packets).collect();
+        let mut last = self.last_packets.borrow_mut();
+        let deltas: Vec<u64> = now
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| n.saturating_sub(last.get(i).copied().unwrap_or(0)))
+            .collect();
+        *last = now;
         if let Some(main) = self.bars.first() {
             main.set_position(ms.min(self.total_ms));
             main.set_message(format!(
-                "{requests} requests, {:.0} req/s",
-                requests as f64 / secs
+                "{requests} requests, {:.0} req/s, imbalance now {:.2}",
+                requests as f64 / secs,
+                imbalance(&deltas)
             ));
         }
         for (i, (bar, s)) in self.bars.iter().skip(1).zip(&v.server).enumerate() {
