@@ -151,6 +151,46 @@ pub(crate) struct MemIo {
     pub pushed: bool,
 }
 
+impl MemIo {
+    /// A shard's port on the `mem` wire and the wire's end of it: receive and transmit rings of
+    /// `slots`, as many posted buffers as the receive ring holds frames, completions for two
+    /// transmit rings' worth (reaped every shard loop turn, so the wire rarely waits for them),
+    /// posted buffers of `rx_buf_bytes` (the largest frame the wire carries).
+    pub(crate) fn with_wire_end(
+        slots: usize,
+        rx_buf_bytes: usize,
+        wire_thread: &Arc<OnceLock<Thread>>,
+    ) -> (crate::wire::WireShard, MemIo) {
+        use crate::ring::ring;
+        let (rx_p, rx_c) = ring(slots);
+        let (tx_p, tx_c) = ring(slots);
+        let (post_p, post_c) = ring(slots);
+        let (done_p, done_c) = ring(slots.saturating_mul(2));
+        let wire_end = crate::wire::WireShard {
+            tx: tx_c,
+            held: None,
+            completions: done_p,
+            completion_held: None,
+            posted: post_c,
+            spare: None,
+            rx: rx_p,
+        };
+        let io = MemIo {
+            rx: rx_c,
+            tx: tx_p,
+            post: post_p,
+            completions: done_c,
+            rx_buf_bytes,
+            post_target: slots,
+            outstanding: 0,
+            primed: false,
+            wire_thread: wire_thread.clone(),
+            pushed: false,
+        };
+        (wire_end, io)
+    }
+}
+
 impl ShardIo for MemIo {
     fn receive(&mut self, queue: &mut RxQueue<'_>, max_frames: usize) -> usize {
         let mut n = 0;

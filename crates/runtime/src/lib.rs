@@ -71,7 +71,7 @@ pub use wire::{WireConfig, WireReport};
 use crate::io::{MemIo, ShardIo};
 use crate::ring::ring;
 use crate::shard::ShardThread;
-use crate::wire::{Wire, WirePort, WireShard};
+use crate::wire::{Wire, WirePort};
 
 /// One host: its interface, shards, hardware queues, NIC and ring sizes.
 #[derive(Debug, Clone)]
@@ -527,34 +527,9 @@ where
     let slots = cfg.wire_ring_slots;
     let mut ios = Vec::with_capacity(s);
     for _ in 0..s {
-        let (rx_p, rx_c) = ring(slots);
-        let (tx_p, tx_c) = ring(slots);
-        // As many posted buffers as the receive ring holds frames.
-        let (post_p, post_c) = ring(slots);
-        // Completions are reaped every shard loop turn; room for two transmit rings' worth
-        // so the wire rarely waits for that (see `MemIo`).
-        let (done_p, done_c) = ring(slots.saturating_mul(2));
-        port.shards.push(WireShard {
-            tx: tx_c,
-            held: None,
-            completions: done_p,
-            completion_held: None,
-            posted: post_c,
-            spare: None,
-            rx: rx_p,
-        });
-        ios.push(MemIo {
-            rx: rx_c,
-            tx: tx_p,
-            post: post_p,
-            completions: done_c,
-            rx_buf_bytes,
-            post_target: slots,
-            outstanding: 0,
-            primed: false,
-            wire_thread: wire_thread.clone(),
-            pushed: false,
-        });
+        let (wire_end, io) = MemIo::with_wire_end(slots, rx_buf_bytes, wire_thread);
+        port.shards.push(wire_end);
+        ios.push(io);
     }
     let mode = ShardMode {
         forwarding: cfg.queues < cfg.shards,

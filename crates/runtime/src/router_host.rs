@@ -23,7 +23,7 @@ use crate::ring::ring;
 use crate::router::{
     RouterConfig, RouterIo, RouterLive, RouterShard, RouterShardReport, RouterSnapshot, ShardWiring,
 };
-use crate::wire::{Wire, WireConfig, WirePort, WireReport, WireShard};
+use crate::wire::{Wire, WireConfig, WirePort, WireReport};
 use crate::{
     HostConfig, HostReport, RunLimits, RuntimeError, join_all, spawn_host, start_all, steering_nic,
 };
@@ -353,31 +353,9 @@ fn router_mem_port(
     let slots = cfg.wire_ring_slots;
     let mut ios = Vec::with_capacity(s);
     for _ in 0..s {
-        let (rx_p, rx_c) = ring(slots);
-        let (tx_p, tx_c) = ring(slots);
-        let (post_p, post_c) = ring(slots);
-        let (done_p, done_c) = ring(slots.saturating_mul(2));
-        port.shards.push(WireShard {
-            tx: tx_c,
-            held: None,
-            completions: done_p,
-            completion_held: None,
-            posted: post_c,
-            spare: None,
-            rx: rx_p,
-        });
-        ios.push(MemIo {
-            rx: rx_c,
-            tx: tx_p,
-            post: post_p,
-            completions: done_c,
-            rx_buf_bytes,
-            post_target: slots,
-            outstanding: 0,
-            primed: false,
-            wire_thread: wire_thread.clone(),
-            pushed: false,
-        });
+        let (wire_end, io) = MemIo::with_wire_end(slots, rx_buf_bytes, wire_thread);
+        port.shards.push(wire_end);
+        ios.push(io);
     }
     Ok((port, ios))
 }
