@@ -98,6 +98,10 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 100, value_name = "MS",
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     period_ms: u64,
+    /// Interrupt moderation of the server's queues, like `ethtool -C`:
+    /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off` (default: adaptive, 10–125 µs).
+    #[arg(long, value_name = "SETTINGS", value_parser = super::coalesce::parse_coalesce)]
+    coalesce: Option<nic::ModerationConfig>,
     /// Print the summary as one JSON object (and no live view).
     #[arg(long)]
     json: bool,
@@ -284,6 +288,9 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
 
     let mut server = host(1, SERVER_IP, shards);
     server.queues = queues;
+    if let Some(m) = args.coalesce {
+        server.nic.moderation = m;
+    }
     if args.rebalance || args.skew {
         if queues != shards {
             return Err(CliError::Usage(format!(
@@ -669,6 +676,7 @@ mod tests {
             elephant_bytes: 256 * 1024,
             rebalance: false,
             period_ms: 100,
+            coalesce: None,
             json,
         }
     }

@@ -110,6 +110,10 @@ pub struct IoArgs {
     /// Stop after this many seconds (default: at SIGINT/SIGTERM or when done).
     #[arg(long, value_name = "SECS")]
     duration: Option<f64>,
+    /// Interrupt moderation of every queue, like `ethtool -C`:
+    /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off` (default: adaptive, 10–125 µs).
+    #[arg(long, value_name = "SETTINGS", value_parser = super::coalesce::parse_coalesce)]
+    coalesce: Option<nic::ModerationConfig>,
     /// Live RSS rebalancing: every period the shards' software RETA follows the load and the
     /// connections of a moved bucket migrate to their new shard (needs --shards ≥ 2).
     #[arg(long)]
@@ -376,6 +380,9 @@ impl IoArgs {
         };
         let mut host = HostConfig::new(iface, self.shards);
         host.queues = self.queues;
+        if let Some(m) = self.coalesce {
+            host.nic.moderation = m;
+        }
         if self.rebalance {
             if self.shards < 2 {
                 return Err(usage(

@@ -1,5 +1,6 @@
 //! Subcommands. Each returns `Result<(), CliError>`; `main` turns errors into exit statuses.
 
+pub mod coalesce;
 pub mod conformance;
 pub mod demo;
 pub mod forward;
