@@ -229,6 +229,12 @@ counters! {
     tcp_unowned_imported,
     /// Forward markers set for connections another owner keeps (`tcp_forward_unowned`).
     tcp_forward_markers_set,
+    /// ICMP "fragmentation needed" / "packet too big" errors about a segment in flight that
+    /// lowered the connection's send MSS (path MTU discovery, RFC 1191 / RFC 8201).
+    tcp_path_mtu_reductions,
+    /// Such errors about a segment in flight that changed nothing (the MSS already fits, or the
+    /// MTU named is below the floor the MSS already is at).
+    tcp_path_mtu_ignored,
     /// Connections handed to an offload engine (`tcp_offload`), and brought back
     /// (`tcp_restore`).
     tcp_offloaded,

@@ -41,6 +41,8 @@ pub(crate) struct QuotedError {
     pub(crate) seq: Option<u32>,
     /// Hard errors end a connection still opening, and are recorded on UDP sockets.
     pub(crate) hard: bool,
+    /// The next-hop MTU of a "fragmentation needed" (ICMPv4) or "packet too big" (ICMPv6).
+    pub(crate) mtu: Option<u32>,
 }
 
 /// The ICMP part's state. Invariants: `echo_replies.len()` ≤ `ECHO_REPLIES_MAX`;
@@ -153,6 +155,12 @@ impl IcmpCx<'_> {
                 // RFC 1122 §4.2.3.9: protocol (2) and port (3) unreachable are hard errors.
                 return self.quoted_error(meta, data, matches!(code, 2 | 3));
             }
+            Icmpv4Repr::FragNeeded { next_hop_mtu, data } => {
+                self.icmp.counters.icmp_errors_received += 1;
+                let mut q = self.quoted_error(meta, data, false)?;
+                q.mtu = Some(u32::from(next_hop_mtu));
+                return Some(q);
+            }
             _ => self.icmp.counters.icmp_errors_received += 1,
         }
         None
@@ -262,6 +270,12 @@ impl IcmpCx<'_> {
                 // RFC 4443 §3.1: code 4 is port unreachable (a hard error, like IPv4's code 3).
                 return self.quoted_error(meta, data, code == 4);
             }
+            Icmpv6Repr::PacketTooBig { mtu, data } => {
+                self.icmp.counters.icmp_errors_received += 1;
+                let mut q = self.quoted_error(meta, data, false)?;
+                q.mtu = Some(mtu);
+                return Some(q);
+            }
             _ => self.icmp.counters.icmp_errors_received += 1,
         }
         None
@@ -318,6 +332,7 @@ impl IcmpCx<'_> {
             remote: SocketAddr::new(peer, u16::from_be_bytes([d0, d1])),
             seq,
             hard,
+            mtu: None,
         })
     }
 

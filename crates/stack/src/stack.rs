@@ -99,11 +99,14 @@ impl Upper {
     /// Hands a destination-unreachable error to the socket that sent the quoted packet
     /// (RFC 1122 §4.2.3.9, §4.1.3.3; RFC 5927 §4.1 checks in TCP).
     fn icmp_error_to_socket(&mut self, q: QuotedError) {
-        let matched = match q.protocol {
-            IpProtocol::TCP => self
+        let matched = match (q.protocol, q.mtu) {
+            (IpProtocol::TCP, Some(mtu)) => {
+                self.tcp_cx().tcp_path_mtu(q.local, q.remote, q.seq, mtu)
+            }
+            (IpProtocol::TCP, None) => self
                 .tcp_cx()
                 .tcp_icmp_error(q.local, q.remote, q.seq, q.hard),
-            IpProtocol::UDP => self.udp_cx().icmp_error(q.local, q.hard),
+            (IpProtocol::UDP, _) => self.udp_cx().icmp_error(q.local, q.hard),
             _ => false,
         };
         if !matched {

@@ -403,6 +403,49 @@ impl TcpCx<'_> {
         self.tcp.counters.tcp_rx_no_listener_rst_sent += 1;
     }
 
+    /// Path MTU discovery (RFC 1191, RFC 8201): an ICMP "fragmentation needed" / "packet too
+    /// big" saying the path to `remote` carries datagrams of at most `mtu` bytes. Acted on only
+    /// when the quoted sequence number is in flight (RFC 5927 §4.1), so a forged error must
+    /// guess it; the MTU is floored at 576 bytes for IPv4 (the datagram every host accepts,
+    /// RFC 791) and 1,280 for IPv6 (RFC 8200 §5), so no error can shrink segments below that.
+    /// The connection's send MSS goes down and its first unacknowledged segment is sent again
+    /// at the new size (`tcp_path_mtu_reductions`; an error that changes nothing is counted
+    /// `tcp_path_mtu_ignored`).
+    pub(crate) fn tcp_path_mtu(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        quoted_seq: Option<u32>,
+        mtu: u32,
+    ) -> bool {
+        let key = self.tcp.flow_key(FourTuple { local, remote }, None);
+        let Some(&i) = self.tcp.conns.get(&key) else {
+            return false;
+        };
+        let Some(c) = self.conn_mut(i) else {
+            return false;
+        };
+        let (una, nxt, _) = c.conn.sequence_state();
+        let in_flight = quoted_seq.is_some_and(|s| SeqNumber(s).ge(una) && SeqNumber(s).lt(nxt));
+        if !in_flight {
+            return false;
+        }
+        let (floor, headers) = if remote.is_ipv4() {
+            (576, IPV4_HEADER_LEN + TCP_HEADER_MIN)
+        } else {
+            (1280, IPV6_HEADER_LEN + TCP_HEADER_MIN)
+        };
+        let mtu = usize::try_from(mtu).unwrap_or(usize::MAX).max(floor);
+        let mss = u16::try_from(mtu.saturating_sub(headers)).unwrap_or(u16::MAX);
+        if c.conn.reduce_path_mss(mss) {
+            self.tcp.counters.tcp_path_mtu_reductions += 1;
+            self.tcp_after_input(i);
+        } else {
+            self.tcp.counters.tcp_path_mtu_ignored += 1;
+        }
+        true
+    }
+
     /// An ICMP destination-unreachable about a segment we sent on (`local`, `remote`).
     /// RFC 5927 §4.1: act only when the quoted sequence number is in flight
     /// (SND.UNA ≤ seq < SND.NXT). RFC 1122 §4.2.3.9 / RFC 5461: a hard error aborts a

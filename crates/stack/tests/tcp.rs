@@ -390,48 +390,12 @@ fn syn_cookies_disabled_means_counted_drops() {
     assert_eq!((c.tcp_syn_cookies_sent, c.tcp_listen_backlog_full), (0, 1));
 }
 
-/// An ICMPv4 error from B about the IP packet in `frame` (which A sent).
+/// An ICMPv4 destination unreachable from B about the IP packet in `frame` (which A sent).
 fn icmp_unreachable_about(frame: &[u8], code: u8) -> Vec<u8> {
-    use wire::icmpv4::Icmpv4Repr;
-    use wire::{
-        ChecksumCaps, EtherType, EthernetFrame, EthernetRepr, Icmpv4Packet, IpProtocol, Ipv4Packet,
-        Ipv4Repr,
-    };
-    let quote = &frame[ETH..ETH + 28];
-    let icmp = Icmpv4Repr::DstUnreachable { code, data: quote };
-    let ip = Ipv4Repr {
-        src_addr: IP_B,
-        dst_addr: IP_A,
-        protocol: IpProtocol::ICMP,
-        payload_len: icmp.buffer_len(),
-        hop_limit: 64,
-        dscp: 0,
-        ecn: 0,
-        ident: 9,
-        dont_frag: false,
-        more_frags: false,
-        frag_offset_bytes: 0,
-    };
-    let mut f = vec![0u8; ETH + ip.buffer_len()];
-    EthernetRepr {
-        src_addr: MAC_B,
-        dst_addr: MAC_A,
-        vlan: None,
-        ethertype: EtherType::IPV4,
-    }
-    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]))
-    .unwrap();
-    ip.emit(
-        &mut Ipv4Packet::new_unchecked(&mut f[ETH..]),
-        ChecksumCaps::ALL,
-    )
-    .unwrap();
-    icmp.emit(
-        &mut Icmpv4Packet::new_unchecked(&mut f[ETH + 20..]),
-        ChecksumCaps::ALL,
-    )
-    .unwrap();
-    f
+    icmpv4_from_b_about(frame, |data| wire::icmpv4::Icmpv4Repr::DstUnreachable {
+        code,
+        data,
+    })
 }
 
 #[test]

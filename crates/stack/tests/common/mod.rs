@@ -152,3 +152,49 @@ pub fn v6_set_frag_offset(frame: &mut [u8], offset_bytes: u16) {
     let v = (offset_bytes & 0xfff8) | (old & 0x0007);
     frame[at..at + 2].copy_from_slice(&v.to_be_bytes());
 }
+
+/// An ICMPv4 error from B (IP_B, MAC_B) to A about the IP packet in `frame` (which A sent):
+/// `icmp` builds the message around the quote (the IP header and 8 bytes of TCP).
+pub fn icmpv4_from_b_about(
+    frame: &[u8],
+    icmp: impl FnOnce(&[u8]) -> wire::icmpv4::Icmpv4Repr<'_>,
+) -> Vec<u8> {
+    use wire::{
+        ChecksumCaps, EtherType, EthernetFrame, EthernetRepr, Icmpv4Packet, IpProtocol, Ipv4Packet,
+        Ipv4Repr,
+    };
+    let icmp = icmp(&frame[ETH..ETH + 28]);
+    let ip = Ipv4Repr {
+        src_addr: IP_B,
+        dst_addr: IP_A,
+        protocol: IpProtocol::ICMP,
+        payload_len: icmp.buffer_len(),
+        hop_limit: 64,
+        dscp: 0,
+        ecn: 0,
+        ident: 9,
+        dont_frag: false,
+        more_frags: false,
+        frag_offset_bytes: 0,
+    };
+    let mut f = vec![0u8; ETH + ip.buffer_len()];
+    EthernetRepr {
+        src_addr: MAC_B,
+        dst_addr: MAC_A,
+        vlan: None,
+        ethertype: EtherType::IPV4,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]))
+    .unwrap();
+    ip.emit(
+        &mut Ipv4Packet::new_unchecked(&mut f[ETH..]),
+        ChecksumCaps::ALL,
+    )
+    .unwrap();
+    icmp.emit(
+        &mut Icmpv4Packet::new_unchecked(&mut f[ETH + 20..]),
+        ChecksumCaps::ALL,
+    )
+    .unwrap();
+    f
+}

@@ -609,6 +609,33 @@ impl Connection {
         self.opts.snd_mss = self.opts.snd_mss.min(self.config.mss_bytes);
         Ok(())
     }
+    /// Path MTU discovery (RFC 1191 §6.3, RFC 8201 §5.2): an ICMP "fragmentation needed" /
+    /// "packet too big" for a segment in flight says the path carries at most `mss_bytes` of
+    /// TCP payload plus options per segment (the next-hop MTU less the IP and TCP headers;
+    /// the caller validated the quote, RFC 5927, and applied the floor). Lowers the send MSS,
+    /// never raises it, and retransmits the first unacknowledged segment at the new size at
+    /// once; not a congestion signal (cwnd is untouched). Returns whether the MSS went down.
+    pub fn reduce_path_mss(&mut self, mss_bytes: u16) -> bool {
+        let mss = mss_bytes.max(crate::config::MSS_MIN_BYTES);
+        if !self.state.is_synchronized() || mss >= self.opts.snd_mss {
+            return false;
+        }
+        self.opts.snd_mss = mss;
+        if self.snd.una != self.snd.max {
+            // Everything in flight was sent too large: go back and send it again at the new
+            // size, as after a timeout but without its congestion response or backoff
+            // (Linux `tcp_simple_retransmit`). The scoreboard goes with it, as RACK's view.
+            self.snd.nxt = self.snd.una;
+            self.rec.recover = self.snd.max;
+            self.rec.rtx_pending = false;
+            self.scoreboard.clear();
+            if let Some(r) = self.rack.as_mut() {
+                r.on_rto();
+            }
+        }
+        true
+    }
+
     /// Resizes the send buffer (Linux `SO_SNDBUF` on a live socket): unacknowledged plus
     /// unsent bytes. Never below one MSS ([`Config::validated`]) nor below what it holds.
     pub fn set_send_buffer(&mut self, send_buffer_bytes: u32) {
