@@ -75,6 +75,15 @@ impl<S> StreamServer<S> {
         Ok(())
     }
 
+    /// Sets `opt` on the listener's sockets (IPv4 and IPv6): the connections it accepts
+    /// inherit it. Without a listener nothing happens.
+    pub(crate) fn set_listener_option(&self, ctx: &mut Ctx<'_>, opt: stack::SocketOption) {
+        if let Some(l) = self.listener {
+            let _ = ctx.stack().set_option(l.handle(), opt);
+            let _ = ctx.stack().set_option(l.handle_v6(), opt);
+        }
+    }
+
     /// Sessions open now.
     pub(crate) fn open_sessions(&self) -> usize {
         self.sessions.len()
