@@ -36,6 +36,7 @@
 pub mod host;
 pub mod io;
 pub mod live;
+pub mod offload;
 pub mod placement;
 mod port;
 pub mod rebalance;
@@ -59,6 +60,7 @@ use stack::{InterfaceConfig, Limits, RssConfig, Stack, StackConfig};
 pub use host::{HostLimits, HostView, LiveConfig, LiveIo, LiveReport, run_host};
 pub use io::PortCounters;
 pub use live::{ShardLive, ShardSnapshot};
+pub use offload::{EngineReport, HostOffloadReport, OffloadSettings};
 pub use placement::NodeMemory;
 pub use rebalance::{RebalanceReport, RebalanceSettings};
 pub use router::{RouterConfig, RouterShardReport, RouterSnapshot};
@@ -108,6 +110,9 @@ pub struct HostConfig {
     /// Live RSS rebalancing ([`rebalance`]): the RETA follows the load and the connections of
     /// a moved bucket migrate to their new shard. `mem` hosts with one queue per shard only.
     pub rebalance: Option<RebalanceSettings>,
+    /// An offload engine on a core of its own serving shard 0's connections ([`offload`]):
+    /// `mem` hosts with one queue per shard, without rebalancing.
+    pub offload: Option<OffloadSettings>,
 }
 
 impl HostConfig {
@@ -134,6 +139,7 @@ impl HostConfig {
             cross_ring_slots: 1024,
             seed: 1,
             rebalance: None,
+            offload: None,
         }
     }
 }
@@ -228,6 +234,9 @@ pub struct PairReport<S, C> {
     pub wire: WireReport,
     /// The server host's rebalancing, when it rebalanced.
     pub rebalance: Option<RebalanceReport>,
+    /// The server host's offload engine, when it had one (shard 0's layer reports in its
+    /// [`ShardReport::offload`]).
+    pub engine: Option<EngineReport>,
     /// Wall time from start to stop.
     pub elapsed: Duration,
 }
@@ -312,6 +321,14 @@ pub(crate) struct HostShared {
     pub threads: Arc<Vec<OnceLock<Thread>>>,
 }
 
+/// What some shards of a host have beyond the common parts: the control rings to the `mem`
+/// wire (per shard, when the host rebalances) and shard 0's offload layer (when the host has
+/// an offload engine).
+pub(crate) struct Extras {
+    pub controls: Vec<Option<shard::Control>>,
+    pub offload: Option<offload::ShardOffload>,
+}
+
 /// One starter per shard and the shards' live figures.
 pub(crate) type Built<A> = (Vec<Starter<A>>, Vec<Arc<ShardLive>>);
 
@@ -323,7 +340,7 @@ pub(crate) fn build_host<A, F, I>(
     shared: &HostShared,
     ios: Vec<I>,
     mode: ShardMode,
-    controls: Vec<Option<shard::Control>>,
+    extras: Extras,
 ) -> Result<Built<A>, RuntimeError>
 where
     A: App + Send + 'static,
@@ -331,9 +348,15 @@ where
     I: ShardIo + 'static,
 {
     check(cfg, name)?;
+    let Extras {
+        controls,
+        mut offload,
+    } = extras;
     let (stop, epoch, threads) = (&shared.stop, shared.epoch, &shared.threads);
     let s = usize::from(cfg.shards);
-    if ios.len() != s || threads.len() != s {
+    // With an offload engine the host's thread list has one more entry: the engine's.
+    let engine_threads = usize::from(offload.is_some());
+    if ios.len() != s || threads.len() != s + engine_threads {
         return Err(RuntimeError::Config(format!(
             "{name}: {} ports for {s} shards",
             ios.len()
@@ -423,6 +446,7 @@ where
         let thread_name = format!("{name}-shard{i}");
         let copy_neighbour = mode.copy_neighbour && forwarding;
         let count_buckets = mode.count_buckets;
+        let shard_offload = if i == 0 { offload.take() } else { None };
         starters.push(Box::new(move || {
             std::thread::Builder::new()
                 .name(thread_name)
@@ -457,6 +481,7 @@ where
                         cross_back: back,
                         cross_returned: returned,
                         control,
+                        offload: shard_offload,
                         shard_threads: threads,
                         live,
                         stop,
@@ -486,13 +511,22 @@ where
 {
     check(cfg, name)?;
     let s = usize::from(cfg.shards);
-    let threads: Arc<Vec<OnceLock<Thread>>> = Arc::new((0..s).map(|_| OnceLock::new()).collect());
+    if cfg.offload.is_some() && (cfg.queues != cfg.shards || cfg.rebalance.is_some()) {
+        return Err(RuntimeError::Config(format!(
+            "{name}: an offload engine needs one queue per shard and no rebalancing"
+        )));
+    }
+    let engines = usize::from(cfg.offload.is_some());
+    let threads: Arc<Vec<OnceLock<Thread>>> =
+        Arc::new((0..s + engines).map(|_| OnceLock::new()).collect());
     let mut port = WirePort {
-        shards: Vec::with_capacity(s),
+        shards: Vec::with_capacity(s + engines),
         steering: steering_nic(cfg)?,
         threads: threads.clone(),
         controls: Vec::new(),
         rebalancer: None,
+        steer: None,
+        engine_queue: None,
     };
     // Control rings for rebalancing: room for a move of every RETA entry at once.
     let mut controls: Vec<Option<shard::Control>> = (0..s).map(|_| None).collect();
@@ -556,6 +590,13 @@ where
             pushed: false,
         });
     }
+    let (shard_offload, engine) = match &cfg.offload {
+        Some(o) => {
+            let (so, e) = offload_parts(cfg, o, &mut port, &threads, stop, epoch, wire_thread)?;
+            (Some(so), Some(e))
+        }
+        None => (None, None),
+    };
     let mode = ShardMode {
         forwarding: cfg.queues < cfg.shards,
         mesh: cfg.rebalance.is_some(),
@@ -567,15 +608,35 @@ where
         epoch,
         threads,
     };
-    let (starters, lives) = build_host(cfg, name, factory, &shared, ios, mode, controls)?;
-    Ok((port, starters, lives))
+    let (starters, lives) = build_host(
+        cfg,
+        name,
+        factory,
+        &shared,
+        ios,
+        mode,
+        Extras {
+            controls,
+            offload: shard_offload,
+        },
+    )?;
+    Ok((port, starters, lives, engine))
 }
 
 /// Starts one shard's thread.
 pub(crate) type Starter<A> = Box<dyn FnOnce() -> Result<JoinHandle<ShardReport<A>>, RuntimeError>>;
 
-/// A host ready to start: its wire port, one starter per shard, the shards' live figures.
-type BuiltHost<A> = (WirePort, Vec<Starter<A>>, Vec<Arc<ShardLive>>);
+/// Starts the offload engine's thread.
+type EngineStarter = Box<dyn FnOnce() -> Result<JoinHandle<EngineReport>, RuntimeError>>;
+
+/// A host ready to start: its wire port, one starter per shard, the shards' live figures, and
+/// the engine's starter when it has one.
+type BuiltHost<A> = (
+    WirePort,
+    Vec<Starter<A>>,
+    Vec<Arc<ShardLive>>,
+    Option<EngineStarter>,
+);
 
 pub(crate) fn start_all<A>(
     starters: Vec<Starter<A>>,
@@ -659,7 +720,7 @@ where
     let stop = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
     let wire_slot: Arc<OnceLock<Thread>> = Arc::new(OnceLock::new());
-    let (sport, sstart, slive) = spawn_host(
+    let (sport, sstart, slive, sengine) = spawn_host(
         server,
         "server",
         Arc::new(server_app),
@@ -667,7 +728,7 @@ where
         epoch,
         &wire_slot,
     )?;
-    let (cport, cstart, clive) = spawn_host(
+    let (cport, cstart, clive, _) = spawn_host(
         client,
         "client",
         Arc::new(client_app),
@@ -684,6 +745,14 @@ where
     let wire_thread = wire_handle.thread().clone();
     let _ = wire_slot.set(wire_thread.clone());
     let mut spawn_err = None;
+    let engine_handle = match sengine.map(|st| st()) {
+        Some(Ok(h)) => Some(h),
+        Some(Err(e)) => {
+            spawn_err = Some(e);
+            None
+        }
+        None => None,
+    };
     let server_spawned = Spawned {
         handles: start_all(sstart, &mut spawn_err),
         live: slive,
@@ -718,6 +787,13 @@ where
     wire_thread.unpark();
     let server_shards = join_all(server_spawned.handles)?;
     let client_shards = join_all(client_spawned.handles)?;
+    let engine = match engine_handle {
+        Some(h) => Some(
+            h.join()
+                .map_err(|_| RuntimeError::Thread("the offload engine panicked".into()))?,
+        ),
+        None => None,
+    };
     let (wire_report, [_, server_rebalance]) = wire_handle
         .join()
         .map_err(|_| RuntimeError::Thread("the wire panicked".into()))?;
@@ -733,6 +809,104 @@ where
         },
         wire: wire_report,
         rebalance: server_rebalance,
+        engine,
         elapsed,
     })
+}
+
+/// The offload engine's pieces for a `mem` host (module [`offload`]): the wire port gains the
+/// engine's queue (RSS stays over the shards) and the steering ring; shard 0 gets the host's
+/// layer and its command rings; the engine thread gets the rest.
+fn offload_parts(
+    cfg: &HostConfig,
+    o: &OffloadSettings,
+    port: &mut WirePort,
+    threads: &Arc<Vec<OnceLock<Thread>>>,
+    stop: &Arc<AtomicBool>,
+    epoch: Instant,
+    wire_thread: &Arc<OnceLock<Thread>>,
+) -> Result<(offload::ShardOffload, EngineStarter), RuntimeError> {
+    let s = cfg.shards;
+    let mut steering = Nic::new(NicConfig {
+        queues: s + 1,
+        ..cfg.nic.clone()
+    })
+    .map_err(|e| RuntimeError::Config(format!("offload: nic: {e:?}")))?;
+    steering.set_hasher(cfg.hasher.clone());
+    let reta = port.steering.steering().reta.clone();
+    for (i, &q) in reta.entries().iter().enumerate() {
+        steering
+            .set_reta_entry(i, q)
+            .map_err(|e| RuntimeError::Config(format!("offload: reta: {e:?}")))?;
+    }
+    port.steering = steering;
+    port.engine_queue = Some(s);
+    let slots = cfg.wire_ring_slots;
+    let (rx_p, rx_c) = ring(slots);
+    let (tx_p, tx_c) = ring(slots);
+    let (post_p, post_c) = ring(slots);
+    let (done_p, done_c) = ring(slots.saturating_mul(2));
+    port.shards.push(WireShard {
+        tx: tx_c,
+        held: None,
+        completions: done_p,
+        completion_held: None,
+        posted: post_c,
+        spare: None,
+        rx: rx_p,
+    });
+    let (steer_p, steer_c) = ring(o.ring_slots);
+    port.steer = Some(steer_c);
+    let (to_engine, from_host) = ring(o.ring_slots);
+    let (to_host, from_engine) = ring(o.ring_slots);
+    let shard_offload = offload::ShardOffload {
+        host: ::offload::HostOffload::new(o.host),
+        to_engine,
+        from_engine,
+        steer: steer_p,
+        wire_thread: wire_thread.clone(),
+        engine_index: usize::from(s),
+        cmd_backlog: Default::default(),
+        steer_backlog: Default::default(),
+        report: HostOffloadReport::default(),
+    };
+    let mut stack_cfg = StackConfig::new(cfg.interface.clone());
+    stack_cfg.limits = cfg.limits.clone();
+    stack_cfg.secret = [cfg.seed ^ 0x5eed_0000_0000_0001, 0x0e09_0000_5eed];
+    let engine_cfg = o.engine;
+    let (threads, stop, wire_thread) = (threads.clone(), stop.clone(), wire_thread.clone());
+    let fail_after_ns = o
+        .fail_after
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let core = o.core;
+    let rx_buf_bytes = usize::from(cfg.interface.mtu_bytes) + 18;
+    let starter: EngineStarter = Box::new(move || {
+        std::thread::Builder::new()
+            .name("server-engine".into())
+            .spawn(move || {
+                offload::EngineThread {
+                    engine: ::offload::Engine::new(engine_cfg, stack_cfg),
+                    port: offload::EnginePort {
+                        rx: rx_c,
+                        tx: tx_p,
+                        post: post_p,
+                        completions: done_c,
+                        post_target: slots,
+                        rx_buf_bytes,
+                    },
+                    from_host,
+                    to_host,
+                    threads,
+                    index: usize::from(s),
+                    wire_thread,
+                    fail_after_ns,
+                    core,
+                    stop,
+                    epoch,
+                }
+                .run()
+            })
+            .map_err(|e| RuntimeError::Thread(e.to_string()))
+    });
+    Ok((shard_offload, starter))
 }

@@ -69,6 +69,11 @@ pub struct WireReport {
     pub drop_malformed: u64,
     pub arp_reply_copies: u64,
     pub drop_arp_copy_ring_full: u64,
+    /// Exact-match filters the server host's offload layer had installed and removed
+    /// (offload engine), and changes the NIC refused (table full, or no such filter).
+    pub filters_installed: u64,
+    pub filters_removed: u64,
+    pub filters_refused: u64,
 }
 
 impl WireReport {
@@ -139,6 +144,10 @@ pub(crate) struct WirePort {
     /// When the host rebalances: the control ring pair of each shard, and the rebalancer.
     pub controls: Vec<WireControl>,
     pub rebalancer: Option<WireRebalancer>,
+    /// With an offload engine: filter changes from shard 0's offload layer, and the engine's
+    /// queue (the last entry of `shards`, outside the RETA).
+    pub steer: Option<Consumer<crate::offload::Steer>>,
+    pub engine_queue: Option<u16>,
 }
 
 pub(crate) struct Wire {
@@ -202,6 +211,9 @@ impl Wire {
                     let due = r.due_in_ns(now);
                     rebalance_in_ns = Some(rebalance_in_ns.map_or(due, |d: u64| d.min(due)));
                 }
+            }
+            for port in &mut self.ports {
+                work += apply_steering(port, &mut self.report);
             }
             for dir in 0..2usize {
                 for src in 0..self.ports[dir].shards.len() {
@@ -392,4 +404,42 @@ fn deliver_to_all(
         }
     }
     Ok(())
+}
+
+/// Applies the filter changes an offload layer asked for, in order. Returns how many.
+fn apply_steering(port: &mut WirePort, report: &mut WireReport) -> usize {
+    let (Some(steer), Some(queue)) = (&port.steer, port.engine_queue) else {
+        return 0;
+    };
+    let mut n = 0;
+    while let Some(change) = steer.pop() {
+        n += 1;
+        match change {
+            crate::offload::Steer::Install(t) => {
+                match port.steering.add_filter(five_tuple(&t), queue) {
+                    Ok(_) => report.filters_installed += 1,
+                    Err(_) => report.filters_refused += 1,
+                }
+            }
+            crate::offload::Steer::Remove(t) => {
+                if port.steering.remove_filter(&five_tuple(&t)).is_some() {
+                    report.filters_removed += 1;
+                } else {
+                    report.filters_refused += 1;
+                }
+            }
+        }
+    }
+    n
+}
+
+/// The NIC filter for a connection's incoming frames.
+fn five_tuple(t: &stack::FourTuple) -> rss::FiveTuple {
+    rss::FiveTuple {
+        protocol: 6,
+        src: t.remote.ip(),
+        dst: t.local.ip(),
+        src_port: t.remote.port(),
+        dst_port: t.local.port(),
+    }
 }
