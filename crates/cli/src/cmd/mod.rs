@@ -2,6 +2,7 @@
 
 pub mod conformance;
 pub mod demo;
+pub mod demo_offload;
 pub mod forward;
 pub mod get;
 pub mod live;
