@@ -196,6 +196,7 @@ impl OffloadSummary {
             "engine_connections_at_failure": self.engine_held_at_failure(),
             "connections_reset_by_engine_failure": h.connections_lost,
             "engine_frames_unknown": e.counters.frames_unknown,
+            "engine_frames_swallowed_after_failure": e.frames_swallowed,
             "engine_frames_over_budget_dropped": e.counters.frames_over_budget_dropped,
             "cmds_dropped": self.host.host_cmds_dropped + e.engine_cmds_dropped
                 + self.host.steer_dropped,
