@@ -46,6 +46,10 @@ fn offload_all_hands_connections_to_the_engine_and_loses_nothing() {
     assert_eq!(o["cmds_refused"], 0, "{o}");
     assert_eq!(o["filters_refused"], 0, "{o}");
     assert_eq!(o["connections_reset_by_engine_failure"], 0, "{o}");
+    // Each accepted handoff's hold ended by shard 0's drain signal, none by time-out.
+    assert_eq!(o["hold"]["drained"], o["connections_offloaded"], "{o}");
+    assert_eq!(o["hold"]["timeouts"], 0, "{o}");
+    assert_eq!(o["hold"]["dropped"], 0, "{o}");
     assert_eq!(o["engine_failed"], false, "{o}");
     // Seed Figure 8's measure is there, by kind, and the engine carried TCP packets.
     assert!(o["engine_packets"].as_u64() > Some(0), "{o}");

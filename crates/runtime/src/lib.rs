@@ -527,6 +527,7 @@ where
         rebalancer: None,
         steer: None,
         engine_queue: None,
+        installed: None,
     };
     // Control rings for rebalancing: room for a move of every RETA entry at once.
     let mut controls: Vec<Option<shard::Control>> = (0..s).map(|_| None).collect();
@@ -857,11 +858,15 @@ fn offload_parts(
     });
     let (steer_p, steer_c) = ring(o.ring_slots);
     port.steer = Some(steer_c);
+    let (installed_p, installed_c) = ring(o.ring_slots);
+    port.installed = Some(installed_p);
     let (to_engine, from_host) = ring(o.ring_slots);
     let (to_host, from_engine) = ring(o.ring_slots);
     let shard_offload = offload::ShardOffload {
         host: ::offload::HostOffload::new(o.host),
         to_engine,
+        installed: installed_c,
+        draining: Vec::new(),
         from_engine,
         steer: steer_p,
         wire_thread: wire_thread.clone(),

@@ -25,10 +25,16 @@
 //! Ordering (the simulator's rules, and what the threads change):
 //! - Frames that reach shard 0 after a handoff are `Forward`ed in arrival order over the
 //!   command ring; frames steered to the engine's queue after `Install` arrive on another
-//!   ring. Frames shard 0 had already received when the wire installed the filter can thus
-//!   reach the engine after newer frames that went straight to its queue. The engine does NOT
-//!   hold steered frames until those forwards drain (the sim, being one thread, never needs
-//!   to): TCP takes the reordering (out-of-order queue or retransmission); nothing is lost.
+//!   ring, and could overtake frames shard 0 had received before the wire installed the
+//!   filter. So the engine *holds* the steered frames of a flow from its `HandoffAccepted`
+//!   until shard 0 says its receive path has drained of the flow ([`ToEngine::Drained`],
+//!   behind the last `Forward` on the same ring), then processes them in arrival order:
+//!   the wire acknowledges each `Install` on a ring to shard 0 (`installed`); frames it
+//!   delivered to shard 0 before are then in shard 0's receive ring; shard 0 sends `Drained`
+//!   once, after that acknowledgement, a turn emptied its port and its NIC queue and the
+//!   layer turned the resulting bypass operations into commands. A hold is bounded in frames
+//!   ([`HOLD_FRAMES_MAX`], overflow dropped and counted) and in time ([`HOLD_NS_MAX`]: then
+//!   the frames are processed anyway, counted `hold_timeouts`; TCP takes any reordering).
 //! - `Remove` is sent before a restored connection is imported on shard 0; frames the engine
 //!   still receives for it in between are dropped by the engine (counted `frames_unknown`)
 //!   and left to retransmission.
@@ -47,10 +53,13 @@ use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+use core::net::{IpAddr, SocketAddr};
 use offload::{Engine, EngineConfig, EngineCounters, HostCounters, HostOffload, PolicyCounters};
 pub use offload::{HostConfig as OffloadHostConfig, Steer};
-use shard::handoff::{EngineCmd, HostCmd};
-use stack::Stack;
+use std::collections::BTreeMap;
+
+use shard::handoff::{EngineCmd, HostCmd, ReqId};
+use stack::{FourTuple, Stack};
 
 use crate::ring::{Consumer, Producer};
 
@@ -59,6 +68,27 @@ use crate::ring::{Consumer, Producer};
 pub const CMD_BACKLOG_MAX: usize = 65_536;
 /// Longest idle sleep of the engine thread, ns (bounds how late it notices the stop flag).
 const ENGINE_IDLE_NS_MAX: u64 = 1_000_000;
+/// Most steered frames the engine holds at once (all flows), waiting for shard 0's drain.
+pub const HOLD_FRAMES_MAX: usize = 4096;
+/// Longest hold of a flow's steered frames, ns, should the drain signal not come.
+pub const HOLD_NS_MAX: u64 = 10_000_000;
+
+/// What shard 0 sends the engine thread on the command ring.
+#[derive(Debug)]
+pub enum ToEngine {
+    /// A handoff command for the engine.
+    Cmd(HostCmd),
+    /// Shard 0's receive path has drained of this flow since the wire installed its filter:
+    /// every frame of it shard 0 received is ahead on the ring (module documentation).
+    Drained(FourTuple),
+}
+
+/// A flow whose steered frames wait for [`ToEngine::Drained`].
+#[derive(Debug)]
+struct Hold {
+    since_ns: u64,
+    frames: VecDeque<Vec<u8>>,
+}
 
 /// How a `mem` host runs its offload engine ([`crate::HostConfig::offload`]).
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +143,12 @@ pub struct EngineReport {
     pub frames_swallowed: u64,
     /// Connections it ran when it stopped.
     pub connections_at_end: u64,
+    /// Steered frames held until shard 0 drained (module documentation); holds released by
+    /// the drain signal and by time-out; frames dropped for a full hold.
+    pub hold_frames: u64,
+    pub hold_drained: u64,
+    pub hold_timeouts: u64,
+    pub hold_dropped: u64,
 }
 
 impl EngineReport {
@@ -156,7 +192,7 @@ pub(crate) struct EnginePort {
 pub(crate) struct EngineThread {
     pub engine: Engine,
     pub port: EnginePort,
-    pub from_host: Consumer<HostCmd>,
+    pub from_host: Consumer<ToEngine>,
     pub to_host: Producer<EngineCmd>,
     /// The host's threads: the shards by index, then this engine (index `shards`).
     pub threads: Arc<Vec<OnceLock<Thread>>>,
@@ -203,6 +239,11 @@ impl EngineThread {
         }
         let mut backlog: VecDeque<EngineCmd> = VecDeque::new();
         let mut refused: Option<Vec<u8>> = None;
+        // Handoffs by request (to learn the tuple of an accepted one), flows on hold, and
+        // the frames held over all of them.
+        let mut handoffs: BTreeMap<ReqId, FourTuple> = BTreeMap::new();
+        let mut holds: BTreeMap<FourTuple, Hold> = BTreeMap::new();
+        let mut held = 0usize;
         loop {
             if self.stop.load(Ordering::Acquire) {
                 break;
@@ -225,10 +266,14 @@ impl EngineThread {
                 while let Some(c) = self.from_host.pop() {
                     work += 1;
                     r.cmds_swallowed += 1;
-                    if matches!(c, HostCmd::Handoff { .. }) {
+                    if matches!(c, ToEngine::Cmd(HostCmd::Handoff { .. })) {
                         r.handoffs_swallowed += 1;
                     }
                 }
+                for (_, h) in std::mem::take(&mut holds) {
+                    r.frames_swallowed += h.frames.len() as u64;
+                }
+                held = 0;
                 if work == 0 {
                     std::thread::park_timeout(Duration::from_nanos(ENGINE_IDLE_NS_MAX));
                 }
@@ -236,14 +281,68 @@ impl EngineThread {
             }
             while let Some(c) = self.from_host.pop() {
                 work += 1;
-                r.host_cmds_in += 1;
-                self.engine.handle_host_cmd(now, c);
+                match c {
+                    ToEngine::Cmd(c) => {
+                        r.host_cmds_in += 1;
+                        if let HostCmd::Handoff { req, tuple, .. } = &c {
+                            handoffs.insert(*req, *tuple);
+                        }
+                        self.engine.handle_host_cmd(now, c);
+                    }
+                    ToEngine::Drained(t) => {
+                        if let Some(h) = holds.remove(&t) {
+                            r.hold_drained += 1;
+                            held -= h.frames.len();
+                            for f in h.frames {
+                                self.engine.handle_frame(now, &f);
+                            }
+                        }
+                    }
+                }
+            }
+            // Holds that waited too long go through anyway.
+            let expired: Vec<FourTuple> = holds
+                .iter()
+                .filter(|(_, h)| now.saturating_sub(h.since_ns) >= HOLD_NS_MAX)
+                .map(|(t, _)| *t)
+                .collect();
+            for t in expired {
+                if let Some(h) = holds.remove(&t) {
+                    r.hold_timeouts += 1;
+                    held -= h.frames.len();
+                    for f in h.frames {
+                        self.engine.handle_frame(now, &f);
+                    }
+                }
             }
             while let Some(b) = self.port.rx.pop() {
                 work += 1;
-                self.engine.handle_frame(now, &b);
-                // The buffer goes back to the wire as a posted receive buffer.
-                let _ = self.port.post.push(b);
+                let hold = if holds.is_empty() {
+                    None
+                } else {
+                    frame_tuple(&b).and_then(|t| holds.get_mut(&t))
+                };
+                match hold {
+                    Some(h) if held < HOLD_FRAMES_MAX => {
+                        // Kept whole; a fresh buffer is posted in its place.
+                        r.hold_frames += 1;
+                        held += 1;
+                        h.frames.push_back(b);
+                        let _ = self
+                            .port
+                            .post
+                            .push(Vec::with_capacity(self.port.rx_buf_bytes));
+                    }
+                    Some(_) => {
+                        r.hold_dropped += 1;
+                        let _ = self.port.post.push(b);
+                    }
+                    None => {
+                        self.engine.handle_frame(now, &b);
+                        // The buffer goes back to the wire as a posted receive buffer.
+                        let _ = self.port.post.push(b);
+                    }
+                }
             }
             if work > 0 || self.engine.poll_timeout().is_some_and(|d| d <= now) {
                 self.engine.handle_timeout(now);
@@ -260,6 +359,23 @@ impl EngineThread {
             }
             while let Some(c) = self.engine.poll_cmd() {
                 work += 1;
+                match &c {
+                    EngineCmd::HandoffAccepted { req, .. } => {
+                        if let Some(t) = handoffs.remove(req) {
+                            holds.insert(
+                                t,
+                                Hold {
+                                    since_ns: now,
+                                    frames: VecDeque::new(),
+                                },
+                            );
+                        }
+                    }
+                    EngineCmd::HandoffRefused { req, .. } => {
+                        handoffs.remove(req);
+                    }
+                    _ => {}
+                }
                 if backlog.is_empty() {
                     match self.to_host.push(c) {
                         Ok(()) => {
@@ -308,6 +424,9 @@ impl EngineThread {
                 if let Some(t) = self.fail_after_ns.filter(|&t| t > end) {
                     ns = ns.min(t - end);
                 }
+                if let Some(since) = holds.values().map(|h| h.since_ns).min() {
+                    ns = ns.min(since.saturating_add(HOLD_NS_MAX).saturating_sub(end));
+                }
                 if ns > 0 {
                     std::thread::park_timeout(Duration::from_nanos(ns));
                 }
@@ -327,18 +446,42 @@ impl EngineThread {
 /// produced it (backlogs are FIFO and always drained before the ring is offered new ones).
 pub(crate) struct ShardOffload {
     pub host: HostOffload,
-    pub to_engine: Producer<HostCmd>,
+    pub to_engine: Producer<ToEngine>,
+    /// Filters the wire installed (its acknowledgements, in order).
+    pub installed: Consumer<FourTuple>,
+    /// Installed flows whose pre-install frames may still be in this shard's receive path,
+    /// with whether a turn since emptied the port.
+    pub draining: Vec<(FourTuple, bool)>,
     pub from_engine: Consumer<EngineCmd>,
     pub steer: Producer<Steer>,
     pub wire_thread: Arc<OnceLock<Thread>>,
     /// The engine thread's index in the host's thread list.
     pub engine_index: usize,
-    pub cmd_backlog: VecDeque<HostCmd>,
+    pub cmd_backlog: VecDeque<ToEngine>,
     pub steer_backlog: VecDeque<Steer>,
     pub report: HostOffloadReport,
 }
 
 impl ShardOffload {
+    /// The wire's install acknowledgements; call at the start of a turn, before the port is
+    /// read. Returns how many.
+    pub(crate) fn take_installed(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(t) = self.installed.pop() {
+            n += 1;
+            self.draining.push((t, false));
+        }
+        n
+    }
+
+    /// The port had nothing more this turn: everything it held when the flows now draining
+    /// were installed is in the NIC queue or beyond.
+    pub(crate) fn note_port_empty(&mut self) {
+        for d in &mut self.draining {
+            d.1 = true;
+        }
+    }
+
     /// Engine commands into the stack, before the shard's iteration. Returns the work done.
     pub(crate) fn before(&mut self, now: u64, stack: &mut Stack) -> usize {
         let mut n = 0;
@@ -358,11 +501,25 @@ impl ShardOffload {
         now: u64,
         stack: &mut Stack,
         threads: &[OnceLock<Thread>],
+        nic_queue_empty: bool,
     ) -> usize {
         let failed_before = self.host.engine_failed();
         self.host.poll(now, stack);
         let mut n = usize::from(self.host.engine_failed() != failed_before);
+        let mut out: Vec<ToEngine> = Vec::new();
         while let Some(c) = self.host.poll_cmd() {
+            out.push(ToEngine::Cmd(c));
+        }
+        // Behind the forwards they release: flows whose frames have all gone through.
+        if nic_queue_empty {
+            self.draining.retain(|&(t, port_clear)| {
+                if port_clear {
+                    out.push(ToEngine::Drained(t));
+                }
+                !port_clear
+            });
+        }
+        for c in out {
             if self.cmd_backlog.len() < CMD_BACKLOG_MAX {
                 self.cmd_backlog.push_back(c);
             } else {
@@ -419,4 +576,22 @@ impl ShardOffload {
         self.report.offloaded_at_end = self.host.offloaded() as u64;
         self.report
     }
+}
+
+/// The connection a TCP frame belongs to, as the receiving host names it (local: the
+/// destination); `None` for anything else.
+fn frame_tuple(frame: &[u8]) -> Option<FourTuple> {
+    let f = rss::FlowFields::from_frame(frame).ok()??;
+    if f.protocol != rss::PROTO_TCP {
+        return None;
+    }
+    let p = f.ports?;
+    let (src, dst): (IpAddr, IpAddr) = match f.addrs {
+        rss::IpPair::V4(s, d) => (s.into(), d.into()),
+        rss::IpPair::V6(s, d) => (s.into(), d.into()),
+    };
+    Some(FourTuple {
+        local: SocketAddr::new(dst, p.dst),
+        remote: SocketAddr::new(src, p.src),
+    })
 }

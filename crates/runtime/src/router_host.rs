@@ -350,6 +350,7 @@ fn router_mem_port(
         rebalancer: None,
         steer: None,
         engine_queue: None,
+        installed: None,
     };
     let rx_buf_bytes = usize::from(cfg.ports[p].mtu_bytes) + 18;
     let slots = cfg.wire_ring_slots;

@@ -176,6 +176,10 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
             }
             let now = now_ns(self.epoch);
             let mut work = 0usize;
+            // The wire's filter acknowledgements, before the port is read (offload).
+            if let Some(o) = &mut self.offload {
+                work += o.take_installed();
+            }
             // (1) port → NIC queue, within the NIC ring's free slots.
             {
                 let mut q = self.core.rx_queue(now);
@@ -192,6 +196,9 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                 if received < room {
                     // The port had nothing more: a bucket moving out may finish.
                     self.core.note_port_empty();
+                    if let Some(o) = &mut self.offload {
+                        o.note_port_empty();
+                    }
                 }
             }
             // Control from the wire (bucket moves), before the other shards' messages.
@@ -237,7 +244,13 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
             work += self.core.handle_timeout(now);
             // The offload layer: bypass operations, heartbeat, policy; out to the rings.
             if let Some(o) = &mut self.offload {
-                work += o.after(now, self.core.stack_mut(), &self.shard_threads);
+                let nic_queue_empty = self.core.nic().rx_pending(0) == 0;
+                work += o.after(
+                    now,
+                    self.core.stack_mut(),
+                    &self.shard_threads,
+                    nic_queue_empty,
+                );
             }
             // (4) frames to the port, then messages to the other shards.
             if let Some(f) = refused.take() {

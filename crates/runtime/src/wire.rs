@@ -74,6 +74,9 @@ pub struct WireReport {
     pub filters_installed: u64,
     pub filters_removed: u64,
     pub filters_refused: u64,
+    /// Install acknowledgements to shard 0 that found their ring full (the engine's hold of
+    /// that flow then ends by time-out).
+    pub filters_ack_dropped: u64,
 }
 
 impl WireReport {
@@ -148,6 +151,8 @@ pub(crate) struct WirePort {
     /// queue (the last entry of `shards`, outside the RETA).
     pub steer: Option<Consumer<crate::offload::Steer>>,
     pub engine_queue: Option<u16>,
+    /// Acknowledges each `Install` to shard 0, once applied (or refused).
+    pub installed: Option<Producer<stack::FourTuple>>,
 }
 
 pub(crate) struct Wire {
@@ -212,8 +217,8 @@ impl Wire {
                     rebalance_in_ns = Some(rebalance_in_ns.map_or(due, |d: u64| d.min(due)));
                 }
             }
-            for port in &mut self.ports {
-                work += apply_steering(port, &mut self.report);
+            for (port, flags) in self.ports.iter_mut().zip(wake.iter_mut()) {
+                work += apply_steering(port, &mut self.report, flags);
             }
             for dir in 0..2usize {
                 for src in 0..self.ports[dir].shards.len() {
@@ -407,7 +412,7 @@ fn deliver_to_all(
 }
 
 /// Applies the filter changes an offload layer asked for, in order. Returns how many.
-fn apply_steering(port: &mut WirePort, report: &mut WireReport) -> usize {
+fn apply_steering(port: &mut WirePort, report: &mut WireReport, wake: &mut [bool]) -> usize {
     let (Some(steer), Some(queue)) = (&port.steer, port.engine_queue) else {
         return 0;
     };
@@ -419,6 +424,15 @@ fn apply_steering(port: &mut WirePort, report: &mut WireReport) -> usize {
                 match port.steering.add_filter(five_tuple(&t), queue) {
                     Ok(_) => report.filters_installed += 1,
                     Err(_) => report.filters_refused += 1,
+                }
+                // Every frame of the flow delivered to shard 0 so far is in its receive ring.
+                if let Some(p) = &port.installed {
+                    if p.push(t).is_err() {
+                        report.filters_ack_dropped += 1;
+                    }
+                    if let Some(w) = wake.first_mut() {
+                        *w = true;
+                    }
                 }
             }
             crate::offload::Steer::Remove(t) => {

@@ -113,7 +113,8 @@ pub struct OffloadSummary {
     policy: String,
     engine: EngineReport,
     host: HostOffloadReport,
-    filters: (u64, u64, u64),
+    /// Filters installed, removed, refused, and install acknowledgements dropped.
+    filters: (u64, u64, u64, u64),
     /// TCP packets of offloaded connections through the engine.
     engine_packets: u64,
     per_packet: PerPacket,
@@ -152,6 +153,7 @@ impl OffloadSummary {
                 r.wire.filters_installed,
                 r.wire.filters_removed,
                 r.wire.filters_refused,
+                r.wire.filters_ack_dropped,
             ),
             engine_packets,
             per_packet,
@@ -197,6 +199,12 @@ impl OffloadSummary {
             "connections_reset_by_engine_failure": h.connections_lost,
             "engine_frames_unknown": e.counters.frames_unknown,
             "engine_frames_swallowed_after_failure": e.frames_swallowed,
+            "hold": {
+                "frames": e.hold_frames,
+                "drained": e.hold_drained,
+                "timeouts": e.hold_timeouts,
+                "dropped": e.hold_dropped,
+            },
             "engine_frames_over_budget_dropped": e.counters.frames_over_budget_dropped,
             "cmds_dropped": self.host.host_cmds_dropped + e.engine_cmds_dropped
                 + self.host.steer_dropped,
@@ -205,6 +213,7 @@ impl OffloadSummary {
             "filters_installed": self.filters.0,
             "filters_removed": self.filters.1,
             "filters_refused": self.filters.2,
+            "filters_ack_dropped": self.filters.3,
         })
     }
 
