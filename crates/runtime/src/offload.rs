@@ -506,24 +506,18 @@ impl ShardOffload {
         let failed_before = self.host.engine_failed();
         self.host.poll(now, stack);
         let mut n = usize::from(self.host.engine_failed() != failed_before);
-        let mut out: Vec<ToEngine> = Vec::new();
         while let Some(c) = self.host.poll_cmd() {
-            out.push(ToEngine::Cmd(c));
+            self.queue(ToEngine::Cmd(c));
         }
         // Behind the forwards they release: flows whose frames have all gone through.
-        if nic_queue_empty {
-            self.draining.retain(|&(t, port_clear)| {
+        if nic_queue_empty && self.draining.iter().any(|d| d.1) {
+            let draining = std::mem::take(&mut self.draining);
+            for (t, port_clear) in draining {
                 if port_clear {
-                    out.push(ToEngine::Drained(t));
+                    self.queue(ToEngine::Drained(t));
+                } else {
+                    self.draining.push((t, port_clear));
                 }
-                !port_clear
-            });
-        }
-        for c in out {
-            if self.cmd_backlog.len() < CMD_BACKLOG_MAX {
-                self.cmd_backlog.push_back(c);
-            } else {
-                self.report.host_cmds_dropped += 1;
             }
         }
         let mut sent = false;
@@ -558,6 +552,16 @@ impl ShardOffload {
             unpark(Some(&self.wire_thread));
         }
         n
+    }
+
+    /// Queues an item for the engine's ring, behind what waits (a full backlog drops it,
+    /// counted).
+    fn queue(&mut self, c: ToEngine) {
+        if self.cmd_backlog.len() < CMD_BACKLOG_MAX {
+            self.cmd_backlog.push_back(c);
+        } else {
+            self.report.host_cmds_dropped += 1;
+        }
     }
 
     /// Whether commands or steering changes wait for room.
