@@ -593,7 +593,7 @@ where
     }
     let (shard_offload, engine) = match &cfg.offload {
         Some(o) => {
-            let (so, e) = offload_parts(cfg, o, &mut port, &threads, stop, epoch, wire_thread)?;
+            let (so, e) = offload::parts(cfg, o, &mut port, &threads, stop, epoch, wire_thread)?;
             (Some(so), Some(e))
         }
         None => (None, None),
@@ -628,7 +628,7 @@ where
 pub(crate) type Starter<A> = Box<dyn FnOnce() -> Result<JoinHandle<ShardReport<A>>, RuntimeError>>;
 
 /// Starts the offload engine's thread.
-type EngineStarter = Box<dyn FnOnce() -> Result<JoinHandle<EngineReport>, RuntimeError>>;
+pub(crate) type EngineStarter = Box<dyn FnOnce() -> Result<JoinHandle<EngineReport>, RuntimeError>>;
 
 /// A host ready to start: its wire port, one starter per shard, the shards' live figures, and
 /// the engine's starter when it has one.
@@ -813,105 +813,4 @@ where
         engine,
         elapsed,
     })
-}
-
-/// The offload engine's pieces for a `mem` host (module [`offload`]): the wire port gains the
-/// engine's queue (RSS stays over the shards) and the steering ring; shard 0 gets the host's
-/// layer and its command rings; the engine thread gets the rest.
-fn offload_parts(
-    cfg: &HostConfig,
-    o: &OffloadSettings,
-    port: &mut WirePort,
-    threads: &Arc<Vec<OnceLock<Thread>>>,
-    stop: &Arc<AtomicBool>,
-    epoch: Instant,
-    wire_thread: &Arc<OnceLock<Thread>>,
-) -> Result<(offload::ShardOffload, EngineStarter), RuntimeError> {
-    let s = cfg.shards;
-    let mut steering = Nic::new(NicConfig {
-        queues: s + 1,
-        ..cfg.nic.clone()
-    })
-    .map_err(|e| RuntimeError::Config(format!("offload: nic: {e:?}")))?;
-    steering.set_hasher(cfg.hasher.clone());
-    let reta = port.steering.steering().reta.clone();
-    for (i, &q) in reta.entries().iter().enumerate() {
-        steering
-            .set_reta_entry(i, q)
-            .map_err(|e| RuntimeError::Config(format!("offload: reta: {e:?}")))?;
-    }
-    port.steering = steering;
-    port.engine_queue = Some(s);
-    let slots = cfg.wire_ring_slots;
-    let (rx_p, rx_c) = ring(slots);
-    let (tx_p, tx_c) = ring(slots);
-    let (post_p, post_c) = ring(slots);
-    let (done_p, done_c) = ring(slots.saturating_mul(2));
-    port.shards.push(WireShard {
-        tx: tx_c,
-        held: None,
-        completions: done_p,
-        completion_held: None,
-        posted: post_c,
-        spare: None,
-        rx: rx_p,
-    });
-    let (steer_p, steer_c) = ring(o.ring_slots);
-    port.steer = Some(steer_c);
-    let (installed_p, installed_c) = ring(o.ring_slots);
-    port.installed = Some(installed_p);
-    let (to_engine, from_host) = ring(o.ring_slots);
-    let (to_host, from_engine) = ring(o.ring_slots);
-    let shard_offload = offload::ShardOffload {
-        host: ::offload::HostOffload::new(o.host),
-        to_engine,
-        installed: installed_c,
-        draining: Vec::new(),
-        from_engine,
-        steer: steer_p,
-        wire_thread: wire_thread.clone(),
-        engine_index: usize::from(s),
-        cmd_backlog: Default::default(),
-        steer_backlog: Default::default(),
-        report: HostOffloadReport::default(),
-    };
-    let mut stack_cfg = StackConfig::new(cfg.interface.clone());
-    stack_cfg.limits = cfg.limits.clone();
-    stack_cfg.secret = [cfg.seed ^ 0x5eed_0000_0000_0001, 0x0e09_0000_5eed];
-    let engine_cfg = o.engine;
-    let (threads, stop, wire_thread) = (threads.clone(), stop.clone(), wire_thread.clone());
-    let fail_after_ns = o
-        .fail_after
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    let core = o.core;
-    let rx_buf_bytes = usize::from(cfg.interface.mtu_bytes) + 18;
-    let starter: EngineStarter = Box::new(move || {
-        std::thread::Builder::new()
-            .name("server-engine".into())
-            .spawn(move || {
-                offload::EngineThread {
-                    engine: ::offload::Engine::new(engine_cfg, stack_cfg),
-                    port: offload::EnginePort {
-                        rx: rx_c,
-                        tx: tx_p,
-                        post: post_p,
-                        completions: done_c,
-                        post_target: slots,
-                        rx_buf_bytes,
-                    },
-                    from_host,
-                    to_host,
-                    threads,
-                    index: usize::from(s),
-                    wire_thread,
-                    fail_after_ns,
-                    core,
-                    stop,
-                    epoch,
-                }
-                .run()
-            })
-            .map_err(|e| RuntimeError::Thread(e.to_string()))
-    });
-    Ok((shard_offload, starter))
 }
