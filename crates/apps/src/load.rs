@@ -56,6 +56,8 @@ pub struct LoadStats {
     pub latency: LatencyHistogram,
     /// Local addresses of opened connections (tests match them against the server's peers).
     pub locals: Vec<SocketAddr>,
+    /// Connections opened to replace failed ones ([`HttpLoadClient::with_reconnect`]).
+    pub connections_reopened: u64,
 }
 
 /// A latency histogram: four buckets per power of two of nanoseconds (relative error under
@@ -171,6 +173,8 @@ pub struct HttpLoadClient {
     scratch: Vec<u8>,
     stats: LoadStats,
     started: bool,
+    /// Replace a failed (non-elephant) connection with a new one.
+    reconnect: bool,
 }
 
 impl HttpLoadClient {
@@ -195,6 +199,33 @@ impl HttpLoadClient {
             scratch: vec![0; 64 * 1024],
             stats: LoadStats::default(),
             started: false,
+            reconnect: false,
+        }
+    }
+
+    /// The same client, replacing every failed connection with a new one (counted
+    /// `connections_reopened`): the load goes on when the server resets connections (an
+    /// offload engine that failed). Invariant: open connections never exceed
+    /// `connections` plus the elephants.
+    pub fn with_reconnect(mut self) -> Self {
+        self.reconnect = true;
+        self
+    }
+
+    /// Opens connections until `connections` plus the elephants are open again.
+    fn refill(&mut self, ctx: &mut Ctx<'_>) {
+        let target = self.cfg.connections + self.cfg.elephant_ports.len();
+        while self.reconnect && self.started && self.conns.len() < target {
+            match ctx.connect(self.cfg.server) {
+                Ok(conn) => {
+                    self.stats.connections_reopened += 1;
+                    self.opened(ctx, conn, false);
+                }
+                Err(_) => {
+                    self.stats.connections_failed += 1;
+                    return;
+                }
+            }
         }
     }
 
@@ -428,6 +459,7 @@ impl App for HttpLoadClient {
             }
             self.service(ctx, e.handle);
         }
+        self.refill(ctx);
     }
 
     fn progress(&self) -> u64 {

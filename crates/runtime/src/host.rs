@@ -417,6 +417,11 @@ where
     F: Fn(ShardInfo) -> A + Send + Sync + 'static,
 {
     check(cfg, "host")?;
+    if cfg.offload.is_some() {
+        return Err(RuntimeError::Config(
+            "an offload engine runs on the mem backend only (live ports: not yet)".into(),
+        ));
+    }
     let mut cfg = cfg.clone();
     if matches!(live.io, LiveIo::AfPacket { .. }) {
         // A peer with TSO/GSO on hands a veth super-frames of up to 64 KiB: let the NIC
@@ -476,7 +481,10 @@ where
         &shared,
         opened.ports,
         mode,
-        controls,
+        crate::Extras {
+            controls,
+            offload: None,
+        },
     )?;
     let mut spawn_err = None;
     let handles = start_all(starters, &mut spawn_err);

@@ -36,6 +36,7 @@
 pub mod host;
 pub mod io;
 pub mod live;
+pub mod offload;
 pub mod placement;
 mod port;
 pub mod rebalance;
@@ -59,6 +60,7 @@ use stack::{InterfaceConfig, Limits, RssConfig, Stack, StackConfig};
 pub use host::{HostLimits, HostView, LiveConfig, LiveIo, LiveReport, run_host};
 pub use io::PortCounters;
 pub use live::{ShardLive, ShardSnapshot};
+pub use offload::{EngineReport, HostOffloadReport, OffloadSettings};
 pub use placement::NodeMemory;
 pub use rebalance::{RebalanceReport, RebalanceSettings};
 pub use router::{RouterConfig, RouterShardReport, RouterSnapshot};
@@ -108,6 +110,9 @@ pub struct HostConfig {
     /// Live RSS rebalancing ([`rebalance`]): the RETA follows the load and the connections of
     /// a moved bucket migrate to their new shard. `mem` hosts with one queue per shard only.
     pub rebalance: Option<RebalanceSettings>,
+    /// An offload engine on a core of its own serving shard 0's connections ([`offload`]):
+    /// `mem` hosts with one queue per shard, without rebalancing.
+    pub offload: Option<OffloadSettings>,
 }
 
 impl HostConfig {
@@ -134,6 +139,7 @@ impl HostConfig {
             cross_ring_slots: 1024,
             seed: 1,
             rebalance: None,
+            offload: None,
         }
     }
 }
@@ -228,6 +234,9 @@ pub struct PairReport<S, C> {
     pub wire: WireReport,
     /// The server host's rebalancing, when it rebalanced.
     pub rebalance: Option<RebalanceReport>,
+    /// The server host's offload engine, when it had one (shard 0's layer reports in its
+    /// [`ShardReport::offload`]).
+    pub engine: Option<EngineReport>,
     /// Wall time from start to stop.
     pub elapsed: Duration,
 }
@@ -312,6 +321,14 @@ pub(crate) struct HostShared {
     pub threads: Arc<Vec<OnceLock<Thread>>>,
 }
 
+/// What some shards of a host have beyond the common parts: the control rings to the `mem`
+/// wire (per shard, when the host rebalances) and shard 0's offload layer (when the host has
+/// an offload engine).
+pub(crate) struct Extras {
+    pub controls: Vec<Option<shard::Control>>,
+    pub offload: Option<offload::ShardOffload>,
+}
+
 /// One starter per shard and the shards' live figures.
 pub(crate) type Built<A> = (Vec<Starter<A>>, Vec<Arc<ShardLive>>);
 
@@ -323,7 +340,7 @@ pub(crate) fn build_host<A, F, I>(
     shared: &HostShared,
     ios: Vec<I>,
     mode: ShardMode,
-    controls: Vec<Option<shard::Control>>,
+    extras: Extras,
 ) -> Result<Built<A>, RuntimeError>
 where
     A: App + Send + 'static,
@@ -331,9 +348,15 @@ where
     I: ShardIo + 'static,
 {
     check(cfg, name)?;
+    let Extras {
+        controls,
+        mut offload,
+    } = extras;
     let (stop, epoch, threads) = (&shared.stop, shared.epoch, &shared.threads);
     let s = usize::from(cfg.shards);
-    if ios.len() != s || threads.len() != s {
+    // With an offload engine the host's thread list has one more entry: the engine's.
+    let engine_threads = usize::from(offload.is_some());
+    if ios.len() != s || threads.len() != s + engine_threads {
         return Err(RuntimeError::Config(format!(
             "{name}: {} ports for {s} shards",
             ios.len()
@@ -423,6 +446,7 @@ where
         let thread_name = format!("{name}-shard{i}");
         let copy_neighbour = mode.copy_neighbour && forwarding;
         let count_buckets = mode.count_buckets;
+        let shard_offload = if i == 0 { offload.take() } else { None };
         starters.push(Box::new(move || {
             std::thread::Builder::new()
                 .name(thread_name)
@@ -457,6 +481,7 @@ where
                         cross_back: back,
                         cross_returned: returned,
                         control,
+                        offload: shard_offload,
                         shard_threads: threads,
                         live,
                         stop,
@@ -486,13 +511,23 @@ where
 {
     check(cfg, name)?;
     let s = usize::from(cfg.shards);
-    let threads: Arc<Vec<OnceLock<Thread>>> = Arc::new((0..s).map(|_| OnceLock::new()).collect());
+    if cfg.offload.is_some() && (cfg.queues != cfg.shards || cfg.rebalance.is_some()) {
+        return Err(RuntimeError::Config(format!(
+            "{name}: an offload engine needs one queue per shard and no rebalancing"
+        )));
+    }
+    let engines = usize::from(cfg.offload.is_some());
+    let threads: Arc<Vec<OnceLock<Thread>>> =
+        Arc::new((0..s + engines).map(|_| OnceLock::new()).collect());
     let mut port = WirePort {
-        shards: Vec::with_capacity(s),
+        shards: Vec::with_capacity(s + engines),
         steering: steering_nic(cfg)?,
         threads: threads.clone(),
         controls: Vec::new(),
         rebalancer: None,
+        steer: None,
+        engine_queue: None,
+        installed: None,
     };
     // Control rings for rebalancing: room for a move of every RETA entry at once.
     let mut controls: Vec<Option<shard::Control>> = (0..s).map(|_| None).collect();
@@ -531,6 +566,13 @@ where
         port.shards.push(wire_end);
         ios.push(io);
     }
+    let (shard_offload, engine) = match &cfg.offload {
+        Some(o) => {
+            let (so, e) = offload::parts(cfg, o, &mut port, &threads, stop, epoch, wire_thread)?;
+            (Some(so), Some(e))
+        }
+        None => (None, None),
+    };
     let mode = ShardMode {
         forwarding: cfg.queues < cfg.shards,
         mesh: cfg.rebalance.is_some(),
@@ -542,15 +584,35 @@ where
         epoch,
         threads,
     };
-    let (starters, lives) = build_host(cfg, name, factory, &shared, ios, mode, controls)?;
-    Ok((port, starters, lives))
+    let (starters, lives) = build_host(
+        cfg,
+        name,
+        factory,
+        &shared,
+        ios,
+        mode,
+        Extras {
+            controls,
+            offload: shard_offload,
+        },
+    )?;
+    Ok((port, starters, lives, engine))
 }
 
 /// Starts one shard's thread.
 pub(crate) type Starter<A> = Box<dyn FnOnce() -> Result<JoinHandle<ShardReport<A>>, RuntimeError>>;
 
-/// A host ready to start: its wire port, one starter per shard, the shards' live figures.
-type BuiltHost<A> = (WirePort, Vec<Starter<A>>, Vec<Arc<ShardLive>>);
+/// Starts the offload engine's thread.
+pub(crate) type EngineStarter = Box<dyn FnOnce() -> Result<JoinHandle<EngineReport>, RuntimeError>>;
+
+/// A host ready to start: its wire port, one starter per shard, the shards' live figures, and
+/// the engine's starter when it has one.
+type BuiltHost<A> = (
+    WirePort,
+    Vec<Starter<A>>,
+    Vec<Arc<ShardLive>>,
+    Option<EngineStarter>,
+);
 
 pub(crate) fn start_all<A>(
     starters: Vec<Starter<A>>,
@@ -634,7 +696,7 @@ where
     let stop = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
     let wire_slot: Arc<OnceLock<Thread>> = Arc::new(OnceLock::new());
-    let (sport, sstart, slive) = spawn_host(
+    let (sport, sstart, slive, sengine) = spawn_host(
         server,
         "server",
         Arc::new(server_app),
@@ -642,7 +704,7 @@ where
         epoch,
         &wire_slot,
     )?;
-    let (cport, cstart, clive) = spawn_host(
+    let (cport, cstart, clive, _) = spawn_host(
         client,
         "client",
         Arc::new(client_app),
@@ -659,6 +721,14 @@ where
     let wire_thread = wire_handle.thread().clone();
     let _ = wire_slot.set(wire_thread.clone());
     let mut spawn_err = None;
+    let engine_handle = match sengine.map(|st| st()) {
+        Some(Ok(h)) => Some(h),
+        Some(Err(e)) => {
+            spawn_err = Some(e);
+            None
+        }
+        None => None,
+    };
     let server_spawned = Spawned {
         handles: start_all(sstart, &mut spawn_err),
         live: slive,
@@ -693,6 +763,13 @@ where
     wire_thread.unpark();
     let server_shards = join_all(server_spawned.handles)?;
     let client_shards = join_all(client_spawned.handles)?;
+    let engine = match engine_handle {
+        Some(h) => Some(
+            h.join()
+                .map_err(|_| RuntimeError::Thread("the offload engine panicked".into()))?,
+        ),
+        None => None,
+    };
     let (wire_report, [_, server_rebalance]) = wire_handle
         .join()
         .map_err(|_| RuntimeError::Thread("the wire panicked".into()))?;
@@ -708,6 +785,7 @@ where
         },
         wire: wire_report,
         rebalance: server_rebalance,
+        engine,
         elapsed,
     })
 }

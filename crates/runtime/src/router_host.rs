@@ -348,6 +348,9 @@ fn router_mem_port(
         threads: threads.clone(),
         controls: Vec::new(),
         rebalancer: None,
+        steer: None,
+        engine_queue: None,
+        installed: None,
     };
     let rx_buf_bytes = usize::from(cfg.ports[p].mtu_bytes) + 18;
     let slots = cfg.wire_ring_slots;
@@ -391,7 +394,12 @@ where
     let stop = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
     let wire_slots: [Arc<OnceLock<Thread>>; 2] = [Arc::default(), Arc::default()];
-    let (cport, cstart, clive) = spawn_host(
+    if client.offload.is_some() || server.offload.is_some() {
+        return Err(RuntimeError::Config(
+            "an offload engine is not supported behind the in-process router".into(),
+        ));
+    }
+    let (cport, cstart, clive, _) = spawn_host(
         client,
         "client",
         Arc::new(client_app),
@@ -399,7 +407,7 @@ where
         epoch,
         &wire_slots[0],
     )?;
-    let (sport, sstart, slive) = spawn_host(
+    let (sport, sstart, slive, _) = spawn_host(
         server,
         "server",
         Arc::new(server_app),

@@ -99,6 +99,8 @@ pub struct ShardReport<A> {
     pub sleeps: u64,
     /// Most TCP connections in the table at once.
     pub connections_max: u64,
+    /// The host's offload layer (shard 0 of a host with an offload engine).
+    pub offload: Option<crate::offload::HostOffloadReport>,
     pub app: A,
 }
 
@@ -124,6 +126,8 @@ pub(crate) struct ShardThread<A: App, I: ShardIo> {
     pub cross_returned: Vec<Consumer<Vec<u8>>>,
     /// Control rings to the `mem` wire, when the host rebalances.
     pub control: Option<Control>,
+    /// The host's offload layer and its rings (shard 0 of a host with an offload engine).
+    pub offload: Option<crate::offload::ShardOffload>,
     /// Threads to unpark: this host's shards by index.
     pub shard_threads: Arc<Vec<std::sync::OnceLock<std::thread::Thread>>>,
     pub live: Arc<ShardLive>,
@@ -172,6 +176,10 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
             }
             let now = now_ns(self.epoch);
             let mut work = 0usize;
+            // The wire's filter acknowledgements, before the port is read (offload).
+            if let Some(o) = &mut self.offload {
+                work += o.take_installed();
+            }
             // (1) port → NIC queue, within the NIC ring's free slots.
             {
                 let mut q = self.core.rx_queue(now);
@@ -188,6 +196,9 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                 if received < room {
                     // The port had nothing more: a bucket moving out may finish.
                     self.core.note_port_empty();
+                    if let Some(o) = &mut self.offload {
+                        o.note_port_empty();
+                    }
                 }
             }
             // Control from the wire (bucket moves), before the other shards' messages.
@@ -225,8 +236,22 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
             while let Some(b) = self.io.reap_completion() {
                 self.core.recycle_tx(b);
             }
+            // Engine commands into the stack, before the iteration runs the application.
+            if let Some(o) = &mut self.offload {
+                work += o.before(now, self.core.stack_mut());
+            }
             // (3) the core's iteration.
             work += self.core.handle_timeout(now);
+            // The offload layer: bypass operations, heartbeat, policy; out to the rings.
+            if let Some(o) = &mut self.offload {
+                let nic_queue_empty = self.core.nic().rx_pending(0) == 0;
+                work += o.after(
+                    now,
+                    self.core.stack_mut(),
+                    &self.shard_threads,
+                    nic_queue_empty,
+                );
+            }
             // (4) frames to the port, then messages to the other shards.
             if let Some(f) = refused.take() {
                 refused = self.send(f);
@@ -339,11 +364,19 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                 self.live.publish(&snap);
                 self.live.publish_buckets(self.core.bucket_packets());
             }
-            let backlogged = backlog.iter().any(|q| !q.is_empty()) || !wire_backlog.is_empty();
+            let backlogged = backlog.iter().any(|q| !q.is_empty())
+                || !wire_backlog.is_empty()
+                || self
+                    .offload
+                    .as_ref()
+                    .is_some_and(crate::offload::ShardOffload::backlogged);
             if work == 0 && !self.core.is_busy() && !backlogged {
                 let sleep_ns = if refused.is_none() {
-                    self.core
-                        .poll_timeout()
+                    let offload = self.offload.as_ref().and_then(|o| o.poll_timeout());
+                    [self.core.poll_timeout(), offload]
+                        .into_iter()
+                        .flatten()
+                        .min()
                         .map_or(IDLE_SLEEP_NS_MAX, |d| d.saturating_sub(end))
                         .min(IDLE_SLEEP_NS_MAX)
                 } else {
@@ -386,6 +419,7 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
             elapsed_ns: end,
             sleeps,
             connections_max,
+            offload: self.offload.map(crate::offload::ShardOffload::into_report),
             app,
         }
     }

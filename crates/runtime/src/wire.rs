@@ -69,6 +69,14 @@ pub struct WireReport {
     pub drop_malformed: u64,
     pub arp_reply_copies: u64,
     pub drop_arp_copy_ring_full: u64,
+    /// Exact-match filters the server host's offload layer had installed and removed
+    /// (offload engine), and changes the NIC refused (table full, or no such filter).
+    pub filters_installed: u64,
+    pub filters_removed: u64,
+    pub filters_refused: u64,
+    /// Install acknowledgements to shard 0 that found their ring full (the engine's hold of
+    /// that flow then ends by time-out).
+    pub filters_ack_dropped: u64,
 }
 
 impl WireReport {
@@ -139,6 +147,12 @@ pub(crate) struct WirePort {
     /// When the host rebalances: the control ring pair of each shard, and the rebalancer.
     pub controls: Vec<WireControl>,
     pub rebalancer: Option<WireRebalancer>,
+    /// With an offload engine: filter changes from shard 0's offload layer, and the engine's
+    /// queue (the last entry of `shards`, outside the RETA).
+    pub steer: Option<Consumer<crate::offload::Steer>>,
+    pub engine_queue: Option<u16>,
+    /// Acknowledges each `Install` to shard 0, once applied (or refused).
+    pub installed: Option<Producer<stack::FourTuple>>,
 }
 
 pub(crate) struct Wire {
@@ -202,6 +216,9 @@ impl Wire {
                     let due = r.due_in_ns(now);
                     rebalance_in_ns = Some(rebalance_in_ns.map_or(due, |d: u64| d.min(due)));
                 }
+            }
+            for (port, flags) in self.ports.iter_mut().zip(wake.iter_mut()) {
+                work += apply_steering(port, &mut self.report, flags);
             }
             for dir in 0..2usize {
                 for src in 0..self.ports[dir].shards.len() {
@@ -392,4 +409,51 @@ fn deliver_to_all(
         }
     }
     Ok(())
+}
+
+/// Applies the filter changes an offload layer asked for, in order. Returns how many.
+fn apply_steering(port: &mut WirePort, report: &mut WireReport, wake: &mut [bool]) -> usize {
+    let (Some(steer), Some(queue)) = (&port.steer, port.engine_queue) else {
+        return 0;
+    };
+    let mut n = 0;
+    while let Some(change) = steer.pop() {
+        n += 1;
+        match change {
+            crate::offload::Steer::Install(t) => {
+                match port.steering.add_filter(five_tuple(&t), queue) {
+                    Ok(_) => report.filters_installed += 1,
+                    Err(_) => report.filters_refused += 1,
+                }
+                // Every frame of the flow delivered to shard 0 so far is in its receive ring.
+                if let Some(p) = &port.installed {
+                    if p.push(t).is_err() {
+                        report.filters_ack_dropped += 1;
+                    }
+                    if let Some(w) = wake.first_mut() {
+                        *w = true;
+                    }
+                }
+            }
+            crate::offload::Steer::Remove(t) => {
+                if port.steering.remove_filter(&five_tuple(&t)).is_some() {
+                    report.filters_removed += 1;
+                } else {
+                    report.filters_refused += 1;
+                }
+            }
+        }
+    }
+    n
+}
+
+/// The NIC filter for a connection's incoming frames.
+fn five_tuple(t: &stack::FourTuple) -> rss::FiveTuple {
+    rss::FiveTuple {
+        protocol: 6,
+        src: t.remote.ip(),
+        dst: t.local.ip(),
+        src_port: t.remote.port(),
+        dst_port: t.local.port(),
+    }
 }

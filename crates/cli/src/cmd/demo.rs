@@ -102,6 +102,8 @@ pub struct DemoArgs {
     /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off` (default: adaptive, 10–125 µs).
     #[arg(long, value_name = "SETTINGS", value_parser = super::coalesce::parse_coalesce)]
     coalesce: Option<nic::ModerationConfig>,
+    #[command(flatten)]
+    offload: super::demo_offload::OffloadArgs,
     /// Print the summary as one JSON object (and no live view).
     #[arg(long)]
     json: bool,
@@ -254,9 +256,13 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     check_page_memory(args.object_bytes, &meminfo)?;
     let cpus = platform::affinity::available_cpus();
-    let shards = args
-        .shards
-        .unwrap_or_else(|| u16::try_from(cpus).unwrap_or(1).clamp(1, nic::QUEUES_MAX));
+    // With an offload engine the default leaves it a core of its own.
+    let engine_cores = usize::from(args.offload.enabled());
+    let shards = args.shards.unwrap_or_else(|| {
+        u16::try_from(cpus.saturating_sub(engine_cores))
+            .unwrap_or(1)
+            .clamp(1, nic::QUEUES_MAX)
+    });
     if shards == 0 || shards > nic::QUEUES_MAX {
         return Err(CliError::Usage(format!(
             "--shards must be 1..={}",
@@ -307,6 +313,17 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
         }
         server.rebalance = Some(settings);
     }
+    if args.offload.enabled() && (args.rebalance || args.skew || queues != shards) {
+        return Err(CliError::Usage(
+            "--offload needs one queue per shard and neither --skew nor --rebalance".into(),
+        ));
+    }
+    // The engine's core: the one after the shards' (pinned runs only).
+    let engine_core =
+        (!args.no_pin && args.placement.is_none()).then(|| usize::from(shards) % cpus.max(1));
+    server.offload = args.offload.settings(engine_core)?;
+    let reconnect = args.offload.engine_fail_after.is_some();
+    let fail_after = args.offload.engine_fail_after;
     let elephant_ports = if args.skew {
         let want = args.elephants.unwrap_or(4 * u64::from(shards)) as usize;
         let ports = super::skew::elephant_ports(CLIENT_IP, SERVER_IP, HTTP_PORT, shards, want);
@@ -351,6 +368,7 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
         duration,
         !args.json && std::io::stderr().is_terminal(),
     );
+    let requests_at_failure = std::cell::Cell::new(None::<u64>);
     let report = run_pair(
         &server,
         move |_| HttpServer::new(HTTP_PORT, files.clone()),
@@ -362,7 +380,12 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
             if i == 0 {
                 cfg.elephant_ports = elephant_ports.clone();
             }
-            HttpLoadClient::new(cfg)
+            let client = HttpLoadClient::new(cfg);
+            if reconnect {
+                client.with_reconnect()
+            } else {
+                client
+            }
         },
         WireConfig {
             rate_bps,
@@ -373,12 +396,31 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
             stop_when_client_done: false,
             monitor_every: Duration::from_millis(100),
         },
-        |v| live.update(v),
+        |v| {
+            live.update(v);
+            // Requests served by then: the engine failed and the host noticed (heartbeat
+            // time-out 100 ms) at least 0.25 s before.
+            if let Some(t) = fail_after {
+                if requests_at_failure.get().is_none() && v.elapsed.as_secs_f64() >= t + 0.25 {
+                    requests_at_failure.set(Some(v.client.iter().map(|s| s.progress).sum()));
+                }
+            }
+        },
     )
     .map_err(super::live::runtime_error)?;
     live.finish();
     let mut summary = Summary::of(&report, &args, shards, queues, plan.as_ref());
     summary.rebalance = super::skew::RebalanceSummary::of(&report, args.rebalance);
+    summary.offload = super::demo_offload::OffloadSummary::of(&report, &args.offload);
+    summary.requests_after_engine_failure = requests_at_failure
+        .get()
+        .map(|r| summary.requests.saturating_sub(r));
+    summary.connections_reopened = report
+        .client
+        .shards
+        .iter()
+        .map(|s| s.app.stats().connections_reopened)
+        .sum();
     if args.json {
         writeln!(out, "{}", summary.json())?;
     } else {
@@ -426,6 +468,13 @@ struct Summary {
     resets_sent: u64,
     /// What the rebalancer did (`--rebalance`, or measured only with `--skew`).
     rebalance: Option<super::skew::RebalanceSummary>,
+    /// The offload engine (`--offload`).
+    offload: Option<super::demo_offload::OffloadSummary>,
+    /// Requests completed after the engine failed and the host noticed
+    /// (`--engine-fail-after`; `None` when the run ended before).
+    requests_after_engine_failure: Option<u64>,
+    /// Client connections opened to replace failed ones.
+    connections_reopened: u64,
 }
 
 impl Summary {
@@ -498,6 +547,9 @@ impl Summary {
             latency_ns_p99: latency.quantile_ns(0.99),
             resets_sent,
             rebalance: None,
+            offload: None,
+            requests_after_engine_failure: None,
+            connections_reopened: 0,
             elapsed_s: r.elapsed.as_secs_f64().max(1e-9),
             shards,
             queues,
@@ -579,6 +631,9 @@ impl Summary {
             "latency_ns_p99": self.latency_ns_p99,
             "resets_sent": self.resets_sent,
             "rebalance": self.rebalance.as_ref().map(super::skew::RebalanceSummary::json),
+            "offload": self.offload.as_ref().map(super::demo_offload::OffloadSummary::json),
+            "requests_after_engine_failure": self.requests_after_engine_failure,
+            "connections_reopened": self.connections_reopened,
             "per_shard": per_shard,
         })
     }
@@ -621,6 +676,16 @@ impl Summary {
         writeln!(out, "resets sent         {:>14}", self.resets_sent)?;
         if let Some(rb) = &self.rebalance {
             rb.table(out)?;
+        }
+        if let Some(o) = &self.offload {
+            o.table(out)?;
+            if let Some(n) = self.requests_after_engine_failure {
+                writeln!(
+                    out,
+                    "after the failure   {n:>14} requests, {} connections reopened",
+                    self.connections_reopened
+                )?;
+            }
         }
         writeln!(
             out,
@@ -677,6 +742,7 @@ mod tests {
             rebalance: false,
             period_ms: 100,
             coalesce: None,
+            offload: Default::default(),
             json,
         }
     }

@@ -1,0 +1,90 @@
+//! The offload engine on its own thread (`runtime::offload`) on the `mem` backend: HTTP/1.1
+//! connections that are handed to the engine while they carry requests, closed there, and
+//! freed. Assertions are on counters, never on durations.
+
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use apps::http::{FileSet, HttpServer};
+use apps::load::{HttpLoadClient, LoadConfig, LoadStats};
+use offload::Policy;
+use runtime::{HostConfig, OffloadSettings, RunLimits, WireConfig, run_pair};
+use stack::{InterfaceConfig, Ipv4Cidr};
+use wire::EthernetAddress;
+
+const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+fn host(mac_last: u8, ip: Ipv4Addr) -> HostConfig {
+    let iface = InterfaceConfig::new(
+        EthernetAddress([0x02, 0, 0, 0, 0, mac_last]),
+        Ipv4Cidr::new(ip, 24),
+    );
+    HostConfig::new(iface, 1)
+}
+
+#[test]
+fn connections_handed_off_mid_flight_finish_on_the_engine_and_lose_nothing() {
+    let (conns, requests, bytes) = (8usize, 200u64, 1024usize);
+    let mut server = host(1, SERVER_IP);
+    let mut settings = OffloadSettings::default();
+    settings.host.policy = Policy::All;
+    server.offload = Some(settings);
+    let client = host(2, CLIENT_IP);
+    let files = Arc::new(FileSet::demo(bytes));
+    let load = LoadConfig {
+        server: SocketAddr::new(IpAddr::V4(SERVER_IP), 80),
+        connections: conns,
+        path: "/index.html".into(),
+        requests_per_connection: Some(requests),
+        elephant_ports: Vec::new(),
+        elephant_body_bytes: 0,
+    };
+    let r = run_pair(
+        &server,
+        move |_| HttpServer::new(80, files.clone()),
+        &client,
+        move |_| HttpLoadClient::new(load.clone()),
+        WireConfig::default(),
+        RunLimits {
+            duration: Duration::from_secs(30),
+            stop_when_client_done: true,
+            monitor_every: Duration::from_millis(5),
+        },
+        |_| {},
+    )
+    .expect("run");
+    let c = |f: fn(&LoadStats) -> u64| -> u64 {
+        r.client.shards.iter().map(|s| f(s.app.stats())).sum()
+    };
+    assert_eq!(c(|s| s.connections_failed), 0);
+    assert_eq!(c(|s| s.protocol_errors), 0);
+    assert_eq!(c(|s| s.responses_ok), conns as u64 * requests);
+    assert_eq!(c(|s| s.body_bytes), conns as u64 * requests * bytes as u64);
+    assert_eq!(r.server.drops() + r.client.drops() + r.wire.drops(), 0);
+    let engine = r.engine.expect("the server ran an engine");
+    let host = r.server.shards[0].offload.expect("shard 0 ran the layer");
+    let h = host.counters;
+    assert!(h.handoffs_accepted > 0, "{h:?}");
+    assert_eq!(h.handoffs_refused, 0, "{h:?}");
+    assert_eq!(h.engine_cmds_refused + h.host_cmds_refused, 0, "{h:?}");
+    assert_eq!(engine.counters.host_cmds_refused, 0, "{engine:?}");
+    assert_eq!(engine.counters.engine_cmds_refused, 0, "{engine:?}");
+    assert_eq!(host.host_cmds_dropped + host.steer_dropped, 0);
+    assert_eq!(engine.engine_cmds_dropped + engine.hold_dropped, 0);
+    // One owner at a time, nothing leaks: every accepted connection was freed on the engine,
+    // came back, or is still there.
+    let back = h.deallocated
+        + h.restored_time_wait
+        + h.restored_requested
+        + h.restored_exhaustion
+        + h.restored_other;
+    assert_eq!(back + host.offloaded_at_end, h.handoffs_accepted, "{h:?}");
+    assert!(h.deallocated > 0, "{h:?}");
+    // Filters follow the connections; holds end by the drain signal.
+    assert_eq!(r.wire.filters_installed, h.handoffs_accepted);
+    assert_eq!(r.wire.filters_refused + r.wire.filters_ack_dropped, 0);
+    assert_eq!(engine.hold_timeouts, 0, "{engine:?}");
+    assert!(!engine.failed);
+}
