@@ -675,18 +675,7 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
         w.add_fault_both(link, Flap::new(down, up));
     }
 
-    // Debugging aid: SIM_TRACE_PORT=<port> prints every delivered TCP segment to or from it,
-    // and every ARP packet.
-    if let Some(port) = std::env::var("SIM_TRACE_PORT")
-        .ok()
-        .and_then(|p| p.parse::<u16>().ok())
-    {
-        w.set_frame_tap(move |t, _link, dir, frame| {
-            if let Some(line) = trace_tcp(frame, port) {
-                eprintln!("{:>12} ns {dir:?} {line}", t);
-            }
-        });
-    }
+    trace_port_from_env(&mut w);
     // The TCB invariants cost a walk over every socket: checked after every 16th event (a
     // broken invariant that lasts — the kind that stalls a connection — is still caught within
     // 16 events; a walk after every event tripled the soak's time).
@@ -830,6 +819,28 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
             .map(|sh| sh.stack().counters().tcp_connections_established)
             .collect(),
     })
+}
+
+/// Debugging aid: `SIM_TRACE_PORT=<port>` prints every TCP segment to or from the port, and
+/// every ARP packet, twice: as the sender puts it on the link (marked `sent`) and as the
+/// receiver gets it. A `sent` line without its delivery is a frame the link's faults dropped.
+pub(crate) fn trace_port_from_env(w: &mut World) {
+    let Some(port) = std::env::var("SIM_TRACE_PORT")
+        .ok()
+        .and_then(|p| p.parse::<u16>().ok())
+    else {
+        return;
+    };
+    w.set_send_tap(move |t, _link, dir, frame| {
+        if let Some(line) = trace_tcp(frame, port) {
+            eprintln!("{t:>12} ns {dir:?} sent {line}");
+        }
+    });
+    w.set_frame_tap(move |t, _link, dir, frame| {
+        if let Some(line) = trace_tcp(frame, port) {
+            eprintln!("{t:>12} ns {dir:?} {line}");
+        }
+    });
 }
 
 /// A one-line summary of a TCP/IPv4 segment to or from `port`, or of an ARP packet, for

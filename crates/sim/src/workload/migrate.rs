@@ -347,18 +347,8 @@ pub fn run(seed: u64) -> Result<(RunSummary, MigrateStats), String> {
         w.add_fault_both(link, Flap::new(down, up));
     }
 
-    // Debugging aid, as in the other workloads: SIM_TRACE_PORT=<port> prints every delivered
-    // TCP segment to or from it.
-    if let Some(port) = std::env::var("SIM_TRACE_PORT")
-        .ok()
-        .and_then(|p| p.parse::<u16>().ok())
-    {
-        w.set_frame_tap(move |t, _link, dir, frame| {
-            if let Some(line) = super::trace_tcp(frame, port) {
-                eprintln!("{t:>12} ns {dir:?} {line}");
-            }
-        });
-    }
+    // Debugging aid, as in the other workloads: SIM_TRACE_PORT=<port>.
+    super::trace_port_from_env(&mut w);
     let mut stats = MigrateStats::default();
     let mut tuples: Vec<(u16, FourTuple)> = Vec::new();
     let mut events: u64 = 0;
