@@ -216,6 +216,8 @@ fn reap(flows: &mut Vec<(u64, Flow)>, summary: &mut RunSummary) {
 }
 
 const SERVER_PORT: u16 = 5001;
+/// Idle time before a soak connection's first keepalive probe.
+const KEEPALIVE_IDLE_NS: u64 = 60_000_000_000;
 /// The soak's checker walks every connection's TCB invariants once per this many events.
 const INVARIANT_WALK_EVERY_EVENTS: u64 = 16;
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -592,6 +594,15 @@ fn stack_config(mac: [u8; 6], ip: Ipv4Addr, seed: u64, workload: Workload) -> St
     // 2·MSL of 2 s (configurable per RFC 9293 §3.4.2's "MSL is an engineering choice") keeps
     // thousands of short connections from holding the socket table for minutes of sim time.
     cfg.tcp.time_wait_ns = 2_000_000_000;
+    // Keepalive (RFC 9293 §3.8.4), as an application that must not hang would set it: at
+    // heavy loss a peer may give up (user timeout) with its RST lost, and a half-closed
+    // connection still reading has nothing outstanding to find that out with (seed 1011357:
+    // the client waited in FIN-WAIT-2 for ever). A minute idle, then ten-second probes.
+    cfg.tcp.keepalive = Some(tcp::KeepaliveConfig {
+        idle_ns: KEEPALIVE_IDLE_NS,
+        interval_ns: 10_000_000_000,
+        probes_max: 9,
+    });
     let mut rng = SimRng::new(seed).fork(u64::from(u32::from(ip)));
     cfg.secret = [rng.next_u64(), rng.next_u64()];
     cfg
