@@ -216,6 +216,8 @@ fn reap(flows: &mut Vec<(u64, Flow)>, summary: &mut RunSummary) {
 }
 
 const SERVER_PORT: u16 = 5001;
+/// Idle time before a soak connection's first keepalive probe.
+const KEEPALIVE_IDLE_NS: u64 = 60_000_000_000;
 /// The soak's checker walks every connection's TCB invariants once per this many events.
 const INVARIANT_WALK_EVERY_EVENTS: u64 = 16;
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -592,14 +594,23 @@ fn stack_config(mac: [u8; 6], ip: Ipv4Addr, seed: u64, workload: Workload) -> St
     // 2·MSL of 2 s (configurable per RFC 9293 §3.4.2's "MSL is an engineering choice") keeps
     // thousands of short connections from holding the socket table for minutes of sim time.
     cfg.tcp.time_wait_ns = 2_000_000_000;
+    // Keepalive (RFC 9293 §3.8.4), as an application that must not hang would set it: at
+    // heavy loss a peer may give up (user timeout) with its RST lost, and a half-closed
+    // connection still reading has nothing outstanding to find that out with (seed 1011357:
+    // the client waited in FIN-WAIT-2 for ever). A minute idle, then ten-second probes.
+    cfg.tcp.keepalive = Some(tcp::KeepaliveConfig {
+        idle_ns: KEEPALIVE_IDLE_NS,
+        interval_ns: 10_000_000_000,
+        probes_max: 9,
+    });
     let mut rng = SimRng::new(seed).fork(u64::from(u32::from(ip)));
     cfg.secret = [rng.next_u64(), rng.next_u64()];
     cfg
 }
 
 /// Joins `client` and `server` with the soak's link (1 Gbit/s, 200 µs, jitter that reorders)
-/// under `faults`, every fault on both directions. With `SIM_TRACE_PORT=<port>` (a debugging
-/// aid) every delivered TCP segment to or from that port, and every ARP packet, is printed.
+/// under `faults`, every fault on both directions, and the `SIM_TRACE_PORT` debugging taps
+/// ([`trace_port_from_env`]).
 fn connect_faulty(
     w: &mut World,
     client: HostId,
@@ -640,16 +651,7 @@ fn connect_faulty(
     if let Some((down, up)) = faults.flap_ns {
         w.add_fault_both(link, Flap::new(down, up));
     }
-    if let Some(port) = std::env::var("SIM_TRACE_PORT")
-        .ok()
-        .and_then(|p| p.parse::<u16>().ok())
-    {
-        w.set_frame_tap(move |t, _link, dir, frame| {
-            if let Some(line) = trace_tcp(frame, port) {
-                eprintln!("{t:>12} ns {dir:?} {line}");
-            }
-        });
-    }
+    trace_port_from_env(w);
     Ok(())
 }
 
@@ -841,6 +843,28 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
             .map(|sh| sh.stack().counters().tcp_connections_established)
             .collect(),
     })
+}
+
+/// Debugging aid: `SIM_TRACE_PORT=<port>` prints every TCP segment to or from the port, and
+/// every ARP packet, twice: as the sender puts it on the link (marked `sent`) and as the
+/// receiver gets it. A `sent` line without its delivery is a frame the link's faults dropped.
+pub(crate) fn trace_port_from_env(w: &mut World) {
+    let Some(port) = std::env::var("SIM_TRACE_PORT")
+        .ok()
+        .and_then(|p| p.parse::<u16>().ok())
+    else {
+        return;
+    };
+    w.set_send_tap(move |t, _link, dir, frame| {
+        if let Some(line) = trace_tcp(frame, port) {
+            eprintln!("{t:>12} ns {dir:?} sent {line}");
+        }
+    });
+    w.set_frame_tap(move |t, _link, dir, frame| {
+        if let Some(line) = trace_tcp(frame, port) {
+            eprintln!("{t:>12} ns {dir:?} {line}");
+        }
+    });
 }
 
 /// A one-line summary of a TCP/IPv4 segment to or from `port`, or of an ARP packet, for

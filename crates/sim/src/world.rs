@@ -167,6 +167,8 @@ pub struct World {
     scratch: Vec<(u64, Vec<u8>)>,
     /// Sees every delivered frame (e.g. to write a capture file).
     tap: Option<Box<FrameTap>>,
+    /// Sees every frame a host sends, before the link's faults judge it.
+    send_tap: Option<Box<FrameTap>>,
 }
 
 /// A callback shown every frame the world delivers: `(at_ns, link, dir, frame)`.
@@ -192,6 +194,7 @@ impl World {
             counters: WorldCounters::default(),
             scratch: Vec::new(),
             tap: None,
+            send_tap: None,
         }
     }
 
@@ -204,6 +207,13 @@ impl World {
     /// Remove the frame tap.
     pub fn clear_frame_tap(&mut self) {
         self.tap = None;
+    }
+
+    /// Show every frame a host sends, as it enters the link and before the link's faults
+    /// judge it, to `tap` (replacing any previous send tap). Beside the delivery tap it tells a
+    /// frame the link dropped from one that was never sent.
+    pub fn set_send_tap(&mut self, tap: impl FnMut(u64, LinkId, Dir, &[u8]) + 'static) {
+        self.send_tap = Some(Box::new(tap));
     }
 
     /// The seed the world was created with.
@@ -636,6 +646,9 @@ impl World {
             });
             return;
         };
+        if let Some(tap) = self.send_tap.as_mut() {
+            tap(now_ns, link, dir, &frame);
+        }
         let mut out = core::mem::take(&mut self.scratch);
         out.clear();
         let result = match self.channel_mut(link, dir) {

@@ -815,3 +815,35 @@ fn keepalive_and_user_timeout_apply_to_live_connections() {
     assert_eq!(p.a.tcp_counters().keepalive_probes_sent, 1);
     assert_eq!(p.a.tcp_state(c), Some(tcp::State::Established));
 }
+
+#[test]
+fn keepalive_in_fin_wait_2_finds_a_peer_that_forgot_the_connection() {
+    // Simulator seed 1011357 through the stack: A sent its request and FIN and waits, half
+    // closed, for the answer; B lost the connection without a word reaching A (there a user
+    // timeout whose RST was lost; here B's host restarts). A has nothing outstanding, so only
+    // keepalive can find out: its probe in FIN-WAIT-2 draws B's RST. Before, A stopped
+    // probing on leaving ESTABLISHED and waited for ever.
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    let ka = tcp::KeepaliveConfig {
+        idle_ns: 1_000_000_000,
+        interval_ns: 1_000_000_000,
+        probes_max: 2,
+    };
+    assert_eq!(p.a.tcp_set_keepalive(p.now, c, Some(ka)), Ok(()));
+    assert_eq!(p.a.tcp_send(c, b"request"), Ok(7));
+    assert_eq!(p.a.tcp_shutdown(c), Ok(()));
+    p.advance(100 * MS);
+    assert_eq!(p.a.tcp_state(c), Some(tcp::State::FinWait2));
+    assert_eq!(p.b.tcp_state(s), Some(tcp::State::CloseWait));
+
+    p.b = Stack::new(config_b());
+    p.advance(1_500 * MS);
+    assert_eq!(p.a.tcp_counters().keepalive_probes_sent, 1);
+    assert!(p.b.counters().tcp_rx_no_listener_rst_sent >= 1);
+    let mut buf = [0u8; 16];
+    assert_eq!(p.a.tcp_recv(c, &mut buf), Err(SocketError::Reset));
+}

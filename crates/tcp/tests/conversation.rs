@@ -1782,6 +1782,70 @@ fn answered_keepalives_keep_an_idle_connection_open() {
 }
 
 #[test]
+fn keepalive_probes_in_fin_wait_2_and_ends_a_half_closed_connection_whose_peer_vanished() {
+    // Seed 1011357 of the simulator's `many` workload (17.8 % loss) in miniature. A (the
+    // client) sends its request; B answers and closes, then A closes: B is in CLOSING, A's
+    // FIN is acknowledged and A sits in FIN-WAIT-2, still reading. Every segment of B's that
+    // carries data, a FIN or a RST is lost (in the seed: the first segment, all seven
+    // retransmissions, the ARP exchange of an eighth, and the RST), so B gives up at its user
+    // timeout (RFC 9293 §3.8.3) and A is left half-open with nothing outstanding. Only
+    // keepalive (§3.8.4) can find that out; A used to stop probing once it left ESTABLISHED
+    // and waited for ever. Linux probes in FIN-WAIT-2 too (`tcp_keepalive_timer` skips only
+    // CLOSE and SYN-SENT).
+    let ka = tcp::KeepaliveConfig {
+        idle_ns: 10_000 * MS,
+        interval_ns: 1_000 * MS,
+        probes_max: 3,
+    };
+    let a_cfg = Config {
+        keepalive: Some(ka),
+        ..cfg()
+    };
+    let b_cfg = Config {
+        user_timeout_ns: Some(30_000 * MS),
+        ..cfg()
+    };
+    let mut p = Pair::established(a_cfg, b_cfg, 5 * MS);
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::BtoA && (s.is_data() || s.has(TcpFlags::FIN) || s.has(TcpFlags::RST)) {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let request = pattern(2440);
+    p.a_to_send = request.clone();
+    p.run_until(|p| p.b_read.len() == request.len(), 1_000 * MS);
+    p.b_to_send = pattern(2440);
+    p.run_until(|p| p.b_to_send.is_empty(), 1_000 * MS);
+    p.b.shutdown_write().unwrap();
+    p.run_for(10 * MS);
+    assert_eq!(p.b.state(), State::FinWait1);
+    p.a.shutdown_write().unwrap();
+    p.run_until(|p| p.a.state() == State::FinWait2, 1_000 * MS);
+    assert_eq!(
+        p.b.state(),
+        State::Closing,
+        "B holds unacknowledged data and its FIN"
+    );
+    assert!(p.a_read.is_empty());
+
+    // While B lives, it answers A's probes (old segments, acknowledged) and A stays.
+    p.run_until(|p| p.b.state() == State::Closed, 60_000 * MS);
+    assert_eq!(p.b.close_reason(), Some(CloseReason::TimedOut));
+    assert_eq!(p.a.state(), State::FinWait2);
+    assert!(p.a.counters().keepalive_probes_sent >= 1);
+    let answered = p.a.counters().keepalive_probes_sent;
+
+    // B is gone and its RST was lost: A's probes go unanswered and A gives up.
+    p.run_for(60_000 * MS);
+    assert_eq!(p.a.state(), State::Closed, "A left in FIN-WAIT-2 for ever");
+    assert_eq!(p.a.close_reason(), Some(CloseReason::TimedOut));
+    assert_eq!(p.a.counters().keepalive_probes_sent, answered + 3);
+    assert!(p.a_events.contains(&Event::TimedOut));
+}
+
+#[test]
 fn rto_in_last_ack_retransmits_the_hole_and_the_fin() {
     // B answers A's FIN with three segments and its own FIN (LAST-ACK). The first segment is
     // lost with its first three retransmissions, the second arrives (A SACKs it), the third

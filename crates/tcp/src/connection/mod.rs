@@ -84,6 +84,16 @@ impl State {
     pub fn is_synchronized(self) -> bool {
         !matches!(self, State::Closed | State::SynSent | State::SynReceived)
     }
+
+    /// True where keepalive may probe (RFC 9293 §3.8.4): every synchronized state but
+    /// TIME-WAIT. FIN-WAIT-2 above all: a half-closed connection still reading has nothing
+    /// outstanding, so without a probe it would never learn that its peer gave up and the RST
+    /// was lost. In FIN-WAIT-1, CLOSING and LAST-ACK our FIN is outstanding and the timer only
+    /// re-arms (the retransmission timer watches the peer), as Linux's `tcp_keepalive_timer`,
+    /// which skips only CLOSE and SYN-SENT.
+    pub(crate) fn keepalive_may_probe(self) -> bool {
+        self.is_synchronized() && self != State::TimeWait
+    }
 }
 
 /// What the application is told (polled with [`Connection::poll_event`]).

@@ -14,13 +14,13 @@ impl Connection {
     }
 
     /// Turns keepalive on with `keepalive`'s timing, or off (`None`). On a connection that
-    /// can probe (ESTABLISHED or CLOSE-WAIT) the idle time restarts at `now`, and unanswered
-    /// probes are forgotten.
+    /// can probe (synchronized and not in TIME-WAIT) the idle time restarts at `now`, and
+    /// unanswered probes are forgotten.
     pub fn set_keepalive(&mut self, now: u64, keepalive: Option<KeepaliveConfig>) {
         self.config.keepalive = keepalive;
         self.timers.keepalive_probes = 0;
         self.timers.keepalive_deadline_ns = NEVER;
-        if matches!(self.state, State::Established | State::CloseWait) {
+        if self.state.keepalive_may_probe() {
             self.start_keepalive(now);
         }
     }

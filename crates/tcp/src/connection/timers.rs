@@ -220,7 +220,7 @@ impl Connection {
         let Some(ka) = self.config.keepalive else {
             return;
         };
-        if !matches!(self.state, State::Established | State::CloseWait) {
+        if !self.state.keepalive_may_probe() {
             return;
         }
         if self.snd.una != self.snd.max || !self.send_buf.is_empty() {
