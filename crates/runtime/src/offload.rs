@@ -8,15 +8,15 @@
 //!   only. It applies the exact-match filter changes ([`Steer`]) shard 0 sends on a bounded
 //!   ring: `Install` steers an offloaded flow's frames to the engine's queue, `Remove` gives
 //!   them back to RSS. ARP replies are copied to the engine as to every shard.
-//! - **The engine thread** ([`EngineThread`]) drives a sans-IO [`offload::Engine`]: host
+//! - **The engine thread** (`EngineThread`) drives a sans-IO [`offload::Engine`]: host
 //!   commands from shard 0, frames from its queue, timers; its commands go back to shard 0,
 //!   its frames to the wire.
-//! - **Shard 0** runs the host's layer ([`offload::HostOffload`], in [`ShardOffload`]) over its
+//! - **Shard 0** runs the host's layer ([`offload::HostOffload`], in `ShardOffload`) over its
 //!   stack: engine commands before the shard's iteration, its bypass operations, the policy and
 //!   the heartbeat watch after it.
 //!
 //! Messages travel as typed values (`HostCmd`, `EngineCmd`) over bounded SPSC rings
-//! ([`crate::ring`]), not as bytes: both ends are in one address space, and the byte codec
+//! ([`mod@crate::ring`]), not as bytes: both ends are in one address space, and the byte codec
 //! (`shard::handoff`) stays the format for a real device. Each side counts what it sent and
 //! received. A command that meets a full ring waits in a bounded backlog, in order; one that
 //! meets a full backlog is dropped and counted (`*_cmds_dropped`; a dropped command breaks the
