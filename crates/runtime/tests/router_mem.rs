@@ -158,9 +158,13 @@ fn run_case(router_shards: u16, conns: usize, requests: u64, body_bytes: usize) 
     // The only drops a clean run may show: the first packets towards a host whose MAC the
     // router had yet to resolve (it drops and resolves rather than queues).
     assert_eq!(f.drops_total(), f.drop_no_neighbour, "no other drop: {f:?}");
+    // How many packets arrive before the first ARP reply depends on how the threads are
+    // scheduled (17–28 of ~400 seen with the machine's cores oversubscribed, fewer idle), so
+    // the bound is a share of the traffic, not a count: a router that kept dropping after
+    // resolution would lose far more than this.
     assert!(
-        f.drop_no_neighbour <= 16,
-        "a handful before resolution: {f:?}"
+        f.drop_no_neighbour * 10 <= f.rx_frames,
+        "only the packets before resolution, at most a tenth of the traffic: {f:?}"
     );
     assert_eq!(r.router.drops_io(), 0, "no NIC, port or backlog drop");
     let local = r.router.local_service();
