@@ -249,7 +249,9 @@ pub struct TapDevice {
 
 impl TapDevice {
     /// Creates (or attaches to) the TAP interface `name` with `queues` queues. With more than one
-    /// queue the device is multi-queue. Needs `CAP_NET_ADMIN`.
+    /// queue the device is multi-queue. Needs `CAP_NET_ADMIN`. Without a virtio-net header the
+    /// device's offloads are switched off (`TUNSETOFFLOAD` 0), whatever an earlier user of a
+    /// persistent device set: every frame read is whole and checksummed.
     pub fn open(name: &str, queues: usize) -> io::Result<Self> {
         Self::open_with(name, queues, queues > 1, None)
     }
@@ -318,6 +320,17 @@ impl TapDevice {
             // The kernel writes back the name it chose (it may fill a `%d` pattern).
             let len = req.name.iter().position(|&c| c == 0).unwrap_or(IFNAMSIZ);
             actual_name = req.name[..len].iter().map(|&c| c as u8 as char).collect();
+            if vnet.is_none() {
+                // A persistent device keeps the offloads an earlier user set: a reader without
+                // the header could not tell a coalesced or partially checksummed frame.
+                // SAFETY: TUNSETOFFLOAD takes its flags as the argument value itself.
+                let rc = unsafe {
+                    libc::ioctl(file.as_raw_fd(), TUNSETOFFLOAD as _, 0 as libc::c_ulong)
+                };
+                if rc < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
             if let Some(off) = vnet {
                 let size: libc::c_int = VNET_HDR_BYTES as libc::c_int;
                 // SAFETY: TUNSETVNETHDRSZ reads one `int` through the pointer; `size` lives

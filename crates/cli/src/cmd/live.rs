@@ -114,6 +114,14 @@ pub struct IoArgs {
     /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off` (default: adaptive, 10–125 µs).
     #[arg(long, value_name = "SETTINGS", value_parser = super::coalesce::parse_coalesce)]
     coalesce: Option<nic::ModerationConfig>,
+    /// The port's offloads, like `ethtool -K`: `tso=on|off,csum=on|off,gro=on|off`, or
+    /// `all` / `none`; unnamed ones stay on. TSO sends TCP frames of up to 64 KiB for the
+    /// kernel (TAP) or the NIC model (other ports) to segment; csum leaves TCP checksums to
+    /// the kernel and trusts the ones it verified (TAP); gro takes the kernel's coalesced
+    /// frames whole (TAP) [default: all].
+    #[arg(long = "nic-offload", value_name = "SETTINGS",
+          value_parser = super::nic_offload::parse_nic_offload)]
+    nic_offload: Option<runtime::NicOffload>,
     /// Live RSS rebalancing: every period the shards' software RETA follows the load and the
     /// connections of a moved bucket migrate to their new shard (needs --shards ≥ 2).
     #[arg(long)]
@@ -383,6 +391,7 @@ impl IoArgs {
         if let Some(m) = self.coalesce {
             host.nic.moderation = m;
         }
+        host.nic_offload = self.nic_offload.unwrap_or(runtime::NicOffload::ALL);
         if self.rebalance {
             if self.shards < 2 {
                 return Err(usage(
@@ -527,6 +536,22 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
     writeln!(out, "nic_wakeups: {}", h.nic_wakeups())?;
     writeln!(out, "cross_shard: {}", h.cross_shard_messages())?;
     writeln!(out, "neighbour_copies: {neighbour}")?;
+    // Offloads: what the kernel was asked to segment and checksum, what it vouched for and
+    // coalesced (TAP with a virtio-net header), and the NIC model's software TSO (other ports).
+    let nic_tso_sends: u64 = h.shards.iter().map(|s| s.nic.tx_tso_sends).sum();
+    let nic_tso_segments: u64 = h.shards.iter().map(|s| s.nic.tx_tso_segments).sum();
+    writeln!(out, "tx_tso_frames: {}", p.tx_tso_frames)?;
+    writeln!(out, "tx_tso_segments: {}", p.tx_tso_segments)?;
+    writeln!(out, "tx_csum_offloaded: {}", p.tx_csum_offloaded)?;
+    writeln!(out, "rx_csum_valid: {}", p.rx_csum_valid)?;
+    writeln!(out, "rx_gro_frames: {}", p.rx_gro_frames)?;
+    writeln!(out, "nic_tso_sends: {nic_tso_sends}")?;
+    writeln!(out, "nic_tso_segments: {nic_tso_segments}")?;
+    writeln!(
+        out,
+        "drop_tx_offload_malformed: {}",
+        p.tx_drop_offload_malformed
+    )?;
     writeln!(out, "checksum_completed: {}", p.rx_checksum_completed)?;
     writeln!(out, "checksum_incomplete: {}", p.rx_checksum_incomplete)?;
     writeln!(out, "drops: {}", h.drops())?;
