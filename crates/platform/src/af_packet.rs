@@ -33,6 +33,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{Ordering, fence};
 
 use crate::sys::setsockopt;
+use crate::vnet::{VNET_HDR_BYTES, VnetHdr};
 
 const ETH_P_ALL: u16 = 0x0003;
 const SOL_PACKET: libc::c_int = 263;
@@ -42,6 +43,7 @@ const PACKET_VERSION: libc::c_int = 10;
 const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_VNET_HDR: libc::c_int = 15;
 const TPACKET_V2: libc::c_int = 1;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
@@ -168,6 +170,10 @@ pub struct AfPacketConfig {
     pub qdisc_bypass: bool,
     /// Do not show frames this host transmits on the interface (`PACKET_IGNORE_OUTGOING`).
     pub ignore_outgoing: bool,
+    /// A virtio-net header beside every frame (`PACKET_VNET_HDR`, see [`crate::vnet`]): in the
+    /// ring in front of each received frame ([`RxMeta::vnet`]), and in front of each frame
+    /// sent ([`AfPacketSocket::send_vnet`]), so frames carry GSO and checksum requests.
+    pub vnet_hdr: bool,
 }
 
 impl Default for AfPacketConfig {
@@ -182,6 +188,7 @@ impl Default for AfPacketConfig {
             fanout: None,
             qdisc_bypass: false,
             ignore_outgoing: true,
+            vnet_hdr: false,
         }
     }
 }
@@ -274,6 +281,9 @@ pub struct RxMeta {
     pub kernel_rxhash: u32,
     /// The frame header's `tp_status` word (`TP_STATUS_*` bits).
     pub status: u32,
+    /// The virtio-net header the kernel wrote in front of the frame (a socket opened with
+    /// [`AfPacketConfig::vnet_hdr`]): coalesced (GSO) frames, partial or verified checksums.
+    pub vnet: Option<VnetHdr>,
 }
 
 impl RxMeta {
@@ -451,6 +461,8 @@ pub struct AfPacketSocket {
     /// follows its write position.
     slot: usize,
     errors: RingErrors,
+    /// Opened with `PACKET_VNET_HDR`.
+    vnet: bool,
 }
 
 impl core::fmt::Debug for AfPacketSocket {
@@ -532,6 +544,10 @@ impl AfPacketSocket {
         if config.qdisc_bypass {
             setsockopt(raw, SOL_PACKET, PACKET_QDISC_BYPASS, &1 as &libc::c_int)?;
         }
+        // Before the ring exists (the kernel refuses it after, EBUSY).
+        if config.vnet_hdr {
+            setsockopt(raw, SOL_PACKET, PACKET_VNET_HDR, &1 as &libc::c_int)?;
+        }
         // `validate` checked that the frame count fits a u32.
         let frame_nr = geometry.slot_count() as u32;
         match config.ring {
@@ -580,12 +596,34 @@ impl AfPacketSocket {
             let arg: u32 = u32::from(group) | (mode.bits() << 16);
             setsockopt(raw, SOL_PACKET, PACKET_FANOUT, &arg)?;
         }
-        Ok(Self::assemble(ring, fd, geometry))
+        let mut sock = Self::assemble(ring, fd, geometry);
+        sock.vnet = config.vnet_hdr;
+        Ok(sock)
+    }
+
+    /// True when frames carry a virtio-net header (use [`AfPacketSocket::send_vnet`]).
+    pub fn has_vnet_hdr(&self) -> bool {
+        self.vnet
+    }
+
+    /// The virtio-net header in front of a received frame at ring offset `frame_at`, whose
+    /// slot or block payload starts at `floor` (the header must lie after it).
+    fn vnet_before(&self, frame_at: usize, floor: usize) -> Option<Option<VnetHdr>> {
+        if !self.vnet {
+            return Some(None);
+        }
+        let at = frame_at
+            .checked_sub(VNET_HDR_BYTES)
+            .filter(|&a| a >= floor)?;
+        let b = self.ring.bytes(at, VNET_HDR_BYTES)?;
+        let b: &[u8; VNET_HDR_BYTES] = b.try_into().ok()?;
+        Some(Some(VnetHdr::decode(b)))
     }
 
     /// A socket over `ring` (of `geometry.ring_bytes()` bytes) with its cursors at the start.
     fn assemble(ring: MappedRing, fd: OwnedFd, geometry: Geometry) -> Self {
         AfPacketSocket {
+            vnet: false,
             ring,
             fd,
             geometry,
@@ -660,6 +698,7 @@ impl AfPacketSocket {
             wire_len,
             kernel_rxhash: 0,
             status,
+            vnet: self.vnet_before(off + mac, off + V2_HDR_BYTES)?,
         };
         Some((mac, snaplen, meta))
     }
@@ -756,6 +795,7 @@ impl AfPacketSocket {
             wire_len,
             kernel_rxhash: rxhash,
             status,
+            vnet: self.vnet_before(base + frame_off, h + PKT_HDR_BYTES)?,
         };
         Some((frame_off, snaplen, meta, next))
     }
@@ -771,8 +811,38 @@ impl AfPacketSocket {
         self.pkts_left = 0;
     }
 
+    /// Sends one whole Ethernet frame behind the virtio-net header `hdr` (one `writev`: the
+    /// kernel segments or checksums as it asks); `WouldBlock` when the socket's send buffer is
+    /// full. Returns the frame bytes sent. Only for a socket opened with
+    /// [`AfPacketConfig::vnet_hdr`].
+    pub fn send_vnet(&self, hdr: &VnetHdr, frame: &[u8]) -> io::Result<usize> {
+        let h = hdr.encode();
+        let iov = [
+            libc::iovec {
+                iov_base: h.as_ptr() as *mut libc::c_void,
+                iov_len: h.len(),
+            },
+            libc::iovec {
+                iov_base: frame.as_ptr() as *mut libc::c_void,
+                iov_len: frame.len(),
+            },
+        ];
+        // SAFETY: both iovecs describe valid, readable regions alive for the whole call;
+        // writev only reads through them (the `*mut` is the C signature's).
+        let n = unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok((n as usize).saturating_sub(VNET_HDR_BYTES))
+        }
+    }
+
     /// Sends one whole Ethernet frame; `WouldBlock` when the socket's send buffer is full.
+    /// On a socket with a virtio-net header, behind an empty one ([`VnetHdr::NONE`]).
     pub fn send(&self, frame: &[u8]) -> io::Result<usize> {
+        if self.vnet {
+            return self.send_vnet(&VnetHdr::NONE, frame);
+        }
         // SAFETY: `frame` is a valid readable region of `frame.len()` bytes for the whole call.
         let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
         if n < 0 {

@@ -323,3 +323,44 @@ fn sockets_can_move_to_shard_threads() {
     fn is_send<T: Send>() {}
     is_send::<AfPacketSocket>();
 }
+
+#[test]
+fn v2_slots_of_a_vnet_socket_carry_the_header_in_front_of_the_frame() {
+    let mut sock = fake_socket(&small_v2());
+    sock.vnet = true;
+    let hdr = crate::vnet::VnetHdr {
+        flags: crate::vnet::VNET_F_DATA_VALID,
+        gso_type: crate::vnet::VNET_GSO_TCPV4,
+        hdr_len: 66,
+        gso_size: 1448,
+        csum_start: 34,
+        csum_offset: 16,
+    };
+    // The kernel puts the frame 10 bytes later and the header right before it.
+    let mac = V2_FRAME_OFFSET_BYTES as u16 + VNET_HDR_BYTES as u16;
+    let s = Slot {
+        mac,
+        ..Slot::valid(b"coalesced")
+    };
+    kernel_fill_slot(&sock, 0, &s);
+    let off = sock.geometry.slot_offset(0);
+    assert!(
+        sock.ring
+            .write_bytes(off + usize::from(mac) - VNET_HDR_BYTES, &hdr.encode())
+    );
+    // A header that would overlap the slot's own header is refused, not read.
+    kernel_fill_slot(
+        &sock,
+        1,
+        &Slot {
+            mac: V2_HDR_BYTES as u16 + 4,
+            ..Slot::valid(b"bad")
+        },
+    );
+    let mut seen = Vec::new();
+    let handed = sock.recv_batch(16, |f, m| seen.push((f.to_vec(), m)));
+    assert_eq!(handed, 1);
+    assert_eq!(seen[0].0, b"coalesced");
+    assert_eq!(seen[0].1.vnet, Some(hdr));
+    assert_eq!(sock.ring_errors().bad_frame_header, 1);
+}

@@ -135,6 +135,7 @@ pub fn af_packet_config(ring: RingVersion, fanout: Option<u16>) -> AfPacketConfi
         fanout: fanout.map(|group| (group, FanoutMode::Hash)),
         qdisc_bypass: false,
         ignore_outgoing: true,
+        vnet_hdr: false,
     }
 }
 
@@ -327,6 +328,12 @@ pub(crate) fn open_ports_in_group(
                     fanout,
                     ..af_packet_config(*ring, None)
                 },
+            };
+            // A virtio-net header on every frame when any offload is on: TSO and checksum
+            // requests out, the kernel's checksum verdicts and GSO frames in.
+            let pcfg = AfPacketConfig {
+                vnet_hdr: cfg.nic_offload.needs_vnet_hdr(),
+                ..pcfg
             };
             for _ in 0..shards {
                 let sock = AfPacketSocket::open(iface, &pcfg)

@@ -140,43 +140,51 @@ impl LivePort {
         nic.receive(frame);
     }
 
-    /// A frame read behind a virtio-net header: counts what the kernel said, completes or
-    /// trusts a partial checksum, trusts `DATA_VALID` when checksum offload is on.
+    /// A frame read behind a virtio-net header (TAP), into the NIC queue.
     fn take_rx_vnet(&mut self, nic: &mut RxQueue<'_>, mut frame: Vec<u8>, hdr: VnetHdr) {
         if let Some(c) = &self.capture {
             c.record(&frame);
         }
-        let c = &mut self.counters;
-        c.rx_frames += 1;
-        c.rx_bytes += frame.len() as u64;
+        self.counters.rx_frames += 1;
+        self.counters.rx_bytes += frame.len() as u64;
         if frame.is_empty() {
             nic.recycle(frame);
             return;
         }
-        if hdr.is_gso_tcp() {
-            c.rx_gro_frames += 1;
-        }
-        let mut valid = false;
-        if hdr.needs_csum() {
-            // The data never left this host (a local sender's partial checksum): as valid as
-            // the kernel holds it; without checksum offload, completed here.
-            if self.nic_offload.csum {
-                valid = true;
-            } else if complete_l4_checksum(&mut frame) {
-                c.rx_checksum_completed += 1;
-            } else {
-                c.rx_checksum_incomplete += 1;
-            }
-        } else if hdr.data_valid() && self.nic_offload.csum {
-            valid = true;
-        }
-        if valid {
-            c.rx_csum_valid += 1;
+        if vnet_rx(&mut self.counters, self.nic_offload.csum, hdr, &mut frame) {
             nic.receive_l4_valid(frame);
         } else {
             nic.receive(frame);
         }
     }
+}
+
+/// What the kernel said in a received frame's virtio-net header: counts a coalesced frame,
+/// completes a partial checksum when checksum offload is off (else trusts it: the data never
+/// left this host), trusts `DATA_VALID` when it is on. True when the frame's transport
+/// checksum is to be taken as valid without verification.
+fn vnet_rx(c: &mut PortCounters, csum_on: bool, hdr: VnetHdr, frame: &mut [u8]) -> bool {
+    if hdr.is_gso_tcp() {
+        c.rx_gro_frames += 1;
+    }
+    let valid = if hdr.needs_csum() {
+        if csum_on {
+            true
+        } else {
+            if complete_l4_checksum(frame) {
+                c.rx_checksum_completed += 1;
+            } else {
+                c.rx_checksum_incomplete += 1;
+            }
+            false
+        }
+    } else {
+        hdr.data_valid() && csum_on
+    };
+    if valid {
+        c.rx_csum_valid += 1;
+    }
+    valid
 }
 
 /// The virtio-net header asking the kernel for `offload` on `frame` (Ethernet, an optional
@@ -311,6 +319,7 @@ impl ShardIo for LivePort {
             PortKind::AfPacket(sock) => {
                 let counters = &mut self.counters;
                 let capture = &self.capture;
+                let csum_on = self.nic_offload.csum;
                 n = sock.recv_batch(max_frames, |bytes, meta| {
                     if let Some(c) = capture {
                         c.record(bytes);
@@ -321,6 +330,16 @@ impl ShardIo for LivePort {
                     }
                     let mut buf = nic.take_buffer(bytes.len());
                     buf.extend_from_slice(bytes);
+                    if let Some(hdr) = meta.vnet {
+                        counters.rx_frames += 1;
+                        counters.rx_bytes += buf.len() as u64;
+                        if vnet_rx(counters, csum_on, hdr, &mut buf) {
+                            nic.receive_l4_valid(buf);
+                        } else {
+                            nic.receive(buf);
+                        }
+                        return;
+                    }
                     if meta.checksum_not_ready() {
                         if complete_l4_checksum(&mut buf) {
                             counters.rx_checksum_completed += 1;
@@ -370,7 +389,11 @@ impl ShardIo for LivePort {
     }
 
     fn tx_offload_in_device(&self) -> bool {
-        matches!(&self.kind, PortKind::Tap { tx, .. } if tx.has_vnet_hdr())
+        match &self.kind {
+            PortKind::Tap { tx, .. } => tx.has_vnet_hdr(),
+            PortKind::AfPacket(sock) => sock.has_vnet_hdr(),
+            _ => false,
+        }
     }
 
     fn send_offload(
@@ -378,10 +401,7 @@ impl ShardIo for LivePort {
         frame: Vec<u8>,
         offload: TxOffload,
     ) -> Result<Option<Vec<u8>>, Vec<u8>> {
-        let PortKind::Tap { tx, .. } = &self.kind else {
-            return self.send(frame);
-        };
-        if !tx.has_vnet_hdr() {
+        if !self.tx_offload_in_device() {
             return self.send(frame);
         }
         let Some(hdr) = vnet_header(&frame, offload) else {
@@ -390,7 +410,12 @@ impl ShardIo for LivePort {
             self.counters.tx_drop_offload_malformed += 1;
             return Ok(Some(frame));
         };
-        match tx.send_vnet(&hdr, &frame) {
+        let sent = match &self.kind {
+            PortKind::Tap { tx, .. } => tx.send_vnet(&hdr, &frame),
+            PortKind::AfPacket(sock) => sock.send_vnet(&hdr, &frame),
+            _ => Err(io::Error::other("no virtio-net header on this port")),
+        };
+        match sent {
             Ok(_) => {
                 if let Some(c) = &self.capture {
                     c.record(&frame);
