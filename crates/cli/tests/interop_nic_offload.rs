@@ -11,6 +11,8 @@
 //!   whole and every byte is reported; the checksums the kernel vouched for are not verified
 //!   again.
 //!
+//! - the on/off comparison again over AF_PACKET (`PACKET_VNET_HDR`) on a veth.
+//!
 //! Root only.
 
 mod common;
@@ -119,10 +121,10 @@ fn bulk_send(topo: &Topology, offload: &str, extra: &[&str]) -> Result<BTreeMap<
 
 /// Offloads on against off, both byte-exact: at least 90 % fewer frames handed to the kernel
 /// with them on, most bytes in TSO frames; none at all with them off.
-fn on_versus_off(peer_offloads: Offloads) -> Result<()> {
+fn on_versus_off(backend: Backend, peer_offloads: Offloads) -> Result<()> {
     let _serial = serial();
     need_tools(&["socat", "ss", "ethtool"])?;
-    let topo = Topology::new(Backend::Tap, peer_offloads)?;
+    let topo = Topology::new(backend, peer_offloads)?;
     let on = bulk_send(&topo, "all", &[])?;
     let off = bulk_send(&topo, "none", &[])?;
     check(
@@ -165,7 +167,7 @@ fn ttcp_send_over_tap_with_offloads_hands_the_kernel_90_percent_fewer_frames_byt
     ) {
         return Ok(());
     }
-    on_versus_off(Offloads::Default)
+    on_versus_off(Backend::Tap, Offloads::Default)
 }
 
 #[test]
@@ -173,7 +175,17 @@ fn ttcp_send_offloads_work_when_the_linux_side_has_its_offloads_off() -> Result<
     if !require_root("ttcp_send_offloads_work_when_the_linux_side_has_its_offloads_off") {
         return Ok(());
     }
-    on_versus_off(Offloads::Off)
+    on_versus_off(Backend::Tap, Offloads::Off)
+}
+
+#[test]
+fn ttcp_send_over_af_packet_with_offloads_hands_the_kernel_90_percent_fewer_frames() -> Result<()> {
+    if !require_root(
+        "ttcp_send_over_af_packet_with_offloads_hands_the_kernel_90_percent_fewer_frames",
+    ) {
+        return Ok(());
+    }
+    on_versus_off(Backend::AfPacket, Offloads::Default)
 }
 
 #[test]
