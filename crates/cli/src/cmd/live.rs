@@ -116,9 +116,10 @@ pub struct IoArgs {
     coalesce: Option<nic::ModerationConfig>,
     /// The port's offloads, like `ethtool -K`: `tso=on|off,csum=on|off,gro=on|off`, or
     /// `all` / `none`; unnamed ones stay on. TSO sends TCP frames of up to 64 KiB for the
-    /// kernel (TAP) or the NIC model (other ports) to segment; csum leaves TCP checksums to
-    /// the kernel and trusts the ones it verified (TAP); gro takes the kernel's coalesced
-    /// frames whole (TAP) [default: all].
+    /// kernel (TAP, AF_PACKET) or the NIC model in software (AF_XDP) to segment; csum leaves
+    /// TCP checksums to the kernel and trusts the ones it verified; gro takes the kernel's
+    /// coalesced frames whole (TAP) [default: all on TAP and AF_PACKET, none on AF_XDP and
+    /// --pcap-in, where software TSO costs more CPU than it saves].
     #[arg(long = "nic-offload", value_name = "SETTINGS",
           value_parser = super::nic_offload::parse_nic_offload)]
     nic_offload: Option<runtime::NicOffload>,
@@ -391,7 +392,14 @@ impl IoArgs {
         if let Some(m) = self.coalesce {
             host.nic.moderation = m;
         }
-        host.nic_offload = self.nic_offload.unwrap_or(runtime::NicOffload::ALL);
+        // Default: on where the kernel below takes the offloads. Over AF_XDP (no GSO request
+        // through an XDP socket) and a replay only the NIC model could segment, in software,
+        // which costs more CPU per byte than it saves (scripts/nic-offload-compare.sh
+        // af_xdp): there only when asked for.
+        host.nic_offload = self.nic_offload.unwrap_or(match io {
+            LiveIo::Tap { .. } | LiveIo::AfPacket { .. } => runtime::NicOffload::ALL,
+            LiveIo::AfXdp { .. } | LiveIo::PcapIn { .. } => runtime::NicOffload::NONE,
+        });
         if self.rebalance {
             if self.shards < 2 {
                 return Err(usage(
