@@ -164,10 +164,16 @@ impl TcpCx<'_> {
         let mut frame = Vec::with_capacity(eth.len() + whole.len());
         frame.extend_from_slice(eth);
         frame.extend_from_slice(whole);
-        // Rebuilt from the datagram: only the hash still describes it.
-        self.tcp
-            .forward
-            .push_back((dest, frame, rx.meta.hash_only()));
+        // Rebuilt from the datagram: the offsets no longer describe it, but the hash and the
+        // checksum verdicts do — the IP header and segment are the same bytes (`rx.meta` of a
+        // reassembled datagram is already hash-only). Keeping a verdict matters when the
+        // port trusted the OS's word for a checksum left partial by a sender on this host:
+        // verified again, such a frame would be dropped at every retransmission.
+        let meta = wire::RxMeta {
+            csum: rx.meta.csum,
+            ..rx.meta.hash_only()
+        };
+        self.tcp.forward.push_back((dest, frame, meta));
         self.tcp.counters.tcp_moved_forwarded += 1;
     }
 
