@@ -318,6 +318,14 @@ impl Egress {
         }
     }
 
+    /// A TSO frame to `dst` can leave now: its next hop is a resolved neighbour. A frame beyond
+    /// the MTU cannot wait in the neighbour queue (it would leave without its `TxMeta`), so
+    /// TCP sends single segments until the neighbour resolves.
+    pub(crate) fn tso_route_ready(&self, now: u64, dst: IpAddr) -> bool {
+        self.unicast_next_hop(dst)
+            .is_some_and(|hop| self.neighbors.lookup(now, hop).is_some())
+    }
+
     pub(crate) fn is_v4_broadcast(&self, a: Ipv4Addr) -> bool {
         self.cfg.interface.is_v4_broadcast(a)
     }
@@ -799,9 +807,10 @@ impl Egress {
     ///
     /// `gso_size_bytes` > 0 (TSO on, [`crate::config::TxOffloadCaps`]): a payload of more than
     /// that many bytes leaves as one frame beyond the MTU for the device to cut into
-    /// segments of `gso_size_bytes` ([`TxMeta`]); such a frame never takes the slow path (it
-    /// is dropped and counted `tx_drop_too_big` if its neighbour is not resolved; TCP
-    /// retransmits). Its TCP checksum is left partial, as is every fast-path segment's
+    /// segments of `gso_size_bytes` ([`TxMeta`]); such a frame never takes the slow path (the
+    /// TCP flush builds none while the neighbour is unresolved, [`Egress::tso_route_ready`];
+    /// should one meet an unresolved neighbour anyway it is dropped and counted
+    /// `tx_drop_too_big`, and TCP retransmits). Its TCP checksum is left partial, as is every fast-path segment's
     /// when the device completes TCP checksums.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_tcp_frame(

@@ -539,7 +539,14 @@ impl TcpCx<'_> {
             };
             let payload_at = ETHERNET_HEADER_LEN + ip_len + self.egress.tx_header_guess();
             // With TSO the room is the device's limit; the engine sends whole segments of
-            // its MSS up to it (`poll_transmit_tso`).
+            // its MSS up to it (`poll_transmit_tso`). Not while the neighbour is unresolved:
+            // a frame beyond the MTU could not wait in its queue.
+            let tso_bytes_max =
+                if tso_bytes_max > 0 && self.egress.tso_route_ready(now, tuple.remote.ip()) {
+                    tso_bytes_max
+                } else {
+                    0
+                };
             let room = if tso_bytes_max > 0 {
                 tso_bytes_max
             } else {
