@@ -333,3 +333,20 @@ fn forward_refuses_bad_ports_addresses_and_routes() {
         &["--io mem", "two --port"],
     );
 }
+
+#[test]
+fn nic_offload_settings_name_what_is_allowed_on_every_live_command() {
+    let allowed = "tso=on|off,csum=on|off,gro=on|off";
+    for cmd in [
+        &["serve", "echo"][..],
+        &["ttcp", "recv"][..],
+        &["ttcp", "send", "--to", "10.0.0.1:5001"][..],
+        &["get", "http://10.0.0.1/"][..],
+    ] {
+        for bad in ["tso=maybe", "lro=on", "tso", "tso=on,tso=off", ""] {
+            let mut args = with(cmd, &["--nic-offload", bad]);
+            args.extend(TAP.iter().map(|s| s.to_string()));
+            refused_owned(&args, &["--nic-offload", allowed, "all", "none"]);
+        }
+    }
+}

@@ -214,6 +214,23 @@ pub(crate) fn verify_checksums(frame: &[u8], layout: &Layout) -> (RxChecksum, Op
     (out, tcp_sum)
 }
 
+/// The verdicts for a frame whose TCP/UDP checksum the device below established: the IPv4
+/// header verified here, the transport `Good` when it is TCP or UDP (`Unknown` otherwise, and
+/// for a layout whose transport is opaque: a fragment, IPv6 extension headers).
+pub(crate) fn l4_valid_checksums(frame: &[u8], layout: &Layout) -> RxChecksum {
+    let mut out = RxChecksum::default();
+    if layout.l3 == L3::V4 {
+        let ip_bytes = frame.get(layout.l3_off..layout.ip_end).unwrap_or(&[]);
+        out.ip = status(Ipv4Packet::new_unchecked(ip_bytes).verify_checksum());
+    }
+    if !layout.l4_opaque
+        && (layout.protocol == IpProtocol::TCP || layout.protocol == IpProtocol::UDP)
+    {
+        out.l4 = CsumVerdict::Good;
+    }
+    out
+}
+
 fn status(ok: bool) -> CsumVerdict {
     if ok {
         CsumVerdict::Good

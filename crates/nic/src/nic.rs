@@ -11,7 +11,7 @@ use crate::config::{
     AtrConfig, ConfigError, GroConfig, ModerationConfig, NicConfig, validate_moderation,
 };
 use crate::counters::QueueCounters;
-use crate::layout::{Layout, RxParse, verify_checksums};
+use crate::layout::{Layout, RxParse, l4_valid_checksums, verify_checksums};
 use crate::moderation::{FireCause, Moderator};
 use crate::pool::{BufferPool, PoolCounters};
 use crate::rxq::{Accept, Arrival, FlushReason, RxDescriptor, RxQueue};
@@ -402,7 +402,7 @@ impl Nic {
     /// verify checksums, coalesce or place it in the queue's ring, and let moderation decide
     /// whether the queue fires.
     pub fn receive(&mut self, now_ns: u64, frame: Vec<u8>) -> RxVerdict {
-        self.receive_inner(now_ns, frame, None)
+        self.receive_inner(now_ns, frame, None, false)
     }
 
     /// A frame arrived on backend queue `queue`, which the backend already chose (a
@@ -411,10 +411,31 @@ impl Nic {
     /// `rx_steer_mismatch` on `queue` when its own steering would have chosen another queue
     /// (DESIGN.md, "The receive path", step 2: "only verifies and counts").
     pub fn receive_on_queue(&mut self, now_ns: u64, queue: u16, frame: Vec<u8>) -> RxVerdict {
-        self.receive_inner(now_ns, frame, Some(queue))
+        self.receive_inner(now_ns, frame, Some(queue), false)
     }
 
-    fn receive_inner(&mut self, now_ns: u64, frame: Vec<u8>, forced: Option<u16>) -> RxVerdict {
+    /// As [`Nic::receive_on_queue`] for a frame whose TCP/UDP checksum the device below
+    /// already established (the kernel's `VIRTIO_NET_HDR_F_DATA_VALID`, or a partial checksum
+    /// over data that never left the host): the L4 verdict is `Good` without summing the
+    /// payload (the IPv4 header checksum is still verified, 20 bytes). Such a frame is not
+    /// coalesced by the model's GRO (it has no payload sum); the kernel coalesces before us
+    /// when asked to.
+    pub fn receive_on_queue_l4_valid(
+        &mut self,
+        now_ns: u64,
+        queue: u16,
+        frame: Vec<u8>,
+    ) -> RxVerdict {
+        self.receive_inner(now_ns, frame, Some(queue), true)
+    }
+
+    fn receive_inner(
+        &mut self,
+        now_ns: u64,
+        frame: Vec<u8>,
+        forced: Option<u16>,
+        l4_valid: bool,
+    ) -> RxVerdict {
         self.run_timers(now_ns);
         let default_q =
             usize::from(self.steering.default_queue).min(self.queues.len().saturating_sub(1));
@@ -454,6 +475,7 @@ impl Nic {
             return RxVerdict::Dropped(RxDrop::NoQueue);
         };
         let (csum, tcp_sum) = match (&layout, self.config.rx_checksum_offload) {
+            (Some(l), _) if l4_valid => (l4_valid_checksums(&frame, l), None),
             (Some(l), true) => verify_checksums(&frame, l),
             _ => (RxChecksum::default(), None),
         };
@@ -653,6 +675,47 @@ impl Nic {
                     poll.dropped += 1;
                 }
             }
+        }
+        Ok(poll)
+    }
+
+    /// As [`Nic::poll_tx`] for a NIC whose device below applies the offloads itself (a
+    /// virtio-net header on a TAP or AF_PACKET port): each request leaves as it was queued,
+    /// with its [`TxOffload`] beside it for the port to hand on, one output per request, in
+    /// order. Counted as sent (`tx_packets`, `tx_bytes`; `tx_tso_sends` for a request whose
+    /// TCP payload the device will cut, `tx_csum_offloaded` for one with a checksum request);
+    /// the device's segments are counted by the port.
+    pub fn poll_tx_device(
+        &mut self,
+        queue: u16,
+        budget_frames: usize,
+        out: &mut Vec<(Vec<u8>, TxOffload)>,
+    ) -> Result<TxPoll, ConfigError> {
+        let q = self
+            .queues
+            .get_mut(usize::from(queue))
+            .ok_or(ConfigError::NoSuchQueue)?;
+        let mut poll = TxPoll {
+            requests: 0,
+            frames: 0,
+            dropped: 0,
+        };
+        while poll.requests < budget_frames {
+            let Some(req) = q.tx.pop_front() else {
+                break;
+            };
+            poll.requests += 1;
+            poll.frames += 1;
+            let c = &mut q.counters;
+            c.tx_packets += 1;
+            c.tx_bytes += req.frame.len() as u64;
+            if req.offload.tso_mss.is_some() {
+                c.tx_tso_sends += 1;
+            }
+            if req.offload.tso_mss.is_some() || req.offload.csum.l4 {
+                c.tx_csum_offloaded += 1;
+            }
+            out.push((req.frame, req.offload));
         }
         Ok(poll)
     }

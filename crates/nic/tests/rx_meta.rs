@@ -201,3 +201,29 @@ fn offsets_and_verdicts_describe_the_frame_as_delivered() {
         (None, nic::RxChecksum::UNKNOWN)
     );
 }
+
+/// A frame whose transport checksum the OS vouched for (`receive_on_queue_l4_valid`) is
+/// reported `Good` without being summed — a partial checksum from this host's kernel would
+/// fail a software check — while its IPv4 header checksum is still verified.
+#[test]
+fn os_vouched_frames_skip_the_l4_check_but_not_the_ipv4_header() {
+    let mut nic = nic();
+    let mut partial = seg4().build();
+    // What a local sender leaves: any value the payload does not sum to.
+    partial[ETH + 20 + 16] ^= 0x5a;
+    nic.receive_on_queue_l4_valid(0, 0, partial.clone());
+    let mut bad_ip = seg4().build();
+    bad_ip[ETH + 10] ^= 0xff;
+    nic.receive_on_queue_l4_valid(0, 0, bad_ip);
+    nic.receive_on_queue(0, 0, partial);
+    let d = drain(&mut nic, 0, 0);
+    assert_eq!(d.len(), 3);
+    assert_eq!(d[0].meta.csum.l4, CsumVerdict::Good);
+    assert_eq!(d[0].meta.csum.ip, CsumVerdict::Good);
+    assert_eq!(d[1].meta.csum.ip, CsumVerdict::Bad);
+    assert_eq!(
+        d[2].meta.csum.l4,
+        CsumVerdict::Bad,
+        "verified when not vouched for"
+    );
+}

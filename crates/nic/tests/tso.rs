@@ -272,3 +272,50 @@ fn steady_tso_gro_loop_allocates_nothing_after_warmup() {
     assert_eq!(p.allocated, allocated_after_first, "{p:?}");
     assert!(p.reused >= 49 * 21);
 }
+
+/// A device below the NIC model does the offloads: `poll_tx_device` hands each request on
+/// unchanged, in order, with its offload beside it (one output per request), and counts it.
+#[test]
+fn device_poll_passes_requests_whole_with_their_offloads_in_order() {
+    let mut nic = nic();
+    let big = Seg::v4(5555, 80)
+        .with_payload(1, bytes(5, 10 * 1448))
+        .build();
+    let small = Seg::v4(5555, 80).with_payload(14481, bytes(6, 100)).build();
+    let csum = TxOffload {
+        tso_mss: None,
+        csum: TxChecksum {
+            ip: false,
+            l4: true,
+        },
+    };
+    nic.transmit(1, big.clone(), TxOffload::tso(1448))
+        .expect("q1");
+    nic.transmit(1, small.clone(), csum).expect("q1");
+    nic.transmit(1, small.clone(), TxOffload::NONE).expect("q1");
+    let mut out = Vec::new();
+    let poll = nic.poll_tx_device(1, 2, &mut out).expect("q1");
+    assert_eq!((poll.requests, poll.frames, poll.dropped), (2, 2, 0));
+    let poll = nic.poll_tx_device(1, 64, &mut out).expect("q1");
+    assert_eq!(poll.requests, 1);
+    assert_eq!(
+        out,
+        vec![
+            (big.clone(), TxOffload::tso(1448)),
+            (small.clone(), csum),
+            (small, TxOffload::NONE)
+        ]
+    );
+    let c = nic.counters(1).expect("q1");
+    assert_eq!(c.tx_packets, 3);
+    assert_eq!(
+        (c.tx_tso_sends, c.tx_tso_segments),
+        (1, 0),
+        "the device segments"
+    );
+    assert_eq!(c.tx_csum_offloaded, 2);
+    assert_eq!(
+        c.tx_bytes as usize,
+        big.len() + 2 * (big.len() - 10 * 1448 + 100)
+    );
+}

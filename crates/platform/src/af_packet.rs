@@ -33,6 +33,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{Ordering, fence};
 
 use crate::sys::setsockopt;
+use crate::vnet::{VNET_HDR_BYTES, VnetHdr};
 
 const ETH_P_ALL: u16 = 0x0003;
 const SOL_PACKET: libc::c_int = 263;
@@ -42,6 +43,7 @@ const PACKET_VERSION: libc::c_int = 10;
 const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_VNET_HDR: libc::c_int = 15;
 const TPACKET_V2: libc::c_int = 1;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
@@ -168,6 +170,10 @@ pub struct AfPacketConfig {
     pub qdisc_bypass: bool,
     /// Do not show frames this host transmits on the interface (`PACKET_IGNORE_OUTGOING`).
     pub ignore_outgoing: bool,
+    /// A virtio-net header beside every frame (`PACKET_VNET_HDR`, see [`crate::vnet`]): in the
+    /// ring in front of each received frame ([`RxMeta::vnet`]), and in front of each frame
+    /// sent ([`AfPacketSocket::send_vnet`]), so frames carry GSO and checksum requests.
+    pub vnet_hdr: bool,
 }
 
 impl Default for AfPacketConfig {
@@ -182,6 +188,7 @@ impl Default for AfPacketConfig {
             fanout: None,
             qdisc_bypass: false,
             ignore_outgoing: true,
+            vnet_hdr: false,
         }
     }
 }
@@ -274,6 +281,9 @@ pub struct RxMeta {
     pub kernel_rxhash: u32,
     /// The frame header's `tp_status` word (`TP_STATUS_*` bits).
     pub status: u32,
+    /// The virtio-net header the kernel wrote in front of the frame (a socket opened with
+    /// [`AfPacketConfig::vnet_hdr`]): coalesced (GSO) frames, partial or verified checksums.
+    pub vnet: Option<VnetHdr>,
 }
 
 impl RxMeta {
@@ -451,6 +461,8 @@ pub struct AfPacketSocket {
     /// follows its write position.
     slot: usize,
     errors: RingErrors,
+    /// Opened with `PACKET_VNET_HDR`.
+    vnet: bool,
 }
 
 impl core::fmt::Debug for AfPacketSocket {
@@ -532,6 +544,10 @@ impl AfPacketSocket {
         if config.qdisc_bypass {
             setsockopt(raw, SOL_PACKET, PACKET_QDISC_BYPASS, &1 as &libc::c_int)?;
         }
+        // Before the ring exists (the kernel refuses it after, EBUSY).
+        if config.vnet_hdr {
+            setsockopt(raw, SOL_PACKET, PACKET_VNET_HDR, &1 as &libc::c_int)?;
+        }
         // `validate` checked that the frame count fits a u32.
         let frame_nr = geometry.slot_count() as u32;
         match config.ring {
@@ -580,12 +596,34 @@ impl AfPacketSocket {
             let arg: u32 = u32::from(group) | (mode.bits() << 16);
             setsockopt(raw, SOL_PACKET, PACKET_FANOUT, &arg)?;
         }
-        Ok(Self::assemble(ring, fd, geometry))
+        let mut sock = Self::assemble(ring, fd, geometry);
+        sock.vnet = config.vnet_hdr;
+        Ok(sock)
+    }
+
+    /// True when frames carry a virtio-net header (use [`AfPacketSocket::send_vnet`]).
+    pub fn has_vnet_hdr(&self) -> bool {
+        self.vnet
+    }
+
+    /// The virtio-net header in front of a received frame at ring offset `frame_at`, whose
+    /// slot or block payload starts at `floor` (the header must lie after it).
+    fn vnet_before(&self, frame_at: usize, floor: usize) -> Option<Option<VnetHdr>> {
+        if !self.vnet {
+            return Some(None);
+        }
+        let at = frame_at
+            .checked_sub(VNET_HDR_BYTES)
+            .filter(|&a| a >= floor)?;
+        let b = self.ring.bytes(at, VNET_HDR_BYTES)?;
+        let b: &[u8; VNET_HDR_BYTES] = b.try_into().ok()?;
+        Some(Some(VnetHdr::decode(b)))
     }
 
     /// A socket over `ring` (of `geometry.ring_bytes()` bytes) with its cursors at the start.
     fn assemble(ring: MappedRing, fd: OwnedFd, geometry: Geometry) -> Self {
         AfPacketSocket {
+            vnet: false,
             ring,
             fd,
             geometry,
@@ -660,6 +698,7 @@ impl AfPacketSocket {
             wire_len,
             kernel_rxhash: 0,
             status,
+            vnet: self.vnet_before(off + mac, off + V2_HDR_BYTES)?,
         };
         Some((mac, snaplen, meta))
     }
@@ -756,6 +795,7 @@ impl AfPacketSocket {
             wire_len,
             kernel_rxhash: rxhash,
             status,
+            vnet: self.vnet_before(base + frame_off, h + PKT_HDR_BYTES)?,
         };
         Some((frame_off, snaplen, meta, next))
     }
@@ -771,8 +811,38 @@ impl AfPacketSocket {
         self.pkts_left = 0;
     }
 
+    /// Sends one whole Ethernet frame behind the virtio-net header `hdr` (one `writev`: the
+    /// kernel segments or checksums as it asks); `WouldBlock` when the socket's send buffer is
+    /// full. Returns the frame bytes sent. Only for a socket opened with
+    /// [`AfPacketConfig::vnet_hdr`].
+    pub fn send_vnet(&self, hdr: &VnetHdr, frame: &[u8]) -> io::Result<usize> {
+        let h = hdr.encode();
+        let iov = [
+            libc::iovec {
+                iov_base: h.as_ptr() as *mut libc::c_void,
+                iov_len: h.len(),
+            },
+            libc::iovec {
+                iov_base: frame.as_ptr() as *mut libc::c_void,
+                iov_len: frame.len(),
+            },
+        ];
+        // SAFETY: both iovecs describe valid, readable regions alive for the whole call;
+        // writev only reads through them (the `*mut` is the C signature's).
+        let n = unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok((n as usize).saturating_sub(VNET_HDR_BYTES))
+        }
+    }
+
     /// Sends one whole Ethernet frame; `WouldBlock` when the socket's send buffer is full.
+    /// On a socket with a virtio-net header, behind an empty one ([`VnetHdr::NONE`]).
     pub fn send(&self, frame: &[u8]) -> io::Result<usize> {
+        if self.vnet {
+            return self.send_vnet(&VnetHdr::NONE, frame);
+        }
         // SAFETY: `frame` is a valid readable region of `frame.len()` bytes for the whole call.
         let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
         if n < 0 {
@@ -834,328 +904,5 @@ impl AsFd for AfPacketSocket {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bad_ring_geometry_is_rejected_before_any_system_call() {
-        let v2 = AfPacketConfig {
-            ring: RingVersion::V2,
-            ..AfPacketConfig::default()
-        };
-        for cfg in [
-            AfPacketConfig {
-                block_count: 0,
-                ..AfPacketConfig::default()
-            },
-            AfPacketConfig {
-                block_size_bytes: 1000,
-                ..AfPacketConfig::default()
-            },
-            AfPacketConfig {
-                frame_size_bytes: 100,
-                ..AfPacketConfig::default()
-            },
-            AfPacketConfig {
-                frame_size_bytes: 2050,
-                ..AfPacketConfig::default()
-            },
-            // V3 blocks hold whole frame units.
-            AfPacketConfig {
-                frame_size_bytes: 69_632,
-                block_size_bytes: 1 << 20,
-                ..AfPacketConfig::default()
-            },
-            // A V2 slot larger than its block.
-            AfPacketConfig {
-                frame_size_bytes: 69_632,
-                block_size_bytes: 1 << 16,
-                ..v2
-            },
-            // More slots than a u32 counts.
-            AfPacketConfig {
-                frame_size_bytes: 128,
-                block_size_bytes: 1 << 20,
-                block_count: u32::MAX,
-                ..v2
-            },
-        ] {
-            let err = AfPacketSocket::open("lo", &cfg).expect_err("invalid geometry");
-            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{cfg:?}");
-        }
-    }
-
-    #[test]
-    fn uapi_structs_have_the_kernel_layout() {
-        assert_eq!(core::mem::size_of::<TpacketReq>(), 16);
-        assert_eq!(core::mem::size_of::<TpacketReq3>(), 28);
-        assert_eq!(core::mem::size_of::<[u32; 2]>(), STATS_V2_BYTES);
-        assert_eq!(core::mem::size_of::<[u32; 3]>(), STATS_V3_BYTES);
-        // tpacket2_hdr: TPACKET_ALIGN(32) + sizeof(sockaddr_ll), aligned up with a 14-byte
-        // link header, minus that header.
-        let hdrlen = V2_HDR_BYTES + core::mem::size_of::<libc::sockaddr_ll>();
-        assert_eq!(hdrlen, 52);
-        assert_eq!(
-            (hdrlen + 16).next_multiple_of(16) - 14,
-            V2_FRAME_OFFSET_BYTES as usize
-        );
-    }
-
-    #[test]
-    fn v2_slots_never_straddle_blocks() {
-        let cfg = AfPacketConfig {
-            ring: RingVersion::V2,
-            block_size_bytes: 1 << 20,
-            block_count: 4,
-            frame_size_bytes: 69_632,
-            ..AfPacketConfig::default()
-        };
-        let g = cfg.validate(4096).expect("valid");
-        assert_eq!((g.frames_per_block, g.slot_count()), (15, 60));
-        assert_eq!(g.slot_offset(0), 0);
-        assert_eq!(g.slot_offset(14), 14 * 69_632);
-        assert_eq!(g.slot_offset(15), 1 << 20);
-        assert_eq!(g.slot_offset(59), 3 * (1 << 20) + 14 * 69_632);
-        assert!(g.slot_offset(59) + 69_632 <= g.ring_bytes());
-    }
-
-    /// A socket whose "ring" is a private anonymous mapping the test writes as the kernel
-    /// would (the fd is /dev/null: nothing is sent or received through it).
-    fn fake_socket(cfg: &AfPacketConfig) -> AfPacketSocket {
-        let geometry = cfg.validate(4096).expect("valid geometry");
-        let ring = MappedRing::anonymous(geometry.ring_bytes()).expect("mmap");
-        let fd: OwnedFd = std::fs::File::open("/dev/null")
-            .expect("open /dev/null")
-            .into();
-        AfPacketSocket::assemble(ring, fd, geometry)
-    }
-
-    fn small_v2() -> AfPacketConfig {
-        AfPacketConfig {
-            ring: RingVersion::V2,
-            block_size_bytes: 4096,
-            block_count: 2,
-            frame_size_bytes: 1024,
-            ..AfPacketConfig::default()
-        }
-    }
-
-    /// One V2 slot as the kernel fills it.
-    struct Slot<'a> {
-        status: u32,
-        len: u32,
-        snaplen: u32,
-        mac: u16,
-        sec: u32,
-        nsec: u32,
-        data: &'a [u8],
-    }
-
-    impl Slot<'_> {
-        fn valid(data: &[u8]) -> Slot<'_> {
-            Slot {
-                status: TP_STATUS_USER,
-                len: data.len() as u32,
-                snaplen: data.len() as u32,
-                mac: V2_FRAME_OFFSET_BYTES as u16,
-                sec: 1_700_000_000,
-                nsec: 42,
-                data,
-            }
-        }
-    }
-
-    fn kernel_fill_slot(sock: &AfPacketSocket, slot: usize, s: &Slot<'_>) {
-        let off = sock.geometry.slot_offset(slot);
-        let r = &sock.ring;
-        assert!(r.write_u32(off + V2_LEN_OFF, s.len));
-        assert!(r.write_u32(off + V2_SNAPLEN_OFF, s.snaplen));
-        assert!(r.write_u16(off + V2_MAC_OFF, s.mac));
-        assert!(r.write_u32(off + V2_SEC_OFF, s.sec));
-        assert!(r.write_u32(off + V2_NSEC_OFF, s.nsec));
-        let room = sock.geometry.frame_size.saturating_sub(usize::from(s.mac));
-        let n = s.data.len().min(room);
-        assert!(r.write_bytes(off + usize::from(s.mac), &s.data[..n]));
-        // The status word last, as the kernel publishes a slot.
-        assert!(r.write_u32(off + V2_STATUS_OFF, s.status));
-    }
-
-    fn slot_status(sock: &AfPacketSocket, slot: usize) -> u32 {
-        sock.ring
-            .read_u32(sock.geometry.slot_offset(slot) + V2_STATUS_OFF)
-            .expect("in bounds")
-    }
-
-    #[test]
-    fn hostile_v2_slots_are_counted_never_trusted() {
-        let mut sock = fake_socket(&small_v2());
-        assert_eq!(sock.geometry.slot_count(), 8);
-        let mut csum = Slot::valid(b"hello");
-        csum.status |= TP_STATUS_CSUMNOTREADY;
-        kernel_fill_slot(&sock, 0, &csum);
-        // The frame would start inside the slot's own header.
-        kernel_fill_slot(
-            &sock,
-            1,
-            &Slot {
-                mac: 16,
-                ..Slot::valid(b"header")
-            },
-        );
-        // Runs past the slot into the next one.
-        kernel_fill_slot(
-            &sock,
-            2,
-            &Slot {
-                snaplen: 1024,
-                ..Slot::valid(b"long")
-            },
-        );
-        // A length near u32::MAX.
-        kernel_fill_slot(
-            &sock,
-            3,
-            &Slot {
-                snaplen: u32::MAX,
-                ..Slot::valid(b"huge")
-            },
-        );
-        // Cut short by the slot: handed on, and the metadata says so.
-        kernel_fill_slot(
-            &sock,
-            4,
-            &Slot {
-                len: 65_000,
-                ..Slot::valid(b"gso head")
-            },
-        );
-        // Slot 5 still belongs to the kernel: reading stops there.
-        let mut seen = Vec::new();
-        let handed = sock.recv_batch(16, |f, m| seen.push((f.to_vec(), m)));
-        assert_eq!(handed, 2);
-        assert_eq!(seen[0].0, b"hello");
-        let m = seen[0].1;
-        assert!(m.checksum_not_ready() && !m.truncated(5));
-        assert_eq!(m.timestamp_ns, 1_700_000_000_000_000_042);
-        assert_eq!(m.kernel_rxhash, 0);
-        assert_eq!(seen[1].0, b"gso head");
-        assert!(seen[1].1.truncated(8));
-        assert_eq!(
-            sock.ring_errors(),
-            RingErrors {
-                bad_block_header: 0,
-                bad_frame_header: 3
-            }
-        );
-        // Every slot read went back to the kernel, bogus ones too; the cursor waits at 5.
-        assert!((0..5).all(|i| slot_status(&sock, i) == TP_STATUS_KERNEL));
-        assert_eq!(sock.slot, 5);
-        assert_eq!(sock.recv_batch(16, |_, _| panic!("nothing to hand")), 0);
-    }
-
-    #[test]
-    fn v2_cursor_follows_the_kernel_around_the_ring() {
-        let mut sock = fake_socket(&small_v2());
-        let mut next = 0usize;
-        let mut total = 0;
-        for round in 0..5u8 {
-            // The kernel fills 3 slots per round; over 5 rounds the 8-slot ring wraps.
-            for k in 0..3u8 {
-                kernel_fill_slot(&sock, next, &Slot::valid(&[round, k]));
-                next = (next + 1) % 8;
-            }
-            let mut got = Vec::new();
-            total += sock.recv_batch(2, |f, _| got.push(f.to_vec()));
-            total += sock.recv_batch(16, |f, _| got.push(f.to_vec()));
-            assert_eq!(got, vec![vec![round, 0], vec![round, 1], vec![round, 2]]);
-        }
-        assert_eq!((total, sock.slot), (15, 15 % 8));
-        assert_eq!(sock.ring_errors(), RingErrors::default());
-    }
-
-    fn small_v3() -> AfPacketConfig {
-        AfPacketConfig {
-            block_size_bytes: 4096,
-            block_count: 4,
-            frame_size_bytes: 2048,
-            ..AfPacketConfig::default()
-        }
-    }
-
-    /// Writes a V3 frame header at block `block`, offset `off`, with `data` at `off + mac`.
-    fn kernel_v3_frame(
-        sock: &AfPacketSocket,
-        block: usize,
-        off: usize,
-        next: u32,
-        mac: u16,
-        snaplen: u32,
-        data: &[u8],
-    ) {
-        let h = block * sock.geometry.block_size + off;
-        let r = &sock.ring;
-        assert!(r.write_u32(h + PKT_NEXT_OFF, next));
-        assert!(r.write_u32(h + PKT_SEC_OFF, 7));
-        assert!(r.write_u32(h + PKT_NSEC_OFF, 8));
-        assert!(r.write_u32(h + PKT_SNAPLEN_OFF, snaplen));
-        assert!(r.write_u32(h + PKT_LEN_OFF, data.len() as u32));
-        assert!(r.write_u32(h + PKT_STATUS_OFF, TP_STATUS_CSUM_VALID));
-        assert!(r.write_u16(h + PKT_MAC_OFF, mac));
-        assert!(r.write_u32(h + PKT_RXHASH_OFF, 0xabcd));
-        let start = h + usize::from(mac);
-        let room = ((block + 1) * sock.geometry.block_size).saturating_sub(start);
-        assert!(r.write_bytes(start, &data[..data.len().min(room)]));
-    }
-
-    fn kernel_v3_block(sock: &AfPacketSocket, block: usize, pkts: u32, first: u32) {
-        let base = block * sock.geometry.block_size;
-        assert!(sock.ring.write_u32(base + BLOCK_NUM_PKTS_OFF, pkts));
-        assert!(sock.ring.write_u32(base + BLOCK_FIRST_PKT_OFF, first));
-        assert!(sock.ring.write_u32(base + BLOCK_STATUS_OFF, TP_STATUS_USER));
-    }
-
-    #[test]
-    fn hostile_v3_blocks_are_counted_never_trusted() {
-        let mut sock = fake_socket(&small_v3());
-        // Block 0: frames, but the first one lies beyond the block.
-        kernel_v3_block(&sock, 0, 3, 4096);
-        // Block 1: one good frame, then a frame running past the block.
-        kernel_v3_frame(&sock, 1, 48, 256, 80, 3, b"one");
-        kernel_v3_frame(&sock, 1, 304, 0, 80, 4096, b"two");
-        kernel_v3_block(&sock, 1, 2, 48);
-        // Block 2: a frame over its own header.
-        kernel_v3_frame(&sock, 2, 48, 0, 8, 3, b"hdr");
-        kernel_v3_block(&sock, 2, 1, 48);
-        // Block 3: two good frames chained.
-        kernel_v3_frame(&sock, 3, 48, 128, 80, 5, b"three");
-        kernel_v3_frame(&sock, 3, 176, 0, 80, 4, b"four");
-        kernel_v3_block(&sock, 3, 2, 48);
-        let mut seen = Vec::new();
-        let handed = sock.recv_batch(16, |f, m| seen.push((f.to_vec(), m)));
-        let frames: Vec<&[u8]> = seen.iter().map(|(f, _)| f.as_slice()).collect();
-        assert_eq!(frames, vec![&b"one"[..], b"three", b"four"]);
-        assert_eq!(handed, 3);
-        let m = seen[0].1;
-        assert_eq!((m.timestamp_ns, m.kernel_rxhash), (7_000_000_008, 0xabcd));
-        assert_eq!(m.status, TP_STATUS_CSUM_VALID);
-        assert_eq!(
-            sock.ring_errors(),
-            RingErrors {
-                bad_block_header: 1,
-                bad_frame_header: 2
-            }
-        );
-        // Every block went back, and the cursor wrapped to block 0.
-        for b in 0..4 {
-            let st = sock.ring.read_u32(b * 4096 + BLOCK_STATUS_OFF);
-            assert_eq!(st, Some(TP_STATUS_KERNEL), "block {b}");
-        }
-        assert_eq!(sock.block, 0);
-    }
-
-    #[test]
-    fn sockets_can_move_to_shard_threads() {
-        fn is_send<T: Send>() {}
-        is_send::<AfPacketSocket>();
-    }
-}
+#[path = "af_packet_tests.rs"]
+mod tests;

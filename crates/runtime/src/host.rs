@@ -72,7 +72,8 @@ use platform::af_packet::{
 use platform::af_xdp::{XdpAttachment, XdpBindMode, XdpConfig, XdpPort};
 use platform::bpf::XdpAttachMode;
 use platform::pcap::{LINKTYPE_ETHERNET, PcapReader};
-use platform::tap::TapDevice;
+use platform::tap::{TapDevice, TapOffload};
+use platform::vnet::tun_f;
 
 use crate::io::PortCounters;
 use crate::live::ShardSnapshot;
@@ -134,6 +135,7 @@ pub fn af_packet_config(ring: RingVersion, fanout: Option<u16>) -> AfPacketConfi
         fanout: fanout.map(|group| (group, FanoutMode::Hash)),
         qdisc_bypass: false,
         ignore_outgoing: true,
+        vnet_hdr: false,
     }
 }
 
@@ -261,13 +263,19 @@ pub(crate) fn open_ports_in_group(
     let shards = usize::from(cfg.shards);
     let forwarding = shards > 1;
     let queues = usize::from(cfg.queues);
-    let frame_bytes_max = usize::from(cfg.interface.mtu_bytes) + 14 + 4;
+    let mut frame_bytes_max = usize::from(cfg.interface.mtu_bytes) + 14 + 4;
+    let tap_vnet = matches!(io, LiveIo::Tap { .. }) && cfg.nic_offload.needs_vnet_hdr();
+    if tap_vnet && cfg.nic_offload.gro {
+        // The kernel hands the reader coalesced frames of up to 64 KiB.
+        frame_bytes_max = frame_bytes_max.max(GSO_FRAME_BYTES_MAX);
+    }
     let port = |kind: PortKind, wait_fd| LivePort {
         kind,
         wait_fd,
         capture: capture.clone(),
         rx_buf_bytes: frame_bytes_max.max(2048) + 1,
         forwarding,
+        nic_offload: cfg.nic_offload,
         counters: PortCounters::default(),
     };
     let mut ports = Vec::with_capacity(shards);
@@ -275,11 +283,21 @@ pub(crate) fn open_ports_in_group(
     let mut zero_copy = false;
     match io {
         LiveIo::Tap { name, .. } => {
-            let dev = match TapDevice::open_multi_queue(name, queues) {
+            let off = cfg.nic_offload;
+            let open = |multi_queue: bool| {
+                if tap_vnet {
+                    TapDevice::open_vnet(name, queues, multi_queue, tap_offload(off))
+                } else if multi_queue {
+                    TapDevice::open_multi_queue(name, queues)
+                } else {
+                    TapDevice::open(name, queues)
+                }
+            };
+            let dev = match open(true) {
                 Ok(d) => d,
                 // A persistent single-queue device refuses the multi-queue flag.
                 Err(e) if queues == 1 && e.raw_os_error() == Some(EINVAL) => {
-                    TapDevice::open(name, 1).map_err(|e| io_err(&format!("tap {name}"), e))?
+                    open(false).map_err(|e| io_err(&format!("tap {name}"), e))?
                 }
                 Err(e) => return Err(io_err(&format!("tap {name}"), e)),
             };
@@ -310,6 +328,12 @@ pub(crate) fn open_ports_in_group(
                     fanout,
                     ..af_packet_config(*ring, None)
                 },
+            };
+            // A virtio-net header on every frame when any offload is on: TSO and checksum
+            // requests out, the kernel's checksum verdicts and GSO frames in.
+            let pcfg = AfPacketConfig {
+                vnet_hdr: cfg.nic_offload.needs_vnet_hdr(),
+                ..pcfg
             };
             for _ in 0..shards {
                 let sock = AfPacketSocket::open(iface, &pcfg)
@@ -399,6 +423,19 @@ pub(crate) fn open_ports_in_group(
 /// Linux's `EINVAL`.
 const EINVAL: i32 = 22;
 
+/// What the kernel may hand a TAP reader (`TUNSETOFFLOAD`): coalesced TCP frames with `gro`
+/// (they need partial checksums: `TUN_F_CSUM` too), partial checksums with `csum`.
+fn tap_offload(off: crate::NicOffload) -> TapOffload {
+    let mut tun_flags = 0;
+    if off.csum || off.gro {
+        tun_flags |= tun_f::CSUM;
+    }
+    if off.gro {
+        tun_flags |= tun_f::TSO4 | tun_f::TSO6 | tun_f::TSO_ECN;
+    }
+    TapOffload { tun_flags }
+}
+
 /// Runs one host over live ports until `stop` is set, `limits.duration` passes, or (with
 /// `limits.stop_when_done`) every shard's application is done; calls `monitor` every
 /// `limits.monitor_every` (the first call with `ready` set comes once every shard started its
@@ -423,7 +460,9 @@ where
         ));
     }
     let mut cfg = cfg.clone();
-    if matches!(live.io, LiveIo::AfPacket { .. }) {
+    if matches!(live.io, LiveIo::AfPacket { .. })
+        || (matches!(live.io, LiveIo::Tap { .. }) && cfg.nic_offload.gro)
+    {
         // A peer with TSO/GSO on hands a veth super-frames of up to 64 KiB: let the NIC
         // model take them whole (the stack then sees TCP segments larger than the MSS).
         cfg.nic.rx_frame_bytes_max = cfg.nic.rx_frame_bytes_max.max(GSO_FRAME_BYTES_MAX);

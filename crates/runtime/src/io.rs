@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::Duration;
 
+use nic::TxOffload;
 use shard::RxQueue;
 
 use crate::ring::{Consumer, Producer};
@@ -40,6 +41,21 @@ pub struct PortCounters {
     /// IPv4/IPv6 without extension headers, or inconsistent lengths); passed on unchanged, the
     /// stack's checksum check decides.
     pub rx_checksum_incomplete: u64,
+    /// Frames handed to the kernel that it segments (TSO through a virtio-net header,
+    /// `gso_type` TCPV4/TCPV6); counted in `tx_frames` too.
+    pub tx_tso_frames: u64,
+    /// Wire segments those frames become (payload / `gso_size`, rounded up).
+    pub tx_tso_segments: u64,
+    /// Frames handed to the kernel with a checksum for it to complete (`NEEDS_CSUM`).
+    pub tx_csum_offloaded: u64,
+    /// Frames dropped because offloads were asked of a frame that is not TCP/UDP over IP (the
+    /// stack never builds one; must read 0).
+    pub tx_drop_offload_malformed: u64,
+    /// Received frames whose checksum the kernel vouched for (`DATA_VALID`, or a partial
+    /// checksum from this host) and that skipped verification (checksum offload on).
+    pub rx_csum_valid: u64,
+    /// Received frames the kernel coalesced (GRO: a virtio-net header with a TCP `gso_type`).
+    pub rx_gro_frames: u64,
     /// Frames the pcap replay fed in.
     pub replay_frames: u64,
     /// Transmitted frames a replay port discarded (there is no wire behind it).
@@ -75,6 +91,12 @@ impl PortCounters {
         self.rx_drop_truncated += o.rx_drop_truncated;
         self.rx_checksum_completed += o.rx_checksum_completed;
         self.rx_checksum_incomplete += o.rx_checksum_incomplete;
+        self.tx_tso_frames += o.tx_tso_frames;
+        self.tx_tso_segments += o.tx_tso_segments;
+        self.tx_csum_offloaded += o.tx_csum_offloaded;
+        self.tx_drop_offload_malformed += o.tx_drop_offload_malformed;
+        self.rx_csum_valid += o.rx_csum_valid;
+        self.rx_gro_frames += o.rx_gro_frames;
         self.replay_frames += o.replay_frames;
         self.tx_discarded += o.tx_discarded;
         self.capture_errors += o.capture_errors;
@@ -86,6 +108,7 @@ impl PortCounters {
     /// Frames lost at the port: by it, or by the kernel in front of it.
     pub fn drops(&self) -> u64 {
         self.tx_drop_error
+            + self.tx_drop_offload_malformed
             + self.rx_drop_truncated
             + self.rx_drop_kernel
             + self.rx_drop_ring_invalid
@@ -101,6 +124,22 @@ pub(crate) trait ShardIo: Send {
     /// [`ShardIo::reap_completion`]; `Err(frame)`: the port is full for now, the caller keeps
     /// the frame and retries.
     fn send(&mut self, frame: Vec<u8>) -> Result<Option<Vec<u8>>, Vec<u8>>;
+    /// As [`ShardIo::send`] for a frame that asks the device below for offloads
+    /// (`nic::Nic::poll_tx_device`: TSO, checksum completion). Only a port whose
+    /// [`ShardIo::tx_offload_in_device`] is true gets anything but [`TxOffload::NONE`].
+    fn send_offload(
+        &mut self,
+        frame: Vec<u8>,
+        offload: TxOffload,
+    ) -> Result<Option<Vec<u8>>, Vec<u8>> {
+        debug_assert_eq!(offload, TxOffload::NONE);
+        self.send(frame)
+    }
+    /// The device below the port segments TCP and completes checksums for the frames it is
+    /// given ([`ShardIo::send_offload`]): a TAP or AF_PACKET port with a virtio-net header.
+    fn tx_offload_in_device(&self) -> bool {
+        false
+    }
     /// A transmit completion: the buffer of a frame [`ShardIo::send`] took earlier
     /// (`Ok(None)`), now free for reuse. The driver reaps until `None` before the core's
     /// iteration, so the stack builds its next frames in them. Ports that hand buffers back

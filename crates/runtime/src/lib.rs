@@ -113,6 +113,49 @@ pub struct HostConfig {
     /// An offload engine on a core of its own serving shard 0's connections ([`offload`]):
     /// `mem` hosts with one queue per shard, without rebalancing.
     pub offload: Option<OffloadSettings>,
+    /// The port's offloads (`--nic-offload`, as `ethtool -K`): TSO, checksums, GRO. Off by
+    /// default; a live command turns on what the user did not switch off.
+    pub nic_offload: NicOffload,
+}
+
+/// The offloads asked of a live port, as `ethtool -K` names them. What each does per port:
+///
+/// - `tso`: the stacks hand out TCP frames of up to 64 KiB (whole segments of the MSS, within
+///   the congestion and peer windows). A TAP port opened with a virtio-net header hands them
+///   to the kernel whole (`gso_type` TCPV4/TCPV6, `gso_size` = payload per segment) and the
+///   kernel segments them; other ports (AF_PACKET, AF_XDP, pcap) have the NIC model segment
+///   them in software before the port.
+/// - `csum`: on a TAP port the stacks leave TCP checksums partial (`NEEDS_CSUM`) for the
+///   kernel to complete, and a received frame the kernel marked `DATA_VALID` (or left
+///   partial: its data never left this host) skips checksum verification. TSO frames are
+///   always partial.
+/// - `gro`: the kernel may hand the TAP reader coalesced TCP frames (`TUNSETOFFLOAD`
+///   TSO4/TSO6), taken whole (up to 64 KiB); off, it segments them before us.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NicOffload {
+    pub tso: bool,
+    pub csum: bool,
+    pub gro: bool,
+}
+
+impl NicOffload {
+    /// Every offload on (what a live command uses unless told otherwise).
+    pub const ALL: NicOffload = NicOffload {
+        tso: true,
+        csum: true,
+        gro: true,
+    };
+    /// Every offload off: whole MTU-sized frames, software checksums both ways.
+    pub const NONE: NicOffload = NicOffload {
+        tso: false,
+        csum: false,
+        gro: false,
+    };
+
+    /// Whether a TAP port needs the virtio-net header for these offloads.
+    pub fn needs_vnet_hdr(&self) -> bool {
+        self.tso || self.csum || self.gro
+    }
 }
 
 impl HostConfig {
@@ -140,6 +183,7 @@ impl HostConfig {
             seed: 1,
             rebalance: None,
             offload: None,
+            nic_offload: NicOffload::NONE,
         }
     }
 }
@@ -422,6 +466,17 @@ where
             home: Some((sw_reta.clone(), shard)),
         });
         stack_cfg.secret = [cfg.seed ^ 0x5eed_0000_0000_0001, (i as u64) << 32 | 0x5eed];
+        // TSO wherever asked (the device segments, or the NIC model in software); partial
+        // TCP checksums only where the device completes them.
+        let tx_offload_in_device = io.tx_offload_in_device();
+        stack_cfg.tx_offload = stack::TxOffloadCaps {
+            tso_payload_bytes_max: if cfg.nic_offload.tso {
+                stack::TSO_PAYLOAD_BYTES_MAX
+            } else {
+                0
+            },
+            tcp_csum: cfg.nic_offload.csum && tx_offload_in_device,
+        };
         let nic_cfg = NicConfig {
             queues: 1,
             ..cfg.nic.clone()
@@ -468,6 +523,7 @@ where
                         sw_reta: forwarding.then_some(sw_reta),
                         copy_neighbour,
                         count_buckets,
+                        tx_offload_in_device,
                         ..::shard::ShardConfig::new(info)
                     };
                     ShardThread {

@@ -21,14 +21,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use nic::TxOffload;
 use platform::af_packet::AfPacketSocket;
 use platform::af_xdp::XdpSocket;
 use platform::pcap::PcapWriter;
 use platform::tap::TapQueue;
+use platform::vnet::{VNET_F_NEEDS_CSUM, VNET_GSO_ECN, VNET_GSO_TCPV4, VNET_GSO_TCPV6, VnetHdr};
 use shard::RxQueue;
 
 use wire::partial::{complete_if_partial, complete_l4_checksum};
 
+use crate::NicOffload;
 use crate::io::{PortCounters, ShardIo};
 
 /// Longest idle wait in `ppoll` when other shards may forward frames to this one, ns.
@@ -118,6 +121,8 @@ pub(crate) struct LivePort {
     pub rx_buf_bytes: usize,
     /// Other shards may forward frames here: cap the `ppoll` sleep.
     pub forwarding: bool,
+    /// The offloads asked of the port (what received checksums to trust).
+    pub nic_offload: NicOffload,
     pub counters: PortCounters,
 }
 
@@ -134,6 +139,118 @@ impl LivePort {
         }
         nic.receive(frame);
     }
+
+    /// A frame read behind a virtio-net header (TAP), into the NIC queue.
+    fn take_rx_vnet(&mut self, nic: &mut RxQueue<'_>, mut frame: Vec<u8>, hdr: VnetHdr) {
+        if let Some(c) = &self.capture {
+            c.record(&frame);
+        }
+        self.counters.rx_frames += 1;
+        self.counters.rx_bytes += frame.len() as u64;
+        if frame.is_empty() {
+            nic.recycle(frame);
+            return;
+        }
+        if vnet_rx(&mut self.counters, self.nic_offload.csum, hdr, &mut frame) {
+            nic.receive_l4_valid(frame);
+        } else {
+            nic.receive(frame);
+        }
+    }
+}
+
+/// What the kernel said in a received frame's virtio-net header: counts a coalesced frame,
+/// completes a partial checksum when checksum offload is off (else trusts it: the data never
+/// left this host), trusts `DATA_VALID` when it is on. True when the frame's transport
+/// checksum is to be taken as valid without verification.
+fn vnet_rx(c: &mut PortCounters, csum_on: bool, hdr: VnetHdr, frame: &mut [u8]) -> bool {
+    if hdr.is_gso_tcp() {
+        c.rx_gro_frames += 1;
+    }
+    let valid = if hdr.needs_csum() {
+        if csum_on {
+            true
+        } else {
+            if complete_l4_checksum(frame) {
+                c.rx_checksum_completed += 1;
+            } else {
+                c.rx_checksum_incomplete += 1;
+            }
+            false
+        }
+    } else {
+        hdr.data_valid() && csum_on
+    };
+    if valid {
+        c.rx_csum_valid += 1;
+    }
+    valid
+}
+
+/// The virtio-net header asking the kernel for `offload` on `frame` (Ethernet, an optional
+/// 802.1Q tag, IPv4 or IPv6 without extension headers): TSO → `gso_type` TCPV4/TCPV6 (with
+/// ECN when the frame carries CWR), `gso_size` = the MSS, `hdr_len` = the headers' bytes, and
+/// a partial checksum; a checksum request alone → `NEEDS_CSUM` at the TCP (16) or UDP (6)
+/// checksum; nothing asked → [`VnetHdr::NONE`]. `None` when offloads are asked of a frame
+/// that is not TCP (TSO) or TCP/UDP (checksum) over IP.
+pub(crate) fn vnet_header(frame: &[u8], offload: TxOffload) -> Option<VnetHdr> {
+    if offload.tso_mss.is_none() && !offload.csum.l4 {
+        return Some(VnetHdr::NONE);
+    }
+    let mut l3 = 14;
+    let mut ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+    if ethertype == 0x8100 {
+        ethertype = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
+        l3 = 18;
+    }
+    let (v6, l4, proto) = match ethertype {
+        0x0800 => {
+            let ihl = usize::from(frame.get(l3)? & 0x0f) * 4;
+            if ihl < 20 {
+                return None;
+            }
+            (false, l3 + ihl, *frame.get(l3 + 9)?)
+        }
+        0x86dd => (true, l3 + 40, *frame.get(l3 + 6)?),
+        _ => return None,
+    };
+    const TCP: u8 = 6;
+    const UDP: u8 = 17;
+    let csum_offset = match proto {
+        TCP => 16,
+        UDP => 6,
+        _ => return None,
+    };
+    let csum_start = u16::try_from(l4).ok()?;
+    let Some(mss) = offload.tso_mss else {
+        frame.get(l4 + usize::from(csum_offset) + 1)?;
+        return Some(VnetHdr {
+            flags: VNET_F_NEEDS_CSUM,
+            csum_start,
+            csum_offset,
+            ..VnetHdr::NONE
+        });
+    };
+    if proto != TCP || mss == 0 {
+        return None;
+    }
+    let thl = usize::from(frame.get(l4 + 12)? >> 4) * 4;
+    let flags = *frame.get(l4 + 13)?;
+    if thl < 20 || frame.len() < l4 + thl {
+        return None;
+    }
+    let mut gso_type = if v6 { VNET_GSO_TCPV6 } else { VNET_GSO_TCPV4 };
+    if flags & 0x80 != 0 {
+        gso_type |= VNET_GSO_ECN;
+    }
+    Some(VnetHdr {
+        flags: VNET_F_NEEDS_CSUM,
+        gso_type,
+        hdr_len: u16::try_from(l4 + thl).ok()?,
+        gso_size: mss,
+        csum_start,
+        csum_offset: 16,
+    })
 }
 
 fn is_would_block(e: &io::Error) -> bool {
@@ -150,6 +267,29 @@ impl ShardIo for LivePort {
     fn receive(&mut self, nic: &mut RxQueue<'_>, max_frames: usize) -> usize {
         let mut n = 0;
         match &mut self.kind {
+            PortKind::Tap { rx: Some(q), .. } if q.has_vnet_hdr() => {
+                let q = q.clone();
+                while n < max_frames {
+                    let mut buf = nic.take_buffer(self.rx_buf_bytes);
+                    match q.recv_vnet_vec(&mut buf, self.rx_buf_bytes) {
+                        Ok((len, _)) if len >= self.rx_buf_bytes => {
+                            self.counters.rx_drop_truncated += 1;
+                            nic.recycle(buf);
+                        }
+                        Ok((_, hdr)) => {
+                            self.take_rx_vnet(nic, buf, hdr);
+                            n += 1;
+                        }
+                        Err(e) => {
+                            if !is_would_block(&e) {
+                                self.counters.rx_errors += 1;
+                            }
+                            nic.recycle(buf);
+                            break;
+                        }
+                    }
+                }
+            }
             PortKind::Tap { rx: Some(q), .. } => {
                 let q = q.clone();
                 while n < max_frames {
@@ -179,6 +319,7 @@ impl ShardIo for LivePort {
             PortKind::AfPacket(sock) => {
                 let counters = &mut self.counters;
                 let capture = &self.capture;
+                let csum_on = self.nic_offload.csum;
                 n = sock.recv_batch(max_frames, |bytes, meta| {
                     if let Some(c) = capture {
                         c.record(bytes);
@@ -189,6 +330,16 @@ impl ShardIo for LivePort {
                     }
                     let mut buf = nic.take_buffer(bytes.len());
                     buf.extend_from_slice(bytes);
+                    if let Some(hdr) = meta.vnet {
+                        counters.rx_frames += 1;
+                        counters.rx_bytes += buf.len() as u64;
+                        if vnet_rx(counters, csum_on, hdr, &mut buf) {
+                            nic.receive_l4_valid(buf);
+                        } else {
+                            nic.receive(buf);
+                        }
+                        return;
+                    }
                     if meta.checksum_not_ready() {
                         if complete_l4_checksum(&mut buf) {
                             counters.rx_checksum_completed += 1;
@@ -237,8 +388,67 @@ impl ShardIo for LivePort {
         n
     }
 
+    fn tx_offload_in_device(&self) -> bool {
+        match &self.kind {
+            PortKind::Tap { tx, .. } => tx.has_vnet_hdr(),
+            PortKind::AfPacket(sock) => sock.has_vnet_hdr(),
+            _ => false,
+        }
+    }
+
+    fn send_offload(
+        &mut self,
+        frame: Vec<u8>,
+        offload: TxOffload,
+    ) -> Result<Option<Vec<u8>>, Vec<u8>> {
+        if !self.tx_offload_in_device() {
+            return self.send(frame);
+        }
+        let Some(hdr) = vnet_header(&frame, offload) else {
+            // Offloads asked of a frame that is not TCP/UDP over IP: the stack never builds
+            // one; dropped and counted rather than sent with a wrong checksum.
+            self.counters.tx_drop_offload_malformed += 1;
+            return Ok(Some(frame));
+        };
+        let sent = match &self.kind {
+            PortKind::Tap { tx, .. } => tx.send_vnet(&hdr, &frame),
+            PortKind::AfPacket(sock) => sock.send_vnet(&hdr, &frame),
+            _ => Err(io::Error::other("no virtio-net header on this port")),
+        };
+        match sent {
+            Ok(_) => {
+                if let Some(c) = &self.capture {
+                    c.record(&frame);
+                }
+                let c = &mut self.counters;
+                c.tx_frames += 1;
+                c.tx_bytes += frame.len() as u64;
+                if hdr.is_gso_tcp() {
+                    c.tx_tso_frames += 1;
+                    let payload = frame.len().saturating_sub(usize::from(hdr.hdr_len));
+                    c.tx_tso_segments += payload.div_ceil(usize::from(hdr.gso_size.max(1))) as u64;
+                }
+                if hdr.needs_csum() {
+                    c.tx_csum_offloaded += 1;
+                }
+                Ok(Some(frame))
+            }
+            Err(e) if is_would_block(&e) => {
+                self.counters.tx_would_block += 1;
+                Err(frame)
+            }
+            Err(_) => {
+                self.counters.tx_drop_error += 1;
+                Ok(Some(frame))
+            }
+        }
+    }
+
     fn send(&mut self, frame: Vec<u8>) -> Result<Option<Vec<u8>>, Vec<u8>> {
         let result = match &mut self.kind {
+            PortKind::Tap { tx, .. } if tx.has_vnet_hdr() => {
+                tx.send_vnet(&VnetHdr::NONE, &frame).map(|_| ())
+            }
             PortKind::Tap { tx, .. } => tx.send(&frame).map(|_| ()),
             PortKind::AfPacket(sock) => sock.send(&frame).map(|_| ()),
             PortKind::AfXdp { sock, .. } => match sock.lock() {
@@ -327,5 +537,94 @@ impl ShardIo for LivePort {
             _ => {}
         }
         self.counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nic::TxChecksum;
+
+    /// Ethernet + IPv4 (or IPv6) + a TCP header of `tcp_hdr` bytes with `flags` + `payload`
+    /// bytes of payload (contents irrelevant to the header builder).
+    fn frame(v6: bool, tcp_hdr: usize, flags: u8, payload: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(if v6 { &[0x86, 0xdd] } else { &[0x08, 0x00] });
+        if v6 {
+            let mut ip = vec![0u8; 40];
+            ip[0] = 0x60;
+            ip[6] = 6;
+            f.extend_from_slice(&ip);
+        } else {
+            let mut ip = vec![0u8; 20];
+            ip[0] = 0x45;
+            ip[9] = 6;
+            f.extend_from_slice(&ip);
+        }
+        let mut tcp = vec![0u8; tcp_hdr];
+        tcp[12] = ((tcp_hdr / 4) as u8) << 4;
+        tcp[13] = flags;
+        f.extend_from_slice(&tcp);
+        f.resize(f.len() + payload, 0xab);
+        f
+    }
+
+    #[test]
+    fn tso_frame_asks_the_kernel_to_segment_at_the_mss_and_checksum() {
+        let f = frame(false, 32, 0x10, 10 * 1448);
+        let h = vnet_header(&f, TxOffload::tso(1448)).expect("tcp/ipv4");
+        assert_eq!(h.gso_type, VNET_GSO_TCPV4);
+        assert_eq!(h.gso_size, 1448);
+        assert_eq!(h.hdr_len, 14 + 20 + 32);
+        assert_eq!(h.flags, VNET_F_NEEDS_CSUM);
+        assert_eq!((h.csum_start, h.csum_offset), (34, 16));
+        let h6 = vnet_header(&frame(true, 20, 0x80 | 0x10, 3000), TxOffload::tso(1440))
+            .expect("tcp/ipv6");
+        assert_eq!(h6.gso_type, VNET_GSO_TCPV6 | VNET_GSO_ECN, "CWR set: ECN");
+        assert_eq!((h6.hdr_len, h6.csum_start), (14 + 40 + 20, 54));
+    }
+
+    #[test]
+    fn checksum_request_alone_points_at_the_transport_checksum() {
+        let csum = TxOffload {
+            tso_mss: None,
+            csum: TxChecksum {
+                ip: false,
+                l4: true,
+            },
+        };
+        let h = vnet_header(&frame(false, 20, 0x10, 100), csum).expect("tcp");
+        assert_eq!(h.gso_type, platform::vnet::VNET_GSO_NONE);
+        assert_eq!(
+            (h.flags, h.csum_start, h.csum_offset),
+            (VNET_F_NEEDS_CSUM, 34, 16)
+        );
+        let mut udp = frame(false, 20, 0, 10);
+        udp[14 + 9] = 17;
+        assert_eq!(vnet_header(&udp, csum).expect("udp").csum_offset, 6);
+        assert_eq!(
+            vnet_header(&udp, TxOffload::tso(1000)),
+            None,
+            "TSO is TCP only"
+        );
+        assert_eq!(
+            vnet_header(&frame(false, 20, 0x10, 100), TxOffload::NONE),
+            Some(VnetHdr::NONE)
+        );
+    }
+
+    #[test]
+    fn offloads_on_frames_that_are_not_ip_or_are_cut_short_are_refused() {
+        let mut arp = frame(false, 20, 0, 0);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(vnet_header(&arp, TxOffload::tso(1448)), None);
+        let f = frame(false, 20, 0x10, 0);
+        for cut in [0, 13, 20, 40, 45] {
+            assert_eq!(vnet_header(&f[..cut], TxOffload::tso(1448)), None, "{cut}");
+        }
+        let mut bad_ihl = frame(false, 20, 0x10, 10);
+        bad_ihl[14] = 0x44;
+        assert_eq!(vnet_header(&bad_ihl, TxOffload::tso(1448)), None);
+        assert_eq!(vnet_header(&f, TxOffload::tso(0)), None);
     }
 }

@@ -154,6 +154,7 @@ fn router_af_packet(cfg: &RouterConfig) -> platform::af_packet::AfPacketConfig {
         fanout: None,
         qdisc_bypass: true,
         ignore_outgoing: true,
+        vnet_hdr: false,
     }
 }
 

@@ -28,7 +28,7 @@ use std::thread::Thread;
 use std::time::Instant;
 
 use app::{App, ShardInfo};
-use nic::QueueCounters;
+use nic::{QueueCounters, TxOffload};
 use shard::{Msg, MsgKind, Shard};
 
 use crate::io::{PortCounters, ShardIo};
@@ -165,7 +165,7 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
             (0..self.cross_out.len()).map(|_| VecDeque::new()).collect();
         let mut wire_backlog: VecDeque<(u16, Msg)> = VecDeque::new();
         // A frame the port refused, retried first at the next turn.
-        let mut refused: Option<Vec<u8>> = None;
+        let mut refused: Option<(Vec<u8>, TxOffload)> = None;
         self.core.start(now_ns(self.epoch));
         snap.started = true;
         snap.done = self.core.app().done();
@@ -257,7 +257,9 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                 refused = self.send(f);
             }
             while refused.is_none() {
-                let Some(f) = self.core.poll_tx() else { break };
+                let Some(f) = self.core.poll_tx_offload() else {
+                    break;
+                };
                 refused = self.send(f);
             }
             self.io.flush();
@@ -426,15 +428,15 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
 
     /// Offers `f` to the port: `None` when it took it (a spent buffer goes back to the core's
     /// pool), `Some(f)` when it is full for now.
-    fn send(&mut self, f: Vec<u8>) -> Option<Vec<u8>> {
-        match self.io.send(f) {
+    fn send(&mut self, (f, offload): (Vec<u8>, TxOffload)) -> Option<(Vec<u8>, TxOffload)> {
+        match self.io.send_offload(f, offload) {
             Ok(spent) => {
                 if let Some(b) = spent {
                     self.core.recycle_tx(b);
                 }
                 None
             }
-            Err(f) => Some(f),
+            Err(f) => Some((f, offload)),
         }
     }
 }

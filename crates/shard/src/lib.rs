@@ -41,7 +41,7 @@ pub mod neighbour;
 use std::collections::VecDeque;
 
 use app::{App, Ctx, ShardInfo};
-use nic::{Nic, RxDescriptor, TxOffload, TxVerdict};
+use nic::{Nic, RxDescriptor, TxChecksum, TxOffload, TxVerdict};
 use rss::Reta;
 use stack::{SocketEvent, Stack};
 
@@ -73,8 +73,12 @@ pub struct ShardConfig {
     /// Most messages waiting in the outbox for the driver; beyond it a message is dropped and
     /// counted ([`MsgCounters::drop_outbox_full`]).
     pub outbox_msgs_max: usize,
-    /// Offloads requested for every transmitted frame.
-    pub tx_offload: TxOffload,
+    /// The port's device applies the transmit offloads the stack asks for
+    /// ([`stack::TxMeta`]: TSO, checksum completion; a virtio-net header on TAP or AF_PACKET):
+    /// frames leave the NIC model whole with their [`TxOffload`] ([`Shard::poll_tx_offload`]).
+    /// Off: the NIC model applies them in software (segments and checksums) before the port,
+    /// and every frame [`Shard::poll_tx`] returns is a finished wire frame.
+    pub tx_offload_in_device: bool,
     /// Entries of the host's RETA (a power of two): which bucket a flow hash falls in when
     /// buckets move between shards ([`moves`]).
     pub reta_entries: usize,
@@ -95,7 +99,7 @@ impl ShardConfig {
             sw_reta: None,
             copy_neighbour: false,
             outbox_msgs_max: 4096,
-            tx_offload: TxOffload::NONE,
+            tx_offload_in_device: false,
             reta_entries: rss::RETA_SIZE_DEFAULT,
             hold_frames_max: 1024,
             count_buckets: false,
@@ -151,6 +155,13 @@ impl RxQueue<'_> {
         self.nic.receive_on_queue(self.now_ns, 0, frame);
     }
 
+    /// As [`RxQueue::receive`] for a frame whose TCP/UDP checksum the OS already
+    /// established (virtio-net `DATA_VALID`, or a partial checksum from this host): the NIC
+    /// reports it good without summing it ([`Nic::receive_on_queue_l4_valid`]).
+    pub fn receive_l4_valid(&mut self, frame: Vec<u8>) {
+        self.nic.receive_on_queue_l4_valid(self.now_ns, 0, frame);
+    }
+
     /// Free slots of the NIC's receive ring: a port should not hand in more (the NIC would
     /// drop them, counted).
     pub fn room(&self) -> usize {
@@ -166,7 +177,7 @@ impl RxQueue<'_> {
 pub struct Shard<A> {
     info: ShardInfo,
     budget_packets: usize,
-    tx_offload: TxOffload,
+    tx_offload_in_device: bool,
     sw_reta: Option<Reta>,
     copy_neighbour: bool,
     outbox_msgs_max: usize,
@@ -190,9 +201,11 @@ pub struct Shard<A> {
     descs: Vec<RxDescriptor>,
     events: Vec<SocketEvent>,
     tx_scratch: Vec<Vec<u8>>,
-    /// Frames ready for the port, oldest first. Invariant: while non-empty, the stack is not
-    /// asked for more output.
-    tx_ready: VecDeque<Vec<u8>>,
+    tx_scratch_device: Vec<(Vec<u8>, TxOffload)>,
+    /// Frames ready for the port with what each asks of the device ([`TxOffload::NONE`]
+    /// unless `tx_offload_in_device`), oldest first. Invariant: while non-empty, the stack is
+    /// not asked for more output.
+    tx_ready: VecDeque<(Vec<u8>, TxOffload)>,
     /// Messages for other shards, oldest first; at most `outbox_msgs_max`.
     outbox: VecDeque<(u16, Msg)>,
     counters: ShardCounters,
@@ -213,7 +226,7 @@ impl<A: App> Shard<A> {
         Shard {
             info: cfg.info,
             budget_packets: budget,
-            tx_offload: cfg.tx_offload,
+            tx_offload_in_device: cfg.tx_offload_in_device,
             sw_reta: cfg.sw_reta.filter(|_| multi),
             copy_neighbour: cfg.copy_neighbour && multi,
             outbox_msgs_max: cfg.outbox_msgs_max,
@@ -228,6 +241,7 @@ impl<A: App> Shard<A> {
             descs: Vec::with_capacity(budget),
             events: Vec::new(),
             tx_scratch: Vec::with_capacity(budget),
+            tx_scratch_device: Vec::new(),
             tx_ready: VecDeque::with_capacity(budget),
             outbox: VecDeque::new(),
             counters: ShardCounters::default(),
@@ -405,8 +419,15 @@ impl<A: App> Shard<A> {
 
     // ---- outputs ----
 
-    /// The next frame for the port, oldest first.
+    /// The next frame for the port, oldest first. Only for a shard whose NIC model applies
+    /// the offloads (`tx_offload_in_device` off); otherwise use [`Shard::poll_tx_offload`].
     pub fn poll_tx(&mut self) -> Option<Vec<u8>> {
+        self.poll_tx_offload().map(|(f, _)| f)
+    }
+
+    /// The next frame for the port with the offloads its device must apply (TSO, checksum
+    /// completion; always [`TxOffload::NONE`] unless `tx_offload_in_device`), oldest first.
+    pub fn poll_tx_offload(&mut self) -> Option<(Vec<u8>, TxOffload)> {
         let f = self.tx_ready.pop_front()?;
         self.counters.tx_frames += 1;
         Some(f)
@@ -577,22 +598,34 @@ impl<A: App> Shard<A> {
         let mut work = 0;
         self.tx_more = true;
         for _ in 0..room.min(self.budget_packets) {
-            let Some(f) = self.stack.poll_transmit(now_ns) else {
+            let Some((f, meta)) = self.stack.poll_transmit_meta(now_ns) else {
                 self.tx_more = false;
                 break;
             };
             work += 1;
-            if !matches!(
-                self.nic.transmit(0, f, self.tx_offload),
-                Ok(TxVerdict::Queued)
-            ) {
+            let offload = TxOffload {
+                tso_mss: (meta.gso_size_bytes > 0).then_some(meta.gso_size_bytes),
+                csum: TxChecksum {
+                    ip: false,
+                    l4: meta.l4_csum_partial,
+                },
+            };
+            if !matches!(self.nic.transmit(0, f, offload), Ok(TxVerdict::Queued)) {
                 self.counters.tx_drop_nic_ring_full += 1;
             }
         }
-        let mut out = std::mem::take(&mut self.tx_scratch);
-        let _ = self.nic.poll_tx(0, usize::MAX, &mut out);
-        self.tx_ready.extend(out.drain(..));
-        self.tx_scratch = out;
+        if self.tx_offload_in_device {
+            let mut out = std::mem::take(&mut self.tx_scratch_device);
+            let _ = self.nic.poll_tx_device(0, usize::MAX, &mut out);
+            self.tx_ready.extend(out.drain(..));
+            self.tx_scratch_device = out;
+        } else {
+            let mut out = std::mem::take(&mut self.tx_scratch);
+            let _ = self.nic.poll_tx(0, usize::MAX, &mut out);
+            self.tx_ready
+                .extend(out.drain(..).map(|f| (f, TxOffload::NONE)));
+            self.tx_scratch = out;
+        }
         work
     }
 }

@@ -288,6 +288,24 @@ impl InterfaceConfig {
     }
 }
 
+/// Transmit offloads the port below the stack performs (Linux `NETIF_F_TSO`,
+/// `NETIF_F_HW_CSUM`). Off by default: every frame whole, within the MTU, fully checksummed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxOffloadCaps {
+    /// The device segments TCP: a connection's new data may leave as one frame of up to this
+    /// many TCP payload bytes (whole segments of its MSS, [`wire::TxMeta::gso_size_bytes`]),
+    /// beyond the MTU. 0: off. At most [`TSO_PAYLOAD_BYTES_MAX`].
+    pub tso_payload_bytes_max: u32,
+    /// The device completes TCP checksums: the stack writes only the pseudo-header sum
+    /// ([`wire::TxMeta::l4_csum_partial`]) in the TCP segments of its fast path. TSO frames are
+    /// always partial (the device checksums every segment it cuts).
+    pub tcp_csum: bool,
+}
+
+/// Largest TSO payload, bytes: what fits a 64 KiB IP datagram behind the largest IPv6 + TCP
+/// headers (40 + 60), as Linux's `GSO_LEGACY_MAX_SIZE` (65,536) less headers.
+pub const TSO_PAYLOAD_BYTES_MAX: u32 = 65_535 - 40 - 60;
+
 /// Everything a [`crate::Stack`] is built from.
 #[derive(Debug, Clone)]
 pub struct StackConfig {
@@ -295,6 +313,8 @@ pub struct StackConfig {
     pub limits: Limits,
     /// What the NIC verifies and fills for us.
     pub checksums: ChecksumCaps,
+    /// Transmit offloads of the port (TSO, TCP checksum completion).
+    pub tx_offload: TxOffloadCaps,
     /// Hop limit / TTL of packets we originate.
     pub hop_limit: u8,
     /// Default configuration of TCP connections (listeners copy it; `set_option` edits the
@@ -313,6 +333,7 @@ impl StackConfig {
             interface,
             limits: Limits::default(),
             checksums: ChecksumCaps::ALL,
+            tx_offload: TxOffloadCaps::default(),
             hop_limit: 64,
             tcp: tcp::Config::default(),
             rss: None,

@@ -261,6 +261,12 @@ counters! {
     tx_drop_too_big,
     /// IPv4/IPv6 fragments sent by source fragmentation.
     tx_fragments,
+    /// TCP frames handed out for the device to segment (TSO, `TxMeta::gso_size_bytes` set).
+    tx_tso_frames,
+    /// Wire segments those frames carry (what the device sends for them).
+    tx_tso_segments,
+    /// TCP frames handed out with a partial checksum for the device to complete.
+    tx_csum_partial_frames,
 }
 
 #[cfg(test)]

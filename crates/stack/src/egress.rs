@@ -16,7 +16,7 @@ use wire::icmpv6::Icmpv6Repr;
 use wire::{
     ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr,
     Icmpv6Packet, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6ExtHeader, Ipv6FragmentHeader,
-    Ipv6Packet, Ipv6Repr, TcpPacket, TcpRepr,
+    Ipv6Packet, Ipv6Repr, TcpPacket, TcpRepr, TxMeta,
 };
 
 use crate::config::{StackConfig, solicited_node};
@@ -33,6 +33,11 @@ const TX_FREE_FRAMES_MAX: usize = 5120;
 /// room): with `TX_FREE_FRAMES_MAX`, at most about 8 MiB at a 1500-byte MTU, held only once that
 /// many frames were in flight at once.
 const TX_FREE_SLACK_BYTES: usize = 128;
+/// Recycled TSO-sized buffers kept (beyond the MTU, up to a 64 KiB frame each): at most
+/// 16 MiB, about what a socket's worth of large frames in flight needs.
+const TX_FREE_TSO_FRAMES_MAX: usize = 256;
+/// Capacity of a TSO frame buffer: the largest frame TSO builds.
+const TX_TSO_FRAME_BYTES: usize = 14 + 65_535;
 /// RFC 4861 §7.1.1/§7.1.2: NDP messages must arrive with hop limit 255 (not forwarded).
 pub(crate) const NDP_HOP_LIMIT: u8 = 255;
 /// Ethernet header without a VLAN tag.
@@ -51,8 +56,12 @@ pub(crate) struct Egress {
     /// every part's.
     counters: Counters,
     neighbors: NeighborCache,
-    /// Invariant: `tx.len()` ≤ `limits.tx_queue_frames_max`.
-    tx: VecDeque<Vec<u8>>,
+    /// Frames with what each asks of the device. Invariant: `tx.len()` ≤
+    /// `limits.tx_queue_frames_max`.
+    tx: VecDeque<(Vec<u8>, TxMeta)>,
+    /// TSO frame buffers handed back (capacity above the MTU's), reused by the TCP transmit
+    /// path when TSO is on. Invariant: `tx_free_tso.len()` ≤ `TX_FREE_TSO_FRAMES_MAX`.
+    tx_free_tso: Vec<Vec<u8>>,
     /// Frame buffers handed back by the driver (`recycle`), reused by the TCP transmit path.
     /// Invariant: `tx_free.len()` ≤ `TX_FREE_FRAMES_MAX` and each capacity ≤ MTU +
     /// `TX_FREE_SLACK_BYTES`.
@@ -157,6 +166,7 @@ impl Egress {
             counters: Counters::default(),
             tx: VecDeque::new(),
             tx_free: Vec::new(),
+            tx_free_tso: Vec::new(),
             ipv4_ident: 1,
             ipv6_frag_ident: 1,
             tx_header_guess: TCP_HEADER_MIN,
@@ -195,8 +205,8 @@ impl Egress {
         self.tx.len() >= self.tx_queue_max
     }
 
-    /// The oldest queued frame, counted as sent.
-    pub(crate) fn pop_frame(&mut self) -> Option<Vec<u8>> {
+    /// The oldest queued frame with its offload requests, counted as sent.
+    pub(crate) fn pop_frame(&mut self) -> Option<(Vec<u8>, TxMeta)> {
         let frame = self.tx.pop_front()?;
         self.counters.tx_frames += 1;
         Some(frame)
@@ -241,8 +251,15 @@ impl Egress {
     /// allocating. Optional: buffers beyond a small bound, or oddly large ones, are dropped.
     pub(crate) fn recycle(&mut self, frame: Vec<u8>) {
         let capacity_max = usize::from(self.mtu_bytes) + TX_FREE_SLACK_BYTES;
-        if self.tx_free.len() < TX_FREE_FRAMES_MAX && frame.capacity() <= capacity_max {
-            self.tx_free.push(frame);
+        if frame.capacity() <= capacity_max {
+            if self.tx_free.len() < TX_FREE_FRAMES_MAX {
+                self.tx_free.push(frame);
+            }
+        } else if self.cfg.tx_offload.tso_payload_bytes_max > 0
+            && frame.capacity() <= TX_TSO_FRAME_BYTES + TX_FREE_SLACK_BYTES
+            && self.tx_free_tso.len() < TX_FREE_TSO_FRAMES_MAX
+        {
+            self.tx_free_tso.push(frame);
         }
     }
 
@@ -250,10 +267,12 @@ impl Egress {
     /// unspecified (a reused buffer keeps old bytes): callers overwrite every byte they keep.
     /// Only the part a recycled buffer lacks is zero-filled, so in steady state nothing is.
     pub(crate) fn take_frame_buf(&mut self, len: usize) -> Vec<u8> {
-        let mut buf = self
-            .tx_free
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(len));
+        let free = if len > usize::from(self.mtu_bytes) + TX_FREE_SLACK_BYTES {
+            &mut self.tx_free_tso
+        } else {
+            &mut self.tx_free
+        };
+        let mut buf = free.pop().unwrap_or_else(|| Vec::with_capacity(len));
         buf.resize(len, 0);
         buf
     }
@@ -297,6 +316,14 @@ impl Egress {
                 }
             }
         }
+    }
+
+    /// A TSO frame to `dst` can leave now: its next hop is a resolved neighbour. A frame beyond
+    /// the MTU cannot wait in the neighbour queue (it would leave without its `TxMeta`), so
+    /// TCP sends single segments until the neighbour resolves.
+    pub(crate) fn tso_route_ready(&self, now: u64, dst: IpAddr) -> bool {
+        self.unicast_next_hop(dst)
+            .is_some_and(|hop| self.neighbors.lookup(now, hop).is_some())
     }
 
     pub(crate) fn is_v4_broadcast(&self, a: Ipv4Addr) -> bool {
@@ -752,7 +779,7 @@ impl Egress {
         if let Some(d) = frame.get_mut(eth.header_len()..) {
             d.copy_from_slice(payload);
         }
-        self.tx.push_back(frame);
+        self.tx.push_back((frame, TxMeta::NONE));
     }
 
     /// Emits one segment from `src` to `dst` (DF set for IPv4: TCP sizes segments to the MSS).
@@ -768,7 +795,7 @@ impl Egress {
         if let Some(dst) = frame.get_mut(payload_at..) {
             dst.copy_from_slice(seg.payload);
         }
-        self.send_tcp_frame(now, src, dst, &header_only(seg), frame, payload_at, n);
+        self.send_tcp_frame(now, src, dst, &header_only(seg), frame, payload_at, n, 0);
     }
 
     /// Emits one segment whose `n` payload bytes already sit at `frame[payload_at..]`
@@ -777,6 +804,14 @@ impl Egress {
     /// exactly at `payload_at` the payload is moved once. Anything but a unicast datagram
     /// within the MTU to a resolved neighbour takes `send_tcp_via_ip`, which keeps every
     /// drop counter and the neighbour queue.
+    ///
+    /// `gso_size_bytes` > 0 (TSO on, [`crate::config::TxOffloadCaps`]): a payload of more than
+    /// that many bytes leaves as one frame beyond the MTU for the device to cut into
+    /// segments of `gso_size_bytes` ([`TxMeta`]); such a frame never takes the slow path (the
+    /// TCP flush builds none while the neighbour is unresolved, [`Egress::tso_route_ready`];
+    /// should one meet an unresolved neighbour anyway it is dropped and counted
+    /// `tx_drop_too_big`, and TCP retransmits). Its TCP checksum is left partial, as is every fast-path segment's
+    /// when the device completes TCP checksums.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_tcp_frame(
         &mut self,
@@ -787,6 +822,7 @@ impl Egress {
         mut frame: Vec<u8>,
         payload_at: usize,
         n: usize,
+        gso_size_bytes: u16,
     ) {
         debug_assert!(header.payload.is_empty());
         let pair = match (src, dst) {
@@ -801,7 +837,12 @@ impl Egress {
         };
         let tcp_len = header.header_len();
         let ip_payload_len = tcp_len + n;
-        let fits = ip_len + ip_payload_len <= usize::from(self.mtu_bytes);
+        let gso = gso_size_bytes > 0 && n > usize::from(gso_size_bytes);
+        let fits = if gso {
+            ip_len + ip_payload_len <= 65_535
+        } else {
+            ip_len + ip_payload_len <= usize::from(self.mtu_bytes)
+        };
         let route = match self.unicast_next_hop(dst) {
             Some(hop) if fits && tcp_len <= TCP_HEADER_MAX => self
                 .neighbors
@@ -809,6 +850,10 @@ impl Egress {
                 .map(|(mac, refresh)| (mac, refresh.then_some(hop))),
             _ => None,
         };
+        if gso && route.is_none() {
+            self.counters.tx_drop_too_big += 1;
+            return self.recycle(frame);
+        }
         let Some((mac, refresh)) = route else {
             // The slow path copies the payload out; rare (resolution, broadcast, oversize).
             let payload = frame.get(payload_at..payload_at + n).unwrap_or(&[]);
@@ -837,11 +882,20 @@ impl Egress {
             h.fill(0);
         }
         let checksums = self.checksums;
+        let partial = gso || self.cfg.tx_offload.tcp_csum;
+        let tcp_caps = if partial {
+            wire::ChecksumCaps {
+                fill_tx: false,
+                ..checksums
+            }
+        } else {
+            checksums
+        };
         let Some(tcp_bytes) = frame.get_mut(tcp_at..) else {
             return self.recycle(frame);
         };
         if header
-            .emit(&mut TcpPacket::new_unchecked(tcp_bytes), &pair, checksums)
+            .emit(&mut TcpPacket::new_unchecked(tcp_bytes), &pair, tcp_caps)
             .is_err()
         {
             return self.recycle(frame);
@@ -899,7 +953,18 @@ impl Egress {
         {
             return self.recycle(frame);
         }
-        self.tx.push_back(frame);
+        let meta = TxMeta {
+            gso_size_bytes: if gso { gso_size_bytes } else { 0 },
+            l4_csum_partial: partial,
+        };
+        if gso {
+            self.counters.tx_tso_frames += 1;
+            self.counters.tx_tso_segments += n.div_ceil(usize::from(gso_size_bytes)) as u64;
+        }
+        if partial {
+            self.counters.tx_csum_partial_frames += 1;
+        }
+        self.tx.push_back((frame, meta));
         if let Some(hop) = refresh {
             self.send_refresh_request(hop, mac);
         }

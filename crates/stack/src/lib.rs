@@ -87,7 +87,10 @@ mod udp;
 pub(crate) fn cold_path() {}
 
 pub use bypass::{BypassOp, ConnStatus};
-pub use config::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Limits, RssConfig, StackConfig};
+pub use config::{
+    InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Limits, RssConfig, StackConfig, TSO_PAYLOAD_BYTES_MAX,
+    TxOffloadCaps,
+};
 pub use counters::Counters;
 pub use socket::{
     EchoReply, Readiness, SocketError, SocketEvent, SocketHandle, SocketOption, UdpDatagram,
@@ -98,4 +101,4 @@ pub use tcp::Counters as TcpCounters;
 pub use tcp_move::{BucketConn, MoveClass, Unowned};
 pub use tcp_sockets::FourTuple;
 /// The receive metadata [`Stack::receive`] takes (re-exported from `wire`).
-pub use wire::{CsumVerdict, RssHashType, RxChecksum, RxMeta};
+pub use wire::{CsumVerdict, RssHashType, RxChecksum, RxMeta, TxMeta};

@@ -20,7 +20,7 @@
 use core::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use wire::{EthernetAddress, IpProtocol, RxMeta};
+use wire::{EthernetAddress, IpProtocol, RxMeta, TxMeta};
 
 use crate::config::StackConfig;
 use crate::counters::Counters;
@@ -276,8 +276,16 @@ impl Stack {
         self.ip_in.receive(now, frame, meta, &mut self.up);
     }
 
-    /// The next frame to put on the wire, if any.
+    /// The next frame to put on the wire, if any. With transmit offloads configured
+    /// ([`StackConfig::tx_offload`]) use [`Stack::poll_transmit_meta`]: a frame may then be
+    /// a TSO frame beyond the MTU or carry a partial checksum, which only its `TxMeta` says.
     pub fn poll_transmit(&mut self, now: u64) -> Option<Vec<u8>> {
+        self.poll_transmit_meta(now).map(|(f, _)| f)
+    }
+
+    /// The next frame to put on the wire with what it asks of the device (segmentation,
+    /// checksum completion; [`TxMeta::NONE`] without transmit offloads).
+    pub fn poll_transmit_meta(&mut self, now: u64) -> Option<(Vec<u8>, TxMeta)> {
         if self.up.egress.tx_len() == 0 {
             self.tcp_cx().tcp_flush(now);
         }

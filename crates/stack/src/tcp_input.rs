@@ -164,10 +164,16 @@ impl TcpCx<'_> {
         let mut frame = Vec::with_capacity(eth.len() + whole.len());
         frame.extend_from_slice(eth);
         frame.extend_from_slice(whole);
-        // Rebuilt from the datagram: only the hash still describes it.
-        self.tcp
-            .forward
-            .push_back((dest, frame, rx.meta.hash_only()));
+        // Rebuilt from the datagram: the offsets no longer describe it, but the hash and the
+        // checksum verdicts do — the IP header and segment are the same bytes (`rx.meta` of a
+        // reassembled datagram is already hash-only). Keeping a verdict matters when the
+        // port trusted the OS's word for a checksum left partial by a sender on this host:
+        // verified again, such a frame would be dropped at every retransmission.
+        let meta = wire::RxMeta {
+            csum: rx.meta.csum,
+            ..rx.meta.hash_only()
+        };
+        self.tcp.forward.push_back((dest, frame, meta));
         self.tcp.counters.tcp_moved_forwarded += 1;
     }
 
@@ -508,6 +514,11 @@ impl TcpCx<'_> {
     /// first (the connection stays dirty).
     pub(crate) fn tcp_flush_one(&mut self, now: u64, i: usize) -> bool {
         let mtu = usize::from(self.cfg.interface.mtu_bytes);
+        let tso_bytes_max = self
+            .cfg
+            .tx_offload
+            .tso_payload_bytes_max
+            .min(crate::config::TSO_PAYLOAD_BYTES_MAX) as usize;
         let mut drained = true;
         loop {
             if self.egress.tx_full() {
@@ -527,21 +538,46 @@ impl TcpCx<'_> {
                 IPV6_HEADER_LEN
             };
             let payload_at = ETHERNET_HEADER_LEN + ip_len + self.egress.tx_header_guess();
-            let room = mtu.saturating_sub(ip_len + TCP_HEADER_MIN);
+            // With TSO the room is the device's limit; the engine sends whole segments of
+            // its MSS up to it (`poll_transmit_tso`). Not while the neighbour is unresolved:
+            // a frame beyond the MTU could not wait in its queue.
+            let tso_bytes_max =
+                if tso_bytes_max > 0 && self.egress.tso_route_ready(now, tuple.remote.ip()) {
+                    tso_bytes_max
+                } else {
+                    0
+                };
+            let room = if tso_bytes_max > 0 {
+                tso_bytes_max
+            } else {
+                mtu.saturating_sub(ip_len + TCP_HEADER_MIN)
+            };
             let mut frame = self.egress.take_frame_buf(payload_at + room);
             let Some(c) = self.conn_mut(i) else {
                 self.egress.recycle(frame);
                 break;
             };
-            let Some(seg) = c
-                .conn
-                .poll_transmit(now, frame.get_mut(payload_at..).unwrap_or_default())
-            else {
+            let segments_max = if tso_bytes_max > 0 {
+                let per = usize::from(c.conn.eff_mss()).max(1);
+                u16::try_from(tso_bytes_max / per).unwrap_or(u16::MAX)
+            } else {
+                1
+            };
+            let Some(seg) = c.conn.poll_transmit_tso(
+                now,
+                frame.get_mut(payload_at..).unwrap_or_default(),
+                segments_max,
+            ) else {
                 self.egress.recycle(frame);
                 break;
             };
             let n = seg.payload.len();
             let header = header_only(&seg);
+            let gso_size = if tso_bytes_max > 0 {
+                c.conn.segment_payload_bytes(header.header_len())
+            } else {
+                0
+            };
             self.egress.send_tcp_frame(
                 now,
                 tuple.local.ip(),
@@ -550,6 +586,7 @@ impl TcpCx<'_> {
                 frame,
                 payload_at,
                 n,
+                gso_size,
             );
         }
         if drained {

@@ -1,7 +1,7 @@
 //! The moved marker `tcp_export` leaves behind (DESIGN handoff invariant 4): frames for a
 //! connection caught mid-move are dropped before any processing or forwarded to the new
-//! owner in arrival order, never answered with RST; the marker keeps the handle for an
-//! import back, and it expires.
+//! owner in arrival order (with the hash and checksum verdicts they arrived with), never
+//! answered with RST; the marker keeps the handle for an import back, and it expires.
 mod common;
 
 use common::*;
@@ -75,9 +75,19 @@ fn with_a_destination_frames_are_forwarded_in_order_and_the_new_owner_takes_them
     let data: Vec<u8> = (0..4 * 1400u32).map(|i| (i % 251) as u8).collect();
     let frames = frames_from_a(&mut p, c, &data);
     assert!(frames.len() >= 3, "{} frames", frames.len());
-    for f in &frames {
+    // The first frame's checksums come verified (the NIC's or the OS's word), the others not.
+    let verified = stack::RxChecksum {
+        ip: stack::CsumVerdict::Good,
+        l4: stack::CsumVerdict::Good,
+    };
+    for (i, f) in frames.iter().enumerate() {
         let meta = RxMeta {
             hash: Some(0xabcd),
+            csum: if i == 0 {
+                verified
+            } else {
+                stack::RxChecksum::UNKNOWN
+            },
             ..RxMeta::NONE
         };
         p.b.receive(p.now, f, &meta);
@@ -85,13 +95,16 @@ fn with_a_destination_frames_are_forwarded_in_order_and_the_new_owner_takes_them
     assert_eq!(p.b.poll_transmit(p.now), None, "no RST");
     let forwarded: Vec<_> = std::iter::from_fn(|| p.b.poll_forward()).collect();
     assert_eq!(forwarded.len(), 2, "bounded outbox");
-    for ((dest, frame, meta), sent) in forwarded.iter().zip(&frames) {
+    for (i, ((dest, frame, meta), sent)) in forwarded.iter().zip(&frames).enumerate() {
         assert_eq!((*dest, meta.hash), (7, Some(0xabcd)));
-        assert_eq!(
-            meta.csum,
-            stack::RxChecksum::UNKNOWN,
-            "rebuilt: verified again"
-        );
+        // The same IP header and segment bytes: the verdicts still hold (no offsets kept).
+        let want = if i == 0 {
+            verified
+        } else {
+            stack::RxChecksum::UNKNOWN
+        };
+        assert_eq!(meta.csum, want, "frame {i}: the verdicts travel with it");
+        assert_eq!((meta.l3_offset, meta.l4_offset), (None, None));
         assert_eq!(frame, sent, "the frame as received, in arrival order");
     }
     let counters = p.b.counters();

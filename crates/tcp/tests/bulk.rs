@@ -39,7 +39,12 @@ fn clean_close(who: &str, c: &Connection) -> Result<(), String> {
 }
 
 fn run(seed: u64, loss_per_mille: u64, config: Config) {
+    run_tso(seed, loss_per_mille, config, 1);
+}
+
+fn run_tso(seed: u64, loss_per_mille: u64, config: Config, tso_segments: u16) {
     let mut p = Pair::established(config, config, 3 * MS);
+    p.tso_segments = tso_segments;
     let mut rng = Rng(seed | 1);
     p.filter = Box::new(move |_, _| {
         if rng.chance(loss_per_mille) {
@@ -79,6 +84,11 @@ proptest! {
     #[test]
     fn bulk_transfer_with_random_loss_delivers_every_byte_once_in_order(seed in any::<u64>()) {
         run(seed, 30, Config::default());
+    }
+
+    #[test]
+    fn tso_bulk_transfer_with_random_loss_delivers_every_byte_once_in_order(seed in any::<u64>()) {
+        run_tso(seed, 20, Config::default(), 44);
     }
 
     #[test]
@@ -260,4 +270,44 @@ proptest! {
         prop_assert_eq!(p.b.close_reason(), Some(CloseReason::Normal));
         prop_assert_eq!(clean_close("A", &p.a), Ok(()));
     }
+}
+
+/// With a device that segments, new data leaves as runs of whole segments (multiples of the
+/// per-segment payload) up to the TSO limit and within the congestion window; only the last
+/// segment of the stream may be short; the receiver gets every byte.
+#[test]
+fn tso_sends_whole_segment_runs_within_cwnd_and_the_tail_last() {
+    use harness::Dir;
+    let config = Config::default();
+    let mut p = Pair::established(config, config, 3 * MS);
+    p.tso_segments = 44;
+    let data = pattern(300_001);
+    p.a_to_send = data.clone();
+    p.run_until(|p| p.b_read.len() >= data.len(), 60_000 * MS);
+    assert!(p.b_read == data, "A→B bytes differ");
+    let per_seg = usize::from(p.a.segment_payload_bytes(20 + 12));
+    let data_segs: Vec<usize> = p
+        .sent(Dir::AtoB)
+        .filter(|e| e.2.is_data())
+        .map(|e| e.2.payload.len())
+        .collect();
+    let (last, runs) = data_segs.split_last().expect("data sent");
+    assert!(*last > 0);
+    for &n in runs {
+        assert_eq!(
+            n % per_seg,
+            0,
+            "a run of {n} bytes is not whole {per_seg}-byte segments"
+        );
+        assert!(n <= 44 * per_seg, "{n} bytes exceed 44 segments");
+    }
+    // The initial window (10 segments) leaves as one transmission, and later ones are larger
+    // than one segment: TSO was used.
+    assert_eq!(data_segs[0], 10 * per_seg);
+    assert!(data_segs.iter().filter(|&&n| n > per_seg).count() * 2 > data_segs.len());
+    assert!(
+        data_segs.len() < data.len() / per_seg / 4,
+        "{} transmissions",
+        data_segs.len()
+    );
 }

@@ -65,7 +65,7 @@ pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{
     Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6Packet, Ipv6Repr, Ipv6Walk, MAX_EXT_HEADERS,
 };
-pub use meta::{CsumVerdict, RssHashType, RxChecksum, RxMeta};
+pub use meta::{CsumVerdict, RssHashType, RxChecksum, RxMeta, TxMeta};
 pub use tcp::{
     SackBlock, SeqNumber, TcpFlags, TcpOption, TcpOptions, TcpPacket, TcpParseReport, TcpRepr,
     TcpTimestamp,

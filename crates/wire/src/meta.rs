@@ -159,3 +159,26 @@ mod tests {
         assert_eq!((h.l3_offset, h.l4_offset), (None, None));
     }
 }
+
+/// Transmit metadata: what one frame asks of the device below it (Linux's skb `gso_size` and
+/// `CHECKSUM_PARTIAL`), produced by the stack beside each frame when its port offers the
+/// offloads, read by the NIC model (software TSO/checksums) or by a port that hands them to
+/// the kernel (a virtio-net header).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TxMeta {
+    /// Nonzero: the frame is a TCP segment whose payload the device cuts into segments of
+    /// this many payload bytes (the last may be shorter), copying the headers (TSO/GSO).
+    pub gso_size_bytes: u16,
+    /// The TCP/UDP checksum field holds only the folded pseudo-header sum (over the whole
+    /// frame's length): the device completes the checksum of every segment it sends. The
+    /// IPv4 header checksum is always filled.
+    pub l4_csum_partial: bool,
+}
+
+impl TxMeta {
+    /// Nothing asked: the frame is whole and fully checksummed.
+    pub const NONE: TxMeta = TxMeta {
+        gso_size_bytes: 0,
+        l4_csum_partial: false,
+    };
+}

@@ -114,6 +114,15 @@ pub struct IoArgs {
     /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off` (default: adaptive, 10–125 µs).
     #[arg(long, value_name = "SETTINGS", value_parser = super::coalesce::parse_coalesce)]
     coalesce: Option<nic::ModerationConfig>,
+    /// The port's offloads, like `ethtool -K`: `tso=on|off,csum=on|off,gro=on|off`, or
+    /// `all` / `none`; unnamed ones stay on. TSO sends TCP frames of up to 64 KiB for the
+    /// kernel (TAP, AF_PACKET) or the NIC model in software (AF_XDP) to segment; csum leaves
+    /// TCP checksums to the kernel and trusts the ones it verified; gro takes the kernel's
+    /// coalesced frames whole (TAP) [default: all on TAP and AF_PACKET, none on AF_XDP and
+    /// --pcap-in, where software TSO costs more CPU than it saves].
+    #[arg(long = "nic-offload", value_name = "SETTINGS",
+          value_parser = super::nic_offload::parse_nic_offload)]
+    nic_offload: Option<runtime::NicOffload>,
     /// Live RSS rebalancing: every period the shards' software RETA follows the load and the
     /// connections of a moved bucket migrate to their new shard (needs --shards ≥ 2).
     #[arg(long)]
@@ -383,6 +392,14 @@ impl IoArgs {
         if let Some(m) = self.coalesce {
             host.nic.moderation = m;
         }
+        // Default: on where the kernel below takes the offloads. Over AF_XDP (no GSO request
+        // through an XDP socket) and a replay only the NIC model could segment, in software,
+        // which costs more CPU per byte than it saves (scripts/nic-offload-compare.sh
+        // af_xdp): there only when asked for.
+        host.nic_offload = self.nic_offload.unwrap_or(match io {
+            LiveIo::Tap { .. } | LiveIo::AfPacket { .. } => runtime::NicOffload::ALL,
+            LiveIo::AfXdp { .. } | LiveIo::PcapIn { .. } => runtime::NicOffload::NONE,
+        });
         if self.rebalance {
             if self.shards < 2 {
                 return Err(usage(
@@ -527,6 +544,22 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
     writeln!(out, "nic_wakeups: {}", h.nic_wakeups())?;
     writeln!(out, "cross_shard: {}", h.cross_shard_messages())?;
     writeln!(out, "neighbour_copies: {neighbour}")?;
+    // Offloads: what the kernel was asked to segment and checksum, what it vouched for and
+    // coalesced (TAP with a virtio-net header), and the NIC model's software TSO (other ports).
+    let nic_tso_sends: u64 = h.shards.iter().map(|s| s.nic.tx_tso_sends).sum();
+    let nic_tso_segments: u64 = h.shards.iter().map(|s| s.nic.tx_tso_segments).sum();
+    writeln!(out, "tx_tso_frames: {}", p.tx_tso_frames)?;
+    writeln!(out, "tx_tso_segments: {}", p.tx_tso_segments)?;
+    writeln!(out, "tx_csum_offloaded: {}", p.tx_csum_offloaded)?;
+    writeln!(out, "rx_csum_valid: {}", p.rx_csum_valid)?;
+    writeln!(out, "rx_gro_frames: {}", p.rx_gro_frames)?;
+    writeln!(out, "nic_tso_sends: {nic_tso_sends}")?;
+    writeln!(out, "nic_tso_segments: {nic_tso_segments}")?;
+    writeln!(
+        out,
+        "drop_tx_offload_malformed: {}",
+        p.tx_drop_offload_malformed
+    )?;
     writeln!(out, "checksum_completed: {}", p.rx_checksum_completed)?;
     writeln!(out, "checksum_incomplete: {}", p.rx_checksum_incomplete)?;
     writeln!(out, "drops: {}", h.drops())?;

@@ -7,6 +7,7 @@ pub mod demo_offload;
 pub mod forward;
 pub mod get;
 pub mod live;
+pub mod nic_offload;
 pub mod placement;
 pub mod rfc2544;
 pub mod rfc2544_mem;

@@ -164,6 +164,7 @@ impl PacketPort {
             fanout: None,
             qdisc_bypass: generator,
             ignore_outgoing: true,
+            vnet_hdr: false,
         };
         Ok(PacketPort(AfPacketSocket::open(iface, &cfg)?))
     }

@@ -603,6 +603,13 @@ impl Connection {
         let opts = if self.opts.ts_ok { TS_OPTION_BYTES } else { 0 };
         self.opts.snd_mss.saturating_sub(opts).max(1)
     }
+    /// Payload bytes each wire segment carries when its TCP header (options included) is
+    /// `tcp_header_bytes` long: the send MSS less the options (RFC 9293 §3.7.1). What a
+    /// device cutting a [`Connection::poll_transmit_tso`] segment uses as its `gso_size`.
+    pub fn segment_payload_bytes(&self, tcp_header_bytes: usize) -> u16 {
+        let opts = u16::try_from(tcp_header_bytes.saturating_sub(20)).unwrap_or(u16::MAX);
+        self.opts.snd_mss.saturating_sub(opts).max(1)
+    }
     /// Counters.
     pub fn counters(&self) -> &Counters {
         &self.counters

@@ -18,6 +18,24 @@ impl Connection {
         now: u64,
         payload_buf: &'b mut [u8],
     ) -> Option<TcpRepr<'b>> {
+        self.poll_transmit_tso(now, payload_buf, 1)
+    }
+
+    /// As [`Connection::poll_transmit`], for a sender whose device segments (TSO/GSO): new
+    /// data may leave as one segment of up to `segments_max` times the payload a segment
+    /// carries ([`Connection::segment_payload_bytes`] for its header), which the device cuts
+    /// into segments of that size. What may leave is decided exactly as for single segments —
+    /// congestion window, peer window, Nagle, SWS avoidance, cork — so a large segment is the
+    /// run of full segments `poll_transmit` would have returned one by one (plus the short
+    /// tail when Nagle would let it follow at once: `nodelay`, or the FIN queued).
+    /// Retransmissions, probes and ACKs are never larger than one segment. `segments_max`
+    /// of 0 or 1: no TSO.
+    pub fn poll_transmit_tso<'b>(
+        &mut self,
+        now: u64,
+        payload_buf: &'b mut [u8],
+        segments_max: u16,
+    ) -> Option<TcpRepr<'b>> {
         if let Some((seq, ack)) = self.out.rst_pending.take() {
             self.counters.resets_sent += 1;
             self.counters.tx_segments += 1;
@@ -88,7 +106,7 @@ impl Connection {
                 }
             }
         }
-        if let Some(r) = self.send_new_data(now, payload_buf) {
+        if let Some(r) = self.send_new_data(now, payload_buf, segments_max.max(1)) {
             return Some(r);
         }
         if self.out.keepalive_pending {
@@ -264,6 +282,19 @@ impl Connection {
         buf: &'b mut [u8],
         probe: bool,
     ) -> Option<TcpRepr<'b>> {
+        self.data_segment_tso(now, seq, max_len, buf, probe, 1)
+    }
+
+    /// [`Connection::data_segment`] with room for up to `segments` segments' payload (TSO).
+    pub(super) fn data_segment_tso<'b>(
+        &mut self,
+        now: u64,
+        seq: SeqNumber,
+        max_len: u32,
+        buf: &'b mut [u8],
+        probe: bool,
+        segments: u16,
+    ) -> Option<TcpRepr<'b>> {
         let offset = fwd(self.snd.buf_seq, seq) as usize;
         let avail = self.send_buf.len().saturating_sub(offset);
         let mut r = self.base_repr(seq);
@@ -271,7 +302,8 @@ impl Connection {
         r.ack_number = self.rcv.nxt;
         r.window_len = self.advertise_window();
         let opts = self.fill_options(now, &mut r, true);
-        let room = self.opts.snd_mss.saturating_sub(opts).max(1) as usize;
+        let seg_room = self.opts.snd_mss.saturating_sub(opts).max(1) as usize;
+        let room = seg_room * usize::from(segments.max(1));
         let len = avail.min(max_len as usize).min(room).min(buf.len());
         let fin = self.app.fin_queued && offset + len == self.send_buf.len() && !probe;
         if len == 0 && !fin {
@@ -337,7 +369,8 @@ impl Connection {
         }
         self.on_ack_sent();
         self.timers.last_tx_ns = now;
-        self.counters.tx_segments += 1;
+        // A TSO segment counts as the wire segments the device cuts it into.
+        self.counters.tx_segments += n.div_ceil(seg_room).max(1) as u64;
         self.counters.tx_payload_bytes += n as u64;
         let (filled, _) = buf.split_at(n);
         r.payload = filled;
@@ -395,7 +428,12 @@ impl Connection {
     }
 
     /// New data (or the FIN) under flow control, congestion control, Nagle and SWS avoidance.
-    pub(super) fn send_new_data<'b>(&mut self, now: u64, buf: &'b mut [u8]) -> Option<TcpRepr<'b>> {
+    pub(super) fn send_new_data<'b>(
+        &mut self,
+        now: u64,
+        buf: &'b mut [u8],
+        segments_max: u16,
+    ) -> Option<TcpRepr<'b>> {
         if !matches!(
             self.state,
             State::Established
@@ -431,15 +469,31 @@ impl Connection {
         }
         let usable = self.usable_window();
         let mss = u32::from(self.eff_mss());
+        // Nagle and cork, as below: a short tail may leave now only when nothing may be in
+        // flight before it or it is being pushed.
+        let held =
+            (self.app.cork || self.app.more) && !self.app.push_pending && !self.app.fin_queued;
+        if segments_max > 1 {
+            let big = unsent
+                .min(usable)
+                .min(mss.saturating_mul(u32::from(segments_max)));
+            if big > mss {
+                // The full segments the per-segment rules would send one after another; the
+                // tail joins them when it would follow at once (flight > 0 after them, so
+                // only `nodelay` or a queued FIN lets it go).
+                let tail_ok =
+                    big == unsent && !held && (self.config.nodelay || self.app.fin_queued);
+                let len = if tail_ok { big } else { big - big % mss };
+                return self.data_segment_tso(now, self.snd.nxt, len, buf, false, segments_max);
+            }
+        }
         let len = unsent.min(usable).min(mss);
         if unsent > 0 {
             // Nagle (RFC 9293 §3.7.4) and sender SWS avoidance (RFC 9293 §3.8.6.2.1): send a
             // full segment, or everything left when nothing is in flight (or Nagle is off, or
             // we are closing), or at least half the largest window the peer offered.
             let nagle_ok = self.config.nodelay || flight == 0 || self.app.fin_queued;
-            // TCP_CORK / MSG_MORE (Linux tcp(7)): only full segments until pushed.
-            let held =
-                (self.app.cork || self.app.more) && !self.app.push_pending && !self.app.fin_queued;
+            // TCP_CORK / MSG_MORE (Linux tcp(7)): only full segments until pushed (`held`).
             let send = len > 0
                 && (len == mss
                     || (!held && len == unsent && nagle_ok)

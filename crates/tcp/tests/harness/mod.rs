@@ -95,6 +95,10 @@ pub struct Pair {
     /// Bytes the application on A still wants to write (written as space frees up).
     pub a_to_send: Vec<u8>,
     pub b_to_send: Vec<u8>,
+    /// Segments a device below each side cuts one transmission into (TSO,
+    /// `Connection::poll_transmit_tso`); 1: none. The peer receives the large segment whole,
+    /// as after GRO.
+    pub tso_segments: u16,
     sent_count: [usize; 2],
     data_count: [usize; 2],
     /// Highest right edge each side advertised (checked on every segment).
@@ -144,6 +148,7 @@ impl Pair {
             b_read: Vec::new(),
             a_to_send: Vec::new(),
             b_to_send: Vec::new(),
+            tso_segments: 1,
             sent_count: [1, 0],
             data_count: [0, 0],
             right_edge: [None, None],
@@ -173,6 +178,7 @@ impl Pair {
             b_read: Vec::new(),
             a_to_send: Vec::new(),
             b_to_send: Vec::new(),
+            tso_segments: 1,
             sent_count: [0, 0],
             data_count: [0, 0],
             right_edge: [None, None],
@@ -207,7 +213,8 @@ impl Pair {
             for dir in [Dir::AtoB, Dir::BtoA] {
                 loop {
                     let now = self.now;
-                    let seg = match self.conn(dir).poll_transmit(now, &mut buf) {
+                    let tso = self.tso_segments;
+                    let seg = match self.conn(dir).poll_transmit_tso(now, &mut buf, tso) {
                         Some(r) => Seg::from_repr(&r),
                         None => break,
                     };
