@@ -259,7 +259,7 @@ impl<A: App> Shard<A> {
                 let _ = self.stack.tcp_release_moved(tuple);
             }
             Msg::RetaEntry { bucket, shard } => self.point_home(bucket, shard),
-            Msg::Frame(_) | Msg::Forwarded(_) | Msg::Neighbour(_) => {}
+            Msg::Frame(_) | Msg::Forwarded(_) | Msg::Neighbour(_) | Msg::Steer(_) => {}
         }
     }
 
