@@ -102,6 +102,10 @@ pub struct DemoArgs {
     /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off` (default: adaptive, 10–125 µs).
     #[arg(long, value_name = "SETTINGS", value_parser = super::coalesce::parse_coalesce)]
     coalesce: Option<nic::ModerationConfig>,
+    /// A flow steering rule for the server's NIC, like `ethtool -N` (repeatable; first match
+    /// wins): e.g. 'proto tcp dst-port 80 queue 1' or 'proto tcp src-ip 10.0.0.2 drop'.
+    #[arg(long = "filter", value_name = "RULE", value_parser = super::filter::parse_filter)]
+    filter: Vec<rss::FlowRule>,
     #[command(flatten)]
     offload: super::demo_offload::OffloadArgs,
     /// Print the summary as one JSON object (and no live view).
@@ -297,6 +301,7 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
     if let Some(m) = args.coalesce {
         server.nic.moderation = m;
     }
+    server.rules = super::filter::rule_set(&args.filter, queues)?;
     if args.rebalance || args.skew {
         if queues != shards {
             return Err(CliError::Usage(format!(
@@ -425,6 +430,9 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
         writeln!(out, "{}", summary.json())?;
     } else {
         summary.table(out)?;
+        if !args.filter.is_empty() {
+            super::filter::write_filter_summary(out, &report.server.filters)?;
+        }
     }
     Ok(())
 }
@@ -742,6 +750,7 @@ mod tests {
             rebalance: false,
             period_ms: 100,
             coalesce: None,
+            filter: Vec::new(),
             offload: Default::default(),
             json,
         }

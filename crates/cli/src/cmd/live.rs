@@ -114,6 +114,12 @@ pub struct IoArgs {
     /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off` (default: adaptive, 10–125 µs).
     #[arg(long, value_name = "SETTINGS", value_parser = super::coalesce::parse_coalesce)]
     coalesce: Option<nic::ModerationConfig>,
+    /// A flow steering rule, like `ethtool -N` (repeatable; the first match wins):
+    /// `proto tcp|udp`, `src-ip A`, `dst-ip A`, `src-port N`, `dst-port N`, then `queue N`
+    /// (a shard) or `drop`; e.g. 'proto tcp dst-port 80 queue 1'. Runs where the shards'
+    /// software RETA runs, after ATR (replies of connections a shard opened stay with it).
+    #[arg(long = "filter", value_name = "RULE", value_parser = super::filter::parse_filter)]
+    filter: Vec<rss::FlowRule>,
     /// Live RSS rebalancing: every period the shards' software RETA follows the load and the
     /// connections of a moved bucket migrate to their new shard (needs --shards ≥ 2).
     #[arg(long)]
@@ -383,6 +389,7 @@ impl IoArgs {
         if let Some(m) = self.coalesce {
             host.nic.moderation = m;
         }
+        host.rules = super::filter::rule_set(&self.filter, self.shards)?;
         if self.rebalance {
             if self.shards < 2 {
                 return Err(usage(
@@ -609,7 +616,8 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
     // Every counter of the stacks (`stack::Counters::named`) and of their TCP connections
     // (`stack::TcpCounters::named`), summed over the shards.
     write_named_totals(out, "stack", h.shards.iter().map(|s| s.stack.named()))?;
-    write_named_totals(out, "tcp", h.shards.iter().map(|s| s.tcp.named()))
+    write_named_totals(out, "tcp", h.shards.iter().map(|s| s.tcp.named()))?;
+    super::filter::write_filter_summary(out, &h.filters)
 }
 
 /// Prints `PREFIX.NAME: total` for every name, summing the shards' `(name, value)` lists
