@@ -561,6 +561,20 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
         .map(|s| s.info.numa_node.to_string())
         .collect();
     writeln!(out, "shard_cores: {}", cores.join(" "))?;
+    // Where the traffic went, per shard in shard order (steering rules, ATR, RSS).
+    let per_shard = |f: fn(&runtime::ShardReport<A>) -> u64| {
+        h.shards
+            .iter()
+            .map(|s| f(s).to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    writeln!(out, "shard_rx_packets: {}", per_shard(|s| s.rx_packets))?;
+    writeln!(
+        out,
+        "shard_connections_max: {}",
+        per_shard(|s| s.connections_max)
+    )?;
     writeln!(out, "shard_nodes: {}", nodes.join(" "))?;
     let mem_failed = h.shards.iter().filter(|s| s.node_memory.failed()).count();
     writeln!(out, "node_memory_failed: {mem_failed}")?;
