@@ -504,6 +504,23 @@ impl Nic {
             .as_ref()
             .and_then(|l| l.tcp(&frame))
             .is_some_and(|t| t.flags().contains(TcpFlags::PSH));
+        let lli_ports = q.moderator.lli_ports();
+        let lli_port = !lli_ports.is_empty()
+            && layout
+                .as_ref()
+                .filter(|l| {
+                    !l.l4_opaque
+                        && (l.protocol == wire::IpProtocol::TCP
+                            || l.protocol == wire::IpProtocol::UDP)
+                })
+                .and_then(|l| l.l4(&frame).get(..4))
+                .is_some_and(|p| match *p {
+                    [s0, s1, d0, d1] => {
+                        lli_ports.contains(u16::from_be_bytes([s0, s1]))
+                            || lli_ports.contains(u16::from_be_bytes([d0, d1]))
+                    }
+                    _ => false,
+                });
         let bytes = frame.len() as u64;
         let meta = Arrival {
             queue: decision.queue,
@@ -572,7 +589,7 @@ impl Nic {
         if csum.l4 == CsumVerdict::Bad {
             c.rx_csum_bad_l4 += 1;
         }
-        if let Some(cause) = q.moderator.on_arrival(now_ns, push) {
+        if let Some(cause) = q.moderator.on_arrival(now_ns, push, lli_port) {
             fired(&mut self.wakeups, q, decision.queue, now_ns, cause);
         }
         verdict

@@ -99,7 +99,8 @@ pub struct DemoArgs {
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     period_ms: u64,
     /// Interrupt moderation of the server's queues, like `ethtool -C`:
-    /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off` (default: adaptive, 10–125 µs).
+    /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off,lli-ports=P+P` (default: adaptive,
+    /// 10–125 µs; lli-ports wakes at once for packets to or from those ports).
     #[arg(long, value_name = "SETTINGS", value_parser = super::coalesce::parse_coalesce)]
     coalesce: Option<nic::ModerationConfig>,
     /// A flow steering rule for the server's NIC, like `ethtool -N` (repeatable; first match

@@ -111,7 +111,8 @@ pub struct IoArgs {
     #[arg(long, value_name = "SECS")]
     duration: Option<f64>,
     /// Interrupt moderation of every queue, like `ethtool -C`:
-    /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off` (default: adaptive, 10–125 µs).
+    /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off,lli-ports=P+P` (default: adaptive,
+    /// 10–125 µs; lli-ports wakes at once for packets to or from those ports).
     #[arg(long, value_name = "SETTINGS", value_parser = super::coalesce::parse_coalesce)]
     coalesce: Option<nic::ModerationConfig>,
     /// A flow steering rule, like `ethtool -N` (repeatable; the first match wins):
