@@ -36,12 +36,20 @@ fn filter_sends_linux_connections_to(shard: u16) -> Result<()> {
     let topo = Topology::new(Backend::AfPacket, Offloads::Default)?;
     let rule = format!("proto tcp dst-port 80 queue {shard}");
     let server = topo.serve(&[
-        "serve", "http", "--port", "80", "--shards", "2", "--filter", &rule,
+        "serve",
+        "http",
+        "--port",
+        "80",
+        "--shards",
+        "2",
+        "--filter",
+        &rule,
+        "--live-view",
     ])?;
     let url = format!("http://{DUT_V4}/index.html");
     let stdout = topo.peer_run(
         "wrk",
-        &["-c", "16", "-d", "1s", "-t", "2", &url],
+        &["-c", "16", "-d", "2s", "-t", "2", &url],
         Duration::from_secs(60),
     )?;
     let r = WrkReport::parse(&stdout)?;
@@ -66,6 +74,13 @@ fn filter_sends_linux_connections_to(shard: u16) -> Result<()> {
         per_shard(&summary, "shard_rx_packets"),
         number(&summary, "filter_0_hits")
     );
+    // The live view (stderr, once a second) shows packets per wake-up for each shard.
+    check(
+        summary
+            .lines()
+            .any(|l| l.contains("shard 1:") && l.contains("pkts/wake-up")),
+        || format!("no live view line:\n{summary}"),
+    )?;
     check(field(&summary, "filter_0") == rule, || {
         format!("the summary names another rule:\n{summary}")
     })?;
