@@ -200,7 +200,12 @@ impl Steering {
                 how: SteerHow::Filter,
             };
         }
-        if let Some((i, action)) = self.rules.first_match(fields) {
+        let ruled = if self.rules.is_empty() {
+            None
+        } else {
+            self.rules.first_match(fields)
+        };
+        if let Some((i, action)) = ruled {
             // `RuleSet` holds at most `RULES_MAX` (128) rules: the index fits.
             let index = i as u16;
             let (queue, how) = match action {
