@@ -30,8 +30,6 @@ pub const ATR_SLOTS: usize = 2048;
 pub struct SteerCounters {
     /// Frames a `drop` rule dropped here.
     pub rule_drops: u64,
-    /// Frames a `queue N` rule sent to another shard.
-    pub rule_forwarded: u64,
     /// Active opens this shard recorded (its own and those other shards told it).
     pub atr_learned: u64,
     /// Of `atr_learned`, entries that replaced another flow's in their slot.
@@ -230,4 +228,124 @@ fn active_open_reply(frame: &[u8]) -> Option<FlowFields> {
         }),
         is_fragment: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::net::{IpAddr, Ipv4Addr};
+
+    /// An Ethernet/IPv4/TCP frame `src:sport → dst:dport` with `flags` and no payload
+    /// (checksums zero: steering does not verify them).
+    fn tcp4(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, flags: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 20];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&40u16.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = PROTO_TCP;
+        ip[12..16].copy_from_slice(&src);
+        ip[16..20].copy_from_slice(&dst);
+        let tcp = &mut f[34..54];
+        tcp[0..2].copy_from_slice(&sport.to_be_bytes());
+        tcp[2..4].copy_from_slice(&dport.to_be_bytes());
+        tcp[12] = 5 << 4;
+        tcp[13] = flags;
+        f
+    }
+
+    const SYN: u8 = 0x02;
+    const SYN_ACK: u8 = 0x12;
+    const ACK: u8 = 0x10;
+
+    fn hash_of(frame: &[u8], steering: &Steering) -> u32 {
+        let fields = FlowFields::from_frame(frame).expect("ok").expect("ip");
+        let (_, input) = fields.hash_input(steering.hash_types).expect("hashed");
+        steering.hasher.hash(&input)
+    }
+
+    #[test]
+    fn an_active_open_claims_its_replies_and_only_those() {
+        let steering = Steering::default();
+        let mut s = SwSteer::new(RuleSet::default(), true);
+        let syn = tcp4([10, 0, 0, 2], 40_000, [10, 0, 0, 1], 80, SYN);
+        let l = s
+            .learn_tx(&syn, 3, &steering)
+            .expect("a SYN is an active open");
+        assert_eq!(l.shard, 3);
+        assert_eq!(l.reply.src, IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
+        assert_eq!((l.reply.src_port, l.reply.dst_port), (80, 40_000));
+        // A SYN-ACK (passive open) or a plain segment claims nothing.
+        let synack = tcp4([10, 0, 0, 2], 80, [10, 0, 0, 1], 40_001, SYN_ACK);
+        assert_eq!(s.learn_tx(&synack, 3, &steering), None);
+        assert_eq!(
+            s.learn_tx(&tcp4([10, 0, 0, 2], 1, [10, 0, 0, 1], 2, ACK), 3, &steering),
+            None
+        );
+        // The reply is steered to the opener, with its hash; another flow is not.
+        let reply = tcp4([10, 0, 0, 1], 80, [10, 0, 0, 2], 40_000, SYN_ACK);
+        assert_eq!(l.hash, hash_of(&reply, &steering));
+        assert_eq!(s.decide(&reply, Some(l.hash)), Ok(Some(3)));
+        let other = tcp4([10, 0, 0, 1], 80, [10, 0, 0, 2], 40_002, ACK);
+        let h = hash_of(&other, &steering);
+        assert_eq!(s.decide(&other, Some(h)), Ok(None));
+        // A frame carrying the entry's hash but another 5-tuple is not steered by it.
+        assert_eq!(s.decide(&other, Some(l.hash)), Ok(None));
+        assert_eq!(s.counters().atr_hits, 1);
+    }
+
+    #[test]
+    fn a_new_entry_replaces_its_slot_and_counts_it() {
+        let mut s = SwSteer::new(RuleSet::default(), true);
+        let tuple = |p| FiveTuple {
+            protocol: PROTO_TCP,
+            src: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            dst: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            src_port: 80,
+            dst_port: p,
+        };
+        let hash = 0x1234_0007;
+        s.record(AtrLearn {
+            reply: tuple(1),
+            hash,
+            shard: 0,
+        });
+        s.record(AtrLearn {
+            reply: tuple(1),
+            hash,
+            shard: 1,
+        });
+        assert_eq!(s.counters().atr_replaced, 0, "the same flow re-pointed");
+        // Same slot (low bits), another flow: replaces it.
+        s.record(AtrLearn {
+            reply: tuple(2),
+            hash: hash + ATR_SLOTS as u32,
+            shard: 1,
+        });
+        assert_eq!(
+            (s.counters().atr_learned, s.counters().atr_replaced),
+            (3, 1)
+        );
+    }
+
+    #[test]
+    fn rules_apply_without_atr_and_a_drop_is_counted() {
+        let rules = RuleSet::new(vec![
+            "proto tcp dst-port 22 drop".parse().expect("rule"),
+            "proto tcp dst-port 80 queue 1".parse().expect("rule"),
+        ])
+        .expect("bounded");
+        let mut s = SwSteer::new(rules, false);
+        assert!(!s.atr());
+        let f = |dport| tcp4([10, 0, 0, 9], 5000, [10, 0, 0, 2], dport, ACK);
+        assert_eq!(s.decide(&f(22), Some(1)), Err(()));
+        assert_eq!(s.decide(&f(80), Some(1)), Ok(Some(1)));
+        assert_eq!(s.decide(&f(81), Some(1)), Ok(None));
+        assert_eq!(s.rule_hits(), &[1, 1]);
+        assert_eq!(s.counters().rule_drops, 1);
+        // Without ATR a SYN learns nothing.
+        let syn = tcp4([10, 0, 0, 2], 40_000, [10, 0, 0, 1], 80, SYN);
+        assert_eq!(s.learn_tx(&syn, 0, &Steering::default()), None);
+    }
 }
