@@ -343,6 +343,12 @@ pub(crate) fn check(cfg: &HostConfig, name: &str) -> Result<(), RuntimeError> {
             cfg.shards - 1
         )));
     }
+    if cfg.rebalance.is_some() && cfg.rules.max_queue().is_some() {
+        return Err(RuntimeError::Config(format!(
+            "{name}: a filter with `queue N` keeps connections on a shard, which rebalancing \
+             would move: use one or the other"
+        )));
+    }
     if let Some(r) = &cfg.rebalance {
         if r.period.is_zero() {
             return Err(RuntimeError::Config(format!(

@@ -271,6 +271,11 @@ impl<A: App> Shard<A> {
         if let Some(r) = &mut self.sw_reta {
             let _ = r.set(usize::from(bucket), shard);
         }
+        // ATR entries of the bucket name the old owner; its connections move with the bucket
+        // (or are forwarded to by the new owner's markers), so the RETA decides again.
+        if let Some(s) = &mut self.sw_steer {
+            s.forget_bucket(self.reta_entries, bucket);
+        }
     }
 
     /// Exports every movable connection of `bucket` to `to`; returns the ones kept (and, when

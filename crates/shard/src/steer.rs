@@ -36,6 +36,8 @@ pub struct SteerCounters {
     pub atr_replaced: u64,
     /// Polled frames an ATR entry steered (to this shard or another).
     pub atr_hits: u64,
+    /// Entries dropped because their RETA bucket moved to another shard.
+    pub atr_forgotten: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -147,6 +149,19 @@ impl SwSteer {
             .and_then(|s| s.as_ref())
             .filter(|e| e.hash == hash)
             .map(|_| i)
+    }
+
+    /// Forgets the entries whose hash falls in RETA entry `bucket` of a table of
+    /// `reta_entries` (a power of two): the bucket moved, and the RETA names its owner.
+    pub fn forget_bucket(&mut self, reta_entries: usize, bucket: u16) {
+        let mask = reta_entries.wrapping_sub(1);
+        for slot in &mut self.atr {
+            if slot.is_some_and(|e| e.hash as usize & mask == usize::from(bucket)) {
+                *slot = None;
+                self.atr_entries -= 1;
+                self.counters.atr_forgotten += 1;
+            }
+        }
     }
 
     /// A transmitted frame: when it is an active open (TCP SYN without ACK), the entry for
@@ -327,6 +342,36 @@ mod tests {
             (s.counters().atr_learned, s.counters().atr_replaced),
             (3, 1)
         );
+    }
+
+    #[test]
+    fn a_moved_bucket_forgets_its_entries_only() {
+        let mut s = SwSteer::new(RuleSet::default(), true);
+        let tuple = FiveTuple {
+            protocol: PROTO_TCP,
+            src: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            dst: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            src_port: 80,
+            dst_port: 1,
+        };
+        // Buckets of a 128-entry RETA: hash & 127.
+        s.record(AtrLearn {
+            reply: tuple,
+            hash: 0x0500 + 5,
+            shard: 1,
+        });
+        s.record(AtrLearn {
+            reply: FiveTuple {
+                dst_port: 2,
+                ..tuple
+            },
+            hash: 0x0600 + 6,
+            shard: 1,
+        });
+        s.forget_bucket(128, 5);
+        assert_eq!(s.counters().atr_forgotten, 1);
+        assert_eq!(s.atr_slot_for(0x0505), None);
+        assert!(s.atr_slot_for(0x0606).is_some());
     }
 
     #[test]

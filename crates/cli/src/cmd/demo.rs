@@ -303,6 +303,7 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
         server.nic.moderation = m;
     }
     server.rules = super::filter::rule_set(&args.filter, queues)?;
+    super::filter::check_with_rebalance(&server.rules, args.rebalance || args.skew)?;
     if args.rebalance || args.skew {
         if queues != shards {
             return Err(CliError::Usage(format!(

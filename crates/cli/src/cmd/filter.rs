@@ -35,6 +35,19 @@ pub fn rule_set(rules: &[FlowRule], queues: u16) -> Result<RuleSet, CliError> {
     RuleSet::new(rules.to_vec()).map_err(|e| CliError::Usage(format!("--filter: {e}")))
 }
 
+/// `--rebalance` moves connections between shards, a `queue N` rule keeps them on one: the
+/// two together are a usage error (a `drop` rule is fine).
+pub fn check_with_rebalance(rules: &RuleSet, rebalance: bool) -> Result<(), CliError> {
+    if rebalance && rules.max_queue().is_some() {
+        return Err(CliError::Usage(
+            "--filter with 'queue N' keeps connections on a shard, which --rebalance would \
+             move: give one or the other"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Prints `filter_I: RULE` and `filter_I_hits: N` per rule, then the drops and ATR's counts.
 pub fn write_filter_summary(out: &mut impl Write, f: &FilterReport) -> std::io::Result<()> {
     for (i, r) in f.rules.rules().iter().enumerate() {
@@ -65,6 +78,15 @@ mod tests {
         assert!(rule_set(&[r], 3).is_ok());
         let d = parse_filter("drop").expect("parses");
         assert!(rule_set(&[d], 1).is_ok());
+    }
+
+    #[test]
+    fn queue_rules_and_rebalancing_exclude_each_other_drop_rules_do_not() {
+        let q = rule_set(&[parse_filter("proto tcp queue 1").expect("ok")], 2).expect("valid");
+        assert!(check_with_rebalance(&q, true).is_err());
+        assert!(check_with_rebalance(&q, false).is_ok());
+        let d = rule_set(&[parse_filter("proto udp drop").expect("ok")], 2).expect("valid");
+        assert!(check_with_rebalance(&d, true).is_ok());
     }
 
     #[test]

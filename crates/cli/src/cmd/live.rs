@@ -397,6 +397,7 @@ impl IoArgs {
             host.nic.moderation = m;
         }
         host.rules = super::filter::rule_set(&self.filter, self.shards)?;
+        super::filter::check_with_rebalance(&host.rules, self.rebalance)?;
         if self.rebalance {
             if self.shards < 2 {
                 return Err(usage(
