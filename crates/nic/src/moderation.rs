@@ -60,6 +60,12 @@ impl Moderator {
         self.interval_ns = initial_interval(&config);
     }
 
+    /// Whether a low-latency interrupt rule names ports.
+    #[inline]
+    pub(crate) fn has_lli_ports(&self) -> bool {
+        !self.config.lli_ports.is_empty()
+    }
+
     /// The ports of the low-latency interrupt rule.
     pub(crate) fn lli_ports(&self) -> crate::config::LliPorts {
         self.config.lli_ports

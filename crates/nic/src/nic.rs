@@ -234,8 +234,8 @@ impl Nic {
     /// the caller's to drop.
     pub fn steer_counted(&mut self, frame: &[u8]) -> Result<rss::SteerDecision, RxDrop> {
         let d = self.steer(frame)?;
-        if let SteerHow::Rule(i) | SteerHow::RuleDrop(i) = d.how {
-            if let Some(n) = self.rule_hits.get_mut(usize::from(i)) {
+        if let SteerHow::Rule | SteerHow::RuleDrop = d.how {
+            if let Some(n) = self.rule_hits.get_mut(usize::from(d.rule)) {
                 *n += 1;
             }
         }
@@ -471,12 +471,12 @@ impl Nic {
         let layout = parsed.layout;
         // Not IP (ARP, LLDP, …): no hash, the default queue (as rss's steering does).
         let mut decision = parsed.decision;
-        if let SteerHow::Rule(i) | SteerHow::RuleDrop(i) = decision.how {
-            if let Some(n) = self.rule_hits.get_mut(usize::from(i)) {
+        if let SteerHow::Rule | SteerHow::RuleDrop = decision.how {
+            if let Some(n) = self.rule_hits.get_mut(usize::from(decision.rule)) {
                 *n += 1;
             }
         }
-        if let SteerHow::RuleDrop(_) = decision.how {
+        if let SteerHow::RuleDrop = decision.how {
             if let Some(q) = self.queues.get_mut(default_q) {
                 q.counters.rx_drop_rule += 1;
             }
@@ -504,23 +504,8 @@ impl Nic {
             .as_ref()
             .and_then(|l| l.tcp(&frame))
             .is_some_and(|t| t.flags().contains(TcpFlags::PSH));
-        let lli_ports = q.moderator.lli_ports();
-        let lli_port = !lli_ports.is_empty()
-            && layout
-                .as_ref()
-                .filter(|l| {
-                    !l.l4_opaque
-                        && (l.protocol == wire::IpProtocol::TCP
-                            || l.protocol == wire::IpProtocol::UDP)
-                })
-                .and_then(|l| l.l4(&frame).get(..4))
-                .is_some_and(|p| match *p {
-                    [s0, s1, d0, d1] => {
-                        lli_ports.contains(u16::from_be_bytes([s0, s1]))
-                            || lli_ports.contains(u16::from_be_bytes([d0, d1]))
-                    }
-                    _ => false,
-                });
+        let lli_port = q.moderator.has_lli_ports()
+            && lli_port_matches(&frame, layout.as_ref(), &q.moderator.lli_ports());
         let bytes = frame.len() as u64;
         let meta = Arrival {
             queue: decision.queue,
@@ -579,7 +564,7 @@ impl Nic {
         }
         match decision.how {
             SteerHow::Filter => c.rx_steered_filter += 1,
-            SteerHow::Rule(_) | SteerHow::RuleDrop(_) => c.rx_steered_rule += 1,
+            SteerHow::Rule | SteerHow::RuleDrop => c.rx_steered_rule += 1,
             SteerHow::Rss => c.rx_steered_rss += 1,
             SteerHow::NoHash => c.rx_steered_default += 1,
         }
@@ -787,6 +772,30 @@ fn atr_sample(steering: &mut Steering, q: &mut Queue, queue: u16, frame: &[u8], 
         Ok(_) => q.counters.tx_atr_filters_set += 1,
         Err(_) => q.counters.tx_atr_table_full += 1,
     }
+}
+
+/// Whether a TCP or UDP packet's source or destination port is one of `ports` (low-latency
+/// interrupts by port); out of line: only queues with such a rule call it.
+#[cold]
+#[inline(never)]
+fn lli_port_matches(
+    frame: &[u8],
+    layout: Option<&Layout>,
+    ports: &crate::config::LliPorts,
+) -> bool {
+    layout
+        .filter(|l| {
+            !l.l4_opaque
+                && (l.protocol == wire::IpProtocol::TCP || l.protocol == wire::IpProtocol::UDP)
+        })
+        .and_then(|l| l.l4(frame).get(..4))
+        .is_some_and(|p| match *p {
+            [s0, s1, d0, d1] => {
+                ports.contains(u16::from_be_bytes([s0, s1]))
+                    || ports.contains(u16::from_be_bytes([d0, d1]))
+            }
+            _ => false,
+        })
 }
 
 fn frame_is_syn(frame: &[u8]) -> bool {

@@ -57,7 +57,7 @@ fn a_queue_rule_overrides_rss_for_every_flow_it_matches() {
             n.receive(0, f),
             RxVerdict::Queued {
                 queue: 3,
-                how: SteerHow::Rule(0)
+                how: SteerHow::Rule
             }
         );
     }
@@ -92,7 +92,7 @@ fn a_drop_rule_drops_and_counts_and_the_first_match_decides() {
         n.receive(0, udp4(a, b, 4000, 54, b"q")),
         RxVerdict::Queued {
             queue: 1,
-            how: SteerHow::Rule(1)
+            how: SteerHow::Rule
         }
     );
     assert_eq!(n.rule_hits(), &[5, 1, 0]);

@@ -136,11 +136,11 @@ impl FilterTable {
 pub enum SteerHow {
     /// An exact-match filter.
     Filter,
-    /// Wildcard rule number `.0` (its index in [`Steering::rules`]) named the queue.
-    Rule(u16),
-    /// Wildcard rule number `.0` drops the packet; the decision's `queue` is the default
-    /// queue (where a NIC counts the drop).
-    RuleDrop(u16),
+    /// A wildcard rule ([`SteerDecision::rule`]) named the queue.
+    Rule,
+    /// A wildcard rule ([`SteerDecision::rule`]) drops the packet; the decision's `queue` is
+    /// the default queue (where a NIC counts the drop).
+    RuleDrop,
     /// The RSS hash through the RETA.
     Rss,
     /// No filter and no enabled hash type (non-IP, or hashing disabled for the packet's
@@ -160,6 +160,9 @@ pub struct SteerDecision {
     pub hash_type: Option<HashType>,
     /// Which rule chose the queue.
     pub how: SteerHow,
+    /// With [`SteerHow::Rule`] or [`SteerHow::RuleDrop`]: the rule's index in
+    /// [`Steering::rules`]; 0 otherwise.
+    pub rule: u16,
 }
 
 /// Exact filters → rules → RSS → default queue, as a multi-queue NIC steers received packets.
@@ -198,26 +201,19 @@ impl Steering {
                 hash,
                 hash_type,
                 how: SteerHow::Filter,
+                rule: 0,
             };
         }
-        let ruled = if self.rules.is_empty() {
-            None
-        } else {
-            self.rules.first_match(fields)
-        };
-        if let Some((i, action)) = ruled {
-            // `RuleSet` holds at most `RULES_MAX` (128) rules: the index fits.
-            let index = i as u16;
-            let (queue, how) = match action {
-                RuleAction::Queue(q) => (q, SteerHow::Rule(index)),
-                RuleAction::Drop => (self.default_queue, SteerHow::RuleDrop(index)),
-            };
-            return SteerDecision {
-                queue,
-                hash,
-                hash_type,
-                how,
-            };
+        if !self.rules.is_empty() {
+            if let Some((queue, how, rule)) = self.rule_decision(fields) {
+                return SteerDecision {
+                    queue,
+                    hash,
+                    hash_type,
+                    how,
+                    rule,
+                };
+            }
         }
         match hash {
             Some(h) => SteerDecision {
@@ -225,9 +221,24 @@ impl Steering {
                 hash,
                 hash_type,
                 how: SteerHow::Rss,
+                rule: 0,
             },
             None => self.no_hash_decision(),
         }
+    }
+
+    /// The first matching rule's queue and [`SteerHow`]; out of line, so hosts without rules
+    /// pay only the emptiness check.
+    #[cold]
+    #[inline(never)]
+    fn rule_decision(&self, fields: &FlowFields) -> Option<(u16, SteerHow, u16)> {
+        let (i, action) = self.rules.first_match(fields)?;
+        // `RuleSet` holds at most `RULES_MAX` (128) rules: the index fits.
+        let index = i as u16;
+        Some(match action {
+            RuleAction::Queue(q) => (q, SteerHow::Rule, index),
+            RuleAction::Drop => (self.default_queue, SteerHow::RuleDrop, index),
+        })
     }
 
     /// Parses and steers an Ethernet frame. Malformed IP gets an error (the caller counts and
@@ -248,6 +259,7 @@ impl Steering {
             hash: None,
             hash_type: None,
             how: SteerHow::NoHash,
+            rule: 0,
         }
     }
 }

@@ -308,7 +308,7 @@ impl Wire {
                 Deliver::AllShards
             } else {
                 match to.steering.steer_counted(&frame) {
-                    Ok(d) if matches!(d.how, rss::SteerHow::RuleDrop(_)) => Deliver::DropRule,
+                    Ok(d) if matches!(d.how, rss::SteerHow::RuleDrop) => Deliver::DropRule,
                     Ok(d) => Deliver::Shard(usize::from(d.queue)),
                     Err(_) => Deliver::Drop,
                 }

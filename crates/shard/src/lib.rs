@@ -505,14 +505,16 @@ impl<A: App> Shard<A> {
             Some(s) if !neighbour => s.decide(&d.frame, d.meta.hash),
             _ => Ok(None),
         };
-        let owner = match (steered, &self.sw_reta, d.meta.hash) {
-            (Err(()), ..) => {
+        let owner = match steered {
+            Ok(None) => match (&self.sw_reta, d.meta.hash) {
+                (Some(reta), Some(h)) if !neighbour => reta.queue_for_hash(h),
+                _ => me,
+            },
+            Ok(Some(shard)) => shard,
+            Err(()) => {
                 self.nic.recycle(d.frame);
                 return;
             }
-            (Ok(Some(shard)), ..) => shard,
-            (Ok(None), Some(reta), Some(h)) if !neighbour => reta.queue_for_hash(h),
-            _ => me,
         };
         if owner != me {
             self.send_msg(
@@ -542,6 +544,19 @@ impl<A: App> Shard<A> {
         // NIC verified (its verdicts describe these exact bytes).
         self.stack.receive(now_ns, &d.frame, &d.meta);
         self.nic.recycle(d.frame);
+    }
+
+    /// ATR: when `frame` is an active open, its reply direction is this shard's, here and
+    /// (before the SYN leaves: a driver sends messages before frames) on every other shard.
+    #[inline(never)]
+    fn atr_learn(&mut self, frame: &[u8]) {
+        let me = self.info.shard;
+        let Some(s) = &mut self.sw_steer else { return };
+        if let Some(l) = s.learn_tx(frame, me, self.nic.steering()) {
+            for to in (0..self.info.shards).filter(|&t| t != me) {
+                self.send_msg(to, Msg::Steer(l));
+            }
+        }
     }
 
     /// Queues `msg` for shard `to`, or drops it (counted, its buffer recycled). Move-protocol
@@ -617,14 +632,8 @@ impl<A: App> Shard<A> {
                 break;
             };
             work += 1;
-            if let Some(s) = &mut self.sw_steer {
-                let me = self.info.shard;
-                if let Some(l) = s.learn_tx(&f, me, self.nic.steering()) {
-                    // Before the SYN leaves (a driver sends messages before frames).
-                    for to in (0..self.info.shards).filter(|&t| t != me) {
-                        self.send_msg(to, Msg::Steer(l));
-                    }
-                }
+            if self.sw_steer.as_ref().is_some_and(SwSteer::atr) {
+                self.atr_learn(&f);
             }
             if !matches!(
                 self.nic.transmit(0, f, self.tx_offload),

@@ -602,7 +602,7 @@ impl<A: App + 'static> Host for ShardedHost<A> {
             }
         } else {
             let queue = match self.steering.steer_counted(frame) {
-                Ok(d) if matches!(d.how, rss::SteerHow::RuleDrop(_)) => {
+                Ok(d) if matches!(d.how, rss::SteerHow::RuleDrop) => {
                     self.counters.rule_drops += 1;
                     self.run(now_ns);
                     return;
