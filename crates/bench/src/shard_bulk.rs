@@ -131,6 +131,7 @@ fn nic(gro: bool) -> Result<Nic, BulkError> {
             interval_ns: 0,
             packets_threshold: 0,
             lli_on_push: false,
+            lli_ports: nic::LliPorts::NONE,
             adaptive: None,
         },
         ..NicConfig::default()

@@ -42,6 +42,9 @@ pub struct ModerationConfig {
     pub packets_threshold: u32,
     /// Low-latency interrupts: a TCP segment with PSH fires at once.
     pub lli_on_push: bool,
+    /// Low-latency interrupts by port (the 82599's LLI filters): a TCP or UDP packet to or
+    /// from one of these ports fires at once.
+    pub lli_ports: LliPorts,
     /// Adaptive interval (ixgbe / NDIS adaptive ITR); `None` = fixed `interval_ns`.
     pub adaptive: Option<AdaptiveModeration>,
 }
@@ -52,6 +55,7 @@ impl ModerationConfig {
         interval_ns: 0,
         packets_threshold: 0,
         lli_on_push: false,
+        lli_ports: LliPorts::NONE,
         adaptive: None,
     };
 
@@ -61,8 +65,70 @@ impl ModerationConfig {
             interval_ns,
             packets_threshold: 0,
             lli_on_push: false,
+            lli_ports: LliPorts::NONE,
             adaptive: None,
         }
+    }
+}
+
+/// Most ports a low-latency interrupt rule names (the 82599 has a few LLI filters per port;
+/// each arrival is compared with every one).
+pub const LLI_PORTS_MAX: usize = 8;
+
+/// The ports of a low-latency interrupt rule ([`ModerationConfig::lli_ports`]).
+///
+/// Invariant: `len <= LLI_PORTS_MAX`; only `ports[..len]` are meaningful.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LliPorts {
+    ports: [u16; LLI_PORTS_MAX],
+    len: u8,
+}
+
+/// More than [`LLI_PORTS_MAX`] ports for a low-latency interrupt rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooManyLliPorts;
+
+impl core::fmt::Display for TooManyLliPorts {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "at most {LLI_PORTS_MAX} low-latency interrupt ports")
+    }
+}
+
+impl LliPorts {
+    /// No port.
+    pub const NONE: LliPorts = LliPorts {
+        ports: [0; LLI_PORTS_MAX],
+        len: 0,
+    };
+
+    /// The rule for `ports` (duplicates kept once).
+    pub fn new(ports: &[u16]) -> Result<LliPorts, TooManyLliPorts> {
+        let mut l = LliPorts::NONE;
+        for &p in ports {
+            if l.contains(p) {
+                continue;
+            }
+            let slot = l.ports.get_mut(usize::from(l.len)).ok_or(TooManyLliPorts)?;
+            *slot = p;
+            l.len += 1;
+        }
+        Ok(l)
+    }
+
+    /// The ports, in the order given.
+    pub fn as_slice(&self) -> &[u16] {
+        self.ports.get(..usize::from(self.len)).unwrap_or(&[])
+    }
+
+    /// Whether `port` is one of them.
+    #[inline]
+    pub fn contains(&self, port: u16) -> bool {
+        self.as_slice().contains(&port)
+    }
+
+    /// Whether the rule names no port.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
@@ -73,6 +139,7 @@ impl Default for ModerationConfig {
             interval_ns: 10_000,
             packets_threshold: 0,
             lli_on_push: false,
+            lli_ports: LliPorts::NONE,
             adaptive: Some(AdaptiveModeration::default()),
         }
     }

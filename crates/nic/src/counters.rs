@@ -33,6 +33,11 @@ pub struct QueueCounters {
     pub rx_csum_bad_l4: u64,
     /// Steered by an exact-match filter.
     pub rx_steered_filter: u64,
+    /// Steered to a queue by a wildcard rule (`ethtool -N`; per-rule hits:
+    /// [`crate::Nic::rule_hits`]).
+    pub rx_steered_rule: u64,
+    /// Dropped by a wildcard rule whose action is `drop` (counted on the default queue).
+    pub rx_drop_rule: u64,
     /// Steered by RSS.
     pub rx_steered_rss: u64,
     /// No hash (non-IP or hash type disabled): sent to the default queue.
@@ -122,6 +127,7 @@ impl QueueCounters {
             + self.rx_drop_malformed
             + self.rx_drop_oversize
             + self.rx_drop_no_queue
+            + self.rx_drop_rule
     }
 
     /// All transmit drops.

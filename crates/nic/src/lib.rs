@@ -58,8 +58,9 @@ mod tso;
 
 pub use config::{
     AdaptiveModeration, AtrConfig, BUDGET_DEFAULT_PACKETS, ConfigError, GRO_IP_BYTES_MAX,
-    GroConfig, ModerationConfig, NicConfig, POOL_BUFFERS_MAX_DEFAULT, QUEUES_MAX,
-    RX_FRAME_BYTES_MAX_DEFAULT, RX_RING_SLOTS_DEFAULT, TX_RING_SLOTS_DEFAULT,
+    GroConfig, LLI_PORTS_MAX, LliPorts, ModerationConfig, NicConfig, POOL_BUFFERS_MAX_DEFAULT,
+    QUEUES_MAX, RX_FRAME_BYTES_MAX_DEFAULT, RX_RING_SLOTS_DEFAULT, TX_RING_SLOTS_DEFAULT,
+    TooManyLliPorts,
 };
 pub use counters::QueueCounters;
 pub use moderation::FireCause;

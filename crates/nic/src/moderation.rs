@@ -20,7 +20,7 @@ pub enum FireCause {
     Interval,
     /// The pending-packet threshold was reached.
     Threshold,
-    /// A low-latency (PSH) segment arrived.
+    /// A low-latency segment arrived (PSH, or a port of the LLI rule).
     LowLatency,
 }
 
@@ -60,6 +60,17 @@ impl Moderator {
         self.interval_ns = initial_interval(&config);
     }
 
+    /// Whether a low-latency interrupt rule names ports.
+    #[inline]
+    pub(crate) fn has_lli_ports(&self) -> bool {
+        !self.config.lli_ports.is_empty()
+    }
+
+    /// The ports of the low-latency interrupt rule.
+    pub(crate) fn lli_ports(&self) -> crate::config::LliPorts {
+        self.config.lli_ports
+    }
+
     pub(crate) fn interval_ns(&self) -> u64 {
         self.interval_ns
     }
@@ -68,15 +79,20 @@ impl Moderator {
         self.armed
     }
 
-    /// A packet arrived at `now_ns`; `push` marks a TCP segment with PSH. Returns the cause
-    /// when the queue fires now.
-    pub(crate) fn on_arrival(&mut self, now_ns: u64, push: bool) -> Option<FireCause> {
+    /// A packet arrived at `now_ns`; `push` marks a TCP segment with PSH, `lli_port` a
+    /// packet to or from a port of the LLI rule. Returns the cause when the queue fires now.
+    pub(crate) fn on_arrival(
+        &mut self,
+        now_ns: u64,
+        push: bool,
+        lli_port: bool,
+    ) -> Option<FireCause> {
         self.arrivals_since_fire = self.arrivals_since_fire.saturating_add(1);
         if !self.armed {
             return None;
         }
         self.pending_packets = self.pending_packets.saturating_add(1);
-        let cause = if push && self.config.lli_on_push {
+        let cause = if (push && self.config.lli_on_push) || lli_port {
             Some(FireCause::LowLatency)
         } else if self.interval_passed(now_ns) {
             Some(FireCause::Interval)
@@ -170,28 +186,28 @@ mod tests {
     #[test]
     fn first_packet_after_idle_fires_at_once() {
         let mut m = Moderator::new(ModerationConfig::fixed(100_000));
-        assert_eq!(m.on_arrival(5, false), Some(FireCause::Interval));
+        assert_eq!(m.on_arrival(5, false, false), Some(FireCause::Interval));
         assert!(!m.is_armed());
     }
 
     #[test]
     fn masked_queue_never_fires_until_rearmed() {
         let mut m = Moderator::new(ModerationConfig::fixed(10));
-        assert!(m.on_arrival(0, false).is_some());
-        assert_eq!(m.on_arrival(1_000, false), None);
+        assert!(m.on_arrival(0, false, false).is_some());
+        assert_eq!(m.on_arrival(1_000, false, false), None);
         assert_eq!(m.deadline_ns(), None);
         m.on_poll(false);
-        assert_eq!(m.on_arrival(2_000, false), None);
+        assert_eq!(m.on_arrival(2_000, false, false), None);
         m.on_poll(true);
-        assert!(m.on_arrival(3_000, false).is_some());
+        assert!(m.on_arrival(3_000, false, false).is_some());
     }
 
     #[test]
     fn interval_defers_and_timer_fires_at_deadline() {
         let mut m = Moderator::new(ModerationConfig::fixed(100));
-        assert!(m.on_arrival(0, false).is_some());
+        assert!(m.on_arrival(0, false, false).is_some());
         m.on_poll(true);
-        assert_eq!(m.on_arrival(10, false), None);
+        assert_eq!(m.on_arrival(10, false, false), None);
         assert_eq!(m.deadline_ns(), Some(100));
         assert_eq!(m.on_timer(99), None);
         assert_eq!(m.on_timer(100), Some(FireCause::Interval));
@@ -203,11 +219,11 @@ mod tests {
             packets_threshold: 3,
             ..ModerationConfig::fixed(1_000_000)
         });
-        assert!(m.on_arrival(0, false).is_some());
+        assert!(m.on_arrival(0, false, false).is_some());
         m.on_poll(true);
-        assert_eq!(m.on_arrival(1, false), None);
-        assert_eq!(m.on_arrival(2, false), None);
-        assert_eq!(m.on_arrival(3, false), Some(FireCause::Threshold));
+        assert_eq!(m.on_arrival(1, false, false), None);
+        assert_eq!(m.on_arrival(2, false, false), None);
+        assert_eq!(m.on_arrival(3, false, false), Some(FireCause::Threshold));
     }
 
     #[test]
@@ -216,10 +232,10 @@ mod tests {
             lli_on_push: true,
             ..ModerationConfig::fixed(1_000_000)
         });
-        assert!(m.on_arrival(0, false).is_some());
+        assert!(m.on_arrival(0, false, false).is_some());
         m.on_poll(true);
-        assert_eq!(m.on_arrival(1, false), None);
-        assert_eq!(m.on_arrival(2, true), Some(FireCause::LowLatency));
+        assert_eq!(m.on_arrival(1, false, false), None);
+        assert_eq!(m.on_arrival(2, true, false), Some(FireCause::LowLatency));
     }
 
     #[test]
@@ -237,7 +253,7 @@ mod tests {
         let mut now = 0u64;
         for _ in 0..100_000 {
             now += 100; // 10 Mpps: far above the high rate.
-            if m.on_timer(now).is_some() || m.on_arrival(now, false).is_some() {
+            if m.on_timer(now).is_some() || m.on_arrival(now, false, false).is_some() {
                 m.on_poll(true);
             }
             assert!((1_000..=50_000).contains(&m.interval_ns()));

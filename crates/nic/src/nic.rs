@@ -28,6 +28,8 @@ pub enum RxDrop {
     Oversize,
     /// Steering named a queue the NIC does not have.
     NoQueue,
+    /// A wildcard rule with the action `drop` matched.
+    Rule,
 }
 
 impl core::fmt::Display for RxDrop {
@@ -36,6 +38,7 @@ impl core::fmt::Display for RxDrop {
             RxDrop::RingFull => "receive ring full",
             RxDrop::Malformed => "malformed frame",
             RxDrop::Oversize => "frame too long",
+            RxDrop::Rule => "dropped by a filter rule",
             RxDrop::NoQueue => "steered to a missing queue",
         })
     }
@@ -147,6 +150,9 @@ pub struct Nic {
     /// RSS-steered packets per RETA index since the last reset. Invariant: as long as the
     /// RETA (`set_reta` resizes it).
     bucket_packets: Vec<u64>,
+    /// Packets each wildcard rule matched (steered or dropped) since the rules were set.
+    /// Invariant: as long as `steering.rules`.
+    rule_hits: Vec<u64>,
 }
 
 impl Nic {
@@ -175,6 +181,7 @@ impl Nic {
         let bucket_packets = vec![0; steering.reta.len()];
         Ok(Nic {
             bucket_packets,
+            rule_hits: Vec::new(),
             config,
             steering,
             queues,
@@ -223,8 +230,15 @@ impl Nic {
     /// [`Nic::steer`], counting the packet in its RETA bucket's load
     /// ([`Nic::reta_bucket_packets`]) when RSS decided: for a driver that steers frames to
     /// queues itself (the `mem` wire) and rebalances.
+    /// Rule hits are counted too ([`Nic::rule_hits`]); a [`SteerHow::RuleDrop`] decision is
+    /// the caller's to drop.
     pub fn steer_counted(&mut self, frame: &[u8]) -> Result<rss::SteerDecision, RxDrop> {
         let d = self.steer(frame)?;
+        if let SteerHow::Rule | SteerHow::RuleDrop = d.how {
+            if let Some(n) = self.rule_hits.get_mut(usize::from(d.rule)) {
+                *n += 1;
+            }
+        }
         if let (SteerHow::Rss, Some(h)) = (d.how, d.hash) {
             let i = self.steering.reta.index_for_hash(h);
             if let Some(n) = self.bucket_packets.get_mut(i) {
@@ -347,6 +361,23 @@ impl Nic {
             })
     }
 
+    /// Replaces the wildcard rules (`ethtool -N`), consulted after the exact filters and
+    /// before RSS; their hit counts start again from 0. Refused when a rule names a queue
+    /// this NIC does not have.
+    pub fn set_rules(&mut self, rules: rss::RuleSet) -> Result<(), ConfigError> {
+        if rules.max_queue().is_some_and(|q| q >= self.config.queues) {
+            return Err(ConfigError::NoSuchQueue);
+        }
+        self.rule_hits = vec![0; rules.len()];
+        self.steering.rules = rules;
+        Ok(())
+    }
+
+    /// Packets each wildcard rule matched, in the rules' order (drops included).
+    pub fn rule_hits(&self) -> &[u64] {
+        &self.rule_hits
+    }
+
     /// Removes a filter; returns its queue.
     pub fn remove_filter(&mut self, tuple: &FiveTuple) -> Option<u16> {
         self.steering.filters.remove(tuple)
@@ -461,6 +492,18 @@ impl Nic {
         let layout = parsed.layout;
         // Not IP (ARP, LLDP, …): no hash, the default queue (as rss's steering does).
         let mut decision = parsed.decision;
+        if let SteerHow::Rule | SteerHow::RuleDrop = decision.how {
+            if let Some(n) = self.rule_hits.get_mut(usize::from(decision.rule)) {
+                *n += 1;
+            }
+        }
+        if let SteerHow::RuleDrop = decision.how {
+            if let Some(q) = self.queues.get_mut(default_q) {
+                q.counters.rx_drop_rule += 1;
+            }
+            self.pool.give(frame);
+            return RxVerdict::Dropped(RxDrop::Rule);
+        }
         let mut mismatch = false;
         if let Some(fq) = forced {
             mismatch = fq != decision.queue;
@@ -483,6 +526,8 @@ impl Nic {
             .as_ref()
             .and_then(|l| l.tcp(&frame))
             .is_some_and(|t| t.flags().contains(TcpFlags::PSH));
+        let lli_port = q.moderator.has_lli_ports()
+            && lli_port_matches(&frame, layout.as_ref(), &q.moderator.lli_ports());
         let bytes = frame.len() as u64;
         let meta = Arrival {
             queue: decision.queue,
@@ -541,6 +586,7 @@ impl Nic {
         }
         match decision.how {
             SteerHow::Filter => c.rx_steered_filter += 1,
+            SteerHow::Rule | SteerHow::RuleDrop => c.rx_steered_rule += 1,
             SteerHow::Rss => c.rx_steered_rss += 1,
             SteerHow::NoHash => c.rx_steered_default += 1,
         }
@@ -550,10 +596,22 @@ impl Nic {
         if csum.l4 == CsumVerdict::Bad {
             c.rx_csum_bad_l4 += 1;
         }
-        if let Some(cause) = q.moderator.on_arrival(now_ns, push) {
+        if let Some(cause) = q.moderator.on_arrival(now_ns, push, lli_port) {
             fired(&mut self.wakeups, q, decision.queue, now_ns, cause);
         }
         verdict
+    }
+
+    /// ATR for a driver that transmits `frame` from `queue`'s shard without this NIC's
+    /// transmit ring (a steering NIC in front of per-shard NICs): samples it as
+    /// [`Nic::transmit`] does when [`NicConfig::atr`] is set, so the reply direction of a
+    /// connection the shard opened is steered back to `queue`. Does nothing without ATR or
+    /// for a queue the NIC does not have.
+    pub fn atr_observe_tx(&mut self, queue: u16, frame: &[u8]) {
+        let Some(atr) = self.config.atr else { return };
+        if let Some(q) = self.queues.get_mut(usize::from(queue)) {
+            atr_sample(&mut self.steering, q, queue, frame, atr);
+        }
     }
 
     /// Queues `frame` for transmission on `queue` with `offload`.
@@ -779,6 +837,30 @@ fn atr_sample(steering: &mut Steering, q: &mut Queue, queue: u16, frame: &[u8], 
     }
 }
 
+/// Whether a TCP or UDP packet's source or destination port is one of `ports` (low-latency
+/// interrupts by port); out of line: only queues with such a rule call it.
+#[cold]
+#[inline(never)]
+fn lli_port_matches(
+    frame: &[u8],
+    layout: Option<&Layout>,
+    ports: &crate::config::LliPorts,
+) -> bool {
+    layout
+        .filter(|l| {
+            !l.l4_opaque
+                && (l.protocol == wire::IpProtocol::TCP || l.protocol == wire::IpProtocol::UDP)
+        })
+        .and_then(|l| l.l4(frame).get(..4))
+        .is_some_and(|p| match *p {
+            [s0, s1, d0, d1] => {
+                ports.contains(u16::from_be_bytes([s0, s1]))
+                    || ports.contains(u16::from_be_bytes([d0, d1]))
+            }
+            _ => false,
+        })
+}
+
 fn frame_is_syn(frame: &[u8]) -> bool {
     Layout::parse(frame)
         .ok()
@@ -812,6 +894,8 @@ fn add_counters(t: &mut QueueCounters, c: &QueueCounters) {
         rx_csum_bad_ip,
         rx_csum_bad_l4,
         rx_steered_filter,
+        rx_steered_rule,
+        rx_drop_rule,
         rx_steered_rss,
         rx_steered_default,
         rx_steer_mismatch,
@@ -853,6 +937,8 @@ fn add_counters(t: &mut QueueCounters, c: &QueueCounters) {
     t.rx_csum_bad_ip += rx_csum_bad_ip;
     t.rx_csum_bad_l4 += rx_csum_bad_l4;
     t.rx_steered_filter += rx_steered_filter;
+    t.rx_steered_rule += rx_steered_rule;
+    t.rx_drop_rule += rx_drop_rule;
     t.rx_steered_rss += rx_steered_rss;
     t.rx_steered_default += rx_steered_default;
     t.rx_steer_mismatch += rx_steer_mismatch;

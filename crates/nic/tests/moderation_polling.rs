@@ -4,7 +4,8 @@ mod common;
 
 use common::{Seg, bytes, drain};
 use nic::{
-    AdaptiveModeration, FireCause, GroConfig, ModerationConfig, Nic, NicConfig, QueueCounters,
+    AdaptiveModeration, FireCause, GroConfig, LliPorts, ModerationConfig, Nic, NicConfig,
+    QueueCounters,
 };
 use wire::TcpFlags;
 
@@ -128,6 +129,7 @@ fn adaptive_moderation_raises_interval_with_rate() {
         interval_ns: 10_000,
         packets_threshold: 0,
         lli_on_push: false,
+        lli_ports: LliPorts::NONE,
         adaptive: Some(adaptive),
     };
     let mut intervals = Vec::new();
@@ -261,6 +263,47 @@ fn low_latency_interrupt_fires_on_push() {
     let w = nic.poll_wakeup(20).expect("LLI");
     assert_eq!(w.cause, FireCause::LowLatency);
     assert_eq!(nic.counters(0).expect("q0").wakeups_lli, 1);
+}
+
+#[test]
+fn low_latency_interrupt_fires_for_a_chosen_port_in_either_direction() {
+    let m = ModerationConfig {
+        lli_ports: LliPorts::new(&[443, 80]).expect("two ports"),
+        ..ModerationConfig::fixed(1_000_000)
+    };
+    let mut nic = nic_with(m, 512);
+    let to = |sport, dport, seq| Seg::v4(sport, dport).with_payload(seq, vec![1; 10]).build();
+    nic.receive(0, to(5000, 22, 0));
+    assert!(nic.poll_wakeup(0).is_some(), "first packet after idle");
+    drain(&mut nic, 0, 0);
+    // Another port waits for the interval; a chosen port, as destination or as source (a
+    // reply from a server), fires at once.
+    nic.receive(10, to(5000, 22, 1));
+    assert_eq!(nic.poll_wakeup(10), None);
+    nic.receive(20, to(5000, 80, 2));
+    let w = nic.poll_wakeup(20).expect("LLI by destination port");
+    assert_eq!(w.cause, FireCause::LowLatency);
+    drain(&mut nic, 0, 20);
+    nic.receive(30, to(5000, 22, 3));
+    assert_eq!(nic.poll_wakeup(30), None);
+    nic.receive(40, to(443, 5000, 4));
+    assert_eq!(
+        nic.poll_wakeup(40).expect("LLI by source port").cause,
+        FireCause::LowLatency
+    );
+    assert_eq!(nic.counters(0).expect("q0").wakeups_lli, 2);
+}
+
+#[test]
+fn an_lli_rule_holds_at_most_its_bound_of_ports() {
+    let ports: Vec<u16> = (1..=nic::LLI_PORTS_MAX as u16).collect();
+    assert_eq!(
+        LliPorts::new(&ports).expect("at the bound").as_slice(),
+        &ports[..]
+    );
+    assert!(LliPorts::new(&[80, 80, 443]).is_ok_and(|l| l.as_slice() == [80, 443]));
+    let over: Vec<u16> = (1..=nic::LLI_PORTS_MAX as u16 + 1).collect();
+    assert!(LliPorts::new(&over).is_err());
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! 1. [`FlowFields::from_frame`] / [`HashInput::from_frame`] parse an Ethernet frame and pick
 //!    the [`HashType`] a NIC would apply given the enabled [`HashTypes`] (fragments fall back
 //!    to the address-only hash; non-IP gets none).
-//! 2. [`FilterTable`] exact-match 5-tuple filters take priority ([`Steering`]).
+//! 2. [`FilterTable`] exact-match 5-tuple filters take priority ([`Steering`]), then the
+//!    wildcard [`RuleSet`] (`ethtool -N`-style [`FlowRule`]s, first match wins).
 //! 3. [`RssHasher`] hashes the [`HashInput`] with the Toeplitz function ([`Toeplitz`], checked
 //!    against the bit-serial [`toeplitz_reference`]) under a [`SymmetricMode`].
 //! 4. [`Reta`] maps the hash's low bits to a queue.
@@ -50,6 +51,7 @@ mod input;
 mod key;
 pub mod rebalance;
 mod reta;
+mod rules;
 mod sport;
 mod steer;
 mod toeplitz;
@@ -66,6 +68,7 @@ pub use rebalance::{
     Rebalancer, imbalance, plan_moves, plan_moves_into, shard_loads,
 };
 pub use reta::{RETA_SIZE_DEFAULT, RETA_SIZE_MAX, Reta, RetaError};
+pub use rules::{FlowRule, RULES_MAX, RuleAction, RuleParseError, RuleSet, TooManyRules};
 pub use sport::{SourcePortQuery, SteeredPortsQuery, pick_source_port, ports_steered_to};
 pub use steer::{
     FILTERS_MAX_DEFAULT, FilterError, FilterTable, FiveTuple, SteerDecision, SteerHow, Steering,

@@ -1,7 +1,12 @@
-//! Exact-match steering filters and the full steering decision: filter first, then RSS.
+//! Exact-match steering filters and the full steering decision: exact filters first, then
+//! wildcard rules, then RSS.
 //!
 //! Models the Intel 82599's Flow Director "perfect match" filters (datasheet §7.1.2.7): a
-//! bounded table of exact 5-tuples, each naming a queue, consulted before RSS.
+//! bounded table of exact 5-tuples, each naming a queue, consulted before RSS (ATR and the
+//! offload engine install these), and the same filters with field masks as `ethtool -N`
+//! installs them ([`RuleSet`]). An exact filter is the more specific of the two and wins: the
+//! replies of a connection this host opened (ATR) reach the queue that opened it even when a
+//! rule would send its port elsewhere or drop it.
 
 use core::fmt;
 use core::net::IpAddr;
@@ -10,6 +15,7 @@ use std::collections::HashMap;
 use crate::frame::{FlowFields, FrameError};
 use crate::input::{HashType, HashTypes, RssHasher};
 use crate::reta::Reta;
+use crate::rules::{RuleAction, RuleSet};
 
 /// Default filter capacity: the 82599's 8K perfect-match filters.
 pub const FILTERS_MAX_DEFAULT: usize = 8192;
@@ -130,6 +136,11 @@ impl FilterTable {
 pub enum SteerHow {
     /// An exact-match filter.
     Filter,
+    /// A wildcard rule ([`SteerDecision::rule`]) named the queue.
+    Rule,
+    /// A wildcard rule ([`SteerDecision::rule`]) drops the packet; the decision's `queue` is
+    /// the default queue (where a NIC counts the drop).
+    RuleDrop,
     /// The RSS hash through the RETA.
     Rss,
     /// No filter and no enabled hash type (non-IP, or hashing disabled for the packet's
@@ -149,13 +160,18 @@ pub struct SteerDecision {
     pub hash_type: Option<HashType>,
     /// Which rule chose the queue.
     pub how: SteerHow,
+    /// With [`SteerHow::Rule`] or [`SteerHow::RuleDrop`]: the rule's index in
+    /// [`Steering::rules`]; 0 otherwise.
+    pub rule: u16,
 }
 
-/// Filters → RSS → default queue, as a multi-queue NIC steers received packets.
+/// Exact filters → rules → RSS → default queue, as a multi-queue NIC steers received packets.
 #[derive(Clone, Debug, Default)]
 pub struct Steering {
-    /// Exact-match filters; they win over RSS.
+    /// Exact-match filters; they win over rules and RSS.
     pub filters: FilterTable,
+    /// Wildcard rules (`ethtool -N`), first match wins; they win over RSS.
+    pub rules: RuleSet,
     /// Indirection table.
     pub reta: Reta,
     /// Hasher (key and symmetric mode).
@@ -185,7 +201,19 @@ impl Steering {
                 hash,
                 hash_type,
                 how: SteerHow::Filter,
+                rule: 0,
             };
+        }
+        if !self.rules.is_empty() {
+            if let Some((queue, how, rule)) = self.rule_decision(fields) {
+                return SteerDecision {
+                    queue,
+                    hash,
+                    hash_type,
+                    how,
+                    rule,
+                };
+            }
         }
         match hash {
             Some(h) => SteerDecision {
@@ -193,9 +221,24 @@ impl Steering {
                 hash,
                 hash_type,
                 how: SteerHow::Rss,
+                rule: 0,
             },
             None => self.no_hash_decision(),
         }
+    }
+
+    /// The first matching rule's queue and [`SteerHow`]; out of line, so hosts without rules
+    /// pay only the emptiness check.
+    #[cold]
+    #[inline(never)]
+    fn rule_decision(&self, fields: &FlowFields) -> Option<(u16, SteerHow, u16)> {
+        let (i, action) = self.rules.first_match(fields)?;
+        // `RuleSet` holds at most `RULES_MAX` (128) rules: the index fits.
+        let index = i as u16;
+        Some(match action {
+            RuleAction::Queue(q) => (q, SteerHow::Rule, index),
+            RuleAction::Drop => (self.default_queue, SteerHow::RuleDrop, index),
+        })
     }
 
     /// Parses and steers an Ethernet frame. Malformed IP gets an error (the caller counts and
@@ -216,6 +259,7 @@ impl Steering {
             hash: None,
             hash_type: None,
             how: SteerHow::NoHash,
+            rule: 0,
         }
     }
 }

@@ -586,7 +586,11 @@ where
         None => None,
     };
     Ok(LiveReport {
-        host: HostReport { shards },
+        host: {
+            let mut h = HostReport::from_shards(shards, None);
+            h.filters.rules = cfg.rules.clone();
+            h
+        },
         elapsed,
         capture_records,
         zero_copy: opened.zero_copy,

@@ -116,6 +116,14 @@ pub struct HostConfig {
     /// The port's offloads (`--nic-offload`, as `ethtool -K`): TSO, checksums, GRO. Off by
     /// default; a live command turns on what the user did not switch off.
     pub nic_offload: NicOffload,
+    /// Wildcard steering rules (`ethtool -N`: `queue N` names a shard, or `drop`), first
+    /// match wins, after ATR's exact entries and before RSS: on the `mem` wire's steering
+    /// NIC, and on live ports where each shard's software RETA runs (`shard::steer`).
+    pub rules: rss::RuleSet,
+    /// ATR on live ports with more than one shard: a shard's active opens tell every shard
+    /// that their replies are its own (on by default; the `mem` wire's RSS source ports
+    /// already bring replies home).
+    pub atr: bool,
 }
 
 /// The offloads asked of a live port, as `ethtool -K` names them. What each does per port:
@@ -184,6 +192,8 @@ impl HostConfig {
             rebalance: None,
             offload: None,
             nic_offload: NicOffload::NONE,
+            rules: rss::RuleSet::default(),
+            atr: true,
         }
     }
 }
@@ -226,6 +236,59 @@ impl std::error::Error for RuntimeError {}
 #[derive(Debug)]
 pub struct HostReport<A> {
     pub shards: Vec<ShardReport<A>>,
+    /// The host's steering rules and ATR: the shards' (where a software RETA runs) and the
+    /// steering NIC's (the `mem` wire's), summed.
+    pub filters: FilterReport,
+}
+
+/// What the host's flow steering did ([`HostConfig::rules`], [`HostConfig::atr`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilterReport {
+    /// The host's rules ([`HostConfig::rules`]), in order.
+    pub rules: rss::RuleSet,
+    /// Packets each rule matched (steered or dropped), in the rules' order.
+    pub rule_hits: Vec<u64>,
+    /// Packets `drop` rules dropped.
+    pub rule_drops: u64,
+    /// Active opens recorded by ATR (each shard counts its own and the ones it was told).
+    pub atr_learned: u64,
+    /// Of those, entries that replaced another flow's in their slot.
+    pub atr_replaced: u64,
+    /// Received packets an ATR entry steered.
+    pub atr_hits: u64,
+}
+
+impl FilterReport {
+    fn add_hits(&mut self, hits: &[u64]) {
+        if self.rule_hits.len() < hits.len() {
+            self.rule_hits.resize(hits.len(), 0);
+        }
+        for (t, n) in self.rule_hits.iter_mut().zip(hits) {
+            *t += n;
+        }
+    }
+}
+
+impl<A> HostReport<A> {
+    /// The host's report from its shards' (their steering summed), plus what a steering NIC
+    /// in front of them counted: its rule hits and rule drops.
+    pub fn from_shards(shards: Vec<ShardReport<A>>, nic: Option<(&[u64], u64)>) -> Self {
+        let mut f = FilterReport::default();
+        for s in &shards {
+            if let Some((hits, c)) = &s.steer {
+                f.add_hits(hits);
+                f.rule_drops += c.rule_drops;
+                f.atr_learned += c.atr_learned;
+                f.atr_replaced += c.atr_replaced;
+                f.atr_hits += c.atr_hits;
+            }
+        }
+        if let Some((hits, drops)) = nic {
+            f.add_hits(hits);
+            f.rule_drops += drops;
+        }
+        HostReport { shards, filters: f }
+    }
 }
 
 impl<A> HostReport<A> {
@@ -317,6 +380,19 @@ pub(crate) fn check(cfg: &HostConfig, name: &str) -> Result<(), RuntimeError> {
             "{name}: budget and ring sizes must be positive"
         )));
     }
+    if let Some(q) = cfg.rules.max_queue().filter(|q| *q >= cfg.shards) {
+        return Err(RuntimeError::Config(format!(
+            "{name}: a filter names queue {q} but the host has {} shards (queues 0..={})",
+            cfg.shards,
+            cfg.shards - 1
+        )));
+    }
+    if cfg.rebalance.is_some() && cfg.rules.max_queue().is_some() {
+        return Err(RuntimeError::Config(format!(
+            "{name}: a filter with `queue N` keeps connections on a shard, which rebalancing \
+             would move: use one or the other"
+        )));
+    }
     if let Some(r) = &cfg.rebalance {
         if r.period.is_zero() {
             return Err(RuntimeError::Config(format!(
@@ -338,6 +414,8 @@ fn steering_nic(cfg: &HostConfig) -> Result<Nic, RuntimeError> {
     })
     .map_err(|e| RuntimeError::Config(format!("nic: {e:?}")))?;
     n.set_hasher(cfg.hasher.clone());
+    n.set_rules(cfg.rules.clone())
+        .map_err(|e| RuntimeError::Config(format!("nic: rules: {e}")))?;
     Ok(n)
 }
 
@@ -501,6 +579,10 @@ where
         let thread_name = format!("{name}-shard{i}");
         let copy_neighbour = mode.copy_neighbour && forwarding;
         let count_buckets = mode.count_buckets;
+        // Where the software RETA runs (live ports): rules (a `drop` rule on one shard too)
+        // and ATR there; on the `mem` wire the steering NIC has the rules.
+        let sw_steer = (mode.forwarding && (!cfg.rules.is_empty() || cfg.atr))
+            .then(|| ::shard::SwSteer::new(cfg.rules.clone(), cfg.atr));
         let shard_offload = if i == 0 { offload.take() } else { None };
         starters.push(Box::new(move || {
             std::thread::Builder::new()
@@ -524,6 +606,7 @@ where
                         copy_neighbour,
                         count_buckets,
                         tx_offload_in_device,
+                        sw_steer,
                         ..::shard::ShardConfig::new(info)
                     };
                     ShardThread {
@@ -749,6 +832,7 @@ where
     FS: Fn(ShardInfo) -> S + Send + Sync + 'static,
     FC: Fn(ShardInfo) -> C + Send + Sync + 'static,
 {
+    let (server_config, client_config) = (server, client);
     let stop = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
     let wire_slot: Arc<OnceLock<Thread>> = Arc::new(OnceLock::new());
@@ -826,19 +910,22 @@ where
         ),
         None => None,
     };
-    let (wire_report, [_, server_rebalance]) = wire_handle
+    let (wire_report, rule_hits, [_, server_rebalance]) = wire_handle
         .join()
         .map_err(|_| RuntimeError::Thread("the wire panicked".into()))?;
     if let Some(e) = spawn_err {
         return Err(e);
     }
+    let [client_hits, server_hits] = &rule_hits;
+    let mut server =
+        HostReport::from_shards(server_shards, Some((server_hits, wire_report.drop_rule[1])));
+    server.filters.rules = server_config.rules.clone();
+    let mut client =
+        HostReport::from_shards(client_shards, Some((client_hits, wire_report.drop_rule[0])));
+    client.filters.rules = client_config.rules.clone();
     Ok(PairReport {
-        server: HostReport {
-            shards: server_shards,
-        },
-        client: HostReport {
-            shards: client_shards,
-        },
+        server,
+        client,
         wire: wire_report,
         rebalance: server_rebalance,
         engine,

@@ -479,7 +479,7 @@ where
     let router_shards = join_router(rhandles)?;
     let mut reports = [WireReport::default(); 2];
     for (r, h) in reports.iter_mut().zip(wires) {
-        (*r, _) = h
+        (*r, _, _) = h
             .join()
             .map_err(|_| RuntimeError::Thread("a wire panicked".into()))?;
     }
@@ -487,12 +487,8 @@ where
         return Err(e);
     }
     Ok(RoutedReport {
-        server: HostReport {
-            shards: server_shards,
-        },
-        client: HostReport {
-            shards: client_shards,
-        },
+        server: HostReport::from_shards(server_shards, None),
+        client: HostReport::from_shards(client_shards, None),
         router: RouterReport {
             shards: router_shards,
             elapsed,

@@ -11,8 +11,11 @@
 //! returned went back to the pool; (2) messages other shards sent here, processed at once
 //! (frames forwarded mid-move before anything polled later), a buffer returned to the sender
 //! for each; transmit completions back to the stack's pool; (3) the core's iteration; (4)
-//! frames out to the port (a frame the port refuses waits, and the core
-//! holds back the stack's output meanwhile), then messages out to the other shards' rings.
+//! messages out to the other shards' rings, then frames out to the port (a frame the port
+//! refuses waits, and the core holds back the stack's output meanwhile). Messages go first so
+//! an ATR entry (`shard::Msg::Steer`) is on the other shards' rings before its SYN is on the
+//! wire: a shard processes its rings after reading its port and before dispatching what it
+//! read, so the SYN-ACK finds the entry (unless the entry waited behind a full ring).
 //! With no work the thread waits (`ShardIo::idle`) until the core's next deadline (the
 //! stack's, the NIC's moderation and coalescing, the application's), a frame, or an unpark.
 //!
@@ -101,6 +104,8 @@ pub struct ShardReport<A> {
     pub connections_max: u64,
     /// The host's offload layer (shard 0 of a host with an offload engine).
     pub offload: Option<crate::offload::HostOffloadReport>,
+    /// Rules' hits and ATR where this shard's software RETA ran (live ports).
+    pub steer: Option<(Vec<u64>, shard::SteerCounters)>,
     pub app: A,
 }
 
@@ -252,17 +257,9 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                     nic_queue_empty,
                 );
             }
-            // (4) frames to the port, then messages to the other shards.
-            if let Some(f) = refused.take() {
-                refused = self.send(f);
-            }
-            while refused.is_none() {
-                let Some(f) = self.core.poll_tx_offload() else {
-                    break;
-                };
-                refused = self.send(f);
-            }
-            self.io.flush();
+            // (4) messages to the other shards, then frames to the port: an ATR entry
+            // (`Msg::Steer`) is on its ring before its SYN leaves, so the shard that polls the
+            // SYN-ACK has it (a shard reads its rings between reading its port and dispatching).
             // What waited behind a full ring goes first, in order.
             for (to, queue) in backlog.iter_mut().enumerate() {
                 // Only messages for a destination with a ring are ever queued here.
@@ -339,6 +336,16 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                     }
                 }
             }
+            if let Some(f) = refused.take() {
+                refused = self.send(f);
+            }
+            while refused.is_none() {
+                let Some(f) = self.core.poll_tx_offload() else {
+                    break;
+                };
+                refused = self.send(f);
+            }
+            self.io.flush();
             for (i, w) in wake.iter_mut().enumerate() {
                 if std::mem::take(w) {
                     if let Some(t) = self.shard_threads.get(i).and_then(|t| t.get()) {
@@ -395,6 +402,10 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
         let c = self.core.counters();
         let moves = self.core.move_counters();
         let move_samples_ns = self.core.move_samples_ns().collect();
+        let steer = self
+            .core
+            .sw_steer()
+            .map(|s| (s.rule_hits().to_vec(), s.counters()));
         let (nic, stack, app) = self.core.into_parts();
         ShardReport {
             info,
@@ -422,6 +433,7 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
             sleeps,
             connections_max,
             offload: self.offload.map(crate::offload::ShardOffload::into_report),
+            steer,
             app,
         }
     }

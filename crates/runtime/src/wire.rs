@@ -67,6 +67,9 @@ pub struct WireReport {
     /// transmitted buffers not yet reaped).
     pub stalls_completion_full: u64,
     pub drop_malformed: u64,
+    /// Frames a `drop` rule of the receiving host's steering NIC dropped, by receiving host
+    /// (0: the client's NIC, 1: the server's). Asked for, so not in [`WireReport::drops`].
+    pub drop_rule: [u64; 2],
     pub arp_reply_copies: u64,
     pub drop_arp_copy_ring_full: u64,
     /// Exact-match filters the server host's offload layer had installed and removed
@@ -169,6 +172,8 @@ enum Deliver {
     Shard(usize),
     AllShards,
     Drop,
+    /// A `drop` rule of the receiving host matched.
+    DropRule,
 }
 
 impl Wire {
@@ -188,9 +193,9 @@ impl Wire {
         }
     }
 
-    /// Runs until the stop flag: the wire's report, and each host's rebalancing report (when
-    /// it rebalances).
-    pub fn run(mut self) -> (WireReport, [Option<RebalanceReport>; 2]) {
+    /// Runs until the stop flag: the wire's report, each host's steering NIC's rule hits,
+    /// and each host's rebalancing report (when it rebalances).
+    pub fn run(mut self) -> (WireReport, [Vec<u64>; 2], [Option<RebalanceReport>; 2]) {
         let mut wake: [Vec<bool>; 2] = [
             vec![false; self.ports[0].shards.len()],
             vec![false; self.ports[1].shards.len()],
@@ -252,11 +257,15 @@ impl Wire {
             }
         }
         let [a, b] = self.ports;
+        let hits = [
+            a.steering.rule_hits().to_vec(),
+            b.steering.rule_hits().to_vec(),
+        ];
         let reports = [
             a.rebalancer.map(WireRebalancer::into_report),
             b.rebalancer.map(WireRebalancer::into_report),
         ];
-        (self.report, reports)
+        (self.report, hits, reports)
     }
 
     /// Carries up to a batch of frames from shard `src` of host `dir` to the other host.
@@ -299,6 +308,7 @@ impl Wire {
                 Deliver::AllShards
             } else {
                 match to.steering.steer_counted(&frame) {
+                    Ok(d) if matches!(d.how, rss::SteerHow::RuleDrop) => Deliver::DropRule,
                     Ok(d) => Deliver::Shard(usize::from(d.queue)),
                     Err(_) => Deliver::Drop,
                 }
@@ -306,6 +316,14 @@ impl Wire {
             let wake_to = &mut wake[dst];
             let delivered = match deliver {
                 Deliver::Drop => Err(Stall::Undeliverable),
+                Deliver::DropRule => {
+                    report.drop_rule[dst] += 1;
+                    if !s.complete(frame) {
+                        report.stalls_completion_full += 1;
+                        break;
+                    }
+                    continue;
+                }
                 Deliver::AllShards => deliver_to_all(to, &frame, report, wake_to),
                 Deliver::Shard(i) => deliver_to_one(to, i, &frame, wake_to),
             };

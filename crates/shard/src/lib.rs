@@ -37,6 +37,7 @@ pub mod handoff;
 pub mod moves;
 pub mod msg;
 pub mod neighbour;
+pub mod steer;
 
 use std::collections::VecDeque;
 
@@ -49,6 +50,7 @@ pub use handoff::{Conversation, EngineCmd, HostCmd};
 pub use moves::MoveCounters;
 pub use msg::{ConnMove, FrameMsg, Msg, MsgCounters, MsgKind};
 pub use neighbour::{is_arp_reply, is_neighbour_frame};
+pub use steer::{ATR_SLOTS, AtrLearn, SteerCounters, SwSteer};
 
 /// Rounds of application polling per iteration: an application that keeps raising events for
 /// itself continues at the next iteration.
@@ -88,6 +90,10 @@ pub struct ShardConfig {
     /// Count the packets this shard processes per RETA entry ([`Shard::bucket_packets`]): the
     /// load a rebalancer reads when the NIC cannot count for it (a software RETA).
     pub count_buckets: bool,
+    /// Steering rules and ATR where the software RETA runs ([`steer`]). Rules apply on any
+    /// host (a `drop` rule on one shard too); ATR and `queue N` need more than one shard
+    /// and a software RETA (`sw_reta`).
+    pub sw_steer: Option<SwSteer>,
 }
 
 impl ShardConfig {
@@ -103,6 +109,7 @@ impl ShardConfig {
             reta_entries: rss::RETA_SIZE_DEFAULT,
             hold_frames_max: 1024,
             count_buckets: false,
+            sw_steer: None,
         }
     }
 }
@@ -179,6 +186,8 @@ pub struct Shard<A> {
     budget_packets: usize,
     tx_offload_in_device: bool,
     sw_reta: Option<Reta>,
+    /// Rules and ATR in front of the software RETA (see [`steer`]).
+    sw_steer: Option<SwSteer>,
     copy_neighbour: bool,
     outbox_msgs_max: usize,
     /// The shard's queue pair: queue 0 of a one-queue NIC model (moderation, coalescing,
@@ -227,6 +236,12 @@ impl<A: App> Shard<A> {
             info: cfg.info,
             budget_packets: budget,
             tx_offload_in_device: cfg.tx_offload_in_device,
+            sw_steer: cfg.sw_steer.map(|mut s| {
+                if !(multi && cfg.sw_reta.is_some()) {
+                    s = SwSteer::new(s.rules().clone(), false);
+                }
+                s
+            }),
             sw_reta: cfg.sw_reta.filter(|_| multi),
             copy_neighbour: cfg.copy_neighbour && multi,
             outbox_msgs_max: cfg.outbox_msgs_max,
@@ -292,6 +307,12 @@ impl<A: App> Shard<A> {
 
     pub fn counters(&self) -> ShardCounters {
         self.counters
+    }
+
+    /// The software steering's rules, hits and counters (`None` without
+    /// [`ShardConfig::sw_steer`]).
+    pub fn sw_steer(&self) -> Option<&SwSteer> {
+        self.sw_steer.as_ref()
     }
 
     /// Packets this shard's stack processed per RETA entry since start (cumulative; empty
@@ -373,6 +394,11 @@ impl<A: App> Shard<A> {
             }
             Msg::Frame(f) | Msg::Forwarded(f) | Msg::Neighbour(f) => {
                 self.receive_msg_frame(now_ns, f);
+            }
+            Msg::Steer(l) => {
+                if let Some(s) = &mut self.sw_steer {
+                    s.record(l);
+                }
             }
             m => self.handle_move_msg(now_ns, m),
         }
@@ -496,9 +522,20 @@ impl<A: App> Shard<A> {
                 );
             }
         }
-        let owner = match (&self.sw_reta, d.meta.hash) {
-            (Some(reta), Some(h)) if !neighbour => reta.queue_for_hash(h),
-            _ => me,
+        let steered = match &mut self.sw_steer {
+            Some(s) if !neighbour => s.decide(&d.frame, d.meta.hash),
+            _ => Ok(None),
+        };
+        let owner = match steered {
+            Ok(None) => match (&self.sw_reta, d.meta.hash) {
+                (Some(reta), Some(h)) if !neighbour => reta.queue_for_hash(h),
+                _ => me,
+            },
+            Ok(Some(shard)) => shard,
+            Err(()) => {
+                self.nic.recycle(d.frame);
+                return;
+            }
         };
         if owner != me {
             self.send_msg(
@@ -528,6 +565,19 @@ impl<A: App> Shard<A> {
         // NIC verified (its verdicts describe these exact bytes).
         self.stack.receive(now_ns, &d.frame, &d.meta);
         self.nic.recycle(d.frame);
+    }
+
+    /// ATR: when `frame` is an active open, its reply direction is this shard's, here and
+    /// (before the SYN leaves: a driver sends messages before frames) on every other shard.
+    #[inline(never)]
+    fn atr_learn(&mut self, frame: &[u8]) {
+        let me = self.info.shard;
+        let Some(s) = &mut self.sw_steer else { return };
+        if let Some(l) = s.learn_tx(frame, me, self.nic.steering()) {
+            for to in (0..self.info.shards).filter(|&t| t != me) {
+                self.send_msg(to, Msg::Steer(l));
+            }
+        }
     }
 
     /// Queues `msg` for shard `to`, or drops it (counted, its buffer recycled). Move-protocol
@@ -603,6 +653,9 @@ impl<A: App> Shard<A> {
                 break;
             };
             work += 1;
+            if self.sw_steer.as_ref().is_some_and(SwSteer::atr) {
+                self.atr_learn(&f);
+            }
             let offload = TxOffload {
                 tso_mss: (meta.gso_size_bytes > 0).then_some(meta.gso_size_bytes),
                 csum: TxChecksum {

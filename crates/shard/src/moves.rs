@@ -259,7 +259,7 @@ impl<A: App> Shard<A> {
                 let _ = self.stack.tcp_release_moved(tuple);
             }
             Msg::RetaEntry { bucket, shard } => self.point_home(bucket, shard),
-            Msg::Frame(_) | Msg::Forwarded(_) | Msg::Neighbour(_) => {}
+            Msg::Frame(_) | Msg::Forwarded(_) | Msg::Neighbour(_) | Msg::Steer(_) => {}
         }
     }
 
@@ -270,6 +270,11 @@ impl<A: App> Shard<A> {
         let _ = self.stack.set_rss_home_entry(usize::from(bucket), shard);
         if let Some(r) = &mut self.sw_reta {
             let _ = r.set(usize::from(bucket), shard);
+        }
+        // ATR entries of the bucket name the old owner; its connections move with the bucket
+        // (or are forwarded to by the new owner's markers), so the RETA decides again.
+        if let Some(s) = &mut self.sw_steer {
+            s.forget_bucket(self.reta_entries, bucket);
         }
     }
 

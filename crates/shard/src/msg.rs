@@ -60,6 +60,9 @@ pub enum Msg {
     MoveDone { bucket: u16, kept: Vec<FourTuple> },
     /// Old owner → new owner: a connection it kept has ended (or moved): stop forwarding.
     Released { tuple: FourTuple },
+    /// A shard opened a connection (ATR, [`crate::steer`]): its replies are the opener's,
+    /// whichever shard polls them. Sent before the SYN leaves.
+    Steer(crate::steer::AtrLearn),
 }
 
 /// One connection moving between shards with its RETA bucket.
@@ -113,6 +116,7 @@ impl Msg {
             | Msg::MoveDone { .. }
             | Msg::Released { .. }
             | Msg::RetaEntry { .. } => MsgKind::Move,
+            Msg::Steer(_) => MsgKind::Steer,
         }
     }
 
@@ -133,6 +137,8 @@ pub enum MsgKind {
     Neighbour,
     /// The move protocol's messages (rebalancing).
     Move,
+    /// ATR entries ([`Msg::Steer`]).
+    Steer,
 }
 
 /// Messages sent and received by kind, and the ones dropped.
@@ -147,6 +153,9 @@ pub struct MsgCounters {
     /// Move-protocol messages sent / received (connections, bucket control).
     pub move_tx: u64,
     pub move_rx: u64,
+    /// ATR entries sent to / received from other shards.
+    pub steer_tx: u64,
+    pub steer_rx: u64,
     /// Messages the shard could not queue: its outbox was full (the driver did not drain it).
     pub drop_outbox_full: u64,
     /// Messages for a shard index outside the host (a software RETA naming a shard the host
@@ -157,12 +166,12 @@ pub struct MsgCounters {
 impl MsgCounters {
     /// Messages handed to the driver.
     pub fn tx(&self) -> u64 {
-        self.frames_tx + self.neighbour_tx + self.move_tx
+        self.frames_tx + self.neighbour_tx + self.move_tx + self.steer_tx
     }
 
     /// Messages taken from the driver.
     pub fn rx(&self) -> u64 {
-        self.frames_rx + self.neighbour_rx + self.move_rx
+        self.frames_rx + self.neighbour_rx + self.move_rx + self.steer_rx
     }
 
     pub(crate) fn count_tx(&mut self, kind: MsgKind) {
@@ -170,6 +179,7 @@ impl MsgCounters {
             MsgKind::Frame => self.frames_tx += 1,
             MsgKind::Neighbour => self.neighbour_tx += 1,
             MsgKind::Move => self.move_tx += 1,
+            MsgKind::Steer => self.steer_tx += 1,
         }
     }
 
@@ -178,6 +188,7 @@ impl MsgCounters {
             MsgKind::Frame => self.frames_rx += 1,
             MsgKind::Neighbour => self.neighbour_rx += 1,
             MsgKind::Move => self.move_rx += 1,
+            MsgKind::Steer => self.steer_rx += 1,
         }
     }
 }

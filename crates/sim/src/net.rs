@@ -51,6 +51,12 @@ pub struct ShardedHostConfig {
     pub hasher: RssHasher,
     /// NAPI budget per poll.
     pub budget_packets: usize,
+    /// Wildcard steering rules (`ethtool -N`): the steering NIC's with a queue per shard,
+    /// else the shard cores' (where their software RETA runs).
+    pub rules: rss::RuleSet,
+    /// ATR: replies of a connection a shard opened come back to it (the steering NIC samples
+    /// what each shard transmits, or the shard cores tell each other).
+    pub atr: bool,
 }
 
 impl ShardedHostConfig {
@@ -63,6 +69,8 @@ impl ShardedHostConfig {
             nic: NicConfig::default(),
             hasher: RssHasher::default(),
             budget_packets: nic::BUDGET_DEFAULT_PACKETS,
+            rules: rss::RuleSet::default(),
+            atr: false,
         }
     }
 
@@ -92,6 +100,8 @@ pub struct FrontCounters {
     pub steer_failed: u64,
     /// Messages delivered between shards.
     pub msgs_delivered: u64,
+    /// Frames a `drop` rule of the steering NIC dropped.
+    pub rule_drops: u64,
     /// RETA entries pointed at a new shard (bucket moves started).
     pub reta_moves: u64,
     /// Bucket moves refused: a bucket out of range, a shard out of range, the bucket already
@@ -155,12 +165,21 @@ impl<A: App> ShardedHost<A> {
         if cfg.queues == 0 || cfg.queues > cfg.shards {
             return Err(format!("queues must be 1..=shards ({})", cfg.shards));
         }
+        let software_reta = cfg.queues < cfg.shards;
         let mut steering = Nic::new(NicConfig {
             queues: cfg.queues,
+            atr: cfg.atr.then(nic::AtrConfig::default).or(cfg.nic.atr),
             ..cfg.nic.clone()
         })
         .map_err(|e| format!("nic: {e:?}"))?;
         steering.set_hasher(cfg.hasher.clone());
+        if !software_reta {
+            steering
+                .set_rules(cfg.rules.clone())
+                .map_err(|e| format!("rules: {e}"))?;
+        } else if cfg.rules.max_queue().is_some_and(|q| q >= cfg.shards) {
+            return Err(format!("rules: a rule names a shard of {}", cfg.shards));
+        }
         let reta = Reta::with_equal(rss::RETA_SIZE_DEFAULT, cfg.shards)
             .map_err(|e| format!("reta: {e:?}"))?;
         let mut shards = Vec::with_capacity(usize::from(cfg.shards));
@@ -184,7 +203,8 @@ impl<A: App> ShardedHost<A> {
             nic.set_hasher(cfg.hasher.clone());
             let shard_cfg = ShardConfig {
                 budget_packets: cfg.budget_packets,
-                sw_reta: (cfg.queues < cfg.shards).then(|| reta.clone()),
+                sw_reta: software_reta.then(|| reta.clone()),
+                sw_steer: software_reta.then(|| shard::SwSteer::new(cfg.rules.clone(), cfg.atr)),
                 ..ShardConfig::new(info)
             };
             shards.push(Shard::new(
@@ -200,7 +220,7 @@ impl<A: App> ShardedHost<A> {
             shards,
             control: Vec::new(),
             owners: reta.entries().to_vec(),
-            software_reta: cfg.queues < cfg.shards,
+            software_reta,
             rebalancer: None,
             msgs: Vec::new(),
             touched: vec![false; usize::from(cfg.shards)],
@@ -582,6 +602,11 @@ impl<A: App + 'static> Host for ShardedHost<A> {
             }
         } else {
             let queue = match self.steering.steer_counted(frame) {
+                Ok(d) if matches!(d.how, rss::SteerHow::RuleDrop) => {
+                    self.counters.rule_drops += 1;
+                    self.run(now_ns);
+                    return;
+                }
                 Ok(d) => d.queue,
                 Err(_) => {
                     self.counters.steer_failed += 1;
@@ -607,7 +632,17 @@ impl<A: App + 'static> Host for ShardedHost<A> {
     }
 
     fn poll_transmit(&mut self, now_ns: u64) -> Option<(PortId, Vec<u8>)> {
-        if let Some(f) = self.shards.iter_mut().find_map(Shard::poll_tx) {
+        let polled = self
+            .shards
+            .iter_mut()
+            .enumerate()
+            .find_map(|(i, s)| s.poll_tx().map(|f| (i, f)));
+        if let Some((i, f)) = polled {
+            if !self.software_reta {
+                // ATR (when configured): the NIC samples what each queue transmits. Shards
+                // are at most `nic::QUEUES_MAX`: the index fits.
+                self.steering.atr_observe_tx(i as u16, &f);
+            }
             return Some((PortId(0), f));
         }
         let e = self.engine.as_mut().filter(|e| !e.failed)?;

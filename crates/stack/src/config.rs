@@ -329,13 +329,21 @@ pub struct StackConfig {
 
 impl StackConfig {
     pub fn new(interface: InterfaceConfig) -> Self {
+        // The MSS we announce follows the interface's MTU (less 40 bytes of IPv4 and TCP
+        // headers; IPv6 connections take 20 more off, `TcpTable::config_for`): 1,460 for
+        // Ethernet's 1,500, 8,960 for a 9,000-byte jumbo MTU.
+        let tcp = tcp::Config {
+            mss_bytes: interface.mtu_bytes.saturating_sub(40),
+            ..tcp::Config::default()
+        }
+        .validated();
         StackConfig {
             interface,
             limits: Limits::default(),
             checksums: ChecksumCaps::ALL,
             tx_offload: TxOffloadCaps::default(),
             hop_limit: 64,
-            tcp: tcp::Config::default(),
+            tcp,
             rss: None,
             secret: [0x5eed_0000_0000_0001, 0x5eed_0000_0000_0002],
         }

@@ -235,6 +235,12 @@ counters! {
     /// Such errors about a segment in flight that changed nothing (the MSS already fits, or the
     /// MTU named is below the floor the MSS already is at).
     tcp_path_mtu_ignored,
+    /// Black holes packetization-layer PMTUD declared (`tcp::plpmtud`: repeated timeouts of
+    /// full-size segments, no ICMP): each lowered a connection's send MSS.
+    tcp_plpmtud_black_holes,
+    /// Segment sizes PLPMTUD tried upward that passed, and that failed (a timeout first).
+    tcp_plpmtud_tries_passed,
+    tcp_plpmtud_tries_failed,
     /// Connections handed to an offload engine (`tcp_offload`), and brought back
     /// (`tcp_restore`).
     tcp_offloaded,
@@ -267,6 +273,19 @@ counters! {
     tx_tso_segments,
     /// TCP frames handed out with a partial checksum for the device to complete.
     tx_csum_partial_frames,
+}
+
+impl Counters {
+    /// Counts what one packetization-layer PMTUD call changed.
+    pub(crate) fn count_plpmtud(&mut self, e: Option<tcp::plpmtud::PlpmtudEvent>) {
+        use tcp::plpmtud::PlpmtudEvent;
+        match e {
+            Some(PlpmtudEvent::BlackHole) => self.tcp_plpmtud_black_holes += 1,
+            Some(PlpmtudEvent::Passed) => self.tcp_plpmtud_tries_passed += 1,
+            Some(PlpmtudEvent::Failed) => self.tcp_plpmtud_tries_failed += 1,
+            None => {}
+        }
+    }
 }
 
 #[cfg(test)]

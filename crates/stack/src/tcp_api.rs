@@ -409,6 +409,7 @@ impl TcpCx<'_> {
             passive: false,
             last_rx_ns: now,
             zero_window: None,
+            plpmtud: None,
         };
         let h = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock)))?;
         self.tcp.conns.insert(key, h.index as usize);

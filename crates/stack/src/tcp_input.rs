@@ -109,6 +109,10 @@ impl TcpCx<'_> {
             if let Some(c) = self.conn_mut(i) {
                 c.last_rx_ns = now;
                 c.conn.handle_segment(now, &seg);
+                if let Some(p) = c.plpmtud.as_deref_mut() {
+                    let e = p.after_input(now, &mut c.conn);
+                    self.tcp.counters.count_plpmtud(e);
+                }
             } else if let Some(m) = self.moved_mut(i) {
                 if m.bypass.is_some() {
                     self.bypass_forward(i, whole);
@@ -315,6 +319,7 @@ impl TcpCx<'_> {
             passive: true,
             last_rx_ns: now,
             zero_window: None,
+            plpmtud: None,
         };
         let Ok(h) = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock))) else {
             self.tcp.counters.tcp_conn_table_full += 1;
@@ -650,11 +655,17 @@ impl TcpCx<'_> {
                 c.conn.handle_timeout(now);
                 // RFC 1122 §4.2.3.5: retransmitted by timeout R1 times, pass negative advice
                 // to IP, which re-validates the next hop (§2.3.2.1; `Egress::advise_unreachable`).
-                if c.conn.counters().rto_expirations != timeouts_before
-                    && c.conn.state() != State::Closed
-                    && c.conn.path_in_doubt()
-                {
-                    let remote = c.key.tuple.remote.ip();
+                let timed_out = c.conn.counters().rto_expirations != timeouts_before;
+                let open = c.conn.state() != State::Closed;
+                // Packetization-layer PMTUD (RFC 4821/8899): a black hole, or a size tried
+                // upward that did not pass.
+                let pl = (timed_out && open)
+                    .then(|| tcp::plpmtud::Plpmtud::after_timeout(&mut c.plpmtud, &mut c.conn))
+                    .flatten();
+                let doubt =
+                    (timed_out && open && c.conn.path_in_doubt()).then(|| c.key.tuple.remote.ip());
+                self.tcp.counters.count_plpmtud(pl);
+                if let Some(remote) = doubt {
                     self.egress.advise_unreachable(now, remote);
                 }
                 self.tcp_zero_window_check(now, i);

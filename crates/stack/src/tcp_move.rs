@@ -381,6 +381,7 @@ impl TcpCx<'_> {
             passive: false,
             last_rx_ns: now,
             zero_window: None,
+            plpmtud: None,
         };
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {

@@ -165,6 +165,10 @@ pub(crate) struct ConnSock {
     /// While stalled at a zero send window with data queued, as last seen when its timers
     /// fired: since when, and SND.UNA then (any progress restarts the clock).
     pub(crate) zero_window: Option<(u64, wire::SeqNumber)>,
+    /// Packetization-layer path MTU discovery's search ([`tcp::plpmtud`], beside the TCB,
+    /// which has no room): created at the first black hole when `tcp::Config::plpmtud` is
+    /// on; not carried when the connection moves.
+    pub(crate) plpmtud: Option<Box<tcp::plpmtud::Plpmtud>>,
 }
 
 /// What a connection exported by [`Stack::tcp_export`] leaves in its slot and in the table

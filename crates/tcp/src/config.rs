@@ -181,6 +181,11 @@ pub struct Config {
     /// (draft-dukkipati-tcpm-tcp-loss-probe), which keeps a probe from racing an ACK that a
     /// jittery path delays; Linux dropped it for data-centre RTTs (0 there).
     pub tlp_pto_floor_ns: u32,
+    /// Packetization-layer path MTU discovery (RFC 4821/8899, [`crate::plpmtud`]): after
+    /// repeated timeouts of full-size segments (a path that drops large packets and sends no
+    /// ICMP), lower the send MSS, then search upward for the largest size that passes.
+    /// Default false (Linux `tcp_mtu_probing` = 0).
+    pub plpmtud: bool,
 }
 
 impl Default for Config {
@@ -221,6 +226,7 @@ impl Default for Config {
             tail_loss_probe: true,
             tlp_pto_extra_ns: 0,
             tlp_pto_floor_ns: 10 * NS_PER_MS as u32,
+            plpmtud: false,
         }
     }
 }

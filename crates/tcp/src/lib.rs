@@ -73,6 +73,7 @@ pub mod connection;
 pub mod isn;
 pub mod listen;
 pub mod ooo;
+pub mod plpmtud;
 pub mod rack;
 pub mod ring;
 pub mod rtt;

@@ -1,6 +1,6 @@
 //! A byte encoding of [`ConnectionSnapshot`], for the handoff rings (DESIGN "Handoff protocol").
 //!
-//! # Format, version 1
+//! # Format, version 2
 //!
 //! Little-endian throughout. A 12-byte header, then the body:
 //!
@@ -50,7 +50,7 @@ use crate::snapshot::{ConnectionSnapshot, SnapshotError};
 /// The first four bytes of every encoded snapshot.
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"RSCS";
 /// The format version this code writes and reads; a change of layout changes it.
-pub const SNAPSHOT_VERSION: u16 = 1;
+pub const SNAPSHOT_VERSION: u16 = 2;
 /// Header bytes before the body.
 pub const SNAPSHOT_HEADER_BYTES: usize = 12;
 /// Absolute cap on each of the three byte buffers, whatever the configuration says: the
@@ -296,6 +296,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
         tail_loss_probe,
         tlp_pto_extra_ns,
         tlp_pto_floor_ns,
+        plpmtud,
     } = *c;
     w.u16(mss_bytes);
     w.u16(default_peer_mss_bytes);
@@ -344,6 +345,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
     w.bool(tail_loss_probe);
     w.u32(tlp_pto_extra_ns);
     w.u32(tlp_pto_floor_ns);
+    w.bool(plpmtud);
 }
 
 fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
@@ -391,11 +393,12 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
         tail_loss_probe: r.bool("config.tail_loss_probe")?,
         tlp_pto_extra_ns: r.u32()?,
         tlp_pto_floor_ns: r.u32()?,
+        plpmtud: r.bool("config.plpmtud")?,
     })
 }
 
 impl ConnectionSnapshot {
-    /// Appends the snapshot's encoding (module documentation: format version 1) to `out`.
+    /// Appends the snapshot's encoding (module documentation: format version 2) to `out`.
     ///
     /// Every snapshot encodes; one whose buffers exceed [`SNAPSHOT_BUFFER_BYTES_MAX`] (which
     /// no export produces) encodes but does not decode.

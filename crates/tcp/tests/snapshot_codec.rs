@@ -210,10 +210,10 @@ fn header_errors_are_typed() {
         Some(CodecError::BadMagic)
     );
     let mut b = bytes.clone();
-    b[4] = 2;
+    b[4] = 9;
     assert_eq!(
         ConnectionSnapshot::decode(&b).err(),
-        Some(CodecError::UnsupportedVersion(2))
+        Some(CodecError::UnsupportedVersion(9))
     );
     let mut b = bytes.clone();
     b[6] = 1;

@@ -5,10 +5,12 @@
 //! moderation), the adaptive range's lower end when adaptive; `rx-frames=N` (0..=65535):
 //! pending packets that wake the queue before the gap has passed (0: off); `adaptive-rx=on|off`:
 //! the gap follows the packet rate (ixgbe's adaptive ITR, up to 125 µs); `lli=on|off`: a TCP
-//! segment with PSH wakes the queue at once (low-latency interrupts; the model matches on the
-//! flag, not on ports). Unnamed settings keep the default (adaptive, 10–125 µs).
+//! segment with PSH wakes the queue at once (low-latency interrupts by flag);
+//! `lli-ports=P[+P…]` (up to 8 ports): a TCP or UDP packet to or from one of these ports
+//! wakes the queue at once (the 82599's LLI filters). Unnamed settings keep the default
+//! (adaptive, 10–125 µs).
 
-use nic::{AdaptiveModeration, ModerationConfig};
+use nic::{AdaptiveModeration, LLI_PORTS_MAX, LliPorts, ModerationConfig};
 
 /// Largest `rx-usecs`, µs.
 const RX_USECS_MAX: u64 = 100_000;
@@ -29,7 +31,7 @@ pub fn parse_coalesce(s: &str) -> Result<ModerationConfig, String> {
     for part in s.split(',').filter(|p| !p.is_empty()) {
         let Some((key, value)) = part.split_once('=') else {
             return Err(format!(
-                "{part:?} is not KEY=VALUE (rx-usecs, rx-frames, adaptive-rx, lli)"
+                "{part:?} is not KEY=VALUE (rx-usecs, rx-frames, adaptive-rx, lli, lli-ports)"
             ));
         };
         match key {
@@ -49,9 +51,21 @@ pub fn parse_coalesce(s: &str) -> Result<ModerationConfig, String> {
             }
             "adaptive-rx" => adaptive = Some(on_off(key, value)?),
             "lli" => m.lli_on_push = on_off(key, value)?,
+            "lli-ports" => {
+                let ports = value
+                    .split('+')
+                    .map(|p| {
+                        p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
+                            format!("lli-ports takes ports 1..=65535 joined by '+', not {p:?}")
+                        })
+                    })
+                    .collect::<Result<Vec<u16>, String>>()?;
+                m.lli_ports = LliPorts::new(&ports)
+                    .map_err(|_| format!("lli-ports takes at most {LLI_PORTS_MAX} ports"))?;
+            }
             _ => {
                 return Err(format!(
-                    "unknown setting {key:?} (rx-usecs, rx-frames, adaptive-rx, lli)"
+                    "unknown setting {key:?} (rx-usecs, rx-frames, adaptive-rx, lli, lli-ports)"
                 ));
             }
         }
@@ -83,6 +97,10 @@ mod tests {
         assert_eq!(m.packets_threshold, 32);
         assert!(m.lli_on_push);
         assert_eq!(m.adaptive, None);
+        assert!(m.lli_ports.is_empty());
+        let m = parse_coalesce("rx-usecs=100,lli-ports=80+443").expect("valid");
+        assert_eq!(m.lli_ports.as_slice(), [80, 443]);
+        assert!(!m.lli_on_push);
     }
 
     #[test]
@@ -106,6 +124,10 @@ mod tests {
             ("adaptive-rx=yes", "adaptive-rx takes on or off"),
             ("tx-usecs=3", "unknown setting"),
             ("rx-usecs", "is not KEY=VALUE"),
+            ("lli-ports=80+x", "lli-ports takes ports 1..=65535"),
+            ("lli-ports=0", "lli-ports takes ports 1..=65535"),
+            ("lli-ports=", "lli-ports takes ports 1..=65535"),
+            ("lli-ports=1+2+3+4+5+6+7+8+9", "at most 8 ports"),
         ] {
             let e = parse_coalesce(s).expect_err(s);
             assert!(e.contains(want), "{s}: {e}");

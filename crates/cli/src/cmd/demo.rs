@@ -99,9 +99,14 @@ pub struct DemoArgs {
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     period_ms: u64,
     /// Interrupt moderation of the server's queues, like `ethtool -C`:
-    /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off` (default: adaptive, 10–125 µs).
+    /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off,lli-ports=P+P` (default: adaptive,
+    /// 10–125 µs; lli-ports wakes at once for packets to or from those ports).
     #[arg(long, value_name = "SETTINGS", value_parser = super::coalesce::parse_coalesce)]
     coalesce: Option<nic::ModerationConfig>,
+    /// A flow steering rule for the server's NIC, like `ethtool -N` (repeatable; first match
+    /// wins): e.g. 'proto tcp dst-port 80 queue 1' or 'proto tcp src-ip 10.0.0.2 drop'.
+    #[arg(long = "filter", value_name = "RULE", value_parser = super::filter::parse_filter)]
+    filter: Vec<rss::FlowRule>,
     #[command(flatten)]
     offload: super::demo_offload::OffloadArgs,
     /// Print the summary as one JSON object (and no live view).
@@ -297,6 +302,8 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
     if let Some(m) = args.coalesce {
         server.nic.moderation = m;
     }
+    server.rules = super::filter::rule_set(&args.filter, queues)?;
+    super::filter::check_with_rebalance(&server.rules, args.rebalance || args.skew)?;
     if args.rebalance || args.skew {
         if queues != shards {
             return Err(CliError::Usage(format!(
@@ -425,6 +432,9 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
         writeln!(out, "{}", summary.json())?;
     } else {
         summary.table(out)?;
+        if !args.filter.is_empty() {
+            super::filter::write_filter_summary(out, &report.server.filters)?;
+        }
     }
     Ok(())
 }
@@ -742,6 +752,7 @@ mod tests {
             rebalance: false,
             period_ms: 100,
             coalesce: None,
+            filter: Vec::new(),
             offload: Default::default(),
             json,
         }

@@ -104,6 +104,10 @@ pub fn run(a: GetArgs, out: &mut impl Write) -> Result<(), CliError> {
         true,
         || Ok(()),
     )?;
+    if !r.host.filters.rules.is_empty() {
+        // The body owns stdout: the filters' hits go to stderr.
+        super::filter::write_filter_summary(&mut std::io::stderr().lock(), &r.host.filters)?;
+    }
     let outcome = r
         .host
         .shards

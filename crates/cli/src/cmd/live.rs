@@ -111,7 +111,8 @@ pub struct IoArgs {
     #[arg(long, value_name = "SECS")]
     duration: Option<f64>,
     /// Interrupt moderation of every queue, like `ethtool -C`:
-    /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off` (default: adaptive, 10–125 µs).
+    /// `rx-usecs=N,rx-frames=N,adaptive-rx=on|off,lli=on|off,lli-ports=P+P` (default: adaptive,
+    /// 10–125 µs; lli-ports wakes at once for packets to or from those ports).
     #[arg(long, value_name = "SETTINGS", value_parser = super::coalesce::parse_coalesce)]
     coalesce: Option<nic::ModerationConfig>,
     /// The port's offloads, like `ethtool -K`: `tso=on|off,csum=on|off,gro=on|off`, or
@@ -123,6 +124,16 @@ pub struct IoArgs {
     #[arg(long = "nic-offload", value_name = "SETTINGS",
           value_parser = super::nic_offload::parse_nic_offload)]
     nic_offload: Option<runtime::NicOffload>,
+    /// A flow steering rule, like `ethtool -N` (repeatable; the first match wins):
+    /// `proto tcp|udp`, `src-ip A`, `dst-ip A`, `src-port N`, `dst-port N`, then `queue N`
+    /// (a shard) or `drop`; e.g. 'proto tcp dst-port 80 queue 1'. Runs where the shards'
+    /// software RETA runs, after ATR (replies of connections a shard opened stay with it).
+    #[arg(long = "filter", value_name = "RULE", value_parser = super::filter::parse_filter)]
+    filter: Vec<rss::FlowRule>,
+    /// Print a live view on stderr once a second (on by default when stderr is a terminal):
+    /// per shard, packets per second, packets per NIC wake-up (interrupt) and connections.
+    #[arg(long = "live-view")]
+    live_view: bool,
     /// Live RSS rebalancing: every period the shards' software RETA follows the load and the
     /// connections of a moved bucket migrate to their new shard (needs --shards ≥ 2).
     #[arg(long)]
@@ -151,6 +162,8 @@ pub struct Live {
     pub first_ip: IpAddr,
     /// The placement plan, with `--placement`.
     pub plan: Option<Plan>,
+    /// Print the live view on stderr once a second (`--live-view`, or stderr a terminal).
+    pub live_view: bool,
 }
 
 fn usage(msg: impl Into<String>) -> CliError {
@@ -400,6 +413,8 @@ impl IoArgs {
             LiveIo::Tap { .. } | LiveIo::AfPacket { .. } => runtime::NicOffload::ALL,
             LiveIo::AfXdp { .. } | LiveIo::PcapIn { .. } => runtime::NicOffload::NONE,
         });
+        host.rules = super::filter::rule_set(&self.filter, self.shards)?;
+        super::filter::check_with_rebalance(&host.rules, self.rebalance)?;
         if self.rebalance {
             if self.shards < 2 {
                 return Err(usage(
@@ -440,6 +455,7 @@ impl IoArgs {
             duration,
             first_ip: first_ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
             plan,
+            live_view: self.live_view || std::io::IsTerminal::is_terminal(&std::io::stderr()),
         })
     }
 }
@@ -494,6 +510,7 @@ impl Live {
         };
         let mut announced = false;
         let mut ready_err = None;
+        let mut view = LiveViewState::default();
         let report = run_host(
             &self.host,
             &self.live,
@@ -501,6 +518,11 @@ impl Live {
             limits,
             stop,
             |v: &HostView| {
+                if self.live_view {
+                    if let Some(line) = view.tick(v.elapsed, &v.shards) {
+                        eprintln!("{line}");
+                    }
+                }
                 if v.ready && !announced {
                     announced = true;
                     if let Err(e) = on_ready() {
@@ -514,6 +536,43 @@ impl Live {
             return Err(CliError::Io(e));
         }
         Ok(report)
+    }
+}
+
+/// The live view's memory: the shards' figures at the previous line.
+#[derive(Default)]
+struct LiveViewState {
+    last: Vec<runtime::ShardSnapshot>,
+    last_at: Duration,
+}
+
+impl LiveViewState {
+    /// One line when a second has passed since the previous one: per shard, the last
+    /// second's packets per second and packets per wake-up, and its connections now.
+    fn tick(&mut self, elapsed: Duration, shards: &[runtime::ShardSnapshot]) -> Option<String> {
+        if elapsed.saturating_sub(self.last_at) < Duration::from_secs(1) {
+            return None;
+        }
+        let secs = elapsed.saturating_sub(self.last_at).as_secs_f64();
+        let mut line = format!("[{:>7.1} s]", elapsed.as_secs_f64());
+        for (i, s) in shards.iter().enumerate() {
+            let prev = self.last.get(i).copied().unwrap_or_default();
+            let packets = s.rx_packets.saturating_sub(prev.rx_packets);
+            let wakeups = s.nic_wakeups.saturating_sub(prev.nic_wakeups);
+            let per_wakeup = if wakeups == 0 {
+                0.0
+            } else {
+                packets as f64 / wakeups as f64
+            };
+            line.push_str(&format!(
+                "  shard {i}: {:.0} pkts/s {per_wakeup:.1} pkts/wake-up {} conns",
+                packets as f64 / secs,
+                s.connections
+            ));
+        }
+        self.last = shards.to_vec();
+        self.last_at = elapsed;
+        Some(line)
     }
 }
 
@@ -587,6 +646,20 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
         .map(|s| s.info.numa_node.to_string())
         .collect();
     writeln!(out, "shard_cores: {}", cores.join(" "))?;
+    // Where the traffic went, per shard in shard order (steering rules, ATR, RSS).
+    let per_shard = |f: fn(&runtime::ShardReport<A>) -> u64| {
+        h.shards
+            .iter()
+            .map(|s| f(s).to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    writeln!(out, "shard_rx_packets: {}", per_shard(|s| s.rx_packets))?;
+    writeln!(
+        out,
+        "shard_connections_max: {}",
+        per_shard(|s| s.connections_max)
+    )?;
     writeln!(out, "shard_nodes: {}", nodes.join(" "))?;
     let mem_failed = h.shards.iter().filter(|s| s.node_memory.failed()).count();
     writeln!(out, "node_memory_failed: {mem_failed}")?;
@@ -642,7 +715,8 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
     // Every counter of the stacks (`stack::Counters::named`) and of their TCP connections
     // (`stack::TcpCounters::named`), summed over the shards.
     write_named_totals(out, "stack", h.shards.iter().map(|s| s.stack.named()))?;
-    write_named_totals(out, "tcp", h.shards.iter().map(|s| s.tcp.named()))
+    write_named_totals(out, "tcp", h.shards.iter().map(|s| s.tcp.named()))?;
+    super::filter::write_filter_summary(out, &h.filters)
 }
 
 /// Prints `PREFIX.NAME: total` for every name, summing the shards' `(name, value)` lists
@@ -670,6 +744,38 @@ fn write_named_totals(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_live_view_shows_each_shards_last_second_with_packets_per_wakeup() {
+        let mut v = LiveViewState::default();
+        let snap = |rx_packets, nic_wakeups, connections| runtime::ShardSnapshot {
+            rx_packets,
+            nic_wakeups,
+            connections,
+            ..Default::default()
+        };
+        assert_eq!(v.tick(Duration::from_millis(500), &[snap(10, 1, 1)]), None);
+        let line = v
+            .tick(Duration::from_secs(1), &[snap(100, 10, 2), snap(0, 0, 0)])
+            .expect("a second passed");
+        assert_eq!(
+            line,
+            "[    1.0 s]  shard 0: 100 pkts/s 10.0 pkts/wake-up 2 conns  \
+             shard 1: 0 pkts/s 0.0 pkts/wake-up 0 conns"
+        );
+        assert_eq!(
+            v.tick(Duration::from_millis(1500), &[snap(900, 20, 2)]),
+            None
+        );
+        let line = v
+            .tick(Duration::from_secs(2), &[snap(1100, 30, 3)])
+            .expect("another second");
+        // The last second only: 1,000 packets in 20 wake-ups.
+        assert!(
+            line.contains("shard 0: 1000 pkts/s 50.0 pkts/wake-up 3 conns"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn cidrs_macs_and_core_lists_parse_or_fail_with_usage() {

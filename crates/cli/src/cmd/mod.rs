@@ -4,6 +4,7 @@ pub mod coalesce;
 pub mod conformance;
 pub mod demo;
 pub mod demo_offload;
+pub mod filter;
 pub mod forward;
 pub mod get;
 pub mod live;
