@@ -103,6 +103,10 @@ pub struct OffloadSettings {
     pub core: Option<usize>,
     /// Slots of each command ring (host → engine, engine → host) and of the steering ring.
     pub ring_slots: usize,
+    /// A test and debugging knob: every period shard 0 asks every offloaded connection back
+    /// (`restore_all`, as on a route change); the policy then offloads them again at its
+    /// next pass. So a long transfer is handed off and restored many times while it flows.
+    pub cycle: Option<Duration>,
 }
 
 impl Default for OffloadSettings {
@@ -113,6 +117,7 @@ impl Default for OffloadSettings {
             fail_after: None,
             core: None,
             ring_slots: 16_384,
+            cycle: None,
         }
     }
 }
@@ -150,6 +155,9 @@ pub struct EngineReport {
     pub hold_drained: u64,
     pub hold_timeouts: u64,
     pub hold_dropped: u64,
+    /// The engine's transmissions on a live port (zero on the `mem` wire, which counts in
+    /// [`crate::WireReport`]).
+    pub port: crate::io::PortCounters,
 }
 
 impl EngineReport {
@@ -176,12 +184,33 @@ pub struct HostOffloadReport {
     pub steer_dropped: u64,
     /// Engine commands received.
     pub engine_cmds_in: u64,
+    /// Restore cycles run ([`OffloadSettings::cycle`]) and the restores they asked for.
+    pub cycles: u64,
+    pub cycle_restores_asked: u64,
 }
 
-/// The engine's side of the wire: the same rings as a shard's `MemIo`.
+/// Where the engine's frames go: the `mem` wire's transmit ring, or a live port.
+pub(crate) enum EngineOut {
+    Wire(Producer<Vec<u8>>),
+    Live(Box<crate::offload_live::LiveTx>),
+}
+
+impl EngineOut {
+    /// Offers one frame; `Err(frame)` when the ring or the OS is full for now.
+    fn send(&mut self, f: Vec<u8>) -> Result<(), Vec<u8>> {
+        match self {
+            EngineOut::Wire(p) => p.push(f),
+            EngineOut::Live(t) => t.send(f),
+        }
+    }
+}
+
+/// The engine's side of the port: on the `mem` wire the same rings as a shard's `MemIo`; on
+/// a live port, frames from shard 0's port on `rx` whose buffers go back on `post`, and no
+/// posting or completions (`post_target` 0; [`crate::offload_live`]).
 pub(crate) struct EnginePort {
     pub rx: Consumer<Vec<u8>>,
-    pub tx: Producer<Vec<u8>>,
+    pub out: EngineOut,
     pub post: Producer<Vec<u8>>,
     pub completions: Consumer<Vec<u8>>,
     /// Receive buffers kept posted, and their size.
@@ -329,10 +358,12 @@ impl EngineThread {
                         r.hold_frames += 1;
                         held += 1;
                         h.frames.push_back(b);
-                        let _ = self
-                            .port
-                            .post
-                            .push(Vec::with_capacity(self.port.rx_buf_bytes));
+                        if self.port.post_target > 0 {
+                            let _ = self
+                                .port
+                                .post
+                                .push(Vec::with_capacity(self.port.rx_buf_bytes));
+                        }
                     }
                     Some(_) => {
                         r.hold_dropped += 1;
@@ -398,7 +429,7 @@ impl EngineThread {
             // Frames for the wire; one the ring refused is retried first.
             let mut pushed = false;
             while let Some(f) = refused.take().or_else(|| self.engine.poll_transmit(now)) {
-                match self.port.tx.push(f) {
+                match self.port.out.send(f) {
                     Ok(()) => {
                         r.tx_frames += 1;
                         pushed = true;
@@ -438,6 +469,9 @@ impl EngineThread {
         r.counters = *self.engine.counters();
         r.connections_at_end = self.engine.connections() as u64;
         r.elapsed_ns = now_ns(self.epoch);
+        if let EngineOut::Live(t) = &self.port.out {
+            r.port = t.counters;
+        }
         r
     }
 }
@@ -460,6 +494,9 @@ pub(crate) struct ShardOffload {
     pub engine_index: usize,
     pub cmd_backlog: VecDeque<ToEngine>,
     pub steer_backlog: VecDeque<Steer>,
+    /// [`OffloadSettings::cycle`] in ns, and when the next cycle is due.
+    pub cycle_ns: Option<u64>,
+    pub next_cycle_ns: u64,
     pub report: HostOffloadReport,
 }
 
@@ -505,6 +542,11 @@ impl ShardOffload {
         nic_queue_empty: bool,
     ) -> usize {
         let failed_before = self.host.engine_failed();
+        if let Some(period) = self.cycle_ns.filter(|_| now >= self.next_cycle_ns) {
+            self.next_cycle_ns = now.saturating_add(period);
+            self.report.cycles += 1;
+            self.report.cycle_restores_asked += self.host.restore_all() as u64;
+        }
         self.host.poll(now, stack);
         let mut n = usize::from(self.host.engine_failed() != failed_before);
         while let Some(c) = self.host.poll_cmd() {
@@ -570,9 +612,13 @@ impl ShardOffload {
         !self.cmd_backlog.is_empty() || !self.steer_backlog.is_empty()
     }
 
-    /// When the layer must run again (heartbeat, policy).
+    /// When the layer must run again (heartbeat, policy, restore cycle).
     pub(crate) fn poll_timeout(&self) -> Option<u64> {
-        self.host.poll_timeout()
+        let cycle = self.cycle_ns.map(|_| self.next_cycle_ns);
+        [self.host.poll_timeout(), cycle]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     pub(crate) fn into_report(mut self) -> HostOffloadReport {
@@ -585,7 +631,7 @@ impl ShardOffload {
 
 /// The connection a TCP frame belongs to, as the receiving host names it (local: the
 /// destination); `None` for anything else.
-fn frame_tuple(frame: &[u8]) -> Option<FourTuple> {
+pub(crate) fn frame_tuple(frame: &[u8]) -> Option<FourTuple> {
     let f = rss::FlowFields::from_frame(frame).ok()??;
     if f.protocol != rss::PROTO_TCP {
         return None;
@@ -659,6 +705,10 @@ pub(crate) fn parts(
         engine_index: usize::from(s),
         cmd_backlog: Default::default(),
         steer_backlog: Default::default(),
+        cycle_ns: o
+            .cycle
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        next_cycle_ns: 0,
         report: HostOffloadReport::default(),
     };
     let mut stack_cfg = StackConfig::new(cfg.interface.clone());
@@ -679,7 +729,7 @@ pub(crate) fn parts(
                     engine: ::offload::Engine::new(engine_cfg, stack_cfg),
                     port: EnginePort {
                         rx: rx_c,
-                        tx: tx_p,
+                        out: EngineOut::Wire(tx_p),
                         post: post_p,
                         completions: done_c,
                         post_target: slots,

@@ -119,6 +119,9 @@ pub(crate) struct LivePort {
     /// Other shards may forward frames here: cap the `ppoll` sleep.
     pub forwarding: bool,
     pub counters: PortCounters,
+    /// Shard 0's software exact-match filter and the offload engine's receive ring, when the
+    /// host has an engine ([`crate::offload_live`]).
+    pub steer: Option<Box<crate::offload_live::PortSteer>>,
 }
 
 impl LivePort {
@@ -132,11 +135,17 @@ impl LivePort {
             nic.recycle(std::mem::take(&mut frame));
             return;
         }
+        if let Some(s) = &mut self.steer {
+            match s.classify(nic, frame, &mut self.counters) {
+                Some(f) => frame = f,
+                None => return,
+            }
+        }
         nic.receive(frame);
     }
 }
 
-fn is_would_block(e: &io::Error) -> bool {
+pub(crate) fn is_would_block(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
@@ -149,6 +158,9 @@ const ENOBUFS: i32 = 105;
 impl ShardIo for LivePort {
     fn receive(&mut self, nic: &mut RxQueue<'_>, max_frames: usize) -> usize {
         let mut n = 0;
+        if let Some(s) = &mut self.steer {
+            s.begin(nic, &mut self.counters);
+        }
         match &mut self.kind {
             PortKind::Tap { rx: Some(q), .. } => {
                 let q = q.clone();
@@ -179,6 +191,7 @@ impl ShardIo for LivePort {
             PortKind::AfPacket(sock) => {
                 let counters = &mut self.counters;
                 let capture = &self.capture;
+                let steer = &mut self.steer;
                 n = sock.recv_batch(max_frames, |bytes, meta| {
                     if let Some(c) = capture {
                         c.record(bytes);
@@ -198,6 +211,13 @@ impl ShardIo for LivePort {
                     }
                     counters.rx_frames += 1;
                     counters.rx_bytes += buf.len() as u64;
+                    let buf = match steer {
+                        Some(s) => match s.classify(nic, buf, counters) {
+                            Some(b) => b,
+                            None => return,
+                        },
+                        None => buf,
+                    };
                     nic.receive(buf);
                 });
             }
@@ -271,6 +291,9 @@ impl ShardIo for LivePort {
     }
 
     fn flush(&mut self) {
+        if let Some(s) = &mut self.steer {
+            s.flush();
+        }
         if let PortKind::AfXdp { sock, .. } = &self.kind {
             if let Ok(mut s) = sock.lock() {
                 // Kick the kernel (copy mode sends only inside a system call) and reap
