@@ -228,6 +228,8 @@ pub(crate) struct EngineThread {
     pub threads: Arc<Vec<OnceLock<Thread>>>,
     pub index: usize,
     pub wire_thread: Arc<OnceLock<Thread>>,
+    /// On a live port: shard 0 sleeps in `ppoll`, so commands for it also ring this.
+    pub host_doorbell: Option<Arc<platform::doorbell::Doorbell>>,
     pub fail_after_ns: Option<u64>,
     pub core: Option<usize>,
     pub stop: Arc<AtomicBool>,
@@ -425,6 +427,9 @@ impl EngineThread {
             }
             if sent {
                 unpark(self.threads.first());
+                if let Some(d) = &self.host_doorbell {
+                    d.ring();
+                }
             }
             // Frames for the wire; one the ring refused is retried first.
             let mut pushed = false;
@@ -740,6 +745,7 @@ pub(crate) fn parts(
                     threads,
                     index: usize::from(s),
                     wire_thread,
+                    host_doorbell: None,
                     fail_after_ns,
                     core,
                     stop,

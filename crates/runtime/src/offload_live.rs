@@ -38,6 +38,7 @@ use std::thread::Thread;
 use std::time::Instant;
 
 use platform::af_packet_tx::AfPacketSender;
+use platform::doorbell::Doorbell;
 use platform::tap::TapQueue;
 use shard::{RxQueue, is_arp_reply};
 use stack::{FourTuple, StackConfig};
@@ -64,6 +65,9 @@ pub(crate) struct PortSteer {
     threads: Arc<Vec<OnceLock<Thread>>>,
     engine_index: usize,
     pushed: bool,
+    /// Rung by the engine thread when it sent shard 0 commands: shard 0 sleeps in `ppoll`
+    /// on its port, which `Thread::unpark` does not reach, so it polls this beside it.
+    doorbell: Arc<Doorbell>,
 }
 
 impl PortSteer {
@@ -137,6 +141,11 @@ impl PortSteer {
             }
         }
         None
+    }
+
+    /// The doorbell the engine rings (shard 0's idle wait polls it).
+    pub(crate) fn doorbell(&self) -> &Doorbell {
+        &self.doorbell
     }
 
     /// After the turn's sends: wakes the engine when frames went to it.
@@ -226,6 +235,9 @@ pub(crate) fn parts(
     let (installed_p, installed_c) = ring(slots);
     let (rx_p, rx_c) = ring(cfg.wire_ring_slots);
     let (back_p, back_c) = ring(cfg.wire_ring_slots);
+    let doorbell = Arc::new(
+        Doorbell::new().map_err(|e| RuntimeError::Io(format!("offload engine: eventfd: {e}")))?,
+    );
     port0.steer = Some(Box::new(PortSteer {
         filters: BTreeSet::new(),
         filters_max: usize::try_from(o.engine.limits.connections_max).unwrap_or(usize::MAX),
@@ -236,6 +248,7 @@ pub(crate) fn parts(
         threads: threads.clone(),
         engine_index: s,
         pushed: false,
+        doorbell: doorbell.clone(),
     }));
     let (to_engine, from_host) = ring::<ToEngine>(slots);
     let (to_host, from_engine) = ring(slots);
@@ -288,6 +301,7 @@ pub(crate) fn parts(
                     threads,
                     index: s,
                     wire_thread: no_wire,
+                    host_doorbell: Some(doorbell),
                     fail_after_ns,
                     core,
                     stop,

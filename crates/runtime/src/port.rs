@@ -311,6 +311,23 @@ impl ShardIo for LivePort {
         } else {
             sleep_ns
         };
+        if let (Some(fd), Some(s)) = (&self.wait_fd, &self.steer) {
+            // The offload engine's doorbell beside the port (`offload_live`).
+            let bell = s.doorbell();
+            match platform::wait::wait_any_readable_ns(&[fd.as_fd(), bell.as_fd()], sleep_ns) {
+                Ok(true) => {
+                    if !bell.clear() {
+                        self.counters.wakeups_readable += 1;
+                    }
+                }
+                Ok(false) => {}
+                Err(_) => {
+                    self.counters.rx_errors += 1;
+                    std::thread::park_timeout(Duration::from_nanos(sleep_ns));
+                }
+            }
+            return;
+        }
         match &self.wait_fd {
             Some(fd) => match platform::wait::wait_readable_ns(fd.as_fd(), sleep_ns) {
                 Ok(true) => self.counters.wakeups_readable += 1,
