@@ -109,6 +109,15 @@ pub struct HostCounters {
     pub host_cmds_refused: u64,
     /// Bypass operations for a handle this layer does not know (dropped).
     pub ops_orphaned: u64,
+    /// Socket operations after the host asked the connection back: not sent, because the
+    /// restore reconciles them from the bypass socket (writes, reads, shutdown, close,
+    /// options).
+    pub ops_reconciled_at_restore: u64,
+    /// Frames that reached the host between its `Restore` and the engine's answer: held and
+    /// processed after the restore, or dropped beyond [`FRAMES_HELD_MAX`] per connection or
+    /// when the connection ended on the engine instead.
+    pub frames_held_restoring: u64,
+    pub frames_dropped_restoring: u64,
     /// Frames forwarded to the engine, and frames re-processed by the host after a refusal.
     pub frames_forwarded: u64,
     pub frames_reprocessed: u64,
@@ -134,7 +143,18 @@ struct Link {
     pending: Option<(ReqId, Box<tcp::ConnectionSnapshot>, Vec<BypassOp>)>,
     /// Activity since the policy last looked (bytes and operations), for `adaptive`.
     activity: u64,
+    /// `Some` once the host asked the connection back (`Restore` sent): from then on the
+    /// socket's operations are not sent (the engine would refuse them; the restore reconciles
+    /// the bypass socket's buffers, shutdown, close and options) and frames that reach the
+    /// host wait here, oldest first, at most [`FRAMES_HELD_MAX`], to be processed once the
+    /// connection is back.
+    restoring: Option<Vec<Vec<u8>>>,
 }
+
+/// Frames held per connection between the host's `Restore` and the engine's answer; beyond
+/// it they are dropped before any processing (counted in `frames_dropped_restoring`: the
+/// peer retransmits).
+pub const FRAMES_HELD_MAX: usize = 256;
 
 /// The host's offload layer (module documentation).
 pub struct HostOffload {
@@ -292,6 +312,7 @@ impl HostOffload {
                 cid: None,
                 pending: Some((req, Box::new(snapshot), Vec::new())),
                 activity: 0,
+                restoring: None,
             },
         );
         Ok(req)
@@ -300,14 +321,22 @@ impl HostOffload {
     /// Asks the engine to give `h` back (`ch_nic_restore`); false when `h` is not offloaded
     /// (or its handoff is still unanswered: ask again after).
     pub fn restore(&mut self, h: SocketHandle) -> bool {
-        let Some(cid) = self.links.get(&h).and_then(|l| l.cid) else {
+        let Some(l) = self.links.get_mut(&h) else {
             return false;
         };
-        let cmd = HostCmd::Restore { cid };
-        if self.conv.host_cmd(&cmd).is_err() {
-            // Already asked back or released: nothing to do.
+        let Some(cid) = l.cid else {
+            return false;
+        };
+        if l.restoring.is_some() {
+            // Already asked back: the answer is on its way.
             return false;
         }
+        let cmd = HostCmd::Restore { cid };
+        if self.conv.host_cmd(&cmd).is_err() {
+            // Released by the engine meanwhile (its answer crossed): nothing to do.
+            return false;
+        }
+        l.restoring = Some(Vec::new());
         self.out.push_back(cmd);
         self.counters.restores_asked += 1;
         true
@@ -363,10 +392,19 @@ impl HostOffload {
                 BypassOp::Recvd { len_bytes } => u64::from(*len_bytes),
                 _ => 1,
             };
-            match (&mut l.pending, l.cid) {
-                (Some((_, _, ops)), _) => ops.push(op),
-                (None, Some(cid)) => self.send_op(cid, op),
-                (None, None) => self.counters.ops_orphaned += 1,
+            match (&mut l.pending, l.cid, &mut l.restoring) {
+                (Some((_, _, ops)), _, _) => ops.push(op),
+                (None, Some(_), Some(held)) => match op {
+                    BypassOp::Forward { packet } if held.len() < FRAMES_HELD_MAX => {
+                        self.counters.frames_held_restoring += 1;
+                        held.push(packet);
+                    }
+                    BypassOp::Forward { .. } => self.counters.frames_dropped_restoring += 1,
+                    // Reconciled by the restore from the bypass socket's own state.
+                    _ => self.counters.ops_reconciled_at_restore += 1,
+                },
+                (None, Some(cid), None) => self.send_op(cid, op),
+                (None, None, _) => self.counters.ops_orphaned += 1,
             }
         }
         if !self.links.is_empty()
@@ -506,7 +544,10 @@ impl HostOffload {
                     EngineCtrl::TimedOut => stack.bypass_error(h, SocketError::TimedOut, false),
                     EngineCtrl::Deallocated => {
                         self.counters.deallocated += 1;
-                        self.forget(cid);
+                        // The connection ended on the engine: frames held for its restore
+                        // belong to nothing now (the host answers the tuple as unknown).
+                        let held = self.forget(cid);
+                        self.counters.frames_dropped_restoring += held.len() as u64;
                         stack.bypass_deallocated(h)
                     }
                 };
@@ -538,8 +579,14 @@ impl HostOffload {
                 let Some(h) = self.handle_of(cid) else {
                     return;
                 };
-                self.forget(cid);
+                let held = self.forget(cid);
                 self.take_back(now, stack, h, *snapshot);
+                // Frames that reached the host while the restore was on its way are the
+                // host's to process now, oldest first.
+                for packet in held {
+                    self.counters.frames_reprocessed += 1;
+                    reinject(now, stack, &packet);
+                }
             }
         }
     }
@@ -553,12 +600,16 @@ impl HostOffload {
     }
 
     /// The connection left the engine: its filter goes first, so the host sees its frames.
-    fn forget(&mut self, cid: Cid) {
+    /// Returns the frames held since the host asked it back (module documentation of
+    /// `Link::restoring`).
+    fn forget(&mut self, cid: Cid) -> Vec<Vec<u8>> {
         if let Some(h) = self.by_cid.remove(&cid) {
             if let Some(l) = self.links.remove(&h) {
                 self.steer.push_back(Steer::Remove(l.tuple));
+                return l.restoring.unwrap_or_default();
             }
         }
+        Vec::new()
     }
 
     /// Brings a connection back into its slot; a snapshot the stack refuses ends it with a

@@ -236,3 +236,59 @@ fn policy_first_n_offloads_n_connections_then_stops() {
     assert_eq!(n.engine.connections(), 2);
     assert!(n.off.policy_counters().kept_quota_reached > 0);
 }
+
+/// Between the host's `Restore` and the engine's answer the application keeps using its
+/// socket and frames keep reaching the host: nothing is sent to the engine for a connection
+/// it is returning (no command refused), the writes, reads and options are reconciled by the
+/// restore, and the frames are processed once the connection is back.
+#[test]
+fn operations_and_frames_while_a_restore_is_on_its_way_are_reconciled_not_refused() {
+    let mut n = Net::new(EngineConfig::default(), HostConfig::default());
+    let (c, h) = n.connect();
+    n.offload(h);
+    n.client.tcp_send(c, &pattern(3000, 7)).expect("send");
+    // Long enough for every delayed ACK: the straggler below is not held by Nagle.
+    n.advance(500_000_000);
+    // Asked back: the Restore waits in the layer's queue, not delivered yet.
+    assert!(n.off.restore(h));
+    assert!(
+        !n.off.restore(h),
+        "a second request while the first is on its way"
+    );
+    let early = Net::read_all(&mut n.host, h);
+    n.host
+        .tcp_send(h, b"written-while-returning")
+        .expect("write");
+    n.host
+        .set_option(h, stack::SocketOption::NoDelay(true))
+        .expect("option");
+    // A frame of the connection reaches the host (the filter still points at the engine,
+    // so put it through the host as a straggler would come).
+    n.client.tcp_send(c, &pattern(500, 9)).expect("send");
+    n.client.handle_timeout(n.now);
+    let straggler = n.client.poll_transmit(n.now).expect("a data segment");
+    n.host.receive(n.now, &straggler, &stack::RxMeta::NONE);
+    n.off.poll(n.now, &mut n.host);
+    assert!(n.off.counters().ops_reconciled_at_restore >= 2);
+    assert_eq!(n.off.counters().frames_held_restoring, 1);
+    n.advance(2_000_000);
+    assert!(!n.host.tcp_offloaded(h), "back on the host");
+    assert_eq!(n.off.counters().host_cmds_refused, 0);
+    assert_eq!(n.off.counters().engine_cmds_refused, 0);
+    assert_eq!(n.engine.counters().host_cmds_refused, 0);
+    assert_eq!(n.off.conversation().counters().refused.not_live, 0);
+    assert_eq!(n.off.counters().frames_reprocessed, 1);
+    let mut got = early;
+    got.extend(Net::read_all(&mut n.host, h));
+    let mut want = pattern(3000, 7);
+    want.extend(pattern(500, 9));
+    assert_eq!(got, want, "every byte once, in order");
+    assert_eq!(Net::read_all(&mut n.client, c), b"written-while-returning");
+    // NoDelay, set while the connection was returning, holds on the host: a second small
+    // write leaves before the first is acknowledged (Nagle would hold it).
+    n.host.tcp_send(h, b"a").expect("write");
+    n.settle();
+    n.host.tcp_send(h, b"b").expect("write");
+    n.settle();
+    assert_eq!(Net::read_all(&mut n.client, c), b"ab");
+}

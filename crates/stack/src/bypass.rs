@@ -82,6 +82,10 @@ pub(crate) struct Bypass {
     in_table: bool,
     /// The state the application sees (a mirror of the engine's, coarse).
     state: State,
+    /// The options the application set while the connection was away, last value per kind
+    /// (at most one of each of the four a bypass socket takes): re-applied at restore, since
+    /// one set after the host asked the connection back never reached the engine.
+    options: Vec<SocketOption>,
 }
 
 impl Bypass {
@@ -104,6 +108,7 @@ impl Bypass {
             ended: false,
             in_table: true,
             state: s.state,
+            options: Vec::new(),
         }
     }
 
@@ -327,12 +332,17 @@ impl Stack {
             return Err(SocketError::InvalidState);
         }
         let (shutdown, app_closed, aborted) = (b.shutdown, b.app_closed, b.aborted);
+        let options = core::mem::take(&mut b.options);
         let Some(Socket::Tcp(TcpState::Moved(m))) = cx.sockets.get(i) else {
             return Err(SocketError::InvalidState);
         };
         let tuple = m.key.tuple;
         let h2 = cx.tcp_import(now, tuple, &snapshot)?;
         debug_assert_eq!(h, h2, "a restore keeps the handle");
+        for opt in options {
+            // Each was accepted on the bypass socket, and a live connection takes all four.
+            let _ = cx.set_option(i, opt);
+        }
         if let Some(c) = cx.conn_mut(i) {
             if aborted {
                 c.conn.abort();
@@ -598,6 +608,10 @@ impl TcpCx<'_> {
         if b.ended {
             return Some(Err(SocketError::InvalidState));
         }
+        let same_kind = core::mem::discriminant(&opt);
+        b.options
+            .retain(|o| core::mem::discriminant(o) != same_kind);
+        b.options.push(opt);
         self.bypass_op(i, BypassOp::Option(opt));
         Some(Ok(()))
     }

@@ -169,8 +169,13 @@ pub fn run(seed: u64) -> Result<(RunSummary, OffloadStats), String> {
     let refused_cmds = hc.engine_cmds_refused + hc.host_cmds_refused + ec.engine_cmds_refused;
     if refused_cmds > 0 || hc.restore_failed > 0 || hc.connections_lost > 0 {
         return Err(format!(
-            "{context}: commands refused {refused_cmds} (host side {:?}), restores failed {}, lost {}",
+            "{context}: commands refused {refused_cmds} (host layer: {} engine commands, {} of its own; engine: {} host commands, {} of its own; host checker {:?}; engine checker {:?}), restores failed {}, lost {}",
+            hc.engine_cmds_refused,
+            hc.host_cmds_refused,
+            ec.host_cmds_refused,
+            ec.engine_cmds_refused,
             off.conversation().counters().refused,
+            engine.conversation().counters().refused,
             hc.restore_failed,
             hc.connections_lost
         ));
