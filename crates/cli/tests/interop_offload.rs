@@ -2,9 +2,11 @@
 //! --offload …` over TAP and AF_PACKET. Root only.
 //!
 //! - `curl` and `wrk` are served with connections handed to the engine (the summary counts
-//!   them, > 0); then the engine fails without notice mid-run (`--engine-fail-after`) while
-//!   `wrk` holds connections on it: the host resets exactly the connections the engine held
-//!   (counted, = the engine's table at failure plus the handoffs it swallowed), and new
+//!   them, > 0); then the engine (room for 4 connections, so adaptive puts 3 of wrk's 10
+//!   there) fails without notice mid-run (`--engine-fail-after`) while `wrk` holds
+//!   connections on it and on the host: the host resets exactly the connections the engine
+//!   held (counted, = the engine's table at failure plus the handoffs it swallowed), wrk sees
+//!   no more socket errors than that (its connections on the host are unaffected), and new
 //!   connections are served by the host — `curl` intact, `wrk` without a socket error.
 //! - A 100 MB `curl` whose connection is restored and handed off again every 100 ms while it
 //!   flows (`--offload all --offload-cycle-ms 100`): byte-exact (SHA-256), several handoffs
@@ -77,19 +79,23 @@ fn served_offloaded_then_engine_fails(backend: Backend) -> Result<()> {
         "80",
         "--offload",
         "adaptive",
+        // Room for 4: adaptive keeps one in reserve, so 3 of wrk's 10 connections run on
+        // the engine and the others stay on the host.
+        "--engine-connections",
+        "4",
         "--engine-fail-after",
         &fail,
         // The heartbeat's time-out: generous, as two cores are shared with the test's peers.
         "--engine-timeout-ms",
         "1000",
     ])?;
-    match phases(&topo, &files, start) {
-        Ok(()) => {}
+    let during_errors = match phases(&topo, &files, start) {
+        Ok(n) => n,
         Err(e) => {
             let summary = server.stop().unwrap_or_else(|e| e.to_string());
             return Err(testnet::Error::Check(format!("{e}\nrsstack:\n{summary}")));
         }
-    }
+    };
     server.still_running()?;
     let summary = server.stop()?;
     let c = counters(&summary);
@@ -108,6 +114,10 @@ fn served_offloaded_then_engine_fails(backend: Backend) -> Result<()> {
     check(held > 0 && reset == held, || {
         format!("reset {reset} connections, the engine held {held}:\n{summary}")
     })?;
+    // Only the engine's connections failed: wrk's others, on the host, saw no error.
+    check(held < 10 && during_errors <= held, || {
+        format!("wrk saw {during_errors} socket errors, the engine held {held}:\n{summary}")
+    })?;
     check(counter(&c, "offload.cmds_dropped")? == 0, || {
         format!("commands dropped:\n{summary}")
     })?;
@@ -120,8 +130,9 @@ fn served_offloaded_then_engine_fails(backend: Backend) -> Result<()> {
     Ok(())
 }
 
-/// The client side of [`served_offloaded_then_engine_fails`].
-fn phases(topo: &Topology, files: &[(String, std::path::PathBuf)], start: Instant) -> Result<()> {
+/// The client side of [`served_offloaded_then_engine_fails`]; returns the socket errors wrk
+/// saw across the failure.
+fn phases(topo: &Topology, files: &[(String, std::path::PathBuf)], start: Instant) -> Result<u64> {
     let got = TempDir::new("got")?;
     // Phase 1: the engine runs. Served, and the connections go to the engine.
     curl_intact(topo, files, &got)?;
@@ -157,7 +168,7 @@ fn phases(topo: &Topology, files: &[(String, std::path::PathBuf)], start: Instan
     check(after.socket_errors() == 0 && after.non_2xx_3xx == 0, || {
         format!("errors after the failure: {after:?}")
     })?;
-    Ok(())
+    Ok(during.socket_errors())
 }
 
 /// The peer's kernel TCP counters `(EstabResets, OutRsts)` from its namespace's
