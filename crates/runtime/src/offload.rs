@@ -46,6 +46,11 @@
 //! connections it had handed off (each counted in `connections_lost`), removes their filters
 //! and offloads nothing more; new connections stay on the host. Invariant (checked by the
 //! CLI's test): `connections_lost == engine_connections_at_failure + handoffs_swallowed`.
+//!
+//! The host also *fences* the engine when it declares it failed (a shared flag, as a driver
+//! resets a NIC it gave up on): an engine whose heartbeat was only late — its thread
+//! descheduled on a loaded machine — then stops as a failed one would (`fenced` in its
+//! report), instead of running on, and sending for, connections the host has reset.
 
 use core::net::{IpAddr, SocketAddr};
 use std::collections::{BTreeMap, VecDeque};
@@ -143,6 +148,9 @@ pub struct EngineReport {
     /// what it swallowed afterwards: handoffs (each one more connection lost on the host),
     /// other commands and frames.
     pub failed: bool,
+    /// The engine stopped because the host declared it failed and fenced it (as a driver
+    /// resets its NIC), not by fault injection: its heartbeat was late but it was alive.
+    pub fenced: bool,
     pub connections_at_failure: u64,
     pub handoffs_swallowed: u64,
     pub cmds_swallowed: u64,
@@ -230,6 +238,10 @@ pub(crate) struct EngineThread {
     pub wire_thread: Arc<OnceLock<Thread>>,
     /// On a live port: shard 0 sleeps in `ppoll`, so commands for it also ring this.
     pub host_doorbell: Option<Arc<platform::doorbell::Doorbell>>,
+    /// Set by shard 0 when its layer declares the engine failed: from then on the engine
+    /// behaves as failed (answers nothing, sends nothing), so a late but live engine does
+    /// not go on running connections the host already reset.
+    pub fence: Arc<AtomicBool>,
     pub fail_after_ns: Option<u64>,
     pub core: Option<usize>,
     pub stop: Arc<AtomicBool>,
@@ -282,7 +294,9 @@ impl EngineThread {
             }
             let now = now_ns(self.epoch);
             let mut work = 0usize;
-            if !r.failed && self.fail_after_ns.is_some_and(|t| now >= t) {
+            let fenced = self.fence.load(Ordering::Acquire);
+            if !r.failed && (fenced || self.fail_after_ns.is_some_and(|t| now >= t)) {
+                r.fenced = fenced;
                 // Fails without notice: what is already in flight stays in flight; what the
                 // engine still holds is lost with it.
                 r.failed = true;
@@ -499,6 +513,8 @@ pub(crate) struct ShardOffload {
     pub engine_index: usize,
     pub cmd_backlog: VecDeque<ToEngine>,
     pub steer_backlog: VecDeque<Steer>,
+    /// Shared with the engine thread: set when the layer declares the engine failed.
+    pub fence: Arc<AtomicBool>,
     /// [`OffloadSettings::cycle`] in ns, and when the next cycle is due.
     pub cycle_ns: Option<u64>,
     pub next_cycle_ns: u64,
@@ -554,6 +570,11 @@ impl ShardOffload {
         }
         self.host.poll(now, stack);
         let mut n = usize::from(self.host.engine_failed() != failed_before);
+        if n > 0 {
+            // Fence the engine, as a driver resets a NIC it gave up on.
+            self.fence.store(true, Ordering::Release);
+            unpark(threads.get(self.engine_index));
+        }
         while let Some(c) = self.host.poll_cmd() {
             self.queue(ToEngine::Cmd(c));
         }
@@ -699,6 +720,7 @@ pub(crate) fn parts(
     port.installed = Some(installed_p);
     let (to_engine, from_host) = ring(o.ring_slots);
     let (to_host, from_engine) = ring(o.ring_slots);
+    let fence = Arc::new(AtomicBool::new(false));
     let shard_offload = ShardOffload {
         host: ::offload::HostOffload::new(o.host),
         to_engine,
@@ -710,6 +732,7 @@ pub(crate) fn parts(
         engine_index: usize::from(s),
         cmd_backlog: Default::default(),
         steer_backlog: Default::default(),
+        fence: fence.clone(),
         cycle_ns: o
             .cycle
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
@@ -746,6 +769,7 @@ pub(crate) fn parts(
                     index: usize::from(s),
                     wire_thread,
                     host_doorbell: None,
+                    fence,
                     fail_after_ns,
                     core,
                     stop,

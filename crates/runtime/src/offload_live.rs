@@ -252,6 +252,7 @@ pub(crate) fn parts(
     }));
     let (to_engine, from_host) = ring::<ToEngine>(slots);
     let (to_host, from_engine) = ring(slots);
+    let fence = Arc::new(AtomicBool::new(false));
     // No wire thread: shard 0 applies its own steering changes at its next read.
     let no_wire: Arc<OnceLock<Thread>> = Arc::new(OnceLock::new());
     let shard_offload = ShardOffload {
@@ -265,6 +266,7 @@ pub(crate) fn parts(
         engine_index: s,
         cmd_backlog: Default::default(),
         steer_backlog: Default::default(),
+        fence: fence.clone(),
         cycle_ns: o
             .cycle
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
@@ -302,6 +304,7 @@ pub(crate) fn parts(
                     index: s,
                     wire_thread: no_wire,
                     host_doorbell: Some(doorbell),
+                    fence,
                     fail_after_ns,
                     core,
                     stop,

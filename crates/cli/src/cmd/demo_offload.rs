@@ -270,6 +270,7 @@ impl OffloadSummary {
             "engine_busy_share": e.busy_share(),
             "engine_core": e.core.filter(|_| !e.pin_failed),
             "engine_failed": e.failed,
+            "engine_fenced": e.fenced,
             "engine_failures_detected": h.engine_failures,
             "engine_connections_at_failure": self.engine_held_at_failure(),
             "connections_reset_by_engine_failure": h.connections_lost,
