@@ -60,9 +60,9 @@ pub struct PortCounters {
     /// lent to the kernel). Read when the shard stops; zero unless the kernel misbehaves or
     /// the shared ring was corrupted.
     pub rx_drop_ring_invalid: u64,
-    /// Offload engine on a live port (shard 0's port; [`crate::offload_live`]): frames the
-    /// software exact-match filter steered to the engine, and ones dropped because the
-    /// engine's receive ring was full.
+    /// Offload engine on a live port (shard 0's port plays the NIC, `runtime::offload_live`):
+    /// frames the software exact-match filter steered to the engine, and ones dropped because
+    /// the engine's receive ring was full.
     pub rx_to_engine: u64,
     pub rx_drop_engine_ring_full: u64,
     /// ARP replies copied to the engine, and copies dropped for a full ring.
