@@ -122,7 +122,7 @@ fn bad_offload_values_are_usage_errors() {
 #[test]
 fn bad_serve_offload_options_are_usage_errors() {
     let live = ["serve", "http", "--ip", "10.77.0.2/24"];
-    let cases: [&[&str]; 8] = [
+    let cases: [&[&str]; 9] = [
         // No engine beside AF_XDP (or a pcap replay): TAP and AF_PACKET only.
         &["--iface", "lo", "--io", "af_xdp", "--offload", "all"],
         &[
@@ -154,6 +154,19 @@ fn bad_serve_offload_options_are_usage_errors() {
             "1",
         ],
         &["--tap", "t0", "--offload", "sometimes"],
+        // Apart from the shards, or not at all.
+        &[
+            "--tap",
+            "t0",
+            "--offload",
+            "all",
+            "--cores",
+            "0,1",
+            "--shards",
+            "2",
+            "--engine-core",
+            "1",
+        ],
     ];
     for extra in cases {
         let args: Vec<&str> = live.iter().chain(extra).copied().collect();

@@ -63,6 +63,13 @@ pub fn run(args: ServeArgs, out: &mut impl Write) -> Result<(), CliError> {
             ));
         }
     }
+    if let (Some(c), Some(cores)) = (args.offload.engine_core, &live.host.cores) {
+        if cores.contains(&c) {
+            return Err(CliError::Usage(format!(
+                "--engine-core {c} is also a shard's core: the engine runs on a core of its own"
+            )));
+        }
+    }
     live.host.offload = args.offload.settings(None)?;
     let offload_args = &args.offload;
     let port = args.port.unwrap_or(match args.app {
