@@ -197,7 +197,9 @@ fn big_transfer_cycles_between_host_and_engine(backend: Backend) -> Result<()> {
     let site = TempDir::new("site")?;
     let files = write_site(site.path(), u64::MAX)?;
     let dir = site.path().to_string_lossy().into_owned();
-    let mut server = topo.serve(&[
+    // The shard on CPU 0 and the engine pinned apart on CPU 1, when there is one.
+    let two_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    let mut args = vec![
         "serve",
         "http",
         "--dir",
@@ -212,7 +214,11 @@ fn big_transfer_cycles_between_host_and_engine(backend: Backend) -> Result<()> {
         // miss 100 ms of heartbeats, and a false failure ends the transfer with a reset.
         "--engine-timeout-ms",
         "1000",
-    ])?;
+    ];
+    if two_cpus {
+        args.extend(["--cores", "0", "--engine-core", "1"]);
+    }
+    let mut server = topo.serve(&args)?;
     // Every TCP segment with RST on the peer's interface, either direction.
     let mut rst = topo.peer.spawn(
         "tcpdump",
@@ -274,6 +280,11 @@ fn big_transfer_cycles_between_host_and_engine(backend: Backend) -> Result<()> {
     check(counter(&c, "offload.cmds_dropped")? == 0, || {
         format!("commands dropped:\n{summary}")
     })?;
+    if two_cpus {
+        check(counter(&c, "offload.engine_core")? == 1, || {
+            format!("the engine was not pinned to CPU 1:\n{summary}")
+        })?;
+    }
     check(counter(&c, "offload.restores.failed")? == 0, || {
         format!("a restore failed:\n{summary}")
     })?;
