@@ -25,6 +25,9 @@ const CURL_LIMIT: Duration = Duration::from_secs(120);
 /// When the engine fails, seconds after rsstack started: after the first phase (a few curls
 /// and a 2 s wrk), inside the second wrk.
 const FAIL_AFTER_SECS: u64 = 8;
+/// The heartbeat time-out of the failure test, ms; the wrk across the failure runs until 2 s
+/// after the host must have noticed.
+const ENGINE_TIMEOUT_MS: &str = "2000";
 
 /// A summary counter; a missing one is an error naming it.
 fn counter(c: &std::collections::BTreeMap<String, f64>, key: &str) -> Result<u64> {
@@ -87,7 +90,7 @@ fn served_offloaded_then_engine_fails(backend: Backend) -> Result<()> {
         &fail,
         // The heartbeat's time-out: generous, as two cores are shared with the test's peers.
         "--engine-timeout-ms",
-        "1000",
+        ENGINE_TIMEOUT_MS,
     ])?;
     let during_errors = match phases(&topo, &files, start) {
         Ok(n) => n,
@@ -151,7 +154,7 @@ fn phases(topo: &Topology, files: &[(String, std::path::PathBuf)], start: Instan
     })?;
     // Phase 2: wrk holds connections on the engine when it fails. Its connections there are
     // reset (wrk counts errors and reconnects: those are the host's).
-    let straddle = FAIL_AFTER_SECS + 3 - phase1.as_secs();
+    let straddle = FAIL_AFTER_SECS + 4 - phase1.as_secs();
     let during = wrk(topo, straddle)?;
     eprintln!(
         "wrk across the failure: {} requests, socket errors {}",
@@ -210,10 +213,12 @@ fn big_transfer_cycles_between_host_and_engine(backend: Backend) -> Result<()> {
         "all",
         "--offload-cycle-ms",
         "100",
-        // Generous: on two cores shared with the peer (and whatever else runs), a thread can
-        // miss 100 ms of heartbeats, and a false failure ends the transfer with a reset.
+        // Generous: on two cores shared with the peer (and whatever else runs, the test
+        // itself perhaps under `nice`), a pinned thread was seen to miss 1 s of heartbeats,
+        // and a false failure ends the transfer with a reset. This test is about handoff and
+        // restore, not failure detection.
         "--engine-timeout-ms",
-        "1000",
+        "10000",
     ];
     if two_cpus {
         args.extend(["--cores", "0", "--engine-core", "1"]);
