@@ -294,12 +294,6 @@ impl HostOffload {
             return Err(OffloadError::AlreadyOffloaded);
         }
         self.out.push_back(cmd);
-        if self.links.is_empty() {
-            // The heartbeat watch starts now: an engine with no connection stays quiet
-            // (it advertises only while it has some to watch), so the silence before is no
-            // sign of failure.
-            self.last_heard_ns = now;
-        }
         self.advertised
             .insert(ResourceKind::Connections, slots.saturating_sub(1));
         self.counters.handoffs_sent += 1;

@@ -127,35 +127,6 @@ fn engine_failure_resets_exactly_its_connections_and_counts_them() {
 }
 
 #[test]
-fn a_handoff_after_a_quiet_spell_is_not_taken_for_a_silent_engine() {
-    let mut n = Net::new(
-        EngineConfig::default(),
-        HostConfig {
-            engine_timeout_ns: 20_000_000,
-            ..HostConfig::default()
-        },
-    );
-    let (_, first) = n.connect();
-    // Long past the time-out with nothing offloaded: the engine says nothing (on threads it
-    // is not even woken while it has no connection).
-    n.engine_dead = true;
-    n.advance(1_000_000_000);
-    n.engine_dead = false;
-    n.off.offload(n.now, &mut n.host, first).expect("offload");
-    // The host runs its watch before the engine's first answer is in (on threads the
-    // engine answers a turn later).
-    n.off.poll(n.now, &mut n.host);
-    assert!(
-        !n.off.engine_failed(),
-        "the silence before the handoff is no failure"
-    );
-    n.advance(1_000_000);
-    assert!(!n.off.engine_failed());
-    assert_eq!(n.off.counters().handoffs_accepted, 1);
-    assert_eq!(n.off.counters().connections_lost, 0);
-}
-
-#[test]
 fn policy_all_offloads_every_established_connection_within_the_advertisement() {
     let limits = Limits {
         connections_max: 3,
