@@ -38,6 +38,7 @@ ip iproute2
 ping iputils-ping
 curl curl
 wrk wrk
+tcpdump tcpdump
 iperf iperf
 socat socat
 nc netcat-openbsd

@@ -118,3 +118,61 @@ fn bad_offload_values_are_usage_errors() {
         assert_eq!(stderr.lines().count(), 1, "rsstack {args:?}: {stderr}");
     }
 }
+
+#[test]
+fn bad_serve_offload_options_are_usage_errors() {
+    let live = ["serve", "http", "--ip", "10.77.0.2/24"];
+    let cases: [&[&str]; 9] = [
+        // No engine beside AF_XDP (or a pcap replay): TAP and AF_PACKET only.
+        &["--iface", "lo", "--io", "af_xdp", "--offload", "all"],
+        &[
+            "--tap",
+            "t0",
+            "--offload",
+            "all",
+            "--shards",
+            "2",
+            "--rebalance",
+        ],
+        &["--tap", "t0", "--engine-core", "1"],
+        &["--tap", "t0", "--offload-cycle-ms", "100"],
+        &[
+            "--tap",
+            "t0",
+            "--offload",
+            "off",
+            "--engine-timeout-ms",
+            "500",
+        ],
+        &["--tap", "t0", "--offload", "all", "--offload-cycle-ms", "0"],
+        &[
+            "--tap",
+            "t0",
+            "--offload",
+            "all",
+            "--engine-timeout-ms",
+            "1",
+        ],
+        &["--tap", "t0", "--offload", "sometimes"],
+        // Apart from the shards, or not at all.
+        &[
+            "--tap",
+            "t0",
+            "--offload",
+            "all",
+            "--cores",
+            "0,1",
+            "--shards",
+            "2",
+            "--engine-core",
+            "1",
+        ],
+    ];
+    for extra in cases {
+        let args: Vec<&str> = live.iter().chain(extra).copied().collect();
+        let out = rsstack(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "rsstack {args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "rsstack {args:?}: {stderr}");
+    }
+}

@@ -221,6 +221,9 @@ pub struct LiveReport<A> {
     pub zero_copy: bool,
     /// What the rebalancer did, when the host rebalanced.
     pub rebalance: Option<crate::RebalanceReport>,
+    /// The offload engine, when the host had one (shard 0's layer reports in its
+    /// [`crate::ShardReport::offload`], the port's filter in its port counters).
+    pub engine: Option<crate::EngineReport>,
 }
 
 impl<A> LiveReport<A> {
@@ -277,6 +280,7 @@ pub(crate) fn open_ports_in_group(
         forwarding,
         nic_offload: cfg.nic_offload,
         counters: PortCounters::default(),
+        steer: None,
     };
     let mut ports = Vec::with_capacity(shards);
     let mut xdp = None;
@@ -455,9 +459,17 @@ where
 {
     check(cfg, "host")?;
     if cfg.offload.is_some() {
-        return Err(RuntimeError::Config(
-            "an offload engine runs on the mem backend only (live ports: not yet)".into(),
-        ));
+        if !matches!(live.io, LiveIo::Tap { .. } | LiveIo::AfPacket { .. }) {
+            return Err(RuntimeError::Config(format!(
+                "an offload engine runs on TAP or AF_PACKET ports (and the mem wire), not {}",
+                live.io.kind_name()
+            )));
+        }
+        if cfg.rebalance.is_some() {
+            return Err(RuntimeError::Config(
+                "an offload engine and rebalancing do not go together".into(),
+            ));
+        }
     }
     let mut cfg = cfg.clone();
     if matches!(live.io, LiveIo::AfPacket { .. })
@@ -474,10 +486,24 @@ where
         )),
         None => None,
     };
-    let opened = open_ports(cfg, &live.io, &capture)?;
+    let mut opened = open_ports(cfg, &live.io, &capture)?;
     let epoch = Instant::now();
     let s = usize::from(cfg.shards);
-    let threads: Arc<Vec<OnceLock<Thread>>> = Arc::new((0..s).map(|_| OnceLock::new()).collect());
+    // With an offload engine the thread list has one more entry: the engine's (index `s`).
+    let engines = usize::from(cfg.offload.is_some());
+    let threads: Arc<Vec<OnceLock<Thread>>> =
+        Arc::new((0..s + engines).map(|_| OnceLock::new()).collect());
+    let (shard_offload, engine) = match (&cfg.offload, opened.ports.first_mut()) {
+        (Some(o), Some(port0)) => {
+            let iface = match &live.io {
+                LiveIo::AfPacket { iface, .. } => Some(iface.as_str()),
+                _ => None,
+            };
+            let (so, e) = crate::offload_live::parts(cfg, o, port0, iface, &threads, &stop, epoch)?;
+            (Some(so), Some(e))
+        }
+        _ => (None, None),
+    };
     let mode = ShardMode {
         forwarding: true,
         mesh: false,
@@ -522,10 +548,18 @@ where
         mode,
         crate::Extras {
             controls,
-            offload: None,
+            offload: shard_offload,
         },
     )?;
     let mut spawn_err = None;
+    let engine_handle = match engine.map(|st| st()) {
+        Some(Ok(h)) => Some(h),
+        Some(Err(e)) => {
+            spawn_err = Some(e);
+            None
+        }
+        None => None,
+    };
     let handles = start_all(starters, &mut spawn_err);
     if spawn_err.is_none() {
         let mut next_monitor = limits.monitor_every.max(Duration::from_millis(1));
@@ -571,6 +605,16 @@ where
     stop.store(true, Ordering::Release);
     let elapsed = epoch.elapsed();
     let mut shards = join_all(handles)?;
+    let engine = match engine_handle {
+        Some(h) => {
+            h.thread().unpark();
+            Some(
+                h.join()
+                    .map_err(|_| RuntimeError::Thread("the offload engine panicked".into()))?,
+            )
+        }
+        None => None,
+    };
     drop(opened.xdp);
     if let Some(e) = spawn_err {
         return Err(e);
@@ -595,5 +639,6 @@ where
         capture_records,
         zero_copy: opened.zero_copy,
         rebalance: rebalancer.map(crate::rebalance::LiveRebalancer::into_report),
+        engine,
     })
 }

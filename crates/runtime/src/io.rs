@@ -76,6 +76,21 @@ pub struct PortCounters {
     /// lent to the kernel). Read when the shard stops; zero unless the kernel misbehaves or
     /// the shared ring was corrupted.
     pub rx_drop_ring_invalid: u64,
+    /// Offload engine on a live port (shard 0's port plays the NIC, `runtime::offload_live`):
+    /// frames the software exact-match filter steered to the engine, and ones dropped because
+    /// the engine's receive ring was full.
+    pub rx_to_engine: u64,
+    pub rx_drop_engine_ring_full: u64,
+    /// ARP replies copied to the engine, and copies dropped for a full ring.
+    pub arp_copies_to_engine: u64,
+    pub drop_arp_copy_engine_ring_full: u64,
+    /// Filter changes applied: installed, removed, refused (table full or no such filter),
+    /// and install acknowledgements that found their ring full (the engine's hold of that
+    /// flow then ends by time-out).
+    pub filters_installed: u64,
+    pub filters_removed: u64,
+    pub filters_refused: u64,
+    pub filters_ack_dropped: u64,
 }
 
 impl PortCounters {
@@ -103,6 +118,14 @@ impl PortCounters {
         self.wakeups_readable += o.wakeups_readable;
         self.rx_drop_kernel += o.rx_drop_kernel;
         self.rx_drop_ring_invalid += o.rx_drop_ring_invalid;
+        self.rx_to_engine += o.rx_to_engine;
+        self.rx_drop_engine_ring_full += o.rx_drop_engine_ring_full;
+        self.arp_copies_to_engine += o.arp_copies_to_engine;
+        self.drop_arp_copy_engine_ring_full += o.drop_arp_copy_engine_ring_full;
+        self.filters_installed += o.filters_installed;
+        self.filters_removed += o.filters_removed;
+        self.filters_refused += o.filters_refused;
+        self.filters_ack_dropped += o.filters_ack_dropped;
     }
 
     /// Frames lost at the port: by it, or by the kernel in front of it.
@@ -112,6 +135,8 @@ impl PortCounters {
             + self.rx_drop_truncated
             + self.rx_drop_kernel
             + self.rx_drop_ring_invalid
+            + self.rx_drop_engine_ring_full
+            + self.drop_arp_copy_engine_ring_full
     }
 }
 

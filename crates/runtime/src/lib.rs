@@ -37,6 +37,7 @@ pub mod host;
 pub mod io;
 pub mod live;
 pub mod offload;
+mod offload_live;
 pub mod placement;
 mod port;
 pub mod rebalance;

@@ -46,6 +46,11 @@
 //! connections it had handed off (each counted in `connections_lost`), removes their filters
 //! and offloads nothing more; new connections stay on the host. Invariant (checked by the
 //! CLI's test): `connections_lost == engine_connections_at_failure + handoffs_swallowed`.
+//!
+//! The host also *fences* the engine when it declares it failed (a shared flag, as a driver
+//! resets a NIC it gave up on): an engine whose heartbeat was only late — its thread
+//! descheduled on a loaded machine — then stops as a failed one would (`fenced` in its
+//! report), instead of running on, and sending for, connections the host has reset.
 
 use core::net::{IpAddr, SocketAddr};
 use std::collections::{BTreeMap, VecDeque};
@@ -103,6 +108,10 @@ pub struct OffloadSettings {
     pub core: Option<usize>,
     /// Slots of each command ring (host → engine, engine → host) and of the steering ring.
     pub ring_slots: usize,
+    /// A test and debugging knob: every period shard 0 asks every offloaded connection back
+    /// (`restore_all`, as on a route change); the policy then offloads them again at its
+    /// next pass. So a long transfer is handed off and restored many times while it flows.
+    pub cycle: Option<Duration>,
 }
 
 impl Default for OffloadSettings {
@@ -113,6 +122,7 @@ impl Default for OffloadSettings {
             fail_after: None,
             core: None,
             ring_slots: 16_384,
+            cycle: None,
         }
     }
 }
@@ -138,6 +148,9 @@ pub struct EngineReport {
     /// what it swallowed afterwards: handoffs (each one more connection lost on the host),
     /// other commands and frames.
     pub failed: bool,
+    /// The engine stopped because the host declared it failed and fenced it (as a driver
+    /// resets its NIC), not by fault injection: its heartbeat was late but it was alive.
+    pub fenced: bool,
     pub connections_at_failure: u64,
     pub handoffs_swallowed: u64,
     pub cmds_swallowed: u64,
@@ -150,6 +163,9 @@ pub struct EngineReport {
     pub hold_drained: u64,
     pub hold_timeouts: u64,
     pub hold_dropped: u64,
+    /// The engine's transmissions on a live port (zero on the `mem` wire, which counts in
+    /// [`crate::WireReport`]).
+    pub port: crate::io::PortCounters,
 }
 
 impl EngineReport {
@@ -176,12 +192,33 @@ pub struct HostOffloadReport {
     pub steer_dropped: u64,
     /// Engine commands received.
     pub engine_cmds_in: u64,
+    /// Restore cycles run ([`OffloadSettings::cycle`]) and the restores they asked for.
+    pub cycles: u64,
+    pub cycle_restores_asked: u64,
 }
 
-/// The engine's side of the wire: the same rings as a shard's `MemIo`.
+/// Where the engine's frames go: the `mem` wire's transmit ring, or a live port.
+pub(crate) enum EngineOut {
+    Wire(Producer<Vec<u8>>),
+    Live(Box<crate::offload_live::LiveTx>),
+}
+
+impl EngineOut {
+    /// Offers one frame; `Err(frame)` when the ring or the OS is full for now.
+    fn send(&mut self, f: Vec<u8>) -> Result<(), Vec<u8>> {
+        match self {
+            EngineOut::Wire(p) => p.push(f),
+            EngineOut::Live(t) => t.send(f),
+        }
+    }
+}
+
+/// The engine's side of the port: on the `mem` wire the same rings as a shard's `MemIo`; on
+/// a live port, frames from shard 0's port on `rx` whose buffers go back on `post`, and no
+/// posting or completions (`post_target` 0; [`crate::offload_live`]).
 pub(crate) struct EnginePort {
     pub rx: Consumer<Vec<u8>>,
-    pub tx: Producer<Vec<u8>>,
+    pub out: EngineOut,
     pub post: Producer<Vec<u8>>,
     pub completions: Consumer<Vec<u8>>,
     /// Receive buffers kept posted, and their size.
@@ -199,6 +236,12 @@ pub(crate) struct EngineThread {
     pub threads: Arc<Vec<OnceLock<Thread>>>,
     pub index: usize,
     pub wire_thread: Arc<OnceLock<Thread>>,
+    /// On a live port: shard 0 sleeps in `ppoll`, so commands for it also ring this.
+    pub host_doorbell: Option<Arc<platform::doorbell::Doorbell>>,
+    /// Set by shard 0 when its layer declares the engine failed: from then on the engine
+    /// behaves as failed (answers nothing, sends nothing), so a late but live engine does
+    /// not go on running connections the host already reset.
+    pub fence: Arc<AtomicBool>,
     pub fail_after_ns: Option<u64>,
     pub core: Option<usize>,
     pub stop: Arc<AtomicBool>,
@@ -251,7 +294,9 @@ impl EngineThread {
             }
             let now = now_ns(self.epoch);
             let mut work = 0usize;
-            if !r.failed && self.fail_after_ns.is_some_and(|t| now >= t) {
+            let fenced = self.fence.load(Ordering::Acquire);
+            if !r.failed && (fenced || self.fail_after_ns.is_some_and(|t| now >= t)) {
+                r.fenced = fenced;
                 // Fails without notice: what is already in flight stays in flight; what the
                 // engine still holds is lost with it.
                 r.failed = true;
@@ -329,10 +374,12 @@ impl EngineThread {
                         r.hold_frames += 1;
                         held += 1;
                         h.frames.push_back(b);
-                        let _ = self
-                            .port
-                            .post
-                            .push(Vec::with_capacity(self.port.rx_buf_bytes));
+                        if self.port.post_target > 0 {
+                            let _ = self
+                                .port
+                                .post
+                                .push(Vec::with_capacity(self.port.rx_buf_bytes));
+                        }
                     }
                     Some(_) => {
                         r.hold_dropped += 1;
@@ -394,11 +441,14 @@ impl EngineThread {
             }
             if sent {
                 unpark(self.threads.first());
+                if let Some(d) = &self.host_doorbell {
+                    d.ring();
+                }
             }
             // Frames for the wire; one the ring refused is retried first.
             let mut pushed = false;
             while let Some(f) = refused.take().or_else(|| self.engine.poll_transmit(now)) {
-                match self.port.tx.push(f) {
+                match self.port.out.send(f) {
                     Ok(()) => {
                         r.tx_frames += 1;
                         pushed = true;
@@ -438,6 +488,9 @@ impl EngineThread {
         r.counters = *self.engine.counters();
         r.connections_at_end = self.engine.connections() as u64;
         r.elapsed_ns = now_ns(self.epoch);
+        if let EngineOut::Live(t) = &self.port.out {
+            r.port = t.counters;
+        }
         r
     }
 }
@@ -460,6 +513,11 @@ pub(crate) struct ShardOffload {
     pub engine_index: usize,
     pub cmd_backlog: VecDeque<ToEngine>,
     pub steer_backlog: VecDeque<Steer>,
+    /// Shared with the engine thread: set when the layer declares the engine failed.
+    pub fence: Arc<AtomicBool>,
+    /// [`OffloadSettings::cycle`] in ns, and when the next cycle is due.
+    pub cycle_ns: Option<u64>,
+    pub next_cycle_ns: u64,
     pub report: HostOffloadReport,
 }
 
@@ -505,8 +563,18 @@ impl ShardOffload {
         nic_queue_empty: bool,
     ) -> usize {
         let failed_before = self.host.engine_failed();
+        if let Some(period) = self.cycle_ns.filter(|_| now >= self.next_cycle_ns) {
+            self.next_cycle_ns = now.saturating_add(period);
+            self.report.cycles += 1;
+            self.report.cycle_restores_asked += self.host.restore_all() as u64;
+        }
         self.host.poll(now, stack);
         let mut n = usize::from(self.host.engine_failed() != failed_before);
+        if n > 0 {
+            // Fence the engine, as a driver resets a NIC it gave up on.
+            self.fence.store(true, Ordering::Release);
+            unpark(threads.get(self.engine_index));
+        }
         while let Some(c) = self.host.poll_cmd() {
             self.queue(ToEngine::Cmd(c));
         }
@@ -570,9 +638,13 @@ impl ShardOffload {
         !self.cmd_backlog.is_empty() || !self.steer_backlog.is_empty()
     }
 
-    /// When the layer must run again (heartbeat, policy).
+    /// When the layer must run again (heartbeat, policy, restore cycle).
     pub(crate) fn poll_timeout(&self) -> Option<u64> {
-        self.host.poll_timeout()
+        let cycle = self.cycle_ns.map(|_| self.next_cycle_ns);
+        [self.host.poll_timeout(), cycle]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     pub(crate) fn into_report(mut self) -> HostOffloadReport {
@@ -585,7 +657,7 @@ impl ShardOffload {
 
 /// The connection a TCP frame belongs to, as the receiving host names it (local: the
 /// destination); `None` for anything else.
-fn frame_tuple(frame: &[u8]) -> Option<FourTuple> {
+pub(crate) fn frame_tuple(frame: &[u8]) -> Option<FourTuple> {
     let f = rss::FlowFields::from_frame(frame).ok()??;
     if f.protocol != rss::PROTO_TCP {
         return None;
@@ -648,6 +720,7 @@ pub(crate) fn parts(
     port.installed = Some(installed_p);
     let (to_engine, from_host) = ring(o.ring_slots);
     let (to_host, from_engine) = ring(o.ring_slots);
+    let fence = Arc::new(AtomicBool::new(false));
     let shard_offload = ShardOffload {
         host: ::offload::HostOffload::new(o.host),
         to_engine,
@@ -659,6 +732,11 @@ pub(crate) fn parts(
         engine_index: usize::from(s),
         cmd_backlog: Default::default(),
         steer_backlog: Default::default(),
+        fence: fence.clone(),
+        cycle_ns: o
+            .cycle
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        next_cycle_ns: 0,
         report: HostOffloadReport::default(),
     };
     let mut stack_cfg = StackConfig::new(cfg.interface.clone());
@@ -679,7 +757,7 @@ pub(crate) fn parts(
                     engine: ::offload::Engine::new(engine_cfg, stack_cfg),
                     port: EnginePort {
                         rx: rx_c,
-                        tx: tx_p,
+                        out: EngineOut::Wire(tx_p),
                         post: post_p,
                         completions: done_c,
                         post_target: slots,
@@ -690,6 +768,8 @@ pub(crate) fn parts(
                     threads,
                     index: usize::from(s),
                     wire_thread,
+                    host_doorbell: None,
+                    fence,
                     fail_after_ns,
                     core,
                     stop,

@@ -124,6 +124,9 @@ pub(crate) struct LivePort {
     /// The offloads asked of the port (what received checksums to trust).
     pub nic_offload: NicOffload,
     pub counters: PortCounters,
+    /// Shard 0's software exact-match filter and the offload engine's receive ring, when the
+    /// host has an engine ([`crate::offload_live`]).
+    pub steer: Option<Box<crate::offload_live::PortSteer>>,
 }
 
 impl LivePort {
@@ -136,6 +139,12 @@ impl LivePort {
         if frame.is_empty() {
             nic.recycle(std::mem::take(&mut frame));
             return;
+        }
+        if let Some(s) = &mut self.steer {
+            match s.classify(nic, frame, &mut self.counters) {
+                Some(f) => frame = f,
+                None => return,
+            }
         }
         nic.receive(frame);
     }
@@ -151,7 +160,14 @@ impl LivePort {
             nic.recycle(frame);
             return;
         }
-        if vnet_rx(&mut self.counters, self.nic_offload.csum, hdr, &mut frame) {
+        let valid = vnet_rx(&mut self.counters, self.nic_offload.csum, hdr, &mut frame);
+        if let Some(s) = &mut self.steer {
+            match s.classify_vnet(nic, frame, hdr, valid, &mut self.counters) {
+                Some(f) => frame = f,
+                None => return,
+            }
+        }
+        if valid {
             nic.receive_l4_valid(frame);
         } else {
             nic.receive(frame);
@@ -253,7 +269,7 @@ pub(crate) fn vnet_header(frame: &[u8], offload: TxOffload) -> Option<VnetHdr> {
     })
 }
 
-fn is_would_block(e: &io::Error) -> bool {
+pub(crate) fn is_would_block(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
@@ -266,6 +282,9 @@ const ENOBUFS: i32 = 105;
 impl ShardIo for LivePort {
     fn receive(&mut self, nic: &mut RxQueue<'_>, max_frames: usize) -> usize {
         let mut n = 0;
+        if let Some(s) = &mut self.steer {
+            s.begin(nic, &mut self.counters);
+        }
         match &mut self.kind {
             PortKind::Tap { rx: Some(q), .. } if q.has_vnet_hdr() => {
                 let q = q.clone();
@@ -320,6 +339,7 @@ impl ShardIo for LivePort {
                 let counters = &mut self.counters;
                 let capture = &self.capture;
                 let csum_on = self.nic_offload.csum;
+                let steer = &mut self.steer;
                 n = sock.recv_batch(max_frames, |bytes, meta| {
                     if let Some(c) = capture {
                         c.record(bytes);
@@ -333,7 +353,14 @@ impl ShardIo for LivePort {
                     if let Some(hdr) = meta.vnet {
                         counters.rx_frames += 1;
                         counters.rx_bytes += buf.len() as u64;
-                        if vnet_rx(counters, csum_on, hdr, &mut buf) {
+                        let valid = vnet_rx(counters, csum_on, hdr, &mut buf);
+                        if let Some(s) = steer {
+                            match s.classify_vnet(nic, buf, hdr, valid, counters) {
+                                Some(b) => buf = b,
+                                None => return,
+                            }
+                        }
+                        if valid {
                             nic.receive_l4_valid(buf);
                         } else {
                             nic.receive(buf);
@@ -349,6 +376,13 @@ impl ShardIo for LivePort {
                     }
                     counters.rx_frames += 1;
                     counters.rx_bytes += buf.len() as u64;
+                    let buf = match steer {
+                        Some(s) => match s.classify(nic, buf, counters) {
+                            Some(b) => b,
+                            None => return,
+                        },
+                        None => buf,
+                    };
                     nic.receive(buf);
                 });
             }
@@ -481,6 +515,9 @@ impl ShardIo for LivePort {
     }
 
     fn flush(&mut self) {
+        if let Some(s) = &mut self.steer {
+            s.flush();
+        }
         if let PortKind::AfXdp { sock, .. } = &self.kind {
             if let Ok(mut s) = sock.lock() {
                 // Kick the kernel (copy mode sends only inside a system call) and reap
@@ -498,6 +535,23 @@ impl ShardIo for LivePort {
         } else {
             sleep_ns
         };
+        if let (Some(fd), Some(s)) = (&self.wait_fd, &self.steer) {
+            // The offload engine's doorbell beside the port (`offload_live`).
+            let bell = s.doorbell();
+            match platform::wait::wait_any_readable_ns(&[fd.as_fd(), bell.as_fd()], sleep_ns) {
+                Ok(true) => {
+                    if !bell.clear() {
+                        self.counters.wakeups_readable += 1;
+                    }
+                }
+                Ok(false) => {}
+                Err(_) => {
+                    self.counters.rx_errors += 1;
+                    std::thread::park_timeout(Duration::from_nanos(sleep_ns));
+                }
+            }
+            return;
+        }
         match &self.wait_fd {
             Some(fd) => match platform::wait::wait_readable_ns(fd.as_fd(), sleep_ns) {
                 Ok(true) => self.counters.wakeups_readable += 1,

@@ -88,3 +88,51 @@ fn connections_handed_off_mid_flight_finish_on_the_engine_and_lose_nothing() {
     assert_eq!(engine.hold_timeouts, 0, "{engine:?}");
     assert!(!engine.failed);
 }
+
+/// A host that declares a live engine failed (here: a heartbeat time-out of 1 ns, missed at
+/// once) fences it, as a driver resets a NIC it gave up on: the engine stops too, so it does
+/// not go on running (and sending for) connections the host reset.
+#[test]
+fn a_live_engine_the_host_gives_up_on_is_fenced() {
+    let mut server = host(1, SERVER_IP);
+    let mut settings = OffloadSettings::default();
+    settings.host.policy = Policy::All;
+    settings.host.engine_timeout_ns = 1;
+    server.offload = Some(settings);
+    let client = host(2, CLIENT_IP);
+    let files = Arc::new(FileSet::demo(1024));
+    let load = LoadConfig {
+        server: SocketAddr::new(IpAddr::V4(SERVER_IP), 80),
+        connections: 4,
+        path: "/index.html".into(),
+        requests_per_connection: Some(50),
+        elephant_ports: Vec::new(),
+        elephant_body_bytes: 0,
+    };
+    let r = run_pair(
+        &server,
+        move |_| HttpServer::new(80, files.clone()),
+        &client,
+        move |_| HttpLoadClient::new(load.clone()),
+        WireConfig::default(),
+        RunLimits {
+            duration: Duration::from_secs(2),
+            stop_when_client_done: true,
+            monitor_every: Duration::from_millis(5),
+        },
+        |_| {},
+    )
+    .expect("run");
+    let engine = r.engine.expect("the server ran an engine");
+    let h = r.server.shards[0]
+        .offload
+        .expect("shard 0 ran the layer")
+        .counters;
+    assert_eq!(h.engine_failures, 1, "{h:?}");
+    assert!(h.connections_lost > 0, "{h:?}");
+    assert!(engine.failed && engine.fenced, "{engine:?}");
+    assert_eq!(
+        engine.connections_at_end, engine.connections_at_failure,
+        "{engine:?}"
+    );
+}

@@ -1,5 +1,6 @@
-//! `rsstack demo --offload …`: the server's offload engine on a core of its own (seed 002;
-//! `runtime::offload`) and what the summary says about it.
+//! `rsstack demo --offload …` and `rsstack serve … --offload …`: the server's offload engine
+//! on a core of its own (seed 002; `runtime::offload`, on the `mem` wire or a live port) and
+//! what the summary says about it.
 //!
 //! The measure of seed 002's Figure 8 is handoff messages per TCP packet, by kind: commands
 //! each way over the engine's rings divided by the TCP packets of offloaded connections (the
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use clap::Args;
 use offload::Policy;
-use runtime::{EngineReport, HostOffloadReport, OffloadSettings, PairReport};
+use runtime::{EngineReport, HostOffloadReport, LiveReport, OffloadSettings, PairReport};
 
 use super::CliError;
 
@@ -33,6 +34,22 @@ pub struct OffloadArgs {
     /// (counted) and serves new ones itself.
     #[arg(long, value_name = "SECS", requires = "offload")]
     pub engine_fail_after: Option<f64>,
+    /// Pin the engine's thread to this CPU (default: demo pins it to the core after the
+    /// shards'; serve leaves it unpinned).
+    #[arg(long, value_name = "CPU", requires = "offload")]
+    pub engine_core: Option<usize>,
+    /// Debugging: every MS milliseconds the host asks every offloaded connection back (as on
+    /// a route change) and the policy hands them off again at its next pass, so a long
+    /// transfer moves between host and engine many times while it flows.
+    #[arg(long, value_name = "MS", requires = "offload",
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub offload_cycle_ms: Option<u64>,
+    /// The host declares the engine failed when it has heard nothing from it (its resource
+    /// advertisements are its heartbeat, every 10 ms) for this long while connections are
+    /// offloaded, in milliseconds [default: 100].
+    #[arg(long, value_name = "MS", requires = "offload",
+          value_parser = clap::value_parser!(u64).range(20..=60_000))]
+    pub engine_timeout_ms: Option<u64>,
 }
 
 fn parse_policy(s: &str) -> Result<Policy, String> {
@@ -69,9 +86,15 @@ impl OffloadArgs {
             }
         };
         let Some(policy) = self.offload.filter(|_| self.enabled()) else {
-            if fail_after.is_some() || self.engine_connections.is_some() {
+            if fail_after.is_some()
+                || self.engine_connections.is_some()
+                || self.engine_core.is_some()
+                || self.offload_cycle_ms.is_some()
+                || self.engine_timeout_ms.is_some()
+            {
                 return Err(CliError::Usage(
-                    "--engine-connections and --engine-fail-after need an engine \
+                    "--engine-connections, --engine-fail-after, --engine-core, \
+                     --engine-timeout-ms and --offload-cycle-ms need an engine \
                      (--offload all, first:N or adaptive)"
                         .into(),
                 ));
@@ -80,7 +103,8 @@ impl OffloadArgs {
         };
         let mut s = OffloadSettings {
             fail_after,
-            core,
+            core: self.engine_core.or(core),
+            cycle: self.offload_cycle_ms.map(Duration::from_millis),
             ..OffloadSettings::default()
         };
         if let Some(n) = self.engine_connections {
@@ -88,6 +112,9 @@ impl OffloadArgs {
             s.engine.limits.connections_max = u32::try_from(n).unwrap_or(u32::MAX);
         }
         s.host.limits = s.engine.limits;
+        if let Some(ms) = self.engine_timeout_ms {
+            s.host.engine_timeout_ns = ms * 1_000_000;
+        }
         s.host.policy = policy;
         Ok(Some(s))
     }
@@ -115,15 +142,62 @@ pub struct OffloadSummary {
     host: HostOffloadReport,
     /// Filters installed, removed, refused, and install acknowledgements dropped.
     filters: (u64, u64, u64, u64),
+    /// On a live port: frames shard 0's filter steered to the engine and ones dropped for a
+    /// full ring, ARP copies (and drops), the engine's transmissions (sent, refused for now,
+    /// dropped on error).
+    live: Option<LiveFigures>,
     /// TCP packets of offloaded connections through the engine.
     engine_packets: u64,
     per_packet: PerPacket,
 }
 
+/// What a live port adds to the summary (see [`OffloadSummary`]'s `live`).
+#[derive(Debug, Clone, Copy)]
+struct LiveFigures {
+    port: runtime::PortCounters,
+    engine_tx: runtime::PortCounters,
+}
+
 impl OffloadSummary {
+    /// The summary of a `demo` run (the `mem` wire played the NIC).
     pub fn of<S, C>(r: &PairReport<S, C>, args: &OffloadArgs) -> Option<OffloadSummary> {
         let engine = r.engine?;
         let host = r.server.shards.first().and_then(|s| s.offload)?;
+        let filters = (
+            r.wire.filters_installed,
+            r.wire.filters_removed,
+            r.wire.filters_refused,
+            r.wire.filters_ack_dropped,
+        );
+        Some(Self::new(args, engine, host, filters, None))
+    }
+
+    /// The summary of a live host (`serve`): shard 0's port played the NIC.
+    pub fn of_live<A>(r: &LiveReport<A>, args: &OffloadArgs) -> Option<OffloadSummary> {
+        let engine = r.engine?;
+        let shard0 = r.host.shards.first()?;
+        let host = shard0.offload?;
+        let p = shard0.port;
+        let filters = (
+            p.filters_installed,
+            p.filters_removed,
+            p.filters_refused,
+            p.filters_ack_dropped,
+        );
+        let live = LiveFigures {
+            port: p,
+            engine_tx: engine.port,
+        };
+        Some(Self::new(args, engine, host, filters, Some(live)))
+    }
+
+    fn new(
+        args: &OffloadArgs,
+        engine: EngineReport,
+        host: HostOffloadReport,
+        filters: (u64, u64, u64, u64),
+        live: Option<LiveFigures>,
+    ) -> OffloadSummary {
         let c = &engine.counters;
         let engine_packets = c.frames_in + c.frames_forwarded_in + engine.tx_frames;
         let per = |n: u64| {
@@ -145,19 +219,21 @@ impl OffloadSummary {
             ctrl_in: per(h.cmds_ctrl_in),
             resource: per(h.cmds_resource_in),
         };
-        Some(OffloadSummary {
+        OffloadSummary {
             policy: args.offload.map_or("off".into(), policy_name),
             engine,
             host,
-            filters: (
-                r.wire.filters_installed,
-                r.wire.filters_removed,
-                r.wire.filters_refused,
-                r.wire.filters_ack_dropped,
-            ),
+            filters,
+            live,
             engine_packets,
             per_packet,
-        })
+        }
+    }
+
+    /// The summary as `offload.KEY: value` lines (nested keys joined with dots; booleans as
+    /// 0/1, absent values as `-`), for `serve`'s `key: value` summary.
+    pub fn write_lines(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        write_flat(out, "offload", &self.json())
     }
 
     /// Connections the engine held when it failed (its table plus the handoffs it swallowed
@@ -194,6 +270,7 @@ impl OffloadSummary {
             "engine_busy_share": e.busy_share(),
             "engine_core": e.core.filter(|_| !e.pin_failed),
             "engine_failed": e.failed,
+            "engine_fenced": e.fenced,
             "engine_failures_detected": h.engine_failures,
             "engine_connections_at_failure": self.engine_held_at_failure(),
             "connections_reset_by_engine_failure": h.connections_lost,
@@ -214,6 +291,17 @@ impl OffloadSummary {
             "filters_removed": self.filters.1,
             "filters_refused": self.filters.2,
             "filters_ack_dropped": self.filters.3,
+            "restore_cycles": self.host.cycles,
+            "restore_cycles_asked": self.host.cycle_restores_asked,
+            "live": self.live.map(|l| serde_json::json!({
+                "frames_to_engine": l.port.rx_to_engine,
+                "drop_engine_ring_full": l.port.rx_drop_engine_ring_full,
+                "arp_copies_to_engine": l.port.arp_copies_to_engine,
+                "drop_arp_copy_engine_ring_full": l.port.drop_arp_copy_engine_ring_full,
+                "engine_tx_frames": l.engine_tx.tx_frames,
+                "engine_tx_would_block": l.engine_tx.tx_would_block,
+                "engine_tx_drop_error": l.engine_tx.tx_drop_error,
+            })),
         })
     }
 
@@ -254,5 +342,26 @@ impl OffloadSummary {
             self.engine_held_at_failure(),
             h.engine_failures
         )
+    }
+}
+
+/// Writes the leaves of `v` as `PREFIX.KEY: value` lines, keys in order.
+fn write_flat(
+    out: &mut impl std::io::Write,
+    prefix: &str,
+    v: &serde_json::Value,
+) -> std::io::Result<()> {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            for (k, v) in m {
+                write_flat(out, &format!("{prefix}.{k}"), v)?;
+            }
+            Ok(())
+        }
+        Value::Bool(b) => writeln!(out, "{prefix}: {}", u8::from(*b)),
+        Value::Null => writeln!(out, "{prefix}: -"),
+        Value::String(s) => writeln!(out, "{prefix}: {s}"),
+        other => writeln!(out, "{prefix}: {other}"),
     }
 }

@@ -1,6 +1,8 @@
 //! `rsstack serve echo|discard|http`: a server on a live host (TAP, AF_PACKET, AF_XDP or a
 //! pcap replay). Prints one `listening on …` line once every shard's listener exists, runs
 //! until SIGINT/SIGTERM (or `--duration`), then prints a summary of `key: value` lines.
+//! With `--offload` an offload engine runs beside the shards on a thread of its own (seed
+//! 002; `runtime::offload_live`) and the summary ends with its `offload.*` lines.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -12,6 +14,7 @@ use apps::http::{FileSet, HttpServer};
 use clap::{Args, ValueEnum};
 
 use super::CliError;
+use super::demo_offload::{OffloadArgs, OffloadSummary};
 use super::live::{IoArgs, write_host_summary};
 
 /// The application to serve.
@@ -39,10 +42,36 @@ pub struct ServeArgs {
     port: Option<u16>,
     #[command(flatten)]
     io: IoArgs,
+    #[command(flatten)]
+    offload: OffloadArgs,
 }
 
 pub fn run(args: ServeArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let live = args.io.resolve()?;
+    let mut live = args.io.resolve()?;
+    if args.offload.enabled() {
+        if live.host.rebalance.is_some() {
+            return Err(CliError::Usage(
+                "--offload and --rebalance do not go together".into(),
+            ));
+        }
+        if !matches!(
+            live.live.io,
+            runtime::LiveIo::Tap { .. } | runtime::LiveIo::AfPacket { .. }
+        ) {
+            return Err(CliError::Usage(
+                "--offload needs --tap or --iface with --io af_packet".into(),
+            ));
+        }
+    }
+    if let (Some(c), Some(cores)) = (args.offload.engine_core, &live.host.cores) {
+        if cores.contains(&c) {
+            return Err(CliError::Usage(format!(
+                "--engine-core {c} is also a shard's core: the engine runs on a core of its own"
+            )));
+        }
+    }
+    live.host.offload = args.offload.settings(None)?;
+    let offload_args = &args.offload;
     let port = args.port.unwrap_or(match args.app {
         ServeApp::Echo => 7,
         ServeApp::Discard => 9,
@@ -73,6 +102,9 @@ pub fn run(args: ServeArgs, out: &mut impl Write) -> Result<(), CliError> {
             writeln!(out, "connections_closed: {closed}")?;
             writeln!(out, "bytes: {bytes}")?;
             write_host_summary(out, &r)?;
+            if let Some(o) = OffloadSummary::of_live(&r, offload_args) {
+                o.write_lines(out)?;
+            }
         }
         ServeApp::Discard => {
             let r = live.run(
@@ -91,6 +123,9 @@ pub fn run(args: ServeArgs, out: &mut impl Write) -> Result<(), CliError> {
             writeln!(out, "connections_closed: {closed}")?;
             writeln!(out, "bytes: {bytes}")?;
             write_host_summary(out, &r)?;
+            if let Some(o) = OffloadSummary::of_live(&r, offload_args) {
+                o.write_lines(out)?;
+            }
         }
         ServeApp::Http => {
             let files = match &args.dir {
@@ -117,6 +152,9 @@ pub fn run(args: ServeArgs, out: &mut impl Write) -> Result<(), CliError> {
             writeln!(out, "responses_error: {errs}")?;
             writeln!(out, "bytes: {bytes}")?;
             write_host_summary(out, &r)?;
+            if let Some(o) = OffloadSummary::of_live(&r, offload_args) {
+                o.write_lines(out)?;
+            }
         }
     }
     Ok(())
