@@ -30,7 +30,7 @@ TUNABLES="glibc.cpu.x86_rep_movsb_threshold=4294967295:glibc.cpu.x86_rep_stosb_t
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 incl() { # incl FILE FUNCTION
   callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null |
-    awk -v f="$2" 'index($0, f) && /^ *[0-9,]+ / { gsub(",", "", $1); print $1; exit }'
+    awk -v f="$2" 'index($0, f) && /^ *[0-9,]+ / && !done { gsub(",", "", $1); print $1; done = 1 }' || true
 }
 
 printf '%-12s %9s %9s %13s %15s %10s %10s %10s %10s %10s %10s\n' \
