@@ -125,6 +125,10 @@ pub struct EngineCounters {
     pub acked_bytes: u64,
     pub sent_bytes: u64,
     pub advertisements: u64,
+    /// Per-connection services (a connection visited by a service pass): with the work per
+    /// frame independent of the connections held, this grows with the frames and commands,
+    /// not with frames × connections.
+    pub conn_services: u64,
 }
 
 /// One offloaded connection.
@@ -486,9 +490,11 @@ impl Engine {
             HostCtrl::SendBufferBytes(v) => {
                 self.stack.set_option(h, SocketOption::SendBufferBytes(v))
             }
-            HostCtrl::RecvBufferBytes(_) | HostCtrl::Keepalive(_) => Ok(()),
+            HostCtrl::Keepalive(k) => self.stack.tcp_set_keepalive(now, h, k),
+            // The stack's receive buffer is fixed by its configuration (no `SO_RCVBUF`).
+            HostCtrl::RecvBufferBytes(_) => Ok(()),
         };
-        let _ = (r, now);
+        let _ = r;
     }
 
     /// Moves pending writes into the connection's send queue as room allows.
@@ -673,6 +679,7 @@ impl Engine {
         let Some(c) = self.conns.get_mut(&cid) else {
             return;
         };
+        self.counters.conn_services += 1;
         let h = c.handle;
         Self::push_sends(&mut self.stack, c, false, &mut self.counters);
         if c.pending_send.is_empty() && (c.host_closed || c.shutdown_wanted) {
