@@ -57,10 +57,12 @@ fn send_then_ack_drains_the_hosts_send_buffer() {
     let mut n = net();
     let (c, h) = n.connect();
     n.offload(h);
-    let data = pattern(100_000, 2);
+    // Three send buffers' worth: only fits if the engine's `Ack`s free the host's buffer.
+    let buffer = n.host.tcp_send_buffer_bytes(h).expect("buffer") as usize;
+    let data = pattern(3 * buffer, 2);
     let mut got = Vec::new();
     let mut off = 0;
-    for _ in 0..1000 {
+    for _ in 0..3000 {
         if let Ok(k) = n.host.tcp_send(h, &data[off..]) {
             off += k;
         }
@@ -291,17 +293,17 @@ fn resource_advertisements_bound_the_host_and_refuse_beyond() {
         connections_max: 1,
         ..Limits::default()
     };
+    // The host is configured with the default maxima (8,192 connections): only the engine's
+    // advertisement tells it there is one slot.
     let mut n = Net::new(
         EngineConfig {
             limits,
             ..EngineConfig::default()
         },
-        HostConfig {
-            limits,
-            ..HostConfig::default()
-        },
+        HostConfig::default(),
     );
     let (_, a) = n.connect();
+    assert_eq!(n.off.advertised(ResourceKind::Connections), Some(1));
     let (c2, b) = n.connect();
     n.offload(a);
     assert_eq!(n.off.advertised(ResourceKind::Connections), Some(0));
