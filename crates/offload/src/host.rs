@@ -248,6 +248,11 @@ impl HostOffload {
     fn stage_send(&mut self, cid: Cid, data: Vec<u8>, more: bool) {
         if let Some((c, buf, m)) = self.staged.as_mut() {
             if *c == cid && *m == more && buf.len() + data.len() <= PAYLOAD_BYTES_MAX {
+                if buf.capacity() < buf.len() + data.len() {
+                    // Joining starts: room for a whole command at once, not a copy per
+                    // doubling.
+                    buf.reserve_exact(PAYLOAD_BYTES_MAX - buf.len());
+                }
                 buf.extend_from_slice(&data);
                 return;
             }
