@@ -340,6 +340,11 @@ impl HostOffload {
         self.counters.handoffs_sent += 1;
         self.offloaded_total += 1;
         self.by_req.insert(req, h);
+        // The engine's silence counts only while it holds connections: the watch starts with
+        // the first of them (an engine that had nothing to say before is not late).
+        if self.links.is_empty() {
+            self.last_heard_ns = self.last_heard_ns.max(now);
+        }
         self.links.insert(
             h,
             Link {
