@@ -4,6 +4,9 @@
 #
 #   scripts/bench-offload.sh [PACKETS=20000] ["N:K N:K ..."] [BINARY]
 #
+# Each run also lasts at least TURNS_MIN measured turns (environment, default 0): with host
+# and engine connections side by side the shares settle over several turns.
+#
 # Each setting runs once under callgrind with the host's and the engine's turns selected
 # (--toggle-collect on measured_host_turn and measured_engine_turn; setup, handshakes,
 # handoffs and the warm-up are outside them), and callgrind_annotate's inclusive counts of the
@@ -40,7 +43,7 @@ for s in $SETTINGS; do
   cg="$OUT/callgrind.$n-$k.out"
   line="$(GLIBC_TUNABLES="$TUNABLES" valgrind --tool=callgrind --callgrind-out-file="$cg" \
     --toggle-collect='*measured_host_turn*' --toggle-collect='*measured_engine_turn*' \
-    "$BIN" "$n" --offloaded "$k" --packets "$PACKETS" --warmup-turns 200 2>"$OUT/valgrind.$n-$k.log")"
+    "$BIN" "$n" --offloaded "$k" --packets "$PACKETS" --turns-min "${TURNS_MIN:-0}" --warmup-turns 200 2>"$OUT/valgrind.$n-$k.log")"
   echo "$line" >"$OUT/line.$n-$k.txt"
   p="$(field packets "$line")"
   ep="$(field engine_packets "$line")"

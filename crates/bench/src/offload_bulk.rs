@@ -433,11 +433,14 @@ impl OffloadWorld {
         }
     }
 
-    /// Runs measured turns until `packets` TCP packets moved; returns what they moved.
-    pub fn run(&mut self, packets: u64) -> Result<OffloadBulkCounts, BulkError> {
+    /// Runs measured turns until `packets` TCP packets moved and at least `turns_min` turns
+    /// ran (with host and engine connections side by side, their shares settle over several
+    /// turns: an engine connection's `Ack` reaches the host a turn later); returns what they
+    /// moved.
+    pub fn run(&mut self, packets: u64, turns_min: u64) -> Result<OffloadBulkCounts, BulkError> {
         self.counts = OffloadBulkCounts::default();
         let mut idle_turns = 0u32;
-        while self.counts.packets < packets {
+        while self.counts.packets < packets || self.counts.turns < turns_min {
             let before = self.counts.packets;
             self.turn(true);
             if self.counts.packets == before {

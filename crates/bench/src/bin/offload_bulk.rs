@@ -1,8 +1,9 @@
 //! Seed 002 Figures 7 and 8 in memory (see `bench::offload_bulk`).
 //!
-//! `offload_bulk CONNECTIONS [--offloaded K] [--packets P] [--warmup-turns W] [--step-ns S]`
-//! opens CONNECTIONS connections, hands the first K (default 0) to the engine, runs W warm-up
-//! turns (default 2,000), then measured turns until P TCP packets (default 200,000) moved. It
+//! `offload_bulk CONNECTIONS [--offloaded K] [--packets P] [--turns-min T] [--warmup-turns W]
+//! [--step-ns S]` opens CONNECTIONS connections, hands the first K (default 0) to the engine,
+//! runs W warm-up turns (default 2,000), then measured turns until P TCP packets (default
+//! 200,000) moved and at least T turns (default 0) ran. It
 //! prints one `key=value` line: packets, the engine's share of them, bytes, wall ns per
 //! packet, and every handoff command kind per 1,000 packets (`scripts/bench-offload.sh` runs
 //! it under callgrind and divides the counted functions' instructions by `packets`).
@@ -15,6 +16,7 @@ use bench::offload_bulk::{OffloadBulkOptions, OffloadWorld};
 struct Args {
     opts: OffloadBulkOptions,
     packets: u64,
+    turns_min: u64,
     warmup_turns: u64,
 }
 
@@ -29,6 +31,7 @@ fn parse() -> Option<Args> {
     let mut a = Args {
         opts: OffloadBulkOptions::new(n, 0),
         packets: 200_000,
+        turns_min: 0,
         warmup_turns: 2_000,
     };
     while let Some(flag) = it.next() {
@@ -36,6 +39,7 @@ fn parse() -> Option<Args> {
             "--offloaded" => offloaded = it.next()?.parse().ok().filter(|&k| k <= n)?,
             "--packets" => a.packets = bench::parse_bytes(&it.next()?)?,
             "--warmup-turns" => a.warmup_turns = it.next()?.parse().ok()?,
+            "--turns-min" => a.turns_min = it.next()?.parse().ok()?,
             "--step-ns" => a.opts.step_ns = it.next()?.parse().ok().filter(|&s| s > 0)?,
             _ => return None,
         }
@@ -47,7 +51,7 @@ fn parse() -> Option<Args> {
 fn main() -> ExitCode {
     let Some(a) = parse() else {
         eprintln!(
-            "usage: offload_bulk CONNECTIONS [--offloaded K] [--packets P] [--warmup-turns W] [--step-ns S]"
+            "usage: offload_bulk CONNECTIONS [--offloaded K] [--packets P] [--turns-min T] [--warmup-turns W] [--step-ns S]"
         );
         return ExitCode::from(2);
     };
@@ -59,7 +63,7 @@ fn main() -> ExitCode {
         }
     };
     let t0 = Instant::now();
-    let c = match w.run(a.packets) {
+    let c = match w.run(a.packets, a.turns_min) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("offload_bulk: {e}");
