@@ -35,7 +35,7 @@ pub struct IdleWorld {
 }
 
 /// Stack limits raised so `connections` sockets (plus listeners) fit.
-fn config_for(
+pub(crate) fn config_for(
     mac: wire::EthernetAddress,
     ip: core::net::Ipv4Addr,
     connections: usize,

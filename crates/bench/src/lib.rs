@@ -30,6 +30,7 @@ pub mod bulk;
 pub mod frame;
 pub mod idle;
 pub mod moves;
+pub mod offload_bulk;
 pub mod pattern;
 pub mod scale;
 pub mod shard_bulk;

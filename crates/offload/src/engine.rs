@@ -8,9 +8,17 @@
 //! 1. inputs: [`Engine::handle_host_cmd`] for each command from the host, in order;
 //!    [`Engine::handle_frame`] for each frame the NIC steered to the engine's queue;
 //! 2. [`Engine::handle_timeout`]: due TCP timers, the budget period, then the per-connection
-//!    service below;
+//!    service below — once per activation, after all its inputs (inputs only mark what they
+//!    touched; [`Engine::poll_timeout`] says "now" while something waits for the service);
 //! 3. outputs: [`Engine::poll_cmd`] (commands for the host) and [`Engine::poll_transmit`]
 //!    (frames for the wire) until `None`; [`Engine::poll_timeout`] for when to come back.
+//!
+//! The service visits only the connections something touched since the last one — a frame
+//! for the connection, a host command about it, a socket event of its TCP (timers: time-out,
+//! reset, close) — plus the few whose return to the host waits for output to drain: its cost
+//! per frame does not grow with the connections the engine holds. Everything one activation
+//! brought a connection is reported in one pass (one `Recv` for all the bytes that arrived,
+//! one `Ack` for all the bytes acknowledged).
 //!
 //! Per connection the service, in this order, keeps the host's socket in step:
 //! writes that did not fit go into the connection; received in-order bytes the host has not
@@ -22,17 +30,33 @@
 //! `Ack` before it, so the host can reconcile); a finished one is `Ctrl(Deallocated)`.
 //!
 //! Resources (configured by [`Limits`]): connection slots, buffer memory in bytes (what
-//! the engine's connections hold: received and queued bytes), and a processing budget in
-//! frames per [`EngineConfig::budget_period_ns`] (frames beyond it wait, bounded, for the next
-//! period; overflow is dropped, counted, and left to retransmission). What is left is
-//! advertised with `Resource` at every change and at least every
-//! [`EngineConfig::advertise_period_ns`] — the host also reads the advertisements as the
-//! engine's heartbeat. A handoff beyond what is left is answered `HandoffRefused`.
+//! the engine's connections hold: received and queued bytes, kept per connection as of its
+//! last service and summed), and a processing budget in frames per
+//! [`EngineConfig::budget_period_ns`] (frames beyond it wait, bounded, for the next period;
+//! overflow is dropped, counted, and left to retransmission). A handoff beyond what is left
+//! is answered `HandoffRefused`.
+//!
+//! Advertisements (`Resource`), at most one per kind per activation, only when they matter:
+//!
+//! - connection slots: whenever the count changed (it changes only by handoffs, restores and
+//!   deallocations, never per packet). The host counts its own handoffs against the last
+//!   advertisement, so it never hands off more than the engine has (flow control, seed §3.3);
+//! - buffer memory: the advertised count is what is free less a slack of 1/64 of the maximum
+//!   ([`BUFFER_SLACK_FRACTION`]), sent again only when what is free fell below the last
+//!   advertisement (which would otherwise overstate it) or rose more than two slacks above
+//!   it. So an
+//!   advertisement is never more than what was free when it was sent, and between two the
+//!   true figure stays within two slacks above it — data moving through the connections does
+//!   not send one per packet;
+//! - the processing budget changes with every frame: only the heartbeat carries it.
+//!
+//! Every [`EngineConfig::advertise_period_ns`] all three go out as the heartbeat, which the
+//! host watches to detect a failed engine.
 //!
 //! Every command the engine sends or receives passes its [`Conversation`] checker; a refused
 //! host command is counted and ignored. Bad input never panics.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use core::net::{IpAddr, SocketAddr};
 
@@ -40,7 +64,7 @@ use shard::handoff::{
     Cid, Conversation, EngineCmd, EngineCtrl, HostCmd, HostCtrl, Limits, PAYLOAD_BYTES_MAX,
     RecvFlags, RefuseReason, ResourceKind, RestoreCause, SendFlags, Side,
 };
-use stack::{FourTuple, RxMeta, SocketError, SocketHandle, SocketOption, Stack, StackConfig};
+use stack::{FourTuple, MoveClass, RxMeta, SocketHandle, SocketOption, Stack, StackConfig};
 use tcp::{CloseReason, State};
 
 /// How an [`Engine`] is built.
@@ -101,6 +125,10 @@ pub struct EngineCounters {
     pub acked_bytes: u64,
     pub sent_bytes: u64,
     pub advertisements: u64,
+    /// Per-connection services (a connection visited by a service pass): with the work per
+    /// frame independent of the connections held, this grows with the frames and commands,
+    /// not with frames × connections.
+    pub conn_services: u64,
 }
 
 /// One offloaded connection.
@@ -126,7 +154,25 @@ struct EConn {
     /// The host closed it / shut its sending side down: a FIN follows the pending writes.
     host_closed: bool,
     shutdown_wanted: bool,
+    /// Sent back because buffer memory ran short (`Restore` with `ResourceExhaustion`).
+    exhausted: bool,
+    /// Waiting in [`Engine::dirty`] for the service.
+    dirty: bool,
+    /// Bytes it held at its last service (received, queued, pending writes): its share of
+    /// [`Engine::held_bytes_total`].
+    held_bytes: u64,
 }
+
+/// The advertised buffer memory is what is free less `buffer_bytes_max / BUFFER_SLACK_FRACTION`
+/// (module documentation).
+pub const BUFFER_SLACK_FRACTION: u64 = 64;
+
+/// How long a connection whose return waits for its output to drain waits before the service
+/// tries again, when nothing else brings the engine back sooner.
+const RETRY_NS: u64 = 100_000;
+
+/// Connections one service pass sends back for lack of buffer memory, at most.
+const EXHAUSTION_RESTORES_MAX: usize = 16;
 
 /// The offload engine (module documentation).
 pub struct Engine {
@@ -134,6 +180,20 @@ pub struct Engine {
     stack: Stack,
     conv: Conversation,
     conns: BTreeMap<Cid, EConn>,
+    /// The connection of each stack handle the engine runs.
+    by_handle: HashMap<SocketHandle, Cid>,
+    /// Connections touched since the last service, in the order they were touched (each once:
+    /// [`EConn::dirty`]). At most one entry per connection.
+    dirty: Vec<Cid>,
+    /// Connections whose return to the host waits (output to drain, bytes to deliver first):
+    /// serviced again at every pass. At most one entry per connection.
+    retry: Vec<Cid>,
+    /// The connection sent back for lack of buffer memory and not gone yet: one at a time.
+    exhausting: Option<Cid>,
+    /// Sum of the connections' `held_bytes`.
+    held_bytes_total: u64,
+    /// The `now` of the last input or service.
+    last_now_ns: u64,
     next_cid: u32,
     out: VecDeque<EngineCmd>,
     backlog: VecDeque<Vec<u8>>,
@@ -172,6 +232,12 @@ impl Engine {
             stack: Stack::new(stack),
             conv: Conversation::new(Side::Engine, cfg.limits),
             conns: BTreeMap::new(),
+            by_handle: HashMap::new(),
+            dirty: Vec::new(),
+            retry: Vec::new(),
+            exhausting: None,
+            held_bytes_total: 0,
+            last_now_ns: 0,
             next_cid: 1,
             out: VecDeque::new(),
             backlog: VecDeque::new(),
@@ -208,18 +274,30 @@ impl Engine {
         out.extend(self.conns.values().map(|c| c.tuple));
     }
 
-    /// Buffer memory in use: the bytes the connections hold.
+    /// Buffer memory in use: the bytes the connections held at their last service.
     pub fn buffer_bytes_used(&self) -> u64 {
-        self.conns
-            .values()
-            .map(|c| self.conn_bytes(c))
-            .fold(0u64, u64::saturating_add)
+        self.held_bytes_total
     }
 
-    fn conn_bytes(&self, c: &EConn) -> u64 {
-        let s = self.stack.tcp_conn_status(c.handle);
-        let held = s.map_or(0, |s| s.recv_queue_bytes + s.send_queue_bytes);
-        (held + c.pending_send.len()) as u64
+    /// Marks a connection for the next service.
+    fn touch(&mut self, cid: Cid) {
+        if let Some(c) = self.conns.get_mut(&cid) {
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(cid);
+            }
+        }
+    }
+
+    /// Removes a connection and its bookkeeping; returns it.
+    fn remove_conn(&mut self, cid: Cid) -> Option<EConn> {
+        let c = self.conns.remove(&cid)?;
+        self.by_handle.remove(&c.handle);
+        self.held_bytes_total = self.held_bytes_total.saturating_sub(c.held_bytes);
+        if self.exhausting == Some(cid) {
+            self.exhausting = None;
+        }
+        Some(c)
     }
 
     fn left(&self, kind: ResourceKind) -> u64 {
@@ -247,8 +325,13 @@ impl Engine {
         }
     }
 
-    /// A command from the host.
+    /// A command from the host. Its effects on the connection reach the host at the next
+    /// [`Engine::handle_timeout`].
     pub fn handle_host_cmd(&mut self, now: u64, cmd: HostCmd) {
+        self.last_now_ns = self.last_now_ns.max(now);
+        if let Some(cid) = cmd.cid() {
+            self.touch(cid);
+        }
         if self.conv.host_cmd(&cmd).is_err() {
             self.counters.host_cmds_refused += 1;
             return;
@@ -282,6 +365,8 @@ impl Engine {
                     Ok(handle) => {
                         let cid = Cid(self.next_cid);
                         self.next_cid = self.next_cid.wrapping_add(1).max(1);
+                        self.by_handle.insert(handle, cid);
+                        self.held_bytes_total = self.held_bytes_total.saturating_add(bytes);
                         self.conns.insert(
                             cid,
                             EConn {
@@ -299,10 +384,14 @@ impl Engine {
                                 restore_requested: false,
                                 host_closed: snapshot.app.app_closed,
                                 shutdown_wanted: false,
+                                exhausted: false,
+                                dirty: false,
+                                held_bytes: bytes,
                             },
                         );
                         self.counters.handoffs_accepted += 1;
                         self.send(EngineCmd::HandoffAccepted { req, cid });
+                        self.touch(cid);
                     }
                     Err(reason) => {
                         *match reason {
@@ -318,7 +407,6 @@ impl Engine {
                         self.send(EngineCmd::HandoffRefused { req, reason });
                     }
                 }
-                self.advertise(now, false);
             }
             HostCmd::Restore { cid } => {
                 if let Some(c) = self.conns.get_mut(&cid) {
@@ -353,7 +441,7 @@ impl Engine {
                 if self.conns.contains_key(&cid) {
                     self.counters.frames_forwarded_in += 1;
                     let frame = self.frame_of(&packet);
-                    self.input(now, frame);
+                    self.input(now, &frame);
                 }
             }
             HostCmd::Post { cid, len_bytes } => {
@@ -364,7 +452,6 @@ impl Engine {
                 }
             }
         }
-        self.service(now);
     }
 
     fn ctrl(&mut self, now: u64, cid: Cid, cmd: HostCtrl) {
@@ -403,9 +490,11 @@ impl Engine {
             HostCtrl::SendBufferBytes(v) => {
                 self.stack.set_option(h, SocketOption::SendBufferBytes(v))
             }
-            HostCtrl::RecvBufferBytes(_) | HostCtrl::Keepalive(_) => Ok(()),
+            HostCtrl::Keepalive(k) => self.stack.tcp_set_keepalive(now, h, k),
+            // The stack's receive buffer is fixed by its configuration (no `SO_RCVBUF`).
+            HostCtrl::RecvBufferBytes(_) => Ok(()),
         };
-        let _ = (r, now);
+        let _ = r;
     }
 
     /// Moves pending writes into the connection's send queue as room allows.
@@ -445,15 +534,16 @@ impl Engine {
         f
     }
 
-    /// A frame the NIC steered to the engine's queue.
+    /// A frame the NIC steered to the engine's queue. What it changes reaches the host at the
+    /// next [`Engine::handle_timeout`].
     pub fn handle_frame(&mut self, now: u64, frame: &[u8]) {
         self.counters.frames_in += 1;
-        self.input(now, frame.to_vec());
-        self.service(now);
+        self.last_now_ns = self.last_now_ns.max(now);
+        self.input(now, frame);
     }
 
     /// A frame to process within the budget, after any that wait.
-    fn input(&mut self, now: u64, frame: Vec<u8>) {
+    fn input(&mut self, now: u64, frame: &[u8]) {
         self.roll_period(now);
         if !self.backlog.is_empty()
             || self.budget_used_packets >= self.cfg.limits.budget_packets_max
@@ -462,11 +552,11 @@ impl Engine {
                 self.counters.frames_over_budget_dropped += 1;
             } else {
                 self.counters.frames_deferred += 1;
-                self.backlog.push_back(frame);
+                self.backlog.push_back(frame.to_vec());
             }
             return;
         }
-        self.process(now, &frame);
+        self.process(now, frame);
     }
 
     fn process(&mut self, now: u64, frame: &[u8]) {
@@ -494,11 +584,18 @@ impl Engine {
                 return;
             }
         };
-        if self.stack.tcp_move_class(tuple).is_none() {
-            self.counters.frames_unknown += 1;
-            return;
-        }
+        let owner = match self.stack.tcp_move_class(tuple) {
+            None => {
+                self.counters.frames_unknown += 1;
+                return;
+            }
+            Some(MoveClass::Owned { handle, .. }) => self.by_handle.get(&handle).copied(),
+            Some(_) => None,
+        };
         self.stack.receive(now, frame, &RxMeta::NONE);
+        if let Some(cid) = owner {
+            self.touch(cid);
+        }
     }
 
     fn roll_period(&mut self, now: u64) {
@@ -511,6 +608,7 @@ impl Engine {
     /// Timers, the budget period (frames that waited go first), the connections' service and
     /// the advertisement.
     pub fn handle_timeout(&mut self, now: u64) {
+        self.last_now_ns = self.last_now_ns.max(now);
         self.roll_period(now);
         while self.budget_used_packets < self.cfg.limits.budget_packets_max {
             let Some(f) = self.backlog.pop_front() else {
@@ -522,32 +620,66 @@ impl Engine {
         self.service(now);
     }
 
-    /// The per-connection service (module documentation), then resources.
+    /// The per-connection service (module documentation) of the connections touched since
+    /// the last pass and of those whose return waits, then buffer memory, then the
+    /// advertisements.
     fn service(&mut self, now: u64) {
-        // Events only say "look again"; the status is read below.
-        while self.stack.poll_event().is_some() {}
-        let cids: Vec<Cid> = self.conns.keys().copied().collect();
-        for cid in cids {
+        // Socket events name the connections their TCP changed by itself (timers).
+        while let Some(e) = self.stack.poll_event() {
+            if let Some(&cid) = self.by_handle.get(&e.handle) {
+                self.touch(cid);
+            }
+        }
+        let mut retry = core::mem::take(&mut self.retry);
+        for cid in retry.drain(..) {
+            self.touch(cid);
+        }
+        self.retry = retry;
+        let mut dirty = core::mem::take(&mut self.dirty);
+        for &cid in &dirty {
+            if let Some(c) = self.conns.get_mut(&cid) {
+                c.dirty = false;
+            }
+        }
+        for &cid in &dirty {
             self.service_one(now, cid);
         }
-        // Buffer memory short: the connection holding the most goes back to the host.
-        if self.buffer_bytes_used() > self.cfg.limits.buffer_bytes_max {
+        dirty.clear();
+        // Reuse the list's storage (nothing touches connections during the pass).
+        if self.dirty.is_empty() {
+            self.dirty = dirty;
+        }
+        // Buffer memory short: the connection holding the most goes back to the host, one at
+        // a time (the next once it has gone; the scan over all connections happens only
+        // while memory is short, and a pass sends at most `EXHAUSTION_RESTORES_MAX`).
+        for _ in 0..EXHAUSTION_RESTORES_MAX {
+            if self.held_bytes_total <= self.cfg.limits.buffer_bytes_max
+                || self.exhausting.is_some()
+            {
+                break;
+            }
             let biggest = self
                 .conns
                 .iter()
-                .max_by_key(|(cid, c)| (self.conn_bytes(c), core::cmp::Reverse(**cid)))
+                .max_by_key(|(cid, c)| (c.held_bytes, core::cmp::Reverse(**cid)))
                 .map(|(cid, _)| *cid);
-            if let Some(cid) = biggest {
-                self.give_back(now, cid, RestoreCause::ResourceExhaustion);
+            let Some(cid) = biggest else {
+                break;
+            };
+            if let Some(c) = self.conns.get_mut(&cid) {
+                c.exhausted = true;
             }
+            self.exhausting = Some(cid);
+            self.service_one(now, cid);
         }
-        self.advertise(now, false);
+        self.advertise(now);
     }
 
     fn service_one(&mut self, now: u64, cid: Cid) {
         let Some(c) = self.conns.get_mut(&cid) else {
             return;
         };
+        self.counters.conn_services += 1;
         let h = c.handle;
         Self::push_sends(&mut self.stack, c, false, &mut self.counters);
         if c.pending_send.is_empty() && (c.host_closed || c.shutdown_wanted) {
@@ -562,7 +694,7 @@ impl Engine {
         let Some(s) = self.stack.tcp_conn_status(h) else {
             return;
         };
-        let give_back = c.restore_requested || s.state == State::TimeWait;
+        let give_back = c.restore_requested || c.exhausted || s.state == State::TimeWait;
         // Deliver: everything before a restore; within posted room in zero-copy mode.
         let mut room = s.recv_queue_bytes.saturating_sub(c.delivered);
         if let Some(posted) = c.posted_room_bytes {
@@ -598,10 +730,6 @@ impl Engine {
                 self.counters.engine_cmds_refused += 1;
             }
         }
-        let c = match self.conns.get_mut(&cid) {
-            Some(c) => c,
-            None => return,
-        };
         let acked = c
             .queued_total
             .saturating_sub(s.send_queue_bytes as u64)
@@ -622,6 +750,13 @@ impl Engine {
         if error.is_some() {
             c.error_reported = true;
         }
+        // Its share of buffer memory, as of now.
+        let held = (s.recv_queue_bytes + s.send_queue_bytes + c.pending_send.len()) as u64;
+        let was = core::mem::replace(&mut c.held_bytes, held);
+        self.held_bytes_total = self
+            .held_bytes_total
+            .saturating_sub(was)
+            .saturating_add(held);
         let mut left = delta;
         while left > 0 {
             let n = left.min(u64::from(u32::MAX)) as u32;
@@ -639,32 +774,35 @@ impl Engine {
             self.send(EngineCmd::Ctrl { cid, cmd });
         }
         if s.finished {
-            self.conns.remove(&cid);
+            self.remove_conn(cid);
             let _ = self.stack.close(now, h);
             self.counters.deallocated += 1;
             self.send(EngineCmd::Ctrl {
                 cid,
                 cmd: EngineCtrl::Deallocated,
             });
-            self.advertise(now, true);
             return;
         }
-        if give_back && all_delivered {
+        if give_back {
             let cause = if s.state == State::TimeWait {
                 RestoreCause::TimeWait
             } else {
-                RestoreCause::Requested
+                RestoreCause::ResourceExhaustion
             };
-            self.give_back(now, cid, cause);
+            let gone = all_delivered && self.give_back(now, cid, cause);
+            if !gone && !self.retry.contains(&cid) {
+                // Tried again at every pass until it goes (bounded: one entry per connection).
+                self.retry.push(cid);
+            }
         }
     }
 
-    /// Exports a connection and sends it home (`Restore`); retried at the next service when
-    /// its output cannot drain now. A connection the host asked back goes with cause
-    /// `Requested` whatever made the engine return it.
-    fn give_back(&mut self, now: u64, cid: Cid, cause: RestoreCause) {
+    /// Exports a connection and sends it home (`Restore`); false when its output cannot drain
+    /// now (the caller retries). A connection the host asked back goes with cause `Requested`
+    /// whatever made the engine return it.
+    fn give_back(&mut self, now: u64, cid: Cid, cause: RestoreCause) -> bool {
         let Some(c) = self.conns.get(&cid) else {
-            return;
+            return true;
         };
         let cause = if c.restore_requested {
             RestoreCause::Requested
@@ -678,14 +816,14 @@ impl Engine {
             .tcp_conn_status(h)
             .is_some_and(|s| s.recv_queue_bytes > c.delivered)
         {
-            return;
+            return false;
         }
         let snapshot = match self.stack.tcp_export(now, h) {
             Ok((_, s)) => s,
-            Err(SocketError::WouldBlock) => return,
-            Err(_) => return,
+            Err(_) => return false,
         };
-        self.conns.remove(&cid);
+        self.remove_conn(cid);
+        self.retry.retain(|&r| r != cid);
         *match cause {
             RestoreCause::TimeWait | RestoreCause::Closing => &mut self.counters.restores_time_wait,
             RestoreCause::Requested => &mut self.counters.restores_requested,
@@ -698,26 +836,46 @@ impl Engine {
             snapshot: Box::new(snapshot),
             cause,
         });
-        self.advertise(now, true);
+        true
     }
 
-    /// Sends `Resource` for each kind that changed, or for all when the heartbeat is due (or
-    /// `force`).
-    fn advertise(&mut self, now: u64, force: bool) {
+    /// The buffer memory advertised for `free` bytes free: less the slack (module
+    /// documentation).
+    fn buffer_advertisement(&self, free: u64) -> u64 {
+        free.saturating_sub(self.buffer_slack_bytes())
+    }
+
+    fn buffer_slack_bytes(&self) -> u64 {
+        self.cfg.limits.buffer_bytes_max / BUFFER_SLACK_FRACTION
+    }
+
+    /// Sends `Resource` for each kind whose advertisement matters now (module documentation),
+    /// or for all when the heartbeat is due. At most one per kind per call.
+    fn advertise(&mut self, now: u64) {
         let due = self
             .last_advertised_ns
             .is_none_or(|t| now.saturating_sub(t) >= self.cfg.advertise_period_ns);
+        let slack = self.buffer_slack_bytes();
         for (i, kind) in KINDS.into_iter().enumerate() {
-            let count = self.left(kind);
-            // The budget changes with every frame: only its heartbeat is sent.
-            let changed = self.advertised[i] != Some(count) && kind != ResourceKind::BudgetPackets;
-            if due || force || changed {
+            let left = self.left(kind);
+            let (count, matters) = match kind {
+                ResourceKind::Connections => (left, self.advertised[i] != Some(left)),
+                ResourceKind::BufferBytes => {
+                    let count = self.buffer_advertisement(left);
+                    let matters = self.advertised[i].is_none_or(|last| {
+                        left < last || left > last.saturating_add(slack.saturating_mul(2))
+                    });
+                    (count, matters)
+                }
+                ResourceKind::BudgetPackets => (left, false),
+            };
+            if due || matters {
                 self.advertised[i] = Some(count);
                 self.counters.advertisements += 1;
                 self.send(EngineCmd::Resource { kind, count });
             }
         }
-        if due || force {
+        if due {
             self.last_advertised_ns = Some(now);
         }
     }
@@ -732,9 +890,13 @@ impl Engine {
         self.stack.poll_transmit(now)
     }
 
-    /// When to call [`Engine::handle_timeout`] next: the stack's timers, the heartbeat, and
+    /// When to call [`Engine::handle_timeout`] next: now while touched connections wait for
+    /// the service, the stack's timers, a retry of a return that waits, the heartbeat, and
     /// the next budget period while frames wait.
     pub fn poll_timeout(&self) -> Option<u64> {
+        // Touched connections wait for the service: due now.
+        let service = (!self.dirty.is_empty()).then_some(self.last_now_ns);
+        let retry = (!self.retry.is_empty()).then(|| self.last_now_ns.saturating_add(RETRY_NS));
         // The heartbeat only matters while the host has connections here to watch.
         let heartbeat = self
             .last_advertised_ns
@@ -744,7 +906,7 @@ impl Engine {
             self.period_start_ns
                 .saturating_add(self.cfg.budget_period_ns)
         });
-        [self.stack.poll_timeout(), heartbeat, period]
+        [self.stack.poll_timeout(), service, retry, heartbeat, period]
             .into_iter()
             .flatten()
             .min()

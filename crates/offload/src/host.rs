@@ -175,6 +175,11 @@ pub struct HostOffload {
     offloaded_total: u64,
     counters: HostCounters,
     policy_counters: PolicyCounters,
+    /// Writes of one connection that follow each other in one [`HostOffload::poll`], joined
+    /// into one `Send` (at most [`PAYLOAD_BYTES_MAX`] bytes; seed §5.1: one `ch_nic_send` per
+    /// buffer, not per segment): the connection, the bytes, `MSG_MORE`. Always flushed before
+    /// any other command goes out and at the end of the pass that staged it.
+    staged: Option<(Cid, Vec<u8>, bool)>,
 }
 
 impl core::fmt::Debug for HostOffload {
@@ -204,6 +209,7 @@ impl HostOffload {
             offloaded_total: 0,
             counters: HostCounters::default(),
             policy_counters: PolicyCounters::default(),
+            staged: None,
         }
     }
 
@@ -241,6 +247,60 @@ impl HostOffload {
     }
 
     fn send(&mut self, cmd: HostCmd) {
+        self.flush_staged();
+        self.send_now(cmd);
+    }
+
+    /// The staged writes, as one `Send`.
+    fn flush_staged(&mut self) {
+        if let Some((cid, data, more)) = self.staged.take() {
+            let flags = if more {
+                SendFlags::MORE
+            } else {
+                SendFlags::NONE
+            };
+            self.send_now(HostCmd::Send { cid, data, flags });
+        }
+    }
+
+    /// A write for `cid`: joined to the staged ones when it fits, else the staged ones go
+    /// and this one is staged (split at [`PAYLOAD_BYTES_MAX`]).
+    fn stage_send(&mut self, cid: Cid, data: Vec<u8>, more: bool) {
+        if let Some((c, buf, m)) = self.staged.as_mut() {
+            if *c == cid && *m == more && buf.len() + data.len() <= PAYLOAD_BYTES_MAX {
+                if buf.capacity() < buf.len() + data.len() {
+                    // Joining starts: room for a whole command at once, not a copy per
+                    // doubling.
+                    buf.reserve_exact(PAYLOAD_BYTES_MAX - buf.len());
+                }
+                buf.extend_from_slice(&data);
+                return;
+            }
+        }
+        self.flush_staged();
+        if data.len() <= PAYLOAD_BYTES_MAX {
+            self.staged = Some((cid, data, more));
+            return;
+        }
+        let mut chunks = data.chunks(PAYLOAD_BYTES_MAX).peekable();
+        while let Some(chunk) = chunks.next() {
+            if chunks.peek().is_none() {
+                self.staged = Some((cid, chunk.to_vec(), more));
+            } else {
+                self.send_now(HostCmd::Send {
+                    cid,
+                    data: chunk.to_vec(),
+                    flags: if more {
+                        SendFlags::MORE
+                    } else {
+                        SendFlags::NONE
+                    },
+                });
+            }
+        }
+    }
+
+    fn send_now(&mut self, cmd: HostCmd) {
         if self.conv.host_cmd(&cmd).is_err() {
             self.counters.host_cmds_refused += 1;
             return;
@@ -293,6 +353,7 @@ impl HostOffload {
             let _ = stack.tcp_restore(now, h, snapshot);
             return Err(OffloadError::AlreadyOffloaded);
         }
+        self.flush_staged();
         self.out.push_back(cmd);
         self.advertised
             .insert(ResourceKind::Connections, slots.saturating_sub(1));
@@ -336,6 +397,7 @@ impl HostOffload {
             return false;
         }
         l.restoring = Some(Vec::new());
+        self.flush_staged();
         self.out.push_back(cmd);
         self.counters.restores_asked += 1;
         true
@@ -376,6 +438,7 @@ impl HostOffload {
         self.by_cid.clear();
         self.by_req.clear();
         self.out.clear();
+        self.staged = None;
     }
 
     /// Turns the stack's bypass operations into commands, watches the heartbeat, runs the
@@ -406,6 +469,7 @@ impl HostOffload {
                 (None, None, _) => self.counters.ops_orphaned += 1,
             }
         }
+        self.flush_staged();
         if !self.links.is_empty()
             && !self.engine_failed
             && now.saturating_sub(self.last_heard_ns) > self.cfg.engine_timeout_ns
@@ -421,20 +485,7 @@ impl HostOffload {
     /// One bypass operation as commands.
     fn send_op(&mut self, cid: Cid, op: BypassOp) {
         match op {
-            BypassOp::Send { data, more } => {
-                let flags = if more {
-                    SendFlags::MORE
-                } else {
-                    SendFlags::NONE
-                };
-                for chunk in data.chunks(PAYLOAD_BYTES_MAX) {
-                    self.send(HostCmd::Send {
-                        cid,
-                        data: chunk.to_vec(),
-                        flags,
-                    });
-                }
-            }
+            BypassOp::Send { data, more } => self.stage_send(cid, data, more),
             BypassOp::Recvd { len_bytes } => self.send(HostCmd::Recvd { cid, len_bytes }),
             BypassOp::Shutdown => self.send(HostCmd::Ctrl {
                 cid,
@@ -498,6 +549,7 @@ impl HostOffload {
                 for op in ops {
                     self.send_op(cid, op);
                 }
+                self.flush_staged();
             }
             EngineCmd::HandoffRefused { req, .. } => {
                 self.counters.handoffs_refused += 1;

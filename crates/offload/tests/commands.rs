@@ -57,10 +57,12 @@ fn send_then_ack_drains_the_hosts_send_buffer() {
     let mut n = net();
     let (c, h) = n.connect();
     n.offload(h);
-    let data = pattern(100_000, 2);
+    // Three send buffers' worth: only fits if the engine's `Ack`s free the host's buffer.
+    let buffer = n.host.tcp_send_buffer_bytes(h).expect("buffer") as usize;
+    let data = pattern(3 * buffer, 2);
     let mut got = Vec::new();
     let mut off = 0;
-    for _ in 0..1000 {
+    for _ in 0..3000 {
         if let Ok(k) = n.host.tcp_send(h, &data[off..]) {
             off += k;
         }
@@ -291,17 +293,17 @@ fn resource_advertisements_bound_the_host_and_refuse_beyond() {
         connections_max: 1,
         ..Limits::default()
     };
+    // The host is configured with the default maxima (8,192 connections): only the engine's
+    // advertisement tells it there is one slot.
     let mut n = Net::new(
         EngineConfig {
             limits,
             ..EngineConfig::default()
         },
-        HostConfig {
-            limits,
-            ..HostConfig::default()
-        },
+        HostConfig::default(),
     );
     let (_, a) = n.connect();
+    assert_eq!(n.off.advertised(ResourceKind::Connections), Some(1));
     let (c2, b) = n.connect();
     n.offload(a);
     assert_eq!(n.off.advertised(ResourceKind::Connections), Some(0));
@@ -341,4 +343,91 @@ fn engine_refuses_a_handoff_beyond_its_buffer_memory_and_the_host_keeps_it() {
     let got = Net::read_all(&mut n.host, h);
     assert_eq!(got.len(), 5010);
     assert_eq!(&got[..5000], &pattern(5000, 7)[..]);
+}
+
+/// Writes "a", lets it reach the client (whose ACK is delayed), writes "b"; returns what the
+/// client has before any timer runs.
+fn two_small_writes(n: &mut Net, c: stack::SocketHandle, h: stack::SocketHandle) -> Vec<u8> {
+    n.host.tcp_send(h, b"a").expect("send");
+    n.settle();
+    n.host.tcp_send(h, b"b").expect("send");
+    n.settle();
+    Net::read_all(&mut n.client, c)
+}
+
+#[test]
+fn ctrl_nodelay_sends_a_small_write_while_one_is_unacknowledged() {
+    let mut n = net();
+    let (c1, nagle) = n.connect();
+    let (c2, nodelay) = n.connect();
+    n.offload(nagle);
+    n.offload(nodelay);
+    n.host
+        .set_option(nodelay, SocketOption::NoDelay(true))
+        .expect("nodelay");
+    n.settle();
+    assert!(n.off.counters().cmds_ctrl >= 1);
+    // Nagle (the default) holds "b" until "a" is acknowledged; TCP_NODELAY sends it.
+    assert_eq!(two_small_writes(&mut n, c1, nagle), b"a");
+    assert_eq!(two_small_writes(&mut n, c2, nodelay), b"ab");
+    n.advance(500_000_000);
+    assert_eq!(Net::read_all(&mut n.client, c1), b"b");
+}
+
+/// The engine's connection for `h`'s 4-tuple.
+fn engine_handle(n: &Net, h: stack::SocketHandle) -> stack::SocketHandle {
+    let mut tuples = Vec::new();
+    n.engine.tuples(&mut tuples);
+    let peer = n.host.peer_addr(h).expect("peer");
+    let tuple = tuples
+        .into_iter()
+        .find(|t| t.remote == peer)
+        .expect("on the engine");
+    match n.engine.stack().tcp_move_class(tuple) {
+        Some(stack::MoveClass::Owned { handle, .. }) => handle,
+        other => panic!("not a connection of the engine: {other:?}"),
+    }
+}
+
+#[test]
+fn ctrl_send_buffer_sets_the_engines_connection_buffer() {
+    let mut n = net();
+    let (_, h) = n.connect();
+    n.offload(h);
+    let e = engine_handle(&n, h);
+    let before = n.engine.stack().tcp_send_buffer_bytes(e).expect("buffer");
+    let want = 8 * 1460;
+    assert_ne!(before, want);
+    n.host
+        .set_option(h, SocketOption::SendBufferBytes(want))
+        .expect("send buffer");
+    n.settle();
+    assert_eq!(n.engine.stack().tcp_send_buffer_bytes(e), Ok(want));
+}
+
+#[test]
+fn ctrl_keepalive_on_a_silent_peer_ends_in_engine_ctrl_timed_out() {
+    let mut n = net();
+    let (_, h) = n.connect();
+    n.offload(h);
+    n.host
+        .set_option(h, SocketOption::KeepaliveIdleNs(Some(1_000_000_000)))
+        .expect("keepalive");
+    n.settle();
+    n.client_dead = true;
+    // Idle 1 s, then 9 unanswered probes 75 s apart (the defaults beside the idle time).
+    n.advance(700_000_000_000);
+    let mut buf = [0u8; 16];
+    assert_eq!(n.host.tcp_recv(h, &mut buf), Err(SocketError::TimedOut));
+    assert!(
+        n.host
+            .tcp_readiness(h)
+            .expect("r")
+            .contains(stack::Readiness::ERROR)
+    );
+    assert_eq!(
+        n.off.counters().engine_failures,
+        0,
+        "the engine itself is fine"
+    );
 }

@@ -263,3 +263,21 @@ fn operations_and_frames_while_a_restore_is_on_its_way_are_reconciled_not_refuse
     n.settle();
     assert_eq!(Net::read_all(&mut n.client, c), b"ab");
 }
+
+#[test]
+fn a_first_handoff_long_after_the_engine_last_spoke_is_not_taken_for_its_failure() {
+    let mut n = Net::new(EngineConfig::default(), HostConfig::default());
+    let (c, h) = n.connect();
+    // With nothing offloaded the engine has nothing to say and is not run (a driver runs it
+    // on input and at its deadlines, and it has neither): a second of silence.
+    n.engine_dead = true;
+    n.advance(1_000_000_000);
+    n.engine_dead = false;
+    n.offload(h);
+    assert!(!n.off.engine_failed());
+    assert_eq!(n.off.counters().engine_failures, 0);
+    n.client.tcp_send(c, b"on the engine").expect("send");
+    n.advance(2_000_000);
+    assert_eq!(Net::read_all(&mut n.host, h), b"on the engine");
+    assert!(n.engine_frames > 0);
+}

@@ -36,6 +36,8 @@ pub struct Net {
     pub filters: BTreeSet<FourTuple>,
     /// The engine is dead: nothing in, nothing out.
     pub engine_dead: bool,
+    /// The client is gone: frames to it are lost (it sends nothing either).
+    pub client_dead: bool,
     /// Frames the engine sent to the client (for tests that look at them).
     pub engine_frames: u64,
     pub listener: Option<SocketHandle>,
@@ -52,6 +54,7 @@ impl Net {
             off: HostOffload::new(host),
             filters: BTreeSet::new(),
             engine_dead: false,
+            client_dead: false,
             engine_frames: 0,
             listener: None,
         }
@@ -120,11 +123,15 @@ impl Net {
             self.host.handle_timeout(self.now);
             while let Some(f) = self.client.poll_transmit(self.now) {
                 busy = true;
-                self.steer_host_bound(f);
+                if !self.client_dead {
+                    self.steer_host_bound(f);
+                }
             }
             while let Some(f) = self.host.poll_transmit(self.now) {
                 busy = true;
-                self.client.receive(self.now, &f, &RxMeta::NONE);
+                if !self.client_dead {
+                    self.client.receive(self.now, &f, &RxMeta::NONE);
+                }
             }
             self.off.poll(self.now, &mut self.host);
             while let Some(cmd) = self.off.poll_cmd() {
@@ -142,7 +149,9 @@ impl Net {
                 while let Some(f) = self.engine.poll_transmit(self.now) {
                     busy = true;
                     self.engine_frames += 1;
-                    self.client.receive(self.now, &f, &RxMeta::NONE);
+                    if !self.client_dead {
+                        self.client.receive(self.now, &f, &RxMeta::NONE);
+                    }
                 }
             }
             while let Some(s) = self.off.poll_steer() {
