@@ -663,7 +663,24 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
     if workload == Workload::Offload {
         return offload::run(seed).map(|(summary, _)| summary);
     }
-    let faults = FaultProfile::for_seed(seed);
+    run_with_faults(workload, seed, FaultProfile::for_seed(seed))
+}
+
+/// Runs `workload` with `seed`'s plan and randomness under the given faults instead of the
+/// seed's own profile (the `sim_faults` fuzz target chooses them). The checks are [`run`]'s:
+/// every byte once and in order, every connection finished, none failed under mild faults.
+/// `Migrate` and `Offload` build their own worlds and take no faults from here: they are
+/// refused.
+pub fn run_with_faults(
+    workload: Workload,
+    seed: u64,
+    faults: FaultProfile,
+) -> Result<RunSummary, String> {
+    if matches!(workload, Workload::Migrate | Workload::Offload) {
+        return Err(format!(
+            "{workload}: runs under its seed's own faults only (use run)"
+        ));
+    }
     let plan = Plan::new(seed, workload);
     let mut w = World::new(seed);
     let client = w.add_host(Box::new(ShardedHost::single(
