@@ -6,7 +6,7 @@
 //! within the range the soak's fault classes use, combined freely — and runs the whole
 //! simulator through `sim::workload::run_with_faults`. Any `Err` is a failure: a byte
 //! delivered twice, out of order or wrong, a connection left unfinished when the world went
-//! idle, a table over its cap, or a connection that failed under mild faults (loss ≤ 5 %).
+//! idle, a table over its cap, or a connection that failed (none may, at any loss).
 #![allow(dead_code)]
 
 use sim::workload::{FaultProfile, RunSummary, Workload, run_with_faults};
