@@ -4,10 +4,12 @@
 //!
 //! Invariants: a session is in the table from its accept until it ends; an ended session's
 //! connection has been released with [`Ctx::close`] exactly once (after a `shutdown` when it
-//! ended cleanly), and the caller's `ended` callback saw it exactly once.
+//! ended cleanly, an abort when it was cut off), and the caller's `ended` callback saw it
+//! exactly once. A session with a deadline ([`Handler::deadline`]) has exactly one entry in
+//! the deadline set, at that deadline; one without has none.
 
 use core::net::SocketAddr;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use stack::{Readiness, SocketError, SocketEvent, SocketHandle};
 
@@ -25,6 +27,9 @@ pub(crate) enum Step {
     Done,
     /// Ended by an error (reset, timeout, a failed call).
     Failed,
+    /// Cut off by the server (a timeout with data still owed): the connection is aborted
+    /// (RST), so its buffers are freed at once instead of waiting for a stalled peer.
+    Aborted,
 }
 
 /// Maps a receive or send error to the step it ends a session with: `WouldBlock` keeps it
@@ -46,8 +51,20 @@ pub(crate) trait Handler {
     fn open(&mut self, ctx: &mut Ctx<'_>, conn: Conn, peer: SocketAddr) -> Self::Session;
     /// Works the connection until its calls would block or it ends.
     fn service(&mut self, s: &mut Self::Session, ctx: &mut Ctx<'_>, conn: Conn) -> Step;
-    /// The session ended (`Done` or `Failed`); its connection is already released.
+    /// The session ended (`Done`, `Failed` or `Aborted`); its connection is already released.
     fn ended(&mut self, s: Self::Session, step: Step);
+    /// When the session must be looked at again without an event (ns), if ever: after each
+    /// `service` the server files the session under this deadline.
+    fn deadline(&self, s: &Self::Session) -> Option<u64> {
+        let _ = s;
+        None
+    }
+    /// The session's deadline passed at `now_ns` with no event: the step it ends with (or
+    /// `Open` to keep it, filed again under its new deadline).
+    fn expired(&mut self, s: &mut Self::Session, ctx: &mut Ctx<'_>, conn: Conn) -> Step {
+        let _ = (s, ctx, conn);
+        Step::Open
+    }
 }
 
 /// One shard's listener and its sessions of type `S`.
@@ -55,7 +72,9 @@ pub(crate) trait Handler {
 pub(crate) struct StreamServer<S> {
     port: u16,
     listener: Option<Listener>,
-    sessions: BTreeMap<SocketHandle, (Conn, S)>,
+    /// Each session with the deadline it is filed under in `deadlines`.
+    sessions: BTreeMap<SocketHandle, (Conn, S, Option<u64>)>,
+    deadlines: BTreeSet<(u64, SocketHandle)>,
 }
 
 impl<S> StreamServer<S> {
@@ -64,6 +83,7 @@ impl<S> StreamServer<S> {
             port,
             listener: None,
             sessions: BTreeMap::new(),
+            deadlines: BTreeSet::new(),
         }
     }
 
@@ -89,6 +109,29 @@ impl<S> StreamServer<S> {
         self.sessions.len()
     }
 
+    /// The earliest session deadline.
+    pub(crate) fn poll_timeout(&self) -> Option<u64> {
+        self.deadlines.first().map(|&(t, _)| t)
+    }
+
+    /// Ends or re-files every session whose deadline is at or before now.
+    fn expire_due<H: Handler<Session = S>>(&mut self, ctx: &mut Ctx<'_>, h: &mut H) {
+        let now = ctx.now_ns();
+        while let Some(&(t, handle)) = self.deadlines.first() {
+            if t > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            let Some((conn, s, filed)) = self.sessions.get_mut(&handle) else {
+                continue;
+            };
+            *filed = None;
+            let conn = *conn;
+            let step = h.expired(s, ctx, conn);
+            self.finish(ctx, handle, step, h);
+        }
+    }
+
     /// Handles a batch of events: accepts every waiting connection, works each session with
     /// an event, and ends sessions that finished, failed, or whose connection reported an
     /// error or reached CLOSED.
@@ -98,12 +141,13 @@ impl<S> StreamServer<S> {
         events: &[SocketEvent],
         h: &mut H,
     ) {
+        self.expire_due(ctx, h);
         for e in events {
             if self.listener.is_some_and(|l| l.owns(e.handle)) {
                 self.accept_all(ctx, h);
                 continue;
             }
-            let Some((conn, s)) = self.sessions.get_mut(&e.handle) else {
+            let Some((conn, s, _)) = self.sessions.get_mut(&e.handle) else {
                 continue;
             };
             let conn = *conn;
@@ -124,7 +168,7 @@ impl<S> StreamServer<S> {
             let mut s = h.open(ctx, conn, peer);
             // Data (even a FIN) may already be waiting.
             let step = h.service(&mut s, ctx, conn);
-            self.sessions.insert(conn.handle(), (conn, s));
+            self.sessions.insert(conn.handle(), (conn, s, None));
             self.finish(ctx, conn.handle(), step, h);
         }
     }
@@ -135,7 +179,10 @@ impl<S> StreamServer<S> {
     where
         S: Send + 'static,
     {
-        let (_, s) = self.sessions.remove(&conn.handle())?;
+        let (_, s, filed) = self.sessions.remove(&conn.handle())?;
+        if let Some(t) = filed {
+            self.deadlines.remove(&(t, conn.handle()));
+        }
         Some(Box::new(s))
     }
 
@@ -155,8 +202,8 @@ impl<S> StreamServer<S> {
             let _ = ctx.close(conn);
             return;
         };
-        self.sessions.insert(conn.handle(), (conn, *s));
-        if let Some((conn, s)) = self.sessions.get_mut(&conn.handle()) {
+        self.sessions.insert(conn.handle(), (conn, *s, None));
+        if let Some((conn, s, _)) = self.sessions.get_mut(&conn.handle()) {
             let conn = *conn;
             let step = h.service(s, ctx, conn);
             self.finish(ctx, conn.handle(), step, h);
@@ -172,14 +219,36 @@ impl<S> StreamServer<S> {
         h: &mut H,
     ) {
         if step == Step::Open {
+            // Re-file the session under its deadline.
+            if let Some((_, s, filed)) = self.sessions.get_mut(&handle) {
+                let due = h.deadline(s);
+                if due != *filed {
+                    if let Some(t) = filed.take() {
+                        self.deadlines.remove(&(t, handle));
+                    }
+                    if let Some(t) = due {
+                        self.deadlines.insert((t, handle));
+                    }
+                    *filed = due;
+                }
+            }
             return;
         }
-        let Some((conn, s)) = self.sessions.remove(&handle) else {
+        let Some((conn, s, filed)) = self.sessions.remove(&handle) else {
             return;
         };
-        if step == Step::Done {
+        if let Some(t) = filed {
+            self.deadlines.remove(&(t, handle));
+        }
+        match step {
             // Our FIN follows what is queued; an error only says it is already closing.
-            let _ = ctx.shutdown(conn);
+            Step::Done => {
+                let _ = ctx.shutdown(conn);
+            }
+            Step::Aborted => {
+                let _ = ctx.stack().tcp_abort(conn.handle());
+            }
+            Step::Open | Step::Failed => {}
         }
         let _ = ctx.close(conn);
         h.ended(s, step);

@@ -13,10 +13,14 @@
 //! The counters are global to the process: every thread's allocations add up, except on
 //! threads that called [`exclude_current_thread`] (a test's monitor thread, say, whose own
 //! bookkeeping is not the code under test). Read them before and after a window and subtract.
+//!
+//! [`CountingAlloc::live_bytes`] is different: the bytes allocated and not yet freed, by every
+//! thread (excluded ones too, since a block may be freed by another thread than the one that
+//! allocated it), for tests that memory is given back.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 thread_local! {
     /// This thread's allocations are not counted. `const`-initialised and without a
@@ -38,6 +42,8 @@ fn counted() -> bool {
 pub struct CountingAlloc {
     allocations: AtomicU64,
     bytes: AtomicU64,
+    /// Bytes allocated minus bytes freed, all threads.
+    live: AtomicI64,
 }
 
 impl CountingAlloc {
@@ -46,7 +52,17 @@ impl CountingAlloc {
         CountingAlloc {
             allocations: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            live: AtomicI64::new(0),
         }
+    }
+
+    /// Bytes allocated through this allocator and not freed yet (all threads).
+    pub fn live_bytes(&self) -> u64 {
+        self.live.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    fn live_add(&self, delta: i64) {
+        self.live.fetch_add(delta, Ordering::Relaxed);
     }
 
     /// Allocation calls so far (all counted threads).
@@ -81,16 +97,25 @@ unsafe impl GlobalAlloc for CountingAlloc {
         self.count(layout.size());
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract (non-zero size layout),
         // which is `System::alloc`'s.
-        unsafe { System.alloc(layout) }
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            self.live_add(layout.size() as i64);
+        }
+        p
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         self.count(layout.size());
         // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            self.live_add(layout.size() as i64);
+        }
+        p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        self.live_add(-(layout.size() as i64));
         // SAFETY: `ptr` was allocated by this allocator, i.e. by `System`, with `layout`.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -99,7 +124,11 @@ unsafe impl GlobalAlloc for CountingAlloc {
         self.count(new_size);
         // SAFETY: `ptr` was allocated by `System` (through this allocator) with `layout`, and
         // the caller upholds `realloc`'s contract for `new_size`.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            self.live_add(new_size as i64 - layout.size() as i64);
+        }
+        p
     }
 }
 
@@ -121,5 +150,24 @@ mod tests {
         }
         assert_eq!(a.allocations(), 2);
         assert_eq!(a.bytes(), 64 + 128);
+        assert_eq!(a.live_bytes(), 0, "everything was freed");
+    }
+
+    #[test]
+    fn live_bytes_follow_allocations_reallocations_and_frees() {
+        let a = CountingAlloc::new();
+        let small = Layout::from_size_align(100, 8).expect("layout");
+        // SAFETY: non-zero-size layouts; each block is freed with the layout it has then.
+        unsafe {
+            let p = a.alloc(small);
+            let q = a.alloc_zeroed(small);
+            assert_eq!(a.live_bytes(), 200);
+            let p = a.realloc(p, small, 1000);
+            assert_eq!(a.live_bytes(), 1100);
+            a.dealloc(q, small);
+            assert_eq!(a.live_bytes(), 1000);
+            a.dealloc(p, Layout::from_size_align(1000, 8).expect("layout"));
+        }
+        assert_eq!(a.live_bytes(), 0);
     }
 }

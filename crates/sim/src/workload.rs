@@ -11,7 +11,9 @@
 //! - tables stay under their caps and every connection keeps its TCB invariants
 //!   (`tcp::Connection::invariant_violation`) while it runs (checked after every event).
 //!
-//! Under mild faults (loss ≤ 5 %) a connection must not fail at all: there an error is a bug.
+//! Every connection must complete under every profile, loss of 20 % included: the soak's
+//! stacks retry SYNs and data long enough ([`SYN_RETRIES_MAX`], [`USER_TIMEOUT_NS`]) that
+//! giving up is a one-in-billions event, so a connection that ends with an error is a bug.
 
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -151,11 +153,6 @@ impl FaultProfile {
                 }
             }
         }
-    }
-
-    /// Mild enough that every connection must succeed.
-    pub fn is_mild(&self) -> bool {
-        self.loss <= 0.05
     }
 }
 
@@ -576,6 +573,17 @@ impl Server {
     }
 }
 
+/// SYN retransmissions before an opening connection gives up, in the soak's stacks. A link
+/// losing 20 % each way loses a SYN/SYN-ACK exchange 36 % of the time: the default 6 retries
+/// give up once in 1,300 connections (seed 1004527 did), 20 once in 2·10⁹.
+pub const SYN_RETRIES_MAX: u8 = 20;
+
+/// The soak's user timeout (RFC 9293 §3.8.3): 30 minutes of retransmitting without progress,
+/// about 40 backed-off retransmissions past the 60 s RTO cap rather than the default 300 s's
+/// dozen, so heavy loss never times a live connection out; a peer that really vanished still
+/// ends it (and its keepalive ends an idle one).
+pub const USER_TIMEOUT_NS: u64 = 1_800_000_000_000;
+
 fn stack_config(mac: [u8; 6], ip: Ipv4Addr, seed: u64, workload: Workload) -> StackConfig {
     let mut cfg = StackConfig::new(InterfaceConfig::new(
         EthernetAddress(mac),
@@ -598,6 +606,8 @@ fn stack_config(mac: [u8; 6], ip: Ipv4Addr, seed: u64, workload: Workload) -> St
     // heavy loss a peer may give up (user timeout) with its RST lost, and a half-closed
     // connection still reading has nothing outstanding to find that out with (seed 1011357:
     // the client waited in FIN-WAIT-2 for ever). A minute idle, then ten-second probes.
+    cfg.tcp.syn_retries_max = SYN_RETRIES_MAX;
+    cfg.tcp.user_timeout_ns = Some(USER_TIMEOUT_NS);
     cfg.tcp.keepalive = Some(tcp::KeepaliveConfig {
         idle_ns: KEEPALIVE_IDLE_NS,
         interval_ns: 10_000_000_000,
@@ -663,7 +673,24 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
     if workload == Workload::Offload {
         return offload::run(seed).map(|(summary, _)| summary);
     }
-    let faults = FaultProfile::for_seed(seed);
+    run_with_faults(workload, seed, FaultProfile::for_seed(seed))
+}
+
+/// Runs `workload` with `seed`'s plan and randomness under the given faults instead of the
+/// seed's own profile (the `sim_faults` fuzz target chooses them). The checks are [`run`]'s:
+/// every byte once and in order, every connection finished, none failed.
+/// `Migrate` and `Offload` build their own worlds and take no faults from here: they are
+/// refused.
+pub fn run_with_faults(
+    workload: Workload,
+    seed: u64,
+    faults: FaultProfile,
+) -> Result<RunSummary, String> {
+    if matches!(workload, Workload::Migrate | Workload::Offload) {
+        return Err(format!(
+            "{workload}: runs under its seed's own faults only (use run)"
+        ));
+    }
     let plan = Plan::new(seed, workload);
     let mut w = World::new(seed);
     let client = w.add_host(Box::new(ShardedHost::single(
@@ -797,9 +824,9 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
             "{context}: client finished {opened} of {expected} connections"
         ));
     }
-    if faults.is_mild() && (c.summary.connections_failed > 0 || s.summary.connections_failed > 0) {
+    if c.summary.connections_failed > 0 || s.summary.connections_failed > 0 {
         return Err(format!(
-            "{context}: {} client and {} server connections failed under mild faults; first: client {:?}, server {:?}",
+            "{context}: {} client and {} server connections failed; first: client {:?}, server {:?}",
             c.summary.connections_failed,
             s.summary.connections_failed,
             c.summary.first_error,

@@ -256,6 +256,9 @@ counters! {
     // ---- transmit
     /// Frames handed out by `poll_transmit`.
     tx_frames,
+    /// Recycled frame buffers freed by the pool's trim (more were kept than the last
+    /// period's transmit path took).
+    tx_pool_trimmed_frames,
     /// Frames dropped because the transmit queue was full.
     tx_drop_queue_full,
     /// Packets dropped because no route (no on-link prefix and no gateway) matched.

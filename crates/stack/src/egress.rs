@@ -38,6 +38,13 @@ const TX_FREE_SLACK_BYTES: usize = 128;
 const TX_FREE_TSO_FRAMES_MAX: usize = 256;
 /// Capacity of a TSO frame buffer: the largest frame TSO builds.
 const TX_TSO_FRAME_BYTES: usize = 14 + 65_535;
+/// Free frame buffers the pool may always keep (about 400 KiB at a 1500-byte MTU).
+const TX_FREE_FRAMES_FLOOR: usize = 256;
+/// The pool's trim period: once a period, buffers beyond twice what the transmit path took
+/// during it (and beyond the floor) are freed, so a burst's buffers (a thousand connections'
+/// worth of in-flight frames) go back to the allocator once the burst is over, while a steady
+/// flow, taking more than the pool holds every period, keeps them all and allocates nothing.
+const TX_FREE_TRIM_PERIOD_NS: u64 = 10_000_000_000;
 /// RFC 4861 §7.1.1/§7.1.2: NDP messages must arrive with hop limit 255 (not forwarded).
 pub(crate) const NDP_HOP_LIMIT: u8 = 255;
 /// Ethernet header without a VLAN tag.
@@ -66,6 +73,10 @@ pub(crate) struct Egress {
     /// Invariant: `tx_free.len()` ≤ `TX_FREE_FRAMES_MAX` and each capacity ≤ MTU +
     /// `TX_FREE_SLACK_BYTES`.
     tx_free: Vec<Vec<u8>>,
+    /// Buffers the transmit path took from `tx_free` since the last trim, and when the next
+    /// trim is due (`None` while the pool is within its floor).
+    tx_free_taken: u32,
+    tx_free_trim_at_ns: Option<u64>,
     ipv4_ident: u16,
     ipv6_frag_ident: u32,
     /// The TCP header length (options included) the TCP flush reserves room for in front of
@@ -167,6 +178,8 @@ impl Egress {
             tx: VecDeque::new(),
             tx_free: Vec::new(),
             tx_free_tso: Vec::new(),
+            tx_free_taken: 0,
+            tx_free_trim_at_ns: None,
             ipv4_ident: 1,
             ipv6_frag_ident: 1,
             tx_header_guess: TCP_HEADER_MIN,
@@ -214,7 +227,47 @@ impl Egress {
 
     /// Runs the neighbour cache's timers: expiry, resolution retries, and the queues of
     /// neighbours that gave up.
+    /// When the pool's next trim is due: only while it holds more than its floor (`Some(0)`,
+    /// due at once, until the first trim arms the period).
+    pub(crate) fn pool_poll_timeout(&self) -> Option<u64> {
+        if self.tx_free.len() > TX_FREE_FRAMES_FLOOR {
+            Some(self.tx_free_trim_at_ns.unwrap_or(0))
+        } else {
+            None
+        }
+    }
+
+    /// Frees the pool's buffers beyond twice what the transmit path took in the last period
+    /// (and beyond the floor), once a period while it holds more than the floor.
+    fn trim_pool(&mut self, now: u64) {
+        if self.tx_free.len() <= TX_FREE_FRAMES_FLOOR {
+            self.tx_free_trim_at_ns = None;
+            self.tx_free_taken = 0;
+            return;
+        }
+        match self.tx_free_trim_at_ns {
+            None => {
+                // First time above the floor: the period starts now.
+                self.tx_free_taken = 0;
+                self.tx_free_trim_at_ns = Some(now.saturating_add(TX_FREE_TRIM_PERIOD_NS));
+            }
+            Some(at) if now >= at => {
+                let keep = TX_FREE_FRAMES_FLOOR.max(2 * self.tx_free_taken as usize);
+                if self.tx_free.len() > keep {
+                    self.counters.tx_pool_trimmed_frames += (self.tx_free.len() - keep) as u64;
+                    self.tx_free.truncate(keep);
+                    self.tx_free.shrink_to(keep);
+                }
+                self.tx_free_taken = 0;
+                self.tx_free_trim_at_ns = (self.tx_free.len() > TX_FREE_FRAMES_FLOOR)
+                    .then(|| now.saturating_add(TX_FREE_TRIM_PERIOD_NS));
+            }
+            Some(_) => {}
+        }
+    }
+
     pub(crate) fn handle_timeout(&mut self, now: u64) {
+        self.trim_pool(now);
         let actions = self.neighbors.handle_timeout(now);
         self.counters.neighbor_expired += actions.expired as u64;
         for addr in actions.retry {
@@ -267,6 +320,7 @@ impl Egress {
     /// unspecified (a reused buffer keeps old bytes): callers overwrite every byte they keep.
     /// Only the part a recycled buffer lacks is zero-filled, so in steady state nothing is.
     pub(crate) fn take_frame_buf(&mut self, len: usize) -> Vec<u8> {
+        self.tx_free_taken = self.tx_free_taken.saturating_add(1);
         let free = if len > usize::from(self.mtu_bytes) + TX_FREE_SLACK_BYTES {
             &mut self.tx_free_tso
         } else {

@@ -303,6 +303,7 @@ impl Stack {
     pub fn poll_timeout(&self) -> Option<u64> {
         [
             self.up.egress.neighbors().poll_timeout(),
+            self.up.egress.pool_poll_timeout(),
             self.ip_in.reasm().poll_timeout(),
             self.up.tcp.tcp_poll_timeout(),
         ]
@@ -311,8 +312,8 @@ impl Stack {
         .min()
     }
 
-    /// Runs every timer due at `now`: neighbour retries and expiry, reassembly timeouts, TCP
-    /// timers (and moved markers' expiry).
+    /// Runs every timer due at `now`: the transmit buffer pool's trim, neighbour retries and
+    /// expiry, reassembly timeouts, TCP timers (and moved markers' expiry).
     pub fn handle_timeout(&mut self, now: u64) {
         self.up.egress.handle_timeout(now);
         self.ip_in.handle_timeout(now);
