@@ -581,6 +581,7 @@ impl MatchContext {
             sack_permitted: false,
             sack_blocks: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload,
         };
         let list = match &line.options {
@@ -895,6 +896,7 @@ mod tests {
             sack_permitted: false,
             sack_blocks: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload,
         }
     }

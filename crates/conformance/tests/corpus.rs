@@ -184,6 +184,7 @@ fn ideal_outbound<'a>(l: &TcpLine, payload: &'a [u8]) -> TcpRepr<'a> {
         sack_permitted: false,
         sack_blocks: [None; 4],
         timestamp: None,
+        fast_open: None,
         payload,
     };
     if let TcpOptionsSpec::List(list) = &l.options {

@@ -153,6 +153,7 @@ impl Connection {
             sack_permitted: false,
             sack_blocks: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload: &[],
         }
     }
