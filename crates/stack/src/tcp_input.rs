@@ -239,11 +239,15 @@ impl TcpCx<'_> {
             return;
         }
         let (iss, ts_offset) = self.tcp.isn_for(now, &key.tuple);
-        let Ok(conn) = Connection::accept(now, &config, syn, iss, ts_offset) else {
+        let decision = self.fastopen_decision(li, &key, syn);
+        let Ok((conn, syn_data)) =
+            Connection::accept_fast_open(now, &config, syn, iss, ts_offset, decision)
+        else {
             self.tcp.counters.tcp_listen_bad_segment += 1;
             return;
         };
         self.tcp_insert_child(now, li, key, conn);
+        self.fastopen_note_child(li, &key, decision, syn_data);
     }
 
     /// An ACK on a listening port that may complete a SYN-cookie handshake. True when it did
@@ -309,6 +313,8 @@ impl TcpCx<'_> {
             passive: true,
             last_rx_ns: now,
             zero_window: None,
+            fastopen_syn_ack: None,
+            syn_data_acked: false,
         };
         let Ok(h) = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock))) else {
             self.tcp.counters.tcp_conn_table_full += 1;
@@ -541,7 +547,11 @@ impl TcpCx<'_> {
                 break;
             };
             let n = seg.payload.len();
-            let header = header_only(&seg);
+            let mut header = header_only(&seg);
+            if header.flags.contains(TcpFlags::SYN) {
+                // The first SYN-ACK of a Fast Open exchange carries the cookie.
+                header.fast_open = c.fastopen_syn_ack.take();
+            }
             self.egress.send_tcp_frame(
                 now,
                 tuple.local.ip(),
@@ -571,6 +581,7 @@ impl TcpCx<'_> {
             return;
         }
         let (key, was_in_table, parent, app_closed) = (c.key, c.in_table, c.parent, c.app_closed);
+        let unread = c.conn.recv_queue_bytes() > 0;
         c.in_table = false;
         self.tcp_rearm(i);
         if was_in_table {
@@ -578,6 +589,12 @@ impl TcpCx<'_> {
             self.tcp.counters.tcp_connections_closed += 1;
         }
         if let Some(li) = parent {
+            if unread {
+                // Reset before being accepted, holding data its peer sent: it stays in the
+                // backlog (bounded by it), and `accept` hands it over so the data is read,
+                // then the error (Linux keeps such a child in its accept queue).
+                return;
+            }
             // Died before being accepted: nobody holds its handle.
             if let Some(l) = self.listener_mut(li) {
                 l.pending.retain(|&x| x != i);

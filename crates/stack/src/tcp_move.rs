@@ -381,6 +381,8 @@ impl TcpCx<'_> {
             passive: false,
             last_rx_ns: now,
             zero_window: None,
+            fastopen_syn_ack: None,
+            syn_data_acked: false,
         };
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {

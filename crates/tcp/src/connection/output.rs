@@ -164,7 +164,9 @@ impl Connection {
         r.flags = TcpFlags::SYN;
         r.max_seg_size = Some(self.config.mss_bytes);
         // RFC 7323 §2.2: the window in a SYN is not scaled.
-        let wnd = self.config.recv_buffer_bytes.min(0xffff);
+        // Room left after data a Fast Open SYN brought (`fastopen.rs`).
+        let room = self.config.recv_buffer_bytes - self.recv_buf.len() as u32;
+        let wnd = room.min(0xffff);
         r.window_len = wnd as u16;
         let passive_reply = self.state == State::SynReceived;
         if passive_reply {
@@ -400,11 +402,13 @@ impl Connection {
         if !matches!(
             self.state,
             State::Established
+                | State::SynReceived
                 | State::CloseWait
                 | State::FinWait1
                 | State::Closing
                 | State::LastAck
-        ) {
+        ) || (self.state == State::SynReceived && !self.out.fast_open_child)
+        {
             return None;
         }
         let offset = fwd(self.snd.buf_seq, self.snd.nxt) as usize;
@@ -437,7 +441,9 @@ impl Connection {
             // Nagle (RFC 9293 §3.7.4) and sender SWS avoidance (RFC 9293 §3.8.6.2.1): send a
             // full segment, or everything left when nothing is in flight (or Nagle is off, or
             // we are closing), or at least half the largest window the peer offered.
-            let nagle_ok = self.config.nodelay || flight == 0 || self.app.fin_queued;
+            // A Fast Open child's unacknowledged SYN is no data in flight (`fastopen.rs`).
+            let data_flight = fwd(self.snd.una.max(self.snd.buf_seq), self.snd.nxt);
+            let nagle_ok = self.config.nodelay || data_flight == 0 || self.app.fin_queued;
             // TCP_CORK / MSG_MORE (Linux tcp(7)): only full segments until pushed.
             let held =
                 (self.app.cork || self.app.more) && !self.app.push_pending && !self.app.fin_queued;
