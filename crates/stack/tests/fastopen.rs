@@ -320,8 +320,5 @@ fn a_child_reset_before_accept_keeps_its_syn_data_for_the_application() {
     let mut buf = [0u8; 8];
     assert_eq!(b.tcp_recv(c, &mut buf), Ok(4));
     assert_eq!(&buf[..4], b"late");
-    assert_eq!(
-        b.tcp_recv(c, &mut buf),
-        Err(stack::SocketError::Reset)
-    );
+    assert_eq!(b.tcp_recv(c, &mut buf), Err(stack::SocketError::Reset));
 }

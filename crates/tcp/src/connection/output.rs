@@ -375,7 +375,11 @@ impl Connection {
 
     /// How many new bytes congestion and flow control allow now.
     pub(super) fn usable_window(&self) -> u32 {
-        let flight = fwd(self.snd.una, self.snd.nxt);
+        // A Fast Open child sends before its SYN is acknowledged: the SYN is not data in
+        // flight, and the window the peer's SYN offered starts after it (it could not
+        // acknowledge anything yet). Elsewhere `buf_seq` ≤ SND.UNA and this is SND.UNA.
+        let una = self.snd.una.max(self.snd.buf_seq);
+        let flight = fwd(una, self.snd.nxt);
         let mss = u32::from(self.eff_mss());
         // RFC 3042: the first two duplicate ACKs each allow one new segment beyond cwnd.
         let lt = if !self.rec.in_recovery && self.rec.dupacks > 0 && self.rec.dupacks < 3 {
@@ -393,7 +397,7 @@ impl Connection {
             .cwnd_bytes()
             .saturating_add(lt)
             .saturating_sub(in_flight);
-        let wnd_avail = fwd(self.snd.nxt, self.snd.una + self.snd.wnd);
+        let wnd_avail = fwd(self.snd.nxt, una + self.snd.wnd);
         cwnd_avail.min(wnd_avail)
     }
 
