@@ -19,7 +19,9 @@
 //!   the script, and a block the evaluator or the stack cannot answer (an unknown
 //!   `tcpi_*` field, unsupported Python) ends it as [`Outcome::Skip`], never as a pass;
 //! - a script that needs something the stack cannot express (an unsupported socket option,
-//!   Fast Open) ends as [`Outcome::Skip`] with the reason.
+//!   client-side Fast Open) ends as [`Outcome::Skip`] with the reason; server-side Fast Open
+//!   (`FO`/`FOEXP` options, `TFO_COOKIE`, `TCP_FASTOPEN`, the `tcp_fastopen` sysctls) goes
+//!   through the stack (`exec/fastopen.rs`).
 
 use crate::ast::{
     Action, Direction, Event, Expr, Pos, Script, SyscallKind, SyscallLine, TcpLine, TcpOption,

@@ -336,7 +336,8 @@ impl Exec {
     /// `sendto(fd, ..., len, flags, addr, addrlen)` on a connected socket: a `send` (the
     /// address is ignored, as Linux ignores it on a connected TCP socket). With
     /// `MSG_FASTOPEN`, or on a socket not connected yet (which Linux only allows for Fast
-    /// Open), the script is skipped: the stack has no TCP Fast Open.
+    /// Open), the script is skipped: the stack has no client-side TCP Fast Open (the server
+    /// side is `exec/fastopen.rs`).
     pub(super) fn sys_sendto(
         &mut self,
         pos: Pos,
@@ -345,11 +346,13 @@ impl Exec {
     ) -> Result<Option<CallResult>, Stop> {
         let flags = call.args.get(3);
         if flags.is_some_and(|f| expr_has_symbol(f, "MSG_FASTOPEN")) {
-            return skip("TCP Fast Open (sendto with MSG_FASTOPEN) is not supported by the stack");
+            return skip(
+                "TCP Fast Open client side (sendto with MSG_FASTOPEN) is not supported by the stack",
+            );
         }
         if self.fd_arg(pos, call)?.kind == FdKind::Fresh {
             return skip(
-                "sendto on a socket not connected yet is Fast Open, which the stack lacks",
+                "sendto on a socket not connected yet is client-side Fast Open, which the stack lacks",
             );
         }
         let more = match flags {
