@@ -165,7 +165,10 @@ impl Connection {
         r.max_seg_size = Some(self.config.mss_bytes);
         // RFC 7323 §2.2: the window in a SYN is not scaled.
         // Room left after data a Fast Open SYN brought (`fastopen.rs`).
-        let room = self.config.recv_buffer_bytes - self.recv_buf.len() as u32;
+        let room = self
+            .config
+            .recv_buffer_bytes
+            .saturating_sub(self.recv_buf.len() as u32);
         let wnd = room.min(0xffff);
         r.window_len = wnd as u16;
         let passive_reply = self.state == State::SynReceived;
