@@ -161,6 +161,11 @@ pub enum TcpOption {
     Timestamp { val: u32, ecr: u32 },
     /// `FO` (cookie request, empty cookie) or `FO abcd1234` (kind 34, RFC 7413).
     FastOpen(Vec<u8>),
+    /// `FOEXP` or `FOEXP abcd1234`: the experimental form (kind 254, magic 0xF989).
+    FastOpenExp(Vec<u8>),
+    /// `FO NAME` / `FOEXP NAME`: a cookie named by a symbol the executor defines
+    /// (`TFO_COOKIE`, `TFO_COOKIE_ZERO`, as Linux's packetdrill wrapper does with `-D`).
+    FastOpenNamed { experimental: bool, name: String },
 }
 
 /// `< udp (N)` / `> udp (N)`: a UDP datagram carrying `len_bytes` of payload.

@@ -19,7 +19,9 @@
 //!   the script, and a block the evaluator or the stack cannot answer (an unknown
 //!   `tcpi_*` field, unsupported Python) ends it as [`Outcome::Skip`], never as a pass;
 //! - a script that needs something the stack cannot express (an unsupported socket option,
-//!   Fast Open) ends as [`Outcome::Skip`] with the reason.
+//!   client-side Fast Open) ends as [`Outcome::Skip`] with the reason; server-side Fast Open
+//!   (`FO`/`FOEXP` options, `TFO_COOKIE`, `TCP_FASTOPEN`, the `tcp_fastopen` sysctls) goes
+//!   through the stack (`exec/fastopen.rs`).
 
 use crate::ast::{
     Action, Direction, Event, Expr, Pos, Script, SyscallKind, SyscallLine, TcpLine, TcpOption,
@@ -48,6 +50,7 @@ use wire::{
 mod code;
 mod corpus;
 mod epoll;
+mod fastopen;
 mod packets;
 mod shell;
 mod sockopt;
@@ -226,6 +229,11 @@ pub struct Profile {
     /// `sndbuf · mss / (mss + this)`, and `getsockopt(SO_SNDBUF)` back. 0: the value is the
     /// payload capacity.
     pub sndbuf_overhead_per_segment_bytes: u32,
+    /// TCP Fast Open switches (Linux `net.ipv4.tcp_fastopen`; the stack keeps them outside
+    /// `tcp::Config`, see `stack::StackConfig::tcp_fastopen`).
+    pub tcp_fastopen: tcp::fastopen::FastOpenConfig,
+    /// The server's Fast Open key (`net.ipv4.tcp_fastopen_key`); `None`: the stack's own.
+    pub tcp_fastopen_key: Option<tcp::fastopen::FastOpenKey>,
 }
 
 impl Profile {
@@ -236,6 +244,8 @@ impl Profile {
             tcp: tcp::Config::default(),
             check_psh: true,
             sndbuf_overhead_per_segment_bytes: 0,
+            tcp_fastopen: tcp::fastopen::FastOpenConfig::default(),
+            tcp_fastopen_key: None,
         }
     }
 
@@ -303,6 +313,13 @@ impl Profile {
             // the ACK of 36001, not of 35001), i.e. 620–680 bytes of metadata per segment; the
             // skb head and `skb_shared_info` Linux allocates per segment are of that order.
             sndbuf_overhead_per_segment_bytes: 640,
+            // `common/defaults.sh`: `tcp_fastopen=0x70403` (client and server, every listener a
+            // Fast Open listener; the upper bits are not upstream Linux's and are ignored)
+            // and its key.
+            tcp_fastopen: tcp::fastopen::FastOpenConfig::default().with_sysctl_bits(0x70403),
+            tcp_fastopen_key: Some(tcp::fastopen::FastOpenKey::from_words(
+                fastopen::DEFAULTS_KEY_WORDS,
+            )),
         }
     }
 
@@ -442,6 +459,8 @@ struct Fd {
     keepalive: KeepaliveOpt,
     /// `shutdown(SHUT_RD)` was called: a read with nothing queued returns 0.
     rd_shut: bool,
+    /// `TCP_FASTOPEN` / `TCP_FASTOPEN_KEY` set before `listen` (applied by it).
+    fastopen: Vec<SocketOption>,
 }
 
 impl Fd {
@@ -453,6 +472,7 @@ impl Fd {
             maxseg: None,
             keepalive: KeepaliveOpt::default(),
             rd_shut: false,
+            fastopen: Vec::new(),
         }
     }
 }
@@ -545,6 +565,14 @@ struct Exec {
     sndbuf_overhead_per_segment_bytes: u32,
     /// Outbound lines not reached yet; once none are left, segments are no longer checked.
     outbound_lines_left: usize,
+    /// Fast Open sysctls (`exec/fastopen.rs`), kept across stack rebuilds.
+    fastopen: fastopen::FastOpenSettings,
+    /// A `listen` happened since the last inbound SYN that opened a passive connection: the
+    /// next inbound SYN opens a new one (packetdrill gives each passive connection its own
+    /// remote port and sequence spaces).
+    listened_since_passive_syn: bool,
+    /// Passive connections the script opened so far.
+    passive_conns: u16,
 }
 
 fn new_stack(tcp: tcp::Config, addrs: Addrs) -> Stack {
@@ -607,6 +635,14 @@ impl Exec {
             under_test: None,
             check_psh: profile.check_psh,
             sndbuf_overhead_per_segment_bytes: profile.sndbuf_overhead_per_segment_bytes,
+            listened_since_passive_syn: false,
+            passive_conns: 0,
+            fastopen: fastopen::FastOpenSettings {
+                cfg: profile.tcp_fastopen,
+                keys: profile
+                    .tcp_fastopen_key
+                    .map(tcp::fastopen::FastOpenKeys::new),
+            },
             outbound_lines_left: script
                 .events
                 .iter()
@@ -618,6 +654,7 @@ impl Exec {
     }
 
     fn run(&mut self, script: &Script) -> Result<(), Stop> {
+        self.fastopen_apply();
         for o in &script.options {
             match (o.name.as_str(), o.value.as_deref()) {
                 ("tolerance_usecs" | "tcp_ts_tick_usecs", _) => {}
@@ -665,11 +702,13 @@ impl Exec {
             Action::Unsupported(text) => skip(format!("unsupported packet line `{text}`")),
             Action::Tcp(line) if line.direction == Direction::Outbound => {
                 self.outbound_lines_left = self.outbound_lines_left.saturating_sub(1);
-                self.outbound(event, line, window)
+                let line = self.fastopen_resolve(line)?;
+                self.outbound(event, &line, window)
             }
             Action::Tcp(line) => {
                 let at = self.act_at(event, window)?;
-                self.inbound(event.pos, line)?;
+                let line = self.fastopen_resolve(line)?;
+                self.inbound(event.pos, &line)?;
                 self.cursor.advance(&event.time, at);
                 Ok(())
             }
@@ -871,9 +910,11 @@ impl Exec {
             Expr::Int(n) => *n,
             other => return skip(format!("return value `{other}` is not an integer")),
         };
+        // As packetdrill (`end_syscall`): the errno is checked only when the script names
+        // one; `= -1` alone accepts any.
         let ok = match got {
             Ok(v) => v == expected_ret && call.errno.is_none(),
-            Err(errno) => expected_ret == -1 && call.errno.as_deref() == Some(errno),
+            Err(errno) => expected_ret == -1 && call.errno.as_deref().is_none_or(|e| e == errno),
         };
         if ok {
             return Ok(());

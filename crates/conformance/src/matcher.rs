@@ -36,7 +36,8 @@ use crate::print::ScriptFlags;
 use core::fmt;
 use std::collections::BTreeMap;
 use wire::tcp::{
-    SackBlock, SeqNumber, TcpFlags, TcpOption as WireOption, TcpOptions, TcpRepr, TcpTimestamp,
+    FastOpenOption, SackBlock, SeqNumber, TcpFlags, TcpOption as WireOption, TcpOptions, TcpRepr,
+    TcpTimestamp,
 };
 
 /// Maps script-relative sequence numbers to live ones for one connection.
@@ -306,6 +307,15 @@ pub fn repr_options_text(repr: &TcpRepr<'_>, seq: &SeqSpace) -> String {
     if !blocks.is_empty() {
         parts.push(format!("sack {}", blocks.join(" ")));
     }
+    if let Some(fo) = &repr.fast_open {
+        let cookie: String = fo.cookie().iter().map(|b| format!("{b:02x}")).collect();
+        let kind = if fo.experimental { "FOEXP" } else { "FO" };
+        parts.push(if cookie.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind} {cookie}")
+        });
+    }
     format!("<{}>", parts.join(","))
 }
 
@@ -315,6 +325,7 @@ fn repr_has_options(repr: &TcpRepr<'_>) -> bool {
         || repr.sack_permitted
         || repr.sack_blocks.iter().any(Option::is_some)
         || repr.timestamp.is_some()
+        || repr.fast_open.is_some()
 }
 
 /// Option values an expectation list implies, comparable with a `TcpRepr`.
@@ -326,7 +337,10 @@ struct OptionValues {
     /// Script-relative (peer space) blocks, in order.
     sack: Vec<(u32, u32)>,
     ts: Option<(u32, u32)>,
-    fast_open: bool,
+    /// The Fast Open option: experimental form, cookie. A named cookie the executor did not
+    /// resolve matches nothing.
+    fast_open: Option<(bool, Vec<u8>)>,
+    unresolved_cookie: bool,
 }
 
 fn option_values(list: &[TcpOption]) -> OptionValues {
@@ -339,7 +353,9 @@ fn option_values(list: &[TcpOption]) -> OptionValues {
             TcpOption::SackPermitted => v.sack_permitted = true,
             TcpOption::Sack(blocks) => v.sack.extend(blocks.iter().copied()),
             TcpOption::Timestamp { val, ecr } => v.ts = Some((*val, *ecr)),
-            TcpOption::FastOpen(_) => v.fast_open = true,
+            TcpOption::FastOpen(c) => v.fast_open = Some((false, c.clone())),
+            TcpOption::FastOpenExp(c) => v.fast_open = Some((true, c.clone())),
+            TcpOption::FastOpenNamed { .. } => v.unresolved_cookie = true,
         }
     }
     v
@@ -441,9 +457,15 @@ impl MatchContext {
             TcpOptionsSpec::List(list) => list,
         };
         let want = option_values(list);
-        if want.fast_open {
-            out.push(Mismatch::Unverifiable("FO (TCP Fast Open option)"));
+        if want.unresolved_cookie {
+            out.push(Mismatch::Unverifiable(
+                "FO with a cookie name the executor did not define",
+            ));
         }
+        let got_fo = actual
+            .fast_open
+            .as_ref()
+            .map(|fo| (fo.experimental, fo.cookie().to_vec()));
         let got_sack: Vec<(u32, u32)> = actual
             .sack_blocks
             .iter()
@@ -478,6 +500,7 @@ impl MatchContext {
             && want.wscale == actual.window_scale
             && want.sack_permitted == actual.sack_permitted
             && want.sack == got_sack
+            && want.fast_open == got_fo
             && ts_ok;
         if !same {
             out.push(Mismatch::Options {
@@ -581,6 +604,7 @@ impl MatchContext {
             sack_permitted: false,
             sack_blocks: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload,
         };
         let list = match &line.options {
@@ -618,8 +642,18 @@ impl MatchContext {
                     };
                     repr.timestamp = Some(TcpTimestamp { tsval: *val, tsecr });
                 }
-                TcpOption::FastOpen(_) => {
-                    return Err(BuildError::Unrepresentable("FO (TCP Fast Open option)"));
+                TcpOption::FastOpen(c) | TcpOption::FastOpenExp(c) => {
+                    let exp = matches!(o, TcpOption::FastOpenExp(_));
+                    repr.fast_open = Some(FastOpenOption::with_cookie(c, exp).ok_or(
+                        BuildError::Unrepresentable(
+                            "FO cookie of a length RFC 7413 does not allow (0, or 4 to 16 even)",
+                        ),
+                    )?);
+                }
+                TcpOption::FastOpenNamed { .. } => {
+                    return Err(BuildError::Unrepresentable(
+                        "FO with a cookie name the executor did not define",
+                    ));
                 }
             }
         }
@@ -807,6 +841,15 @@ pub fn option_kind_len(o: &TcpOption) -> (u8, u8) {
         TcpOption::Sack(b) => (5, u8::try_from(2 + 8 * b.len()).unwrap_or(u8::MAX)),
         TcpOption::Timestamp { .. } => (8, 10),
         TcpOption::FastOpen(c) => (34, u8::try_from(2 + c.len()).unwrap_or(u8::MAX)),
+        TcpOption::FastOpenExp(c) => (254, u8::try_from(4 + c.len()).unwrap_or(u8::MAX)),
+        // Resolved by the executor before any check; Linux's cookies are 8 bytes.
+        TcpOption::FastOpenNamed { experimental, .. } => {
+            if *experimental {
+                (254, 12)
+            } else {
+                (34, 10)
+            }
+        }
     }
 }
 
@@ -895,6 +938,7 @@ mod tests {
             sack_permitted: false,
             sack_blocks: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload,
         }
     }
@@ -1110,15 +1154,32 @@ mod tests {
     }
 
     #[test]
-    fn fast_open_expectation_is_reported_unverifiable() {
+    fn fast_open_option_is_compared_by_form_and_cookie() {
         let mut ctx = MatchContext::new(SeqNumber(PEER));
         let want = line("> S 0:0(0) <mss 1460,FO,nop,nop>");
         let mut got = seg(TcpFlags::SYN, 1, 0, &[]);
         got.max_seg_size = Some(1460);
         assert_eq!(
             err_text(ctx.match_outbound(&want, &got)),
-            "cannot verify FO (TCP Fast Open option) against a TcpRepr"
+            "option mismatch: expected <mss 1460,FO,nop,nop>, got <mss 1460>"
         );
+        got.fast_open = Some(FastOpenOption::request(false));
+        assert_eq!(ctx.match_outbound(&want, &got), Ok(()));
+        // The experimental form is not the same option.
+        got.fast_open = Some(FastOpenOption::request(true));
+        assert!(ctx.match_outbound(&want, &got).is_err());
+        let want = line("> S. 0:0(0) <mss 1460,FOEXP 0011223344556677>");
+        let mut got = seg(TcpFlags::SYN | TcpFlags::ACK, 1, 1, &[]);
+        got.max_seg_size = Some(1460);
+        got.fast_open =
+            FastOpenOption::with_cookie(&[0, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77], true);
+        assert_eq!(ctx.match_outbound(&want, &got), Ok(()));
+        got.fast_open =
+            FastOpenOption::with_cookie(&[0, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x78], true);
+        assert!(ctx.match_outbound(&want, &got).is_err());
+        // A cookie name the executor did not resolve never matches.
+        let want = line("> S. 0:0(0) <mss 1460,FOEXP TFO_COOKIE>");
+        assert!(ctx.match_outbound(&want, &got).is_err());
     }
 
     #[test]
@@ -1199,9 +1260,11 @@ mod tests {
             ),
             (
                 &ctx,
-                "< S. 0:0(0) ack 1 win 1 <FO abcd1234>",
+                "< S. 0:0(0) ack 1 win 1 <FO abcd12>",
                 0,
-                BuildError::Unrepresentable("FO (TCP Fast Open option)"),
+                BuildError::Unrepresentable(
+                    "FO cookie of a length RFC 7413 does not allow (0, or 4 to 16 even)",
+                ),
             ),
         ];
         for (c, src, len, want) in cases {

@@ -798,8 +798,9 @@ impl<'s> Parser<'s> {
                 let ecr = self.u32()?;
                 TcpOption::Timestamp { val, ecr }
             }
-            "FO" => {
-                self.bump_n(2);
+            "FO" | "FOEXP" => {
+                let experimental = name == "FOEXP";
+                self.bump_n(name.len());
                 self.skip_inline_ws();
                 let at = *self;
                 let start = self.pos;
@@ -808,11 +809,19 @@ impl<'s> Parser<'s> {
                 }
                 let word = self.src.get(start..self.pos).unwrap_or("");
                 if !word.bytes().all(|c| c.is_ascii_hexdigit()) {
-                    // A symbolic cookie (`FO TFO_COOKIE`) needs packetdrill's cookie
-                    // machinery: not modelled.
-                    return Err(Fail::Unsupported);
+                    // A symbolic cookie (`FO TFO_COOKIE`), defined by the executor.
+                    TcpOption::FastOpenNamed {
+                        experimental,
+                        name: word.to_string(),
+                    }
+                } else {
+                    let cookie = decode_hex(word).ok_or(at.error(ParseErrorKind::BadCookie))?;
+                    if experimental {
+                        TcpOption::FastOpenExp(cookie)
+                    } else {
+                        TcpOption::FastOpen(cookie)
+                    }
                 }
-                TcpOption::FastOpen(decode_hex(word).ok_or(at.error(ParseErrorKind::BadCookie))?)
             }
             _ => return Err(Fail::Unsupported),
         };
@@ -1326,9 +1335,29 @@ mod tests {
     }
 
     #[test]
-    fn symbolic_fast_open_cookie_and_accecn_flags_become_unsupported_nodes() {
+    fn symbolic_fast_open_cookie_parses_to_a_named_option() {
+        let ev =
+            parse_event("+0 < S 0:10(10) win 1 <mss 1012,FOEXP TFO_COOKIE, FO>").expect("parses");
+        let Action::Tcp(l) = ev.action else {
+            panic!("not a TCP line");
+        };
+        assert_eq!(
+            l.options,
+            TcpOptionsSpec::List(vec![
+                TcpOption::Mss(1012),
+                TcpOption::FastOpenNamed {
+                    experimental: true,
+                    name: "TFO_COOKIE".into()
+                },
+                TcpOption::FastOpen(vec![]),
+            ])
+        );
+        assert_eq!(l.options.to_string(), "<mss 1012,FOEXP TFO_COOKIE,FO>");
+    }
+
+    #[test]
+    fn accecn_flags_become_unsupported_nodes() {
         for text in [
-            "< S 0:1000(1000) win 65535 <mss 1012,FO TFO_COOKIE>",
             "< SEWA 0:0(0) win 32792 <mss 1050,nop,nop,sackOK,nop,wscale 8>",
             "> SW. 0:0(0) ack 1 <mss 1460,ECN e1b 1 ceb 0 e0b 1,nop>",
         ] {

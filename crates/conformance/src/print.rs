@@ -199,8 +199,16 @@ impl fmt::Display for TcpOption {
                 Ok(())
             }
             TcpOption::Timestamp { val, ecr } => write!(f, "TS val {val} ecr {ecr}"),
-            TcpOption::FastOpen(cookie) => {
-                f.write_str("FO")?;
+            TcpOption::FastOpenNamed { experimental, name } => {
+                f.write_str(if *experimental { "FOEXP " } else { "FO " })?;
+                f.write_str(name)
+            }
+            TcpOption::FastOpen(cookie) | TcpOption::FastOpenExp(cookie) => {
+                f.write_str(if matches!(self, TcpOption::FastOpenExp(_)) {
+                    "FOEXP"
+                } else {
+                    "FO"
+                })?;
                 if !cookie.is_empty() {
                     f.write_str(" ")?;
                     for b in cookie {

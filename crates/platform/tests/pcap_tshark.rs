@@ -140,6 +140,7 @@ fn frames() -> Vec<(Vec<u8>, &'static str)> {
             tsval: 1000,
             tsecr: 0,
         }),
+        fast_open: None,
         payload: &[],
     };
     out.push((tcp_frame(&syn, false), "eth:ethertype:ip:tcp"));

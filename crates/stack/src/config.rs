@@ -320,6 +320,9 @@ pub struct StackConfig {
     /// Default configuration of TCP connections (listeners copy it; `set_option` edits the
     /// copy).
     pub tcp: tcp::Config,
+    /// TCP Fast Open switches (RFC 7413; Linux `net.ipv4.tcp_fastopen`), all off by
+    /// default; [`crate::Stack::tcp_set_fastopen`] changes them later.
+    pub tcp_fastopen: tcp::fastopen::FastOpenConfig,
     /// `None`: the stack hashes flows itself and ignores carried hashes.
     pub rss: Option<RssConfig>,
     /// Secret for TCP initial sequence numbers (RFC 6528). Pass seeded randomness in; the
@@ -344,6 +347,7 @@ impl StackConfig {
             tx_offload: TxOffloadCaps::default(),
             hop_limit: 64,
             tcp,
+            tcp_fastopen: tcp::fastopen::FastOpenConfig::default(),
             rss: None,
             secret: [0x5eed_0000_0000_0001, 0x5eed_0000_0000_0002],
         }

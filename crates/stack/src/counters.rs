@@ -184,6 +184,15 @@ counters! {
     tcp_listen_backlog_full,
     /// SYN-ACKs sent with a SYN cookie because the SYN backlog was full (RFC 4987 §3.6).
     tcp_syn_cookies_sent,
+    /// Fast Open (RFC 7413): SYN-ACKs that carried a cookie for the client.
+    tcp_fastopen_cookies_sent,
+    /// Fast Open children: connections that accepted data in their SYN (or were allowed to).
+    tcp_fastopen_children,
+    /// SYN data dropped (no valid cookie, listener not Fast Open or its queue full): the
+    /// SYN-ACK acknowledges only the SYN and the client sends the data again.
+    tcp_fastopen_syn_data_dropped,
+    /// Fast Open SYNs a Fast Open listener treated as ordinary because its queue was full.
+    tcp_fastopen_queue_full,
     /// Connections opened from a valid SYN cookie.
     tcp_syn_cookies_accepted,
     /// SYN dropped because the connection table was full.

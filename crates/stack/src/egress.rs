@@ -158,6 +158,7 @@ pub(crate) fn header_only(seg: &TcpRepr<'_>) -> TcpRepr<'static> {
         sack_permitted: seg.sack_permitted,
         sack_blocks: seg.sack_blocks,
         timestamp: seg.timestamp,
+        fast_open: None,
         payload: &[],
     }
 }

@@ -72,6 +72,7 @@ pub mod socket;
 mod sockets;
 mod stack;
 mod tcp_api;
+mod tcp_fastopen;
 mod tcp_input;
 mod tcp_move;
 pub mod tcp_sockets;

@@ -186,4 +186,11 @@ pub enum SocketOption {
     /// children or on a live connection (Linux `SO_SNDBUF`, which the caller doubles as Linux
     /// does).
     SendBufferBytes(u32),
+    /// TCP, listeners: `TCP_FASTOPEN` (RFC 7413), how many Fast Open children may wait in
+    /// SYN-RECEIVED; 0 turns Fast Open off for the listener (unless the stack's switches
+    /// make every listener a Fast Open one). Needs the stack's server switch
+    /// ([`crate::Stack::tcp_set_fastopen`]).
+    FastOpenQueue(u32),
+    /// TCP, listeners: `TCP_FASTOPEN_KEY`, the listener's own 16-byte cookie key.
+    FastOpenKey([u8; 16]),
 }

@@ -187,7 +187,11 @@ impl Stack {
     /// `WrongSocketType` for listeners and UDP sockets.
     pub fn tcp_info(&self, now: u64, h: SocketHandle) -> Result<tcp::TcpInfo, SocketError> {
         let (tcp, sockets) = self.tcp_view();
-        Ok(tcp.conn_ref(sockets, h)?.tcp_info(now))
+        let mut info = tcp.conn_ref(sockets, h)?.tcp_info(now);
+        if crate::tcp_fastopen::syn_data_acked(sockets, h) {
+            info.options |= tcp::tcpi_opt::SYN_DATA;
+        }
+        Ok(info)
     }
 
     /// Bytes ready to be read now (Linux `ioctl(SIOCINQ)` / `FIONREAD`).
@@ -323,6 +327,8 @@ impl TcpCx<'_> {
             pending: VecDeque::new(),
             backlog_max: backlog.clamp(1, self.cfg.limits.tcp_backlog_max.max(1)),
             config: self.cfg.tcp,
+            fastopen_queue_max: 0,
+            fastopen_keys: None,
         };
         self.sockets
             .alloc(Socket::Tcp(TcpState::Listener(listener)))
@@ -342,7 +348,11 @@ impl TcpCx<'_> {
             let Some(c) = self.conn_mut(ci) else {
                 continue;
             };
-            if !c.conn.state().is_synchronized() {
+            // A Fast Open child may be accepted before its handshake completes.
+            let fast_open = c.conn.is_fast_open_child() && c.conn.state() == State::SynReceived;
+            // A child reset before `accept` that holds data is handed over all the same.
+            let dead_with_data = c.conn.state() == State::Closed && c.conn.recv_queue_bytes() > 0;
+            if !c.conn.state().is_synchronized() && !fast_open && !dead_with_data {
                 continue;
             }
             c.parent = None;
@@ -410,6 +420,8 @@ impl TcpCx<'_> {
             last_rx_ns: now,
             zero_window: None,
             plpmtud: None,
+            fastopen_syn_ack: None,
+            syn_data_acked: false,
         };
         let h = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock)))?;
         self.tcp.conns.insert(key, h.index as usize);
@@ -574,6 +586,13 @@ impl TcpCx<'_> {
             (TcpState::Listener(l), SocketOption::SendBufferBytes(v)) => {
                 l.config.send_buffer_bytes = v;
                 Ok(())
+            }
+            (TcpState::Listener(l), SocketOption::FastOpenQueue(v)) => {
+                l.fastopen_queue_max = v;
+                Ok(())
+            }
+            (TcpState::Listener(_), SocketOption::FastOpenKey(key)) => {
+                self.fastopen_set_listener_key(i, key)
             }
             (TcpState::Conn(c), SocketOption::SendBufferBytes(v)) => {
                 c.conn.set_send_buffer(v);

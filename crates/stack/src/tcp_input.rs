@@ -249,11 +249,15 @@ impl TcpCx<'_> {
             return;
         }
         let (iss, ts_offset) = self.tcp.isn_for(now, &key.tuple);
-        let Ok(conn) = Connection::accept(now, &config, syn, iss, ts_offset) else {
+        let decision = self.fastopen_decision(li, &key, syn);
+        let Ok((conn, syn_data)) =
+            Connection::accept_fast_open(now, &config, syn, iss, ts_offset, decision)
+        else {
             self.tcp.counters.tcp_listen_bad_segment += 1;
             return;
         };
         self.tcp_insert_child(now, li, key, conn);
+        self.fastopen_note_child(li, &key, decision, syn_data);
     }
 
     /// An ACK on a listening port that may complete a SYN-cookie handshake. True when it did
@@ -320,6 +324,8 @@ impl TcpCx<'_> {
             last_rx_ns: now,
             zero_window: None,
             plpmtud: None,
+            fastopen_syn_ack: None,
+            syn_data_acked: false,
         };
         let Ok(h) = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock))) else {
             self.tcp.counters.tcp_conn_table_full += 1;
@@ -577,7 +583,11 @@ impl TcpCx<'_> {
                 break;
             };
             let n = seg.payload.len();
-            let header = header_only(&seg);
+            let mut header = header_only(&seg);
+            if header.flags.contains(TcpFlags::SYN) {
+                // The first SYN-ACK of a Fast Open exchange carries the cookie.
+                header.fast_open = c.fastopen_syn_ack.take();
+            }
             let gso_size = if tso_bytes_max > 0 {
                 c.conn.segment_payload_bytes(header.header_len())
             } else {
@@ -613,6 +623,7 @@ impl TcpCx<'_> {
             return;
         }
         let (key, was_in_table, parent, app_closed) = (c.key, c.in_table, c.parent, c.app_closed);
+        let unread = c.conn.recv_queue_bytes() > 0;
         c.in_table = false;
         self.tcp_rearm(i);
         if was_in_table {
@@ -620,6 +631,12 @@ impl TcpCx<'_> {
             self.tcp.counters.tcp_connections_closed += 1;
         }
         if let Some(li) = parent {
+            if unread {
+                // Reset before being accepted, holding data its peer sent: it stays in the
+                // backlog (bounded by it), and `accept` hands it over so the data is read,
+                // then the error (Linux keeps such a child in its accept queue).
+                return;
+            }
             // Died before being accepted: nobody holds its handle.
             if let Some(l) = self.listener_mut(li) {
                 l.pending.retain(|&x| x != i);

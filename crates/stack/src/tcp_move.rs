@@ -382,6 +382,8 @@ impl TcpCx<'_> {
             last_rx_ns: now,
             zero_window: None,
             plpmtud: None,
+            fastopen_syn_ack: None,
+            syn_data_acked: false,
         };
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {

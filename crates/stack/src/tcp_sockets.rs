@@ -138,6 +138,11 @@ pub(crate) struct Listener {
     pub(crate) pending: VecDeque<usize>,
     pub(crate) backlog_max: usize,
     pub(crate) config: tcp::Config,
+    /// `TCP_FASTOPEN`: Fast Open children allowed in SYN-RECEIVED (0: none unless the
+    /// stack's switches make every listener a Fast Open one; `tcp_fastopen.rs`).
+    pub(crate) fastopen_queue_max: u32,
+    /// `TCP_FASTOPEN_KEY`: this listener's own cookie key, else the stack's.
+    pub(crate) fastopen_keys: Option<tcp::fastopen::FastOpenKeys>,
 }
 
 /// A connection socket.
@@ -169,6 +174,10 @@ pub(crate) struct ConnSock {
     /// which has no room): created at the first black hole when `tcp::Config::plpmtud` is
     /// on; not carried when the connection moves.
     pub(crate) plpmtud: Option<Box<tcp::plpmtud::Plpmtud>>,
+    /// The Fast Open cookie its first SYN-ACK carries (taken when that leaves).
+    pub(crate) fastopen_syn_ack: Option<wire::tcp::FastOpenOption>,
+    /// Its SYN's data was accepted (Fast Open): `TCPI_OPT_SYN_DATA`.
+    pub(crate) syn_data_acked: bool,
 }
 
 /// What a connection exported by [`Stack::tcp_export`] leaves in its slot and in the table
@@ -252,6 +261,9 @@ pub(crate) struct TcpTable {
     pub(crate) due_scratch: Vec<usize>,
     pub(crate) isn: IsnGenerator,
     pub(crate) cookies: SynCookies,
+    /// Fast Open switches and server keys (`tcp_fastopen.rs`).
+    pub(crate) fastopen: tcp::fastopen::FastOpenConfig,
+    pub(crate) fastopen_keys: tcp::fastopen::FastOpenKeys,
     /// Seed of the software flow hash.
     pub(crate) hash_seed: u32,
     /// `cfg.rss.is_some()`, copied (read per segment by `flow_key`).
@@ -313,6 +325,16 @@ impl TcpTable {
                 secret[1].rotate_left(17) ^ 0xc00c_1e5e_ed5a_17ed,
                 secret[0].rotate_left(29),
             ]),
+            // A third key, for Fast Open cookies (RFC 7413 §4.1.2).
+            fastopen: cfg.tcp_fastopen,
+            fastopen_keys: tcp::fastopen::FastOpenKeys::new(
+                tcp::fastopen::FastOpenKey::from_words([
+                    (secret[0] >> 7) as u32 ^ 0xfa57_0be7,
+                    (secret[1] >> 3) as u32,
+                    secret[0].rotate_left(41) as u32,
+                    (secret[1].rotate_left(13) >> 32) as u32 ^ 0x7f0c_00c1,
+                ]),
+            ),
             hash_seed: (secret[0] ^ secret[1].rotate_left(32)) as u32,
             rss_on: cfg.rss.is_some(),
             moved: 0,

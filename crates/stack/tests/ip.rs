@@ -349,6 +349,7 @@ fn tcp_frame(flags: TcpFlags, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
         sack_permitted: false,
         sack_blocks: [None; 4],
         timestamp: None,
+        fast_open: None,
         payload,
     };
     let pair = IpPair::V4 {

@@ -235,6 +235,7 @@ fn tcp_from_a(
         sack_permitted: false,
         sack_blocks: [None; 4],
         timestamp: None,
+        fast_open: None,
         payload,
     };
     let ip = Ipv4Repr {

@@ -298,6 +298,7 @@ impl SynCookies {
             sack_permitted: false,
             sack_blocks: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload: &[],
         };
         if let (Some(peer_ts), true) = (syn.timestamp, config.timestamps) {
@@ -399,6 +400,7 @@ mod tests {
             sack_permitted: false,
             sack_blocks: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload: &[],
         }
     }

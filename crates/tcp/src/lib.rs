@@ -46,11 +46,11 @@
 //! detection with the reordering timer and DSACK-adapted window, on SACK connections by
 //! default; tail loss probes as an option); RFC 6937 PRR as an option; RFC 5681/6582/3042/6928
 //! (NewReno, limited transmit, IW10, restart after idle) and RFC 9438 CUBIC; RFC 6298 RTO with
-//! Karn and backoff; RFC 6528 ISNs; SYN cookies keeping MSS, window scale and SACK; bounded
+//! Karn and backoff; RFC 6528 ISNs; SYN cookies keeping MSS, window scale and SACK; RFC 7413 Fast Open on the
+//! server side (cookies, data in SYN, sending in SYN-RECEIVED; off by default); bounded
 //! memory everywhere; [`ConnectionSnapshot`] for handoff.
 //!
-//! Not implemented: urgent data (the URG flag is ignored, data is delivered inline), data on
-//! SYN (dropped; the peer retransmits it), ECN, RFC 6675 rescue retransmissions.
+//! Not implemented: urgent data (the URG flag is ignored, data is delivered inline), ECN, RFC 6675 rescue retransmissions.
 //!
 //! # Layout
 //!
@@ -60,6 +60,7 @@
 //! - [`rtt`]: RFC 6298 estimator;
 //! - [`ring`], [`ooo`]: bounded receive/send storage and the out-of-order map;
 //! - [`rack`]: RACK loss detection (RFC 8985 §6) over a bounded table of transmit records;
+//! - [`fastopen`]: TCP Fast Open (RFC 7413) settings, server cookies and the SYN decision;
 //! - [`isn`]: RFC 6528 initial sequence numbers and SYN cookies (SipHash-2-4);
 //! - [`listen`]: a listener's decisions (segment class, RST reply, accept / SYN cookie / drop
 //!   under bounded half-open and accept queues);
@@ -70,6 +71,7 @@
 pub mod cc;
 pub mod config;
 pub mod connection;
+pub mod fastopen;
 pub mod isn;
 pub mod listen;
 pub mod ooo;

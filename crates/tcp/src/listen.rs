@@ -166,6 +166,7 @@ pub fn reset_reply(seg: &wire::tcp::TcpRepr<'_>) -> Option<wire::tcp::TcpRepr<'s
         sack_permitted: false,
         sack_blocks: [None; 4],
         timestamp: None,
+        fast_open: None,
         payload: &[],
     })
 }
@@ -189,6 +190,7 @@ mod reply_tests {
             sack_permitted: false,
             sack_blocks: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload,
         }
     }

@@ -402,6 +402,7 @@ mod tests {
             sack_permitted: true,
             sack_blocks: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload: &[],
         }
     }

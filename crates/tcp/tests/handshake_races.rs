@@ -33,6 +33,7 @@ fn seg(seq: u32, ack: Option<u32>, flags: TcpFlags, payload: &[u8]) -> TcpRepr<'
         sack_permitted: false,
         sack_blocks: [None; 4],
         timestamp: None,
+        fast_open: None,
         payload,
     }
 }

@@ -53,6 +53,7 @@ fn tcp_frame() -> Vec<u8> {
             None,
         ],
         timestamp: Some(TcpTimestamp { tsval: 1, tsecr: 2 }),
+        fast_open: None,
         payload: &payload,
     };
     let ip = Ipv4Repr {

@@ -52,6 +52,7 @@ pub mod ipv6;
 pub mod meta;
 pub mod partial;
 pub mod tcp;
+pub mod tcp_fast_open;
 pub mod udp;
 
 pub use arp::{ArpOperation, ArpPacket, ArpRepr};

@@ -149,12 +149,15 @@ pub struct TcpRepr<'a> {
     pub sack_permitted: bool,
     pub sack_blocks: [Option<SackBlock>; 4],
     pub timestamp: Option<TcpTimestamp>,
+    /// The TCP Fast Open option (RFC 7413), meaningful on SYN and SYN-ACK only.
+    pub fast_open: Option<FastOpenOption>,
     pub payload: &'a [u8],
 }
 
 use crate::checksum::{self, ChecksumCaps};
 use crate::error::{Error, Result};
 use crate::ip::{IpPair, IpProtocol};
+pub use crate::tcp_fast_open::FastOpenOption;
 
 pub mod field {
     use core::ops::Range;
@@ -513,6 +516,7 @@ impl<'a> TcpRepr<'a> {
             sack_permitted: false,
             sack_blocks: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload: bytes.get(header_len..).unwrap_or(&[]),
         };
         for opt in TcpOptions::new(options) {
@@ -527,9 +531,10 @@ impl<'a> TcpRepr<'a> {
                 TcpOption::SackPermitted => repr.sack_permitted = true,
                 TcpOption::SackRange(blocks) => repr.sack_blocks = blocks,
                 TcpOption::Timestamp(ts) => repr.timestamp = Some(ts),
-                TcpOption::Unknown { .. } => {
-                    report.unknown_options = report.unknown_options.saturating_add(1);
-                }
+                TcpOption::Unknown { kind, data } => match FastOpenOption::parse(kind, data) {
+                    Some(fo) => repr.fast_open = Some(fo),
+                    None => report.unknown_options = report.unknown_options.saturating_add(1),
+                },
             }
         }
         Ok((repr, report))
@@ -542,7 +547,8 @@ impl<'a> TcpRepr<'a> {
 
     /// Bytes of options emit writes, in Linux's layout (`tcp_options_write`): MSS (4);
     /// SACK-permitted+timestamps (12) or NOP NOP timestamps (12); NOP NOP SACK-permitted (4)
-    /// when there are no timestamps; NOP window scale (4); NOP NOP SACK blocks (4 + 8n).
+    /// when there are no timestamps; NOP window scale (4); NOP NOP SACK blocks (4 + 8n); Fast
+    /// Open (NOP-padded to 4).
     /// Always a multiple of 4.
     pub fn options_len(&self) -> usize {
         let mut len = 0;
@@ -560,6 +566,9 @@ impl<'a> TcpRepr<'a> {
         let n = self.sack_block_count();
         if n > 0 {
             len += 4 + 8 * n;
+        }
+        if let Some(fo) = &self.fast_open {
+            len += fo.padded_len();
         }
         len
     }
@@ -653,6 +662,12 @@ impl<'a> TcpRepr<'a> {
                 w.bytes(&b.right.0.to_be_bytes());
             }
         }
+        if let Some(fo) = &self.fast_open {
+            // Last, NOP-padded (Linux `tcp_options_write`).
+            if let Some(out) = w.out.get_mut(w.pos..) {
+                fo.write(out);
+            }
+        }
     }
 }
 
@@ -726,6 +741,12 @@ impl core::fmt::Display for TcpRepr<'_> {
                 write!(f, " {}:{}", b.left.0, b.right.0)?;
             }
         }
+        if let Some(fo) = &self.fast_open {
+            f.write_str(if fo.experimental { " FOEXP" } else { " FO" })?;
+            for b in fo.cookie() {
+                write!(f, "{b:02x}")?;
+            }
+        }
         write!(f, " len {}", self.payload.len())
     }
 }
@@ -757,6 +778,7 @@ mod tests {
                 None,
             ],
             timestamp: Some(TcpTimestamp { tsval: 5, tsecr: 6 }),
+            fast_open: None,
             payload: b"hi",
         };
         assert_eq!(

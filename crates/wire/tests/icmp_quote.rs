@@ -22,6 +22,7 @@ fn segment() -> TcpRepr<'static> {
         sack_permitted: false,
         sack_blocks: [None; 4],
         timestamp: None,
+        fast_open: None,
         payload: &[0x55; 1400],
     }
 }

@@ -74,6 +74,7 @@ fn emit_reproduces_linux_syn_byte_for_byte() {
             tsval: 0x1a2b_3c4d,
             tsecr: 0,
         }),
+        fast_open: None,
         payload: &[],
     };
     let ip = Ipv4Repr {

@@ -83,6 +83,7 @@ fn tcp_repr(payload: &[u8]) -> TcpRepr<'_> {
         sack_permitted: false,
         sack_blocks: [None; 4],
         timestamp: None,
+        fast_open: None,
         payload,
     }
 }

@@ -6,6 +6,7 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use proptest::prelude::*;
 use wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use wire::ipv6::{Ipv6ExtHeader, Ipv6FragmentHeader, MAX_EXT_HEADERS};
+use wire::tcp::FastOpenOption;
 use wire::{
     ChecksumCaps, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv4Packet,
     Icmpv4Repr, Icmpv6Packet, Icmpv6Repr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet,
@@ -196,12 +197,19 @@ proptest! {
         mss in proptest::option::of(any::<u16>()), ws in proptest::option::of(0u8..=14),
         sack_permitted in any::<bool>(), sack in sack_blocks(),
         ts in proptest::option::of((any::<u32>(), any::<u32>())), data in payload(200),
+        fo in proptest::option::of((0usize..=8, any::<[u8; 16]>(), any::<bool>())),
     ) {
+        // Fast Open cookies: empty (a request) or an even length from 4 to 16.
+        let fast_open = fo.and_then(|(half, cookie, exp)| {
+            let n = if half < 2 { 0 } else { 2 * half };
+            FastOpenOption::with_cookie(&cookie[..n], exp)
+        });
         let repr = TcpRepr {
             src_port: sp, dst_port: dp, seq_number: SeqNumber(seq), ack_number: SeqNumber(ack),
             flags: TcpFlags(flags), window_len: win, urgent_pointer: urg, max_seg_size: mss,
             window_scale: ws, sack_permitted, sack_blocks: sack,
-            timestamp: ts.map(|(tsval, tsecr)| TcpTimestamp { tsval, tsecr }), payload: &data,
+            timestamp: ts.map(|(tsval, tsecr)| TcpTimestamp { tsval, tsecr }), fast_open,
+            payload: &data,
         };
         let mut buf = vec![0u8; repr.buffer_len()];
         let res = repr.emit(&mut TcpPacket::new_unchecked(&mut buf[..]), &addrs, ChecksumCaps::ALL);

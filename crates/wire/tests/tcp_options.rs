@@ -29,6 +29,7 @@ fn base(payload: &[u8]) -> TcpRepr<'_> {
         sack_permitted: false,
         sack_blocks: [None; 4],
         timestamp: None,
+        fast_open: None,
         payload,
     }
 }

@@ -313,11 +313,6 @@ impl Exec {
     }
 
     pub(super) fn inbound(&mut self, pos: Pos, line: &TcpLine) -> Result<(), Stop> {
-        if let TcpOptionsSpec::List(list) = &line.options
-            && list.iter().any(|o| matches!(o, TcpOption::FastOpen(_)))
-        {
-            return skip("TCP Fast Open (FO option) is not supported by the stack");
-        }
         let Some(dst_port) = self.local_port else {
             return fail(
                 pos,
@@ -332,6 +327,23 @@ impl Exec {
                     line.seq.len_bytes
                 ),
             );
+        }
+        if line.flags.contains(wire::tcp::TcpFlags::SYN)
+            && !line.flags.contains(wire::tcp::TcpFlags::ACK)
+            && core::mem::take(&mut self.listened_since_passive_syn)
+        {
+            // A SYN to a listener that is the socket under test opens a new passive
+            // connection: packetdrill gives it the next ephemeral port and new sequence and
+            // timestamp mappings (`handle_listen_for_script_packet`); the first keeps
+            // `REMOTE_PORT`.
+            if self.passive_conns > 0 {
+                let mut ctx = MatchContext::new(PEER_ISN);
+                ctx.tolerance_usecs = self.ctx.tolerance_usecs;
+                ctx.ts_tick_usecs = self.ctx.ts_tick_usecs;
+                self.ctx = ctx;
+                self.remote_port = REMOTE_PORT.wrapping_add(self.passive_conns);
+            }
+            self.passive_conns = self.passive_conns.saturating_add(1);
         }
         let payload = vec![0u8; line.seq.len_bytes as usize];
         let repr = self

@@ -56,6 +56,10 @@ impl Exec {
                     }
                 }
             }
+            if let Some(r) = self.fastopen_sysctl(name, &value) {
+                r?;
+                continue;
+            }
             match name {
                 "tcp_timestamps" => {
                     cfg.timestamps = value != "0";
@@ -101,6 +105,7 @@ impl Exec {
             }
             self.tcp_cfg = cfg;
             self.stack = new_stack(cfg, self.addrs);
+            self.fastopen_apply();
         }
         Ok(())
     }

@@ -133,6 +133,9 @@ impl Exec {
         {
             return Ok(r);
         }
+        if let Some(r) = self.fastopen_setsockopt(pos, call, name, value)? {
+            return Ok(r);
+        }
         match (name, value) {
             // Address reuse has no meaning for a fresh stack per script.
             ("SO_REUSEADDR", _) => {

@@ -55,6 +55,7 @@ impl Exec {
             return Ok(Err("EINVAL"));
         }
         let (nodelay, maxseg) = (fd.nodelay, fd.maxseg);
+        let fastopen = core::mem::take(&mut fd.fastopen);
         let local = SocketAddr::new(self.addrs.local(), SERVER_PORT);
         let h = match self.stack.tcp_listen(local, backlog) {
             Ok(h) => h,
@@ -66,9 +67,13 @@ impl Exec {
         if let Some(v) = maxseg {
             let _ = self.stack.set_option(h, SocketOption::MaxSegment(v));
         }
+        for opt in fastopen {
+            let _ = self.stack.set_option(h, opt);
+        }
         let fd = self.fd_arg(pos, call)?;
         fd.kind = FdKind::Listener(h);
         self.local_port = Some(SERVER_PORT);
+        self.listened_since_passive_syn = true;
         Ok(Ok(0))
     }
 
@@ -113,17 +118,23 @@ impl Exec {
     }
 
     /// packetdrill maps script fds to live ones: the fd a script expects `socket()` or
-    /// `accept()` to return names the new socket from then on.
+    /// `accept()` to return names the new socket from then on. When that number still names
+    /// an open socket, the newer one takes it (packetdrill looks script fds up newest
+    /// first) and the older stays open under a number the script never uses.
     pub(super) fn new_fd(&mut self, call: &SyscallLine) -> i64 {
         let n = match call.ret {
-            Expr::Int(n)
-                if n >= 0 && !self.fds.contains_key(&n) && !self.epolls.contains_key(&n) =>
-            {
-                n
-            }
+            Expr::Int(n) if n >= 0 => n,
             _ => self.next_fd,
         };
         self.next_fd = self.next_fd.max(n.saturating_add(1));
+        if let Some(old) = self.fds.remove(&n) {
+            self.fds.insert(self.next_fd, old);
+            self.next_fd += 1;
+        }
+        if let Some(old) = self.epolls.remove(&n) {
+            self.epolls.insert(self.next_fd, old);
+            self.next_fd += 1;
+        }
         n
     }
 
@@ -325,7 +336,8 @@ impl Exec {
     /// `sendto(fd, ..., len, flags, addr, addrlen)` on a connected socket: a `send` (the
     /// address is ignored, as Linux ignores it on a connected TCP socket). With
     /// `MSG_FASTOPEN`, or on a socket not connected yet (which Linux only allows for Fast
-    /// Open), the script is skipped: the stack has no TCP Fast Open.
+    /// Open), the script is skipped: the stack has no client-side TCP Fast Open (the server
+    /// side is `exec/fastopen.rs`).
     pub(super) fn sys_sendto(
         &mut self,
         pos: Pos,
@@ -334,11 +346,13 @@ impl Exec {
     ) -> Result<Option<CallResult>, Stop> {
         let flags = call.args.get(3);
         if flags.is_some_and(|f| expr_has_symbol(f, "MSG_FASTOPEN")) {
-            return skip("TCP Fast Open (sendto with MSG_FASTOPEN) is not supported by the stack");
+            return skip(
+                "TCP Fast Open client side (sendto with MSG_FASTOPEN) is not supported by the stack",
+            );
         }
         if self.fd_arg(pos, call)?.kind == FdKind::Fresh {
             return skip(
-                "sendto on a socket not connected yet is Fast Open, which the stack lacks",
+                "sendto on a socket not connected yet is client-side Fast Open, which the stack lacks",
             );
         }
         let more = match flags {

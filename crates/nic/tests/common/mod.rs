@@ -94,6 +94,7 @@ impl Seg {
             sack_permitted: false,
             sack_blocks: [None; 4],
             timestamp: self.ts.map(|(tsval, tsecr)| TcpTimestamp { tsval, tsecr }),
+            fast_open: None,
             payload: &self.payload,
         };
         let addrs = self.addrs();

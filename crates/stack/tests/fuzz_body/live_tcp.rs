@@ -440,6 +440,7 @@ impl World {
             sack_permitted: opts & 0x80 != 0,
             sack_blocks,
             timestamp,
+            fast_open: None,
             payload: &payload,
         };
         let frame = tcp_frame(dir == 0, &seg);
@@ -470,6 +471,7 @@ impl World {
             sack_permitted: false,
             sack_blocks: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload: &[],
         };
         let frame = tcp_frame(true, &seg);

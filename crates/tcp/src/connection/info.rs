@@ -24,7 +24,8 @@ pub mod tcpi_opt {
     pub const ECN: u8 = 8;
     /// ECE seen (never).
     pub const ECN_SEEN: u8 = 16;
-    /// The SYN carried data (never: no TCP Fast Open).
+    /// The SYN's data was accepted (TCP Fast Open, RFC 7413): set by the host stack, which
+    /// keeps that fact (`Connection::tcp_info` leaves it clear).
     pub const SYN_DATA: u8 = 32;
 }
 
@@ -194,6 +195,7 @@ impl Connection {
         if self.opts.peer_offered_ws.is_some() || self.opts.snd_wscale > 0 {
             options |= tcpi_opt::WSCALE;
         }
+
         let ssthresh = self.cc.ssthresh_bytes();
         let snd_ssthresh = if ssthresh == u32::MAX {
             TCP_INFINITE_SSTHRESH

@@ -216,7 +216,9 @@ impl Connection {
         if self.state == State::SynReceived {
             // RFC 9293 §3.10.7.4: "If SND.UNA < SEG.ACK =< SND.NXT, then enter ESTABLISHED".
             if self.snd.una.lt(ack) && ack.le(self.snd.max) {
-                self.snd.una = ack;
+                // The SYN is acknowledged here; data a Fast Open child sent in SYN-RECEIVED
+                // is acknowledged by the ACK processing below.
+                self.snd.una = self.snd.iss + 1;
                 // A SYN-ACK retransmission owed (a duplicate SYN or the RTO rewound SND.NXT to
                 // ISS) is moot now; SND.NXT never stays behind SND.UNA (seed 1005021: it did,
                 // and the reply and FIN never left).

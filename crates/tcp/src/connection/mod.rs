@@ -31,6 +31,7 @@ use crate::rtt::RttEstimator;
 
 mod counters;
 mod diag;
+mod fastopen;
 mod info;
 mod input;
 mod output;
@@ -896,9 +897,10 @@ impl Connection {
     /// Full close: like `shutdown_write`, and the application will read no more. Unread data
     /// at the time of the call makes us reset the connection instead (RFC 2525 §2.17), so the
     /// peer learns its data was not consumed; data arriving later is acknowledged and discarded
-    /// (`rx_discard_after_close_bytes`).
+    /// (`rx_discard_after_close_bytes`). A Fast Open child's SYN data counts too, before its
+    /// handshake completes.
     pub fn close(&mut self) -> Result<(), Error> {
-        if !self.recv_buf.is_empty() && self.state.is_synchronized() {
+        if !self.recv_buf.is_empty() && (self.state.is_synchronized() || self.out.fast_open_child) {
             self.abort();
             return Ok(());
         }

@@ -171,6 +171,7 @@ impl Connection {
             sack_permitted: false,
             sack_blocks: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload: &[],
         }
     }
@@ -181,7 +182,12 @@ impl Connection {
         r.flags = TcpFlags::SYN;
         r.max_seg_size = Some(self.config.mss_bytes);
         // RFC 7323 §2.2: the window in a SYN is not scaled.
-        let wnd = self.config.recv_buffer_bytes.min(0xffff);
+        // Room left after data a Fast Open SYN brought (`fastopen.rs`).
+        let room = self
+            .config
+            .recv_buffer_bytes
+            .saturating_sub(self.recv_buf.len() as u32);
+        let wnd = room.min(0xffff);
         r.window_len = wnd as u16;
         let passive_reply = self.state == State::SynReceived;
         if passive_reply {
@@ -405,7 +411,11 @@ impl Connection {
 
     /// How many new bytes congestion and flow control allow now.
     pub(super) fn usable_window(&self) -> u32 {
-        let flight = fwd(self.snd.una, self.snd.nxt);
+        // A Fast Open child sends before its SYN is acknowledged: the SYN is not data in
+        // flight, and the window the peer's SYN offered starts after it (it could not
+        // acknowledge anything yet). Elsewhere `buf_seq` ≤ SND.UNA and this is SND.UNA.
+        let una = self.snd.una.max(self.snd.buf_seq);
+        let flight = fwd(una, self.snd.nxt);
         let mss = u32::from(self.eff_mss());
         // RFC 3042: the first two duplicate ACKs each allow one new segment beyond cwnd.
         let lt = if !self.rec.in_recovery && self.rec.dupacks > 0 && self.rec.dupacks < 3 {
@@ -423,7 +433,7 @@ impl Connection {
             .cwnd_bytes()
             .saturating_add(lt)
             .saturating_sub(in_flight);
-        let wnd_avail = fwd(self.snd.nxt, self.snd.una + self.snd.wnd);
+        let wnd_avail = fwd(self.snd.nxt, una + self.snd.wnd);
         cwnd_avail.min(wnd_avail)
     }
 
@@ -437,11 +447,13 @@ impl Connection {
         if !matches!(
             self.state,
             State::Established
+                | State::SynReceived
                 | State::CloseWait
                 | State::FinWait1
                 | State::Closing
                 | State::LastAck
-        ) {
+        ) || (self.state == State::SynReceived && !self.out.fast_open_child)
+        {
             return None;
         }
         let offset = fwd(self.snd.buf_seq, self.snd.nxt) as usize;
@@ -492,7 +504,9 @@ impl Connection {
             // Nagle (RFC 9293 §3.7.4) and sender SWS avoidance (RFC 9293 §3.8.6.2.1): send a
             // full segment, or everything left when nothing is in flight (or Nagle is off, or
             // we are closing), or at least half the largest window the peer offered.
-            let nagle_ok = self.config.nodelay || flight == 0 || self.app.fin_queued;
+            // A Fast Open child's unacknowledged SYN is no data in flight (`fastopen.rs`).
+            let data_flight = fwd(self.snd.una.max(self.snd.buf_seq), self.snd.nxt);
+            let nagle_ok = self.config.nodelay || data_flight == 0 || self.app.fin_queued;
             // TCP_CORK / MSG_MORE (Linux tcp(7)): only full segments until pushed (`held`).
             let send = len > 0
                 && (len == mss

@@ -326,6 +326,11 @@ pub(crate) struct Output {
     /// Persist timer fired: send a window probe (window 0) or override SWS avoidance.
     pub(crate) probe_pending: bool,
     pub(crate) keepalive_pending: bool,
+    /// A TCP Fast Open child (RFC 7413 §4.2.2, `fastopen.rs`): it may send data while still
+    /// in SYN-RECEIVED. Kept here because it fills the struct's padding byte (the TCB has
+    /// no other byte to spare); never carried by a snapshot (export needs a synchronized
+    /// connection, for which it no longer matters).
+    pub(crate) fast_open_child: bool,
     /// Bytes received in order since the last ACK we sent.
     pub(crate) rcv_unacked_bytes: u32,
     /// A RST owed: (sequence number, acknowledgment number if ACK is set).
@@ -348,6 +353,7 @@ impl Output {
             events: 0,
             probe_pending: false,
             keepalive_pending: false,
+            fast_open_child: false,
             rcv_unacked_bytes: 0,
             rst_pending: None,
             dsack: None,

@@ -16,6 +16,7 @@ fn syn() -> TcpRepr<'static> {
         sack_permitted: false,
         sack_blocks: [None; 4],
         timestamp: None,
+        fast_open: None,
         payload: &[],
     }
 }

@@ -437,6 +437,7 @@ pub fn seg(src_port: u16, dst_port: u16, seq: SeqNumber, ack: SeqNumber, flags: 
             sack_permitted: false,
             sack_blocks: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload: &[],
         },
         payload: Vec::new(),

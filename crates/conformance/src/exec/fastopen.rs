@@ -1,0 +1,212 @@
+//! TCP Fast Open in scripts: the sysctls (`tcp_fastopen`, `tcp_fastopen_key`,
+//! `tcp_fastopen_blackhole_timeout_sec`), the server socket options (`TCP_FASTOPEN`,
+//! `TCP_FASTOPEN_KEY`) through the stack's own API, and the cookie names Linux's packetdrill
+//! wrapper defines (`-D TFO_COOKIE=…`): `TFO_COOKIE` is the cookie of the script's remote
+//! and local addresses under the key `common/defaults.sh` sets, `TFO_COOKIE_ZERO` under the
+//! all-zero key — computed, not copied, so they follow `--local_ip` / `--remote_ip`.
+
+use std::borrow::Cow;
+
+use tcp::fastopen::{FastOpenConfig, FastOpenKey, FastOpenKeys};
+
+use super::syscalls::errno_of;
+use super::*;
+
+/// The key `common/defaults.sh` writes to `net.ipv4.tcp_fastopen_key`, from which Linux's
+/// wrapper derives `TFO_COOKIE`.
+pub(super) const DEFAULTS_KEY_WORDS: [u32; 4] =
+    [0xa1a1_a1a1, 0xb2b2_b2b2, 0xc3c3_c3c3, 0xd4d4_d4d4];
+
+/// Fast Open state of a run that outlives a stack rebuild (`shell.rs` rebuilds the stack
+/// when a sysctl changes before any socket exists).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FastOpenSettings {
+    pub(super) cfg: FastOpenConfig,
+    pub(super) keys: Option<FastOpenKeys>,
+}
+
+/// Decodes a C string literal's escapes (`\xHH`, `\\`, `\"`, `\n`, `\t`, `\0`).
+fn c_string_bytes(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut it = s.bytes();
+    while let Some(b) = it.next() {
+        if b != b'\\' {
+            out.push(b);
+            continue;
+        }
+        match it.next()? {
+            b'x' => {
+                let hi = char::from(it.next()?).to_digit(16)?;
+                let lo = char::from(it.next()?).to_digit(16)?;
+                out.push((hi * 16 + lo) as u8);
+            }
+            b'n' => out.push(b'\n'),
+            b't' => out.push(b'\t'),
+            b'0' => out.push(0),
+            other => out.push(other),
+        }
+    }
+    Some(out)
+}
+
+impl Exec {
+    /// Applies the run's Fast Open settings to the (possibly rebuilt) stack.
+    pub(super) fn fastopen_apply(&mut self) {
+        self.stack.tcp_set_fastopen(self.fastopen.cfg);
+        if let Some(keys) = self.fastopen.keys {
+            self.stack.tcp_set_fastopen_keys(keys);
+        }
+    }
+
+    /// A Fast Open sysctl: `Some` when `name` is one (applied at once: Linux reads them when
+    /// a SYN arrives), `None` otherwise.
+    pub(super) fn fastopen_sysctl(&mut self, name: &str, value: &str) -> Option<Result<(), Stop>> {
+        match name {
+            "tcp_fastopen" => {
+                let v = value.trim();
+                let bits = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+                    Some(hex) => u32::from_str_radix(hex, 16).ok(),
+                    None => v.parse().ok(),
+                };
+                let Some(bits) = bits else {
+                    return Some(skip(format!("sysctl tcp_fastopen={value} not understood")));
+                };
+                self.fastopen.cfg = self.fastopen.cfg.with_sysctl_bits(bits);
+            }
+            "tcp_fastopen_key" => {
+                let mut parts = value.split(',');
+                let primary = parts.next().and_then(FastOpenKey::parse_words);
+                let backup = parts.next().map(FastOpenKey::parse_words);
+                let (Some(primary), None | Some(Some(_)), None) = (primary, backup, parts.next())
+                else {
+                    return Some(skip(format!(
+                        "sysctl tcp_fastopen_key={value} not understood"
+                    )));
+                };
+                self.fastopen.keys = Some(FastOpenKeys {
+                    primary,
+                    backup: backup.flatten(),
+                });
+            }
+            // Active Fast Open is never disabled after black-holed SYNs (the stack has no
+            // such detection): the same as a timeout of 0.
+            "tcp_fastopen_blackhole_timeout_sec" if value.trim_end_matches('\\') == "0" => {}
+            _ => return None,
+        }
+        self.fastopen_apply();
+        Some(Ok(()))
+    }
+
+    /// `TCP_FASTOPEN` (queue length) and `TCP_FASTOPEN_KEY` (16 bytes) on a listener, or on
+    /// a socket not listening yet (applied by `listen`). `None` for other options.
+    pub(super) fn fastopen_setsockopt(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        name: &str,
+        value: Option<i64>,
+    ) -> Result<Option<CallResult>, Stop> {
+        let opt = match (name, value) {
+            ("TCP_FASTOPEN", Some(v)) => match u32::try_from(v) {
+                Ok(v) => SocketOption::FastOpenQueue(v),
+                Err(_) => return Ok(Some(Err("EINVAL"))),
+            },
+            ("TCP_FASTOPEN_KEY", _) => {
+                let len = match call.args.get(4) {
+                    Some(Expr::Int(n)) => *n,
+                    _ => return skip(format!("{call}: key length not understood")),
+                };
+                let bytes = match call.args.get(3) {
+                    Some(Expr::Str(s)) => c_string_bytes(s),
+                    _ => None,
+                };
+                let Some(bytes) = bytes else {
+                    return skip(format!("{call}: key not understood"));
+                };
+                // Linux takes a 16-byte key (32: a primary and a backup).
+                let key = match (len, bytes.get(..16)) {
+                    (16, Some(k)) => {
+                        let mut key = [0u8; 16];
+                        key.copy_from_slice(k);
+                        key
+                    }
+                    (32, _) => return skip(format!("{call}: a backup key per listener")),
+                    _ => return Ok(Some(Err("EINVAL"))),
+                };
+                SocketOption::FastOpenKey(key)
+            }
+            _ => return Ok(None),
+        };
+        let fd = self.fd_arg(pos, call)?;
+        match fd.kind {
+            FdKind::Fresh => {
+                fd.fastopen.push(opt);
+                Ok(Some(Ok(0)))
+            }
+            FdKind::Listener(h) => Ok(Some(
+                self.stack.set_option(h, opt).map(|()| 0).map_err(errno_of),
+            )),
+            // Linux accepts the options on any TCP socket; they only act on a listener.
+            FdKind::Conn(_) => Ok(Some(Ok(0))),
+        }
+    }
+
+    /// The cookie a name stands for, for this run's addresses.
+    fn fastopen_named_cookie(&self, name: &str) -> Option<[u8; tcp::fastopen::COOKIE_LEN]> {
+        let key = match name {
+            "TFO_COOKIE" => FastOpenKey::from_words(DEFAULTS_KEY_WORDS),
+            "TFO_COOKIE_ZERO" => FastOpenKey::from_words([0; 4]),
+            _ => return None,
+        };
+        Some(key.cookie(self.addrs.remote(), self.addrs.local()))
+    }
+
+    /// `line` with every named Fast Open cookie replaced by its bytes; a name the executor
+    /// does not define skips the script.
+    pub(super) fn fastopen_resolve<'l>(&self, line: &'l TcpLine) -> Result<Cow<'l, TcpLine>, Stop> {
+        let TcpOptionsSpec::List(list) = &line.options else {
+            return Ok(Cow::Borrowed(line));
+        };
+        if !list
+            .iter()
+            .any(|o| matches!(o, TcpOption::FastOpenNamed { .. }))
+        {
+            return Ok(Cow::Borrowed(line));
+        }
+        let mut resolved = Vec::with_capacity(list.len());
+        for o in list {
+            resolved.push(match o {
+                TcpOption::FastOpenNamed { experimental, name } => {
+                    let Some(cookie) = self.fastopen_named_cookie(name) else {
+                        return skip(format!("Fast Open cookie name {name} is not defined"));
+                    };
+                    if *experimental {
+                        TcpOption::FastOpenExp(cookie.to_vec())
+                    } else {
+                        TcpOption::FastOpen(cookie.to_vec())
+                    }
+                }
+                other => other.clone(),
+            });
+        }
+        Ok(Cow::Owned(TcpLine {
+            options: TcpOptionsSpec::List(resolved),
+            ..line.clone()
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_string_escapes_decode_to_bytes() {
+        assert_eq!(
+            c_string_bytes(r"\xf7\x63a\\\0").unwrap(),
+            vec![0xf7, 0x63, b'a', b'\\', 0]
+        );
+        assert!(c_string_bytes(r"\x4").is_none());
+        assert!(c_string_bytes("\\").is_none());
+    }
+}
