@@ -140,6 +140,10 @@ pub struct ShardedHost<A: App> {
     /// Reused: messages being delivered, and which shards received one this round.
     msgs: Vec<(u16, Msg)>,
     touched: Vec<bool>,
+    /// Per shard: frames it transmitted whose buffers have not come back yet
+    /// ([`Host::recycle_frame`] gives each spent buffer to the first shard owed one, so every
+    /// shard's transmit pool is refilled with what it sent).
+    tx_owed: Vec<u64>,
     counters: FrontCounters,
 }
 
@@ -204,6 +208,7 @@ impl<A: App> ShardedHost<A> {
             rebalancer: None,
             msgs: Vec::new(),
             touched: vec![false; usize::from(cfg.shards)],
+            tx_owed: vec![0; usize::from(cfg.shards)],
             counters: FrontCounters::default(),
         })
     }
@@ -607,11 +612,28 @@ impl<A: App + 'static> Host for ShardedHost<A> {
     }
 
     fn poll_transmit(&mut self, now_ns: u64) -> Option<(PortId, Vec<u8>)> {
-        if let Some(f) = self.shards.iter_mut().find_map(Shard::poll_tx) {
-            return Some((PortId(0), f));
+        for (s, owed) in self.shards.iter_mut().zip(self.tx_owed.iter_mut()) {
+            if let Some(f) = s.poll_tx() {
+                *owed += 1;
+                return Some((PortId(0), f));
+            }
         }
         let e = self.engine.as_mut().filter(|e| !e.failed)?;
         e.engine.poll_transmit(now_ns).map(|f| (PortId(0), f))
+    }
+
+    fn recycle_frame(&mut self, frame: Vec<u8>) {
+        // A buffer beyond what the shards are owed (a link's duplicate, an engine frame) is
+        // dropped; the stack's own pool is bounded too.
+        if let Some((s, owed)) = self
+            .shards
+            .iter_mut()
+            .zip(self.tx_owed.iter_mut())
+            .find(|(_, owed)| **owed > 0)
+        {
+            *owed -= 1;
+            s.recycle_tx(frame);
+        }
     }
 
     fn poll_timeout(&self) -> Option<u64> {

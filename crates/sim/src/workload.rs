@@ -33,6 +33,7 @@ use crate::world::World;
 mod flow;
 pub mod migrate;
 pub mod offload;
+mod pattern;
 
 use flow::{CHUNK_BYTES, Flow};
 
@@ -178,6 +179,9 @@ pub struct RunSummary {
     pub frames_dropped_in_flight: u64,
     /// The world's trace digest: same seed, same build ⇒ same digest.
     pub trace_digest: u64,
+    /// Frames the world delivered to hosts (both directions, duplicates included): the
+    /// simulator's unit of work for "packets per CPU-second".
+    pub frames_delivered: u64,
     /// Connections established on each server shard (the `many` workload's server has two).
     pub server_accepted_per_shard: Vec<u64>,
 }
@@ -358,12 +362,11 @@ impl Client {
                     } else {
                         (self.plan.c2s_bytes, self.plan.s2c_bytes)
                     };
-                    let mut flow = Flow::new(h, 0, tx, 0, rx);
                     // Streams are keyed by the client port so the server can find them.
                     let port = stack.local_addr(h).map_or(0, |a| u64::from(a.port()));
                     let id = if many { port } else { 0 };
-                    flow.tx_stream = c2s_stream(self.plan.seed, id);
-                    flow.rx.stream_id = s2c_stream(self.plan.seed, id);
+                    let seed = self.plan.seed;
+                    let mut flow = Flow::new(h, c2s_stream(seed, id), tx, s2c_stream(seed, id), rx);
                     if self.plan.workload == Workload::RequestResponse {
                         flow.tx_allowed = self.plan.exchanges.first().map_or(0, |e| e.0);
                     }
@@ -837,6 +840,7 @@ pub fn run(workload: Workload, seed: u64) -> Result<RunSummary, String> {
         moves: s.moves_done,
         frames_dropped_in_flight: s.dropped_in_flight,
         trace_digest: w.digest(),
+        frames_delivered: w.counters().deliveries,
         server_accepted_per_shard: server_host
             .shards()
             .iter()

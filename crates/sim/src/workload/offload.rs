@@ -212,6 +212,7 @@ pub fn run(seed: u64) -> Result<(RunSummary, OffloadStats), String> {
         moves: stats.moves(),
         frames_dropped_in_flight: 0,
         trace_digest: w.digest(),
+        frames_delivered: w.counters().deliveries,
         server_accepted_per_shard: vec![s.stack().counters().tcp_connections_established],
     };
     Ok((summary, stats))
