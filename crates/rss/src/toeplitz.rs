@@ -12,6 +12,7 @@
 //! IPv6 4-tuple).
 
 use core::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::{Arc, OnceLock};
 
 use crate::key::{KEY_LEN_BYTES, RssKey};
 
@@ -55,12 +56,19 @@ pub fn toeplitz_reference(key: &RssKey, input: &[u8]) -> u32 {
 ///
 /// Invariant: `tables[i][v]` is the XOR of the key windows `window_u32(8·i + b)` for every bit
 /// `b` (0 = MSB) set in `v`; hence `hash(x) == toeplitz_reference(key, x)` for every `x`.
-/// Building costs 40 × 256 XORs; keep one per key and share it by reference.
+/// Building costs 40 × 256 XORs; the tables are immutable and shared: a clone is a
+/// reference-count increment, and the tables of the default key are built once per process
+/// (every NIC model and stack of a simulation starts from that key).
 #[derive(Clone)]
 pub struct Toeplitz {
     key: RssKey,
-    tables: Box<[[u32; 256]; TABLE_POSITIONS]>,
+    tables: Arc<Tables>,
 }
+
+type Tables = [[u32; 256]; TABLE_POSITIONS];
+
+/// The default key's tables, built on first use.
+static DEFAULT_KEY_TABLES: OnceLock<Arc<Tables>> = OnceLock::new();
 
 impl core::fmt::Debug for Toeplitz {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -75,23 +83,13 @@ impl Default for Toeplitz {
 }
 
 impl Toeplitz {
-    /// Precomputes the per-byte tables for `key`.
+    /// Precomputes the per-byte tables for `key` (or shares the default key's).
     pub fn new(key: &RssKey) -> Self {
-        let mut tables = Box::new([[0u32; 256]; TABLE_POSITIONS]);
-        for (position, table) in tables.iter_mut().enumerate() {
-            // windows[b]: window of the bit with weight 0x80 >> b at this byte position.
-            let windows: [u32; 8] = core::array::from_fn(|b| key.window_u32(position * 8 + b));
-            for value in 1..256usize {
-                // Build from the value with its lowest set bit cleared (already computed).
-                let lowest_bit = value.trailing_zeros() as usize; // < 8 since value in 1..256
-                let without_lowest = value & (value - 1);
-                let window = windows.get(7 - lowest_bit).copied().unwrap_or(0);
-                let previous = table.get(without_lowest).copied().unwrap_or(0);
-                if let Some(slot) = table.get_mut(value) {
-                    *slot = previous ^ window;
-                }
-            }
-        }
+        let tables = if *key == RssKey::default() {
+            Arc::clone(DEFAULT_KEY_TABLES.get_or_init(|| build_tables(key)))
+        } else {
+            build_tables(key)
+        };
         Self { key: *key, tables }
     }
 
@@ -141,6 +139,13 @@ impl Toeplitz {
         ])
     }
 
+    /// IPv4 4-tuple hash of the 12 input bytes `src ‖ dst ‖ sport ‖ dport` as they sit in a
+    /// frame (network byte order): [`Toeplitz::hash_v4`] without unpacking them.
+    #[inline]
+    pub fn hash_v4_tuple(&self, tuple: &[u8; 12]) -> u32 {
+        self.hash_array(tuple)
+    }
+
     /// IPv6 address-only hash (NDIS `IPV6`): input = src ‖ dst, 32 bytes.
     #[inline]
     pub fn hash_v6_addrs(&self, src: Ipv6Addr, dst: Ipv6Addr) -> u32 {
@@ -167,4 +172,24 @@ fn xor_lookups(tables: &[[u32; 256]], bytes: &[u8]) -> u32 {
         .iter()
         .zip(bytes)
         .fold(0, |acc, (table, &byte)| acc ^ table[usize::from(byte)])
+}
+
+/// The per-byte tables of `key` (see [`Toeplitz`]'s invariant).
+fn build_tables(key: &RssKey) -> Arc<Tables> {
+    let mut tables = Box::new([[0u32; 256]; TABLE_POSITIONS]);
+    for (position, table) in tables.iter_mut().enumerate() {
+        // windows[b]: window of the bit with weight 0x80 >> b at this byte position.
+        let windows: [u32; 8] = core::array::from_fn(|b| key.window_u32(position * 8 + b));
+        for value in 1..256usize {
+            // Build from the value with its lowest set bit cleared (already computed).
+            let lowest_bit = value.trailing_zeros() as usize; // < 8 since value in 1..256
+            let without_lowest = value & (value - 1);
+            let window = windows.get(7 - lowest_bit).copied().unwrap_or(0);
+            let previous = table.get(without_lowest).copied().unwrap_or(0);
+            if let Some(slot) = table.get_mut(value) {
+                *slot = previous ^ window;
+            }
+        }
+    }
+    Arc::from(tables)
 }

@@ -900,8 +900,14 @@ fn trace_tcp(frame: &[u8], port: u16) -> Option<String> {
 /// One shard as the checker sees it: its host, its stack, its application's violation.
 type ShardView<'a> = (HostId, &'a Stack, Option<&'a String>);
 
-/// Every shard's stack and application violation of the client and the server hosts.
-fn host_views(w: &World, client: HostId, server: HostId) -> Result<Vec<ShardView<'_>>, String> {
+/// Every shard's stack and application violation of the client and the server hosts, in
+/// order (client shards first). An iterator, not a collection: the checker runs after every
+/// event and allocates nothing.
+fn host_views(
+    w: &World,
+    client: HostId,
+    server: HostId,
+) -> Result<impl Iterator<Item = ShardView<'_>>, String> {
     let c = w
         .host::<ShardedHost<Client>>(client)
         .ok_or("client host missing")?;
@@ -911,12 +917,12 @@ fn host_views(w: &World, client: HostId, server: HostId) -> Result<Vec<ShardView
     let clients = c
         .shards()
         .iter()
-        .map(|sh| (client, sh.stack(), sh.app().violation.as_ref()));
+        .map(move |sh| (client, sh.stack(), sh.app().violation.as_ref()));
     let servers = s
         .shards()
         .iter()
-        .map(|sh| (server, sh.stack(), sh.app().violation.as_ref()));
-    Ok(clients.chain(servers).collect())
+        .map(move |sh| (server, sh.stack(), sh.app().violation.as_ref()));
+    Ok(clients.chain(servers))
 }
 
 /// The server's shards seen as one: every shard's unfinished flows with its stack, and the
