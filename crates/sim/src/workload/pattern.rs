@@ -138,11 +138,13 @@ impl Pattern {
 /// application offers the stack the same bytes again after a short write, so without this
 /// cache every offer regenerates up to a whole chunk.
 ///
-/// Invariant: `buf[k]` is the pattern byte at `start + k`; `buf.len() ≤ 2 · chunk` once a
-/// request of at most `chunk` bytes has been served.
+/// Invariant: `buf[k]` for `k < valid` is the pattern byte at `start + k`; `buf` only grows
+/// (zero-filled once per byte of capacity, never per request) and stays at most
+/// `2 · chunk` bytes once requests of at most `chunk` bytes are served.
 #[derive(Debug, Clone)]
 pub(super) struct TxCache {
     start: u64,
+    valid: usize,
     buf: Vec<u8>,
 }
 
@@ -150,6 +152,7 @@ impl TxCache {
     pub(super) fn new() -> Self {
         TxCache {
             start: 0,
+            valid: 0,
             buf: Vec::new(),
         }
     }
@@ -157,25 +160,28 @@ impl TxCache {
     /// The pattern bytes `[from, from + n)`; `from` never goes backwards in use (a request
     /// before the cached range regenerates it).
     pub(super) fn bytes(&mut self, pattern: &Pattern, from: u64, n: usize, chunk: usize) -> &[u8] {
-        let end_cached = self.start + self.buf.len() as u64;
+        let end_cached = self.start + self.valid as u64;
         if from < self.start || from > end_cached {
-            self.buf.clear();
+            self.valid = 0;
             self.start = from;
         }
         let mut skip = (from - self.start) as usize;
         if skip + n > 2 * chunk.max(n) {
-            self.buf.drain(..skip);
+            // Slide the unsent bytes to the front.
+            self.buf.copy_within(skip..self.valid, 0);
+            self.valid -= skip;
             self.start = from;
             skip = 0;
         }
-        let have = self.buf.len() - skip;
-        if have < n {
-            let old = self.buf.len();
-            self.buf.resize(old + (n - have), 0);
-            pattern.fill(
-                self.start + old as u64,
-                self.buf.get_mut(old..).unwrap_or(&mut []),
-            );
+        if self.valid < skip + n {
+            let end = skip + n;
+            if self.buf.len() < end {
+                self.buf
+                    .resize(end.next_power_of_two().min(2 * chunk.max(n)).max(end), 0);
+            }
+            let at = self.start + self.valid as u64;
+            pattern.fill(at, self.buf.get_mut(self.valid..end).unwrap_or(&mut []));
+            self.valid = end;
         }
         self.buf.get(skip..skip + n).unwrap_or(&[])
     }
@@ -224,7 +230,11 @@ mod tests {
             let got = c.bytes(&p, from, n, 128).to_vec();
             let want: Vec<u8> = (0..n as u64).map(|k| pattern_byte(9, from + k)).collect();
             assert_eq!(got, want);
-            assert!(c.buf.len() <= 256, "{}", c.buf.len());
+            assert!(
+                c.buf.len() <= 256 && c.valid <= c.buf.len(),
+                "{}",
+                c.buf.len()
+            );
             from += accepted;
         }
     }
