@@ -243,7 +243,8 @@ fn one_owner_each(w: &World, server: HostId, tuples: &mut Vec<FourTuple>) -> Res
     if let Some(e) = s.engine() {
         e.stack().tcp_live_tuples(tuples);
     }
-    tuples.sort();
+    // Unstable is enough: equal tuples are indistinguishable.
+    tuples.sort_unstable();
     for pair in tuples.windows(2) {
         if pair[0] == pair[1] {
             return Err(format!(
