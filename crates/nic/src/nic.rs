@@ -220,11 +220,9 @@ impl Nic {
     /// for a driver that dispatches frames to per-shard NICs itself (one `Nic` with
     /// `queues: 1` per shard thread, fed with [`Nic::receive_on_queue`]), or for tests.
     pub fn steer(&self, frame: &[u8]) -> Result<rss::SteerDecision, RxDrop> {
-        match FlowFields::from_frame(frame) {
-            Ok(Some(fields)) => Ok(self.steering.steer_fields(&fields)),
-            Ok(None) => Ok(self.steering.no_hash_decision()),
-            Err(_) => Err(RxDrop::Malformed),
-        }
+        self.steering
+            .steer_frame(frame)
+            .map_err(|_| RxDrop::Malformed)
     }
 
     /// [`Nic::steer`], counting the packet in its RETA bucket's load

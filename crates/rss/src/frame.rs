@@ -219,6 +219,45 @@ impl FlowFields {
         })
     }
 
+    /// The flow fields of the common frame, read at fixed offsets: untagged Ethernet II,
+    /// IPv4 with a 20-byte header (IHL 5) that `wire`'s checked view would accept (total
+    /// length within the frame and at least the header), not a fragment, TCP or UDP with its
+    /// ports inside the total length. `None` for every other frame (take
+    /// [`FlowFields::from_frame`]); when `Some`, it equals what `from_frame` returns.
+    #[inline]
+    pub fn from_plain_ipv4_frame(frame: &[u8]) -> Option<FlowFields> {
+        let (protocol, t) = plain_ipv4_tuple(frame)?;
+        let at = |i: usize| [t[i], t[i + 1], t[i + 2], t[i + 3]];
+        Some(FlowFields {
+            addrs: IpPair::V4(Ipv4Addr::from(at(0)), Ipv4Addr::from(at(4))),
+            protocol,
+            ports: Some(PortPair {
+                src: u16::from_be_bytes([t[8], t[9]]),
+                dst: u16::from_be_bytes([t[10], t[11]]),
+            }),
+            is_fragment: false,
+        })
+    }
+
+    /// The hash type a NIC with `enabled` types applies, and the ports it covers (`None` for
+    /// an address-only type); `None` when no enabled type covers the packet. What
+    /// [`FlowFields::hash_input`] selects, without building the input.
+    #[inline]
+    pub fn hash_type(&self, enabled: HashTypes) -> Option<(HashType, Option<PortPair>)> {
+        let version = match self.addrs {
+            IpPair::V4(..) => IpVersion::V4,
+            IpPair::V6(..) => IpVersion::V6,
+        };
+        let is_fragment = self.is_fragment || self.ports.is_none();
+        let hash_type = enabled.select(version, self.l4_kind(), is_fragment)?;
+        let ports = if hash_type.includes_ports() {
+            self.ports
+        } else {
+            None
+        };
+        Some((hash_type, ports))
+    }
+
     /// Transport class for hash-type selection.
     pub fn l4_kind(&self) -> L4Kind {
         match self.protocol {
@@ -231,19 +270,9 @@ impl FlowFields {
     /// The hash type a NIC with `enabled` types applies, and the matching input; `None` when
     /// no enabled type covers the packet.
     pub fn hash_input(&self, enabled: HashTypes) -> Option<(HashType, HashInput)> {
-        let version = match self.addrs {
-            IpPair::V4(..) => IpVersion::V4,
-            IpPair::V6(..) => IpVersion::V6,
-        };
         // A TCP/UDP non-fragment always has ports (invariant), so the port-less case can only
         // select the address-only type.
-        let is_fragment = self.is_fragment || self.ports.is_none();
-        let hash_type = enabled.select(version, self.l4_kind(), is_fragment)?;
-        let ports = if hash_type.includes_ports() {
-            self.ports
-        } else {
-            None
-        };
+        let (hash_type, ports) = self.hash_type(enabled)?;
         let input = match self.addrs {
             IpPair::V4(src, dst) => HashInput::V4 { src, dst, ports },
             IpPair::V6(src, dst) => HashInput::V6 { src, dst, ports },
@@ -277,6 +306,36 @@ impl HashInput {
     ) -> Result<Option<(HashType, HashInput)>, FrameError> {
         Ok(FlowFields::from_frame(frame)?.and_then(|f| f.hash_input(enabled)))
     }
+}
+
+/// Ethernet header, a 20-byte IPv4 header and the 4 port bytes.
+const PLAIN_IPV4_HEAD_BYTES: usize = ETHERNET_HEADER_BYTES + 20 + 4;
+
+/// The protocol and the 12 bytes `src ‖ dst ‖ sport ‖ dport` of the frames
+/// [`FlowFields::from_plain_ipv4_frame`] takes (see there), borrowed from the frame: in a
+/// 20-byte IPv4 header the addresses end where the TCP/UDP header, and its ports, begin.
+#[inline]
+pub(crate) fn plain_ipv4_tuple(frame: &[u8]) -> Option<(u8, &[u8; 12])> {
+    const L3: usize = ETHERNET_HEADER_BYTES;
+    let head: &[u8; PLAIN_IPV4_HEAD_BYTES] = frame.get(..PLAIN_IPV4_HEAD_BYTES)?.try_into().ok()?;
+    // Constant indices into a fixed-size array: checked at compile time.
+    if u16::from_be_bytes([head[L3 - 2], head[L3 - 1]]) != ETHERTYPE_IPV4 || head[L3] != 0x45 {
+        return None;
+    }
+    let total_len = usize::from(u16::from_be_bytes([head[L3 + 2], head[L3 + 3]]));
+    let flags_offset = u16::from_be_bytes([head[L3 + 6], head[L3 + 7]]);
+    let protocol = head[L3 + 9];
+    // MF set or a non-zero offset: a fragment. The ports must lie within the total length,
+    // which `wire`'s checked view requires to lie within the frame.
+    if flags_offset & 0x3fff != 0
+        || !is_tcp_or_udp(protocol)
+        || total_len < PLAIN_IPV4_HEAD_BYTES - L3
+        || total_len > frame.len() - L3
+    {
+        return None;
+    }
+    let tuple = head.get(L3 + 12..)?.try_into().ok()?;
+    Some((protocol, tuple))
 }
 
 fn be16(bytes: &[u8], at: usize) -> Option<u16> {

@@ -444,6 +444,31 @@ impl RssHasher {
         }
     }
 
+    /// The RSS hash of parsed addresses and the ports the hash type covers (`None`:
+    /// address-only): [`RssHasher::hash`] of the matching [`HashInput`], without building it
+    /// in the plain modes.
+    #[inline]
+    pub fn hash_fields(&self, addrs: &crate::IpPair, ports: Option<PortPair>) -> u32 {
+        let t = &self.toeplitz;
+        match (self.mode, addrs) {
+            (SymmetricMode::XorFold, _) => {
+                let input = match *addrs {
+                    crate::IpPair::V4(src, dst) => HashInput::V4 { src, dst, ports },
+                    crate::IpPair::V6(src, dst) => HashInput::V6 { src, dst, ports },
+                };
+                self.hash_plain(&input.xor_folded())
+            }
+            (_, crate::IpPair::V4(src, dst)) => match ports {
+                Some(p) => t.hash_v4(*src, *dst, p.src, p.dst),
+                None => t.hash_v4_addrs(*src, *dst),
+            },
+            (_, crate::IpPair::V6(src, dst)) => match ports {
+                Some(p) => t.hash_v6(*src, *dst, p.src, p.dst),
+                None => t.hash_v6_addrs(*src, *dst),
+            },
+        }
+    }
+
     #[inline(always)]
     fn hash_plain(&self, input: &HashInput) -> u32 {
         let t = &self.toeplitz;

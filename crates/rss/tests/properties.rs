@@ -146,3 +146,28 @@ fn hash_type_names_round_trip_through_from_str() {
         Err(rss::UnknownHashType)
     );
 }
+
+proptest! {
+    /// On a CPU with GFNI and PCLMULQDQ `Toeplitz::with_clmul` runs the IPv4 4-tuple hashes on
+    /// the carry-less-multiply kernel (`uses_clmul`); elsewhere both sides are the tables.
+    /// Either way every entry point agrees with the tables and the bit-serial reference.
+    #[test]
+    fn ipv4_tuple_hash_kernel_equals_tables_and_reference(
+        key in any_key(), s in any::<u32>(), d in any::<u32>(), sp in any::<u16>(), dp in any::<u16>(),
+    ) {
+        let t = Toeplitz::with_clmul(&key);
+        prop_assert_eq!(t.uses_clmul(), platform::toeplitz::gfni_available() && platform::toeplitz::clmul_available());
+        let tables = t.tables_only();
+        let (src, dst) = (Ipv4Addr::from_bits(s), Ipv4Addr::from_bits(d));
+        let mut tuple = [0u8; 12];
+        tuple[..4].copy_from_slice(&src.octets());
+        tuple[4..8].copy_from_slice(&dst.octets());
+        tuple[8..10].copy_from_slice(&sp.to_be_bytes());
+        tuple[10..].copy_from_slice(&dp.to_be_bytes());
+        let want = toeplitz_reference(&key, &tuple);
+        prop_assert_eq!(t.hash_v4(src, dst, sp, dp), want);
+        prop_assert_eq!(t.hash_v4_tuple(&tuple), want);
+        prop_assert_eq!(tables.hash_v4(src, dst, sp, dp), want);
+        prop_assert_eq!(tables.hash_v4_tuple(&tuple), want);
+    }
+}

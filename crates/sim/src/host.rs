@@ -66,6 +66,15 @@ pub trait Host {
     /// The next frame to send, if any, and the port to send it on.
     fn poll_transmit(&mut self, now_ns: u64) -> Option<(PortId, Vec<u8>)>;
 
+    /// A frame this host sent (through [`Host::poll_transmit`]) that the world is done with:
+    /// delivered to its receiver or dropped by the link. A host may keep the buffer for a
+    /// later frame, as a driver recycles a buffer on transmit completion, so a steady flow
+    /// allocates nothing; the default drops it. The contents are stale: the world may hand back
+    /// a buffer the link corrupted, and never hands back one it still needs.
+    fn recycle_frame(&mut self, frame: Vec<u8>) {
+        drop(frame);
+    }
+
     /// The earliest instant (ns, absolute virtual time) at which the host wants
     /// [`Host::handle_timeout`], or `None`. A deadline in the past fires at the current instant.
     fn poll_timeout(&self) -> Option<u64>;

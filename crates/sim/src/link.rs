@@ -264,7 +264,7 @@ impl Channel {
 
     /// Offer `frame` at `now_ns`. On success pushes one `(arrival_ns, frame)` per copy to
     /// `out` (the original last, so it is never cloned needlessly); on drop counts the reason
-    /// and returns it.
+    /// and returns it with the frame (so its buffer can go back to the sender).
     pub(crate) fn send(
         &mut self,
         now_ns: u64,
@@ -272,14 +272,14 @@ impl Channel {
         link: LinkId,
         dir: Dir,
         out: &mut Vec<(u64, Vec<u8>)>,
-    ) -> Result<(), DropReason> {
+    ) -> Result<(), (DropReason, Vec<u8>)> {
         let len = frame.len();
         self.counters.offered_packets += 1;
         self.counters.offered_bytes += len as u64;
 
         if len > self.cfg.mtu_bytes {
             self.counters.count_drop(DropReason::Mtu);
-            return Err(DropReason::Mtu);
+            return Err((DropReason::Mtu, frame));
         }
 
         // Retire frames whose last bit has left by now.
@@ -298,7 +298,7 @@ impl Channel {
                 || self.queue_bytes.saturating_add(len) > self.cfg.queue_bytes_max
             {
                 self.counters.count_drop(DropReason::QueueFull);
-                return Err(DropReason::QueueFull);
+                return Err((DropReason::QueueFull, frame));
             }
             self.queue.push_back((depart_ns, len));
             self.queue_bytes += len;
@@ -324,7 +324,7 @@ impl Channel {
                 Verdict::Pass => {}
                 Verdict::Drop(reason) => {
                     self.counters.count_drop(reason);
-                    return Err(reason);
+                    return Err((reason, frame));
                 }
                 Verdict::Delay(d_ns) => extra_delay_ns = extra_delay_ns.saturating_add(d_ns),
                 Verdict::Duplicate => copies = (copies + 1).min(DUPLICATES_PER_FRAME_MAX),

@@ -150,6 +150,10 @@ pub struct ShardedHost<A: App> {
     /// Reused: messages being delivered, and which shards received one this round.
     msgs: Vec<(u16, Msg)>,
     touched: Vec<bool>,
+    /// Per shard: frames it transmitted whose buffers have not come back yet
+    /// ([`Host::recycle_frame`] gives each spent buffer to the first shard owed one, so every
+    /// shard's transmit pool is refilled with what it sent).
+    tx_owed: Vec<u64>,
     counters: FrontCounters,
 }
 
@@ -224,6 +228,7 @@ impl<A: App> ShardedHost<A> {
             rebalancer: None,
             msgs: Vec::new(),
             touched: vec![false; usize::from(cfg.shards)],
+            tx_owed: vec![0; usize::from(cfg.shards)],
             counters: FrontCounters::default(),
         })
     }
@@ -635,8 +640,13 @@ impl<A: App + 'static> Host for ShardedHost<A> {
         let polled = self
             .shards
             .iter_mut()
+            .zip(self.tx_owed.iter_mut())
             .enumerate()
-            .find_map(|(i, s)| s.poll_tx().map(|f| (i, f)));
+            .find_map(|(i, (s, owed))| {
+                let f = s.poll_tx()?;
+                *owed += 1;
+                Some((i, f))
+            });
         if let Some((i, f)) = polled {
             if !self.software_reta {
                 // ATR (when configured): the NIC samples what each queue transmits. Shards
@@ -647,6 +657,20 @@ impl<A: App + 'static> Host for ShardedHost<A> {
         }
         let e = self.engine.as_mut().filter(|e| !e.failed)?;
         e.engine.poll_transmit(now_ns).map(|f| (PortId(0), f))
+    }
+
+    fn recycle_frame(&mut self, frame: Vec<u8>) {
+        // A buffer beyond what the shards are owed (a link's duplicate, an engine frame) is
+        // dropped; the stack's own pool is bounded too.
+        if let Some((s, owed)) = self
+            .shards
+            .iter_mut()
+            .zip(self.tx_owed.iter_mut())
+            .find(|(_, owed)| **owed > 0)
+        {
+            *owed -= 1;
+            s.recycle_tx(frame);
+        }
     }
 
     fn poll_timeout(&self) -> Option<u64> {

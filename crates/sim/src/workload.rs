@@ -35,6 +35,7 @@ use crate::world::World;
 mod flow;
 pub mod migrate;
 pub mod offload;
+mod pattern;
 
 use flow::{CHUNK_BYTES, Flow};
 
@@ -175,6 +176,9 @@ pub struct RunSummary {
     pub frames_dropped_in_flight: u64,
     /// The world's trace digest: same seed, same build ⇒ same digest.
     pub trace_digest: u64,
+    /// Frames the world delivered to hosts (both directions, duplicates included): the
+    /// simulator's unit of work for "packets per CPU-second".
+    pub frames_delivered: u64,
     /// Connections established on each server shard (the `many` workload's server has two).
     pub server_accepted_per_shard: Vec<u64>,
 }
@@ -355,12 +359,11 @@ impl Client {
                     } else {
                         (self.plan.c2s_bytes, self.plan.s2c_bytes)
                     };
-                    let mut flow = Flow::new(h, 0, tx, 0, rx);
                     // Streams are keyed by the client port so the server can find them.
                     let port = stack.local_addr(h).map_or(0, |a| u64::from(a.port()));
                     let id = if many { port } else { 0 };
-                    flow.tx_stream = c2s_stream(self.plan.seed, id);
-                    flow.rx.stream_id = s2c_stream(self.plan.seed, id);
+                    let seed = self.plan.seed;
+                    let mut flow = Flow::new(h, c2s_stream(seed, id), tx, s2c_stream(seed, id), rx);
                     if self.plan.workload == Workload::RequestResponse {
                         flow.tx_allowed = self.plan.exchanges.first().map_or(0, |e| e.0);
                     }
@@ -864,6 +867,7 @@ pub fn run_with_faults(
         moves: s.moves_done,
         frames_dropped_in_flight: s.dropped_in_flight,
         trace_digest: w.digest(),
+        frames_delivered: w.counters().deliveries,
         server_accepted_per_shard: server_host
             .shards()
             .iter()
@@ -923,8 +927,14 @@ fn trace_tcp(frame: &[u8], port: u16) -> Option<String> {
 /// One shard as the checker sees it: its host, its stack, its application's violation.
 type ShardView<'a> = (HostId, &'a Stack, Option<&'a String>);
 
-/// Every shard's stack and application violation of the client and the server hosts.
-fn host_views(w: &World, client: HostId, server: HostId) -> Result<Vec<ShardView<'_>>, String> {
+/// Every shard's stack and application violation of the client and the server hosts, in
+/// order (client shards first). An iterator, not a collection: the checker runs after every
+/// event and allocates nothing.
+fn host_views(
+    w: &World,
+    client: HostId,
+    server: HostId,
+) -> Result<impl Iterator<Item = ShardView<'_>>, String> {
     let c = w
         .host::<ShardedHost<Client>>(client)
         .ok_or("client host missing")?;
@@ -934,12 +944,12 @@ fn host_views(w: &World, client: HostId, server: HostId) -> Result<Vec<ShardView
     let clients = c
         .shards()
         .iter()
-        .map(|sh| (client, sh.stack(), sh.app().violation.as_ref()));
+        .map(move |sh| (client, sh.stack(), sh.app().violation.as_ref()));
     let servers = s
         .shards()
         .iter()
-        .map(|sh| (server, sh.stack(), sh.app().violation.as_ref()));
-    Ok(clients.chain(servers).collect())
+        .map(move |sh| (server, sh.stack(), sh.app().violation.as_ref()));
+    Ok(clients.chain(servers))
 }
 
 /// The server's shards seen as one: every shard's unfinished flows with its stack, and the

@@ -575,6 +575,8 @@ impl World {
         if let Some(slot) = self.hosts.get_mut(host.index()) {
             slot.host.handle_frame(now_ns, port, &frame);
         }
+        // The buffer goes back to the host that sent it (the end the frame left from).
+        self.recycle(sender_of(&self.links, link, dir), frame);
         self.activate(host);
     }
 
@@ -653,7 +655,7 @@ impl World {
         out.clear();
         let result = match self.channel_mut(link, dir) {
             Some(ch) => ch.send(now_ns, frame, link, dir, &mut out),
-            None => Err(DropReason::NoLink),
+            None => Err((DropReason::NoLink, frame)),
         };
         match result {
             Ok(()) => {
@@ -668,16 +670,34 @@ impl World {
                     );
                 }
             }
-            Err(reason) => self.trace.push(TraceEvent::Drop {
-                at_ns: now_ns,
-                host,
-                port,
-                reason,
-                len,
-            }),
+            Err((reason, frame)) => {
+                self.trace.push(TraceEvent::Drop {
+                    at_ns: now_ns,
+                    host,
+                    port,
+                    reason,
+                    len,
+                });
+                self.recycle(Some(host), frame);
+            }
         }
         self.scratch = out;
     }
+
+    /// Hands a spent frame buffer back to the host that sent it.
+    fn recycle(&mut self, sender: Option<HostId>, frame: Vec<u8>) {
+        if let Some(slot) = sender.and_then(|h| self.hosts.get_mut(h.index())) {
+            slot.host.recycle_frame(frame);
+        }
+    }
+}
+
+/// The host at the end a frame travelling `dir` on `link` left from.
+fn sender_of(links: &[Link], link: LinkId, dir: Dir) -> Option<HostId> {
+    links
+        .get(link.index())
+        .and_then(|l| l.ends.get(dir.index()))
+        .map(|e| e.0)
 }
 
 impl fmt::Debug for World {

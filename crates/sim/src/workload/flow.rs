@@ -3,12 +3,12 @@
 
 use stack::{SocketError, SocketHandle, Stack};
 
-use super::pattern_byte;
+use super::pattern::{Pattern, TxCache};
 
 /// Checks an incoming byte stream against its pattern.
 #[derive(Debug, Clone)]
 pub(super) struct StreamCheck {
-    pub(super) stream_id: u64,
+    pattern: Pattern,
     pub(super) received: u64,
     pub(super) expected: u64,
 }
@@ -16,28 +16,37 @@ pub(super) struct StreamCheck {
 impl StreamCheck {
     pub(super) fn new(stream_id: u64, expected: u64) -> Self {
         StreamCheck {
-            stream_id,
+            pattern: Pattern::new(stream_id),
             received: 0,
             expected,
         }
     }
 
+    pub(super) fn stream_id(&self) -> u64 {
+        self.pattern.stream_id()
+    }
+
+    /// Checks the next bytes of the stream. On error `received` counts the good bytes before
+    /// the first bad one, and the message names that byte.
     pub(super) fn feed(&mut self, bytes: &[u8]) -> Result<(), String> {
-        for &b in bytes {
-            if self.received >= self.expected {
-                return Err(format!(
-                    "stream {:#x}: byte beyond the {} expected",
-                    self.stream_id, self.expected
-                ));
-            }
-            let want = pattern_byte(self.stream_id, self.received);
-            if b != want {
-                return Err(format!(
-                    "stream {:#x}: offset {} holds {b:#04x}, expected {want:#04x}",
-                    self.stream_id, self.received
-                ));
-            }
-            self.received += 1;
+        let room = usize::try_from(self.expected - self.received).unwrap_or(usize::MAX);
+        let within = bytes.get(..room).unwrap_or(bytes);
+        if let Some(k) = self.pattern.first_mismatch(self.received, within) {
+            self.received += k as u64;
+            let (b, want) = (within[k], self.pattern.byte(self.received));
+            return Err(format!(
+                "stream {:#x}: offset {} holds {b:#04x}, expected {want:#04x}",
+                self.stream_id(),
+                self.received
+            ));
+        }
+        self.received += within.len() as u64;
+        if bytes.len() > within.len() {
+            return Err(format!(
+                "stream {:#x}: byte beyond the {} expected",
+                self.stream_id(),
+                self.expected
+            ));
         }
         Ok(())
     }
@@ -52,7 +61,8 @@ impl StreamCheck {
 #[derive(Debug)]
 pub(super) struct Flow {
     pub(super) handle: SocketHandle,
-    pub(super) tx_stream: u64,
+    tx_pattern: Pattern,
+    tx_cache: TxCache,
     pub(super) tx_total: u64,
     /// How much of the stream the application has released so far (request/response
     /// workloads release it in steps).
@@ -79,7 +89,8 @@ impl Flow {
     ) -> Self {
         Flow {
             handle,
-            tx_stream,
+            tx_pattern: Pattern::new(tx_stream),
+            tx_cache: TxCache::new(),
             tx_total,
             tx_allowed: tx_total,
             tx_sent: 0,
@@ -114,10 +125,12 @@ impl Flow {
         while self.error.is_none() && self.tx_sent < self.tx_allowed {
             let n = usize::try_from(self.tx_allowed - self.tx_sent)
                 .map_or(scratch.len(), |r| r.min(scratch.len()));
-            for (i, b) in scratch.iter_mut().take(n).enumerate() {
-                *b = pattern_byte(self.tx_stream, self.tx_sent + i as u64);
-            }
-            match stack.tcp_send(self.handle, &scratch[..n]) {
+            // The same bytes as before the cache (offered again after a short write), each
+            // generated once.
+            let data = self
+                .tx_cache
+                .bytes(&self.tx_pattern, self.tx_sent, n, scratch.len());
+            match stack.tcp_send(self.handle, data) {
                 Ok(k) => self.tx_sent += k as u64,
                 Err(SocketError::WouldBlock) => break,
                 Err(e) => self.error = Some(e),
@@ -154,7 +167,9 @@ impl Flow {
                     if !self.rx.complete() {
                         return Err(format!(
                             "stream {:#x}: peer finished after {} of {} bytes without an error",
-                            self.rx.stream_id, self.rx.received, self.rx.expected
+                            self.rx.stream_id(),
+                            self.rx.received,
+                            self.rx.expected
                         ));
                     }
                 }

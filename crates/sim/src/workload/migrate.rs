@@ -89,8 +89,13 @@ impl MigrateClient {
                     let port = stack.local_addr(h).map_or(0, |a| a.port());
                     let (c2s, s2c) = self.sizing.bytes(port);
                     let id = u64::from(port);
-                    let mut flow = Flow::new(h, c2s_stream(self.seed, id), c2s, 0, s2c);
-                    flow.rx.stream_id = s2c_stream(self.seed, id);
+                    let flow = Flow::new(
+                        h,
+                        c2s_stream(self.seed, id),
+                        c2s,
+                        s2c_stream(self.seed, id),
+                        s2c,
+                    );
                     self.flows.push((id, flow));
                     self.opened += 1;
                 }
@@ -414,6 +419,7 @@ pub fn run(seed: u64) -> Result<(RunSummary, MigrateStats), String> {
         moves: stats.migrations,
         frames_dropped_in_flight: 0,
         trace_digest: w.digest(),
+        frames_delivered: w.counters().deliveries,
         server_accepted_per_shard: s
             .shards()
             .iter()
@@ -458,7 +464,8 @@ fn one_owner_each(
         sh.stack().tcp_live_tuples(&mut one);
         tuples.extend(one.iter().map(|&t| (sh.info().shard, t)));
     }
-    tuples.sort_by_key(|&(shard, t)| (t.local, t.remote, shard));
+    // Unstable is enough: the key orders distinct entries totally, and equal ones are alike.
+    tuples.sort_unstable_by_key(|&(shard, t)| (t.local, t.remote, shard));
     for pair in tuples.windows(2) {
         if pair[0].1 == pair[1].1 {
             return Err(format!(

@@ -216,6 +216,7 @@ pub fn run(seed: u64) -> Result<(RunSummary, OffloadStats), String> {
         moves: stats.moves(),
         frames_dropped_in_flight: 0,
         trace_digest: w.digest(),
+        frames_delivered: w.counters().deliveries,
         server_accepted_per_shard: vec![s.stack().counters().tcp_connections_established],
     };
     Ok((summary, stats))
@@ -246,7 +247,8 @@ fn one_owner_each(w: &World, server: HostId, tuples: &mut Vec<FourTuple>) -> Res
     if let Some(e) = s.engine() {
         e.stack().tcp_live_tuples(tuples);
     }
-    tuples.sort();
+    // Unstable is enough: equal tuples are indistinguishable.
+    tuples.sort_unstable();
     for pair in tuples.windows(2) {
         if pair[0] == pair[1] {
             return Err(format!(

@@ -1,0 +1,83 @@
+//! TCP-soak throughput probe: runs every workload of `rsstack sim soak` (real stacks at both
+//! ends, faulty links) over seeds `0..N` on one thread and prints frames delivered per
+//! CPU-second of that thread, per workload and in all, plus an order-sensitive digest of every
+//! run's trace digest (same build and seeds ⇒ same value; compare it across a change that must
+//! not alter behaviour).
+//!
+//! Usage: `cargo run --release -p sim --example soak_rate -- [SEEDS] [WORKLOAD]`.
+//! CPU time is the thread's own (`/proc/thread-self/schedstat`), so other jobs on the machine
+//! do not inflate it; where that file is missing wall time is used and the line says so.
+
+use sim::Fnv64;
+use sim::workload::{Workload, run};
+use std::time::Instant;
+
+/// The calling thread's CPU time in ns, if the kernel reports it.
+fn thread_cpu_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let seeds: u64 = match args.next().map(|s| s.parse()) {
+        None => 20,
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => {
+            eprintln!("usage: soak_rate [SEEDS ≥ 1] [WORKLOAD]");
+            std::process::exit(2);
+        }
+    };
+    let workloads: Vec<Workload> = match args.next() {
+        None => Workload::ALL.to_vec(),
+        Some(name) => match Workload::from_name(&name) {
+            Some(w) => vec![w],
+            None => {
+                eprintln!("unknown workload '{name}'");
+                std::process::exit(2);
+            }
+        },
+    };
+    let mut digest = Fnv64::new();
+    let (mut frames_all, mut cpu_all_ns, mut failures) = (0u64, 0u64, 0u64);
+    let clock = if thread_cpu_ns().is_some() {
+        "thread CPU"
+    } else {
+        "wall (no schedstat)"
+    };
+    for w in workloads {
+        let wall = Instant::now();
+        let cpu0 = thread_cpu_ns();
+        let (mut frames, mut events) = (0u64, 0u64);
+        for seed in 0..seeds {
+            match run(w, seed) {
+                Ok(s) => {
+                    frames += s.frames_delivered;
+                    events += s.events;
+                    digest.write_u64(s.trace_digest);
+                }
+                Err(e) => {
+                    failures += 1;
+                    eprintln!("FAIL {w} seed {seed}: {e}");
+                }
+            }
+        }
+        let cpu_ns = match (cpu0, thread_cpu_ns()) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => u64::try_from(wall.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        };
+        frames_all += frames;
+        cpu_all_ns += cpu_ns;
+        println!(
+            "{w:>9}: {frames:>9} frames {events:>9} events {:>8.3} s {clock}  {:>6.3} M frames/CPU-s",
+            cpu_ns as f64 / 1e9,
+            frames as f64 / (cpu_ns.max(1) as f64 / 1e9) / 1e6
+        );
+    }
+    println!(
+        "all: {frames_all} frames in {:.3} s {clock}: {:.3} M frames/CPU-s; {failures} failures; digest of digests {:016x}",
+        cpu_all_ns as f64 / 1e9,
+        frames_all as f64 / (cpu_all_ns.max(1) as f64 / 1e9) / 1e6,
+        digest.finish()
+    );
+}
