@@ -134,6 +134,7 @@ pub fn af_packet_config(ring: RingVersion, fanout: Option<u16>) -> AfPacketConfi
         fanout: fanout.map(|group| (group, FanoutMode::Hash)),
         qdisc_bypass: false,
         ignore_outgoing: true,
+        tx_block_count: 0,
     }
 }
 

@@ -108,6 +108,9 @@ pub struct RouterConfig {
     pub wire_ring_slots: usize,
     /// Never sleep: spin on the ports (lowest latency, one core busy per shard).
     pub busy_poll: bool,
+    /// AF_PACKET ports transmit through a TPACKET_V2 ring, one `send(2)` per turn; `false`:
+    /// one `send(2)` per frame (kept to measure the difference).
+    pub af_packet_tx_ring: bool,
     /// ICMP errors a second each shard may originate (RFC 1812 §4.3.2.8).
     pub icmp_errors_per_s_max: u32,
 }
@@ -130,6 +133,7 @@ impl RouterConfig {
             neighbour_ring_slots: 256,
             wire_ring_slots: 4096,
             busy_poll: false,
+            af_packet_tx_ring: true,
             icmp_errors_per_s_max: 100,
         }
     }

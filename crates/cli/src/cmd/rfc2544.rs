@@ -360,6 +360,7 @@ fn resolve(
     let req = arp_frame(mac, ip, gateway, None);
     for _ in 0..30 {
         let _ = port.send(&req);
+        port.flush();
         std::thread::sleep(Duration::from_millis(100));
         if let Ok(l) = handle.learnt.lock()
             && let Some(&(_, m)) = l.iter().find(|(a, _)| *a == gateway)

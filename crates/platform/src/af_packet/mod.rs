@@ -20,7 +20,10 @@
 //!   that long; at high rates the blocks fill fast and the dense packing holds many more
 //!   small frames per byte of ring than V2's slots.
 //!
-//! Transmit uses `send(2)` on the same socket (with `PACKET_QDISC_BYPASS` when asked).
+//! Transmit uses `send(2)` on the same socket, one frame per call (with `PACKET_QDISC_BYPASS`
+//! when asked), or, on a V2 socket opened with `tx_block_count > 0`, a memory-mapped
+//! TPACKET_V2 transmit ring ([`tx`]): frames are copied into ring slots and one `send(2)`
+//! hands the kernel every slot queued since the last one.
 //!
 //! All the `unsafe` of this module is in `MappedRing`: mapping, unmapping and bounds-checked
 //! volatile access to the shared ring. Everything that interprets the kernel's headers is safe
@@ -34,11 +37,16 @@ use std::sync::atomic::{Ordering, fence};
 
 use crate::sys::setsockopt;
 
+mod tx;
+pub use tx::{TX_DATA_OFFSET_BYTES, TxRefused, TxRingCounters};
+
 const ETH_P_ALL: u16 = 0x0003;
 const SOL_PACKET: libc::c_int = 263;
 const PACKET_RX_RING: libc::c_int = 5;
 const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
+const PACKET_TX_RING: libc::c_int = 13;
+const PACKET_LOSS: libc::c_int = 14;
 const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
@@ -144,7 +152,9 @@ impl FanoutMode {
 /// `block_size_bytes` is a non-zero multiple of the page size; `frame_size_bytes` is a multiple
 /// of 16 (`TPACKET_ALIGNMENT`), at least 128 and at most `block_size_bytes`; `block_count` ≥ 1;
 /// the ring (`block_size_bytes × block_count`) and its frame count fit the kernel's types.
-/// With [`RingVersion::V3`] the block size is also a multiple of the frame size.
+/// With [`RingVersion::V3`] the block size is also a multiple of the frame size. A transmit
+/// ring (`tx_block_count > 0`) needs [`RingVersion::V2`] and has the receive ring's block and
+/// frame sizes; both rings together fit the kernel's types.
 ///
 /// What the sizes mean per version:
 ///
@@ -168,6 +178,11 @@ pub struct AfPacketConfig {
     pub qdisc_bypass: bool,
     /// Do not show frames this host transmits on the interface (`PACKET_IGNORE_OUTGOING`).
     pub ignore_outgoing: bool,
+    /// Blocks of a TPACKET_V2 transmit ring (`PACKET_TX_RING`, V2 only), each of
+    /// `block_size_bytes` holding `block_size_bytes / frame_size_bytes` slots of one frame of
+    /// at most `frame_size_bytes −` [`TX_DATA_OFFSET_BYTES`] bytes; 0: no ring, every frame
+    /// goes out by its own `send(2)`.
+    pub tx_block_count: u32,
 }
 
 impl Default for AfPacketConfig {
@@ -182,6 +197,7 @@ impl Default for AfPacketConfig {
             fanout: None,
             qdisc_bypass: false,
             ignore_outgoing: true,
+            tx_block_count: 0,
         }
     }
 }
@@ -189,7 +205,9 @@ impl Default for AfPacketConfig {
 /// A validated ring layout: where every block and (V2) slot lives in the mapping.
 ///
 /// Invariants: `block_size ≥ frame_size ≥ 128`, `frames_per_block = block_size / frame_size
-/// ≥ 1`, and `block_size × block_count` (the mapping's length) does not overflow.
+/// ≥ 1`, and `block_size × (block_count + tx_block_count)` (the mapping's length) does not
+/// overflow. The receive ring starts the mapping; the transmit ring (if any) follows it at
+/// [`Geometry::ring_bytes`], as the kernel maps them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Geometry {
     version: RingVersion,
@@ -197,11 +215,23 @@ struct Geometry {
     block_count: usize,
     frame_size: usize,
     frames_per_block: usize,
+    tx_block_count: usize,
 }
 
 impl Geometry {
+    /// Bytes of the receive ring.
     fn ring_bytes(&self) -> usize {
         self.block_size * self.block_count
+    }
+
+    /// Bytes of the whole mapping: the receive ring, then the transmit ring.
+    fn mapping_bytes(&self) -> usize {
+        self.block_size * (self.block_count + self.tx_block_count)
+    }
+
+    /// Slots of the transmit ring (0 without one).
+    fn tx_slot_count(&self) -> usize {
+        self.frames_per_block * self.tx_block_count
     }
 
     /// V2 slots in the ring.
@@ -243,11 +273,22 @@ impl AfPacketConfig {
         if self.ring == RingVersion::V3 && block_size % frame_size != 0 {
             return bad("the block size must be a multiple of the frame size");
         }
+        let tx_block_count = self.tx_block_count as usize;
+        if tx_block_count > 0 && self.ring != RingVersion::V2 {
+            return bad("a transmit ring needs TPACKET_V2");
+        }
         let frames_per_block = block_size / frame_size;
-        let fits = block_size.checked_mul(block_count).is_some()
-            && frames_per_block
-                .checked_mul(block_count)
-                .is_some_and(|n| u32::try_from(n).is_ok());
+        let slots_fit = |blocks: usize| {
+            frames_per_block
+                .checked_mul(blocks)
+                .is_some_and(|n| u32::try_from(n).is_ok())
+        };
+        let fits = block_count
+            .checked_add(tx_block_count)
+            .and_then(|b| block_size.checked_mul(b))
+            .is_some()
+            && slots_fit(block_count)
+            && slots_fit(tx_block_count);
         if !fits {
             return bad("the ring is too large");
         }
@@ -257,6 +298,7 @@ impl AfPacketConfig {
             block_count,
             frame_size,
             frames_per_block,
+            tx_block_count,
         })
     }
 }
@@ -402,14 +444,17 @@ impl MappedRing {
         true
     }
 
-    /// Test helper playing the kernel: copies `data` to `[off, off + data.len())`.
-    #[cfg(test)]
+    /// Copies `data` to `[off, off + data.len())`: a frame into a transmit slot user space
+    /// owns (`TP_STATUS_AVAILABLE`), or, in unit tests, the kernel's writes.
     fn write_bytes(&self, off: usize, data: &[u8]) -> bool {
         if !self.in_bounds(off, data.len()) {
             return false;
         }
-        // SAFETY: the destination is in bounds per the check above; `copy` allows overlap, and
-        // the unit tests that call this hold no slice from `bytes` across the call.
+        // SAFETY: the destination is in bounds per the check above; `copy` allows overlap.
+        // `data` cannot alias the destination's live slices: the only slices into the mapping
+        // are receive frames (`bytes`), visited and dropped before any transmit, and transmit
+        // slots are never handed out as slices. The kernel does not read a transmit slot until
+        // its status says `TP_STATUS_SEND_REQUEST`, written after this copy.
         unsafe { core::ptr::copy(data.as_ptr(), self.ptr.add(off), data.len()) };
         true
     }
@@ -451,6 +496,8 @@ pub struct AfPacketSocket {
     /// follows its write position.
     slot: usize,
     errors: RingErrors,
+    /// The transmit ring's cursor and counters (unused without a ring).
+    tx: tx::TxRing,
 }
 
 impl core::fmt::Debug for AfPacketSocket {
@@ -532,6 +579,12 @@ impl AfPacketSocket {
         if config.qdisc_bypass {
             setsockopt(raw, SOL_PACKET, PACKET_QDISC_BYPASS, &1 as &libc::c_int)?;
         }
+        if geometry.tx_block_count > 0 {
+            // A frame the kernel finds malformed is dropped and its slot freed, instead of
+            // stopping the ring at it (`TP_STATUS_WRONG_FORMAT`) for good. Like the version,
+            // only settable before any ring exists.
+            setsockopt(raw, SOL_PACKET, PACKET_LOSS, &1 as &libc::c_int)?;
+        }
         // `validate` checked that the frame count fits a u32.
         let frame_nr = geometry.slot_count() as u32;
         match config.ring {
@@ -557,7 +610,26 @@ impl AfPacketSocket {
                 setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &req)?;
             }
         }
-        let ring = MappedRing::map(raw, geometry.ring_bytes())?;
+        if geometry.tx_block_count > 0 {
+            let req = TpacketReq {
+                block_size: config.block_size_bytes,
+                block_nr: config.tx_block_count,
+                frame_size: config.frame_size_bytes,
+                // `validate` checked that the slot count fits a u32.
+                frame_nr: geometry.tx_slot_count() as u32,
+            };
+            setsockopt(raw, SOL_PACKET, PACKET_TX_RING, &req)?;
+            // The ring bounds the frames in flight; the socket's send buffer (which every
+            // in-flight frame's skb is charged to, ~200 KiB by default: a few hundred small
+            // frames) must not be a second, tighter bound that fails kicks with `EAGAIN`.
+            // Beyond `wmem_max` only with CAP_NET_ADMIN (`SO_SNDBUFFORCE`); best effort.
+            let want = libc::c_int::try_from(geometry.tx_block_count * geometry.block_size)
+                .unwrap_or(libc::c_int::MAX);
+            if setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &want).is_err() {
+                let _ = setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, &want);
+            }
+        }
+        let ring = MappedRing::map(raw, geometry.mapping_bytes())?;
 
         // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
         let mut addr: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
@@ -583,9 +655,11 @@ impl AfPacketSocket {
         Ok(Self::assemble(ring, fd, geometry))
     }
 
-    /// A socket over `ring` (of `geometry.ring_bytes()` bytes) with its cursors at the start.
+    /// A socket over `ring` (of `geometry.mapping_bytes()` bytes) with its cursors at the
+    /// start.
     fn assemble(ring: MappedRing, fd: OwnedFd, geometry: Geometry) -> Self {
         AfPacketSocket {
+            tx: tx::TxRing::new(&geometry),
             ring,
             fd,
             geometry,
@@ -921,9 +995,9 @@ mod tests {
 
     /// A socket whose "ring" is a private anonymous mapping the test writes as the kernel
     /// would (the fd is /dev/null: nothing is sent or received through it).
-    fn fake_socket(cfg: &AfPacketConfig) -> AfPacketSocket {
+    pub(super) fn fake_socket(cfg: &AfPacketConfig) -> AfPacketSocket {
         let geometry = cfg.validate(4096).expect("valid geometry");
-        let ring = MappedRing::anonymous(geometry.ring_bytes()).expect("mmap");
+        let ring = MappedRing::anonymous(geometry.mapping_bytes()).expect("mmap");
         let fd: OwnedFd = std::fs::File::open("/dev/null")
             .expect("open /dev/null")
             .into();
