@@ -336,7 +336,8 @@ fn far_rx_packets(v: &Veth) -> u64 {
     .expect("rx_packets")
 }
 
-/// A TPACKET_V2 transmit ring of 8 slots carries 300 frames queued 16 at a time: the ring
+/// A TPACKET_V2 transmit ring of 8 slots (on a socket whose receive ring is V3) carries 300
+/// frames queued 16 at a time: the ring
 /// wraps around dozens of times, the ninth frame of every burst meets a full ring (refused,
 /// counted, retried after a kick — never lost), and every frame leaves in order (seen by a
 /// second socket that watches outgoing frames) and reaches the far end of the veth.
@@ -349,8 +350,9 @@ fn tx_ring_wraps_refuses_when_full_and_delivers_every_frame_in_order() {
     const BURST: u32 = 16;
     const ETHERTYPE: [u8; 2] = [0x88, 0xb5];
     let v = veth("afpt");
+    // A V3 receive ring beside it: the transmit ring has a socket of its own.
     let tx_cfg = AfPacketConfig {
-        ring: RingVersion::V2,
+        ring: RingVersion::V3,
         block_size_bytes: 4096,
         block_count: 1,
         frame_size_bytes: 2048,
@@ -359,7 +361,7 @@ fn tx_ring_wraps_refuses_when_full_and_delivers_every_frame_in_order() {
     };
     let mut tx = AfPacketSocket::open(&v.near, &tx_cfg).expect("socket with a transmit ring");
     assert!(tx.has_tx_ring());
-    assert_eq!(tx.tx_frame_bytes_max(), 2048 - 32);
+    assert_eq!(tx.tx_frame_bytes_max(), 2048 - 32 - 10);
     let mut watch = vec![
         AfPacketSocket::open(
             &v.near,

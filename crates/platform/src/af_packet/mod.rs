@@ -21,9 +21,9 @@
 //!   small frames per byte of ring than V2's slots.
 //!
 //! Transmit uses `send(2)` on the same socket, one frame per call (with `PACKET_QDISC_BYPASS`
-//! when asked), or, on a V2 socket opened with `tx_block_count > 0`, a memory-mapped
-//! TPACKET_V2 transmit ring ([`tx`]): frames are copied into ring slots and one `send(2)`
-//! hands the kernel every slot queued since the last one.
+//! when asked), or, when opened with `tx_block_count > 0`, a memory-mapped TPACKET_V2
+//! transmit ring on a second, transmit-only socket ([`tx`]): frames are copied into ring
+//! slots and one `send(2)` hands the kernel every slot queued since the last one.
 //!
 //! All the `unsafe` of this module is in `MappedRing`: mapping, unmapping and bounds-checked
 //! volatile access to the shared ring. Everything that interprets the kernel's headers is safe
@@ -45,8 +45,6 @@ const SOL_PACKET: libc::c_int = 263;
 const PACKET_RX_RING: libc::c_int = 5;
 const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
-const PACKET_TX_RING: libc::c_int = 13;
-const PACKET_LOSS: libc::c_int = 14;
 const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
@@ -153,8 +151,8 @@ impl FanoutMode {
 /// of 16 (`TPACKET_ALIGNMENT`), at least 128 and at most `block_size_bytes`; `block_count` ≥ 1;
 /// the ring (`block_size_bytes × block_count`) and its frame count fit the kernel's types.
 /// With [`RingVersion::V3`] the block size is also a multiple of the frame size. A transmit
-/// ring (`tx_block_count > 0`) needs [`RingVersion::V2`] and has the receive ring's block and
-/// frame sizes; both rings together fit the kernel's types.
+/// ring (`tx_block_count > 0`, always TPACKET_V2, on a socket of its own) has the receive
+/// ring's block and frame sizes, and its slot count fits a u32 too.
 ///
 /// What the sizes mean per version:
 ///
@@ -178,10 +176,10 @@ pub struct AfPacketConfig {
     pub qdisc_bypass: bool,
     /// Do not show frames this host transmits on the interface (`PACKET_IGNORE_OUTGOING`).
     pub ignore_outgoing: bool,
-    /// Blocks of a TPACKET_V2 transmit ring (`PACKET_TX_RING`, V2 only), each of
-    /// `block_size_bytes` holding `block_size_bytes / frame_size_bytes` slots of one frame of
-    /// at most `frame_size_bytes −` [`TX_DATA_OFFSET_BYTES`] bytes; 0: no ring, every frame
-    /// goes out by its own `send(2)`.
+    /// Blocks of a TPACKET_V2 transmit ring (`PACKET_TX_RING` on a transmit-only socket),
+    /// each of `block_size_bytes` holding `block_size_bytes / frame_size_bytes` slots of one
+    /// frame of at most `frame_size_bytes −` [`TX_DATA_OFFSET_BYTES`] bytes; 0: no ring, every
+    /// frame goes out by its own `send(2)`.
     pub tx_block_count: u32,
 }
 
@@ -205,9 +203,8 @@ impl Default for AfPacketConfig {
 /// A validated ring layout: where every block and (V2) slot lives in the mapping.
 ///
 /// Invariants: `block_size ≥ frame_size ≥ 128`, `frames_per_block = block_size / frame_size
-/// ≥ 1`, and `block_size × (block_count + tx_block_count)` (the mapping's length) does not
-/// overflow. The receive ring starts the mapping; the transmit ring (if any) follows it at
-/// [`Geometry::ring_bytes`], as the kernel maps them.
+/// ≥ 1`, and neither `block_size × block_count` (the receive mapping's length) nor
+/// `block_size × tx_block_count` (the transmit ring's) overflows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Geometry {
     version: RingVersion,
@@ -224,9 +221,9 @@ impl Geometry {
         self.block_size * self.block_count
     }
 
-    /// Bytes of the whole mapping: the receive ring, then the transmit ring.
-    fn mapping_bytes(&self) -> usize {
-        self.block_size * (self.block_count + self.tx_block_count)
+    /// Bytes of the transmit ring (0 without one).
+    fn tx_ring_bytes(&self) -> usize {
+        self.block_size * self.tx_block_count
     }
 
     /// Slots of the transmit ring (0 without one).
@@ -274,19 +271,14 @@ impl AfPacketConfig {
             return bad("the block size must be a multiple of the frame size");
         }
         let tx_block_count = self.tx_block_count as usize;
-        if tx_block_count > 0 && self.ring != RingVersion::V2 {
-            return bad("a transmit ring needs TPACKET_V2");
-        }
         let frames_per_block = block_size / frame_size;
         let slots_fit = |blocks: usize| {
             frames_per_block
                 .checked_mul(blocks)
                 .is_some_and(|n| u32::try_from(n).is_ok())
         };
-        let fits = block_count
-            .checked_add(tx_block_count)
-            .and_then(|b| block_size.checked_mul(b))
-            .is_some()
+        let fits = block_size.checked_mul(block_count).is_some()
+            && block_size.checked_mul(tx_block_count).is_some()
             && slots_fit(block_count)
             && slots_fit(tx_block_count);
         if !fits {
@@ -451,10 +443,10 @@ impl MappedRing {
             return false;
         }
         // SAFETY: the destination is in bounds per the check above; `copy` allows overlap.
-        // `data` cannot alias the destination's live slices: the only slices into the mapping
-        // are receive frames (`bytes`), visited and dropped before any transmit, and transmit
-        // slots are never handed out as slices. The kernel does not read a transmit slot until
-        // its status says `TP_STATUS_SEND_REQUEST`, written after this copy.
+        // The transmit ring's mapping is never handed out as a slice outside this module's
+        // tests, so `data` aliases no live reference to it; the kernel does not read a
+        // transmit slot until its status says `TP_STATUS_SEND_REQUEST`, written after this
+        // copy.
         unsafe { core::ptr::copy(data.as_ptr(), self.ptr.add(off), data.len()) };
         true
     }
@@ -496,7 +488,7 @@ pub struct AfPacketSocket {
     /// follows its write position.
     slot: usize,
     errors: RingErrors,
-    /// The transmit ring's cursor and counters (unused without a ring).
+    /// The transmit ring, its socket, cursor and counters (none: `send(2)` per frame).
     tx: tx::TxRing,
 }
 
@@ -579,12 +571,6 @@ impl AfPacketSocket {
         if config.qdisc_bypass {
             setsockopt(raw, SOL_PACKET, PACKET_QDISC_BYPASS, &1 as &libc::c_int)?;
         }
-        if geometry.tx_block_count > 0 {
-            // A frame the kernel finds malformed is dropped and its slot freed, instead of
-            // stopping the ring at it (`TP_STATUS_WRONG_FORMAT`) for good. Like the version,
-            // only settable before any ring exists.
-            setsockopt(raw, SOL_PACKET, PACKET_LOSS, &1 as &libc::c_int)?;
-        }
         // `validate` checked that the frame count fits a u32.
         let frame_nr = geometry.slot_count() as u32;
         match config.ring {
@@ -610,26 +596,7 @@ impl AfPacketSocket {
                 setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &req)?;
             }
         }
-        if geometry.tx_block_count > 0 {
-            let req = TpacketReq {
-                block_size: config.block_size_bytes,
-                block_nr: config.tx_block_count,
-                frame_size: config.frame_size_bytes,
-                // `validate` checked that the slot count fits a u32.
-                frame_nr: geometry.tx_slot_count() as u32,
-            };
-            setsockopt(raw, SOL_PACKET, PACKET_TX_RING, &req)?;
-            // The ring bounds the frames in flight; the socket's send buffer (which every
-            // in-flight frame's skb is charged to, ~200 KiB by default: a few hundred small
-            // frames) must not be a second, tighter bound that fails kicks with `EAGAIN`.
-            // Beyond `wmem_max` only with CAP_NET_ADMIN (`SO_SNDBUFFORCE`); best effort.
-            let want = libc::c_int::try_from(geometry.tx_block_count * geometry.block_size)
-                .unwrap_or(libc::c_int::MAX);
-            if setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &want).is_err() {
-                let _ = setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, &want);
-            }
-        }
-        let ring = MappedRing::map(raw, geometry.mapping_bytes())?;
+        let ring = MappedRing::map(raw, geometry.ring_bytes())?;
 
         // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
         let mut addr: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
@@ -652,14 +619,18 @@ impl AfPacketSocket {
             let arg: u32 = u32::from(group) | (mode.bits() << 16);
             setsockopt(raw, SOL_PACKET, PACKET_FANOUT, &arg)?;
         }
-        Ok(Self::assemble(ring, fd, geometry))
+        let tx = if geometry.tx_block_count > 0 {
+            tx::TxRing::open(ifindex, config, &geometry)?
+        } else {
+            tx::TxRing::none()
+        };
+        Ok(Self::assemble(ring, fd, geometry, tx))
     }
 
-    /// A socket over `ring` (of `geometry.mapping_bytes()` bytes) with its cursors at the
-    /// start.
-    fn assemble(ring: MappedRing, fd: OwnedFd, geometry: Geometry) -> Self {
+    /// A socket over `ring` (of `geometry.ring_bytes()` bytes) with its cursors at the start.
+    fn assemble(ring: MappedRing, fd: OwnedFd, geometry: Geometry, tx: tx::TxRing) -> Self {
         AfPacketSocket {
-            tx: tx::TxRing::new(&geometry),
+            tx,
             ring,
             fd,
             geometry,
@@ -997,11 +968,12 @@ mod tests {
     /// would (the fd is /dev/null: nothing is sent or received through it).
     pub(super) fn fake_socket(cfg: &AfPacketConfig) -> AfPacketSocket {
         let geometry = cfg.validate(4096).expect("valid geometry");
-        let ring = MappedRing::anonymous(geometry.mapping_bytes()).expect("mmap");
+        let ring = MappedRing::anonymous(geometry.ring_bytes()).expect("mmap");
         let fd: OwnedFd = std::fs::File::open("/dev/null")
             .expect("open /dev/null")
             .into();
-        AfPacketSocket::assemble(ring, fd, geometry)
+        let tx = tx::TxRing::fake(&geometry);
+        AfPacketSocket::assemble(ring, fd, geometry, tx)
     }
 
     fn small_v2() -> AfPacketConfig {
