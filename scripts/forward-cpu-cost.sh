@@ -7,16 +7,19 @@
 #
 # Per mode: the DUT starts (rsstack without --busy-poll, so its thread's samples are work,
 # not spinning); `perf record -e cpu-clock -C $DUT_CPU` samples the DUT's CPU for 3 s with no
-# test traffic (the baseline), then for the whole of one 6 s trial in which the tester offers
-# 64-byte frames at $RATE_FPS (default 60,000 a second, below what every DUT forwards here).
+# test traffic (the baseline), then for 3 s in the middle of one 6 s trial in which the tester
+# offers 64-byte frames at $RATE_FPS (default 60,000 a second, below what every DUT forwards
+# here; the frames of the window are taken as half of the trial's).
 # Samples of the router thread are rsstack's (its user code and the system calls it makes:
 # the transmit path's skb building and veth_xmit); samples of other tasks whose call chain is
 # in the softirq or NAPI (net_rx_action, process_backlog, veth_poll, handle_softirqs,
 # ksoftirqd, napi/...) are the kernel's receive and forwarding work; other processes' own
 # samples are ignored. Other load on the same CPU has softirqs too (its network traffic,
-# timers): the baseline, scaled to the trial recording's length, is subtracted from both
-# counts. Divided by the frames the tester received back (`fwd`; well below `sent` means the
-# DUT was overloaded and its drops are charged to the forwarded frames: lower RATE_FPS).
+# timers): the baseline is subtracted from both counts, which are divided by the frames the
+# tester received back in the window (`fwd` is the whole trial's; well below `sent` means the
+# DUT was overloaded and its drops are charged to the forwarded frames: lower RATE_FPS). The
+# kernel column is only as good as the CPU is quiet: other network traffic on the DUT's CPU
+# during the window is counted as the DUT's.
 # Root only; needs perf.
 #
 # Usage: scripts/forward-cpu-cost.sh [MODE...]   (default: linux afp afp-send xdp)
@@ -31,6 +34,7 @@ DUT_CPU=${DUT_CPU:-1}
 RATE_FPS=${RATE_FPS:-60000}
 TRIAL_SECS=6
 IDLE_SECS=3
+WINDOW_SECS=3
 SAMPLE_HZ=4000
 BIN=${RSSTACK_BIN:-target/ci/rsstack}
 if [ -z "${RSSTACK_BIN:-}" ]; then cargo build --quiet --profile ci -p cli || exit 1; fi
@@ -44,7 +48,7 @@ T=fwdcost-t-$$
 R=fwdcost-r-$$
 FWD_PID=
 cleanup() {
-  if [ -n "$FWD_PID" ]; then kill -INT "$FWD_PID" 2>/dev/null; wait "$FWD_PID" 2>/dev/null; fi
+  if [ -n "$FWD_PID" ]; then kill -TERM "$FWD_PID" 2>/dev/null; wait "$FWD_PID" 2>/dev/null; fi
   ip netns del "$T" 2>/dev/null
   ip netns del "$R" 2>/dev/null
   rm -rf "$WORK"
@@ -115,18 +119,19 @@ for m in "${MODES[@]}"; do
     --rx-port t1 --src-ip 10.80.1.2 --dst-ip 10.80.2.2 --gateway 10.80.1.1 --sizes 64 \
     --trial-secs "$TRIAL_SECS" --rate-fps "$RATE_FPS" >"$WORK/tester.txt" 2>&1 &
   TESTER=$!
-  record "$WORK/busy.data" "$((TRIAL_SECS + 1))"
+  sleep 2
+  record "$WORK/busy.data" "$WINDOW_SECS"
   wait "$TESTER"
-  if [ -n "$FWD_PID" ]; then kill -INT "$FWD_PID"; wait "$FWD_PID"; FWD_PID=; fi
+  if [ -n "$FWD_PID" ]; then kill -TERM "$FWD_PID"; wait "$FWD_PID"; FWD_PID=; fi
   ip netns del "$T"; ip netns del "$R"
   read -r r_busy k_busy n_busy < <(classify "$WORK/busy.data")
   # "lost L of S": the tester sent S frames and received S - L back through the DUT.
   read -r lost sent < <(sed -n 's/.*lost \([0-9]*\) of \([0-9]*\).*/\1 \2/p' "$WORK/tester.txt")
   awk -v m="$m" -v sent="${sent:-0}" -v fwd=$(( ${sent:-0} - ${lost:-0} )) -v hz="$SAMPLE_HZ" \
     -v rb="$r_busy" -v kb="$k_busy" -v n="$n_busy" -v ri="$r_idle" -v ki="$k_idle" \
-    -v scale="$(echo "$TRIAL_SECS $IDLE_SECS" | awk '{print ($1 + 1) / $2}')" 'BEGIN {
-      r = rb - ri * scale; k = kb - ki * scale; if (r < 0) r = 0; if (k < 0) k = 0
-      us = 1e6 / hz; f = (fwd > 0 ? fwd : 1)
+    -v share="$WINDOW_SECS/$TRIAL_SECS" 'BEGIN {
+      r = rb - ri; k = kb - ki; if (r < 0) r = 0; if (k < 0) k = 0
+      split(share, q, "/"); us = 1e6 / hz; f = fwd * q[1] / q[2]; if (f < 1) f = 1
       printf "%-9s %9d %9d %8d %7d %7d %7d %7d %12.2f %10.2f %10.2f\n", m, sent, fwd, n, rb,
         ri, kb, ki, (r + k) * us / f, r * us / f, k * us / f }'
 done
