@@ -22,7 +22,7 @@
 //!
 //! Transmit uses `send(2)` on the same socket, one frame per call (with `PACKET_QDISC_BYPASS`
 //! when asked), or, when opened with `tx_block_count > 0`, a memory-mapped TPACKET_V2
-//! transmit ring on a second, transmit-only socket ([`tx`]): frames are copied into ring
+//! transmit ring on a second, transmit-only socket (`tx.rs`): frames are copied into ring
 //! slots and one `send(2)` hands the kernel every slot queued since the last one.
 //!
 //! All the `unsafe` of this module is in `MappedRing`: mapping, unmapping and bounds-checked

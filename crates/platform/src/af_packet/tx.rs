@@ -37,6 +37,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{Ordering, fence};
 
+#[cfg(doc)]
+use super::AfPacketSocket;
 use super::{
     AfPacketConfig, Geometry, MappedRing, SOL_PACKET, TpacketReq, V2_HDR_BYTES, V2_LEN_OFF,
     V2_STATUS_OFF,
@@ -57,7 +59,7 @@ const ENOBUFS: i32 = 105;
 
 /// Where a slot's data starts: `TPACKET2_HDRLEN − sizeof(struct sockaddr_ll)`, the kernel's
 /// offset when `PACKET_TX_HAS_OFF` is off (it is). The virtio header comes first, the frame
-/// [`VNET_HDR_BYTES`] later.
+/// 10 bytes (`sizeof(struct virtio_net_hdr)`) later.
 pub const TX_DATA_OFFSET_BYTES: usize = V2_HDR_BYTES;
 /// `sizeof(struct virtio_net_hdr)`.
 const VNET_HDR_BYTES: usize = 10;
