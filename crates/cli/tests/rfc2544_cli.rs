@@ -62,6 +62,45 @@ fn mem_search_writes_table_json_and_svg() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--rate-fps`: one trial per size at that rate, no search; 2,000 frames/s through the
+/// in-process forwarder lose nothing, so the table shows about that rate.
+#[test]
+fn fixed_rate_runs_one_trial_per_size() {
+    let out = rsstack(&[
+        "rfc2544",
+        "--io",
+        "mem",
+        "--sizes",
+        "64,512",
+        "--trial-secs",
+        "0.2",
+        "--rate-fps",
+        "2000",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("fps offered").count(), 2, "{err}");
+    assert!(!err.contains("generator max"), "no calibration: {err}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    let rates: Vec<f64> = table
+        .lines()
+        .skip(1)
+        .map(|l| {
+            l.split('|')
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap()
+        })
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(rates.len(), 2, "{table}");
+    for r in rates {
+        assert!((1800.0..=2200.0).contains(&r), "{table}");
+    }
+}
+
 #[test]
 fn bad_tester_input_exits_2() {
     for args in [
@@ -69,6 +108,8 @@ fn bad_tester_input_exits_2() {
         vec!["rfc2544", "--io", "mem", "--trial-secs", "0"],
         vec!["rfc2544", "--io", "mem", "--sizes", "63"],
         vec!["rfc2544", "--io", "mem", "--compare", "/nonexistent.json"],
+        vec!["rfc2544", "--io", "mem", "--rate-fps", "0"],
+        vec!["rfc2544", "--io", "mem", "--rate-fps", "NaN"],
     ] {
         let out = rsstack(&args);
         assert_eq!(

@@ -136,6 +136,7 @@ pub fn af_packet_config(ring: RingVersion, fanout: Option<u16>) -> AfPacketConfi
         qdisc_bypass: false,
         ignore_outgoing: true,
         vnet_hdr: false,
+        tx_block_count: 0,
     }
 }
 

@@ -29,6 +29,14 @@ pub struct PortCounters {
     pub tx_would_block: u64,
     /// Frames dropped because the OS refused them with an error other than "try again".
     pub tx_drop_error: u64,
+    /// AF_PACKET transmit ring: frames refused because every slot was queued or in flight
+    /// (each also counted in `tx_would_block`: kept and retried, not lost).
+    pub tx_ring_full: u64,
+    /// AF_PACKET transmit ring: `send(2)` calls that handed queued slots to the kernel.
+    pub tx_kicks: u64,
+    /// AF_PACKET transmit ring: kicks that fell short or failed (full device queue, socket
+    /// buffer, interface down); the frames stayed queued for the next kick.
+    pub tx_kick_errors: u64,
     /// Receive calls that failed with an error other than "nothing waiting".
     pub rx_errors: u64,
     /// Dropped: the frame was cut short (it did not fit the receive slot, e.g. a GSO
@@ -102,6 +110,9 @@ impl PortCounters {
         self.tx_bytes += o.tx_bytes;
         self.tx_would_block += o.tx_would_block;
         self.tx_drop_error += o.tx_drop_error;
+        self.tx_ring_full += o.tx_ring_full;
+        self.tx_kicks += o.tx_kicks;
+        self.tx_kick_errors += o.tx_kick_errors;
         self.rx_errors += o.rx_errors;
         self.rx_drop_truncated += o.rx_drop_truncated;
         self.rx_checksum_completed += o.rx_checksum_completed;

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nic::TxOffload;
-use platform::af_packet::AfPacketSocket;
+use platform::af_packet::{AfPacketSocket, TxRefused};
 use platform::af_xdp::XdpSocket;
 use platform::pcap::PcapWriter;
 use platform::tap::TapQueue;
@@ -484,7 +484,16 @@ impl ShardIo for LivePort {
                 tx.send_vnet(&VnetHdr::NONE, &frame).map(|_| ())
             }
             PortKind::Tap { tx, .. } => tx.send(&frame).map(|_| ()),
-            PortKind::AfPacket(sock) => sock.send(&frame).map(|_| ()),
+            PortKind::AfPacket(sock) => match sock.tx_enqueue(&frame) {
+                Ok(()) => Ok(()),
+                Err(TxRefused::Full) => Err(io::Error::from(io::ErrorKind::WouldBlock)),
+                // No ring, or a frame no slot holds: its own send(2), behind the queued
+                // slots so the order on the wire stays the order of `send`.
+                Err(TxRefused::NoRing | TxRefused::BadLength) => match sock.tx_kick() {
+                    Err(e) if sock.tx_kick_pending() => Err(e),
+                    _ => sock.send(&frame).map(|_| ()),
+                },
+            },
             PortKind::AfXdp { sock, .. } => match sock.lock() {
                 Ok(mut s) => s.send(&frame),
                 Err(_) => Err(io::Error::other("xdp socket poisoned")),
@@ -517,6 +526,11 @@ impl ShardIo for LivePort {
     fn flush(&mut self) {
         if let Some(s) = &mut self.steer {
             s.flush();
+        }
+        if let PortKind::AfPacket(sock) = &mut self.kind {
+            // One send(2) for the whole burst; frames a full device queue left behind stay
+            // queued in the ring and go with the next kick.
+            let _ = sock.tx_kick();
         }
         if let PortKind::AfXdp { sock, .. } = &self.kind {
             if let Ok(mut s) = sock.lock() {
@@ -573,6 +587,10 @@ impl ShardIo for LivePort {
                     Ok(stats) => self.counters.rx_drop_kernel += u64::from(stats.drops),
                     Err(_) => self.counters.rx_errors += 1,
                 }
+                let t = sock.tx_counters();
+                self.counters.tx_ring_full = t.ring_full;
+                self.counters.tx_kicks = t.kicks;
+                self.counters.tx_kick_errors = t.kick_errors + t.kicks_incomplete;
                 // Cumulative since the socket opened.
                 let e = sock.ring_errors();
                 self.counters.rx_drop_ring_invalid = e.bad_block_header + e.bad_frame_header;

@@ -108,6 +108,9 @@ pub struct RouterConfig {
     pub wire_ring_slots: usize,
     /// Never sleep: spin on the ports (lowest latency, one core busy per shard).
     pub busy_poll: bool,
+    /// AF_PACKET ports transmit through a TPACKET_V2 ring, one `send(2)` per turn; `false`:
+    /// one `send(2)` per frame (kept to measure the difference).
+    pub af_packet_tx_ring: bool,
     /// ICMP errors a second each shard may originate (RFC 1812 §4.3.2.8).
     pub icmp_errors_per_s_max: u32,
 }
@@ -130,6 +133,7 @@ impl RouterConfig {
             neighbour_ring_slots: 256,
             wire_ring_slots: 4096,
             busy_poll: false,
+            af_packet_tx_ring: true,
             icmp_errors_per_s_max: 100,
         }
     }
@@ -302,7 +306,17 @@ enum Origin {
 pub(crate) trait RouterIo: ShardIo {
     /// The descriptor that becomes readable when frames wait; `None`: the port unparks.
     fn wait_fd(&self) -> Option<BorrowedFd<'_>>;
+    /// Frames the port took still wait for a `flush` that failed (an AF_PACKET transmit
+    /// ring's kick that met a full device queue): nothing wakes the router for them, so
+    /// its idle wait is capped at [`TX_PENDING_POLL_NS_MAX`].
+    fn tx_pending(&self) -> bool {
+        false
+    }
 }
+
+/// Longest idle wait while a port holds frames it could not hand to the OS yet (a transmit
+/// backlog, an AF_PACKET kick to retry), ns: transmit completions wake no descriptor.
+pub const TX_PENDING_POLL_NS_MAX: u64 = 50_000;
 
 impl RouterIo for MemIo {
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
@@ -313,6 +327,12 @@ impl RouterIo for MemIo {
 impl RouterIo for LivePort {
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         self.wait_fd.as_ref().map(|f| f.as_fd())
+    }
+    fn tx_pending(&self) -> bool {
+        match &self.kind {
+            crate::port::PortKind::AfPacket(sock) => sock.tx_kick_pending(),
+            _ => false,
+        }
     }
 }
 
@@ -702,6 +722,14 @@ impl<I: RouterIo> RouterShard<I> {
         if !self.copy_in.is_empty() {
             // Neighbour copies from other shards do not wake a thread asleep in `ppoll`.
             sleep_ns = sleep_ns.min(FORWARD_POLL_NS_MAX);
+        }
+        if self
+            .ports
+            .iter()
+            .any(|p| !p.backlog.is_empty() || p.io.tx_pending())
+        {
+            // A full transmit ring or device queue frees up without waking us.
+            sleep_ns = sleep_ns.min(TX_PENDING_POLL_NS_MAX);
         }
         if sleep_ns == 0 {
             return;

@@ -148,6 +148,10 @@ pub struct ForwardArgs {
     /// Spin on the ports instead of sleeping when idle (a core per shard, lowest latency).
     #[arg(long)]
     busy_poll: bool,
+    /// af_packet: one send(2) per frame instead of the memory-mapped transmit ring (one
+    /// send(2) per burst); for comparisons.
+    #[arg(long)]
+    tx_send_per_frame: bool,
     /// IP MTU of every port in bytes: 576 to 9000.
     #[arg(long, default_value_t = 1500, value_name = "BYTES",
           value_parser = clap::value_parser!(u16).range(576..=9000))]
@@ -260,6 +264,7 @@ pub fn run(args: ForwardArgs, out: &mut impl Write) -> Result<(), CliError> {
     cfg.shards = args.shards;
     cfg.burst_frames = usize::from(args.burst);
     cfg.busy_poll = args.busy_poll;
+    cfg.af_packet_tx_ring = !args.tx_send_per_frame;
     cfg.icmp_errors_per_s_max = args.icmp_rate;
     cfg.cores = args.cores.as_deref().map(parse_cores).transpose()?;
     // Routes whose gateway is on no port's subnet, bad sizes: refused before any port opens.
@@ -372,6 +377,14 @@ fn write_router_summary(out: &mut impl Write, r: &RouterReport) -> Result<(), Cl
     writeln!(out, "tx_forwarded: {tx_fwd}")?;
     writeln!(out, "tx_local: {tx_local}")?;
     writeln!(out, "drops_io: {}", r.drops_io())?;
+    let p = r.port_totals();
+    writeln!(out, "drop_rx_kernel: {}", p.rx_drop_kernel)?;
+    writeln!(out, "drop_tx_error: {}", p.tx_drop_error)?;
+    writeln!(out, "drop_tx_backlog_full: {}", r.tx_drop_backlog_full())?;
+    writeln!(out, "tx_would_block: {}", p.tx_would_block)?;
+    writeln!(out, "tx_ring_full: {}", p.tx_ring_full)?;
+    writeln!(out, "tx_kicks: {}", p.tx_kicks)?;
+    writeln!(out, "tx_kick_errors: {}", p.tx_kick_errors)?;
     let l = r.local_service();
     writeln!(out, "arp_requests_answered: {}", l.arp_requests_answered)?;
     writeln!(out, "arp_requests_sent: {}", l.arp_requests_sent)?;

@@ -84,6 +84,10 @@ pub struct Rfc2544Args {
     /// The search stops when its bracket is narrower than this % of the maximum: 0.1 to 50.
     #[arg(long, default_value_t = 1.0, value_name = "PCT")]
     resolution_pct: f64,
+    /// Instead of the search: one trial per frame size at this offered rate, frames/s (1 to
+    /// 100000000); the table shows the rate achieved when the trial lost nothing, else 0.
+    #[arg(long, value_name = "FPS")]
+    rate_fps: Option<f64>,
     /// Loss a trial may show and still pass, % of the frames sent (RFC 2544: 0).
     #[arg(long, default_value_t = 0.0, value_name = "PCT")]
     loss_pct: f64,
@@ -161,6 +165,9 @@ fn check(args: &Rfc2544Args) -> Result<(), CliError> {
     }
     if !(0.0..=50.0).contains(&args.loss_pct) {
         return Err(usage("--loss-pct must be 0 to 50"));
+    }
+    if args.rate_fps.is_some_and(|r| !(1.0..=1e8).contains(&r)) {
+        return Err(usage("--rate-fps must be 1 to 100000000"));
     }
     if args.io == TesterIo::AfPacket && (args.tx_port.is_none() || args.rx_port.is_none()) {
         return Err(usage("--io af_packet needs --tx-port and --rx-port"));
@@ -270,6 +277,24 @@ pub fn run(args: Rfc2544Args, out: &mut impl Write) -> Result<(), CliError> {
         let passes = |r: &TrialResult| {
             r.sent > 0 && (r.lost() as f64) <= r.sent as f64 * args.loss_pct / 100.0
         };
+        if let Some(rate) = args.rate_fps {
+            let r = one(Some(rate), &mut trial_id);
+            eprintln!(
+                "{size:>5} B: {rate:>10.0} fps offered ({:.0} achieved): lost {} of {}",
+                r.offered_fps(),
+                r.lost(),
+                r.sent
+            );
+            results.push(SizeResult {
+                size_bytes: size,
+                offered_max_fps: r.offered_fps(),
+                zero_loss_fps: if passes(&r) { r.offered_fps() } else { 0.0 },
+                generator_limited: false,
+                trials: 1,
+                latency: r,
+            });
+            continue;
+        }
         let cal = one(None, &mut trial_id);
         let max = cal.offered_fps();
         let mut res = SizeResult {
@@ -360,6 +385,7 @@ fn resolve(
     let req = arp_frame(mac, ip, gateway, None);
     for _ in 0..30 {
         let _ = port.send(&req);
+        port.flush();
         std::thread::sleep(Duration::from_millis(100));
         if let Ok(l) = handle.learnt.lock()
             && let Some(&(_, m)) = l.iter().find(|(a, _)| *a == gateway)

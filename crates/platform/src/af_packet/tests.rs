@@ -1,4 +1,4 @@
-//! Unit tests of the AF_PACKET ring parser and socket set-up (`af_packet.rs`).
+//! Unit tests of the AF_PACKET ring parser and socket set-up (`af_packet/mod.rs`).
 
 use super::*;
 
@@ -86,13 +86,14 @@ fn v2_slots_never_straddle_blocks() {
 
 /// A socket whose "ring" is a private anonymous mapping the test writes as the kernel
 /// would (the fd is /dev/null: nothing is sent or received through it).
-fn fake_socket(cfg: &AfPacketConfig) -> AfPacketSocket {
+pub(super) fn fake_socket(cfg: &AfPacketConfig) -> AfPacketSocket {
     let geometry = cfg.validate(4096).expect("valid geometry");
     let ring = MappedRing::anonymous(geometry.ring_bytes()).expect("mmap");
     let fd: OwnedFd = std::fs::File::open("/dev/null")
         .expect("open /dev/null")
         .into();
-    AfPacketSocket::assemble(ring, fd, geometry)
+    let tx = tx::TxRing::fake(&geometry);
+    AfPacketSocket::assemble(ring, fd, geometry, tx)
 }
 
 fn small_v2() -> AfPacketConfig {

@@ -20,7 +20,10 @@
 //!   that long; at high rates the blocks fill fast and the dense packing holds many more
 //!   small frames per byte of ring than V2's slots.
 //!
-//! Transmit uses `send(2)` on the same socket (with `PACKET_QDISC_BYPASS` when asked).
+//! Transmit uses `send(2)` on the same socket, one frame per call (with `PACKET_QDISC_BYPASS`
+//! when asked), or, when opened with `tx_block_count > 0`, a memory-mapped TPACKET_V2
+//! transmit ring on a second, transmit-only socket (`tx.rs`): frames are copied into ring
+//! slots and one `send(2)` hands the kernel every slot queued since the last one.
 //!
 //! All the `unsafe` of this module is in `MappedRing`: mapping, unmapping and bounds-checked
 //! volatile access to the shared ring. Everything that interprets the kernel's headers is safe
@@ -34,6 +37,9 @@ use std::sync::atomic::{Ordering, fence};
 
 use crate::sys::setsockopt;
 use crate::vnet::{VNET_HDR_BYTES, VnetHdr};
+
+mod tx;
+pub use tx::{TX_DATA_OFFSET_BYTES, TxRefused, TxRingCounters};
 
 const ETH_P_ALL: u16 = 0x0003;
 const SOL_PACKET: libc::c_int = 263;
@@ -146,7 +152,9 @@ impl FanoutMode {
 /// `block_size_bytes` is a non-zero multiple of the page size; `frame_size_bytes` is a multiple
 /// of 16 (`TPACKET_ALIGNMENT`), at least 128 and at most `block_size_bytes`; `block_count` ≥ 1;
 /// the ring (`block_size_bytes × block_count`) and its frame count fit the kernel's types.
-/// With [`RingVersion::V3`] the block size is also a multiple of the frame size.
+/// With [`RingVersion::V3`] the block size is also a multiple of the frame size. A transmit
+/// ring (`tx_block_count > 0`, always TPACKET_V2, on a socket of its own) has the receive
+/// ring's block and frame sizes, and its slot count fits a u32 too.
 ///
 /// What the sizes mean per version:
 ///
@@ -174,6 +182,11 @@ pub struct AfPacketConfig {
     /// ring in front of each received frame ([`RxMeta::vnet`]), and in front of each frame
     /// sent ([`AfPacketSocket::send_vnet`]), so frames carry GSO and checksum requests.
     pub vnet_hdr: bool,
+    /// Blocks of a TPACKET_V2 transmit ring (`PACKET_TX_RING` on a transmit-only socket),
+    /// each of `block_size_bytes` holding `block_size_bytes / frame_size_bytes` slots of one
+    /// frame of at most `frame_size_bytes −` [`TX_DATA_OFFSET_BYTES`] bytes; 0: no ring, every
+    /// frame goes out by its own `send(2)`.
+    pub tx_block_count: u32,
 }
 
 impl Default for AfPacketConfig {
@@ -189,6 +202,7 @@ impl Default for AfPacketConfig {
             qdisc_bypass: false,
             ignore_outgoing: true,
             vnet_hdr: false,
+            tx_block_count: 0,
         }
     }
 }
@@ -196,7 +210,8 @@ impl Default for AfPacketConfig {
 /// A validated ring layout: where every block and (V2) slot lives in the mapping.
 ///
 /// Invariants: `block_size ≥ frame_size ≥ 128`, `frames_per_block = block_size / frame_size
-/// ≥ 1`, and `block_size × block_count` (the mapping's length) does not overflow.
+/// ≥ 1`, and neither `block_size × block_count` (the receive mapping's length) nor
+/// `block_size × tx_block_count` (the transmit ring's) overflows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Geometry {
     version: RingVersion,
@@ -204,11 +219,23 @@ struct Geometry {
     block_count: usize,
     frame_size: usize,
     frames_per_block: usize,
+    tx_block_count: usize,
 }
 
 impl Geometry {
+    /// Bytes of the receive ring.
     fn ring_bytes(&self) -> usize {
         self.block_size * self.block_count
+    }
+
+    /// Bytes of the transmit ring (0 without one).
+    fn tx_ring_bytes(&self) -> usize {
+        self.block_size * self.tx_block_count
+    }
+
+    /// Slots of the transmit ring (0 without one).
+    fn tx_slot_count(&self) -> usize {
+        self.frames_per_block * self.tx_block_count
     }
 
     /// V2 slots in the ring.
@@ -250,11 +277,17 @@ impl AfPacketConfig {
         if self.ring == RingVersion::V3 && block_size % frame_size != 0 {
             return bad("the block size must be a multiple of the frame size");
         }
+        let tx_block_count = self.tx_block_count as usize;
         let frames_per_block = block_size / frame_size;
+        let slots_fit = |blocks: usize| {
+            frames_per_block
+                .checked_mul(blocks)
+                .is_some_and(|n| u32::try_from(n).is_ok())
+        };
         let fits = block_size.checked_mul(block_count).is_some()
-            && frames_per_block
-                .checked_mul(block_count)
-                .is_some_and(|n| u32::try_from(n).is_ok());
+            && block_size.checked_mul(tx_block_count).is_some()
+            && slots_fit(block_count)
+            && slots_fit(tx_block_count);
         if !fits {
             return bad("the ring is too large");
         }
@@ -264,6 +297,7 @@ impl AfPacketConfig {
             block_count,
             frame_size,
             frames_per_block,
+            tx_block_count,
         })
     }
 }
@@ -412,14 +446,17 @@ impl MappedRing {
         true
     }
 
-    /// Test helper playing the kernel: copies `data` to `[off, off + data.len())`.
-    #[cfg(test)]
+    /// Copies `data` to `[off, off + data.len())`: a frame into a transmit slot user space
+    /// owns (`TP_STATUS_AVAILABLE`), or, in unit tests, the kernel's writes.
     fn write_bytes(&self, off: usize, data: &[u8]) -> bool {
         if !self.in_bounds(off, data.len()) {
             return false;
         }
-        // SAFETY: the destination is in bounds per the check above; `copy` allows overlap, and
-        // the unit tests that call this hold no slice from `bytes` across the call.
+        // SAFETY: the destination is in bounds per the check above; `copy` allows overlap.
+        // The transmit ring's mapping is never handed out as a slice outside this module's
+        // tests, so `data` aliases no live reference to it; the kernel does not read a
+        // transmit slot until its status says `TP_STATUS_SEND_REQUEST`, written after this
+        // copy.
         unsafe { core::ptr::copy(data.as_ptr(), self.ptr.add(off), data.len()) };
         true
     }
@@ -463,6 +500,8 @@ pub struct AfPacketSocket {
     errors: RingErrors,
     /// Opened with `PACKET_VNET_HDR`.
     vnet: bool,
+    /// The transmit ring, its socket, cursor and counters (none: `send(2)` per frame).
+    tx: tx::TxRing,
 }
 
 impl core::fmt::Debug for AfPacketSocket {
@@ -596,7 +635,12 @@ impl AfPacketSocket {
             let arg: u32 = u32::from(group) | (mode.bits() << 16);
             setsockopt(raw, SOL_PACKET, PACKET_FANOUT, &arg)?;
         }
-        let mut sock = Self::assemble(ring, fd, geometry);
+        let tx = if geometry.tx_block_count > 0 {
+            tx::TxRing::open(ifindex, config, &geometry)?
+        } else {
+            tx::TxRing::none()
+        };
+        let mut sock = Self::assemble(ring, fd, geometry, tx);
         sock.vnet = config.vnet_hdr;
         Ok(sock)
     }
@@ -621,9 +665,10 @@ impl AfPacketSocket {
     }
 
     /// A socket over `ring` (of `geometry.ring_bytes()` bytes) with its cursors at the start.
-    fn assemble(ring: MappedRing, fd: OwnedFd, geometry: Geometry) -> Self {
+    fn assemble(ring: MappedRing, fd: OwnedFd, geometry: Geometry, tx: tx::TxRing) -> Self {
         AfPacketSocket {
             vnet: false,
+            tx,
             ring,
             fd,
             geometry,
@@ -904,5 +949,4 @@ impl AsFd for AfPacketSocket {
 }
 
 #[cfg(test)]
-#[path = "af_packet_tests.rs"]
 mod tests;
