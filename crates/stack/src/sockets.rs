@@ -126,6 +126,15 @@ impl Sockets {
             .filter_map(|(i, s)| s.socket.as_ref().map(|so| (i, so)))
     }
 
+    /// Every occupied slot with its index, mutably (rare walks: the memory budget's state
+    /// changes).
+    pub(crate) fn iter_indexed_mut(&mut self) -> impl Iterator<Item = (usize, &mut Socket)> {
+        self.slots
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, s)| s.socket.as_mut().map(|so| (i, so)))
+    }
+
     /// Replaces what slot `i` holds (a connection by its moved marker, say), dropping any
     /// readiness not yet reported; returns the old content. The handle stays reserved.
     pub(crate) fn replace(&mut self, i: usize, socket: Socket) -> Option<Socket> {

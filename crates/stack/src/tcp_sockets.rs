@@ -165,6 +165,12 @@ pub(crate) struct ConnSock {
     /// While stalled at a zero send window with data queued, as last seen when its timers
     /// fired: since when, and SND.UNA then (any progress restarts the clock).
     pub(crate) zero_window: Option<(u64, wire::SeqNumber)>,
+    /// Ring storage this connection held when last accounted (`tcp_mem`): its share of
+    /// `TcpTable::mem_bytes`.
+    pub(crate) mem_bytes: usize,
+    /// The send buffer size it had before memory pressure shrank it (given back when the
+    /// stack returns to the normal state).
+    pub(crate) send_buffer_before_pressure: Option<u32>,
 }
 
 /// What a connection exported by [`Stack::tcp_export`] leaves in its slot and in the table
@@ -279,6 +285,11 @@ pub(crate) struct TcpTable {
     pub(crate) reclaim_next_scan_ns: u64,
     /// Reused by the reclaim scan for its candidates (empty between scans).
     pub(crate) reclaim_scratch: Vec<(u8, u64, usize)>,
+    /// Ring storage held by all connections, bytes (`tcp_mem`'s invariant: the sum of
+    /// their `ConnSock::mem_bytes`).
+    pub(crate) mem_bytes: usize,
+    /// The memory state `mem_bytes` put the stack in (`tcp_mem`).
+    pub(crate) mem_state: crate::tcp_mem::MemState,
     cfg: Arc<StackConfig>,
 }
 
@@ -321,6 +332,8 @@ impl TcpTable {
             per_source: HashMap::new(),
             reclaim_next_scan_ns: 0,
             reclaim_scratch: Vec::new(),
+            mem_bytes: 0,
+            mem_state: crate::tcp_mem::MemState::Normal,
             cfg,
         }
     }
@@ -429,6 +442,13 @@ impl TcpTable {
     pub(crate) fn config_for(&self, base: &tcp::Config, v4: bool) -> tcp::Config {
         let overhead = if v4 { 40 } else { 60 };
         let mut c = *base;
+        if self.mem_state != crate::tcp_mem::MemState::Normal {
+            // Memory pressure: new buffers no larger than the pressure size (`tcp_mem`).
+            let cap = self.cfg.limits.tcp_mem_pressure_buffer_bytes;
+            c.send_buffer_bytes = c.send_buffer_bytes.min(cap);
+            c.recv_buffer_bytes = c.recv_buffer_bytes.min(cap);
+            c = c.validated();
+        }
         c.mss_bytes = c
             .mss_bytes
             .min(self.cfg.interface.mtu_bytes.saturating_sub(overhead));

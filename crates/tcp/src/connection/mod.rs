@@ -33,6 +33,7 @@ mod counters;
 mod diag;
 mod info;
 mod input;
+mod mem;
 mod output;
 mod receive;
 mod sizes;
