@@ -2,7 +2,9 @@
 //!
 //! [`CountingAlloc`] wraps [`std::alloc::System`] and counts allocation calls (`alloc`,
 //! `alloc_zeroed`, and `realloc`, which may move the block) and the bytes they asked for.
-//! Frees are not counted. Install it in a test binary of its own (a global allocator is per
+//! Frees are not counted as calls, but every call, free included, moves the live-byte figure
+//! ([`CountingAlloc::live_bytes`]: bytes allocated and not yet freed, on every thread,
+//! excluded ones too, since a block may be freed on another thread than its own). Install it in a test binary of its own (a global allocator is per
 //! binary):
 //!
 //! ```ignore
@@ -16,7 +18,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 thread_local! {
     /// This thread's allocations are not counted. `const`-initialised and without a
@@ -38,6 +40,10 @@ fn counted() -> bool {
 pub struct CountingAlloc {
     allocations: AtomicU64,
     bytes: AtomicU64,
+    /// Bytes allocated and not yet freed (all threads). Signed: a block allocated before
+    /// the allocator was installed cannot exist, but reading in the middle of a `realloc`
+    /// on another thread may see the free before the allocation.
+    live: AtomicI64,
 }
 
 impl CountingAlloc {
@@ -46,7 +52,24 @@ impl CountingAlloc {
         CountingAlloc {
             allocations: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            live: AtomicI64::new(0),
         }
+    }
+
+    /// Heap bytes allocated through this allocator and not yet freed, all threads (the
+    /// sizes asked for, not the allocator's rounding or its own overhead).
+    pub fn live_bytes(&self) -> i64 {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    fn live_add(&self, size: usize) {
+        self.live
+            .fetch_add(i64::try_from(size).unwrap_or(i64::MAX), Ordering::Relaxed);
+    }
+
+    fn live_sub(&self, size: usize) {
+        self.live
+            .fetch_sub(i64::try_from(size).unwrap_or(i64::MAX), Ordering::Relaxed);
     }
 
     /// Allocation calls so far (all counted threads).
@@ -81,25 +104,40 @@ unsafe impl GlobalAlloc for CountingAlloc {
         self.count(layout.size());
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract (non-zero size layout),
         // which is `System::alloc`'s.
-        unsafe { System.alloc(layout) }
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            self.live_add(layout.size());
+        }
+        p
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         self.count(layout.size());
         // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            self.live_add(layout.size());
+        }
+        p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: `ptr` was allocated by this allocator, i.e. by `System`, with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { System.dealloc(ptr, layout) };
+        self.live_sub(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         self.count(new_size);
         // SAFETY: `ptr` was allocated by `System` (through this allocator) with `layout`, and
         // the caller upholds `realloc`'s contract for `new_size`.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            // The old block is gone and the new one live; on failure the old one stays.
+            self.live_sub(layout.size());
+            self.live_add(new_size);
+        }
+        p
     }
 }
 
@@ -121,5 +159,24 @@ mod tests {
         }
         assert_eq!(a.allocations(), 2);
         assert_eq!(a.bytes(), 64 + 128);
+        assert_eq!(a.live_bytes(), 0);
+    }
+
+    #[test]
+    fn live_bytes_follow_allocations_reallocations_and_frees() {
+        let a = CountingAlloc::new();
+        let layout = Layout::from_size_align(64, 8).expect("layout");
+        // SAFETY: non-zero-size layouts; each block is freed with the layout it has.
+        unsafe {
+            let p = a.alloc(layout);
+            assert_eq!(a.live_bytes(), 64);
+            let q = a.alloc_zeroed(layout);
+            assert_eq!(a.live_bytes(), 128);
+            let p = a.realloc(p, layout, 256);
+            assert_eq!(a.live_bytes(), 64 + 256);
+            a.dealloc(p, Layout::from_size_align(256, 8).expect("layout"));
+            a.dealloc(q, layout);
+        }
+        assert_eq!(a.live_bytes(), 0);
     }
 }

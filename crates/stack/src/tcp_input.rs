@@ -45,6 +45,7 @@ impl TcpCx<'_> {
             self.tcp.forget_source(&c);
             crate::tcp_mem::mem_forget(self.tcp, &c);
             self.tcp_mem_judge();
+            self.tcp.shrink_tables();
         }
     }
 

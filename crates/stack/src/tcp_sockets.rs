@@ -358,6 +358,22 @@ impl TcpTable {
         }
     }
 
+    /// Memory back to the allocator past the tables' high-water mark: a map using at most an
+    /// eighth of its capacity shrinks to twice its length (O(length), and only after the
+    /// length fell by a factor of four or more since it last grew or shrank: O(1) amortized
+    /// per removal).
+    pub(crate) fn shrink_tables(&mut self) {
+        const MIN: usize = 64;
+        if self.conns.capacity() > MIN && self.conns.len() * 8 <= self.conns.capacity() {
+            self.conns.shrink_to(self.conns.len() * 2);
+        }
+        if self.per_source.capacity() > MIN
+            && self.per_source.len() * 8 <= self.per_source.capacity()
+        {
+            self.per_source.shrink_to(self.per_source.len() * 2);
+        }
+    }
+
     /// Passive connections held by `source` (see `Limits::tcp_source_share_pct`).
     pub(crate) fn source_connections(&self, source: IpAddr) -> u32 {
         self.per_source.get(&source).copied().unwrap_or(0)

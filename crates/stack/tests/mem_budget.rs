@@ -164,3 +164,29 @@ fn in_the_high_state_a_write_that_would_allocate_would_block_but_the_minimum_is_
     p.advance(10 * MS);
     assert!(p.a.tcp_send(s2, &chunk).is_ok_and(|n| n > 0));
 }
+
+#[test]
+fn an_emptied_socket_table_gives_its_slots_back_and_stale_handles_stay_invalid() {
+    let mut p = pair();
+    let handles: Vec<SocketHandle> = (0..200)
+        .map(|i| p.a.udp_bind(v4(IP_A, 1000 + i)).expect("bind"))
+        .collect();
+    // Closing all but the first, the last slot last: the table is compacted to one slot.
+    for &h in &handles[1..] {
+        p.a.close(p.now, h).expect("close");
+    }
+    for &h in &handles[1..] {
+        assert_eq!(p.a.close(p.now, h), Err(SocketError::InvalidHandle));
+    }
+    // The indexes are handed out again, never with a generation a stale handle carries.
+    let again: Vec<SocketHandle> = (0..199)
+        .map(|i| p.a.udp_bind(v4(IP_A, 2000 + i)).expect("bind again"))
+        .collect();
+    for h in &again {
+        assert!(!handles.contains(h), "{h:?} names a socket a stale handle named");
+    }
+    for &h in &handles[1..] {
+        assert_eq!(p.a.close(p.now, h), Err(SocketError::InvalidHandle));
+    }
+    assert!(p.a.close(p.now, handles[0]).is_ok());
+}
