@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use stack::{SocketError, SocketEvent};
 
+use crate::http_timeouts::{HttpTimeouts, Phase};
 use crate::serve::{Handler, Step, StreamServer, step_of};
 use app::{App, Conn, ConnState, Ctx, Moved};
 
@@ -247,6 +248,11 @@ pub struct ServerStats {
     /// that arrived from another shard.
     pub connections_moved_out: u64,
     pub connections_moved_in: u64,
+    /// Connections ended by the application timeouts (`HttpTimeouts`): the request head not
+    /// in within `header_ns`, idle past `keepalive_ns`, no send progress for `send_ns`.
+    pub timeouts_header: u64,
+    pub timeouts_keepalive: u64,
+    pub timeouts_send: u64,
     /// Peer addresses of accepted connections (at most [`PEERS_RECORDED_MAX`]).
     pub peers: Vec<SocketAddr>,
 }
@@ -268,6 +274,32 @@ pub(crate) struct ServerConn {
     close_after: bool,
     peer_finished: bool,
     shut: bool,
+    /// What it waits for, since when (`http_timeouts`); whether a request was answered on
+    /// it yet and whether the last `service` moved response bytes into the stack.
+    phase: Phase,
+    since_ns: u64,
+    answered: bool,
+    progressed: bool,
+}
+
+impl ServerConn {
+    /// After a `service`: the phase the connection is in now; entering a phase (or making
+    /// send progress) restarts its clock.
+    fn note_phase(&mut self, now_ns: u64) {
+        let body_left = self.body.as_ref().is_some_and(|b| self.body_pos < b.len());
+        let phase = if self.out_pos < self.out.len() || body_left {
+            Phase::Send
+        } else if self.close_after || (self.answered && self.inbuf.is_empty()) {
+            Phase::KeepAlive
+        } else {
+            Phase::Header
+        };
+        if phase != self.phase || (phase == Phase::Send && self.progressed) {
+            self.phase = phase;
+            self.since_ns = now_ns;
+        }
+        self.progressed = false;
+    }
 }
 
 /// The per-shard half of the server that is not the session table.
@@ -276,6 +308,7 @@ struct HttpHandler {
     files: Arc<FileSet>,
     scratch: Vec<u8>,
     stats: ServerStats,
+    timeouts: HttpTimeouts,
 }
 
 /// The HTTP/1.1 server application of one shard.
@@ -407,8 +440,21 @@ impl HttpServer {
                 files,
                 scratch: vec![0; 16 * 1024],
                 stats: ServerStats::default(),
+                timeouts: HttpTimeouts::default(),
             },
         }
+    }
+
+    /// The same server with application timeouts `timeouts` (default:
+    /// [`HttpTimeouts::default`], nginx's 60 s / 75 s / 60 s).
+    pub fn with_timeouts(mut self, timeouts: HttpTimeouts) -> Self {
+        self.set_timeouts(timeouts);
+        self
+    }
+
+    /// Changes the timeouts; connections pick the new ones up at their next event.
+    pub fn set_timeouts(&mut self, timeouts: HttpTimeouts) {
+        self.handler.timeouts = timeouts;
     }
 
     /// What this shard's server did so far.
@@ -443,17 +489,50 @@ impl Handler for HttpHandler {
             close_after: false,
             peer_finished: false,
             shut: false,
+            phase: Phase::Header,
+            since_ns: ctx.now_ns(),
+            answered: false,
+            progressed: false,
         }
     }
 
     /// Reads, answers and flushes one connection until it would block. `Done` once the
     /// peer's FIN was read and nothing is owed to it.
     fn service(&mut self, c: &mut ServerConn, ctx: &mut Ctx<'_>, conn: Conn) -> Step {
+        let step = self.work(c, ctx, conn);
+        c.note_phase(ctx.now_ns());
+        step
+    }
+
+    fn ended(&mut self, _s: ServerConn, _step: Step) {
+        self.stats.connections_closed += 1;
+    }
+
+    fn deadline_ns(&self, c: &ServerConn) -> Option<u64> {
+        self.timeouts.deadline_ns(c.phase, c.since_ns)
+    }
+
+    fn timed_out(&mut self, c: &ServerConn) -> bool {
+        match c.phase {
+            Phase::Header => self.stats.timeouts_header += 1,
+            Phase::KeepAlive => self.stats.timeouts_keepalive += 1,
+            Phase::Send => self.stats.timeouts_send += 1,
+        }
+        c.phase == Phase::Send
+    }
+}
+
+impl HttpHandler {
+    /// `service`'s work: see there.
+    fn work(&mut self, c: &mut ServerConn, ctx: &mut Ctx<'_>, conn: Conn) -> Step {
         loop {
             // Flush first: one response at a time, the head then the shared file body.
             while c.out_pos < c.out.len() {
                 match ctx.send(conn, c.out.get(c.out_pos..).unwrap_or(&[])) {
-                    Ok(n) => c.out_pos += n,
+                    Ok(n) => {
+                        c.out_pos += n;
+                        c.progressed |= n > 0;
+                    }
                     Err(e) => return step_of(e),
                 }
             }
@@ -461,6 +540,7 @@ impl Handler for HttpHandler {
                 match ctx.send(conn, body.get(c.body_pos..).unwrap_or(&[])) {
                     Ok(n) => {
                         c.body_pos += n;
+                        c.progressed |= n > 0;
                         self.stats.body_bytes_sent += n as u64;
                     }
                     Err(e) => return step_of(e),
@@ -504,12 +584,6 @@ impl Handler for HttpHandler {
         }
     }
 
-    fn ended(&mut self, _s: ServerConn, _step: Step) {
-        self.stats.connections_closed += 1;
-    }
-}
-
-impl HttpHandler {
     /// Parses one request from `c.inbuf` and queues its response; false when no complete
     /// request is buffered.
     fn answer(&mut self, c: &mut ServerConn) -> bool {
@@ -547,6 +621,7 @@ impl HttpHandler {
                 write_response(&mut c.out, &head);
                 c.body = body.filter(|_| !head_only);
                 c.close_after = !keep_alive;
+                c.answered = true;
                 // Last: `path` borrows the buffered request.
                 c.inbuf.drain(..len);
                 true
@@ -632,6 +707,10 @@ impl App for HttpServer {
 
     fn poll(&mut self, ctx: &mut Ctx<'_>, events: &[SocketEvent]) {
         self.server.poll(ctx, events, &mut self.handler);
+    }
+
+    fn poll_timeout(&self) -> Option<u64> {
+        self.server.poll_timeout()
     }
 
     fn progress(&self) -> u64 {

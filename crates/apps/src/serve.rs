@@ -7,7 +7,7 @@
 //! ended cleanly), and the caller's `ended` callback saw it exactly once.
 
 use core::net::SocketAddr;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use stack::{Readiness, SocketError, SocketEvent, SocketHandle};
 
@@ -48,6 +48,19 @@ pub(crate) trait Handler {
     fn service(&mut self, s: &mut Self::Session, ctx: &mut Ctx<'_>, conn: Conn) -> Step;
     /// The session ended (`Done` or `Failed`); its connection is already released.
     fn ended(&mut self, s: Self::Session, step: Step);
+    /// When the session ends unless something changes (an application timeout), read after
+    /// each `service` that leaves it open. `None`: no deadline.
+    fn deadline_ns(&self, s: &Self::Session) -> Option<u64> {
+        let _ = s;
+        None
+    }
+    /// The session's deadline passed: count it and say how its connection goes, aborted
+    /// (true: RST, its buffers freed at once) or closed (false: FIN after what is queued).
+    /// `ended(s, Failed)` follows.
+    fn timed_out(&mut self, s: &Self::Session) -> bool {
+        let _ = s;
+        true
+    }
 }
 
 /// One shard's listener and its sessions of type `S`.
@@ -56,6 +69,11 @@ pub(crate) struct StreamServer<S> {
     port: u16,
     listener: Option<Listener>,
     sessions: BTreeMap<SocketHandle, (Conn, S)>,
+    /// The deadline of every open session that has one (`Handler::deadline_ns`), and the
+    /// same as a set in time order. Invariant: `(t, h)` ∈ `deadlines` iff `armed[h] == t`,
+    /// and `h` is in `sessions`.
+    armed: BTreeMap<SocketHandle, u64>,
+    deadlines: BTreeSet<(u64, SocketHandle)>,
 }
 
 impl<S> StreamServer<S> {
@@ -64,6 +82,8 @@ impl<S> StreamServer<S> {
             port,
             listener: None,
             sessions: BTreeMap::new(),
+            armed: BTreeMap::new(),
+            deadlines: BTreeSet::new(),
         }
     }
 
@@ -91,7 +111,7 @@ impl<S> StreamServer<S> {
 
     /// Handles a batch of events: accepts every waiting connection, works each session with
     /// an event, and ends sessions that finished, failed, or whose connection reported an
-    /// error or reached CLOSED.
+    /// error or reached CLOSED; then those whose deadline passed (`expire`).
     pub(crate) fn poll<H: Handler<Session = S>>(
         &mut self,
         ctx: &mut Ctx<'_>,
@@ -116,6 +136,7 @@ impl<S> StreamServer<S> {
             }
             self.finish(ctx, e.handle, step, h);
         }
+        self.expire(ctx, h);
     }
 
     fn accept_all<H: Handler<Session = S>>(&mut self, ctx: &mut Ctx<'_>, h: &mut H) {
@@ -136,6 +157,7 @@ impl<S> StreamServer<S> {
         S: Send + 'static,
     {
         let (_, s) = self.sessions.remove(&conn.handle())?;
+        self.disarm(conn.handle());
         Some(Box::new(s))
     }
 
@@ -172,8 +194,20 @@ impl<S> StreamServer<S> {
         h: &mut H,
     ) {
         if step == Step::Open {
+            let want = self
+                .sessions
+                .get(&handle)
+                .and_then(|(_, s)| h.deadline_ns(s));
+            if self.armed.get(&handle).copied() != want {
+                self.disarm(handle);
+                if let Some(t) = want {
+                    self.armed.insert(handle, t);
+                    self.deadlines.insert((t, handle));
+                }
+            }
             return;
         }
+        self.disarm(handle);
         let Some((conn, s)) = self.sessions.remove(&handle) else {
             return;
         };
@@ -183,5 +217,39 @@ impl<S> StreamServer<S> {
         }
         let _ = ctx.close(conn);
         h.ended(s, step);
+    }
+
+    fn disarm(&mut self, handle: SocketHandle) {
+        if let Some(t) = self.armed.remove(&handle) {
+            self.deadlines.remove(&(t, handle));
+        }
+    }
+
+    /// The earliest session deadline (for `App::poll_timeout`).
+    pub(crate) fn poll_timeout(&self) -> Option<u64> {
+        self.deadlines.first().map(|&(t, _)| t)
+    }
+
+    /// Ends every session whose deadline is at or before now (`Handler::timed_out` says how),
+    /// earliest first.
+    pub(crate) fn expire<H: Handler<Session = S>>(&mut self, ctx: &mut Ctx<'_>, h: &mut H) {
+        let now = ctx.now_ns();
+        while let Some(&(t, handle)) = self.deadlines.first() {
+            if t > now {
+                break;
+            }
+            self.disarm(handle);
+            let Some((conn, s)) = self.sessions.remove(&handle) else {
+                continue;
+            };
+            if h.timed_out(&s) {
+                // An error only says the connection already ended.
+                let _ = ctx.stack().tcp_abort(conn.handle());
+            } else {
+                let _ = ctx.shutdown(conn);
+            }
+            let _ = ctx.close(conn);
+            h.ended(s, Step::Failed);
+        }
     }
 }

@@ -333,3 +333,19 @@ fn forward_refuses_bad_ports_addresses_and_routes() {
         &["--io mem", "two --port"],
     );
 }
+
+#[test]
+fn http_timeouts_name_their_range_and_apply_to_http_only() {
+    refused_owned(
+        &with(&["serve", "http", "--send-timeout", "99999999999"], &TAP),
+        &["--send-timeout", "0..=31536000"],
+    );
+    refused_owned(
+        &with(&["serve", "echo", "--keepalive-timeout", "5"], &TAP),
+        &["--keepalive-timeout", "serve http"],
+    );
+    refused_owned(
+        &with(&["serve", "http", "--header-timeout", "soon"], &TAP),
+        &["--header-timeout"],
+    );
+}

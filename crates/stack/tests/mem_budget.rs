@@ -183,7 +183,10 @@ fn an_emptied_socket_table_gives_its_slots_back_and_stale_handles_stay_invalid()
         .map(|i| p.a.udp_bind(v4(IP_A, 2000 + i)).expect("bind again"))
         .collect();
     for h in &again {
-        assert!(!handles.contains(h), "{h:?} names a socket a stale handle named");
+        assert!(
+            !handles.contains(h),
+            "{h:?} names a socket a stale handle named"
+        );
     }
     for &h in &handles[1..] {
         assert_eq!(p.a.close(p.now, h), Err(SocketError::InvalidHandle));
