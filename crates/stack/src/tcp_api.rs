@@ -435,10 +435,15 @@ impl TcpCx<'_> {
         if let Some(r) = self.bypass_send(h, data, false) {
             return r;
         }
-        let (i, _) = self.conn_for(h)?;
-        let allowed = self.tcp_mem_send_allowance(i, data.len());
+        // In the high memory state only what the budget allows (`tcp_mem`).
+        let allowed = if self.tcp.mem_state == crate::tcp_mem::MemState::High {
+            let (i, _) = self.conn_for(h)?;
+            &data[..self.tcp_mem_send_allowance(i, data.len())]
+        } else {
+            data
+        };
         let (i, c) = self.conn_for(h)?;
-        let n = c.conn.send(&data[..allowed]).map_err(map_tcp_error)?;
+        let n = c.conn.send(allowed).map_err(map_tcp_error)?;
         self.tcp_after_input(i);
         if n == 0 && !data.is_empty() {
             return Err(SocketError::WouldBlock);
@@ -455,10 +460,15 @@ impl TcpCx<'_> {
         if let Some(r) = self.bypass_send(h, data, true) {
             return r;
         }
-        let (i, _) = self.conn_for(h)?;
-        let allowed = self.tcp_mem_send_allowance(i, data.len());
+        // In the high memory state only what the budget allows (`tcp_mem`).
+        let allowed = if self.tcp.mem_state == crate::tcp_mem::MemState::High {
+            let (i, _) = self.conn_for(h)?;
+            &data[..self.tcp_mem_send_allowance(i, data.len())]
+        } else {
+            data
+        };
         let (i, c) = self.conn_for(h)?;
-        let n = c.conn.send_more(&data[..allowed]).map_err(map_tcp_error)?;
+        let n = c.conn.send_more(allowed).map_err(map_tcp_error)?;
         self.tcp_after_input(i);
         if n == 0 && !data.is_empty() {
             return Err(SocketError::WouldBlock);
