@@ -8,13 +8,6 @@
 //! head is buffered per connection. A file body is never copied by the server: the connection
 //! holds the file's `Arc<[u8]>` and hands the stack slices of it as send-buffer room opens, so a
 //! 100 MB file costs no more memory per connection than a small one.
-//!
-//! Timeouts ([`HttpTimeouts`], nginx's conventions and defaults): a request head must arrive
-//! whole within `header_read_ns` of its first byte (of the connection's start, for the first
-//! request; `client_header_timeout`), a keep-alive connection may wait `keepalive_idle_ns` for
-//! its next request (`keepalive_timeout`), and a response whose bytes the stack has not taken
-//! for `send_progress_ns` is cut off with an RST (`send_timeout`: a peer at zero window, or one
-//! that stopped reading, frees its connection's buffers). Each is counted in [`ServerStats`].
 
 use core::net::SocketAddr;
 use std::borrow::Cow;
@@ -25,6 +18,7 @@ use std::sync::Arc;
 
 use stack::{SocketError, SocketEvent};
 
+use crate::http_timeouts::{HttpTimeouts, Phase};
 use crate::serve::{Handler, Step, StreamServer, step_of};
 use app::{App, Conn, ConnState, Ctx, Moved};
 
@@ -34,31 +28,6 @@ pub const REQUEST_HEAD_BYTES_MAX: usize = 8192;
 pub const PEERS_RECORDED_MAX: usize = 65_536;
 /// Accept backlog of each shard's listener (the same for every stream server of this crate).
 pub const BACKLOG: usize = crate::serve::STREAM_BACKLOG;
-
-/// The server's application-level timeouts (ns); `None` turns one off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HttpTimeouts {
-    /// A request head must be complete this long after it started (nginx
-    /// `client_header_timeout`, 60 s). The connection is closed.
-    pub header_read_ns: Option<u64>,
-    /// A keep-alive connection with no request under way is closed after this long
-    /// (nginx `keepalive_timeout`, 75 s).
-    pub keepalive_idle_ns: Option<u64>,
-    /// A response the stack has taken no byte of for this long is aborted (nginx
-    /// `send_timeout`, 60 s).
-    pub send_progress_ns: Option<u64>,
-}
-
-impl Default for HttpTimeouts {
-    fn default() -> Self {
-        const S: u64 = 1_000_000_000;
-        HttpTimeouts {
-            header_read_ns: Some(60 * S),
-            keepalive_idle_ns: Some(75 * S),
-            send_progress_ns: Some(60 * S),
-        }
-    }
-}
 
 /// An immutable set of files served from memory, shared by the shards (read-only).
 #[derive(Debug, Clone, Default)]
@@ -279,25 +248,13 @@ pub struct ServerStats {
     /// that arrived from another shard.
     pub connections_moved_out: u64,
     pub connections_moved_in: u64,
+    /// Connections ended by the application timeouts (`HttpTimeouts`): the request head not
+    /// in within `header_ns`, idle past `keepalive_ns`, no send progress for `send_ns`.
+    pub timeouts_header: u64,
+    pub timeouts_keepalive: u64,
+    pub timeouts_send: u64,
     /// Peer addresses of accepted connections (at most [`PEERS_RECORDED_MAX`]).
     pub peers: Vec<SocketAddr>,
-    /// Connections ended by each of [`HttpTimeouts`]: a head not complete in time (closed),
-    /// a keep-alive connection idle too long (closed), a response that made no progress
-    /// (aborted).
-    pub timeouts_header_read: u64,
-    pub timeouts_keepalive_idle: u64,
-    pub timeouts_send_progress: u64,
-}
-
-/// What a connection waits for, and since when (ns): the phase its timeout is judged in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wait {
-    /// The rest of a request head (or its first byte, for the connection's first request).
-    Head { since_ns: u64 },
-    /// The next request of a keep-alive connection, or the peer's FIN after we closed.
-    Idle { since_ns: u64 },
-    /// The stack to take more of the response: since the last byte it took.
-    Send { progress_ns: u64 },
 }
 
 /// One HTTP connection.
@@ -317,49 +274,31 @@ pub(crate) struct ServerConn {
     close_after: bool,
     peer_finished: bool,
     shut: bool,
-    /// A request was answered on this connection (later heads are timed from their first
-    /// byte, the wait before it from the last response).
+    /// What it waits for, since when (`http_timeouts`); whether a request was answered on
+    /// it yet and whether the last `service` moved response bytes into the stack.
+    phase: Phase,
+    since_ns: u64,
     answered: bool,
-    /// What the connection waits for, for the timeouts.
-    wait: Wait,
+    progressed: bool,
 }
 
 impl ServerConn {
-    /// True while response bytes are queued here that the stack has not taken.
-    fn sending(&self) -> bool {
-        self.out_pos < self.out.len() || self.body.as_ref().is_some_and(|b| self.body_pos < b.len())
-    }
-
-    /// Moves `wait` to the phase the connection is in after a round of work at `now_ns`.
-    fn note_wait(&mut self, now_ns: u64) {
-        self.wait = if self.sending() {
-            match self.wait {
-                w @ Wait::Send { .. } => w,
-                _ => Wait::Send {
-                    progress_ns: now_ns,
-                },
-            }
-        } else if !self.inbuf.is_empty() && !self.close_after {
-            match self.wait {
-                w @ Wait::Head { .. } => w,
-                _ => Wait::Head { since_ns: now_ns },
-            }
-        } else if !self.answered {
-            // The first request's head is timed from the connection's start.
-            self.wait
+    /// After a `service`: the phase the connection is in now; entering a phase (or making
+    /// send progress) restarts its clock.
+    fn note_phase(&mut self, now_ns: u64) {
+        let body_left = self.body.as_ref().is_some_and(|b| self.body_pos < b.len());
+        let phase = if self.out_pos < self.out.len() || body_left {
+            Phase::Send
+        } else if self.close_after || (self.answered && self.inbuf.is_empty()) {
+            Phase::KeepAlive
         } else {
-            match self.wait {
-                w @ Wait::Idle { .. } => w,
-                _ => Wait::Idle { since_ns: now_ns },
-            }
+            Phase::Header
         };
-    }
-
-    /// The stack took response bytes at `now_ns`.
-    fn progressed(&mut self, now_ns: u64) {
-        self.wait = Wait::Send {
-            progress_ns: now_ns,
-        };
+        if phase != self.phase || (phase == Phase::Send && self.progressed) {
+            self.phase = phase;
+            self.since_ns = now_ns;
+        }
+        self.progressed = false;
     }
 }
 
@@ -506,10 +445,16 @@ impl HttpServer {
         }
     }
 
-    /// The same server with other timeouts.
+    /// The same server with application timeouts `timeouts` (default:
+    /// [`HttpTimeouts::default`], nginx's 60 s / 75 s / 60 s).
     pub fn with_timeouts(mut self, timeouts: HttpTimeouts) -> Self {
-        self.handler.timeouts = timeouts;
+        self.set_timeouts(timeouts);
         self
+    }
+
+    /// Changes the timeouts; connections pick the new ones up at their next event.
+    pub fn set_timeouts(&mut self, timeouts: HttpTimeouts) {
+        self.handler.timeouts = timeouts;
     }
 
     /// What this shard's server did so far.
@@ -544,10 +489,10 @@ impl Handler for HttpHandler {
             close_after: false,
             peer_finished: false,
             shut: false,
+            phase: Phase::Header,
+            since_ns: ctx.now_ns(),
             answered: false,
-            wait: Wait::Head {
-                since_ns: ctx.now_ns(),
-            },
+            progressed: false,
         }
     }
 
@@ -555,7 +500,7 @@ impl Handler for HttpHandler {
     /// peer's FIN was read and nothing is owed to it.
     fn service(&mut self, c: &mut ServerConn, ctx: &mut Ctx<'_>, conn: Conn) -> Step {
         let step = self.work(c, ctx, conn);
-        c.note_wait(ctx.now_ns());
+        c.note_phase(ctx.now_ns());
         step
     }
 
@@ -563,51 +508,30 @@ impl Handler for HttpHandler {
         self.stats.connections_closed += 1;
     }
 
-    fn deadline(&self, c: &ServerConn) -> Option<u64> {
-        let t = &self.timeouts;
-        match c.wait {
-            Wait::Head { since_ns } => t.header_read_ns.map(|d| since_ns.saturating_add(d)),
-            Wait::Idle { since_ns } => t.keepalive_idle_ns.map(|d| since_ns.saturating_add(d)),
-            Wait::Send { progress_ns } => t.send_progress_ns.map(|d| progress_ns.saturating_add(d)),
-        }
+    fn deadline_ns(&self, c: &ServerConn) -> Option<u64> {
+        self.timeouts.deadline_ns(c.phase, c.since_ns)
     }
 
-    fn expired(&mut self, c: &mut ServerConn, ctx: &mut Ctx<'_>, conn: Conn) -> Step {
-        // Whatever arrived meanwhile first: the deadline may have moved.
-        let step = self.service(c, ctx, conn);
-        if step != Step::Open || self.deadline(c).is_some_and(|t| t > ctx.now_ns()) {
-            return step;
+    fn timed_out(&mut self, c: &ServerConn) -> bool {
+        match c.phase {
+            Phase::Header => self.stats.timeouts_header += 1,
+            Phase::KeepAlive => self.stats.timeouts_keepalive += 1,
+            Phase::Send => self.stats.timeouts_send += 1,
         }
-        match c.wait {
-            Wait::Head { .. } => {
-                self.stats.timeouts_header_read += 1;
-                Step::Failed
-            }
-            Wait::Idle { .. } => {
-                self.stats.timeouts_keepalive_idle += 1;
-                Step::Failed
-            }
-            Wait::Send { .. } => {
-                self.stats.timeouts_send_progress += 1;
-                Step::Aborted
-            }
-        }
+        c.phase == Phase::Send
     }
 }
 
 impl HttpHandler {
-    /// The body of [`Handler::service`].
+    /// `service`'s work: see there.
     fn work(&mut self, c: &mut ServerConn, ctx: &mut Ctx<'_>, conn: Conn) -> Step {
-        let now = ctx.now_ns();
         loop {
             // Flush first: one response at a time, the head then the shared file body.
             while c.out_pos < c.out.len() {
                 match ctx.send(conn, c.out.get(c.out_pos..).unwrap_or(&[])) {
                     Ok(n) => {
                         c.out_pos += n;
-                        if n > 0 {
-                            c.progressed(now);
-                        }
+                        c.progressed |= n > 0;
                     }
                     Err(e) => return step_of(e),
                 }
@@ -616,10 +540,8 @@ impl HttpHandler {
                 match ctx.send(conn, body.get(c.body_pos..).unwrap_or(&[])) {
                     Ok(n) => {
                         c.body_pos += n;
+                        c.progressed |= n > 0;
                         self.stats.body_bytes_sent += n as u64;
-                        if n > 0 {
-                            c.progressed(now);
-                        }
                     }
                     Err(e) => return step_of(e),
                 }
@@ -787,12 +709,12 @@ impl App for HttpServer {
         self.server.poll(ctx, events, &mut self.handler);
     }
 
-    fn progress(&self) -> u64 {
-        self.handler.stats.requests
-    }
-
     fn poll_timeout(&self) -> Option<u64> {
         self.server.poll_timeout()
+    }
+
+    fn progress(&self) -> u64 {
+        self.handler.stats.requests
     }
 
     fn export_conn(&mut self, _ctx: &mut Ctx<'_>, conn: Conn, _to: u16) -> Option<ConnState> {

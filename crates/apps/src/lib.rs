@@ -14,11 +14,15 @@ pub mod discard;
 pub mod echo;
 pub mod get;
 pub mod http;
+pub mod http_timeouts;
 pub mod load;
 mod serve;
 pub mod ttcp;
 
 pub use app::{App, Conn, Ctx, Listener, ShardInfo};
+
+/// Nanoseconds per second.
+pub const NS_PER_S: u64 = 1_000_000_000;
 
 #[cfg(test)]
 mod tests {

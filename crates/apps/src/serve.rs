@@ -4,9 +4,7 @@
 //!
 //! Invariants: a session is in the table from its accept until it ends; an ended session's
 //! connection has been released with [`Ctx::close`] exactly once (after a `shutdown` when it
-//! ended cleanly, an abort when it was cut off), and the caller's `ended` callback saw it
-//! exactly once. A session with a deadline ([`Handler::deadline`]) has exactly one entry in
-//! the deadline set, at that deadline; one without has none.
+//! ended cleanly), and the caller's `ended` callback saw it exactly once.
 
 use core::net::SocketAddr;
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,9 +25,6 @@ pub(crate) enum Step {
     Done,
     /// Ended by an error (reset, timeout, a failed call).
     Failed,
-    /// Cut off by the server (a timeout with data still owed): the connection is aborted
-    /// (RST), so its buffers are freed at once instead of waiting for a stalled peer.
-    Aborted,
 }
 
 /// Maps a receive or send error to the step it ends a session with: `WouldBlock` keeps it
@@ -51,19 +46,20 @@ pub(crate) trait Handler {
     fn open(&mut self, ctx: &mut Ctx<'_>, conn: Conn, peer: SocketAddr) -> Self::Session;
     /// Works the connection until its calls would block or it ends.
     fn service(&mut self, s: &mut Self::Session, ctx: &mut Ctx<'_>, conn: Conn) -> Step;
-    /// The session ended (`Done`, `Failed` or `Aborted`); its connection is already released.
+    /// The session ended (`Done` or `Failed`); its connection is already released.
     fn ended(&mut self, s: Self::Session, step: Step);
-    /// When the session must be looked at again without an event (ns), if ever: after each
-    /// `service` the server files the session under this deadline.
-    fn deadline(&self, s: &Self::Session) -> Option<u64> {
+    /// When the session ends unless something changes (an application timeout), read after
+    /// each `service` that leaves it open. `None`: no deadline.
+    fn deadline_ns(&self, s: &Self::Session) -> Option<u64> {
         let _ = s;
         None
     }
-    /// The session's deadline passed at `now_ns` with no event: the step it ends with (or
-    /// `Open` to keep it, filed again under its new deadline).
-    fn expired(&mut self, s: &mut Self::Session, ctx: &mut Ctx<'_>, conn: Conn) -> Step {
-        let _ = (s, ctx, conn);
-        Step::Open
+    /// The session's deadline passed: count it and say how its connection goes, aborted
+    /// (true: RST, its buffers freed at once) or closed (false: FIN after what is queued).
+    /// `ended(s, Failed)` follows.
+    fn timed_out(&mut self, s: &Self::Session) -> bool {
+        let _ = s;
+        true
     }
 }
 
@@ -72,8 +68,11 @@ pub(crate) trait Handler {
 pub(crate) struct StreamServer<S> {
     port: u16,
     listener: Option<Listener>,
-    /// Each session with the deadline it is filed under in `deadlines`.
-    sessions: BTreeMap<SocketHandle, (Conn, S, Option<u64>)>,
+    sessions: BTreeMap<SocketHandle, (Conn, S)>,
+    /// The deadline of every open session that has one (`Handler::deadline_ns`), and the
+    /// same as a set in time order. Invariant: `(t, h)` ∈ `deadlines` iff `armed[h] == t`,
+    /// and `h` is in `sessions`.
+    armed: BTreeMap<SocketHandle, u64>,
     deadlines: BTreeSet<(u64, SocketHandle)>,
 }
 
@@ -83,6 +82,7 @@ impl<S> StreamServer<S> {
             port,
             listener: None,
             sessions: BTreeMap::new(),
+            armed: BTreeMap::new(),
             deadlines: BTreeSet::new(),
         }
     }
@@ -109,45 +109,21 @@ impl<S> StreamServer<S> {
         self.sessions.len()
     }
 
-    /// The earliest session deadline.
-    pub(crate) fn poll_timeout(&self) -> Option<u64> {
-        self.deadlines.first().map(|&(t, _)| t)
-    }
-
-    /// Ends or re-files every session whose deadline is at or before now.
-    fn expire_due<H: Handler<Session = S>>(&mut self, ctx: &mut Ctx<'_>, h: &mut H) {
-        let now = ctx.now_ns();
-        while let Some(&(t, handle)) = self.deadlines.first() {
-            if t > now {
-                break;
-            }
-            self.deadlines.pop_first();
-            let Some((conn, s, filed)) = self.sessions.get_mut(&handle) else {
-                continue;
-            };
-            *filed = None;
-            let conn = *conn;
-            let step = h.expired(s, ctx, conn);
-            self.finish(ctx, handle, step, h);
-        }
-    }
-
     /// Handles a batch of events: accepts every waiting connection, works each session with
     /// an event, and ends sessions that finished, failed, or whose connection reported an
-    /// error or reached CLOSED.
+    /// error or reached CLOSED; then those whose deadline passed (`expire`).
     pub(crate) fn poll<H: Handler<Session = S>>(
         &mut self,
         ctx: &mut Ctx<'_>,
         events: &[SocketEvent],
         h: &mut H,
     ) {
-        self.expire_due(ctx, h);
         for e in events {
             if self.listener.is_some_and(|l| l.owns(e.handle)) {
                 self.accept_all(ctx, h);
                 continue;
             }
-            let Some((conn, s, _)) = self.sessions.get_mut(&e.handle) else {
+            let Some((conn, s)) = self.sessions.get_mut(&e.handle) else {
                 continue;
             };
             let conn = *conn;
@@ -160,6 +136,7 @@ impl<S> StreamServer<S> {
             }
             self.finish(ctx, e.handle, step, h);
         }
+        self.expire(ctx, h);
     }
 
     fn accept_all<H: Handler<Session = S>>(&mut self, ctx: &mut Ctx<'_>, h: &mut H) {
@@ -168,7 +145,7 @@ impl<S> StreamServer<S> {
             let mut s = h.open(ctx, conn, peer);
             // Data (even a FIN) may already be waiting.
             let step = h.service(&mut s, ctx, conn);
-            self.sessions.insert(conn.handle(), (conn, s, None));
+            self.sessions.insert(conn.handle(), (conn, s));
             self.finish(ctx, conn.handle(), step, h);
         }
     }
@@ -179,10 +156,8 @@ impl<S> StreamServer<S> {
     where
         S: Send + 'static,
     {
-        let (_, s, filed) = self.sessions.remove(&conn.handle())?;
-        if let Some(t) = filed {
-            self.deadlines.remove(&(t, conn.handle()));
-        }
+        let (_, s) = self.sessions.remove(&conn.handle())?;
+        self.disarm(conn.handle());
         Some(Box::new(s))
     }
 
@@ -202,8 +177,8 @@ impl<S> StreamServer<S> {
             let _ = ctx.close(conn);
             return;
         };
-        self.sessions.insert(conn.handle(), (conn, *s, None));
-        if let Some((conn, s, _)) = self.sessions.get_mut(&conn.handle()) {
+        self.sessions.insert(conn.handle(), (conn, *s));
+        if let Some((conn, s)) = self.sessions.get_mut(&conn.handle()) {
             let conn = *conn;
             let step = h.service(s, ctx, conn);
             self.finish(ctx, conn.handle(), step, h);
@@ -219,38 +194,62 @@ impl<S> StreamServer<S> {
         h: &mut H,
     ) {
         if step == Step::Open {
-            // Re-file the session under its deadline.
-            if let Some((_, s, filed)) = self.sessions.get_mut(&handle) {
-                let due = h.deadline(s);
-                if due != *filed {
-                    if let Some(t) = filed.take() {
-                        self.deadlines.remove(&(t, handle));
-                    }
-                    if let Some(t) = due {
-                        self.deadlines.insert((t, handle));
-                    }
-                    *filed = due;
+            let want = self
+                .sessions
+                .get(&handle)
+                .and_then(|(_, s)| h.deadline_ns(s));
+            if self.armed.get(&handle).copied() != want {
+                self.disarm(handle);
+                if let Some(t) = want {
+                    self.armed.insert(handle, t);
+                    self.deadlines.insert((t, handle));
                 }
             }
             return;
         }
-        let Some((conn, s, filed)) = self.sessions.remove(&handle) else {
+        self.disarm(handle);
+        let Some((conn, s)) = self.sessions.remove(&handle) else {
             return;
         };
-        if let Some(t) = filed {
-            self.deadlines.remove(&(t, handle));
-        }
-        match step {
+        if step == Step::Done {
             // Our FIN follows what is queued; an error only says it is already closing.
-            Step::Done => {
-                let _ = ctx.shutdown(conn);
-            }
-            Step::Aborted => {
-                let _ = ctx.stack().tcp_abort(conn.handle());
-            }
-            Step::Open | Step::Failed => {}
+            let _ = ctx.shutdown(conn);
         }
         let _ = ctx.close(conn);
         h.ended(s, step);
+    }
+
+    fn disarm(&mut self, handle: SocketHandle) {
+        if let Some(t) = self.armed.remove(&handle) {
+            self.deadlines.remove(&(t, handle));
+        }
+    }
+
+    /// The earliest session deadline (for `App::poll_timeout`).
+    pub(crate) fn poll_timeout(&self) -> Option<u64> {
+        self.deadlines.first().map(|&(t, _)| t)
+    }
+
+    /// Ends every session whose deadline is at or before now (`Handler::timed_out` says how),
+    /// earliest first.
+    pub(crate) fn expire<H: Handler<Session = S>>(&mut self, ctx: &mut Ctx<'_>, h: &mut H) {
+        let now = ctx.now_ns();
+        while let Some(&(t, handle)) = self.deadlines.first() {
+            if t > now {
+                break;
+            }
+            self.disarm(handle);
+            let Some((conn, s)) = self.sessions.remove(&handle) else {
+                continue;
+            };
+            if h.timed_out(&s) {
+                // An error only says the connection already ended.
+                let _ = ctx.stack().tcp_abort(conn.handle());
+            } else {
+                let _ = ctx.shutdown(conn);
+            }
+            let _ = ctx.close(conn);
+            h.ended(s, Step::Failed);
+        }
     }
 }

@@ -350,3 +350,19 @@ fn nic_offload_settings_name_what_is_allowed_on_every_live_command() {
         }
     }
 }
+
+#[test]
+fn http_timeouts_name_their_range_and_apply_to_http_only() {
+    refused_owned(
+        &with(&["serve", "http", "--send-timeout", "99999999999"], &TAP),
+        &["--send-timeout", "0..=31536000"],
+    );
+    refused_owned(
+        &with(&["serve", "echo", "--keepalive-timeout", "5"], &TAP),
+        &["--keepalive-timeout", "serve http"],
+    );
+    refused_owned(
+        &with(&["serve", "http", "--header-timeout", "soon"], &TAP),
+        &["--header-timeout"],
+    );
+}

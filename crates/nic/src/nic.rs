@@ -263,6 +263,18 @@ impl Nic {
         self.pool.counters
     }
 
+    /// Gives the pool's buffers that sat unused since the previous call back to the
+    /// allocator (counted `PoolCounters::reaped`); returns how many. The driver calls it
+    /// periodically (the shard core: every `shard::POOL_REAP_INTERVAL_NS` while it runs).
+    pub fn reap_pool(&mut self) -> usize {
+        self.pool.reap()
+    }
+
+    /// Buffers waiting in the pool's free lists.
+    pub fn pool_idle_buffers(&self) -> usize {
+        self.pool.idle_buffers()
+    }
+
     /// The steering state (filters, RETA, hasher, hash types).
     pub fn steering(&self) -> &Steering {
         &self.steering

@@ -15,6 +15,9 @@ pub struct PoolCounters {
     pub recycled: u64,
     /// Buffers freed because the free list was full.
     pub discarded: u64,
+    /// Buffers given back to the allocator by [`crate::Nic::reap_pool`] because they sat in
+    /// the free list through a whole reap interval.
+    pub reaped: u64,
 }
 
 /// Buffers of at least this capacity form a class of their own (receive-coalescing groups,
@@ -30,6 +33,10 @@ pub(crate) struct BufferPool {
     free: Vec<Vec<u8>>,
     large: Vec<Vec<u8>>,
     buffers_max: usize,
+    /// The fewest buffers `free` / `large` held since the last `reap`: that many sat unused
+    /// through the whole interval.
+    free_low: usize,
+    large_low: usize,
     pub(crate) counters: PoolCounters,
 }
 
@@ -41,6 +48,8 @@ impl BufferPool {
             free: Vec::with_capacity(buffers_max),
             large: Vec::with_capacity(buffers_max / 4),
             buffers_max,
+            free_low: 0,
+            large_low: 0,
             counters: PoolCounters::default(),
         }
     }
@@ -59,7 +68,13 @@ impl BufferPool {
         } else {
             &mut self.free
         };
-        match list.pop() {
+        let popped = list.pop();
+        if capacity_bytes >= LARGE_BUFFER_BYTES {
+            self.large_low = self.large_low.min(self.large.len());
+        } else {
+            self.free_low = self.free_low.min(self.free.len());
+        }
+        match popped {
             Some(mut b) => {
                 self.counters.reused += 1;
                 b.reserve(capacity_bytes);
@@ -95,6 +110,38 @@ impl BufferPool {
     }
 }
 
+impl BufferPool {
+    /// Buffers in the free lists.
+    pub(crate) fn idle_buffers(&self) -> usize {
+        self.free.len() + self.large.len()
+    }
+
+    /// Memory back to the allocator past what the pool needs: frees the buffers that sat in
+    /// each free list through the whole interval since the last call (its low-water mark:
+    /// the oldest ones, at the bottom of the stack), so a pool that a burst filled shrinks
+    /// back to what the traffic since uses within one interval, and to nothing when idle.
+    /// The lists' own storage shrinks with them. Returns the number freed.
+    pub(crate) fn reap(&mut self) -> usize {
+        let (nf, nl) = (
+            self.free_low.min(self.free.len()),
+            self.large_low.min(self.large.len()),
+        );
+        self.free.drain(..nf);
+        self.large.drain(..nl);
+        if nf > 0 {
+            self.free
+                .shrink_to(self.free.len().max(self.buffers_max / 16));
+        }
+        if nl > 0 {
+            self.large.shrink_to(self.large.len());
+        }
+        self.free_low = self.free.len();
+        self.large_low = self.large.len();
+        self.counters.reaped += (nf + nl) as u64;
+        nf + nl
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +160,25 @@ mod tests {
         assert_eq!((s.capacity(), b.capacity()), (small_cap, big_cap));
         assert_eq!(p.counters.allocated, 2);
         assert_eq!(p.counters.reused, 2);
+    }
+
+    #[test]
+    fn reaping_frees_what_sat_unused_through_an_interval_and_keeps_what_was_used() {
+        let mut p = BufferPool::new(64);
+        let bufs: Vec<_> = (0..10).map(|_| p.take(1500)).collect();
+        bufs.into_iter().for_each(|b| p.give(b));
+        // The first interval saw the list at 0 (the takes): nothing sat unused.
+        assert_eq!(p.reap(), 0);
+        assert_eq!(p.free.len(), 10);
+        // Three in use during the next interval: the other seven sat unused.
+        let used: Vec<_> = (0..3).map(|_| p.take(1500)).collect();
+        used.into_iter().for_each(|b| p.give(b));
+        assert_eq!(p.reap(), 7);
+        assert_eq!(p.free.len(), 3);
+        // Idle: everything goes.
+        assert_eq!(p.reap(), 3);
+        assert!(p.free.is_empty());
+        assert_eq!(p.counters.reaped, 10);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //!
 //! [`CountingAlloc`] wraps [`std::alloc::System`] and counts allocation calls (`alloc`,
 //! `alloc_zeroed`, and `realloc`, which may move the block) and the bytes they asked for.
-//! Frees are not counted. Install it in a test binary of its own (a global allocator is per
+//! Frees are not counted as calls, but every call, free included, moves the live-byte figure
+//! ([`CountingAlloc::live_bytes`]: bytes allocated and not yet freed, on every thread,
+//! excluded ones too, since a block may be freed on another thread than its own). Install it in a test binary of its own (a global allocator is per
 //! binary):
 //!
 //! ```ignore
@@ -13,10 +15,6 @@
 //! The counters are global to the process: every thread's allocations add up, except on
 //! threads that called [`exclude_current_thread`] (a test's monitor thread, say, whose own
 //! bookkeeping is not the code under test). Read them before and after a window and subtract.
-//!
-//! [`CountingAlloc::live_bytes`] is different: the bytes allocated and not yet freed, by every
-//! thread (excluded ones too, since a block may be freed by another thread than the one that
-//! allocated it), for tests that memory is given back.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -42,7 +40,9 @@ fn counted() -> bool {
 pub struct CountingAlloc {
     allocations: AtomicU64,
     bytes: AtomicU64,
-    /// Bytes allocated minus bytes freed, all threads.
+    /// Bytes allocated and not yet freed (all threads). Signed: a block allocated before
+    /// the allocator was installed cannot exist, but reading in the middle of a `realloc`
+    /// on another thread may see the free before the allocation.
     live: AtomicI64,
 }
 
@@ -56,13 +56,20 @@ impl CountingAlloc {
         }
     }
 
-    /// Bytes allocated through this allocator and not freed yet (all threads).
-    pub fn live_bytes(&self) -> u64 {
-        self.live.load(Ordering::Relaxed).max(0) as u64
+    /// Heap bytes allocated through this allocator and not yet freed, all threads (the
+    /// sizes asked for, not the allocator's rounding or its own overhead).
+    pub fn live_bytes(&self) -> i64 {
+        self.live.load(Ordering::Relaxed)
     }
 
-    fn live_add(&self, delta: i64) {
-        self.live.fetch_add(delta, Ordering::Relaxed);
+    fn live_add(&self, size: usize) {
+        self.live
+            .fetch_add(i64::try_from(size).unwrap_or(i64::MAX), Ordering::Relaxed);
+    }
+
+    fn live_sub(&self, size: usize) {
+        self.live
+            .fetch_sub(i64::try_from(size).unwrap_or(i64::MAX), Ordering::Relaxed);
     }
 
     /// Allocation calls so far (all counted threads).
@@ -99,7 +106,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // which is `System::alloc`'s.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            self.live_add(layout.size() as i64);
+            self.live_add(layout.size());
         }
         p
     }
@@ -109,15 +116,15 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: as for `alloc`.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
-            self.live_add(layout.size() as i64);
+            self.live_add(layout.size());
         }
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        self.live_add(-(layout.size() as i64));
         // SAFETY: `ptr` was allocated by this allocator, i.e. by `System`, with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { System.dealloc(ptr, layout) };
+        self.live_sub(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -126,7 +133,9 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // the caller upholds `realloc`'s contract for `new_size`.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            self.live_add(new_size as i64 - layout.size() as i64);
+            // The old block is gone and the new one live; on failure the old one stays.
+            self.live_sub(layout.size());
+            self.live_add(new_size);
         }
         p
     }
@@ -150,23 +159,23 @@ mod tests {
         }
         assert_eq!(a.allocations(), 2);
         assert_eq!(a.bytes(), 64 + 128);
-        assert_eq!(a.live_bytes(), 0, "everything was freed");
+        assert_eq!(a.live_bytes(), 0);
     }
 
     #[test]
     fn live_bytes_follow_allocations_reallocations_and_frees() {
         let a = CountingAlloc::new();
-        let small = Layout::from_size_align(100, 8).expect("layout");
-        // SAFETY: non-zero-size layouts; each block is freed with the layout it has then.
+        let layout = Layout::from_size_align(64, 8).expect("layout");
+        // SAFETY: non-zero-size layouts; each block is freed with the layout it has.
         unsafe {
-            let p = a.alloc(small);
-            let q = a.alloc_zeroed(small);
-            assert_eq!(a.live_bytes(), 200);
-            let p = a.realloc(p, small, 1000);
-            assert_eq!(a.live_bytes(), 1100);
-            a.dealloc(q, small);
-            assert_eq!(a.live_bytes(), 1000);
-            a.dealloc(p, Layout::from_size_align(1000, 8).expect("layout"));
+            let p = a.alloc(layout);
+            assert_eq!(a.live_bytes(), 64);
+            let q = a.alloc_zeroed(layout);
+            assert_eq!(a.live_bytes(), 128);
+            let p = a.realloc(p, layout, 256);
+            assert_eq!(a.live_bytes(), 64 + 256);
+            a.dealloc(p, Layout::from_size_align(256, 8).expect("layout"));
+            a.dealloc(q, layout);
         }
         assert_eq!(a.live_bytes(), 0);
     }

@@ -179,6 +179,13 @@ impl RxQueue<'_> {
     }
 }
 
+/// How often a shard gives its NIC pool's idle buffers back to the allocator
+/// (`nic::Nic::reap_pool`): buffers that sat unused a whole second go, so memory a burst took
+/// (a thousand connections' worth of frames, say) returns when the burst is over. While the
+/// pool holds buffers, [`Shard::poll_timeout`] asks to be woken for the next reap, so an idle
+/// shard empties its pool within two intervals and then sleeps.
+pub const POOL_REAP_INTERVAL_NS: u64 = 1_000_000_000;
+
 /// One shard: NIC queue pair, stack, application, pool and outbox. See the crate docs for the
 /// order a driver calls it in.
 pub struct Shard<A> {
@@ -205,6 +212,8 @@ pub struct Shard<A> {
     app_more: bool,
     /// The `now` of the latest call, for [`Shard::poll_timeout`] while work is pending.
     now_ns: u64,
+    /// When the NIC pool is next reaped ([`POOL_REAP_INTERVAL_NS`]).
+    next_pool_reap_ns: u64,
     /// Reused: descriptors of one poll, events of one application round, frames of one
     /// transmit poll.
     descs: Vec<RxDescriptor>,
@@ -253,6 +262,7 @@ impl<A: App> Shard<A> {
             tx_more: false,
             app_more: false,
             now_ns: 0,
+            next_pool_reap_ns: 0,
             descs: Vec::with_capacity(budget),
             events: Vec::new(),
             tx_scratch: Vec::with_capacity(budget),
@@ -432,6 +442,10 @@ impl<A: App> Shard<A> {
             work += self.step_moves(now_ns);
         }
         work += self.transmit(now_ns);
+        if now_ns >= self.next_pool_reap_ns {
+            self.nic.reap_pool();
+            self.next_pool_reap_ns = now_ns.saturating_add(POOL_REAP_INTERVAL_NS);
+        }
         if work > 0 {
             self.counters.busy_iterations += 1;
         }
@@ -475,6 +489,7 @@ impl<A: App> Shard<A> {
             self.stack.poll_timeout(),
             self.nic.next_deadline(),
             self.app.poll_timeout(),
+            (self.nic.pool_idle_buffers() > 0).then_some(self.next_pool_reap_ns),
         ]
         .into_iter()
         .flatten()

@@ -218,6 +218,20 @@ pub struct Limits {
     /// lets the sender close one in the persist condition to manage its resources, and Linux
     /// applies `TCP_USER_TIMEOUT` to it. `None` turns it off. Default 120 s.
     pub tcp_zero_window_max_ns: Option<u64>,
+    /// TCP buffer memory budget (`stack::tcp_mem`, like Linux's `tcp_mem`), over the ring
+    /// storage all connections of this stack (one shard) have allocated: after memory
+    /// pressure, the state returns to normal only below this. Default 48 MiB.
+    pub tcp_mem_low_bytes: usize,
+    /// At or above this, memory pressure: new connections get buffers of at most
+    /// `tcp_mem_pressure_buffer_bytes`, send buffers shrink to what they hold and grow no
+    /// further (`tcp_mem_pressure_entered`). Default 64 MiB.
+    pub tcp_mem_pressure_bytes: usize,
+    /// At or above this, new connections are refused and writes that would allocate return
+    /// would-block (`tcp_mem_high_entered`, `tcp_mem_refused_*`). Default 96 MiB.
+    pub tcp_mem_high_bytes: usize,
+    /// The send and receive buffer size of connections opened under memory pressure.
+    /// Default 16 KiB.
+    pub tcp_mem_pressure_buffer_bytes: u32,
 }
 
 impl Default for Limits {
@@ -251,6 +265,10 @@ impl Default for Limits {
             tcp_reclaim_unused_ns: 10 * NS_PER_S,
             tcp_reclaim_idle_ns: 60 * NS_PER_S,
             tcp_zero_window_max_ns: Some(120 * NS_PER_S),
+            tcp_mem_low_bytes: 48 << 20,
+            tcp_mem_pressure_bytes: 64 << 20,
+            tcp_mem_high_bytes: 96 << 20,
+            tcp_mem_pressure_buffer_bytes: 16 << 10,
         }
     }
 }

@@ -212,6 +212,18 @@ counters! {
     /// Connections aborted after sitting at a zero send window with data queued and no
     /// progress for `Limits::tcp_zero_window_max_ns`.
     tcp_zero_window_aborts,
+    /// The TCP buffer memory went back to the normal state (`tcp_mem`).
+    tcp_mem_normal_entered,
+    /// The TCP buffer memory reached `Limits::tcp_mem_pressure_bytes` (`tcp_mem`).
+    tcp_mem_pressure_entered,
+    /// The TCP buffer memory reached `Limits::tcp_mem_high_bytes` (`tcp_mem`).
+    tcp_mem_high_entered,
+    /// Send buffers shrunk to what they held on entering memory pressure.
+    tcp_mem_send_buffers_shrunk,
+    /// Passive opens dropped and active opens refused in the high memory state.
+    tcp_mem_refused_conn,
+    /// Writes refused (would-block) in the high memory state.
+    tcp_mem_refused_write,
     /// Segment to a listener that was not a bare SYN (ACK → RST; others dropped).
     tcp_listen_bad_segment,
     /// Connections established (both directions).

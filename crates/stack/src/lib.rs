@@ -74,6 +74,7 @@ mod stack;
 mod tcp_api;
 mod tcp_fastopen;
 mod tcp_input;
+pub mod tcp_mem;
 mod tcp_move;
 pub mod tcp_sockets;
 mod timer_wheel;
@@ -99,6 +100,7 @@ pub use socket::{
 pub use stack::Stack;
 /// The TCP engine's per-connection counters, as [`Stack::tcp_counters`] sums them.
 pub use tcp::Counters as TcpCounters;
+pub use tcp_mem::MemState;
 pub use tcp_move::{BucketConn, MoveClass, Unowned};
 pub use tcp_sockets::FourTuple;
 /// The receive metadata [`Stack::receive`] takes (re-exported from `wire`).

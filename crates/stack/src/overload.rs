@@ -80,10 +80,14 @@ fn reclaim_class(c: &ConnSock, now: u64, limits: &Limits) -> Option<u8> {
 }
 
 impl TcpCx<'_> {
-    /// Before a passive open from `source`: under table pressure, reclaim idle connections,
+    /// Before a passive open from `source`: refused in the high memory state
+    /// (`tcp_mem_refused_conn`, see `tcp_mem`); under table pressure, reclaim idle connections,
     /// then refuse `source` if it holds its share of the table. False: refused, counted
     /// `tcp_source_limit`; the caller drops the segment (the peer may retry later).
     pub(crate) fn tcp_overload_admit(&mut self, now: u64, source: IpAddr) -> bool {
+        if !self.tcp_mem_admit() {
+            return false;
+        }
         let limits = &self.cfg.limits;
         let high = share_of(limits.sockets_max, limits.tcp_reclaim_high_water_pct);
         if self.sockets.len() < high {

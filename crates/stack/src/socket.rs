@@ -107,6 +107,8 @@ pub enum SocketError {
     Closed,
     /// The peer's host or port was unreachable (a hard ICMP error).
     Unreachable,
+    /// The stack's TCP buffer memory is at its high mark (`Limits::tcp_mem_high_bytes`).
+    NoBufferSpace,
 }
 
 impl fmt::Display for SocketError {
@@ -127,6 +129,7 @@ impl fmt::Display for SocketError {
             SocketError::TimedOut => "connection timed out",
             SocketError::Closed => "connection closed",
             SocketError::Unreachable => "destination unreachable",
+            SocketError::NoBufferSpace => "no buffer space (TCP memory budget reached)",
         })
     }
 }

@@ -69,14 +69,20 @@ impl Slot {
 
 /// The socket table. Invariants: `slots.len()` ≤ `sockets_max`; `free_slots` holds exactly
 /// the empty slots that are not reserved (a moved marker's slot is neither empty nor named by
-/// a handle); `ports` lists every slot whose socket owns a port, under that port; `events`
+/// a handle), plus, in any order, indexes ≥ `slots.len()` that `compact` dropped (`alloc`
+/// skips them; nothing is pushed while any remain); `in_use` counts the slots holding a socket or
+/// reserved; every slot's generation is below `generation_base` unless it was pushed after
+/// the last `compact` (so no handle to a dropped slot names a later one); `ports` lists every slot whose socket owns a port, under that port; `events`
 /// holds each slot index at most once (`Slot::queued`), so it is bounded by `slots`.
 #[derive(Debug)]
 pub(crate) struct Sockets {
     sockets_max: usize,
     slots: Vec<Slot>,
-    /// Indexes of empty slots (reused last-freed first).
+    /// Indexes of empty slots (reused last-freed first), and indexes at or past
+    /// `slots.len()` that `compact` dropped (stale: skipped by `alloc`).
     free_slots: Vec<usize>,
+    /// Slots holding a socket or reserved (`len`).
+    in_use: usize,
     /// Port → slots bound to it (UDP sockets, TCP listeners), so input demultiplexing never
     /// scans the socket table.
     ports: BTreeMap<(PortKind, u16), Vec<usize>>,
@@ -84,7 +90,14 @@ pub(crate) struct Sockets {
     events: VecDeque<u32>,
     /// Where the next ephemeral port search starts.
     next_ephemeral: u16,
+    /// The generation a slot pushed from now on starts at: above every generation a slot
+    /// given back to the allocator had (`compact`), so a stale handle for a slot that was
+    /// dropped never names the slot that later takes its index.
+    generation_base: u32,
 }
+
+/// A table this many slots long or shorter is never compacted.
+const COMPACT_MIN_SLOTS: usize = 64;
 
 impl Sockets {
     pub(crate) fn new(sockets_max: usize) -> Sockets {
@@ -92,15 +105,17 @@ impl Sockets {
             sockets_max,
             slots: Vec::new(),
             free_slots: Vec::new(),
+            in_use: 0,
             ports: BTreeMap::new(),
             events: VecDeque::new(),
             next_ephemeral: EPHEMERAL_FIRST,
+            generation_base: 0,
         }
     }
 
     /// Sockets in the table (moved markers included).
     pub(crate) fn len(&self) -> usize {
-        self.slots.len() - self.free_slots.len()
+        self.in_use
     }
 
     /// What slot `i` holds.
@@ -124,6 +139,15 @@ impl Sockets {
             .iter()
             .enumerate()
             .filter_map(|(i, s)| s.socket.as_ref().map(|so| (i, so)))
+    }
+
+    /// Every occupied slot with its index, mutably (rare walks: the memory budget's state
+    /// changes).
+    pub(crate) fn iter_indexed_mut(&mut self) -> impl Iterator<Item = (usize, &mut Socket)> {
+        self.slots
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, s)| s.socket.as_mut().map(|so| (i, so)))
     }
 
     /// Replaces what slot `i` holds (a connection by its moved marker, say), dropping any
@@ -204,6 +228,15 @@ impl Sockets {
     /// Puts `socket` in a free slot.
     pub(crate) fn alloc(&mut self, socket: Socket) -> Result<SocketHandle, SocketError> {
         let bound = port_key(&socket);
+        // Entries `compact` left past the end are skipped (each once: nothing is pushed while
+        // any remain).
+        while self
+            .free_slots
+            .last()
+            .is_some_and(|&i| i >= self.slots.len())
+        {
+            self.free_slots.pop();
+        }
         let (i, generation) = if let Some(i) = self.free_slots.pop() {
             let Some(slot) = self.slots.get_mut(i) else {
                 return Err(SocketError::TooManySockets);
@@ -216,14 +249,16 @@ impl Sockets {
             if self.slots.len() >= self.sockets_max {
                 return Err(SocketError::TooManySockets);
             }
+            let generation = self.generation_base;
             self.slots.push(Slot {
-                generation: 0,
+                generation,
                 socket: Some(socket),
                 pending: Readiness::NONE,
                 queued: false,
             });
-            (self.slots.len() - 1, 0)
+            (self.slots.len() - 1, generation)
         };
+        self.in_use += 1;
         if let Some(k) = bound {
             self.ports.entry(k).or_default().push(i);
         }
@@ -302,6 +337,44 @@ impl Sockets {
             }
         }
         self.free_slots.push(i);
+        self.in_use -= 1;
+        if i + 1 == self.slots.len()
+            && self.slots.len() > COMPACT_MIN_SLOTS
+            && self.in_use * 8 <= self.slots.len()
+        {
+            self.compact();
+        }
         Some(socket)
+    }
+
+    /// Memory back to the allocator past the table's high-water mark: when the last slot is
+    /// freed while at most an eighth of the slots are in use, the run of empty slots at the
+    /// end of the table is dropped (each slot is dropped at most once per time it was pushed,
+    /// so this is O(1) amortized per slot), and the slot vector shrinks once its capacity is
+    /// four times what it holds. The dropped indexes stay in `free_slots` until `alloc`
+    /// skips them; event-queue entries for them are dropped here (O(queue), which the
+    /// application drains every iteration).
+    #[cold]
+    fn compact(&mut self) {
+        let mut keep = self.slots.len();
+        while keep > 0 {
+            let slot = &self.slots[keep - 1];
+            if slot.socket.is_some() {
+                break;
+            }
+            self.generation_base = self.generation_base.max(slot.generation.wrapping_add(1));
+            keep -= 1;
+        }
+        self.slots.truncate(keep);
+        if self.slots.capacity() >= 4 * keep.max(COMPACT_MIN_SLOTS) {
+            self.slots.shrink_to(2 * keep.max(COMPACT_MIN_SLOTS));
+        }
+        // A dropped slot's index left in the queue would, once the index is pushed again,
+        // let it be queued twice: drop them (the queue holds at most one entry per slot).
+        self.events.retain(|&i| (i as usize) < keep);
+        if self.events.capacity() >= 4 * self.events.len().max(COMPACT_MIN_SLOTS) {
+            self.events
+                .shrink_to(2 * self.events.len().max(COMPACT_MIN_SLOTS));
+        }
     }
 }

@@ -253,6 +253,17 @@ impl Stack {
         self.tcp_view().0.source_connections(source)
     }
 
+    /// Ring storage all TCP connections hold, bytes: what the buffer budget counts
+    /// (`Limits::tcp_mem_*_bytes`, `stack::tcp_mem`).
+    pub fn tcp_mem_bytes(&self) -> usize {
+        self.tcp_view().0.mem_bytes
+    }
+
+    /// The memory state of the TCP buffers (`stack::tcp_mem`).
+    pub fn tcp_mem_state(&self) -> crate::tcp_mem::MemState {
+        self.tcp_view().0.mem_state
+    }
+
     /// The first TCB invariant a live connection violates (`tcp::Connection::
     /// invariant_violation`), with its 4-tuple; for checkers in tests and simulations. Walks
     /// the socket table.
@@ -379,6 +390,7 @@ impl TcpCx<'_> {
         remote: SocketAddr,
         local_port: u16,
     ) -> Result<SocketHandle, SocketError> {
+        self.tcp_mem_admit_connect()?;
         let local_ip = self
             .egress
             .select_source(remote.ip())
@@ -422,6 +434,8 @@ impl TcpCx<'_> {
             plpmtud: None,
             fastopen_syn_ack: None,
             syn_data_acked: false,
+            mem_bytes: 0,
+            send_buffer_before_pressure: None,
         };
         let h = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock)))?;
         self.tcp.conns.insert(key, h.index as usize);
@@ -434,8 +448,15 @@ impl TcpCx<'_> {
         if let Some(r) = self.bypass_send(h, data, false) {
             return r;
         }
+        // In the high memory state only what the budget allows (`tcp_mem`).
+        let allowed = if self.tcp.mem_state == crate::tcp_mem::MemState::High {
+            let (i, _) = self.conn_for(h)?;
+            &data[..self.tcp_mem_send_allowance(i, data.len())]
+        } else {
+            data
+        };
         let (i, c) = self.conn_for(h)?;
-        let n = c.conn.send(data).map_err(map_tcp_error)?;
+        let n = c.conn.send(allowed).map_err(map_tcp_error)?;
         self.tcp_after_input(i);
         if n == 0 && !data.is_empty() {
             return Err(SocketError::WouldBlock);
@@ -452,8 +473,15 @@ impl TcpCx<'_> {
         if let Some(r) = self.bypass_send(h, data, true) {
             return r;
         }
+        // In the high memory state only what the budget allows (`tcp_mem`).
+        let allowed = if self.tcp.mem_state == crate::tcp_mem::MemState::High {
+            let (i, _) = self.conn_for(h)?;
+            &data[..self.tcp_mem_send_allowance(i, data.len())]
+        } else {
+            data
+        };
         let (i, c) = self.conn_for(h)?;
-        let n = c.conn.send_more(data).map_err(map_tcp_error)?;
+        let n = c.conn.send_more(allowed).map_err(map_tcp_error)?;
         self.tcp_after_input(i);
         if n == 0 && !data.is_empty() {
             return Err(SocketError::WouldBlock);

@@ -43,6 +43,9 @@ impl TcpCx<'_> {
         if let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.free(i) {
             self.tcp.counters_released.add(c.engine_counters());
             self.tcp.forget_source(&c);
+            crate::tcp_mem::mem_forget(self.tcp, &c);
+            self.tcp_mem_judge();
+            self.tcp.shrink_tables();
         }
     }
 
@@ -326,6 +329,8 @@ impl TcpCx<'_> {
             plpmtud: None,
             fastopen_syn_ack: None,
             syn_data_acked: false,
+            mem_bytes: 0,
+            send_buffer_before_pressure: None,
         };
         let Ok(h) = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock))) else {
             self.tcp.counters.tcp_conn_table_full += 1;
@@ -371,6 +376,7 @@ impl TcpCx<'_> {
     pub(crate) fn tcp_after_input(&mut self, i: usize) {
         self.tcp.dirty.insert(i);
         self.tcp_rearm(i);
+        self.tcp_mem_account(i);
         let mut readiness = Readiness::NONE;
         let mut established = false;
         let parent = {

@@ -328,6 +328,8 @@ impl TcpCx<'_> {
         if let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.replace(i, Socket::Tcp(marker)) {
             self.tcp.counters_released.add(c.engine_counters());
             self.tcp.forget_source(&c);
+            crate::tcp_mem::mem_forget(self.tcp, &c);
+            self.tcp_mem_judge();
         }
         self.tcp.moved += 1;
         self.tcp.timers.insert(i, expires_ns);
@@ -384,6 +386,8 @@ impl TcpCx<'_> {
             plpmtud: None,
             fastopen_syn_ack: None,
             syn_data_acked: false,
+            mem_bytes: 0,
+            send_buffer_before_pressure: None,
         };
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {

@@ -178,6 +178,12 @@ pub(crate) struct ConnSock {
     pub(crate) fastopen_syn_ack: Option<wire::tcp::FastOpenOption>,
     /// Its SYN's data was accepted (Fast Open): `TCPI_OPT_SYN_DATA`.
     pub(crate) syn_data_acked: bool,
+    /// Ring storage this connection held when last accounted (`tcp_mem`): its share of
+    /// `TcpTable::mem_bytes`.
+    pub(crate) mem_bytes: usize,
+    /// The send buffer size it had before memory pressure shrank it (given back when the
+    /// stack returns to the normal state).
+    pub(crate) send_buffer_before_pressure: Option<u32>,
 }
 
 /// What a connection exported by [`Stack::tcp_export`] leaves in its slot and in the table
@@ -295,6 +301,11 @@ pub(crate) struct TcpTable {
     pub(crate) reclaim_next_scan_ns: u64,
     /// Reused by the reclaim scan for its candidates (empty between scans).
     pub(crate) reclaim_scratch: Vec<(u8, u64, usize)>,
+    /// Ring storage held by all connections, bytes (`tcp_mem`'s invariant: the sum of
+    /// their `ConnSock::mem_bytes`).
+    pub(crate) mem_bytes: usize,
+    /// The memory state `mem_bytes` put the stack in (`tcp_mem`).
+    pub(crate) mem_state: crate::tcp_mem::MemState,
     cfg: Arc<StackConfig>,
 }
 
@@ -347,6 +358,8 @@ impl TcpTable {
             per_source: HashMap::new(),
             reclaim_next_scan_ns: 0,
             reclaim_scratch: Vec::new(),
+            mem_bytes: 0,
+            mem_state: crate::tcp_mem::MemState::Normal,
             cfg,
         }
     }
@@ -368,6 +381,22 @@ impl TcpTable {
             if *n == 0 {
                 self.per_source.remove(&ip);
             }
+        }
+    }
+
+    /// Memory back to the allocator past the tables' high-water mark: a map using at most an
+    /// eighth of its capacity shrinks to twice its length (O(length), and only after the
+    /// length fell by a factor of four or more since it last grew or shrank: O(1) amortized
+    /// per removal).
+    pub(crate) fn shrink_tables(&mut self) {
+        const MIN: usize = 64;
+        if self.conns.capacity() > MIN && self.conns.len() * 8 <= self.conns.capacity() {
+            self.conns.shrink_to(self.conns.len() * 2);
+        }
+        if self.per_source.capacity() > MIN
+            && self.per_source.len() * 8 <= self.per_source.capacity()
+        {
+            self.per_source.shrink_to(self.per_source.len() * 2);
         }
     }
 
@@ -455,6 +484,13 @@ impl TcpTable {
     pub(crate) fn config_for(&self, base: &tcp::Config, v4: bool) -> tcp::Config {
         let overhead = if v4 { 40 } else { 60 };
         let mut c = *base;
+        if self.mem_state != crate::tcp_mem::MemState::Normal {
+            // Memory pressure: new buffers no larger than the pressure size (`tcp_mem`).
+            let cap = self.cfg.limits.tcp_mem_pressure_buffer_bytes;
+            c.send_buffer_bytes = c.send_buffer_bytes.min(cap);
+            c.recv_buffer_bytes = c.recv_buffer_bytes.min(cap);
+            c = c.validated();
+        }
         c.mss_bytes = c
             .mss_bytes
             .min(self.cfg.interface.mtu_bytes.saturating_sub(overhead));

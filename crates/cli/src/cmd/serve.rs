@@ -11,6 +11,7 @@ use std::sync::Arc;
 use apps::discard::DiscardServer;
 use apps::echo::EchoServer;
 use apps::http::{FileSet, HttpServer};
+use apps::http_timeouts::HttpTimeouts;
 use clap::{Args, ValueEnum};
 
 use super::CliError;
@@ -40,11 +41,57 @@ pub struct ServeArgs {
     /// TCP port, 1..=65535 (default: echo 7, discard 9, http 80).
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
     port: Option<u16>,
+    /// HTTP: seconds a client has to send a whole request head (nginx
+    /// `client_header_timeout`); 0 turns it off. Default 60.
+    #[arg(long, value_name = "S")]
+    header_timeout: Option<u64>,
+    /// HTTP: seconds a kept-alive connection may sit idle (nginx `keepalive_timeout`); 0
+    /// turns it off. Default 75.
+    #[arg(long, value_name = "S")]
+    keepalive_timeout: Option<u64>,
+    /// HTTP: seconds without send progress (the client reads nothing) before the
+    /// connection is reset (nginx `send_timeout`); 0 turns it off. Default 60.
+    #[arg(long, value_name = "S")]
+    send_timeout: Option<u64>,
     #[command(flatten)]
     io: IoArgs,
     #[command(flatten)]
     offload: OffloadArgs,
 }
+
+/// The HTTP timeouts the options ask for (seconds; 0 = off; absent = nginx's default).
+/// Usage error when given for another application or too large to count in nanoseconds.
+fn http_timeouts(args: &ServeArgs) -> Result<HttpTimeouts, CliError> {
+    let given = [
+        ("--header-timeout", args.header_timeout),
+        ("--keepalive-timeout", args.keepalive_timeout),
+        ("--send-timeout", args.send_timeout),
+    ];
+    if let Some((name, _)) = given.iter().find(|(_, v)| v.is_some())
+        && args.app != ServeApp::Http
+    {
+        return Err(CliError::Usage(format!(
+            "{name} applies to `serve http` only"
+        )));
+    }
+    let to_ns = |name: &str, v: Option<u64>, default: Option<u64>| match v {
+        None => Ok(default),
+        Some(0) => Ok(None),
+        Some(s) if s <= MAX_TIMEOUT_S => Ok(Some(s * 1_000_000_000)),
+        Some(_) => Err(CliError::Usage(format!(
+            "{name} must be 0..={MAX_TIMEOUT_S} seconds"
+        ))),
+    };
+    let d = HttpTimeouts::default();
+    Ok(HttpTimeouts {
+        header_ns: to_ns(given[0].0, given[0].1, d.header_ns)?,
+        keepalive_ns: to_ns(given[1].0, given[1].1, d.keepalive_ns)?,
+        send_ns: to_ns(given[2].0, given[2].1, d.send_ns)?,
+    })
+}
+
+/// The largest timeout the options take: a year.
+const MAX_TIMEOUT_S: u64 = 365 * 24 * 3600;
 
 pub fn run(args: ServeArgs, out: &mut impl Write) -> Result<(), CliError> {
     let mut live = args.io.resolve()?;
@@ -83,6 +130,7 @@ pub fn run(args: ServeArgs, out: &mut impl Write) -> Result<(), CliError> {
     if args.dir.is_some() && args.app != ServeApp::Http {
         return Err(CliError::Usage("--dir applies to `serve http` only".into()));
     }
+    let timeouts = http_timeouts(&args)?;
     let line = live.listening_line(port);
     let ready = |out: &mut dyn Write| -> std::io::Result<()> {
         writeln!(out, "{line}")?;
@@ -135,22 +183,29 @@ pub fn run(args: ServeArgs, out: &mut impl Write) -> Result<(), CliError> {
             };
             let files = Arc::new(files);
             let r = live.run(
-                move |_| HttpServer::new(port, files.clone()),
+                move |_| HttpServer::new(port, files.clone()).with_timeouts(timeouts),
                 false,
                 || ready(&mut *out),
             )?;
             let (mut acc, mut reqs, mut errs, mut bytes) = (0, 0, 0, 0);
+            let (mut t_header, mut t_keepalive, mut t_send) = (0, 0, 0);
             for s in &r.host.shards {
                 let st = s.app.stats();
                 acc += st.connections_accepted;
                 reqs += st.requests;
                 errs += st.responses_error;
                 bytes += st.body_bytes_sent;
+                t_header += st.timeouts_header;
+                t_keepalive += st.timeouts_keepalive;
+                t_send += st.timeouts_send;
             }
             writeln!(out, "connections: {acc}")?;
             writeln!(out, "requests: {reqs}")?;
             writeln!(out, "responses_error: {errs}")?;
             writeln!(out, "bytes: {bytes}")?;
+            writeln!(out, "timeouts_header: {t_header}")?;
+            writeln!(out, "timeouts_keepalive: {t_keepalive}")?;
+            writeln!(out, "timeouts_send: {t_send}")?;
             write_host_summary(out, &r)?;
             if let Some(o) = OffloadSummary::of_live(&r, offload_args) {
                 o.write_lines(out)?;

@@ -560,6 +560,7 @@ pub(super) fn errno_of(e: SocketError) -> &'static str {
         SocketError::Closed | SocketError::Finished => "ENOTCONN",
         SocketError::InvalidState | SocketError::WrongSocketType => "EINVAL",
         SocketError::InvalidHandle => "EBADF",
+        SocketError::NoBufferSpace => "ENOBUFS",
     }
 }
 

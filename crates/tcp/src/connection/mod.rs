@@ -34,6 +34,7 @@ mod diag;
 mod fastopen;
 mod info;
 mod input;
+mod mem;
 mod output;
 mod receive;
 mod sizes;
