@@ -140,8 +140,10 @@ fn memory_of_1000_zero_window_clients_returns_within_10_pct_after_they_close() {
         "the clients pinned memory: start {start_bytes} peak {peak_bytes}"
     );
 
-    // They close; a few seconds later everything is back.
-    world.run_until(CLOSE_AT_NS + 10 * S);
+    // They close; within half a minute everything is back (the NIC pool reaps buffers idle
+    // for a second; the stack's transmit pool trims every 10 s to twice what the period
+    // before took, so the burst's buffers go at the second trim after it).
+    world.run_until(CLOSE_AT_NS + 30 * S);
     let host = world.host::<ShardedHost<HttpServer>>(server).unwrap();
     // The frame buffers the burst took went back to the allocator (`nic` pool reaping).
     assert!(host.shards()[0].nic().pool_counters().reaped > 0);

@@ -38,8 +38,9 @@ const TX_FREE_SLACK_BYTES: usize = 128;
 const TX_FREE_TSO_FRAMES_MAX: usize = 256;
 /// Capacity of a TSO frame buffer: the largest frame TSO builds.
 const TX_TSO_FRAME_BYTES: usize = 14 + 65_535;
-/// Free frame buffers the pool may always keep (about 400 KiB at a 1500-byte MTU).
-const TX_FREE_FRAMES_FLOOR: usize = 256;
+/// Free frame buffers the pool may always keep (about 50 KiB at a 1500-byte MTU; a steady flow
+/// keeps what it needs by the trim rule, twice what a period took).
+const TX_FREE_FRAMES_FLOOR: usize = 32;
 /// The pool's trim period: once a period, buffers beyond twice what the transmit path took
 /// during it (and beyond the floor) are freed, so a burst's buffers (a thousand connections'
 /// worth of in-flight frames) go back to the allocator once the burst is over, while a steady
