@@ -22,30 +22,8 @@ use wire::{
 use crate::config::{StackConfig, solicited_node};
 use crate::counters::Counters;
 use crate::neighbor::{NeighborCache, PendingPacket, Resolution};
+use crate::tx_pool::TxPool;
 
-/// Recycled transmit buffers kept for reuse (`Egress::recycle`); more are freed. At least the
-/// frames a shard can have in flight, so a steady flow neither frees nor allocates: on the
-/// runtime's `mem` wire, a bulk sender's buffers fill the wire's transmit ring (4096 slots by
-/// default) and the NIC model's (512) before they come back as transmit completions, all at
-/// once if the receiver stalls. (256 freed and re-allocated about one buffer in ten there.)
-const TX_FREE_FRAMES_MAX: usize = 5120;
-/// `Egress::recycle` keeps buffers of capacity ≤ MTU + this (Ethernet header and TCP options
-/// room): with `TX_FREE_FRAMES_MAX`, at most about 8 MiB at a 1500-byte MTU, held only once that
-/// many frames were in flight at once.
-const TX_FREE_SLACK_BYTES: usize = 128;
-/// Recycled TSO-sized buffers kept (beyond the MTU, up to a 64 KiB frame each): at most
-/// 16 MiB, about what a socket's worth of large frames in flight needs.
-const TX_FREE_TSO_FRAMES_MAX: usize = 256;
-/// Capacity of a TSO frame buffer: the largest frame TSO builds.
-const TX_TSO_FRAME_BYTES: usize = 14 + 65_535;
-/// Free frame buffers the pool may always keep (about 50 KiB at a 1500-byte MTU; a steady flow
-/// keeps what it needs by the trim rule, twice what a period took).
-const TX_FREE_FRAMES_FLOOR: usize = 32;
-/// The pool's trim period: once a period, buffers beyond twice what the transmit path took
-/// during it (and beyond the floor) are freed, so a burst's buffers (a thousand connections'
-/// worth of in-flight frames) go back to the allocator once the burst is over, while a steady
-/// flow, taking more than the pool holds every period, keeps them all and allocates nothing.
-const TX_FREE_TRIM_PERIOD_NS: u64 = 10_000_000_000;
 /// RFC 4861 §7.1.1/§7.1.2: NDP messages must arrive with hop limit 255 (not forwarded).
 pub(crate) const NDP_HOP_LIMIT: u8 = 255;
 /// Ethernet header without a VLAN tag.
@@ -67,17 +45,9 @@ pub(crate) struct Egress {
     /// Frames with what each asks of the device. Invariant: `tx.len()` ≤
     /// `limits.tx_queue_frames_max`.
     tx: VecDeque<(Vec<u8>, TxMeta)>,
-    /// TSO frame buffers handed back (capacity above the MTU's), reused by the TCP transmit
-    /// path when TSO is on. Invariant: `tx_free_tso.len()` ≤ `TX_FREE_TSO_FRAMES_MAX`.
-    tx_free_tso: Vec<Vec<u8>>,
-    /// Frame buffers handed back by the driver (`recycle`), reused by the TCP transmit path.
-    /// Invariant: `tx_free.len()` ≤ `TX_FREE_FRAMES_MAX` and each capacity ≤ MTU +
-    /// `TX_FREE_SLACK_BYTES`.
-    tx_free: Vec<Vec<u8>>,
-    /// Buffers the transmit path took from `tx_free` since the last trim, and when the next
-    /// trim is due (`None` while the pool is within its floor).
-    tx_free_taken: u32,
-    tx_free_trim_at_ns: Option<u64>,
+    /// Frame buffers handed back by the driver, reused by the transmit path (bounded,
+    /// trimmed after bursts).
+    pool: TxPool,
     ipv4_ident: u16,
     ipv6_frag_ident: u32,
     /// The TCP header length (options included) the TCP flush reserves room for in front of
@@ -178,10 +148,10 @@ impl Egress {
             neighbors,
             counters: Counters::default(),
             tx: VecDeque::new(),
-            tx_free: Vec::new(),
-            tx_free_tso: Vec::new(),
-            tx_free_taken: 0,
-            tx_free_trim_at_ns: None,
+            pool: TxPool::new(
+                cfg.interface.mtu_bytes,
+                cfg.tx_offload.tso_payload_bytes_max > 0,
+            ),
             ipv4_ident: 1,
             ipv6_frag_ident: 1,
             tx_header_guess: TCP_HEADER_MIN,
@@ -229,47 +199,13 @@ impl Egress {
 
     /// Runs the neighbour cache's timers: expiry, resolution retries, and the queues of
     /// neighbours that gave up.
-    /// When the pool's next trim is due: only while it holds more than its floor (`Some(0)`,
-    /// due at once, until the first trim arms the period).
+    /// When the buffer pool's next trim is due ([`TxPool::poll_timeout`]).
     pub(crate) fn pool_poll_timeout(&self) -> Option<u64> {
-        if self.tx_free.len() > TX_FREE_FRAMES_FLOOR {
-            Some(self.tx_free_trim_at_ns.unwrap_or(0))
-        } else {
-            None
-        }
-    }
-
-    /// Frees the pool's buffers beyond twice what the transmit path took in the last period
-    /// (and beyond the floor), once a period while it holds more than the floor.
-    fn trim_pool(&mut self, now: u64) {
-        if self.tx_free.len() <= TX_FREE_FRAMES_FLOOR {
-            self.tx_free_trim_at_ns = None;
-            self.tx_free_taken = 0;
-            return;
-        }
-        match self.tx_free_trim_at_ns {
-            None => {
-                // First time above the floor: the period starts now.
-                self.tx_free_taken = 0;
-                self.tx_free_trim_at_ns = Some(now.saturating_add(TX_FREE_TRIM_PERIOD_NS));
-            }
-            Some(at) if now >= at => {
-                let keep = TX_FREE_FRAMES_FLOOR.max(2 * self.tx_free_taken as usize);
-                if self.tx_free.len() > keep {
-                    self.counters.tx_pool_trimmed_frames += (self.tx_free.len() - keep) as u64;
-                    self.tx_free.truncate(keep);
-                    self.tx_free.shrink_to(keep);
-                }
-                self.tx_free_taken = 0;
-                self.tx_free_trim_at_ns = (self.tx_free.len() > TX_FREE_FRAMES_FLOOR)
-                    .then(|| now.saturating_add(TX_FREE_TRIM_PERIOD_NS));
-            }
-            Some(_) => {}
-        }
+        self.pool.poll_timeout()
     }
 
     pub(crate) fn handle_timeout(&mut self, now: u64) {
-        self.trim_pool(now);
+        self.counters.tx_pool_trimmed_frames += self.pool.trim(now);
         let actions = self.neighbors.handle_timeout(now);
         self.counters.neighbor_expired += actions.expired as u64;
         for addr in actions.retry {
@@ -303,34 +239,14 @@ impl Egress {
 
     /// Gives a frame buffer back once the driver is done with it (typically a frame from
     /// `poll_transmit` after the NIC sent it), so the transmit path can reuse it instead of
-    /// allocating. Optional: buffers beyond a small bound, or oddly large ones, are dropped.
+    /// allocating. Optional: buffers beyond the pool's bounds, or oddly large ones, are dropped.
     pub(crate) fn recycle(&mut self, frame: Vec<u8>) {
-        let capacity_max = usize::from(self.mtu_bytes) + TX_FREE_SLACK_BYTES;
-        if frame.capacity() <= capacity_max {
-            if self.tx_free.len() < TX_FREE_FRAMES_MAX {
-                self.tx_free.push(frame);
-            }
-        } else if self.cfg.tx_offload.tso_payload_bytes_max > 0
-            && frame.capacity() <= TX_TSO_FRAME_BYTES + TX_FREE_SLACK_BYTES
-            && self.tx_free_tso.len() < TX_FREE_TSO_FRAMES_MAX
-        {
-            self.tx_free_tso.push(frame);
-        }
+        self.pool.recycle(frame);
     }
 
-    /// A frame buffer of exactly `len` bytes, reused when one is free. Its contents are
-    /// unspecified (a reused buffer keeps old bytes): callers overwrite every byte they keep.
-    /// Only the part a recycled buffer lacks is zero-filled, so in steady state nothing is.
+    /// A frame buffer of exactly `len` bytes ([`TxPool::take`]): contents unspecified.
     pub(crate) fn take_frame_buf(&mut self, len: usize) -> Vec<u8> {
-        self.tx_free_taken = self.tx_free_taken.saturating_add(1);
-        let free = if len > usize::from(self.mtu_bytes) + TX_FREE_SLACK_BYTES {
-            &mut self.tx_free_tso
-        } else {
-            &mut self.tx_free
-        };
-        let mut buf = free.pop().unwrap_or_else(|| Vec::with_capacity(len));
-        buf.resize(len, 0);
-        buf
+        self.pool.take(len)
     }
 
     pub(crate) fn is_our_v4(&self, a: Ipv4Addr) -> bool {

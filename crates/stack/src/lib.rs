@@ -78,6 +78,7 @@ pub mod tcp_mem;
 mod tcp_move;
 pub mod tcp_sockets;
 mod timer_wheel;
+mod tx_pool;
 mod udp;
 
 /// Marks the branch that calls it as unlikely (stable Rust has no `likely`/`unlikely`): the
