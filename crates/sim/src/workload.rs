@@ -36,6 +36,7 @@ mod flow;
 pub mod migrate;
 pub mod offload;
 mod pattern;
+mod trace;
 
 use flow::{CHUNK_BYTES, Flow};
 
@@ -623,7 +624,7 @@ fn stack_config(mac: [u8; 6], ip: Ipv4Addr, seed: u64, workload: Workload) -> St
 
 /// Joins `client` and `server` with the soak's link (1 Gbit/s, 200 µs, jitter that reorders)
 /// under `faults`, every fault on both directions, and the `SIM_TRACE_PORT` debugging taps
-/// ([`trace_port_from_env`]).
+/// ([`trace::trace_port_from_env`]).
 fn connect_faulty(
     w: &mut World,
     client: HostId,
@@ -664,7 +665,7 @@ fn connect_faulty(
     if let Some((down, up)) = faults.flap_ns {
         w.add_fault_both(link, Flap::new(down, up));
     }
-    trace_port_from_env(w);
+    trace::trace_port_from_env(w);
     Ok(())
 }
 
@@ -874,54 +875,6 @@ pub fn run_with_faults(
             .map(|sh| sh.stack().counters().tcp_connections_established)
             .collect(),
     })
-}
-
-/// Debugging aid: `SIM_TRACE_PORT=<port>` prints every TCP segment to or from the port, and
-/// every ARP packet, twice: as the sender puts it on the link (marked `sent`) and as the
-/// receiver gets it. A `sent` line without its delivery is a frame the link's faults dropped.
-pub(crate) fn trace_port_from_env(w: &mut World) {
-    let Some(port) = std::env::var("SIM_TRACE_PORT")
-        .ok()
-        .and_then(|p| p.parse::<u16>().ok())
-    else {
-        return;
-    };
-    w.set_send_tap(move |t, _link, dir, frame| {
-        if let Some(line) = trace_tcp(frame, port) {
-            eprintln!("{t:>12} ns {dir:?} sent {line}");
-        }
-    });
-    w.set_frame_tap(move |t, _link, dir, frame| {
-        if let Some(line) = trace_tcp(frame, port) {
-            eprintln!("{t:>12} ns {dir:?} {line}");
-        }
-    });
-}
-
-/// A one-line summary of a TCP/IPv4 segment to or from `port`, or of an ARP packet, for
-/// `SIM_TRACE_PORT`.
-fn trace_tcp(frame: &[u8], port: u16) -> Option<String> {
-    let eth = wire::EthernetFrame::new_checked(frame).ok()?;
-    if eth.ethertype() == wire::EtherType::ARP {
-        let arp = wire::ArpPacket::new_checked(eth.payload()).ok()?;
-        let repr = wire::ArpRepr::parse(&arp).ok()?;
-        return Some(format!(
-            "ARP {:?} {} ({}) asks/tells {} ({})",
-            repr.operation,
-            repr.source_protocol_addr,
-            repr.source_hardware_addr,
-            repr.target_protocol_addr,
-            repr.target_hardware_addr
-        ));
-    }
-    let ip = wire::Ipv4Packet::new_checked(eth.payload()).ok()?;
-    let tcp = wire::TcpPacket::new_checked(ip.payload()).ok()?;
-    let addrs = wire::IpPair::V4 {
-        src: ip.src_addr(),
-        dst: ip.dst_addr(),
-    };
-    let repr = wire::TcpRepr::parse(&tcp, &addrs, wire::ChecksumCaps::NONE).ok()?;
-    (repr.src_port == port || repr.dst_port == port).then(|| repr.to_string())
 }
 
 /// One shard as the checker sees it: its host, its stack, its application's violation.
