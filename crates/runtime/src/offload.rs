@@ -521,7 +521,43 @@ pub(crate) struct ShardOffload {
     pub report: HostOffloadReport,
 }
 
+/// The channels a [`ShardOffload`] talks over, made by its driver (the `mem` wire or a live
+/// port).
+pub(crate) struct ShardOffloadRings {
+    pub to_engine: Producer<ToEngine>,
+    pub installed: Consumer<FourTuple>,
+    pub from_engine: Consumer<EngineCmd>,
+    pub steer: Producer<Steer>,
+    pub wire_thread: Arc<OnceLock<Thread>>,
+}
+
 impl ShardOffload {
+    /// Shard 0's half of the offload layer for settings `o`, the engine thread at
+    /// `engine_index`, and the `fence` it shares with the engine.
+    pub(crate) fn new(
+        o: &OffloadSettings,
+        rings: ShardOffloadRings,
+        engine_index: usize,
+        fence: Arc<AtomicBool>,
+    ) -> ShardOffload {
+        ShardOffload {
+            host: HostOffload::new(o.host),
+            to_engine: rings.to_engine,
+            installed: rings.installed,
+            draining: Vec::new(),
+            from_engine: rings.from_engine,
+            steer: rings.steer,
+            wire_thread: rings.wire_thread,
+            engine_index,
+            cmd_backlog: VecDeque::new(),
+            steer_backlog: VecDeque::new(),
+            fence,
+            cycle_ns: o.cycle.map(duration_ns),
+            next_cycle_ns: 0,
+            report: HostOffloadReport::default(),
+        }
+    }
+
     /// The wire's install acknowledgements; call at the start of a turn, before the port is
     /// read. Returns how many.
     pub(crate) fn take_installed(&mut self) -> usize {
@@ -721,32 +757,22 @@ pub(crate) fn parts(
     let (to_engine, from_host) = ring(o.ring_slots);
     let (to_host, from_engine) = ring(o.ring_slots);
     let fence = Arc::new(AtomicBool::new(false));
-    let shard_offload = ShardOffload {
-        host: ::offload::HostOffload::new(o.host),
-        to_engine,
-        installed: installed_c,
-        draining: Vec::new(),
-        from_engine,
-        steer: steer_p,
-        wire_thread: wire_thread.clone(),
-        engine_index: usize::from(s),
-        cmd_backlog: Default::default(),
-        steer_backlog: Default::default(),
-        fence: fence.clone(),
-        cycle_ns: o
-            .cycle
-            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
-        next_cycle_ns: 0,
-        report: HostOffloadReport::default(),
-    };
-    let mut stack_cfg = StackConfig::new(cfg.interface.clone());
-    stack_cfg.limits = cfg.limits.clone();
-    stack_cfg.secret = [cfg.seed ^ 0x5eed_0000_0000_0001, 0x0e09_0000_5eed];
+    let shard_offload = ShardOffload::new(
+        o,
+        ShardOffloadRings {
+            to_engine,
+            installed: installed_c,
+            from_engine,
+            steer: steer_p,
+            wire_thread: wire_thread.clone(),
+        },
+        usize::from(s),
+        fence.clone(),
+    );
+    let stack_cfg = engine_stack_config(cfg);
     let engine_cfg = o.engine;
     let (threads, stop, wire_thread) = (threads.clone(), stop.clone(), wire_thread.clone());
-    let fail_after_ns = o
-        .fail_after
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let fail_after_ns = o.fail_after.map(duration_ns);
     let core = o.core;
     let rx_buf_bytes = usize::from(cfg.interface.mtu_bytes) + 18;
     let starter: EngineStarter = Box::new(move || {
@@ -780,4 +806,17 @@ pub(crate) fn parts(
             .map_err(|e| RuntimeError::Thread(e.to_string()))
     });
     Ok((shard_offload, starter))
+}
+
+/// `d` in ns, saturating.
+pub(crate) fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The engine's own stack configuration: the host's interface and limits, its own secret.
+pub(crate) fn engine_stack_config(cfg: &HostConfig) -> StackConfig {
+    let mut stack_cfg = StackConfig::new(cfg.interface.clone());
+    stack_cfg.limits = cfg.limits.clone();
+    stack_cfg.secret = [cfg.seed ^ 0x5eed_0000_0000_0001, 0x0e09_0000_5eed];
+    stack_cfg
 }

@@ -42,12 +42,12 @@ use platform::doorbell::Doorbell;
 use platform::tap::TapQueue;
 use platform::vnet::VnetHdr;
 use shard::{RxQueue, is_arp_reply};
-use stack::{FourTuple, StackConfig};
+use stack::FourTuple;
 
 use crate::io::PortCounters;
 use crate::offload::{
-    EngineOut, EnginePort, EngineThread, HostOffloadReport, OffloadSettings, ShardOffload, Steer,
-    ToEngine, frame_tuple,
+    EngineOut, EnginePort, EngineThread, OffloadSettings, ShardOffload, ShardOffloadRings, Steer,
+    ToEngine, duration_ns, engine_stack_config, frame_tuple,
 };
 use crate::port::{Capture, LivePort, PortKind, is_would_block};
 use crate::ring::{Consumer, Producer, ring};
@@ -280,32 +280,22 @@ pub(crate) fn parts(
     let fence = Arc::new(AtomicBool::new(false));
     // No wire thread: shard 0 applies its own steering changes at its next read.
     let no_wire: Arc<OnceLock<Thread>> = Arc::new(OnceLock::new());
-    let shard_offload = ShardOffload {
-        host: ::offload::HostOffload::new(o.host),
-        to_engine,
-        installed: installed_c,
-        draining: Vec::new(),
-        from_engine,
-        steer: steer_p,
-        wire_thread: no_wire.clone(),
-        engine_index: s,
-        cmd_backlog: Default::default(),
-        steer_backlog: Default::default(),
-        fence: fence.clone(),
-        cycle_ns: o
-            .cycle
-            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
-        next_cycle_ns: 0,
-        report: HostOffloadReport::default(),
-    };
-    let mut stack_cfg = StackConfig::new(cfg.interface.clone());
-    stack_cfg.limits = cfg.limits.clone();
-    stack_cfg.secret = [cfg.seed ^ 0x5eed_0000_0000_0001, 0x0e09_0000_5eed];
+    let shard_offload = ShardOffload::new(
+        o,
+        ShardOffloadRings {
+            to_engine,
+            installed: installed_c,
+            from_engine,
+            steer: steer_p,
+            wire_thread: no_wire.clone(),
+        },
+        s,
+        fence.clone(),
+    );
+    let stack_cfg = engine_stack_config(cfg);
     let engine_cfg = o.engine;
     let (threads, stop) = (threads.clone(), stop.clone());
-    let fail_after_ns = o
-        .fail_after
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let fail_after_ns = o.fail_after.map(duration_ns);
     let core = o.core;
     // Transmit completions never come on a live port: the ring's producer is dropped here.
     let (_, completions) = ring::<Vec<u8>>(1);
