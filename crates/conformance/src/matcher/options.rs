@@ -249,17 +249,28 @@ fn wire_kind_len(o: &WireOption<'_>) -> (u8, u8) {
 /// Checks the order, kinds and lengths of a segment's raw options area
 /// (`wire::tcp::TcpPacket::options()`) against an expected list — what a `TcpRepr` cannot
 /// show. Values are checked by [`MatchContext::match_outbound`]. Parsing is `wire`'s
-/// (`TcpOptions`); bytes after an `eol` are padding (RFC 9293 §3.2) and are not counted, and the
-/// `eol` itself only when the script lists one.
+/// (`TcpOptions`). As in packetdrill (`tcp_options_iterator.c`), the whole options area is
+/// walked: an `eol` is a one-byte option like `nop`, and so is each zero byte of padding after
+/// it, so FreeBSD's `<mss 1460,sackOK,eol,eol>` lists its padding and a line that lists none
+/// does not match a segment that has some.
 pub fn check_option_layout(expected: &[TcpOption], raw: &[u8]) -> Result<(), LayoutError> {
     let mut actual: Vec<(u8, u8)> = Vec::new();
-    for (index, o) in TcpOptions::new(raw).enumerate() {
-        let o = o.map_err(|_| LayoutError::Malformed { index })?;
-        actual.push(wire_kind_len(&o));
-    }
-    let wants_eol = expected.iter().any(|o| matches!(o, TcpOption::Eol));
-    if !wants_eol && actual.last() == Some(&(0, 1)) {
-        actual.pop();
+    let mut rest = raw;
+    while !rest.is_empty() {
+        // `TcpOptions` stops after an `eol`; the walk goes on after it.
+        let mut consumed = 0;
+        for o in TcpOptions::new(rest) {
+            let o = o.map_err(|_| LayoutError::Malformed {
+                index: actual.len(),
+            })?;
+            let (kind, len) = wire_kind_len(&o);
+            actual.push((kind, len));
+            consumed += usize::from(len);
+        }
+        rest = match rest.get(consumed..) {
+            Some(r) if consumed > 0 => r,
+            _ => break,
+        };
     }
     for (index, (o, &(actual_kind, actual_len))) in expected.iter().zip(&actual).enumerate() {
         let (expected_kind, expected_len) = option_kind_len(o);

@@ -610,9 +610,33 @@ fn option_layout_checks_order_padding_and_lengths() {
         check_option_layout(&want, &other).map_err(|e| e.to_string()),
         Err("option #1: expected kind 1 len 1, got kind 4 len 2".to_string())
     );
-    // Trailing eol padding is fine unless the script lists fewer options.
+    // Padding after an eol is walked byte by byte (packetdrill's iterator): the script lists
+    // it, or the segment must have none.
     let padded = [2, 4, 5, 180, 1, 1, 4, 2, 1, 3, 3, 8, 0, 0, 0, 0];
-    assert_eq!(check_option_layout(&want, &padded), Ok(()));
+    assert_eq!(
+        check_option_layout(&want, &padded),
+        Err(LayoutError::Count {
+            expected: 6,
+            actual: 10
+        })
+    );
+    let freebsd = [
+        TcpOption::Mss(1460),
+        TcpOption::SackPermitted,
+        TcpOption::Eol,
+        TcpOption::Eol,
+    ];
+    assert_eq!(
+        check_option_layout(&freebsd, &[2, 4, 5, 180, 4, 2, 0, 0]),
+        Ok(())
+    );
+    assert_eq!(
+        check_option_layout(&freebsd[..3], &[2, 4, 5, 180, 4, 2, 0, 0]),
+        Err(LayoutError::Count {
+            expected: 3,
+            actual: 4
+        })
+    );
     assert_eq!(
         check_option_layout(&want[..2], &raw),
         Err(LayoutError::Count {
