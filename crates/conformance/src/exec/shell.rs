@@ -104,7 +104,7 @@ impl Exec {
                 return skip("sysctl change after sockets were opened");
             }
             self.tcp_cfg = cfg;
-            self.stack = new_stack(cfg, self.addrs);
+            self.stack = new_stack(cfg, self.addrs, self.tcp_option_layout);
             self.fastopen_apply();
         }
         Ok(())
