@@ -100,3 +100,27 @@ fn every_freebsd_style_script_passes_under_freebsd_compat_only() {
         );
     }
 }
+
+#[test]
+fn freebsd_sysctls_in_a_script_change_the_stack_or_skip_it() {
+    let body = "+0 < S 0:0(0) win 65535 <mss 1460,sackOK,eol,eol>\n\
+                +0 > S. 0:0(0) ack 1 win 65535 <mss 1460,sackOK,eol,eol>\n\
+                +.05 < . 1:1(0) ack 1 win 65535\n\
+                +0 accept(3, ..., ...) = 4\n\
+                +0 < P. 1:101(100) ack 1 win 65535\n\
+                +.04 > . 1:1(0) ack 101\n";
+    let faster = format!("`sysctl -w net.inet.tcp.delacktime=40`\n{LISTEN}{body}");
+    assert_eq!(outcome(&faster, &Profile::freebsd_compat()), Outcome::Pass);
+    // Without the sysctl the ACK waits 100 ms.
+    let plain = format!("{LISTEN}{body}");
+    assert!(matches!(
+        outcome(&plain, &Profile::freebsd_compat()),
+        Outcome::Fail { .. }
+    ));
+    // A setting the stack cannot honour skips the script rather than being ignored.
+    let unknown = format!("`sysctl -w net.inet.tcp.functions_default=rack`\n{LISTEN}{body}");
+    let Outcome::Skip { reason } = outcome(&unknown, &Profile::freebsd_compat()) else {
+        panic!("an unsupported FreeBSD sysctl must skip");
+    };
+    assert!(reason.contains("functions_default=rack"), "{reason}");
+}

@@ -189,3 +189,87 @@ impl Profile {
         }
     }
 }
+
+/// Applies a FreeBSD sysctl that a script sets (`sysctl -w net.inet.tcp.delacktime=40`) to the
+/// stack's TCP configuration. `name` is relative to `net.inet.`; values are FreeBSD's units
+/// (milliseconds for times). `Err` says why the setting cannot be honoured (the script is then
+/// skipped, never run with the setting ignored).
+pub(super) fn freebsd_sysctl(cfg: &mut tcp::Config, name: &str, value: &str) -> Result<(), String> {
+    let ms = || -> Result<u64, String> {
+        value
+            .parse::<u64>()
+            .map(|v| v.saturating_mul(tcp::config::NS_PER_MS))
+            .map_err(|_| format!("FreeBSD sysctl net.inet.{name}={value}: not a number of ms"))
+    };
+    let flag = || -> Result<bool, String> {
+        match value {
+            "0" => Ok(false),
+            "1" => Ok(true),
+            _ => Err(format!(
+                "FreeBSD sysctl net.inet.{name}={value}: not 0 or 1"
+            )),
+        }
+    };
+    match name {
+        // 0: every segment is acknowledged at once.
+        "tcp.delayed_ack" => {
+            if !flag()? {
+                cfg.delayed_ack_ns = 0;
+            }
+        }
+        "tcp.delacktime" => cfg.delayed_ack_ns = ms()?,
+        "tcp.rexmit_min" => cfg.rto_min_ns = ms()?,
+        "tcp.rexmit_initial" => cfg.rto_initial_ns = ms()?,
+        "tcp.initcwnd_segments" => {
+            cfg.initial_window_segments = value
+                .parse()
+                .map_err(|_| format!("FreeBSD sysctl net.inet.{name}={value}: not a count"))?;
+        }
+        // 0 neither, 1 both, 2 window scaling only, 3 timestamps only (`tcp_do_rfc1323`).
+        "tcp.rfc1323" => {
+            let (ws, ts) = match value {
+                "0" => (false, false),
+                "1" => (true, true),
+                "2" => (true, false),
+                "3" => (false, true),
+                _ => {
+                    return Err(format!(
+                        "FreeBSD sysctl net.inet.{name}={value}: not 0 to 3"
+                    ));
+                }
+            };
+            cfg.window_scale = ws;
+            cfg.timestamps = ts;
+        }
+        "tcp.sack.enable" => cfg.sack = flag()?,
+        "tcp.do_prr" => cfg.prr = flag()?,
+        "tcp.cc.algorithm" => {
+            cfg.congestion_control = match value {
+                "cubic" => tcp::CongestionControl::Cubic,
+                "newreno" => tcp::CongestionControl::NewReno,
+                other => {
+                    return Err(format!(
+                        "FreeBSD sysctl net.inet.{name}={other}: the stack has no such \
+                         congestion control"
+                    ));
+                }
+            }
+        }
+        "tcp.mssdflt" => {
+            cfg.default_peer_mss_bytes = value
+                .parse()
+                .map_err(|_| format!("FreeBSD sysctl net.inet.{name}={value}: not an MSS"))?;
+        }
+        // The stack's own TCP is FreeBSD's default stack here; `rack` and `bbr` are others.
+        "tcp.functions_default" if value == "freebsd" => {}
+        // ECN off is what the profile runs anyway.
+        "tcp.ecn.enable" if value == "0" => {}
+        _ => {
+            return Err(format!(
+                "FreeBSD sysctl net.inet.{name}={value} has no stack setting"
+            ));
+        }
+    }
+    *cfg = cfg.validated();
+    Ok(())
+}
