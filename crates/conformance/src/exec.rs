@@ -586,6 +586,10 @@ impl Exec {
             Action::Udp(_) => skip("UDP lines are not supported"),
             Action::Icmp(_) => skip("ICMP lines are not supported"),
             Action::Unsupported(text) => skip(format!("unsupported packet line `{text}`")),
+            Action::Tcp(line) if line.unmodelled().is_some() => skip(format!(
+                "`{line}`: {} not supported",
+                line.unmodelled().unwrap_or_default()
+            )),
             Action::Tcp(line) if line.direction == Direction::Outbound => {
                 self.outbound_lines_left = self.outbound_lines_left.saturating_sub(1);
                 let line = self.fastopen_resolve(line)?;

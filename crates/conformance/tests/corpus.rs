@@ -213,7 +213,10 @@ fn ideal_outbound<'a>(l: &TcpLine, payload: &'a [u8]) -> TcpRepr<'a> {
                 }
                 TcpOption::FastOpen(c) => r.fast_open = FastOpenOption::with_cookie(c, false),
                 TcpOption::FastOpenExp(c) => r.fast_open = FastOpenOption::with_cookie(c, true),
-                TcpOption::Nop | TcpOption::Eol | TcpOption::FastOpenNamed { .. } => {}
+                TcpOption::Nop
+                | TcpOption::Eol
+                | TcpOption::FastOpenNamed { .. }
+                | TcpOption::Md5(_) => {}
             }
         }
     }

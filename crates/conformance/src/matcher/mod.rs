@@ -508,6 +508,9 @@ impl MatchContext {
                         "FO with a cookie name the executor did not define",
                     ));
                 }
+                TcpOption::Md5(_) => {
+                    return Err(BuildError::Unrepresentable("the TCP MD5 signature option"));
+                }
             }
         }
         Ok(repr)

@@ -67,6 +67,8 @@ struct OptionValues {
     /// resolve matches nothing.
     fast_open: Option<(bool, Vec<u8>)>,
     unresolved_cookie: bool,
+    /// An MD5 signature option, which a `TcpRepr` does not carry.
+    md5: bool,
 }
 
 fn option_values(list: &[TcpOption]) -> OptionValues {
@@ -82,6 +84,7 @@ fn option_values(list: &[TcpOption]) -> OptionValues {
             TcpOption::FastOpen(c) => v.fast_open = Some((false, c.clone())),
             TcpOption::FastOpenExp(c) => v.fast_open = Some((true, c.clone())),
             TcpOption::FastOpenNamed { .. } => v.unresolved_cookie = true,
+            TcpOption::Md5(_) => v.md5 = true,
         }
     }
     v
@@ -108,6 +111,9 @@ impl MatchContext {
             TcpOptionsSpec::List(list) => list,
         };
         let want = option_values(list);
+        if want.md5 {
+            out.push(Mismatch::Unverifiable("the TCP MD5 signature option"));
+        }
         if want.unresolved_cookie {
             out.push(Mismatch::Unverifiable(
                 "FO with a cookie name the executor did not define",
@@ -216,6 +222,7 @@ pub fn option_kind_len(o: &TcpOption) -> (u8, u8) {
         TcpOption::Timestamp { .. } => (8, 10),
         TcpOption::FastOpen(c) => (34, u8::try_from(2 + c.len()).unwrap_or(u8::MAX)),
         TcpOption::FastOpenExp(c) => (254, u8::try_from(4 + c.len()).unwrap_or(u8::MAX)),
+        TcpOption::Md5(d) => (19, u8::try_from(2 + d.len()).unwrap_or(u8::MAX)),
         // Resolved by the executor before any check; Linux's cookies are 8 bytes.
         TcpOption::FastOpenNamed { experimental, .. } => {
             if *experimental {

@@ -126,19 +126,25 @@ impl<'s> Parser<'s> {
                 Ok(Expr::Int(v))
             }
             Some(b'"') => {
-                let start = *self;
-                self.bump();
-                let body = self.pos;
-                loop {
-                    match self.peek() {
-                        None => return Err(start.error(ParseErrorKind::Unterminated("string"))),
-                        Some(b'"') => break,
-                        Some(_) => self.bump(),
-                    }
+                let first = self.string()?;
+                // `"abc"...`: a prefix; `"ab" "cd"`: adjacent strings, concatenated.
+                let mut p = *self;
+                p.skip_trivia()?;
+                if p.eat("...") {
+                    *self = p;
+                    return Ok(Expr::StrPrefix(first));
                 }
-                let s = self.src.get(body..self.pos).unwrap_or("").to_string();
-                self.bump();
-                Ok(Expr::Str(s))
+                let mut parts = vec![first];
+                while p.peek() == Some(b'"') {
+                    parts.push(p.string()?);
+                    *self = p;
+                    p.skip_trivia()?;
+                }
+                Ok(if parts.len() == 1 {
+                    Expr::Str(parts.pop().unwrap_or_default())
+                } else {
+                    Expr::Strs(parts)
+                })
             }
             Some(b'[') => {
                 self.bump();
@@ -155,6 +161,11 @@ impl<'s> Parser<'s> {
                 if self.eat("(") {
                     let args = self.expr_list(")")?;
                     Ok(Expr::Call(name, args))
+                } else if self.peek() == Some(b'=') && self.peek_at(1) != Some(b'=') {
+                    // packetdrill's `WORD '=' expression` outside braces.
+                    self.bump();
+                    self.skip_trivia()?;
+                    Ok(Expr::Assign(name, Box::new(self.expr()?)))
                 } else {
                     *self = save;
                     Ok(Expr::Symbol(name))
@@ -227,5 +238,22 @@ impl<'s> Parser<'s> {
             param: None,
             value: self.expr()?,
         })
+    }
+
+    /// A double-quoted string, without the quotes (no escapes are interpreted).
+    fn string(&mut self) -> Result<String, ParseError> {
+        let start = *self;
+        self.expect("\"")?;
+        let body = self.pos;
+        loop {
+            match self.peek() {
+                None => return Err(start.error(ParseErrorKind::Unterminated("string"))),
+                Some(b'"') => break,
+                Some(_) => self.bump(),
+            }
+        }
+        let s = self.src.get(body..self.pos).unwrap_or("").to_string();
+        self.bump();
+        Ok(s)
     }
 }

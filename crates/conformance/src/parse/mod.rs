@@ -37,6 +37,8 @@ pub enum ParseErrorKind {
     BadCookie,
     /// Expressions nested deeper than [`MAX_EXPR_DEPTH`].
     TooDeep,
+    /// An `md5` digest that is not 1 to 16 bytes of hex digit pairs.
+    BadDigest,
 }
 
 /// Deepest nesting of `[…]`, `{…}` and calls an expression may have (bounds parser recursion).
@@ -60,6 +62,9 @@ impl core::fmt::Display for ParseErrorKind {
             }
             ParseErrorKind::TooDeep => {
                 write!(f, "expression nested deeper than {MAX_EXPR_DEPTH}")
+            }
+            ParseErrorKind::BadDigest => {
+                f.write_str("md5 digest must be 1 to 16 bytes of hex digit pairs")
             }
         }
     }
@@ -356,11 +361,24 @@ impl<'s> Parser<'s> {
         }
         let value = if self.eat("=") {
             let vstart = self.pos;
+            // `--define=CC="reno cubic"`, `--define=SCRIPT=`cleanup``: quoted parts may hold
+            // spaces.
+            let mut quote: Option<u8> = None;
             while let Some(c) = self.peek() {
-                if c.is_ascii_whitespace() {
-                    break;
+                match quote {
+                    Some(q) if c == q => quote = None,
+                    Some(_) if c == b'\n' => {
+                        return Err(self.error(ParseErrorKind::Unterminated("quoted option value")));
+                    }
+                    Some(_) => {}
+                    None if c.is_ascii_whitespace() => break,
+                    None if c == b'"' || c == b'`' => quote = Some(c),
+                    None => {}
                 }
                 self.bump();
+            }
+            if quote.is_some() {
+                return Err(self.error(ParseErrorKind::Unterminated("quoted option value")));
             }
             let v = self.src.get(vstart..self.pos).unwrap_or("");
             if v.is_empty() {
@@ -587,15 +605,21 @@ impl<'s> Parser<'s> {
             Direction::Outbound
         };
         self.skip_inline_ws();
+        let ip = self.ip_info()?;
+        self.skip_inline_ws();
         match self.peek_ident() {
             Some("udp") => {
                 self.bump_n(3);
+                self.skip_inline_ws();
+                let ports = self.port_info()?;
                 self.skip_inline_ws();
                 self.expect("(")?;
                 let len_bytes = self.u32()?;
                 self.expect(")")?;
                 return Ok(Action::Udp(UdpLine {
                     direction,
+                    ip,
+                    ports,
                     len_bytes,
                 }));
             }
@@ -604,10 +628,16 @@ impl<'s> Parser<'s> {
                 self.skip_inline_ws();
                 let text = self.rest_of_line();
                 let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-                return Ok(Action::Icmp(IcmpLine { direction, text }));
+                return Ok(Action::Icmp(IcmpLine {
+                    direction,
+                    ip,
+                    text,
+                }));
             }
             _ => {}
         }
+        let ports = self.port_info()?;
+        self.skip_inline_ws();
         let flags = self.flags()?;
         self.skip_inline_ws();
         let seq = self.seq_range()?;
@@ -640,6 +670,8 @@ impl<'s> Parser<'s> {
         };
         Ok(Action::Tcp(TcpLine {
             direction,
+            ip,
+            ports,
             flags,
             seq,
             ack,
@@ -647,6 +679,97 @@ impl<'s> Parser<'s> {
             urg,
             options,
         }))
+    }
+
+    /// packetdrill's `opt_ip_info`: `[tos_spec]`, `[flowlabel 0x..]`, `[ttl N]`,
+    /// `[tos_spec, flowlabel 0x..]`, in brackets or parentheses; `None` when absent.
+    fn ip_info(&mut self) -> Result<Option<IpInfo>, Fail> {
+        let close = match self.peek() {
+            Some(b'[') => "]",
+            Some(b'(') => ")",
+            _ => return Ok(None),
+        };
+        let at = *self;
+        self.bump();
+        self.skip_inline_ws();
+        let mut info = IpInfo {
+            tos: None,
+            flow_label: None,
+            ttl: None,
+        };
+        let word = self.peek_ident();
+        let tos = match word {
+            Some("noecn") => Some(TosSpec::NoEcn),
+            Some("ect0") => Some(TosSpec::Ect0),
+            Some("ect1") => Some(TosSpec::Ect1),
+            Some("ce") => Some(TosSpec::Ce),
+            Some("ect01") => Some(TosSpec::Ect01),
+            _ => None,
+        };
+        if let (Some(t), Some(w)) = (tos, word) {
+            self.bump_n(w.len());
+            info.tos = Some(t);
+        } else if word == Some("tos") {
+            self.bump_n(3);
+            self.skip_inline_ws();
+            info.tos = Some(TosSpec::Tos(self.u8()?));
+        } else if word == Some("ttl") {
+            self.bump_n(3);
+            self.skip_inline_ws();
+            info.ttl = Some(self.u8()?);
+        } else if word != Some("flowlabel") {
+            return Err(Fail::Error(at.error(ParseErrorKind::Expected(
+                "ECN codepoint, tos, flowlabel or ttl",
+            ))));
+        }
+        self.skip_inline_ws();
+        if info.tos.is_some() && self.eat(",") {
+            self.skip_inline_ws();
+            if self.peek_keyword("flowlabel") {
+                self.bump_n(9);
+            } else {
+                return Err(Fail::Error(
+                    self.error(ParseErrorKind::Expected("flowlabel")),
+                ));
+            }
+            info.flow_label = Some(self.flow_label()?);
+        } else if info.tos.is_none() && info.ttl.is_none() {
+            self.bump_n(9);
+            info.flow_label = Some(self.flow_label()?);
+        }
+        self.skip_inline_ws();
+        self.expect(close)?;
+        Ok(Some(info))
+    }
+
+    /// The 20-bit value after `flowlabel`.
+    fn flow_label(&mut self) -> Result<u32, ParseError> {
+        self.skip_inline_ws();
+        let at = *self;
+        let v = self.u32()?;
+        if v >= 1 << 20 {
+            return Err(at.error(ParseErrorKind::NumberTooLarge));
+        }
+        Ok(v)
+    }
+
+    /// packetdrill's `opt_port_info`: `SRC>DST` before the flags (or a UDP line's length).
+    fn port_info(&mut self) -> Result<Option<(u16, u16)>, Fail> {
+        let mut p = *self;
+        if !p.peek().is_some_and(|c| c.is_ascii_digit()) {
+            return Ok(None);
+        }
+        let Ok(src) = p.u16() else {
+            return Ok(None);
+        };
+        p.skip_inline_ws();
+        if !p.eat(">") {
+            return Ok(None);
+        }
+        p.skip_inline_ws();
+        let dst = p.u16()?;
+        *self = p;
+        Ok(Some((src, dst)))
     }
 
     fn peek_keyword(&self, kw: &str) -> bool {
@@ -825,6 +948,22 @@ impl<'s> Parser<'s> {
                     } else {
                         TcpOption::FastOpen(cookie)
                     }
+                }
+            }
+            "md5" => {
+                self.bump_n(3);
+                self.skip_inline_ws();
+                let at = *self;
+                let start = self.pos;
+                while self.peek().is_some_and(is_ident_char) {
+                    self.bump();
+                }
+                let word = self.src.get(start..self.pos).unwrap_or("");
+                match decode_hex(word) {
+                    Some(digest) if !digest.is_empty() && digest.len() <= 16 => {
+                        TcpOption::Md5(digest)
+                    }
+                    _ => return Err(Fail::Error(at.error(ParseErrorKind::BadDigest))),
                 }
             }
             _ => return Err(Fail::Unsupported),

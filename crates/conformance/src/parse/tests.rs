@@ -254,10 +254,33 @@ fn or_expressions_hex_and_calls_parse() {
 
 #[test]
 fn unknown_tcp_option_becomes_unsupported_node_with_its_text() {
-    let ev = parse_event("+0 > S 0:0(0) <mss 1460,md5 abc> // trailing").expect("parses");
+    let ev = parse_event("+0 > S 0:0(0) <mss 1460,mpcapable 1> // trailing").expect("parses");
     assert_eq!(
         ev.action,
-        Action::Unsupported("> S 0:0(0) <mss 1460,md5 abc>".into())
+        Action::Unsupported("> S 0:0(0) <mss 1460,mpcapable 1>".into())
+    );
+}
+
+#[test]
+fn md5_option_parses_its_digest_and_refuses_odd_hex() {
+    let l = tcp("+0 > S 0:0(0) <mss 1460,md5 00112233445566778899aabbccddeeff>");
+    let TcpOptionsSpec::List(list) = &l.options else {
+        panic!("no option list");
+    };
+    assert_eq!(
+        list[1],
+        TcpOption::Md5(vec![
+            0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd,
+            0xee, 0xff
+        ])
+    );
+    assert_eq!(
+        l.unmodelled(),
+        Some("the TCP MD5 signature option (RFC 2385)")
+    );
+    assert_eq!(
+        err("0 > S 0:0(0) <md5 abc>\n").kind,
+        ParseErrorKind::BadDigest
     );
 }
 
@@ -293,14 +316,49 @@ fn accecn_flags_become_unsupported_nodes() {
 }
 
 #[test]
-fn ip_level_annotation_becomes_unsupported_node() {
-    let s = parse_script("0 < [ect0] S 0:0(0) win 1\n+0 close(3) = 0\n").expect("parses");
+fn ip_level_fields_and_ports_are_typed_and_reported_unmodelled() {
+    let l = tcp("0 < [ect0] S 0:0(0) win 1");
     assert_eq!(
-        s.events[0].action,
-        Action::Unsupported("< [ect0] S 0:0(0) win 1".into())
+        l.ip,
+        Some(IpInfo {
+            tos: Some(TosSpec::Ect0),
+            flow_label: None,
+            ttl: None
+        })
     );
-    assert_eq!(s.stats().unsupported, 1);
-    assert_eq!(s.stats().syscalls, 1);
+    assert!(l.unmodelled().is_some());
+    // Parentheses mean the same; the printer writes brackets.
+    let l = tcp("0 > (tos 0x2, flowlabel 0x12345) . 1:1(0) ack 1");
+    assert_eq!(
+        l.ip,
+        Some(IpInfo {
+            tos: Some(TosSpec::Tos(2)),
+            flow_label: Some(0x12345),
+            ttl: None
+        })
+    );
+    assert_eq!(
+        l.to_string(),
+        "> [tos 0x02, flowlabel 0x12345] . 1:1(0) ack 1"
+    );
+    assert_eq!(
+        tcp("0 < [ttl 9] . 1:1(0) win 1").ip.and_then(|i| i.ttl),
+        Some(9)
+    );
+    // `[noecn]` on an inbound packet is what the runner sends anyway.
+    assert_eq!(tcp("0 < [noecn] S 0:0(0) win 1").unmodelled(), None);
+    assert!(tcp("0 > [noecn] S. 0:0(0) ack 1").unmodelled().is_some());
+    let l = tcp("0 < 40000>8080 S 0:0(0) win 1");
+    assert_eq!(l.ports, Some((40000, 8080)));
+    assert_eq!(l.to_string(), "< 40000>8080 S 0:0(0) win 1");
+    assert_eq!(
+        err("0 < [flowlabel 0x100000] S 0:0(0) win 1\n").kind,
+        ParseErrorKind::NumberTooLarge
+    );
+    assert_eq!(
+        err("0 < [blue] S 0:0(0) win 1\n").kind,
+        ParseErrorKind::Expected("ECN codepoint, tos, flowlabel or ttl")
+    );
 }
 
 #[test]
@@ -309,7 +367,24 @@ fn udp_and_icmp_lines_are_typed_nodes() {
         parse_event("+0 < udp (1472)").expect("udp").action,
         Action::Udp(UdpLine {
             direction: Direction::Inbound,
+            ip: None,
+            ports: None,
             len_bytes: 1472
+        })
+    );
+    assert_eq!(
+        parse_event("+0 > [ce] udp 53>5353 (20)")
+            .expect("udp")
+            .action,
+        Action::Udp(UdpLine {
+            direction: Direction::Outbound,
+            ip: Some(IpInfo {
+                tos: Some(TosSpec::Ce),
+                flow_label: None,
+                ttl: None
+            }),
+            ports: Some((53, 5353)),
+            len_bytes: 20
         })
     );
     assert_eq!(
@@ -318,8 +393,36 @@ fn udp_and_icmp_lines_are_typed_nodes() {
             .action,
         Action::Icmp(IcmpLine {
             direction: Direction::Outbound,
+            ip: None,
             text: "unreachable frag_needed mtu 1200".into()
         })
+    );
+}
+
+#[test]
+fn string_prefix_concatenation_and_assignment_expressions() {
+    let c = call("+0 write(3, \"GET /\"..., 5) = 5");
+    assert_eq!(c.args[1], Expr::StrPrefix("GET /".into()));
+    let c = call("+0 f(\"ab\" \"cd\", [SO_X=1|2]) = 0");
+    assert_eq!(c.args[0], Expr::Strs(vec!["ab".into(), "cd".into()]));
+    assert_eq!(
+        c.args[1],
+        Expr::List(vec![Expr::Assign(
+            "SO_X".into(),
+            Box::new(Expr::Or(vec![Expr::Int(1), Expr::Int(2)]))
+        )])
+    );
+    assert_eq!(c.to_string(), "f(\"ab\" \"cd\", [SO_X=1|2]) = 0");
+}
+
+#[test]
+fn quoted_script_option_values_keep_their_spaces() {
+    let s = parse_script("--define=CC=\"reno cubic\" --x=`a b`\n0 close(3) = 0\n").expect("parses");
+    assert_eq!(s.options[0].value.as_deref(), Some("CC=\"reno cubic\""));
+    assert_eq!(s.options[1].value.as_deref(), Some("`a b`"));
+    assert_eq!(
+        err("--define=CC=\"reno\n0 close(3) = 0\n").kind,
+        ParseErrorKind::Unterminated("quoted option value")
     );
 }
 
