@@ -46,6 +46,11 @@ fn freebsd_compat_pads_an_unaligned_option_list_with_eol_not_nop() {
         panic!("unlisted padding must not match");
     };
     assert!(message.contains("option layout"), "{message}");
+    // The message shows what is on the wire, padding included.
+    assert!(
+        message.contains("with options <mss 1460,sackOK,eol,eol> on the wire"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -43,7 +43,9 @@ mod options;
 #[cfg(test)]
 mod tests;
 
-pub use options::{LayoutError, check_option_layout, option_kind_len, repr_options_text};
+pub use options::{
+    LayoutError, check_option_layout, option_kind_len, raw_options_text, repr_options_text,
+};
 
 /// Maps script-relative sequence numbers to live ones for one connection.
 ///

@@ -299,3 +299,60 @@ pub fn check_option_layout(expected: &[TcpOption], raw: &[u8]) -> Result<(), Lay
     }
     Ok(())
 }
+
+/// A raw options area in script notation and wire order, padding included
+/// (`<mss 1460,nop,nop,sackOK,nop,wscale 8>`), for messages about the layout; SACK blocks
+/// script-relative (peer space), an option `wire` cannot parse as `kind K len L`, a malformed
+/// tail as `malformed`.
+pub fn raw_options_text(raw: &[u8], seq: &SeqSpace) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut rest = raw;
+    'walk: while !rest.is_empty() {
+        let mut consumed = 0;
+        for o in TcpOptions::new(rest) {
+            let Ok(o) = o else {
+                parts.push("malformed".into());
+                break 'walk;
+            };
+            consumed += usize::from(wire_kind_len(&o).1);
+            parts.push(match o {
+                WireOption::EndOfList => "eol".into(),
+                WireOption::NoOperation => "nop".into(),
+                WireOption::MaxSegmentSize(m) => format!("mss {m}"),
+                WireOption::WindowScale(w) => format!("wscale {w}"),
+                WireOption::SackPermitted => "sackOK".into(),
+                WireOption::SackRange(blocks) => {
+                    let b: Vec<String> = blocks
+                        .iter()
+                        .flatten()
+                        .map(|b| {
+                            format!("{}:{}", seq.peer_script(b.left), seq.peer_script(b.right))
+                        })
+                        .collect();
+                    format!("sack {}", b.join(" "))
+                }
+                WireOption::Timestamp(ts) => format!("TS val {} ecr {}", ts.tsval, ts.tsecr),
+                WireOption::Unknown { kind, data } => {
+                    match wire::tcp::FastOpenOption::parse(kind, data) {
+                        Some(fo) => {
+                            let cookie: String =
+                                fo.cookie().iter().map(|b| format!("{b:02x}")).collect();
+                            let name = if fo.experimental { "FOEXP" } else { "FO" };
+                            if cookie.is_empty() {
+                                name.to_string()
+                            } else {
+                                format!("{name} {cookie}")
+                            }
+                        }
+                        None => format!("kind {kind} len {}", data.len() + 2),
+                    }
+                }
+            });
+        }
+        rest = match rest.get(consumed..) {
+            Some(r) if consumed > 0 => r,
+            _ => break,
+        };
+    }
+    format!("<{}>", parts.join(","))
+}

@@ -658,3 +658,28 @@ fn option_layout_checks_order_padding_and_lengths() {
         Ok(())
     );
 }
+
+#[test]
+fn raw_options_text_keeps_wire_order_and_padding() {
+    let seq = SeqSpace::new(SeqNumber(PEER));
+    assert_eq!(
+        raw_options_text(&[2, 4, 5, 180, 1, 1, 4, 2, 1, 3, 3, 8], &seq),
+        "<mss 1460,nop,nop,sackOK,nop,wscale 8>"
+    );
+    assert_eq!(
+        raw_options_text(&[2, 4, 5, 180, 4, 2, 0, 0], &seq),
+        "<mss 1460,sackOK,eol,eol>"
+    );
+    let left = PEER.wrapping_add(1001).to_be_bytes();
+    let right = PEER.wrapping_add(2001).to_be_bytes();
+    let mut sack = vec![1, 1, 5, 10];
+    sack.extend_from_slice(&left);
+    sack.extend_from_slice(&right);
+    assert_eq!(raw_options_text(&sack, &seq), "<nop,nop,sack 1001:2001>");
+    assert_eq!(raw_options_text(&[34, 2, 1, 1], &seq), "<FO,nop,nop>");
+    assert_eq!(
+        raw_options_text(&[99, 3, 7, 1], &seq),
+        "<kind 99 len 3,nop>"
+    );
+    assert_eq!(raw_options_text(&[2, 9], &seq), "<malformed>");
+}
