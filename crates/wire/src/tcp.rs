@@ -627,6 +627,7 @@ impl<'a> TcpRepr<'a> {
     }
 
     /// Checks the sizes and writes the fixed header for `opts_len` bytes of options.
+    #[inline(always)]
     fn emit_header<T: AsRef<[u8]> + AsMut<[u8]>>(
         &self,
         packet: &mut TcpPacket<T>,
@@ -650,6 +651,7 @@ impl<'a> TcpRepr<'a> {
         Ok(())
     }
 
+    #[inline(always)]
     fn emit_payload_and_checksum<T: AsRef<[u8]> + AsMut<[u8]>>(
         &self,
         packet: &mut TcpPacket<T>,

@@ -117,6 +117,7 @@ impl TcpRepr<'_> {
     }
 
     /// Bytes of options [`TcpRepr::emit_in`] writes in `layout`; a multiple of 4.
+    #[inline]
     pub fn options_len_in(&self, layout: TcpOptionLayout) -> usize {
         match layout {
             TcpOptionLayout::Linux => self.options_len(),
@@ -125,17 +126,20 @@ impl TcpRepr<'_> {
     }
 
     /// Header length in bytes with the options in `layout`.
+    #[inline]
     pub fn header_len_in(&self, layout: TcpOptionLayout) -> usize {
         field::HEADER_LEN + self.options_len_in(layout)
     }
 
     /// Header plus payload with the options in `layout`.
+    #[inline]
     pub fn buffer_len_in(&self, layout: TcpOptionLayout) -> usize {
         self.header_len_in(layout) + self.payload.len()
     }
 
     /// [`TcpRepr::emit`] with the options in `layout`; the buffer must be
     /// `buffer_len_in(layout)` bytes.
+    #[inline]
     pub fn emit_in<T: AsRef<[u8]> + AsMut<[u8]>>(
         &self,
         packet: &mut TcpPacket<T>,
