@@ -22,7 +22,8 @@ pub struct Script {
 pub struct ScriptOption {
     /// The name without the leading `--`; never empty.
     pub name: String,
-    /// The text after `=`, if any (never contains whitespace).
+    /// The text after `=`, if any: no whitespace outside `"…"` or backquotes
+    /// (`--define=CC="reno"`, kept with its quotes).
     pub value: Option<String>,
 }
 
@@ -99,10 +100,46 @@ pub enum Direction {
     Outbound,
 }
 
+/// IP-level fields a packet line sets (inbound) or expects (outbound), packetdrill's
+/// `opt_ip_info` after the direction: `[ect0]`, `(tos 0x2)`, `[flowlabel 0x12345]`,
+/// `[ttl 64]`, `[ce, flowlabel 0x1]`. Brackets and parentheses mean the same; the printer
+/// writes brackets.
+///
+/// Invariant (the grammar's): `ttl` stands alone; `tos` and `flow_label` may go together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpInfo {
+    pub tos: Option<TosSpec>,
+    /// 20 bits (IPv6 flow label).
+    pub flow_label: Option<u32>,
+    pub ttl: Option<u8>,
+}
+
+/// The traffic-class part of [`IpInfo`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TosSpec {
+    /// `noecn`: ECN field 00.
+    NoEcn,
+    /// `ect0`: 10.
+    Ect0,
+    /// `ect1`: 01.
+    Ect1,
+    /// `ce`: 11.
+    Ce,
+    /// `ect01`: either ECT codepoint (outbound lines only).
+    Ect01,
+    /// `tos 0x..`: the whole byte.
+    Tos(u8),
+}
+
 /// A TCP packet line: `> P. 1:1001(1000) ack 1 win 257 <nop,nop,TS val 1 ecr 2>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpLine {
     pub direction: Direction,
+    /// `[ect0]` and the like after the direction.
+    pub ip: Option<IpInfo>,
+    /// `SRC>DST` ports before the flags (packetdrill's `opt_port_info`); `None`: the
+    /// connection's own.
+    pub ports: Option<(u16, u16)>,
     /// Control bits; `-` in the script is the empty set.
     pub flags: TcpFlags,
     pub seq: SeqRange,
@@ -119,6 +156,32 @@ impl TcpLine {
     /// Payload bytes the line carries (`len` of `start:end(len)`).
     pub fn payload_len(&self) -> u32 {
         self.seq.len_bytes
+    }
+
+    /// What the line asks for that the runner does not model (IP-level fields, explicit
+    /// ports, an MD5 signature option), for a skip reason; `None` when it has nothing of the
+    /// kind. `[noecn]` on an inbound line is what the runner sends anyway.
+    pub fn unmodelled(&self) -> Option<&'static str> {
+        match self.ip {
+            Some(IpInfo {
+                tos: Some(TosSpec::NoEcn),
+                flow_label: None,
+                ttl: None,
+            }) if self.direction == Direction::Inbound => {}
+            Some(_) => {
+                return Some("IP-level fields of a packet line ([ect0], tos, flowlabel, ttl)");
+            }
+            None => {}
+        }
+        if self.ports.is_some() {
+            return Some("explicit ports on a packet line");
+        }
+        if let TcpOptionsSpec::List(list) = &self.options
+            && list.iter().any(|o| matches!(o, TcpOption::Md5(_)))
+        {
+            return Some("the TCP MD5 signature option (RFC 2385)");
+        }
+        None
     }
 }
 
@@ -166,12 +229,18 @@ pub enum TcpOption {
     /// `FO NAME` / `FOEXP NAME`: a cookie named by a symbol the executor defines
     /// (`TFO_COOKIE`, `TFO_COOKIE_ZERO`, as Linux's packetdrill wrapper does with `-D`).
     FastOpenNamed { experimental: bool, name: String },
+    /// `md5 0011…` (kind 19, RFC 2385): the digest, at most 16 bytes (packetdrill allows
+    /// shorter ones for tests of bad digests).
+    Md5(Vec<u8>),
 }
 
 /// `< udp (N)` / `> udp (N)`: a UDP datagram carrying `len_bytes` of payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpLine {
     pub direction: Direction,
+    pub ip: Option<IpInfo>,
+    /// `udp SRC>DST (N)`.
+    pub ports: Option<(u16, u16)>,
     pub len_bytes: u32,
 }
 
@@ -179,6 +248,7 @@ pub struct UdpLine {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IcmpLine {
     pub direction: Direction,
+    pub ip: Option<IpInfo>,
     /// The rest of the line after `icmp`, whitespace-normalised; may be empty.
     pub text: String,
 }
@@ -332,6 +402,12 @@ pub enum Expr {
     Symbol(String),
     /// A double-quoted string, without the quotes (no escapes are interpreted).
     Str(String),
+    /// `"abc"...`: a string the call's buffer starts with.
+    StrPrefix(String),
+    /// `"ab" "cd"`: adjacent strings, concatenated (at least two).
+    Strs(Vec<String>),
+    /// `NAME=value` outside a `{…}` (packetdrill's `WORD '=' expression`).
+    Assign(String, Box<Expr>),
     /// `A|B|C`: at least two operands, none of them itself an `Or`.
     Or(Vec<Expr>),
     /// `[a, b]`

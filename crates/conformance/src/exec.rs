@@ -52,11 +52,13 @@ mod corpus;
 mod epoll;
 mod fastopen;
 mod packets;
+mod profile;
 mod shell;
 mod sockopt;
 mod syscalls;
 
 pub use corpus::{Tally, expected_passing, run_file, script_files};
+pub use profile::Profile;
 
 use epoll::Epoll;
 
@@ -212,126 +214,6 @@ const INBOUND_PAYLOAD_BYTES_MAX: u32 = 60_000;
 const STEPS_MAX: u32 = 1_000_000;
 /// Segments the stack may send ahead of the outbound lines that will match them.
 const OUT_QUEUE_SEGMENTS_MAX: usize = 10_000;
-
-/// A stack configuration a script run starts from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Profile {
-    pub name: &'static str,
-    pub tcp: tcp::Config,
-    /// Check the PSH bit of outbound segments. Linux places PSH by its own policy
-    /// (`tcp_mark_push`: at the end of each write and whenever half a window was sent without
-    /// one), which a TSO super-segment hides; the stack sets PSH when a segment empties the
-    /// send buffer. Both are valid (RFC 9293 §3.9.1.2 leaves PSH to the sender).
-    pub check_psh: bool,
-    /// Bytes Linux charges `sk_sndbuf` per MSS-sized segment beyond its payload (socket
-    /// buffer metadata: `sk_wmem_queued` counts each skb's `truesize`, not its payload). The
-    /// executor maps `SO_SNDBUF` (after Linux's doubling) to a payload capacity of
-    /// `sndbuf · mss / (mss + this)`, and `getsockopt(SO_SNDBUF)` back. 0: the value is the
-    /// payload capacity.
-    pub sndbuf_overhead_per_segment_bytes: u32,
-    /// TCP Fast Open switches (Linux `net.ipv4.tcp_fastopen`; the stack keeps them outside
-    /// `tcp::Config`, see `stack::StackConfig::tcp_fastopen`).
-    pub tcp_fastopen: tcp::fastopen::FastOpenConfig,
-    /// The server's Fast Open key (`net.ipv4.tcp_fastopen_key`); `None`: the stack's own.
-    pub tcp_fastopen_key: Option<tcp::fastopen::FastOpenKey>,
-}
-
-impl Profile {
-    /// The stack's own defaults.
-    pub fn stack_default() -> Profile {
-        Profile {
-            name: "default",
-            tcp: tcp::Config::default(),
-            check_psh: true,
-            sndbuf_overhead_per_segment_bytes: 0,
-            tcp_fastopen: tcp::fastopen::FastOpenConfig::default(),
-            tcp_fastopen_key: None,
-        }
-    }
-
-    /// The Linux settings the Google corpus assumes (`common/defaults.sh` plus kernel
-    /// defaults): timestamps and SACK on, CUBIC, initial window 10, MSS 1460, RTO 1 s initial /
-    /// 200 ms min, delayed ACK 40 ms, `tcp_syn_retries=5`, send buffer 256 KiB
-    /// (`tcp_wmem[1]`), and a receive buffer of 15 MiB (`tcp_rmem[2]`), from which Linux and
-    /// this stack both derive window scale 8. Option order needs no setting: `wire` emits
-    /// Linux's layout.
-    pub fn linux_compat() -> Profile {
-        Profile {
-            name: "linux-compat",
-            tcp: tcp::Config {
-                mss_bytes: 1460,
-                initial_window_segments: 10,
-                rto_min_ns: 200 * tcp::config::NS_PER_MS,
-                // Linux floors the variance term, not the RTO: RTO = SRTT + max(4·RTTVAR,
-                // 200 ms) (`tcp_rtt_estimator`, `__tcp_set_rto`).
-                rto_min_bounds_variance: true,
-                rto_initial_ns: tcp::config::NS_PER_S,
-                rto_max_ns: 120 * tcp::config::NS_PER_S,
-                delayed_ack_ns: 40 * tcp::config::NS_PER_MS,
-                // Linux `TCP_MAX_QUICKACKS`: the first segments of a connection are each
-                // acknowledged at once (`tcp_incr_quickack`).
-                quickack_segments: 16,
-                send_buffer_bytes: 256 * 1024,
-                recv_buffer_bytes: 15 * 1024 * 1024,
-                window_scale: true,
-                timestamps: true,
-                sack: true,
-                congestion_control: tcp::CongestionControl::Cubic,
-                // Linux `tcp_slow_start`: every acknowledged segment counts; cwnd grows only
-                // while it limits the sender (`tcp_is_cwnd_limited`).
-                slow_start_increase_limit_segments: 0,
-                cwnd_growth_requires_limited: true,
-                // Linux grows cwnd by segments newly delivered; SACKed ones count once, when
-                // SACKed (and then not at all: duplicate ACKs do not grow cwnd).
-                ack_counts_previously_sacked_bytes: false,
-                // `tcp_slow_start_after_idle=0` (common/defaults.sh).
-                restart_after_idle: false,
-                // Linux probes a zero window with a bare ACK below SND.UNA.
-                zero_window_probe_carries_data: false,
-                // Linux recovers with proportional rate reduction (`tcp_cwnd_reduction`).
-                prr: true,
-                // `tcp_recovery=1` (common/defaults.sh): RACK loss detection, RFC 8985 §6
-                // (`tcp_rack_mark_lost`, the reordering timer `tcp_rack_reo_timeout`). On by
-                // default too; set here so the profile does not depend on the default.
-                rack: true,
-                syn_retries_max: 5,
-                // Linux `tcp_early_retrans` = 3: tail loss probes (RFC 8985 §7), PTO =
-                // 2·SRTT + 2 ms with no floor (`tcp_schedule_loss_probe`: `TCP_TIMEOUT_MIN`
-                // when more than one packet is out).
-                tail_loss_probe: true,
-                tlp_pto_extra_ns: 2 * tcp::config::NS_PER_MS as u32,
-                tlp_pto_floor_ns: 0,
-                // Linux drops a segment acknowledging unsent data without a reply (`tcp_ack`:
-                // `TCP_ACK_UNSENT_DATA`); `ts_recent/invalid_ack` expects that silence. The
-                // stack's default answers with an ACK, as RFC 9293 §3.10.7.4 says.
-                ack_unsent_data_replies: false,
-                ..tcp::Config::default()
-            },
-            check_psh: false,
-            // Calibrated, not derived: `blocking/blocking-write` expects a 42000-byte
-            // `sk_sndbuf` to hold 25–26 kB of 1000-byte segments (its write of 61000 returns on
-            // the ACK of 36001, not of 35001), i.e. 620–680 bytes of metadata per segment; the
-            // skb head and `skb_shared_info` Linux allocates per segment are of that order.
-            sndbuf_overhead_per_segment_bytes: 640,
-            // `common/defaults.sh`: `tcp_fastopen=0x70403` (client and server, every listener a
-            // Fast Open listener; the upper bits are not upstream Linux's and are ignored)
-            // and its key.
-            tcp_fastopen: tcp::fastopen::FastOpenConfig::default().with_sysctl_bits(0x70403),
-            tcp_fastopen_key: Some(tcp::fastopen::FastOpenKey::from_words(
-                fastopen::DEFAULTS_KEY_WORDS,
-            )),
-        }
-    }
-
-    /// A profile by its command-line name.
-    pub fn by_name(name: &str) -> Option<Profile> {
-        match name {
-            "linux-compat" => Some(Profile::linux_compat()),
-            "default" => Some(Profile::stack_default()),
-            _ => None,
-        }
-    }
-}
 
 /// How a script run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -525,6 +407,8 @@ struct Exec {
     stack: Stack,
     /// The TCP configuration the stack was built with.
     tcp_cfg: tcp::Config,
+    /// The profile's option layout, kept across stack rebuilds.
+    tcp_option_layout: wire::TcpOptionLayout,
     now_ns: u64,
     cursor: TimeCursor,
     ctx: MatchContext,
@@ -575,7 +459,7 @@ struct Exec {
     passive_conns: u16,
 }
 
-fn new_stack(tcp: tcp::Config, addrs: Addrs) -> Stack {
+fn new_stack(tcp: tcp::Config, addrs: Addrs, layout: wire::TcpOptionLayout) -> Stack {
     let mut iface;
     match addrs {
         Addrs::V4 { local, gateway, .. } => {
@@ -590,6 +474,7 @@ fn new_stack(tcp: tcp::Config, addrs: Addrs) -> Stack {
     }
     let mut cfg = StackConfig::new(iface);
     cfg.tcp = tcp;
+    cfg.tcp_option_layout = layout;
     Stack::new(cfg)
 }
 
@@ -609,7 +494,8 @@ impl Exec {
         ctx.tolerance_usecs = script.tolerance_usecs();
         ctx.ts_tick_usecs = script.tcp_ts_tick_usecs();
         Exec {
-            stack: new_stack(profile.tcp, addrs),
+            stack: new_stack(profile.tcp, addrs, profile.tcp_option_layout),
+            tcp_option_layout: profile.tcp_option_layout,
             addrs,
             inbound_gro_mss: None,
             strict_segments: false,
@@ -700,6 +586,10 @@ impl Exec {
             Action::Udp(_) => skip("UDP lines are not supported"),
             Action::Icmp(_) => skip("ICMP lines are not supported"),
             Action::Unsupported(text) => skip(format!("unsupported packet line `{text}`")),
+            Action::Tcp(line) if line.unmodelled().is_some() => skip(format!(
+                "`{line}`: {} not supported",
+                line.unmodelled().unwrap_or_default()
+            )),
             Action::Tcp(line) if line.direction == Direction::Outbound => {
                 self.outbound_lines_left = self.outbound_lines_left.saturating_sub(1);
                 let line = self.fastopen_resolve(line)?;

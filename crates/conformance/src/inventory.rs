@@ -49,7 +49,8 @@ fn symbols_in(e: &Expr, out: &mut BTreeMap<String, usize>) {
                 symbols_in(&f.value, out);
             }
         }
-        Expr::Ellipsis | Expr::Int(_) | Expr::Str(_) => {}
+        Expr::Assign(_, value) => symbols_in(value, out),
+        Expr::Ellipsis | Expr::Int(_) | Expr::Str(_) | Expr::StrPrefix(_) | Expr::Strs(_) => {}
     }
 }
 

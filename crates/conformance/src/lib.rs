@@ -9,8 +9,9 @@
 //!   and the TSO super-segment accumulator;
 //! - [`exec`]: the executor — runs a script against a live `stack::Stack` on a virtual clock
 //!   ([`exec::run_script`]) under a [`exec::Profile`] (`linux-compat`: the Linux defaults the
-//!   Google corpus assumes); `rsstack conformance DIR` runs a whole corpus, and `RESULTS.md`
-//!   says where the corpus stands and why;
+//!   Google corpus assumes; `freebsd-compat`: FreeBSD's option layout and defaults);
+//!   `rsstack conformance DIR` runs a whole corpus, and `RESULTS.md` says where the corpus
+//!   stands and why;
 //! - [`pycode`]: the evaluator of `%{ }%` blocks (the Python subset the corpus uses), against
 //!   `tcp_info` fields the executor binds;
 //! - [`inventory`]: what a set of scripts needs from the stack (calls, socket options, TCP

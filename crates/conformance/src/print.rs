@@ -139,12 +139,71 @@ impl fmt::Display for SeqRange {
     }
 }
 
+impl fmt::Display for TosSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TosSpec::NoEcn => f.write_str("noecn"),
+            TosSpec::Ect0 => f.write_str("ect0"),
+            TosSpec::Ect1 => f.write_str("ect1"),
+            TosSpec::Ce => f.write_str("ce"),
+            TosSpec::Ect01 => f.write_str("ect01"),
+            TosSpec::Tos(t) => write!(f, "tos {t:#04x}"),
+        }
+    }
+}
+
+impl fmt::Display for IpInfo {
+    /// Always in brackets: `[ect0]`, `[tos 0x02, flowlabel 0x12345]`, `[ttl 64]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        let mut sep = "";
+        if let Some(t) = self.tos {
+            write!(f, "{t}")?;
+            sep = ", ";
+        }
+        if let Some(l) = self.flow_label {
+            write!(f, "{sep}flowlabel {l:#x}")?;
+            sep = ", ";
+        }
+        if let Some(t) = self.ttl {
+            write!(f, "{sep}ttl {t}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// ` [ect0]` (with its leading space) or nothing.
+struct OptIp(Option<IpInfo>);
+
+impl fmt::Display for OptIp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(ip) => write!(f, " {ip}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// ` 8080>40000` (with its leading space) or nothing.
+struct OptPorts(Option<(u16, u16)>);
+
+impl fmt::Display for OptPorts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some((src, dst)) => write!(f, " {src}>{dst}"),
+            None => Ok(()),
+        }
+    }
+}
+
 impl fmt::Display for TcpLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} {} {}",
+            "{}{}{} {} {}",
             self.direction,
+            OptIp(self.ip),
+            OptPorts(self.ports),
             ScriptFlags(self.flags),
             self.seq
         )?;
@@ -199,6 +258,13 @@ impl fmt::Display for TcpOption {
                 Ok(())
             }
             TcpOption::Timestamp { val, ecr } => write!(f, "TS val {val} ecr {ecr}"),
+            TcpOption::Md5(digest) => {
+                f.write_str("md5 ")?;
+                for b in digest {
+                    write!(f, "{b:02x}")?;
+                }
+                Ok(())
+            }
             TcpOption::FastOpenNamed { experimental, name } => {
                 f.write_str(if *experimental { "FOEXP " } else { "FO " })?;
                 f.write_str(name)
@@ -223,16 +289,23 @@ impl fmt::Display for TcpOption {
 
 impl fmt::Display for UdpLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} udp ({})", self.direction, self.len_bytes)
+        write!(
+            f,
+            "{}{} udp{} ({})",
+            self.direction,
+            OptIp(self.ip),
+            OptPorts(self.ports),
+            self.len_bytes
+        )
     }
 }
 
 impl fmt::Display for IcmpLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.text.is_empty() {
-            write!(f, "{} icmp", self.direction)
+            write!(f, "{}{} icmp", self.direction, OptIp(self.ip))
         } else {
-            write!(f, "{} icmp {}", self.direction, self.text)
+            write!(f, "{}{} icmp {}", self.direction, OptIp(self.ip), self.text)
         }
     }
 }
@@ -269,6 +342,17 @@ impl fmt::Display for Expr {
             Expr::Int(v) => write!(f, "{v}"),
             Expr::Symbol(s) => f.write_str(s),
             Expr::Str(s) => write!(f, "\"{s}\""),
+            Expr::StrPrefix(s) => write!(f, "\"{s}\"..."),
+            Expr::Strs(parts) => {
+                for (i, s) in parts.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" ")?;
+                    }
+                    write!(f, "\"{s}\"")?;
+                }
+                Ok(())
+            }
+            Expr::Assign(name, value) => write!(f, "{name}={value}"),
             Expr::Or(ops) => {
                 for (i, e) in ops.iter().enumerate() {
                     if i > 0 {

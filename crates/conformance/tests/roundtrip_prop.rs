@@ -51,7 +51,46 @@ fn tcp_option() -> impl Strategy<Value = TcpOption> {
         prop::collection::vec((any::<u32>(), any::<u32>()), 1..5).prop_map(TcpOption::Sack),
         (any::<u32>(), any::<u32>()).prop_map(|(val, ecr)| TcpOption::Timestamp { val, ecr }),
         prop::collection::vec(any::<u8>(), 0..17).prop_map(TcpOption::FastOpen),
+        prop::collection::vec(any::<u8>(), 1..17).prop_map(TcpOption::Md5),
     ]
+}
+
+fn tos_spec() -> impl Strategy<Value = TosSpec> {
+    prop_oneof![
+        Just(TosSpec::NoEcn),
+        Just(TosSpec::Ect0),
+        Just(TosSpec::Ect1),
+        Just(TosSpec::Ce),
+        Just(TosSpec::Ect01),
+        any::<u8>().prop_map(TosSpec::Tos),
+    ]
+}
+
+/// The forms packetdrill's `ip_info` allows: a TOS spec, a flow label, both, or a TTL.
+fn ip_info() -> impl Strategy<Value = Option<IpInfo>> {
+    let label = 0u32..(1 << 20);
+    prop::option::of(prop_oneof![
+        tos_spec().prop_map(|t| IpInfo {
+            tos: Some(t),
+            flow_label: None,
+            ttl: None
+        }),
+        label.clone().prop_map(|l| IpInfo {
+            tos: None,
+            flow_label: Some(l),
+            ttl: None
+        }),
+        (tos_spec(), label).prop_map(|(t, l)| IpInfo {
+            tos: Some(t),
+            flow_label: Some(l),
+            ttl: None
+        }),
+        any::<u8>().prop_map(|t| IpInfo {
+            tos: None,
+            flow_label: None,
+            ttl: Some(t)
+        }),
+    ])
 }
 
 fn options_spec() -> impl Strategy<Value = TcpOptionsSpec> {
@@ -72,9 +111,13 @@ prop_compose! {
         win in any::<Option<u16>>(),
         urg in any::<Option<u16>>(),
         options in options_spec(),
+        ip in ip_info(),
+        ports in any::<Option<(u16, u16)>>(),
     ) -> TcpLine {
         TcpLine {
             direction,
+            ip,
+            ports,
             flags: TcpFlags(flags),
             seq: SeqRange { start, end: start.wrapping_add(len_bytes), len_bytes },
             ack,
@@ -95,13 +138,18 @@ fn expr() -> impl Strategy<Value = Expr> {
         (-(1i64 << 40)..(1i64 << 40)).prop_map(Expr::Int),
         ident().prop_map(Expr::Symbol),
         "[a-z0-9 ./_-]{0,12}".prop_map(Expr::Str),
+        "[a-z0-9 ./_-]{0,12}".prop_map(Expr::StrPrefix),
+        prop::collection::vec("[a-z0-9 ./_-]{0,6}", 2..4).prop_map(Expr::Strs),
     ];
     leaf.prop_recursive(3, 24, 4, |inner| {
-        let non_or = inner
-            .clone()
-            .prop_filter("no nested Or", |e| !matches!(e, Expr::Or(_)));
+        // An `Or` operand is neither an `Or` nor an `Assign` (whose value would take the rest
+        // of the `|` chain).
+        let operand = inner.clone().prop_filter("no nested Or or Assign", |e| {
+            !matches!(e, Expr::Or(_) | Expr::Assign(..))
+        });
         prop_oneof![
-            prop::collection::vec(non_or, 2..4).prop_map(Expr::Or),
+            prop::collection::vec(operand, 2..4).prop_map(Expr::Or),
+            (ident(), inner.clone()).prop_map(|(n, v)| Expr::Assign(n, Box::new(v))),
             prop::collection::vec(inner.clone(), 0..4).prop_map(Expr::List),
             (ident(), prop::collection::vec(inner.clone(), 0..3))
                 .prop_map(|(n, a)| Expr::Call(n, a)),
@@ -112,11 +160,17 @@ fn expr() -> impl Strategy<Value = Expr> {
 
 fn field(inner: impl Strategy<Value = Expr> + Clone) -> impl Strategy<Value = Field> {
     prop_oneof![
-        inner.clone().prop_map(|value| Field {
-            name: None,
-            param: None,
-            value
-        }),
+        // A positional `NAME=value` is a named field.
+        inner
+            .clone()
+            .prop_filter("positional Assign reads as a named field", |e| {
+                !matches!(e, Expr::Assign(..))
+            })
+            .prop_map(|value| Field {
+                name: None,
+                param: None,
+                value
+            }),
         (ident(), inner.clone()).prop_map(|(n, value)| Field {
             name: Some(n),
             param: None,
@@ -159,13 +213,18 @@ fn timed_action() -> impl Strategy<Value = Action> {
     prop_oneof![
         4 => tcp_line().prop_map(Action::Tcp),
         3 => syscall().prop_map(Action::Syscall),
-        1 => (direction(), any::<u32>()).prop_map(|(direction, len_bytes)| Action::Udp(UdpLine {
-            direction,
-            len_bytes
-        })),
-        1 => (direction(), prop::collection::vec("[a-z0-9_]{1,8}", 0..5)).prop_map(
-            |(direction, w)| Action::Icmp(IcmpLine {
+        1 => (direction(), ip_info(), any::<Option<(u16, u16)>>(), any::<u32>()).prop_map(
+            |(direction, ip, ports, len_bytes)| Action::Udp(UdpLine {
                 direction,
+                ip,
+                ports,
+                len_bytes
+            })
+        ),
+        1 => (direction(), ip_info(), prop::collection::vec("[a-z0-9_]{1,8}", 0..5)).prop_map(
+            |(direction, ip, w)| Action::Icmp(IcmpLine {
+                direction,
+                ip,
                 text: w.join(" ")
             })
         ),
@@ -194,7 +253,10 @@ fn event() -> impl Strategy<Value = Event> {
 fn script() -> impl Strategy<Value = Script> {
     (
         prop::collection::vec(
-            ("[a-z_]{1,12}", prop::option::of("[a-z0-9_.]{1,8}"))
+            (
+                "[a-z_]{1,12}",
+                prop::option::of(prop_oneof!["[a-z0-9_.]{1,8}", "[A-Z]{1,4}=\"[a-z ]{0,8}\"",]),
+            )
                 .prop_map(|(name, value)| ScriptOption { name, value }),
             0..3,
         ),

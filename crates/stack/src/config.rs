@@ -341,6 +341,10 @@ pub struct StackConfig {
     /// TCP Fast Open switches (RFC 7413; Linux `net.ipv4.tcp_fastopen`), all off by
     /// default; [`crate::Stack::tcp_set_fastopen`] changes them later.
     pub tcp_fastopen: tcp::fastopen::FastOpenConfig,
+    /// Where TCP options go in the segments the stack sends (the values are the same):
+    /// Linux's layout by default, FreeBSD's for conformance scripts written against it
+    /// ([`wire::TcpOptionLayout`]).
+    pub tcp_option_layout: wire::TcpOptionLayout,
     /// `None`: the stack hashes flows itself and ignores carried hashes.
     pub rss: Option<RssConfig>,
     /// Secret for TCP initial sequence numbers (RFC 6528). Pass seeded randomness in; the
@@ -366,6 +370,7 @@ impl StackConfig {
             hop_limit: 64,
             tcp,
             tcp_fastopen: tcp::fastopen::FastOpenConfig::default(),
+            tcp_option_layout: wire::TcpOptionLayout::Linux,
             rss: None,
             secret: [0x5eed_0000_0000_0001, 0x5eed_0000_0000_0002],
         }

@@ -761,7 +761,8 @@ impl Egress {
         } else {
             IPV6_HEADER_LEN
         };
-        let payload_at = ETHERNET_HEADER_LEN + ip_len + seg.header_len();
+        let payload_at =
+            ETHERNET_HEADER_LEN + ip_len + seg.header_len_in(self.cfg.tcp_option_layout);
         let n = seg.payload.len();
         let mut frame = self.take_frame_buf(payload_at + n);
         if let Some(dst) = frame.get_mut(payload_at..) {
@@ -807,7 +808,8 @@ impl Egress {
         } else {
             IPV6_HEADER_LEN
         };
-        let tcp_len = header.header_len();
+        let layout = self.cfg.tcp_option_layout;
+        let tcp_len = header.header_len_in(layout);
         let ip_payload_len = tcp_len + n;
         let gso = gso_size_bytes > 0 && n > usize::from(gso_size_bytes);
         let fits = if gso {
@@ -867,7 +869,12 @@ impl Egress {
             return self.recycle(frame);
         };
         if header
-            .emit(&mut TcpPacket::new_unchecked(tcp_bytes), &pair, tcp_caps)
+            .emit_in(
+                &mut TcpPacket::new_unchecked(tcp_bytes),
+                &pair,
+                tcp_caps,
+                layout,
+            )
             .is_err()
         {
             return self.recycle(frame);
@@ -945,12 +952,14 @@ impl Egress {
     /// Emits one segment as an IP datagram through `send_ipv4`/`send_ipv6` (fragmentation,
     /// neighbour queueing, broadcast and loopback handling, their drop counters).
     fn send_tcp_via_ip(&mut self, now: u64, pair: IpPair, seg: &TcpRepr<'_>) {
-        let mut buf = vec![0u8; seg.buffer_len()];
+        let layout = self.cfg.tcp_option_layout;
+        let mut buf = vec![0u8; seg.buffer_len_in(layout)];
         if seg
-            .emit(
+            .emit_in(
                 &mut TcpPacket::new_unchecked(&mut buf[..]),
                 &pair,
                 self.checksums,
+                layout,
             )
             .is_err()
         {

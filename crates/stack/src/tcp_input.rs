@@ -570,6 +570,7 @@ impl TcpCx<'_> {
                 mtu.saturating_sub(ip_len + TCP_HEADER_MIN)
             };
             let mut frame = self.egress.take_frame_buf(payload_at + room);
+            let layout = self.egress.cfg.tcp_option_layout;
             let Some(c) = self.conn_mut(i) else {
                 self.egress.recycle(frame);
                 break;
@@ -595,7 +596,7 @@ impl TcpCx<'_> {
                 header.fast_open = c.fastopen_syn_ack.take();
             }
             let gso_size = if tso_bytes_max > 0 {
-                c.conn.segment_payload_bytes(header.header_len())
+                c.conn.segment_payload_bytes(header.header_len_in(layout))
             } else {
                 0
             };

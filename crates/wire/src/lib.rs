@@ -53,6 +53,7 @@ pub mod meta;
 pub mod partial;
 pub mod tcp;
 pub mod tcp_fast_open;
+pub mod tcp_option_layout;
 pub mod udp;
 
 pub use arp::{ArpOperation, ArpPacket, ArpRepr};
@@ -71,4 +72,5 @@ pub use tcp::{
     SackBlock, SeqNumber, TcpFlags, TcpOption, TcpOptions, TcpPacket, TcpParseReport, TcpRepr,
     TcpTimestamp,
 };
+pub use tcp_option_layout::TcpOptionLayout;
 pub use udp::{UdpPacket, UdpRepr};

@@ -603,7 +603,36 @@ impl<'a> TcpRepr<'a> {
         addrs: &IpPair,
         caps: ChecksumCaps,
     ) -> Result<()> {
-        let opts_len = self.options_len();
+        self.emit_header(packet, self.options_len())?;
+        self.write_options(packet.options_mut());
+        self.emit_payload_and_checksum(packet, addrs, caps);
+        Ok(())
+    }
+
+    /// [`TcpRepr::emit`] with `options` (laid out by the caller, a multiple of 4 bytes) as the
+    /// options area.
+    pub(crate) fn emit_with_options<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut TcpPacket<T>,
+        addrs: &IpPair,
+        caps: ChecksumCaps,
+        options: &[u8],
+    ) -> Result<()> {
+        self.emit_header(packet, options.len())?;
+        if let Some(dst) = packet.options_mut().get_mut(..options.len()) {
+            dst.copy_from_slice(options);
+        }
+        self.emit_payload_and_checksum(packet, addrs, caps);
+        Ok(())
+    }
+
+    /// Checks the sizes and writes the fixed header for `opts_len` bytes of options.
+    #[inline(always)]
+    fn emit_header<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut TcpPacket<T>,
+        opts_len: usize,
+    ) -> Result<()> {
         if opts_len > field::MAX_OPTIONS_LEN {
             return Err(Error::OptionsTooLong);
         }
@@ -619,7 +648,16 @@ impl<'a> TcpRepr<'a> {
         packet.set_flags(self.flags);
         packet.set_window_len(self.window_len);
         packet.set_urgent_pointer(self.urgent_pointer);
-        self.write_options(packet.options_mut());
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn emit_payload_and_checksum<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut TcpPacket<T>,
+        addrs: &IpPair,
+        caps: ChecksumCaps,
+    ) {
         if let Some(dst) = packet.payload_mut().get_mut(..self.payload.len()) {
             dst.copy_from_slice(self.payload);
         }
@@ -629,7 +667,6 @@ impl<'a> TcpRepr<'a> {
             let len32 = u32::try_from(packet.b().len()).unwrap_or(u32::MAX);
             packet.set_checksum(addrs.pseudo_header_sum(IpProtocol::TCP, len32));
         }
-        Ok(())
     }
 
     fn write_options(&self, out: &mut [u8]) {

@@ -17,7 +17,8 @@ pub struct ConformanceArgs {
     #[arg(value_name = "DIR")]
     dir: PathBuf,
     /// Stack configuration to run the scripts under: `linux-compat` (the Linux defaults the
-    /// Google corpus assumes) or `default` (the stack's own defaults).
+    /// Google corpus assumes), `freebsd-compat` (FreeBSD's option layout and sysctl defaults,
+    /// for scripts written against FreeBSD) or `default` (the stack's own defaults).
     #[arg(long, default_value = "linux-compat", value_name = "PROFILE")]
     profile: String,
     /// Succeed when at least N scripts pass (the count recorded in the repository), even if
@@ -34,7 +35,7 @@ pub struct ConformanceArgs {
 pub fn run(args: ConformanceArgs, out: &mut impl Write) -> Result<(), CliError> {
     let profile = Profile::by_name(&args.profile).ok_or_else(|| {
         CliError::Usage(format!(
-            "unknown profile `{}` (expected linux-compat or default)",
+            "unknown profile `{}` (expected linux-compat, freebsd-compat or default)",
             args.profile
         ))
     })?;
@@ -173,6 +174,21 @@ mod tests {
             lines[3],
             "3 passed, 0 failed, 0 skipped; assertions: 0 checked (0 held, 0 failed), 0 not evaluated"
         );
+    }
+
+    #[test]
+    fn freebsd_compat_profile_runs_the_freebsd_style_scripts() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../conformance/corpus/freebsd-style");
+        let mut out = Vec::new();
+        let r = run(args(dir.clone(), "freebsd-compat", None), &mut out);
+        assert!(r.is_ok(), "{r:?}\n{}", String::from_utf8_lossy(&out));
+        // Linux's option layout is not FreeBSD's: every one of them fails there.
+        let mut out = Vec::new();
+        let r = run(args(dir, "linux-compat", None), &mut out);
+        assert!(matches!(r, Err(CliError::Failed(_))), "{r:?}");
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains("\n0 passed, 3 failed"), "{text}");
     }
 
     #[test]

@@ -257,7 +257,7 @@ impl Exec {
             let before = self.ctx.clone();
             let progress = acc.push(&mut self.ctx, &repr);
             if progress.is_ok() {
-                // Option order and padding (what a `TcpRepr` does not keep): Linux's layout.
+                // Option order and padding (what a `TcpRepr` does not keep), byte for byte.
                 if let TcpOptionsSpec::List(list) = &line.options
                     && let Ok(pkt) = TcpPacket::new_checked(&seg[..])
                     && let Err(e) = check_option_layout(list, pkt.options())
@@ -265,8 +265,10 @@ impl Exec {
                     return fail(
                         event.pos,
                         format!(
-                            "expected `{line}`, got `{}`: option layout: {e}",
-                            describe_repr(&repr, &self.ctx)
+                            "expected `{line}`, got `{}` with options {} on the wire: option \
+                             layout: {e}",
+                            describe_repr(&repr, &self.ctx),
+                            crate::matcher::raw_options_text(pkt.options(), &self.ctx.seq)
                         ),
                     );
                 }

@@ -34,6 +34,14 @@ impl Exec {
         while let Some(w) = words.get(i) {
             i += 1;
             let w = w.trim_matches('`');
+            // FreeBSD's `sysctl [-w] net.inet.tcp.NAME=VALUE` (exec/profile.rs).
+            if let Some((name, value)) = w.strip_prefix("net.inet.").and_then(|s| s.split_once('='))
+            {
+                profile::freebsd_sysctl(&mut cfg, name, value.trim_matches('"'))
+                    .map_err(Stop::Skip)?;
+                changed = true;
+                continue;
+            }
             let Some(setting) = w
                 .strip_prefix("/proc/sys/net/ipv4/")
                 .or_else(|| w.strip_prefix("net.ipv4."))
@@ -104,7 +112,7 @@ impl Exec {
                 return skip("sysctl change after sockets were opened");
             }
             self.tcp_cfg = cfg;
-            self.stack = new_stack(cfg, self.addrs);
+            self.stack = new_stack(cfg, self.addrs, self.tcp_option_layout);
             self.fastopen_apply();
         }
         Ok(())

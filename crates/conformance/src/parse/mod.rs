@@ -10,6 +10,10 @@
 use crate::ast::*;
 use wire::tcp::TcpFlags;
 
+mod expr;
+#[cfg(test)]
+mod tests;
+
 /// Why a script failed to parse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParseErrorKind {
@@ -33,6 +37,8 @@ pub enum ParseErrorKind {
     BadCookie,
     /// Expressions nested deeper than [`MAX_EXPR_DEPTH`].
     TooDeep,
+    /// An `md5` digest that is not 1 to 16 bytes of hex digit pairs.
+    BadDigest,
 }
 
 /// Deepest nesting of `[…]`, `{…}` and calls an expression may have (bounds parser recursion).
@@ -56,6 +62,9 @@ impl core::fmt::Display for ParseErrorKind {
             }
             ParseErrorKind::TooDeep => {
                 write!(f, "expression nested deeper than {MAX_EXPR_DEPTH}")
+            }
+            ParseErrorKind::BadDigest => {
+                f.write_str("md5 digest must be 1 to 16 bytes of hex digit pairs")
             }
         }
     }
@@ -352,11 +361,24 @@ impl<'s> Parser<'s> {
         }
         let value = if self.eat("=") {
             let vstart = self.pos;
+            // `--define=CC="reno cubic"`, `--define=SCRIPT=`cleanup``: quoted parts may hold
+            // spaces.
+            let mut quote: Option<u8> = None;
             while let Some(c) = self.peek() {
-                if c.is_ascii_whitespace() {
-                    break;
+                match quote {
+                    Some(q) if c == q => quote = None,
+                    Some(_) if c == b'\n' => {
+                        return Err(self.error(ParseErrorKind::Unterminated("quoted option value")));
+                    }
+                    Some(_) => {}
+                    None if c.is_ascii_whitespace() => break,
+                    None if c == b'"' || c == b'`' => quote = Some(c),
+                    None => {}
                 }
                 self.bump();
+            }
+            if quote.is_some() {
+                return Err(self.error(ParseErrorKind::Unterminated("quoted option value")));
             }
             let v = self.src.get(vstart..self.pos).unwrap_or("");
             if v.is_empty() {
@@ -583,15 +605,21 @@ impl<'s> Parser<'s> {
             Direction::Outbound
         };
         self.skip_inline_ws();
+        let ip = self.ip_info()?;
+        self.skip_inline_ws();
         match self.peek_ident() {
             Some("udp") => {
                 self.bump_n(3);
+                self.skip_inline_ws();
+                let ports = self.port_info()?;
                 self.skip_inline_ws();
                 self.expect("(")?;
                 let len_bytes = self.u32()?;
                 self.expect(")")?;
                 return Ok(Action::Udp(UdpLine {
                     direction,
+                    ip,
+                    ports,
                     len_bytes,
                 }));
             }
@@ -600,10 +628,16 @@ impl<'s> Parser<'s> {
                 self.skip_inline_ws();
                 let text = self.rest_of_line();
                 let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-                return Ok(Action::Icmp(IcmpLine { direction, text }));
+                return Ok(Action::Icmp(IcmpLine {
+                    direction,
+                    ip,
+                    text,
+                }));
             }
             _ => {}
         }
+        let ports = self.port_info()?;
+        self.skip_inline_ws();
         let flags = self.flags()?;
         self.skip_inline_ws();
         let seq = self.seq_range()?;
@@ -636,6 +670,8 @@ impl<'s> Parser<'s> {
         };
         Ok(Action::Tcp(TcpLine {
             direction,
+            ip,
+            ports,
             flags,
             seq,
             ack,
@@ -643,6 +679,97 @@ impl<'s> Parser<'s> {
             urg,
             options,
         }))
+    }
+
+    /// packetdrill's `opt_ip_info`: `[tos_spec]`, `[flowlabel 0x..]`, `[ttl N]`,
+    /// `[tos_spec, flowlabel 0x..]`, in brackets or parentheses; `None` when absent.
+    fn ip_info(&mut self) -> Result<Option<IpInfo>, Fail> {
+        let close = match self.peek() {
+            Some(b'[') => "]",
+            Some(b'(') => ")",
+            _ => return Ok(None),
+        };
+        let at = *self;
+        self.bump();
+        self.skip_inline_ws();
+        let mut info = IpInfo {
+            tos: None,
+            flow_label: None,
+            ttl: None,
+        };
+        let word = self.peek_ident();
+        let tos = match word {
+            Some("noecn") => Some(TosSpec::NoEcn),
+            Some("ect0") => Some(TosSpec::Ect0),
+            Some("ect1") => Some(TosSpec::Ect1),
+            Some("ce") => Some(TosSpec::Ce),
+            Some("ect01") => Some(TosSpec::Ect01),
+            _ => None,
+        };
+        if let (Some(t), Some(w)) = (tos, word) {
+            self.bump_n(w.len());
+            info.tos = Some(t);
+        } else if word == Some("tos") {
+            self.bump_n(3);
+            self.skip_inline_ws();
+            info.tos = Some(TosSpec::Tos(self.u8()?));
+        } else if word == Some("ttl") {
+            self.bump_n(3);
+            self.skip_inline_ws();
+            info.ttl = Some(self.u8()?);
+        } else if word != Some("flowlabel") {
+            return Err(Fail::Error(at.error(ParseErrorKind::Expected(
+                "ECN codepoint, tos, flowlabel or ttl",
+            ))));
+        }
+        self.skip_inline_ws();
+        if info.tos.is_some() && self.eat(",") {
+            self.skip_inline_ws();
+            if self.peek_keyword("flowlabel") {
+                self.bump_n(9);
+            } else {
+                return Err(Fail::Error(
+                    self.error(ParseErrorKind::Expected("flowlabel")),
+                ));
+            }
+            info.flow_label = Some(self.flow_label()?);
+        } else if info.tos.is_none() && info.ttl.is_none() {
+            self.bump_n(9);
+            info.flow_label = Some(self.flow_label()?);
+        }
+        self.skip_inline_ws();
+        self.expect(close)?;
+        Ok(Some(info))
+    }
+
+    /// The 20-bit value after `flowlabel`.
+    fn flow_label(&mut self) -> Result<u32, ParseError> {
+        self.skip_inline_ws();
+        let at = *self;
+        let v = self.u32()?;
+        if v >= 1 << 20 {
+            return Err(at.error(ParseErrorKind::NumberTooLarge));
+        }
+        Ok(v)
+    }
+
+    /// packetdrill's `opt_port_info`: `SRC>DST` before the flags (or a UDP line's length).
+    fn port_info(&mut self) -> Result<Option<(u16, u16)>, Fail> {
+        let mut p = *self;
+        if !p.peek().is_some_and(|c| c.is_ascii_digit()) {
+            return Ok(None);
+        }
+        let Ok(src) = p.u16() else {
+            return Ok(None);
+        };
+        p.skip_inline_ws();
+        if !p.eat(">") {
+            return Ok(None);
+        }
+        p.skip_inline_ws();
+        let dst = p.u16()?;
+        *self = p;
+        Ok(Some((src, dst)))
     }
 
     fn peek_keyword(&self, kw: &str) -> bool {
@@ -823,234 +950,25 @@ impl<'s> Parser<'s> {
                     }
                 }
             }
+            "md5" => {
+                self.bump_n(3);
+                self.skip_inline_ws();
+                let at = *self;
+                let start = self.pos;
+                while self.peek().is_some_and(is_ident_char) {
+                    self.bump();
+                }
+                let word = self.src.get(start..self.pos).unwrap_or("");
+                match decode_hex(word) {
+                    Some(digest) if !digest.is_empty() && digest.len() <= 16 => {
+                        TcpOption::Md5(digest)
+                    }
+                    _ => return Err(Fail::Error(at.error(ParseErrorKind::BadDigest))),
+                }
+            }
             _ => return Err(Fail::Unsupported),
         };
         Ok(opt)
-    }
-
-    fn syscall(&mut self) -> Result<SyscallLine, ParseError> {
-        let name = self.ident()?.to_string();
-        self.skip_trivia()?;
-        self.expect("(")?;
-        let args = self.expr_list(")")?;
-        self.skip_trivia()?;
-        self.expect("=")?;
-        self.skip_trivia()?;
-        let ret = self.expr()?;
-        self.skip_inline_ws();
-        let mut errno = None;
-        let mut errno_note = None;
-        if let Some(c) = self.peek()
-            && is_ident_start(c)
-        {
-            errno = Some(self.ident()?.to_string());
-            self.skip_inline_ws();
-        }
-        // packetdrill's `opt_note` stands on its own: `= 0x2 (flags O_RDWR)` and
-        // `= -1 (Invalid Argument)` carry a note and no errno.
-        {
-            if self.peek() == Some(b'(') {
-                let start = *self;
-                self.bump();
-                let body = self.pos;
-                loop {
-                    match self.peek() {
-                        None | Some(b'\n') => {
-                            return Err(start.error(ParseErrorKind::Unterminated("errno note")));
-                        }
-                        Some(b')') => break,
-                        Some(_) => self.bump(),
-                    }
-                }
-                errno_note = Some(self.src.get(body..self.pos).unwrap_or("").to_string());
-                self.bump();
-            }
-        }
-        Ok(SyscallLine {
-            name,
-            args,
-            ret,
-            errno,
-            errno_note,
-        })
-    }
-
-    /// Comma-separated expressions up to and including `close`.
-    fn expr_list(&mut self, close: &'static str) -> Result<Vec<Expr>, ParseError> {
-        let mut items = Vec::new();
-        self.skip_trivia()?;
-        if self.eat(close) {
-            return Ok(items);
-        }
-        loop {
-            self.skip_trivia()?;
-            items.push(self.expr()?);
-            self.skip_trivia()?;
-            if self.eat(close) {
-                return Ok(items);
-            }
-            if !self.eat(",") {
-                return Err(self.error(ParseErrorKind::Expected(if close == ")" {
-                    "',' or ')'"
-                } else {
-                    "',' or ']'"
-                })));
-            }
-        }
-    }
-
-    fn expr(&mut self) -> Result<Expr, ParseError> {
-        let first = self.term()?;
-        let mut ops = vec![first];
-        loop {
-            let save = *self;
-            self.skip_trivia()?;
-            if self.eat("|") {
-                self.skip_trivia()?;
-                ops.push(self.term()?);
-            } else {
-                *self = save;
-                break;
-            }
-        }
-        if ops.len() == 1 {
-            Ok(ops.pop().unwrap_or(Expr::Ellipsis))
-        } else {
-            Ok(Expr::Or(ops))
-        }
-    }
-
-    fn term(&mut self) -> Result<Expr, ParseError> {
-        if self.depth >= MAX_EXPR_DEPTH {
-            return Err(self.error(ParseErrorKind::TooDeep));
-        }
-        self.depth += 1;
-        let r = self.term_inner();
-        self.depth -= 1;
-        r
-    }
-
-    fn term_inner(&mut self) -> Result<Expr, ParseError> {
-        match self.peek() {
-            Some(b'.') if self.starts_with("...") => {
-                self.bump_n(3);
-                Ok(Expr::Ellipsis)
-            }
-            Some(b'-') => {
-                let at = *self;
-                self.bump();
-                let v = self.uint()?;
-                let v = i64::try_from(v).map_err(|_| at.error(ParseErrorKind::NumberTooLarge))?;
-                Ok(Expr::Int(-v))
-            }
-            Some(c) if c.is_ascii_digit() => {
-                let at = *self;
-                let v = self.uint()?;
-                let v = i64::try_from(v).map_err(|_| at.error(ParseErrorKind::NumberTooLarge))?;
-                Ok(Expr::Int(v))
-            }
-            Some(b'"') => {
-                let start = *self;
-                self.bump();
-                let body = self.pos;
-                loop {
-                    match self.peek() {
-                        None => return Err(start.error(ParseErrorKind::Unterminated("string"))),
-                        Some(b'"') => break,
-                        Some(_) => self.bump(),
-                    }
-                }
-                let s = self.src.get(body..self.pos).unwrap_or("").to_string();
-                self.bump();
-                Ok(Expr::Str(s))
-            }
-            Some(b'[') => {
-                self.bump();
-                Ok(Expr::List(self.expr_list("]")?))
-            }
-            Some(b'{') => {
-                self.bump();
-                Ok(Expr::Struct(self.fields()?))
-            }
-            Some(c) if is_ident_start(c) => {
-                let name = self.ident()?.to_string();
-                let save = *self;
-                self.skip_inline_ws();
-                if self.eat("(") {
-                    let args = self.expr_list(")")?;
-                    Ok(Expr::Call(name, args))
-                } else {
-                    *self = save;
-                    Ok(Expr::Symbol(name))
-                }
-            }
-            _ => Err(self.error(ParseErrorKind::Expected("expression"))),
-        }
-    }
-
-    /// Struct elements up to and including `}`.
-    fn fields(&mut self) -> Result<Vec<Field>, ParseError> {
-        let mut fields = Vec::new();
-        self.skip_trivia()?;
-        if self.eat("}") {
-            return Ok(fields);
-        }
-        loop {
-            self.skip_trivia()?;
-            fields.push(self.field()?);
-            self.skip_trivia()?;
-            if self.eat("}") {
-                return Ok(fields);
-            }
-            if !self.eat(",") {
-                return Err(self.error(ParseErrorKind::Expected("',' or '}'")));
-            }
-        }
-    }
-
-    fn field(&mut self) -> Result<Field, ParseError> {
-        // `name=value` or `name(param)=value`; otherwise a positional expression.
-        let save = *self;
-        if let Ok(name) = self.ident() {
-            let name = name.to_string();
-            let mut p = *self;
-            p.skip_trivia()?;
-            if p.eat("=") {
-                p.skip_trivia()?;
-                let value = p.expr()?;
-                *self = p;
-                return Ok(Field {
-                    name: Some(name),
-                    param: None,
-                    value,
-                });
-            }
-            if p.eat("(") {
-                p.skip_trivia()?;
-                if let Ok(param) = p.expr() {
-                    p.skip_trivia()?;
-                    if p.eat(")") {
-                        p.skip_trivia()?;
-                        if p.eat("=") {
-                            p.skip_trivia()?;
-                            let value = p.expr()?;
-                            *self = p;
-                            return Ok(Field {
-                                name: Some(name),
-                                param: Some(param),
-                                value,
-                            });
-                        }
-                    }
-                }
-            }
-        }
-        *self = save;
-        Ok(Field {
-            name: None,
-            param: None,
-            value: self.expr()?,
-        })
     }
 }
 
@@ -1067,402 +985,4 @@ fn decode_hex(s: &str) -> Option<Vec<u8>> {
             u8::try_from(hi * 16 + lo).ok()
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tcp(src: &str) -> TcpLine {
-        match parse_event(src).expect("parses").action {
-            Action::Tcp(t) => t,
-            other => panic!("not a TCP line: {other:?}"),
-        }
-    }
-
-    fn call(src: &str) -> SyscallLine {
-        match parse_event(src).expect("parses").action {
-            Action::Syscall(c) => c,
-            other => panic!("not a call: {other:?}"),
-        }
-    }
-
-    fn err(src: &str) -> ParseError {
-        parse_script(src).expect_err("must not parse")
-    }
-
-    #[test]
-    fn inbound_syn_line_yields_all_fields() {
-        let t = tcp("+.1 < S 0:0(0) win 32792 <mss 1000,sackOK,nop,nop,nop,wscale 7>");
-        assert_eq!(t.direction, Direction::Inbound);
-        assert_eq!(t.flags, TcpFlags::SYN);
-        assert_eq!(
-            t.seq,
-            SeqRange {
-                start: 0,
-                end: 0,
-                len_bytes: 0
-            }
-        );
-        assert_eq!(t.ack, None);
-        assert_eq!(t.win, Some(32792));
-        assert_eq!(
-            t.options,
-            TcpOptionsSpec::List(vec![
-                TcpOption::Mss(1000),
-                TcpOption::SackPermitted,
-                TcpOption::Nop,
-                TcpOption::Nop,
-                TcpOption::Nop,
-                TcpOption::WindowScale(7),
-            ])
-        );
-    }
-
-    #[test]
-    fn outbound_line_with_sack_blocks_and_timestamps() {
-        let t = tcp("+0 > . 1:1(0) ack 1001 <nop,nop,TS val 200 ecr 201,sack 2001:3001 6001:7001>");
-        assert_eq!(t.direction, Direction::Outbound);
-        assert_eq!(t.flags, TcpFlags::ACK);
-        assert_eq!(t.ack, Some(1001));
-        assert_eq!(t.win, None);
-        assert_eq!(
-            t.options,
-            TcpOptionsSpec::List(vec![
-                TcpOption::Nop,
-                TcpOption::Nop,
-                TcpOption::Timestamp { val: 200, ecr: 201 },
-                TcpOption::Sack(vec![(2001, 3001), (6001, 7001)]),
-            ])
-        );
-    }
-
-    #[test]
-    fn flag_words_map_to_tcp_flags() {
-        let cases: [(&str, TcpFlags); 9] = [
-            ("S", TcpFlags::SYN),
-            ("S.", TcpFlags::SYN | TcpFlags::ACK),
-            (".", TcpFlags::ACK),
-            ("P.", TcpFlags::PSH | TcpFlags::ACK),
-            ("F.", TcpFlags::FIN | TcpFlags::ACK),
-            ("FP.", TcpFlags::FIN | TcpFlags::PSH | TcpFlags::ACK),
-            ("R", TcpFlags::RST),
-            ("-", TcpFlags::NONE),
-            ("SEW", TcpFlags::SYN | TcpFlags::ECE | TcpFlags::CWR),
-        ];
-        for (word, flags) in cases {
-            assert_eq!(
-                tcp(&format!("0 < {word} 0:0(0) win 1")).flags,
-                flags,
-                "{word}"
-            );
-        }
-    }
-
-    #[test]
-    fn any_options_and_fast_open_cookies() {
-        assert_eq!(tcp("0 > S 0:0(0) <...>").options, TcpOptionsSpec::Any);
-        assert_eq!(
-            tcp("0 < S. 123:123(0) ack 1 win 1 <FO abcd1234,nop,FO>").options,
-            TcpOptionsSpec::List(vec![
-                TcpOption::FastOpen(vec![0xab, 0xcd, 0x12, 0x34]),
-                TcpOption::Nop,
-                TcpOption::FastOpen(vec![]),
-            ])
-        );
-    }
-
-    #[test]
-    fn every_time_form_parses_to_microseconds() {
-        let cases = [
-            ("0", EventTime::Absolute { at_usecs: 0 }),
-            (
-                "2",
-                EventTime::Absolute {
-                    at_usecs: 2_000_000,
-                },
-            ),
-            (
-                "+.1",
-                EventTime::Relative {
-                    after_usecs: 100_000,
-                },
-            ),
-            ("+.002", EventTime::Relative { after_usecs: 2_000 }),
-            ("+ 0.00", EventTime::Relative { after_usecs: 0 }),
-            (
-                "+ 1.2 ~ + 1.240",
-                EventTime::RelativeRange {
-                    start_usecs: 1_200_000,
-                    end_usecs: 1_240_000,
-                },
-            ),
-            ("*", EventTime::Any),
-            (
-                "+0...0.200",
-                EventTime::RelativeBlocking {
-                    start_usecs: 0,
-                    end_usecs: 200_000,
-                },
-            ),
-            (
-                "+.1...0.200",
-                EventTime::RelativeBlocking {
-                    start_usecs: 100_000,
-                    end_usecs: 200_000,
-                },
-            ),
-            (
-                "0...0.2",
-                EventTime::AbsoluteBlocking {
-                    start_usecs: 0,
-                    end_usecs: 200_000,
-                },
-            ),
-            (
-                "0.1~0.2",
-                EventTime::AbsoluteRange {
-                    start_usecs: 100_000,
-                    end_usecs: 200_000,
-                },
-            ),
-            (
-                "+1.2~+1.240",
-                EventTime::RelativeRange {
-                    start_usecs: 1_200_000,
-                    end_usecs: 1_240_000,
-                },
-            ),
-        ];
-        for (text, time) in cases {
-            let ev = parse_event(&format!("{text} close(3) = 0")).expect(text);
-            assert_eq!(ev.time, time, "{text}");
-        }
-    }
-
-    #[test]
-    fn a_note_may_follow_the_return_value_without_an_errno() {
-        let c = call("+0 fcntl(3, F_GETFL) = 0x2 (flags O_RDWR)");
-        assert_eq!(c.ret, Expr::Int(2));
-        assert_eq!(c.errno, None);
-        assert_eq!(c.errno_note.as_deref(), Some("flags O_RDWR"));
-        let c =
-            call("+0 setsockopt(3, SOL_TCP, TCP_FASTOPEN_KEY, \"\", 0) = -1 (Invalid Argument)");
-        assert_eq!(c.ret, Expr::Int(-1));
-        assert_eq!(c.errno, None);
-        assert_eq!(c.errno_note.as_deref(), Some("Invalid Argument"));
-        assert_eq!(
-            c.to_string(),
-            "setsockopt(3, SOL_TCP, TCP_FASTOPEN_KEY, \"\", 0) = -1 (Invalid Argument)"
-        );
-    }
-
-    #[test]
-    fn errno_and_its_note_are_split() {
-        let c = call("+0 connect(3, ..., ...) = -1 EINPROGRESS (Operation now in progress)");
-        assert_eq!(c.kind(), Some(SyscallKind::Connect));
-        assert_eq!(c.args, vec![Expr::Int(3), Expr::Ellipsis, Expr::Ellipsis]);
-        assert_eq!(c.ret, Expr::Int(-1));
-        assert_eq!(c.errno.as_deref(), Some("EINPROGRESS"));
-        assert_eq!(c.errno_note.as_deref(), Some("Operation now in progress"));
-        let bare = call("+0 sendto(4, NULL, 1, MSG_FASTOPEN, ..., ...) = -1");
-        assert_eq!(bare.errno, None);
-        assert_eq!(bare.args[1], Expr::Symbol("NULL".into()));
-    }
-
-    #[test]
-    fn sendmsg_spanning_lines_yields_nested_structs() {
-        let c = call(
-            "+0 sendmsg(4, {msg_name(...)=...,\n   msg_iov(3)=[{..., 100}, {..., 200}],\n\t\tmsg_flags=0}, MSG_MORE) = 495",
-        );
-        let Expr::Struct(fields) = &c.args[1] else {
-            panic!("not a struct: {:?}", c.args[1]);
-        };
-        assert_eq!(fields.len(), 3);
-        assert_eq!(fields[0].name.as_deref(), Some("msg_name"));
-        assert_eq!(fields[0].param, Some(Expr::Ellipsis));
-        assert_eq!(fields[1].param, Some(Expr::Int(3)));
-        let Expr::List(iov) = &fields[1].value else {
-            panic!("iov not a list");
-        };
-        assert_eq!(
-            iov[1],
-            Expr::Struct(vec![
-                Field {
-                    name: None,
-                    param: None,
-                    value: Expr::Ellipsis
-                },
-                Field {
-                    name: None,
-                    param: None,
-                    value: Expr::Int(200)
-                },
-            ])
-        );
-        assert_eq!(c.ret, Expr::Int(495));
-    }
-
-    #[test]
-    fn or_expressions_hex_and_calls_parse() {
-        let c =
-            call("+0 epoll_ctl(5, EPOLL_CTL_ADD, 4, {events=EPOLLOUT|EPOLLIN|EPOLLET, fd=4}) = 0");
-        let Expr::Struct(f) = &c.args[3] else {
-            panic!("not a struct")
-        };
-        assert_eq!(
-            f[0].value,
-            Expr::Or(vec![
-                Expr::Symbol("EPOLLOUT".into()),
-                Expr::Symbol("EPOLLIN".into()),
-                Expr::Symbol("EPOLLET".into()),
-            ])
-        );
-        let c = call("+0 setsockopt(4, SOL_TCP, TCP_NOTSENT_LOWAT, [0xffffffff], 4) = 0");
-        assert_eq!(c.args[3], Expr::List(vec![Expr::Int(0xffff_ffff)]));
-        let c = call("+0 bind(3, htons(8080), \"x y\") = 0");
-        assert_eq!(c.args[1], Expr::Call("htons".into(), vec![Expr::Int(8080)]));
-        assert_eq!(c.args[2], Expr::Str("x y".into()));
-    }
-
-    #[test]
-    fn unknown_tcp_option_becomes_unsupported_node_with_its_text() {
-        let ev = parse_event("+0 > S 0:0(0) <mss 1460,md5 abc> // trailing").expect("parses");
-        assert_eq!(
-            ev.action,
-            Action::Unsupported("> S 0:0(0) <mss 1460,md5 abc>".into())
-        );
-    }
-
-    #[test]
-    fn symbolic_fast_open_cookie_parses_to_a_named_option() {
-        let ev =
-            parse_event("+0 < S 0:10(10) win 1 <mss 1012,FOEXP TFO_COOKIE, FO>").expect("parses");
-        let Action::Tcp(l) = ev.action else {
-            panic!("not a TCP line");
-        };
-        assert_eq!(
-            l.options,
-            TcpOptionsSpec::List(vec![
-                TcpOption::Mss(1012),
-                TcpOption::FastOpenNamed {
-                    experimental: true,
-                    name: "TFO_COOKIE".into()
-                },
-                TcpOption::FastOpen(vec![]),
-            ])
-        );
-        assert_eq!(l.options.to_string(), "<mss 1012,FOEXP TFO_COOKIE,FO>");
-    }
-
-    #[test]
-    fn accecn_flags_become_unsupported_nodes() {
-        for text in [
-            "< SEWA 0:0(0) win 32792 <mss 1050,nop,nop,sackOK,nop,wscale 8>",
-            "> SW. 0:0(0) ack 1 <mss 1460,ECN e1b 1 ceb 0 e0b 1,nop>",
-        ] {
-            let ev = parse_event(&format!("+0 {text}")).expect(text);
-            assert_eq!(ev.action, Action::Unsupported(text.to_string()));
-        }
-    }
-
-    #[test]
-    fn ip_level_annotation_becomes_unsupported_node() {
-        let s = parse_script("0 < [ect0] S 0:0(0) win 1\n+0 close(3) = 0\n").expect("parses");
-        assert_eq!(
-            s.events[0].action,
-            Action::Unsupported("< [ect0] S 0:0(0) win 1".into())
-        );
-        assert_eq!(s.stats().unsupported, 1);
-        assert_eq!(s.stats().syscalls, 1);
-    }
-
-    #[test]
-    fn udp_and_icmp_lines_are_typed_nodes() {
-        assert_eq!(
-            parse_event("+0 < udp (1472)").expect("udp").action,
-            Action::Udp(UdpLine {
-                direction: Direction::Inbound,
-                len_bytes: 1472
-            })
-        );
-        assert_eq!(
-            parse_event("+0 > icmp unreachable   frag_needed mtu 1200")
-                .expect("icmp")
-                .action,
-            Action::Icmp(IcmpLine {
-                direction: Direction::Outbound,
-                text: "unreachable frag_needed mtu 1200".into()
-            })
-        );
-    }
-
-    #[test]
-    fn options_comments_and_untimed_blocks() {
-        let s = parse_script(
-            "// head\n--tolerance_usecs=10000\n--verbose\n/* block\n comment */\n`a\nb`\n0 %{ x }%\n",
-        )
-        .expect("parses");
-        assert_eq!(s.tolerance_usecs(), 10_000);
-        assert_eq!(s.options[1].value, None);
-        assert_eq!(s.events[0].time, EventTime::Unspecified);
-        assert_eq!(s.events[0].action, Action::Shell("a\nb".into()));
-        assert_eq!(s.events[0].pos, Pos { line: 6, col: 1 });
-        assert_eq!(s.events[1].action, Action::Code(" x ".into()));
-        assert_eq!(s.events[1].pos, Pos { line: 8, col: 1 });
-        assert_eq!(
-            parse_script("0 close(3) = 0")
-                .expect("ok")
-                .tolerance_usecs(),
-            4000
-        );
-    }
-
-    #[test]
-    fn bad_sequence_range_reports_line_and_column() {
-        let e = err("0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n  +0 < S 0:0 win 1\n");
-        assert_eq!((e.line, e.col), (2, 13));
-        assert_eq!(e.kind, ParseErrorKind::Expected("("));
-        assert_eq!(e.to_string(), "2:13: expected (");
-    }
-
-    #[test]
-    fn inconsistent_sequence_range_is_rejected() {
-        let e = err("0 < P. 1:1001(999) ack 1 win 1");
-        assert_eq!(e.kind, ParseErrorKind::InconsistentSeqRange);
-        assert_eq!((e.line, e.col), (1, 8));
-    }
-
-    #[test]
-    fn malformed_inputs_yield_typed_errors() {
-        let cases: [(&str, ParseErrorKind); 10] = [
-            (
-                "0 %{ never closed",
-                ParseErrorKind::Unterminated("%{ code }%"),
-            ),
-            ("`never closed", ParseErrorKind::Unterminated("`command`")),
-            ("/* open", ParseErrorKind::Unterminated("/* comment")),
-            ("+0.0000001 close(3) = 0", ParseErrorKind::TimeTooPrecise),
-            ("+0.2~+0.1 > S 0:0(0)", ParseErrorKind::TimeRangeBackwards),
-            ("0 close(3) = 0\n--x=1", ParseErrorKind::OptionAfterEvent),
-            ("0 < SS 0:0(0) win 1", ParseErrorKind::BadFlags),
-            ("0 < S 0:0(0) win 65536", ParseErrorKind::NumberTooLarge),
-            ("0 < S 0:0(0) win 1 <FO abc>", ParseErrorKind::BadCookie),
-            (
-                "0 < S 4294967296:0(0) win 1",
-                ParseErrorKind::NumberTooLarge,
-            ),
-        ];
-        for (src, kind) in cases {
-            assert_eq!(err(src).kind, kind, "{src}");
-        }
-        assert_eq!(
-            err("0 close(3 = 0").kind,
-            ParseErrorKind::Expected("',' or ')'")
-        );
-        assert_eq!(
-            err("0 = 3").kind.to_string().split(' ').next(),
-            Some("expected")
-        );
-    }
 }
