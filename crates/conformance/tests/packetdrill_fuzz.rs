@@ -122,3 +122,27 @@ fn random_bytes_never_panic_the_parsers() {
         packetdrill_parse::run(&input);
     }
 }
+
+/// Every input the fuzzer ever failed on (`tests/fuzz_regressions/packetdrill_parse/`, the
+/// artifact files as libFuzzer wrote them) runs through the same body and must pass now.
+#[test]
+fn inputs_the_fuzzer_once_failed_on_now_round_trip() {
+    let dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_regressions/packetdrill_parse");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("regression dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    assert!(
+        !files.is_empty(),
+        "no regression inputs in {}",
+        dir.display()
+    );
+    for f in &files {
+        let input = std::fs::read(f).expect("read");
+        if std::panic::catch_unwind(|| packetdrill_parse::run(&input)).is_err() {
+            panic!("{} fails again", f.display());
+        }
+    }
+}

@@ -772,6 +772,16 @@ impl<'s> Parser<'s> {
         Ok(Some((src, dst)))
     }
 
+    /// True at the end of the input, at whitespace, or where a `//` or `/*` comment starts.
+    fn at_word_end(&self) -> bool {
+        match self.peek() {
+            None => true,
+            Some(c) if c.is_ascii_whitespace() => true,
+            Some(b'/') => matches!(self.peek_at(1), Some(b'/' | b'*')),
+            Some(_) => false,
+        }
+    }
+
     fn peek_keyword(&self, kw: &str) -> bool {
         self.peek_ident() == Some(kw)
     }
@@ -780,7 +790,7 @@ impl<'s> Parser<'s> {
         let at = *self;
         if self.peek() == Some(b'-') {
             self.bump();
-            if self.peek().is_some_and(|c| !c.is_ascii_whitespace()) {
+            if !self.at_word_end() {
                 return Err(Fail::Error(at.error(ParseErrorKind::BadFlags)));
             }
             return Ok(TcpFlags::NONE);
@@ -806,8 +816,11 @@ impl<'s> Parser<'s> {
             n += 1;
             self.bump();
         }
-        // Flags must be a whole word: `S.` is flags, `Sx` or `[ect0]` is something else.
-        if n == 0 || self.peek().is_some_and(|c| !c.is_ascii_whitespace()) {
+        // Flags must be a whole word: `S.` is flags, `Sx` or `[ect0]` is something else. A
+        // comment ends the word as whitespace does: `F// note` is the flags `F` (the line is
+        // then incomplete, an error), never an unsupported line, whose kept text drops the
+        // comment and would read differently when parsed again.
+        if n == 0 || !self.at_word_end() {
             return Err(Fail::Unsupported);
         }
         Ok(flags)

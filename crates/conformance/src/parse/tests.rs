@@ -494,3 +494,16 @@ fn malformed_inputs_yield_typed_errors() {
         Some("expected")
     );
 }
+
+/// A comment right after the flags ends them as whitespace would: the line is then a TCP line
+/// missing its sequence numbers (an error), not an unsupported line whose kept text, the
+/// comment dropped, would parse differently (found by the `packetdrill_parse` fuzzer).
+#[test]
+fn a_comment_glued_to_the_flags_ends_them() {
+    for src in ["+0 < F// note\n", "+0 < F/* note */\n", "+0 < -// note\n"] {
+        let e = parse_script(src).expect_err(src);
+        assert_eq!(e.kind, ParseErrorKind::Expected("number"), "{src}: {e}");
+    }
+    let line = tcp("+0 < S. 0:0(0) ack 1 win 100// note\n");
+    assert_eq!(line.win, Some(100));
+}
