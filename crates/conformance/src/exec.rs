@@ -461,6 +461,14 @@ struct Fd {
     rd_shut: bool,
     /// `TCP_FASTOPEN` / `TCP_FASTOPEN_KEY` set before `listen` (applied by it).
     fastopen: Vec<SocketOption>,
+    /// `TCP_FASTOPEN_CONNECT` set: `connect` is the stack's deferred Fast Open.
+    fastopen_connect: bool,
+    /// `TCP_SYNCNT` set before the socket had a stack handle.
+    syn_retries: Option<u8>,
+    /// An active open (`connect`, `sendto(MSG_FASTOPEN)`) not yet seen synchronized: a reset
+    /// answering its SYN is `ECONNREFUSED` (Linux `tcp_reset` in SYN-SENT), any other reset
+    /// `ECONNRESET`.
+    opening: bool,
 }
 
 impl Fd {
@@ -473,6 +481,9 @@ impl Fd {
             keepalive: KeepaliveOpt::default(),
             rd_shut: false,
             fastopen: Vec::new(),
+            fastopen_connect: false,
+            syn_retries: None,
+            opening: false,
         }
     }
 }
@@ -509,12 +520,15 @@ enum PendingOp {
         len: usize,
         peek: bool,
     },
-    /// `more`: `MSG_MORE` (the tail waits for a later send).
+    /// `more`: `MSG_MORE` (the tail waits for a later send). `connect_wait`: a blocking
+    /// send on a connection still opening (Fast Open, or a write in SYN-SENT) returns only
+    /// once the handshake completes, or with the open's error.
     Write {
         fd: i64,
         done: usize,
         len: usize,
         more: bool,
+        connect_wait: bool,
     },
 }
 
@@ -709,6 +723,7 @@ impl Exec {
                 let at = self.act_at(event, window)?;
                 let line = self.fastopen_resolve(line)?;
                 self.inbound(event.pos, &line)?;
+                self.note_synchronized();
                 self.cursor.advance(&event.time, at);
                 Ok(())
             }

@@ -654,6 +654,11 @@ impl Connection {
     pub fn ooo_bytes(&self) -> u32 {
         self.ooo.bytes()
     }
+    /// ISS, our initial sequence number.
+    pub fn iss(&self) -> SeqNumber {
+        self.snd.iss
+    }
+
     /// SND.UNA, SND.NXT and RCV.NXT, for tests and diagnostics.
     pub fn sequence_state(&self) -> (SeqNumber, SeqNumber, SeqNumber) {
         (self.snd.una, self.snd.nxt, self.rcv.nxt)
