@@ -52,6 +52,7 @@ mod corpus;
 mod epoll;
 mod fastopen;
 mod packets;
+mod poll;
 mod shell;
 mod sockopt;
 mod syscalls;
@@ -506,7 +507,7 @@ struct Pending {
     op: PendingOp,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum PendingOp {
     Accept {
         fd: i64,
@@ -529,6 +530,11 @@ enum PendingOp {
         len: usize,
         more: bool,
         connect_wait: bool,
+    },
+    /// `poll` until one of `fds` is ready, or `deadline_ns` (then 0).
+    Poll {
+        fds: Vec<poll::PollFd>,
+        deadline_ns: u64,
     },
 }
 
@@ -783,7 +789,19 @@ impl Exec {
             if stop_on_packet && !self.out.is_empty() {
                 return Ok(());
             }
-            match self.stack.poll_timeout().filter(|&d| d <= limit_ns) {
+            // A pending `poll` returns at its timeout.
+            let poll_deadline = match &self.pending {
+                Some(Pending {
+                    op: PendingOp::Poll { deadline_ns, .. },
+                    ..
+                }) => Some(*deadline_ns),
+                _ => None,
+            };
+            let wake = match (self.stack.poll_timeout(), poll_deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            match wake.filter(|&d| d <= limit_ns) {
                 Some(d) => {
                     self.now_ns = self.now_ns.max(d);
                     self.stack.handle_timeout(self.now_ns);
@@ -885,6 +903,7 @@ impl Exec {
             SyscallKind::EpollCreate => Some(self.sys_epoll_create(call)),
             SyscallKind::EpollCtl => Some(self.sys_epoll_ctl(pos, call)?),
             SyscallKind::EpollWait => Some(self.sys_epoll_wait(pos, call)?),
+            SyscallKind::Poll => self.sys_poll(pos, call, window)?,
             other => {
                 return skip(format!("system call {} is not supported", other.name()));
             }

@@ -105,6 +105,17 @@ impl Exec {
         let Some(p) = self.pending.take() else {
             return Ok(());
         };
+        if let PendingOp::Poll { deadline_ns, .. } = p.op {
+            let r = match self.poll_attempt(p.pos, &p.call, &p.op)? {
+                Some(r) => r,
+                None if self.now_ns >= deadline_ns => Ok(0),
+                None => {
+                    self.pending = Some(p);
+                    return Ok(());
+                }
+            };
+            return self.check_return(p.pos, &p.call, p.window, r);
+        }
         match self.attempt(&p.call, p.op)? {
             Attempt::Done(r) => {
                 // The stack may have sent something as part of the call (a window update).
@@ -139,8 +150,10 @@ impl Exec {
     }
 
     fn attempt(&mut self, call: &SyscallLine, op: PendingOp) -> Result<Attempt, Stop> {
-        let blocked = Ok(Attempt::Blocked(op));
+        let blocked = Ok(Attempt::Blocked(op.clone()));
         match op {
+            // Answered by `poll_attempt` (`retry_pending`), never here.
+            PendingOp::Poll { .. } => blocked,
             PendingOp::Accept { fd } => {
                 let Some(FdKind::Listener(l)) = self.fds.get(&fd).map(|f| f.kind) else {
                     return Ok(Attempt::Done(Err("EINVAL")));
