@@ -457,7 +457,10 @@ impl TcpCx<'_> {
             data
         };
         let (i, c) = self.conn_for(h)?;
-        if c.fastopen_client.is_some_and(|f| f.deferred.is_some()) {
+        if c.fastopen_client
+            .as_ref()
+            .is_some_and(|f| f.deferred.is_some())
+        {
             // The first send of a deferred Fast Open: the SYN carries it.
             let r = self.fastopen_client_first_send(i, h, allowed);
             self.tcp_after_input(i);
@@ -488,7 +491,10 @@ impl TcpCx<'_> {
             data
         };
         let (i, c) = self.conn_for(h)?;
-        if c.fastopen_client.is_some_and(|f| f.deferred.is_some()) {
+        if c.fastopen_client
+            .as_ref()
+            .is_some_and(|f| f.deferred.is_some())
+        {
             let r = self.fastopen_client_first_send(i, h, allowed);
             self.tcp_after_input(i);
             return r.unwrap_or(Err(SocketError::InvalidState));

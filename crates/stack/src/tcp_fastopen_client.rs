@@ -277,7 +277,7 @@ impl Stack {
             return false;
         };
         matches!(sockets.get(i), Some(Socket::Tcp(TcpState::Conn(c)))
-            if c.fastopen_client.is_some_and(|f| f.deferred.is_some()))
+            if c.fastopen_client.as_ref().is_some_and(|f| f.deferred.is_some()))
     }
 
     /// What the client's Fast Open cache holds for `server`.
@@ -353,10 +353,10 @@ impl TcpCx<'_> {
     ) -> Result<usize, SocketError> {
         let (i, c) = self.conn_for(h)?;
         if defer {
-            c.fastopen_client = Some(ClientOpen {
+            c.fastopen_client = Some(Box::new(ClientOpen {
                 deferred: Some(decision),
                 option_sent: None,
-            });
+            }));
             return Ok(0);
         }
         let (option, n) = match decision {
@@ -377,10 +377,10 @@ impl TcpCx<'_> {
             ClientSyn::Plain => (None, 0),
         };
         c.fastopen_syn_option = option;
-        c.fastopen_client = Some(ClientOpen {
+        c.fastopen_client = Some(Box::new(ClientOpen {
             deferred: None,
             option_sent: option.map(|o| o.experimental),
-        });
+        }));
         let counters = &mut self.tcp.counters;
         match decision {
             ClientSyn::Data { .. } => counters.tcp_fastopen_client_syn_data += 1,
@@ -400,7 +400,7 @@ impl TcpCx<'_> {
         data: &[u8],
     ) -> Option<Result<usize, SocketError>> {
         let c = self.conn_mut(i)?;
-        let decision = c.fastopen_client?.deferred?;
+        let decision = c.fastopen_client.as_ref()?.deferred?;
         Some(self.fastopen_client_start(h, decision, data, false))
     }
 
@@ -417,7 +417,7 @@ impl TcpCx<'_> {
         let Some(c) = self.conn_mut(i) else {
             return;
         };
-        let Some(client) = c.fastopen_client else {
+        let Some(client) = c.fastopen_client.as_deref().copied() else {
             return;
         };
         if !c.conn.state().is_synchronized() {
@@ -478,9 +478,19 @@ impl TcpCx<'_> {
 }
 
 /// Snapshot of a SYN-SENT client connection before input, when it is an active Fast Open
-/// (`None` otherwise, at the cost of one byte's test per segment).
+/// (`None` otherwise, at the cost of one pointer's test per segment).
+#[inline(always)]
 pub(crate) fn before_synack(c: &crate::tcp_sockets::ConnSock) -> Option<BeforeSynAck> {
-    if c.fastopen_client.is_none() || c.conn.state() != State::SynSent {
+    if c.fastopen_client.is_none() {
+        return None;
+    }
+    before_synack_client(c)
+}
+
+#[cold]
+#[inline(never)]
+fn before_synack_client(c: &crate::tcp_sockets::ConnSock) -> Option<BeforeSynAck> {
+    if c.conn.state() != State::SynSent {
         return None;
     }
     let syn_data_bytes = c.conn.syn_data_sent_bytes();

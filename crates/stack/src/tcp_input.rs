@@ -548,15 +548,6 @@ impl TcpCx<'_> {
             .tso_payload_bytes_max
             .min(crate::config::TSO_PAYLOAD_BYTES_MAX) as usize;
         let mut drained = true;
-        if self
-            .conn_mut(i)
-            .is_some_and(|c| c.fastopen_client.is_some_and(|f| f.deferred.is_some()))
-        {
-            // A deferred Fast Open sends nothing before its first send.
-            self.tcp.dirty.remove(i);
-            self.tcp_after_output(i);
-            return true;
-        }
         loop {
             if self.egress.tx_full() {
                 drained = false;
@@ -565,6 +556,13 @@ impl TcpCx<'_> {
             let Some(c) = self.conn_mut(i) else {
                 break;
             };
+            if c.fastopen_client
+                .as_ref()
+                .is_some_and(|f| f.deferred.is_some())
+            {
+                // A deferred Fast Open sends nothing before its first send.
+                break;
+            }
             let tuple = c.key.tuple;
             // One buffer per frame: the engine writes the payload after room for the headers
             // (a TCP header as long as the last one), `send_tcp_frame` emits them in front.

@@ -178,8 +178,9 @@ pub(crate) struct ConnSock {
     /// client, or the client's cookie or cookie request (taken when that segment leaves, so a
     /// retransmission carries none).
     pub(crate) fastopen_syn_option: Option<wire::tcp::FastOpenOption>,
-    /// An active Fast Open's state (`tcp_fastopen_client.rs`).
-    pub(crate) fastopen_client: Option<crate::tcp_fastopen_client::ClientOpen>,
+    /// An active Fast Open's state (`tcp_fastopen_client.rs`); boxed: most connections
+    /// have none, and the socket slot stays small.
+    pub(crate) fastopen_client: Option<Box<crate::tcp_fastopen_client::ClientOpen>>,
     /// Its SYN's data was accepted (Fast Open): `TCPI_OPT_SYN_DATA`.
     pub(crate) syn_data_acked: bool,
     /// Ring storage this connection held when last accounted (`tcp_mem`): its share of
@@ -676,7 +677,10 @@ impl TcpTable {
                     r |= Readiness::PEER_CLOSED;
                 }
                 // A deferred Fast Open is writable: its first send makes the SYN.
-                let deferred = c.fastopen_client.is_some_and(|f| f.deferred.is_some());
+                let deferred = c
+                    .fastopen_client
+                    .as_ref()
+                    .is_some_and(|f| f.deferred.is_some());
                 if (matches!(state, State::Established | State::CloseWait) || deferred)
                     && c.conn.send_capacity_bytes() > 0
                 {
