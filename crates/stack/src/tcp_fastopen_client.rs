@@ -481,9 +481,7 @@ impl TcpCx<'_> {
 /// (`None` otherwise, at the cost of one pointer's test per segment).
 #[inline(always)]
 pub(crate) fn before_synack(c: &crate::tcp_sockets::ConnSock) -> Option<BeforeSynAck> {
-    if c.fastopen_client.is_none() {
-        return None;
-    }
+    c.fastopen_client.as_ref()?;
     before_synack_client(c)
 }
 
