@@ -256,3 +256,64 @@ fn options_given_with_the_open_apply_before_the_syn_is_sized() {
     let plain_syn = (wire::TcpFlags::SYN, None, 0);
     assert_eq!(captured(&p), vec![plain_syn]);
 }
+
+#[test]
+fn a_request_that_draws_no_cookie_is_retried_once_in_the_experimental_form() {
+    let (mut p, _l) = pair();
+    // B's listener is an ordinary one: it answers no Fast Open option.
+    p.b.tcp_set_fastopen(FastOpenConfig::default());
+    let mut forms = Vec::new();
+    for _ in 0..3 {
+        p.capture_a = true;
+        let (h, _) =
+            p.a.tcp_connect_fastopen(p.now, v4(IP_B, PORT), 0, &[], b"x")
+                .unwrap();
+        p.exchange();
+        forms.push(captured(&p)[0].1);
+        release(&mut p);
+        p.a.tcp_abort(h).unwrap();
+        p.advance(S);
+    }
+    assert_eq!(
+        forms,
+        vec![
+            Some(FastOpenOption::request(false)),
+            Some(FastOpenOption::request(true)),
+            Some(FastOpenOption::request(false)),
+        ]
+    );
+    assert_eq!(p.a.tcp_fastopen_cached(IP_B.into()).unwrap().try_exp, 2);
+}
+
+#[test]
+fn recurring_losses_of_syn_data_set_fast_open_aside() {
+    let (mut p, l) = pair();
+    warm_up(&mut p, l);
+    for round in 1..=2u16 {
+        // The SYN with data is lost; its retransmission (a plain SYN) gets through.
+        p.capture_a = true;
+        let (h, n) =
+            p.a.tcp_connect_fastopen(p.now, v4(IP_B, PORT), 0, &[], b"data")
+                .unwrap();
+        assert_eq!(n, 4);
+        p.exchange();
+        p.captured_a.clear();
+        p.capture_a = false;
+        p.advance(S + 10 * MS);
+        assert_eq!(p.a.tcp_state(h), Some(tcp::State::Established));
+        let e = p.a.tcp_fastopen_cached(IP_B.into()).unwrap();
+        assert_eq!(e.syn_losses, round);
+        assert_eq!(server_reads(&mut p, l), b"data", "the data is sent again");
+        p.a.tcp_abort(h).unwrap();
+        p.advance(S);
+    }
+    // Two in a row: the next open is an ordinary SYN, without the option or data.
+    p.capture_a = true;
+    let (_h, n) =
+        p.a.tcp_connect_fastopen(p.now, v4(IP_B, PORT), 0, &[], b"data")
+            .unwrap();
+    assert_eq!(n, 0);
+    p.exchange();
+    assert_eq!(captured(&p), vec![(wire::TcpFlags::SYN, None, 0)]);
+    assert_eq!(p.a.counters().tcp_fastopen_client_disabled_after_loss, 1);
+}
