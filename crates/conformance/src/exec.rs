@@ -52,6 +52,7 @@ mod corpus;
 mod epoll;
 mod fastopen;
 mod packets;
+mod poll;
 mod profile;
 mod shell;
 mod sockopt;
@@ -343,6 +344,14 @@ struct Fd {
     rd_shut: bool,
     /// `TCP_FASTOPEN` / `TCP_FASTOPEN_KEY` set before `listen` (applied by it).
     fastopen: Vec<SocketOption>,
+    /// `TCP_FASTOPEN_CONNECT` set: `connect` is the stack's deferred Fast Open.
+    fastopen_connect: bool,
+    /// `TCP_SYNCNT` set before the socket had a stack handle.
+    syn_retries: Option<u8>,
+    /// An active open (`connect`, `sendto(MSG_FASTOPEN)`) not yet seen synchronized: a reset
+    /// answering its SYN is `ECONNREFUSED` (Linux `tcp_reset` in SYN-SENT), any other reset
+    /// `ECONNRESET`.
+    opening: bool,
 }
 
 impl Fd {
@@ -355,6 +364,9 @@ impl Fd {
             keepalive: KeepaliveOpt::default(),
             rd_shut: false,
             fastopen: Vec::new(),
+            fastopen_connect: false,
+            syn_retries: None,
+            opening: false,
         }
     }
 }
@@ -377,7 +389,7 @@ struct Pending {
     op: PendingOp,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum PendingOp {
     Accept {
         fd: i64,
@@ -391,12 +403,20 @@ enum PendingOp {
         len: usize,
         peek: bool,
     },
-    /// `more`: `MSG_MORE` (the tail waits for a later send).
+    /// `more`: `MSG_MORE` (the tail waits for a later send). `connect_wait`: a blocking
+    /// send on a connection still opening (Fast Open, or a write in SYN-SENT) returns only
+    /// once the handshake completes, or with the open's error.
     Write {
         fd: i64,
         done: usize,
         len: usize,
         more: bool,
+        connect_wait: bool,
+    },
+    /// `poll` until one of `fds` is ready, or `deadline_ns` (then 0).
+    Poll {
+        fds: Vec<poll::PollFd>,
+        deadline_ns: u64,
     },
 }
 
@@ -599,6 +619,7 @@ impl Exec {
                 let at = self.act_at(event, window)?;
                 let line = self.fastopen_resolve(line)?;
                 self.inbound(event.pos, &line)?;
+                self.note_synchronized();
                 self.cursor.advance(&event.time, at);
                 Ok(())
             }
@@ -658,7 +679,19 @@ impl Exec {
             if stop_on_packet && !self.out.is_empty() {
                 return Ok(());
             }
-            match self.stack.poll_timeout().filter(|&d| d <= limit_ns) {
+            // A pending `poll` returns at its timeout.
+            let poll_deadline = match &self.pending {
+                Some(Pending {
+                    op: PendingOp::Poll { deadline_ns, .. },
+                    ..
+                }) => Some(*deadline_ns),
+                _ => None,
+            };
+            let wake = match (self.stack.poll_timeout(), poll_deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            match wake.filter(|&d| d <= limit_ns) {
                 Some(d) => {
                     self.now_ns = self.now_ns.max(d);
                     self.stack.handle_timeout(self.now_ns);
@@ -760,6 +793,7 @@ impl Exec {
             SyscallKind::EpollCreate => Some(self.sys_epoll_create(call)),
             SyscallKind::EpollCtl => Some(self.sys_epoll_ctl(pos, call)?),
             SyscallKind::EpollWait => Some(self.sys_epoll_wait(pos, call)?),
+            SyscallKind::Poll => self.sys_poll(pos, call, window)?,
             other => {
                 return skip(format!("system call {} is not supported", other.name()));
             }

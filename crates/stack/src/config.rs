@@ -232,6 +232,10 @@ pub struct Limits {
     /// The send and receive buffer size of connections opened under memory pressure.
     /// Default 16 KiB.
     pub tcp_mem_pressure_buffer_bytes: u32,
+    /// Servers the client's TCP Fast Open cache remembers (cookie, MSS, loss history; RFC
+    /// 7413 §4.1.3); a new server beyond it evicts the least recently used
+    /// (`tcp_fastopen_cache_evictions`). 0: nothing is cached.
+    pub tcp_fastopen_cache_servers_max: usize,
 }
 
 impl Default for Limits {
@@ -269,6 +273,7 @@ impl Default for Limits {
             tcp_mem_pressure_bytes: 64 << 20,
             tcp_mem_high_bytes: 96 << 20,
             tcp_mem_pressure_buffer_bytes: 16 << 10,
+            tcp_fastopen_cache_servers_max: 1024,
         }
     }
 }

@@ -193,6 +193,21 @@ counters! {
     tcp_fastopen_syn_data_dropped,
     /// Fast Open SYNs a Fast Open listener treated as ordinary because its queue was full.
     tcp_fastopen_queue_full,
+    /// Fast Open client: active opens whose SYN carried data (a cookie, or none needed).
+    tcp_fastopen_client_syn_data,
+    /// Fast Open client: active opens that asked for a cookie (none cached).
+    tcp_fastopen_client_cookie_requests,
+    /// Fast Open client: opens sent as ordinary SYNs because SYNs with data to the server
+    /// were lost again and again (RFC 7413 §4.1.3.1).
+    tcp_fastopen_client_disabled_after_loss,
+    /// Fast Open client: SYN-ACKs that acknowledged all the data the SYN carried.
+    tcp_fastopen_client_syn_data_acked,
+    /// Fast Open client: SYN-ACKs that acknowledged only part of it, or none (sent again).
+    tcp_fastopen_client_syn_data_unacked,
+    /// Fast Open client: cookies cached from SYN-ACKs.
+    tcp_fastopen_client_cookies_cached,
+    /// Fast Open client: cache entries evicted for a new server or a lower bound.
+    tcp_fastopen_cache_evictions,
     /// Connections opened from a valid SYN cookie.
     tcp_syn_cookies_accepted,
     /// SYN dropped because the connection table was full.

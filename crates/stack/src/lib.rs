@@ -73,6 +73,7 @@ mod sockets;
 mod stack;
 mod tcp_api;
 mod tcp_fastopen;
+pub mod tcp_fastopen_client;
 mod tcp_input;
 pub mod tcp_mem;
 mod tcp_move;
@@ -101,6 +102,7 @@ pub use socket::{
 pub use stack::Stack;
 /// The TCP engine's per-connection counters, as [`Stack::tcp_counters`] sums them.
 pub use tcp::Counters as TcpCounters;
+pub use tcp_fastopen_client::{CachedServer, ClientCache, ClientSyn};
 pub use tcp_mem::MemState;
 pub use tcp_move::{BucketConn, MoveClass, Unowned};
 pub use tcp_sockets::FourTuple;

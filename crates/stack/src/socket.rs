@@ -109,6 +109,9 @@ pub enum SocketError {
     Unreachable,
     /// The stack's TCP buffer memory is at its high mark (`Limits::tcp_mem_high_bytes`).
     NoBufferSpace,
+    /// The stack's settings do not allow the call (e.g. a Fast Open open while the client
+    /// side of Fast Open is off).
+    NotSupported,
 }
 
 impl fmt::Display for SocketError {
@@ -130,6 +133,7 @@ impl fmt::Display for SocketError {
             SocketError::Closed => "connection closed",
             SocketError::Unreachable => "destination unreachable",
             SocketError::NoBufferSpace => "no buffer space (TCP memory budget reached)",
+            SocketError::NotSupported => "not supported by the stack's settings",
         })
     }
 }
@@ -196,4 +200,7 @@ pub enum SocketOption {
     FastOpenQueue(u32),
     /// TCP, listeners: `TCP_FASTOPEN_KEY`, the listener's own 16-byte cookie key.
     FastOpenKey([u8; 16]),
+    /// TCP, connections: how many times the SYN is sent again before the open times out
+    /// (Linux `TCP_SYNCNT`, 1 to 127).
+    SynRetries(u8),
 }

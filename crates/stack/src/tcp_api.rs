@@ -432,7 +432,8 @@ impl TcpCx<'_> {
             last_rx_ns: now,
             zero_window: None,
             plpmtud: None,
-            fastopen_syn_ack: None,
+            fastopen_syn_option: None,
+            fastopen_client: None,
             syn_data_acked: false,
             mem_bytes: 0,
             send_buffer_before_pressure: None,
@@ -456,6 +457,15 @@ impl TcpCx<'_> {
             data
         };
         let (i, c) = self.conn_for(h)?;
+        if c.fastopen_client
+            .as_ref()
+            .is_some_and(|f| f.deferred.is_some())
+        {
+            // The first send of a deferred Fast Open: the SYN carries it.
+            let r = self.fastopen_client_first_send(i, h, allowed);
+            self.tcp_after_input(i);
+            return r.unwrap_or(Err(SocketError::InvalidState));
+        }
         let n = c.conn.send(allowed).map_err(map_tcp_error)?;
         self.tcp_after_input(i);
         if n == 0 && !data.is_empty() {
@@ -481,6 +491,14 @@ impl TcpCx<'_> {
             data
         };
         let (i, c) = self.conn_for(h)?;
+        if c.fastopen_client
+            .as_ref()
+            .is_some_and(|f| f.deferred.is_some())
+        {
+            let r = self.fastopen_client_first_send(i, h, allowed);
+            self.tcp_after_input(i);
+            return r.unwrap_or(Err(SocketError::InvalidState));
+        }
         let n = c.conn.send_more(allowed).map_err(map_tcp_error)?;
         self.tcp_after_input(i);
         if n == 0 && !data.is_empty() {
@@ -615,6 +633,11 @@ impl TcpCx<'_> {
                 l.config.send_buffer_bytes = v;
                 Ok(())
             }
+            (TcpState::Listener(l), SocketOption::SynRetries(v)) => {
+                // Its children's SYN-ACK retransmissions.
+                l.config.syn_retries_max = v;
+                Ok(())
+            }
             (TcpState::Listener(l), SocketOption::FastOpenQueue(v)) => {
                 l.fastopen_queue_max = v;
                 Ok(())
@@ -639,6 +662,10 @@ impl TcpCx<'_> {
             (TcpState::Conn(c), SocketOption::UserTimeoutNs(v)) => {
                 c.conn.set_user_timeout(v);
                 self.tcp.dirty.insert(i);
+                Ok(())
+            }
+            (TcpState::Conn(c), SocketOption::SynRetries(v)) => {
+                c.conn.set_syn_retries(v);
                 Ok(())
             }
             (TcpState::Conn(c), SocketOption::Cork(v)) => {

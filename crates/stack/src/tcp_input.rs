@@ -109,9 +109,15 @@ impl TcpCx<'_> {
         };
         let key = self.tcp.flow_key(tuple, hash);
         if let Some(&i) = self.tcp.conns.get(&key) {
+            let mut synack = None;
             if let Some(c) = self.conn_mut(i) {
                 c.last_rx_ns = now;
+                // An active Fast Open in SYN-SENT: the SYN-ACK teaches the client's cache.
+                let before = crate::tcp_fastopen_client::before_synack(c);
                 c.conn.handle_segment(now, &seg);
+                if before.is_some() && c.conn.state() != State::SynSent {
+                    synack = before;
+                }
                 if let Some(p) = c.plpmtud.as_deref_mut() {
                     let e = p.after_input(now, &mut c.conn);
                     self.tcp.counters.count_plpmtud(e);
@@ -124,6 +130,10 @@ impl TcpCx<'_> {
                 let forward = m.forward;
                 self.tcp_moved_input(forward, whole, rx);
                 return;
+            }
+            if let Some(before) = synack {
+                cold_path();
+                self.fastopen_client_synack(now, i, &seg, before);
             }
             self.tcp_after_input(i);
             return;
@@ -327,7 +337,8 @@ impl TcpCx<'_> {
             last_rx_ns: now,
             zero_window: None,
             plpmtud: None,
-            fastopen_syn_ack: None,
+            fastopen_syn_option: None,
+            fastopen_client: None,
             syn_data_acked: false,
             mem_bytes: 0,
             send_buffer_before_pressure: None,
@@ -545,6 +556,13 @@ impl TcpCx<'_> {
             let Some(c) = self.conn_mut(i) else {
                 break;
             };
+            if c.fastopen_client
+                .as_ref()
+                .is_some_and(|f| f.deferred.is_some())
+            {
+                // A deferred Fast Open sends nothing before its first send.
+                break;
+            }
             let tuple = c.key.tuple;
             // One buffer per frame: the engine writes the payload after room for the headers
             // (a TCP header as long as the last one), `send_tcp_frame` emits them in front.
@@ -592,8 +610,9 @@ impl TcpCx<'_> {
             let n = seg.payload.len();
             let mut header = header_only(&seg);
             if header.flags.contains(TcpFlags::SYN) {
-                // The first SYN-ACK of a Fast Open exchange carries the cookie.
-                header.fast_open = c.fastopen_syn_ack.take();
+                // The first SYN-ACK of a Fast Open exchange carries the cookie; an active
+                // Fast Open's first SYN its cookie or cookie request.
+                header.fast_open = c.fastopen_syn_option.take();
             }
             let gso_size = if tso_bytes_max > 0 {
                 c.conn.segment_payload_bytes(header.header_len_in(layout))

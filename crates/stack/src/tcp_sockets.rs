@@ -174,8 +174,13 @@ pub(crate) struct ConnSock {
     /// which has no room): created at the first black hole when `tcp::Config::plpmtud` is
     /// on; not carried when the connection moves.
     pub(crate) plpmtud: Option<Box<tcp::plpmtud::Plpmtud>>,
-    /// The Fast Open cookie its first SYN-ACK carries (taken when that leaves).
-    pub(crate) fastopen_syn_ack: Option<wire::tcp::FastOpenOption>,
+    /// The Fast Open option its first SYN or SYN-ACK carries: the server's cookie for the
+    /// client, or the client's cookie or cookie request (taken when that segment leaves, so a
+    /// retransmission carries none).
+    pub(crate) fastopen_syn_option: Option<wire::tcp::FastOpenOption>,
+    /// An active Fast Open's state (`tcp_fastopen_client.rs`); boxed: most connections
+    /// have none, and the socket slot stays small.
+    pub(crate) fastopen_client: Option<Box<crate::tcp_fastopen_client::ClientOpen>>,
     /// Its SYN's data was accepted (Fast Open): `TCPI_OPT_SYN_DATA`.
     pub(crate) syn_data_acked: bool,
     /// Ring storage this connection held when last accounted (`tcp_mem`): its share of
@@ -270,6 +275,8 @@ pub(crate) struct TcpTable {
     /// Fast Open switches and server keys (`tcp_fastopen.rs`).
     pub(crate) fastopen: tcp::fastopen::FastOpenConfig,
     pub(crate) fastopen_keys: tcp::fastopen::FastOpenKeys,
+    /// The client's Fast Open cache (`tcp_fastopen_client.rs`).
+    pub(crate) fastopen_cache: crate::tcp_fastopen_client::ClientCache,
     /// Seed of the software flow hash.
     pub(crate) hash_seed: u32,
     /// `cfg.rss.is_some()`, copied (read per segment by `flow_key`).
@@ -345,6 +352,9 @@ impl TcpTable {
                     secret[0].rotate_left(41) as u32,
                     (secret[1].rotate_left(13) >> 32) as u32 ^ 0x7f0c_00c1,
                 ]),
+            ),
+            fastopen_cache: crate::tcp_fastopen_client::ClientCache::new(
+                cfg.limits.tcp_fastopen_cache_servers_max,
             ),
             hash_seed: (secret[0] ^ secret[1].rotate_left(32)) as u32,
             rss_on: cfg.rss.is_some(),
@@ -666,7 +676,12 @@ impl TcpTable {
                 if peer_fin {
                     r |= Readiness::PEER_CLOSED;
                 }
-                if matches!(state, State::Established | State::CloseWait)
+                // A deferred Fast Open is writable: its first send makes the SYN.
+                let deferred = c
+                    .fastopen_client
+                    .as_ref()
+                    .is_some_and(|f| f.deferred.is_some());
+                if (matches!(state, State::Established | State::CloseWait) || deferred)
                     && c.conn.send_capacity_bytes() > 0
                 {
                     r |= Readiness::WRITABLE;

@@ -31,6 +31,11 @@ use crate::isn::SipHasher24;
 /// Length of the cookies this server makes (Linux's `TCP_FASTOPEN_COOKIE_SIZE`).
 pub const COOKIE_LEN: usize = 8;
 
+/// Option space a SYN with data leaves free beyond the MSS (Linux `MAX_TCP_OPTION_SPACE`):
+/// the data is sized for the largest options a SYN may carry, so that a middlebox adding
+/// options does not push it over the path MTU.
+pub const SYN_DATA_OPTION_RESERVE_BYTES: u16 = 40;
+
 /// Fast Open settings of a socket (Linux's `net.ipv4.tcp_fastopen` bits and the
 /// `TCP_FASTOPEN` / `TCP_FASTOPEN_CONNECT` socket options). All off by default: RFC 7413 is
 /// experimental and Fast Open needs an application that tolerates a replayed SYN's data

@@ -12,7 +12,8 @@ impl Exec {
         Ok(fd)
     }
 
-    /// `epoll_ctl(epfd, EPOLL_CTL_ADD|EPOLL_CTL_DEL, fd, {events=..., fd=N})` on TCP sockets.
+    /// `epoll_ctl(epfd, EPOLL_CTL_ADD|EPOLL_CTL_MOD|EPOLL_CTL_DEL, fd, {events=..., fd=N})` on
+    /// TCP sockets.
     pub(super) fn sys_epoll_ctl(
         &mut self,
         pos: Pos,
@@ -51,6 +52,21 @@ impl Exec {
                 });
                 Ok(Ok(0))
             }
+            // Linux `ep_modify`: the new mask and data replace the old, and the item is
+            // checked for readiness again at once.
+            "EPOLL_CTL_MOD" => {
+                let Some((mask, data)) = epoll_event_arg(call.args.get(3)) else {
+                    return skip(format!("{call}: event not understood"));
+                };
+                let Some(item) = ep.items.iter_mut().find(|i| i.fd == fd) else {
+                    return Ok(Err("ENOENT"));
+                };
+                item.interest = mask & !EPOLLET;
+                item.edge_triggered = mask & EPOLLET != 0;
+                item.data = data;
+                item.ready = true;
+                Ok(Ok(0))
+            }
             "EPOLL_CTL_DEL" => {
                 let before = ep.items.len();
                 ep.items.retain(|i| i.fd != fd);
@@ -87,6 +103,11 @@ impl Exec {
         }
         if r.contains(Readiness::ERROR) {
             mask |= EPOLLERR;
+        }
+        // Linux `tcp_poll`: a closed connection (reset, timed out, or closed both ways) is
+        // hung up, and reads (end of file or the error) and writes (the error) do not block.
+        if self.stack.tcp_state(h) == Some(tcp::State::Closed) {
+            mask |= EPOLLHUP | EPOLLIN | EPOLLRDNORM | EPOLLRDHUP | EPOLLOUT | EPOLLWRNORM;
         }
         mask
     }

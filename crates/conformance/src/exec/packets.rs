@@ -229,6 +229,20 @@ impl Exec {
                     );
                 }
             };
+            // packetdrill matches outbound packets against the socket under test alone and
+            // passes over the others (`find_socket_for_live_packet`): a FIN or retransmission
+            // of a connection the script left behind. Until a new active open's port is
+            // known, only its SYN starts it (`find_connect_for_live_packet`).
+            let belongs = match self.local_port {
+                Some(p) => repr.src_port == p,
+                None => {
+                    repr.flags.contains(wire::tcp::TcpFlags::SYN)
+                        && !repr.flags.contains(wire::tcp::TcpFlags::ACK)
+                }
+            };
+            if !belongs {
+                continue;
+            }
             if self.local_port.is_none() {
                 self.local_port = Some(repr.src_port);
             }

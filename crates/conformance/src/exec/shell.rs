@@ -22,6 +22,10 @@ impl Exec {
                 "per-route settings (ip route)"
             } else if cmd.starts_with("nstat") {
                 "a check of the kernel's counters (nstat)"
+            } else if cmd.contains("ip tcp_metrics flush") {
+                // The per-destination metrics Linux keeps are, here, the Fast Open cache.
+                self.stack.tcp_fastopen_flush_cache();
+                continue;
             } else {
                 continue;
             };
@@ -52,7 +56,8 @@ impl Exec {
             let Some((name, value)) = setting.split_once('=') else {
                 continue;
             };
-            let mut value = value.trim_matches('"').to_string();
+            // A value before a shell line continuation (`=0\\`) is the value.
+            let mut value = value.trim_matches('"').trim_end_matches('\\').to_string();
             // `tcp_wmem="4096 50000 4194304"` was split at its spaces.
             if setting.contains("=\"") {
                 while let Some(next) = words.get(i) {
@@ -112,7 +117,10 @@ impl Exec {
                 return skip("sysctl change after sockets were opened");
             }
             self.tcp_cfg = cfg;
+            // The client's Fast Open cache outlives the sockets, as Linux's metrics do.
+            let cache = self.stack.tcp_fastopen_cache().clone();
             self.stack = new_stack(cfg, self.addrs, self.tcp_option_layout);
+            self.stack.tcp_set_fastopen_cache(cache);
             self.fastopen_apply();
         }
         Ok(())

@@ -80,10 +80,15 @@ impl Exec {
             return Ok(None);
         }
         let fd = self.fd_arg(pos, call)?;
-        let FdKind::Conn(h) = fd.kind else {
-            return skip(format!(
-                "setsockopt {name} before the connection exists is not modelled"
-            ));
+        let h = match fd.kind {
+            FdKind::Conn(h) => Some(h),
+            // Keepalive set before `connect` is applied by it (`Exec::opened`).
+            FdKind::Fresh if name != "TCP_USER_TIMEOUT" => None,
+            _ => {
+                return skip(format!(
+                    "setsockopt {name} before the connection exists is not modelled"
+                ));
+            }
         };
         if value < 0 || (name == "TCP_KEEPCNT" && value > 127) {
             return Ok(Some(Err("EINVAL")));
@@ -94,6 +99,9 @@ impl Exec {
         let ka = &mut fd.keepalive;
         match name {
             "TCP_USER_TIMEOUT" => {
+                let Some(h) = h else {
+                    return skip("setsockopt TCP_USER_TIMEOUT before the connection exists");
+                };
                 let ns = u64::try_from(value).unwrap_or(0).saturating_mul(1_000_000);
                 let r = self
                     .stack
@@ -107,6 +115,9 @@ impl Exec {
             _ => return Ok(Some(Err("EINVAL"))),
         }
         let cfg = ka.on.then_some(ka.cfg);
+        let Some(h) = h else {
+            return Ok(Some(Ok(0)));
+        };
         let r = self.stack.tcp_set_keepalive(self.now_ns, h, cfg);
         Ok(Some(r.map(|()| 0).map_err(errno_of)))
     }
@@ -192,6 +203,25 @@ impl Exec {
                             .stack
                             .set_option(h, SocketOption::SendBufferBytes(bytes))
                         {
+                            Ok(()) => Ok(Ok(0)),
+                            Err(e) => Ok(Err(errno_of(e))),
+                        }
+                    }
+                }
+            }
+            // Linux `TCP_SYNCNT`: 1 to 127 SYN retransmissions.
+            ("TCP_SYNCNT", Some(v)) => {
+                let Ok(v @ 1..=127) = u8::try_from(v) else {
+                    return Ok(Err("EINVAL"));
+                };
+                let fd = self.fd_arg(pos, call)?;
+                match fd.kind {
+                    FdKind::Fresh => {
+                        fd.syn_retries = Some(v);
+                        Ok(Ok(0))
+                    }
+                    FdKind::Listener(h) | FdKind::Conn(h) => {
+                        match self.stack.set_option(h, SocketOption::SynRetries(v)) {
                             Ok(()) => Ok(Ok(0)),
                             Err(e) => Ok(Err(errno_of(e))),
                         }

@@ -105,6 +105,17 @@ impl Exec {
         let Some(p) = self.pending.take() else {
             return Ok(());
         };
+        if let PendingOp::Poll { deadline_ns, .. } = p.op {
+            let r = match self.poll_attempt(p.pos, &p.call, &p.op)? {
+                Some(r) => r,
+                None if self.now_ns >= deadline_ns => Ok(0),
+                None => {
+                    self.pending = Some(p);
+                    return Ok(());
+                }
+            };
+            return self.check_return(p.pos, &p.call, p.window, r);
+        }
         match self.attempt(&p.call, p.op)? {
             Attempt::Done(r) => {
                 // The stack may have sent something as part of the call (a window update).
@@ -139,8 +150,10 @@ impl Exec {
     }
 
     fn attempt(&mut self, call: &SyscallLine, op: PendingOp) -> Result<Attempt, Stop> {
-        let blocked = Ok(Attempt::Blocked(op));
+        let blocked = Ok(Attempt::Blocked(op.clone()));
         match op {
+            // Answered by `poll_attempt` (`retry_pending`), never here.
+            PendingOp::Poll { .. } => blocked,
             PendingOp::Accept { fd } => {
                 let Some(FdKind::Listener(l)) = self.fds.get(&fd).map(|f| f.kind) else {
                     return Ok(Attempt::Done(Err("EINVAL")));
@@ -163,10 +176,7 @@ impl Exec {
                 match self.stack.tcp_state(h) {
                     Some(s) if s.is_synchronized() => Ok(Attempt::Done(Ok(0))),
                     Some(tcp::State::SynSent | tcp::State::SynReceived) => blocked,
-                    _ => {
-                        let e = self.stack.take_error(h).ok().flatten();
-                        Ok(Attempt::Done(Err(e.map_or("ECONNREFUSED", errno_of))))
-                    }
+                    _ => Ok(Attempt::Done(Err(self.open_errno(fd, h)))),
                 }
             }
             PendingOp::Read { fd, len, peek } => {
@@ -198,10 +208,20 @@ impl Exec {
                 done,
                 len,
                 more,
+                mut connect_wait,
             } => {
                 let Some(FdKind::Conn(h)) = self.fds.get(&fd).map(|f| f.kind) else {
                     return Ok(Attempt::Done(Err("ENOTCONN")));
                 };
+                if connect_wait {
+                    match self.stack.tcp_state(h) {
+                        Some(s) if s.is_synchronized() => connect_wait = false,
+                        Some(tcp::State::SynSent | tcp::State::SynReceived) => {}
+                        // The open failed: its error, whatever was queued (Linux
+                        // `tcp_sendmsg_fastopen`, `sk_stream_wait_connect`).
+                        _ => return Ok(Attempt::Done(Err(self.open_errno(fd, h)))),
+                    }
+                }
                 // Zeros, handed over in bounded chunks (a script may write gigabytes).
                 let chunk = [0u8; 64 * 1024];
                 let mut done = done;
@@ -217,10 +237,10 @@ impl Exec {
                         Ok(0) | Err(SocketError::WouldBlock) => break,
                         Ok(k) => done += k,
                         Err(_) if done > 0 => return Ok(Attempt::Done(Ok(done as i64))),
-                        Err(e) => return Ok(Attempt::Done(Err(write_errno(e)))),
+                        Err(e) => return Ok(Attempt::Done(Err(self.write_errno_of(fd, e)))),
                     }
                 }
-                if done >= len {
+                if done >= len && !connect_wait {
                     Ok(Attempt::Done(Ok(len as i64)))
                 } else {
                     Ok(Attempt::Blocked(PendingOp::Write {
@@ -228,6 +248,7 @@ impl Exec {
                         done,
                         len,
                         more,
+                        connect_wait,
                     }))
                 }
             }
@@ -253,25 +274,54 @@ impl Exec {
     ) -> Result<Option<CallResult>, Stop> {
         let fd = Self::fd_num(pos, call)?;
         let f = self.fd_arg(pos, call)?;
+        if let FdKind::Conn(h) = f.kind {
+            // Linux `__inet_stream_connect`: a deferred Fast Open is connected as far as
+            // `connect` is concerned; an open in progress is `EALREADY`.
+            let opening = matches!(
+                self.stack.tcp_state(h),
+                Some(tcp::State::SynSent | tcp::State::SynReceived)
+            );
+            let errno = if opening && !self.stack.tcp_is_deferred(h) {
+                "EALREADY"
+            } else {
+                "EISCONN"
+            };
+            return Ok(Some(Err(errno)));
+        }
         if f.kind != FdKind::Fresh {
             return Ok(Some(Err("EISCONN")));
         }
-        let (nonblocking, nodelay, maxseg) = (f.nonblocking, f.nodelay, f.maxseg);
+        let (nonblocking, fastopen) = (f.nonblocking, f.fastopen_connect);
+        let opts = Self::fresh_options(f);
         let remote = SocketAddr::new(self.addrs.remote(), SERVER_PORT);
-        let h = match self.stack.tcp_connect(self.now_ns, remote, 0) {
-            Ok(h) => h,
-            Err(e) => return Ok(Some(Err(errno_of(e)))),
+        let h = if fastopen {
+            // `TCP_FASTOPEN_CONNECT`: with a cookie the open waits for the first write.
+            match self
+                .stack
+                .tcp_connect_deferred(self.now_ns, remote, 0, &opts)
+            {
+                Ok((h, deferred)) => {
+                    self.opened(pos, call, h)?;
+                    if deferred {
+                        return Ok(Some(Ok(0)));
+                    }
+                    h
+                }
+                Err(e) => return Ok(Some(Err(errno_of(e)))),
+            }
+        } else {
+            let h = match self.stack.tcp_connect(self.now_ns, remote, 0) {
+                Ok(h) => h,
+                Err(e) => return Ok(Some(Err(errno_of(e)))),
+            };
+            // Before the first poll, so the SYN announces them.
+            for opt in opts {
+                let _ = self.stack.set_option(h, opt);
+            }
+            self.opened(pos, call, h)?;
+            h
         };
-        if let Some(v) = nodelay {
-            let _ = self.stack.set_option(h, SocketOption::NoDelay(v));
-        }
-        if let Some(v) = maxseg {
-            // Before the first poll, so the SYN announces it.
-            let _ = self.stack.set_option(h, SocketOption::MaxSegment(v));
-        }
-        self.fd_arg(pos, call)?.kind = FdKind::Conn(h);
-        self.remote_port = SERVER_PORT;
-        self.local_port = None;
+        let _ = h;
         if nonblocking {
             return Ok(Some(Err("EINPROGRESS")));
         }
@@ -330,38 +380,28 @@ impl Exec {
             Self::flags_arg(call)?;
         }
         let len = Self::len_arg(pos, call)?;
-        self.write_op(pos, call, window, len, more)
+        let flags = SendFlags {
+            more,
+            ..SendFlags::default()
+        };
+        self.write_op(pos, call, window, len, flags)
     }
 
-    /// `sendto(fd, ..., len, flags, addr, addrlen)` on a connected socket: a `send` (the
-    /// address is ignored, as Linux ignores it on a connected TCP socket). With
-    /// `MSG_FASTOPEN`, or on a socket not connected yet (which Linux only allows for Fast
-    /// Open), the script is skipped: the stack has no client-side TCP Fast Open (the server
-    /// side is `exec/fastopen.rs`).
+    /// `sendto(fd, ..., len, flags, addr, addrlen)`: on a connected socket a `send` (the
+    /// address is ignored, as Linux ignores it on a connected TCP socket); with
+    /// `MSG_FASTOPEN` on a socket not connected yet, the stack's Fast Open open
+    /// (`exec/fastopen.rs` has the rules). Flags: `MSG_FASTOPEN`, `MSG_DONTWAIT`,
+    /// `MSG_NOSIGNAL`, `MSG_MORE` (by name or value); others skip.
     pub(super) fn sys_sendto(
         &mut self,
         pos: Pos,
         call: &SyscallLine,
         window: Window,
     ) -> Result<Option<CallResult>, Stop> {
-        let flags = call.args.get(3);
-        if flags.is_some_and(|f| expr_has_symbol(f, "MSG_FASTOPEN")) {
-            return skip(
-                "TCP Fast Open client side (sendto with MSG_FASTOPEN) is not supported by the stack",
-            );
-        }
-        if self.fd_arg(pos, call)?.kind == FdKind::Fresh {
-            return skip(
-                "sendto on a socket not connected yet is client-side Fast Open, which the stack lacks",
-            );
-        }
-        let more = match flags {
-            None | Some(Expr::Int(0)) => false,
-            Some(Expr::Symbol(s)) if s == "MSG_MORE" => true,
-            Some(other) => return skip(format!("sendto flags {other} are not supported")),
-        };
+        let mut flags = send_flags(call, call.args.get(3), false)?;
+        flags.af_unspec = matches!(call.args.get(4), Some(Expr::Symbol(s)) if s == "AF_UNSPEC");
         let len = Self::len_arg(pos, call)?;
-        self.write_op(pos, call, window, len, more)
+        self.write_op(pos, call, window, len, flags)
     }
 
     /// `sendmsg(fd, {msg_name(...)=..., msg_iov(N)=[{..., len}, ...], msg_flags=0}, flags)`:
@@ -375,14 +415,11 @@ impl Exec {
         call: &SyscallLine,
         window: Window,
     ) -> Result<Option<CallResult>, Stop> {
-        let more = match call.args.get(2) {
-            Some(Expr::Int(0)) => false,
-            Some(Expr::Symbol(s)) if s == "MSG_MORE" => true,
-            // See SO_ZEROCOPY: the same bytes leave either way.
-            Some(Expr::Symbol(s)) if s == "MSG_ZEROCOPY" => false,
-            Some(other) => return skip(format!("sendmsg flags {other} are not supported")),
-            None => return fail(pos, "sendmsg: missing flags argument"),
-        };
+        if call.args.get(2).is_none() {
+            return fail(pos, "sendmsg: missing flags argument");
+        }
+        // See SO_ZEROCOPY: the same bytes leave either way.
+        let flags = send_flags(call, call.args.get(2), true)?;
         let Some(Expr::Struct(fields)) = call.args.get(1) else {
             return fail(pos, "sendmsg: second argument is not a struct msghdr");
         };
@@ -404,7 +441,7 @@ impl Exec {
         let Some(len) = len else {
             return fail(pos, "sendmsg: the msghdr has no msg_iov");
         };
-        self.write_op(pos, call, window, len, more)
+        self.write_op(pos, call, window, len, flags)
     }
 
     /// Total length of `[{..., len}, ...]`, whose element count must equal `msg_iov(N)`'s N.
@@ -439,22 +476,28 @@ impl Exec {
         Ok(total)
     }
 
-    /// A write of `len` bytes (`more`: `MSG_MORE`), blocking unless the fd is non-blocking.
+    /// A write of `len` bytes, blocking unless the fd is non-blocking or `MSG_DONTWAIT` is
+    /// given; on a socket not connected yet or still opening, Linux's Fast Open and SYN-SENT
+    /// rules (`fastopen_write`).
     pub(super) fn write_op(
         &mut self,
         pos: Pos,
         call: &SyscallLine,
         window: Window,
         len: usize,
-        more: bool,
+        flags: SendFlags,
     ) -> Result<Option<CallResult>, Stop> {
         let fd = Self::fd_num(pos, call)?;
-        let nonblocking = self.fd_arg(pos, call)?.nonblocking;
+        let nonblocking = self.fd_arg(pos, call)?.nonblocking || flags.dontwait;
+        if let Some(r) = self.fastopen_write(pos, call, window, len, flags, nonblocking)? {
+            return Ok(r);
+        }
         let op = PendingOp::Write {
             fd,
             done: 0,
             len,
-            more,
+            more: flags.more,
+            connect_wait: false,
         };
         if nonblocking {
             return Ok(Some(match self.attempt(call, op)? {
@@ -524,6 +567,73 @@ enum Attempt {
     Blocked(PendingOp),
 }
 
+/// The flags of a send call the executor honours.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct SendFlags {
+    /// `MSG_FASTOPEN`.
+    pub(super) fastopen: bool,
+    /// `MSG_MORE`.
+    pub(super) more: bool,
+    /// `MSG_DONTWAIT`.
+    pub(super) dontwait: bool,
+    /// The destination address is `AF_UNSPEC` (`sendto` only).
+    pub(super) af_unspec: bool,
+}
+
+/// Linux's values of the send flags the executor knows.
+const MSG_DONTWAIT: i64 = 0x40;
+const MSG_NOSIGNAL: i64 = 0x4000;
+const MSG_MORE: i64 = 0x8000;
+const MSG_ZEROCOPY: i64 = 0x400_0000;
+const MSG_FASTOPEN: i64 = 0x2000_0000;
+
+/// The send flags of `call` (`MSG_NOSIGNAL` has nothing to do: no signals here;
+/// `MSG_ZEROCOPY` only where `zerocopy` says it is accepted); any other flag skips.
+pub(super) fn send_flags(
+    call: &SyscallLine,
+    e: Option<&Expr>,
+    zerocopy: bool,
+) -> Result<SendFlags, Stop> {
+    let mut bits = 0i64;
+    let mut add = |x: &Expr| -> bool {
+        match x {
+            Expr::Int(n) => bits |= *n,
+            Expr::Symbol(s) => {
+                bits |= match s.as_str() {
+                    "MSG_DONTWAIT" => MSG_DONTWAIT,
+                    "MSG_NOSIGNAL" => MSG_NOSIGNAL,
+                    "MSG_MORE" => MSG_MORE,
+                    "MSG_ZEROCOPY" => MSG_ZEROCOPY,
+                    "MSG_FASTOPEN" => MSG_FASTOPEN,
+                    _ => return false,
+                }
+            }
+            _ => return false,
+        }
+        true
+    };
+    let known = match e {
+        None => true,
+        Some(Expr::Or(v)) => v.iter().all(&mut add),
+        Some(x) => add(x),
+    };
+    let allowed = MSG_DONTWAIT
+        | MSG_NOSIGNAL
+        | MSG_MORE
+        | MSG_FASTOPEN
+        | if zerocopy { MSG_ZEROCOPY } else { 0 };
+    if !known || bits & !allowed != 0 {
+        let text = e.map(ToString::to_string).unwrap_or_default();
+        return skip(format!("{} flags {text} are not supported", call.name));
+    }
+    Ok(SendFlags {
+        fastopen: bits & MSG_FASTOPEN != 0,
+        more: bits & MSG_MORE != 0,
+        dontwait: bits & MSG_DONTWAIT != 0,
+        af_unspec: false,
+    })
+}
+
 pub(super) fn sockopt_name(call: &SyscallLine) -> String {
     let level = call
         .args
@@ -561,6 +671,7 @@ pub(super) fn errno_of(e: SocketError) -> &'static str {
         SocketError::InvalidState | SocketError::WrongSocketType => "EINVAL",
         SocketError::InvalidHandle => "EBADF",
         SocketError::NoBufferSpace => "ENOBUFS",
+        SocketError::NotSupported => "EOPNOTSUPP",
     }
 }
 

@@ -1,11 +1,24 @@
 //! TCP Fast Open (RFC 7413) in one connection: the server's child that accepted data in the
-//! SYN. The listener's decision is [`crate::fastopen::server_decision`]; the stack applies
+//! SYN, and the client whose SYN carries data.
+//!
+//! Server: the listener's decision is [`crate::fastopen::server_decision`]; the stack applies
 //! it with [`Connection::accept_fast_open`] and puts the decision's cookie on the first
 //! SYN-ACK itself (the TCB has no room for a cookie; a retransmitted SYN-ACK carries none,
 //! as Linux's `tcp_rtx_synack`).
+//!
+//! Client: the stack decides (cookie cache, `stack::tcp_fastopen_client`) and calls
+//! [`Connection::set_syn_data`] before the SYN leaves; the stack adds the cookie option to
+//! that first SYN. The rules here, RFC 7413 §4.2.2 with Linux's choices where the RFC leaves
+//! one (`tcp_send_syn_data`, `tcp_rcv_fastopen_synack`):
+//! - the first SYN carries the send buffer's first bytes, at most the payload of a segment
+//!   of the peer's MSS less [`SYN_DATA_OPTION_RESERVE_BYTES`];
+//! - a retransmitted SYN carries neither data nor (the stack's part) the option;
+//! - the SYN-ACK may acknowledge all, part or none of the data; what it does not is sent
+//!   again at once as ordinary data (counted as retransmitted), without waiting for a
+//!   timeout; an acknowledgment beyond what was sent is refused with a RST as for any SYN.
 
 use super::*;
-use crate::fastopen::SynDecision;
+use crate::fastopen::{SYN_DATA_OPTION_RESERVE_BYTES, SynDecision};
 
 impl Connection {
     /// Passive open with the listener's Fast Open decision: as [`Connection::accept`], and
@@ -24,7 +37,7 @@ impl Connection {
         let mut c = Connection::accept(now, config, syn, iss, ts_offset)?;
         let mut n = 0;
         if decision.accept_data {
-            c.out.fast_open_child = true;
+            c.out.fast_open = FastOpenRole::Child;
             n = c.recv_buf.push(syn.payload);
             if n > 0 {
                 c.rcv.nxt += n as u32;
@@ -40,7 +53,67 @@ impl Connection {
     /// True for a Fast Open child: it was allowed to accept data in its SYN, so it may be
     /// handed to the application, and may send, while still in SYN-RECEIVED.
     pub fn is_fast_open_child(&self) -> bool {
-        self.out.fast_open_child
+        self.out.fast_open == FastOpenRole::Child
+    }
+
+    /// Active Fast Open: the first SYN carries the send buffer's first bytes (those queued by
+    /// the time it leaves), at most the payload of a segment of `peer_mss_hint` — the MSS the
+    /// server announced last time, from the client's cache; our own MSS without one — capped
+    /// by our MSS, less [`SYN_DATA_OPTION_RESERVE_BYTES`]. The hint stands as the send MSS
+    /// until the SYN-ACK announces the real one. False, and nothing changes, unless the
+    /// connection is an active open whose SYN has not left yet.
+    pub fn set_syn_data(&mut self, peer_mss_hint: Option<u16>) -> bool {
+        if self.state != State::SynSent
+            || self.snd.nxt != self.snd.iss
+            || self.snd.max != self.snd.iss
+        {
+            return false;
+        }
+        self.out.fast_open = FastOpenRole::SynData;
+        self.opts.snd_mss = peer_mss_hint
+            .unwrap_or(self.config.mss_bytes)
+            .min(self.config.mss_bytes)
+            .max(1);
+        true
+    }
+
+    /// Bytes of data the SYN carried, while the connection is in SYN-SENT (0 otherwise, and
+    /// for an ordinary SYN): what the SYN-ACK may acknowledge beyond the SYN.
+    pub fn syn_data_sent_bytes(&self) -> u32 {
+        if self.state != State::SynSent || self.out.fast_open != FastOpenRole::SynData {
+            return 0;
+        }
+        fwd(self.snd.iss + 1, self.snd.max)
+    }
+
+    /// The SYN (or SYN-ACK), with data when it is an active Fast Open's first SYN
+    /// ([`Connection::set_syn_data`]): copied into `buf`, and SND.NXT past it.
+    pub(super) fn syn_segment_with_data<'b>(&mut self, now: u64, buf: &'b mut [u8]) -> TcpRepr<'b> {
+        let mut r: TcpRepr<'b> = self.syn_segment(now);
+        let first_syn = self.timers.syn_retries == 0 && self.snd.max == self.snd.iss + 1;
+        if self.state != State::SynSent || self.out.fast_open != FastOpenRole::SynData || !first_syn
+        {
+            return r;
+        }
+        let room = usize::from(
+            self.opts
+                .snd_mss
+                .saturating_sub(SYN_DATA_OPTION_RESERVE_BYTES),
+        );
+        let len = self.send_buf.len().min(room).min(buf.len());
+        let Some(out) = buf.get_mut(..len) else {
+            return r;
+        };
+        let n = self.send_buf.read_at(0, out);
+        if n == 0 {
+            return r;
+        }
+        self.snd.nxt = self.snd.iss + 1 + n as u32;
+        self.snd.max = self.snd.nxt;
+        self.counters.tx_payload_bytes += n as u64;
+        let (filled, _) = buf.split_at(n);
+        r.payload = filled;
+        r
     }
 }
 
@@ -140,5 +213,138 @@ mod tests {
         assert_eq!(sa.ack_number, SeqNumber(1001));
         assert_eq!(c.send(b"x"), Ok(1));
         assert!(c.poll_transmit(0, &mut buf).is_none());
+    }
+
+    // ---- client side
+
+    const ISS: u32 = 7000;
+
+    fn client(data: &[u8], hint: Option<u16>) -> Connection {
+        let cfg = Config {
+            mss_bytes: 1460,
+            ..Config::default()
+        };
+        let mut c = Connection::connect(0, &cfg, 80, 40000, SeqNumber(ISS), 0);
+        assert_eq!(c.send(data), Ok(data.len()));
+        assert!(c.set_syn_data(hint));
+        c
+    }
+
+    fn syn_ack(ack: u32, mss: u16) -> TcpRepr<'static> {
+        TcpRepr {
+            src_port: 40000,
+            dst_port: 80,
+            seq_number: SeqNumber(500),
+            ack_number: SeqNumber(ack),
+            flags: TcpFlags::SYN | TcpFlags::ACK,
+            window_len: 65535,
+            max_seg_size: Some(mss),
+            ..syn(b"")
+        }
+    }
+
+    #[test]
+    fn the_first_syn_carries_queued_data_up_to_the_hinted_mss_less_the_option_reserve() {
+        let mut c = client(&[7u8; 2000], Some(940));
+        let mut buf = [0u8; 1500];
+        let s = c.poll_transmit(0, &mut buf).unwrap();
+        assert_eq!(s.flags, TcpFlags::SYN);
+        assert_eq!(s.seq_number, SeqNumber(ISS));
+        assert_eq!(s.payload.len(), 900);
+        assert_eq!(c.syn_data_sent_bytes(), 900);
+        // Without a hint our own MSS sizes it: 1460 - 40.
+        let mut c = client(&[7u8; 2000], None);
+        assert_eq!(c.poll_transmit(0, &mut buf).unwrap().payload.len(), 1420);
+        // Never more than the hint allows even when ours is smaller: the smaller wins.
+        let mut c = client(&[7u8; 2000], Some(10_000));
+        assert_eq!(c.poll_transmit(0, &mut buf).unwrap().payload.len(), 1420);
+        assert_eq!(c.invariant_violation(), None);
+    }
+
+    #[test]
+    fn syn_data_the_syn_ack_acknowledges_leaves_the_buffer_and_the_rest_follows_it() {
+        let mut c = client(&[7u8; 2000], Some(940));
+        let mut buf = [0u8; 1500];
+        c.poll_transmit(0, &mut buf).unwrap();
+        c.handle_segment(10, &syn_ack(ISS + 901, 1460));
+        assert_eq!(c.state(), State::Established);
+        assert_eq!(c.send_queue_bytes(), 1100);
+        let d = c.poll_transmit(10, &mut buf).unwrap();
+        assert_eq!(d.seq_number, SeqNumber(ISS + 901));
+        assert_eq!(d.payload.len(), 1100);
+        assert_eq!(c.counters().retransmitted_segments, 0);
+        assert_eq!(c.invariant_violation(), None);
+    }
+
+    #[test]
+    fn syn_data_the_syn_ack_does_not_acknowledge_is_sent_again_at_once() {
+        let mut c = client(&[7u8; 700], None);
+        let mut buf = [0u8; 1500];
+        c.poll_transmit(0, &mut buf).unwrap();
+        c.handle_segment(10, &syn_ack(ISS + 1, 1040));
+        assert_eq!(c.state(), State::Established);
+        let d = c.poll_transmit(10, &mut buf).unwrap();
+        assert_eq!(d.seq_number, SeqNumber(ISS + 1));
+        assert_eq!(d.payload.len(), 700);
+        assert!(d.flags.contains(TcpFlags::ACK));
+        assert_eq!(c.counters().retransmitted_segments, 1);
+        // The data segment carried the handshake's ACK: no pure ACK follows.
+        assert!(c.poll_transmit(10, &mut buf).is_none());
+        assert_eq!(c.invariant_violation(), None);
+    }
+
+    #[test]
+    fn partly_acknowledged_syn_data_resends_only_the_rest() {
+        let mut c = client(&[7u8; 18], None);
+        let mut buf = [0u8; 1500];
+        c.poll_transmit(0, &mut buf).unwrap();
+        c.handle_segment(10, &syn_ack(ISS + 10, 1460));
+        let d = c.poll_transmit(10, &mut buf).unwrap();
+        assert_eq!(d.seq_number, SeqNumber(ISS + 10));
+        assert_eq!(d.payload.len(), 9);
+        assert_eq!(c.invariant_violation(), None);
+    }
+
+    #[test]
+    fn a_retransmitted_syn_carries_no_data_and_the_data_follows_the_handshake() {
+        let mut c = client(&[7u8; 1000], None);
+        let mut buf = [0u8; 1500];
+        assert_eq!(c.poll_transmit(0, &mut buf).unwrap().payload.len(), 1000);
+        let rto = c.poll_timeout().unwrap();
+        c.handle_timeout(rto);
+        let s = c.poll_transmit(rto, &mut buf).unwrap();
+        assert_eq!(s.flags, TcpFlags::SYN);
+        assert!(s.payload.is_empty());
+        // The server saw only the plain SYN.
+        c.handle_segment(rto + 10, &syn_ack(ISS + 1, 1460));
+        let d = c.poll_transmit(rto + 10, &mut buf).unwrap();
+        assert_eq!((d.seq_number, d.payload.len()), (SeqNumber(ISS + 1), 1000));
+        assert_eq!(c.invariant_violation(), None);
+    }
+
+    #[test]
+    fn an_acknowledgment_beyond_the_syn_data_is_refused_with_a_reset() {
+        let mut c = client(&[7u8; 100], None);
+        let mut buf = [0u8; 1500];
+        c.poll_transmit(0, &mut buf).unwrap();
+        c.handle_segment(10, &syn_ack(ISS + 100_101, 1040));
+        assert_eq!(c.state(), State::SynSent);
+        let r = c.poll_transmit(10, &mut buf).unwrap();
+        assert_eq!(r.flags, TcpFlags::RST);
+        assert_eq!(r.seq_number, SeqNumber(ISS + 100_101));
+    }
+
+    #[test]
+    fn syn_data_is_refused_once_the_syn_left_and_on_passive_opens() {
+        let cfg = Config::default();
+        let mut c = Connection::connect(0, &cfg, 80, 40000, SeqNumber(ISS), 0);
+        let mut buf = [0u8; 1500];
+        c.poll_transmit(0, &mut buf).unwrap();
+        assert!(!c.set_syn_data(None));
+        let (mut p, _) =
+            Connection::accept_fast_open(0, &cfg, &syn(b""), SeqNumber(5000), 0, ACCEPT).unwrap();
+        assert!(!p.set_syn_data(None));
+        // An ordinary SYN reports no SYN data.
+        assert_eq!(c.syn_data_sent_bytes(), 0);
     }
 }

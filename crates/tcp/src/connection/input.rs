@@ -65,11 +65,18 @@ impl Connection {
         self.snd.max_wnd = self.snd.wnd;
         self.snd.wl1 = seg.seq_number;
         if has_ack {
-            self.snd.una = seg.ack_number;
-            // A SYN retransmission owed (the RTO rewound SND.NXT to ISS) is moot now; SND.NXT
-            // never stays behind SND.UNA.
-            self.snd.nxt = self.snd.nxt.max(seg.ack_number);
-            self.snd.wl2 = seg.ack_number;
+            let ack = seg.ack_number;
+            // Fast Open (RFC 7413 §4.2.2): the SYN-ACK acknowledges all, part or none of the
+            // data our SYN carried; the acknowledged bytes leave the send buffer.
+            let data_acked = fwd(self.snd.buf_seq, ack).min(self.send_buf.len() as u32);
+            self.send_buf.consume(data_acked as usize);
+            self.snd.buf_seq += data_acked;
+            self.snd.una = ack;
+            // SND.NXT goes to the acknowledgment: a SYN retransmission owed (the RTO rewound
+            // SND.NXT to ISS) is moot now, and SYN data the peer did not acknowledge is sent
+            // again at once, as ordinary data (`fastopen.rs`).
+            self.snd.nxt = ack;
+            self.snd.wl2 = ack;
             self.on_syn_acked(now);
             self.state = State::Established;
             self.push_event(Event::Connected);

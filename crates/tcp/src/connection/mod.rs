@@ -49,7 +49,7 @@ pub use info::{CaState, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt};
 pub use timers::{PATH_DOUBT_SYN_TIMEOUTS, PATH_DOUBT_TIMEOUTS};
 
 pub use tcb::{AppFlags, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps};
-pub(crate) use tcb::{Output, rebase_instant};
+pub(crate) use tcb::{FastOpenRole, Output, rebase_instant};
 
 /// RFC 7323 §5.5: TS.Recent older than 24 days is invalid (the peer's clock may have wrapped).
 const PAWS_IDLE_NS: u64 = 24 * 86_400 * 1_000_000_000;
@@ -654,6 +654,11 @@ impl Connection {
     pub fn ooo_bytes(&self) -> u32 {
         self.ooo.bytes()
     }
+    /// ISS, our initial sequence number.
+    pub fn iss(&self) -> SeqNumber {
+        self.snd.iss
+    }
+
     /// SND.UNA, SND.NXT and RCV.NXT, for tests and diagnostics.
     pub fn sequence_state(&self) -> (SeqNumber, SeqNumber, SeqNumber) {
         (self.snd.una, self.snd.nxt, self.rcv.nxt)
@@ -901,7 +906,8 @@ impl Connection {
     /// (`rx_discard_after_close_bytes`). A Fast Open child's SYN data counts too, before its
     /// handshake completes.
     pub fn close(&mut self) -> Result<(), Error> {
-        if !self.recv_buf.is_empty() && (self.state.is_synchronized() || self.out.fast_open_child) {
+        if !self.recv_buf.is_empty() && (self.state.is_synchronized() || self.is_fast_open_child())
+        {
             self.abort();
             return Ok(());
         }

@@ -53,7 +53,7 @@ impl Connection {
         match self.state {
             State::Closed => return None,
             State::SynSent | State::SynReceived if self.snd.nxt == self.snd.iss => {
-                return Some(self.syn_segment(now));
+                return Some(self.syn_segment_with_data(now, payload_buf));
             }
             State::SynSent => return None,
             _ => {}
@@ -452,7 +452,7 @@ impl Connection {
                 | State::FinWait1
                 | State::Closing
                 | State::LastAck
-        ) || (self.state == State::SynReceived && !self.out.fast_open_child)
+        ) || (self.state == State::SynReceived && self.out.fast_open != FastOpenRole::Child)
         {
             return None;
         }

@@ -1,6 +1,7 @@
 //! Socket options that change a live connection's configuration: the user timeout
-//! (RFC 5482, Linux `TCP_USER_TIMEOUT`) and keepalive (RFC 9293 §3.8.4; Linux
-//! `SO_KEEPALIVE`, `TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT`).
+//! (RFC 5482, Linux `TCP_USER_TIMEOUT`), keepalive (RFC 9293 §3.8.4; Linux
+//! `SO_KEEPALIVE`, `TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT`) and the SYN retries
+//! (Linux `TCP_SYNCNT`).
 
 use super::*;
 use crate::config::KeepaliveConfig;
@@ -11,6 +12,13 @@ impl Connection {
     /// from the time the oldest unacknowledged data was sent ([`Connection::poll_timeout`]).
     pub fn set_user_timeout(&mut self, user_timeout_ns: Option<u64>) {
         self.config.user_timeout_ns = user_timeout_ns;
+    }
+
+    /// How many times the SYN (or SYN-ACK) is sent again before the open times out (Linux
+    /// `TCP_SYNCNT`); counts the retransmissions already made. Takes effect at the next
+    /// retransmission timeout.
+    pub fn set_syn_retries(&mut self, syn_retries_max: u8) {
+        self.config.syn_retries_max = syn_retries_max;
     }
 
     /// Turns keepalive on with `keepalive`'s timing, or off (`None`). On a connection that

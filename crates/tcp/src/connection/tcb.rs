@@ -307,6 +307,20 @@ pub struct AppFlags {
     pub close_reason: Option<CloseReason>,
 }
 
+/// A connection's part in TCP Fast Open (RFC 7413); one byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum FastOpenRole {
+    /// An ordinary connection.
+    None,
+    /// A server's child whose SYN's data was accepted (or allowed): it may be accepted, and
+    /// send, while still in SYN-RECEIVED (§4.2.2).
+    Child,
+    /// A client whose first SYN carries the send buffer's first bytes (§4.1; set by
+    /// `Connection::set_syn_data`). A retransmitted SYN carries none.
+    SynData,
+}
+
 /// Output owed and its rate limits: what the next `poll_transmit` must send besides data.
 /// Never carried by a snapshot (export refuses while anything is owed).
 ///
@@ -326,11 +340,12 @@ pub(crate) struct Output {
     /// Persist timer fired: send a window probe (window 0) or override SWS avoidance.
     pub(crate) probe_pending: bool,
     pub(crate) keepalive_pending: bool,
-    /// A TCP Fast Open child (RFC 7413 §4.2.2, `fastopen.rs`): it may send data while still
-    /// in SYN-RECEIVED. Kept here because it fills the struct's padding byte (the TCB has
-    /// no other byte to spare); never carried by a snapshot (export needs a synchronized
-    /// connection, for which it no longer matters).
-    pub(crate) fast_open_child: bool,
+    /// The connection's part in TCP Fast Open (RFC 7413, `fastopen.rs`): a server's child
+    /// that may send while still in SYN-RECEIVED, or a client whose first SYN carries data.
+    /// Kept here because it fills the struct's padding byte (the TCB has no other byte to
+    /// spare); never carried by a snapshot (export needs a synchronized connection, for
+    /// which it no longer matters).
+    pub(crate) fast_open: FastOpenRole,
     /// Bytes received in order since the last ACK we sent.
     pub(crate) rcv_unacked_bytes: u32,
     /// A RST owed: (sequence number, acknowledgment number if ACK is set).
@@ -353,7 +368,7 @@ impl Output {
             events: 0,
             probe_pending: false,
             keepalive_pending: false,
-            fast_open_child: false,
+            fast_open: FastOpenRole::None,
             rcv_unacked_bytes: 0,
             rst_pending: None,
             dsack: None,
