@@ -12,7 +12,10 @@
 //!   mark and to at most half of it ("well below" the mark), and at least
 //!   [`MEM_TRIM_INTERVAL_NS`] passed since the previous trim;
 //! - a due trim resets the mark to the current bytes, so the next one needs a new rise and
-//!   fall.
+//!   fall;
+//! - one follow-up trim comes [`MEM_TRIM_INTERVAL_NS`] after a trim, without a new fall: what
+//!   the pools give back later (the transmit pool trims every 10 s, the NIC pool every
+//!   second, the socket table compacts as the last connections go) goes back to the OS too.
 //!
 //! The shard only decides ([`crate::Shard::poll_mem_trim`]); the driver trims and reports
 //! what the resident size did ([`crate::Shard::note_mem_trim`], counted `mem_trims` and
@@ -37,6 +40,8 @@ pub struct MemTrim {
     due: bool,
     /// A drop qualifies but the interval has not passed: observe again at this time.
     retry_at_ns: Option<u64>,
+    /// The follow-up of the last trim that a fall caused: due at this time.
+    follow_up_at_ns: Option<u64>,
 }
 
 impl MemTrim {
@@ -45,6 +50,15 @@ impl MemTrim {
         self.mark_bytes = self.mark_bytes.max(bytes);
         self.retry_at_ns = None;
         if self.due {
+            return;
+        }
+        if let Some(at) = self.follow_up_at_ns
+            && now_ns >= at
+        {
+            self.follow_up_at_ns = None;
+            self.due = true;
+            self.last_trim_ns = Some(now_ns);
+            self.mark_bytes = bytes;
             return;
         }
         let dropped = self.mark_bytes - bytes;
@@ -61,6 +75,7 @@ impl MemTrim {
         self.due = true;
         self.last_trim_ns = Some(now_ns);
         self.mark_bytes = bytes;
+        self.follow_up_at_ns = Some(now_ns.saturating_add(MEM_TRIM_INTERVAL_NS));
     }
 
     /// Whether a trim is due; taking it clears it.
@@ -68,10 +83,13 @@ impl MemTrim {
         std::mem::take(&mut self.due)
     }
 
-    /// When to observe again for a trim held back by the interval (for the shard's
-    /// `poll_timeout`), or `None`.
+    /// When to observe again for a trim held back by the interval or for a follow-up (for
+    /// the shard's `poll_timeout`), or `None`.
     pub fn retry_at_ns(&self) -> Option<u64> {
-        self.retry_at_ns
+        match (self.retry_at_ns, self.follow_up_at_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The high-water mark since the last trim.
@@ -103,8 +121,17 @@ mod tests {
             40 * MIB,
             "the mark restarts from the bytes at the trim"
         );
-        t.observe(30 * S, 40 * MIB);
+        t.observe(5 * S, 40 * MIB);
         assert!(!t.take(), "no new fall, no trim");
+        assert_eq!(t.retry_at_ns(), Some(4 * S + MEM_TRIM_INTERVAL_NS));
+        t.observe(4 * S + MEM_TRIM_INTERVAL_NS, 30 * MIB);
+        assert!(
+            t.take(),
+            "the follow-up, for what the pools gave back since"
+        );
+        assert_eq!(t.retry_at_ns(), None);
+        t.observe(60 * S, 30 * MIB);
+        assert!(!t.take(), "one follow-up only");
     }
 
     #[test]
