@@ -366,3 +366,25 @@ fn http_timeouts_name_their_range_and_apply_to_http_only() {
         &["--header-timeout"],
     );
 }
+
+#[test]
+fn overload_options_name_their_range() {
+    for bad in ["16,12,8", "8,12", "0,1,2", "x,y,z"] {
+        refused_owned(
+            &with(&["serve", "http", "--tcp-mem-mib", bad], &TAP),
+            &[
+                "--tcp-mem-mib",
+                "LOW,PRESSURE,HIGH",
+                "LOW <= PRESSURE <= HIGH",
+            ],
+        );
+    }
+    refused_owned(
+        &with(&["ttcp", "recv", "--tcp-source-share-pct", "0"], &TAP),
+        &["--tcp-source-share-pct", "1..=100"],
+    );
+    refused_owned(
+        &with(&["serve", "echo", "--tcp-source-share-pct", "300"], &TAP),
+        &["--tcp-source-share-pct"],
+    );
+}

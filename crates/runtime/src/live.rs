@@ -6,6 +6,24 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+/// How often a shard refreshes its overload figures ([`ShardSnapshot::overload_refused`],
+/// [`ShardSnapshot::overload_reclaimed`]): summing the stack's counters costs more than the
+/// other figures' loads.
+pub const OVERLOAD_PUBLISH_NS: u64 = 100_000_000;
+
+/// The overload figures of `c`: (refused passive opens, reclaimed connections).
+pub fn overload_figures(c: &stack::Counters) -> (u64, u64) {
+    (
+        c.tcp_source_limit + c.tcp_mem_refused_conn + c.tcp_conn_table_full,
+        c.tcp_reclaimed_time_wait
+            + c.tcp_reclaimed_over_share
+            + c.tcp_reclaimed_unused
+            + c.tcp_reclaimed_idle
+            + c.tcp_reclaimed_stalled
+            + c.tcp_zero_window_aborts,
+    )
+}
+
 /// One shard's published figures (single writer: the shard).
 #[derive(Debug, Default)]
 pub struct ShardLive {
@@ -17,6 +35,8 @@ pub struct ShardLive {
     nic_wakeups: AtomicU64,
     progress: AtomicU64,
     cross_shard: AtomicU64,
+    overload_refused: AtomicU64,
+    overload_reclaimed: AtomicU64,
     done: AtomicBool,
     started: AtomicBool,
     /// Packets processed per RETA entry, cumulative (empty unless the host rebalances with a
@@ -43,6 +63,13 @@ pub struct ShardSnapshot {
     pub progress: u64,
     /// Cross-shard messages sent.
     pub cross_shard: u64,
+    /// Passive opens the overload policy refused: a source over its share, the memory
+    /// budget at its high mark, the table full (`tcp_source_limit`, `tcp_mem_refused_conn`,
+    /// `tcp_conn_table_full`). Refreshed every [`OVERLOAD_PUBLISH_NS`].
+    pub overload_refused: u64,
+    /// Connections the overload policy reset to make room (`tcp_reclaimed_*`) or aborted at
+    /// a zero window past its limit (`tcp_zero_window_aborts`). Refreshed as above.
+    pub overload_reclaimed: u64,
     /// The application said it is done.
     pub done: bool,
     /// The application's `start` has run (its listeners exist).
@@ -103,6 +130,8 @@ impl ShardLive {
         self.nic_wakeups.store(s.nic_wakeups, r);
         self.progress.store(s.progress, r);
         self.cross_shard.store(s.cross_shard, r);
+        self.overload_refused.store(s.overload_refused, r);
+        self.overload_reclaimed.store(s.overload_reclaimed, r);
         self.done.store(s.done, r);
         self.started.store(s.started, r);
     }
@@ -119,6 +148,8 @@ impl ShardLive {
             nic_wakeups: self.nic_wakeups.load(r),
             progress: self.progress.load(r),
             cross_shard: self.cross_shard.load(r),
+            overload_refused: self.overload_refused.load(r),
+            overload_reclaimed: self.overload_reclaimed.load(r),
             done: self.done.load(r),
             started: self.started.load(r),
         }

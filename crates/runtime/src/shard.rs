@@ -164,6 +164,7 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
         let mut sleeps = 0u64;
         let mut connections_max = 0u64;
         let mut last_publish_ns = 0u64;
+        let mut last_overload_ns = 0u64;
         let mut wake = vec![false; self.cross_out.len()];
         // Messages waiting behind a full ring, per destination (and the wire's), in order.
         let mut backlog: Vec<VecDeque<Msg>> =
@@ -245,8 +246,14 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
             if let Some(o) = &mut self.offload {
                 work += o.before(now, self.core.stack_mut());
             }
-            // (3) the core's iteration.
+            // (3) the core's iteration; freed heap memory back to the OS when it asks (rare:
+            // after a large fall of its TCP buffer memory, at most once per
+            // `shard::mem_trim::MEM_TRIM_INTERVAL_NS`).
             work += self.core.handle_timeout(now);
+            if self.core.poll_mem_trim() {
+                let t = platform::heap::trim_heap();
+                self.core.note_mem_trim(t.resident_released_bytes());
+            }
             // The offload layer: bypass operations, heartbeat, policy; out to the rings.
             if let Some(o) = &mut self.offload {
                 let nic_queue_empty = self.core.nic().rx_pending(0) == 0;
@@ -370,6 +377,11 @@ impl<A: App, I: ShardIo> ShardThread<A, I> {
                 snap.done = self.core.app().done();
                 snap.cross_shard = cross.tx;
                 snap.nic_wakeups = self.core.nic().counters(0).map_or(0, |c| c.wakeups);
+                if end.saturating_sub(last_overload_ns) >= crate::live::OVERLOAD_PUBLISH_NS {
+                    last_overload_ns = end;
+                    (snap.overload_refused, snap.overload_reclaimed) =
+                        crate::live::overload_figures(&self.core.stack().counters());
+                }
                 self.live.publish(&snap);
                 self.live.publish_buckets(self.core.bucket_packets());
             }

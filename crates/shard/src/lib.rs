@@ -25,7 +25,9 @@
 //!    stack → NIC transmit ring;
 //! 4. outputs: [`Shard::poll_tx`] until `None` (frames for the port; a buffer the port is done
 //!    with goes back through [`Shard::recycle_tx`]), [`Shard::poll_msg`] until `None`
-//!    (messages for other shards), then [`Shard::poll_timeout`] for when to come back.
+//!    (messages for other shards), [`Shard::poll_mem_trim`] (a driver that can give freed
+//!    heap memory back to the OS does so and reports it with [`Shard::note_mem_trim`]), then
+//!    [`Shard::poll_timeout`] for when to come back.
 //!
 //! Backpressure: frames the driver has not taken from [`Shard::poll_tx`] stay in the shard,
 //! and while any wait the stack is not asked for more, so a slow port holds the stack's output
@@ -34,6 +36,7 @@
 #![deny(unsafe_code)]
 
 pub mod handoff;
+pub mod mem_trim;
 pub mod moves;
 pub mod msg;
 pub mod neighbour;
@@ -47,6 +50,7 @@ use rss::Reta;
 use stack::{SocketEvent, Stack};
 
 pub use handoff::{Conversation, EngineCmd, HostCmd};
+pub use mem_trim::MemTrim;
 pub use moves::MoveCounters;
 pub use msg::{ConnMove, FrameMsg, Msg, MsgCounters, MsgKind};
 pub use neighbour::{is_arp_reply, is_neighbour_frame};
@@ -128,6 +132,10 @@ pub struct ShardCounters {
     pub busy_iterations: u64,
     /// Messages by kind, and the ones dropped.
     pub msgs: MsgCounters,
+    /// Times the driver gave freed heap memory back to the OS at this shard's request
+    /// ([`mem_trim`]), and the resident bytes those trims released (as the driver measured).
+    pub mem_trims: u64,
+    pub mem_trim_released_bytes: u64,
 }
 
 /// A frame receive view of the shard's NIC queue, for ports that fill pool buffers directly.
@@ -212,8 +220,11 @@ pub struct Shard<A> {
     app_more: bool,
     /// The `now` of the latest call, for [`Shard::poll_timeout`] while work is pending.
     now_ns: u64,
-    /// When the NIC pool is next reaped ([`POOL_REAP_INTERVAL_NS`]).
+    /// When the NIC pool is next reaped ([`POOL_REAP_INTERVAL_NS`]); the stack's TCP buffer
+    /// bytes are sampled for [`mem_trim`] at the same ticks.
     next_pool_reap_ns: u64,
+    /// Whether freed heap memory should go back to the OS ([`mem_trim`]).
+    mem_trim: MemTrim,
     /// Reused: descriptors of one poll, events of one application round, frames of one
     /// transmit poll.
     descs: Vec<RxDescriptor>,
@@ -263,6 +274,7 @@ impl<A: App> Shard<A> {
             app_more: false,
             now_ns: 0,
             next_pool_reap_ns: 0,
+            mem_trim: MemTrim::default(),
             descs: Vec::with_capacity(budget),
             events: Vec::new(),
             tx_scratch: Vec::with_capacity(budget),
@@ -442,6 +454,10 @@ impl<A: App> Shard<A> {
             work += self.step_moves(now_ns);
         }
         work += self.transmit(now_ns);
+        let trim_retry = self.mem_trim.retry_at_ns().is_some_and(|t| now_ns >= t);
+        if now_ns >= self.next_pool_reap_ns || trim_retry {
+            self.mem_trim.observe(now_ns, self.stack.tcp_mem_bytes());
+        }
         if now_ns >= self.next_pool_reap_ns {
             self.nic.reap_pool();
             self.next_pool_reap_ns = now_ns.saturating_add(POOL_REAP_INTERVAL_NS);
@@ -478,6 +494,20 @@ impl<A: App> Shard<A> {
         self.outbox.pop_front()
     }
 
+    /// Whether the driver should give freed heap memory back to the OS now (once per due
+    /// trim; see [`mem_trim`]). A driver that does reports it with [`Shard::note_mem_trim`].
+    pub fn poll_mem_trim(&mut self) -> bool {
+        self.mem_trim.take()
+    }
+
+    /// The driver gave freed heap memory back at [`Shard::poll_mem_trim`]'s request, and the
+    /// process's resident size fell by `resident_released_bytes` meanwhile (counted
+    /// `mem_trims`, `mem_trim_released_bytes`).
+    pub fn note_mem_trim(&mut self, resident_released_bytes: u64) {
+        self.counters.mem_trims += 1;
+        self.counters.mem_trim_released_bytes += resident_released_bytes;
+    }
+
     /// When the shard next needs [`Shard::handle_timeout`]: now (the time of the latest call)
     /// while work is pending, else the earliest of the stack's timers, the NIC's moderation and
     /// coalescing deadlines and the application's own deadline.
@@ -490,6 +520,7 @@ impl<A: App> Shard<A> {
             self.nic.next_deadline(),
             self.app.poll_timeout(),
             (self.nic.pool_idle_buffers() > 0).then_some(self.next_pool_reap_ns),
+            self.mem_trim.retry_at_ns(),
         ]
         .into_iter()
         .flatten()

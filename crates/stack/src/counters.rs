@@ -219,11 +219,19 @@ counters! {
     tcp_reclaim_scans,
     /// TIME-WAIT connections released early under table pressure.
     tcp_reclaimed_time_wait,
+    /// Connections reset under table pressure that had exchanged no payload, from a source
+    /// holding more than its share of the table, idle past
+    /// `overload::RECLAIM_OVER_SHARE_UNUSED_NS`.
+    tcp_reclaimed_over_share,
     /// Connections reset under table pressure that were in the handshake or had exchanged no
     /// payload, idle past `Limits::tcp_reclaim_unused_ns`.
     tcp_reclaimed_unused,
     /// Connections reset under table pressure, idle past `Limits::tcp_reclaim_idle_ns`.
     tcp_reclaimed_idle,
+    /// Connections reset in the high memory state because they sat at a zero send window
+    /// with data queued and no progress for `overload::RECLAIM_STALLED_NS`, oldest stall
+    /// first, so that the budget's refusal of new connections does not last.
+    tcp_reclaimed_stalled,
     /// Connections aborted after sitting at a zero send window with data queued and no
     /// progress for `Limits::tcp_zero_window_max_ns`.
     tcp_zero_window_aborts,

@@ -12,9 +12,16 @@
 //!   its size below the high-water mark, so one walk pays for that many admissions. The order
 //!   is by class, then oldest idle first (then slot, so it is deterministic):
 //!   1. TIME-WAIT, at any age (released without a RST, as Linux's `tcp_max_tw_buckets`);
-//!   2. connections in the handshake, or synchronized with no payload ever exchanged, idle
-//!      past `tcp_reclaim_unused_ns`;
-//!   3. any other connection idle past `tcp_reclaim_idle_ns`.
+//!   2. *unused* connections (in the handshake, or synchronized with no payload ever
+//!      exchanged) from a source holding more than its share of the table (see below), idle
+//!      past [`RECLAIM_OVER_SHARE_UNUSED_NS`] (`tcp_reclaimed_over_share`): the share is
+//!      enforced only above the mark, so a flood from one address may take the table up to
+//!      the mark; without this class the headroom above it (a tenth of the table) is all that
+//!      is left for every other client, and a second source within its share could fill it
+//!      and lock everyone else out until the flood's connections aged past
+//!      `tcp_reclaim_unused_ns`;
+//!   3. unused connections from any source, idle past `tcp_reclaim_unused_ns`;
+//!   4. any other connection idle past `tcp_reclaim_idle_ns`.
 //!
 //!   Idle means nothing received for that long and nothing in flight or queued to send:
 //!   connections with data outstanding are left to their own timers (retransmission, user
@@ -25,6 +32,17 @@
 //!   a source already holding its share of the table is refused (`tcp_source_limit`), while
 //!   other sources are admitted. Below the mark no source is limited: a load generator or a
 //!   NAT with many connections from one address is served normally until the table fills.
+//!
+//! - **Stalled connections under memory high** (`tcp_mem`): a passive open refused because
+//!   the TCP buffer memory is at its high mark walks the table (at most once per
+//!   [`RECLAIM_RESCAN_NS`]) and resets passive connections stalled at a zero send window with
+//!   data queued and no acknowledgment for at least [`RECLAIM_STALLED_NS`], oldest stall
+//!   first, until what they hold brings the sum back below the pressure mark
+//!   (`tcp_reclaimed_stalled`). Peers that stopped reading are what fills the budget (each
+//!   pins its whole send buffer); without this, they would keep every new client out until
+//!   the HTTP send timeout (60 s) or the zero-window limit (`Limits::tcp_zero_window_max_ns`,
+//!   whose tracking this reuses: off, nothing counts as stalled) ended them. The refused
+//!   peer's retransmitted SYN finds room.
 //!
 //! Connections our applications open (active opens) are neither reclaimed nor counted: the
 //! peers that can fill the table from outside are the ones the policy is for.
@@ -42,9 +60,22 @@ use crate::tcp_sockets::{ConnSock, TcpState};
 /// table full of connections that are not reclaimable yet is not walked for every SYN).
 pub const RECLAIM_RESCAN_NS: u64 = 100_000_000;
 
+/// Under pressure, an unused connection (no payload either way, nothing queued) from a
+/// source holding more than its share of the table is reclaimed once it has received
+/// nothing for this long (`tcp_reclaimed_over_share`): long enough for a real client to send
+/// its request after the handshake, short enough that a flood's excess goes within a second.
+pub const RECLAIM_OVER_SHARE_UNUSED_NS: u64 = 1_000_000_000;
+
+/// In the high memory state, a passive connection stalled at a zero send window (data
+/// queued, nothing acknowledged) at least this long may be reset to bring the budget back
+/// under pressure (`tcp_reclaimed_stalled`). A slow reader acknowledges something at least
+/// every few hundred milliseconds, which restarts the clock.
+pub const RECLAIM_STALLED_NS: u64 = 2_000_000_000;
+
 const CLASS_TIME_WAIT: u8 = 0;
-const CLASS_UNUSED: u8 = 1;
-const CLASS_IDLE: u8 = 2;
+const CLASS_OVER_SHARE: u8 = 1;
+const CLASS_UNUSED: u8 = 2;
+const CLASS_IDLE: u8 = 3;
 
 /// `pct` percent of `n`, at least 1 (`pct` above 100 counts as 100).
 fn share_of(n: usize, pct: u8) -> usize {
@@ -53,17 +84,23 @@ fn share_of(n: usize, pct: u8) -> usize {
 
 /// The reclaim class of connection `c` at `now` (lower goes first), or `None` when it is
 /// not reclaimable: active opens, connections leaving the table, and connections with
-/// something in flight or queued, or not idle long enough.
-fn reclaim_class(c: &ConnSock, now: u64, limits: &Limits) -> Option<u8> {
+/// something in flight or queued, or not idle long enough. `over_share`: its source holds
+/// more than its share of the table.
+fn reclaim_class(c: &ConnSock, now: u64, limits: &Limits, over_share: bool) -> Option<u8> {
     if !c.passive || !c.in_table {
         return None;
     }
     let idle_ns = now.saturating_sub(c.last_rx_ns);
+    let unused = |idle_ns: u64| {
+        if over_share && idle_ns >= RECLAIM_OVER_SHARE_UNUSED_NS {
+            Some(CLASS_OVER_SHARE)
+        } else {
+            (idle_ns >= limits.tcp_reclaim_unused_ns).then_some(CLASS_UNUSED)
+        }
+    };
     match c.conn.state() {
         State::TimeWait => return Some(CLASS_TIME_WAIT),
-        State::SynReceived => {
-            return (idle_ns >= limits.tcp_reclaim_unused_ns).then_some(CLASS_UNUSED);
-        }
+        State::SynReceived => return unused(idle_ns),
         // No FIN of ours in flight in these states; the send queue says whether data is.
         State::Established | State::CloseWait | State::FinWait2 => {}
         _ => return None,
@@ -73,7 +110,7 @@ fn reclaim_class(c: &ConnSock, now: u64, limits: &Limits) -> Option<u8> {
     }
     let counters = c.conn.counters();
     if counters.rx_payload_bytes == 0 && counters.tx_payload_bytes == 0 {
-        (idle_ns >= limits.tcp_reclaim_unused_ns).then_some(CLASS_UNUSED)
+        unused(idle_ns)
     } else {
         (idle_ns >= limits.tcp_reclaim_idle_ns).then_some(CLASS_IDLE)
     }
@@ -86,6 +123,7 @@ impl TcpCx<'_> {
     /// `tcp_source_limit`; the caller drops the segment (the peer may retry later).
     pub(crate) fn tcp_overload_admit(&mut self, now: u64, source: IpAddr) -> bool {
         if !self.tcp_mem_admit() {
+            self.tcp_mem_reclaim_stalled(now);
             return false;
         }
         let limits = &self.cfg.limits;
@@ -122,9 +160,17 @@ impl TcpCx<'_> {
         let mut victims = core::mem::take(&mut self.tcp.reclaim_scratch);
         victims.clear();
         let limits = &self.cfg.limits;
+        // Sources over their share (`None`: no per-source limit).
+        let share = (limits.tcp_source_share_pct < 100)
+            .then(|| share_of(limits.sockets_max, limits.tcp_source_share_pct));
+        let tcp = &*self.tcp;
         victims.extend(self.sockets.iter_indexed().filter_map(|(i, s)| match s {
             Socket::Tcp(TcpState::Conn(c)) => {
-                reclaim_class(c, now, limits).map(|class| (class, c.last_rx_ns, i))
+                let over_share = share.is_some_and(|share| {
+                    let held = tcp.source_connections(c.key.tuple.remote.ip());
+                    usize::try_from(held).unwrap_or(usize::MAX) > share
+                });
+                reclaim_class(c, now, limits, over_share).map(|class| (class, c.last_rx_ns, i))
             }
             _ => None,
         }));
@@ -142,6 +188,7 @@ impl TcpCx<'_> {
             c.conn.abort();
             let counter = match class {
                 CLASS_TIME_WAIT => &mut self.tcp.counters.tcp_reclaimed_time_wait,
+                CLASS_OVER_SHARE => &mut self.tcp.counters.tcp_reclaimed_over_share,
                 CLASS_UNUSED => &mut self.tcp.counters.tcp_reclaimed_unused,
                 _ => &mut self.tcp.counters.tcp_reclaimed_idle,
             };
@@ -156,6 +203,51 @@ impl TcpCx<'_> {
 }
 
 impl TcpCx<'_> {
+    /// In the high memory state: resets stalled passive connections, oldest stall first,
+    /// until they held enough to bring the sum below the pressure mark (module
+    /// documentation). At most one walk per [`RECLAIM_RESCAN_NS`].
+    #[cold]
+    fn tcp_mem_reclaim_stalled(&mut self, now: u64) {
+        if now < self.tcp.mem_reclaim_next_scan_ns {
+            return;
+        }
+        self.tcp.mem_reclaim_next_scan_ns = now.saturating_add(RECLAIM_RESCAN_NS);
+        let excess = self
+            .tcp
+            .mem_bytes
+            .saturating_sub(self.cfg.limits.tcp_mem_pressure_bytes);
+        let mut victims = core::mem::take(&mut self.tcp.reclaim_scratch);
+        victims.clear();
+        victims.extend(self.sockets.iter_indexed().filter_map(|(i, s)| match s {
+            Socket::Tcp(TcpState::Conn(c)) if c.passive && c.in_table => match c.zero_window {
+                Some((since_ns, _)) if now.saturating_sub(since_ns) >= RECLAIM_STALLED_NS => {
+                    Some((0, since_ns, i))
+                }
+                _ => None,
+            },
+            _ => None,
+        }));
+        victims.sort_unstable_by_key(|&(_, since_ns, i)| (since_ns, i));
+        let mut freed = 0usize;
+        for &(_, _, i) in &victims {
+            if freed > excess {
+                break;
+            }
+            let Some(c) = self.conn_mut(i) else {
+                continue;
+            };
+            freed += c.mem_bytes;
+            c.conn.abort();
+            self.tcp.counters.tcp_reclaimed_stalled += 1;
+            self.tcp_after_input(i);
+            // Sends the RST and frees the slot (and its rings) unless the application holds
+            // the handle; then when it closes it.
+            self.tcp_flush_one(now, i);
+        }
+        victims.clear();
+        self.tcp.reclaim_scratch = victims;
+    }
+
     /// After connection `i`'s timers fired: tracks how long it has been stalled at a zero
     /// send window with data queued and no acknowledgment, and aborts it (RST, counted
     /// `tcp_zero_window_aborts`) past `Limits::tcp_zero_window_max_ns`. Timer path only.

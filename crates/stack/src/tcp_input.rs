@@ -564,6 +564,14 @@ impl TcpCx<'_> {
                 break;
             }
             let tuple = c.key.tuple;
+            // What the next segment can carry at most: a control segment (SYN-ACK, ACK, FIN,
+            // RST, a window probe) or a small write needs no TSO-sized buffer. Without this,
+            // a burst of them (a reclaim walk's RSTs, SYN-ACKs to a flood) would hold 64 KiB
+            // per frame queued for transmission.
+            let sendable = c
+                .conn
+                .send_queue_bytes()
+                .min(c.conn.send_window_bytes() as usize);
             // One buffer per frame: the engine writes the payload after room for the headers
             // (a TCP header as long as the last one), `send_tcp_frame` emits them in front.
             // The payload room is what the MTU leaves after a bare TCP header.
@@ -576,16 +584,19 @@ impl TcpCx<'_> {
             // With TSO the room is the device's limit; the engine sends whole segments of
             // its MSS up to it (`poll_transmit_tso`). Not while the neighbour is unresolved:
             // a frame beyond the MTU could not wait in its queue.
-            let tso_bytes_max =
-                if tso_bytes_max > 0 && self.egress.tso_route_ready(now, tuple.remote.ip()) {
-                    tso_bytes_max
-                } else {
-                    0
-                };
+            let mtu_room = mtu.saturating_sub(ip_len + TCP_HEADER_MIN);
+            let tso_bytes_max = if tso_bytes_max > 0
+                && sendable > mtu_room
+                && self.egress.tso_route_ready(now, tuple.remote.ip())
+            {
+                tso_bytes_max
+            } else {
+                0
+            };
             let room = if tso_bytes_max > 0 {
                 tso_bytes_max
             } else {
-                mtu.saturating_sub(ip_len + TCP_HEADER_MIN)
+                mtu_room
             };
             let mut frame = self.egress.take_frame_buf(payload_at + room);
             let layout = self.egress.cfg.tcp_option_layout;

@@ -308,6 +308,8 @@ pub(crate) struct TcpTable {
     pub(crate) reclaim_next_scan_ns: u64,
     /// Reused by the reclaim scan for its candidates (empty between scans).
     pub(crate) reclaim_scratch: Vec<(u8, u64, usize)>,
+    /// No memory reclaim walk (stalled connections, `overload`) before this instant.
+    pub(crate) mem_reclaim_next_scan_ns: u64,
     /// Ring storage held by all connections, bytes (`tcp_mem`'s invariant: the sum of
     /// their `ConnSock::mem_bytes`).
     pub(crate) mem_bytes: usize,
@@ -368,6 +370,7 @@ impl TcpTable {
             per_source: HashMap::new(),
             reclaim_next_scan_ns: 0,
             reclaim_scratch: Vec::new(),
+            mem_reclaim_next_scan_ns: 0,
             mem_bytes: 0,
             mem_state: crate::tcp_mem::MemState::Normal,
             cfg,

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use core::net::{IpAddr, Ipv4Addr};
-use stack::{Readiness, RxMeta, SocketHandle, Stack, StackConfig};
+use stack::{MemState, Readiness, RxMeta, SocketHandle, Stack, StackConfig};
 use tcp::State;
 use wire::{EthernetAddress, EthernetFrame};
 
@@ -26,7 +26,13 @@ struct Net {
 
 impl Net {
     fn new(server: impl FnOnce(&mut StackConfig)) -> Net {
+        Net::with(|_| {}, server)
+    }
+
+    /// As [`Net::new`], with the attacker's configuration changed too.
+    fn with(attacker: impl FnOnce(&mut StackConfig), server: impl FnOnce(&mut StackConfig)) -> Net {
         let mut a = config_a();
+        attacker(&mut a);
         a.limits.sockets_max = 4096;
         // Every SYN of the burst waits for the one ARP resolution.
         a.limits.neighbor_pending_packets_max = 4096;
@@ -264,4 +270,75 @@ fn time_wait_goes_first_and_frees_its_slot_at_once() {
         20,
         "no RST for A's live ones"
     );
+}
+
+#[test]
+fn a_flood_over_its_share_gives_up_its_unused_connections_so_a_second_source_cannot_fill_the_table()
+{
+    // Unused connections in general are reclaimable only after 10 s here: what frees the
+    // table within seconds is the flood being over its share.
+    let mut net = Net::new(|b| b.limits.tcp_reclaim_unused_ns = 10 * S);
+    net.attack(2 * TABLE);
+    assert_eq!(net.b.tcp_source_connections(IpAddr::V4(IP_A)), 56);
+    net.advance(2 * S);
+    // C opens ten connections, within its share (16): the first above the mark walks the
+    // table and resets the flood's oldest unused ones, so the headroom above the mark (7
+    // sockets) never runs out and C never meets a full table.
+    let cs: Vec<SocketHandle> = (0..10)
+        .map(|_| {
+            net.c
+                .tcp_connect(net.now, v4(IP_B, 80), 0)
+                .expect("connect")
+        })
+        .collect();
+    // (C queues 4 SYNs behind its ARP resolution; the rest go at their retransmission.)
+    net.advance(1500 * MS);
+    for &h in &cs {
+        assert_eq!(net.c.tcp_state(h), Some(State::Established));
+    }
+    let b = net.b.counters();
+    assert_eq!(b.tcp_conn_table_full, 0, "{b:?}");
+    assert!(b.tcp_reclaimed_over_share >= 3, "{b:?}");
+    assert_eq!(b.tcp_reclaimed_unused, 0, "{b:?}");
+    assert!(net.b.tcp_source_connections(IpAddr::V4(IP_A)) < 56);
+    assert_eq!(net.b.tcp_source_connections(IpAddr::V4(IP_C)), 10);
+}
+
+#[test]
+fn peers_stalled_at_zero_window_are_reset_when_memory_is_high_so_a_new_client_gets_in() {
+    // A never reads and announces a 2 KiB window; B's budget is 512 KiB (pressure = high),
+    // two of A's connections' send buffers (256 KiB each). B writes 64 KiB to each in turn
+    // until they are all full or refused: the sum reaches the mark mid-way through the
+    // second round.
+    let mut net = Net::with(
+        |a| a.tcp.recv_buffer_bytes = 2048,
+        |b| {
+            b.limits.tcp_mem_low_bytes = 256 << 10;
+            b.limits.tcp_mem_pressure_bytes = 512 << 10;
+            b.limits.tcp_mem_high_bytes = 512 << 10;
+        },
+    );
+    net.attack(6);
+    let chunk = vec![0x5au8; 64 << 10];
+    for _ in 0..4 {
+        for &h in &net.held.clone() {
+            let _ = net.b.tcp_send(h, &chunk);
+        }
+    }
+    net.advance(4 * S);
+    assert_eq!(
+        net.b.tcp_mem_state(),
+        MemState::High,
+        "{:?}",
+        net.b.counters()
+    );
+    // C's first SYN is refused (memory high) and starts a walk that resets the stalled
+    // connection that stalled first (one is enough to fall below the pressure mark); C's
+    // retransmitted SYN gets in.
+    net.second_source_is_served(3 * S);
+    let b = net.b.counters();
+    assert!(b.tcp_mem_refused_conn >= 1, "{b:?}");
+    assert_eq!(b.tcp_reclaimed_stalled, 1, "{b:?}");
+    assert_eq!(net.a.counters().tcp_connections_closed, 1);
+    assert!(net.b.tcp_mem_bytes() < 512 << 10);
 }

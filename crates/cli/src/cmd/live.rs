@@ -131,7 +131,8 @@ pub struct IoArgs {
     #[arg(long = "filter", value_name = "RULE", value_parser = super::filter::parse_filter)]
     filter: Vec<rss::FlowRule>,
     /// Print a live view on stderr once a second (on by default when stderr is a terminal):
-    /// per shard, packets per second, packets per NIC wake-up (interrupt) and connections.
+    /// per shard, packets per second, packets per NIC wake-up (interrupt), connections, and
+    /// the connections the overload policy refused and reclaimed when it acted.
     #[arg(long = "live-view")]
     live_view: bool,
     /// Live RSS rebalancing: every period the shards' software RETA follows the load and the
@@ -146,6 +147,8 @@ pub struct IoArgs {
     /// --rebalance; at least 1.0, default 1.10). 1.0 moves at any imbalance: a stress setting.
     #[arg(long, value_name = "RATIO", requires = "rebalance")]
     imbalance_threshold: Option<f64>,
+    #[command(flatten)]
+    overload: super::overload::OverloadArgs,
 }
 
 /// Smallest `--mtu`: the IPv4 datagram every host must accept (RFC 791).
@@ -401,6 +404,7 @@ impl IoArgs {
             Some(_) => return Err(usage("--duration must be in (0, 31536000] seconds")),
         };
         let mut host = HostConfig::new(iface, self.shards);
+        self.overload.apply(&mut host.limits)?;
         host.queues = self.queues;
         if let Some(m) = self.coalesce {
             host.nic.moderation = m;
@@ -510,7 +514,7 @@ impl Live {
         };
         let mut announced = false;
         let mut ready_err = None;
-        let mut view = LiveViewState::default();
+        let mut view = super::live_view::LiveViewState::default();
         let report = run_host(
             &self.host,
             &self.live,
@@ -536,43 +540,6 @@ impl Live {
             return Err(CliError::Io(e));
         }
         Ok(report)
-    }
-}
-
-/// The live view's memory: the shards' figures at the previous line.
-#[derive(Default)]
-struct LiveViewState {
-    last: Vec<runtime::ShardSnapshot>,
-    last_at: Duration,
-}
-
-impl LiveViewState {
-    /// One line when a second has passed since the previous one: per shard, the last
-    /// second's packets per second and packets per wake-up, and its connections now.
-    fn tick(&mut self, elapsed: Duration, shards: &[runtime::ShardSnapshot]) -> Option<String> {
-        if elapsed.saturating_sub(self.last_at) < Duration::from_secs(1) {
-            return None;
-        }
-        let secs = elapsed.saturating_sub(self.last_at).as_secs_f64();
-        let mut line = format!("[{:>7.1} s]", elapsed.as_secs_f64());
-        for (i, s) in shards.iter().enumerate() {
-            let prev = self.last.get(i).copied().unwrap_or_default();
-            let packets = s.rx_packets.saturating_sub(prev.rx_packets);
-            let wakeups = s.nic_wakeups.saturating_sub(prev.nic_wakeups);
-            let per_wakeup = if wakeups == 0 {
-                0.0
-            } else {
-                packets as f64 / wakeups as f64
-            };
-            line.push_str(&format!(
-                "  shard {i}: {:.0} pkts/s {per_wakeup:.1} pkts/wake-up {} conns",
-                packets as f64 / secs,
-                s.connections
-            ));
-        }
-        self.last = shards.to_vec();
-        self.last_at = elapsed;
-        Some(line)
     }
 }
 
@@ -663,6 +630,16 @@ pub fn write_host_summary<A>(out: &mut impl Write, r: &LiveReport<A>) -> std::io
     writeln!(out, "shard_nodes: {}", nodes.join(" "))?;
     let mem_failed = h.shards.iter().filter(|s| s.node_memory.failed()).count();
     writeln!(out, "node_memory_failed: {mem_failed}")?;
+    // Freed heap memory given back to the OS after a large fall of the TCP buffer memory
+    // (`shard::mem_trim`), and the resident bytes those trims released.
+    let trims: u64 = h.shards.iter().map(|s| s.core_counters.mem_trims).sum();
+    let trimmed: u64 = h
+        .shards
+        .iter()
+        .map(|s| s.core_counters.mem_trim_released_bytes)
+        .sum();
+    writeln!(out, "mem_trims: {trims}")?;
+    writeln!(out, "mem_trim_released_bytes: {trimmed}")?;
     if let Some(rb) = &r.rebalance {
         let sum = |f: fn(&runtime::ShardReport<A>) -> u64| h.shards.iter().map(f).sum::<u64>();
         let series = &rb.periodic.imbalance;
@@ -744,38 +721,6 @@ fn write_named_totals(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_live_view_shows_each_shards_last_second_with_packets_per_wakeup() {
-        let mut v = LiveViewState::default();
-        let snap = |rx_packets, nic_wakeups, connections| runtime::ShardSnapshot {
-            rx_packets,
-            nic_wakeups,
-            connections,
-            ..Default::default()
-        };
-        assert_eq!(v.tick(Duration::from_millis(500), &[snap(10, 1, 1)]), None);
-        let line = v
-            .tick(Duration::from_secs(1), &[snap(100, 10, 2), snap(0, 0, 0)])
-            .expect("a second passed");
-        assert_eq!(
-            line,
-            "[    1.0 s]  shard 0: 100 pkts/s 10.0 pkts/wake-up 2 conns  \
-             shard 1: 0 pkts/s 0.0 pkts/wake-up 0 conns"
-        );
-        assert_eq!(
-            v.tick(Duration::from_millis(1500), &[snap(900, 20, 2)]),
-            None
-        );
-        let line = v
-            .tick(Duration::from_secs(2), &[snap(1100, 30, 3)])
-            .expect("another second");
-        // The last second only: 1,000 packets in 20 wake-ups.
-        assert!(
-            line.contains("shard 0: 1000 pkts/s 50.0 pkts/wake-up 3 conns"),
-            "{line}"
-        );
-    }
 
     #[test]
     fn cidrs_macs_and_core_lists_parse_or_fail_with_usage() {
