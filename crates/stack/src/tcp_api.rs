@@ -205,6 +205,20 @@ impl Stack {
         Ok(tcp.conn_ref(sockets, h)?.recv_queue_bytes())
     }
 
+    /// Linux's `TCP_INQ` hint (the `TCP_CM_INQ` control message of `recvmsg`,
+    /// `tcp_inq_hint`): the bytes ready to read, or 1 once the peer's FIN arrived and every
+    /// byte before it was read (the reader should read on, to the end of the stream).
+    pub fn tcp_inq_hint(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        let (tcp, sockets) = self.tcp_view();
+        let c = tcp.conn_ref(sockets, h)?;
+        let n = c.recv_queue_bytes();
+        Ok(if n == 0 && c.recv_end() == Some(tcp::Error::Finished) {
+            1
+        } else {
+            n
+        })
+    }
+
     /// Bytes written and not yet acknowledged by the peer, sent or not (Linux
     /// `ioctl(SIOCOUTQ)`).
     pub fn tcp_send_queue_bytes(&self, h: SocketHandle) -> Result<usize, SocketError> {

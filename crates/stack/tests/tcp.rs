@@ -898,3 +898,25 @@ fn tcp_reset_is_taken_by_the_first_call_that_meets_it() {
     assert_eq!(p.a.take_error(c), Ok(None));
     assert_eq!(p.a.tcp_send(c, b"x"), Err(SocketError::Closed));
 }
+
+#[test]
+fn tcp_inq_hint_counts_ready_bytes_then_one_after_the_peers_fin() {
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    assert_eq!(p.b.tcp_send(s, b"hello"), Ok(5));
+    p.exchange();
+    assert_eq!(p.a.tcp_inq_hint(c), Ok(5));
+    let mut buf = [0u8; 2];
+    assert_eq!(p.a.tcp_recv(c, &mut buf), Ok(2));
+    assert_eq!(p.a.tcp_inq_hint(c), Ok(3));
+    assert_eq!(p.a.tcp_recv(c, &mut [0u8; 8]), Ok(3));
+    assert_eq!(p.a.tcp_inq_hint(c), Ok(0), "open stream, nothing queued");
+    p.b.tcp_shutdown(s).expect("shutdown");
+    p.exchange();
+    // Linux `tcp_inq_hint`: 1 once the FIN arrived, so the reader reads on to the end.
+    assert_eq!(p.a.tcp_inq_hint(c), Ok(1));
+    assert_eq!(p.a.tcp_recv(c, &mut buf), Err(SocketError::Finished));
+}
