@@ -342,6 +342,8 @@ struct Fd {
     keepalive: KeepaliveOpt,
     /// `shutdown(SHUT_RD)` was called: a read with nothing queued returns 0.
     rd_shut: bool,
+    /// `TCP_INQ` is on: `recvmsg` carries the `TCP_CM_INQ` hint ([`Stack::tcp_inq_hint`]).
+    inq: bool,
     /// `TCP_FASTOPEN` / `TCP_FASTOPEN_KEY` set before `listen` (applied by it).
     fastopen: Vec<SocketOption>,
     /// `TCP_FASTOPEN_CONNECT` set: `connect` is the stack's deferred Fast Open.
@@ -363,6 +365,7 @@ impl Fd {
             maxseg: None,
             keepalive: KeepaliveOpt::default(),
             rd_shut: false,
+            inq: false,
             fastopen: Vec::new(),
             fastopen_connect: false,
             syn_retries: None,
@@ -397,11 +400,13 @@ enum PendingOp {
     Connect {
         fd: i64,
     },
-    /// `peek`: `MSG_PEEK` (the bytes stay queued).
+    /// `peek`: `MSG_PEEK` (the bytes stay queued); `inq`: the `TCP_CM_INQ` value a
+    /// `recvmsg` expects once the read is done.
     Read {
         fd: i64,
         len: usize,
         peek: bool,
+        inq: Option<i64>,
     },
     /// `more`: `MSG_MORE` (the tail waits for a later send). `connect_wait`: a blocking
     /// send on a connection still opening (Fast Open, or a write in SYN-SENT) returns only
@@ -784,6 +789,7 @@ impl Exec {
             SyscallKind::Write | SyscallKind::Send => self.sys_write(pos, call, window, kind)?,
             SyscallKind::Sendto => self.sys_sendto(pos, call, window)?,
             SyscallKind::Sendmsg => self.sys_sendmsg(pos, call, window)?,
+            SyscallKind::Recvmsg => self.sys_recvmsg(pos, call, window)?,
             SyscallKind::Close => Some(self.sys_close(pos, call)?),
             SyscallKind::Shutdown => Some(self.sys_shutdown(pos, call)?),
             SyscallKind::Fcntl => Some(self.sys_fcntl(pos, call)?),

@@ -86,10 +86,10 @@ fn a_false_assertion_fails_the_script_at_its_line() {
 
 #[test]
 fn a_script_with_unevaluated_assertions_is_a_skip_not_a_pass() {
-    // `tcpi_busy_time` is a field the stack does not provide: the block cannot be judged.
+    // `tcpi_pacing_rate` is a field the stack does not provide (no pacing): not judged.
     let script = format!(
         "{HANDSHAKE}\
-+0 %{{ assert tcpi_snd_cwnd == 10, tcpi_snd_cwnd; assert tcpi_busy_time > 0; assert 1 }}%
++0 %{{ assert tcpi_snd_cwnd == 10, tcpi_snd_cwnd; assert tcpi_pacing_rate > 0; assert 1 }}%
 "
     );
     let report = run_text(&script, &Profile::linux_compat());
@@ -98,7 +98,7 @@ fn a_script_with_unevaluated_assertions_is_a_skip_not_a_pass() {
     let Outcome::Skip { reason } = &report.outcome else {
         panic!("expected a skip, got {}", report.outcome);
     };
-    assert!(reason.contains("tcpi_busy_time"), "{reason}");
+    assert!(reason.contains("tcpi_pacing_rate"), "{reason}");
     // A block without an assertion (a definition) does not make a pass hollow.
     let script = format!("{HANDSHAKE}+0 %{{ TCP_INFINITE_SSTHRESH = 0x7fffffff }}%\n");
     let report = run_text(&script, &Profile::linux_compat());

@@ -383,7 +383,8 @@ impl Stack {
         }
     }
 
-    /// Takes the pending error of a socket (a hard ICMP error), if any.
+    /// Takes the pending error of a socket (`getsockopt(SO_ERROR)`): a hard ICMP error, or
+    /// a TCP connection's reset or time-out not yet reported by another call; `None` after.
     pub fn take_error(&mut self, h: SocketHandle) -> Result<Option<SocketError>, SocketError> {
         let i = self.up.sockets.index(h)?;
         match self.up.sockets.get_mut(i) {

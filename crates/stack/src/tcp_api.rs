@@ -82,7 +82,9 @@ impl Stack {
         self.tcp_cx().tcp_connect(now, remote, local_port)
     }
 
-    /// Queues bytes for sending; returns how many fit. `WouldBlock` when none fit.
+    /// Queues bytes for sending; returns how many fit. `WouldBlock` when none fit. A reset
+    /// or timed-out connection reports `Reset`/`TimedOut` to the first call that meets it
+    /// (here, `tcp_recv` or `take_error`) and `Closed` after.
     pub fn tcp_send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, SocketError> {
         self.tcp_cx().tcp_send(h, data)
     }
@@ -94,7 +96,10 @@ impl Stack {
     }
 
     /// Reads received bytes. `WouldBlock` when none are ready, `Finished` after the peer's FIN
-    /// once everything before it has been read.
+    /// once everything before it has been read. Bytes received before a reset are read first;
+    /// then the first call that meets the failure (here, `tcp_send` or `take_error`) reports
+    /// `Reset`/`TimedOut`, and reads after it `Finished` (the end of the stream, as POSIX
+    /// `so_error` is taken by the call that reports it).
     pub fn tcp_recv(&mut self, h: SocketHandle, out: &mut [u8]) -> Result<usize, SocketError> {
         self.tcp_cx().tcp_recv(h, out)
     }
@@ -200,6 +205,20 @@ impl Stack {
         Ok(tcp.conn_ref(sockets, h)?.recv_queue_bytes())
     }
 
+    /// Linux's `TCP_INQ` hint (the `TCP_CM_INQ` control message of `recvmsg`,
+    /// `tcp_inq_hint`): the bytes ready to read, or 1 once the peer's FIN arrived and every
+    /// byte before it was read (the reader should read on, to the end of the stream).
+    pub fn tcp_inq_hint(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        let (tcp, sockets) = self.tcp_view();
+        let c = tcp.conn_ref(sockets, h)?;
+        let n = c.recv_queue_bytes();
+        Ok(if n == 0 && c.recv_end() == Some(tcp::Error::Finished) {
+            1
+        } else {
+            n
+        })
+    }
+
     /// Bytes written and not yet acknowledged by the peer, sent or not (Linux
     /// `ioctl(SIOCOUTQ)`).
     pub fn tcp_send_queue_bytes(&self, h: SocketHandle) -> Result<usize, SocketError> {
@@ -230,7 +249,8 @@ impl Stack {
     /// from [`Stack::poll_event`] are its edges): a listener is `READABLE` while an
     /// established connection waits to be accepted; a connection is `READABLE` while data is
     /// queued or after the peer's FIN (with `PEER_CLOSED`), `WRITABLE` while it may send and
-    /// its send buffer has room, `ERROR` once an error ended it.
+    /// its send buffer has room, `ERROR` while an error that ended it is pending (not yet
+    /// returned by a call, see [`Stack::tcp_recv`]), `READABLE` after (reads end the stream).
     pub fn tcp_readiness(&self, h: SocketHandle) -> Result<Readiness, SocketError> {
         let (tcp, sockets) = self.tcp_view();
         tcp.tcp_readiness(sockets, h)
@@ -428,6 +448,7 @@ impl TcpCx<'_> {
             app_closed: false,
             armed_ns: None,
             error: None,
+            failure_reported: false,
             passive: false,
             last_rx_ns: now,
             zero_window: None,
@@ -466,7 +487,10 @@ impl TcpCx<'_> {
             self.tcp_after_input(i);
             return r.unwrap_or(Err(SocketError::InvalidState));
         }
-        let n = c.conn.send(allowed).map_err(map_tcp_error)?;
+        let n = c
+            .conn
+            .send(allowed)
+            .map_err(|e| c.report_once(map_tcp_error(e), SocketError::Closed))?;
         self.tcp_after_input(i);
         if n == 0 && !data.is_empty() {
             return Err(SocketError::WouldBlock);
@@ -499,7 +523,10 @@ impl TcpCx<'_> {
             self.tcp_after_input(i);
             return r.unwrap_or(Err(SocketError::InvalidState));
         }
-        let n = c.conn.send_more(allowed).map_err(map_tcp_error)?;
+        let n = c
+            .conn
+            .send_more(allowed)
+            .map_err(|e| c.report_once(map_tcp_error(e), SocketError::Closed))?;
         self.tcp_after_input(i);
         if n == 0 && !data.is_empty() {
             return Err(SocketError::WouldBlock);
@@ -517,7 +544,10 @@ impl TcpCx<'_> {
             return r;
         }
         let (i, c) = self.conn_for(h)?;
-        let n = c.conn.recv(out).map_err(map_tcp_error)?;
+        let n = c
+            .conn
+            .recv(out)
+            .map_err(|e| c.report_once(map_tcp_error(e), SocketError::Finished))?;
         // Reading may open the window: a window update may be due.
         self.tcp_after_input(i);
         if n == 0 && !out.is_empty() {

@@ -333,6 +333,7 @@ impl TcpCx<'_> {
             app_closed: false,
             armed_ns: None,
             error: None,
+            failure_reported: false,
             passive: true,
             last_rx_ns: now,
             zero_window: None,

@@ -378,6 +378,7 @@ impl TcpCx<'_> {
             app_closed: false,
             armed_ns: None,
             error: None,
+            failure_reported: false,
             // Not counted against its source here, nor reclaimed by the overload policy: it
             // was admitted by the stack it came from.
             passive: false,

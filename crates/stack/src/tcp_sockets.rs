@@ -161,6 +161,10 @@ pub(crate) struct ConnSock {
     pub(crate) armed_ns: Option<u64>,
     /// A hard ICMP error that ended the open, until taken.
     pub(crate) error: Option<SocketError>,
+    /// The connection's failure (reset or time-out) was reported to the application once:
+    /// like POSIX `so_error`, it is pending until a call returns it (`recv`, `send`,
+    /// `take_error`), after which reads see the end of the stream and writes `Closed`.
+    pub(crate) failure_reported: bool,
     /// Opened from one of our listeners: counted in `TcpTable::per_source` while the slot
     /// is held, and the only kind the overload policy reclaims (`overload`).
     pub(crate) passive: bool,
@@ -223,6 +227,31 @@ pub(crate) enum TcpState {
 }
 
 impl ConnSock {
+    /// The connection's failure, while not yet reported to the application.
+    pub(crate) fn pending_failure(&self) -> Option<SocketError> {
+        if self.failure_reported {
+            return None;
+        }
+        match self.conn.close_reason() {
+            Some(tcp::CloseReason::Reset) => Some(SocketError::Reset),
+            Some(tcp::CloseReason::TimedOut) => Some(SocketError::TimedOut),
+            _ => None,
+        }
+    }
+
+    /// What an application call returns for the engine's error `e`: a reset or time-out
+    /// once (then it is no longer pending), `after` on every later call (POSIX `so_error`,
+    /// Linux `sock_error`: the error is taken by the call that reports it).
+    pub(crate) fn report_once(&mut self, e: SocketError, after: SocketError) -> SocketError {
+        if matches!(e, SocketError::Reset | SocketError::TimedOut) {
+            if self.failure_reported {
+                return after;
+            }
+            self.failure_reported = true;
+        }
+        e
+    }
+
     /// The engine's counters of this connection.
     pub(crate) fn engine_counters(&self) -> &tcp::Counters {
         self.conn.counters()
@@ -241,7 +270,11 @@ impl TcpState {
     pub(crate) fn take_error(&mut self) -> Option<SocketError> {
         match self {
             TcpState::Listener(_) | TcpState::Moved(_) => None,
-            TcpState::Conn(c) => c.error.take(),
+            TcpState::Conn(c) => c.error.take().or_else(|| {
+                let failure = c.pending_failure();
+                c.failure_reported |= failure.is_some();
+                failure
+            }),
         }
     }
 
@@ -689,12 +722,11 @@ impl TcpTable {
                 {
                     r |= Readiness::WRITABLE;
                 }
-                let failed = matches!(
-                    c.conn.close_reason(),
-                    Some(tcp::CloseReason::Reset | tcp::CloseReason::TimedOut)
-                );
-                if c.error.is_some() || failed {
+                if c.error.is_some() || c.pending_failure().is_some() {
                     r |= Readiness::ERROR;
+                } else if c.failure_reported {
+                    // The failure was reported: reads now see the end of the stream.
+                    r |= Readiness::READABLE;
                 }
                 Ok(r)
             }

@@ -847,3 +847,76 @@ fn keepalive_in_fin_wait_2_finds_a_peer_that_forgot_the_connection() {
     let mut buf = [0u8; 16];
     assert_eq!(p.a.tcp_recv(c, &mut buf), Err(SocketError::Reset));
 }
+
+/// A connection B has reset after sending data, as A's application sees it.
+fn reset_after_data() -> (Pair, SocketHandle) {
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    assert_eq!(p.b.tcp_send(s, b"hello"), Ok(5));
+    p.exchange();
+    p.b.tcp_abort(s).expect("abort");
+    p.exchange();
+    assert_eq!(p.a.tcp_state(c), Some(tcp::State::Closed));
+    (p, c)
+}
+
+#[test]
+fn tcp_reset_is_reported_once_after_the_data_then_reads_end_the_stream() {
+    let (mut p, c) = reset_after_data();
+    assert!(p.a.tcp_readiness(c).unwrap().contains(Readiness::ERROR));
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        p.a.tcp_recv(c, &mut buf),
+        Ok(5),
+        "data before the reset first"
+    );
+    assert_eq!(p.a.tcp_recv(c, &mut buf), Err(SocketError::Reset));
+    // Taken: no longer pending; reads see the end of the stream, writes a closed socket.
+    assert_eq!(p.a.tcp_recv(c, &mut buf), Err(SocketError::Finished));
+    assert_eq!(p.a.tcp_recv(c, &mut buf), Err(SocketError::Finished));
+    assert_eq!(p.a.tcp_send(c, b"x"), Err(SocketError::Closed));
+    assert_eq!(p.a.take_error(c), Ok(None));
+    let r = p.a.tcp_readiness(c).unwrap();
+    assert!(!r.contains(Readiness::ERROR) && r.contains(Readiness::READABLE));
+}
+
+#[test]
+fn tcp_reset_is_taken_by_the_first_call_that_meets_it() {
+    let (mut p, c) = reset_after_data();
+    // A write meets it first (Linux `tcp_sendmsg` checks `sk_err`); the data is still read.
+    assert_eq!(p.a.tcp_send(c, b"x"), Err(SocketError::Reset));
+    assert_eq!(p.a.tcp_send(c, b"x"), Err(SocketError::Closed));
+    let mut buf = [0u8; 16];
+    assert_eq!(p.a.tcp_recv(c, &mut buf), Ok(5));
+    assert_eq!(p.a.tcp_recv(c, &mut buf), Err(SocketError::Finished));
+    // `getsockopt(SO_ERROR)` takes it too.
+    let (mut p, c) = reset_after_data();
+    assert_eq!(p.a.take_error(c), Ok(Some(SocketError::Reset)));
+    assert_eq!(p.a.take_error(c), Ok(None));
+    assert_eq!(p.a.tcp_send(c, b"x"), Err(SocketError::Closed));
+}
+
+#[test]
+fn tcp_inq_hint_counts_ready_bytes_then_one_after_the_peers_fin() {
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 4).expect("listen");
+    let c = p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect");
+    p.exchange();
+    let (s, _) = p.b.tcp_accept(l).expect("accept");
+    assert_eq!(p.b.tcp_send(s, b"hello"), Ok(5));
+    p.exchange();
+    assert_eq!(p.a.tcp_inq_hint(c), Ok(5));
+    let mut buf = [0u8; 2];
+    assert_eq!(p.a.tcp_recv(c, &mut buf), Ok(2));
+    assert_eq!(p.a.tcp_inq_hint(c), Ok(3));
+    assert_eq!(p.a.tcp_recv(c, &mut [0u8; 8]), Ok(3));
+    assert_eq!(p.a.tcp_inq_hint(c), Ok(0), "open stream, nothing queued");
+    p.b.tcp_shutdown(s).expect("shutdown");
+    p.exchange();
+    // Linux `tcp_inq_hint`: 1 once the FIN arrived, so the reader reads on to the end.
+    assert_eq!(p.a.tcp_inq_hint(c), Ok(1));
+    assert_eq!(p.a.tcp_recv(c, &mut buf), Err(SocketError::Finished));
+}

@@ -25,20 +25,20 @@ pub enum OooReject {
 /// Filled ranges beyond RCV.NXT.
 ///
 /// Invariants: `ranges` is sorted by `left`, ranges neither overlap nor touch, every range is
-/// non-empty, `ranges.len() ≤ ranges_max`, `bytes` = the sum of range lengths ≤ `bytes_max`.
+/// non-empty, `ranges.len() ≤ ranges_max`, `bytes` = the sum of range lengths ≤ the
+/// `bytes_max` of every insertion.
 /// `recent` (when set) indexes the range holding the most recently received segment.
 /// `fin` (when set) lies at or beyond the right edge of every range: no data is held past
 /// the FIN.
 ///
 /// The two optional sequence numbers are stored as values plus one byte of flags (two
-/// `Option<SeqNumber>` take 16 bytes, these fields 9): a connection holds two queues inside
-/// its 1 KiB TCB.
+/// `Option<SeqNumber>` take 16 bytes, these fields 9), and the byte cap is the caller's, so a
+/// queue takes 40 bytes: a connection holds two queues inside its 1 KiB TCB.
 #[derive(Debug, Clone, Default)]
 pub struct OooQueue {
     ranges: Vec<SackBlock>,
     bytes: u32,
     ranges_max: u16,
-    bytes_max: u32,
     recent_seq: SeqNumber,
     fin_seq: SeqNumber,
     /// [`RECENT_SET`] and [`FIN_SET`]: which of `recent_seq`, `fin_seq` hold a value.
@@ -54,12 +54,11 @@ fn len_of(b: &SackBlock) -> u32 {
 
 impl OooQueue {
     /// An empty queue with the given caps (its small range table is allocated on first use).
-    pub fn new(ranges_max: u16, bytes_max: u32) -> OooQueue {
+    pub fn new(ranges_max: u16) -> OooQueue {
         OooQueue {
             ranges: Vec::new(),
             bytes: 0,
             ranges_max,
-            bytes_max,
             recent_seq: SeqNumber(0),
             fin_seq: SeqNumber(0),
             marks: 0,
@@ -137,9 +136,15 @@ impl OooQueue {
         }
     }
 
-    /// Records `[left, right)` as received. On `Err` nothing changes and the caller must not
-    /// keep the bytes.
-    pub fn insert(&mut self, left: SeqNumber, right: SeqNumber) -> Result<(), OooReject> {
+    /// Records `[left, right)` as received, unless the queue would then hold more than
+    /// `bytes_max` bytes (the cap is the caller's: the TCB keeps it in its configuration, not
+    /// in each queue). On `Err` nothing changes and the caller must not keep the bytes.
+    pub fn insert(
+        &mut self,
+        left: SeqNumber,
+        right: SeqNumber,
+        bytes_max: u32,
+    ) -> Result<(), OooReject> {
         if right.le(left) {
             return Ok(());
         }
@@ -166,7 +171,7 @@ impl OooQueue {
         if new_ranges > usize::from(self.ranges_max) {
             return Err(OooReject::TooManyRanges);
         }
-        if new_bytes > self.bytes_max {
+        if new_bytes > bytes_max {
             return Err(OooReject::TooManyBytes);
         }
         if self.ranges.capacity() == 0 {
@@ -293,9 +298,10 @@ mod tests {
 
     #[test]
     fn adjacent_ranges_merge_and_pop_when_contiguous() {
-        let mut q = OooQueue::new(4, 1000);
-        q.insert(s(200), s(300)).unwrap();
-        q.insert(s(100), s(200)).unwrap();
+        let mut q = OooQueue::new(4);
+        let cap = 1000;
+        q.insert(s(200), s(300), cap).unwrap();
+        q.insert(s(100), s(200), cap).unwrap();
         assert_eq!(q.ranges().len(), 1);
         assert_eq!(q.bytes(), 200);
         assert_eq!(q.pop_contiguous(s(50)), None);
@@ -305,37 +311,41 @@ mod tests {
 
     #[test]
     fn range_cap_rejects_a_new_hole() {
-        let mut q = OooQueue::new(2, 1000);
-        q.insert(s(100), s(110)).unwrap();
-        q.insert(s(200), s(210)).unwrap();
-        assert_eq!(q.insert(s(300), s(310)), Err(OooReject::TooManyRanges));
+        let mut q = OooQueue::new(2);
+        let cap = 1000;
+        q.insert(s(100), s(110), cap).unwrap();
+        q.insert(s(200), s(210), cap).unwrap();
+        assert_eq!(q.insert(s(300), s(310), cap), Err(OooReject::TooManyRanges));
         // Extending an existing range is still fine.
-        assert_eq!(q.insert(s(110), s(120)), Ok(()));
+        assert_eq!(q.insert(s(110), s(120), cap), Ok(()));
     }
 
     #[test]
     fn byte_cap_rejects_and_leaves_queue_unchanged() {
-        let mut q = OooQueue::new(8, 50);
-        q.insert(s(100), s(140)).unwrap();
-        assert_eq!(q.insert(s(200), s(220)), Err(OooReject::TooManyBytes));
+        let mut q = OooQueue::new(8);
+        let cap = 50;
+        q.insert(s(100), s(140), cap).unwrap();
+        assert_eq!(q.insert(s(200), s(220), cap), Err(OooReject::TooManyBytes));
         assert_eq!(q.bytes(), 40);
     }
 
     #[test]
     fn overlapping_insert_counts_bytes_once_across_wrap() {
-        let mut q = OooQueue::new(8, 1000);
-        q.insert(s(u32::MAX - 10), s(10)).unwrap();
-        q.insert(s(0), s(30)).unwrap();
+        let mut q = OooQueue::new(8);
+        let cap = 1000;
+        q.insert(s(u32::MAX - 10), s(10), cap).unwrap();
+        q.insert(s(0), s(30), cap).unwrap();
         assert_eq!(q.bytes(), 41);
         assert_eq!(q.ranges().len(), 1);
     }
 
     #[test]
     fn scoreboard_queries_find_holes_and_the_lost_boundary() {
-        let mut q = OooQueue::new(8, u32::MAX);
-        q.insert(s(200), s(300)).unwrap();
-        q.insert(s(400), s(500)).unwrap();
-        q.insert(s(600), s(700)).unwrap();
+        let mut q = OooQueue::new(8);
+        let cap = u32::MAX;
+        q.insert(s(200), s(300), cap).unwrap();
+        q.insert(s(400), s(500), cap).unwrap();
+        q.insert(s(600), s(700), cap).unwrap();
         assert_eq!(q.next_hole(s(100)), s(100));
         assert_eq!(q.next_hole(s(250)), s(300));
         assert_eq!(q.next_left_after(s(300)), Some(s(400)));
@@ -353,8 +363,9 @@ mod tests {
 
     #[test]
     fn remembered_fin_is_taken_exactly_when_rcv_nxt_reaches_it() {
-        let mut q = OooQueue::new(8, 1000);
-        q.insert(s(200), s(300)).unwrap();
+        let mut q = OooQueue::new(8);
+        let cap = 1000;
+        q.insert(s(200), s(300), cap).unwrap();
         q.set_fin(s(300));
         assert_eq!(q.fin(), Some(s(300)));
         assert!(!q.take_fin_at(s(100)), "the hole below is not filled yet");
@@ -366,12 +377,13 @@ mod tests {
 
     #[test]
     fn remembered_fin_is_forgotten_when_data_lies_beyond_it() {
-        let mut q = OooQueue::new(8, 1000);
-        q.insert(s(200), s(300)).unwrap();
+        let mut q = OooQueue::new(8);
+        let cap = 1000;
+        q.insert(s(200), s(300), cap).unwrap();
         q.set_fin(s(250));
         assert_eq!(q.fin(), None, "data already held past it");
         q.set_fin(s(300));
-        q.insert(s(400), s(410)).unwrap();
+        q.insert(s(400), s(410), cap).unwrap();
         assert_eq!(q.fin(), None, "data arrived past it");
         q.set_fin(s(500));
         assert!(!q.take_fin_at(s(600)), "in-order data went past it");
@@ -383,11 +395,12 @@ mod tests {
 
     #[test]
     fn first_sack_block_is_the_most_recent_segment() {
-        let mut q = OooQueue::new(8, 1000);
-        q.insert(s(300), s(310)).unwrap();
-        q.insert(s(100), s(110)).unwrap();
-        q.insert(s(500), s(510)).unwrap();
-        q.insert(s(110), s(120)).unwrap();
+        let mut q = OooQueue::new(8);
+        let cap = 1000;
+        q.insert(s(300), s(310), cap).unwrap();
+        q.insert(s(100), s(110), cap).unwrap();
+        q.insert(s(500), s(510), cap).unwrap();
+        q.insert(s(110), s(120), cap).unwrap();
         let mut out = [None; 3];
         assert_eq!(q.sack_blocks(&mut out), 3);
         assert_eq!(

@@ -208,6 +208,14 @@ impl Rack {
         self.reordering_seen
     }
 
+    /// Whether any record overlapping `[left, right)` was retransmitted (Linux's
+    /// `TCPCB_RETRANS`): its delivery says nothing about reordering.
+    pub(crate) fn retransmitted_in(&self, left: SeqNumber, right: SeqNumber) -> bool {
+        self.records
+            .iter()
+            .any(|r| r.has(RETRANSMITTED) && r.left.lt(right) && left.lt(r.right))
+    }
+
     /// The sequence range the records cover, if any.
     pub(crate) fn covered(&self) -> Option<(SeqNumber, SeqNumber)> {
         Some((self.records.front()?.left, self.records.back()?.right))
@@ -717,9 +725,9 @@ mod tests {
 
     /// A scoreboard holding the SACKed ranges `[l, r)`.
     fn sb(blocks: &[(u32, u32)]) -> OooQueue {
-        let mut q = OooQueue::new(16, u32::MAX);
+        let mut q = OooQueue::new(16);
         for &(l, r) in blocks {
-            q.insert(s(l), s(r)).unwrap();
+            q.insert(s(l), s(r), u32::MAX).unwrap();
         }
         q
     }

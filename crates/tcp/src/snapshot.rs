@@ -252,6 +252,8 @@ impl Connection {
             scoreboard: _,
             // Only RACK's path properties move (`rack_path`).
             rack,
+            // `tcp_info`'s chronographs and reordering degree restart with the importer.
+            info: _,
             counters,
         } = self;
         if !state.is_synchronized() {
@@ -359,9 +361,10 @@ impl Connection {
             remote_port: s.remote_port,
             send_buf,
             recv_buf,
-            ooo: OooQueue::new(config.ooo_segments_max, config.ooo_bytes_max),
-            scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX, u32::MAX),
+            ooo: OooQueue::new(config.ooo_segments_max),
+            scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX),
             rack,
+            info: Some(Box::new(crate::connection::InfoState::new(now))),
             config,
             counters: s.counters,
         };

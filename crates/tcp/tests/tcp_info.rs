@@ -3,8 +3,9 @@
 
 mod harness;
 
-use harness::{Dir, MS, Pair, Verdict, pattern};
+use harness::{Dir, MS, Pair, Seg, Verdict, pattern, seg};
 use tcp::{CaState, Config, State, TCP_INFINITE_SSTHRESH, tcpi_opt};
+use wire::tcp::{SackBlock, SeqNumber, TcpFlags};
 
 fn no_ts() -> Config {
     Config {
@@ -103,4 +104,207 @@ fn tcp_info_without_sack_leaves_scoreboard_counts_unknown() {
         (i.sacked, i.lost, i.retrans, i.min_rtt_us),
         (None, None, None, None)
     );
+}
+
+/// A (no timestamps, MSS 1460) with ten segments in flight that B never receives, for ACKs
+/// crafted by the test. Returns the pair and SND.UNA.
+fn a_with_ten_segments_lost_to_b() -> (Pair, SeqNumber) {
+    let mut p = Pair::established(no_ts(), no_ts(), 5 * MS);
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    p.a.send(&pattern(10 * 1460)).unwrap();
+    p.flush();
+    let (una, nxt, _) = p.a.sequence_state();
+    assert_eq!(nxt.diff(una), 10 * 1460);
+    // ACKs arrive one round trip later (RACK would deem everything lost at once otherwise).
+    p.now += 10 * MS;
+    (p, una)
+}
+
+/// An ACK from B to A of `ack` carrying SACK blocks given in segments `[from, to)` after
+/// `una` (1460 bytes each).
+fn ack_with_sacks(p: &Pair, una: SeqNumber, ack: SeqNumber, segs: &[(u32, u32)]) -> Seg {
+    let (_, _, rcv_nxt) = p.a.sequence_state();
+    let mut s = seg(80, 1000, rcv_nxt, ack, TcpFlags::ACK);
+    s.hdr.window_len = 65535;
+    for (i, &(l, r)) in segs.iter().enumerate() {
+        s.hdr.sack_blocks[i] = Some(SackBlock {
+            left: una + l * 1460,
+            right: una + r * 1460,
+        });
+    }
+    s
+}
+
+fn deliver_to_a(p: &mut Pair, s: &Seg) {
+    let now = p.now;
+    p.a.handle_segment(now, &s.repr());
+    p.flush();
+}
+
+#[test]
+fn tcp_info_reordering_grows_to_the_distance_below_the_highest_sack() {
+    let (mut p, una) = a_with_ten_segments_lost_to_b();
+    assert_eq!(
+        (
+            p.a.tcp_info(p.now).reordering,
+            p.a.tcp_info(p.now).reord_seen
+        ),
+        (3, 0)
+    );
+    // A SACK for the eighth segment (index 7): nothing below it was SACKed before.
+    let s = ack_with_sacks(&p, una, una, &[(7, 8)]);
+    deliver_to_a(&mut p, &s);
+    let i = p.a.tcp_info(p.now);
+    assert_eq!((i.reordering, i.reord_seen), (3, 0));
+    assert_eq!(p.a.counters().retransmitted_segments, 0);
+    // The third segment (index 2), never retransmitted, SACKed below the highest SACKed
+    // sequence (8·1460): reordering of 6 segments.
+    let s = ack_with_sacks(&p, una, una, &[(2, 3), (7, 8)]);
+    deliver_to_a(&mut p, &s);
+    let i = p.a.tcp_info(p.now);
+    assert_eq!((i.reordering, i.reord_seen), (6, 1));
+    // The sixth (index 5) is 3 segments below the highest: seen, but the degree stays 6.
+    let s = ack_with_sacks(&p, una, una, &[(5, 6), (2, 3), (7, 8)]);
+    deliver_to_a(&mut p, &s);
+    let i = p.a.tcp_info(p.now);
+    assert_eq!((i.reordering, i.reord_seen), (6, 2));
+}
+
+#[test]
+fn tcp_info_reordering_ignores_blocks_of_one_ack_in_ascending_order() {
+    let (mut p, una) = a_with_ten_segments_lost_to_b();
+    // One ACK with three blocks, lowest first or not: each is above the highest SACKed
+    // sequence before it in ascending order.
+    let s = ack_with_sacks(&p, una, una, &[(7, 8), (1, 2), (4, 5)]);
+    deliver_to_a(&mut p, &s);
+    let i = p.a.tcp_info(p.now);
+    assert_eq!((i.reordering, i.reord_seen), (3, 0));
+}
+
+#[test]
+fn tcp_info_delivered_counts_the_syn_and_each_acknowledged_or_sacked_segment() {
+    let (mut p, una) = a_with_ten_segments_lost_to_b();
+    assert_eq!(p.a.tcp_info(p.now).delivered, 1, "the SYN, acknowledged");
+    assert_eq!(
+        p.b.tcp_info(p.now).delivered,
+        1,
+        "the SYN-ACK, acknowledged"
+    );
+    let s = ack_with_sacks(&p, una, una, &[(3, 5)]);
+    deliver_to_a(&mut p, &s);
+    assert_eq!(p.a.tcp_info(p.now).delivered, 3, "two SACKed segments");
+    // The cumulative ACK of the first five: three more (two of them were SACKed).
+    let s = ack_with_sacks(&p, una, una + 5 * 1460, &[]);
+    deliver_to_a(&mut p, &s);
+    let i = p.a.tcp_info(p.now);
+    assert_eq!(i.delivered, 6);
+    assert_eq!(i.delivered_ce, 0);
+    assert_eq!(
+        u64::from(i.data_segs_out),
+        10 + p.a.counters().retransmitted_segments,
+        "ten data segments and the retransmissions"
+    );
+}
+
+#[test]
+fn tcp_info_rwnd_limited_runs_while_only_the_peer_window_holds_data_back() {
+    let mut p = Pair::established(no_ts(), no_ts(), 5 * MS);
+    let (_, _, rcv_nxt) = p.a.sequence_state();
+    let (una, _, _) = p.a.sequence_state();
+    // B's window closes: A's data waits for it alone (its congestion window is open).
+    let mut zero = seg(80, 1000, rcv_nxt, una, TcpFlags::ACK);
+    zero.hdr.window_len = 0;
+    deliver_to_a(&mut p, &zero);
+    let i = p.a.tcp_info(p.now);
+    assert_eq!(
+        (i.busy_time_us, i.rwnd_limited_us),
+        (0, 0),
+        "nothing queued"
+    );
+    p.a.send(&pattern(1000)).unwrap();
+    p.flush();
+    let t0 = p.now;
+    p.now += 100 * MS;
+    let i = p.a.tcp_info(p.now);
+    assert_eq!(i.rwnd_limited_us, 100_000);
+    assert_eq!(
+        i.busy_time_us, 100_000,
+        "busy time includes the limited time"
+    );
+    // The window opens: the data leaves and the rwnd chronograph stops; busy runs on until
+    // the data is acknowledged.
+    let mut open = seg(80, 1000, rcv_nxt, una, TcpFlags::ACK);
+    open.hdr.window_len = 65535;
+    deliver_to_a(&mut p, &open);
+    p.now += 20 * MS;
+    let i = p.a.tcp_info(p.now);
+    assert_eq!(i.rwnd_limited_us, 100_000);
+    assert_eq!(i.busy_time_us, (p.now - t0) / 1000);
+    let mut ack = seg(80, 1000, rcv_nxt, una + 1000, TcpFlags::ACK);
+    ack.hdr.window_len = 65535;
+    deliver_to_a(&mut p, &ack);
+    p.now += 50 * MS;
+    let i = p.a.tcp_info(p.now);
+    assert_eq!(
+        i.busy_time_us, 120_000,
+        "nothing queued or in flight: busy stopped"
+    );
+    assert_eq!(i.sndbuf_limited_us, 0);
+}
+
+#[test]
+fn tcp_info_sndbuf_limited_runs_from_a_full_buffer_until_an_ack_frees_room() {
+    let small = Config {
+        send_buffer_bytes: 4 * 1460,
+        ..no_ts()
+    };
+    let (mut p, una) = {
+        let mut p = Pair::established(small, no_ts(), 5 * MS);
+        p.filter = Box::new(|c, s| {
+            if c.dir == Dir::AtoB && s.is_data() {
+                Verdict::Drop
+            } else {
+                Verdict::Pass
+            }
+        });
+        let (una, _, _) = p.a.sequence_state();
+        (p, una)
+    };
+    assert_eq!(p.a.send(&pattern(10 * 1460)).unwrap(), 4 * 1460);
+    p.flush();
+    p.now += 30 * MS;
+    assert_eq!(p.a.tcp_info(p.now).sndbuf_limited_us, 30_000);
+    let s = ack_with_sacks(&p, una, una + 1460, &[]);
+    deliver_to_a(&mut p, &s);
+    p.now += 30 * MS;
+    let i = p.a.tcp_info(p.now);
+    assert_eq!(i.sndbuf_limited_us, 30_000, "room was made: stopped");
+    assert_eq!(i.busy_time_us, 60_000);
+}
+
+#[test]
+fn tcp_info_last_data_recv_counts_from_the_handshake_then_from_each_data_segment() {
+    let mut p = Pair::established(no_ts(), no_ts(), 5 * MS);
+    let t0 = p.now;
+    p.run_for(1_000 * MS);
+    let i = p.a.tcp_info(p.now);
+    assert!(
+        (i64::from(i.last_data_recv_ms) - ((p.now - t0) / MS) as i64).abs() <= 10,
+        "{} ms since the handshake",
+        i.last_data_recv_ms
+    );
+    p.b.send(&pattern(500)).unwrap();
+    p.run_for(10 * MS);
+    let i = p.a.tcp_info(p.now);
+    assert_eq!(
+        i.last_data_recv_ms, 5,
+        "the data arrived 5 ms after it left"
+    );
+    assert_eq!((i.data_segs_in, p.b.tcp_info(p.now).data_segs_out), (1, 1));
 }

@@ -61,6 +61,16 @@ fn field(i: &tcp::TcpInfo, field: &str) -> Result<Option<i64>, ()> {
         "snd_wnd" => v(i.snd_wnd),
         "rcv_wnd" => v(i.rcv_wnd),
         "dsack_dups" => v(i.dsack_dups),
+        "reordering" => v(i.reordering),
+        "reord_seen" => v(i.reord_seen),
+        "delivered" => v(i.delivered),
+        "delivered_ce" => v(i.delivered_ce),
+        "data_segs_in" => v(i.data_segs_in),
+        "data_segs_out" => v(i.data_segs_out),
+        "last_data_recv" => v(i.last_data_recv_ms),
+        "busy_time" => w(i.busy_time_us),
+        "rwnd_limited" => w(i.rwnd_limited_us),
+        "sndbuf_limited" => w(i.sndbuf_limited_us),
         _ => return Err(()),
     })
 }

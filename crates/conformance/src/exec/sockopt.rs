@@ -160,6 +160,12 @@ impl Exec {
                 self.fd_arg(pos, call)?;
                 Ok(Ok(0))
             }
+            // `TCP_INQ` (Linux 4.18): `recvmsg` then carries the `TCP_CM_INQ` hint, which
+            // the stack computes (`Stack::tcp_inq_hint`); the switch is the socket's.
+            ("TCP_INQ", Some(v)) => {
+                self.fd_arg(pos, call)?.inq = v != 0;
+                Ok(Ok(0))
+            }
             ("TCP_NODELAY", Some(v)) => {
                 let fd = self.fd_arg(pos, call)?;
                 match fd.kind {

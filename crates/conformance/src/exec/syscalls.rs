@@ -86,7 +86,7 @@ impl Exec {
         op: PendingOp,
         nonblocking: bool,
     ) -> Result<Option<CallResult>, Stop> {
-        match self.attempt(call, op)? {
+        match self.attempt(pos, call, op)? {
             Attempt::Done(r) => Ok(Some(r)),
             Attempt::Blocked(_) if nonblocking => Ok(Some(Err("EAGAIN"))),
             Attempt::Blocked(op) => {
@@ -116,7 +116,7 @@ impl Exec {
             };
             return self.check_return(p.pos, &p.call, p.window, r);
         }
-        match self.attempt(&p.call, p.op)? {
+        match self.attempt(p.pos, &p.call, p.op)? {
             Attempt::Done(r) => {
                 // The stack may have sent something as part of the call (a window update).
                 self.check_return(p.pos, &p.call, p.window, r)
@@ -149,7 +149,7 @@ impl Exec {
         n
     }
 
-    fn attempt(&mut self, call: &SyscallLine, op: PendingOp) -> Result<Attempt, Stop> {
+    fn attempt(&mut self, pos: Pos, call: &SyscallLine, op: PendingOp) -> Result<Attempt, Stop> {
         let blocked = Ok(Attempt::Blocked(op.clone()));
         match op {
             // Answered by `poll_attempt` (`retry_pending`), never here.
@@ -179,7 +179,7 @@ impl Exec {
                     _ => Ok(Attempt::Done(Err(self.open_errno(fd, h)))),
                 }
             }
-            PendingOp::Read { fd, len, peek } => {
+            PendingOp::Read { fd, len, peek, inq } => {
                 let Some(f) = self.fds.get_mut(&fd) else {
                     return Ok(Attempt::Done(Err("EBADF")));
                 };
@@ -193,6 +193,16 @@ impl Exec {
                 } else {
                     self.stack.tcp_recv(h, &mut buf)
                 };
+                if let (Ok(_) | Err(SocketError::Finished), Some(want)) = (got, inq) {
+                    // `TCP_CM_INQ`: the hint after the read (Linux `tcp_recvmsg`).
+                    let have = self.stack.tcp_inq_hint(h).map_or(-1, |n| n as i64);
+                    if have != want {
+                        return fail(
+                            pos,
+                            format!("{call}: expected TCP_CM_INQ {want}, got {have}"),
+                        );
+                    }
+                }
                 match got {
                     Ok(n) => Ok(Attempt::Done(Ok(n as i64))),
                     Err(SocketError::Finished) => Ok(Attempt::Done(Ok(0))),
@@ -362,7 +372,12 @@ impl Exec {
         let fd = Self::fd_num(pos, call)?;
         let len = Self::len_arg(pos, call)?;
         let nonblocking = self.fd_arg(pos, call)?.nonblocking;
-        let op = PendingOp::Read { fd, len, peek };
+        let op = PendingOp::Read {
+            fd,
+            len,
+            peek,
+            inq: None,
+        };
         self.maybe_block(pos, call, window, op, nonblocking)
     }
 
@@ -444,6 +459,96 @@ impl Exec {
         self.write_op(pos, call, window, len, flags)
     }
 
+    /// `recvmsg(fd, {msg_name(...)=..., msg_iov(N)=[{..., len}, ...], msg_flags=0,
+    /// msg_control=[{cmsg_level=SOL_TCP, cmsg_type=TCP_CM_INQ, cmsg_data=n}]}, 0)`: a read of
+    /// the iovecs' total length; with `TCP_INQ` on, the `TCP_CM_INQ` control message is the
+    /// stack's [`Stack::tcp_inq_hint`] after the read, checked against `n`. Other flags,
+    /// fields or control messages skip the script.
+    pub(super) fn sys_recvmsg(
+        &mut self,
+        pos: Pos,
+        call: &SyscallLine,
+        window: Window,
+    ) -> Result<Option<CallResult>, Stop> {
+        match call.args.get(2) {
+            Some(Expr::Int(0)) => {}
+            Some(other) => return skip(format!("recvmsg flags {other} are not supported")),
+            None => return fail(pos, "recvmsg: missing flags argument"),
+        }
+        let Some(Expr::Struct(fields)) = call.args.get(1) else {
+            return fail(pos, "recvmsg: second argument is not a struct msghdr");
+        };
+        let mut len = None;
+        let mut inq = None;
+        for f in fields {
+            match (f.name.as_deref(), &f.value) {
+                (Some("msg_name"), Expr::Ellipsis) | (Some("msg_flags"), Expr::Int(0)) => {}
+                (Some("msg_iov"), Expr::List(iovs)) => {
+                    len = Some(Self::iov_total_len(pos, f.param.as_ref(), iovs)?);
+                }
+                (Some("msg_control"), Expr::List(cmsgs)) => match cmsgs.as_slice() {
+                    [] => {}
+                    [Expr::Struct(c)] => {
+                        inq = Some(Self::cm_inq(c).ok_or_else(|| {
+                            Stop::Skip(format!(
+                                "recvmsg: control message {} is not supported",
+                                f.value
+                            ))
+                        })?)
+                    }
+                    _ => {
+                        return skip(format!(
+                            "recvmsg: control messages {} are not supported",
+                            f.value
+                        ));
+                    }
+                },
+                (name, value) => {
+                    return skip(format!(
+                        "recvmsg: msghdr field {}={value} is not supported",
+                        name.unwrap_or("(unnamed)")
+                    ));
+                }
+            }
+        }
+        let Some(len) = len else {
+            return fail(pos, "recvmsg: the msghdr has no msg_iov");
+        };
+        let fd = Self::fd_num(pos, call)?;
+        let f = self.fd_arg(pos, call)?;
+        let nonblocking = f.nonblocking;
+        if inq.is_some() && !f.inq {
+            return fail(
+                pos,
+                format!("{call}: a TCP_CM_INQ message is expected but TCP_INQ is off"),
+            );
+        }
+        let op = PendingOp::Read {
+            fd,
+            len,
+            peek: false,
+            inq,
+        };
+        self.maybe_block(pos, call, window, op, nonblocking)
+    }
+
+    /// `{cmsg_level=SOL_TCP, cmsg_type=TCP_CM_INQ, cmsg_data=n}` → `n`.
+    fn cm_inq(c: &[crate::ast::Field]) -> Option<i64> {
+        let get = |name: &str| c.iter().find(|f| f.name.as_deref() == Some(name));
+        match (
+            get("cmsg_level").map(|f| &f.value),
+            get("cmsg_type").map(|f| &f.value),
+            get("cmsg_data").map(|f| &f.value),
+        ) {
+            (Some(Expr::Symbol(l)), Some(Expr::Symbol(t)), Some(Expr::Int(n)))
+                if (l == "SOL_TCP" || l == "IPPROTO_TCP") && t == "TCP_CM_INQ" && c.len() == 3 =>
+            {
+                Some(*n)
+            }
+            _ => None,
+        }
+    }
+
     /// Total length of `[{..., len}, ...]`, whose element count must equal `msg_iov(N)`'s N.
     pub(super) fn iov_total_len(
         pos: Pos,
@@ -500,7 +605,7 @@ impl Exec {
             connect_wait: false,
         };
         if nonblocking {
-            return Ok(Some(match self.attempt(call, op)? {
+            return Ok(Some(match self.attempt(pos, call, op)? {
                 Attempt::Done(r) => r,
                 Attempt::Blocked(PendingOp::Write { done, .. }) if done > 0 => Ok(done as i64),
                 Attempt::Blocked(_) => Err("EAGAIN"),

@@ -39,6 +39,7 @@ impl Connection {
             ooo: OooQueue,
             scoreboard: OooQueue,
             rack: Option<Box<Rack>>,
+            info: Option<Box<super::chrono::InfoState>>,
             counters: Counters,
         };
         v.sort_by_key(|&(_, offset, _)| offset);

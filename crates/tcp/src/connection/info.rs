@@ -7,6 +7,7 @@
 //! records give the segment boundaries where RACK runs), so a flight of full-sized segments
 //! gives Linux's figures exactly and a flight of small segments may count fewer.
 
+use super::chrono::{Chrono, InfoState};
 use super::*;
 
 /// Linux `TCP_INFINITE_SSTHRESH`: `tcpi_snd_ssthresh` before the first congestion event.
@@ -128,6 +129,31 @@ pub struct TcpInfo {
     pub rcv_wnd: u32,
     /// D-SACK blocks received.
     pub dsack_dups: u32,
+    /// Reordering degree in segments (Linux `tp->reordering`): 3 until SACKs show data
+    /// delivered further below the highest SACKed sequence, at most 300.
+    pub reordering: u32,
+    /// Times reordering was seen: SACKs or cumulative ACKs that delivered
+    /// never-retransmitted data below the highest SACKed sequence (Linux `tp->reord_seen`).
+    pub reord_seen: u32,
+    /// Segments delivered to the peer, acknowledged or SACKed (Linux `tp->delivered`): the
+    /// SYN (or SYN-ACK) once acknowledged, then `ceil(bytes / MSS)` of each ACK's newly
+    /// delivered bytes, and a FIN acknowledged alone.
+    pub delivered: u32,
+    /// Of those, delivered with an ECN mark: always 0 (the engine has no ECN).
+    pub delivered_ce: u32,
+    /// Segments received carrying data.
+    pub data_segs_in: u32,
+    /// Segments sent carrying data, retransmissions included.
+    pub data_segs_out: u32,
+    /// Time since data last arrived (or the handshake completed).
+    pub last_data_recv_ms: u32,
+    /// Time with data queued or in flight, the two limited times below included (Linux
+    /// `tcpi_busy_time`).
+    pub busy_time_us: u64,
+    /// Of that, time new data waited for the peer's window alone.
+    pub rwnd_limited_us: u64,
+    /// Of that, time the application waited for send buffer space.
+    pub sndbuf_limited_us: u64,
 }
 
 fn sat_u32(v: u64) -> u32 {
@@ -220,6 +246,18 @@ impl Connection {
         } else {
             self.snd.max
         };
+        let fresh;
+        let x = match self.info.as_deref() {
+            Some(x) => x,
+            None => {
+                // Nothing sent, received or acknowledged yet: every count is 0, the degree
+                // Linux's initial one, and data "last arrived" at the connection's start.
+                fresh = InfoState::new(self.timers.last_tx_ns);
+                &fresh
+            }
+        };
+        let rwnd_limited_ns = x.elapsed_ns(now, Chrono::RwndLimited);
+        let sndbuf_limited_ns = x.elapsed_ns(now, Chrono::SndbufLimited);
         TcpInfo {
             state: self.state.linux_number(),
             ca_state: ca_state as u8,
@@ -276,6 +314,17 @@ impl Connection {
                 0
             },
             dsack_dups: sat_u32(self.counters.rx_dsack_blocks),
+            reordering: x.reordering,
+            reord_seen: sat_u32(x.reordering_events),
+            delivered: sat_u32(x.delivered_segments),
+            delivered_ce: 0,
+            data_segs_in: sat_u32(x.rx_data_segments),
+            data_segs_out: sat_u32(x.tx_data_segments),
+            last_data_recv_ms: sat_u32(now.saturating_sub(x.last_data_rx_ns) / NS_PER_MS),
+            busy_time_us: (x.elapsed_ns(now, Chrono::Busy) + rwnd_limited_ns + sndbuf_limited_ns)
+                / 1000,
+            rwnd_limited_us: rwnd_limited_ns / 1000,
+            sndbuf_limited_us: sndbuf_limited_ns / 1000,
         }
     }
 }

@@ -102,6 +102,10 @@ impl Connection {
     pub(super) fn on_syn_acked(&mut self, now: u64) {
         self.timers.rtx_deadline_ns = NEVER;
         self.timers.last_tx_ns = now;
+        // Linux counts the SYN's delivery and starts `tcpi_last_data_recv` here.
+        let info = self.info_mut(now);
+        info.delivered_segments += 1;
+        info.last_data_rx_ns = now;
         if self.timers.syn_retries == 0 {
             if let Some((_, sent_ns)) = self.timers.take_rtt_timed() {
                 self.rtt_sample(now, now.saturating_sub(sent_ns));
@@ -379,8 +383,18 @@ impl Connection {
             u32::from(self.rec.dupacks).saturating_mul(mss)
         };
         let sacked_bytes_before = self.scoreboard.bytes();
-        let sacked_new = self.opts.sack_ok && self.rx_sack_blocks(seg);
+        let prior_fack = self.highest_sacked();
+        let sacked_new = self.opts.sack_ok && self.rx_sack_blocks(now, seg);
         let una_before = self.snd.una;
+        // A cumulative ACK filling a hole of never-retransmitted data below the highest
+        // SACKed sequence: reordering too (Linux `tcp_clean_rtx_queue`).
+        let hole_reord = if self.opts.sack_ok && ack.gt(self.snd.una) && prior_fack.gt(self.snd.una)
+        {
+            self.first_original_hole(self.snd.una, ack.min(self.snd.max))
+                .filter(|r| r.lt(prior_fack))
+        } else {
+            None
+        };
         let rack = self.rack_active();
         let rack_delivery = if rack {
             self.rack_on_ack(now, seg)
@@ -403,6 +417,9 @@ impl Connection {
             }
             if data_acked > 0 && !self.app.fin_queued {
                 self.push_event(Event::Writable);
+            }
+            if let Some(low) = hole_reord {
+                self.note_reordering(now, low, self.highest_sacked());
             }
             self.rtt_sample_on_ack(now, seg, ack);
             self.timers.unacked_since_ns = now;
@@ -517,6 +534,7 @@ impl Connection {
         {
             self.enter_recovery(now, mss, flight_before);
         }
+        self.count_delivered(now, una_before, reported_before, sacked_bytes_before);
         if self.rec.in_recovery && self.opts.sack_ok && self.config.prr {
             // RFC 6937 DeliveredData: the change in SND.UNA plus the change in SACKed bytes.
             let delivered = fwd(una_before, self.snd.una)
@@ -560,6 +578,40 @@ impl Connection {
                 _ => {}
             }
         }
+    }
+
+    /// `tcpi_delivered` and the chronographs after an ACK: segments newly acknowledged
+    /// (less what was SACKed before) and newly SACKed, each counted as `ceil(bytes / MSS)`;
+    /// a FIN acknowledged without data counts as one.
+    fn count_delivered(
+        &mut self,
+        now: u64,
+        una_before: SeqNumber,
+        reported_before: u32,
+        sacked_bytes_before: u32,
+    ) {
+        let mss = u32::from(self.eff_mss()).max(1);
+        let mut acked = fwd(una_before, self.snd.una);
+        let fin_now =
+            self.app.fin_queued && una_before.le(self.fin_seq()) && self.fin_seq().lt(self.snd.una);
+        if fin_now {
+            acked -= 1;
+        }
+        let (acked_new, sacked_new) = if self.opts.sack_ok {
+            let above_before = sacked_bytes_before.saturating_sub(reported_before);
+            (
+                acked.saturating_sub(reported_before),
+                self.scoreboard.bytes().saturating_sub(above_before),
+            )
+        } else {
+            (acked, 0)
+        };
+        let segs = acked_new.div_ceil(mss) + sacked_new.div_ceil(mss);
+        let segs = if segs == 0 && fin_now { 1 } else { segs };
+        if segs > 0 {
+            self.info_mut(now).delivered_segments += u64::from(segs);
+        }
+        self.chrono_on_ack(now, acked > 0);
     }
 
     pub(super) fn on_dupack(&mut self, now: u64, mss: u32, flight: u32) {
@@ -707,10 +759,11 @@ impl Connection {
     /// Records the SACK blocks of an acceptable ACK (RFC 2018 §4, RFC 6675 §5); returns
     /// whether anything new was SACKed. Blocks must lie within (SND.UNA, SND.MAX]: anything
     /// else (including D-SACK blocks below SND.UNA) is ignored and counted.
-    pub(super) fn rx_sack_blocks(&mut self, seg: &TcpRepr<'_>) -> bool {
+    pub(super) fn rx_sack_blocks(&mut self, now: u64, seg: &TcpRepr<'_>) -> bool {
         let before = self.scoreboard.bytes();
         let floor = self.snd.una.max(seg.ack_number);
         let dsack = has_dsack(seg);
+        let mut valid = [None; 4];
         for (i, b) in seg.sack_blocks.iter().flatten().enumerate() {
             if i == 0 && dsack {
                 // RFC 2883 §4: the peer got something twice (a spurious retransmission or a
@@ -722,12 +775,57 @@ impl Connection {
                 self.counters.rx_sack_blocks_invalid += 1;
                 continue;
             }
-            if self.scoreboard.insert(b.left, b.right).is_err() {
+            valid[i] = Some(*b);
+        }
+        // In ascending order, as Linux's `tcp_sacktag_write_queue`: a block is judged
+        // against the highest SACKed sequence before it, so lower blocks of one ACK are no
+        // reordering among themselves.
+        let una = self.snd.una;
+        valid.sort_by_key(|b| b.map_or(u32::MAX, |b| fwd(una, b.left)));
+        let mut highest = self.highest_sacked();
+        let mut reord: Option<SeqNumber> = None;
+        for b in valid.into_iter().flatten() {
+            // The first byte of the block not SACKed before (Linux tags per segment: the
+            // newly SACKed one's start).
+            let low = self.scoreboard.next_hole(b.left);
+            if low.lt(b.right) && low.lt(highest) && !self.retransmitted_in(low, b.right) {
+                // Never-retransmitted data SACKed below data SACKed before: reordering.
+                reord = Some(reord.map_or(low, |r| if low.lt(r) { low } else { r }));
+            }
+            if self.scoreboard.insert(b.left, b.right, u32::MAX).is_err() {
                 self.counters.rx_sack_blocks_dropped += 1;
+            } else if b.right.gt(highest) {
+                highest = b.right;
             }
         }
         self.scoreboard.remove_below(floor);
+        if let Some(low) = reord {
+            self.note_reordering(now, low, self.highest_sacked());
+        }
         self.scoreboard.bytes() > before
+    }
+
+    /// The first never-retransmitted byte in `[from, to)` that the scoreboard does not hold:
+    /// what a cumulative ACK up to `to` delivers in a hole (Linux `tcp_clean_rtx_queue`'s
+    /// `reord`).
+    fn first_original_hole(&self, from: SeqNumber, to: SeqNumber) -> Option<SeqNumber> {
+        let mut at = self.scoreboard.next_hole(from);
+        // Bounded: each step passes one scoreboard range.
+        for _ in 0..=SCOREBOARD_RANGES_MAX {
+            if !at.lt(to) {
+                return None;
+            }
+            let end = self
+                .scoreboard
+                .next_left_after(at)
+                .filter(|l| l.lt(to))
+                .unwrap_or(to);
+            if !self.retransmitted_in(at, end) {
+                return Some(at);
+            }
+            at = self.scoreboard.next_hole(end);
+        }
+        None
     }
 
     /// RFC 6675 §4 SetPipe: bytes believed in the network — unSACKed bytes not deemed lost,

@@ -29,6 +29,7 @@ use crate::rack::Rack;
 use crate::ring::Ring;
 use crate::rtt::RttEstimator;
 
+mod chrono;
 mod counters;
 mod diag;
 mod fastopen;
@@ -48,6 +49,7 @@ pub use counters::Counters;
 pub use info::{CaState, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt};
 pub use timers::{PATH_DOUBT_SYN_TIMEOUTS, PATH_DOUBT_TIMEOUTS};
 
+pub(crate) use chrono::InfoState;
 pub use tcb::{AppFlags, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps};
 pub(crate) use tcb::{FastOpenRole, Output, rebase_instant};
 
@@ -256,6 +258,9 @@ pub struct Connection {
     /// transmission ([`Connection::rack_state`]), so an idle connection owns none, and boxed
     /// because the TCB has no room for it.
     pub(crate) rack: Option<Box<Rack>>,
+    /// What `tcp_info` reports beyond the TCB: chronographs, reordering degree, last data
+    /// received, segment counts (`chrono.rs`); boxed on first use, as `rack`.
+    pub(crate) info: Option<Box<chrono::InfoState>>,
     pub(crate) counters: Counters,
 }
 
@@ -386,9 +391,10 @@ impl Connection {
             remote_port,
             send_buf: Ring::new(config.send_buffer_bytes as usize),
             recv_buf: Ring::new(config.recv_buffer_bytes as usize),
-            ooo: OooQueue::new(config.ooo_segments_max, config.ooo_bytes_max),
-            scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX, u32::MAX),
+            ooo: OooQueue::new(config.ooo_segments_max),
+            scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX),
             rack: None,
+            info: None,
             config,
             counters: Counters::default(),
         }
@@ -514,6 +520,9 @@ impl Connection {
         c.push_event(Event::Connected);
         c.push_event(Event::Writable);
         c.start_keepalive(now);
+        let info = c.info_mut(now);
+        info.delivered_segments += 1;
+        info.last_data_rx_ns = now;
         c.handle_segment(now, ack);
         c
     }
@@ -814,7 +823,14 @@ impl Connection {
         if self.app.fin_queued {
             return Err(Error::InvalidState);
         }
-        Ok(self.send_buf.push(data))
+        let n = self.send_buf.push(data);
+        if n < data.len() {
+            // The application waits for room: `tcpi_sndbuf_limited` (`chrono.rs`; its
+            // clock starts at the next output, application calls carry none).
+            let since = self.timers.last_tx_ns;
+            self.info_mut(since).sndbuf_full = true;
+        }
+        Ok(n)
     }
 
     /// Reads in-order received bytes. `Ok(0)` means nothing is available yet;

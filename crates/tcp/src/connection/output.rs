@@ -377,6 +377,9 @@ impl Connection {
         self.timers.last_tx_ns = now;
         // A TSO segment counts as the wire segments the device cuts it into.
         self.counters.tx_segments += n.div_ceil(seg_room).max(1) as u64;
+        if n > 0 {
+            self.info_mut(now).tx_data_segments += n.div_ceil(seg_room) as u64;
+        }
         self.counters.tx_payload_bytes += n as u64;
         let (filled, _) = buf.split_at(n);
         r.payload = filled;
@@ -437,6 +440,30 @@ impl Connection {
         cwnd_avail.min(wnd_avail)
     }
 
+    /// Whether the next segment of `unsent` bytes waits for the peer's window alone: the
+    /// congestion window would let it go (Linux `tcp_write_xmit`'s `is_rwnd_limited`, the
+    /// window test coming after the congestion window's).
+    fn rwnd_limited(&self, unsent: u32) -> bool {
+        if unsent == 0 {
+            return false;
+        }
+        let need = unsent.min(u32::from(self.eff_mss()));
+        let una = self.snd.una.max(self.snd.buf_seq);
+        let wnd_avail = fwd(self.snd.nxt, una + self.snd.wnd);
+        wnd_avail < need && self.usable_window_ignoring_peer() >= need
+    }
+
+    /// [`Connection::usable_window`] as if the peer's window were unlimited.
+    fn usable_window_ignoring_peer(&self) -> u32 {
+        let una = self.snd.una.max(self.snd.buf_seq);
+        let flight = if self.rec.in_recovery && self.opts.sack_ok {
+            self.pipe_bytes()
+        } else {
+            fwd(una, self.snd.nxt)
+        };
+        self.cc.cwnd_bytes().saturating_sub(flight)
+    }
+
     /// New data (or the FIN) under flow control, congestion control, Nagle and SWS avoidance.
     pub(super) fn send_new_data<'b>(
         &mut self,
@@ -461,6 +488,8 @@ impl Connection {
             return None;
         }
         let unsent = self.send_buf.len().saturating_sub(offset) as u32;
+        let rwnd_limited = self.rwnd_limited(unsent);
+        self.chrono_on_output(now, rwnd_limited);
         let fin_due = self.app.fin_queued && self.snd.nxt == self.fin_seq();
         if unsent == 0 {
             self.app.push_pending = false;

@@ -82,6 +82,9 @@ impl Connection {
                 .mss_seen
                 .max(data.len().min(usize::from(u16::MAX)) as u16);
             self.counters.rx_payload_bytes += data.len() as u64;
+            let info = self.info_mut(now);
+            info.rx_data_segments += 1;
+            info.last_data_rx_ns = now;
         }
         if start == self.rcv.nxt {
             if !data.is_empty() {
@@ -166,7 +169,7 @@ impl Connection {
             return false;
         }
         let end = start + data.len() as u32;
-        match self.ooo.insert(start, end) {
+        match self.ooo.insert(start, end, self.config.ooo_bytes_max) {
             Ok(()) => {
                 let offset = self.recv_buf.len() + fwd(self.rcv.nxt, start) as usize;
                 let written = self.recv_buf.write_at(offset, data);
