@@ -318,7 +318,13 @@ impl Exec {
     /// reset after the handshake.
     pub(super) fn open_errno(&mut self, fd: i64, h: SocketHandle) -> &'static str {
         if let Some(e) = self.stack.take_error(h).ok().flatten() {
-            return errno_of(e);
+            // The stack reports a reset once, to whichever call meets it first: here too, a
+            // reset answering the SYN is `ECONNREFUSED`.
+            let opening = self.fds.get(&fd).is_some_and(|f| f.opening);
+            return match e {
+                SocketError::Reset if opening => "ECONNREFUSED",
+                other => errno_of(other),
+            };
         }
         match self.stack.tcp_peek(h, &mut [0u8; 1]) {
             Err(e) => self.write_errno_of(fd, e),
