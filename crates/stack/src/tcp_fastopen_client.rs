@@ -22,7 +22,7 @@
 //!
 //! The SYN with data carries the send buffer's first bytes, sized by the engine
 //! (`tcp::Connection::set_syn_data`) from the cached MSS. After the SYN-ACK
-//! ([`TcpCx::fastopen_client_synack`]): the MSS it announced is cached; its cookie is cached
+//! (`TcpCx::fastopen_client_synack`): the MSS it announced is cached; its cookie is cached
 //! only when our SYN asked for one (an unsolicited cookie is ignored) and it is 4 to 16 bytes
 //! of even length (the option parser drops others); `TCPI_OPT_SYN_DATA` when it acknowledged
 //! all the SYN's data; a SYN-ACK after retransmitted SYNs that neither acknowledges the data
