@@ -24,33 +24,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use testnet::{Result, TempDir, check, require_root};
 
-/// Opens `count` connections from `src` to `dst:80` without blocking (fewer if the process
-/// may not hold that many descriptors), sends nothing, prints `opened N`, then holds them
-/// for `hold_s` seconds.
-const IDLE_FLOOD: &str = r#"
-import errno, resource, socket, sys, time
-src, dst, count, hold_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-want = count + 100 if hard == resource.RLIM_INFINITY else min(count + 100, hard)
-resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-socks = []
-for _ in range(min(count, want - 100)):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setblocking(False)
-    s.bind((src, 0))
-    try:
-        s.connect((dst, 80))
-    except BlockingIOError:
-        pass
-    except OSError as e:
-        if e.errno != errno.EINPROGRESS:
-            s.close()
-            continue
-    socks.append(s)
-print("opened", len(socks), flush=True)
-time.sleep(hold_s)
-"#;
-
 /// From each address in the comma-separated `srcs`, opens `per_src` connections to
 /// `dst:80` with a 2 KiB receive buffer (set before connecting, so the window it announces
 /// stays tiny), sends `GET path` on each as it connects (for up to `connect_s` seconds),

@@ -11,33 +11,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use testnet::{Result, TempDir, check, require_root};
 
-/// The flood: opens `count` connections (fewer if the process may not hold that many
-/// descriptors) from `src` to `dst:80` without blocking, keeps every socket open for `hold_s`
-/// seconds, sends nothing, and prints `opened N` once it has tried them all.
-const FLOOD: &str = r#"
-import errno, resource, socket, sys, time
-src, dst, count, hold_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-want = count + 100 if hard == resource.RLIM_INFINITY else min(count + 100, hard)
-resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-socks = []
-for _ in range(min(count, want - 100)):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setblocking(False)
-    s.bind((src, 0))
-    try:
-        s.connect((dst, 80))
-    except BlockingIOError:
-        pass
-    except OSError as e:
-        if e.errno != errno.EINPROGRESS:
-            s.close()
-            continue
-    socks.append(s)
-print("opened", len(socks), flush=True)
-time.sleep(hold_s)
-"#;
-
 #[test]
 fn twenty_thousand_idle_connections_from_one_address_do_not_lock_out_another_client() -> Result<()>
 {
@@ -54,9 +27,10 @@ fn twenty_thousand_idle_connections_from_one_address_do_not_lock_out_another_cli
     write_site(site.path(), 1 << 10)?;
     let dir = site.path().to_string_lossy().into_owned();
     let server = topo.serve(&["serve", "http", "--dir", &dir, "--port", "80"])?;
-    let mut flood = topo
-        .peer
-        .spawn("python3", &["-c", FLOOD, PEER_V4, DUT_V4, "20000", "40"])?;
+    let mut flood = topo.peer.spawn(
+        "python3",
+        &["-c", IDLE_FLOOD, PEER_V4, DUT_V4, "20000", "40"],
+    )?;
     flood.wait_for_line("opened", Duration::from_secs(60))?;
     // The flood holds its connections; a client from another address is served at once.
     let got = TempDir::new("got")?;

@@ -327,3 +327,30 @@ pub fn curl(topo: &Topology, url: &str, out: &Path, limit: Duration) -> Result<(
 pub fn counters(summary: &str) -> std::collections::BTreeMap<String, f64> {
     testnet::tools::numbers(summary)
 }
+
+/// A Python program for `python3 -c`: opens `count` connections from `src` to `dst:80` without blocking (fewer if the process
+/// may not hold that many descriptors), sends nothing, prints `opened N`, then holds them
+/// for `hold_s` seconds.
+pub const IDLE_FLOOD: &str = r#"
+import errno, resource, socket, sys, time
+src, dst, count, hold_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+want = count + 100 if hard == resource.RLIM_INFINITY else min(count + 100, hard)
+resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+socks = []
+for _ in range(min(count, want - 100)):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setblocking(False)
+    s.bind((src, 0))
+    try:
+        s.connect((dst, 80))
+    except BlockingIOError:
+        pass
+    except OSError as e:
+        if e.errno != errno.EINPROGRESS:
+            s.close()
+            continue
+    socks.append(s)
+print("opened", len(socks), flush=True)
+time.sleep(hold_s)
+"#;
