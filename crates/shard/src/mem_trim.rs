@@ -50,6 +50,12 @@ impl MemTrim {
         self.mark_bytes = self.mark_bytes.max(bytes);
         self.retry_at_ns = None;
         if self.due {
+            // The trim not yet taken covers a follow-up that came due meanwhile: drop it, or
+            // `retry_at_ns` would stay in the past and the shard's loop would wake forever
+            // under a driver that never trims (the simulator).
+            if self.follow_up_at_ns.is_some_and(|at| now_ns >= at) {
+                self.follow_up_at_ns = None;
+            }
             return;
         }
         if let Some(at) = self.follow_up_at_ns
@@ -156,6 +162,21 @@ mod tests {
         assert_eq!(t.retry_at_ns(), Some(2 * S + MEM_TRIM_INTERVAL_NS));
         t.observe(2 * S + MEM_TRIM_INTERVAL_NS, 0);
         assert!(t.take(), "the held trim at the end of the interval");
+        assert_eq!(t.retry_at_ns(), None);
+    }
+
+    #[test]
+    fn a_trim_the_driver_never_takes_does_not_keep_asking_to_be_woken() {
+        let mut t = MemTrim::default();
+        t.observe(S, 64 * MIB);
+        t.observe(2 * S, 0);
+        assert!(t.due, "a large fall makes a trim due");
+        let follow_up = t.retry_at_ns().expect("a follow-up is scheduled");
+        // The driver never calls `take` (the simulator): at the follow-up time the pending
+        // trim covers it, and nothing is left to wake for.
+        t.observe(follow_up, 0);
+        assert_eq!(t.retry_at_ns(), None);
+        t.observe(follow_up + S, 0);
         assert_eq!(t.retry_at_ns(), None);
     }
 }
