@@ -257,6 +257,10 @@ pub struct RunReport {
     /// `assert` statements of a `%{ }%` block reached but not evaluated (the block asked for
     /// something unsupported, which makes the script an [`Outcome::Skip`]).
     pub assertions_skipped: usize,
+    /// Segments of a socket other than the one under test that the matcher passed over, as
+    /// packetdrill does (`find_socket_for_live_packet`): a FIN or retransmission of a
+    /// connection the script left behind, read when the script is at a later socket's line.
+    pub other_socket_segments: usize,
 }
 
 /// Parses and runs a script's text.
@@ -276,6 +280,7 @@ pub fn run_text(text: &str, profile: &Profile) -> RunReport {
             assertions_passed: 0,
             assertions_failed: 0,
             assertions_skipped: 0,
+            other_socket_segments: 0,
         },
     }
 }
@@ -303,6 +308,7 @@ pub fn run_script(script: &Script, profile: &Profile) -> RunReport {
         assertions_passed: exec.assertions_passed,
         assertions_failed: exec.assertions_failed,
         assertions_skipped: exec.assertions_skipped,
+        other_socket_segments: exec.other_socket_segments,
     }
 }
 
@@ -447,6 +453,8 @@ struct Exec {
     next_fd: i64,
     /// The stack's port of the connection under test, once known.
     local_port: Option<u16>,
+    /// Segments passed over as another socket's ([`RunReport::other_socket_segments`]).
+    other_socket_segments: usize,
     /// The script side's port: [`REMOTE_PORT`] towards a listener, [`SERVER_PORT`] when the
     /// stack connects.
     remote_port: u16,
@@ -535,6 +543,7 @@ impl Exec {
             epolls: BTreeMap::new(),
             next_fd: 3,
             local_port: None,
+            other_socket_segments: 0,
             remote_port: REMOTE_PORT,
             pending: None,
             skipped_lines: 0,

@@ -133,11 +133,13 @@ fn every_passing_script_fails_without_any_one_of_its_outbound_lines() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/packetdrill-google-all");
     let profile = Profile::linux_compat();
     let (mut mutants, mut failed, mut at_next_outbound, mut unseen) = (0, 0, 0, 0);
+    let mut other_socket = 0;
     let mut wrong = Vec::new();
     let scripts = expected_passing(include_str!("../PASSING"));
     for rel in &scripts {
         let text = std::fs::read_to_string(root.join(rel)).expect("script readable");
         let script = parse_script(&text).expect("a passing script parses");
+        let original_other_socket = run_script(&script, &profile).other_socket_segments;
         let failed_before = failed;
         let unseen_before = unseen;
         for i in (0..script.events.len()).filter(|&i| is_outbound(&script, i)) {
@@ -157,6 +159,13 @@ fn every_passing_script_fails_without_any_one_of_its_outbound_lines() {
                     unseen += 1;
                     continue;
                 }
+                // The packet meant for the removed line was read when the script had moved on
+                // to another socket, and passed over as that socket's, as packetdrill does
+                // (a FIN of a closed connection read at the next connection's SYN line).
+                Outcome::Pass if report.other_socket_segments > original_other_socket => {
+                    other_socket += 1;
+                    continue;
+                }
                 other => {
                     wrong.push(format!("{here}: {other}"));
                     continue;
@@ -170,7 +179,8 @@ fn every_passing_script_fails_without_any_one_of_its_outbound_lines() {
     }
     println!(
         "{} scripts, {mutants} mutants: {failed} fail ({at_next_outbound} at the next outbound \
-         line), {unseen} pass without a line nothing after it checks; {} ms",
+         line), {unseen} pass without a line nothing after it checks, {other_socket} pass with \
+         the removed line's packet passed over as another socket's; {} ms",
         scripts.len(),
         started.elapsed().as_millis()
     );

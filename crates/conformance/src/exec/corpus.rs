@@ -39,6 +39,7 @@ pub fn run_file(path: &std::path::Path, profile: &Profile) -> RunReport {
             assertions_passed: 0,
             assertions_failed: 0,
             assertions_skipped: 0,
+            other_socket_segments: 0,
         },
     }
 }

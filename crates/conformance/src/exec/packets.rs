@@ -241,6 +241,7 @@ impl Exec {
                 }
             };
             if !belongs {
+                self.other_socket_segments += 1;
                 continue;
             }
             if self.local_port.is_none() {
