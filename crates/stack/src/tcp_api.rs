@@ -467,35 +467,7 @@ impl TcpCx<'_> {
 
     /// See [`Stack::tcp_send`].
     pub(crate) fn tcp_send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, SocketError> {
-        if let Some(r) = self.bypass_send(h, data, false) {
-            return r;
-        }
-        // In the high memory state only what the budget allows (`tcp_mem`).
-        let allowed = if self.tcp.mem_state == crate::tcp_mem::MemState::High {
-            let (i, _) = self.conn_for(h)?;
-            &data[..self.tcp_mem_send_allowance(i, data.len())]
-        } else {
-            data
-        };
-        let (i, c) = self.conn_for(h)?;
-        if c.fastopen_client
-            .as_ref()
-            .is_some_and(|f| f.deferred.is_some())
-        {
-            // The first send of a deferred Fast Open: the SYN carries it.
-            let r = self.fastopen_client_first_send(i, h, allowed);
-            self.tcp_after_input(i);
-            return r.unwrap_or(Err(SocketError::InvalidState));
-        }
-        let n = c
-            .conn
-            .send(allowed)
-            .map_err(|e| c.report_once(map_tcp_error(e), SocketError::Closed))?;
-        self.tcp_after_input(i);
-        if n == 0 && !data.is_empty() {
-            return Err(SocketError::WouldBlock);
-        }
-        Ok(n)
+        self.tcp_send_flagged(h, data, false)
     }
 
     /// See [`Stack::tcp_send_more`].
@@ -504,7 +476,19 @@ impl TcpCx<'_> {
         h: SocketHandle,
         data: &[u8],
     ) -> Result<usize, SocketError> {
-        if let Some(r) = self.bypass_send(h, data, true) {
+        self.tcp_send_flagged(h, data, true)
+    }
+
+    /// A send, with `MSG_MORE` (hold a short tail) when `more`: the bypass socket of an
+    /// offloaded connection, the `tcp_mem` allowance, a deferred Fast Open's first send (the
+    /// SYN carries it), else the connection's send buffer. An error is reported once.
+    fn tcp_send_flagged(
+        &mut self,
+        h: SocketHandle,
+        data: &[u8],
+        more: bool,
+    ) -> Result<usize, SocketError> {
+        if let Some(r) = self.bypass_send(h, data, more) {
             return r;
         }
         // In the high memory state only what the budget allows (`tcp_mem`).
@@ -523,10 +507,12 @@ impl TcpCx<'_> {
             self.tcp_after_input(i);
             return r.unwrap_or(Err(SocketError::InvalidState));
         }
-        let n = c
-            .conn
-            .send_more(allowed)
-            .map_err(|e| c.report_once(map_tcp_error(e), SocketError::Closed))?;
+        let sent = if more {
+            c.conn.send_more(allowed)
+        } else {
+            c.conn.send(allowed)
+        };
+        let n = sent.map_err(|e| c.report_once(map_tcp_error(e), SocketError::Closed))?;
         self.tcp_after_input(i);
         if n == 0 && !data.is_empty() {
             return Err(SocketError::WouldBlock);
