@@ -147,16 +147,12 @@ impl Exec {
         if let Some(r) = self.fastopen_setsockopt(pos, call, name, value)? {
             return Ok(r);
         }
+        if let Some(r) = self.errqueue_setsockopt(pos, call, name)? {
+            return Ok(r);
+        }
         match (name, value) {
             // Address reuse has no meaning for a fresh stack per script.
             ("SO_REUSEADDR", _) => {
-                self.fd_arg(pos, call)?;
-                Ok(Ok(0))
-            }
-            // Zero-copy sending only changes who owns the pages and adds completion
-            // notifications on the error queue, which the executor cannot read (`recvmsg`
-            // skips a script): the stack copying is indistinguishable on the wire.
-            ("SO_ZEROCOPY", _) => {
                 self.fd_arg(pos, call)?;
                 Ok(Ok(0))
             }
@@ -348,6 +344,11 @@ impl Exec {
         call: &SyscallLine,
     ) -> Result<CallResult, Stop> {
         let what = sockopt_name(call);
+        if let Some(Expr::Symbol(name)) = call.args.get(2)
+            && let Some(r) = self.errqueue_getsockopt(pos, call, &name.clone())?
+        {
+            return Ok(r);
+        }
         if matches!(call.args.get(2), Some(Expr::Symbol(s)) if s == "SO_SNDBUF") {
             return self.sys_getsockopt_sndbuf(pos, call);
         }
