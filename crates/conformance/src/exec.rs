@@ -364,6 +364,8 @@ struct Fd {
     /// `SO_ZEROCOPY`, `SO_MARK`, `TCP_NOTSENT_LOWAT`, `SO_TIMESTAMPING` set before the
     /// socket had a stack handle (applied by `listen` or the open; `exec/errqueue.rs`).
     sock_opts: Vec<SocketOption>,
+    /// `SO_SNDBUF` (as Linux's `sk_sndbuf`) set before the socket had a stack handle.
+    sndbuf: Option<u32>,
 }
 
 impl Fd {
@@ -381,6 +383,7 @@ impl Fd {
             syn_retries: None,
             opening: false,
             sock_opts: Vec::new(),
+            sndbuf: None,
         }
     }
 }

@@ -308,9 +308,13 @@ impl Exec {
         let f = self.fd_arg(pos, call)?;
         f.kind = FdKind::Conn(h);
         f.opening = true;
+        let sndbuf = f.sndbuf.take();
         let keepalive = f.keepalive.on.then_some(f.keepalive.cfg);
         if keepalive.is_some() {
             let _ = self.stack.tcp_set_keepalive(now, h, keepalive);
+        }
+        if let Some(v) = sndbuf {
+            let _ = self.apply_sndbuf(h, v)?;
         }
         self.remote_port = SERVER_PORT;
         self.local_port = None;

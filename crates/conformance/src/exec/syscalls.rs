@@ -57,6 +57,7 @@ impl Exec {
         let (nodelay, maxseg) = (fd.nodelay, fd.maxseg);
         let fastopen = core::mem::take(&mut fd.fastopen);
         let sock_opts = core::mem::take(&mut fd.sock_opts);
+        let sndbuf = fd.sndbuf.take();
         let local = SocketAddr::new(self.addrs.local(), SERVER_PORT);
         let h = match self.stack.tcp_listen(local, backlog) {
             Ok(h) => h,
@@ -70,6 +71,9 @@ impl Exec {
         }
         for opt in fastopen.into_iter().chain(sock_opts) {
             let _ = self.stack.set_option(h, opt);
+        }
+        if let Some(v) = sndbuf {
+            let _ = self.apply_sndbuf(h, v)?;
         }
         let fd = self.fd_arg(pos, call)?;
         fd.kind = FdKind::Listener(h);
