@@ -314,9 +314,13 @@ impl Exec {
             if h.kind == SCM_TIMESTAMPING && h.level == SOL_SOCKET {
                 let get =
                     |c: &Cmsg, k: &str| c.data.iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v);
-                let ns = |c: &Cmsg| get(c, "scm_sec") * 1_000_000_000 + get(c, "scm_nsec");
-                let tol = i64::try_from(self.tolerance_usecs * 1000).unwrap_or(i64::MAX);
-                if (ns(w) - ns(h)).abs() > tol {
+                let ns = |c: &Cmsg| {
+                    get(c, "scm_sec")
+                        .saturating_mul(1_000_000_000)
+                        .saturating_add(get(c, "scm_nsec"))
+                };
+                let tol = self.tolerance_usecs.saturating_mul(1000);
+                if ns(w).abs_diff(ns(h)) > tol {
                     return mismatch(format!(
                         "timestamp {} ns, expected {} ns (tolerance {} us)",
                         ns(h),
