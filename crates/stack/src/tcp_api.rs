@@ -229,7 +229,7 @@ impl Stack {
     /// Bytes written and not sent yet (Linux `ioctl(SIOCOUTQNSD)`, `tcpi_notsent_bytes`).
     pub fn tcp_unsent_bytes(&self, h: SocketHandle) -> Result<usize, SocketError> {
         let (tcp, sockets) = self.tcp_view();
-        Ok(tcp.conn_ref(sockets, h)?.tcp_info(0).notsent_bytes as usize)
+        Ok(tcp.conn_ref(sockets, h)?.notsent_bytes())
     }
 
     /// Copies received bytes without consuming them (`recv(MSG_PEEK)`): the window and the

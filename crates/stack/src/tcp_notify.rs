@@ -54,7 +54,8 @@ pub struct SendFlags {
     /// `MSG_MORE`: full segments go, a partial tail waits for a later send.
     pub more: bool,
     /// `MSG_EOR`: these bytes end a record; no segment carries bytes of the next one
-    /// (`tcp::Connection::send_record`). A record write only partly queued stays open.
+    /// (`tcp::Connection::send_record`). A record write only partly queued stays open. With
+    /// `more` too, the record end wins: nothing is held.
     pub eor: bool,
     /// `MSG_ZEROCOPY`: report on the error queue when the stack is done with the bytes
     /// (only with [`SocketOption::ZeroCopy`] on; see the module documentation).
@@ -364,7 +365,7 @@ impl ConnSock {
     /// twice its unsent bytes below the mark.
     pub(crate) fn notsent_writable(&self, default_lowat: u32) -> bool {
         let lowat = effective_lowat(self.sock_opts().notsent_lowat_bytes, default_lowat);
-        (2 * self.conn.unsent_bytes() as u64) < u64::from(lowat)
+        (2 * self.conn.notsent_bytes() as u64) < u64::from(lowat)
     }
 
     /// Whether the error queue holds a notification.
@@ -514,7 +515,7 @@ impl TcpCx<'_> {
         }
         let lowat = effective_lowat(c.sock_opts().notsent_lowat_bytes, default_lowat);
         if lowat != u32::MAX {
-            allowed = allowed.min((lowat as usize).saturating_sub(c.conn.unsent_bytes()));
+            allowed = allowed.min((lowat as usize).saturating_sub(c.conn.notsent_bytes()));
         }
         let allowed = data.get(..allowed).unwrap_or(data);
         let n = if c
@@ -568,7 +569,7 @@ impl TcpCx<'_> {
         };
         let (sq, unsent, acked_ns) = (
             c.conn.send_queue_bytes(),
-            c.conn.unsent_bytes(),
+            c.conn.notsent_bytes(),
             c.last_rx_ns,
         );
         let Some(e) = c.ext.as_mut() else {

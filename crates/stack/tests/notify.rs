@@ -259,3 +259,21 @@ fn the_error_queue_is_bounded_and_its_drops_counted() {
     assert_eq!(notifications(&mut p.a, c).len(), max);
     assert_eq!(p.a.counters().tcp_errqueue_dropped, 90 - max as u64);
 }
+
+#[test]
+fn the_notsent_mark_counts_bytes_never_sent_not_those_a_timeout_resends() {
+    let mut p = Pair::new();
+    let (c, _, _) = establish(&mut p, v4(IP_B, 80));
+    p.a.set_option(c, SocketOption::NotSentLowat(4000)).unwrap();
+    p.a.set_option(c, SocketOption::NoDelay(true)).unwrap();
+    // Every segment A sends from now on is lost.
+    p.capture_a = true;
+    assert_eq!(p.a.tcp_send(c, &[0; 4000]), Ok(4000));
+    p.exchange();
+    // The retransmission timer fires: SND.NXT goes back, the bytes were sent all the same.
+    p.advance(2 * S);
+    assert!(p.captured_a.len() > 3, "no retransmission");
+    assert_eq!(p.a.tcp_unsent_bytes(c), Ok(0));
+    assert!(p.a.tcp_readiness(c).unwrap().contains(Readiness::WRITABLE));
+    assert_eq!(p.a.tcp_send(c, &[0; 10_000]), Ok(4000));
+}

@@ -410,8 +410,8 @@ impl Connection {
         }
     }
 
-    /// Bytes in the send buffer not yet sent (beyond SND.NXT; Linux `write_seq - snd_nxt`).
-    pub fn unsent_bytes(&self) -> usize {
+    /// Bytes in the send buffer not yet sent (beyond SND.NXT).
+    pub(super) fn unsent_bytes(&self) -> usize {
         if self.snd.nxt.lt(self.snd.buf_seq) {
             return self.send_buf.len();
         }
