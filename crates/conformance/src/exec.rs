@@ -50,6 +50,7 @@ use wire::{
 mod code;
 mod corpus;
 mod epoll;
+mod errqueue;
 mod fastopen;
 mod packets;
 mod poll;
@@ -360,6 +361,11 @@ struct Fd {
     /// answering its SYN is `ECONNREFUSED` (Linux `tcp_reset` in SYN-SENT), any other reset
     /// `ECONNRESET`.
     opening: bool,
+    /// `SO_ZEROCOPY`, `SO_MARK`, `TCP_NOTSENT_LOWAT`, `SO_TIMESTAMPING` set before the
+    /// socket had a stack handle (applied by `listen` or the open; `exec/errqueue.rs`).
+    sock_opts: Vec<SocketOption>,
+    /// `SO_SNDBUF` (as Linux's `sk_sndbuf`) set before the socket had a stack handle.
+    sndbuf: Option<u32>,
 }
 
 impl Fd {
@@ -376,6 +382,8 @@ impl Fd {
             fastopen_connect: false,
             syn_retries: None,
             opening: false,
+            sock_opts: Vec::new(),
+            sndbuf: None,
         }
     }
 }
@@ -414,14 +422,15 @@ enum PendingOp {
         peek: bool,
         inq: Option<i64>,
     },
-    /// `more`: `MSG_MORE` (the tail waits for a later send). `connect_wait`: a blocking
+    /// `flags`: `MSG_MORE`, `MSG_EOR`, `MSG_ZEROCOPY` (the stack's [`stack::SendFlags`];
+    /// `continues` is set for the pieces after the first). `connect_wait`: a blocking
     /// send on a connection still opening (Fast Open, or a write in SYN-SENT) returns only
     /// once the handshake completes, or with the open's error.
     Write {
         fd: i64,
         done: usize,
         len: usize,
-        more: bool,
+        flags: stack::SendFlags,
         connect_wait: bool,
     },
     /// `poll` until one of `fds` is ready, or `deadline_ns` (then 0).
@@ -438,6 +447,8 @@ struct Exec {
     stack: Stack,
     /// The TCP configuration the stack was built with.
     tcp_cfg: tcp::Config,
+    /// `net.ipv4.tcp_notsent_lowat` (`StackConfig::tcp_notsent_lowat_bytes`).
+    notsent_lowat_bytes: u32,
     /// The profile's option layout, kept across stack rebuilds.
     tcp_option_layout: wire::TcpOptionLayout,
     now_ns: u64,
@@ -492,7 +503,12 @@ struct Exec {
     passive_conns: u16,
 }
 
-fn new_stack(tcp: tcp::Config, addrs: Addrs, layout: wire::TcpOptionLayout) -> Stack {
+fn new_stack(
+    tcp: tcp::Config,
+    addrs: Addrs,
+    layout: wire::TcpOptionLayout,
+    notsent_lowat_bytes: u32,
+) -> Stack {
     let mut iface;
     match addrs {
         Addrs::V4 { local, gateway, .. } => {
@@ -508,6 +524,7 @@ fn new_stack(tcp: tcp::Config, addrs: Addrs, layout: wire::TcpOptionLayout) -> S
     let mut cfg = StackConfig::new(iface);
     cfg.tcp = tcp;
     cfg.tcp_option_layout = layout;
+    cfg.tcp_notsent_lowat_bytes = notsent_lowat_bytes;
     Stack::new(cfg)
 }
 
@@ -527,7 +544,8 @@ impl Exec {
         ctx.tolerance_usecs = script.tolerance_usecs();
         ctx.ts_tick_usecs = script.tcp_ts_tick_usecs();
         Exec {
-            stack: new_stack(profile.tcp, addrs, profile.tcp_option_layout),
+            stack: new_stack(profile.tcp, addrs, profile.tcp_option_layout, u32::MAX),
+            notsent_lowat_bytes: u32::MAX,
             tcp_option_layout: profile.tcp_option_layout,
             addrs,
             inbound_gro_mss: None,

@@ -612,3 +612,70 @@ fn shell_commands_that_change_the_host_skip_the_script() {
     };
     assert!(reason.contains("pfifo limit 0"), "{reason}");
 }
+
+#[test]
+fn epoll_oneshot_and_exclusive_follow_linux_rules() {
+    let script = format!(
+        "{HANDSHAKE}\
++0 epoll_create(1) = 5
++0 epoll_ctl(5, EPOLL_CTL_ADD, 4, {{events=EPOLLOUT|EPOLLEXCLUSIVE|EPOLLONESHOT, fd=4}}) = -1 EINVAL (Invalid argument)
++0 epoll_ctl(5, EPOLL_CTL_ADD, 4, {{events=EPOLLOUT|EPOLLEXCLUSIVE, fd=4}}) = 0
++0 epoll_ctl(5, EPOLL_CTL_MOD, 4, {{events=EPOLLOUT, fd=4}}) = -1 EINVAL (Invalid argument)
++0 epoll_wait(5, {{events=EPOLLOUT, fd=4}}, 1, 0) = 1
++0 epoll_create(1) = 6
++0 epoll_ctl(6, EPOLL_CTL_ADD, 4, {{events=EPOLLOUT|EPOLLONESHOT, fd=4}}) = 0
++0 epoll_wait(6, {{events=EPOLLOUT, fd=4}}, 1, 0) = 1
++0 epoll_wait(6, {{events=0, ptr=0}}, 1, 0) = 0
++0 epoll_ctl(6, EPOLL_CTL_MOD, 4, {{events=EPOLLOUT|EPOLLONESHOT, fd=4}}) = 0
++0 epoll_wait(6, {{events=EPOLLOUT, fd=4}}, 1, 0) = 1
++0 epoll_wait(6, {{events=0, ptr=0}}, 1, 0) = 0
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+}
+
+#[test]
+fn error_queue_options_reach_the_stack_and_read_back() {
+    let script = format!(
+        "{HANDSHAKE}\
++0 setsockopt(4, SOL_SOCKET, SO_ZEROCOPY, [2], 4) = -1 EINVAL (Invalid argument)
++0 getsockopt(4, SOL_SOCKET, SO_ZEROCOPY, [0], [4]) = 0
++0 setsockopt(4, SOL_SOCKET, SO_ZEROCOPY, [1], 4) = 0
++0 getsockopt(4, SOL_SOCKET, SO_ZEROCOPY, [1], [4]) = 0
++0 setsockopt(4, SOL_SOCKET, SO_MARK, [666], 4) = 0
++0 getsockopt(4, SOL_SOCKET, SO_MARK, [666], [4]) = 0
++0 getsockopt(4, SOL_TCP, TCP_NOTSENT_LOWAT, [0], [4]) = 0
++0 setsockopt(4, SOL_TCP, TCP_NOTSENT_LOWAT, [0xffffffff], 4) = 0
++0 getsockopt(4, SOL_TCP, TCP_NOTSENT_LOWAT, [0xffffffff], [4]) = 0
++0 recvmsg(4, {{msg_name(...)=..., msg_iov(1)=[{{...,0}}], msg_flags=MSG_ERRQUEUE, msg_control=[]}}, MSG_ERRQUEUE) = -1 EAGAIN (Resource temporarily unavailable)
++0 send(4, ..., 100, MSG_ZEROCOPY|MSG_EOR) = 100
++0 > P. 1:101(100) ack 1
++.01 < . 1:1(0) ack 101 win 257
++0 recvmsg(4, {{msg_name(...)=..., msg_iov(1)=[{{...,0}}], msg_flags=MSG_ERRQUEUE, msg_control=[{{cmsg_level=CMSG_LEVEL_IP, cmsg_type=CMSG_TYPE_RECVERR, cmsg_data={{ee_errno=0, ee_origin=SO_EE_ORIGIN_ZEROCOPY, ee_type=0, ee_code=SO_EE_CODE_ZEROCOPY_COPIED, ee_info=0, ee_data=0}}}}]}}, MSG_ERRQUEUE) = 0
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+}
+
+#[test]
+fn a_zero_copy_notification_other_than_the_scripts_fails_it() {
+    let script = format!(
+        "{HANDSHAKE}\
++0 setsockopt(4, SOL_SOCKET, SO_ZEROCOPY, [1], 4) = 0
++0 send(4, ..., 100, MSG_ZEROCOPY) = 100
++0 > P. 1:101(100) ack 1
++.01 < . 1:1(0) ack 101 win 257
++0 recvmsg(4, {{msg_name(...)=..., msg_iov(1)=[{{...,0}}], msg_flags=MSG_ERRQUEUE, msg_control=[{{cmsg_level=CMSG_LEVEL_IP, cmsg_type=CMSG_TYPE_RECVERR, cmsg_data={{ee_errno=0, ee_origin=SO_EE_ORIGIN_ZEROCOPY, ee_type=0, ee_code=SO_EE_CODE_ZEROCOPY_COPIED, ee_info=0, ee_data=1}}}}]}}, MSG_ERRQUEUE) = 0
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    let Outcome::Fail { message, .. } = &report.outcome else {
+        panic!("expected a failure, got {}", report.outcome);
+    };
+    assert!(
+        message.contains("expected ee_data=1, got Some(0)"),
+        "{message}"
+    );
+}

@@ -350,6 +350,9 @@ pub struct StackConfig {
     /// Linux's layout by default, FreeBSD's for conformance scripts written against it
     /// ([`wire::TcpOptionLayout`]).
     pub tcp_option_layout: wire::TcpOptionLayout,
+    /// The notsent mark of sockets that set none (Linux `net.ipv4.tcp_notsent_lowat`, whose
+    /// default `u32::MAX` means no mark): see `SocketOption::NotSentLowat`.
+    pub tcp_notsent_lowat_bytes: u32,
     /// `None`: the stack hashes flows itself and ignores carried hashes.
     pub rss: Option<RssConfig>,
     /// Secret for TCP initial sequence numbers (RFC 6528). Pass seeded randomness in; the
@@ -376,6 +379,7 @@ impl StackConfig {
             tcp,
             tcp_fastopen: tcp::fastopen::FastOpenConfig::default(),
             tcp_option_layout: wire::TcpOptionLayout::Linux,
+            tcp_notsent_lowat_bytes: u32::MAX,
             rss: None,
             secret: [0x5eed_0000_0000_0001, 0x5eed_0000_0000_0002],
         }

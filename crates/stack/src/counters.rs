@@ -184,6 +184,12 @@ counters! {
     tcp_listen_backlog_full,
     /// SYN-ACKs sent with a SYN cookie because the SYN backlog was full (RFC 4987 §3.6).
     tcp_syn_cookies_sent,
+    /// Error-queue notifications (zero-copy completions, transmit timestamps) dropped: the
+    /// socket's queue held `tcp_notify::ERRQUEUE_NOTIFICATIONS_MAX` already.
+    tcp_errqueue_dropped,
+    /// Sends left without transmit timestamps: `TIMESTAMPED_SENDS_OUTSTANDING_MAX` were
+    /// outstanding.
+    tcp_tx_timestamps_dropped,
     /// Fast Open (RFC 7413): SYN-ACKs that carried a cookie for the client.
     tcp_fastopen_cookies_sent,
     /// Fast Open children: connections that accepted data in their SYN (or were allowed to).

@@ -77,6 +77,7 @@ pub mod tcp_fastopen_client;
 mod tcp_input;
 pub mod tcp_mem;
 mod tcp_move;
+pub mod tcp_notify;
 pub mod tcp_sockets;
 mod timer_wheel;
 mod tx_pool;
@@ -105,6 +106,7 @@ pub use tcp::Counters as TcpCounters;
 pub use tcp_fastopen_client::{CachedServer, ClientCache, ClientSyn};
 pub use tcp_mem::MemState;
 pub use tcp_move::{BucketConn, MoveClass, Unowned};
+pub use tcp_notify::{Notification, SendFlags, SocketOptions, TxTimestampKind, TxTimestamping};
 pub use tcp_sockets::FourTuple;
 /// The receive metadata [`Stack::receive`] takes (re-exported from `wire`).
 pub use wire::{CsumVerdict, RssHashType, RxChecksum, RxMeta, TxMeta};

@@ -43,6 +43,9 @@ impl Readiness {
     pub const ERROR: Readiness = Readiness(0x10);
     /// The connection reached CLOSED; the handle stays valid until `close`/`release`.
     pub const CLOSED: Readiness = Readiness(0x20);
+    /// Notifications wait on the socket's error queue (zero-copy completions, transmit
+    /// timestamps: `Stack::tcp_recv_notification`); not a failure of the connection.
+    pub const ERROR_QUEUE: Readiness = Readiness(0x40);
 
     pub fn contains(self, other: Readiness) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0
@@ -203,4 +206,15 @@ pub enum SocketOption {
     /// TCP, connections: how many times the SYN is sent again before the open times out
     /// (Linux `TCP_SYNCNT`, 1 to 127).
     SynRetries(u8),
+    /// TCP: `SO_ZEROCOPY`, sends with [`crate::SendFlags::zerocopy`] report completion on the
+    /// error queue (`tcp_notify`). On a listener, for the connections it accepts.
+    ZeroCopy(bool),
+    /// TCP: `SO_MARK`, stored and reported; it does not change routing.
+    Mark(u32),
+    /// TCP: `TCP_NOTSENT_LOWAT` in bytes (0: the stack's default,
+    /// [`crate::StackConfig::tcp_notsent_lowat_bytes`]); see `tcp_notify`.
+    NotSentLowat(u32),
+    /// TCP, connections (and listeners without `opt_id`): `SO_TIMESTAMPING`'s transmit
+    /// timestamps (`tcp_notify`).
+    TxTimestamping(crate::tcp_notify::TxTimestamping),
 }

@@ -229,7 +229,7 @@ impl Stack {
     /// Bytes written and not sent yet (Linux `ioctl(SIOCOUTQNSD)`, `tcpi_notsent_bytes`).
     pub fn tcp_unsent_bytes(&self, h: SocketHandle) -> Result<usize, SocketError> {
         let (tcp, sockets) = self.tcp_view();
-        Ok(tcp.conn_ref(sockets, h)?.tcp_info(0).notsent_bytes as usize)
+        Ok(tcp.conn_ref(sockets, h)?.notsent_bytes())
     }
 
     /// Copies received bytes without consuming them (`recv(MSG_PEEK)`): the window and the
@@ -360,6 +360,7 @@ impl TcpCx<'_> {
             config: self.cfg.tcp,
             fastopen_queue_max: 0,
             fastopen_keys: None,
+            sock_opts: Default::default(),
         };
         self.sockets
             .alloc(Socket::Tcp(TcpState::Listener(listener)))
@@ -458,6 +459,7 @@ impl TcpCx<'_> {
             syn_data_acked: false,
             mem_bytes: 0,
             send_buffer_before_pressure: None,
+            ext: None,
         };
         let h = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock)))?;
         self.tcp.conns.insert(key, h.index as usize);
@@ -467,7 +469,7 @@ impl TcpCx<'_> {
 
     /// See [`Stack::tcp_send`].
     pub(crate) fn tcp_send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, SocketError> {
-        self.tcp_send_flagged(h, data, false)
+        self.tcp_send_flagged(h, data, crate::SendFlags::default())
     }
 
     /// See [`Stack::tcp_send_more`].
@@ -476,48 +478,11 @@ impl TcpCx<'_> {
         h: SocketHandle,
         data: &[u8],
     ) -> Result<usize, SocketError> {
-        self.tcp_send_flagged(h, data, true)
-    }
-
-    /// A send, with `MSG_MORE` (hold a short tail) when `more`: the bypass socket of an
-    /// offloaded connection, the `tcp_mem` allowance, a deferred Fast Open's first send (the
-    /// SYN carries it), else the connection's send buffer. An error is reported once.
-    fn tcp_send_flagged(
-        &mut self,
-        h: SocketHandle,
-        data: &[u8],
-        more: bool,
-    ) -> Result<usize, SocketError> {
-        if let Some(r) = self.bypass_send(h, data, more) {
-            return r;
-        }
-        // In the high memory state only what the budget allows (`tcp_mem`).
-        let allowed = if self.tcp.mem_state == crate::tcp_mem::MemState::High {
-            let (i, _) = self.conn_for(h)?;
-            &data[..self.tcp_mem_send_allowance(i, data.len())]
-        } else {
-            data
+        let flags = crate::SendFlags {
+            more: true,
+            ..crate::SendFlags::default()
         };
-        let (i, c) = self.conn_for(h)?;
-        if c.fastopen_client
-            .as_ref()
-            .is_some_and(|f| f.deferred.is_some())
-        {
-            let r = self.fastopen_client_first_send(i, h, allowed);
-            self.tcp_after_input(i);
-            return r.unwrap_or(Err(SocketError::InvalidState));
-        }
-        let sent = if more {
-            c.conn.send_more(allowed)
-        } else {
-            c.conn.send(allowed)
-        };
-        let n = sent.map_err(|e| c.report_once(map_tcp_error(e), SocketError::Closed))?;
-        self.tcp_after_input(i);
-        if n == 0 && !data.is_empty() {
-            return Err(SocketError::WouldBlock);
-        }
-        Ok(n)
+        self.tcp_send_flagged(h, data, flags)
     }
 
     /// See [`Stack::tcp_recv`].
@@ -616,6 +581,9 @@ impl TcpCx<'_> {
         if let Some(r) = self.bypass_option(i, opt) {
             return r;
         }
+        if let Some(r) = self.notify_option(i, opt) {
+            return r;
+        }
         let Some(Socket::Tcp(t)) = self.sockets.get_mut(i) else {
             return Err(SocketError::WrongSocketType);
         };
@@ -689,7 +657,7 @@ impl TcpCx<'_> {
                 self.tcp.dirty.insert(i);
                 Ok(())
             }
-            (TcpState::Conn(_), _) => Err(SocketError::InvalidState),
+            (TcpState::Conn(_) | TcpState::Listener(_), _) => Err(SocketError::InvalidState),
             (TcpState::Moved(_), _) => Err(SocketError::InvalidHandle),
         }
     }

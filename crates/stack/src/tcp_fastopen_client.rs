@@ -238,11 +238,29 @@ impl Stack {
         options: &[SocketOption],
         data: &[u8],
     ) -> Result<(SocketHandle, usize), SocketError> {
+        let flags = crate::SendFlags::default();
+        self.tcp_connect_fastopen_with(now, remote, local_port, options, data, flags)
+    }
+
+    /// [`Stack::tcp_connect_fastopen`] whose data is sent with `flags`
+    /// ([`Stack::tcp_send_with`]: a zero-copy send's ID is taken only when the SYN carries
+    /// data; `more` and `eor` have no effect on what a SYN carries).
+    pub fn tcp_connect_fastopen_with(
+        &mut self,
+        now: u64,
+        remote: SocketAddr,
+        local_port: u16,
+        options: &[SocketOption],
+        data: &[u8],
+        flags: crate::SendFlags,
+    ) -> Result<(SocketHandle, usize), SocketError> {
         let mut cx = self.tcp_cx();
         let decision = cx.fastopen_client_decide(now, remote.ip())?;
         let h = cx.tcp_connect(now, remote, local_port)?;
         cx.fastopen_client_options(h, options)?;
         let n = cx.fastopen_client_start(h, decision, data, false)?;
+        let i = cx.sockets.index(h)?;
+        cx.tcp_after_send(i, n, flags);
         Ok((h, n))
     }
 

@@ -325,6 +325,12 @@ impl TcpCx<'_> {
     /// Puts a passive-open child in a slot, the table and its listener's backlog, counted
     /// against its source (`TcpTable::per_source`).
     pub(crate) fn tcp_insert_child(&mut self, now: u64, li: usize, key: FlowKey, conn: Connection) {
+        // `SO_ZEROCOPY` and the other options of `tcp_notify` are inherited.
+        let inherited = self
+            .listener_mut(li)
+            .map(|l| l.sock_opts)
+            .filter(|o| *o != crate::tcp_notify::SockOpts::default())
+            .map(|o| Box::new(crate::tcp_notify::SockExt::new(o, conn.send_queue_bytes())));
         let sock = ConnSock {
             key,
             conn: Box::new(conn),
@@ -343,6 +349,7 @@ impl TcpCx<'_> {
             syn_data_acked: false,
             mem_bytes: 0,
             send_buffer_before_pressure: None,
+            ext: inherited,
         };
         let Ok(h) = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock))) else {
             self.tcp.counters.tcp_conn_table_full += 1;
@@ -401,7 +408,12 @@ impl TcpCx<'_> {
                 }
                 readiness |= readiness_of(e);
             }
-            c.parent
+            let has_ext = c.ext.is_some();
+            let parent = c.parent;
+            if has_ext && self.tcp_notify_progress(i, None) {
+                readiness |= Readiness::ERROR_QUEUE;
+            }
+            parent
         };
         if established {
             self.tcp.counters.tcp_connections_established += 1;
@@ -642,6 +654,7 @@ impl TcpCx<'_> {
                 gso_size,
             );
         }
+        self.tcp_notify_after_output(now, i);
         if drained {
             self.tcp.dirty.remove(i);
             self.tcp_after_output(i);

@@ -390,6 +390,7 @@ impl TcpCx<'_> {
             syn_data_acked: false,
             mem_bytes: 0,
             send_buffer_before_pressure: None,
+            ext: None,
         };
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {

@@ -143,6 +143,8 @@ pub(crate) struct Listener {
     pub(crate) fastopen_queue_max: u32,
     /// `TCP_FASTOPEN_KEY`: this listener's own cookie key, else the stack's.
     pub(crate) fastopen_keys: Option<tcp::fastopen::FastOpenKeys>,
+    /// `SO_ZEROCOPY`, `SO_MARK`, `TCP_NOTSENT_LOWAT`, `SO_TIMESTAMPING` for its children.
+    pub(crate) sock_opts: crate::tcp_notify::SockOpts,
 }
 
 /// A connection socket.
@@ -193,6 +195,9 @@ pub(crate) struct ConnSock {
     /// The send buffer size it had before memory pressure shrank it (given back when the
     /// stack returns to the normal state).
     pub(crate) send_buffer_before_pressure: Option<u32>,
+    /// Zero-copy, timestamping, notsent mark, mark and the error queue (`tcp_notify`), boxed
+    /// on first use.
+    pub(crate) ext: Option<Box<crate::tcp_notify::SockExt>>,
 }
 
 /// What a connection exported by [`Stack::tcp_export`] leaves in its slot and in the table
@@ -719,8 +724,12 @@ impl TcpTable {
                     .is_some_and(|f| f.deferred.is_some());
                 if (matches!(state, State::Established | State::CloseWait) || deferred)
                     && c.conn.send_capacity_bytes() > 0
+                    && c.notsent_writable(self.cfg.tcp_notsent_lowat_bytes)
                 {
                     r |= Readiness::WRITABLE;
+                }
+                if c.has_notifications() {
+                    r |= Readiness::ERROR_QUEUE;
                 }
                 if c.error.is_some() || c.pending_failure().is_some() {
                     r |= Readiness::ERROR;

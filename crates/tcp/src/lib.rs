@@ -84,8 +84,8 @@ pub mod snapshot_codec;
 
 pub use config::{Config, CongestionControl, KeepaliveConfig};
 pub use connection::{
-    AcceptError, CaState, CloseReason, Connection, Counters, Error, Event, Negotiated, State,
-    TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt,
+    AcceptError, CaState, CloseReason, Connection, Counters, Error, Event, Negotiated,
+    RECORDS_OUTSTANDING_MAX, State, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt,
 };
 pub use rack::RackPathState;
 pub use snapshot::{ConnectionSnapshot, SnapshotError};

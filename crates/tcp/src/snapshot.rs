@@ -254,6 +254,8 @@ impl Connection {
             rack,
             // `tcp_info`'s chronographs and reordering degree restart with the importer.
             info: _,
+            // Record boundaries stay behind (`connection/records.rs`).
+            records: _,
             counters,
         } = self;
         if !state.is_synchronized() {
@@ -365,6 +367,7 @@ impl Connection {
             scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX),
             rack,
             info: Some(Box::new(crate::connection::InfoState::new(now))),
+            records: None,
             config,
             counters: s.counters,
         };

@@ -40,13 +40,20 @@ impl Exec {
                 let Some((mask, data)) = epoll_event_arg(call.args.get(3)) else {
                     return skip(format!("{call}: event not understood"));
                 };
+                // Linux `do_epoll_ctl`: `EPOLLEXCLUSIVE` only with the bits it allows.
+                if mask & EPOLLEXCLUSIVE != 0 && mask & !EPOLLEXCLUSIVE_OK_BITS != 0 {
+                    return Ok(Err("EINVAL"));
+                }
                 if ep.items.iter().any(|i| i.fd == fd) {
                     return Ok(Err("EEXIST"));
                 }
                 ep.items.push(EpollItem {
                     fd,
-                    interest: mask & !EPOLLET,
+                    interest: mask & !EPOLL_FLAG_BITS,
                     edge_triggered: mask & EPOLLET != 0,
+                    oneshot: mask & EPOLLONESHOT != 0,
+                    exclusive: mask & EPOLLEXCLUSIVE != 0,
+                    disabled: false,
                     data,
                     ready: true,
                 });
@@ -61,8 +68,15 @@ impl Exec {
                 let Some(item) = ep.items.iter_mut().find(|i| i.fd == fd) else {
                     return Ok(Err("ENOENT"));
                 };
-                item.interest = mask & !EPOLLET;
+                // Linux: an exclusive registration cannot be modified, nor made exclusive.
+                if item.exclusive || mask & EPOLLEXCLUSIVE != 0 {
+                    return Ok(Err("EINVAL"));
+                }
+                item.interest = mask & !EPOLL_FLAG_BITS;
                 item.edge_triggered = mask & EPOLLET != 0;
+                item.oneshot = mask & EPOLLONESHOT != 0;
+                // `EPOLL_CTL_MOD` re-arms a one-shot registration.
+                item.disabled = false;
                 item.data = data;
                 item.ready = true;
                 Ok(Ok(0))
@@ -101,7 +115,8 @@ impl Exec {
         if r.contains(Readiness::WRITABLE) {
             mask |= EPOLLOUT | EPOLLWRNORM;
         }
-        if r.contains(Readiness::ERROR) {
+        // Linux `tcp_poll`: `sk_err`, or a non-empty error queue.
+        if r.contains(Readiness::ERROR) || r.contains(Readiness::ERROR_QUEUE) {
             mask |= EPOLLERR;
         }
         // Linux `tcp_poll`: a closed connection (reset, timed out, or closed both ways) is
@@ -141,7 +156,11 @@ impl Exec {
         let Some(items) = self.epolls.get(epfd).map(|ep| {
             ep.items
                 .iter()
-                .map(|i| (i.fd, i.ready, i.interest, i.edge_triggered))
+                .map(|i| {
+                    // A fired one-shot registration reports nothing until re-armed.
+                    let ready = i.ready && !i.disabled;
+                    (i.fd, ready, i.interest, i.edge_triggered || i.oneshot)
+                })
                 .collect::<Vec<_>>()
         }) else {
             return Ok(Err("EBADF"));
@@ -169,6 +188,14 @@ impl Exec {
         for idx in clear {
             if let Some(item) = ep.items.get_mut(idx) {
                 item.ready = false;
+            }
+        }
+        for (idx, _) in &reported {
+            if let Some(item) = ep.items.get_mut(*idx)
+                && item.oneshot
+            {
+                // Linux `ep_send_events`: a reported one-shot item's events are cleared.
+                item.disabled = true;
             }
         }
         if let (Some((idx, mask)), Some((want_mask, want_data))) =
@@ -204,9 +231,15 @@ pub(super) struct Epoll {
 #[derive(Debug)]
 pub(super) struct EpollItem {
     pub(super) fd: i64,
-    /// Requested events, without `EPOLLET`.
+    /// Requested events, without the flag bits (`EPOLLET`, `EPOLLONESHOT`, ...).
     pub(super) interest: u32,
     pub(super) edge_triggered: bool,
+    /// `EPOLLONESHOT`: reported once, then `disabled` until `EPOLL_CTL_MOD`.
+    pub(super) oneshot: bool,
+    /// `EPOLLEXCLUSIVE`: with one epoll instance per socket here, only its rules on
+    /// `epoll_ctl` differ (no `EPOLL_CTL_MOD`).
+    pub(super) exclusive: bool,
+    pub(super) disabled: bool,
     /// The user data member's name (`fd`, `ptr`, `u32`, `u64`) and value, echoed by
     /// `epoll_wait`.
     pub(super) data: (String, i64),
@@ -223,7 +256,24 @@ const EPOLLHUP: u32 = 0x010;
 const EPOLLRDNORM: u32 = 0x040;
 const EPOLLWRNORM: u32 = 0x100;
 const EPOLLRDHUP: u32 = 0x2000;
+const EPOLLEXCLUSIVE: u32 = 1 << 28;
+const EPOLLWAKEUP: u32 = 1 << 29;
+const EPOLLONESHOT: u32 = 1 << 30;
 const EPOLLET: u32 = 1 << 31;
+/// The flag bits of an event mask (not events).
+const EPOLL_FLAG_BITS: u32 = EPOLLEXCLUSIVE | EPOLLWAKEUP | EPOLLONESHOT | EPOLLET;
+/// Linux `EPOLLEXCLUSIVE_OK_BITS`.
+const EPOLLEXCLUSIVE_OK_BITS: u32 = EPOLLIN
+    | EPOLLOUT
+    | EPOLLRDNORM
+    | EPOLLWRNORM
+    | 0x080
+    | 0x200
+    | EPOLLERR
+    | EPOLLHUP
+    | EPOLLWAKEUP
+    | EPOLLET
+    | EPOLLEXCLUSIVE;
 
 /// The value of an epoll event mask expression (`EPOLLIN|EPOLLET`, `0`).
 pub(super) fn epoll_mask(e: &Expr) -> Option<u32> {
@@ -239,6 +289,9 @@ pub(super) fn epoll_mask(e: &Expr) -> Option<u32> {
             "EPOLLWRNORM" => EPOLLWRNORM,
             "EPOLLRDHUP" => EPOLLRDHUP,
             "EPOLLET" => EPOLLET,
+            "EPOLLONESHOT" => EPOLLONESHOT,
+            "EPOLLEXCLUSIVE" => EPOLLEXCLUSIVE,
+            "EPOLLWAKEUP" => EPOLLWAKEUP,
             _ => return None,
         }),
         Expr::Or(parts) => parts

@@ -222,18 +222,21 @@ impl Exec {
         let (h, taken) = match kind {
             FdKind::Fresh => {
                 if !flags.fastopen {
-                    return skip(
-                        "sendto on a socket not connected yet without MSG_FASTOPEN is not modelled",
-                    );
+                    // Linux `tcp_sendmsg_locked` → `sk_stream_wait_connect` in CLOSE.
+                    return Ok(Some(Some(Err("EPIPE"))));
                 }
                 if flags.af_unspec || !self.stack.tcp_fastopen().client {
                     return Ok(Some(Some(Err("EOPNOTSUPP"))));
                 }
                 let remote = SocketAddr::new(self.addrs.remote(), SERVER_PORT);
-                match self
-                    .stack
-                    .tcp_connect_fastopen(self.now_ns, remote, 0, &opts, &zeros)
-                {
+                match self.stack.tcp_connect_fastopen_with(
+                    self.now_ns,
+                    remote,
+                    0,
+                    &opts,
+                    &zeros,
+                    flags.stack(),
+                ) {
                     Ok((h, n)) => {
                         self.opened(pos, call, h)?;
                         (h, n)
@@ -243,7 +246,7 @@ impl Exec {
             }
             FdKind::Conn(h) if self.stack.tcp_is_deferred(h) => {
                 // The first write of a deferred open: the SYN carries it.
-                match self.stack.tcp_send(h, &zeros) {
+                match self.stack.tcp_send_with(h, &zeros, flags.stack()) {
                     Ok(n) => (h, n),
                     Err(e) => return Ok(Some(Some(Err(self.write_errno_of(fd, e))))),
                 }
@@ -271,7 +274,7 @@ impl Exec {
             fd,
             done: taken,
             len,
-            more: flags.more,
+            flags: flags.stack(),
             connect_wait: true,
         };
         self.maybe_block(pos, call, window, op, false).map(Some)
@@ -289,6 +292,7 @@ impl Exec {
         if let Some(v) = f.syn_retries {
             opts.push(SocketOption::SynRetries(v));
         }
+        opts.extend_from_slice(&f.sock_opts);
         opts
     }
 
@@ -304,9 +308,13 @@ impl Exec {
         let f = self.fd_arg(pos, call)?;
         f.kind = FdKind::Conn(h);
         f.opening = true;
+        let sndbuf = f.sndbuf.take();
         let keepalive = f.keepalive.on.then_some(f.keepalive.cfg);
         if keepalive.is_some() {
             let _ = self.stack.tcp_set_keepalive(now, h, keepalive);
+        }
+        if let Some(v) = sndbuf {
+            let _ = self.apply_sndbuf(h, v)?;
         }
         self.remote_port = SERVER_PORT;
         self.local_port = None;

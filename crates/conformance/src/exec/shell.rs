@@ -108,6 +108,14 @@ impl Exec {
                     cfg.tail_loss_probe = value != "0";
                     changed = true;
                 }
+                "tcp_notsent_lowat" => {
+                    let Ok(v) = value.parse::<i64>() else {
+                        return skip(format!("sysctl tcp_notsent_lowat={value} not understood"));
+                    };
+                    // Linux's sysctl is an unsigned int: -1 and 4294967295 are both no mark.
+                    self.notsent_lowat_bytes = v as u32;
+                    changed = true;
+                }
                 "tcp_min_tso_segs" | "tcp_tso_win_divisor" | "tcp_pacing_ss_ratio" => {}
                 other => return skip(format!("sysctl {other}={value} has no stack setting")),
             }
@@ -119,7 +127,12 @@ impl Exec {
             self.tcp_cfg = cfg;
             // The client's Fast Open cache outlives the sockets, as Linux's metrics do.
             let cache = self.stack.tcp_fastopen_cache().clone();
-            self.stack = new_stack(cfg, self.addrs, self.tcp_option_layout);
+            self.stack = new_stack(
+                cfg,
+                self.addrs,
+                self.tcp_option_layout,
+                self.notsent_lowat_bytes,
+            );
             self.stack.tcp_set_fastopen_cache(cache);
             self.fastopen_apply();
         }

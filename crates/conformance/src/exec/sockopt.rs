@@ -3,6 +3,8 @@
 
 use super::*;
 
+/// Linux `SOCK_MIN_SNDBUF`: the least `sk_sndbuf` `SO_SNDBUF` sets.
+const SOCK_MIN_SNDBUF_BYTES: i64 = 2 * (2048 + 256);
 /// Linux `O_RDWR`.
 const O_RDWR: i64 = 2;
 /// Linux `O_NONBLOCK`.
@@ -147,16 +149,12 @@ impl Exec {
         if let Some(r) = self.fastopen_setsockopt(pos, call, name, value)? {
             return Ok(r);
         }
+        if let Some(r) = self.errqueue_setsockopt(pos, call, name)? {
+            return Ok(r);
+        }
         match (name, value) {
             // Address reuse has no meaning for a fresh stack per script.
             ("SO_REUSEADDR", _) => {
-                self.fd_arg(pos, call)?;
-                Ok(Ok(0))
-            }
-            // Zero-copy sending only changes who owns the pages and adds completion
-            // notifications on the error queue, which the executor cannot read (`recvmsg`
-            // skips a script): the stack copying is indistinguishable on the wire.
-            ("SO_ZEROCOPY", _) => {
                 self.fd_arg(pos, call)?;
                 Ok(Ok(0))
             }
@@ -193,25 +191,19 @@ impl Exec {
             }
             ("SO_SNDBUF", Some(v)) => {
                 // Linux `sock_setsockopt`: min(val, net.core.wmem_max = 212992), doubled for
-                // bookkeeping overhead.
-                let sndbuf = u32::try_from(v.clamp(0, 212_992) * 2).unwrap_or(u32::MAX);
+                // bookkeeping overhead, at least `SOCK_MIN_SNDBUF` (2 × (2048 + the 256-byte
+                // `struct sk_buff`)).
+                let sndbuf = u32::try_from((v.clamp(0, 212_992) * 2).max(SOCK_MIN_SNDBUF_BYTES))
+                    .unwrap_or(u32::MAX);
                 let fd = self.fd_arg(pos, call)?;
                 match fd.kind {
-                    FdKind::Fresh => skip("SO_SNDBUF before listen or connect is not modelled"),
+                    // Applied by `listen` or the open, once the socket has an MSS.
+                    FdKind::Fresh => {
+                        fd.sndbuf = Some(sndbuf);
+                        Ok(Ok(0))
+                    }
                     FdKind::Listener(h) | FdKind::Conn(h) => {
-                        let mss = self.send_mss(h)?;
-                        let bytes = sndbuf_payload_bytes(
-                            sndbuf,
-                            mss,
-                            self.sndbuf_overhead_per_segment_bytes,
-                        );
-                        match self
-                            .stack
-                            .set_option(h, SocketOption::SendBufferBytes(bytes))
-                        {
-                            Ok(()) => Ok(Ok(0)),
-                            Err(e) => Ok(Err(errno_of(e))),
-                        }
+                        Ok(self.apply_sndbuf(h, sndbuf)?.map(|()| 0).map_err(errno_of))
                     }
                 }
             }
@@ -257,6 +249,20 @@ impl Exec {
                 sockopt_name(call)
             )),
         }
+    }
+
+    /// Sets `sndbuf` (Linux `sk_sndbuf` bytes) as the stack's payload capacity of `h`
+    /// ([`Profile::sndbuf_overhead_per_segment_bytes`]).
+    pub(super) fn apply_sndbuf(
+        &mut self,
+        h: SocketHandle,
+        sndbuf: u32,
+    ) -> Result<Result<(), SocketError>, Stop> {
+        let mss = self.send_mss(h)?;
+        let bytes = sndbuf_payload_bytes(sndbuf, mss, self.sndbuf_overhead_per_segment_bytes);
+        Ok(self
+            .stack
+            .set_option(h, SocketOption::SendBufferBytes(bytes)))
     }
 
     /// The MSS the send buffer accounting counts segments of: the connection's, or the one a
@@ -348,6 +354,11 @@ impl Exec {
         call: &SyscallLine,
     ) -> Result<CallResult, Stop> {
         let what = sockopt_name(call);
+        if let Some(Expr::Symbol(name)) = call.args.get(2)
+            && let Some(r) = self.errqueue_getsockopt(pos, call, &name.clone())?
+        {
+            return Ok(r);
+        }
         if matches!(call.args.get(2), Some(Expr::Symbol(s)) if s == "SO_SNDBUF") {
             return self.sys_getsockopt_sndbuf(pos, call);
         }

@@ -56,6 +56,8 @@ impl Exec {
         }
         let (nodelay, maxseg) = (fd.nodelay, fd.maxseg);
         let fastopen = core::mem::take(&mut fd.fastopen);
+        let sock_opts = core::mem::take(&mut fd.sock_opts);
+        let sndbuf = fd.sndbuf.take();
         let local = SocketAddr::new(self.addrs.local(), SERVER_PORT);
         let h = match self.stack.tcp_listen(local, backlog) {
             Ok(h) => h,
@@ -67,8 +69,11 @@ impl Exec {
         if let Some(v) = maxseg {
             let _ = self.stack.set_option(h, SocketOption::MaxSegment(v));
         }
-        for opt in fastopen {
+        for opt in fastopen.into_iter().chain(sock_opts) {
             let _ = self.stack.set_option(h, opt);
+        }
+        if let Some(v) = sndbuf {
+            let _ = self.apply_sndbuf(h, v)?;
         }
         let fd = self.fd_arg(pos, call)?;
         fd.kind = FdKind::Listener(h);
@@ -217,7 +222,7 @@ impl Exec {
                 fd,
                 done,
                 len,
-                more,
+                flags,
                 mut connect_wait,
             } => {
                 let Some(FdKind::Conn(h)) = self.fds.get(&fd).map(|f| f.kind) else {
@@ -238,11 +243,14 @@ impl Exec {
                 while done < len {
                     let n = (len - done).min(chunk.len());
                     let data = chunk.get(..n).unwrap_or(&[]);
-                    let sent = if more {
-                        self.stack.tcp_send_more(h, data)
-                    } else {
-                        self.stack.tcp_send(h, data)
+                    // One call handed over in pieces: the record ends with its last piece,
+                    // and the pieces after the first continue its zero-copy ID.
+                    let piece = stack::SendFlags {
+                        eor: flags.eor && done + n == len,
+                        continues: done > 0,
+                        ..flags
                     };
+                    let sent = self.stack.tcp_send_with(h, data, piece);
                     match sent {
                         Ok(0) | Err(SocketError::WouldBlock) => break,
                         Ok(k) => done += k,
@@ -257,7 +265,7 @@ impl Exec {
                         fd,
                         done,
                         len,
-                        more,
+                        flags,
                         connect_wait,
                     }))
                 }
@@ -388,17 +396,13 @@ impl Exec {
         window: Window,
         kind: SyscallKind,
     ) -> Result<Option<CallResult>, Stop> {
-        // `send(..., MSG_MORE)` is the stack's `tcp_send_more`; other flags skip.
-        let more = kind == SyscallKind::Send
-            && matches!(call.args.get(3), Some(Expr::Symbol(s)) if s == "MSG_MORE");
-        if kind == SyscallKind::Send && !more {
-            Self::flags_arg(call)?;
-        }
-        let len = Self::len_arg(pos, call)?;
-        let flags = SendFlags {
-            more,
-            ..SendFlags::default()
+        // `send(..., flags)`: `MSG_MORE`, `MSG_EOR`, `MSG_ZEROCOPY`, ... (`send_flags`).
+        let flags = if kind == SyscallKind::Send {
+            send_flags(call, call.args.get(3))?
+        } else {
+            SendFlags::default()
         };
+        let len = Self::len_arg(pos, call)?;
         self.write_op(pos, call, window, len, flags)
     }
 
@@ -413,7 +417,7 @@ impl Exec {
         call: &SyscallLine,
         window: Window,
     ) -> Result<Option<CallResult>, Stop> {
-        let mut flags = send_flags(call, call.args.get(3), false)?;
+        let mut flags = send_flags(call, call.args.get(3))?;
         flags.af_unspec = matches!(call.args.get(4), Some(Expr::Symbol(s)) if s == "AF_UNSPEC");
         let len = Self::len_arg(pos, call)?;
         self.write_op(pos, call, window, len, flags)
@@ -433,8 +437,7 @@ impl Exec {
         if call.args.get(2).is_none() {
             return fail(pos, "sendmsg: missing flags argument");
         }
-        // See SO_ZEROCOPY: the same bytes leave either way.
-        let flags = send_flags(call, call.args.get(2), true)?;
+        let flags = send_flags(call, call.args.get(2))?;
         let Some(Expr::Struct(fields)) = call.args.get(1) else {
             return fail(pos, "sendmsg: second argument is not a struct msghdr");
         };
@@ -472,6 +475,9 @@ impl Exec {
     ) -> Result<Option<CallResult>, Stop> {
         match call.args.get(2) {
             Some(Expr::Int(0)) => {}
+            Some(Expr::Symbol(s)) if s == "MSG_ERRQUEUE" => {
+                return self.sys_recvmsg_errqueue(pos, call).map(Some);
+            }
             Some(other) => return skip(format!("recvmsg flags {other} are not supported")),
             None => return fail(pos, "recvmsg: missing flags argument"),
         }
@@ -601,7 +607,7 @@ impl Exec {
             fd,
             done: 0,
             len,
-            more: flags.more,
+            flags: flags.stack(),
             connect_wait: false,
         };
         if nonblocking {
@@ -683,22 +689,35 @@ pub(super) struct SendFlags {
     pub(super) dontwait: bool,
     /// The destination address is `AF_UNSPEC` (`sendto` only).
     pub(super) af_unspec: bool,
+    /// `MSG_EOR`.
+    pub(super) eor: bool,
+    /// `MSG_ZEROCOPY`.
+    pub(super) zerocopy: bool,
+}
+
+impl SendFlags {
+    /// The flags the stack's send takes.
+    pub(super) fn stack(self) -> stack::SendFlags {
+        stack::SendFlags {
+            more: self.more,
+            eor: self.eor,
+            zerocopy: self.zerocopy,
+            continues: false,
+        }
+    }
 }
 
 /// Linux's values of the send flags the executor knows.
+const MSG_EOR: i64 = 0x80;
 const MSG_DONTWAIT: i64 = 0x40;
 const MSG_NOSIGNAL: i64 = 0x4000;
 const MSG_MORE: i64 = 0x8000;
 const MSG_ZEROCOPY: i64 = 0x400_0000;
 const MSG_FASTOPEN: i64 = 0x2000_0000;
 
-/// The send flags of `call` (`MSG_NOSIGNAL` has nothing to do: no signals here;
-/// `MSG_ZEROCOPY` only where `zerocopy` says it is accepted); any other flag skips.
-pub(super) fn send_flags(
-    call: &SyscallLine,
-    e: Option<&Expr>,
-    zerocopy: bool,
-) -> Result<SendFlags, Stop> {
+/// The send flags of `call` (`MSG_NOSIGNAL` has nothing to do: no signals here); any other
+/// flag skips.
+pub(super) fn send_flags(call: &SyscallLine, e: Option<&Expr>) -> Result<SendFlags, Stop> {
     let mut bits = 0i64;
     let mut add = |x: &Expr| -> bool {
         match x {
@@ -708,6 +727,7 @@ pub(super) fn send_flags(
                     "MSG_DONTWAIT" => MSG_DONTWAIT,
                     "MSG_NOSIGNAL" => MSG_NOSIGNAL,
                     "MSG_MORE" => MSG_MORE,
+                    "MSG_EOR" => MSG_EOR,
                     "MSG_ZEROCOPY" => MSG_ZEROCOPY,
                     "MSG_FASTOPEN" => MSG_FASTOPEN,
                     _ => return false,
@@ -722,11 +742,7 @@ pub(super) fn send_flags(
         Some(Expr::Or(v)) => v.iter().all(&mut add),
         Some(x) => add(x),
     };
-    let allowed = MSG_DONTWAIT
-        | MSG_NOSIGNAL
-        | MSG_MORE
-        | MSG_FASTOPEN
-        | if zerocopy { MSG_ZEROCOPY } else { 0 };
+    let allowed = MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_EOR | MSG_FASTOPEN | MSG_ZEROCOPY;
     if !known || bits & !allowed != 0 {
         let text = e.map(ToString::to_string).unwrap_or_default();
         return skip(format!("{} flags {text} are not supported", call.name));
@@ -736,6 +752,8 @@ pub(super) fn send_flags(
         more: bits & MSG_MORE != 0,
         dontwait: bits & MSG_DONTWAIT != 0,
         af_unspec: false,
+        eor: bits & MSG_EOR != 0,
+        zerocopy: bits & MSG_ZEROCOPY != 0,
     })
 }
 

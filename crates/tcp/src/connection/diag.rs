@@ -40,6 +40,7 @@ impl Connection {
             scoreboard: OooQueue,
             rack: Option<Box<Rack>>,
             info: Option<Box<super::chrono::InfoState>>,
+            records: Option<Box<super::records::RecordEnds>>,
             counters: Counters,
         };
         v.sort_by_key(|&(_, offset, _)| offset);

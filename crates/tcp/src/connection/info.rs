@@ -179,6 +179,19 @@ impl State {
 }
 
 impl Connection {
+    /// Bytes written and never sent (Linux `write_seq - snd_nxt`, `tcpi_notsent_bytes`):
+    /// beyond the highest sequence number sent, so bytes a timeout sends again are not
+    /// counted.
+    pub fn notsent_bytes(&self) -> usize {
+        let send_end = self.snd.buf_seq + self.send_buf.len() as u32;
+        let sent_edge = if self.snd.max.lt(self.snd.buf_seq) {
+            self.snd.buf_seq
+        } else {
+            self.snd.max
+        };
+        fwd(sent_edge, send_end) as usize
+    }
+
     /// The connection as Linux's `tcp_info` would report it at `now` (see [`TcpInfo`]).
     pub fn tcp_info(&self, now: u64) -> TcpInfo {
         let mss = u32::from(self.eff_mss());
@@ -240,12 +253,6 @@ impl Connection {
             self.timers.syn_retries
         };
         let rtt_us = |ns: u64| sat_u32(ns / 1000);
-        let send_end = self.snd.buf_seq + self.send_buf.len() as u32;
-        let sent_edge = if self.snd.max.lt(self.snd.buf_seq) {
-            self.snd.buf_seq
-        } else {
-            self.snd.max
-        };
         let fresh;
         let x = match self.info.as_deref() {
             Some(x) => x,
@@ -305,7 +312,7 @@ impl Connection {
             bytes_retrans: self.counters.retransmitted_bytes,
             segs_out: sat_u32(self.counters.tx_segments),
             segs_in: sat_u32(self.counters.rx_segments),
-            notsent_bytes: fwd(sent_edge, send_end),
+            notsent_bytes: sat_u32(self.notsent_bytes() as u64),
             min_rtt_us: self.rack_min_rtt_ns().map(rtt_us),
             snd_wnd: self.snd.wnd,
             rcv_wnd: if synchronized {

@@ -38,6 +38,7 @@ mod input;
 mod mem;
 mod output;
 mod receive;
+mod records;
 mod sizes;
 mod sockopt;
 mod tcb;
@@ -47,6 +48,7 @@ mod timers;
 
 pub use counters::Counters;
 pub use info::{CaState, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt};
+pub use records::RECORDS_OUTSTANDING_MAX;
 pub use timers::{PATH_DOUBT_SYN_TIMEOUTS, PATH_DOUBT_TIMEOUTS};
 
 pub(crate) use chrono::InfoState;
@@ -261,6 +263,8 @@ pub struct Connection {
     /// What `tcp_info` reports beyond the TCB: chronographs, reordering degree, last data
     /// received, segment counts (`chrono.rs`); boxed on first use, as `rack`.
     pub(crate) info: Option<Box<chrono::InfoState>>,
+    /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record, as `rack`.
+    pub(crate) records: Option<Box<records::RecordEnds>>,
     pub(crate) counters: Counters,
 }
 
@@ -395,6 +399,7 @@ impl Connection {
             scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX),
             rack: None,
             info: None,
+            records: None,
             config,
             counters: Counters::default(),
         }

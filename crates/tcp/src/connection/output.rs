@@ -310,7 +310,13 @@ impl Connection {
         let opts = self.fill_options(now, &mut r, true);
         let seg_room = self.opts.snd_mss.saturating_sub(opts).max(1) as usize;
         let room = seg_room * usize::from(segments.max(1));
-        let len = avail.min(max_len as usize).min(room).min(buf.len());
+        // Never past the end of a record (`records.rs`): first transmission or not.
+        let record = self.record_room(seq).map_or(usize::MAX, |r| r as usize);
+        let len = avail
+            .min(max_len as usize)
+            .min(room)
+            .min(record)
+            .min(buf.len());
         let fin = self.app.fin_queued && offset + len == self.send_buf.len() && !probe;
         if len == 0 && !fin {
             return None;
@@ -321,8 +327,10 @@ impl Connection {
         if fin {
             r.flags |= TcpFlags::FIN;
         }
-        // A `send_more` tail leaves without PSH (Linux marks PSH only without MSG_MORE).
-        if n > 0 && offset + n == self.send_buf.len() && !self.app.more {
+        // A `send_more` tail leaves without PSH (Linux marks PSH only without MSG_MORE); a
+        // record's last segment carries it (Linux pushes at the end of each write, and a
+        // record's last bytes are never joined by later ones).
+        if n > 0 && ((offset + n == self.send_buf.len() && !self.app.more) || n == record) {
             r.flags |= TcpFlags::PSH;
         }
         let end = seq + n as u32 + u32::from(fin);
@@ -487,7 +495,15 @@ impl Connection {
         if self.snd.nxt.lt(self.snd.buf_seq) {
             return None;
         }
-        let unsent = self.send_buf.len().saturating_sub(offset) as u32;
+        self.records_trim();
+        let all_unsent = self.send_buf.len().saturating_sub(offset) as u32;
+        // A record end ahead (`records.rs`) cuts what may leave as one run; a run that ends a
+        // record with more data behind it is no tail: Nagle and cork hold only the last run
+        // (Linux applies them to the last skb of the write queue alone).
+        let unsent = self
+            .record_room(self.snd.nxt)
+            .map_or(all_unsent, |r| r.min(all_unsent));
+        let last_run = unsent == all_unsent;
         let rwnd_limited = self.rwnd_limited(unsent);
         self.chrono_on_output(now, rwnd_limited);
         let fin_due = self.app.fin_queued && self.snd.nxt == self.fin_seq();
@@ -512,8 +528,10 @@ impl Connection {
         let mss = u32::from(self.eff_mss());
         // Nagle and cork, as below: a short tail may leave now only when nothing may be in
         // flight before it or it is being pushed.
-        let held =
-            (self.app.cork || self.app.more) && !self.app.push_pending && !self.app.fin_queued;
+        let held = (self.app.cork || self.app.more)
+            && !self.app.push_pending
+            && !self.app.fin_queued
+            && last_run;
         if segments_max > 1 {
             let big = unsent
                 .min(usable)
@@ -522,8 +540,9 @@ impl Connection {
                 // The full segments the per-segment rules would send one after another; the
                 // tail joins them when it would follow at once (flight > 0 after them, so
                 // only `nodelay` or a queued FIN lets it go).
-                let tail_ok =
-                    big == unsent && !held && (self.config.nodelay || self.app.fin_queued);
+                let tail_ok = big == unsent
+                    && !held
+                    && (self.config.nodelay || self.app.fin_queued || !last_run);
                 let len = if tail_ok { big } else { big - big % mss };
                 return self.data_segment_tso(now, self.snd.nxt, len, buf, false, segments_max);
             }
@@ -535,7 +554,8 @@ impl Connection {
             // we are closing), or at least half the largest window the peer offered.
             // A Fast Open child's unacknowledged SYN is no data in flight (`fastopen.rs`).
             let data_flight = fwd(self.snd.una.max(self.snd.buf_seq), self.snd.nxt);
-            let nagle_ok = self.config.nodelay || data_flight == 0 || self.app.fin_queued;
+            let nagle_ok =
+                self.config.nodelay || data_flight == 0 || self.app.fin_queued || !last_run;
             // TCP_CORK / MSG_MORE (Linux tcp(7)): only full segments until pushed (`held`).
             let send = len > 0
                 && (len == mss
