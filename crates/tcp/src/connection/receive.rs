@@ -85,6 +85,7 @@ impl Connection {
             let info = self.info_mut(now);
             info.rx_data_segments += 1;
             info.last_data_rx_ns = now;
+            info.ato_started = true;
         }
         if start == self.rcv.nxt {
             if !data.is_empty() {
@@ -190,12 +191,14 @@ impl Connection {
 
     /// RFC 5681 §4.2 / RFC 9293 §3.8.6.3: ACK at least every second full-sized segment, and
     /// within `delayed_ack_ns` otherwise; in quick-ACK mode ([`Config::quickack_segments`],
-    /// Linux `tcp_in_quickack_mode`) every data segment at once.
+    /// Linux `tcp_in_quickack_mode`) every data segment at once, unless the connection is
+    /// interactive (`InfoState::pingpong`: our reply will carry the ACK).
     ///
     /// [`Config::quickack_segments`]: crate::Config::quickack_segments
     pub(super) fn schedule_ack(&mut self, now: u64) {
         let full = u32::from(self.rcv.mss_seen.max(1));
-        if self.out.quickacks_left > 0 {
+        let pingpong = self.info.as_ref().is_some_and(|i| i.pingpong);
+        if self.out.quickacks_left > 0 && !pingpong {
             self.out.quickacks_left -= 1;
             self.out.ack_due = AckDue::Now;
         } else if self.out.rcv_unacked_bytes >= 2 * full {
