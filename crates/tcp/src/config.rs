@@ -169,6 +169,13 @@ pub struct Config {
     /// false: such a segment is dropped and counted (`rx_drop_missing_ts`), as RFC 7323 §3.2
     /// says a TCP SHOULD; both leave the connection up (the RFC's MUST NOT abort).
     pub accept_missing_timestamps: bool,
+    /// Answer new data that arrives after the application closed the connection (FIN-WAIT-1
+    /// or FIN-WAIT-2 after `close`) with a RST and drop the connection, as RFC 1122
+    /// §4.2.2.13 says a TCP SHOULD ("to show that data was lost") and Linux does
+    /// (`tcp_rcv_state_process`, `LINUX_MIB_TCPABORTONDATA`). Default false: the data is
+    /// acknowledged and discarded (`rx_discard_after_close_bytes`) and the close finishes
+    /// gracefully.
+    pub reset_on_data_after_close: bool,
     /// Keepalive; `None` disables it. Default `None`.
     pub keepalive: Option<KeepaliveConfig>,
     /// Abort when sent data stays unacknowledged this long (RFC 9293 §3.8.3, "R2"; RFC 5482).
@@ -232,6 +239,7 @@ impl Default for Config {
             challenge_acks_per_s_max: 10,
             ack_unsent_data_replies: true,
             accept_missing_timestamps: false,
+            reset_on_data_after_close: false,
             keepalive: None,
             user_timeout_ns: Some(300 * NS_PER_S),
             syn_retries_max: 6,

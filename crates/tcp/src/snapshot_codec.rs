@@ -291,6 +291,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
         challenge_acks_per_s_max,
         ack_unsent_data_replies,
         accept_missing_timestamps,
+        reset_on_data_after_close,
         keepalive,
         user_timeout_ns,
         syn_retries_max,
@@ -329,6 +330,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
     w.u32(challenge_acks_per_s_max);
     w.bool(ack_unsent_data_replies);
     w.bool(accept_missing_timestamps);
+    w.bool(reset_on_data_after_close);
     match keepalive {
         None => w.u8(0),
         Some(KeepaliveConfig {
@@ -382,6 +384,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
         challenge_acks_per_s_max: r.u32()?,
         ack_unsent_data_replies: r.bool("config.ack_unsent_data_replies")?,
         accept_missing_timestamps: r.bool("config.accept_missing_timestamps")?,
+        reset_on_data_after_close: r.bool("config.reset_on_data_after_close")?,
         keepalive: if r.tag("config.keepalive")? {
             Some(KeepaliveConfig {
                 idle_ns: r.u64()?,

@@ -76,6 +76,19 @@ impl Connection {
             // answered with an ACK announcing the current window.
             self.out.ack_due = AckDue::Now;
         }
+        if !data.is_empty()
+            && self.app.app_closed
+            && self.config.reset_on_data_after_close
+            && matches!(self.state, State::FinWait1 | State::FinWait2)
+        {
+            // RFC 1122 §4.2.2.13: new data after CLOSE SHOULD draw a RST, to show it was
+            // lost (Linux `tcp_rcv_state_process`, "abort on data"). The RST answers the
+            // segment: its sequence number is the segment's acknowledgment (RFC 9293 §3.5.2).
+            self.counters.rx_discard_after_close_bytes += data.len() as u64;
+            self.queue_rst(seg.ack_number, None);
+            self.enter_closed(CloseReason::Aborted);
+            return;
+        }
         if !data.is_empty() {
             self.rcv.mss_seen = self
                 .rcv
