@@ -75,6 +75,12 @@ pub struct Config {
     /// holds fewer than 32 segments) so a young connection's slow start is not held back by
     /// delayed ACKs. RFC 5681 §4.2 and RFC 9293 §3.8.6.3 permit acking more often than every
     /// second segment. Default 0: off, every second full-sized segment or `delayed_ack_ns`.
+    ///
+    /// As in Linux, quick-ACK mode is suspended while the connection is interactive
+    /// (`inet_csk_in_pingpong_mode`): once we send data within `delayed_ack_ns` of the last
+    /// data received (or of the handshake's completion), the peer's next data waits for the
+    /// delayed ACK, which our reply usually carries; a delayed ACK that its timer had to send
+    /// ends interactive mode.
     pub quickack_segments: u16,
     /// Disable the Nagle algorithm (RFC 9293 §3.7.4). Default false.
     pub nodelay: bool,
@@ -158,6 +164,18 @@ pub struct Config {
     /// peer nothing. Either way the drop is counted (`rx_drop_ack_unsent`) and nothing of the
     /// segment (its timestamp, text or FIN) is taken. Default true.
     pub ack_unsent_data_replies: bool,
+    /// Accept a segment without a timestamp option on a connection that negotiated
+    /// timestamps, as Linux does (it checks PAWS only on segments that carry one). Default
+    /// false: such a segment is dropped and counted (`rx_drop_missing_ts`), as RFC 7323 §3.2
+    /// says a TCP SHOULD; both leave the connection up (the RFC's MUST NOT abort).
+    pub accept_missing_timestamps: bool,
+    /// Answer new data that arrives after the application closed the connection (FIN-WAIT-1
+    /// or FIN-WAIT-2 after `close`) with a RST and drop the connection, as RFC 1122
+    /// §4.2.2.13 says a TCP SHOULD ("to show that data was lost") and Linux does
+    /// (`tcp_rcv_state_process`, `LINUX_MIB_TCPABORTONDATA`). Default false: the data is
+    /// acknowledged and discarded (`rx_discard_after_close_bytes`) and the close finishes
+    /// gracefully.
+    pub reset_on_data_after_close: bool,
     /// Keepalive; `None` disables it. Default `None`.
     pub keepalive: Option<KeepaliveConfig>,
     /// Abort when sent data stays unacknowledged this long (RFC 9293 §3.8.3, "R2"; RFC 5482).
@@ -220,6 +238,8 @@ impl Default for Config {
             congestion_control: CongestionControl::NewReno,
             challenge_acks_per_s_max: 10,
             ack_unsent_data_replies: true,
+            accept_missing_timestamps: false,
+            reset_on_data_after_close: false,
             keepalive: None,
             user_timeout_ns: Some(300 * NS_PER_S),
             syn_retries_max: 6,

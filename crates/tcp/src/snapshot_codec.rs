@@ -1,6 +1,6 @@
 //! A byte encoding of [`ConnectionSnapshot`], for the handoff rings (DESIGN "Handoff protocol").
 //!
-//! # Format, version 2
+//! # Format, version 3
 //!
 //! Little-endian throughout. A 12-byte header, then the body:
 //!
@@ -50,7 +50,7 @@ use crate::snapshot::{ConnectionSnapshot, SnapshotError};
 /// The first four bytes of every encoded snapshot.
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"RSCS";
 /// The format version this code writes and reads; a change of layout changes it.
-pub const SNAPSHOT_VERSION: u16 = 2;
+pub const SNAPSHOT_VERSION: u16 = 3;
 /// Header bytes before the body.
 pub const SNAPSHOT_HEADER_BYTES: usize = 12;
 /// Absolute cap on each of the three byte buffers, whatever the configuration says: the
@@ -290,6 +290,8 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
         congestion_control,
         challenge_acks_per_s_max,
         ack_unsent_data_replies,
+        accept_missing_timestamps,
+        reset_on_data_after_close,
         keepalive,
         user_timeout_ns,
         syn_retries_max,
@@ -327,6 +329,8 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
     w.u8(cc_algorithm_code(congestion_control));
     w.u32(challenge_acks_per_s_max);
     w.bool(ack_unsent_data_replies);
+    w.bool(accept_missing_timestamps);
+    w.bool(reset_on_data_after_close);
     match keepalive {
         None => w.u8(0),
         Some(KeepaliveConfig {
@@ -379,6 +383,8 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
         congestion_control: cc_algorithm(r.u8()?, "config.congestion_control")?,
         challenge_acks_per_s_max: r.u32()?,
         ack_unsent_data_replies: r.bool("config.ack_unsent_data_replies")?,
+        accept_missing_timestamps: r.bool("config.accept_missing_timestamps")?,
+        reset_on_data_after_close: r.bool("config.reset_on_data_after_close")?,
         keepalive: if r.tag("config.keepalive")? {
             Some(KeepaliveConfig {
                 idle_ns: r.u64()?,
@@ -398,7 +404,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
 }
 
 impl ConnectionSnapshot {
-    /// Appends the snapshot's encoding (module documentation: format version 2) to `out`.
+    /// Appends the snapshot's encoding (module documentation: format version 3) to `out`.
     ///
     /// Every snapshot encodes; one whose buffers exceed [`SNAPSHOT_BUFFER_BYTES_MAX`] (which
     /// no export produces) encodes but does not decode.

@@ -2,7 +2,8 @@
 //! connection does: the TS.Recent update rule and the timestamp clock's wrap-around
 //! (RFC 7323 §4.3, §5.3), PAWS not applying to RST, a window that rounds to zero under
 //! scaling and then reopens (RFC 7323 §2.3), a SYN-ACK's window scale ignored when our SYN
-//! offered none (§2.2), and partially overlapping segments delivered once and in order.
+//! offered none (§2.2), partially overlapping segments delivered once and in order, and data
+//! arriving after `close` (RFC 1122 §4.2.2.13).
 
 mod harness;
 
@@ -261,4 +262,59 @@ fn partially_overlapping_segments_deliver_every_byte_once_in_order() {
     assert!(p.a_read == data, "delivered bytes differ from the stream");
     let (_, _, rcv_nxt) = p.a.sequence_state();
     assert_eq!(rcv_nxt, start + 4000);
+}
+
+/// A closes (its FIN is lost on the isolated link: FIN-WAIT-1), then B's new data arrives;
+/// returns A's state and the last segment A sent.
+fn data_after_close(config: Config) -> (State, Seg) {
+    let mut p = isolated(config);
+    p.a.close().unwrap();
+    p.flush();
+    let (_, _, rcv_nxt) = p.a.sequence_state();
+    to_a(
+        &mut p,
+        rcv_nxt,
+        TcpFlags::ACK | TcpFlags::PSH,
+        &pattern(100),
+        None,
+    );
+    (p.a.state(), last_from_a(&p).clone())
+}
+
+#[test]
+fn data_after_close_is_acknowledged_and_discarded_by_default() {
+    let (state, last) = data_after_close(no_ts());
+    assert_eq!(state, State::FinWait1);
+    assert!(!last.has(TcpFlags::RST), "got {:?}", last.hdr.flags);
+}
+
+#[test]
+fn reset_on_data_after_close_answers_with_a_rst_at_the_segments_ack() {
+    // RFC 1122 §4.2.2.13; Linux `tcp_rcv_state_process` ("abort on data"): `> R 1:1(0)`.
+    let config = Config {
+        reset_on_data_after_close: true,
+        ..no_ts()
+    };
+    let mut p = isolated(config);
+    p.a.close().unwrap();
+    p.flush();
+    let (snd_una, _, rcv_nxt) = p.a.sequence_state();
+    to_a(
+        &mut p,
+        rcv_nxt,
+        TcpFlags::ACK | TcpFlags::PSH,
+        &pattern(100),
+        None,
+    );
+    let last = last_from_a(&p).clone();
+    assert!(last.has(TcpFlags::RST) && !last.has(TcpFlags::ACK));
+    assert_eq!(
+        last.seq(),
+        snd_una,
+        "the RST takes the segment's acknowledgment"
+    );
+    assert_eq!(p.a.state(), State::Closed);
+    assert_eq!(p.a.close_reason(), Some(CloseReason::Aborted));
+    assert_eq!(p.a.counters().rx_discard_after_close_bytes, 100);
+    assert_eq!(data_after_close(config).0, State::Closed);
 }

@@ -99,6 +99,12 @@ impl Profile {
                 // `TCP_ACK_UNSENT_DATA`); `ts_recent/invalid_ack` expects that silence. The
                 // stack's default answers with an ACK, as RFC 9293 §3.10.7.4 says.
                 ack_unsent_data_replies: false,
+                // Linux takes a segment without a timestamp on a connection that negotiated
+                // them (PAWS is checked only when one is present); `inq/client` sends data so.
+                accept_missing_timestamps: true,
+                // Linux resets a connection closed by its application when new data arrives
+                // (`tcp_rcv_state_process`, "abort on data"; `user_timeout/user_timeout`).
+                reset_on_data_after_close: true,
                 ..tcp::Config::default()
             },
             check_psh: false,
@@ -169,6 +175,9 @@ impl Profile {
                 rack: false,
                 tail_loss_probe: false,
                 ack_unsent_data_replies: true,
+                // `tcp_input`: data for a socket its process closed is answered with a RST
+                // (`dropwithreset` after `SS_NOFDREF`).
+                reset_on_data_after_close: true,
                 ..tcp::Config::default()
             },
             check_psh: false,

@@ -442,8 +442,13 @@ impl MatchContext {
             });
         }
         let window_len = line.win.ok_or(BuildError::MissingWindow)?;
+        // packetdrill maps the ACK field of every segment with the ACK bit, written or not:
+        // `< . 1:1001(1000) win 320` acknowledges script sequence 0, the stack's ISN.
         let ack_number = match line.ack {
             Some(a) => self.seq.stack_live(a).ok_or(BuildError::StackIsnUnknown)?,
+            None if line.flags.contains(TcpFlags::ACK) => {
+                self.seq.stack_live(0).ok_or(BuildError::StackIsnUnknown)?
+            }
             None => SeqNumber(0),
         };
         let mut repr = TcpRepr {

@@ -314,6 +314,22 @@ fn inbound_ack_sack_and_ecr_map_into_the_stack_space() {
 }
 
 #[test]
+fn inbound_ack_without_an_ack_number_acknowledges_the_stacks_isn() {
+    // packetdrill maps the ACK field of every segment with the ACK bit, written or not: an
+    // unwritten one is script sequence 0 (`gro/gro-mss-option`: `< . 1:10001(10000) win 320`).
+    let ctx = established();
+    let payload = [0u8; 100];
+    let r = ctx
+        .build_inbound(&line("< . 1:101(100) win 320"), 1, 2, &payload)
+        .expect("builds");
+    assert_eq!(r.ack_number, SeqNumber(STACK));
+    let r = ctx
+        .build_inbound(&line("< R 1:1(0) win 0"), 1, 2, &[])
+        .expect("builds");
+    assert_eq!(r.ack_number, SeqNumber(0), "no ACK bit: the field stays 0");
+}
+
+#[test]
 fn inbound_lines_that_cannot_be_built_yield_typed_errors() {
     let fresh = MatchContext::new(SeqNumber(PEER));
     let ctx = established();

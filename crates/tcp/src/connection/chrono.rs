@@ -63,6 +63,18 @@ pub(crate) struct InfoState {
     /// A write found the send buffer full; the sndbuf-limited chronograph starts at the
     /// next output (application calls carry no clock).
     pub(crate) sndbuf_full: bool,
+    /// The delayed-ACK engine is running (Linux: `icsk_ack.ato` is no longer 0): data has
+    /// arrived, or the SYN-ACK found an application write waiting for the connection (data
+    /// queued beyond what our SYN carried, all of which it acknowledged; Linux
+    /// `sk_write_pending` in `tcp_rcv_synsent_state_process`). Until then no reply makes the
+    /// connection interactive.
+    pub(crate) ato_started: bool,
+    /// Interactive (ping-pong) mode, Linux `inet_csk_in_pingpong_mode`: with `ato_started`,
+    /// data was sent within the delayed-ACK time of the last data received (or of the
+    /// handshake's completion), so the peer's next data is answered by our next reply and
+    /// quick-ACK mode is suspended ([`crate::Config::quickack_segments`]). Left when a
+    /// delayed ACK had to be sent by its timer. Only set while quick-ACK mode is configured.
+    pub(crate) pingpong: bool,
 }
 
 impl InfoState {
@@ -78,6 +90,8 @@ impl InfoState {
             reordering: REORDERING_INITIAL_SEGMENTS,
             chrono: Chrono::Idle,
             sndbuf_full: false,
+            ato_started: false,
+            pingpong: false,
         }
     }
 

@@ -69,8 +69,15 @@ impl Connection {
             // Fast Open (RFC 7413 §4.2.2): the SYN-ACK acknowledges all, part or none of the
             // data our SYN carried; the acknowledged bytes leave the send buffer.
             let data_acked = fwd(self.snd.buf_seq, ack).min(self.send_buf.len() as u32);
+            let syn_fully_acked = !ack.lt(self.snd.max);
             self.send_buf.consume(data_acked as usize);
             self.snd.buf_seq += data_acked;
+            if syn_fully_acked && !self.send_buf.is_empty() {
+                // A write waits for the connection (Linux `sk_write_pending`): the delayed-ACK
+                // engine starts here, so the write's data sent now makes the connection
+                // interactive (`InfoState::pingpong`).
+                self.info_mut(now).ato_started = true;
+            }
             self.snd.una = ack;
             // SND.NXT goes to the acknowledgment: a SYN retransmission owed (the RTO rewound
             // SND.NXT to ISS) is moot now, and SYN data the peer did not acknowledge is sent
@@ -144,8 +151,14 @@ impl Connection {
     pub(super) fn rx_synchronized_inner(&mut self, now: u64, seg: &TcpRepr<'_>) {
         let flags = seg.flags;
         let rst = flags.contains(TcpFlags::RST);
-        // RFC 7323 §3.2: once negotiated, a non-RST segment without TSopt SHOULD be dropped.
-        if self.opts.ts_ok && !rst && seg.timestamp.is_none() && self.state != State::SynReceived {
+        // RFC 7323 §3.2: once negotiated, a non-RST segment without TSopt SHOULD be dropped
+        // (unless configured to accept it, as Linux does).
+        if self.opts.ts_ok
+            && !rst
+            && seg.timestamp.is_none()
+            && self.state != State::SynReceived
+            && !self.config.accept_missing_timestamps
+        {
             self.counters.rx_drop_missing_ts += 1;
             return;
         }
@@ -405,8 +418,15 @@ impl Connection {
             let acked = fwd(self.snd.una, ack);
             // Remove acknowledged data from the send buffer (the FIN is not in the buffer).
             let data_acked = fwd(self.snd.buf_seq, ack).min(self.send_buf.len() as u32);
+            let syn_fully_acked = !ack.lt(self.snd.max);
             self.send_buf.consume(data_acked as usize);
             self.snd.buf_seq += data_acked;
+            if syn_fully_acked && !self.send_buf.is_empty() {
+                // A write waits for the connection (Linux `sk_write_pending`): the delayed-ACK
+                // engine starts here, so the write's data sent now makes the connection
+                // interactive (`InfoState::pingpong`).
+                self.info_mut(now).ato_started = true;
+            }
             self.snd.una = ack;
             if self.snd.nxt.lt(ack) {
                 self.snd.nxt = ack;

@@ -386,7 +386,15 @@ impl Connection {
         // A TSO segment counts as the wire segments the device cuts it into.
         self.counters.tx_segments += n.div_ceil(seg_room).max(1) as u64;
         if n > 0 {
-            self.info_mut(now).tx_data_segments += n.div_ceil(seg_room) as u64;
+            let quickack = self.config.quickack_segments > 0;
+            let ato_ns = self.config.delayed_ack_ns;
+            let info = self.info_mut(now);
+            info.tx_data_segments += n.div_ceil(seg_room) as u64;
+            // Linux `tcp_event_data_sent`: a reply within the ATO of the last data received
+            // enters interactive mode.
+            if quickack && info.ato_started && now.saturating_sub(info.last_data_rx_ns) < ato_ns {
+                info.pingpong = true;
+            }
         }
         self.counters.tx_payload_bytes += n as u64;
         let (filled, _) = buf.split_at(n);

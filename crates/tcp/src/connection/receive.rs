@@ -76,6 +76,19 @@ impl Connection {
             // answered with an ACK announcing the current window.
             self.out.ack_due = AckDue::Now;
         }
+        if !data.is_empty()
+            && self.app.app_closed
+            && self.config.reset_on_data_after_close
+            && matches!(self.state, State::FinWait1 | State::FinWait2)
+        {
+            // RFC 1122 §4.2.2.13: new data after CLOSE SHOULD draw a RST, to show it was
+            // lost (Linux `tcp_rcv_state_process`, "abort on data"). The RST answers the
+            // segment: its sequence number is the segment's acknowledgment (RFC 9293 §3.5.2).
+            self.counters.rx_discard_after_close_bytes += data.len() as u64;
+            self.queue_rst(seg.ack_number, None);
+            self.enter_closed(CloseReason::Aborted);
+            return;
+        }
         if !data.is_empty() {
             self.rcv.mss_seen = self
                 .rcv
@@ -85,6 +98,7 @@ impl Connection {
             let info = self.info_mut(now);
             info.rx_data_segments += 1;
             info.last_data_rx_ns = now;
+            info.ato_started = true;
         }
         if start == self.rcv.nxt {
             if !data.is_empty() {
@@ -190,12 +204,14 @@ impl Connection {
 
     /// RFC 5681 §4.2 / RFC 9293 §3.8.6.3: ACK at least every second full-sized segment, and
     /// within `delayed_ack_ns` otherwise; in quick-ACK mode ([`Config::quickack_segments`],
-    /// Linux `tcp_in_quickack_mode`) every data segment at once.
+    /// Linux `tcp_in_quickack_mode`) every data segment at once, unless the connection is
+    /// interactive (`InfoState::pingpong`: our reply will carry the ACK).
     ///
     /// [`Config::quickack_segments`]: crate::Config::quickack_segments
     pub(super) fn schedule_ack(&mut self, now: u64) {
         let full = u32::from(self.rcv.mss_seen.max(1));
-        if self.out.quickacks_left > 0 {
+        let pingpong = self.info.as_ref().is_some_and(|i| i.pingpong);
+        if self.out.quickacks_left > 0 && !pingpong {
             self.out.quickacks_left -= 1;
             self.out.ack_due = AckDue::Now;
         } else if self.out.rcv_unacked_bytes >= 2 * full {

@@ -52,6 +52,11 @@ impl Connection {
             if self.out.ack_due == AckDue::Delayed {
                 self.out.ack_due = AckDue::Now;
                 self.counters.delayed_acks_sent += 1;
+                // Linux `tcp_delack_timer_handler`: no reply carried the ACK in time, so the
+                // connection is not interactive after all.
+                if let Some(info) = self.info.as_mut() {
+                    info.pingpong = false;
+                }
             }
         }
         if self.user_timeout_deadline_ns() <= now {
