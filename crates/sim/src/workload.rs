@@ -743,11 +743,16 @@ pub fn run_with_faults(
                 return Err(v.clone());
             }
             let limits = &stack.config().limits;
-            if stack.tcp_connection_count() > limits.sockets_max {
+            // TIME-WAIT records hold no socket slot; they have their own bound.
+            let tw = stack.tcp_time_wait_count();
+            if stack.tcp_connection_count() - tw > limits.sockets_max {
                 return Err(format!(
                     "{id}: {} connections exceed the socket cap",
-                    stack.tcp_connection_count()
+                    stack.tcp_connection_count() - tw
                 ));
+            }
+            if tw > limits.tcp_time_wait_max {
+                return Err(format!("{id}: {tw} TIME-WAIT records exceed their cap"));
             }
             if stack.reassembly_in_progress() > limits.reasm_datagrams_max {
                 return Err(format!("{id}: reassembly table over its cap"));

@@ -11,7 +11,7 @@ use sim::workload::migrate::{MigrateStats, run};
 use sim::{run_seeds_parallel, seeds_from_env_or};
 
 /// Seeds of the soak; together they migrate well over 10,000 live connections.
-const SEEDS: u64 = 100;
+const SEEDS: u64 = 180;
 
 #[test]
 fn ten_thousand_live_migrations_lose_duplicate_and_reset_nothing() {

@@ -206,8 +206,9 @@ pub struct Limits {
     pub tcp_reclaim_unused_ns: u64,
     /// Under pressure, any other passive connection that has received nothing for this long
     /// with nothing in flight or queued to send is reset (`tcp_reclaimed_idle`). Default 60 s
-    /// (below nginx's 75 s `keepalive_timeout`). TIME-WAIT connections go before all others
-    /// at any age (`tcp_reclaimed_time_wait`, as Linux's `tcp_max_tw_buckets`).
+    /// (below nginx's 75 s `keepalive_timeout`). TIME-WAIT connections an application still
+    /// holds go before all others at any age (`tcp_reclaimed_time_wait`); those it closed
+    /// hold no slot (compact records, bounded by `tcp_time_wait_max`).
     pub tcp_reclaim_idle_ns: u64,
     /// A synchronized connection with data queued that has sat at a zero send window this
     /// long without the peer acknowledging anything is aborted with a RST
@@ -236,6 +237,12 @@ pub struct Limits {
     /// 7413 §4.1.3); a new server beyond it evicts the least recently used
     /// (`tcp_fastopen_cache_evictions`). 0: nothing is cached.
     pub tcp_fastopen_cache_servers_max: usize,
+    /// Connections kept in TIME-WAIT as compact records (`stack::time_wait`, about 60 bytes
+    /// each for IPv4) once the application closed them: past it, a new one evicts the
+    /// oldest (`tcp_time_wait_evicted`), as Linux's `tcp_max_tw_buckets` and FreeBSD's
+    /// `maxtcptw` bound theirs. 0 keeps none (a closed connection's 4-tuple is free at
+    /// once). At most 16,777,214. Default 262,144 (about 16 MB).
+    pub tcp_time_wait_max: usize,
 }
 
 impl Default for Limits {
@@ -274,6 +281,7 @@ impl Default for Limits {
             tcp_mem_high_bytes: 96 << 20,
             tcp_mem_pressure_buffer_bytes: 16 << 10,
             tcp_fastopen_cache_servers_max: 1024,
+            tcp_time_wait_max: 262_144,
         }
     }
 }

@@ -223,8 +223,18 @@ counters! {
     tcp_source_limit,
     /// Reclaim scans run under table pressure (`Limits::tcp_reclaim_high_water_pct`).
     tcp_reclaim_scans,
-    /// TIME-WAIT connections released early under table pressure.
+    /// TIME-WAIT connections an application still held, released early under table pressure.
     tcp_reclaimed_time_wait,
+    /// Connections the application closed that entered TIME-WAIT and became compact
+    /// records (their TCB, rings and socket slot freed; `stack::time_wait`).
+    tcp_time_wait_records,
+    /// TIME-WAIT records whose 2·MSL ran out.
+    tcp_time_wait_expired,
+    /// TIME-WAIT records evicted, oldest first, because the table held
+    /// `Limits::tcp_time_wait_max`.
+    tcp_time_wait_evicted,
+    /// TIME-WAIT records ended by a new SYN for their 4-tuple that a listener took (RFC 6191).
+    tcp_time_wait_reopened,
     /// Connections reset under table pressure that had exchanged no payload, from a source
     /// holding more than its share of the table, idle past
     /// `overload::RECLAIM_OVER_SHARE_UNUSED_NS`.

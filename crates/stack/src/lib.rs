@@ -79,6 +79,8 @@ pub mod tcp_mem;
 mod tcp_move;
 pub mod tcp_notify;
 pub mod tcp_sockets;
+mod tcp_time_wait;
+mod time_wait;
 mod timer_wheel;
 mod tx_pool;
 mod udp;

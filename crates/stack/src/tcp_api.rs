@@ -262,9 +262,21 @@ impl Stack {
         tcp.peer_addr(sockets, h)
     }
 
-    /// Connections in the table (any state but CLOSED).
+    /// Connections in the table (any state but CLOSED), TIME-WAIT records included.
     pub fn tcp_connection_count(&self) -> usize {
         self.tcp_view().0.tcp_connection_count()
+    }
+
+    /// Connections the application closed that wait out TIME-WAIT as compact records
+    /// (`Limits::tcp_time_wait_max` at most; they hold no socket slot).
+    pub fn tcp_time_wait_count(&self) -> usize {
+        self.tcp_view().0.tw_len()
+    }
+
+    /// Heap bytes the TIME-WAIT records hold (records and their index, spare capacity
+    /// included): what [`Stack::tcp_time_wait_count`] costs.
+    pub fn tcp_time_wait_heap_bytes(&self) -> usize {
+        self.tcp_view().0.tw_heap_bytes()
     }
 
     /// Connections opened from our listeners that `source` holds (slots not yet freed), as
@@ -422,7 +434,9 @@ impl TcpCx<'_> {
                 local: SocketAddr::new(local_ip, p),
                 remote,
             };
-            tcp.conns.contains_key(&tcp.flow_key(t, None))
+            // A 4-tuple in TIME-WAIT is in use too (RFC 9293 §3.6).
+            let key = tcp.flow_key(t, None);
+            tcp.conns.contains_key(&key) || tcp.tw_find(&key).is_some()
         };
         let port = if local_port != 0 {
             if in_use(local_port) {

@@ -138,6 +138,12 @@ impl TcpCx<'_> {
             self.tcp_after_input(i);
             return;
         }
+        if self.tcp.tw_len() > 0 {
+            if let Some(pos) = self.tcp.tw_find(&key) {
+                self.tcp_time_wait_segment(now, meta, key, pos, &seg);
+                return;
+            }
+        }
         let listener = if meta.dst_unicast {
             self.tcp.find_listener(self.sockets, meta.dst, seg.dst_port)
         } else {
@@ -221,6 +227,20 @@ impl TcpCx<'_> {
     /// a counted drop (the peer retransmits its SYN; by then the application may have
     /// accepted).
     pub(crate) fn tcp_open_child(&mut self, now: u64, li: usize, key: FlowKey, syn: &TcpRepr<'_>) {
+        self.tcp_open_child_with(now, li, key, syn, None);
+    }
+
+    /// [`TcpCx::tcp_open_child`], with the child's initial sequence number given (`iss`: a
+    /// SYN that reopens a 4-tuple in TIME-WAIT starts past the old incarnation, RFC 6191)
+    /// instead of the generator's.
+    pub(crate) fn tcp_open_child_with(
+        &mut self,
+        now: u64,
+        li: usize,
+        key: FlowKey,
+        syn: &TcpRepr<'_>,
+        iss: Option<SeqNumber>,
+    ) {
         if !self.tcp_overload_admit(now, key.tuple.remote.ip()) {
             return;
         }
@@ -261,7 +281,8 @@ impl TcpCx<'_> {
             self.tcp.counters.tcp_syn_cookies_sent += 1;
             return;
         }
-        let (iss, ts_offset) = self.tcp.isn_for(now, &key.tuple);
+        let (generated, ts_offset) = self.tcp.isn_for(now, &key.tuple);
+        let iss = iss.unwrap_or(generated);
         let decision = self.fastopen_decision(li, &key, syn);
         let Ok((conn, syn_data)) =
             Connection::accept_fast_open(now, &config, syn, iss, ts_offset, decision)
@@ -657,14 +678,20 @@ impl TcpCx<'_> {
         self.tcp_notify_after_output(now, i);
         if drained {
             self.tcp.dirty.remove(i);
-            self.tcp_after_output(i);
+            self.tcp_after_output(now, i);
         }
         drained
     }
 
     /// Removes a finished connection from the table and frees its slot when nobody will read
     /// it any more.
-    pub(crate) fn tcp_after_output(&mut self, i: usize) {
+    pub(crate) fn tcp_after_output(&mut self, now: u64, i: usize) {
+        let Some(c) = self.conn_mut(i) else {
+            return;
+        };
+        if c.conn.state() == State::TimeWait && c.app_closed && self.tcp_time_wait_enter(now, i) {
+            return;
+        }
         let Some(c) = self.conn_mut(i) else {
             return;
         };
@@ -701,6 +728,7 @@ impl TcpCx<'_> {
     pub(crate) fn tcp_handle_timeout(&mut self, now: u64) {
         // Everything due, earliest first (ties by slot index): deterministic order. Collected
         // first so a connection whose deadline does not move cannot loop here.
+        self.tcp_time_wait_expire(now);
         let mut due = std::mem::take(&mut self.tcp.due_scratch);
         due.clear();
         self.tcp.timers.pop_due(now, &mut due);

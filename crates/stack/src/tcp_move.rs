@@ -86,6 +86,18 @@ impl Stack {
                 .copied()
                 .unwrap_or(usize::MAX)
         });
+        // Then the TIME-WAIT records (no slot: in their tables' order), which move as
+        // connections the application closed.
+        let tw4 = tcp.tw4.iter().map(|(_, r)| r.tuple());
+        let tw6 = tcp.tw6.iter().map(|(_, r)| r.tuple());
+        for tuple in tw4.chain(tw6) {
+            if (tcp.flow_key(tuple, None).hash as usize) & mask == bucket {
+                out.push(BucketConn {
+                    tuple,
+                    class: MoveClass::Orphan,
+                });
+            }
+        }
     }
 
     /// The RETA entry (of `reta_entries`, a power of two) `tuple`'s flow hash falls in, if
@@ -93,7 +105,9 @@ impl Stack {
     pub fn tcp_flow_bucket(&self, tuple: FourTuple, reta_entries: usize) -> Option<u16> {
         let (tcp, _) = self.tcp_view();
         let key = tcp.flow_key(tuple, None);
-        tcp.conns.get(&key)?;
+        if !tcp.conns.contains_key(&key) {
+            tcp.tw_find(&key)?;
+        }
         let mask = reta_entries.max(1).next_power_of_two() - 1;
         u16::try_from(key.hash as usize & mask).ok()
     }
@@ -108,12 +122,18 @@ impl Stack {
                 .filter(|&(_, &i)| matches!(sockets.get(i), Some(Socket::Tcp(TcpState::Conn(_)))))
                 .map(|(k, _)| k.tuple),
         );
+        out.extend(tcp.tw4.iter().map(|(_, r)| r.tuple()));
+        out.extend(tcp.tw6.iter().map(|(_, r)| r.tuple()));
     }
 
     /// How the connection of `tuple` stands for a move (`None`: no connection or marker).
     pub fn tcp_move_class(&self, tuple: FourTuple) -> Option<MoveClass> {
         let (tcp, sockets) = self.tcp_view();
-        let &i = tcp.conns.get(&tcp.flow_key(tuple, None))?;
+        let key = tcp.flow_key(tuple, None);
+        let Some(&i) = tcp.conns.get(&key) else {
+            // A TIME-WAIT record moves as a connection the application closed.
+            return tcp.tw_find(&key).map(|_| MoveClass::Orphan);
+        };
         tcp.move_class(sockets, i)
     }
 
@@ -128,6 +148,13 @@ impl Stack {
     ) -> Result<(tcp::ConnectionSnapshot, Unowned), SocketError> {
         let mut cx = self.tcp_cx();
         let key = cx.tcp.flow_key(tuple, None);
+        if !cx.tcp.conns.contains_key(&key) {
+            let snapshot = cx
+                .tcp_time_wait_export(now, &key)
+                .ok_or(SocketError::InvalidState)??;
+            cx.tcp.counters.tcp_unowned_exported += 1;
+            return Ok((snapshot, Unowned::Orphan));
+        }
         let &i = cx.tcp.conns.get(&key).ok_or(SocketError::InvalidState)?;
         let kind = match cx.tcp.move_class(cx.sockets, i) {
             Some(MoveClass::Backlog) => Unowned::Backlog,

@@ -318,7 +318,7 @@ pub(crate) struct TcpTable {
     /// Seed of the software flow hash.
     pub(crate) hash_seed: u32,
     /// `cfg.rss.is_some()`, copied (read per segment by `flow_key`).
-    rss_on: bool,
+    pub(crate) rss_on: bool,
     /// Moved markers among `conns` (so `conns.len() - moved` connections are live).
     pub(crate) moved: usize,
     /// Frames caught mid-move, oldest first: (destination, frame, carried RSS hash).
@@ -353,7 +353,14 @@ pub(crate) struct TcpTable {
     pub(crate) mem_bytes: usize,
     /// The memory state `mem_bytes` put the stack in (`tcp_mem`).
     pub(crate) mem_state: crate::tcp_mem::MemState,
-    cfg: Arc<StackConfig>,
+    /// Connections in TIME-WAIT as compact records, by family (`time_wait`,
+    /// `tcp_time_wait`). Invariant: no 4-tuple is both here and in `conns`; together they
+    /// hold at most `limits.tcp_time_wait_max` records.
+    pub(crate) tw4: crate::time_wait::TwTable<crate::time_wait::V4>,
+    pub(crate) tw6: crate::time_wait::TwTable<crate::time_wait::V6>,
+    /// The challenge-ACK budget all TIME-WAIT records share (RFC 5961 §7).
+    pub(crate) tw_limiter: tcp::time_wait::AckLimiter,
+    pub(crate) cfg: Arc<StackConfig>,
 }
 
 impl core::fmt::Debug for TcpTable {
@@ -411,13 +418,21 @@ impl TcpTable {
             mem_reclaim_next_scan_ns: 0,
             mem_bytes: 0,
             mem_state: crate::tcp_mem::MemState::Normal,
+            tw4: crate::time_wait::TwTable::new(),
+            tw6: crate::time_wait::TwTable::new(),
+            tw_limiter: tcp::time_wait::AckLimiter::new(cfg.tcp.challenge_acks_per_s_max),
             cfg,
         }
     }
 
-    /// Connections in the table (moved markers not included).
+    /// Connections in the table (moved markers not included), TIME-WAIT records included.
     pub(crate) fn len(&self) -> usize {
-        self.conns.len() - self.moved
+        self.conns.len() - self.moved + self.tw_len()
+    }
+
+    /// TIME-WAIT records (both families).
+    pub(crate) fn tw_len(&self) -> usize {
+        self.tw4.len() + self.tw6.len()
     }
 
     /// Takes a passive connection whose slot is going off its source's count
@@ -455,6 +470,26 @@ impl TcpTable {
     pub(crate) fn source_connections(&self, source: IpAddr) -> u32 {
         self.per_source.get(&source).copied().unwrap_or(0)
     }
+}
+
+/// The flow hash of `tuple` with no carried hash (as [`TcpTable::flow_key`] computes it):
+/// the Toeplitz hash of its incoming direction under the configured RSS key, else (no key,
+/// or a mixed-family tuple, which no NIC hashes) the software hash.
+#[inline(never)]
+pub(crate) fn rss_flow_hash(cfg: &StackConfig, seed: u32, tuple: &FourTuple) -> u32 {
+    let Some(rss) = &cfg.rss else {
+        return software_hash(seed, tuple);
+    };
+    let ports = Some(rss::PortPair {
+        src: tuple.remote.port(),
+        dst: tuple.local.port(),
+    });
+    let input = match (tuple.remote.ip(), tuple.local.ip()) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => rss::HashInput::V4 { src, dst, ports },
+        (IpAddr::V6(src), IpAddr::V6(dst)) => rss::HashInput::V6 { src, dst, ports },
+        _ => return software_hash(seed, tuple),
+    };
+    rss.hasher.hash(&input)
 }
 
 /// The RST that answers `seg` when no connection or listener wants it (RFC 9293 §3.10.7.1);
@@ -505,29 +540,10 @@ impl TcpTable {
     pub(crate) fn flow_key(&self, tuple: FourTuple, carried: Option<u32>) -> FlowKey {
         let hash = match (self.rss_on, carried) {
             (true, Some(h)) => h,
-            (true, None) => self.rss_flow_hash(&tuple),
+            (true, None) => rss_flow_hash(&self.cfg, self.hash_seed, &tuple),
             (false, _) => software_hash(self.hash_seed, &tuple),
         };
         FlowKey { hash, tuple }
-    }
-
-    /// The Toeplitz hash of `tuple`'s incoming direction under the configured RSS key (the
-    /// software hash for a mixed-family tuple, which no NIC hashes).
-    #[inline(never)]
-    fn rss_flow_hash(&self, tuple: &FourTuple) -> u32 {
-        let Some(rss) = &self.cfg.rss else {
-            return software_hash(self.hash_seed, tuple);
-        };
-        let ports = Some(rss::PortPair {
-            src: tuple.remote.port(),
-            dst: tuple.local.port(),
-        });
-        let input = match (tuple.remote.ip(), tuple.local.ip()) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => rss::HashInput::V4 { src, dst, ports },
-            (IpAddr::V6(src), IpAddr::V6(dst)) => rss::HashInput::V6 { src, dst, ports },
-            _ => return software_hash(self.hash_seed, tuple),
-        };
-        rss.hasher.hash(&input)
     }
 
     /// The TCP configuration for a connection over `family`, its MSS clamped to the MTU
@@ -767,7 +783,12 @@ impl TcpTable {
     }
 
     pub(crate) fn tcp_poll_timeout(&self) -> Option<u64> {
-        self.timers.peek().map(|(t, _)| t)
+        let wheel = self.timers.peek().map(|(t, _)| t);
+        let tw = self.tw_next_expiry_ns();
+        match (wheel, tw) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The engine counters of every connection this stack has held (see

@@ -235,11 +235,9 @@ fn a_table_held_by_idle_connections_is_reclaimed_unused_first_and_another_source
     }
 }
 
-#[test]
-fn time_wait_goes_first_and_frees_its_slot_at_once() {
-    let mut net = Net::new(|b| b.limits.tcp_source_share_pct = 100);
-    // Twenty connections that B closes first: B holds them in TIME-WAIT (60 s).
-    let first = net.attack(20);
+/// B closes `n` of A's connections first, so B holds them in TIME-WAIT (60 s).
+fn b_closes_first(net: &mut Net, n: usize) {
+    let first = net.attack(n);
     for &h in &net.held.clone() {
         net.b.close(net.now, h).expect("close");
     }
@@ -249,27 +247,58 @@ fn time_wait_goes_first_and_frees_its_slot_at_once() {
         net.a.close(net.now, h).expect("close");
     }
     net.advance(10 * MS);
-    assert_eq!(net.b.tcp_connection_count(), 20, "B's TIME-WAITs");
-    // Then the rest of the table: past the high-water mark, every new SYN releases
-    // TIME-WAITs (at any age) before anything else, so the table never fills.
-    net.attack(TABLE - 1 - 20);
-    let tw = net.b.counters().tcp_reclaimed_time_wait;
-    assert!(tw >= 1);
-    net.advance(2 * S);
-    // A pushes past the mark again: TIME-WAIT goes again, not the idle unused connections
-    // (reclaimable too by now).
-    net.attack(4);
-    // C is served on its first SYN.
-    net.second_source_is_served(50 * MS);
+}
+
+#[test]
+fn time_wait_records_hold_no_slot_so_live_connections_take_the_table_beside_them() {
+    let mut net = Net::new(|b| b.limits.tcp_source_share_pct = 100);
+    b_closes_first(&mut net, 20);
+    assert_eq!(net.b.tcp_time_wait_count(), 20, "B's TIME-WAITs");
+    assert_eq!(net.b.tcp_connection_count(), 20);
+    assert_eq!(net.b.counters().tcp_time_wait_records, 20);
+    // Up to the high-water mark with live connections (56 and the listener): no slot is
+    // held by TIME-WAIT, so nothing is reclaimed or refused, and the records stay.
+    net.attack(TABLE * 9 / 10 - 1);
     let b = net.b.counters();
-    assert!(b.tcp_reclaimed_time_wait > tw, "{b:?}");
-    assert_eq!(b.tcp_reclaimed_unused, 0, "{b:?}");
-    assert_eq!(b.tcp_conn_table_full, 0, "{b:?}");
+    assert_eq!(net.b.tcp_time_wait_count(), 20, "{b:?}");
+    assert_eq!(net.b.tcp_connection_count(), 20 + TABLE * 9 / 10 - 1);
+    assert_eq!(
+        (
+            b.tcp_reclaim_scans,
+            b.tcp_reclaimed_time_wait,
+            b.tcp_conn_table_full
+        ),
+        (0, 0, 0),
+        "{b:?}"
+    );
     assert_eq!(
         net.a.counters().tcp_connections_closed,
         20,
         "no RST for A's live ones"
     );
+}
+
+#[test]
+fn the_time_wait_table_is_bounded_and_evicts_its_oldest_records() {
+    let mut net = Net::new(|b| {
+        b.limits.tcp_source_share_pct = 100;
+        b.limits.tcp_time_wait_max = 5;
+    });
+    b_closes_first(&mut net, 8);
+    let b = net.b.counters();
+    assert_eq!(net.b.tcp_time_wait_count(), 5, "{b:?}");
+    assert_eq!(
+        (b.tcp_time_wait_records, b.tcp_time_wait_evicted),
+        (8, 3),
+        "{b:?}"
+    );
+    // The evicted ones are closed; the rest expire after 2·MSL (60 s), counted.
+    net.advance(61 * S);
+    let b = net.b.counters();
+    assert_eq!(net.b.tcp_time_wait_count(), 0, "{b:?}");
+    assert_eq!(b.tcp_time_wait_expired, 5, "{b:?}");
+    assert_eq!(b.tcp_connections_closed, 8, "{b:?}");
+    assert_eq!(net.b.tcp_time_wait_heap_bytes(), 0, "the memory went back");
 }
 
 #[test]

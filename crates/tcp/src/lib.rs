@@ -65,7 +65,9 @@
 //! - [`listen`]: a listener's decisions (segment class, RST reply, accept / SYN cookie / drop
 //!   under bounded half-open and accept queues);
 //! - [`snapshot`]: [`ConnectionSnapshot`] export/import for handoff;
-//! - [`snapshot_codec`]: its versioned, checked byte encoding.
+//! - [`snapshot_codec`]: its versioned, checked byte encoding;
+//! - [`time_wait`]: TIME-WAIT as a compact record (FreeBSD `tcptw`), what the stack keeps
+//!   once a closed connection's TCB is freed.
 #![deny(unsafe_code)]
 
 pub mod cc;
@@ -81,6 +83,7 @@ pub mod ring;
 pub mod rtt;
 pub mod snapshot;
 pub mod snapshot_codec;
+pub mod time_wait;
 
 pub use config::{Config, CongestionControl, KeepaliveConfig};
 pub use connection::{

@@ -44,6 +44,7 @@ mod sockopt;
 mod tcb;
 #[cfg(test)]
 mod tests;
+mod time_wait;
 mod timers;
 
 pub use counters::Counters;
