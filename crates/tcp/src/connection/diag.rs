@@ -38,9 +38,9 @@ impl Connection {
             recv_buf: Ring,
             ooo: OooQueue,
             scoreboard: OooQueue,
-            rack: Option<Box<Rack>>,
-            info: Option<Box<super::chrono::InfoState>>,
-            counters: Counters,
+            rack: Option<Rack>,
+            info: Option<super::chrono::InfoState>,
+            counters: Box<Counters>,
         };
         v.sort_by_key(|&(_, offset, _)| offset);
         v
@@ -81,7 +81,7 @@ impl Connection {
         if self.scoreboard.ranges().len() > usize::from(SCOREBOARD_RANGES_MAX) {
             return Some("SACK scoreboard over its cap");
         }
-        let rack = self.rack.as_deref();
+        let rack = self.rack.as_ref();
         if let Some(v) = rack.and_then(Rack::invariant_violation) {
             return Some(v);
         }
