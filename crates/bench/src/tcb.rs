@@ -101,7 +101,7 @@ pub fn touched_fields() -> Vec<Field> {
         f("timers.rtt_timed_end + rtt_timed_sent_ns", Timers, SEQ + 8),
         f("local_port + remote_port", ColdTouched, 4),
         f(
-            "counters: rx/tx segments, rx/tx payload bytes",
+            "counters (boxed): rx/tx segments, rx/tx payload bytes",
             ColdTouched,
             4 * 8,
         ),
@@ -118,14 +118,11 @@ pub fn touched_fields() -> Vec<Field> {
             2 * size_of::<OooQueue>(),
         ),
         f("out.dsack", ColdTouched, size_of::<Option<SackBlock>>()),
-        // RACK (RFC 8985, on by default with SACK): the pointer to its boxed state; the box
-        // (crate-private `Rack`: transmit records, RACK.rtt/xmit_ts, reordering window) is
-        // allocated on the first data segment and touched by every one, outside the TCB.
-        f(
-            "rack: Option<Box<Rack>>",
-            ColdTouched,
-            size_of::<Option<Box<u8>>>(),
-        ),
+        // RACK (RFC 8985, on by default with SACK): its state (crate-private `Rack`: RACK.rtt,
+        // xmit_ts, fack, min_RTT, reordering window, the reordering deadline, the header of its
+        // transmit records) is inline in the TCB, created by the first data segment and
+        // touched by every one; the records themselves are a table of their own.
+        f("rack: Option<Rack> (inline)", ColdTouched, 128),
     ]
 }
 
@@ -150,7 +147,7 @@ pub fn sizes() -> Vec<Part> {
             bytes: size_of::<Config>(),
         },
         Part {
-            name: "  of which tcp::Counters",
+            name: "  tcp::Counters (boxed, beside the TCB)",
             bytes: size_of::<Counters>(),
         },
         Part {

@@ -300,7 +300,7 @@ impl Connection {
             send_unacked: unacked.to_vec(),
             send_unsent: unsent.to_vec(),
             recv_unread: recv_buf.to_vec(),
-            counters: *counters,
+            counters: **counters,
         })
     }
 
@@ -328,7 +328,7 @@ impl Connection {
             && s.opts.sack_ok
             && (snd.una != snd.max || !Rack::path_is_default(&s.rack_path)))
         .then(|| {
-            let mut rack = Box::new(Rack::with_path(&s.rack_path, now));
+            let mut rack = Rack::with_path(&s.rack_path, now);
             rack.import_flight(snd.una, snd.max, now);
             rack
         });
@@ -366,10 +366,10 @@ impl Connection {
             ooo: OooQueue::new(config.ooo_segments_max),
             scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX),
             rack,
-            info: Some(Box::new(crate::connection::InfoState::new(now))),
+            info: Some(crate::connection::InfoState::new(now)),
             records: None,
             config,
-            counters: s.counters,
+            counters: Box::new(s.counters),
         };
         if !c.recv_buf.is_empty() {
             c.push_event(crate::Event::Readable);

@@ -138,8 +138,7 @@ impl InfoState {
 impl Connection {
     /// The `tcp_info` state, created on first use (`now` starts its clocks).
     pub(super) fn info_mut(&mut self, now: u64) -> &mut InfoState {
-        self.info
-            .get_or_insert_with(|| Box::new(InfoState::new(now)))
+        self.info.get_or_insert_with(|| InfoState::new(now))
     }
 
     /// True when nothing is queued or in flight (Linux `tcp_rtx_and_write_queues_empty`).
@@ -213,7 +212,7 @@ impl Connection {
 
     /// Whether any byte of `[left, right)` was sent more than once.
     pub(super) fn retransmitted_in(&self, left: SeqNumber, right: SeqNumber) -> bool {
-        match self.rack.as_deref() {
+        match self.rack.as_ref() {
             Some(r) => r.retransmitted_in(left, right),
             // Without RACK's records: anything below the highest retransmission.
             None => self.counters.retransmitted_segments > 0 && left.lt(self.rec.high_rxt),

@@ -38,10 +38,10 @@ impl Connection {
             recv_buf: Ring,
             ooo: OooQueue,
             scoreboard: OooQueue,
-            rack: Option<Box<Rack>>,
-            info: Option<Box<super::chrono::InfoState>>,
+            rack: Option<Rack>,
+            info: Option<super::chrono::InfoState>,
             records: Option<Box<super::records::RecordEnds>>,
-            counters: Counters,
+            counters: Box<Counters>,
         };
         v.sort_by_key(|&(_, offset, _)| offset);
         v
@@ -82,7 +82,7 @@ impl Connection {
         if self.scoreboard.ranges().len() > usize::from(SCOREBOARD_RANGES_MAX) {
             return Some("SACK scoreboard over its cap");
         }
-        let rack = self.rack.as_deref();
+        let rack = self.rack.as_ref();
         if let Some(v) = rack.and_then(Rack::invariant_violation) {
             return Some(v);
         }

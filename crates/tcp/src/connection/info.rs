@@ -196,7 +196,7 @@ impl Connection {
     pub fn tcp_info(&self, now: u64) -> TcpInfo {
         let mss = u32::from(self.eff_mss());
         let flight = fwd(self.snd.una, self.snd.max);
-        let (unacked, sacked, lost, retrans) = match self.rack.as_deref() {
+        let (unacked, sacked, lost, retrans) = match self.rack.as_ref() {
             Some(r) if self.rack_active() => {
                 let (out, lost, retrans) = r.info_segments(&self.scoreboard, mss);
                 let sacked = self
@@ -254,7 +254,7 @@ impl Connection {
         };
         let rtt_us = |ns: u64| sat_u32(ns / 1000);
         let fresh;
-        let x = match self.info.as_deref() {
+        let x = match self.info.as_ref() {
             Some(x) => x,
             None => {
                 // Nothing sent, received or acknowledged yet: every count is 0, the degree

@@ -713,7 +713,7 @@ impl Connection {
             let ts_at_xmit = ((xmit_ns / NS_PER_MS) as u32).wrapping_add(ts_offset);
             echo.is_some_and(|e| ts_lt(e, ts_at_xmit))
         };
-        let Some(rack) = self.rack.as_deref_mut() else {
+        let Some(rack) = self.rack.as_mut() else {
             // Nothing was ever sent: nothing to deliver.
             return crate::rack::Delivery::default();
         };
@@ -727,7 +727,7 @@ impl Connection {
     pub(super) fn rack_detect_loss(&mut self, now: u64) {
         let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns);
         let in_recovery = self.rec.in_recovery;
-        let Some(rack) = self.rack.as_deref_mut() else {
+        let Some(rack) = self.rack.as_mut() else {
             return;
         };
         let reo_wnd_ns = rack.reo_wnd_ns(in_recovery || rack.rto_recovery, srtt_ns);

@@ -219,7 +219,8 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// The TCB is grouped (see `tcb.rs` for each group's invariants): send and receive sequence
 /// spaces, negotiated options, timestamps, loss recovery, congestion control (behind
 /// [`crate::cc::CongestionController`]), RTT estimation, timers, application flags, owed
-/// output, then the cold parts (configuration, buffers, tables, counters). A snapshot carries
+/// output, then the parts a segment reads a few fields of (buffers, tables, configuration,
+/// RACK, `tcp_info` state) and the boxed counters. A snapshot carries
 /// the groups whole (`snapshot.rs`).
 ///
 /// Cross-group invariants (checked by [`Connection::invariant_violation`]):
@@ -228,14 +229,63 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// `rcv.adv - RCV.NXT ≤ recv_buffer_bytes - recv_buf.len()` (we never advertise room we do
 /// not have, and `rcv.adv` never moves left).
 ///
-/// `repr(C)` keeps the declaration order: the parts every segment touches come first, in
-/// 360 contiguous bytes (six cache lines, the fewest they fit in), ordered by alignment so
-/// that no padding is added; the cold parts follow, counters last (`Connection::layout`
-/// reports the offsets, `cargo run -p bench --bin tcb_size` prints them).
+/// `repr(C, align(64))` keeps the declaration order and starts the TCB on a cache line (the
+/// stack boxes it, so the box is 64-byte aligned too). The order follows what a segment
+/// touches (the list is in the comment below): first the engine's groups, which every
+/// segment reads and most write (360 bytes, six lines, ordered by alignment so that no
+/// padding is added), then the headers every segment reads (the two rings, the out-of-order
+/// queue and the SACK scoreboard), the configuration copy, RACK's state and the
+/// `tcp_info` state (inline: each was a box of its own, one more allocation and a pointer to
+/// chase per segment), and last the pointer to the counters (boxed: 352 bytes, of which a
+/// segment writes 32). `Connection::layout` reports the offsets, `cargo run -p bench --bin
+/// tcb_size` prints them. The whole is at most 1,024 bytes with at least 8 to spare for the
+/// next fields (test `tcb_fits_one_kilobyte_with_room_to_spare`).
+///
+/// What the three common segments of an established connection touch (timestamps and SACK
+/// negotiated, RACK on, no loss), read from `input.rs`, `receive.rs`, `output.rs`,
+/// `timers.rs` and `chrono.rs`, and the stack's `poll_timeout` after each:
+/// - in-order data at the receiver (`handle_segment` → `rx_synchronized_inner` →
+///   `rx_ack` → `rx_text_and_fin` → `accept_in_order` → `schedule_ack`): `state`, the
+///   ports, `opts` (ts_ok, sack_ok, snd_wscale, snd_mss), `ts` (recent, recent_age_ns,
+///   last_ack_sent, offset, rtx_floor), `rcv` (nxt, adv, mss_seen), `snd` (una, max,
+///   max_wnd, wl1, wl2, wnd), `timers` (keepalive, persist, delack deadlines,
+///   keepalive_probes), `out` (ack_due, quickacks_left, rcv_unacked_bytes, events), `rec`
+///   (dupacks, in_recovery, recover), `app` (more, fin_received, app_closed), `ooo` and
+///   `scoreboard` (emptiness, bytes), `recv_buf` (head, len, storage), `config`
+///   (recv_buffer_bytes, delayed_ack_ns, keepalive, prr, rack, user_timeout_ns,
+///   time_wait_ns), `info` (rx_data_segments, last_data_rx_ns, chronographs) and `counters`
+///   (rx_segments, rx_payload_bytes);
+/// - a pure ACK advancing SND.UNA at the sender (`rx_ack`): the above less the text, plus
+///   `snd` (buf_seq, nxt), `send_buf` (consume), `rack` (on_ack, on_cumulative_ack,
+///   detect_loss, deadline), `rtt` (whole: a timestamp sample), `timers` (unacked_since,
+///   tlp, rtx, rtt_timed), `rec` (tlp_sent, cwnd_limited, flight_max_bytes), `cc` (the
+///   window; CUBIC's state in congestion avoidance), `config`
+///   (cwnd_growth_requires_limited, ack_counts_previously_sacked_bytes,
+///   slow_start_increase_limit_segments), `info` (delivered_segments, chronographs),
+///   `counters` (rtt_samples);
+/// - a send from the application (`send` → `queue`; `poll_transmit` → `send_new_data` →
+///   `data_segment_tso`): `state`, `app` (fin_queued, more, cork, push_pending), `send_buf`,
+///   `snd` (all but iss), `cc`, `rec` (rtx_pending, in_recovery, tlp_pending, tlp_last_seq,
+///   flight_max_*), `out` (rst_pending, dupacks_owed, probe_pending, ack_due, dsack,
+///   rcv_unacked_bytes), `opts`, `ts` (offset, recent, last_ack_sent), `rcv` (nxt, adv),
+///   `recv_buf` (len, for the window), `ooo` (SACK blocks), `timers` (rtx, persist, tlp,
+///   delack deadlines, last_tx, unacked_since), `rtt` (the RTO), `rack` (on_send: the
+///   transmit records), `config` (nodelay, mss_bytes, recv_buffer_bytes, restart_after_idle,
+///   tail_loss_probe, tlp_pto_*), `info` (tx_data_segments, chronographs), `counters`
+///   (tx_segments, tx_payload_bytes).
+///
+/// Not touched by any of them: `snd.iss`, `rcv.irs`, `opts.peer_offered_ws`,
+/// `timers.syn_retries`, `timers.persist_shift`, `rec.high_rxt` and the PRR counts (only in
+/// recovery), `out.challenge_*`, `out.fast_open`, `app.close_reason`, most of `config` and
+/// all counters but the five named. Of the engine groups' 360 bytes (six lines) the three
+/// segments touch ~300 (eight 64-bit deadlines and instants in `timers`, the 64-bit RTT
+/// state, TS.Recent's age, CUBIC's epoch): moving the untouched fields above out of their
+/// groups would save one line, and two lines (128 B) would need narrower representations of
+/// times (see ARCHITECTURE.md, "The TCB").
 #[derive(Debug, Clone)]
-#[repr(C)]
+#[repr(C, align(64))]
 pub struct Connection {
-    // ---- hot: touched by every segment ----
+    // ---- hot: the engine's groups, touched by every segment ----
     pub(crate) cc: Congestion,
     pub(crate) rtt: RttEstimator,
     pub(crate) timers: Timers,
@@ -249,24 +299,28 @@ pub struct Connection {
     pub(crate) remote_port: u16,
     pub(crate) app: AppFlags,
     pub(crate) state: State,
-    // ---- cold: a few fields each per segment, or none ----
-    pub(crate) config: Config,
+    // ---- read by every segment: buffer and table headers ----
     pub(crate) send_buf: Ring,
     pub(crate) recv_buf: Ring,
     pub(crate) ooo: OooQueue,
     /// SACK scoreboard (sender side): ranges above SND.UNA the peer reported holding.
     pub(crate) scoreboard: OooQueue,
+    // ---- a few fields each per segment ----
+    pub(crate) config: Config,
     /// RACK loss detection state (RFC 8985 §6), used when [`Config::rack`] is on and SACK
     /// was negotiated (see [`Connection::rack_active`]); created by the first data
-    /// transmission ([`Connection::rack_state`]), so an idle connection owns none, and boxed
-    /// because the TCB has no room for it.
-    pub(crate) rack: Option<Box<Rack>>,
+    /// transmission ([`Connection::rack_state`]). Inline: every ACK and data segment of such
+    /// a connection reads it (its transmit records are a table of their own).
+    pub(crate) rack: Option<Rack>,
     /// What `tcp_info` reports beyond the TCB: chronographs, reordering degree, last data
-    /// received, segment counts (`chrono.rs`); boxed on first use, as `rack`.
-    pub(crate) info: Option<Box<chrono::InfoState>>,
-    /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record, as `rack`.
+    /// received, segment counts (`chrono.rs`); created on first use. Inline: every data
+    /// segment counts in it.
+    pub(crate) info: Option<chrono::InfoState>,
+    /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
     pub(crate) records: Option<Box<records::RecordEnds>>,
-    pub(crate) counters: Counters,
+    /// Counters, boxed: 352 bytes, of which a segment writes the first 32
+    /// (`rx_segments`, `tx_segments`, `rx_payload_bytes`, `tx_payload_bytes`).
+    pub(crate) counters: Box<Counters>,
 }
 
 /// The window scale we offer for a receive buffer: the smallest shift that lets the 16-bit
@@ -402,7 +456,7 @@ impl Connection {
             info: None,
             records: None,
             config,
-            counters: Counters::default(),
+            counters: Box::default(),
         }
     }
 
@@ -711,7 +765,7 @@ impl Connection {
     pub(crate) fn rack_state(&mut self, now: u64) -> &mut Rack {
         let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns);
         self.rack.get_or_insert_with(|| {
-            let mut r = Box::<Rack>::default();
+            let mut r = Rack::default();
             if let Some(srtt_ns) = srtt_ns {
                 r.note_rtt_sample(now, srtt_ns);
             }
