@@ -27,7 +27,7 @@
 //! - **`SO_MARK`**: stored and reported; it does not change routing (the stack has one route).
 //!
 //! The state lives beside the TCB in the socket (`ConnSock::ext`), boxed on first use: most
-//! connections never set any of these. Listeners keep the options ([`SockOpts`]) and their
+//! connections never set any of these. Listeners keep the options (`SockOpts`) and their
 //! children inherit them, as Linux's `sk_clone_lock` copies them. Not carried when a
 //! connection moves to another owner.
 
