@@ -310,13 +310,12 @@ impl Connection {
         let opts = self.fill_options(now, &mut r, true);
         let seg_room = self.opts.snd_mss.saturating_sub(opts).max(1) as usize;
         let room = seg_room * usize::from(segments.max(1));
+        let mut len = avail.min(max_len as usize).min(room).min(buf.len());
         // Never past the end of a record (`records.rs`): first transmission or not.
-        let record = self.record_room(seq).map_or(usize::MAX, |r| r as usize);
-        let len = avail
-            .min(max_len as usize)
-            .min(room)
-            .min(record)
-            .min(buf.len());
+        let mut record_end = false;
+        if self.records.is_some() {
+            (len, record_end) = self.clip_to_record(seq, len);
+        }
         let fin = self.app.fin_queued && offset + len == self.send_buf.len() && !probe;
         if len == 0 && !fin {
             return None;
@@ -330,7 +329,7 @@ impl Connection {
         // A `send_more` tail leaves without PSH (Linux marks PSH only without MSG_MORE); a
         // record's last segment carries it (Linux pushes at the end of each write, and a
         // record's last bytes are never joined by later ones).
-        if n > 0 && ((offset + n == self.send_buf.len() && !self.app.more) || n == record) {
+        if n > 0 && ((offset + n == self.send_buf.len() && !self.app.more) || record_end) {
             r.flags |= TcpFlags::PSH;
         }
         let end = seq + n as u32 + u32::from(fin);
@@ -503,15 +502,14 @@ impl Connection {
         if self.snd.nxt.lt(self.snd.buf_seq) {
             return None;
         }
-        self.records_trim();
-        let all_unsent = self.send_buf.len().saturating_sub(offset) as u32;
+        let mut unsent = self.send_buf.len().saturating_sub(offset) as u32;
         // A record end ahead (`records.rs`) cuts what may leave as one run; a run that ends a
         // record with more data behind it is no tail: Nagle and cork hold only the last run
         // (Linux applies them to the last skb of the write queue alone).
-        let unsent = self
-            .record_room(self.snd.nxt)
-            .map_or(all_unsent, |r| r.min(all_unsent));
-        let last_run = unsent == all_unsent;
+        let mut last_run = true;
+        if self.records.is_some() {
+            (unsent, last_run) = self.record_run(unsent);
+        }
         let rwnd_limited = self.rwnd_limited(unsent);
         self.chrono_on_output(now, rwnd_limited);
         let fin_due = self.app.fin_queued && self.snd.nxt == self.fin_seq();

@@ -83,4 +83,28 @@ impl Connection {
             .find(|e| seq.lt(**e))
             .map(|e| e.diff(seq).max(0) as u32)
     }
+
+    /// A segment of `len` bytes at `seq`, cut at the end of its record: the length, and
+    /// whether it ends the record. Out of line: connections without records never call it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn clip_to_record(&self, seq: SeqNumber, len: usize) -> (usize, bool) {
+        match self.record_room(seq) {
+            Some(r) if (r as usize) <= len => (r as usize, true),
+            _ => (len, false),
+        }
+    }
+
+    /// The run of `unsent` bytes at SND.NXT new data may send at once: up to the next record
+    /// end (forgetting the ends SND.UNA passed), and whether it is the last run (no record
+    /// end before the end of the data). Out of line, as [`Connection::clip_to_record`].
+    #[cold]
+    #[inline(never)]
+    pub(super) fn record_run(&mut self, unsent: u32) -> (u32, bool) {
+        self.records_trim();
+        match self.record_room(self.snd.nxt) {
+            Some(r) if r < unsent => (r, false),
+            _ => (unsent, true),
+        }
+    }
 }
