@@ -153,7 +153,14 @@ impl Connection {
                 flags: TcpFlags(seg.flags.0 & !TcpFlags::SYN.0),
                 ..*seg
             };
-            return self.rx_synchronized_inner(now, &trimmed, gro_mss_bytes);
+            self.rx_synchronized_inner(now, &trimmed, gro_mss_bytes);
+            if self.opts.sack_ok && self.state != State::Closed {
+                // RFC 2883 §4: the duplicate SYN is reported in a D-SACK block, in an ACK sent
+                // for it (Linux `tcp_send_dupack`; `fastopen/client/simultaneous-fast-open`).
+                self.note_dsack(seg.seq_number, seg.seq_number + 1);
+                self.out.ack_due = AckDue::Now;
+            }
+            return;
         }
         self.rx_synchronized_inner(now, seg, gro_mss_bytes)
     }
