@@ -80,6 +80,10 @@ impl Connection {
             // data our SYN carried; the acknowledged bytes leave the send buffer.
             let data_acked = fwd(self.snd.buf_seq, ack).min(self.send_buf.len() as u32);
             let syn_fully_acked = !ack.lt(self.snd.max);
+            if !syn_fully_acked && self.snd.max.gt(self.snd.iss + 1) {
+                let syn_end = self.snd.max;
+                self.info_mut(now).syn_data_end = Some(syn_end);
+            }
             self.send_buf.consume(data_acked as usize);
             self.snd.buf_seq += data_acked;
             if syn_fully_acked && !self.send_buf.is_empty() {
@@ -441,6 +445,10 @@ impl Connection {
             // Remove acknowledged data from the send buffer (the FIN is not in the buffer).
             let data_acked = fwd(self.snd.buf_seq, ack).min(self.send_buf.len() as u32);
             let syn_fully_acked = !ack.lt(self.snd.max);
+            if !syn_fully_acked && self.snd.max.gt(self.snd.iss + 1) {
+                let syn_end = self.snd.max;
+                self.info_mut(now).syn_data_end = Some(syn_end);
+            }
             self.send_buf.consume(data_acked as usize);
             self.snd.buf_seq += data_acked;
             if syn_fully_acked && !self.send_buf.is_empty() {
