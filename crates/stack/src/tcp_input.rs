@@ -114,7 +114,7 @@ impl TcpCx<'_> {
                 c.last_rx_ns = now;
                 // An active Fast Open in SYN-SENT: the SYN-ACK teaches the client's cache.
                 let before = crate::tcp_fastopen_client::before_synack(c);
-                c.conn.handle_segment(now, &seg);
+                c.conn.handle_segment_gro(now, &seg, rx.meta.gro_mss_bytes);
                 if before.is_some() && c.conn.state() != State::SynSent {
                     synack = before;
                 }

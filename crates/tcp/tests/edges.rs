@@ -3,7 +3,8 @@
 //! (RFC 7323 §4.3, §5.3), PAWS not applying to RST, a window that rounds to zero under
 //! scaling and then reopens (RFC 7323 §2.3), a SYN-ACK's window scale ignored when our SYN
 //! offered none (§2.2), partially overlapping segments delivered once and in order, and data
-//! arriving after `close` (RFC 1122 §4.2.2.13).
+//! arriving after `close` (RFC 1122 §4.2.2.13); a simultaneous open's duplicate SYN reported as a
+//! D-SACK (RFC 2883 §4).
 
 mod harness;
 
@@ -317,4 +318,43 @@ fn reset_on_data_after_close_answers_with_a_rst_at_the_segments_ack() {
     assert_eq!(p.a.close_reason(), Some(CloseReason::Aborted));
     assert_eq!(p.a.counters().rx_discard_after_close_bytes, 100);
     assert_eq!(data_after_close(config).0, State::Closed);
+}
+
+#[test]
+fn duplicate_syn_of_a_simultaneous_open_is_acknowledged_with_a_dsack() {
+    // The peer's SYN-ACK repeats the SYN that took us to SYN-RECEIVED: RFC 2883 §4 reports
+    // the duplicate octet in a D-SACK block (`fastopen/client/simultaneous-fast-open`).
+    let c = no_ts();
+    let mut a = Connection::connect(0, &c, 1000, 2000, SeqNumber(100), 0);
+    let mut b = Connection::connect(0, &c, 2000, 1000, SeqNumber(9000), 0);
+    let mut buf = [0u8; 2000];
+    let syn_a = Seg::from_repr(&a.poll_transmit(0, &mut buf).unwrap());
+    let syn_b = Seg::from_repr(&b.poll_transmit(0, &mut buf).unwrap());
+    a.handle_segment(MS, &syn_b.repr());
+    b.handle_segment(MS, &syn_a.repr());
+    let synack_b = Seg::from_repr(&b.poll_transmit(MS, &mut buf).unwrap());
+    let _synack_a = a.poll_transmit(MS, &mut buf).unwrap();
+    a.handle_segment(2 * MS, &synack_b.repr());
+    assert_eq!(a.state(), State::Established);
+    let ack = Seg::from_repr(&a.poll_transmit(2 * MS, &mut buf).expect("an ACK"));
+    assert!(ack.has(TcpFlags::ACK) && !ack.has(TcpFlags::SYN) && !ack.is_data());
+    assert_eq!(ack.hdr.ack_number, SeqNumber(9001));
+    let block = ack.hdr.sack_blocks[0].expect("a D-SACK block");
+    assert_eq!(
+        (block.left, block.right),
+        (SeqNumber(9000), SeqNumber(9001))
+    );
+    // Without SACK there is nothing to report, and nothing is sent.
+    let c = Config { sack: false, ..c };
+    let mut a = Connection::connect(0, &c, 1000, 2000, SeqNumber(100), 0);
+    let mut b = Connection::connect(0, &c, 2000, 1000, SeqNumber(9000), 0);
+    let syn_a = Seg::from_repr(&a.poll_transmit(0, &mut buf).unwrap());
+    let syn_b = Seg::from_repr(&b.poll_transmit(0, &mut buf).unwrap());
+    a.handle_segment(MS, &syn_b.repr());
+    b.handle_segment(MS, &syn_a.repr());
+    let synack_b = Seg::from_repr(&b.poll_transmit(MS, &mut buf).unwrap());
+    let _synack_a = a.poll_transmit(MS, &mut buf).unwrap();
+    a.handle_segment(2 * MS, &synack_b.repr());
+    assert_eq!(a.state(), State::Established);
+    assert!(a.poll_transmit(2 * MS, &mut buf).is_none());
 }

@@ -308,3 +308,26 @@ fn tcp_info_last_data_recv_counts_from_the_handshake_then_from_each_data_segment
     );
     assert_eq!((i.data_segs_in, p.b.tcp_info(p.now).data_segs_out), (1, 1));
 }
+
+/// B's `rcv_mss` after A's 3,000 bytes reach it as one coalesced segment whose wire
+/// segments were `gro_mss_bytes` each (0: delivered as one segment).
+fn rcv_mss_after_coalesced_data(gro_mss_bytes: u16) -> u32 {
+    let mut p = Pair::established(no_ts(), no_ts(), MS);
+    let (a_port, b_port) = (p.a.local_port(), p.b.local_port());
+    let (_, a_nxt, _) = p.a.sequence_state();
+    let (_, b_nxt, _) = p.b.sequence_state();
+    let mut s = seg(a_port, b_port, a_nxt, b_nxt, TcpFlags::ACK);
+    s.payload = pattern(3000);
+    s.hdr.window_len = 60_000;
+    let now = p.now;
+    p.b.handle_segment_gro(now, &s.repr(), gro_mss_bytes);
+    assert_eq!(p.b.recv_queue_bytes(), 3000);
+    p.b.tcp_info(now).rcv_mss
+}
+
+#[test]
+fn rcv_mss_of_a_coalesced_segment_is_its_wire_segment_size() {
+    // Linux `tcp_measure_rcv_mss` reads the GRO packet's `gso_size` (`gro/gro-mss-option`).
+    assert_eq!(rcv_mss_after_coalesced_data(1000), 1000);
+    assert_eq!(rcv_mss_after_coalesced_data(0), 3000);
+}

@@ -363,15 +363,25 @@ impl Exec {
             self.passive_conns = self.passive_conns.saturating_add(1);
         }
         let payload = vec![0u8; line.seq.len_bytes as usize];
+        let (without_raw, raw_options) = split_raw_fast_open(line);
         let repr = self
             .ctx
-            .build_inbound(line, self.remote_port, dst_port, &payload)
+            .build_inbound(
+                without_raw.as_ref().unwrap_or(line),
+                self.remote_port,
+                dst_port,
+                &payload,
+            )
             .map_err(|e| Stop::Fail(pos, format!("cannot build `{line}`: {e}")))?;
         if line.flags.contains(wire::tcp::TcpFlags::SYN) {
             self.ctx.seq.learn_peer_isn(line.seq.start);
         }
-        let frame = build_frame(&repr, self.addrs)
+        let mut frame = build_frame(&repr, self.addrs)
             .map_err(|e| Stop::Fail(pos, format!("cannot emit `{line}`: {e}")))?;
+        if !raw_options.is_empty() {
+            splice_tcp_options(&mut frame, &raw_options, self.addrs)
+                .map_err(|e| Stop::Fail(pos, format!("cannot emit `{line}`: {e}")))?;
+        }
         let mut meta = RxMeta::NONE;
         if let Some(mss) = self.inbound_gro_mss
             && line.seq.len_bytes > u32::from(mss)
@@ -449,4 +459,143 @@ pub(super) fn build_frame(repr: &TcpRepr<'_>, addrs: Addrs) -> Result<Vec<u8>, w
         ChecksumCaps::ALL,
     )?;
     Ok(buf)
+}
+
+/// The Fast Open options of an inbound line whose cookie length RFC 7413 does not allow
+/// (odd, 2, or above 16 bytes: `FO 1122`, `FO 112233`), which `TcpRepr` cannot carry: the
+/// line without them, and their bytes as packetdrill writes them (kind 34, or kind 254 with
+/// the magic 0xF989, then the cookie), to be spliced into the built frame
+/// ([`splice_tcp_options`]). A peer sending such an option tests the receiver's parser.
+pub(super) fn split_raw_fast_open(line: &TcpLine) -> (Option<TcpLine>, Vec<u8>) {
+    let TcpOptionsSpec::List(list) = &line.options else {
+        return (None, Vec::new());
+    };
+    let mut raw = Vec::new();
+    let mut kept = Vec::with_capacity(list.len());
+    for o in list {
+        match o {
+            TcpOption::FastOpen(c) | TcpOption::FastOpenExp(c)
+                if wire::tcp::FastOpenOption::with_cookie(c, false).is_none() =>
+            {
+                if matches!(o, TcpOption::FastOpenExp(_)) {
+                    raw.extend_from_slice(&[254, (4 + c.len()).min(255) as u8, 0xF9, 0x89]);
+                } else {
+                    raw.extend_from_slice(&[34, (2 + c.len()).min(255) as u8]);
+                }
+                raw.extend_from_slice(c);
+            }
+            _ => kept.push(o.clone()),
+        }
+    }
+    if raw.is_empty() {
+        return (None, raw);
+    }
+    let mut line = line.clone();
+    line.options = TcpOptionsSpec::List(kept);
+    (Some(line), raw)
+}
+
+/// Inserts `raw` option bytes right after the fixed TCP header of `frame` (an Ethernet frame
+/// built by [`build_frame`]), preceded by NOPs to keep the header a multiple of 4 bytes, and
+/// fixes the data offset, the IP length fields and both checksums. Errors when the options
+/// would exceed the 40 bytes a TCP header holds.
+pub(super) fn splice_tcp_options(
+    frame: &mut Vec<u8>,
+    raw: &[u8],
+    addrs: Addrs,
+) -> Result<(), String> {
+    const ETH_BYTES: usize = 14;
+    let (ip_header_bytes, v4) = match addrs {
+        Addrs::V4 { .. } => {
+            let ip = Ipv4Packet::new_checked(&frame[ETH_BYTES..]).map_err(|e| e.to_string())?;
+            (ip.header_len(), true)
+        }
+        Addrs::V6 { .. } => (40, false),
+    };
+    let tcp_at = ETH_BYTES + ip_header_bytes;
+    let header_bytes = TcpPacket::new_checked(&frame[tcp_at..])
+        .map_err(|e| e.to_string())?
+        .header_len();
+    let added = raw.len().next_multiple_of(4);
+    if header_bytes + added > 60 {
+        return Err(format!(
+            "TCP options of {} bytes exceed the header's 40",
+            header_bytes - 20 + added
+        ));
+    }
+    let mut insert = vec![1u8; added - raw.len()];
+    insert.extend_from_slice(raw);
+    let at = tcp_at + 20;
+    frame.splice(at..at, insert);
+    let tcp_len = frame.len() - tcp_at;
+    if v4 {
+        let mut ip = Ipv4Packet::new_unchecked(&mut frame[ETH_BYTES..]);
+        ip.set_total_len(u16::try_from(ip_header_bytes + tcp_len).map_err(|e| e.to_string())?);
+        ip.fill_checksum();
+    } else {
+        let mut ip = Ipv6Packet::new_unchecked(&mut frame[ETH_BYTES..]);
+        ip.set_payload_len(u16::try_from(tcp_len).map_err(|e| e.to_string())?);
+    }
+    let mut tcp = TcpPacket::new_unchecked(&mut frame[tcp_at..]);
+    tcp.set_header_len(header_bytes + added);
+    tcp.fill_checksum(&addrs.pair_in());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse_event;
+
+    fn line(src: &str) -> TcpLine {
+        match parse_event(&format!("+0 {src}")).expect("parses").action {
+            Action::Tcp(t) => t,
+            other => panic!("not TCP: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn fast_open_option_with_a_cookie_rfc_7413_refuses_is_spliced_in_as_raw_bytes() {
+        // `fastopen/client/valid-cookie-format`: a SYN-ACK whose FO cookie is 2 bytes long.
+        let l = line("< S. 0:0(0) ack 1 win 5840 <mss 940,nop,nop,sackOK,nop,wscale 6,FO 1122>");
+        let (kept, raw) = split_raw_fast_open(&l);
+        assert_eq!(raw, [34, 4, 0x11, 0x22]);
+        let kept = kept.expect("the line without its FO option");
+        let mut ctx = MatchContext::new(SeqNumber(5000));
+        ctx.seq.learn_stack_isn(0, SeqNumber(7000));
+        let repr = ctx.build_inbound(&kept, 1, 2, &[]).expect("builds");
+        let addrs = Addrs::DEFAULT;
+        let mut frame = build_frame(&repr, addrs).expect("emits");
+        let before = frame.len();
+        splice_tcp_options(&mut frame, &raw, addrs).expect("fits");
+        assert_eq!(frame.len(), before + 4);
+        let ip = Ipv4Packet::new_checked(&frame[14..]).expect("IPv4");
+        assert!(ip.verify_checksum(), "IPv4 header checksum");
+        let tcp = TcpPacket::new_checked(ip.payload()).expect("TCP");
+        assert!(tcp.verify_checksum(&addrs.pair_in()), "TCP checksum");
+        assert_eq!(&tcp.options()[..4], &[34, 4, 0x11, 0x22]);
+        // The rest of the header still parses: the options the Repr carried are intact, and
+        // the FO option of a refused length is not taken for a cookie.
+        let got = TcpRepr::parse(&tcp, &addrs.pair_in(), ChecksumCaps::ALL).expect("parses");
+        assert_eq!(got.max_seg_size, Some(940));
+        assert_eq!(got.window_scale, Some(6));
+        assert!(got.sack_permitted);
+        assert_eq!(got.fast_open, None);
+        // A line whose options all fit is left alone.
+        let (kept, raw) = split_raw_fast_open(&line("< S. 0:0(0) ack 1 win 5840 <FO abcd1234>"));
+        assert!(kept.is_none() && raw.is_empty());
+    }
+
+    #[test]
+    fn raw_options_beyond_the_tcp_header_s_40_bytes_are_refused() {
+        // 20 bytes of options already; a 22-byte option (24 with its padding) does not fit.
+        let l = line("< S 0:0(0) win 5840 <mss 940,sackOK,TS val 1 ecr 0,nop,wscale 6>");
+        let repr = MatchContext::new(SeqNumber(5000))
+            .build_inbound(&l, 1, 2, &[])
+            .expect("builds");
+        let mut frame = build_frame(&repr, Addrs::DEFAULT).expect("emits");
+        let mut raw = vec![34u8, 22];
+        raw.extend_from_slice(&[0; 20]);
+        assert!(splice_tcp_options(&mut frame, &raw, Addrs::DEFAULT).is_err());
+    }
 }

@@ -75,6 +75,11 @@ pub(crate) struct InfoState {
     /// quick-ACK mode is suspended ([`crate::Config::quickack_segments`]). Left when a
     /// delayed ACK had to be sent by its timer. Only set while quick-ACK mode is configured.
     pub(crate) pingpong: bool,
+    /// The end of the data our Fast Open SYN carried, while the SYN-ACK left some of it
+    /// unacknowledged: a segment that sends it again ends there, as the SYN's own did (Linux
+    /// retransmits the SYN's data buffer whole, `tcp_rcv_fastopen_synack`). Cleared once
+    /// acknowledged.
+    pub(crate) syn_data_end: Option<SeqNumber>,
 }
 
 impl InfoState {
@@ -92,6 +97,7 @@ impl InfoState {
             sndbuf_full: false,
             ato_started: false,
             pingpong: false,
+            syn_data_end: None,
         }
     }
 

@@ -294,6 +294,34 @@ mod tests {
     }
 
     #[test]
+    fn unacknowledged_syn_data_is_resent_whole_up_to_where_the_syn_data_ended() {
+        // Linux resends the SYN's data buffer whole (`syn-data-only-syn-acked`: `1:1421`,
+        // then new data from 1421), and its short tail is no new data for Nagle to hold
+        // (`syn-data-partial-or-over-ack`: `101:1421` after a smaller MSS).
+        let mut c = client(&[7u8; 3000], None);
+        let mut buf = [0u8; 1500];
+        assert_eq!(c.poll_transmit(0, &mut buf).unwrap().payload.len(), 1420);
+        c.handle_segment(10, &syn_ack(ISS + 1, 1460));
+        let d = c.poll_transmit(10, &mut buf).unwrap();
+        assert_eq!((d.seq_number, d.payload.len()), (SeqNumber(ISS + 1), 1420));
+        let d = c.poll_transmit(10, &mut buf).unwrap();
+        assert_eq!(d.seq_number, SeqNumber(ISS + 1421), "new data follows");
+        let mut c = client(&[7u8; 1420], None);
+        c.poll_transmit(0, &mut buf).unwrap();
+        c.handle_segment(10, &syn_ack(ISS + 101, 1000));
+        let first = c.poll_transmit(10, &mut buf).unwrap();
+        let end = first.seq_number + first.payload.len() as u32;
+        assert!(end.lt(SeqNumber(ISS + 1421)), "one MSS at a time");
+        let tail = c.poll_transmit(10, &mut buf).expect("the tail is not held");
+        assert_eq!(tail.seq_number, end);
+        assert_eq!(
+            tail.seq_number + tail.payload.len() as u32,
+            SeqNumber(ISS + 1421)
+        );
+        assert_eq!(c.invariant_violation(), None);
+    }
+
+    #[test]
     fn partly_acknowledged_syn_data_resends_only_the_rest() {
         let mut c = client(&[7u8; 18], None);
         let mut buf = [0u8; 1500];

@@ -13,7 +13,17 @@ impl Connection {
 
     /// Processes one received segment (already demultiplexed to this connection, checksum
     /// verified by the stack).
+    #[inline]
     pub fn handle_segment(&mut self, now: u64, seg: &TcpRepr<'_>) {
+        self.handle_segment_gro(now, seg, 0);
+    }
+
+    /// [`Connection::handle_segment`] for a segment a receive offload (GRO/LRO) coalesced
+    /// from wire segments of `gro_mss_bytes` each (0: `seg` is one wire segment): the size
+    /// of the peer's segments, not of the coalesced one, is what the receiver measures
+    /// (`tcp_info`'s `rcv_mss`, the "full-sized segment" of the delayed-ACK rule; Linux
+    /// `tcp_measure_rcv_mss` reads `gso_size`).
+    pub fn handle_segment_gro(&mut self, now: u64, seg: &TcpRepr<'_>, gro_mss_bytes: u16) {
         self.counters.rx_segments += 1;
         if seg.dst_port != self.local_port || seg.src_port != self.remote_port {
             self.counters.rx_drop_wrong_port += 1;
@@ -24,7 +34,7 @@ impl Connection {
                 self.counters.rx_drop_closed += 1;
             }
             State::SynSent => self.rx_syn_sent(now, seg),
-            _ => self.rx_synchronized(now, seg),
+            _ => self.rx_synchronized(now, seg, gro_mss_bytes),
         }
     }
 
@@ -70,6 +80,10 @@ impl Connection {
             // data our SYN carried; the acknowledged bytes leave the send buffer.
             let data_acked = fwd(self.snd.buf_seq, ack).min(self.send_buf.len() as u32);
             let syn_fully_acked = !ack.lt(self.snd.max);
+            if !syn_fully_acked && self.snd.max.gt(self.snd.iss + 1) {
+                let syn_end = self.snd.max;
+                self.info_mut(now).syn_data_end = Some(syn_end);
+            }
             self.send_buf.consume(data_acked as usize);
             self.snd.buf_seq += data_acked;
             if syn_fully_acked && !self.send_buf.is_empty() {
@@ -128,7 +142,7 @@ impl Connection {
         }
     }
 
-    pub(super) fn rx_synchronized(&mut self, now: u64, seg: &TcpRepr<'_>) {
+    pub(super) fn rx_synchronized(&mut self, now: u64, seg: &TcpRepr<'_>, gro_mss_bytes: u16) {
         if self.state == State::SynReceived
             && seg.flags.contains(TcpFlags::SYN | TcpFlags::ACK)
             && seg.seq_number == self.rcv.irs
@@ -143,12 +157,24 @@ impl Connection {
                 flags: TcpFlags(seg.flags.0 & !TcpFlags::SYN.0),
                 ..*seg
             };
-            return self.rx_synchronized_inner(now, &trimmed);
+            self.rx_synchronized_inner(now, &trimmed, gro_mss_bytes);
+            if self.opts.sack_ok && self.state != State::Closed {
+                // RFC 2883 §4: the duplicate SYN is reported in a D-SACK block, in an ACK sent
+                // for it (Linux `tcp_send_dupack`; `fastopen/client/simultaneous-fast-open`).
+                self.note_dsack(seg.seq_number, seg.seq_number + 1);
+                self.out.ack_due = AckDue::Now;
+            }
+            return;
         }
-        self.rx_synchronized_inner(now, seg)
+        self.rx_synchronized_inner(now, seg, gro_mss_bytes)
     }
 
-    pub(super) fn rx_synchronized_inner(&mut self, now: u64, seg: &TcpRepr<'_>) {
+    pub(super) fn rx_synchronized_inner(
+        &mut self,
+        now: u64,
+        seg: &TcpRepr<'_>,
+        gro_mss_bytes: u16,
+    ) {
         let flags = seg.flags;
         let rst = flags.contains(TcpFlags::RST);
         // RFC 7323 §3.2: once negotiated, a non-RST segment without TSopt SHOULD be dropped
@@ -301,7 +327,7 @@ impl Connection {
             return;
         }
         // Seventh: segment text (RFC 9293 §3.10.7.4), eighth: FIN.
-        self.rx_text_and_fin(now, seg);
+        self.rx_text_and_fin(now, seg, gro_mss_bytes);
     }
 
     /// RFC 9293 §3.10.7.4 four-case acceptability test, against the window we advertised.
@@ -419,6 +445,10 @@ impl Connection {
             // Remove acknowledged data from the send buffer (the FIN is not in the buffer).
             let data_acked = fwd(self.snd.buf_seq, ack).min(self.send_buf.len() as u32);
             let syn_fully_acked = !ack.lt(self.snd.max);
+            if !syn_fully_acked && self.snd.max.gt(self.snd.iss + 1) {
+                let syn_end = self.snd.max;
+                self.info_mut(now).syn_data_end = Some(syn_end);
+            }
             self.send_buf.consume(data_acked as usize);
             self.snd.buf_seq += data_acked;
             if syn_fully_acked && !self.send_buf.is_empty() {

@@ -310,6 +310,16 @@ impl Connection {
         let opts = self.fill_options(now, &mut r, true);
         let seg_room = self.opts.snd_mss.saturating_sub(opts).max(1) as usize;
         let room = seg_room * usize::from(segments.max(1));
+        let mut max_len = max_len;
+        if let Some(info) = self.info.as_mut()
+            && let Some(end) = info.syn_data_end
+        {
+            if !self.snd.una.lt(end) {
+                info.syn_data_end = None;
+            } else if seq.lt(end) {
+                max_len = max_len.min(fwd(seq, end));
+            }
+        }
         let mut len = avail.min(max_len as usize).min(room).min(buf.len());
         // Never past the end of a record (`records.rs`): first transmission or not.
         let mut record_end = false;
@@ -538,6 +548,13 @@ impl Connection {
             && !self.app.push_pending
             && !self.app.fin_queued
             && last_run;
+        // Fast Open SYN data the SYN-ACK did not acknowledge is sent again, not new data: no
+        // Nagle hold for its short tail (Linux retransmits the SYN's data buffer whole).
+        let resends_syn_data = self
+            .info
+            .as_ref()
+            .and_then(|i| i.syn_data_end)
+            .is_some_and(|end| self.snd.nxt.lt(end));
         if segments_max > 1 {
             let big = unsent
                 .min(usable)
@@ -548,7 +565,10 @@ impl Connection {
                 // only `nodelay` or a queued FIN lets it go).
                 let tail_ok = big == unsent
                     && !held
-                    && (self.config.nodelay || self.app.fin_queued || !last_run);
+                    && (self.config.nodelay
+                        || self.app.fin_queued
+                        || !last_run
+                        || resends_syn_data);
                 let len = if tail_ok { big } else { big - big % mss };
                 return self.data_segment_tso(now, self.snd.nxt, len, buf, false, segments_max);
             }
@@ -560,8 +580,11 @@ impl Connection {
             // we are closing), or at least half the largest window the peer offered.
             // A Fast Open child's unacknowledged SYN is no data in flight (`fastopen.rs`).
             let data_flight = fwd(self.snd.una.max(self.snd.buf_seq), self.snd.nxt);
-            let nagle_ok =
-                self.config.nodelay || data_flight == 0 || self.app.fin_queued || !last_run;
+            let nagle_ok = self.config.nodelay
+                || data_flight == 0
+                || self.app.fin_queued
+                || !last_run
+                || resends_syn_data;
             // TCP_CORK / MSG_MORE (Linux tcp(7)): only full segments until pushed (`held`).
             let send = len > 0
                 && (len == mss

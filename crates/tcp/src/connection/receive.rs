@@ -34,8 +34,9 @@ impl Connection {
         }
     }
 
-    /// Segment text and FIN (RFC 9293 §3.10.7.4, seventh and eighth checks).
-    pub(super) fn rx_text_and_fin(&mut self, now: u64, seg: &TcpRepr<'_>) {
+    /// Segment text and FIN (RFC 9293 §3.10.7.4, seventh and eighth checks). `gro_mss_bytes`:
+    /// the wire segments' size when `seg` was coalesced by a receive offload, else 0.
+    pub(super) fn rx_text_and_fin(&mut self, now: u64, seg: &TcpRepr<'_>, gro_mss_bytes: u16) {
         let accepts_text = matches!(
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
@@ -90,10 +91,11 @@ impl Connection {
             return;
         }
         if !data.is_empty() {
-            self.rcv.mss_seen = self
-                .rcv
-                .mss_seen
-                .max(data.len().min(usize::from(u16::MAX)) as u16);
+            let seg_bytes = match gro_mss_bytes {
+                0 => data.len().min(usize::from(u16::MAX)) as u16,
+                mss => mss.min(data.len().min(usize::from(u16::MAX)) as u16),
+            };
+            self.rcv.mss_seen = self.rcv.mss_seen.max(seg_bytes);
             self.counters.rx_payload_bytes += data.len() as u64;
             let info = self.info_mut(now);
             info.rx_data_segments += 1;
