@@ -118,6 +118,11 @@ impl Sockets {
         self.in_use
     }
 
+    /// Slots in the table, empty ones included (indexes run below this).
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// What slot `i` holds.
     pub(crate) fn get(&self, i: usize) -> Option<&Socket> {
         self.slots.get(i).and_then(|s| s.socket.as_ref())

@@ -757,6 +757,7 @@ impl TcpCx<'_> {
         }
         due.clear();
         self.tcp.due_scratch = due;
+        self.tcp_idle_sweep(now);
     }
 
     // ------------------------------------------------------------------ application calls

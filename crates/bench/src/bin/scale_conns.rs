@@ -128,6 +128,10 @@ fn run(a: &Args) -> Result<(), BulkError> {
         return Ok(());
     }
     let h_traffic = heap().bytes;
+    // Three seconds of silence in 10 ms steps: past the idle release (1 s), and long enough
+    // for the sweep (1,024 slots per 10 ms) to visit 100,000 slots per stack twice.
+    w.idle_for(3_000_000_000, 10_000_000);
+    let h_idle_after = heap().bytes;
     let (time_wait, server_left) = w.close_all()?;
     let h_closed = heap().bytes;
     let ScaleWorld { idle, .. } = w;
@@ -139,11 +143,12 @@ fn run(a: &Args) -> Result<(), BulkError> {
     let _ = (h_empty, h_closed);
     println!(
         "memory connections={n} idle_bytes_per_endpoint={:.1} after_traffic_bytes_per_endpoint={:.1} \
-         time_wait_connections={time_wait} server_connections_left={server_left} \
+         after_traffic_idle_bytes_per_endpoint={:.1} time_wait_connections={time_wait} server_connections_left={server_left} \
          time_wait_bytes_per_connection={:.1} empty_stack_bytes_client={empty_client_bytes} \
          empty_stack_bytes_server={empty_server_bytes}",
         per(h_idle - h_base, 2 * n),
         per(h_traffic - h_base, 2 * n),
+        per(h_idle_after - h_base, 2 * n),
         per(client_bytes.saturating_sub(empty_client_bytes), n),
     );
     Ok(())
