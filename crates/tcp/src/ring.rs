@@ -15,11 +15,11 @@
 //! benchmark's 64-byte request/response every exchange empties four rings, and the release
 //! and the next first write cost ~560 instructions per frame (+7.7 %).
 //!
-//! Grown storage is not zero-filled: it is a `Vec` with the ring's size as capacity whose
-//! length is the high-water mark of the positions written, and bytes are read only where
-//! they were written (a gap left by a write far ahead is zero-filled, and only the gap).
-//! Minimum-size storage is whole (from the pool, or zero-filled once: 4 KiB), so the small
-//! rings of request/response traffic never take the path that extends the written prefix.
+//! Growing copies the bytes into the new storage once and zero-fills only the new part (it
+//! used to zero all of it and copy over); pooled buffers are reused as they are (a ring
+//! reads only bytes it wrote). A `Vec` whose length is the prefix written would spare the
+//! zero-fill too, but makes the ring 48 bytes instead of 32, and the TCB, which holds two,
+//! past its 1 KiB budget (`connection::tests`).
 
 use std::cell::RefCell;
 
@@ -32,21 +32,19 @@ pub const POOL_BUFFERS_MAX: usize = 256;
 
 thread_local! {
     /// Empty buffers of capacity [`STORAGE_MIN_BYTES`], at most [`POOL_BUFFERS_MAX`].
-    static POOL: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    static POOL: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A buffer of [`STORAGE_MIN_BYTES`] (capacity and length: every byte initialized), from
-/// the pool if it has one, else zero-filled (small: it spares every later write of a small
-/// ring the path that extends the written prefix).
-fn pool_take() -> Vec<u8> {
+/// A buffer of [`STORAGE_MIN_BYTES`], from the pool if it has one, else zero-filled.
+fn pool_take() -> Box<[u8]> {
     POOL.with(|p| p.borrow_mut().pop())
-        .unwrap_or_else(|| vec![0u8; STORAGE_MIN_BYTES])
+        .unwrap_or_else(|| vec![0u8; STORAGE_MIN_BYTES].into_boxed_slice())
 }
 
-/// Gives a minimum-size buffer back to the pool (freed when the pool is full, or when it is
-/// not a whole initialized minimum-size buffer).
-fn pool_give(v: Vec<u8>) {
-    if v.capacity() != STORAGE_MIN_BYTES || v.len() != STORAGE_MIN_BYTES {
+/// Gives a minimum-size buffer back to the pool (freed when the pool is full, or when it
+/// is of another size). Its bytes are kept: a ring reads only what it wrote.
+fn pool_give(v: Box<[u8]>) {
+    if v.len() != STORAGE_MIN_BYTES {
         return;
     }
     POOL.with(|p| {
@@ -59,18 +57,16 @@ fn pool_give(v: Vec<u8>) {
 
 /// A fixed-capacity byte ring.
 ///
-/// Invariants: `size` is 0, or a power of two ≥ [`STORAGE_MIN_BYTES`] below `capacity`, or
-/// exactly `capacity`; `storage.capacity() ≥ size` and `storage.len() ≤ size` (the positions
-/// ever written, from 0); positions wrap at `size`; `head < size` (or 0); `len ≤ ahead ≤
-/// size ≤ capacity ≤ u32::MAX`, where `ahead` is the offset from `head` just past the
-/// furthest byte written (readable or not); every byte at an offset below `ahead` lies below
-/// `storage.len()` once wrapped.
+/// Invariants: `storage.len()` is 0, or a power of two ≥ [`STORAGE_MIN_BYTES`] below
+/// `capacity`, or exactly `capacity`; positions wrap at `storage.len()`; `head <
+/// storage.len()` (or 0); `len ≤ ahead ≤ storage.len() ≤ capacity ≤ u32::MAX`, where `ahead`
+/// is the offset from `head` just past the furthest byte written (readable or not); bytes
+/// are read only at offsets below `len`, all written since the storage was taken.
 ///
-/// Positions are kept as `u32` (a connection's buffers are at most 2^30 bytes); the API
-/// speaks `usize`.
+/// Positions are kept as `u32` (a connection's buffers are at most 2^30 bytes, and two rings
+/// sit inside its TCB: 32 bytes each); the API speaks `usize`.
 pub struct Ring {
-    storage: Vec<u8>,
-    size: u32,
+    storage: Box<[u8]>,
     capacity: u32,
     head: u32,
     len: u32,
@@ -78,11 +74,11 @@ pub struct Ring {
 }
 
 impl Clone for Ring {
-    // Not derived: a cloned `Vec` has only its length as capacity; the clone keeps the size.
     fn clone(&self) -> Ring {
-        let mut storage = Vec::with_capacity(self.size as usize);
-        storage.extend_from_slice(&self.storage);
-        Ring { storage, ..*self }
+        Ring {
+            storage: self.storage.clone(),
+            ..*self
+        }
     }
 }
 
@@ -99,7 +95,7 @@ impl core::fmt::Debug for Ring {
             .field("capacity", &self.capacity)
             .field("head", &self.head)
             .field("len", &self.len)
-            .field("allocated", &self.size)
+            .field("allocated", &self.storage.len())
             .finish()
     }
 }
@@ -108,8 +104,7 @@ impl Ring {
     /// A ring able to hold `capacity_bytes` bytes (at most `u32::MAX`).
     pub fn new(capacity_bytes: usize) -> Ring {
         Ring {
-            storage: Vec::new(),
-            size: 0,
+            storage: Box::default(),
             capacity: u32::try_from(capacity_bytes).unwrap_or(u32::MAX),
             head: 0,
             len: 0,
@@ -150,24 +145,23 @@ impl Ring {
     /// Bytes of storage allocated (0 until the first write and after a release).
     #[inline]
     pub fn allocated_bytes(&self) -> usize {
-        self.size as usize
+        self.storage.len()
     }
 
     /// `pos` (below twice the storage size) wrapped into the storage.
     #[inline]
     fn wrap(&self, pos: usize) -> usize {
-        let size = self.size as usize;
+        let size = self.storage.len();
         if pos >= size { pos - size } else { pos }
     }
 
     /// Gives the storage back (to the pool when it has the minimum size) and empties the
     /// ring.
     fn release(&mut self) {
-        if self.size == 0 {
+        if self.storage.is_empty() {
             return;
         }
         pool_give(core::mem::take(&mut self.storage));
-        self.size = 0;
         self.head = 0;
         self.len = 0;
         self.ahead = 0;
@@ -179,7 +173,7 @@ impl Ring {
         if self.len != 0 || self.ahead != 0 {
             return 0;
         }
-        let size = self.size as usize;
+        let size = self.storage.len();
         self.release();
         size
     }
@@ -195,54 +189,30 @@ impl Ring {
             .unwrap_or(usize::MAX)
             .min(self.capacity());
         let old = core::mem::take(&mut self.storage);
+        self.head_to_zero_into(old, size);
+    }
+
+    /// Moves the written bytes of `old` into new storage of `size` bytes, each at its offset
+    /// from `head`, which becomes 0.
+    fn head_to_zero_into(&mut self, old: Box<[u8]>, size: usize) {
         if old.is_empty() && size == STORAGE_MIN_BYTES {
             // A first write (or the first after a release): nothing to carry over.
             self.storage = pool_take();
-            self.size = size as u32;
             self.head = 0;
             return;
         }
+        // Every written byte lies below the old size (invariant), so copying the old storage
+        // from `head` on, wrapped, keeps each byte at its offset. The copied bytes are
+        // written once (not zeroed first); only the new part is zero-filled (a `Box<[u8]>`
+        // must be initialized, and `unsafe` stays in `platform`).
         let mut new = Vec::with_capacity(size);
-        // Every written byte lies below the old size (invariant); copying what was written
-        // from `head` on, wrapped, keeps each byte at its offset. The rest of the new
-        // storage is not zero-filled.
         let (tail, front) = old.split_at(self.head().min(old.len()));
         new.extend_from_slice(front);
-        if !tail.is_empty() {
-            // Bytes before `head` in the old storage follow the end of the old size.
-            new.resize(self.size as usize - self.head(), 0);
-            new.extend_from_slice(tail);
-        }
+        new.extend_from_slice(tail);
+        new.resize(size, 0);
         pool_give(old);
-        self.storage = new;
-        self.size = size as u32;
+        self.storage = new.into_boxed_slice();
         self.head = 0;
-    }
-
-    /// Copies `bytes` to storage position `pos` (below the size). Past the written prefix,
-    /// [`Ring::put_extend`] extends it.
-    #[inline]
-    fn put(&mut self, pos: usize, bytes: &[u8]) {
-        let end = pos + bytes.len();
-        if let Some(dst) = self.storage.get_mut(pos..end) {
-            dst.copy_from_slice(bytes);
-        } else {
-            self.put_extend(pos, bytes);
-        }
-    }
-
-    /// [`Ring::put`] past the written prefix (until the ring has been written once all
-    /// round): extends it; a gap before `pos` never written is zero-filled.
-    #[cold]
-    #[inline(never)]
-    fn put_extend(&mut self, pos: usize, bytes: &[u8]) {
-        let v = &mut self.storage;
-        if pos > v.len() {
-            v.resize(pos, 0);
-        }
-        let overlap = (v.len() - pos).min(bytes.len());
-        v[pos..pos + overlap].copy_from_slice(&bytes[..overlap]);
-        v.extend_from_slice(&bytes[overlap..]);
     }
 
     /// Appends as much of `data` as fits; returns the number of bytes appended.
@@ -260,17 +230,15 @@ impl Ring {
             return 0;
         }
         let n = data.len().min(cap - offset);
-        if offset + n > self.size as usize {
+        if offset + n > self.storage.len() {
             self.grow(offset + n);
         }
-        let size = self.size as usize;
+        let size = self.storage.len();
         let start = self.wrap(self.head() + offset);
         let first = n.min(size - start);
         let (a, b) = data[..n].split_at(first);
-        self.put(start, a);
-        if !b.is_empty() {
-            self.put(0, b);
-        }
+        self.storage[start..start + first].copy_from_slice(a);
+        self.storage[..b.len()].copy_from_slice(b);
         self.ahead = self.ahead.max((offset + n) as u32);
         n
     }
@@ -290,7 +258,7 @@ impl Ring {
         if offset >= self.len() {
             return 0;
         }
-        let size = self.size as usize;
+        let size = self.storage.len();
         let n = out.len().min(self.len() - offset);
         let start = self.wrap(self.head() + offset);
         let first = n.min(size - start);
