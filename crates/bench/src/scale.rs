@@ -103,6 +103,24 @@ impl ScaleWorld {
         run_exchanges(self, n)
     }
 
+    /// Lets `dt_ns` of the clock pass with nothing to send, in steps of `step_ns`, both
+    /// stacks' timers running at each step and their frames (delayed ACKs, keepalives)
+    /// delivered: what an idle period does to the connections (their rings go back after
+    /// `stack::tcp_idle::IDLE_RELEASE_NS`).
+    pub fn idle_for(&mut self, dt_ns: u64, step_ns: u64) {
+        let w = &mut self.idle;
+        let end = w.now.saturating_add(dt_ns);
+        while w.now < end {
+            w.now = w.now.saturating_add(step_ns.max(1)).min(end);
+            w.client.handle_timeout(w.now);
+            w.server.handle_timeout(w.now);
+            move_frames(&mut w.client, &mut w.server, w.now);
+            while w.client.poll_event().is_some() {}
+            while w.server.poll_event().is_some() {}
+        }
+        self.deadline_ns = earliest(&w.client, &w.server);
+    }
+
     /// Every connection closed by the client first (so the client holds them in TIME-WAIT),
     /// the server closing when it sees the FIN. Returns the client's connections left (in
     /// TIME-WAIT) and the server's.

@@ -233,6 +233,10 @@ counters! {
     /// TIME-WAIT records evicted, oldest first, because the table held
     /// `Limits::tcp_time_wait_max`.
     tcp_time_wait_evicted,
+    /// Idle connections whose empty rings gave their storage back (`stack::tcp_idle`).
+    tcp_idle_buffers_released,
+    /// Ring storage those releases gave back, bytes.
+    tcp_idle_buffer_bytes_released,
     /// TIME-WAIT records ended by a new SYN for their 4-tuple that a listener took (RFC 6191).
     tcp_time_wait_reopened,
     /// Connections reset under table pressure that had exchanged no payload, from a source

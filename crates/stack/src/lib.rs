@@ -74,6 +74,7 @@ mod stack;
 mod tcp_api;
 mod tcp_fastopen;
 pub mod tcp_fastopen_client;
+mod tcp_idle;
 mod tcp_input;
 pub mod tcp_mem;
 mod tcp_move;

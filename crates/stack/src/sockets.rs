@@ -118,6 +118,11 @@ impl Sockets {
         self.in_use
     }
 
+    /// Slots in the table, empty ones included (indexes run below this).
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// What slot `i` holds.
     pub(crate) fn get(&self, i: usize) -> Option<&Socket> {
         self.slots.get(i).and_then(|s| s.socket.as_ref())
@@ -366,6 +371,12 @@ impl Sockets {
             keep -= 1;
         }
         self.slots.truncate(keep);
+        // The dropped indexes need not wait in `free_slots` for `alloc` to skip them.
+        self.free_slots.retain(|&i| i < keep);
+        if self.free_slots.capacity() >= 4 * self.free_slots.len().max(COMPACT_MIN_SLOTS) {
+            self.free_slots
+                .shrink_to(2 * self.free_slots.len().max(COMPACT_MIN_SLOTS));
+        }
         if self.slots.capacity() >= 4 * keep.max(COMPACT_MIN_SLOTS) {
             self.slots.shrink_to(2 * keep.max(COMPACT_MIN_SLOTS));
         }

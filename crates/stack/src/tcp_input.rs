@@ -40,7 +40,13 @@ pub(crate) struct TcpCx<'a> {
 impl TcpCx<'_> {
     /// Frees slot `i`, keeping the engine counters of a connection it held.
     pub(crate) fn free_slot(&mut self, i: usize) {
-        if let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.free(i) {
+        let slots = self.sockets.slot_count();
+        let freed = self.sockets.free(i);
+        if self.sockets.slot_count() < slots {
+            // The socket table was compacted: the timer nodes of the dropped slots go too.
+            self.tcp.timers.truncate(self.sockets.slot_count());
+        }
+        if let Some(Socket::Tcp(TcpState::Conn(c))) = freed {
             self.tcp.counters_released.add(c.engine_counters());
             self.tcp.forget_source(&c);
             crate::tcp_mem::mem_forget(self.tcp, &c);
@@ -770,6 +776,7 @@ impl TcpCx<'_> {
         }
         due.clear();
         self.tcp.due_scratch = due;
+        self.tcp_idle_sweep(now);
     }
 
     // ------------------------------------------------------------------ application calls

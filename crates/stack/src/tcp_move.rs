@@ -231,6 +231,11 @@ impl Stack {
         if cx.tcp.conns.contains_key(&key) {
             return Err(SocketError::AddrInUse);
         }
+        if let Some(pos) = cx.tcp.tw_find(&key) {
+            // Another owner keeps the 4-tuple now: a record of it here is stale.
+            cx.tcp.tw_remove(pos);
+            cx.tcp.counters.tcp_connections_closed += 1;
+        }
         let expires_ns = now.saturating_add(cx.cfg.limits.tcp_moved_marker_ns);
         let marker = TcpState::Moved(MovedMarker {
             key,
@@ -396,6 +401,13 @@ impl TcpCx<'_> {
             return Err(SocketError::AddrInUse);
         }
         let conn = tcp::Connection::import(now, snapshot).map_err(|_| SocketError::InvalidState)?;
+        if let Some(pos) = self.tcp.tw_find(&key) {
+            // The connection comes back (or another owner's incarnation arrives): a record
+            // of an earlier one here is stale, and a 4-tuple is never both a connection and
+            // a record.
+            self.tcp.tw_remove(pos);
+            self.tcp.counters.tcp_connections_closed += 1;
+        }
         let readable = conn.recv_queue_bytes() > 0;
         let sock = ConnSock {
             key,

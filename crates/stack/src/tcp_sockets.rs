@@ -358,6 +358,9 @@ pub(crate) struct TcpTable {
     /// hold at most `limits.tcp_time_wait_max` records.
     pub(crate) tw4: crate::time_wait::TwTable<crate::time_wait::V4>,
     pub(crate) tw6: crate::time_wait::TwTable<crate::time_wait::V6>,
+    /// The idle sweep (`tcp_idle`): the next slot it looks at, and when it may run again.
+    pub(crate) idle_sweep_cursor: usize,
+    pub(crate) idle_sweep_next_ns: u64,
     /// The challenge-ACK budget all TIME-WAIT records share (RFC 5961 §7).
     pub(crate) tw_limiter: tcp::time_wait::AckLimiter,
     pub(crate) cfg: Arc<StackConfig>,
@@ -421,6 +424,8 @@ impl TcpTable {
             tw4: crate::time_wait::TwTable::new(),
             tw6: crate::time_wait::TwTable::new(),
             tw_limiter: tcp::time_wait::AckLimiter::new(cfg.tcp.challenge_acks_per_s_max),
+            idle_sweep_cursor: 0,
+            idle_sweep_next_ns: 0,
             cfg,
         }
     }

@@ -126,6 +126,19 @@ impl TimerWheel {
         self.len
     }
 
+    /// Memory back past the socket table's high-water mark: drops the nodes of slots at or
+    /// past `slots` (the table was compacted to that length) when none of them holds a
+    /// deadline, and shrinks the node array once it is four times what it holds.
+    pub(crate) fn truncate(&mut self, slots: usize) {
+        if slots >= self.nodes.len() || self.nodes[slots..].iter().any(|n| n.bucket != UNLINKED) {
+            return;
+        }
+        self.nodes.truncate(slots);
+        if self.nodes.capacity() >= 4 * slots.max(64) {
+            self.nodes.shrink_to(2 * slots.max(64));
+        }
+    }
+
     /// The deadline of `slot`, if it has one.
     pub(crate) fn get(&self, slot: usize) -> Option<u64> {
         self.nodes

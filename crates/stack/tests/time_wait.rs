@@ -432,6 +432,15 @@ fn a_record_moves_with_its_bucket_and_becomes_a_record_on_the_new_owner() {
         .expect("import");
     let _ = sent(&mut other, p.now);
     assert_eq!(other.tcp_time_wait_count(), 1);
+    // The same connection imported again (it moved away and back): the stale record goes,
+    // the 4-tuple is never both a connection and a record, and it ends as one record.
+    let closed = other.counters().tcp_connections_closed;
+    other
+        .tcp_import_unowned(p.now, tuple, &snapshot, stack::Unowned::Orphan)
+        .expect("import again");
+    let _ = sent(&mut other, p.now);
+    assert_eq!(other.tcp_time_wait_count(), 1);
+    assert_eq!(other.counters().tcp_connections_closed, closed + 1);
     // B pings the new owner, which learns B's link address on the way.
     p.b.send_ping(p.now, core::net::IpAddr::V4(IP_A), 7, 1, b"x")
         .expect("ping");

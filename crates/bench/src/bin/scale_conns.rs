@@ -11,7 +11,9 @@
 //!   `scripts/bench-scale.sh` counts `scale_loop` and divides by `frames`);
 //! - `memory` (unless `--no-memory`): live heap bytes per connection endpoint idle (after
 //!   the handshake), after traffic (after the measured loops), and per connection in
-//!   TIME-WAIT (the client's whole stack minus an empty one, over N; the server holds none).
+//!   TIME-WAIT (the client's whole stack minus an empty one, over N; the server holds none),
+//!   and what the TIME-WAIT records alone hold per record (`Stack::tcp_time_wait_heap_bytes`);
+//!   after traffic also after 3 s of silence (`ScaleWorld::idle_for`: idle rings released).
 //!   Heap is counted by the binary's global allocator (`src/live_alloc.rs`): requested bytes,
 //!   so malloc's own per-block overhead is not in the figure.
 
@@ -128,10 +130,19 @@ fn run(a: &Args) -> Result<(), BulkError> {
         return Ok(());
     }
     let h_traffic = heap().bytes;
+    // Three seconds of silence in 10 ms steps: past the idle release (1 s), and long enough
+    // for the sweep (1,024 slots per 10 ms) to visit 100,000 slots per stack twice.
+    w.idle_for(3_000_000_000, 10_000_000);
+    let h_idle_after = heap().bytes;
     let (time_wait, server_left) = w.close_all()?;
     let h_closed = heap().bytes;
     let ScaleWorld { idle, .. } = w;
     let (client, server) = (idle.client, idle.server);
+    // What the TIME-WAIT records themselves hold (records and index), per record.
+    let tw_table = per(
+        client.tcp_time_wait_heap_bytes(),
+        client.tcp_time_wait_count(),
+    );
     drop(server);
     let h_no_server = heap().bytes;
     drop(client);
@@ -139,11 +150,13 @@ fn run(a: &Args) -> Result<(), BulkError> {
     let _ = (h_empty, h_closed);
     println!(
         "memory connections={n} idle_bytes_per_endpoint={:.1} after_traffic_bytes_per_endpoint={:.1} \
-         time_wait_connections={time_wait} server_connections_left={server_left} \
-         time_wait_bytes_per_connection={:.1} empty_stack_bytes_client={empty_client_bytes} \
+         after_traffic_idle_bytes_per_endpoint={:.1} time_wait_connections={time_wait} server_connections_left={server_left} \
+         time_wait_bytes_per_connection={:.1} time_wait_table_bytes_per_record={tw_table:.1} \
+         empty_stack_bytes_client={empty_client_bytes} \
          empty_stack_bytes_server={empty_server_bytes}",
         per(h_idle - h_base, 2 * n),
         per(h_traffic - h_base, 2 * n),
+        per(h_idle_after - h_base, 2 * n),
         per(client_bytes.saturating_sub(empty_client_bytes), n),
     );
     Ok(())
