@@ -289,9 +289,10 @@ impl EngineThread {
         let mut holds: BTreeMap<FourTuple, Hold> = BTreeMap::new();
         let mut held = 0usize;
         loop {
-            if self.stop.load(Ordering::Acquire) {
-                break;
-            }
+            // The stop flag is read before the fence and acted on after it: a host that fenced
+            // the engine and then stopped the run (both may happen before this thread is
+            // scheduled on a loaded machine) still gets a report that says it was fenced.
+            let stopping = self.stop.load(Ordering::Acquire);
             let now = now_ns(self.epoch);
             let mut work = 0usize;
             let fenced = self.fence.load(Ordering::Acquire);
@@ -301,6 +302,9 @@ impl EngineThread {
                 // engine still holds is lost with it.
                 r.failed = true;
                 r.connections_at_failure = self.engine.connections() as u64;
+            }
+            if stopping {
+                break;
             }
             while self.port.completions.pop().is_some() {}
             if r.failed {
