@@ -205,7 +205,7 @@ pub fn sizes() -> Vec<Part> {
 /// of an established connection touches somewhere: the hot and timer groups and the ports.
 /// The cold parts (configuration, buffers, tables, counters) are touched in a few fields each
 /// and left out.
-pub const HOT_PARTS: [&str; 13] = [
+pub const HOT_PARTS: [&str; 14] = [
     "state",
     "snd",
     "rcv",
@@ -219,6 +219,7 @@ pub const HOT_PARTS: [&str; 13] = [
     "out",
     "local_port",
     "remote_port",
+    "rack_deadline_ns",
 ];
 
 /// Bytes of the hot parts and the distinct 64-byte lines they occupy in the real layout

@@ -118,9 +118,6 @@ pub(crate) struct Rack {
     /// The connection is recovering from a retransmission timeout (until SND.UNA passes the
     /// recovery point): RFC 8985's "RTO recovery".
     pub rto_recovery: bool,
-    /// The reordering timer (RFC 8985 §6.2 step 5), an absolute deadline; `u64::MAX` when
-    /// disarmed.
-    pub deadline_ns: u64,
     /// The right edge of the highest record holding a retransmission, if one is recorded:
     /// every record from there on is an original transmission, and originals are sent in
     /// sequence order, so their send times never decrease along the table. Loss detection
@@ -144,7 +141,6 @@ impl Default for Rack {
             reo_wnd_persist: 0,
             dsack_round: None,
             rto_recovery: false,
-            deadline_ns: u64::MAX,
             rtx_right: None,
             lost_hint: false,
         }

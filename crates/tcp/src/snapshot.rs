@@ -252,6 +252,8 @@ impl Connection {
             scoreboard: _,
             // Only RACK's path properties move (`rack_path`).
             rack,
+            // RACK's reordering timer does not move: the importer's next ACK re-arms it.
+            rack_deadline_ns: _,
             // `tcp_info`'s chronographs and reordering degree restart with the importer.
             info: _,
             // Record boundaries stay behind (`connection/records.rs`).
@@ -366,6 +368,7 @@ impl Connection {
             ooo: OooQueue::new(config.ooo_segments_max),
             scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX),
             rack,
+            rack_deadline_ns: NEVER,
             info: Some(crate::connection::InfoState::new(now)),
             records: None,
             config,

@@ -21,6 +21,7 @@ impl Connection {
         }
         let mut v = parts! {
             state: State,
+            rack_deadline_ns: u64,
             snd: SendSeq,
             rcv: RecvSeq,
             opts: Options,

@@ -762,7 +762,7 @@ impl Connection {
         };
         let reo_wnd_ns = rack.reo_wnd_ns(in_recovery || rack.rto_recovery, srtt_ns);
         let d = rack.detect_loss(now, reo_wnd_ns);
-        rack.deadline_ns = d.deadline_ns.unwrap_or(NEVER);
+        self.rack_deadline_ns = d.deadline_ns.unwrap_or(NEVER);
         self.counters.rack_loss_marks += u64::from(d.lost);
         self.counters.rack_lost_retransmits += u64::from(d.lost_retransmissions);
     }

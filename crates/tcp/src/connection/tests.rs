@@ -117,7 +117,7 @@ fn layout_lists_disjoint_parts_inside_the_tcb() {
 }
 
 /// The engine's groups, which every segment touches (see [`Connection`]'s list).
-const HOT_PARTS: [&str; 13] = [
+const HOT_PARTS: [&str; 14] = [
     "cc",
     "rtt",
     "timers",
@@ -131,6 +131,7 @@ const HOT_PARTS: [&str; 13] = [
     "remote_port",
     "app",
     "state",
+    "rack_deadline_ns",
 ];
 
 /// The hot part's bound: the engine groups' measured floor (see [`Connection`]: the fields

@@ -77,7 +77,7 @@ impl Connection {
                 return;
             }
         }
-        if self.rack.as_ref().is_some_and(|r| r.deadline_ns <= now) {
+        if self.rack.is_some() && self.rack_deadline_ns <= now {
             self.rack_disarm();
             self.on_rack_timeout(now);
         }
@@ -131,8 +131,8 @@ impl Connection {
             // RACK's view follows: nothing stays delivered or lost, the go-back resends it
             // all, and RFC 8985's "RTO recovery" lasts until SND.UNA passes `recover`.
             r.on_rto();
-            r.deadline_ns = NEVER;
         }
+        self.rack_deadline_ns = NEVER;
         self.timers.clear_rtt_timed();
         // RFC 6298 §5.5: back off.
         self.rtt.back_off();
