@@ -371,6 +371,9 @@ impl Sockets {
             keep -= 1;
         }
         self.slots.truncate(keep);
+        // The connections that held those slots are gone; the ring buffers the thread pooled
+        // for their successors go back to the allocator with them.
+        tcp::ring::pool_clear();
         // The dropped indexes need not wait in `free_slots` for `alloc` to skip them.
         self.free_slots.retain(|&i| i < keep);
         if self.free_slots.capacity() >= 4 * self.free_slots.len().max(COMPACT_MIN_SLOTS) {

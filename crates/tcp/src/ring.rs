@@ -55,6 +55,19 @@ fn pool_give(v: Box<[u8]>) {
     });
 }
 
+/// Frees every buffer the calling thread's pool holds; returns the bytes freed. The stack
+/// calls it when its socket table shrinks past its high-water mark (`stack::sockets`): a
+/// burst of connections has closed, and buffers kept for the next first write would
+/// otherwise stay allocated for as long as the thread lives.
+pub fn pool_clear() -> usize {
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        let freed_bytes = p.len() * STORAGE_MIN_BYTES;
+        *p = Vec::new();
+        freed_bytes
+    })
+}
+
 /// A fixed-capacity byte ring.
 ///
 /// Invariants: `storage.len()` is 0, or a power of two ≥ [`STORAGE_MIN_BYTES`] below
@@ -372,6 +385,17 @@ mod tests {
         assert!(all[1000..3000].iter().all(|&b| b == 0xaa));
         assert!(all[3000..10_000].iter().all(|&b| b == 0xbb));
         assert_eq!(&all[10_000..], b"late");
+    }
+
+    #[test]
+    fn clearing_the_pool_frees_the_buffers_it_held() {
+        pool_clear();
+        let mut r = Ring::new(1 << 16);
+        r.push(b"x");
+        r.consume(1);
+        assert_eq!(r.release_if_empty(), STORAGE_MIN_BYTES);
+        assert_eq!(pool_clear(), STORAGE_MIN_BYTES);
+        assert_eq!(pool_clear(), 0);
     }
 
     #[test]
