@@ -130,6 +130,19 @@ fn sent(s: &mut Stack, now: u64) -> Vec<Seg> {
         .collect()
 }
 
+/// Delivers `seg` from `src` to `dst` on stack `s` (the one owning `dst`'s address) and
+/// returns the segments `s` sent in reply.
+fn forge(
+    s: &mut Stack,
+    now: u64,
+    src: (EthernetAddress, SocketAddr),
+    dst: (EthernetAddress, SocketAddr),
+    seg: &TcpRepr<'_>,
+) -> Vec<Seg> {
+    s.receive(now, &frame(src, dst, seg), &RxMeta::NONE);
+    sent(s, now)
+}
+
 fn no_timestamps() -> (StackConfig, StackConfig) {
     let (mut a, mut b) = (config_a(), config_b());
     a.tcp.timestamps = false;
@@ -222,12 +235,7 @@ fn the_record_re_acks_a_retransmitted_fin_and_restarts_2msl() {
         last.seq,
         TcpFlags::FIN | TcpFlags::ACK,
     );
-    p.a.receive(
-        p.now,
-        &frame((MAC_B, b_addr), (MAC_A, a_addr), &fin),
-        &RxMeta::NONE,
-    );
-    let out = sent(&mut p.a, p.now);
+    let out = forge(&mut p.a, p.now, (MAC_B, b_addr), (MAC_A, a_addr), &fin);
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!(
         (out[0].flags, out[0].seq, out[0].ack),
@@ -254,12 +262,10 @@ fn the_record_ignores_a_rst_in_its_window() {
     let mut p = Pair::with(a, b);
     let (a_addr, b_addr, last) = close_with_time_wait_on(&mut p, true);
     let rst = seg(b_addr, a_addr, last.ack, SeqNumber(0), TcpFlags::RST);
-    p.a.receive(
-        p.now,
-        &frame((MAC_B, b_addr), (MAC_A, a_addr), &rst),
-        &RxMeta::NONE,
+    assert_eq!(
+        forge(&mut p.a, p.now, (MAC_B, b_addr), (MAC_A, a_addr), &rst),
+        vec![]
     );
-    assert_eq!(sent(&mut p.a, p.now), vec![]);
     assert_eq!(p.a.tcp_time_wait_count(), 1, "RFC 1337: no assassination");
     assert_eq!(p.a.tcp_counters().rx_drop_rst_time_wait, 1);
 }
@@ -281,23 +287,16 @@ fn paws_drops_an_old_timestamp_with_an_ack_and_a_missing_one_silently() {
         tsval: ts.tsecr.wrapping_sub(1000),
         tsecr: ts.tsval,
     });
-    p.a.receive(
-        p.now,
-        &frame((MAC_B, b_addr), (MAC_A, a_addr), &old),
-        &RxMeta::NONE,
-    );
-    let out = sent(&mut p.a, p.now);
+    let out = forge(&mut p.a, p.now, (MAC_B, b_addr), (MAC_A, a_addr), &old);
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!(out[0].ts.map(|t| t.tsecr), Some(ts.tsecr), "TS.Recent kept");
     assert_eq!(p.a.tcp_counters().rx_drop_paws, 1);
     // A segment without a timestamp is dropped silently (RFC 7323 §3.2).
     let bare = seg(b_addr, a_addr, last.ack, last.seq, TcpFlags::ACK);
-    p.a.receive(
-        p.now,
-        &frame((MAC_B, b_addr), (MAC_A, a_addr), &bare),
-        &RxMeta::NONE,
+    assert_eq!(
+        forge(&mut p.a, p.now, (MAC_B, b_addr), (MAC_A, a_addr), &bare),
+        vec![]
     );
-    assert_eq!(sent(&mut p.a, p.now), vec![]);
     assert_eq!(p.a.tcp_counters().rx_drop_missing_ts, 1);
 }
 
@@ -311,12 +310,7 @@ fn a_new_syn_with_a_higher_sequence_reopens_the_tuple_through_the_listener() {
     assert_eq!(p.a.tcp_connection_count(), 0);
     // An old SYN (at or below RCV.NXT) is answered with an ACK; the record stays.
     let old = seg(a_addr, b_addr, last.ack - 5, SeqNumber(0), TcpFlags::SYN);
-    p.b.receive(
-        p.now,
-        &frame((MAC_A, a_addr), (MAC_B, b_addr), &old),
-        &RxMeta::NONE,
-    );
-    let out = sent(&mut p.b, p.now);
+    let out = forge(&mut p.b, p.now, (MAC_A, a_addr), (MAC_B, b_addr), &old);
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!((out[0].flags, out[0].ack), (TcpFlags::ACK, last.ack));
     assert_eq!(p.b.tcp_time_wait_count(), 1);
@@ -328,12 +322,7 @@ fn a_new_syn_with_a_higher_sequence_reopens_the_tuple_through_the_listener() {
         SeqNumber(0),
         TcpFlags::SYN,
     );
-    p.b.receive(
-        p.now,
-        &frame((MAC_A, a_addr), (MAC_B, b_addr), &new),
-        &RxMeta::NONE,
-    );
-    let out = sent(&mut p.b, p.now);
+    let out = forge(&mut p.b, p.now, (MAC_A, a_addr), (MAC_B, b_addr), &new);
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!(out[0].flags, TcpFlags::SYN | TcpFlags::ACK);
     assert_eq!(out[0].seq, last.seq + 65_537);
@@ -357,12 +346,7 @@ fn a_syn_for_a_record_without_a_listener_draws_an_ack() {
         SeqNumber(0),
         TcpFlags::SYN,
     );
-    p.a.receive(
-        p.now,
-        &frame((MAC_B, b_addr), (MAC_A, a_addr), &syn),
-        &RxMeta::NONE,
-    );
-    let out = sent(&mut p.a, p.now);
+    let out = forge(&mut p.a, p.now, (MAC_B, b_addr), (MAC_A, a_addr), &syn);
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!((out[0].flags, out[0].ack), (TcpFlags::ACK, last.ack));
     assert_eq!(p.a.tcp_time_wait_count(), 1);
