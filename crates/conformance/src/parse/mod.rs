@@ -642,27 +642,9 @@ impl<'s> Parser<'s> {
         self.skip_inline_ws();
         let seq = self.seq_range()?;
         self.skip_trivia()?;
-        let mut ack = None;
-        if self.peek_keyword("ack") {
-            self.bump_n(3);
-            self.skip_trivia()?;
-            ack = Some(self.u32()?);
-            self.skip_trivia()?;
-        }
-        let mut win = None;
-        if self.peek_keyword("win") {
-            self.bump_n(3);
-            self.skip_trivia()?;
-            win = Some(self.u16()?);
-            self.skip_trivia()?;
-        }
-        let mut urg = None;
-        if self.peek_keyword("urg") {
-            self.bump_n(3);
-            self.skip_trivia()?;
-            urg = Some(self.u16()?);
-            self.skip_trivia()?;
-        }
+        let ack = self.keyword_value("ack", Self::u32)?;
+        let win = self.keyword_value("win", Self::u16)?;
+        let urg = self.keyword_value("urg", Self::u16)?;
         let options = if self.peek() == Some(b'<') {
             self.tcp_options()?
         } else {
@@ -679,6 +661,26 @@ impl<'s> Parser<'s> {
             urg,
             options,
         }))
+    }
+
+    /// `keyword value` (trivia skipped after each) when the next word is `keyword`; `None`,
+    /// consuming nothing, otherwise.
+    fn keyword_value<T, E>(
+        &mut self,
+        keyword: &str,
+        value: fn(&mut Self) -> Result<T, E>,
+    ) -> Result<Option<T>, Fail>
+    where
+        Fail: From<E>,
+    {
+        if !self.peek_keyword(keyword) {
+            return Ok(None);
+        }
+        self.bump_n(keyword.len());
+        self.skip_trivia()?;
+        let v = value(self)?;
+        self.skip_trivia()?;
+        Ok(Some(v))
     }
 
     /// packetdrill's `opt_ip_info`: `[tos_spec]`, `[flowlabel 0x..]`, `[ttl N]`,
