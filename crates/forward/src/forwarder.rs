@@ -31,7 +31,7 @@ use wire::{EtherType, EthernetAddress, EthernetFrame, IpProtocol, Ipv4Packet, Ip
 use crate::FrameBuf;
 use crate::counters::{Counters, DropReason};
 use crate::fib::{Fib, FibLimits, NextHop, Prefix, Route, RouteError};
-use crate::icmp::{self, ETH_LEN, ErrorRoute, IcmpKind, TokenBucket};
+use crate::icmp::{ETH_LEN, ErrorFamily, ErrorRoute, IcmpKind, TokenBucket};
 use crate::neighbour::Neighbours;
 
 /// The most frames [`Forwarder::process_burst`] is meant to take at once (DPDK's habit:
@@ -359,7 +359,7 @@ impl Forwarder {
             return Verdict::Drop(DropReason::IpOptions);
         }
         let Some((out_port, via)) = self.egress(hop, IpAddr::V4(dst)) else {
-            return self.icmp_v4(
+            return self.icmp_error::<Ipv4Addr, _, _>(
                 now_ns,
                 frame,
                 IcmpKind::NoRoute,
@@ -368,7 +368,7 @@ impl Forwarder {
             );
         };
         if ip.hop_limit() <= 1 {
-            return self.icmp_v4(
+            return self.icmp_error::<Ipv4Addr, _, _>(
                 now_ns,
                 frame,
                 IcmpKind::TimeExceeded,
@@ -383,7 +383,13 @@ impl Forwarder {
                 let kind = IcmpKind::TooBig {
                     mtu_bytes: out.mtu_bytes,
                 };
-                return self.icmp_v4(now_ns, frame, kind, DropReason::TooBig, neighbours);
+                return self.icmp_error::<Ipv4Addr, _, _>(
+                    now_ns,
+                    frame,
+                    kind,
+                    DropReason::TooBig,
+                    neighbours,
+                );
             }
             return Verdict::Drop(DropReason::NeedsFragmentation);
         }
@@ -425,7 +431,7 @@ impl Forwarder {
             return Verdict::Drop(DropReason::IpOptions);
         }
         let Some((out_port, via)) = self.egress(hop, IpAddr::V6(dst)) else {
-            return self.icmp_v6(
+            return self.icmp_error::<Ipv6Addr, _, _>(
                 now_ns,
                 frame,
                 IcmpKind::NoRoute,
@@ -434,7 +440,7 @@ impl Forwarder {
             );
         };
         if ip.hop_limit() <= 1 {
-            return self.icmp_v6(
+            return self.icmp_error::<Ipv6Addr, _, _>(
                 now_ns,
                 frame,
                 IcmpKind::TimeExceeded,
@@ -448,7 +454,13 @@ impl Forwarder {
             let kind = IcmpKind::TooBig {
                 mtu_bytes: out.mtu_bytes,
             };
-            return self.icmp_v6(now_ns, frame, kind, DropReason::TooBig, neighbours);
+            return self.icmp_error::<Ipv6Addr, _, _>(
+                now_ns,
+                frame,
+                kind,
+                DropReason::TooBig,
+                neighbours,
+            );
         }
         let hop_limit = ip.hop_limit();
         let Some(mac) = self.neighbour(now_ns, out_port, via, neighbours) else {
@@ -526,8 +538,10 @@ impl Forwarder {
         Some((port, out, mac))
     }
 
-    /// Sends `kind` about the IPv4 packet in `frame` (checked), dropped for `reason`.
-    fn icmp_v4<F: FrameBuf, N: Neighbours>(
+    /// Sends `kind` about the packet of family `A` (IPv4 or IPv6) in `frame` (checked),
+    /// dropped for `reason`: never about an error or a later fragment, only along a route
+    /// back with a known neighbour, with a quote the buffer holds, within the token bucket.
+    fn icmp_error<A: ErrorFamily, F: FrameBuf, N: Neighbours>(
         &mut self,
         now_ns: u64,
         frame: &mut F,
@@ -535,22 +549,19 @@ impl Forwarder {
         reason: DropReason,
         neighbours: &mut N,
     ) -> Verdict {
-        let (allowed, src) = {
-            let ip = Ipv4Packet::new_unchecked(frame.frame().get(ETH_LEN..).unwrap_or(&[]));
-            (icmp::v4_error_allowed(&ip), ip.src_addr())
-        };
+        let (allowed, src) = A::about(frame);
         if !allowed {
             self.counters.icmp_suppressed += 1;
             return Verdict::Drop(reason);
         }
-        let Some((port, out, mac)) = self.error_route(now_ns, IpAddr::V4(src), neighbours) else {
+        let Some((port, out, mac)) = self.error_route(now_ns, src.into(), neighbours) else {
             return Verdict::Drop(reason);
         };
-        let Some(our) = out.v4_src else {
+        let Some(our) = A::ours(out.v4_src, out.v6_src) else {
             return Verdict::Drop(reason);
         };
         // The buffer is checked before a token is spent on it.
-        let Some(quote) = icmp::quote_v4(frame, out.mtu_bytes) else {
+        let Some(quote) = A::quote(frame, out.mtu_bytes) else {
             self.counters.icmp_no_buffer += 1;
             return Verdict::Drop(reason);
         };
@@ -566,54 +577,7 @@ impl Forwarder {
             hop_limit: self.icmp_hop_limit,
         };
         self.icmp_ident = self.icmp_ident.wrapping_add(1);
-        if !icmp::build_v4(frame, kind, &route, self.icmp_ident, quote) {
-            self.counters.icmp_no_buffer += 1;
-            return Verdict::Drop(reason);
-        }
-        self.count_sent(kind);
-        Verdict::IcmpError { port, reason }
-    }
-
-    /// Sends `kind` about the IPv6 packet in `frame` (checked), dropped for `reason`.
-    fn icmp_v6<F: FrameBuf, N: Neighbours>(
-        &mut self,
-        now_ns: u64,
-        frame: &mut F,
-        kind: IcmpKind,
-        reason: DropReason,
-        neighbours: &mut N,
-    ) -> Verdict {
-        let (allowed, src) = {
-            let ip = Ipv6Packet::new_unchecked(frame.frame().get(ETH_LEN..).unwrap_or(&[]));
-            (icmp::v6_error_allowed(&ip), ip.src_addr())
-        };
-        if !allowed {
-            self.counters.icmp_suppressed += 1;
-            return Verdict::Drop(reason);
-        }
-        let Some((port, out, mac)) = self.error_route(now_ns, IpAddr::V6(src), neighbours) else {
-            return Verdict::Drop(reason);
-        };
-        let Some(our) = out.v6_src else {
-            return Verdict::Drop(reason);
-        };
-        // The buffer is checked before a token is spent on it.
-        let Some(quote) = icmp::quote_v6(frame, out.mtu_bytes) else {
-            self.counters.icmp_no_buffer += 1;
-            return Verdict::Drop(reason);
-        };
-        if !self.icmp_bucket.take(now_ns) {
-            self.counters.icmp_rate_limited += 1;
-            return Verdict::Drop(reason);
-        }
-        let route = ErrorRoute {
-            src_mac: out.mac,
-            dst_mac: mac,
-            src: our,
-            dst: src,
-            hop_limit: self.icmp_hop_limit,
-        };
-        if !icmp::build_v6(frame, kind, &route, quote) {
+        if !A::build(frame, kind, &route, self.icmp_ident, quote) {
             self.counters.icmp_no_buffer += 1;
             return Verdict::Drop(reason);
         }

@@ -116,6 +116,69 @@ pub(crate) fn v6_error_allowed(ip: &Ipv6Packet<&[u8]>) -> bool {
     matches!(bytes.get(walk.upper_offset), Some(&t) if t >= 128)
 }
 
+/// What differs between an ICMPv4 and an ICMPv6 error, by the address type of the family:
+/// the forwarder's error path ([`crate::Forwarder`]) is written once over it.
+pub(crate) trait ErrorFamily: Copy + Into<core::net::IpAddr> {
+    /// Whether an error may be sent about the (checked) packet in `frame`, and its source.
+    fn about<F: FrameBuf>(frame: &F) -> (bool, Self);
+    /// The router's address of this family on the egress port, if it has one.
+    fn ours(v4: Option<Ipv4Addr>, v6: Option<Ipv6Addr>) -> Option<Self>;
+    /// See [`quote_v4`] and [`quote_v6`].
+    fn quote<F: FrameBuf>(frame: &F, mtu_bytes: u16) -> Option<usize>;
+    /// See [`build_v4`] and [`build_v6`]; `ident` is the IPv4 identification (IPv6 has none).
+    fn build<F: FrameBuf>(
+        frame: &mut F,
+        kind: IcmpKind,
+        route: &ErrorRoute<Self>,
+        ident: u16,
+        quote: usize,
+    ) -> bool;
+}
+
+impl ErrorFamily for Ipv4Addr {
+    fn about<F: FrameBuf>(frame: &F) -> (bool, Self) {
+        let ip = Ipv4Packet::new_unchecked(frame.frame().get(ETH_LEN..).unwrap_or(&[]));
+        (v4_error_allowed(&ip), ip.src_addr())
+    }
+    fn ours(v4: Option<Ipv4Addr>, _: Option<Ipv6Addr>) -> Option<Self> {
+        v4
+    }
+    fn quote<F: FrameBuf>(frame: &F, mtu_bytes: u16) -> Option<usize> {
+        quote_v4(frame, mtu_bytes)
+    }
+    fn build<F: FrameBuf>(
+        frame: &mut F,
+        kind: IcmpKind,
+        route: &ErrorRoute<Self>,
+        ident: u16,
+        quote: usize,
+    ) -> bool {
+        build_v4(frame, kind, route, ident, quote)
+    }
+}
+
+impl ErrorFamily for Ipv6Addr {
+    fn about<F: FrameBuf>(frame: &F) -> (bool, Self) {
+        let ip = Ipv6Packet::new_unchecked(frame.frame().get(ETH_LEN..).unwrap_or(&[]));
+        (v6_error_allowed(&ip), ip.src_addr())
+    }
+    fn ours(_: Option<Ipv4Addr>, v6: Option<Ipv6Addr>) -> Option<Self> {
+        v6
+    }
+    fn quote<F: FrameBuf>(frame: &F, mtu_bytes: u16) -> Option<usize> {
+        quote_v6(frame, mtu_bytes)
+    }
+    fn build<F: FrameBuf>(
+        frame: &mut F,
+        kind: IcmpKind,
+        route: &ErrorRoute<Self>,
+        _ident: u16,
+        quote: usize,
+    ) -> bool {
+        build_v6(frame, kind, route, quote)
+    }
+}
+
 /// Where and from what the error goes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ErrorRoute<A> {
