@@ -295,13 +295,7 @@ fn resource_advertisements_bound_the_host_and_refuse_beyond() {
     };
     // The host is configured with the default maxima (8,192 connections): only the engine's
     // advertisement tells it there is one slot.
-    let mut n = Net::new(
-        EngineConfig {
-            limits,
-            ..EngineConfig::default()
-        },
-        HostConfig::default(),
-    );
+    let mut n = Net::with_engine_limits(limits);
     let (_, a) = n.connect();
     assert_eq!(n.off.advertised(ResourceKind::Connections), Some(1));
     let (c2, b) = n.connect();
@@ -322,13 +316,7 @@ fn engine_refuses_a_handoff_beyond_its_buffer_memory_and_the_host_keeps_it() {
         buffer_bytes_max: 1000,
         ..Limits::default()
     };
-    let mut n = Net::new(
-        EngineConfig {
-            limits,
-            ..EngineConfig::default()
-        },
-        HostConfig::default(),
-    );
+    let mut n = Net::with_engine_limits(limits);
     let (c, h) = n.connect();
     // 5,000 unread bytes: more than the engine's memory.
     n.client.tcp_send(c, &pattern(5000, 7)).expect("send");

@@ -20,13 +20,7 @@ fn engine_short_of_buffer_memory_restores_and_no_byte_is_lost() {
         buffer_bytes_max: 20_000,
         ..Limits::default()
     };
-    let mut n = Net::new(
-        EngineConfig {
-            limits,
-            ..EngineConfig::default()
-        },
-        HostConfig::default(),
-    );
+    let mut n = Net::with_engine_limits(limits);
     let (c, h) = n.connect();
     n.offload(h);
     // The application does not read: the engine's connection fills past its memory.

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use offload::{Engine, EngineConfig, HostConfig, HostOffload, Steer};
+use shard::handoff::Limits;
 use stack::{FourTuple, InterfaceConfig, Ipv4Cidr, RxMeta, SocketHandle, Stack, StackConfig};
 use wire::EthernetAddress;
 
@@ -58,6 +59,18 @@ impl Net {
             engine_frames: 0,
             listener: None,
         }
+    }
+
+    /// A network whose engine has `limits` and whose host has the default configuration: the
+    /// host learns the engine's bounds only from its advertisements.
+    pub fn with_engine_limits(limits: Limits) -> Net {
+        Net::new(
+            EngineConfig {
+                limits,
+                ..EngineConfig::default()
+            },
+            HostConfig::default(),
+        )
     }
 
     /// Connects client → host and accepts: (client handle, host handle).
