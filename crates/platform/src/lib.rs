@@ -11,6 +11,7 @@ pub mod af_xdp;
 pub mod affinity;
 pub mod alloc_count;
 pub mod bpf;
+pub mod checksum;
 pub mod cpu;
 pub mod doorbell;
 pub mod heap;

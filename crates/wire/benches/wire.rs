@@ -18,6 +18,9 @@ fn bench_checksum(c: &mut Criterion) {
         g.bench_function(format!("fast/{len}"), |b| {
             b.iter(|| checksum::sum(black_box(&data)))
         });
+        g.bench_function(format!("portable/{len}"), |b| {
+            b.iter(|| checksum::sum_portable(black_box(&data)))
+        });
         g.bench_function(format!("naive/{len}"), |b| {
             b.iter(|| checksum::sum_naive(black_box(&data)))
         });

@@ -1,0 +1,165 @@
+//! A vector kernel for the Internet checksum (RFC 1071), chosen at run time.
+//!
+//! `wire::checksum::sum` is the portable sum (one add-with-carry chain, ~0.28 instructions per
+//! byte); this module adds an AVX2 kernel for the bulk of long buffers and hands it out only
+//! when the CPU has AVX2 ([`sum_kernel`]). The kernel returns the plain sum of the buffer's
+//! native-order 16-bit words as a `u64` (unfolded); by RFC 1071 §2(B) (byte-order
+//! independence) its fold is the buffer's one's-complement sum in native order, so the caller
+//! adds it into its own accumulator with end-around carry and folds once.
+//!
+//! Why here: calling a `#[target_feature]` function from code compiled without the feature is
+//! `unsafe`, and `unsafe` lives in this crate only.
+
+/// A checksum kernel: the unfolded one's-complement accumulator of `data`'s native-order
+/// 16-bit words. Only for lengths that are a multiple of [`KERNEL_BLOCK_BYTES`]; other lengths
+/// return `None` and the caller sums them itself.
+pub type SumKernel = fn(data: &[u8]) -> Option<u64>;
+
+/// The kernel consumes whole blocks of this many bytes (four 32-byte vectors).
+pub const KERNEL_BLOCK_BYTES: usize = 128;
+
+/// The AVX2 kernel when this CPU has AVX2, else `None` (checked once, then cached by std).
+pub fn sum_kernel() -> Option<SumKernel> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            return Some(avx2_entry);
+        }
+    }
+    None
+}
+
+/// The safe entry the function pointer names; handed out by [`sum_kernel`] only after the
+/// detection succeeded.
+#[cfg(target_arch = "x86_64")]
+fn avx2_entry(data: &[u8]) -> Option<u64> {
+    if data.len() % KERNEL_BLOCK_BYTES != 0 {
+        return None;
+    }
+    // SAFETY: this function is reachable only through `sum_kernel`, which returns it only
+    // when `is_x86_feature_detected!("avx2")` held, so the CPU executes AVX2.
+    Some(unsafe { x86::sum_blocks_avx2(data) })
+}
+
+#[cfg(target_arch = "x86_64")]
+// Before Rust 1.87 (the workspace's MSRV is 1.85) the intrinsics are `unsafe fn`s and need
+// the blocks below; from 1.87 they are safe inside `#[target_feature]` code.
+#[allow(unused_unsafe)]
+mod x86 {
+    use core::arch::x86_64::{
+        __m256i, _mm256_add_epi32, _mm256_add_epi64, _mm256_castsi256_si128, _mm256_cvtepi32_epi64,
+        _mm256_extracti128_si256, _mm256_loadu_si256, _mm256_madd_epi16, _mm256_set1_epi16,
+        _mm256_setzero_si256, _mm256_storeu_si256, _mm256_xor_si256,
+    };
+
+    use super::KERNEL_BLOCK_BYTES;
+
+    /// Blocks summed into the 32-bit lanes before they are widened: each lane gains at most
+    /// 2^16 in magnitude per block, so 2^14 blocks stay inside an `i32` (2^30 at most).
+    const BLOCKS_PER_FLUSH: usize = 1 << 14;
+
+    /// The sum of `data`'s native-order 16-bit words, as a plain (unfolded) `u64`.
+    ///
+    /// `VPMADDWD` multiplies signed 16-bit lanes and adds neighbours into 32-bit lanes, so
+    /// each word `w` is first offset to `w − 2^15` (its top bit flipped, which reads as that
+    /// signed value); multiplied by 1 and paired, that gives a 32-bit lane sum, and the
+    /// offsets come back at the end as `2^15` times the word count. Three instructions per 32
+    /// bytes (flip, multiply-add, add), four independent accumulators per 128-byte block.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2. `data.len()` must be a multiple of [`KERNEL_BLOCK_BYTES`].
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn sum_blocks_avx2(data: &[u8]) -> u64 {
+        debug_assert_eq!(data.len() % KERNEL_BLOCK_BYTES, 0);
+        // SAFETY: register intrinsics; unaligned 32-byte loads at offsets 0, 32, 64 and 96 of
+        // a `KERNEL_BLOCK_BYTES` chunk of `data`, and unaligned 32-byte stores into a local
+        // array of 4 `i64`s; the caller guarantees AVX2.
+        unsafe {
+            let flip = _mm256_set1_epi16(i16::MIN);
+            let one = _mm256_set1_epi16(1);
+            let mut wide = _mm256_setzero_si256();
+            for chunk in data.chunks(BLOCKS_PER_FLUSH * KERNEL_BLOCK_BYTES) {
+                let mut acc: [__m256i; 4] = [_mm256_setzero_si256(); 4];
+                for block in chunk.chunks_exact(KERNEL_BLOCK_BYTES) {
+                    let p = block.as_ptr();
+                    for (i, a) in acc.iter_mut().enumerate() {
+                        let v = _mm256_loadu_si256(p.add(32 * i).cast::<__m256i>());
+                        let pairs = _mm256_madd_epi16(_mm256_xor_si256(v, flip), one);
+                        *a = _mm256_add_epi32(*a, pairs);
+                    }
+                }
+                // Widened to 64-bit lanes one accumulator at a time (their 32-bit sum could
+                // overflow), in registers.
+                for a in acc {
+                    let low = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(a));
+                    let high = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(a));
+                    wide = _mm256_add_epi64(wide, _mm256_add_epi64(low, high));
+                }
+            }
+            let mut lanes = [0i64; 4];
+            _mm256_storeu_si256(lanes.as_mut_ptr().cast::<__m256i>(), wide);
+            let total: i64 = lanes.iter().sum();
+            let words = (data.len() / 2) as i64;
+            // Σ(w − 2^15) + 2^15 · words = Σw ≥ 0.
+            (total + (1 << 15) * words) as u64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference: native-order 16-bit words summed one at a time, folded.
+    fn fold16(mut acc: u64) -> u16 {
+        while acc >> 16 != 0 {
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        acc as u16
+    }
+
+    fn reference(data: &[u8]) -> u16 {
+        fold16(
+            data.chunks_exact(2)
+                .map(|w| u64::from(u16::from_ne_bytes([w[0], w[1]])))
+                .sum(),
+        )
+    }
+
+    #[test]
+    fn the_kernel_folds_to_the_reference_sum_for_every_block_count() {
+        let Some(kernel) = sum_kernel() else {
+            eprintln!("no AVX2 on this CPU: the kernel is never used here");
+            return;
+        };
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let data: Vec<u8> = (0..64 * KERNEL_BLOCK_BYTES)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        for blocks in 0..=64 {
+            let d = &data[..blocks * KERNEL_BLOCK_BYTES];
+            let acc = kernel(d).expect("whole blocks");
+            assert_eq!(fold16(acc), reference(d), "{blocks} blocks");
+        }
+        // Past the 2^14 blocks after which the 32-bit lanes are widened, on bytes that make
+        // every lane's magnitude grow fastest (all ones, all zeros with the top bits set).
+        for byte in [0xffu8, 0x80, 0x00] {
+            let big = vec![byte; 20_000 * KERNEL_BLOCK_BYTES];
+            let acc = kernel(&big).expect("whole blocks");
+            assert_eq!(acc, u64::from(u16::from_ne_bytes([byte, byte])) * 1_280_000);
+            assert_eq!(fold16(acc), reference(&big), "byte {byte:#x}");
+        }
+    }
+
+    #[test]
+    fn the_kernel_refuses_a_length_that_is_not_whole_blocks() {
+        if let Some(kernel) = sum_kernel() {
+            assert_eq!(kernel(&[0u8; KERNEL_BLOCK_BYTES + 2]), None);
+        }
+    }
+}
