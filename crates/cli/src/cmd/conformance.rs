@@ -1,5 +1,5 @@
-//! `rsstack conformance DIR [--profile P] [--expect-passing FILE | --min-passed N]`: runs every
-//! packetdrill script under DIR against the stack and prints `pass|fail|skip PATH [reason]` per
+//! `rsstack conformance PATH... [--profile P] [--expect-passing FILE | --min-passed N]`: runs
+//! every packetdrill script under each directory PATH, and each script PATH, against the stack and prints `pass|fail|skip PATH [reason]` per
 //! script, then `N passed, N failed, N skipped; assertions: N checked (N held, N failed), N not
 //! evaluated`.
 
@@ -13,9 +13,10 @@ use super::CliError;
 
 #[derive(Debug, Args)]
 pub struct ConformanceArgs {
-    /// Directory holding the scripts (`*.pkt`, searched recursively).
-    #[arg(value_name = "DIR")]
-    dir: PathBuf,
+    /// Scripts to run: a directory (its `*.pkt` files, searched recursively; each named by
+    /// its path below the directory) or one script (named as given). One or more.
+    #[arg(value_name = "PATH", required = true)]
+    paths: Vec<PathBuf>,
     /// Stack configuration to run the scripts under: `linux-compat` (the Linux defaults the
     /// Google corpus assumes), `freebsd-compat` (FreeBSD's option layout and sysctl defaults,
     /// for scripts written against FreeBSD) or `default` (the stack's own defaults).
@@ -25,7 +26,8 @@ pub struct ConformanceArgs {
     /// others fail. Without it any failing script makes the command fail.
     #[arg(long, value_name = "N", conflicts_with = "expect_passing")]
     min_passed: Option<usize>,
-    /// Succeed when every script FILE lists passes (one path per line, relative to DIR; `#`
+    /// Succeed when every script FILE lists passes (one name per line, as scripts are named
+    /// above: relative to their directory PATH; `#`
     /// comments), even if others fail or skip; fail naming each listed script that does not
     /// pass (or is missing). Scripts that pass without being listed are printed as `new pass`.
     #[arg(long, value_name = "FILE")]
@@ -39,11 +41,26 @@ pub fn run(args: ConformanceArgs, out: &mut impl Write) -> Result<(), CliError> 
             args.profile
         ))
     })?;
-    if !args.dir.is_dir() {
-        return Err(CliError::Usage(format!(
-            "{} is not a directory",
-            args.dir.display()
-        )));
+    // (script, its name) for every script, in order; a path that is neither a directory
+    // nor a file is a usage error before anything runs.
+    let mut scripts: Vec<(PathBuf, String)> = Vec::new();
+    for path in &args.paths {
+        if path.is_dir() {
+            let files = script_files(path)
+                .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))?;
+            for file in files {
+                let rel = file.strip_prefix(path).unwrap_or(&file);
+                let name = rel.to_string_lossy().replace('\\', "/");
+                scripts.push((file, name));
+            }
+        } else if path.is_file() {
+            scripts.push((path.clone(), path.to_string_lossy().replace('\\', "/")));
+        } else {
+            return Err(CliError::Usage(format!(
+                "{} is neither a directory nor a script file",
+                path.display()
+            )));
+        }
     }
     let expected = match &args.expect_passing {
         Some(file) => Some(
@@ -56,17 +73,13 @@ pub fn run(args: ConformanceArgs, out: &mut impl Write) -> Result<(), CliError> 
         .as_deref()
         .map(|t| expected_passing(t).into_iter().collect());
     let mut passed = std::collections::BTreeSet::new();
-    let files = script_files(&args.dir)
-        .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", args.dir.display())))?;
     let mut tally = Tally::default();
-    for path in files {
+    for (path, rel) in scripts {
         let report = run_file(&path, &profile);
         tally.add_report(&report);
-        let rel_path = path.strip_prefix(&args.dir).unwrap_or(&path);
         if report.outcome == Outcome::Pass {
-            passed.insert(rel_path.to_string_lossy().replace('\\', "/"));
+            passed.insert(rel.clone());
         }
-        let rel = rel_path.display();
         match &report.outcome {
             // Shell and `%{ }%` lines are never run: say how many a passing script had.
             Outcome::Pass if report.skipped_lines > 0 => writeln!(
@@ -124,7 +137,7 @@ mod tests {
 
     fn args(dir: PathBuf, profile: &str, min_passed: Option<usize>) -> ConformanceArgs {
         ConformanceArgs {
-            dir,
+            paths: vec![dir],
             profile: profile.to_string(),
             min_passed,
             expect_passing: None,
@@ -189,6 +202,36 @@ mod tests {
         assert!(matches!(r, Err(CliError::Failed(_))), "{r:?}");
         let text = String::from_utf8_lossy(&out);
         assert!(text.contains("\n0 passed, 3 failed"), "{text}");
+    }
+
+    #[test]
+    fn single_scripts_and_directories_run_together_each_named_as_given() {
+        let one = corpus("close").join("close-on-syn-sent.pkt");
+        let mut a = args(one.clone(), "linux-compat", None);
+        a.paths.push(corpus("close"));
+        let mut out = Vec::new();
+        let r = run(a, &mut out);
+        assert!(r.is_ok(), "{r:?}");
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 5, "{text}");
+        assert!(
+            lines[0].starts_with(&format!("pass {} ", one.display())),
+            "{text}"
+        );
+        assert!(lines[4].starts_with("4 passed, 0 failed"), "{text}");
+    }
+
+    #[test]
+    fn a_path_that_is_neither_file_nor_directory_is_a_usage_error() {
+        let r = run(
+            args(corpus("no-such-dir"), "linux-compat", None),
+            &mut Vec::new(),
+        );
+        assert!(
+            matches!(r, Err(CliError::Usage(ref m)) if m.contains("neither")),
+            "{r:?}"
+        );
     }
 
     #[test]
