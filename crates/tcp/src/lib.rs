@@ -91,5 +91,5 @@ pub use connection::{
     RECORDS_OUTSTANDING_MAX, State, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt,
 };
 pub use rack::RackPathState;
-pub use snapshot::{ConnectionSnapshot, SnapshotError};
+pub use snapshot::{ConnectionSnapshot, SOCKET_EXT_BYTES_MAX, SnapshotError};
 pub use snapshot_codec::CodecError;

@@ -105,7 +105,18 @@ pub struct ConnectionSnapshot {
     /// Received in order and acknowledged, not yet read by the application; ends at RCV.NXT.
     pub recv_unread: Vec<u8>,
     pub counters: Counters,
+    /// Record boundaries (`MSG_EOR`) above SND.UNA, oldest first: strictly increasing, each
+    /// after SND.UNA and at most the send buffer's end, at most
+    /// [`crate::RECORDS_OUTSTANDING_MAX`].
+    pub record_ends: Vec<SeqNumber>,
+    /// Bytes the owner's socket layer attaches and reads back at import (the stack's
+    /// per-socket options and notification queues, `stack::tcp_notify`); the engine carries
+    /// them unread. At most [`SOCKET_EXT_BYTES_MAX`].
+    pub socket_ext: Vec<u8>,
 }
+
+/// Most bytes a snapshot's `socket_ext` may hold.
+pub const SOCKET_EXT_BYTES_MAX: usize = 64 * 1024;
 
 // What does not move, in one place for `export` (so a snapshot shows only what moves, and
 // export → import → export is the identity) and `import` (so a snapshot made by hand cannot
@@ -209,6 +220,20 @@ impl ConnectionSnapshot {
         if s.send_unacked.len() + usize::from(fin_sent) != sent_data {
             return inconsistent;
         }
+        // Record ends: increasing, in (SND.UNA, the send buffer's end], bounded.
+        let buf_end = snd.buf_seq + send_len as u32;
+        let mut prev = snd.una.max(snd.buf_seq);
+        for &end in &s.record_ends {
+            if !prev.lt(end) || buf_end.lt(end) {
+                return inconsistent;
+            }
+            prev = end;
+        }
+        if s.record_ends.len() > crate::RECORDS_OUTSTANDING_MAX
+            || s.socket_ext.len() > SOCKET_EXT_BYTES_MAX
+        {
+            return inconsistent;
+        }
         Ok(())
     }
 }
@@ -256,8 +281,7 @@ impl Connection {
             rack_deadline_ns: _,
             // `tcp_info`'s chronographs and reordering degree restart with the importer.
             info: _,
-            // Record boundaries stay behind (`connection/records.rs`).
-            records: _,
+            records,
             counters,
         } = self;
         if !state.is_synchronized() {
@@ -303,6 +327,12 @@ impl Connection {
             send_unsent: unsent.to_vec(),
             recv_unread: recv_buf.to_vec(),
             counters: **counters,
+            record_ends: records
+                .as_ref()
+                .map(|r| r.ends_after(snd.una.max(snd.buf_seq)))
+                .unwrap_or_default(),
+            // The socket layer fills it (`stack::tcp_move`).
+            socket_ext: Vec::new(),
         })
     }
 
@@ -370,7 +400,7 @@ impl Connection {
             rack,
             rack_deadline_ns: NEVER,
             info: Some(crate::connection::InfoState::new(now)),
-            records: None,
+            records: crate::connection::records_from_ends(&s.record_ends),
             config,
             counters: Box::new(s.counters),
         };

@@ -1,6 +1,6 @@
 //! A byte encoding of [`ConnectionSnapshot`], for the handoff rings (DESIGN "Handoff protocol").
 //!
-//! # Format, version 3
+//! # Format, version 4
 //!
 //! Little-endian throughout. A 12-byte header, then the body:
 //!
@@ -16,7 +16,9 @@
 //! them (`exported_at_ns`, `config`, `state`, ports, `snd`, `rcv`, `opts`, `ts`, `rec`, `cc`,
 //! `rtt`, `rack_path`, `timers`, `app`), then `counters` (a `u16` count, which must equal
 //! [`Counters::LEN`], and that many `u64`s), then the three byte buffers (`send_unacked`,
-//! `send_unsent`, `recv_unread`), each a `u32` length and the bytes. Inside a group, fields
+//! `send_unsent`, `recv_unread`), each a `u32` length and the bytes, then `record_ends` (a
+//! `u16` count, at most [`crate::RECORDS_OUTSTANDING_MAX`], and that many sequence numbers)
+//! and `socket_ext` (a `u32` length, at most [`crate::SOCKET_EXT_BYTES_MAX`], and the bytes). Inside a group, fields
 //! follow their declaration order; integers have their Rust width, sequence numbers are `u32`,
 //! `bool` is one byte 0 or 1, `Option<T>` is a tag byte 0 (`None`) or 1 followed by `T`, and
 //! enums are one byte numbering their variants in declaration order.
@@ -50,7 +52,7 @@ use crate::snapshot::{ConnectionSnapshot, SnapshotError};
 /// The first four bytes of every encoded snapshot.
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"RSCS";
 /// The format version this code writes and reads; a change of layout changes it.
-pub const SNAPSHOT_VERSION: u16 = 3;
+pub const SNAPSHOT_VERSION: u16 = 4;
 /// Header bytes before the body.
 pub const SNAPSHOT_HEADER_BYTES: usize = 12;
 /// Absolute cap on each of the three byte buffers, whatever the configuration says: the
@@ -404,7 +406,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
 }
 
 impl ConnectionSnapshot {
-    /// Appends the snapshot's encoding (module documentation: format version 3) to `out`.
+    /// Appends the snapshot's encoding (module documentation: format version 4) to `out`.
     ///
     /// Every snapshot encodes; one whose buffers exceed [`SNAPSHOT_BUFFER_BYTES_MAX`] (which
     /// no export produces) encodes but does not decode.
@@ -437,6 +439,8 @@ impl ConnectionSnapshot {
             send_unsent,
             recv_unread,
             counters,
+            record_ends,
+            socket_ext,
         } = self;
         w.u64(*exported_at_ns);
         encode_config(&mut w, config);
@@ -640,6 +644,13 @@ impl ConnectionSnapshot {
         w.bytes(send_unacked);
         w.bytes(send_unsent);
         w.bytes(recv_unread);
+        // Bounded by `check` (RECORDS_OUTSTANDING_MAX < 2^16); a larger list encodes a count
+        // the decoder refuses.
+        w.u16(u16::try_from(record_ends.len()).unwrap_or(u16::MAX));
+        for &end in record_ends {
+            w.seq(end);
+        }
+        w.bytes(socket_ext);
         let body = out.len() - start - SNAPSHOT_HEADER_BYTES;
         // Three buffers under 2^30 each plus a fixed part: below 2^32 for any snapshot that
         // decodes; a larger one gets a length the decoder refuses.
@@ -819,6 +830,15 @@ fn decode_body(r: &mut Reader<'_>) -> Result<ConnectionSnapshot, CodecError> {
     let send_unacked = r.bytes("send_unacked", send_max)?;
     let send_unsent = r.bytes("send_unsent", send_max - send_unacked.len() as u64)?;
     let recv_unread = r.bytes("recv_unread", u64::from(valid.recv_buffer_bytes))?;
+    let records = usize::from(r.u16()?);
+    if records > crate::RECORDS_OUTSTANDING_MAX {
+        return Err(CodecError::InvalidField("record_ends"));
+    }
+    let mut record_ends = Vec::with_capacity(records);
+    for _ in 0..records {
+        record_ends.push(r.seq()?);
+    }
+    let socket_ext = r.bytes("socket_ext", crate::SOCKET_EXT_BYTES_MAX as u64)?;
     Ok(ConnectionSnapshot {
         exported_at_ns,
         config,
@@ -839,6 +859,8 @@ fn decode_body(r: &mut Reader<'_>) -> Result<ConnectionSnapshot, CodecError> {
         send_unsent,
         recv_unread,
         counters,
+        record_ends,
+        socket_ext,
     })
 }
 

@@ -4,7 +4,7 @@
 mod harness;
 
 use harness::{Dir, MS, Pair, Verdict, pattern};
-use tcp::{Config, RECORDS_OUTSTANDING_MAX, State};
+use tcp::{Config, Connection, ConnectionSnapshot, RECORDS_OUTSTANDING_MAX, SnapshotError, State};
 
 /// Asserts that no data segment A sent crosses one of `ends` (stream offsets, exclusive ends
 /// of records).
@@ -131,4 +131,63 @@ fn outstanding_records_are_bounded() {
     p.run_for(100 * MS);
     assert_eq!(p.a.send_record(&[7]).unwrap(), 1);
     assert!(p.a.records_outstanding() <= 1);
+}
+
+#[test]
+fn records_move_with_the_connection_and_keep_retransmissions_apart() {
+    let config = Config::default();
+    // The first five data segments are lost: at the move all five records are in flight,
+    // and the new owner resends them (as one segment, were the boundaries forgotten).
+    let filter = Box::new(|ctx: &harness::Ctx, seg: &harness::Seg| {
+        if ctx.dir == Dir::AtoB && seg.is_data() && ctx.data_index < 5 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let mut p = Pair::with_filter(config, config, 5 * MS, filter);
+    p.run_until(
+        |p| p.a.state() == State::Established && p.b.state() == State::Established,
+        10_000 * MS,
+    );
+    let (data, ends) = write_records(&mut p, &[200, 200, 200, 200, 200]);
+    p.run_for(20 * MS);
+    p.a.flush_delayed_ack();
+    p.flush();
+    let snap = p.a.export(p.now).expect("export");
+    assert_eq!(snap.record_ends.len(), 5);
+    let mut bytes = Vec::new();
+    snap.encode(&mut bytes);
+    let (decoded, _) = ConnectionSnapshot::decode(&bytes).expect("decode");
+    assert_eq!(decoded, snap);
+    p.a = Connection::import(p.now, &decoded).expect("import");
+    assert_eq!(p.a.records_outstanding(), 5);
+    p.run_until(|p| p.b_read.len() >= data.len(), 30_000 * MS);
+    assert!(p.a.counters().retransmitted_segments > 0);
+    assert_no_segment_crosses(&p, &ends);
+    assert!(p.b_read == data, "bytes differ");
+}
+
+#[test]
+fn a_snapshot_with_record_ends_out_of_order_or_past_the_buffer_is_refused() {
+    let config = Config::default();
+    let mut p = Pair::established(config, config, 5 * MS);
+    write_records(&mut p, &[100, 100]);
+    p.a.flush_delayed_ack();
+    p.flush();
+    let snap = p.a.export(p.now).expect("export");
+    let mut swapped = snap.clone();
+    swapped.record_ends.reverse();
+    assert!(matches!(
+        Connection::import(p.now, &swapped),
+        Err(SnapshotError::Inconsistent)
+    ));
+    let mut past = snap.clone();
+    if let Some(last) = past.record_ends.last_mut() {
+        *last = *last + 1;
+    }
+    assert!(matches!(
+        Connection::import(p.now, &past),
+        Err(SnapshotError::Inconsistent)
+    ));
 }

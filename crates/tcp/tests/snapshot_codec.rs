@@ -249,6 +249,28 @@ fn inconsistent_snapshot_is_refused_at_decode() {
 }
 
 #[test]
+fn record_ends_and_socket_bytes_travel_and_are_bounded() {
+    let (mut s, _) = busy_snapshot();
+    s.socket_ext = vec![7; 100];
+    let (back, _) = ConnectionSnapshot::decode(&encoded(&s)).expect("decodes");
+    assert_eq!(back.socket_ext, s.socket_ext);
+    s.socket_ext = vec![0; tcp::SOCKET_EXT_BYTES_MAX + 1];
+    assert_eq!(
+        ConnectionSnapshot::decode(&encoded(&s)).err(),
+        Some(CodecError::BufferTooLong("socket_ext"))
+    );
+    // A record count beyond the bound is refused before the list is read.
+    let (s, _) = busy_snapshot();
+    let mut bytes = encoded(&s);
+    let at = bytes.len() - 4 - s.socket_ext.len() - 4 * s.record_ends.len() - 2;
+    bytes[at..at + 2].copy_from_slice(&u16::MAX.to_le_bytes());
+    assert_eq!(
+        ConnectionSnapshot::decode(&bytes).err(),
+        Some(CodecError::InvalidField("record_ends"))
+    );
+}
+
+#[test]
 fn buffers_beyond_the_configuration_are_refused_before_copying() {
     let (mut s, _) = busy_snapshot();
     s.recv_unread = vec![0; s.config.recv_buffer_bytes as usize + 1];
@@ -259,7 +281,9 @@ fn buffers_beyond_the_configuration_are_refused_before_copying() {
     // A length field beyond the absolute cap is refused whatever the input holds.
     let (s, _) = busy_snapshot();
     let mut bytes = encoded(&s);
-    let tail = bytes.len() - 4 - s.recv_unread.len();
+    // After `recv_unread`: the record ends (count and sequence numbers) and `socket_ext`.
+    let trailer = 2 + 4 * s.record_ends.len() + 4 + s.socket_ext.len();
+    let tail = bytes.len() - trailer - 4 - s.recv_unread.len();
     bytes.truncate(tail);
     bytes.extend_from_slice(&u32::MAX.to_le_bytes());
     let body = (bytes.len() - SNAPSHOT_HEADER_BYTES) as u32;

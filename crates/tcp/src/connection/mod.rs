@@ -52,6 +52,7 @@ mod timers;
 pub use counters::Counters;
 pub use info::{CaState, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt};
 pub use records::RECORDS_OUTSTANDING_MAX;
+pub(crate) use records::records_from_ends;
 pub use timers::{PATH_DOUBT_SYN_TIMEOUTS, PATH_DOUBT_TIMEOUTS};
 
 pub(crate) use chrono::InfoState;

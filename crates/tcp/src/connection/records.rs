@@ -9,8 +9,8 @@
 //! record write that would need one more is refused (nothing queued, the caller waits for
 //! ACKs as for a full send buffer).
 //!
-//! Not carried by [`Connection::export`]: an imported connection may merge the records that
-//! were outstanding when it moved.
+//! They move with the connection: [`Connection::export`] carries the ends above SND.UNA
+//! (`ConnectionSnapshot::record_ends`), [`Connection::import`] restores them.
 
 use std::collections::VecDeque;
 
@@ -28,6 +28,23 @@ pub const RECORDS_OUTSTANDING_MAX: usize = 256;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RecordEnds {
     ends: VecDeque<SeqNumber>,
+}
+
+impl RecordEnds {
+    /// The ends after `una`, oldest first (what a snapshot carries).
+    pub(crate) fn ends_after(&self, una: SeqNumber) -> Vec<SeqNumber> {
+        self.ends.iter().copied().filter(|e| una.lt(*e)).collect()
+    }
+}
+
+/// The boxed boundaries for a snapshot's checked `ends` (`ConnectionSnapshot::check`: strictly
+/// increasing, bounded); `None` when there are none.
+pub(crate) fn records_from_ends(ends: &[SeqNumber]) -> Option<Box<RecordEnds>> {
+    (!ends.is_empty()).then(|| {
+        Box::new(RecordEnds {
+            ends: ends.iter().copied().collect(),
+        })
+    })
 }
 
 impl Connection {
