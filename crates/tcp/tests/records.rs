@@ -184,7 +184,7 @@ fn a_snapshot_with_record_ends_out_of_order_or_past_the_buffer_is_refused() {
     ));
     let mut past = snap.clone();
     if let Some(last) = past.record_ends.last_mut() {
-        *last = *last + 1;
+        *last += 1;
     }
     assert!(matches!(
         Connection::import(p.now, &past),
