@@ -333,12 +333,16 @@ impl TcpCx<'_> {
             return Err(SocketError::WouldBlock);
         }
         let c = self.conn_mut(i).ok_or(SocketError::InvalidHandle)?;
-        let snapshot = c.conn.export(now).map_err(|e| match e {
+        let mut snapshot = c.conn.export(now).map_err(|e| match e {
             tcp::SnapshotError::OutputPending => SocketError::WouldBlock,
             tcp::SnapshotError::NotSynchronized | tcp::SnapshotError::Inconsistent => {
                 SocketError::InvalidState
             }
         })?;
+        // The socket's options and notification queues go with it.
+        if let Some(ext) = &c.ext {
+            ext.encode(&mut snapshot.socket_ext);
+        }
         let key = c.key;
         let parent = c.parent.take();
         c.in_table = false;
@@ -395,6 +399,14 @@ impl TcpCx<'_> {
         {
             return Err(SocketError::AddrNotAvailable);
         }
+        // Checked before anything changes: bytes our export did not write refuse the import.
+        let ext = match snapshot.socket_ext.as_slice() {
+            [] => None,
+            bytes => Some(Box::new(
+                crate::tcp_notify::SockExt::decode(bytes).ok_or(SocketError::InvalidState)?,
+            )),
+        };
+        let errors_queued = ext.as_ref().is_some_and(|e| e.has_queued());
         let key = self.tcp.flow_key(tuple, None);
         let marker = self.tcp.moved_slot(self.sockets, tuple);
         if marker.is_none() && self.tcp.conns.contains_key(&key) {
@@ -429,7 +441,7 @@ impl TcpCx<'_> {
             syn_data_acked: false,
             mem_bytes: 0,
             send_buffer_before_pressure: None,
-            ext: None,
+            ext,
         };
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {
@@ -450,6 +462,9 @@ impl TcpCx<'_> {
         let mut ready = Readiness::WRITABLE;
         if readable {
             ready |= Readiness::READABLE;
+        }
+        if errors_queued {
+            ready |= Readiness::ERROR_QUEUE;
         }
         match parent {
             Some(li) => {

@@ -33,6 +33,8 @@
 
 use std::collections::VecDeque;
 
+mod ext_codec;
+
 use crate::socket::{Readiness, SocketError, SocketHandle, SocketOption};
 use crate::stack::Stack;
 use crate::tcp_input::TcpCx;
@@ -172,6 +174,11 @@ impl SockExt {
             ts_pending: VecDeque::new(),
             errqueue: VecDeque::new(),
         }
+    }
+
+    /// Whether the error queue holds a notification.
+    pub(crate) fn has_queued(&self) -> bool {
+        !self.errqueue.is_empty()
     }
 
     /// Whether a zero-copy send with `flags` may take a new ID now.
@@ -370,7 +377,7 @@ impl ConnSock {
 
     /// Whether the error queue holds a notification.
     pub(crate) fn has_notifications(&self) -> bool {
-        self.ext.as_ref().is_some_and(|e| !e.errqueue.is_empty())
+        self.ext.as_ref().is_some_and(|e| e.has_queued())
     }
 }
 

@@ -277,3 +277,45 @@ fn the_notsent_mark_counts_bytes_never_sent_not_those_a_timeout_resends() {
     assert!(p.a.tcp_readiness(c).unwrap().contains(Readiness::WRITABLE));
     assert_eq!(p.a.tcp_send(c, &[0; 10_000]), Ok(4000));
 }
+
+#[test]
+fn options_and_pending_completions_move_with_the_connection() {
+    let mut p = Pair::new();
+    let (c, _, _) = establish(&mut p, v4(IP_B, 80));
+    p.a.set_option(c, SocketOption::ZeroCopy(true)).unwrap();
+    p.a.set_option(c, SocketOption::Mark(4242)).unwrap();
+    p.capture_a = true;
+    assert_eq!(p.a.tcp_send_with(c, &[1; 1000], ZC), Ok(1000));
+    assert_eq!(p.a.tcp_send_with(c, &[2; 500], ZC), Ok(500));
+    p.exchange();
+    // Sent, not acknowledged, at the move: the completions are owed by the new owner.
+    let (tuple, snapshot) = p.a.tcp_export(p.now, c).expect("export");
+    assert!(!snapshot.socket_ext.is_empty());
+    let c = p.a.tcp_import(p.now, tuple, &snapshot).expect("import");
+    let o = p.a.tcp_socket_options(c).unwrap();
+    assert!(o.zerocopy);
+    assert_eq!(o.mark, 4242);
+    p.advance(MS);
+    release_a(&mut p);
+    p.advance(S);
+    assert_eq!(notifications(&mut p.a, c), vec![zc(0, 1)]);
+    // IDs continue where they were.
+    assert_eq!(p.a.tcp_send_with(c, &[3; 100], ZC), Ok(100));
+    p.advance(S);
+    assert_eq!(notifications(&mut p.a, c), vec![zc(2, 2)]);
+}
+
+#[test]
+fn an_import_whose_socket_bytes_do_not_decode_is_refused() {
+    let mut p = Pair::new();
+    let (c, _, _) = establish(&mut p, v4(IP_B, 80));
+    p.a.set_option(c, SocketOption::ZeroCopy(true)).unwrap();
+    let (tuple, mut snapshot) = p.a.tcp_export(p.now, c).expect("export");
+    snapshot.socket_ext.push(0xff);
+    assert_eq!(
+        p.a.tcp_import(p.now, tuple, &snapshot),
+        Err(SocketError::InvalidState)
+    );
+    snapshot.socket_ext.pop();
+    assert!(p.a.tcp_import(p.now, tuple, &snapshot).is_ok());
+}
