@@ -331,3 +331,28 @@ fn rcv_mss_of_a_coalesced_segment_is_its_wire_segment_size() {
     assert_eq!(rcv_mss_after_coalesced_data(1000), 1000);
     assert_eq!(rcv_mss_after_coalesced_data(0), 3000);
 }
+
+#[test]
+fn tcp_info_byte_counts_keep_counting_past_2_and_4_gib() {
+    // A connection that has already carried 4 GiB − 1000 bytes each way: moved with its
+    // initial sequence numbers set back by that much (what a long transfer would leave).
+    let mut p = Pair::established(Config::default(), Config::default(), 5 * MS);
+    let carried: u32 = u32::MAX - 999;
+    let mut sa = p.a.export(p.now).expect("export a");
+    let mut sb = p.b.export(p.now).expect("export b");
+    sa.snd.iss = SeqNumber(sa.snd.iss.0.wrapping_sub(carried));
+    sb.rcv.irs = SeqNumber(sb.rcv.irs.0.wrapping_sub(carried));
+    let a = tcp::Connection::import(p.now, &sa).expect("import a");
+    let b = tcp::Connection::import(p.now, &sb).expect("import b");
+    let mut p = Pair::from_connections(a, b, p.now, 5 * MS);
+    assert_eq!(p.a.tcp_info(p.now).bytes_acked, u64::from(carried));
+    assert_eq!(p.b.tcp_info(p.now).bytes_received, u64::from(carried));
+    let data = pattern(5000);
+    p.a_to_send = data.clone();
+    p.run_until(|p| p.b_read.len() >= data.len(), 1_000 * MS);
+    p.run_for(500 * MS);
+    let want = u64::from(carried) + 5000;
+    assert_eq!(p.a.tcp_info(p.now).bytes_acked, want);
+    assert_eq!(p.b.tcp_info(p.now).bytes_received, want);
+    assert!(want > 1 << 32);
+}

@@ -129,4 +129,9 @@ connection_counters! {
     pure_acks_sent,
     /// RSTs sent.
     resets_sent,
+    /// Times SND.UNA's distance from ISS + 1 passed a multiple of 2^32: with it
+    /// `tcpi_bytes_acked` counts past 4 GiB.
+    snd_una_wraps,
+    /// Times RCV.NXT's distance from IRS + 1 passed a multiple of 2^32 (`tcpi_bytes_received`).
+    rcv_nxt_wraps,
 }

@@ -302,9 +302,17 @@ impl Connection {
             snd_cwnd: self.cc.cwnd_bytes() / mss,
             advmss,
             total_retrans: sat_u32(self.counters.retransmitted_segments),
-            bytes_acked: u64::from(fwd(self.snd.iss + 1, self.snd.una)),
+            // Distances in sequence space taken modulo 2^32, plus the passes counted: exact
+            // past 2 GiB (where a signed difference turns negative) and past 4 GiB.
+            bytes_acked: if self.snd.una == self.snd.iss {
+                0 // our SYN is not acknowledged yet
+            } else {
+                (self.counters.snd_una_wraps << 32)
+                    + u64::from(self.snd.una.0.wrapping_sub((self.snd.iss + 1).0))
+            },
             bytes_received: if synchronized || self.state == State::SynReceived {
-                u64::from(fwd(self.rcv.irs + 1, self.rcv.nxt))
+                (self.counters.rcv_nxt_wraps << 32)
+                    + u64::from(self.rcv.nxt.0.wrapping_sub((self.rcv.irs + 1).0))
             } else {
                 0
             },

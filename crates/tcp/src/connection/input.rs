@@ -92,6 +92,14 @@ impl Connection {
                 // interactive (`InfoState::pingpong`).
                 self.info_mut(now).ato_started = true;
             }
+            // A pass of SND.UNA's distance from ISS + 1 over 2^32 (not the ACK of our SYN,
+            // from ISS itself).
+            let base = (self.snd.iss + 1).0;
+            if self.snd.una != self.snd.iss
+                && ack.0.wrapping_sub(base) < self.snd.una.0.wrapping_sub(base)
+            {
+                self.counters.snd_una_wraps += 1;
+            }
             self.snd.una = ack;
             // SND.NXT goes to the acknowledgment: a SYN retransmission owed (the RTO rewound
             // SND.NXT to ISS) is moot now, and SYN data the peer did not acknowledge is sent
@@ -456,6 +464,14 @@ impl Connection {
                 // engine starts here, so the write's data sent now makes the connection
                 // interactive (`InfoState::pingpong`).
                 self.info_mut(now).ato_started = true;
+            }
+            // A pass of SND.UNA's distance from ISS + 1 over 2^32 (not the ACK of our SYN,
+            // from ISS itself).
+            let base = (self.snd.iss + 1).0;
+            if self.snd.una != self.snd.iss
+                && ack.0.wrapping_sub(base) < self.snd.una.0.wrapping_sub(base)
+            {
+                self.counters.snd_una_wraps += 1;
             }
             self.snd.una = ack;
             if self.snd.nxt.lt(ack) {

@@ -148,12 +148,23 @@ impl Connection {
         }
     }
 
+    /// RCV.NXT += `n` (less than 2^31), counting a pass of its distance from IRS + 1 over a
+    /// multiple of 2^32 (`Counters::rcv_nxt_wraps`).
+    fn advance_rcv_nxt(&mut self, n: u32) {
+        let base = self.rcv.irs + 1;
+        let before = self.rcv.nxt.0.wrapping_sub(base.0);
+        self.rcv.nxt += n;
+        if self.rcv.nxt.0.wrapping_sub(base.0) < before {
+            self.counters.rcv_nxt_wraps += 1;
+        }
+    }
+
     pub(super) fn accept_in_order(&mut self, data: &[u8]) {
         let n = data.len() as u32;
         if self.app.app_closed {
             // Nobody will read: acknowledge and discard.
             self.counters.rx_discard_after_close_bytes += u64::from(n);
-            self.rcv.nxt += n;
+            self.advance_rcv_nxt(n);
             self.rcv.adv = self.rcv.adv.max(self.rcv.nxt);
             self.ooo.clear();
             return;
@@ -161,13 +172,13 @@ impl Connection {
         let written = self.recv_buf.write_at(self.recv_buf.len(), data);
         debug_assert_eq!(written, data.len(), "window promised room the buffer lacks");
         self.recv_buf.commit(written);
-        self.rcv.nxt += written as u32;
+        self.advance_rcv_nxt(written as u32);
         self.out.rcv_unacked_bytes = self.out.rcv_unacked_bytes.saturating_add(written as u32);
         // Pull in out-of-order ranges that are now contiguous (already in the ring).
         while let Some(right) = self.ooo.pop_contiguous(self.rcv.nxt) {
             let extra = fwd(self.rcv.nxt, right);
             self.recv_buf.commit(extra as usize);
-            self.rcv.nxt += extra;
+            self.advance_rcv_nxt(extra);
         }
         self.push_event(Event::Readable);
     }
@@ -228,7 +239,7 @@ impl Connection {
 
     pub(super) fn rx_fin(&mut self, now: u64) {
         // RFC 9293 §3.10.7.4 eighth: advance RCV.NXT over the FIN and acknowledge it.
-        self.rcv.nxt += 1;
+        self.advance_rcv_nxt(1);
         self.rcv.adv = self.rcv.adv.max(self.rcv.nxt);
         self.app.fin_received = true;
         self.ooo.clear();
