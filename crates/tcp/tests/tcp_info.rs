@@ -336,7 +336,7 @@ fn rcv_mss_of_a_coalesced_segment_is_its_wire_segment_size() {
 fn tcp_info_byte_counts_keep_counting_past_2_and_4_gib() {
     // A connection that has already carried 4 GiB − 1000 bytes each way: moved with its
     // initial sequence numbers set back by that much (what a long transfer would leave).
-    let mut p = Pair::established(Config::default(), Config::default(), 5 * MS);
+    let p = Pair::established(Config::default(), Config::default(), 5 * MS);
     let carried: u32 = u32::MAX - 999;
     let mut sa = p.a.export(p.now).expect("export a");
     let mut sb = p.b.export(p.now).expect("export b");
