@@ -283,13 +283,7 @@ fn ece_reduces_the_window_once_per_window_of_data() {
     // More ECEs for the same window: no further reduction.
     for (d, _) in &data[1..3] {
         now += MS;
-        let mut ack = harness::seg(
-            80,
-            40_000,
-            SeqNumber(5_001),
-            d.seq() + mss,
-            TcpFlags::ACK,
-        );
+        let mut ack = harness::seg(80, 40_000, SeqNumber(5_001), d.seq() + mss, TcpFlags::ACK);
         ack.hdr.flags |= TcpFlags::ECE;
         ack.hdr.window_len = 65_535;
         a.handle_segment_ecn(now, &ack.repr(), 0, Ecn::NotEct);
