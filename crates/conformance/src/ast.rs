@@ -131,6 +131,35 @@ pub enum TosSpec {
     Tos(u8),
 }
 
+impl TosSpec {
+    /// The IPv4 TOS byte / IPv6 traffic class an inbound line sends (DSCP 0 but for
+    /// `tos`); `None` for `ect01`, which names no single codepoint.
+    pub fn inbound_byte(self) -> Option<u8> {
+        match self {
+            TosSpec::NoEcn => Some(0),
+            TosSpec::Ect1 => Some(1),
+            TosSpec::Ect0 => Some(2),
+            TosSpec::Ce => Some(3),
+            TosSpec::Ect01 => None,
+            TosSpec::Tos(v) => Some(v),
+        }
+    }
+
+    /// Whether an outbound packet whose TOS byte / traffic class is `tos` matches: the ECN
+    /// forms check the two ECN bits (`ect01`: either ECT codepoint), `tos` the whole byte.
+    pub fn matches(self, tos: u8) -> bool {
+        let ecn = tos & 0x03;
+        match self {
+            TosSpec::NoEcn => ecn == 0,
+            TosSpec::Ect1 => ecn == 1,
+            TosSpec::Ect0 => ecn == 2,
+            TosSpec::Ce => ecn == 3,
+            TosSpec::Ect01 => ecn == 1 || ecn == 2,
+            TosSpec::Tos(v) => tos == v,
+        }
+    }
+}
+
 /// A TCP packet line: `> P. 1:1001(1000) ack 1 win 257 <nop,nop,TS val 1 ecr 2>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpLine {
@@ -158,20 +187,28 @@ impl TcpLine {
         self.seq.len_bytes
     }
 
-    /// What the line asks for that the runner does not model (IP-level fields, explicit
-    /// ports, an MD5 signature option), for a skip reason; `None` when it has nothing of the
-    /// kind. `[noecn]` on an inbound line is what the runner sends anyway.
+    /// What the line asks for that the runner does not model (the IPv6 flow label, the
+    /// TTL, explicit ports, an MD5 signature option), for a skip reason; `None` when it has
+    /// nothing of the kind. The traffic class is modelled: an inbound line's `[ect0]`,
+    /// `[ect1]`, `[ce]`, `[noecn]` or `(tos 0x..)` sets the IP header's byte, an outbound
+    /// line's is checked ([`TosSpec::matches`]).
     pub fn unmodelled(&self) -> Option<&'static str> {
         match self.ip {
             Some(IpInfo {
-                tos: Some(TosSpec::NoEcn),
+                tos: Some(TosSpec::Ect01),
+                ..
+            }) if self.direction == Direction::Inbound => {
+                return Some("`[ect01]` on an inbound line (either codepoint: which to send?)");
+            }
+            Some(IpInfo {
                 flow_label: None,
                 ttl: None,
-            }) if self.direction == Direction::Inbound => {}
+                ..
+            })
+            | None => {}
             Some(_) => {
-                return Some("IP-level fields of a packet line ([ect0], tos, flowlabel, ttl)");
+                return Some("IP-level fields of a packet line (flowlabel, ttl)");
             }
-            None => {}
         }
         if self.ports.is_some() {
             return Some("explicit ports on a packet line");

@@ -455,9 +455,9 @@ struct Exec {
     cursor: TimeCursor,
     ctx: MatchContext,
     tolerance_usecs: u64,
-    /// Outbound TCP segments not matched yet: (time sent, IPv4 payload). Invariant: at most
-    /// `OUT_QUEUE_SEGMENTS_MAX`.
-    out: VecDeque<(u64, Vec<u8>)>,
+    /// Outbound TCP segments not matched yet: (time sent, the IP header's TOS byte or
+    /// traffic class, the IP payload). Invariant: at most `OUT_QUEUE_SEGMENTS_MAX`.
+    out: VecDeque<(u64, u8, Vec<u8>)>,
     fds: BTreeMap<i64, Fd>,
     /// `epoll_create` instances by fd.
     epolls: BTreeMap<i64, Epoll>,

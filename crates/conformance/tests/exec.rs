@@ -679,3 +679,45 @@ fn a_zero_copy_notification_other_than_the_scripts_fails_it() {
         "{message}"
     );
 }
+
+/// A passive ECN connection (`tcp_ecn=2`): the script's `[ce]` on an inbound data segment
+/// reaches the stack (its ACK echoes ECE), and the outbound lines' codepoints are checked.
+fn ecn_script(outbound_data: &str, ack_line: &str) -> String {
+    format!(
+        "\
+`sysctl -q net.ipv4.tcp_ecn=2`
+0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3
++0 setsockopt(3, SOL_SOCKET, SO_REUSEADDR, [1], 4) = 0
++0 bind(3, ..., ...) = 0
++0 listen(3, 1) = 0
++0 < SEW 0:0(0) win 32792 <mss 1000,sackOK,nop,nop,nop,wscale 7>
++0 > SE. 0:0(0) ack 1 <mss 1460,nop,nop,sackOK,nop,wscale 8>
++.01 < . 1:1(0) ack 1 win 257
++0 accept(3, ..., ...) = 4
++0 write(4, ..., 500) = 500
++0 > {outbound_data} P. 1:501(500) ack 1
++.01 < [ce] P. 1:101(100) ack 501 win 257
++0 > {ack_line} 501:501(0) ack 101
+"
+    )
+}
+
+#[test]
+fn ip_ecn_annotations_set_inbound_codepoints_and_check_outbound_ones() {
+    let profile = Profile::linux_compat();
+    let pass = run_text(&ecn_script("[ect0]", "[noecn] E."), &profile);
+    assert_eq!(pass.outcome, Outcome::Pass, "{}", pass.outcome);
+    let either = run_text(&ecn_script("[ect01]", "E."), &profile);
+    assert_eq!(either.outcome, Outcome::Pass, "{}", either.outcome);
+    // Data leaves ECT(0), not Not-ECT: the check is strict.
+    let wrong = run_text(&ecn_script("[noecn]", "E."), &profile);
+    assert!(
+        matches!(wrong.outcome, Outcome::Fail { .. }),
+        "{}",
+        wrong.outcome
+    );
+    // Without the `[ce]` mark reaching the stack, its ACK would carry no ECE.
+    let no_ce = ecn_script("[ect0]", "E.").replace("[ce] P.", "[ect0] P.");
+    let r = run_text(&no_ce, &profile);
+    assert!(matches!(r.outcome, Outcome::Fail { .. }), "{}", r.outcome);
+}

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use wire::icmpv6::Icmpv6Repr;
 use wire::{
-    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr,
+    ArpOperation, ArpPacket, ArpRepr, Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr,
     Icmpv6Packet, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6ExtHeader, Ipv6FragmentHeader,
     Ipv6Packet, Ipv6Repr, TcpPacket, TcpRepr, TxMeta,
 };
@@ -90,6 +90,7 @@ fn build_ipv6(
     dst: Ipv6Addr,
     next_header: IpProtocol,
     hop_limit: u8,
+    traffic_class: u8,
     frag: Option<Ipv6FragmentHeader>,
     payload: &[u8],
 ) -> Option<Vec<u8>> {
@@ -103,7 +104,7 @@ fn build_ipv6(
         next_header,
         payload_len: payload.len(),
         hop_limit,
-        traffic_class: 0,
+        traffic_class,
         flow_label: 0,
         ext_headers,
     };
@@ -522,12 +523,13 @@ impl Egress {
         repr: &Icmpv6Repr<'_>,
     ) -> Option<Vec<u8>> {
         let payload = self.build_icmpv6_payload(src, dst, repr)?;
-        build_ipv6(src, dst, IpProtocol::ICMPV6, hop_limit, None, &payload)
+        build_ipv6(src, dst, IpProtocol::ICMPV6, hop_limit, 0, None, &payload)
     }
 
     /// Sends an IPv4 datagram, fragmenting it when it exceeds the MTU and `dont_frag` is
     /// clear (RFC 791 §3.2); with DF set an oversized datagram is a counted drop (TCP sets DF
     /// and sizes segments to the MSS, RFC 1191).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_ipv4(
         &mut self,
         now: u64,
@@ -535,6 +537,7 @@ impl Egress {
         dst: Ipv4Addr,
         protocol: IpProtocol,
         dont_frag: bool,
+        ecn: Ecn,
         payload: &[u8],
     ) {
         let mtu = usize::from(self.mtu_bytes);
@@ -547,7 +550,7 @@ impl Egress {
             payload_len: payload.len(),
             hop_limit: self.hop_limit,
             dscp: 0,
-            ecn: 0,
+            ecn: ecn.bits(),
             ident,
             dont_frag,
             more_frags: false,
@@ -593,6 +596,7 @@ impl Egress {
 
     /// Sends an IPv6 packet, fragmenting at the source when it exceeds the MTU
     /// (RFC 8200 §4.5; routers never fragment IPv6).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_ipv6(
         &mut self,
         now: u64,
@@ -600,11 +604,13 @@ impl Egress {
         dst: Ipv6Addr,
         next_header: IpProtocol,
         hop_limit: u8,
+        ecn: Ecn,
         payload: &[u8],
     ) {
         let mtu = usize::from(self.mtu_bytes);
         if 40 + payload.len() <= mtu {
-            if let Some(p) = build_ipv6(src, dst, next_header, hop_limit, None, payload) {
+            if let Some(p) = build_ipv6(src, dst, next_header, hop_limit, ecn.bits(), None, payload)
+            {
                 self.route_ip(now, IpAddr::V6(dst), EtherType::IPV6, p);
             } else {
                 self.counters.tx_drop_too_big += 1;
@@ -629,7 +635,15 @@ impl Egress {
                 more_frags: offset + piece.len() < payload.len(),
                 ident,
             };
-            if let Some(p) = build_ipv6(src, dst, next_header, hop_limit, Some(frag), piece) {
+            if let Some(p) = build_ipv6(
+                src,
+                dst,
+                next_header,
+                hop_limit,
+                ecn.bits(),
+                Some(frag),
+                piece,
+            ) {
                 self.counters.tx_fragments += 1;
                 self.route_ip(now, IpAddr::V6(dst), EtherType::IPV6, p);
             }
@@ -754,7 +768,8 @@ impl Egress {
         self.tx.push_back((frame, TxMeta::NONE));
     }
 
-    /// Emits one segment from `src` to `dst` (DF set for IPv4: TCP sizes segments to the MSS).
+    /// Emits one segment from `src` to `dst` (DF set for IPv4: TCP sizes segments to the MSS),
+    /// not ECN-capable (the stack's own RSTs, SYN-cookie SYN-ACKs and TIME-WAIT ACKs).
     pub(crate) fn send_tcp(&mut self, now: u64, src: IpAddr, dst: IpAddr, seg: &TcpRepr<'_>) {
         let ip_len = if src.is_ipv4() {
             IPV4_HEADER_LEN
@@ -768,7 +783,8 @@ impl Egress {
         if let Some(dst) = frame.get_mut(payload_at..) {
             dst.copy_from_slice(seg.payload);
         }
-        self.send_tcp_frame(now, src, dst, &header_only(seg), frame, payload_at, n, 0);
+        let header = header_only(seg);
+        self.send_tcp_frame(now, src, dst, &header, frame, payload_at, n, 0, Ecn::NotEct);
     }
 
     /// Emits one segment whose `n` payload bytes already sit at `frame[payload_at..]`
@@ -785,6 +801,9 @@ impl Egress {
     /// should one meet an unresolved neighbour anyway it is dropped and counted
     /// `tx_drop_too_big`, and TCP retransmits). Its TCP checksum is left partial, as is every fast-path segment's
     /// when the device completes TCP checksums.
+    ///
+    /// `ecn` is the IP header's ECN codepoint (IPv4 TOS, IPv6 traffic class; RFC 3168 §5),
+    /// what the TCP engine chose for the segment (`tcp::Connection::transmit_ecn`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_tcp_frame(
         &mut self,
@@ -796,6 +815,7 @@ impl Egress {
         payload_at: usize,
         n: usize,
         gso_size_bytes: u16,
+        ecn: Ecn,
     ) {
         debug_assert!(header.payload.is_empty());
         let pair = match (src, dst) {
@@ -832,7 +852,7 @@ impl Egress {
             // The slow path copies the payload out; rare (resolution, broadcast, oversize).
             let payload = frame.get(payload_at..payload_at + n).unwrap_or(&[]);
             let seg = TcpRepr { payload, ..*header };
-            self.send_tcp_via_ip(now, pair, &seg);
+            self.send_tcp_via_ip(now, pair, &seg, ecn);
             return self.recycle(frame);
         };
         if self.tx.len() >= self.tx_queue_max {
@@ -893,7 +913,7 @@ impl Egress {
                     payload_len: ip_payload_len,
                     hop_limit: self.hop_limit,
                     dscp: 0,
-                    ecn: 0,
+                    ecn: ecn.bits(),
                     ident,
                     dont_frag: true,
                     more_frags: false,
@@ -911,7 +931,7 @@ impl Egress {
                     next_header: IpProtocol::TCP,
                     payload_len: ip_payload_len,
                     hop_limit: self.hop_limit,
-                    traffic_class: 0,
+                    traffic_class: ecn.bits(),
                     flow_label: 0,
                     ext_headers: [None; wire::MAX_EXT_HEADERS],
                 };
@@ -951,7 +971,7 @@ impl Egress {
 
     /// Emits one segment as an IP datagram through `send_ipv4`/`send_ipv6` (fragmentation,
     /// neighbour queueing, broadcast and loopback handling, their drop counters).
-    fn send_tcp_via_ip(&mut self, now: u64, pair: IpPair, seg: &TcpRepr<'_>) {
+    fn send_tcp_via_ip(&mut self, now: u64, pair: IpPair, seg: &TcpRepr<'_>, ecn: Ecn) {
         let layout = self.cfg.tcp_option_layout;
         let mut buf = vec![0u8; seg.buffer_len_in(layout)];
         if seg
@@ -966,9 +986,11 @@ impl Egress {
             return;
         }
         match pair {
-            IpPair::V4 { src, dst } => self.send_ipv4(now, src, dst, IpProtocol::TCP, true, &buf),
+            IpPair::V4 { src, dst } => {
+                self.send_ipv4(now, src, dst, IpProtocol::TCP, true, ecn, &buf)
+            }
             IpPair::V6 { src, dst } => {
-                self.send_ipv6(now, src, dst, IpProtocol::TCP, self.hop_limit, &buf)
+                self.send_ipv6(now, src, dst, IpProtocol::TCP, self.hop_limit, ecn, &buf)
             }
         }
     }

@@ -136,8 +136,15 @@ impl IcmpCx<'_> {
                         .emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]), caps)
                         .is_ok()
                     {
-                        self.egress
-                            .send_ipv4(now, ours, peer, IpProtocol::ICMP, false, &buf);
+                        self.egress.send_ipv4(
+                            now,
+                            ours,
+                            peer,
+                            IpProtocol::ICMP,
+                            false,
+                            wire::Ecn::NotEct,
+                            &buf,
+                        );
                         self.icmp.counters.icmp_echo_replies_sent += 1;
                     }
                 }
@@ -459,8 +466,15 @@ impl IcmpCx<'_> {
                     .emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]), caps)
                     .is_ok()
                 {
-                    self.egress
-                        .send_ipv4(now, ours, peer, IpProtocol::ICMP, false, &buf);
+                    self.egress.send_ipv4(
+                        now,
+                        ours,
+                        peer,
+                        IpProtocol::ICMP,
+                        false,
+                        wire::Ecn::NotEct,
+                        &buf,
+                    );
                     self.icmp.counters.icmp_errors_sent += 1;
                 }
             }
@@ -509,7 +523,7 @@ impl IcmpCx<'_> {
                 )
                 .map_err(|_| SocketError::MessageTooBig)?;
                 self.egress
-                    .send_ipv4(now, s, d, IpProtocol::ICMP, false, &buf);
+                    .send_ipv4(now, s, d, IpProtocol::ICMP, false, wire::Ecn::NotEct, &buf);
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
                 let repr = Icmpv6Repr::EchoRequest {
@@ -521,8 +535,15 @@ impl IcmpCx<'_> {
                     .egress
                     .build_icmpv6_payload(s, d, &repr)
                     .ok_or(SocketError::MessageTooBig)?;
-                self.egress
-                    .send_ipv6(now, s, d, IpProtocol::ICMPV6, self.cfg.hop_limit, &payload);
+                self.egress.send_ipv6(
+                    now,
+                    s,
+                    d,
+                    IpProtocol::ICMPV6,
+                    self.cfg.hop_limit,
+                    wire::Ecn::NotEct,
+                    &payload,
+                );
             }
             _ => return Err(SocketError::NoRoute),
         }

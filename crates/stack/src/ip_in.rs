@@ -27,6 +27,9 @@ pub(crate) struct IpMeta {
     pub(crate) hop_limit: u8,
     /// False for broadcast and multicast destinations (no ICMP errors, no RST, no echo).
     pub(crate) dst_unicast: bool,
+    /// The ECN codepoint of the IP header (RFC 3168 §5): what TCP echoes. For a reassembled
+    /// IPv4 datagram, the codepoint of the fragment that completed it (TCP sets DF).
+    pub(crate) ecn: wire::Ecn,
 }
 
 impl IpMeta {
@@ -290,6 +293,7 @@ impl IpIn {
             protocol: repr.protocol,
             hop_limit: repr.hop_limit,
             dst_unicast,
+            ecn: wire::Ecn::from_bits(repr.ecn),
         };
         if !pkt.is_fragment() {
             let total = usize::from(pkt.total_len());
@@ -473,6 +477,7 @@ impl IpIn {
             protocol: IpProtocol::IPV6_NO_NXT,
             hop_limit: pkt.hop_limit(),
             dst_unicast,
+            ecn: wire::Ecn::from_bits(pkt.traffic_class()),
         };
         match walk {
             V6Walk::Upper { protocol, offset } => {

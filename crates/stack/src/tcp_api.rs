@@ -19,6 +19,19 @@ use crate::tcp_sockets::{
 };
 
 impl Stack {
+    /// Sets the stack-wide ECN mode (RFC 3168; Linux `net.ipv4.tcp_ecn` 0/1/2) for
+    /// connections opened from now on, active or passive, whatever listener they come from
+    /// (Linux reads the sysctl at each SYN). Starts as [`crate::StackConfig::tcp`]'s `ecn`,
+    /// off by default.
+    pub fn tcp_set_ecn(&mut self, mode: tcp::EcnMode) {
+        self.tcp_cx().tcp.ecn = mode;
+    }
+
+    /// The stack-wide ECN mode.
+    pub fn tcp_ecn(&self) -> tcp::EcnMode {
+        self.tcp_view().0.ecn
+    }
+
     /// Sends frames that arrive for `tuple`, a connection this stack exported
     /// ([`Stack::tcp_export`]), to `dest` (a driver-defined destination: a shard, a queue)
     /// through [`Stack::poll_forward`] instead of dropping them. `InvalidState` when `tuple`
@@ -369,7 +382,7 @@ impl TcpCx<'_> {
             local: SocketAddr::new(ip, port),
             pending: VecDeque::new(),
             backlog_max: backlog.clamp(1, self.cfg.limits.tcp_backlog_max.max(1)),
-            config: self.cfg.tcp,
+            config: Box::new(self.cfg.tcp),
             fastopen_queue_max: 0,
             fastopen_keys: None,
             sock_opts: Default::default(),

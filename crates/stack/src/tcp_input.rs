@@ -120,7 +120,8 @@ impl TcpCx<'_> {
                 c.last_rx_ns = now;
                 // An active Fast Open in SYN-SENT: the SYN-ACK teaches the client's cache.
                 let before = crate::tcp_fastopen_client::before_synack(c);
-                c.conn.handle_segment_gro(now, &seg, rx.meta.gro_mss_bytes);
+                c.conn
+                    .handle_segment_ecn(now, &seg, rx.meta.gro_mss_bytes, meta.ecn);
                 if before.is_some() && c.conn.state() != State::SynSent {
                     synack = before;
                 }
@@ -254,7 +255,7 @@ impl TcpCx<'_> {
         let Some(l) = self.listener_mut(li) else {
             return;
         };
-        let base = l.config;
+        let base = *l.config;
         let config = self.tcp.config_for(&base, key.tuple.local.is_ipv4());
         let action = admit_syn(load, limits);
         if action == SynAction::Drop {
@@ -340,7 +341,7 @@ impl TcpCx<'_> {
             self.tcp.counters.tcp_listen_backlog_full += 1;
             return true;
         }
-        let base = l.config;
+        let base = *l.config;
         let config = self.tcp.config_for(&base, key.tuple.local.is_ipv4());
         let (_, ts_offset) = self.tcp.isn_for(now, &key.tuple);
         let conn = Connection::from_syn_cookie(now, &config, ack, &cookie, ts_offset);
@@ -670,6 +671,7 @@ impl TcpCx<'_> {
             } else {
                 0
             };
+            let ecn = c.conn.transmit_ecn();
             self.egress.send_tcp_frame(
                 now,
                 tuple.local.ip(),
@@ -679,6 +681,7 @@ impl TcpCx<'_> {
                 payload_at,
                 n,
                 gso_size,
+                ecn,
             );
         }
         self.tcp_notify_after_output(now, i);

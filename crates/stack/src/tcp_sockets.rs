@@ -137,7 +137,9 @@ pub(crate) struct Listener {
     /// Invariant: `pending.len()` ≤ `backlog_max`.
     pub(crate) pending: VecDeque<usize>,
     pub(crate) backlog_max: usize,
-    pub(crate) config: tcp::Config,
+    /// Its children's configuration. Boxed: read once per SYN, and inline it would make every
+    /// socket slot as large as a listener (`Socket` is an enum).
+    pub(crate) config: Box<tcp::Config>,
     /// `TCP_FASTOPEN`: Fast Open children allowed in SYN-RECEIVED (0: none unless the
     /// stack's switches make every listener a Fast Open one; `tcp_fastopen.rs`).
     pub(crate) fastopen_queue_max: u32,
@@ -310,6 +312,10 @@ pub(crate) struct TcpTable {
     pub(crate) due_scratch: Vec<usize>,
     pub(crate) isn: IsnGenerator,
     pub(crate) cookies: SynCookies,
+    /// ECN for connections opened from now on (Linux `net.ipv4.tcp_ecn`, read at each open):
+    /// starts as `StackConfig::tcp.ecn`, changed by `Stack::tcp_set_ecn`; `config_for`
+    /// applies it over a listener's or the stack's configuration copy.
+    pub(crate) ecn: tcp::EcnMode,
     /// Fast Open switches and server keys (`tcp_fastopen.rs`).
     pub(crate) fastopen: tcp::fastopen::FastOpenConfig,
     pub(crate) fastopen_keys: tcp::fastopen::FastOpenKeys,
@@ -394,6 +400,7 @@ impl TcpTable {
                 secret[0].rotate_left(29),
             ]),
             // A third key, for Fast Open cookies (RFC 7413 §4.1.2).
+            ecn: cfg.tcp.ecn,
             fastopen: cfg.tcp_fastopen,
             fastopen_keys: tcp::fastopen::FastOpenKeys::new(
                 tcp::fastopen::FastOpenKey::from_words([
@@ -552,10 +559,12 @@ impl TcpTable {
     }
 
     /// The TCP configuration for a connection over `family`, its MSS clamped to the MTU
-    /// (IPv4: MTU − 40; IPv6: MTU − 60, RFC 9293 §3.7.1, RFC 8200 §5).
+    /// (IPv4: MTU − 40; IPv6: MTU − 60, RFC 9293 §3.7.1, RFC 8200 §5), with the stack's
+    /// current ECN mode.
     pub(crate) fn config_for(&self, base: &tcp::Config, v4: bool) -> tcp::Config {
         let overhead = if v4 { 40 } else { 60 };
         let mut c = *base;
+        c.ecn = self.ecn;
         if self.mem_state != crate::tcp_mem::MemState::Normal {
             // Memory pressure: new buffers no larger than the pressure size (`tcp_mem`).
             let cap = self.cfg.limits.tcp_mem_pressure_buffer_bytes;

@@ -168,12 +168,26 @@ impl UdpCx<'_> {
                 if buf.len() + 20 > 65_535 {
                     return Err(SocketError::MessageTooBig);
                 }
-                self.egress
-                    .send_ipv4(now, src, dst, IpProtocol::UDP, false, &buf);
+                self.egress.send_ipv4(
+                    now,
+                    src,
+                    dst,
+                    IpProtocol::UDP,
+                    false,
+                    wire::Ecn::NotEct,
+                    &buf,
+                );
             }
             IpPair::V6 { src, dst } => {
-                self.egress
-                    .send_ipv6(now, src, dst, IpProtocol::UDP, self.cfg.hop_limit, &buf);
+                self.egress.send_ipv6(
+                    now,
+                    src,
+                    dst,
+                    IpProtocol::UDP,
+                    self.cfg.hop_limit,
+                    wire::Ecn::NotEct,
+                    &buf,
+                );
             }
         }
         self.udp.counters.udp_tx_datagrams += 1;

@@ -423,6 +423,28 @@ impl Congestion {
         };
     }
 
+    /// An ECN-Echo (RFC 3168 §6.1.2): a congestion event without loss. ssthresh is set as
+    /// for a loss; with `immediate` cwnd drops to it at once, else the caller brings cwnd
+    /// down (proportional rate reduction) through [`Congestion::set_recovery_window`].
+    pub fn on_ecn_echo(&mut self, now: u64, flight_bytes: u32, mss: u32, immediate: bool) {
+        self.on_congestion_event(now, flight_bytes, mss);
+        if immediate {
+            self.window.cwnd_bytes = self.window.ssthresh_bytes.max(mss);
+        }
+    }
+
+    /// Loss recovery begins inside a window already reduced for an ECN-Echo (one reduction
+    /// per window, RFC 3168 §6.1.2): cwnd as [`Congestion::enter_recovery`] sets it, ssthresh
+    /// kept.
+    pub fn enter_recovery_reduced(&mut self, mss: u32, sack: bool) {
+        let w = &mut self.window;
+        w.cwnd_bytes = if sack {
+            w.ssthresh_bytes
+        } else {
+            w.ssthresh_bytes.saturating_add(3 * mss)
+        };
+    }
+
     /// During recovery, a window computed by the recovery algorithm (RFC 6937 PRR:
     /// pipe + sndcnt, at least one SMSS) replaces cwnd.
     pub fn set_recovery_window(&mut self, cwnd_bytes: u32) {

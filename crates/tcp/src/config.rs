@@ -15,6 +15,32 @@ pub enum CongestionControl {
     Cubic,
 }
 
+/// Whether connections use Explicit Congestion Notification (RFC 3168), the three settings
+/// of Linux's `net.ipv4.tcp_ecn`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EcnMode {
+    /// No ECN: our SYNs do not ask for it and an ECN-setup SYN gets a plain SYN-ACK
+    /// (`tcp_ecn=0`).
+    #[default]
+    Off,
+    /// Ask for ECN on active opens and agree on passive ones (`tcp_ecn=1`).
+    On,
+    /// Agree when the peer asks, never ask (`tcp_ecn=2`, Linux's default).
+    Accept,
+}
+
+impl EcnMode {
+    /// The mode for Linux's `tcp_ecn` value (0, 1 or 2); `None` for anything else.
+    pub fn from_linux_sysctl(v: u8) -> Option<EcnMode> {
+        match v {
+            0 => Some(EcnMode::Off),
+            1 => Some(EcnMode::On),
+            2 => Some(EcnMode::Accept),
+            _ => None,
+        }
+    }
+}
+
 /// Keepalive parameters (RFC 9293 §3.8.4; RFC 1122 §4.2.3.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeepaliveConfig {
@@ -204,6 +230,12 @@ pub struct Config {
     /// ICMP), lower the send MSS, then search upward for the largest size that passes.
     /// Default false (Linux `tcp_mtu_probing` = 0).
     pub plpmtud: bool,
+    /// Explicit Congestion Notification (RFC 3168): whether SYNs ask for it and whether a
+    /// peer's request is agreed to. Once negotiated, new data leaves with ECT(0), a CE mark
+    /// received is echoed with ECE until the peer's CWR, and an ECE reduces the window once
+    /// per window of data (with [`Config::prr`], proportionally, as Linux's CWR state).
+    /// Default [`EcnMode::Off`].
+    pub ecn: EcnMode,
 }
 
 impl Default for Config {
@@ -247,6 +279,7 @@ impl Default for Config {
             tlp_pto_extra_ns: 0,
             tlp_pto_floor_ns: 10 * NS_PER_MS as u32,
             plpmtud: false,
+            ecn: EcnMode::Off,
         }
     }
 }

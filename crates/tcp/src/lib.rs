@@ -47,10 +47,11 @@
 //! default; tail loss probes as an option); RFC 6937 PRR as an option; RFC 5681/6582/3042/6928
 //! (NewReno, limited transmit, IW10, restart after idle) and RFC 9438 CUBIC; RFC 6298 RTO with
 //! Karn and backoff; RFC 6528 ISNs; SYN cookies keeping MSS, window scale and SACK; RFC 7413 Fast Open on the
-//! server side (cookies, data in SYN, sending in SYN-RECEIVED; off by default); bounded
+//! server side (cookies, data in SYN, sending in SYN-RECEIVED; off by default); RFC 3168 ECN
+//! (off by default); bounded
 //! memory everywhere; [`ConnectionSnapshot`] for handoff.
 //!
-//! Not implemented: urgent data (the URG flag is ignored, data is delivered inline), ECN, RFC 6675 rescue retransmissions.
+//! Not implemented: urgent data (the URG flag is ignored, data is delivered inline), RFC 6675 rescue retransmissions.
 //!
 //! # Layout
 //!
@@ -85,10 +86,10 @@ pub mod snapshot;
 pub mod snapshot_codec;
 pub mod time_wait;
 
-pub use config::{Config, CongestionControl, KeepaliveConfig};
+pub use config::{Config, CongestionControl, EcnMode, KeepaliveConfig};
 pub use connection::{
-    AcceptError, CaState, CloseReason, Connection, Counters, Error, Event, Negotiated,
-    RECORDS_OUTSTANDING_MAX, State, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt,
+    AcceptError, CaState, CloseReason, Connection, Counters, EcnState, Error, Event, Negotiated,
+    RECORDS_OUTSTANDING_MAX, State, TCP_INFINITE_SSTHRESH, TcpInfo, ecn_flag, tcpi_opt,
 };
 pub use rack::RackPathState;
 pub use snapshot::{ConnectionSnapshot, SOCKET_EXT_BYTES_MAX, SnapshotError};

@@ -23,8 +23,8 @@ use wire::tcp::SeqNumber;
 use crate::cc::Congestion;
 use crate::config::Config;
 use crate::connection::{
-    AckDue, AppFlags, Connection, Counters, NEVER, Options, Output, Recovery, RecvSeq,
-    SCOREBOARD_RANGES_MAX, SendSeq, State, Timers, Timestamps,
+    AckDue, AppFlags, Connection, Counters, EcnState, NEVER, Options, Output, Recovery, RecvSeq,
+    SCOREBOARD_RANGES_MAX, SendSeq, State, Timers, Timestamps, ecn_flag,
 };
 use crate::ooo::OooQueue;
 use crate::rack::{Rack, RackPathState};
@@ -98,6 +98,9 @@ pub struct ConnectionSnapshot {
     /// Application flags; cork and `MSG_MORE` holds are not restored (a restored connection
     /// pushes).
     pub app: AppFlags,
+    /// ECN (RFC 3168): negotiated, seen, the echo owed, the CWR owed. A window reduction in
+    /// progress ends at export (cwnd = ssthresh, as it would at its end).
+    pub ecn: EcnState,
     /// Sent, not acknowledged: `[SND.UNA, SND.NXT)`.
     pub send_unacked: Vec<u8>,
     /// Queued, not yet sent (from SND.NXT).
@@ -172,6 +175,21 @@ fn moved_app(a: AppFlags) -> AppFlags {
         push_pending: false,
         close_reason: None,
         ..a
+    }
+}
+
+/// ECN keeps what was negotiated and what is owed to the peer (ECE, CWR); the output mark
+/// and a SYN's request are moot once synchronized; a window reduction in progress is
+/// finished (the caller sets cwnd = ssthresh, see `export`).
+fn moved_ecn(e: EcnState) -> EcnState {
+    let kept = ecn_flag::OK | ecn_flag::SEEN | ecn_flag::DEMAND_CWR | ecn_flag::QUEUE_CWR;
+    EcnState {
+        flags: if e.flags & ecn_flag::OK != 0 {
+            e.flags & kept
+        } else {
+            0
+        },
+        cwr_end: SeqNumber(0),
     }
 }
 
@@ -259,6 +277,7 @@ impl Connection {
             snd,
             rcv,
             opts,
+            ecn,
             ts,
             rec,
             cc,
@@ -307,6 +326,11 @@ impl Connection {
         let all = send_buf.to_vec();
         let split = (snd.nxt.diff(snd.buf_seq).max(0) as usize).min(all.len());
         let (unacked, unsent) = all.split_at(split);
+        let mut cc = *cc;
+        if ecn.flags & ecn_flag::IN_CWR != 0 && config.prr {
+            // The proportional reduction's state does not move: end it as its last ACK would.
+            cc.on_prr_recovery_exit();
+        }
         Ok(ConnectionSnapshot {
             exported_at_ns: now,
             config: *config,
@@ -318,11 +342,12 @@ impl Connection {
             opts: moved_opts(*opts),
             ts: *ts,
             rec: moved_rec(*rec, snd),
-            cc: *cc,
+            cc,
             rtt: *rtt,
             rack_path: rack.as_ref().map(|r| r.path(now)).unwrap_or_default(),
             timers: moved_timers(*timers),
             app: moved_app(*app),
+            ecn: moved_ecn(*ecn),
             send_unacked: unacked.to_vec(),
             send_unsent: unsent.to_vec(),
             recv_unread: recv_buf.to_vec(),
@@ -371,6 +396,10 @@ impl Connection {
             opts: Options {
                 snd_mss: s.opts.snd_mss.max(1),
                 ..moved_opts(s.opts)
+            },
+            ecn: EcnState {
+                cwr_end: snd.una,
+                ..moved_ecn(s.ecn)
             },
             ts: s.ts.rebased(from, to),
             rec: moved_rec(s.rec, &snd),

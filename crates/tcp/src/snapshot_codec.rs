@@ -14,7 +14,7 @@
 //!
 //! The body holds every field of the snapshot, group by group in the order the type declares
 //! them (`exported_at_ns`, `config`, `state`, ports, `snd`, `rcv`, `opts`, `ts`, `rec`, `cc`,
-//! `rtt`, `rack_path`, `timers`, `app`), then `counters` (a `u16` count, which must equal
+//! `rtt`, `rack_path`, `timers`, `app`, `ecn`), then `counters` (a `u16` count, which must equal
 //! [`Counters::LEN`], and that many `u64`s), then the three byte buffers (`send_unacked`,
 //! `send_unsent`, `recv_unread`), each a `u32` length and the bytes, then `record_ends` (a
 //! `u16` count, at most [`crate::RECORDS_OUTSTANDING_MAX`], and that many sequence numbers)
@@ -41,9 +41,10 @@
 use wire::tcp::SeqNumber;
 
 use crate::cc::{Congestion, CongestionParts};
-use crate::config::{Config, CongestionControl, KeepaliveConfig};
+use crate::config::{Config, CongestionControl, EcnMode, KeepaliveConfig};
 use crate::connection::{
-    AppFlags, CloseReason, Counters, Options, Recovery, RecvSeq, SendSeq, State, Timers, Timestamps,
+    AppFlags, CloseReason, Counters, EcnState, Options, Recovery, RecvSeq, SendSeq, State, Timers,
+    Timestamps, ecn_flag,
 };
 use crate::rack::RackPathState;
 use crate::rtt::RttEstimator;
@@ -204,6 +205,32 @@ fn cc_algorithm_code(a: CongestionControl) -> u8 {
     }
 }
 
+fn ecn_mode_code(m: EcnMode) -> u8 {
+    match m {
+        EcnMode::Off => 0,
+        EcnMode::On => 1,
+        EcnMode::Accept => 2,
+    }
+}
+
+fn ecn_mode(code: u8) -> Result<EcnMode, CodecError> {
+    match code {
+        0 => Ok(EcnMode::Off),
+        1 => Ok(EcnMode::On),
+        2 => Ok(EcnMode::Accept),
+        _ => Err(CodecError::InvalidField("config.ecn")),
+    }
+}
+
+/// The ECN bits a snapshot may carry (`snapshot::moved_ecn`): none without `OK`.
+fn ecn_flags(bits: u8) -> Result<u8, CodecError> {
+    let carried = ecn_flag::OK | ecn_flag::SEEN | ecn_flag::DEMAND_CWR | ecn_flag::QUEUE_CWR;
+    if bits & !carried != 0 || (bits != 0 && bits & ecn_flag::OK == 0) {
+        return Err(CodecError::InvalidField("ecn.flags"));
+    }
+    Ok(bits)
+}
+
 fn cc_algorithm(code: u8, name: &'static str) -> Result<CongestionControl, CodecError> {
     match code {
         0 => Ok(CongestionControl::NewReno),
@@ -301,6 +328,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
         tlp_pto_extra_ns,
         tlp_pto_floor_ns,
         plpmtud,
+        ecn,
     } = *c;
     w.u16(mss_bytes);
     w.u16(default_peer_mss_bytes);
@@ -352,6 +380,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
     w.u32(tlp_pto_extra_ns);
     w.u32(tlp_pto_floor_ns);
     w.bool(plpmtud);
+    w.u8(ecn_mode_code(ecn));
 }
 
 fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
@@ -402,6 +431,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
         tlp_pto_extra_ns: r.u32()?,
         tlp_pto_floor_ns: r.u32()?,
         plpmtud: r.bool("config.plpmtud")?,
+        ecn: ecn_mode(r.u8()?)?,
     })
 }
 
@@ -435,6 +465,7 @@ impl ConnectionSnapshot {
             rack_path,
             timers,
             app,
+            ecn,
             send_unacked,
             send_unsent,
             recv_unread,
@@ -639,6 +670,9 @@ impl ConnectionSnapshot {
             w.bool(b);
         }
         w.u8(close_reason_code(close_reason));
+        let EcnState { flags, cwr_end } = *ecn;
+        w.u8(flags);
+        w.seq(cwr_end);
         w.u16(Counters::LEN as u16);
         counters.for_each(|v| w.u64(v));
         w.bytes(send_unacked);
@@ -810,6 +844,10 @@ fn decode_body(r: &mut Reader<'_>) -> Result<ConnectionSnapshot, CodecError> {
             ),
         },
     };
+    let ecn = EcnState {
+        flags: ecn_flags(r.u8()?)?,
+        cwr_end: r.seq()?,
+    };
     if usize::from(r.u16()?) != Counters::LEN {
         return Err(CodecError::InvalidField("counters"));
     }
@@ -855,6 +893,7 @@ fn decode_body(r: &mut Reader<'_>) -> Result<ConnectionSnapshot, CodecError> {
         rack_path,
         timers,
         app,
+        ecn,
         send_unacked,
         send_unsent,
         recv_unread,

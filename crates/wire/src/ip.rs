@@ -33,6 +33,44 @@ impl fmt::Display for IpProtocol {
     }
 }
 
+/// The ECN field of an IP header (RFC 3168 §5): the two low bits of the IPv4 TOS byte or
+/// the IPv6 traffic class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum Ecn {
+    /// 00: the sender does not take part in ECN.
+    #[default]
+    NotEct = 0,
+    /// 01: ECN-capable transport, codepoint 1.
+    Ect1 = 1,
+    /// 10: ECN-capable transport, codepoint 0 (what RFC 3168 senders use).
+    Ect0 = 2,
+    /// 11: congestion experienced, set by a router instead of dropping.
+    Ce = 3,
+}
+
+impl Ecn {
+    /// The codepoint of the two low bits of `tos` (IPv4 TOS byte or IPv6 traffic class).
+    pub fn from_bits(tos: u8) -> Ecn {
+        match tos & 0x03 {
+            0 => Ecn::NotEct,
+            1 => Ecn::Ect1,
+            2 => Ecn::Ect0,
+            _ => Ecn::Ce,
+        }
+    }
+
+    /// The two bits, for `Ipv4Repr::ecn` or the low bits of a traffic class.
+    pub fn bits(self) -> u8 {
+        self as u8
+    }
+
+    /// Either ECT codepoint (not CE, not Not-ECT).
+    pub fn is_ect(self) -> bool {
+        matches!(self, Ecn::Ect0 | Ecn::Ect1)
+    }
+}
+
 /// Source and destination addresses of the IP packet carrying a transport segment: what the
 /// transport checksum's pseudo-header needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

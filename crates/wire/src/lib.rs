@@ -62,7 +62,7 @@ pub use error::{Error, Result};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, VlanTag};
 pub use icmpv4::{Icmpv4Packet, Icmpv4Repr};
 pub use icmpv6::{Icmpv6Packet, Icmpv6Repr};
-pub use ip::{IpPair, IpProtocol, QuotedFlow};
+pub use ip::{Ecn, IpPair, IpProtocol, QuotedFlow};
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{
     Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6Packet, Ipv6Repr, Ipv6Walk, MAX_EXT_HEADERS,

@@ -38,7 +38,9 @@ impl Exec {
                     if ip.protocol() == IpProtocol::TCP
                         && IpAddr::V4(ip.dst_addr()) == self.addrs.remote()
                     {
-                        self.out.push_back((self.now_ns, ip.payload().to_vec()));
+                        let tos = (ip.dscp() << 2) | ip.ecn();
+                        self.out
+                            .push_back((self.now_ns, tos, ip.payload().to_vec()));
                     }
                 }
                 EtherType::IPV6 => {
@@ -48,7 +50,9 @@ impl Exec {
                     if ip.next_header() == IpProtocol::TCP
                         && IpAddr::V6(ip.dst_addr()) == self.addrs.remote()
                     {
-                        self.out.push_back((self.now_ns, ip.payload().to_vec()));
+                        let tos = ip.traffic_class();
+                        self.out
+                            .push_back((self.now_ns, tos, ip.payload().to_vec()));
                     } else if ip.next_header() == IpProtocol::ICMPV6 {
                         self.answer_neighbor_solicit(&ip);
                     }
@@ -192,7 +196,7 @@ impl Exec {
         let mut piece_bytes: Option<usize> = None;
         loop {
             self.run_until(ns(limit_usecs).max(self.now_ns), true)?;
-            let Some((sent_ns, seg)) = self.out.pop_front() else {
+            let Some((sent_ns, tos, seg)) = self.out.pop_front() else {
                 let what = if acc.covered_bytes() > 0 {
                     format!(
                         "the rest of it after {} bytes was not sent",
@@ -205,7 +209,7 @@ impl Exec {
                 self.pending = None;
                 let _ = self.run_until(ns(limit_usecs.saturating_add(3_000_000)), true);
                 let what = match self.out.front() {
-                    Some((at, seg)) => format!(
+                    Some((at, _, seg)) => format!(
                         "{what} (next: `{}` at {} s)",
                         self.describe(seg),
                         Secs(usecs(*at))
@@ -246,6 +250,20 @@ impl Exec {
             }
             if self.local_port.is_none() {
                 self.local_port = Some(repr.src_port);
+            }
+            // `[ect0]`, `[noecn]`, `[ect01]`, `(tos 0x..)`: the IP header's traffic class.
+            if let Some(spec) = line.ip.and_then(|i| i.tos)
+                && !spec.matches(tos)
+            {
+                return fail(
+                    event.pos,
+                    format!(
+                        "expected `{line}`, got `{}` with IP TOS/traffic class 0x{tos:02x} \
+                         (ECN field {:02b})",
+                        describe_repr(&repr, &self.ctx),
+                        tos & 0x03
+                    ),
+                );
             }
             let sent_usecs = usecs(sent_ns);
             if let Err(e) = self.cursor.check(&event.time, sent_usecs, tol) {
@@ -376,7 +394,14 @@ impl Exec {
         if line.flags.contains(wire::tcp::TcpFlags::SYN) {
             self.ctx.seq.learn_peer_isn(line.seq.start);
         }
-        let mut frame = build_frame(&repr, self.addrs)
+        // `[ect0]`, `[ce]`, `(tos 0x..)`: the traffic class the frame carries (`[ect01]`
+        // inbound is refused as unmodelled before this).
+        let tos = line
+            .ip
+            .and_then(|i| i.tos)
+            .and_then(|t| t.inbound_byte())
+            .unwrap_or(0);
+        let mut frame = build_frame(&repr, self.addrs, tos)
             .map_err(|e| Stop::Fail(pos, format!("cannot emit `{line}`: {e}")))?;
         if !raw_options.is_empty() {
             splice_tcp_options(&mut frame, &raw_options, self.addrs)
@@ -398,8 +423,13 @@ impl Exec {
     // ----------------------------------------------------------------- system calls
 }
 
-/// An Ethernet/IP frame from the remote side carrying `repr`.
-pub(super) fn build_frame(repr: &TcpRepr<'_>, addrs: Addrs) -> Result<Vec<u8>, wire::Error> {
+/// An Ethernet/IP frame from the remote side carrying `repr`, with `tos` as its IPv4 TOS
+/// byte or IPv6 traffic class (DSCP and ECN field).
+pub(super) fn build_frame(
+    repr: &TcpRepr<'_>,
+    addrs: Addrs,
+    tos: u8,
+) -> Result<Vec<u8>, wire::Error> {
     let tcp_len = repr.buffer_len();
     let (ethertype, ip_header) = match addrs {
         Addrs::V4 { local, remote, .. } => {
@@ -409,8 +439,8 @@ pub(super) fn build_frame(repr: &TcpRepr<'_>, addrs: Addrs) -> Result<Vec<u8>, w
                 protocol: IpProtocol::TCP,
                 payload_len: tcp_len,
                 hop_limit: 64,
-                dscp: 0,
-                ecn: 0,
+                dscp: tos >> 2,
+                ecn: tos & 0x03,
                 ident: 0,
                 dont_frag: true,
                 more_frags: false,
@@ -431,7 +461,7 @@ pub(super) fn build_frame(repr: &TcpRepr<'_>, addrs: Addrs) -> Result<Vec<u8>, w
                 next_header: IpProtocol::TCP,
                 payload_len: tcp_len,
                 hop_limit: 64,
-                traffic_class: 0,
+                traffic_class: tos,
                 flow_label: 0,
                 ext_headers: [None; wire::MAX_EXT_HEADERS],
             };
@@ -565,7 +595,7 @@ mod tests {
         ctx.seq.learn_stack_isn(0, SeqNumber(7000));
         let repr = ctx.build_inbound(&kept, 1, 2, &[]).expect("builds");
         let addrs = Addrs::DEFAULT;
-        let mut frame = build_frame(&repr, addrs).expect("emits");
+        let mut frame = build_frame(&repr, addrs, 0).expect("emits");
         let before = frame.len();
         splice_tcp_options(&mut frame, &raw, addrs).expect("fits");
         assert_eq!(frame.len(), before + 4);
@@ -593,7 +623,7 @@ mod tests {
         let repr = MatchContext::new(SeqNumber(5000))
             .build_inbound(&l, 1, 2, &[])
             .expect("builds");
-        let mut frame = build_frame(&repr, Addrs::DEFAULT).expect("emits");
+        let mut frame = build_frame(&repr, Addrs::DEFAULT, 0).expect("emits");
         let mut raw = vec![34u8, 22];
         raw.extend_from_slice(&[0; 20]);
         assert!(splice_tcp_options(&mut frame, &raw, Addrs::DEFAULT).is_err());

@@ -8,7 +8,7 @@ impl Exec {
     /// A shell line is not run, but the Linux settings it changes with `set_sysctls.py
     /// /proc/sys/net/ipv4/NAME=VALUE` or `sysctl net.ipv4.NAME=VALUE` are applied to the
     /// stack's configuration when they have a counterpart (timestamps, send buffer, congestion
-    /// control `cubic` or `reno`, tail loss probes); the
+    /// control `cubic` or `reno`, tail loss probes, ECN); the
     /// TSO and pacing knobs have no effect on a stack without TSO or pacing; any other
     /// setting skips the script, as do the commands that change the host around the stack
     /// (a qdisc that drops everything, route settings) or check it (`nstat`).
@@ -74,6 +74,16 @@ impl Exec {
                 continue;
             }
             match name {
+                // Linux reads `tcp_ecn` at each open: it applies at once, sockets or not.
+                "tcp_ecn" => {
+                    let Some(mode) = value.parse().ok().and_then(tcp::EcnMode::from_linux_sysctl)
+                    else {
+                        return skip(format!("sysctl tcp_ecn={value} not understood"));
+                    };
+                    cfg.ecn = mode;
+                    self.tcp_cfg.ecn = mode;
+                    self.stack.tcp_set_ecn(mode);
+                }
                 "tcp_timestamps" => {
                     cfg.timestamps = value != "0";
                     changed = true;

@@ -326,7 +326,7 @@ fn ip_level_fields_and_ports_are_typed_and_reported_unmodelled() {
             ttl: None
         })
     );
-    assert!(l.unmodelled().is_some());
+    assert_eq!(l.unmodelled(), None, "the traffic class is modelled");
     // Parentheses mean the same; the printer writes brackets.
     let l = tcp("0 > (tos 0x2, flowlabel 0x12345) . 1:1(0) ack 1");
     assert_eq!(
@@ -345,9 +345,17 @@ fn ip_level_fields_and_ports_are_typed_and_reported_unmodelled() {
         tcp("0 < [ttl 9] . 1:1(0) win 1").ip.and_then(|i| i.ttl),
         Some(9)
     );
-    // `[noecn]` on an inbound packet is what the runner sends anyway.
+    // The traffic class either way; `[ect01]` only outbound; the flow label and TTL not.
     assert_eq!(tcp("0 < [noecn] S 0:0(0) win 1").unmodelled(), None);
-    assert!(tcp("0 > [noecn] S. 0:0(0) ack 1").unmodelled().is_some());
+    assert_eq!(tcp("0 > [noecn] S. 0:0(0) ack 1").unmodelled(), None);
+    assert_eq!(tcp("0 > [ect01] . 1:1(0) ack 1").unmodelled(), None);
+    assert!(tcp("0 < [ect01] . 1:1(0) win 1").unmodelled().is_some());
+    assert!(tcp("0 < [ttl 9] . 1:1(0) win 1").unmodelled().is_some());
+    assert!(
+        tcp("0 > (tos 0x2, flowlabel 0x12345) . 1:1(0) ack 1")
+            .unmodelled()
+            .is_some()
+    );
     let l = tcp("0 < 40000>8080 S 0:0(0) win 1");
     assert_eq!(l.ports, Some((40000, 8080)));
     assert_eq!(l.to_string(), "< 40000>8080 S 0:0(0) win 1");

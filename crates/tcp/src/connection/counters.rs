@@ -134,4 +134,15 @@ connection_counters! {
     snd_una_wraps,
     /// Times RCV.NXT's distance from IRS + 1 passed a multiple of 2^32 (`tcpi_bytes_received`).
     rcv_nxt_wraps,
+    /// Data segments that arrived with the CE codepoint on an ECN connection (RFC 3168 §5).
+    rx_ce_segments,
+    /// Segments sent with ECE set: the echo of a CE mark, repeated until the peer's CWR.
+    tx_ece_segments,
+    /// ACKs received with ECE set (on an ECN connection, SYN-ACKs aside).
+    rx_ece_acks,
+    /// Window reductions an ECN-Echo caused (at most one per window of data, §6.1.2).
+    ecn_window_reductions,
+    /// Segments delivered by ACKs that carried ECE (Linux `delivered_ce`,
+    /// `tcpi_delivered_ce`).
+    delivered_ce_segments,
 }

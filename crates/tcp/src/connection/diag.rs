@@ -25,6 +25,7 @@ impl Connection {
             snd: SendSeq,
             rcv: RecvSeq,
             opts: Options,
+            ecn: EcnState,
             ts: Timestamps,
             rec: Recovery,
             cc: Congestion,

@@ -21,9 +21,9 @@ pub mod tcpi_opt {
     pub const SACK: u8 = 2;
     /// Window scaling negotiated.
     pub const WSCALE: u8 = 4;
-    /// ECN negotiated (never: the engine has no ECN).
+    /// ECN negotiated (RFC 3168).
     pub const ECN: u8 = 8;
-    /// ECE seen (never).
+    /// Data arrived with an ECT or CE codepoint (Linux `TCP_ECN_SEEN`).
     pub const ECN_SEEN: u8 = 16;
     /// The SYN's data was accepted (TCP Fast Open, RFC 7413): set by the host stack, which
     /// keeps that fact (`Connection::tcp_info` leaves it clear).
@@ -38,7 +38,7 @@ pub enum CaState {
     Open = 0,
     /// Duplicate ACKs or SACKed data seen, no loss yet.
     Disorder = 1,
-    /// Window reduced after an ECN echo or local congestion (never: no ECN).
+    /// Window being reduced after an ECN-Echo (RFC 3168 §6.1.2).
     Cwr = 2,
     /// Fast recovery.
     Recovery = 3,
@@ -139,7 +139,7 @@ pub struct TcpInfo {
     /// SYN (or SYN-ACK) once acknowledged, then `ceil(bytes / MSS)` of each ACK's newly
     /// delivered bytes, and a FIN acknowledged alone.
     pub delivered: u32,
-    /// Of those, delivered with an ECN mark: always 0 (the engine has no ECN).
+    /// Of those, delivered by ACKs carrying ECE (Linux `delivered_ce`).
     pub delivered_ce: u32,
     /// Segments received carrying data.
     pub data_segs_in: u32,
@@ -219,6 +219,8 @@ impl Connection {
             CaState::Loss
         } else if self.rec.in_recovery {
             CaState::Recovery
+        } else if self.ecn_in_cwr() {
+            CaState::Cwr
         } else if self.rec.dupacks > 0 || !self.scoreboard.is_empty() {
             CaState::Disorder
         } else {
@@ -233,6 +235,12 @@ impl Connection {
         }
         if self.opts.peer_offered_ws.is_some() || self.opts.snd_wscale > 0 {
             options |= tcpi_opt::WSCALE;
+        }
+        if self.ecn_ok() {
+            options |= tcpi_opt::ECN;
+        }
+        if self.ecn.flags & ecn_flag::SEEN != 0 {
+            options |= tcpi_opt::ECN_SEEN;
         }
 
         let ssthresh = self.cc.ssthresh_bytes();
@@ -332,7 +340,7 @@ impl Connection {
             reordering: x.reordering,
             reord_seen: sat_u32(x.reordering_events),
             delivered: sat_u32(x.delivered_segments),
-            delivered_ce: 0,
+            delivered_ce: sat_u32(self.counters.delivered_ce_segments),
             data_segs_in: sat_u32(x.rx_data_segments),
             data_segs_out: sat_u32(x.tx_data_segments),
             last_data_recv_ms: sat_u32(now.saturating_sub(x.last_data_rx_ns) / NS_PER_MS),

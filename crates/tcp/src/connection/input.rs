@@ -3,6 +3,7 @@
 //! congestion control, fast retransmit, SACK scoreboard); the segment text and FIN are in
 //! `receive.rs`.
 
+use wire::Ecn;
 use wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
 
 use super::*;
@@ -23,7 +24,21 @@ impl Connection {
     /// of the peer's segments, not of the coalesced one, is what the receiver measures
     /// (`tcp_info`'s `rcv_mss`, the "full-sized segment" of the delayed-ACK rule; Linux
     /// `tcp_measure_rcv_mss` reads `gso_size`).
+    #[inline]
     pub fn handle_segment_gro(&mut self, now: u64, seg: &TcpRepr<'_>, gro_mss_bytes: u16) {
+        self.handle_segment_ecn(now, seg, gro_mss_bytes, Ecn::NotEct);
+    }
+
+    /// [`Connection::handle_segment_gro`] for a segment whose IP header carried the ECN
+    /// codepoint `ecn` (RFC 3168 §5): on an ECN connection a CE mark on data is echoed to
+    /// the peer (`ecn.rs`); elsewhere the codepoint is ignored.
+    pub fn handle_segment_ecn(
+        &mut self,
+        now: u64,
+        seg: &TcpRepr<'_>,
+        gro_mss_bytes: u16,
+        ecn: Ecn,
+    ) {
         self.counters.rx_segments += 1;
         if seg.dst_port != self.local_port || seg.src_port != self.remote_port {
             self.counters.rx_drop_wrong_port += 1;
@@ -34,7 +49,7 @@ impl Connection {
                 self.counters.rx_drop_closed += 1;
             }
             State::SynSent => self.rx_syn_sent(now, seg),
-            _ => self.rx_synchronized(now, seg, gro_mss_bytes),
+            _ => self.rx_synchronized(now, seg, gro_mss_bytes, ecn),
         }
     }
 
@@ -107,6 +122,7 @@ impl Connection {
             self.snd.nxt = ack;
             self.snd.wl2 = ack;
             self.on_syn_acked(now);
+            self.ecn_on_syn_ack(seg);
             self.state = State::Established;
             self.push_event(Event::Connected);
             if self.send_buf.free() > 0 {
@@ -150,7 +166,13 @@ impl Connection {
         }
     }
 
-    pub(super) fn rx_synchronized(&mut self, now: u64, seg: &TcpRepr<'_>, gro_mss_bytes: u16) {
+    pub(super) fn rx_synchronized(
+        &mut self,
+        now: u64,
+        seg: &TcpRepr<'_>,
+        gro_mss_bytes: u16,
+        ecn: Ecn,
+    ) {
         if self.state == State::SynReceived
             && seg.flags.contains(TcpFlags::SYN | TcpFlags::ACK)
             && seg.seq_number == self.rcv.irs
@@ -165,7 +187,7 @@ impl Connection {
                 flags: TcpFlags(seg.flags.0 & !TcpFlags::SYN.0),
                 ..*seg
             };
-            self.rx_synchronized_inner(now, &trimmed, gro_mss_bytes);
+            self.rx_synchronized_inner(now, &trimmed, gro_mss_bytes, ecn);
             if self.opts.sack_ok && self.state != State::Closed {
                 // RFC 2883 §4: the duplicate SYN is reported in a D-SACK block, in an ACK sent
                 // for it (Linux `tcp_send_dupack`; `fastopen/client/simultaneous-fast-open`).
@@ -174,7 +196,7 @@ impl Connection {
             }
             return;
         }
-        self.rx_synchronized_inner(now, seg, gro_mss_bytes)
+        self.rx_synchronized_inner(now, seg, gro_mss_bytes, ecn)
     }
 
     pub(super) fn rx_synchronized_inner(
@@ -182,6 +204,7 @@ impl Connection {
         now: u64,
         seg: &TcpRepr<'_>,
         gro_mss_bytes: u16,
+        ecn: Ecn,
     ) {
         let flags = seg.flags;
         let rst = flags.contains(TcpFlags::RST);
@@ -336,6 +359,9 @@ impl Connection {
         }
         // Seventh: segment text (RFC 9293 §3.10.7.4), eighth: FIN.
         self.rx_text_and_fin(now, seg, gro_mss_bytes);
+        if self.ecn.flags != 0 {
+            self.ecn_on_data(seg, ecn);
+        }
     }
 
     /// RFC 9293 §3.10.7.4 four-case acceptability test, against the window we advertised.
@@ -407,6 +433,10 @@ impl Connection {
     /// sender in the recorded round trip, or, in slow start, while cwnd is below twice the
     /// largest flight of that round trip.
     fn cwnd_may_grow(&self) -> bool {
+        if self.ecn_in_cwr() {
+            // Reducing after an ECN-Echo (Linux `tcp_cong_control`: reduce, do not grow).
+            return false;
+        }
         if !self.config.cwnd_growth_requires_limited || self.rec.cwnd_limited {
             return true;
         }
@@ -433,6 +463,9 @@ impl Connection {
         let prior_fack = self.highest_sacked();
         let sacked_new = self.opts.sack_ok && self.rx_sack_blocks(now, seg);
         let una_before = self.snd.una;
+        // RFC 3168 §6.1.2: an ECN-Echo starts the window reduction before this ACK's
+        // acknowledgment could grow cwnd.
+        let ece = self.ecn.flags != 0 && self.ecn_on_ack(now, seg, flight_before);
         // A cumulative ACK filling a hole of never-retransmitted data below the highest
         // SACKed sequence: reordering too (Linux `tcp_clean_rtx_queue`).
         let hole_reord = if self.opts.sack_ok && ack.gt(self.snd.una) && prior_fack.gt(self.snd.una)
@@ -600,13 +633,23 @@ impl Connection {
         {
             self.enter_recovery(now, mss, flight_before);
         }
-        self.count_delivered(now, una_before, reported_before, sacked_bytes_before);
-        if self.rec.in_recovery && self.opts.sack_ok && self.config.prr {
-            // RFC 6937 DeliveredData: the change in SND.UNA plus the change in SACKed bytes.
-            let delivered = fwd(una_before, self.snd.una)
+        let delivered_segs =
+            self.count_delivered(now, una_before, reported_before, sacked_bytes_before);
+        if ece {
+            self.counters.delivered_ce_segments += u64::from(delivered_segs);
+        }
+        // RFC 6937 DeliveredData: the change in SND.UNA plus the change in SACKed bytes.
+        let delivered = || {
+            fwd(una_before, self.snd.una)
                 .saturating_add(self.scoreboard.bytes())
-                .saturating_sub(sacked_bytes_before);
+                .saturating_sub(sacked_bytes_before)
+        };
+        if self.rec.in_recovery && self.opts.sack_ok && self.config.prr {
+            let delivered = delivered();
             self.prr_on_ack(mss, delivered, self.snd.una.gt(una_before));
+        } else if self.ecn_in_cwr() {
+            let delivered = delivered();
+            self.ecn_cwr_on_ack(delivered);
         }
         // RFC 9293 §3.10.7.4: window update when SND.WL1 < SEG.SEQ or
         // (SND.WL1 = SEG.SEQ and SND.WL2 ≤ SEG.ACK).
@@ -648,14 +691,14 @@ impl Connection {
 
     /// `tcpi_delivered` and the chronographs after an ACK: segments newly acknowledged
     /// (less what was SACKed before) and newly SACKed, each counted as `ceil(bytes / MSS)`;
-    /// a FIN acknowledged without data counts as one.
+    /// a FIN acknowledged without data counts as one. Returns the segments counted.
     fn count_delivered(
         &mut self,
         now: u64,
         una_before: SeqNumber,
         reported_before: u32,
         sacked_bytes_before: u32,
-    ) {
+    ) -> u32 {
         let mss = u32::from(self.eff_mss()).max(1);
         let mut acked = fwd(una_before, self.snd.una);
         let fin_now =
@@ -678,6 +721,7 @@ impl Connection {
             self.info_mut(now).delivered_segments += u64::from(segs);
         }
         self.chrono_on_ack(now, acked > 0);
+        segs
     }
 
     pub(super) fn rtt_sample_on_ack(&mut self, now: u64, seg: &TcpRepr<'_>, ack: SeqNumber) {

@@ -32,6 +32,7 @@ use crate::rtt::RttEstimator;
 mod chrono;
 mod counters;
 mod diag;
+mod ecn;
 mod fastopen;
 mod info;
 mod input;
@@ -56,7 +57,9 @@ pub(crate) use records::records_from_ends;
 pub use timers::{PATH_DOUBT_SYN_TIMEOUTS, PATH_DOUBT_TIMEOUTS};
 
 pub(crate) use chrono::InfoState;
-pub use tcb::{AppFlags, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps};
+pub use tcb::{
+    AppFlags, EcnState, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps, ecn_flag,
+};
 pub(crate) use tcb::{FastOpenRole, Output, rebase_instant};
 
 /// RFC 7323 §5.5: TS.Recent older than 24 days is invalid (the peer's clock may have wrapped).
@@ -298,6 +301,8 @@ pub struct Connection {
     pub(crate) snd: SendSeq,
     pub(crate) rcv: RecvSeq,
     pub(crate) opts: Options,
+    /// ECN (RFC 3168): negotiation, the echo owed, the sender's reduction (`ecn.rs`).
+    pub(crate) ecn: EcnState,
     pub(crate) local_port: u16,
     pub(crate) remote_port: u16,
     pub(crate) app: AppFlags,
@@ -397,6 +402,10 @@ impl Connection {
                 sack_ok: false,
                 peer_offered_ws: None,
             },
+            ecn: EcnState {
+                flags: 0,
+                cwr_end: iss,
+            },
             ts: Timestamps {
                 offset: ts_offset,
                 recent: 0,
@@ -481,6 +490,7 @@ impl Connection {
     ) -> Connection {
         let mut c = Connection::new(now, config, local_port, remote_port, iss, ts_offset);
         c.state = State::SynSent;
+        c.ecn_on_connect();
         c.opts.ts_ok = c.config.timestamps;
         c.opts.sack_ok = c.config.sack;
         c.opts.rcv_wscale = if c.config.window_scale {
@@ -512,6 +522,7 @@ impl Connection {
         c.rcv.adv = c.rcv.nxt;
         c.ts.last_ack_sent = c.rcv.nxt;
         c.negotiate_from_syn(now, syn, true);
+        c.ecn_on_syn_received(syn);
         // RFC 7323 §2.2: the window field of a SYN is never scaled.
         c.snd.wnd = u32::from(syn.window_len);
         c.snd.max_wnd = c.snd.wnd;

@@ -30,7 +30,25 @@ impl Connection {
     /// tail when Nagle would let it follow at once: `nodelay`, or the FIN queued).
     /// Retransmissions, probes and ACKs are never larger than one segment. `segments_max`
     /// of 0 or 1: no TSO.
+    ///
+    /// On an ECN connection the segment's IP codepoint is [`Connection::transmit_ecn`].
     pub fn poll_transmit_tso<'b>(
+        &mut self,
+        now: u64,
+        payload_buf: &'b mut [u8],
+        segments_max: u16,
+    ) -> Option<TcpRepr<'b>> {
+        if self.ecn.flags == 0 {
+            // No ECN asked for or negotiated: nothing to mark (the common case).
+            return self.poll_transmit_inner(now, payload_buf, segments_max);
+        }
+        self.ecn.flags &= !ecn_flag::TX_ECT;
+        let mut r = self.poll_transmit_inner(now, payload_buf, segments_max)?;
+        self.ecn_on_transmit(&mut r);
+        Some(r)
+    }
+
+    fn poll_transmit_inner<'b>(
         &mut self,
         now: u64,
         payload_buf: &'b mut [u8],
@@ -377,11 +395,15 @@ impl Connection {
         if !probe && end.gt(self.snd.max) {
             self.note_flight(end);
         }
-        if self.rec.in_recovery {
+        if self.rec.in_recovery || self.ecn_in_cwr() {
             self.rec.prr_out_bytes = self
                 .rec
                 .prr_out_bytes
                 .saturating_add(end.diff(seq).max(0) as u32);
+        }
+        if n > 0 && !is_rtx && !probe && self.ecn_ok() {
+            // RFC 3168 §6.1.5/§6.1.6: only new data is ECN-capable.
+            self.ecn_on_new_data(&mut r);
         }
         if end.gt(self.snd.max) {
             // RFC 8985 §7.2: a new transmission reschedules the probe timeout (rearmed once

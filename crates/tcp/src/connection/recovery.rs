@@ -129,13 +129,18 @@ impl Connection {
     pub(super) fn enter_recovery(&mut self, now: u64, mss: u32, flight: u32) {
         self.rec.recover = self.snd.max;
         // RFC 6675 §5 step (4.2): cwnd = ssthresh, the pipe governing sending; without SACK
-        // RFC 5681 §3.2 step 3: cwnd = ssthresh + 3*SMSS.
-        self.cc.enter_recovery(now, flight, mss, self.opts.sack_ok);
+        // RFC 5681 §3.2 step 3: cwnd = ssthresh + 3*SMSS. Inside an ECN reduction ssthresh
+        // was set for this window already (RFC 3168 §6.1.2), and PRR continues its episode.
+        if self.ecn_on_loss_reduction() {
+            self.cc.enter_recovery_reduced(mss, self.opts.sack_ok);
+        } else {
+            self.cc.enter_recovery(now, flight, mss, self.opts.sack_ok);
+            self.rec.prr_delivered_bytes = 0;
+            self.rec.prr_out_bytes = 0;
+            self.rec.prr_recover_fs_bytes = flight;
+        }
         self.rec.high_rxt = self.snd.una;
         self.rec.in_recovery = true;
-        self.rec.prr_delivered_bytes = 0;
-        self.rec.prr_out_bytes = 0;
-        self.rec.prr_recover_fs_bytes = flight;
         if self.opts.sack_ok && self.config.prr {
             // RFC 6937: until an ACK reports delivery, PRR allows only the fast
             // retransmission (sent whatever the pipe); the ACK that started recovery, if one

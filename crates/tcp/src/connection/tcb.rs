@@ -93,6 +93,44 @@ pub struct Options {
     pub peer_offered_ws: Option<u8>,
 }
 
+/// ECN state (RFC 3168 §6.1): what was negotiated, what the receiver owes its peer and
+/// where the sender's window reduction stands. Eight bytes.
+///
+/// Invariants: no bit but [`ecn_flag::REQUESTED`] is set unless [`ecn_flag::OK`] is (and
+/// `REQUESTED` only before the handshake completes); `IN_CWR` implies the connection is not
+/// in loss recovery; `cwr_end` means something only while `IN_CWR` is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EcnState {
+    /// [`ecn_flag`] bits.
+    pub flags: u8,
+    /// SND.MAX when the sender entered its ECN window reduction (Linux `high_seq`): once
+    /// SND.UNA reaches it the reduction is over (one reduction per window of data, §6.1.2).
+    pub cwr_end: SeqNumber,
+}
+
+/// The bits of [`EcnState::flags`].
+pub mod ecn_flag {
+    /// ECN negotiated: both SYNs agreed (RFC 3168 §6.1.1).
+    pub const OK: u8 = 1;
+    /// Data arrived with an ECT or CE codepoint (`TCPI_OPT_ECN_SEEN`).
+    pub const SEEN: u8 = 2;
+    /// Receiver: a CE codepoint arrived; every segment carries ECE until a CWR arrives
+    /// (Linux `TCP_ECN_DEMAND_CWR`).
+    pub const DEMAND_CWR: u8 = 4;
+    /// Sender: the window was reduced; the next new data segment carries CWR (Linux
+    /// `TCP_ECN_QUEUE_CWR`).
+    pub const QUEUE_CWR: u8 = 8;
+    /// Sender: reducing the window after an ECN-Echo until SND.UNA reaches `cwr_end`
+    /// (Linux's `TCP_CA_CWR` state).
+    pub const IN_CWR: u8 = 16;
+    /// Output: the segment `poll_transmit` returned last leaves with ECT(0). Not carried by a
+    /// snapshot.
+    pub const TX_ECT: u8 = 32;
+    /// Active open: our first SYN asks for ECN (ECE and CWR set); cleared once the SYN-ACK
+    /// answers or the SYN is retransmitted (Linux `tcp_ecn_clear_syn`).
+    pub const REQUESTED: u8 = 64;
+}
+
 /// Timestamp option state (RFC 7323 §4, §5).
 ///
 /// Invariants: our clock is `now / 1 ms + offset` (wrapping); `recent_age_ns` is an instant

@@ -117,7 +117,7 @@ fn layout_lists_disjoint_parts_inside_the_tcb() {
 }
 
 /// The engine's groups, which every segment touches (see [`Connection`]'s list).
-const HOT_PARTS: [&str; 14] = [
+const HOT_PARTS: [&str; 15] = [
     "cc",
     "rtt",
     "timers",
@@ -127,6 +127,7 @@ const HOT_PARTS: [&str; 14] = [
     "snd",
     "rcv",
     "opts",
+    "ecn",
     "local_port",
     "remote_port",
     "app",
