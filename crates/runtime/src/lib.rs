@@ -543,6 +543,8 @@ where
         stack_cfg.rss = Some(RssConfig {
             hasher: cfg.hasher.clone(),
             home: Some((sw_reta.clone(), shard)),
+            // The default key is public: the stack indexes its table by its own keyed hash.
+            key_is_secret: false,
         });
         stack_cfg.secret = [cfg.seed ^ 0x5eed_0000_0000_0001, (i as u64) << 32 | 0x5eed];
         // TSO wherever asked (the device segments, or the NIC model in software); partial

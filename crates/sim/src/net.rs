@@ -197,6 +197,8 @@ impl<A: App> ShardedHost<A> {
             stack_cfg.rss = Some(RssConfig {
                 hasher: cfg.hasher.clone(),
                 home: Some((reta.clone(), shard)),
+                // The default key is public: the stack indexes its table by its own keyed hash.
+                key_is_secret: false,
             });
             stack_cfg.secret[1] ^= u64::from(shard) << 32;
             let mut nic = Nic::new(NicConfig {

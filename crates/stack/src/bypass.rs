@@ -433,7 +433,7 @@ impl TcpCx<'_> {
         let was_in_table = std::mem::replace(&mut b.in_table, false);
         let app_closed = b.app_closed;
         if was_in_table {
-            self.tcp.conns.remove(&key);
+            self.tcp.conns.remove(key.table_hash, i);
             self.tcp.moved -= 1;
         }
         if app_closed {

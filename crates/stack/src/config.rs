@@ -295,6 +295,14 @@ pub struct RssConfig {
     pub hasher: rss::RssHasher,
     /// This shard's RETA and queue: active opens pick source ports whose replies land here.
     pub home: Option<(rss::Reta, u16)>,
+    /// True when the driver drew the key at random for this host and never discloses it.
+    /// Only then does the connection table index connections by the carried hash alone
+    /// (hash once): the Toeplitz hash is linear, so under a known key (the default, the
+    /// symmetric one) a peer with enough source addresses and ports can make tuples that
+    /// share a hash and pile them into one run of the table. With `false` the table indexes
+    /// by the stack's keyed software hash (one more hash per segment); the carried hash
+    /// still gives the RETA bucket.
+    pub key_is_secret: bool,
 }
 
 impl InterfaceConfig {

@@ -24,10 +24,14 @@
 //!
 //! # Decisions
 //!
-//! - **Hash once** (principle 4): with [`RssConfig`] the connection table trusts the carried
-//!   hash as the table hash and computes the same Toeplitz hash only for connections it opens;
-//!   without it, the stack hashes tuples itself and ignores carried hashes. Active opens pick
-//!   source ports whose replies hash back to this shard when a home queue is configured.
+//! - **Hash once** (principle 4), where it is safe: with [`RssConfig`] a connection's flow
+//!   hash (its RETA bucket) is the carried hash, and the stack computes the same Toeplitz hash
+//!   only for connections it opens. The connection table is indexed by that hash only when
+//!   the driver declares the key secret ([`RssConfig::key_is_secret`]); under a known key (the
+//!   default, the symmetric one) a peer could pick tuples that share a Toeplitz hash, so the
+//!   table is indexed by the stack's keyed software hash of the tuple instead. Without an RSS
+//!   key the stack hashes tuples itself and ignores carried hashes. Active opens pick source
+//!   ports whose replies hash back to this shard when a home queue is configured.
 //! - **IPv4 output** fragments datagrams that exceed the MTU unless DF is set; TCP always
 //!   sets DF and clamps its MSS to the MTU. **IPv6 output** fragments at the source.
 //! - **Reassembly** (both families): bounded datagrams, bytes and time; any overlap drops the
@@ -60,6 +64,7 @@
 
 pub mod bypass;
 pub mod config;
+mod conn_table;
 pub mod counters;
 mod egress;
 mod icmp;

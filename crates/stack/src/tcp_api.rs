@@ -292,6 +292,12 @@ impl Stack {
         self.tcp_view().0.tw_heap_bytes()
     }
 
+    /// Heap bytes the connection table's index holds (8 bytes an entry, spare capacity
+    /// included; the keys live in the socket slots).
+    pub fn tcp_conn_table_heap_bytes(&self) -> usize {
+        self.tcp_view().0.conns.heap_bytes()
+    }
+
     /// Connections opened from our listeners that `source` holds (slots not yet freed), as
     /// the per-source share (`Limits::tcp_source_share_pct`) counts them.
     pub fn tcp_source_connections(&self, source: IpAddr) -> u32 {
@@ -442,17 +448,17 @@ impl TcpCx<'_> {
             .select_source(remote.ip())
             .ok_or(SocketError::NoRoute)?;
         let tcp = &*self.tcp;
-        let in_use = |p: u16| {
+        let in_use = |sockets: &Sockets, p: u16| {
             let t = FourTuple {
                 local: SocketAddr::new(local_ip, p),
                 remote,
             };
             // A 4-tuple in TIME-WAIT is in use too (RFC 9293 §3.6).
             let key = tcp.flow_key(t, None);
-            tcp.conns.contains_key(&key) || tcp.tw_find(&key).is_some()
+            tcp.holds(sockets, &key) || tcp.tw_find(&key).is_some()
         };
         let port = if local_port != 0 {
-            if in_use(local_port) {
+            if in_use(self.sockets, local_port) {
                 return Err(SocketError::AddrInUse);
             }
             local_port
@@ -489,7 +495,7 @@ impl TcpCx<'_> {
             ext: None,
         };
         let h = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock)))?;
-        self.tcp.conns.insert(key, h.index as usize);
+        self.tcp.conns.insert(key.table_hash, h.index as usize);
         self.tcp.dirty.insert(h.index as usize);
         Ok(h)
     }
@@ -699,7 +705,7 @@ fn pick_connect_port(
     sockets: &mut Sockets,
     local_ip: IpAddr,
     remote: SocketAddr,
-    in_use: impl Fn(u16) -> bool,
+    in_use: impl Fn(&Sockets, u16) -> bool,
 ) -> Result<u16, SocketError> {
     if let Some(rss) = &cfg.rss {
         if let Some((reta, queue)) = home {
@@ -711,13 +717,14 @@ fn pick_connect_port(
                 range: EPHEMERAL_FIRST..=EPHEMERAL_LAST,
                 start_hint: sockets.next_ephemeral(),
             };
-            let port = rss::pick_source_port(&query, reta, &rss.hasher, &in_use)
+            let taken: &Sockets = sockets;
+            let port = rss::pick_source_port(&query, reta, &rss.hasher, |p| in_use(taken, p))
                 .ok_or(SocketError::NoFreePort)?;
             sockets.ephemeral_taken(port);
             return Ok(port);
         }
     }
     sockets
-        .pick_ephemeral(|_, p| !in_use(p))
+        .pick_ephemeral(|s, p| !in_use(s, p))
         .ok_or(SocketError::NoFreePort)
 }

@@ -127,7 +127,7 @@ impl TcpCx<'_> {
         decision: SynDecision,
         syn_data_bytes: usize,
     ) {
-        let Some(&ci) = self.tcp.conns.get(key) else {
+        let Some(ci) = self.tcp.lookup(self.sockets, key) else {
             return;
         };
         let Some(c) = self.conn_mut(ci) else {

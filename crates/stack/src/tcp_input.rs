@@ -114,7 +114,7 @@ impl TcpCx<'_> {
             remote: SocketAddr::new(meta.src, seg.src_port),
         };
         let key = self.tcp.flow_key(tuple, hash);
-        if let Some(&i) = self.tcp.conns.get(&key) {
+        if let Some(i) = self.tcp.lookup(self.sockets, &key) {
             let mut synack = None;
             if let Some(c) = self.conn_mut(i) {
                 c.last_rx_ns = now;
@@ -224,7 +224,7 @@ impl TcpCx<'_> {
         // drops the marker at once).
         debug_assert!(self.tcp.timers.get(i).is_none_or(|t| t == expires_ns));
         self.tcp.timers.remove(i);
-        self.tcp.conns.remove(&key);
+        self.tcp.conns.remove(key.table_hash, i);
         self.tcp.moved -= 1;
         self.free_slot(i);
     }
@@ -389,7 +389,7 @@ impl TcpCx<'_> {
             .entry(key.tuple.remote.ip())
             .or_insert(0) += 1;
         let ci = h.index as usize;
-        self.tcp.conns.insert(key, ci);
+        self.tcp.conns.insert(key.table_hash, ci);
         if let Some(l) = self.listener_mut(li) {
             l.pending.push_back(ci);
         }
@@ -494,7 +494,7 @@ impl TcpCx<'_> {
         mtu: u32,
     ) -> bool {
         let key = self.tcp.flow_key(FourTuple { local, remote }, None);
-        let Some(&i) = self.tcp.conns.get(&key) else {
+        let Some(i) = self.tcp.lookup(self.sockets, &key) else {
             return false;
         };
         let Some(c) = self.conn_mut(i) else {
@@ -533,7 +533,7 @@ impl TcpCx<'_> {
         hard: bool,
     ) -> bool {
         let key = self.tcp.flow_key(FourTuple { local, remote }, None);
-        let Some(&i) = self.tcp.conns.get(&key) else {
+        let Some(i) = self.tcp.lookup(self.sockets, &key) else {
             return false;
         };
         let Some(c) = self.conn_mut(i) else {
@@ -714,7 +714,7 @@ impl TcpCx<'_> {
         c.in_table = false;
         self.tcp_rearm(i);
         if was_in_table {
-            self.tcp.conns.remove(&key);
+            self.tcp.conns.remove(key.table_hash, i);
             self.tcp.counters.tcp_connections_closed += 1;
         }
         if let Some(li) = parent {

@@ -14,7 +14,7 @@ use crate::socket::{Readiness, SocketError, SocketHandle};
 use crate::sockets::Socket;
 use crate::stack::Stack;
 use crate::tcp_input::TcpCx;
-use crate::tcp_sockets::{ConnSock, FourTuple, MovedMarker, TcpState};
+use crate::tcp_sockets::{ConnSock, FourTuple, MovedMarker, TcpState, slot_key};
 
 /// What moving one connection of a bucket would take, by the connection's situation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,26 +66,21 @@ impl Stack {
     pub fn tcp_bucket_conns(&self, reta_entries: usize, bucket: usize, out: &mut Vec<BucketConn>) {
         let mask = reta_entries.max(1).next_power_of_two() - 1;
         let (tcp, sockets) = self.tcp_view();
-        let start = out.len();
-        for (key, &i) in &tcp.conns {
-            if (key.hash as usize) & mask != bucket {
-                continue;
-            }
-            if let Some(class) = tcp.move_class(sockets, i) {
+        // Slot order, not the table's.
+        let mut slots: Vec<usize> = tcp
+            .conns
+            .slots()
+            .filter(|&i| slot_key(sockets, i).is_some_and(|k| (k.hash as usize) & mask == bucket))
+            .collect();
+        slots.sort_unstable();
+        for i in slots {
+            if let (Some(key), Some(class)) = (slot_key(sockets, i), tcp.move_class(sockets, i)) {
                 out.push(BucketConn {
                     tuple: key.tuple,
                     class,
                 });
             }
         }
-        // Slot order, not the hash map's.
-        out[start..].sort_by_key(|c| {
-            let (tcp, _) = self.tcp_view();
-            tcp.conns
-                .get(&tcp.flow_key(c.tuple, None))
-                .copied()
-                .unwrap_or(usize::MAX)
-        });
         // Then the TIME-WAIT records (no slot: in their tables' order), which move as
         // connections the application closed.
         let tw4 = tcp.tw4.iter().map(|(_, r)| r.tuple());
@@ -103,9 +98,9 @@ impl Stack {
     /// The RETA entry (of `reta_entries`, a power of two) `tuple`'s flow hash falls in, if
     /// `tuple` has a connection or marker here.
     pub fn tcp_flow_bucket(&self, tuple: FourTuple, reta_entries: usize) -> Option<u16> {
-        let (tcp, _) = self.tcp_view();
+        let (tcp, sockets) = self.tcp_view();
         let key = tcp.flow_key(tuple, None);
-        if !tcp.conns.contains_key(&key) {
+        if !tcp.holds(sockets, &key) {
             tcp.tw_find(&key)?;
         }
         let mask = reta_entries.max(1).next_power_of_two() - 1;
@@ -116,12 +111,10 @@ impl Stack {
     /// in no particular order: for checkers that a connection lives in one place only.
     pub fn tcp_live_tuples(&self, out: &mut Vec<FourTuple>) {
         let (tcp, sockets) = self.tcp_view();
-        out.extend(
-            tcp.conns
-                .iter()
-                .filter(|&(_, &i)| matches!(sockets.get(i), Some(Socket::Tcp(TcpState::Conn(_)))))
-                .map(|(k, _)| k.tuple),
-        );
+        out.extend(tcp.conns.slots().filter_map(|i| match sockets.get(i) {
+            Some(Socket::Tcp(TcpState::Conn(c))) => Some(c.key.tuple),
+            _ => None,
+        }));
         out.extend(tcp.tw4.iter().map(|(_, r)| r.tuple()));
         out.extend(tcp.tw6.iter().map(|(_, r)| r.tuple()));
     }
@@ -130,7 +123,7 @@ impl Stack {
     pub fn tcp_move_class(&self, tuple: FourTuple) -> Option<MoveClass> {
         let (tcp, sockets) = self.tcp_view();
         let key = tcp.flow_key(tuple, None);
-        let Some(&i) = tcp.conns.get(&key) else {
+        let Some(i) = tcp.lookup(sockets, &key) else {
             // A TIME-WAIT record moves as a connection the application closed.
             return tcp.tw_find(&key).map(|_| MoveClass::Orphan);
         };
@@ -148,14 +141,17 @@ impl Stack {
     ) -> Result<(tcp::ConnectionSnapshot, Unowned), SocketError> {
         let mut cx = self.tcp_cx();
         let key = cx.tcp.flow_key(tuple, None);
-        if !cx.tcp.conns.contains_key(&key) {
+        if !cx.tcp.holds(cx.sockets, &key) {
             let snapshot = cx
                 .tcp_time_wait_export(now, &key)
                 .ok_or(SocketError::InvalidState)??;
             cx.tcp.counters.tcp_unowned_exported += 1;
             return Ok((snapshot, Unowned::Orphan));
         }
-        let &i = cx.tcp.conns.get(&key).ok_or(SocketError::InvalidState)?;
+        let i = cx
+            .tcp
+            .lookup(cx.sockets, &key)
+            .ok_or(SocketError::InvalidState)?;
         let kind = match cx.tcp.move_class(cx.sockets, i) {
             Some(MoveClass::Backlog) => Unowned::Backlog,
             Some(MoveClass::Orphan) => Unowned::Orphan,
@@ -228,7 +224,7 @@ impl Stack {
             return Ok(());
         }
         let key = cx.tcp.flow_key(tuple, None);
-        if cx.tcp.conns.contains_key(&key) {
+        if cx.tcp.holds(cx.sockets, &key) {
             return Err(SocketError::AddrInUse);
         }
         if let Some(pos) = cx.tcp.tw_find(&key) {
@@ -245,7 +241,7 @@ impl Stack {
         });
         let h = cx.sockets.alloc(Socket::Tcp(marker))?;
         let i = h.index as usize;
-        cx.tcp.conns.insert(key, i);
+        cx.tcp.conns.insert(key.table_hash, i);
         cx.tcp.moved += 1;
         cx.tcp.timers.insert(i, expires_ns);
         cx.tcp.counters.tcp_forward_markers_set += 1;
@@ -409,7 +405,7 @@ impl TcpCx<'_> {
         let errors_queued = ext.as_ref().is_some_and(|e| e.has_queued());
         let key = self.tcp.flow_key(tuple, None);
         let marker = self.tcp.moved_slot(self.sockets, tuple);
-        if marker.is_none() && self.tcp.conns.contains_key(&key) {
+        if marker.is_none() && self.tcp.holds(self.sockets, &key) {
             return Err(SocketError::AddrInUse);
         }
         let conn = tcp::Connection::import(now, snapshot).map_err(|_| SocketError::InvalidState)?;
@@ -457,7 +453,7 @@ impl TcpCx<'_> {
             None => self.sockets.alloc(socket)?,
         };
         let i = h.index as usize;
-        self.tcp.conns.insert(key, i);
+        self.tcp.conns.insert(key.table_hash, i);
         self.tcp_after_input(i);
         let mut ready = Readiness::WRITABLE;
         if readable {

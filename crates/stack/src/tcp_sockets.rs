@@ -4,8 +4,9 @@
 //! `tcp_api` (the application calls).
 //!
 //! Responsibilities of the part:
-//! - the connection table, keyed by 4-tuple and hashed with the RSS hash the NIC carried
-//!   (DESIGN principle 4, "hash once");
+//! - the connection table (`conn_table`: 8-byte entries of hash and slot, the 4-tuple compared
+//!   in the slot), indexed by the RSS hash the NIC carried when the key is secret (DESIGN
+//!   principle 4, "hash once"), else by the stack's keyed hash of the tuple;
 //! - input: moved marker (drop or forward, never RST) → connection, else listener (SYN → new
 //!   child), else RST;
 //! - output: connections with possible output sit in a dirty set (ordered, so output order is
@@ -20,7 +21,6 @@
 //! application calls `close`; a connection the application already closed, or a child never
 //! accepted, frees its slot at that moment.
 
-use core::hash::{BuildHasherDefault, Hash, Hasher};
 use core::net::{IpAddr, SocketAddr};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -31,6 +31,7 @@ use tcp::{Connection, Event, State};
 use wire::{SeqNumber, TcpRepr};
 
 use crate::config::StackConfig;
+use crate::conn_table::ConnTable;
 use crate::counters::Counters;
 use crate::index_set::IndexSet;
 use crate::socket::{Readiness, SocketError, SocketHandle};
@@ -44,41 +45,20 @@ pub struct FourTuple {
     pub remote: SocketAddr,
 }
 
-/// The connection-table key: the 4-tuple plus its flow hash.
+/// The connection-table key: the 4-tuple plus its two hashes.
 ///
-/// Invariant: `hash` is a function of `tuple` alone (the RSS Toeplitz hash of the *incoming*
-/// direction under the configured key, or the software hash when no RSS key is configured),
-/// so equal tuples always carry equal hashes and `Hash` may look at `hash` only.
+/// Invariants: `hash` and `table_hash` are functions of `tuple` alone (for a given stack), so
+/// equal tuples always carry equal hashes. `hash` is the flow hash RETA buckets are taken
+/// from: the RSS Toeplitz hash of the *incoming* direction under the configured key, or the
+/// software hash when no RSS key is configured. `table_hash` indexes the connection table and
+/// the TIME-WAIT index: `hash` itself where a peer cannot aim tuples at one bucket with it (no
+/// RSS key, so `hash` is the keyed software hash; or a key the driver declared secret,
+/// [`crate::RssConfig::key_is_secret`]: hash once), else the keyed software hash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FlowKey {
     pub(crate) hash: u32,
+    pub(crate) table_hash: u32,
     pub(crate) tuple: FourTuple,
-}
-
-impl Hash for FlowKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u32(self.hash);
-    }
-}
-
-/// Passes a precomputed 32-bit flow hash through, spread over 64 bits (Fibonacci hashing),
-/// so the table never hashes the tuple a second time.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct FlowHasher(u64);
-
-impl Hasher for FlowHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u32` is used by `FlowKey`; fold anything else in, to stay correct.
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.0 = u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(v);
-    }
 }
 
 /// Software flow hash (FNV-1a over the incoming direction's tuple, seeded with a per-stack
@@ -296,7 +276,9 @@ impl TcpState {
 
 /// Listeners and the connection table.
 pub(crate) struct TcpTable {
-    pub(crate) conns: HashMap<FlowKey, usize, BuildHasherDefault<FlowHasher>>,
+    /// The connection table: every connection in it (`ConnSock::in_table`) and every moved
+    /// marker, by [`FlowKey::table_hash`], the key compared in the slot (`conn_table`).
+    pub(crate) conns: ConnTable,
     /// Connections that may have output, by slot index (ordered: deterministic output; a
     /// bitmap, O(1) insert and remove per segment).
     pub(crate) dirty: IndexSet,
@@ -325,6 +307,10 @@ pub(crate) struct TcpTable {
     pub(crate) hash_seed: u32,
     /// `cfg.rss.is_some()`, copied (read per segment by `flow_key`).
     pub(crate) rss_on: bool,
+    /// True when [`FlowKey::table_hash`] is the flow hash itself (no RSS key, or a secret
+    /// one); false when it is the keyed software hash (a well-known or symmetric RSS key,
+    /// which a peer could aim at one bucket).
+    pub(crate) table_by_flow_hash: bool,
     /// Moved markers among `conns` (so `conns.len() - moved` connections are live).
     pub(crate) moved: usize,
     /// Frames caught mid-move, oldest first: (destination, frame, carried RSS hash).
@@ -387,7 +373,7 @@ impl TcpTable {
     pub(crate) fn new(cfg: Arc<StackConfig>) -> TcpTable {
         let secret = cfg.secret;
         TcpTable {
-            conns: HashMap::default(),
+            conns: ConnTable::default(),
             dirty: IndexSet::new(),
             flush_cursor: 0,
             timers: TimerWheel::new(),
@@ -415,6 +401,7 @@ impl TcpTable {
             ),
             hash_seed: (secret[0] ^ secret[1].rotate_left(32)) as u32,
             rss_on: cfg.rss.is_some(),
+            table_by_flow_hash: cfg.rss.as_ref().is_none_or(|r| r.key_is_secret),
             moved: 0,
             forward: VecDeque::new(),
             bypass_ops: VecDeque::new(),
@@ -468,9 +455,7 @@ impl TcpTable {
     /// per removal).
     pub(crate) fn shrink_tables(&mut self) {
         const MIN: usize = 64;
-        if self.conns.capacity() > MIN && self.conns.len() * 8 <= self.conns.capacity() {
-            self.conns.shrink_to(self.conns.len() * 2);
-        }
+        self.conns.shrink();
         if self.per_source.capacity() > MIN
             && self.per_source.len() * 8 <= self.per_source.capacity()
         {
@@ -555,7 +540,29 @@ impl TcpTable {
             (true, None) => rss_flow_hash(&self.cfg, self.hash_seed, &tuple),
             (false, _) => software_hash(self.hash_seed, &tuple),
         };
-        FlowKey { hash, tuple }
+        let table_hash = if self.table_by_flow_hash {
+            hash
+        } else {
+            software_hash(self.hash_seed, &tuple)
+        };
+        FlowKey {
+            hash,
+            table_hash,
+            tuple,
+        }
+    }
+
+    /// The slot the connection table holds for `key` (a connection or a moved marker).
+    #[inline(always)]
+    pub(crate) fn lookup(&self, sockets: &Sockets, key: &FlowKey) -> Option<usize> {
+        self.conns.get(key.table_hash, |i| {
+            slot_key(sockets, i).is_some_and(|k| k.tuple == key.tuple)
+        })
+    }
+
+    /// True when the connection table holds `key`.
+    pub(crate) fn holds(&self, sockets: &Sockets, key: &FlowKey) -> bool {
+        self.lookup(sockets, key).is_some()
     }
 
     /// The TCP configuration for a connection over `family`, its MSS clamped to the MTU
@@ -648,7 +655,7 @@ impl TcpTable {
     /// The slot of the moved marker for `tuple`, if there is one.
     pub(crate) fn moved_slot(&self, sockets: &Sockets, tuple: FourTuple) -> Option<usize> {
         let key = self.flow_key(tuple, None);
-        let &i = self.conns.get(&key)?;
+        let i = self.lookup(sockets, &key)?;
         match sockets.get(i) {
             Some(Socket::Tcp(TcpState::Moved(_))) => Some(i),
             _ => None,
@@ -815,6 +822,17 @@ impl TcpTable {
             }
         }
         total
+    }
+}
+
+/// The key of the connection or moved marker in slot `i` (the connection table compares a
+/// key with its tuple).
+#[inline(always)]
+pub(crate) fn slot_key(sockets: &Sockets, i: usize) -> Option<&FlowKey> {
+    match sockets.get(i) {
+        Some(Socket::Tcp(TcpState::Conn(c))) => Some(&c.key),
+        Some(Socket::Tcp(TcpState::Moved(m))) => Some(&m.key),
+        _ => None,
     }
 }
 

@@ -40,9 +40,9 @@ impl TcpTable {
     #[inline]
     pub(crate) fn tw_find(&self, key: &FlowKey) -> Option<TwPos> {
         if key.tuple.local.is_ipv4() {
-            self.tw4.find(key.hash, &key.tuple).map(TwPos::V4)
+            self.tw4.find(key.table_hash, &key.tuple).map(TwPos::V4)
         } else {
-            self.tw6.find(key.hash, &key.tuple).map(TwPos::V6)
+            self.tw6.find(key.table_hash, &key.tuple).map(TwPos::V6)
         }
     }
 
@@ -90,8 +90,8 @@ impl TcpTable {
 
     /// Removes the record at `pos`; its 4-tuple, record and expiry.
     pub(crate) fn tw_remove(&mut self, pos: TwPos) -> (FourTuple, TimeWait, u64) {
-        let (cfg, seed, rss_on) = (&*self.cfg, self.hash_seed, self.rss_on);
-        let h = |t: &FourTuple| flow_hash_no_carry(cfg, seed, rss_on, t);
+        let (cfg, seed, by_flow) = (&*self.cfg, self.hash_seed, self.table_by_flow_hash);
+        let h = |t: &FourTuple| table_hash_no_carry(cfg, seed, by_flow, t);
         match pos {
             TwPos::V4(p) => {
                 let r = self.tw4.remove(p, &h);
@@ -126,12 +126,14 @@ impl TcpTable {
             self.counters.tcp_connections_closed += 1;
             return false;
         }
-        let (cfg, seed, rss_on) = (&*self.cfg, self.hash_seed, self.rss_on);
-        let h = |t: &FourTuple| flow_hash_no_carry(cfg, seed, rss_on, t);
+        let (cfg, seed, by_flow) = (&*self.cfg, self.hash_seed, self.table_by_flow_hash);
+        let h = |t: &FourTuple| table_hash_no_carry(cfg, seed, by_flow, t);
         let kept = if key.tuple.local.is_ipv4() {
-            self.tw4.insert(key.hash, &key.tuple, tw, expiry_ns, &h)
+            self.tw4
+                .insert(key.table_hash, &key.tuple, tw, expiry_ns, &h)
         } else {
-            self.tw6.insert(key.hash, &key.tuple, tw, expiry_ns, &h)
+            self.tw6
+                .insert(key.table_hash, &key.tuple, tw, expiry_ns, &h)
         };
         kept.is_some()
     }
@@ -142,15 +144,16 @@ impl TcpTable {
     }
 }
 
-/// [`TcpTable::flow_key`]'s hash with no carried hash, from the parts it reads (so a table
-/// borrowed mutably can still hash).
-fn flow_hash_no_carry(
+/// [`TcpTable::flow_key`]'s table hash with no carried hash, from the parts it reads (so a
+/// table borrowed mutably can still hash): the flow hash where the table is indexed by it,
+/// else the keyed software hash.
+fn table_hash_no_carry(
     cfg: &crate::config::StackConfig,
     seed: u32,
-    rss_on: bool,
+    by_flow_hash: bool,
     t: &FourTuple,
 ) -> u32 {
-    if rss_on {
+    if by_flow_hash && cfg.rss.is_some() {
         rss_flow_hash(cfg, seed, t)
     } else {
         software_hash(seed, t)
@@ -174,7 +177,7 @@ impl TcpCx<'_> {
         let key = c.key;
         c.in_table = false;
         self.tcp_rearm(i);
-        self.tcp.conns.remove(&key);
+        self.tcp.conns.remove(key.table_hash, i);
         self.tcp.dirty.remove(i);
         if self.tcp.tw_insert(&key, tw, expiry_ns) {
             self.tcp.counters.tcp_time_wait_records += 1;
@@ -300,7 +303,7 @@ impl TcpCx<'_> {
         };
         self.tcp.tw_remove(pos);
         let i = h.index as usize;
-        self.tcp.conns.insert(*key, i);
+        self.tcp.conns.insert(key.table_hash, i);
         self.tcp.moved += 1;
         self.tcp.timers.insert(i, expires_ns);
         self.tcp.counters.tcp_connections_exported += 1;

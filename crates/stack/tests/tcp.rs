@@ -194,13 +194,16 @@ fn tcp_listen_port_conflict_and_close_aborts_unaccepted_children() {
     assert_eq!(p.a.tcp_recv(c, &mut [0u8; 1]), Err(SocketError::Reset));
 }
 
-#[test]
-fn connection_table_uses_the_carried_rss_hash() {
+/// Sends "one" with the hash a NIC would carry, then "two" with a wrong carried hash, to the
+/// server of a pair whose server has an RSS key (`key_is_secret` as given); returns what the
+/// server read and how many stray segments met its listener.
+fn carried_hash_exchange(key_is_secret: bool) -> (Vec<u8>, u64) {
     let hasher = rss::RssHasher::default();
     let mut cb = config_b();
     cb.rss = Some(stack::RssConfig {
         hasher: hasher.clone(),
         home: None,
+        key_is_secret,
     });
     let mut p = Pair::with(config_a(), cb);
     let (c, s) = establish(&mut p, v4(IP_B, 80));
@@ -224,8 +227,9 @@ fn connection_table_uses_the_carried_rss_hash() {
             ..RxMeta::NONE
         },
     );
-    assert_eq!(read_all(&mut p.b, s), b"one");
-    // ... and the table trusts the carried hash: a wrong one misses it (and draws a RST).
+    let mut read = read_all(&mut p.b, s);
+    assert_eq!(read, b"one");
+    // ... and then a segment carrying a wrong hash.
     p.advance(MS);
     p.a.tcp_send(c, b"two").unwrap();
     let f = p.a.poll_transmit(p.now).expect("segment");
@@ -238,12 +242,27 @@ fn connection_table_uses_the_carried_rss_hash() {
             ..RxMeta::NONE
         },
     );
-    // It missed the table and met the listener as a stray ACK (RST, RFC 9293 §3.10.7.2).
-    assert_eq!(
-        p.b.counters().tcp_listen_bad_segment,
-        before.tcp_listen_bad_segment + 1
-    );
-    assert_eq!(read_all(&mut p.b, s), b"");
+    read.extend(read_all(&mut p.b, s));
+    let strays = p.b.counters().tcp_listen_bad_segment - before.tcp_listen_bad_segment;
+    (read, strays)
+}
+
+#[test]
+fn connection_table_uses_the_carried_rss_hash_when_the_key_is_secret() {
+    // The table trusts the carried hash (hash once): a wrong one misses the connection and
+    // meets the listener as a stray ACK (RST, RFC 9293 §3.10.7.2).
+    let (read, strays) = carried_hash_exchange(true);
+    assert_eq!(read, b"one");
+    assert_eq!(strays, 1);
+}
+
+#[test]
+fn connection_table_hashes_tuples_itself_under_a_public_rss_key() {
+    // Under the well-known default key a peer could aim tuples at one bucket, so the table
+    // indexes by the stack's keyed hash of the tuple: the carried hash does not matter.
+    let (read, strays) = carried_hash_exchange(false);
+    assert_eq!(read, b"onetwo");
+    assert_eq!(strays, 0);
 }
 
 #[test]
@@ -254,6 +273,7 @@ fn active_open_picks_a_port_whose_replies_come_home() {
     ca.rss = Some(stack::RssConfig {
         hasher: hasher.clone(),
         home: Some((reta.clone(), 2)),
+        key_is_secret: false,
     });
     let mut p = Pair::with(ca, config_b());
     resolve(&mut p);

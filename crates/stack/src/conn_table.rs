@@ -1,0 +1,306 @@
+//! The connection table's index: compact entries, one cache line per lookup (issue 17 item 2).
+//!
+//! Each entry is 8 bytes: the flow's 32-bit table hash ([`crate::tcp_sockets::FlowKey::
+//! table_hash`]) and its socket slot plus one (0 is an empty entry), in one array with open
+//! addressing and linear probing. A lookup reads the entries from the hash's home position to
+//! the first empty one — at most 3/4 of the array is used, so that is nearly always the home
+//! entry's cache line — and, for an entry whose 32-bit hash matches, asks the caller whether
+//! the slot holds the 4-tuple (the key lives in the socket slot, which the segment reads
+//! next anyway). Against a `HashMap<FlowKey, usize>` (control bytes in one array, 80-byte
+//! buckets holding the key in another: two random lines, sometimes three) this touches one
+//! random line, and stores 8 bytes per entry instead of 81.
+//!
+//! Removal shifts later entries of the run back (no tombstones), so a lookup never reads
+//! more than the run its hash falls in. The table never iterates in hash-map order that could
+//! leak into behaviour: [`ConnTable::slots`] walks positions, a function of the hashes, which
+//! are themselves a deterministic function of the stack's secret.
+//!
+//! Invariants: `entries.len()` is 0 or a power of two ≥ [`MIN_ENTRIES`]; `len` entries are
+//! non-zero, `len * 4 ≤ entries.len() * 3` (so every run ends in an empty entry); every
+//! entry sits in the run that starts at or after its home position with no empty entry
+//! between home and it; at most one entry per slot. Bounded by the socket table: one entry
+//! per connection or moved marker, each of which holds a slot.
+
+/// The smallest array, entries.
+const MIN_ENTRIES: usize = 16;
+
+/// Odd multiplier for Fibonacci hashing (2^32 / φ): the top bits of `hash · MUL` index the
+/// array, so every bit of the hash moves the position.
+const MUL: u32 = 0x9e37_79b9;
+
+/// The connection table's index (see the module doc).
+#[derive(Debug, Default)]
+pub(crate) struct ConnTable {
+    /// `(hash << 32) | (slot + 1)`; 0 is empty.
+    entries: Vec<u64>,
+    /// Non-empty entries.
+    len: usize,
+    /// `32 − log2(entries.len())`: the position is the top bits of `hash · MUL`.
+    shift: u32,
+}
+
+#[inline(always)]
+fn entry(hash: u32, slot: usize) -> u64 {
+    // Slots are below `u32::MAX` (socket handles name them with a `u32`).
+    (u64::from(hash) << 32) | (slot as u64 + 1)
+}
+
+#[inline(always)]
+fn entry_hash(e: u64) -> u32 {
+    (e >> 32) as u32
+}
+
+#[inline(always)]
+fn entry_slot(e: u64) -> usize {
+    (e as u32 as usize).wrapping_sub(1)
+}
+
+impl ConnTable {
+    /// Entries in the table.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The array's length, entries.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Heap bytes the table holds.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.entries.capacity() * core::mem::size_of::<u64>()
+    }
+
+    #[inline(always)]
+    fn home(&self, hash: u32) -> usize {
+        (hash.wrapping_mul(MUL) >> self.shift) as usize
+    }
+
+    /// The slot of the entry with `hash` for which `is_key(slot)` holds.
+    #[inline]
+    pub(crate) fn get(&self, hash: u32, mut is_key: impl FnMut(usize) -> bool) -> Option<usize> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        let mask = self.entries.len() - 1;
+        let mut pos = self.home(hash);
+        loop {
+            let e = *self.entries.get(pos)?;
+            if e == 0 {
+                return None;
+            }
+            if entry_hash(e) == hash {
+                let slot = entry_slot(e);
+                if is_key(slot) {
+                    return Some(slot);
+                }
+            }
+            pos = (pos + 1) & mask;
+        }
+    }
+
+    /// Adds the entry (`hash`, `slot`), unless the table already holds it. The caller keeps
+    /// one entry per key: it inserts a key only when `get` found none or found this slot.
+    pub(crate) fn insert(&mut self, hash: u32, slot: usize) {
+        if self.position(hash, slot).is_some() {
+            return;
+        }
+        if (self.len + 1) * 4 > self.entries.len() * 3 {
+            self.resize((self.entries.len() * 2).max(MIN_ENTRIES));
+        }
+        self.place(entry(hash, slot));
+        self.len += 1;
+    }
+
+    /// Removes the entry (`hash`, `slot`); false when there was none.
+    pub(crate) fn remove(&mut self, hash: u32, slot: usize) -> bool {
+        let Some(mut hole) = self.position(hash, slot) else {
+            return false;
+        };
+        let mask = self.entries.len() - 1;
+        // Backward shift: move each later entry of the run into the hole when its home is
+        // not cyclically within (hole, j], so every entry stays reachable from its home.
+        let mut j = hole;
+        loop {
+            j = (j + 1) & mask;
+            let e = self.entries[j];
+            if e == 0 {
+                break;
+            }
+            let home = self.home(entry_hash(e));
+            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+                self.entries[hole] = e;
+                hole = j;
+            }
+        }
+        self.entries[hole] = 0;
+        self.len -= 1;
+        true
+    }
+
+    /// Memory back to the allocator past the table's high-water mark: an array at most an
+    /// eighth full shrinks to the smallest one that keeps it at most 3/8 full (O(length), and
+    /// only after the length fell by a factor of two or more since it last grew: O(1)
+    /// amortized per removal). An empty table frees its array.
+    pub(crate) fn shrink(&mut self) {
+        if self.entries.len() <= MIN_ENTRIES || self.len * 8 > self.entries.len() {
+            return;
+        }
+        if self.len == 0 {
+            *self = ConnTable::default();
+            return;
+        }
+        let want = (self.len * 8 / 3 + 1).next_power_of_two().max(MIN_ENTRIES);
+        if want < self.entries.len() {
+            self.resize(want);
+        }
+    }
+
+    /// Every slot in the table, in position order (deterministic: positions are a function
+    /// of the hashes).
+    pub(crate) fn slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.entries
+            .iter()
+            .filter(|&&e| e != 0)
+            .map(|&e| entry_slot(e))
+    }
+
+    /// Where the entry (`hash`, `slot`) sits.
+    fn position(&self, hash: u32, slot: usize) -> Option<usize> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        let want = entry(hash, slot);
+        let mask = self.entries.len() - 1;
+        let mut pos = self.home(hash);
+        loop {
+            let e = *self.entries.get(pos)?;
+            if e == 0 {
+                return None;
+            }
+            if e == want {
+                return Some(pos);
+            }
+            pos = (pos + 1) & mask;
+        }
+    }
+
+    /// Puts `e` at the first empty entry of its run (room is the caller's invariant).
+    fn place(&mut self, e: u64) {
+        let mask = self.entries.len() - 1;
+        let mut pos = self.home(entry_hash(e));
+        while self.entries[pos] != 0 {
+            pos = (pos + 1) & mask;
+        }
+        self.entries[pos] = e;
+    }
+
+    /// Rebuilds the array with `n` entries (a power of two holding `len` at ≤ 3/4) from the
+    /// hashes the entries carry: the socket slots are not read.
+    #[cold]
+    fn resize(&mut self, n: usize) {
+        debug_assert!(n.is_power_of_two() && self.len * 4 <= n * 3);
+        let old = core::mem::replace(&mut self.entries, vec![0; n]);
+        self.shift = 32 - n.trailing_zeros();
+        for e in old.into_iter().filter(|&e| e != 0) {
+            self.place(e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reference model: the (hash, slot) pairs in a vector.
+    fn check_against(t: &ConnTable, model: &[(u32, usize)]) {
+        assert_eq!(t.len(), model.len());
+        for &(h, s) in model {
+            assert_eq!(t.get(h, |x| x == s), Some(s), "entry ({h:#x}, {s}) lost");
+        }
+        let mut slots: Vec<usize> = t.slots().collect();
+        slots.sort_unstable();
+        let mut want: Vec<usize> = model.iter().map(|&(_, s)| s).collect();
+        want.sort_unstable();
+        assert_eq!(slots, want);
+        assert!(t.len() * 4 <= t.capacity() * 3 || t.capacity() == 0);
+    }
+
+    #[test]
+    fn insert_get_remove_agree_with_a_model_under_colliding_hashes() {
+        // Few distinct hashes (many full collisions, long runs that wrap around the array)
+        // and many slots: every path of the backward shift is taken.
+        let mut t = ConnTable::default();
+        let mut model: Vec<(u32, usize)> = Vec::new();
+        let mut x: u64 = 0x1234_5678;
+        for step in 0..20_000usize {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let hash = (x % 37) as u32 * 0x0100_0193;
+            let slot = (x >> 20) as usize % 3000;
+            let present = model.iter().position(|&(_, s)| s == slot);
+            match present {
+                Some(k) if x & 1 == 0 => {
+                    let (h, s) = model.swap_remove(k);
+                    assert!(t.remove(h, s));
+                    assert!(!t.remove(h, s), "removed twice");
+                }
+                Some(_) => {}
+                None => {
+                    t.insert(hash, slot);
+                    model.push((hash, slot));
+                }
+            }
+            if step % 997 == 0 {
+                check_against(&t, &model);
+                t.shrink();
+                check_against(&t, &model);
+            }
+        }
+        check_against(&t, &model);
+        for (h, s) in model.drain(..) {
+            assert!(t.remove(h, s));
+        }
+        check_against(&t, &model);
+        t.shrink();
+        assert_eq!(t.heap_bytes(), 0, "an empty table frees its array");
+    }
+
+    #[test]
+    fn lookup_compares_the_key_not_only_the_hash() {
+        let mut t = ConnTable::default();
+        // Two flows with the same 32-bit hash: the caller's key test tells them apart.
+        t.insert(7, 10);
+        t.insert(7, 11);
+        assert_eq!(t.get(7, |s| s == 11), Some(11));
+        assert_eq!(t.get(7, |s| s == 10), Some(10));
+        assert_eq!(t.get(7, |_| false), None);
+        assert_eq!(t.get(8, |_| true), None);
+        // Inserting an entry it holds changes nothing.
+        t.insert(7, 10);
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn table_stays_at_most_three_quarters_full_and_shrinks_after_a_burst() {
+        let mut t = ConnTable::default();
+        for s in 0..100_000usize {
+            t.insert((s as u32).wrapping_mul(0x85eb_ca6b), s);
+        }
+        assert_eq!(t.capacity(), 262_144, "100,000 entries at ≤ 3/4 load");
+        assert_eq!(t.heap_bytes(), 262_144 * 8);
+        for s in 100..100_000usize {
+            assert!(t.remove((s as u32).wrapping_mul(0x85eb_ca6b), s));
+        }
+        t.shrink();
+        assert_eq!(t.capacity(), 512, "100 entries kept at ≤ 3/8 load");
+        for s in 0..100usize {
+            assert_eq!(
+                t.get((s as u32).wrapping_mul(0x85eb_ca6b), |x| x == s),
+                Some(s)
+            );
+        }
+    }
+}
