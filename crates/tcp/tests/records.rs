@@ -35,6 +35,25 @@ fn write_records(p: &mut Pair, records: &[usize]) -> (Vec<u8>, Vec<u32>) {
     (all, ends)
 }
 
+/// An established pair (default configurations, 5 ms each way) whose link drops A's first
+/// `lost` data segments once.
+fn established_losing_first_data(lost: usize) -> Pair {
+    let config = Config::default();
+    let filter = Box::new(move |ctx: &harness::Ctx, seg: &harness::Seg| {
+        if ctx.dir == Dir::AtoB && seg.is_data() && ctx.data_index < lost {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let mut p = Pair::with_filter(config, config, 5 * MS, filter);
+    p.run_until(
+        |p| p.a.state() == State::Established && p.b.state() == State::Established,
+        10_000 * MS,
+    );
+    p
+}
+
 #[test]
 fn small_records_leave_one_segment_each_even_with_data_in_flight() {
     let config = Config::default();
@@ -89,21 +108,9 @@ fn tso_runs_stop_at_record_ends() {
 
 #[test]
 fn retransmissions_keep_records_apart() {
-    let config = Config::default();
     // Lose the first four data segments once: they are sent again after a timeout, when the
     // sender could otherwise join them.
-    let filter = Box::new(|ctx: &harness::Ctx, seg: &harness::Seg| {
-        if ctx.dir == Dir::AtoB && seg.is_data() && ctx.data_index < 4 {
-            Verdict::Drop
-        } else {
-            Verdict::Pass
-        }
-    });
-    let mut p = Pair::with_filter(config, config, 5 * MS, filter);
-    p.run_until(
-        |p| p.a.state() == State::Established && p.b.state() == State::Established,
-        10_000 * MS,
-    );
+    let mut p = established_losing_first_data(4);
     let (data, ends) = write_records(&mut p, &[200, 200, 200, 200, 200]);
     p.run_until(|p| p.b_read.len() >= data.len(), 30_000 * MS);
     assert!(
@@ -135,21 +142,9 @@ fn outstanding_records_are_bounded() {
 
 #[test]
 fn records_move_with_the_connection_and_keep_retransmissions_apart() {
-    let config = Config::default();
     // The first five data segments are lost: at the move all five records are in flight,
     // and the new owner resends them (as one segment, were the boundaries forgotten).
-    let filter = Box::new(|ctx: &harness::Ctx, seg: &harness::Seg| {
-        if ctx.dir == Dir::AtoB && seg.is_data() && ctx.data_index < 5 {
-            Verdict::Drop
-        } else {
-            Verdict::Pass
-        }
-    });
-    let mut p = Pair::with_filter(config, config, 5 * MS, filter);
-    p.run_until(
-        |p| p.a.state() == State::Established && p.b.state() == State::Established,
-        10_000 * MS,
-    );
+    let mut p = established_losing_first_data(5);
     let (data, ends) = write_records(&mut p, &[200, 200, 200, 200, 200]);
     p.run_for(20 * MS);
     p.a.flush_delayed_ack();
