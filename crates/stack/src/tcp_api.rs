@@ -369,7 +369,7 @@ impl TcpCx<'_> {
             local: SocketAddr::new(ip, port),
             pending: VecDeque::new(),
             backlog_max: backlog.clamp(1, self.cfg.limits.tcp_backlog_max.max(1)),
-            config: self.cfg.tcp,
+            config: Box::new(self.cfg.tcp),
             fastopen_queue_max: 0,
             fastopen_keys: None,
             sock_opts: Default::default(),
@@ -629,6 +629,8 @@ impl TcpCx<'_> {
             }
             (TcpState::Listener(l), SocketOption::SendBufferBytes(v)) => {
                 l.config.send_buffer_bytes = v;
+                // Linux `SOCK_SNDBUF_LOCK`, inherited by the children.
+                l.config.send_buffer_autotune = false;
                 Ok(())
             }
             (TcpState::Listener(l), SocketOption::SynRetries(v)) => {
@@ -644,7 +646,7 @@ impl TcpCx<'_> {
                 self.fastopen_set_listener_key(i, key)
             }
             (TcpState::Conn(c), SocketOption::SendBufferBytes(v)) => {
-                c.conn.set_send_buffer(v);
+                c.conn.set_send_buffer_by_application(v);
                 // A larger buffer may make the socket writable.
                 self.tcp.dirty.insert(i);
                 Ok(())

@@ -137,7 +137,9 @@ pub(crate) struct Listener {
     /// Invariant: `pending.len()` ≤ `backlog_max`.
     pub(crate) pending: VecDeque<usize>,
     pub(crate) backlog_max: usize,
-    pub(crate) config: tcp::Config,
+    /// Boxed: a `tcp::Config` is 152 bytes, and listeners share the socket enum with
+    /// UDP sockets of 80.
+    pub(crate) config: Box<tcp::Config>,
     /// `TCP_FASTOPEN`: Fast Open children allowed in SYN-RECEIVED (0: none unless the
     /// stack's switches make every listener a Fast Open one; `tcp_fastopen.rs`).
     pub(crate) fastopen_queue_max: u32,
@@ -744,7 +746,6 @@ impl TcpTable {
                     .as_ref()
                     .is_some_and(|f| f.deferred.is_some());
                 if (matches!(state, State::Established | State::CloseWait) || deferred)
-                    && c.conn.send_capacity_bytes() > 0
                     && c.notsent_writable(self.cfg.tcp_notsent_lowat_bytes)
                 {
                     r |= Readiness::WRITABLE;
