@@ -490,7 +490,6 @@ struct Exec {
     /// IPv4-mapped addresses, so the wire is IPv4 and the stack's sockets are its IPv4 ones.
     ipv4_mapped_ipv6: bool,
     check_psh: bool,
-    sndbuf_overhead_per_segment_bytes: u32,
     /// Outbound lines not reached yet; once none are left, segments are no longer checked.
     outbound_lines_left: usize,
     /// Fast Open sysctls (`exec/fastopen.rs`), kept across stack rebuilds.
@@ -572,7 +571,6 @@ impl Exec {
             env: crate::pycode::Env::default(),
             under_test: None,
             check_psh: profile.check_psh,
-            sndbuf_overhead_per_segment_bytes: profile.sndbuf_overhead_per_segment_bytes,
             listened_since_passive_syn: false,
             passive_conns: 0,
             fastopen: fastopen::FastOpenSettings {

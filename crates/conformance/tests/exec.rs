@@ -489,14 +489,16 @@ fn so_sndbuf_reads_back_doubled_and_a_wrong_value_fails() {
 }
 
 #[test]
-fn linux_compat_send_buffer_holds_less_payload_than_sk_sndbuf() {
-    // 42000 bytes of Linux send buffer at 640 bytes of overhead per 1000-byte segment hold
-    // 25610 payload bytes: a non-blocking write of 30000 takes that much.
+fn linux_compat_send_buffer_admits_whole_skbs_past_sk_sndbuf() {
+    // A 20000-byte `sk_sndbuf` (10000 doubled), skbs of 16 segments (half the peer's
+    // 32896-byte window): the first skb sends the initial window as it fills (five 2-segment
+    // packets) and fills again to 16000 unsent bytes; the charge, 26000 bytes plus six skb
+    // overheads, then refuses a second skb. The stack's default would take 20000.
     let script = format!(
         "{HANDSHAKE}\
-+0 setsockopt(4, SOL_SOCKET, SO_SNDBUF, [21000], 4) = 0
++0 setsockopt(4, SOL_SOCKET, SO_SNDBUF, [10000], 4) = 0
 +0 fcntl(4, F_SETFL, O_RDWR|O_NONBLOCK) = 0
-+0 write(4, ..., 30000) = 25610
++0 write(4, ..., 30000) = 26000
 "
     );
     let report = run_text(&script, &Profile::linux_compat());

@@ -648,6 +648,8 @@ impl TcpCx<'_> {
             }
             (TcpState::Listener(l), SocketOption::SendBufferBytes(v)) => {
                 l.config.send_buffer_bytes = v;
+                // Linux `SOCK_SNDBUF_LOCK`, inherited by the children.
+                l.config.send_buffer_autotune = false;
                 Ok(())
             }
             (TcpState::Listener(l), SocketOption::SynRetries(v)) => {
@@ -663,7 +665,7 @@ impl TcpCx<'_> {
                 self.fastopen_set_listener_key(i, key)
             }
             (TcpState::Conn(c), SocketOption::SendBufferBytes(v)) => {
-                c.conn.set_send_buffer(v);
+                c.conn.set_send_buffer_by_application(v);
                 // A larger buffer may make the socket writable.
                 self.tcp.dirty.insert(i);
                 Ok(())

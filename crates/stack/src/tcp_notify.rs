@@ -368,11 +368,12 @@ impl ConnSock {
         self.ext.as_ref().map(|e| e.opts).unwrap_or_default()
     }
 
-    /// Whether the notsent mark (`lowat`, 0: none) lets the socket report itself writable:
-    /// twice its unsent bytes below the mark.
+    /// Whether the socket reports itself writable under the notsent mark in force (its own,
+    /// else `default_lowat`): room in the send buffer (`tcp::Connection::send_writable`:
+    /// under skb accounting Linux's rule) and twice its unsent bytes below the mark.
     pub(crate) fn notsent_writable(&self, default_lowat: u32) -> bool {
         let lowat = effective_lowat(self.sock_opts().notsent_lowat_bytes, default_lowat);
-        (2 * self.conn.notsent_bytes() as u64) < u64::from(lowat)
+        self.conn.send_writable(lowat)
     }
 
     /// Whether the error queue holds a notification.
@@ -448,6 +449,7 @@ impl TcpCx<'_> {
         i: usize,
         opt: SocketOption,
     ) -> Option<Result<(), SocketError>> {
+        let default_lowat = self.cfg.tcp_notsent_lowat_bytes;
         if !matches!(
             opt,
             SocketOption::ZeroCopy(_)
@@ -480,6 +482,7 @@ impl TcpCx<'_> {
         let e = c.ext_mut();
         let opt_id_before = e.opts.tx_timestamping.opt_id;
         apply(&mut e.opts);
+        let socket_lowat = e.opts.notsent_lowat_bytes;
         if let SocketOption::TxTimestamping(t) = opt
             && t.opt_id
             && !opt_id_before
@@ -487,6 +490,8 @@ impl TcpCx<'_> {
             // Linux `sk_tskey = snd_una`: keys count from the first byte unacknowledged.
             e.ts_key_base = e.written.saturating_sub(sq);
         }
+        c.conn
+            .set_notsent_lowat(effective_lowat(socket_lowat, default_lowat));
         // A lower or higher mark may change writability.
         self.tcp.dirty.insert(i);
         self.tcp_after_input(i);
@@ -521,7 +526,10 @@ impl TcpCx<'_> {
             return Err(SocketError::NoBufferSpace);
         }
         let lowat = effective_lowat(c.sock_opts().notsent_lowat_bytes, default_lowat);
-        if lowat != u32::MAX {
+        if c.conn.config().send_buffer_skb_accounting {
+            // Linux checks the mark only where a write starts a new skb (`tcp::Connection`).
+            c.conn.set_notsent_lowat(lowat);
+        } else if lowat != u32::MAX {
             allowed = allowed.min((lowat as usize).saturating_sub(c.conn.notsent_bytes()));
         }
         let allowed = data.get(..allowed).unwrap_or(data);

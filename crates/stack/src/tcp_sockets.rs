@@ -760,7 +760,6 @@ impl TcpTable {
                     .as_ref()
                     .is_some_and(|f| f.deferred.is_some());
                 if (matches!(state, State::Established | State::CloseWait) || deferred)
-                    && c.conn.send_capacity_bytes() > 0
                     && c.notsent_writable(self.cfg.tcp_notsent_lowat_bytes)
                 {
                     r |= Readiness::WRITABLE;

@@ -113,8 +113,33 @@ pub struct Config {
     /// TIME-WAIT duration, 2·MSL (RFC 9293 §3.4.2). Default 60 s. Also bounds FIN-WAIT-2
     /// after a full `close()` (nobody could use the connection any more).
     pub time_wait_ns: u64,
-    /// Send buffer capacity: unacknowledged plus unsent bytes. Default 256 KiB.
+    /// Send buffer capacity: unacknowledged plus unsent bytes. Default 256 KiB. Under
+    /// [`Config::send_buffer_skb_accounting`] it is Linux's `sk_sndbuf` instead: a charge
+    /// limit in which each skb costs its payload plus
+    /// [`crate::connection::SKB_OVERHEAD_BYTES`].
     pub send_buffer_bytes: u32,
+    /// Linux's send-buffer accounting (`tcp_sendmsg_locked`, `sk_stream_memory_free`,
+    /// `sk_stream_is_writeable`), `connection/sndbuf.rs`: a write is admitted skb by skb (up
+    /// to the size goal, 64 KB or half the peer's largest window), a new skb only while the
+    /// charge (payload plus a fixed overhead per skb, the skbs split where segments leave as
+    /// TSO packets) is below [`Config::send_buffer_bytes`] and the unsent bytes below the
+    /// notsent mark, so a write overshoots the buffer by up to one size goal; the socket is
+    /// writable again only when the free charge is at least half the charge in use, and a
+    /// writer that found no room is woken once (an edge) when it is. Off (the default): the
+    /// buffer holds exactly `send_buffer_bytes` of payload and is writable while any byte
+    /// fits (RFC 9293 leaves buffering to the implementation).
+    pub send_buffer_skb_accounting: bool,
+    /// With [`Config::send_buffer_skb_accounting`]: the buffer grows to twice the congestion
+    /// window's worth of skbs while the window is not full (Linux `tcp_sndbuf_expand` from
+    /// `tcp_new_space`, up to `tcp_wmem[2]`, 4 MiB). Linux turns it off for a socket whose
+    /// application set `SO_SNDBUF` (`SOCK_SNDBUF_LOCK`); so does the stack's
+    /// `SendBufferBytes` option. Default true.
+    pub send_buffer_autotune: bool,
+    /// With [`Config::send_buffer_skb_accounting`]: the fewest segments a TSO packet is
+    /// sized for (Linux `net.ipv4.tcp_min_tso_segs`, default 2); packets are otherwise sized
+    /// for a millisecond of the pacing rate (`tcp_tso_autosize`). Each packet is an skb of
+    /// its own, charged its overhead.
+    pub tso_min_segments: u8,
     /// Receive buffer capacity: received bytes not yet read plus out-of-order bytes; also the
     /// largest window we advertise. Default 256 KiB.
     pub recv_buffer_bytes: u32,
@@ -254,6 +279,9 @@ impl Default for Config {
             nodelay: false,
             time_wait_ns: 60 * NS_PER_S,
             send_buffer_bytes: 256 * 1024,
+            send_buffer_skb_accounting: false,
+            send_buffer_autotune: true,
+            tso_min_segments: 2,
             recv_buffer_bytes: 256 * 1024,
             ooo_segments_max: 8,
             ooo_bytes_max: 128 * 1024,
@@ -289,7 +317,24 @@ pub const MSS_MIN_BYTES: u16 = 64;
 /// Largest receive buffer: the biggest window RFC 7323 §2.3 can express (2^30).
 pub const RECV_BUFFER_MAX_BYTES: u32 = 1 << 30;
 
+/// Payload a send buffer under [`Config::send_buffer_skb_accounting`] may hold beyond its
+/// `send_buffer_bytes`: Linux admits a new skb while the charge is below the limit, so the
+/// last one overshoots by up to a size goal (64 KB), and a write keeps filling its tail skb
+/// while the segments before it leave (`tcp_push_one`), by up to one more.
+pub const SEND_BUFFER_SKB_OVERSHOOT_BYTES_MAX: u32 = 2 * 65_536;
+
 impl Config {
+    /// The payload the send ring may hold: `send_buffer_bytes`, plus
+    /// [`SEND_BUFFER_SKB_OVERSHOOT_BYTES_MAX`] under skb accounting.
+    pub fn send_ring_capacity_bytes(&self) -> usize {
+        let extra = if self.send_buffer_skb_accounting {
+            SEND_BUFFER_SKB_OVERSHOOT_BYTES_MAX
+        } else {
+            0
+        };
+        self.send_buffer_bytes.saturating_add(extra) as usize
+    }
+
     /// The configuration with every field forced into its valid range; constructors call this,
     /// so an inconsistent configuration never reaches the engine.
     pub fn validated(mut self) -> Config {
@@ -304,6 +349,7 @@ impl Config {
         self.rto_initial_ns = self.rto_initial_ns.clamp(self.rto_min_ns, self.rto_max_ns);
         let mss = u32::from(self.mss_bytes);
         self.send_buffer_bytes = self.send_buffer_bytes.max(mss);
+        self.tso_min_segments = self.tso_min_segments.max(1);
         self.recv_buffer_bytes = self.recv_buffer_bytes.clamp(mss, RECV_BUFFER_MAX_BYTES);
         self.ooo_bytes_max = self.ooo_bytes_max.min(self.recv_buffer_bytes);
         self.time_wait_ns = self.time_wait_ns.max(1);

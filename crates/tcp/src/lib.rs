@@ -89,7 +89,8 @@ pub mod time_wait;
 pub use config::{Config, CongestionControl, EcnMode, KeepaliveConfig};
 pub use connection::{
     AcceptError, CaState, CloseReason, Connection, Counters, EcnState, Error, Event, Negotiated,
-    RECORDS_OUTSTANDING_MAX, State, TCP_INFINITE_SSTHRESH, TcpInfo, ecn_flag, tcpi_opt,
+    RECORDS_OUTSTANDING_MAX, SEND_BUFFER_AUTOTUNE_MAX_BYTES, SKB_OVERHEAD_BYTES, State,
+    TCP_INFINITE_SSTHRESH, TcpInfo, ecn_flag, tcpi_opt,
 };
 pub use rack::RackPathState;
 pub use snapshot::{ConnectionSnapshot, SOCKET_EXT_BYTES_MAX, SnapshotError};

@@ -221,7 +221,7 @@ impl ConnectionSnapshot {
         let send_len = s.send_unacked.len() + s.send_unsent.len();
         // Our FIN acknowledged: SND.UNA is one past the (empty) send buffer.
         let fin_acked = snd.buf_seq != snd.una;
-        if send_len > config.send_buffer_bytes as usize
+        if send_len > config.send_ring_capacity_bytes()
             || s.recv_unread.len() > config.recv_buffer_bytes as usize
             || (rcv.adv.diff(rcv.nxt) as u64).saturating_add(s.recv_unread.len() as u64)
                 > u64::from(config.recv_buffer_bytes)
@@ -301,6 +301,8 @@ impl Connection {
             // `tcp_info`'s chronographs and reordering degree restart with the importer.
             info: _,
             records,
+            // The skb accounting restarts with the importer: its queue as one skb.
+            skb: _,
             counters,
         } = self;
         if !state.is_synchronized() {
@@ -370,7 +372,7 @@ impl Connection {
         s.check()?;
         let config = s.config.validated();
         let (snd, rcv) = (s.snd, s.rcv);
-        let mut send_buf = Ring::new(config.send_buffer_bytes as usize);
+        let mut send_buf = Ring::new(config.send_ring_capacity_bytes());
         send_buf.push(&s.send_unacked);
         send_buf.push(&s.send_unsent);
         let mut recv_buf = Ring::new(config.recv_buffer_bytes as usize);
@@ -430,6 +432,7 @@ impl Connection {
             rack_deadline_ns: NEVER,
             info: Some(crate::connection::InfoState::new(now)),
             records: crate::connection::records_from_ends(&s.record_ends),
+            skb: None,
             config,
             counters: Box::new(s.counters),
         };

@@ -303,6 +303,9 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
         nodelay,
         time_wait_ns,
         send_buffer_bytes,
+        send_buffer_skb_accounting,
+        send_buffer_autotune,
+        tso_min_segments,
         recv_buffer_bytes,
         ooo_segments_max,
         ooo_bytes_max,
@@ -343,6 +346,9 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
     w.bool(nodelay);
     w.u64(time_wait_ns);
     w.u32(send_buffer_bytes);
+    w.bool(send_buffer_skb_accounting);
+    w.bool(send_buffer_autotune);
+    w.u8(tso_min_segments);
     w.u32(recv_buffer_bytes);
     w.u16(ooo_segments_max);
     w.u32(ooo_bytes_max);
@@ -398,6 +404,9 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
         nodelay: r.bool("config.nodelay")?,
         time_wait_ns: r.u64()?,
         send_buffer_bytes: r.u32()?,
+        send_buffer_skb_accounting: r.bool("config.send_buffer_skb_accounting")?,
+        send_buffer_autotune: r.bool("config.send_buffer_autotune")?,
+        tso_min_segments: r.u8()?,
         recv_buffer_bytes: r.u32()?,
         ooo_segments_max: r.u16()?,
         ooo_bytes_max: r.u32()?,
@@ -864,7 +873,7 @@ fn decode_body(r: &mut Reader<'_>) -> Result<ConnectionSnapshot, CodecError> {
     }
     // Buffers: bounded by the configuration as import applies it, before any copy.
     let valid = config.validated();
-    let send_max = u64::from(valid.send_buffer_bytes);
+    let send_max = valid.send_ring_capacity_bytes() as u64;
     let send_unacked = r.bytes("send_unacked", send_max)?;
     let send_unsent = r.bytes("send_unsent", send_max - send_unacked.len() as u64)?;
     let recv_unread = r.bytes("recv_unread", u64::from(valid.recv_buffer_bytes))?;

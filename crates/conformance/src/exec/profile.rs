@@ -13,12 +13,6 @@ pub struct Profile {
     /// one), which a TSO super-segment hides; the stack sets PSH when a segment empties the
     /// send buffer. Both are valid (RFC 9293 §3.9.1.2 leaves PSH to the sender).
     pub check_psh: bool,
-    /// Bytes Linux charges `sk_sndbuf` per MSS-sized segment beyond its payload (socket
-    /// buffer metadata: `sk_wmem_queued` counts each skb's `truesize`, not its payload). The
-    /// executor maps `SO_SNDBUF` (after Linux's doubling) to a payload capacity of
-    /// `sndbuf · mss / (mss + this)`, and `getsockopt(SO_SNDBUF)` back. 0: the value is the
-    /// payload capacity.
-    pub sndbuf_overhead_per_segment_bytes: u32,
     /// TCP Fast Open switches (Linux `net.ipv4.tcp_fastopen`; the stack keeps them outside
     /// `tcp::Config`, see `stack::StackConfig::tcp_fastopen`).
     pub tcp_fastopen: tcp::fastopen::FastOpenConfig,
@@ -36,7 +30,6 @@ impl Profile {
             name: "default",
             tcp: tcp::Config::default(),
             check_psh: true,
-            sndbuf_overhead_per_segment_bytes: 0,
             tcp_fastopen: tcp::fastopen::FastOpenConfig::default(),
             tcp_fastopen_key: None,
             tcp_option_layout: wire::TcpOptionLayout::Linux,
@@ -105,14 +98,13 @@ impl Profile {
                 // Linux resets a connection closed by its application when new data arrives
                 // (`tcp_rcv_state_process`, "abort on data"; `user_timeout/user_timeout`).
                 reset_on_data_after_close: true,
+                // Linux admits writes skb by skb and charges each skb's truesize against
+                // `sk_sndbuf` (`tcp_sendmsg_locked`), which grows with cwnd
+                // (`tcp_sndbuf_expand`): write returns, EPOLLOUT edges, `tcpi_sndbuf_limited`.
+                send_buffer_skb_accounting: true,
                 ..tcp::Config::default()
             },
             check_psh: false,
-            // Calibrated, not derived: `blocking/blocking-write` expects a 42000-byte
-            // `sk_sndbuf` to hold 25–26 kB of 1000-byte segments (its write of 61000 returns on
-            // the ACK of 36001, not of 35001), i.e. 620–680 bytes of metadata per segment; the
-            // skb head and `skb_shared_info` Linux allocates per segment are of that order.
-            sndbuf_overhead_per_segment_bytes: 640,
             // `common/defaults.sh`: `tcp_fastopen=0x70403` (client and server, every listener a
             // Fast Open listener; the upper bits are not upstream Linux's and are ignored)
             // and its key.
@@ -181,7 +173,6 @@ impl Profile {
                 ..tcp::Config::default()
             },
             check_psh: false,
-            sndbuf_overhead_per_segment_bytes: 0,
             tcp_fastopen: tcp::fastopen::FastOpenConfig::default(),
             tcp_fastopen_key: None,
             tcp_option_layout: wire::TcpOptionLayout::FreeBsd,

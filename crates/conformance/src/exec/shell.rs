@@ -126,7 +126,14 @@ impl Exec {
                     self.notsent_lowat_bytes = v as u32;
                     changed = true;
                 }
-                "tcp_min_tso_segs" | "tcp_tso_win_divisor" | "tcp_pacing_ss_ratio" => {}
+                "tcp_min_tso_segs" => {
+                    let Ok(v) = value.parse::<u8>() else {
+                        return skip(format!("sysctl tcp_min_tso_segs={value} not understood"));
+                    };
+                    cfg.tso_min_segments = v;
+                    changed = true;
+                }
+                "tcp_tso_win_divisor" | "tcp_pacing_ss_ratio" => {}
                 other => return skip(format!("sysctl {other}={value} has no stack setting")),
             }
         }

@@ -251,30 +251,21 @@ impl Exec {
         }
     }
 
-    /// Sets `sndbuf` (Linux `sk_sndbuf` bytes) as the stack's payload capacity of `h`
-    /// ([`Profile::sndbuf_overhead_per_segment_bytes`]).
+    /// Sets `sndbuf` (Linux `sk_sndbuf` bytes) as `h`'s send buffer. Under linux-compat the
+    /// stack charges it as Linux does (`tcp::Config::send_buffer_skb_accounting`); elsewhere
+    /// it is a payload capacity.
     pub(super) fn apply_sndbuf(
         &mut self,
         h: SocketHandle,
         sndbuf: u32,
     ) -> Result<Result<(), SocketError>, Stop> {
-        let mss = self.send_mss(h)?;
-        let bytes = sndbuf_payload_bytes(sndbuf, mss, self.sndbuf_overhead_per_segment_bytes);
         Ok(self
             .stack
-            .set_option(h, SocketOption::SendBufferBytes(bytes)))
+            .set_option(h, SocketOption::SendBufferBytes(sndbuf)))
     }
 
-    /// The MSS the send buffer accounting counts segments of: the connection's, or the one a
-    /// listener announces.
-    pub(super) fn send_mss(&self, h: SocketHandle) -> Result<u16, Stop> {
-        self.stack
-            .tcp_max_segment(h)
-            .or_else(|e| skip(format!("SO_SNDBUF: no MSS for the socket ({e:?})")))
-    }
-
-    /// `getsockopt(SO_SNDBUF)`: the stack's send buffer capacity, in Linux's `sk_sndbuf` terms
-    /// (see [`Profile::sndbuf_overhead_per_segment_bytes`]), checked against the script's.
+    /// `getsockopt(SO_SNDBUF)`: the stack's send buffer size (Linux `sk_sndbuf`), checked
+    /// against the script's.
     pub(super) fn sys_getsockopt_sndbuf(
         &mut self,
         pos: Pos,
@@ -284,12 +275,10 @@ impl Exec {
         let (FdKind::Listener(h) | FdKind::Conn(h)) = fd.kind else {
             return skip("getsockopt SO_SNDBUF before listen or connect is not modelled");
         };
-        let payload = match self.stack.tcp_send_buffer_bytes(h) {
+        let have = match self.stack.tcp_send_buffer_bytes(h) {
             Ok(v) => v,
             Err(e) => return Ok(Err(errno_of(e))),
         };
-        let mss = self.send_mss(h)?;
-        let have = sndbuf_linux_bytes(payload, mss, self.sndbuf_overhead_per_segment_bytes);
         if let Some(want) = Self::int_in_list(call.args.get(3))
             && want != i64::from(have)
         {
@@ -396,20 +385,4 @@ impl Exec {
         }
         Ok(Ok(0))
     }
-}
-
-/// Payload bytes a Linux `sk_sndbuf` of `sndbuf` bytes holds in `mss`-byte segments that each
-/// cost `overhead` more (rounded to the nearest byte).
-pub(super) fn sndbuf_payload_bytes(sndbuf: u32, mss: u16, overhead: u32) -> u32 {
-    let mss = u64::from(mss.max(1));
-    let v =
-        (u64::from(sndbuf) * mss + (mss + u64::from(overhead)) / 2) / (mss + u64::from(overhead));
-    u32::try_from(v).unwrap_or(u32::MAX)
-}
-
-/// The inverse of [`sndbuf_payload_bytes`]: the `sk_sndbuf` a payload capacity stands for.
-pub(super) fn sndbuf_linux_bytes(payload: u32, mss: u16, overhead: u32) -> u32 {
-    let mss = u64::from(mss.max(1));
-    let v = (u64::from(payload) * (mss + u64::from(overhead)) + mss / 2) / mss;
-    u32::try_from(v).unwrap_or(u32::MAX)
 }

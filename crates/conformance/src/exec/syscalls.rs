@@ -121,6 +121,10 @@ impl Exec {
             };
             return self.check_return(p.pos, &p.call, p.window, r);
         }
+        if !self.blocked_writer_woken(&p.op) {
+            self.pending = Some(p);
+            return Ok(());
+        }
         match self.attempt(p.pos, &p.call, p.op)? {
             Attempt::Done(r) => {
                 // The stack may have sent something as part of the call (a window update).
@@ -130,6 +134,31 @@ impl Exec {
                 self.pending = Some(Pending { op, ..p });
                 Ok(())
             }
+        }
+    }
+
+    /// Whether a blocking write that found no room may go on: a writer sleeps until the
+    /// socket reports itself writable (Linux `sk_stream_wait_memory`, woken by
+    /// `sk_stream_write_space` only once the socket is writable again), fails, or closes.
+    fn blocked_writer_woken(&self, op: &PendingOp) -> bool {
+        let PendingOp::Write {
+            fd,
+            connect_wait: false,
+            ..
+        } = *op
+        else {
+            return true;
+        };
+        let Some(FdKind::Conn(h)) = self.fds.get(&fd).map(|f| f.kind) else {
+            return true;
+        };
+        let open = matches!(
+            self.stack.tcp_state(h),
+            Some(tcp::State::Established | tcp::State::CloseWait)
+        );
+        match self.stack.tcp_readiness(h) {
+            Ok(r) => !open || r.contains(Readiness::WRITABLE) || r.contains(Readiness::ERROR),
+            Err(_) => true,
         }
     }
 

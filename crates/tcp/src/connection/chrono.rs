@@ -155,13 +155,14 @@ impl Connection {
     /// The chronographs after an output decision: busy while anything is queued or in
     /// flight, rwnd-limited while unsent data waits only for the peer's window, sndbuf-limited
     /// from a write that found the buffer full until room is made.
-    pub(super) fn chrono_on_output(&mut self, now: u64, rwnd_limited: bool) {
+    pub(super) fn chrono_on_output(&mut self, now: u64, rwnd_limited: bool, unsent: u32) {
         if self.send_queues_empty() {
             if let Some(info) = self.info.as_mut() {
                 info.stop(now, Chrono::Busy, true);
             }
             return;
         }
+        let sndbuf_limited = self.sndbuf_limited_now(unsent);
         let info = self.info_mut(now);
         info.start(now, Chrono::Busy);
         if rwnd_limited {
@@ -169,15 +170,17 @@ impl Connection {
         } else {
             info.stop(now, Chrono::RwndLimited, false);
         }
-        if info.sndbuf_full {
+        if sndbuf_limited {
             info.start(now, Chrono::SndbufLimited);
         }
     }
 
-    /// An ACK freed send buffer space: the sndbuf-limited chronograph stops, and every one
-    /// stops once nothing is left.
+    /// An ACK freed send buffer space: the sndbuf-limited chronograph stops (under skb
+    /// accounting only when the socket becomes writable, `sndbuf.rs`), and every one stops
+    /// once nothing is left.
     pub(super) fn chrono_on_ack(&mut self, now: u64, freed: bool) {
         let empty = self.send_queues_empty();
+        let freed = freed && self.skb.is_none();
         let Some(info) = self.info.as_mut() else {
             return;
         };

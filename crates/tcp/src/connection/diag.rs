@@ -43,6 +43,7 @@ impl Connection {
             rack: Option<Rack>,
             info: Option<super::chrono::InfoState>,
             records: Option<Box<super::records::RecordEnds>>,
+            skb: Option<Box<super::sndbuf::SkbQueue>>,
             counters: Box<Counters>,
         };
         v.sort_by_key(|&(_, offset, _)| offset);

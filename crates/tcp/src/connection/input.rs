@@ -44,6 +44,9 @@ impl Connection {
             self.counters.rx_drop_wrong_port += 1;
             return;
         }
+        if self.skb.is_some() {
+            self.skb_on_input();
+        }
         match self.state {
             State::Closed => {
                 self.counters.rx_drop_closed += 1;
@@ -145,6 +148,8 @@ impl Connection {
 
     /// The SYN we sent has been acknowledged: take the first RTT sample of the connection.
     pub(super) fn on_syn_acked(&mut self, now: u64) {
+        // Linux `tcp_init_buffer_space`: the send buffer is sized for the initial window.
+        self.skb_autotune();
         self.timers.rtx_deadline_ns = NEVER;
         self.timers.last_tx_ns = now;
         // Linux counts the SYN's delivery and starts `tcpi_last_data_recv` here.
@@ -514,7 +519,8 @@ impl Connection {
             if let Some(r) = self.rack.as_mut() {
                 r.on_cumulative_ack(ack);
             }
-            if data_acked > 0 && !self.app.fin_queued {
+            // Under skb accounting the wake-up is `sndbuf.rs`'s, after the output.
+            if data_acked > 0 && !self.app.fin_queued && self.skb.is_none() {
                 self.push_event(Event::Writable);
             }
             if let Some(low) = hole_reord {

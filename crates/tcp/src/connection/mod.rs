@@ -43,6 +43,7 @@ mod receive;
 mod records;
 mod recovery;
 mod sizes;
+mod sndbuf;
 mod sockopt;
 mod tcb;
 #[cfg(test)]
@@ -54,6 +55,7 @@ pub use counters::Counters;
 pub use info::{CaState, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt};
 pub use records::RECORDS_OUTSTANDING_MAX;
 pub(crate) use records::records_from_ends;
+pub use sndbuf::{SEND_BUFFER_AUTOTUNE_MAX_BYTES, SKB_OVERHEAD_BYTES};
 pub use timers::{PATH_DOUBT_SYN_TIMEOUTS, PATH_DOUBT_TIMEOUTS};
 
 pub(crate) use chrono::InfoState;
@@ -330,6 +332,9 @@ pub struct Connection {
     pub(crate) info: Option<chrono::InfoState>,
     /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
     pub(crate) records: Option<Box<records::RecordEnds>>,
+    /// The send queue's skbs under [`Config::send_buffer_skb_accounting`] (`sndbuf.rs`);
+    /// boxed on the first write.
+    pub(crate) skb: Option<Box<sndbuf::SkbQueue>>,
     /// Counters, boxed: 352 bytes, of which a segment writes the first 32
     /// (`rx_segments`, `tx_segments`, `rx_payload_bytes`, `tx_payload_bytes`).
     pub(crate) counters: Box<Counters>,
@@ -465,13 +470,14 @@ impl Connection {
             out: Output::new(now, config.quickack_segments),
             local_port,
             remote_port,
-            send_buf: Ring::new(config.send_buffer_bytes as usize),
+            send_buf: Ring::new(config.send_ring_capacity_bytes()),
             recv_buf: Ring::new(config.recv_buffer_bytes as usize),
             ooo: OooQueue::new(config.ooo_segments_max),
             scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX),
             rack: None,
             info: None,
             records: None,
+            skb: None,
             config,
             counters: Box::default(),
         }
@@ -782,6 +788,9 @@ impl Connection {
         }
         if self.app.fin_queued {
             return Err(Error::InvalidState);
+        }
+        if self.config.send_buffer_skb_accounting {
+            return Ok(self.skb_admit(data));
         }
         let n = self.send_buf.push(data);
         if n < data.len() {

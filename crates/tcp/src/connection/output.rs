@@ -143,6 +143,9 @@ impl Connection {
             return Some(self.ack_repr(now, seq));
         }
         self.arm_tail_loss_probe(now);
+        if self.skb.is_some() {
+            self.skb_check_space(now);
+        }
         None
     }
 
@@ -362,6 +365,9 @@ impl Connection {
         }
         let end = seq + n as u32 + u32::from(fin);
         let is_rtx = seq.lt(self.snd.max);
+        if !is_rtx && !probe && n > 0 && self.skb.is_some() && seq == self.snd.nxt {
+            self.skb_on_send(n as u32);
+        }
         if self.rack_active() {
             // RFC 8985 §6.1: every transmission's time, per segment.
             let merges = self.rack_state(now).on_send(seq, end, now);
@@ -543,7 +549,7 @@ impl Connection {
             (unsent, last_run) = self.record_run(unsent);
         }
         let rwnd_limited = self.rwnd_limited(unsent);
-        self.chrono_on_output(now, rwnd_limited);
+        self.chrono_on_output(now, rwnd_limited, unsent);
         let fin_due = self.app.fin_queued && self.snd.nxt == self.fin_seq();
         if unsent == 0 {
             self.app.push_pending = false;

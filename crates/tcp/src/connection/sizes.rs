@@ -57,6 +57,14 @@ impl Connection {
         }
         .validated();
         self.send_buf
-            .set_capacity(self.config.send_buffer_bytes as usize);
+            .set_capacity(self.config.send_ring_capacity_bytes());
+    }
+
+    /// The application sets the send buffer (Linux `SO_SNDBUF`): as
+    /// [`Connection::set_send_buffer`], and autotuning stops for good
+    /// ([`Config::send_buffer_autotune`]; Linux `SOCK_SNDBUF_LOCK`).
+    pub fn set_send_buffer_by_application(&mut self, send_buffer_bytes: u32) {
+        self.config.send_buffer_autotune = false;
+        self.set_send_buffer(send_buffer_bytes);
     }
 }
