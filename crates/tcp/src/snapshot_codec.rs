@@ -1,6 +1,6 @@
 //! A byte encoding of [`ConnectionSnapshot`], for the handoff rings (DESIGN "Handoff protocol").
 //!
-//! # Format, version 3
+//! # Format, version 4
 //!
 //! Little-endian throughout. A 12-byte header, then the body:
 //!
@@ -50,7 +50,7 @@ use crate::snapshot::{ConnectionSnapshot, SnapshotError};
 /// The first four bytes of every encoded snapshot.
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"RSCS";
 /// The format version this code writes and reads; a change of layout changes it.
-pub const SNAPSHOT_VERSION: u16 = 3;
+pub const SNAPSHOT_VERSION: u16 = 4;
 /// Header bytes before the body.
 pub const SNAPSHOT_HEADER_BYTES: usize = 12;
 /// Absolute cap on each of the three byte buffers, whatever the configuration says: the
@@ -287,6 +287,8 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
         zero_window_probe_carries_data,
         prr,
         rack,
+        rack_rtt_from_last_in_sequence,
+        cwnd_grows_on_sack_when_reordering,
         congestion_control,
         challenge_acks_per_s_max,
         ack_unsent_data_replies,
@@ -326,6 +328,8 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
     w.bool(zero_window_probe_carries_data);
     w.bool(prr);
     w.bool(rack);
+    w.bool(rack_rtt_from_last_in_sequence);
+    w.bool(cwnd_grows_on_sack_when_reordering);
     w.u8(cc_algorithm_code(congestion_control));
     w.u32(challenge_acks_per_s_max);
     w.bool(ack_unsent_data_replies);
@@ -380,6 +384,8 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
         zero_window_probe_carries_data: r.bool("config.zero_window_probe_carries_data")?,
         prr: r.bool("config.prr")?,
         rack: r.bool("config.rack")?,
+        rack_rtt_from_last_in_sequence: r.bool("config.rack_rtt_from_last_in_sequence")?,
+        cwnd_grows_on_sack_when_reordering: r.bool("config.cwnd_grows_on_sack_when_reordering")?,
         congestion_control: cc_algorithm(r.u8()?, "config.congestion_control")?,
         challenge_acks_per_s_max: r.u32()?,
         ack_unsent_data_replies: r.bool("config.ack_unsent_data_replies")?,
@@ -404,7 +410,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
 }
 
 impl ConnectionSnapshot {
-    /// Appends the snapshot's encoding (module documentation: format version 3) to `out`.
+    /// Appends the snapshot's encoding (module documentation: format version 4) to `out`.
     ///
     /// Every snapshot encodes; one whose buffers exceed [`SNAPSHOT_BUFFER_BYTES_MAX`] (which
     /// no export produces) encodes but does not decode.
