@@ -202,6 +202,19 @@ pub struct Config {
     /// DupAck threshold. Default true: RACK-TLP is standards track, and the engine's tests and
     /// the simulator's soak (loss, reordering, duplication) pass with it.
     pub rack: bool,
+    /// When one ACK delivers several segments, take `RACK.rtt` from the last one visited in
+    /// sequence order (newly SACKed segments first, then the cumulatively acknowledged
+    /// ones), as Linux's `tcp_rack_advance` does, instead of from the most recently sent one
+    /// (RFC 8985 §6.2 step 2 visits segments in order of transmission). The two differ when
+    /// an ACK covers a retransmission and, above it, an original sent earlier: Linux then
+    /// waits longer before deeming the rest of that earlier flight lost. Default false.
+    pub rack_rtt_from_last_in_sequence: bool,
+    /// Grow cwnd on an ACK that only SACKs new data once the reordering degree
+    /// (`tcpi_reordering`) exceeds its initial 3 (Linux `tcp_may_raise_cwnd`: with reordering
+    /// seen, any forward progress may raise cwnd, by the segments newly delivered). RFC 5681
+    /// grows cwnd only on ACKs that acknowledge new data cumulatively. Outside loss recovery
+    /// only, and subject to [`Config::cwnd_growth_requires_limited`]. Default false.
+    pub cwnd_grows_on_sack_when_reordering: bool,
     /// Congestion controller. Default NewReno.
     pub congestion_control: CongestionControl,
     /// Challenge ACKs allowed per second per connection (RFC 5961 §7), ACKs that answer an
@@ -295,6 +308,8 @@ impl Default for Config {
             zero_window_probe_carries_data: true,
             prr: false,
             rack: true,
+            rack_rtt_from_last_in_sequence: false,
+            cwnd_grows_on_sack_when_reordering: false,
             congestion_control: CongestionControl::NewReno,
             challenge_acks_per_s_max: 10,
             ack_unsent_data_replies: true,

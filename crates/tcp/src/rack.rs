@@ -77,6 +77,25 @@ pub(crate) struct Delivery {
     /// The ACK carried a DSACK that grew the reordering window (§6.2 step 4); set by the
     /// connection after [`Rack::on_dsack_round`].
     pub reo_wnd_grew: bool,
+    /// The congestion controller's RTT sample for this ACK (Linux's `ca_rtt_us`, what CUBIC's
+    /// HyStart reads): the RTT of the highest never-retransmitted segment it newly SACKed,
+    /// or, without one, of the highest never-retransmitted segment it newly acknowledged
+    /// cumulatively, provided no retransmitted segment was among those (Karn). `None` when
+    /// the ACK delivered nothing that qualifies.
+    pub ca_rtt_ns: Option<u64>,
+}
+
+/// Which delivered segment sets `RACK.rtt` when one ACK delivers several (RFC 8985 §6.2
+/// step 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RackRttOrder {
+    /// The most recently sent eligible segment (RFC 8985: segments are visited in ascending
+    /// order of their transmission time).
+    LatestSent,
+    /// The last eligible segment visited in sequence order, newly SACKed segments first and
+    /// then the cumulatively acknowledged ones, as Linux's `tcp_rack_advance` is called from
+    /// `tcp_sacktag_one` and then `tcp_clean_rtx_queue`.
+    LastInSequence,
 }
 
 /// What one run of loss detection found.
@@ -413,12 +432,15 @@ impl Rack {
     /// less than `RACK.min_RTT` ago (the ACK may be for an earlier copy) or, if this ACK
     /// covers it cumulatively, when the ACK's timestamp echo predates its last retransmission
     /// (`echo_predates(xmit_ns)`).
+    ///
+    /// `order` says which delivered segment's RTT becomes `RACK.rtt` ([`RackRttOrder`]).
     pub(crate) fn on_ack(
         &mut self,
         now: u64,
         ack: SeqNumber,
         scoreboard: &OooQueue,
         echo_predates: impl Fn(u64) -> bool,
+        order: RackRttOrder,
     ) -> Delivery {
         let sacked = scoreboard.ranges();
         let mut delivery = Delivery::default();
@@ -426,6 +448,15 @@ impl Rack {
         let min_rtt = self.min_rtt_ns();
         let mut newest: Option<(u64, SeqNumber)> = None;
         let mut sample_min: Option<u64> = None;
+        // The last eligible segment visited in sequence order, cumulative and SACKed apart
+        // (RackRttOrder::LastInSequence): its RTT.
+        let mut last_cumulative_rtt: Option<u64> = None;
+        let mut last_sacked_rtt: Option<u64> = None;
+        // Linux's `ca_rtt_us` sources: the highest never-retransmitted newly SACKed and
+        // cumulatively acknowledged segments, and whether a retransmission was acknowledged.
+        let mut ca_sacked_rtt: Option<u64> = None;
+        let mut ca_cumulative_rtt: Option<u64> = None;
+        let mut cumulative_rtx = false;
         let mut j = 0;
         for r in self.records.iter_mut() {
             if sacked.is_empty() && r.right.gt(ack) {
@@ -473,6 +504,20 @@ impl Rack {
                 // An RFC 6298 measurement (a never-retransmitted segment, timed on the ns
                 // clock): the minimum RTT's best source (§6.2 step 1).
                 sample_min = Some(sample_min.map_or(rtt_ns, |m: u64| m.min(rtt_ns)));
+                if cumulative {
+                    ca_cumulative_rtt = Some(rtt_ns);
+                } else {
+                    ca_sacked_rtt = Some(rtt_ns);
+                }
+            } else if cumulative {
+                cumulative_rtx = true;
+            }
+            if !ambiguous {
+                if cumulative {
+                    last_cumulative_rtt = Some(rtt_ns);
+                } else {
+                    last_sacked_rtt = Some(rtt_ns);
+                }
             }
             if !ambiguous && newest.is_none_or(|(t, s)| sent_after(r.xmit_ns, r.right, t, s)) {
                 newest = Some((r.xmit_ns, r.right));
@@ -481,9 +526,15 @@ impl Rack {
         if let Some(rtt_ns) = sample_min {
             self.note_rtt_sample(now, rtt_ns);
         }
+        delivery.ca_rtt_ns = ca_sacked_rtt.or(ca_cumulative_rtt.filter(|_| !cumulative_rtx));
         if let Some((t, s)) = newest {
             delivery.advanced = true;
-            self.rtt_ns = now.saturating_sub(t);
+            self.rtt_ns = match order {
+                RackRttOrder::LatestSent => now.saturating_sub(t),
+                RackRttOrder::LastInSequence => last_cumulative_rtt
+                    .or(last_sacked_rtt)
+                    .unwrap_or_else(|| now.saturating_sub(t)),
+            };
             if self.latest.is_none_or(|(lt, ls)| sent_after(t, s, lt, ls)) {
                 self.latest = Some((t, s));
             }
@@ -747,7 +798,13 @@ mod tests {
     #[test]
     fn a_sack_beyond_a_segment_sent_in_the_same_burst_makes_it_lost_after_rtt_and_reo_wnd() {
         let mut r = burst(1, 100 * MS);
-        let d = r.on_ack(200 * MS, s(1), &sb(&[(7001, 8001)]), |_| false);
+        let d = r.on_ack(
+            200 * MS,
+            s(1),
+            &sb(&[(7001, 8001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
         assert!(d.advanced);
         let reo = r.reo_wnd_ns(false, Some(100 * MS));
         assert_eq!(reo, 25 * MS, "min_RTT / 4");
@@ -760,10 +817,81 @@ mod tests {
         assert_eq!(r.next_lost(&sb(&[(7001, 8001)]), 1000), Some((s(1), 1000)));
     }
 
+    /// An ACK delivering a retransmission (sent at 210 ms) and, above it, an original sent
+    /// at 100 ms, with the rest of the 100 ms flight outstanding: what `RACK.rtt` is after
+    /// it, seen through when that rest is deemed lost.
+    fn rtt_after_mixed_delivery(order: RackRttOrder) -> (Rack, Delivery) {
+        let mut r = burst(1, 100 * MS);
+        r.on_ack(200 * MS, s(1), &sb(&[(1001, 3001)]), |_| false, order);
+        r.on_send(s(1), s(1001), 210 * MS);
+        let d = r.on_ack(320 * MS, s(4001), &sb(&[]), |_| false, order);
+        (r, d)
+    }
+
+    #[test]
+    fn rack_rtt_comes_from_the_latest_sent_segment_by_default() {
+        let (mut r, d) = rtt_after_mixed_delivery(RackRttOrder::LatestSent);
+        assert!(d.advanced);
+        // RACK.rtt = 110 ms (the retransmission): 4001..10001, sent at 100 ms, are lost at
+        // 100 + 110 ms.
+        assert_eq!(r.detect_loss(319 * MS, 0).lost, 6);
+    }
+
+    #[test]
+    fn rack_rtt_from_the_last_segment_in_sequence_waits_for_the_original_flight() {
+        let (mut r, d) = rtt_after_mixed_delivery(RackRttOrder::LastInSequence);
+        assert!(d.advanced);
+        // RACK.rtt = 220 ms (3001:4001, the last in sequence, Linux `tcp_rack_advance`): the
+        // rest of the 100 ms flight is judged at 320 ms, not before.
+        let det = r.detect_loss(319 * MS, 0);
+        assert_eq!((det.lost, det.deadline_ns), (0, Some(320 * MS)));
+        assert_eq!(r.detect_loss(320 * MS, 0).lost, 6);
+    }
+
+    #[test]
+    fn ca_rtt_sample_is_the_highest_sacked_original_else_the_cumulative_one_without_retransmissions()
+     {
+        let mut r = burst(1, 100 * MS);
+        // SACKs 5001:7001 (sent at 100 ms): the sample is their RTT.
+        let d = r.on_ack(
+            150 * MS,
+            s(1),
+            &sb(&[(5001, 7001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
+        assert_eq!(d.ca_rtt_ns, Some(50 * MS));
+        // A cumulative ACK of originals only: their RTT.
+        let d = r.on_ack(
+            160 * MS,
+            s(2001),
+            &sb(&[(5001, 7001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
+        assert_eq!(d.ca_rtt_ns, Some(60 * MS));
+        // A cumulative ACK covering a retransmission: no sample (Karn).
+        r.on_send(s(2001), s(3001), 170 * MS);
+        let d = r.on_ack(
+            400 * MS,
+            s(4001),
+            &sb(&[(5001, 7001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
+        assert_eq!(d.ca_rtt_ns, None);
+    }
+
     #[test]
     fn segments_sent_after_the_delivered_one_are_not_judged() {
         let mut r = burst(1, 100 * MS);
-        r.on_ack(200 * MS, s(1), &sb(&[(1, 1001)]), |_| false);
+        r.on_ack(
+            200 * MS,
+            s(1),
+            &sb(&[(1, 1001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
         let det = r.detect_loss(10_000 * MS, 0);
         assert_eq!(det, Detection::default());
     }
@@ -771,7 +899,13 @@ mod tests {
     #[test]
     fn a_partly_sacked_segment_is_not_delivered() {
         let mut r = burst(1, 100 * MS);
-        let d = r.on_ack(200 * MS, s(1), &sb(&[(10_000, 10_001)]), |_| false);
+        let d = r.on_ack(
+            200 * MS,
+            s(1),
+            &sb(&[(10_000, 10_001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
         assert!(
             !d.advanced,
             "RFC 8985 §5.1: the whole segment must be acknowledged"
@@ -782,19 +916,37 @@ mod tests {
     fn retransmission_sacked_sooner_than_min_rtt_is_ambiguous() {
         let mut r = burst(1, 100 * MS);
         r.on_send(s(1), s(1001), 300 * MS);
-        let d = r.on_ack(310 * MS, s(1), &sb(&[(1, 1001)]), |_| false);
+        let d = r.on_ack(
+            310 * MS,
+            s(1),
+            &sb(&[(1, 1001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
         assert!(
             !d.advanced,
             "10 ms after the retransmission, less than min_RTT"
         );
         let mut r = burst(1, 100 * MS);
         r.on_send(s(1), s(1001), 300 * MS);
-        let d = r.on_ack(410 * MS, s(1), &sb(&[(1, 1001)]), |_| false);
+        let d = r.on_ack(
+            410 * MS,
+            s(1),
+            &sb(&[(1, 1001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
         assert!(d.advanced);
         let d = {
             let mut r = burst(1, 100 * MS);
             r.on_send(s(1), s(1001), 300 * MS);
-            r.on_ack(410 * MS, s(1001), &sb(&[]), |_| true)
+            r.on_ack(
+                410 * MS,
+                s(1001),
+                &sb(&[]),
+                |_| true,
+                RackRttOrder::LatestSent,
+            )
         };
         assert!(
             !d.advanced,
@@ -810,18 +962,34 @@ mod tests {
         // probe, say) and SACKed while 1..1001 is still missing.
         let mut r = burst(1, 100 * MS);
         r.on_send(s(1001), s(2001), 300 * MS);
-        let d = r.on_ack(410 * MS, s(1), &sb(&[(1001, 2001)]), |_| true);
+        let d = r.on_ack(
+            410 * MS,
+            s(1),
+            &sb(&[(1001, 2001)]),
+            |_| true,
+            RackRttOrder::LatestSent,
+        );
         assert!(d.advanced, "RACK.xmit_ts moves to the probe's transmission");
     }
 
     #[test]
     fn delivery_below_the_highest_delivered_is_reordering() {
         let mut r = burst(1, 100 * MS);
-        r.on_ack(200 * MS, s(1), &sb(&[(7001, 8001)]), |_| false);
+        r.on_ack(
+            200 * MS,
+            s(1),
+            &sb(&[(7001, 8001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
         assert!(!r.reordering_seen());
-        r.on_ack(201 * MS, s(1), &sb(&[(3001, 4001), (7001, 8001)]), |_| {
-            false
-        });
+        r.on_ack(
+            201 * MS,
+            s(1),
+            &sb(&[(3001, 4001), (7001, 8001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
         assert!(r.reordering_seen());
         // Reordering seen: the window no longer drops to zero in recovery.
         assert_eq!(r.reo_wnd_ns(true, Some(100 * MS)), 25 * MS);
@@ -830,16 +998,26 @@ mod tests {
     #[test]
     fn reo_wnd_is_zero_after_three_sacked_segments_without_reordering() {
         let mut r = burst(1, 100 * MS);
-        r.on_ack(200 * MS, s(1), &sb(&[(5001, 8001)]), |_| false);
+        r.on_ack(
+            200 * MS,
+            s(1),
+            &sb(&[(5001, 8001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
         assert_eq!(r.reo_wnd_ns(false, Some(100 * MS)), 0);
     }
 
     #[test]
     fn dsack_grows_the_window_once_per_round_and_sixteen_recoveries_reset_it() {
         let mut r = burst(1, 100 * MS);
-        r.on_ack(200 * MS, s(1), &sb(&[(3001, 4001), (7001, 8001)]), |_| {
-            false
-        });
+        r.on_ack(
+            200 * MS,
+            s(1),
+            &sb(&[(3001, 4001), (7001, 8001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
         assert!(r.on_dsack_round(s(1), s(10_001), true));
         assert!(!r.on_dsack_round(s(5001), s(10_001), true), "same round");
         assert_eq!(r.reo_wnd_ns(false, Some(100 * MS)), 50 * MS);
@@ -858,14 +1036,24 @@ mod tests {
     #[test]
     fn a_retransmission_lost_again_is_found_when_a_later_one_is_delivered() {
         let mut r = burst(1, 100 * MS);
-        r.on_ack(200 * MS, s(1), &sb(&[(3001, 10_001)]), |_| false);
+        r.on_ack(
+            200 * MS,
+            s(1),
+            &sb(&[(3001, 10_001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
         assert_eq!(r.detect_loss(200 * MS, 0).lost, 3);
         r.on_send(s(1), s(1001), 200 * MS);
         r.on_send(s(1001), s(2001), 210 * MS);
         // The retransmission of 1001 arrives; that of 1 does not.
-        let d = r.on_ack(320 * MS, s(1), &sb(&[(1001, 2001), (3001, 10_001)]), |_| {
-            false
-        });
+        let d = r.on_ack(
+            320 * MS,
+            s(1),
+            &sb(&[(1001, 2001), (3001, 10_001)]),
+            |_| false,
+            RackRttOrder::LatestSent,
+        );
         assert!(d.advanced);
         let det = r.detect_loss(320 * MS, 0);
         assert_eq!((det.lost, det.lost_retransmissions), (1, 1));
@@ -924,6 +1112,7 @@ mod tests {
             s(base),
             &sb(&[(base.wrapping_add(7000), hi)]),
             |_| false,
+            RackRttOrder::LatestSent,
         );
         assert_eq!(r.detect_loss(300 * MS, 0).lost, 7);
         r.on_cumulative_ack(s(hi));

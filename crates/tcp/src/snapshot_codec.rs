@@ -319,6 +319,8 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
         zero_window_probe_carries_data,
         prr,
         rack,
+        rack_rtt_from_last_in_sequence,
+        cwnd_grows_on_sack_when_reordering,
         congestion_control,
         challenge_acks_per_s_max,
         ack_unsent_data_replies,
@@ -362,6 +364,8 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
     w.bool(zero_window_probe_carries_data);
     w.bool(prr);
     w.bool(rack);
+    w.bool(rack_rtt_from_last_in_sequence);
+    w.bool(cwnd_grows_on_sack_when_reordering);
     w.u8(cc_algorithm_code(congestion_control));
     w.u32(challenge_acks_per_s_max);
     w.bool(ack_unsent_data_replies);
@@ -420,6 +424,8 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
         zero_window_probe_carries_data: r.bool("config.zero_window_probe_carries_data")?,
         prr: r.bool("config.prr")?,
         rack: r.bool("config.rack")?,
+        rack_rtt_from_last_in_sequence: r.bool("config.rack_rtt_from_last_in_sequence")?,
+        cwnd_grows_on_sack_when_reordering: r.bool("config.cwnd_grows_on_sack_when_reordering")?,
         congestion_control: cc_algorithm(r.u8()?, "config.congestion_control")?,
         challenge_acks_per_s_max: r.u32()?,
         ack_unsent_data_replies: r.bool("config.ack_unsent_data_replies")?,

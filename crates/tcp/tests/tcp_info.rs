@@ -109,7 +109,12 @@ fn tcp_info_without_sack_leaves_scoreboard_counts_unknown() {
 /// A (no timestamps, MSS 1460) with ten segments in flight that B never receives, for ACKs
 /// crafted by the test. Returns the pair and SND.UNA.
 fn a_with_ten_segments_lost_to_b() -> (Pair, SeqNumber) {
-    let mut p = Pair::established(no_ts(), no_ts(), 5 * MS);
+    a_with_ten_segments_lost_to_b_with(no_ts())
+}
+
+/// [`a_with_ten_segments_lost_to_b`] with A running `config`.
+fn a_with_ten_segments_lost_to_b_with(config: Config) -> (Pair, SeqNumber) {
+    let mut p = Pair::established(config, no_ts(), 5 * MS);
     p.filter = Box::new(|c, s| {
         if c.dir == Dir::AtoB && s.is_data() {
             Verdict::Drop
@@ -174,6 +179,49 @@ fn tcp_info_reordering_grows_to_the_distance_below_the_highest_sack() {
     deliver_to_a(&mut p, &s);
     let i = p.a.tcp_info(p.now);
     assert_eq!((i.reordering, i.reord_seen), (6, 2));
+}
+
+/// A's `tcpi_snd_cwnd` after the two SACKs of `tcp_info_reordering_grows_...`: the first
+/// measures no reordering, the second a degree of 6.
+fn cwnd_after_sacks_that_measure_reordering(config: Config) -> (u32, u32) {
+    let (mut p, una) = a_with_ten_segments_lost_to_b_with(config);
+    let before = p.a.tcp_info(p.now).snd_cwnd;
+    let s = ack_with_sacks(&p, una, una, &[(7, 8)]);
+    deliver_to_a(&mut p, &s);
+    assert_eq!(
+        p.a.tcp_info(p.now).snd_cwnd,
+        before,
+        "no reordering measured yet"
+    );
+    let s = ack_with_sacks(&p, una, una, &[(2, 3), (7, 8)]);
+    deliver_to_a(&mut p, &s);
+    let i = p.a.tcp_info(p.now);
+    assert_eq!(i.reordering, 6);
+    assert!(!p.a.in_recovery());
+    (before, i.snd_cwnd)
+}
+
+#[test]
+fn a_sack_grows_cwnd_once_reordering_exceeds_three_with_linux_may_raise_cwnd() {
+    let linux = Config {
+        cwnd_grows_on_sack_when_reordering: true,
+        ..no_ts()
+    };
+    let (before, after) = cwnd_after_sacks_that_measure_reordering(linux);
+    assert_eq!(
+        after,
+        before + 1,
+        "the newly SACKed segment counts in slow start"
+    );
+}
+
+#[test]
+fn a_sack_does_not_grow_cwnd_by_default_whatever_the_reordering() {
+    let (before, after) = cwnd_after_sacks_that_measure_reordering(no_ts());
+    assert_eq!(
+        after, before,
+        "RFC 5681: only cumulative ACKs of new data grow cwnd"
+    );
 }
 
 #[test]

@@ -81,6 +81,11 @@ impl Profile {
                 // (`tcp_rack_mark_lost`, the reordering timer `tcp_rack_reo_timeout`). On by
                 // default too; set here so the profile does not depend on the default.
                 rack: true,
+                // Linux `tcp_rack_advance` runs on every segment an ACK delivers, SACKed ones
+                // first, then the cumulatively acknowledged ones: RACK.rtt is the last one's.
+                rack_rtt_from_last_in_sequence: true,
+                // Linux `tcp_may_raise_cwnd`: with reordering seen, a SACK may grow cwnd.
+                cwnd_grows_on_sack_when_reordering: true,
                 syn_retries_max: 5,
                 // Linux `tcp_early_retrans` = 3: tail loss probes (RFC 8985 §7), PTO =
                 // 2·SRTT + 2 ms with no floor (`tcp_schedule_loss_probe`: `TCP_TIMEOUT_MIN`

@@ -6,6 +6,7 @@
 use wire::Ecn;
 use wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
 
+use super::chrono::REORDERING_INITIAL_SEGMENTS;
 use super::*;
 use crate::config::NS_PER_MS;
 
@@ -573,19 +574,7 @@ impl Connection {
                     } else {
                         acked.saturating_sub(reported_before).max(acked.min(mss))
                     };
-                    let limit_segments = self.config.slow_start_increase_limit_segments;
-                    let ss_increase_max_bytes = if limit_segments == 0 {
-                        u32::MAX
-                    } else {
-                        mss.saturating_mul(u32::from(limit_segments))
-                    };
-                    self.cc.on_ack_limited(
-                        now,
-                        counted,
-                        mss,
-                        self.rtt.srtt_ns,
-                        ss_increase_max_bytes,
-                    );
+                    self.grow_cwnd(now, counted, mss);
                 }
                 if let Some(r) = self.rack.as_mut().filter(|r| r.rto_recovery) {
                     if ack.ge(self.rec.recover) {
@@ -638,6 +627,19 @@ impl Connection {
             && self.scoreboard.lost_boundary(mss, DUP_THRESH).is_some()
         {
             self.enter_recovery(now, mss, flight_before);
+        }
+        if self.config.cwnd_grows_on_sack_when_reordering
+            && self.snd.una == una_before
+            && !self.rec.in_recovery
+            && self.reordering_segments() > REORDERING_INITIAL_SEGMENTS
+            && self.cwnd_may_grow()
+        {
+            // Linux `tcp_may_raise_cwnd`: once reordering was measured, an ACK that only
+            // SACKs new data is forward progress and grows cwnd by what it delivered.
+            let sacked_now = self.scoreboard.bytes().saturating_sub(sacked_bytes_before);
+            if sacked_now > 0 {
+                self.grow_cwnd(now, sacked_now, mss);
+            }
         }
         let delivered_segs =
             self.count_delivered(now, una_before, reported_before, sacked_bytes_before);
@@ -693,6 +695,31 @@ impl Connection {
                 _ => {}
             }
         }
+    }
+
+    /// Slow start or congestion avoidance for `counted_bytes` delivered by one ACK, with
+    /// slow start's per-ACK limit from [`Config::slow_start_increase_limit_segments`].
+    fn grow_cwnd(&mut self, now: u64, counted_bytes: u32, mss: u32) {
+        let limit_segments = self.config.slow_start_increase_limit_segments;
+        let ss_increase_max_bytes = if limit_segments == 0 {
+            u32::MAX
+        } else {
+            mss.saturating_mul(u32::from(limit_segments))
+        };
+        self.cc.on_ack_limited(
+            now,
+            counted_bytes,
+            mss,
+            self.rtt.srtt_ns,
+            ss_increase_max_bytes,
+        );
+    }
+
+    /// The reordering degree in segments (`tcpi_reordering`, Linux `tp->reordering`).
+    fn reordering_segments(&self) -> u32 {
+        self.info
+            .as_ref()
+            .map_or(REORDERING_INITIAL_SEGMENTS, |i| i.reordering)
     }
 
     /// `tcpi_delivered` and the chronographs after an ACK: segments newly acknowledged

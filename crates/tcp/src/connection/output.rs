@@ -560,10 +560,14 @@ impl Connection {
         let flight = fwd(self.snd.una, self.snd.nxt);
         if self.config.restart_after_idle
             && flight == 0
+            && self.snd.wnd > 0
             && now.saturating_sub(self.timers.last_tx_ns) > self.rtt.rto_ns()
         {
             // RFC 5681 §4.1: after an idle period longer than the RTO, restart from
-            // RW = min(IW, cwnd).
+            // RW = min(IW, cwnd) "before beginning transmission": not while the peer's window
+            // is closed and nothing can begin (a zero-window probe is no transmission the
+            // window governs), but once it opens, as Linux checks on the window update
+            // (`tcp_ack_update_window` → `tcp_slow_start_after_idle_check`).
             let iw = u32::from(self.config.initial_window_segments)
                 .saturating_mul(u32::from(self.eff_mss()));
             self.cc.restart_after_idle(iw);

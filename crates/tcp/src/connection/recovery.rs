@@ -86,11 +86,16 @@ impl Connection {
             let ts_at_xmit = ((xmit_ns / NS_PER_MS) as u32).wrapping_add(ts_offset);
             echo.is_some_and(|e| ts_lt(e, ts_at_xmit))
         };
+        let order = if self.config.rack_rtt_from_last_in_sequence {
+            crate::rack::RackRttOrder::LastInSequence
+        } else {
+            crate::rack::RackRttOrder::LatestSent
+        };
         let Some(rack) = self.rack.as_mut() else {
             // Nothing was ever sent: nothing to deliver.
             return crate::rack::Delivery::default();
         };
-        let mut d = rack.on_ack(now, una, &self.scoreboard, echo_predates);
+        let mut d = rack.on_ack(now, una, &self.scoreboard, echo_predates, order);
         d.reo_wnd_grew = rack.on_dsack_round(una, self.snd.max, has_dsack(seg));
         d
     }

@@ -150,6 +150,57 @@ fn no_idle_restart_when_the_option_is_off() {
 }
 
 #[test]
+fn idle_restart_waits_for_the_peer_window_to_open_before_shrinking_cwnd() {
+    // RFC 5681 §4.1 restarts "before beginning transmission": while the peer's window is
+    // closed (bare zero-window probes, Linux's), nothing begins and cwnd keeps its size;
+    // once the window opens after more than an RTO without data, cwnd restarts from IW.
+    let c = Config {
+        zero_window_probe_carries_data: false,
+        slow_start_increase_limit_segments: 0,
+        ..no_ts()
+    };
+    let mut p = Pair::established(c, no_ts(), 5 * MS);
+    // A's data never reaches B and B's replies never reach A: the test writes B's ACKs.
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::BtoA || s.is_data() {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    let ack_to_a = |p: &mut Pair, ack: SeqNumber, window: u16| {
+        let (_, _, rcv_nxt) = p.a.sequence_state();
+        let mut s = seg(80, 1000, rcv_nxt, ack, TcpFlags::ACK);
+        s.hdr.window_len = window;
+        let now = p.now;
+        p.a.handle_segment(now, &s.repr());
+        p.flush();
+    };
+    p.a.send(&pattern(20 * 1460)).unwrap();
+    p.flush();
+    let (una, _, _) = p.a.sequence_state();
+    p.now += 10 * MS;
+    ack_to_a(&mut p, una + 10 * 1460, 65535);
+    p.now += 10 * MS;
+    ack_to_a(&mut p, una + 20 * 1460, 0);
+    let grown = p.a.cwnd_bytes();
+    assert_eq!(grown, 30 * 1460, "slow start: ten segments per ACK of ten");
+    p.a.send(&pattern(20 * 1460)).unwrap();
+    p.run_for(3_000 * MS);
+    assert!(
+        p.a.counters().window_probes_sent >= 2,
+        "probing the closed window"
+    );
+    assert_eq!(p.a.cwnd_bytes(), grown, "no transmission began: cwnd kept");
+    ack_to_a(&mut p, una + 20 * 1460, 65535);
+    assert_eq!(
+        p.a.cwnd_bytes(),
+        10 * 1460,
+        "restarted from IW as the window opened"
+    );
+}
+
+#[test]
 fn zero_window_probe_without_data_is_a_bare_ack_below_snd_una() {
     // Linux's probe (`tcp_xmit_probe_skb`): SEG.SEQ = SND.UNA − 1, no data; B answers with
     // its window, and once B reads, everything arrives.
