@@ -52,6 +52,8 @@ mod corpus;
 mod epoll;
 mod errqueue;
 mod fastopen;
+mod icmp;
+mod nstat;
 mod packets;
 mod poll;
 mod profile;
@@ -59,7 +61,10 @@ mod shell;
 mod sockopt;
 mod syscalls;
 
-pub use corpus::{Tally, expected_passing, run_file, script_files};
+pub use corpus::{
+    Tally, apply_file_name_options, expected_passing, ip_version_from_file_name, run_file,
+    script_files,
+};
 pub use profile::Profile;
 
 use epoll::Epoll;
@@ -451,6 +456,8 @@ struct Exec {
     notsent_lowat_bytes: u32,
     /// The profile's option layout, kept across stack rebuilds.
     tcp_option_layout: wire::TcpOptionLayout,
+    /// The profile's `linux_icmp_rules`, kept across stack rebuilds.
+    linux_icmp_rules: bool,
     now_ns: u64,
     cursor: TimeCursor,
     ctx: MatchContext,
@@ -500,6 +507,8 @@ struct Exec {
     listened_since_passive_syn: bool,
     /// Passive connections the script opened so far.
     passive_conns: u16,
+    /// `nstat`'s history file (`exec/nstat.rs`).
+    nstat: nstat::NstatHistory,
 }
 
 fn new_stack(
@@ -507,6 +516,7 @@ fn new_stack(
     addrs: Addrs,
     layout: wire::TcpOptionLayout,
     notsent_lowat_bytes: u32,
+    linux_icmp_rules: bool,
 ) -> Stack {
     let mut iface;
     match addrs {
@@ -524,6 +534,8 @@ fn new_stack(
     cfg.tcp = tcp;
     cfg.tcp_option_layout = layout;
     cfg.tcp_notsent_lowat_bytes = notsent_lowat_bytes;
+    cfg.tcp_icmp_errors_abort_opening = linux_icmp_rules;
+    cfg.tcp_syn_mss_follows_path_mtu = linux_icmp_rules;
     Stack::new(cfg)
 }
 
@@ -543,7 +555,14 @@ impl Exec {
         ctx.tolerance_usecs = script.tolerance_usecs();
         ctx.ts_tick_usecs = script.tcp_ts_tick_usecs();
         Exec {
-            stack: new_stack(profile.tcp, addrs, profile.tcp_option_layout, u32::MAX),
+            stack: new_stack(
+                profile.tcp,
+                addrs,
+                profile.tcp_option_layout,
+                u32::MAX,
+                profile.linux_icmp_rules,
+            ),
+            linux_icmp_rules: profile.linux_icmp_rules,
             notsent_lowat_bytes: u32::MAX,
             tcp_option_layout: profile.tcp_option_layout,
             addrs,
@@ -573,6 +592,7 @@ impl Exec {
             check_psh: profile.check_psh,
             listened_since_passive_syn: false,
             passive_conns: 0,
+            nstat: nstat::NstatHistory::default(),
             fastopen: fastopen::FastOpenSettings {
                 cfg: profile.tcp_fastopen,
                 keys: profile
@@ -628,13 +648,28 @@ impl Exec {
     fn event(&mut self, event: &Event) -> Result<(), Stop> {
         let window = self.cursor.window(&event.time);
         match &event.action {
+            Action::Shell(text) if text.contains("nstat") => {
+                // A check of the stack's counters happens at its time.
+                let at = self.act_at(event, window)?;
+                if !shell::only_nstat(text) {
+                    self.skipped_lines += 1;
+                }
+                self.apply_sysctls(event.pos, text)?;
+                self.cursor.advance(&event.time, at);
+                Ok(())
+            }
             Action::Shell(text) => {
                 self.skipped_lines += 1;
-                self.apply_sysctls(text)
+                self.apply_sysctls(event.pos, text)
             }
             Action::Code(code) => self.code(event, code, window),
             Action::Udp(_) => skip("UDP lines are not supported"),
-            Action::Icmp(_) => skip("ICMP lines are not supported"),
+            Action::Icmp(line) => {
+                let at = self.act_at(event, window)?;
+                self.icmp(event.pos, line)?;
+                self.cursor.advance(&event.time, at);
+                Ok(())
+            }
             Action::Unsupported(text) => skip(format!("unsupported packet line `{text}`")),
             Action::Tcp(line) if line.unmodelled().is_some() => skip(format!(
                 "`{line}`: {} not supported",

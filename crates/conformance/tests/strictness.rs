@@ -8,7 +8,7 @@
 //! it (packet fields, options, or its send time).
 
 use conformance::ast::{Action, Direction, EventTime, Pos, Script};
-use conformance::exec::{Outcome, Profile, expected_passing, run_script};
+use conformance::exec::{Outcome, Profile, apply_file_name_options, expected_passing, run_script};
 use conformance::parse_script;
 use std::path::Path;
 
@@ -138,7 +138,8 @@ fn every_passing_script_fails_without_any_one_of_its_outbound_lines() {
     let scripts = expected_passing(include_str!("../PASSING"));
     for rel in &scripts {
         let text = std::fs::read_to_string(root.join(rel)).expect("script readable");
-        let script = parse_script(&text).expect("a passing script parses");
+        let mut script = parse_script(&text).expect("a passing script parses");
+        apply_file_name_options(&mut script, &root.join(rel));
         let original_other_socket = run_script(&script, &profile).other_socket_segments;
         let failed_before = failed;
         let unseen_before = unseen;

@@ -369,6 +369,23 @@ pub struct StackConfig {
     /// The notsent mark of sockets that set none (Linux `net.ipv4.tcp_notsent_lowat`, whose
     /// default `u32::MAX` means no mark): see `SocketOption::NotSentLowat`.
     pub tcp_notsent_lowat_bytes: u32,
+    /// Linux's rules for ICMP errors about a TCP connection still opening (`tcp_v4_err`,
+    /// `tcp_v6_err`, `tcp_req_err`), which the RFCs do not ask for. Off (RFC 1122 §4.2.3.9):
+    /// only a hard error (protocol or port unreachable) ends a connection in SYN-SENT; soft
+    /// ones (net or host unreachable, time exceeded) are recorded and reported only if the
+    /// connection then times out. On: every destination-unreachable (except "fragmentation
+    /// needed", which is path MTU discovery) or time-exceeded ends a connection in SYN-SENT,
+    /// or a Fast Open child not yet accepted, with the error; and an IPv4 net/host
+    /// unreachable or time exceeded (IPv6: administratively prohibited, port unreachable,
+    /// policy or route rejection) quoting exactly the SYN-ACK of a child still in
+    /// SYN-RECEIVED drops that child without a word (`tcp_icmp_requests_dropped`).
+    pub tcp_icmp_errors_abort_opening: bool,
+    /// A path MTU learnt while a connection is in SYN-SENT (an ICMP "fragmentation needed" or
+    /// "packet too big" about its SYN) also lowers the MSS its later SYNs announce, and so
+    /// caps its send MSS after the handshake, as Linux's route-based MSS does
+    /// (`tcp::Connection::cap_announced_mss`). Off: the SYN announces the interface's MSS
+    /// (RFC 1191 §3.1) and the path is learnt again from the first segment too large.
+    pub tcp_syn_mss_follows_path_mtu: bool,
     /// `None`: the stack hashes flows itself and ignores carried hashes.
     pub rss: Option<RssConfig>,
     /// Secret for TCP initial sequence numbers (RFC 6528). Pass seeded randomness in; the
@@ -396,6 +413,8 @@ impl StackConfig {
             tcp_fastopen: tcp::fastopen::FastOpenConfig::default(),
             tcp_option_layout: wire::TcpOptionLayout::Linux,
             tcp_notsent_lowat_bytes: u32::MAX,
+            tcp_icmp_errors_abort_opening: false,
+            tcp_syn_mss_follows_path_mtu: false,
             rss: None,
             secret: [0x5eed_0000_0000_0001, 0x5eed_0000_0000_0002],
         }

@@ -299,6 +299,22 @@ counters! {
     /// Such errors about a segment in flight that changed nothing (the MSS already fits, or the
     /// MTU named is below the floor the MSS already is at).
     tcp_path_mtu_ignored,
+    /// ICMP errors naming a connection of ours whose quoted sequence number is outside
+    /// SND.UNA..SND.NXT (RFC 5927 §4.1): dropped (Linux `OutOfWindowIcmps`).
+    tcp_icmp_out_of_window,
+    /// Path MTU reductions in SYN-SENT that also capped the MSS the connection's SYNs announce
+    /// (`StackConfig::tcp_syn_mss_follows_path_mtu`).
+    tcp_path_mtu_syn_mss_capped,
+    /// Soft ICMP errors (net/host unreachable, time exceeded, RFC 1122 §4.2.3.9) recorded on
+    /// a connection: reported instead of a time-out if the connection then times out.
+    tcp_icmp_soft_errors,
+    /// Connections still opening that an ICMP error ended (a hard error in SYN-SENT; with
+    /// `StackConfig::tcp_icmp_errors_abort_opening`, any error in SYN-SENT or on a Fast Open
+    /// child not yet accepted).
+    tcp_icmp_opens_aborted,
+    /// Children still in SYN-RECEIVED dropped by an ICMP error quoting their SYN-ACK
+    /// (`StackConfig::tcp_icmp_errors_abort_opening`; Linux `tcp_req_err`).
+    tcp_icmp_requests_dropped,
     /// Black holes packetization-layer PMTUD declared (`tcp::plpmtud`: repeated timeouts of
     /// full-size segments, no ICMP): each lowered a connection's send MSS.
     tcp_plpmtud_black_holes,

@@ -41,6 +41,11 @@ pub(crate) struct QuotedError {
     pub(crate) seq: Option<u32>,
     /// Hard errors end a connection still opening, and are recorded on UDP sockets.
     pub(crate) hard: bool,
+    /// Linux drops a child still in SYN-RECEIVED for this error when it quotes the
+    /// child's SYN-ACK (`tcp_req_err`'s `abort`: IPv4 net or host unreachable and time
+    /// exceeded; IPv6 the errors `icmpv6_err_convert` calls fatal). Acted on only with
+    /// `StackConfig::tcp_icmp_errors_abort_opening`.
+    pub(crate) drops_request: bool,
     /// The next-hop MTU of a "fragmentation needed" (ICMPv4) or "packet too big" (ICMPv6).
     pub(crate) mtu: Option<u32>,
 }
@@ -160,7 +165,16 @@ impl IcmpCx<'_> {
             Icmpv4Repr::DstUnreachable { code, data } => {
                 self.icmp.counters.icmp_errors_received += 1;
                 // RFC 1122 §4.2.3.9: protocol (2) and port (3) unreachable are hard errors.
-                return self.quoted_error(meta, data, matches!(code, 2 | 3));
+                let mut q = self.quoted_error(meta, data, matches!(code, 2 | 3))?;
+                q.drops_request = matches!(code, 0 | 1);
+                return Some(q);
+            }
+            Icmpv4Repr::TimeExceeded { data, .. } => {
+                self.icmp.counters.icmp_errors_received += 1;
+                // RFC 1122 §4.2.3.9: a soft error.
+                let mut q = self.quoted_error(meta, data, false)?;
+                q.drops_request = true;
+                return Some(q);
             }
             Icmpv4Repr::FragNeeded { next_hop_mtu, data } => {
                 self.icmp.counters.icmp_errors_received += 1;
@@ -168,7 +182,6 @@ impl IcmpCx<'_> {
                 q.mtu = Some(u32::from(next_hop_mtu));
                 return Some(q);
             }
-            _ => self.icmp.counters.icmp_errors_received += 1,
         }
         None
     }
@@ -275,7 +288,15 @@ impl IcmpCx<'_> {
             Icmpv6Repr::DstUnreachable { code, data } => {
                 self.icmp.counters.icmp_errors_received += 1;
                 // RFC 4443 §3.1: code 4 is port unreachable (a hard error, like IPv4's code 3).
-                return self.quoted_error(meta, data, code == 4);
+                let mut q = self.quoted_error(meta, data, code == 4)?;
+                // Administratively prohibited, port unreachable, source address failed
+                // policy, reject route (`icmpv6_err_convert`'s fatal ones).
+                q.drops_request = matches!(code, 1 | 4 | 5 | 6);
+                return Some(q);
+            }
+            Icmpv6Repr::TimeExceeded { data, .. } => {
+                self.icmp.counters.icmp_errors_received += 1;
+                return self.quoted_error(meta, data, false);
             }
             Icmpv6Repr::PacketTooBig { mtu, data } => {
                 self.icmp.counters.icmp_errors_received += 1;
@@ -283,7 +304,6 @@ impl IcmpCx<'_> {
                 q.mtu = Some(mtu);
                 return Some(q);
             }
-            _ => self.icmp.counters.icmp_errors_received += 1,
         }
         None
     }
@@ -339,6 +359,7 @@ impl IcmpCx<'_> {
             remote: SocketAddr::new(peer, u16::from_be_bytes([d0, d1])),
             seq,
             hard,
+            drops_request: false,
             mtu: None,
         })
     }

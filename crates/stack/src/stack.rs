@@ -103,9 +103,7 @@ impl Upper {
             (IpProtocol::TCP, Some(mtu)) => {
                 self.tcp_cx().tcp_path_mtu(q.local, q.remote, q.seq, mtu)
             }
-            (IpProtocol::TCP, None) => self
-                .tcp_cx()
-                .tcp_icmp_error(q.local, q.remote, q.seq, q.hard),
+            (IpProtocol::TCP, None) => self.tcp_cx().tcp_icmp_error(&q),
             (IpProtocol::UDP, _) => self.udp_cx().icmp_error(q.local, q.hard),
             _ => false,
         };

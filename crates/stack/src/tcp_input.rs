@@ -19,6 +19,7 @@ use crate::config::StackConfig;
 use crate::egress::{
     ETHERNET_HEADER_LEN, Egress, IPV4_HEADER_LEN, IPV6_HEADER_LEN, TCP_HEADER_MIN, header_only,
 };
+use crate::icmp::QuotedError;
 use crate::ip_in::{IpMeta, RxFrame};
 use crate::socket::{Readiness, SocketError};
 use crate::sockets::{Socket, Sockets};
@@ -497,13 +498,15 @@ impl TcpCx<'_> {
         let Some(i) = self.tcp.lookup(self.sockets, &key) else {
             return false;
         };
+        let follow = self.cfg.tcp_syn_mss_follows_path_mtu;
         let Some(c) = self.conn_mut(i) else {
             return false;
         };
         let (una, nxt, _) = c.conn.sequence_state();
         let in_flight = quoted_seq.is_some_and(|s| SeqNumber(s).ge(una) && SeqNumber(s).lt(nxt));
         if !in_flight {
-            return false;
+            self.tcp.counters.tcp_icmp_out_of_window += 1;
+            return true;
         }
         let (floor, headers) = if remote.is_ipv4() {
             (576, IPV4_HEADER_LEN + TCP_HEADER_MIN)
@@ -512,7 +515,12 @@ impl TcpCx<'_> {
         };
         let mtu = usize::try_from(mtu).unwrap_or(usize::MAX).max(floor);
         let mss = u16::try_from(mtu.saturating_sub(headers)).unwrap_or(u16::MAX);
-        if c.conn.reduce_path_mss(mss) {
+        let capped = follow && c.conn.cap_announced_mss(mss);
+        let reduced = c.conn.reduce_path_mss(mss);
+        if capped {
+            self.tcp.counters.tcp_path_mtu_syn_mss_capped += 1;
+        }
+        if reduced {
             self.tcp.counters.tcp_path_mtu_reductions += 1;
             self.tcp_after_input(i);
         } else {
@@ -521,37 +529,56 @@ impl TcpCx<'_> {
         true
     }
 
-    /// An ICMP destination-unreachable about a segment we sent on (`local`, `remote`).
-    /// RFC 5927 §4.1: act only when the quoted sequence number is in flight
-    /// (SND.UNA ≤ seq < SND.NXT). RFC 1122 §4.2.3.9 / RFC 5461: a hard error aborts a
-    /// connection still opening (SYN-SENT); otherwise errors are soft and only counted.
-    pub(crate) fn tcp_icmp_error(
-        &mut self,
-        local: SocketAddr,
-        remote: SocketAddr,
-        quoted_seq: Option<u32>,
-        hard: bool,
-    ) -> bool {
-        let key = self.tcp.flow_key(FourTuple { local, remote }, None);
+    /// An ICMP destination-unreachable or time-exceeded about a segment we sent (`q`).
+    /// RFC 5927 §4.1: acted on only when the quoted sequence number is in flight
+    /// (SND.UNA ≤ seq < SND.NXT); any other is dropped (`tcp_icmp_out_of_window`, Linux
+    /// `OutOfWindowIcmps`). A connection still opening — SYN-SENT, or a Fast Open child not
+    /// yet accepted — ends on a hard error (RFC 1122 §4.2.3.9), or on any error with
+    /// `StackConfig::tcp_icmp_errors_abort_opening` (Linux `tcp_v4_err`): no RST, the
+    /// error is the socket's, reported once after the data already received. With that
+    /// setting, an error Linux calls fatal for a request (`QuotedError::drops_request`)
+    /// quoting exactly the SYN-ACK of an ordinary child still in SYN-RECEIVED drops the child
+    /// (Linux `tcp_req_err`). Other errors are soft: counted, the connection goes on.
+    pub(crate) fn tcp_icmp_error(&mut self, q: &QuotedError) -> bool {
+        let key = self.tcp.flow_key(
+            FourTuple {
+                local: q.local,
+                remote: q.remote,
+            },
+            None,
+        );
         let Some(i) = self.tcp.lookup(self.sockets, &key) else {
             return false;
         };
+        let linux = self.cfg.tcp_icmp_errors_abort_opening;
         let Some(c) = self.conn_mut(i) else {
             return false;
         };
         let (una, nxt, _) = c.conn.sequence_state();
-        let in_flight = quoted_seq.is_some_and(|s| SeqNumber(s).ge(una) && SeqNumber(s).lt(nxt));
-        if !in_flight {
-            return false;
-        }
-        if hard && c.conn.state() == State::SynSent {
+        let Some(seq) = q.seq.map(SeqNumber).filter(|&s| s.ge(una) && s.lt(nxt)) else {
+            self.tcp.counters.tcp_icmp_out_of_window += 1;
+            return true;
+        };
+        let state = c.conn.state();
+        let unaccepted = c.parent.is_some();
+        let fast_open_child = c.conn.is_fast_open_child();
+        let opening = state == State::SynSent
+            || (state == State::SynReceived && unaccepted && fast_open_child);
+        let request = state == State::SynReceived && unaccepted && !fast_open_child;
+        if opening && (q.hard || linux) {
             c.error = Some(SocketError::Unreachable);
-            c.conn.abort();
-            let parent = c.parent;
+            c.conn.abort_silently();
+            self.tcp.counters.tcp_icmp_opens_aborted += 1;
             self.tcp_after_input(i);
-            if parent.is_none() {
+            if !unaccepted {
                 self.sockets.notify(i, Readiness::ERROR);
             }
+        } else if linux && request && q.drops_request && seq == una {
+            c.conn.abort_silently();
+            self.tcp.counters.tcp_icmp_requests_dropped += 1;
+            self.tcp_after_input(i);
+        } else if !q.hard {
+            self.tcp.counters.tcp_icmp_soft_errors += 1;
         }
         self.tcp.counters.icmp_errors_to_sockets += 1;
         true

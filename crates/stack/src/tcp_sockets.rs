@@ -230,6 +230,11 @@ impl ConnSock {
     /// once (then it is no longer pending), `after` on every later call (POSIX `so_error`,
     /// Linux `sock_error`: the error is taken by the call that reports it).
     pub(crate) fn report_once(&mut self, e: SocketError, after: SocketError) -> SocketError {
+        // An ICMP error that ended the open is the failure to report (Linux `sk_err`).
+        if let Some(err) = self.error.take() {
+            self.failure_reported = true;
+            return err;
+        }
         if matches!(e, SocketError::Reset | SocketError::TimedOut) {
             if self.failure_reported {
                 return after;

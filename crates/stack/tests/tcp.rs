@@ -431,7 +431,7 @@ fn icmp_port_unreachable_aborts_a_connection_still_opening() {
     forged[ETH + 20 + 4] ^= 0x80;
     p.a.receive(p.now, &icmp_unreachable_about(&forged, 3), &RxMeta::NONE);
     assert_eq!(p.a.tcp_state(c), Some(tcp::State::SynSent));
-    assert_eq!(p.a.counters().icmp_errors_unmatched, 1);
+    assert_eq!(p.a.counters().tcp_icmp_out_of_window, 1);
     // The genuine one aborts the open.
     p.a.receive(p.now, &icmp_unreachable_about(&syn, 3), &RxMeta::NONE);
     let evs: Vec<_> = std::iter::from_fn(|| p.a.poll_event()).collect();

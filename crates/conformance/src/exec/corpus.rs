@@ -25,10 +25,41 @@ pub fn script_files(root: &std::path::Path) -> std::io::Result<Vec<std::path::Pa
     Ok(out)
 }
 
-/// Reads, parses and runs one script file; an unreadable file is a failure at 0:0.
+/// The IP version a script file runs in when its options name none: IPv6 for a file whose
+/// name ends in `v6.pkt`, as upstream's `run_all.py` decides (it runs such scripts over IPv6
+/// only, those ending in `v4.pkt` over IPv4 and IPv4-mapped IPv6, every other one in all
+/// three modes; this runner runs each script once, the others over IPv4). `None`: IPv4.
+pub fn ip_version_from_file_name(path: &std::path::Path) -> Option<&'static str> {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with("v6.pkt"))
+        .then_some("ipv6")
+}
+
+/// Gives `script`, read from `path`, the IP version [`ip_version_from_file_name`] names when
+/// its own options name none (as an `--ip_version` script option).
+pub fn apply_file_name_options(script: &mut crate::ast::Script, path: &std::path::Path) {
+    if let Some(v) = ip_version_from_file_name(path)
+        && !script.options.iter().any(|o| o.name == "ip_version")
+    {
+        script.options.push(crate::ast::ScriptOption {
+            name: "ip_version".to_string(),
+            value: Some(v.to_string()),
+        });
+    }
+}
+
+/// Reads, parses and runs one script file (with [`apply_file_name_options`]); an unreadable
+/// file is a failure at 0:0.
 pub fn run_file(path: &std::path::Path, profile: &Profile) -> RunReport {
     match std::fs::read_to_string(path) {
-        Ok(text) => run_text(&text, profile),
+        Ok(text) => match crate::parse_script(&text) {
+            Ok(mut script) => {
+                apply_file_name_options(&mut script, path);
+                run_script(&script, profile)
+            }
+            Err(_) => run_text(&text, profile),
+        },
         Err(e) => RunReport {
             outcome: Outcome::Fail {
                 pos: Pos::default(),

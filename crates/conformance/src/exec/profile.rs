@@ -21,6 +21,12 @@ pub struct Profile {
     /// Where the stack puts TCP options in what it sends (`StackConfig::tcp_option_layout`):
     /// scripts compare the layout byte for byte ([`crate::matcher::check_option_layout`]).
     pub tcp_option_layout: wire::TcpOptionLayout,
+    /// Linux's handling of ICMP errors about connections still opening, two stack settings
+    /// beside `tcp::Config`: `StackConfig::tcp_icmp_errors_abort_opening` (any unreachable
+    /// ends a SYN-SENT connection or an unaccepted Fast Open child; net/host unreachable
+    /// drops a plain child in SYN-RECEIVED) and `StackConfig::tcp_syn_mss_follows_path_mtu`
+    /// (a SYN after "fragmentation needed" announces the path's MSS).
+    pub linux_icmp_rules: bool,
 }
 
 impl Profile {
@@ -33,6 +39,7 @@ impl Profile {
             tcp_fastopen: tcp::fastopen::FastOpenConfig::default(),
             tcp_fastopen_key: None,
             tcp_option_layout: wire::TcpOptionLayout::Linux,
+            linux_icmp_rules: false,
         }
     }
 
@@ -118,6 +125,9 @@ impl Profile {
                 fastopen::DEFAULTS_KEY_WORDS,
             )),
             tcp_option_layout: wire::TcpOptionLayout::Linux,
+            // `tcp_v4_err`/`tcp_v6_err`/`tcp_req_err` and the route-based MSS of
+            // `tcp_advertise_mss` (`fastopen/server/icmp-*`, `syn-data-icmp-unreach-*`).
+            linux_icmp_rules: true,
         }
     }
 
@@ -181,6 +191,7 @@ impl Profile {
             tcp_fastopen: tcp::fastopen::FastOpenConfig::default(),
             tcp_fastopen_key: None,
             tcp_option_layout: wire::TcpOptionLayout::FreeBsd,
+            linux_icmp_rules: false,
         }
     }
 

@@ -11,17 +11,19 @@ impl Exec {
     /// control `cubic` or `reno`, tail loss probes, ECN); the
     /// TSO and pacing knobs have no effect on a stack without TSO or pacing; any other
     /// setting skips the script, as do the commands that change the host around the stack
-    /// (a qdisc that drops everything, route settings) or check it (`nstat`).
-    pub(super) fn apply_sysctls(&mut self, text: &str) -> Result<(), Stop> {
+    /// (a qdisc that drops everything, route settings); `nstat` is modelled.
+    pub(super) fn apply_sysctls(&mut self, pos: Pos, text: &str) -> Result<(), Stop> {
         // Commands that change the host around the stack, or whose exit status checks it:
-        // the executor cannot honour them, so the script cannot be judged.
+        // the executor cannot honour them, so the script cannot be judged. `nstat` is
+        // modelled over the stack's counters (`exec/nstat.rs`).
         for cmd in text.split(['\n', ';', '`']).map(str::trim) {
             let why = if cmd.starts_with("tc qdisc") && cmd.contains("limit 0") {
                 "a qdisc dropping every outgoing packet"
             } else if cmd.starts_with("ip route") || cmd.starts_with("ip -6 route") {
                 "per-route settings (ip route)"
             } else if cmd.starts_with("nstat") {
-                "a check of the kernel's counters (nstat)"
+                self.nstat(pos, cmd)?;
+                continue;
             } else if cmd.contains("ip tcp_metrics flush") {
                 // The per-destination metrics Linux keeps are, here, the Fast Open cache.
                 self.stack.tcp_fastopen_flush_cache();
@@ -149,10 +151,22 @@ impl Exec {
                 self.addrs,
                 self.tcp_option_layout,
                 self.notsent_lowat_bytes,
+                self.linux_icmp_rules,
             );
             self.stack.tcp_set_fastopen_cache(cache);
             self.fastopen_apply();
         }
         Ok(())
     }
+}
+
+/// True when every command of a shell line is an `nstat` pipeline: the line is modelled
+/// (`exec/nstat.rs`), not skipped.
+pub(super) fn only_nstat(text: &str) -> bool {
+    let mut cmds = text
+        .split(['\n', ';', '`'])
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .peekable();
+    cmds.peek().is_some() && cmds.all(|c| c.starts_with("nstat"))
 }

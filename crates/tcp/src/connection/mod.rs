@@ -933,6 +933,14 @@ impl Connection {
         self.enter_closed(CloseReason::Aborted);
     }
 
+    /// Enters CLOSED without sending anything: the network, not the application, ended the
+    /// connection while it was still opening (an ICMP error about its SYN or SYN-ACK, RFC
+    /// 1122 §4.2.3.9; Linux `tcp_done`). Data already received stays readable; later
+    /// segments from the peer find no connection.
+    pub fn abort_silently(&mut self) {
+        self.enter_closed(CloseReason::Aborted);
+    }
+
     fn enter_closed(&mut self, reason: CloseReason) {
         if self.state == State::Closed {
             return;

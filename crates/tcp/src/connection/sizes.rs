@@ -27,8 +27,26 @@ impl Connection {
     /// the caller validated the quote, RFC 5927, and applied the floor). Lowers the send MSS,
     /// never raises it, and retransmits the first unacknowledged segment at the new size at
     /// once; not a congestion signal (cwnd is untouched). Returns whether the MSS went down.
+    ///
+    /// In SYN-SENT the SYN is all that is in flight: when it carried data (an active Fast
+    /// Open, RFC 7413) the SYN goes again at once without its data, which follows the
+    /// handshake at the new size (Linux `tcp_simple_retransmit` for SYN data); a bare SYN is
+    /// not resent. The MSS the SYN announces is unchanged (see
+    /// [`Connection::cap_announced_mss`]), so the peer's SYN-ACK sets the send MSS anew.
     pub fn reduce_path_mss(&mut self, mss_bytes: u16) -> bool {
         let mss = mss_bytes.max(crate::config::MSS_MIN_BYTES);
+        if self.state == State::SynSent {
+            if mss >= self.opts.snd_mss {
+                return false;
+            }
+            self.opts.snd_mss = mss;
+            if self.snd.nxt != self.snd.iss && self.snd.max != self.snd.iss + 1 {
+                // The SYN carried data: send the SYN again now (no backoff, no data: a SYN
+                // after the first carries none, `syn_segment_with_data`).
+                self.snd.nxt = self.snd.iss;
+            }
+            return true;
+        }
         if !self.state.is_synchronized() || mss >= self.opts.snd_mss {
             return false;
         }
@@ -45,6 +63,23 @@ impl Connection {
                 r.on_rto();
             }
         }
+        true
+    }
+
+    /// In SYN-SENT, caps the MSS the SYNs sent from now on announce, and so the send MSS the
+    /// SYN-ACK leaves (`Config::mss_bytes`), at `mss_bytes` (floored at
+    /// [`crate::config::MSS_MIN_BYTES`]): Linux announces the route's MSS, which follows a
+    /// path MTU learnt before the handshake completed (`tcp_advertise_mss`). RFC 1191 §3.1
+    /// asks for an MSS from the interface's MTU instead. False in any other state.
+    pub fn cap_announced_mss(&mut self, mss_bytes: u16) -> bool {
+        if self.state != State::SynSent {
+            return false;
+        }
+        self.config = Config {
+            mss_bytes: mss_bytes.min(self.config.mss_bytes),
+            ..self.config
+        }
+        .validated();
         true
     }
 
