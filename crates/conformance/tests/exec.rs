@@ -723,3 +723,66 @@ fn ip_ecn_annotations_set_inbound_codepoints_and_check_outbound_ones() {
     let r = run_text(&no_ce, &profile);
     assert!(matches!(r.outcome, Outcome::Fail { .. }), "{}", r.outcome);
 }
+
+#[test]
+fn nstat_grep_fails_the_script_unless_the_counter_moved() {
+    // An ICMP error quoting a sequence number outside SND.UNA..SND.NXT is dropped and counted
+    // (`TcpExtOutOfWindowIcmps`); `nstat | grep` sees it only when it happened since the
+    // last `nstat`.
+    let check = "+0 `nstat | grep TcpExtOutOfWindowIcmps > /dev/null`\n";
+    let moved = format!(
+        "{HANDSHAKE}+0 `nstat > /dev/null`\n+0 < icmp unreachable host_unreachable [5000:6000(1000)]\n{check}"
+    );
+    let report = run_text(&moved, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+    let still = format!("{HANDSHAKE}+0 `nstat > /dev/null`\n{check}");
+    let report = run_text(&still, &Profile::linux_compat());
+    assert!(
+        matches!(&report.outcome, Outcome::Fail { pos, .. } if pos.line == 11),
+        "{}",
+        report.outcome
+    );
+    // A counter the stack has no counterpart for cannot be judged.
+    let unknown = format!("{HANDSHAKE}+0 `nstat | grep TcpExtTCPLossProbes`\n");
+    let report = run_text(&unknown, &Profile::linux_compat());
+    assert!(
+        matches!(report.outcome, Outcome::Skip { .. }),
+        "{}",
+        report.outcome
+    );
+}
+
+#[test]
+fn an_in_window_icmp_error_reaches_the_connection_and_a_v6_file_name_runs_over_ipv6() {
+    // A hard error about the established connection's data is soft there (RFC 5461): the
+    // connection goes on and the script can still exchange data.
+    let script = format!(
+        "{HANDSHAKE}\
++0 write(4, ..., 500) = 500
++0 > P. 1:501(500) ack 1
++0 < icmp unreachable port_unreachable [1:501(500)]
++.01 < . 1:1(0) ack 501 win 257
++0 write(4, ..., 10) = 10
++0 > P. 501:511(10) ack 1
+"
+    );
+    let report = run_text(&script, &Profile::linux_compat());
+    assert_eq!(report.outcome, Outcome::Pass, "{}", report.outcome);
+    // The IP version a script's file name gives, as upstream's run_all.py.
+    use conformance::exec::ip_version_from_file_name;
+    assert_eq!(
+        ip_version_from_file_name(Path::new("mtu_probe/basic-v6.pkt")),
+        Some("ipv6")
+    );
+    assert_eq!(
+        ip_version_from_file_name(Path::new(
+            "x/syn-data-icmp-unreach-frag-needed-with-seq-ipv6.pkt"
+        )),
+        Some("ipv6")
+    );
+    assert_eq!(
+        ip_version_from_file_name(Path::new("mtu_probe/basic-v4.pkt")),
+        None
+    );
+    assert_eq!(ip_version_from_file_name(Path::new("v6/simple.pkt")), None);
+}

@@ -151,8 +151,8 @@ counters! {
     icmp_errors_received,
     /// ICMP errors handed to the socket that sent the quoted packet.
     icmp_errors_to_sockets,
-    /// ICMP errors whose quoted packet matches no socket of ours (or fails the RFC 5927
-    /// sequence check): ignored.
+    /// ICMP errors whose quoted packet matches no socket of ours: ignored (one that names a
+    /// TCP connection but fails the RFC 5927 sequence check is `tcp_icmp_out_of_window`).
     icmp_errors_unmatched,
     /// ICMP error messages sent (port/protocol unreachable).
     icmp_errors_sent,

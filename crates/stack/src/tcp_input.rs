@@ -486,7 +486,9 @@ impl TcpCx<'_> {
     /// RFC 791) and 1,280 for IPv6 (RFC 8200 §5), so no error can shrink segments below that.
     /// The connection's send MSS goes down and its first unacknowledged segment is sent again
     /// at the new size (`tcp_path_mtu_reductions`; an error that changes nothing is counted
-    /// `tcp_path_mtu_ignored`).
+    /// `tcp_path_mtu_ignored`, one quoting no segment in flight `tcp_icmp_out_of_window`).
+    /// In SYN-SENT a SYN that carried data goes again at once without it, and with
+    /// `StackConfig::tcp_syn_mss_follows_path_mtu` later SYNs announce the path's MSS.
     pub(crate) fn tcp_path_mtu(
         &mut self,
         local: SocketAddr,

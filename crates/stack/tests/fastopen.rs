@@ -322,3 +322,123 @@ fn a_child_reset_before_accept_keeps_its_syn_data_for_the_application() {
     assert_eq!(&buf[..4], b"late");
     assert_eq!(b.tcp_recv(c, &mut buf), Err(stack::SocketError::Reset));
 }
+
+/// An ICMPv4 destination unreachable (`code`) from A about B's segment with sequence
+/// number `seq` (B's SYN-ACK): the quoted IP header and the first 8 TCP bytes.
+fn unreachable_from_a(code: u8, seq: u32) -> Vec<u8> {
+    let quoted_ip = Ipv4Repr {
+        src_addr: IP_B,
+        dst_addr: IP_A,
+        protocol: IpProtocol::TCP,
+        payload_len: 20,
+        hop_limit: 64,
+        dscp: 0,
+        ecn: 0,
+        ident: 0,
+        dont_frag: true,
+        more_frags: false,
+        frag_offset_bytes: 0,
+    };
+    let mut quote = vec![0u8; quoted_ip.buffer_len()];
+    quoted_ip
+        .emit(
+            &mut Ipv4Packet::new_unchecked(&mut quote[..]),
+            ChecksumCaps::ALL,
+        )
+        .unwrap();
+    quote.truncate(20);
+    quote.extend_from_slice(&SERVER_PORT.to_be_bytes());
+    quote.extend_from_slice(&CLIENT_PORT.to_be_bytes());
+    quote.extend_from_slice(&seq.to_be_bytes());
+    let icmp = wire::icmpv4::Icmpv4Repr::DstUnreachable { code, data: &quote };
+    let ip = Ipv4Repr {
+        src_addr: IP_A,
+        dst_addr: IP_B,
+        protocol: IpProtocol::ICMP,
+        payload_len: icmp.buffer_len(),
+        hop_limit: 64,
+        dscp: 0,
+        ecn: 0,
+        ident: 0,
+        dont_frag: false,
+        more_frags: false,
+        frag_offset_bytes: 0,
+    };
+    let mut f = vec![0u8; ETH + ip.buffer_len()];
+    EthernetRepr {
+        src_addr: MAC_A,
+        dst_addr: MAC_B,
+        vlan: None,
+        ethertype: EtherType::IPV4,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]))
+    .unwrap();
+    ip.emit(
+        &mut Ipv4Packet::new_unchecked(&mut f[ETH..]),
+        ChecksumCaps::ALL,
+    )
+    .unwrap();
+    icmp.emit(
+        &mut wire::Icmpv4Packet::new_unchecked(&mut f[ETH + 20..]),
+        ChecksumCaps::ALL,
+    )
+    .unwrap();
+    f
+}
+
+/// A Fast Open child holding "early" from its SYN, not accepted, and its SYN-ACK's sequence
+/// number.
+fn fast_open_child(b: &mut Stack) -> u32 {
+    let syn = from_a(CLIENT_ISN, 0, TcpFlags::SYN, Some(valid_cookie()), b"early");
+    b.receive(0, &syn, &RxMeta::NONE);
+    let sent = sent_segments(b, 0);
+    let &(flags, iss, ..) = sent.first().expect("SYN-ACK");
+    assert!(flags.contains(TcpFlags::SYN | TcpFlags::ACK));
+    iss
+}
+
+#[test]
+fn an_icmp_error_ends_an_unaccepted_fast_open_child_which_keeps_its_syn_data() {
+    // A soft error (host unreachable) leaves the child alone under RFC 1122 §4.2.3.9 …
+    let (mut b, l) = server(server_on(), 4);
+    let iss = fast_open_child(&mut b);
+    b.receive(MS, &unreachable_from_a(1, iss), &RxMeta::NONE);
+    assert!(sent_segments(&mut b, MS).is_empty());
+    let (c, _) = b.tcp_accept(l).unwrap();
+    assert_eq!(b.tcp_state(c), Some(tcp::State::SynReceived));
+    assert_eq!(b.counters().tcp_icmp_soft_errors, 1);
+
+    // … a hard one (port unreachable) ends it, without a RST: accept still hands it over,
+    // its SYN data is read first, then the error once, then writes fail.
+    let (mut b, l) = server(server_on(), 4);
+    let iss = fast_open_child(&mut b);
+    b.receive(MS, &unreachable_from_a(3, iss), &RxMeta::NONE);
+    assert!(sent_segments(&mut b, MS).is_empty(), "no RST");
+    assert_eq!(b.counters().tcp_icmp_opens_aborted, 1);
+    let (c, _) = b.tcp_accept(l).unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(b.tcp_recv(c, &mut buf), Ok(5));
+    assert_eq!(&buf[..5], b"early");
+    assert_eq!(
+        b.tcp_recv(c, &mut buf),
+        Err(stack::SocketError::Unreachable)
+    );
+    assert_eq!(b.tcp_send(c, b"x"), Err(stack::SocketError::Closed));
+
+    // With Linux's rules (`tcp_v4_err`) the soft error ends it too.
+    let mut cfg = config_b();
+    cfg.tcp_icmp_errors_abort_opening = true;
+    let mut b = Stack::new(cfg);
+    b.tcp_set_fastopen(server_on());
+    b.tcp_set_fastopen_keys(FastOpenKeys::new(FastOpenKey::from_words([1, 2, 3, 4])));
+    let l = b.tcp_listen(v4(IP_B, SERVER_PORT), 8).unwrap();
+    b.set_option(l, SocketOption::FastOpenQueue(4)).unwrap();
+    let iss = fast_open_child(&mut b);
+    b.receive(MS, &unreachable_from_a(1, iss), &RxMeta::NONE);
+    let (c, _) = b.tcp_accept(l).unwrap();
+    assert_eq!(b.tcp_recv(c, &mut buf), Ok(5));
+    assert_eq!(
+        b.tcp_recv(c, &mut buf),
+        Err(stack::SocketError::Unreachable)
+    );
+}

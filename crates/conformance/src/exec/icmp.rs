@@ -56,34 +56,47 @@ const V4_TYPES: [(&str, u8); 13] = [
     ("address_mask_reply", 18),
 ];
 
-/// ICMPv6 types by packetdrill's names, with their named codes (index = code).
-const V6_TYPES: [(&str, u8, &[&str]); 6] = [
+/// Codes by name: (name, code byte).
+type NamedCodes = &'static [(&'static str, u8)];
+
+/// ICMPv6 types by packetdrill's names, with their named codes (RFC 4443; packetdrill names
+/// code 0 of unreachable twice).
+const V6_TYPES: [(&str, u8, NamedCodes); 6] = [
     (
         "unreachable",
         1,
         &[
-            "net_unreachable",
-            "no_route",
-            "admin_prohibited",
-            "not_neighbour",
-            "address_unreachable",
-            "port_unreachable",
+            ("net_unreachable", 0),
+            ("no_route", 0),
+            ("admin_prohibited", 1),
+            ("not_neighbour", 2),
+            ("address_unreachable", 3),
+            ("port_unreachable", 4),
         ],
     ),
     ("packet_too_big", 2, &[]),
     (
         "time_exceeded",
         3,
-        &["exceeded_hop_limit", "exceeded_frag_time"],
+        &[("exceeded_hop_limit", 0), ("exceeded_frag_time", 1)],
     ),
     (
         "parameter_problem",
         4,
-        &["header_field", "unknown_next_header", "unknown_option"],
+        &[
+            ("header_field", 0),
+            ("unknown_next_header", 1),
+            ("unknown_option", 2),
+        ],
     ),
     ("echo_request", 128, &[]),
     ("echo_reply", 129, &[]),
 ];
+
+/// IPv4 unreachable codes as (name, code) pairs.
+fn v4_unreachable_codes() -> impl Iterator<Item = (&'static str, u8)> {
+    V4_UNREACHABLE_CODES.iter().zip(0u8..).map(|(n, c)| (*n, c))
+}
 
 /// What an ICMP line quotes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,13 +194,14 @@ impl IcmpSpec {
     pub(super) fn type_and_code(&self, v6: bool) -> Result<(u8, u8), String> {
         let numbered =
             |w: &str, prefix: &str| w.strip_prefix(prefix).and_then(|n| n.parse::<u8>().ok());
-        let (ty, codes): (u8, &[&str]) = if let Some(n) = numbered(&self.type_word, "type_") {
-            (n, &[])
+        let (ty, codes): (u8, Vec<(&str, u8)>) = if let Some(n) = numbered(&self.type_word, "type_")
+        {
+            (n, Vec::new())
         } else if v6 {
             V6_TYPES
                 .iter()
                 .find(|(name, ..)| *name == self.type_word)
-                .map(|&(_, t, codes)| (t, codes))
+                .map(|&(_, t, codes)| (t, codes.to_vec()))
                 .ok_or_else(|| format!("`{}` is not an ICMPv6 type", self.type_word))?
         } else {
             let t = V4_TYPES
@@ -195,14 +209,12 @@ impl IcmpSpec {
                 .find(|(name, _)| *name == self.type_word)
                 .map(|&(_, t)| t)
                 .ok_or_else(|| format!("`{}` is not an ICMPv4 type", self.type_word))?;
-            (
-                t,
-                if t == 3 {
-                    &V4_UNREACHABLE_CODES[..]
-                } else {
-                    &[]
-                },
-            )
+            let codes = if t == 3 {
+                v4_unreachable_codes().collect()
+            } else {
+                Vec::new()
+            };
+            (t, codes)
         };
         let code = match self.code_word.as_deref() {
             None => 0,
@@ -210,8 +222,8 @@ impl IcmpSpec {
                 Some(n) => n,
                 None => codes
                     .iter()
-                    .position(|c| *c == w)
-                    .and_then(|i| u8::try_from(i).ok())
+                    .find(|(name, _)| *name == w)
+                    .map(|&(_, c)| c)
                     .ok_or_else(|| {
                         format!(
                             "ICMP code `{w}` is not a code of `{}` (packetdrill's names or \
@@ -499,7 +511,16 @@ mod tests {
         assert_eq!(spec("type_3 code_13").type_and_code(false), Ok((3, 13)));
         assert_eq!(
             spec("unreachable port_unreachable").type_and_code(true),
-            Ok((1, 5))
+            Ok((1, 4))
+        );
+        assert_eq!(spec("unreachable no_route").type_and_code(true), Ok((1, 0)));
+        assert_eq!(
+            spec("unreachable admin_prohibited").type_and_code(true),
+            Ok((1, 1))
+        );
+        assert_eq!(
+            spec("time_exceeded exceeded_frag_time").type_and_code(true),
+            Ok((3, 1))
         );
         assert_eq!(spec("echo_request id 7 [raw (20)]").id, Some(7));
         assert_eq!(

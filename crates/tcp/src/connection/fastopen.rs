@@ -244,6 +244,55 @@ mod tests {
     }
 
     #[test]
+    fn frag_needed_for_a_syn_with_data_resends_the_syn_at_once_without_it() {
+        // Linux `tcp_simple_retransmit` for SYN data: the SYN goes again now, bare, and the
+        // data follows the handshake at the path's size.
+        let mut c = client(&[7u8; 2000], Some(1040));
+        let mut buf = [0u8; 1500];
+        assert_eq!(c.poll_transmit(0, &mut buf).unwrap().payload.len(), 1000);
+        assert!(c.poll_transmit(0, &mut buf).is_none());
+        assert!(c.reduce_path_mss(760));
+        let again = c.poll_transmit(1, &mut buf).expect("the SYN at once");
+        assert_eq!(again.flags, TcpFlags::SYN);
+        assert!(again.payload.is_empty());
+        assert_eq!(again.max_seg_size, Some(1460), "announced MSS unchanged");
+        // The SYN-ACK acknowledges only the SYN and sets the send MSS anew (RFC 1191 §3.1:
+        // the path is learnt again from the next error): the data goes again from ISS + 1.
+        c.handle_segment(2, &syn_ack(ISS + 1, 1040));
+        let d = c.poll_transmit(2, &mut buf).expect("data");
+        assert_eq!((d.seq_number, d.payload.len()), (SeqNumber(ISS + 1), 1000));
+        assert_eq!(c.invariant_violation(), None);
+        // With the announced MSS capped too (Linux), SYN and data follow the path.
+        let mut c = client(&[7u8; 2000], Some(1040));
+        c.poll_transmit(0, &mut buf).expect("syn with data");
+        assert!(c.cap_announced_mss(760));
+        assert!(c.reduce_path_mss(760));
+        assert_eq!(
+            c.poll_transmit(1, &mut buf).unwrap().max_seg_size,
+            Some(760)
+        );
+        c.handle_segment(2, &syn_ack(ISS + 1, 1040));
+        let d = c.poll_transmit(2, &mut buf).expect("data");
+        assert_eq!((d.seq_number, d.payload.len()), (SeqNumber(ISS + 1), 760));
+        // A bare SYN is not resent for a path MTU (nothing of it was too large).
+        let cfg = Config {
+            mss_bytes: 1460,
+            ..Config::default()
+        };
+        let mut bare = Connection::connect(0, &cfg, 80, 40000, SeqNumber(ISS), 0);
+        bare.poll_transmit(0, &mut buf).expect("syn");
+        bare.reduce_path_mss(500);
+        assert!(bare.poll_transmit(0, &mut buf).is_none());
+        // `cap_announced_mss` lowers what later SYNs announce, in SYN-SENT only.
+        assert!(bare.cap_announced_mss(960));
+        bare.handle_timeout(5_000_000_000);
+        let rto_syn = bare
+            .poll_transmit(5_000_000_000, &mut buf)
+            .expect("SYN again");
+        assert_eq!(rto_syn.max_seg_size, Some(960));
+    }
+
+    #[test]
     fn the_first_syn_carries_queued_data_up_to_the_hinted_mss_less_the_option_reserve() {
         let mut c = client(&[7u8; 2000], Some(940));
         let mut buf = [0u8; 1500];
