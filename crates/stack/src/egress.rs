@@ -35,6 +35,27 @@ pub(crate) const TCP_HEADER_MIN: usize = 20;
 /// 20 bytes plus at most 40 of options (RFC 9293 §3.1).
 pub(crate) const TCP_HEADER_MAX: usize = 60;
 
+/// The IP header fields of a TCP segment that its connection chooses; the rest are the
+/// stack's (addresses, hop limit, identification).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TcpIpFields {
+    /// The ECN codepoint (RFC 3168 §5).
+    pub(crate) ecn: Ecn,
+    /// IPv4 only: `IP_TOS` with its ECN bits clear (the DSCP and the two bits beside it).
+    pub(crate) tos: u8,
+    /// IPv4 only: the DF bit.
+    pub(crate) dont_frag: bool,
+}
+
+impl TcpIpFields {
+    /// Not-ECT, TOS 0, DF: what a segment without a socket (an RST for nobody) carries.
+    pub(crate) const PLAIN: TcpIpFields = TcpIpFields {
+        ecn: Ecn::NotEct,
+        tos: 0,
+        dont_frag: true,
+    };
+}
+
 /// The transmit side of one stack. See the module documentation.
 pub(crate) struct Egress {
     pub(crate) cfg: Arc<StackConfig>,
@@ -528,7 +549,8 @@ impl Egress {
 
     /// Sends an IPv4 datagram, fragmenting it when it exceeds the MTU and `dont_frag` is
     /// clear (RFC 791 §3.2); with DF set an oversized datagram is a counted drop (TCP sets DF
-    /// and sizes segments to the MSS, RFC 1191).
+    /// and sizes segments to the MSS, RFC 1191). `tos` is the whole type-of-service byte
+    /// (DSCP and ECN).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_ipv4(
         &mut self,
@@ -537,7 +559,7 @@ impl Egress {
         dst: Ipv4Addr,
         protocol: IpProtocol,
         dont_frag: bool,
-        ecn: Ecn,
+        tos: u8,
         payload: &[u8],
     ) {
         let mtu = usize::from(self.mtu_bytes);
@@ -549,8 +571,8 @@ impl Egress {
             protocol,
             payload_len: payload.len(),
             hop_limit: self.hop_limit,
-            dscp: 0,
-            ecn: ecn.bits(),
+            dscp: tos >> 2,
+            ecn: tos & 0b11,
             ident,
             dont_frag,
             more_frags: false,
@@ -784,7 +806,17 @@ impl Egress {
             dst.copy_from_slice(seg.payload);
         }
         let header = header_only(seg);
-        self.send_tcp_frame(now, src, dst, &header, frame, payload_at, n, 0, Ecn::NotEct);
+        self.send_tcp_frame(
+            now,
+            src,
+            dst,
+            &header,
+            frame,
+            payload_at,
+            n,
+            0,
+            TcpIpFields::PLAIN,
+        );
     }
 
     /// Emits one segment whose `n` payload bytes already sit at `frame[payload_at..]`
@@ -802,8 +834,9 @@ impl Egress {
     /// `tx_drop_too_big`, and TCP retransmits). Its TCP checksum is left partial, as is every fast-path segment's
     /// when the device completes TCP checksums.
     ///
-    /// `ecn` is the IP header's ECN codepoint (IPv4 TOS, IPv6 traffic class; RFC 3168 §5),
-    /// what the TCP engine chose for the segment (`tcp::Connection::transmit_ecn`).
+    /// `ip` holds the IP header fields the connection chooses: the ECN codepoint the TCP
+    /// engine chose for the segment (`tcp::Connection::transmit_ecn`; IPv4 TOS, IPv6 traffic
+    /// class, RFC 3168 §5), and for IPv4 the socket's `IP_TOS` and DF (`IP_MTU_DISCOVER`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_tcp_frame(
         &mut self,
@@ -815,7 +848,7 @@ impl Egress {
         payload_at: usize,
         n: usize,
         gso_size_bytes: u16,
-        ecn: Ecn,
+        ip: TcpIpFields,
     ) {
         debug_assert!(header.payload.is_empty());
         let pair = match (src, dst) {
@@ -852,7 +885,7 @@ impl Egress {
             // The slow path copies the payload out; rare (resolution, broadcast, oversize).
             let payload = frame.get(payload_at..payload_at + n).unwrap_or(&[]);
             let seg = TcpRepr { payload, ..*header };
-            self.send_tcp_via_ip(now, pair, &seg, ecn);
+            self.send_tcp_via_ip(now, pair, &seg, ip);
             return self.recycle(frame);
         };
         if self.tx.len() >= self.tx_queue_max {
@@ -912,10 +945,10 @@ impl Egress {
                     protocol: IpProtocol::TCP,
                     payload_len: ip_payload_len,
                     hop_limit: self.hop_limit,
-                    dscp: 0,
-                    ecn: ecn.bits(),
+                    dscp: ip.tos >> 2,
+                    ecn: ip.ecn.bits(),
                     ident,
-                    dont_frag: true,
+                    dont_frag: ip.dont_frag,
                     more_frags: false,
                     frag_offset_bytes: 0,
                 };
@@ -931,7 +964,7 @@ impl Egress {
                     next_header: IpProtocol::TCP,
                     payload_len: ip_payload_len,
                     hop_limit: self.hop_limit,
-                    traffic_class: ecn.bits(),
+                    traffic_class: ip.ecn.bits(),
                     flow_label: 0,
                     ext_headers: [None; wire::MAX_EXT_HEADERS],
                 };
@@ -971,7 +1004,7 @@ impl Egress {
 
     /// Emits one segment as an IP datagram through `send_ipv4`/`send_ipv6` (fragmentation,
     /// neighbour queueing, broadcast and loopback handling, their drop counters).
-    fn send_tcp_via_ip(&mut self, now: u64, pair: IpPair, seg: &TcpRepr<'_>, ecn: Ecn) {
+    fn send_tcp_via_ip(&mut self, now: u64, pair: IpPair, seg: &TcpRepr<'_>, ip: TcpIpFields) {
         let layout = self.cfg.tcp_option_layout;
         let mut buf = vec![0u8; seg.buffer_len_in(layout)];
         if seg
@@ -987,10 +1020,11 @@ impl Egress {
         }
         match pair {
             IpPair::V4 { src, dst } => {
-                self.send_ipv4(now, src, dst, IpProtocol::TCP, true, ecn, &buf)
+                let tos = ip.tos | ip.ecn.bits();
+                self.send_ipv4(now, src, dst, IpProtocol::TCP, ip.dont_frag, tos, &buf)
             }
             IpPair::V6 { src, dst } => {
-                self.send_ipv6(now, src, dst, IpProtocol::TCP, self.hop_limit, ecn, &buf)
+                self.send_ipv6(now, src, dst, IpProtocol::TCP, self.hop_limit, ip.ecn, &buf)
             }
         }
     }

@@ -141,15 +141,8 @@ impl IcmpCx<'_> {
                         .emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]), caps)
                         .is_ok()
                     {
-                        self.egress.send_ipv4(
-                            now,
-                            ours,
-                            peer,
-                            IpProtocol::ICMP,
-                            false,
-                            wire::Ecn::NotEct,
-                            &buf,
-                        );
+                        self.egress
+                            .send_ipv4(now, ours, peer, IpProtocol::ICMP, false, 0, &buf);
                         self.icmp.counters.icmp_echo_replies_sent += 1;
                     }
                 }
@@ -487,15 +480,8 @@ impl IcmpCx<'_> {
                     .emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]), caps)
                     .is_ok()
                 {
-                    self.egress.send_ipv4(
-                        now,
-                        ours,
-                        peer,
-                        IpProtocol::ICMP,
-                        false,
-                        wire::Ecn::NotEct,
-                        &buf,
-                    );
+                    self.egress
+                        .send_ipv4(now, ours, peer, IpProtocol::ICMP, false, 0, &buf);
                     self.icmp.counters.icmp_errors_sent += 1;
                 }
             }
@@ -544,7 +530,7 @@ impl IcmpCx<'_> {
                 )
                 .map_err(|_| SocketError::MessageTooBig)?;
                 self.egress
-                    .send_ipv4(now, s, d, IpProtocol::ICMP, false, wire::Ecn::NotEct, &buf);
+                    .send_ipv4(now, s, d, IpProtocol::ICMP, false, 0, &buf);
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
                 let repr = Icmpv6Repr::EchoRequest {

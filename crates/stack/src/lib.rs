@@ -114,7 +114,9 @@ pub use tcp::Counters as TcpCounters;
 pub use tcp_fastopen_client::{CachedServer, ClientCache, ClientSyn};
 pub use tcp_mem::MemState;
 pub use tcp_move::{BucketConn, MoveClass, Unowned};
-pub use tcp_notify::{Notification, SendFlags, SocketOptions, TxTimestampKind, TxTimestamping};
+pub use tcp_notify::{
+    Notification, PathMtuDiscovery, SendFlags, SocketOptions, TxTimestampKind, TxTimestamping,
+};
 pub use tcp_sockets::FourTuple;
 /// The receive metadata [`Stack::receive`] takes (re-exported from `wire`).
 pub use wire::{CsumVerdict, RssHashType, RxChecksum, RxMeta, TxMeta};

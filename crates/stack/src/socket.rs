@@ -217,4 +217,11 @@ pub enum SocketOption {
     /// TCP, connections (and listeners without `opt_id`): `SO_TIMESTAMPING`'s transmit
     /// timestamps (`tcp_notify`).
     TxTimestamping(crate::tcp_notify::TxTimestamping),
+    /// TCP over IPv4: `IP_TOS`, the type-of-service byte of outbound segments. Its DSCP bits
+    /// are used as given; its two ECN bits are TCP's to choose (RFC 3168 §6.1.1; Linux
+    /// keeps them out of `IP_TOS` for TCP sockets).
+    IpTos(u8),
+    /// TCP: `IP_MTU_DISCOVER`, whether segments carry DF and whether an ICMP
+    /// "fragmentation needed" lowers the connection's MSS.
+    PathMtuDiscovery(crate::tcp_notify::PathMtuDiscovery),
 }

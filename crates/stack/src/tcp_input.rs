@@ -510,6 +510,11 @@ impl TcpCx<'_> {
             self.tcp.counters.tcp_icmp_out_of_window += 1;
             return true;
         }
+        if !c.sock_opts().pmtu.accepts_path_mtu() {
+            // `IP_MTU_DISCOVER` `Dont` or `Probe`: the socket does not learn the path's MTU.
+            self.tcp.counters.tcp_path_mtu_ignored += 1;
+            return true;
+        }
         let (floor, headers) = if remote.is_ipv4() {
             (576, IPV4_HEADER_LEN + TCP_HEADER_MIN)
         } else {
@@ -700,7 +705,12 @@ impl TcpCx<'_> {
             } else {
                 0
             };
-            let ecn = c.conn.transmit_ecn();
+            let opts = c.sock_opts();
+            let ip = crate::egress::TcpIpFields {
+                ecn: c.conn.transmit_ecn(),
+                tos: opts.tos,
+                dont_frag: opts.pmtu.dont_fragment(),
+            };
             self.egress.send_tcp_frame(
                 now,
                 tuple.local.ip(),
@@ -710,7 +720,7 @@ impl TcpCx<'_> {
                 payload_at,
                 n,
                 gso_size,
-                ecn,
+                ip,
             );
         }
         self.tcp_notify_after_output(now, i);

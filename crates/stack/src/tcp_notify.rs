@@ -40,6 +40,9 @@ use crate::stack::Stack;
 use crate::tcp_input::TcpCx;
 use crate::tcp_sockets::{ConnSock, TcpState};
 
+/// The ECN field of the IPv4 TOS byte (RFC 3168 §5).
+const ECN_BITS: u8 = 0b11;
+
 /// Notifications a socket's error queue holds at most.
 pub const ERRQUEUE_NOTIFICATIONS_MAX: usize = 64;
 /// Zero-copy sends not yet acknowledged a connection keeps at most; a zero-copy send beyond
@@ -118,6 +121,34 @@ pub enum Notification {
     },
 }
 
+/// `IP_MTU_DISCOVER` (Linux ip(7)): DF on outbound segments, and whether path MTU errors
+/// are acted on (Linux `tcp_v4_mtu_reduced`: not with `Dont`, and `ip_sk_accept_pmtu` not
+/// with `Probe`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PathMtuDiscovery {
+    /// `IP_PMTUDISC_WANT`, the default: DF set, errors lower the MSS.
+    #[default]
+    Want,
+    /// `IP_PMTUDISC_DONT`: no DF, errors ignored (routers may fragment).
+    Dont,
+    /// `IP_PMTUDISC_DO`: DF set, errors lower the MSS.
+    Do,
+    /// `IP_PMTUDISC_PROBE`: DF set, errors ignored.
+    Probe,
+}
+
+impl PathMtuDiscovery {
+    /// Whether outbound IPv4 segments carry DF.
+    pub fn dont_fragment(self) -> bool {
+        self != PathMtuDiscovery::Dont
+    }
+
+    /// Whether an ICMP "fragmentation needed" / "packet too big" lowers the MSS.
+    pub fn accepts_path_mtu(self) -> bool {
+        matches!(self, PathMtuDiscovery::Want | PathMtuDiscovery::Do)
+    }
+}
+
 /// The socket-level options of this module, as a listener keeps them for its children.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct SockOpts {
@@ -126,6 +157,9 @@ pub(crate) struct SockOpts {
     /// `TCP_NOTSENT_LOWAT` in bytes; 0: the stack's default.
     pub(crate) notsent_lowat_bytes: u32,
     pub(crate) tx_timestamping: TxTimestamping,
+    /// `IP_TOS` with its ECN bits cleared (TCP sets them).
+    pub(crate) tos: u8,
+    pub(crate) pmtu: PathMtuDiscovery,
 }
 
 /// A zero-copy send not yet acknowledged: its IDs and the stream offset its bytes end at.
@@ -429,6 +463,8 @@ impl Stack {
             mark: o.mark,
             notsent_lowat_bytes: o.notsent_lowat_bytes,
             tx_timestamping: o.tx_timestamping,
+            tos: o.tos,
+            path_mtu_discovery: o.pmtu,
         })
     }
 }
@@ -440,6 +476,9 @@ pub struct SocketOptions {
     pub mark: u32,
     pub notsent_lowat_bytes: u32,
     pub tx_timestamping: TxTimestamping,
+    /// `IP_TOS` as kept: the ECN bits cleared.
+    pub tos: u8,
+    pub path_mtu_discovery: PathMtuDiscovery,
 }
 
 impl TcpCx<'_> {
@@ -456,6 +495,8 @@ impl TcpCx<'_> {
                 | SocketOption::Mark(_)
                 | SocketOption::NotSentLowat(_)
                 | SocketOption::TxTimestamping(_)
+                | SocketOption::IpTos(_)
+                | SocketOption::PathMtuDiscovery(_)
         ) {
             return None;
         }
@@ -464,6 +505,8 @@ impl TcpCx<'_> {
             SocketOption::Mark(v) => o.mark = v,
             SocketOption::NotSentLowat(v) => o.notsent_lowat_bytes = v,
             SocketOption::TxTimestamping(v) => o.tx_timestamping = v,
+            SocketOption::IpTos(v) => o.tos = v & !ECN_BITS,
+            SocketOption::PathMtuDiscovery(v) => o.pmtu = v,
             _ => {}
         };
         if let Some(l) = self.listener_mut(i) {

@@ -168,15 +168,8 @@ impl UdpCx<'_> {
                 if buf.len() + 20 > 65_535 {
                     return Err(SocketError::MessageTooBig);
                 }
-                self.egress.send_ipv4(
-                    now,
-                    src,
-                    dst,
-                    IpProtocol::UDP,
-                    false,
-                    wire::Ecn::NotEct,
-                    &buf,
-                );
+                self.egress
+                    .send_ipv4(now, src, dst, IpProtocol::UDP, false, 0, &buf);
             }
             IpPair::V6 { src, dst } => {
                 self.egress.send_ipv6(

@@ -101,3 +101,71 @@ fn forged_or_tiny_mtu_errors_cannot_shrink_segments_below_the_floor() {
     let k = p.a.counters();
     assert_eq!((k.tcp_path_mtu_reductions, k.tcp_path_mtu_ignored), (1, 1));
 }
+
+/// The IPv4 header's TOS byte and DF bit of a frame.
+fn tos_and_df(frame: &[u8]) -> (u8, bool) {
+    (frame[ETH + 1], frame[ETH + 6] & 0x40 != 0)
+}
+
+/// Lets A's data in flight (lost while captured) be resent and acknowledged, then sends `n`
+/// bytes from A and returns the (captured) frame that carried them.
+fn next_segment(p: &mut Pair, c: stack::SocketHandle, n: usize) -> Vec<u8> {
+    p.captured_a.clear();
+    p.capture_a = false;
+    p.advance(5_000 * MS);
+    p.exchange();
+    p.capture_a = true;
+    p.a.tcp_send(c, &vec![1; n]).expect("send");
+    p.exchange();
+    p.captured_a
+        .iter()
+        .rev()
+        .find(|f| payload_len(f) == n)
+        .cloned()
+        .expect("the segment")
+}
+
+#[test]
+fn ip_tos_marks_outbound_segments_and_tcp_keeps_the_ecn_bits() {
+    let (mut p, c, seg) = sending();
+    assert_eq!(tos_and_df(&seg), (0, true), "TOS 0 and DF by default");
+    // 0x2b: DSCP 10 (AF11) and ECN bits 11, which are TCP's to set, not the socket's.
+    p.a.set_option(c, stack::SocketOption::IpTos(0x2b))
+        .expect("IP_TOS");
+    assert_eq!(p.a.tcp_socket_options(c).expect("options").tos, 0x28);
+    let f = next_segment(&mut p, c, 100);
+    assert_eq!(tos_and_df(&f), (0x28, true));
+}
+
+#[test]
+fn pmtu_discovery_off_clears_df_and_ignores_frag_needed() {
+    let (mut p, c, seg) = sending();
+    p.a.set_option(
+        c,
+        stack::SocketOption::PathMtuDiscovery(stack::PathMtuDiscovery::Dont),
+    )
+    .expect("IP_MTU_DISCOVER");
+    let before = p.a.tcp_max_segment(c).expect("mss");
+    let icmp = icmpv4_from_b_about(&seg, |data| Icmpv4Repr::FragNeeded {
+        next_hop_mtu: 1_000,
+        data,
+    });
+    p.a.receive(p.now, &icmp, &RxMeta::NONE);
+    assert_eq!(p.a.counters().tcp_path_mtu_reductions, 0);
+    assert_eq!(p.a.counters().tcp_path_mtu_ignored, 1);
+    assert_eq!(p.a.tcp_max_segment(c).expect("mss"), before);
+    let f = next_segment(&mut p, c, 100);
+    assert_eq!(tos_and_df(&f), (0, false), "no DF");
+    // Back to the default: DF again, and errors count.
+    p.a.set_option(
+        c,
+        stack::SocketOption::PathMtuDiscovery(stack::PathMtuDiscovery::Want),
+    )
+    .expect("IP_MTU_DISCOVER");
+    let icmp = icmpv4_from_b_about(&f, |data| Icmpv4Repr::FragNeeded {
+        next_hop_mtu: 1_000,
+        data,
+    });
+    p.a.receive(p.now, &icmp, &RxMeta::NONE);
+    assert_eq!(p.a.counters().tcp_path_mtu_reductions, 1);
+}

@@ -381,6 +381,29 @@ impl Exec {
                 };
                 SocketOption::TxTimestamping(tx_timestamping(bits))
             }
+            // Linux `do_ip_setsockopt`: an int (or one byte) whose low byte is kept.
+            "IP_TOS" => match int() {
+                Some(v) => SocketOption::IpTos(v as u8),
+                None => return skip(format!("{call}: value not understood")),
+            },
+            "IP_MTU_DISCOVER" => {
+                let mode = match arg {
+                    Some(Expr::List(v)) => match v.as_slice() {
+                        [Expr::Symbol(s)] => pmtu_mode(s),
+                        [Expr::Int(n)] => pmtu_number(*n),
+                        _ => None,
+                    },
+                    Some(Expr::Int(n)) => pmtu_number(*n),
+                    _ => None,
+                };
+                match mode {
+                    Some(Ok(m)) => SocketOption::PathMtuDiscovery(m),
+                    // `IP_PMTUDISC_INTERFACE`/`OMIT` (4, 5) and beyond: Linux's values this
+                    // stack does not model, or `EINVAL` past them.
+                    Some(Err(())) => return Ok(Some(Err("EINVAL"))),
+                    None => return skip(format!("{call}: IP_MTU_DISCOVER mode not modelled")),
+                }
+            }
             _ => return Ok(None),
         };
         let fd = self.fd_arg(pos, call)?;
@@ -442,6 +465,32 @@ impl Exec {
             return fail(pos, format!("{call}: expected {name} {want}, got {have}"));
         }
         Ok(Some(Ok(0)))
+    }
+}
+
+/// `IP_MTU_DISCOVER`'s mode by name (`<linux/in.h>`); `None` for names not modelled.
+fn pmtu_mode(name: &str) -> Option<Result<stack::PathMtuDiscovery, ()>> {
+    use stack::PathMtuDiscovery as P;
+    Some(Ok(match name {
+        "IP_PMTUDISC_DONT" => P::Dont,
+        "IP_PMTUDISC_WANT" => P::Want,
+        "IP_PMTUDISC_DO" => P::Do,
+        "IP_PMTUDISC_PROBE" => P::Probe,
+        _ => return None,
+    }))
+}
+
+/// `IP_MTU_DISCOVER`'s mode by number: 0–3 as named above, 4–5 not modelled, above that
+/// `EINVAL` as Linux answers.
+fn pmtu_number(n: i64) -> Option<Result<stack::PathMtuDiscovery, ()>> {
+    use stack::PathMtuDiscovery as P;
+    match n {
+        0 => Some(Ok(P::Dont)),
+        1 => Some(Ok(P::Want)),
+        2 => Some(Ok(P::Do)),
+        3 => Some(Ok(P::Probe)),
+        4 | 5 => None,
+        _ => Some(Err(())),
     }
 }
 

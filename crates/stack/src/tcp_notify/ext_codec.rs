@@ -3,7 +3,8 @@
 //! in `tcp::ConnectionSnapshot::socket_ext`, the importing one reads them back.
 //!
 //! Format (little-endian): a version byte ([`EXT_VERSION`]); the options (`zerocopy`, `mark`,
-//! `notsent_lowat_bytes`, the five timestamping flags); `written`, `zc_next_id`,
+//! `notsent_lowat_bytes`, the five timestamping flags, `tos`, the path MTU discovery mode
+//! 0–3); `written`, `zc_next_id`,
 //! `ts_key_base`; `zc_pending` (a `u16` count, then `end`, `first_id`, `last_id` each);
 //! `ts_pending` (a `u16` count, then `last_byte`, `departed` each); the error queue (a `u8`
 //! count, then per entry a tag — 0 zero-copy range, 1 transmit timestamp — and its fields).
@@ -14,8 +15,9 @@
 use std::collections::VecDeque;
 
 use super::{
-    ERRQUEUE_NOTIFICATIONS_MAX, Notification, SockExt, SockOpts, TIMESTAMPED_SENDS_OUTSTANDING_MAX,
-    TimestampedSend, TxTimestampKind, TxTimestamping, ZEROCOPY_SENDS_OUTSTANDING_MAX, ZeroCopySend,
+    ERRQUEUE_NOTIFICATIONS_MAX, Notification, PathMtuDiscovery, SockExt, SockOpts,
+    TIMESTAMPED_SENDS_OUTSTANDING_MAX, TimestampedSend, TxTimestampKind, TxTimestamping,
+    ZEROCOPY_SENDS_OUTSTANDING_MAX, ZeroCopySend,
 };
 
 /// The layout version written first.
@@ -34,6 +36,13 @@ impl SockExt {
         for b in [t.scheduled, t.sent, t.acked, t.opt_id, t.ts_only] {
             out.push(u8::from(b));
         }
+        out.push(o.tos);
+        out.push(match o.pmtu {
+            PathMtuDiscovery::Want => 0,
+            PathMtuDiscovery::Dont => 1,
+            PathMtuDiscovery::Do => 2,
+            PathMtuDiscovery::Probe => 3,
+        });
         out.extend_from_slice(&self.written.to_le_bytes());
         out.extend_from_slice(&self.zc_next_id.to_le_bytes());
         out.extend_from_slice(&self.ts_key_base.to_le_bytes());
@@ -92,6 +101,17 @@ impl SockExt {
             opt_id: r.bool()?,
             ts_only: r.bool()?,
         };
+        let tos = r.u8()?;
+        let pmtu = match r.u8()? {
+            0 => PathMtuDiscovery::Want,
+            1 => PathMtuDiscovery::Dont,
+            2 => PathMtuDiscovery::Do,
+            3 => PathMtuDiscovery::Probe,
+            _ => return None,
+        };
+        if tos & super::ECN_BITS != 0 {
+            return None;
+        }
         let written = r.u64()?;
         let zc_next_id = r.u32()?;
         let ts_key_base = r.u64()?;
@@ -166,6 +186,8 @@ impl SockExt {
                 mark,
                 notsent_lowat_bytes,
                 tx_timestamping,
+                tos,
+                pmtu,
             },
             written,
             zc_next_id,
@@ -224,6 +246,8 @@ mod tests {
                     opt_id: true,
                     ts_only: false,
                 },
+                tos: 0x28,
+                pmtu: PathMtuDiscovery::Dont,
             },
             5000,
         );
@@ -314,8 +338,9 @@ mod tests {
         let mut bad = bytes.clone();
         bad[1] = 2;
         assert!(SockExt::decode(&bad).is_none());
-        // The zero-copy count (after 1 + 1 + 4 + 4 + 5 + 8 + 4 + 8 bytes) beyond its bound.
-        let at = 35;
+        // The zero-copy count (after 1 + 1 + 4 + 4 + 5 + 1 + 1 + 8 + 4 + 8 bytes) beyond its
+        // bound.
+        let at = 37;
         let mut bad = bytes.clone();
         bad[at..at + 2].copy_from_slice(&u16::MAX.to_le_bytes());
         assert!(SockExt::decode(&bad).is_none());
