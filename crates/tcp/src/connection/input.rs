@@ -128,6 +128,8 @@ impl Connection {
             }
         } else {
             // Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
+            // No ECN: neither SYN-ACK will be an answer to an ECN-setup SYN.
+            self.ecn.flags &= !ecn_flag::REQUESTED;
             self.state = State::SynReceived;
             self.snd.nxt = self.snd.iss;
             self.snd.wl2 = self.snd.iss;
