@@ -403,6 +403,7 @@ impl Connection {
             },
             ecn: EcnState {
                 flags: 0,
+                rx: wire::Ecn::NotEct,
                 cwr_end: iss,
             },
             ts: Timestamps {
