@@ -74,6 +74,11 @@ pub fn touched_fields() -> Vec<Field> {
         f("rcv.mss_seen", Hot, 2),
         f("opts.snd_wscale + opts.rcv_wscale", Hot, 2),
         f("out.ack_due", Hot, 1),
+        f(
+            "ecn.flags (ECN off or negotiated: one test per segment each way)",
+            Hot,
+            1,
+        ),
         f("rec.dupacks", Hot, 1),
         f(
             "9 flags (rec.in_recovery .. out.keepalive_pending)",
@@ -205,11 +210,12 @@ pub fn sizes() -> Vec<Part> {
 /// of an established connection touches somewhere: the hot and timer groups and the ports.
 /// The cold parts (configuration, buffers, tables, counters) are touched in a few fields each
 /// and left out.
-pub const HOT_PARTS: [&str; 14] = [
+pub const HOT_PARTS: [&str; 15] = [
     "state",
     "snd",
     "rcv",
     "opts",
+    "ecn",
     "ts",
     "rec",
     "cc",

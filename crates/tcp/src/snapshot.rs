@@ -189,6 +189,7 @@ fn moved_ecn(e: EcnState) -> EcnState {
         } else {
             0
         },
+        rx: wire::Ecn::NotEct,
         cwr_end: SeqNumber(0),
     }
 }

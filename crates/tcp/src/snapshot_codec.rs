@@ -685,7 +685,12 @@ impl ConnectionSnapshot {
             w.bool(b);
         }
         w.u8(close_reason_code(close_reason));
-        let EcnState { flags, cwr_end } = *ecn;
+        // `rx` is the segment in process: always Not-ECT at export.
+        let EcnState {
+            flags,
+            rx: _,
+            cwr_end,
+        } = *ecn;
         w.u8(flags);
         w.seq(cwr_end);
         w.u16(Counters::LEN as u16);
@@ -861,6 +866,7 @@ fn decode_body(r: &mut Reader<'_>) -> Result<ConnectionSnapshot, CodecError> {
     };
     let ecn = EcnState {
         flags: ecn_flags(r.u8()?)?,
+        rx: wire::Ecn::NotEct,
         cwr_end: r.seq()?,
     };
     if usize::from(r.u16()?) != Counters::LEN {

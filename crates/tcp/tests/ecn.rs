@@ -342,3 +342,30 @@ fn a_moved_connection_keeps_ecn_and_the_echo_it_owes() {
     let r = moved.poll_transmit(now, &mut buf).unwrap();
     assert!(r.flags.contains(TcpFlags::ECE));
 }
+
+#[test]
+fn a_simultaneous_open_does_not_negotiate_ecn() {
+    let now = 1_000 * MS;
+    let mut a = Connection::connect(now, &cfg(EcnMode::On), 40_000, 80, SeqNumber(1_000), 0);
+    let mut b = Connection::connect(now, &cfg(EcnMode::On), 80, 40_000, SeqNumber(9_000), 0);
+    let syn_a = drain(&mut a, now);
+    let syn_b = drain(&mut b, now);
+    deliver(&mut a, now + RTT_NS, &syn_b);
+    deliver(&mut b, now + RTT_NS, &syn_a);
+    let syn_ack_a = drain(&mut a, now + RTT_NS);
+    let syn_ack_b = drain(&mut b, now + RTT_NS);
+    for (s, e) in syn_ack_a.iter().chain(&syn_ack_b) {
+        assert!(s.has(TcpFlags::SYN | TcpFlags::ACK));
+        assert_eq!((ece_cwr(s), *e), ((false, false), Ecn::NotEct));
+    }
+    deliver(&mut a, now + 2 * RTT_NS, &syn_ack_b);
+    deliver(&mut b, now + 2 * RTT_NS, &syn_ack_a);
+    assert_eq!(a.state(), tcp::State::Established);
+    assert!(!a.ecn_negotiated() && !b.ecn_negotiated());
+    a.send(&pattern(100)).unwrap();
+    let data = drain(&mut a, now + 2 * RTT_NS);
+    assert!(
+        data.iter()
+            .all(|(s, e)| *e == Ecn::NotEct && !s.has(TcpFlags::ECE))
+    );
+}

@@ -8,8 +8,8 @@
 //! - sending (§6.1.2, §6.1.5, §6.1.6): new data leaves with ECT(0) in the IP header; pure
 //!   ACKs, SYNs, retransmissions and window probes with Not-ECT. [`Connection::transmit_ecn`]
 //!   tells the driver which, for the segment `poll_transmit` returned last;
-//! - receiving (§6.1.3): a data segment with CE makes every later segment carry ECE until a
-//!   data segment with CWR arrives; both are acknowledged at once (Linux's quick-ACK on CE,
+//! - receiving (§6.1.3): a data segment with CE makes every later segment (a bare RST
+//!   aside) carry ECE until a data segment with CWR arrives; both are acknowledged at once (Linux's quick-ACK on CE,
 //!   `ICSK_ACK_NOW` on CWR);
 //! - the sender's reaction (§6.1.2): an ACK with ECE, outside loss recovery and at most once
 //!   per window of data, is a congestion event without loss: ssthresh from the congestion
@@ -85,10 +85,14 @@ impl Connection {
         }
     }
 
-    /// ECN bits of a segment leaving, once `poll_transmit` built it: a SYN asks, a SYN-ACK
-    /// agrees, any other segment but a RST echoes a CE mark (ECE) while one is owed. The
-    /// codepoint and CWR of data segments are set where they are built (`ecn_on_new_data`).
+    /// ECN bits of a segment being built (from `syn_segment`, and `fill_options` for every
+    /// other segment but a bare RST), the codepoint first set to Not-ECT: a SYN asks, a
+    /// SYN-ACK agrees, any other segment echoes a CE mark (ECE) while one is owed. New data
+    /// then gets ECT(0) and CWR (`ecn_on_new_data`).
+    #[cold]
+    #[inline(never)]
     pub(super) fn ecn_on_transmit(&mut self, r: &mut TcpRepr<'_>) {
+        self.ecn.flags &= !ecn_flag::TX_ECT;
         if r.flags.contains(TcpFlags::SYN) {
             if r.flags.contains(TcpFlags::ACK) {
                 if self.ecn_ok() {
@@ -105,7 +109,8 @@ impl Connection {
             }
             return;
         }
-        if self.ecn.flags & ecn_flag::DEMAND_CWR != 0 && !r.flags.contains(TcpFlags::RST) {
+        if self.ecn.flags & ecn_flag::DEMAND_CWR != 0 {
+            // A RST with ACK too, as Linux's `tcp_ecn_send` marks every segment.
             r.flags |= TcpFlags::ECE;
             self.counters.tx_ece_segments += 1;
         }
@@ -113,6 +118,8 @@ impl Connection {
 
     /// A data segment carrying new data leaves (not a retransmission, not a probe): ECT(0),
     /// and CWR when a reduction is to be announced (§6.1.2).
+    #[cold]
+    #[inline(never)]
     pub(super) fn ecn_on_new_data(&mut self, r: &mut TcpRepr<'_>) {
         self.ecn.flags |= ecn_flag::TX_ECT;
         if self.ecn.flags & ecn_flag::QUEUE_CWR != 0 {
@@ -121,10 +128,14 @@ impl Connection {
         }
     }
 
-    /// An acceptable segment with text arrived with codepoint `ecn` (§6.1.3; Linux
-    /// `tcp_ecn_accept_cwr`, then `tcp_ecn_check_ce`). Called after the text was taken, so
-    /// the immediate ACK it may ask for is not turned back into a delayed one.
-    pub(super) fn ecn_on_data(&mut self, seg: &TcpRepr<'_>, ecn: Ecn) {
+    /// An acceptable segment with text arrived with the codepoint `handle_segment_ecn` kept
+    /// in `ecn.rx` (§6.1.3; Linux `tcp_ecn_accept_cwr`, then `tcp_ecn_check_ce`). Called
+    /// after the text was taken, so the immediate ACK it may ask for is not turned back into
+    /// a delayed one.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn ecn_on_data(&mut self, seg: &TcpRepr<'_>) {
+        let ecn = self.ecn.rx;
         if !self.ecn_ok() || seg.payload.is_empty() {
             return;
         }
@@ -153,6 +164,8 @@ impl Connection {
     /// reduction unless one is under way or the data outstanding already paid for a loss
     /// (recovery, or a timeout's go-back not yet past its recovery point). Returns whether the
     /// ACK carried ECE (for `delivered_ce`). `flight_bytes` is what was outstanding.
+    #[cold]
+    #[inline(never)]
     pub(super) fn ecn_on_ack(&mut self, now: u64, seg: &TcpRepr<'_>, flight_bytes: u32) -> bool {
         if !self.ecn_ok() || !seg.flags.contains(TcpFlags::ECE) || seg.flags.contains(TcpFlags::SYN)
         {
@@ -184,6 +197,8 @@ impl Connection {
     /// SND.UNA reaches what was outstanding when it began (cwnd = ssthresh, Linux
     /// `tcp_end_cwnd_reduction`); until then, with PRR, cwnd = pipe + sndcnt with the
     /// conservative bound below ssthresh (no retransmission is being repaired).
+    #[cold]
+    #[inline(never)]
     pub(super) fn ecn_cwr_on_ack(&mut self, delivered_bytes: u32) {
         if !self.snd.una.lt(self.ecn.cwr_end) {
             self.ecn.flags &= !ecn_flag::IN_CWR;

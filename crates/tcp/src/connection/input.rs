@@ -25,21 +25,9 @@ impl Connection {
     /// of the peer's segments, not of the coalesced one, is what the receiver measures
     /// (`tcp_info`'s `rcv_mss`, the "full-sized segment" of the delayed-ACK rule; Linux
     /// `tcp_measure_rcv_mss` reads `gso_size`).
-    #[inline]
+    /// A segment given this way carries no ECN codepoint (Not-ECT); see
+    /// [`Connection::handle_segment_ecn`].
     pub fn handle_segment_gro(&mut self, now: u64, seg: &TcpRepr<'_>, gro_mss_bytes: u16) {
-        self.handle_segment_ecn(now, seg, gro_mss_bytes, Ecn::NotEct);
-    }
-
-    /// [`Connection::handle_segment_gro`] for a segment whose IP header carried the ECN
-    /// codepoint `ecn` (RFC 3168 §5): on an ECN connection a CE mark on data is echoed to
-    /// the peer (`ecn.rs`); elsewhere the codepoint is ignored.
-    pub fn handle_segment_ecn(
-        &mut self,
-        now: u64,
-        seg: &TcpRepr<'_>,
-        gro_mss_bytes: u16,
-        ecn: Ecn,
-    ) {
         self.counters.rx_segments += 1;
         if seg.dst_port != self.local_port || seg.src_port != self.remote_port {
             self.counters.rx_drop_wrong_port += 1;
@@ -53,7 +41,27 @@ impl Connection {
                 self.counters.rx_drop_closed += 1;
             }
             State::SynSent => self.rx_syn_sent(now, seg),
-            _ => self.rx_synchronized(now, seg, gro_mss_bytes, ecn),
+            _ => self.rx_synchronized(now, seg, gro_mss_bytes),
+        }
+    }
+
+    /// [`Connection::handle_segment_gro`] for a segment whose IP header carried the ECN
+    /// codepoint `ecn` (RFC 3168 §5): on an ECN connection a CE mark on data is echoed to
+    /// the peer (`ecn.rs`); elsewhere the codepoint is ignored.
+    #[inline]
+    pub fn handle_segment_ecn(
+        &mut self,
+        now: u64,
+        seg: &TcpRepr<'_>,
+        gro_mss_bytes: u16,
+        ecn: Ecn,
+    ) {
+        if self.ecn.flags != 0 {
+            self.ecn.rx = ecn;
+        }
+        self.handle_segment_gro(now, seg, gro_mss_bytes);
+        if self.ecn.flags != 0 {
+            self.ecn.rx = Ecn::NotEct;
         }
     }
 
@@ -140,6 +148,8 @@ impl Connection {
             }
         } else {
             // Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
+            // No ECN: neither SYN-ACK will be an answer to an ECN-setup SYN.
+            self.ecn.flags &= !ecn_flag::REQUESTED;
             self.state = State::SynReceived;
             self.snd.nxt = self.snd.iss;
             self.snd.wl2 = self.snd.iss;
@@ -172,13 +182,7 @@ impl Connection {
         }
     }
 
-    pub(super) fn rx_synchronized(
-        &mut self,
-        now: u64,
-        seg: &TcpRepr<'_>,
-        gro_mss_bytes: u16,
-        ecn: Ecn,
-    ) {
+    pub(super) fn rx_synchronized(&mut self, now: u64, seg: &TcpRepr<'_>, gro_mss_bytes: u16) {
         if self.state == State::SynReceived
             && seg.flags.contains(TcpFlags::SYN | TcpFlags::ACK)
             && seg.seq_number == self.rcv.irs
@@ -193,7 +197,7 @@ impl Connection {
                 flags: TcpFlags(seg.flags.0 & !TcpFlags::SYN.0),
                 ..*seg
             };
-            self.rx_synchronized_inner(now, &trimmed, gro_mss_bytes, ecn);
+            self.rx_synchronized_inner(now, &trimmed, gro_mss_bytes);
             if self.opts.sack_ok && self.state != State::Closed {
                 // RFC 2883 §4: the duplicate SYN is reported in a D-SACK block, in an ACK sent
                 // for it (Linux `tcp_send_dupack`; `fastopen/client/simultaneous-fast-open`).
@@ -202,7 +206,7 @@ impl Connection {
             }
             return;
         }
-        self.rx_synchronized_inner(now, seg, gro_mss_bytes, ecn)
+        self.rx_synchronized_inner(now, seg, gro_mss_bytes)
     }
 
     pub(super) fn rx_synchronized_inner(
@@ -210,7 +214,6 @@ impl Connection {
         now: u64,
         seg: &TcpRepr<'_>,
         gro_mss_bytes: u16,
-        ecn: Ecn,
     ) {
         let flags = seg.flags;
         let rst = flags.contains(TcpFlags::RST);
@@ -366,7 +369,7 @@ impl Connection {
         // Seventh: segment text (RFC 9293 §3.10.7.4), eighth: FIN.
         self.rx_text_and_fin(now, seg, gro_mss_bytes);
         if self.ecn.flags != 0 {
-            self.ecn_on_data(seg, ecn);
+            self.ecn_on_data(seg);
         }
     }
 

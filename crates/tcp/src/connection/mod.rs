@@ -240,11 +240,11 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// `repr(C, align(64))` keeps the declaration order and starts the TCB on a cache line (the
 /// stack boxes it, so the box is 64-byte aligned too). The order follows what a segment
 /// touches (the list is in the comment below): first the engine's groups, which every
-/// segment reads and most write (360 bytes, six lines, ordered by alignment so that no
+/// segment reads and most write (376 bytes, six lines, ordered by alignment so that no
 /// padding is added), then the headers every segment reads (the two rings, the out-of-order
 /// queue and the SACK scoreboard), the configuration copy, RACK's state and the
 /// `tcp_info` state (inline: each was a box of its own, one more allocation and a pointer to
-/// chase per segment), and last the pointer to the counters (boxed: 352 bytes, of which a
+/// chase per segment), and last the pointer to the counters (boxed: 392 bytes, of which a
 /// segment writes 32). `Connection::layout` reports the offsets, `cargo run -p bench --bin
 /// tcb_size` prints them. The whole is at most 1,024 bytes with at least 8 to spare for the
 /// next fields (test `tcb_fits_one_kilobyte_with_room_to_spare`).
@@ -285,7 +285,7 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// Not touched by any of them: `snd.iss`, `rcv.irs`, `opts.peer_offered_ws`,
 /// `timers.syn_retries`, `timers.persist_shift`, `rec.high_rxt` and the PRR counts (only in
 /// recovery), `out.challenge_*`, `out.fast_open`, `app.close_reason`, most of `config` and
-/// all counters but the five named. Of the engine groups' 368 bytes (six lines) the three
+/// all counters but the five named. Of the engine groups' 376 bytes (six lines) the three
 /// segments touch ~300 (eight 64-bit deadlines and instants in `timers`, the 64-bit RTT
 /// state, TS.Recent's age, CUBIC's epoch): moving the untouched fields above out of their
 /// groups would save one line, and two lines (128 B) would need narrower representations of
@@ -335,7 +335,7 @@ pub struct Connection {
     /// The send queue's skbs under [`Config::send_buffer_skb_accounting`] (`sndbuf.rs`);
     /// boxed on the first write.
     pub(crate) skb: Option<Box<sndbuf::SkbQueue>>,
-    /// Counters, boxed: 352 bytes, of which a segment writes the first 32
+    /// Counters, boxed: 408 bytes, of which a segment writes the first 32
     /// (`rx_segments`, `tx_segments`, `rx_payload_bytes`, `tx_payload_bytes`).
     pub(crate) counters: Box<Counters>,
 }
@@ -409,6 +409,7 @@ impl Connection {
             },
             ecn: EcnState {
                 flags: 0,
+                rx: wire::Ecn::NotEct,
                 cwr_end: iss,
             },
             ts: Timestamps {

@@ -38,23 +38,9 @@ impl Connection {
         payload_buf: &'b mut [u8],
         segments_max: u16,
     ) -> Option<TcpRepr<'b>> {
-        if self.ecn.flags == 0 {
-            // No ECN asked for or negotiated: nothing to mark (the common case).
-            return self.poll_transmit_inner(now, payload_buf, segments_max);
-        }
-        self.ecn.flags &= !ecn_flag::TX_ECT;
-        let mut r = self.poll_transmit_inner(now, payload_buf, segments_max)?;
-        self.ecn_on_transmit(&mut r);
-        Some(r)
-    }
-
-    fn poll_transmit_inner<'b>(
-        &mut self,
-        now: u64,
-        payload_buf: &'b mut [u8],
-        segments_max: u16,
-    ) -> Option<TcpRepr<'b>> {
         if let Some((seq, ack)) = self.out.rst_pending.take() {
+            // Not ECN-capable (a RST with ACK also passes through `fill_options`).
+            self.ecn.flags &= !ecn_flag::TX_ECT;
             self.counters.resets_sent += 1;
             self.counters.tx_segments += 1;
             let mut r = self.base_repr(seq);
@@ -238,6 +224,9 @@ impl Connection {
                 });
             }
         }
+        if self.ecn.flags != 0 {
+            self.ecn_on_transmit(&mut r);
+        }
         self.snd.nxt = self.snd.iss + 1;
         self.snd.max = self.snd.max.max(self.snd.nxt);
         if self.timers.syn_retries == 0 {
@@ -253,7 +242,14 @@ impl Connection {
     }
 
     /// Options every non-SYN segment carries; returns the bytes of option space used.
+    ///
+    /// Every segment but a SYN and a bare RST is built through here, so the ECN marks of such
+    /// segments are applied here too (`ecn.rs`): ECE while a CE mark is owed, Not-ECT unless
+    /// the caller (new data) sets ECT afterwards.
     pub(super) fn fill_options(&mut self, now: u64, r: &mut TcpRepr<'_>, with_sack: bool) -> u16 {
+        if self.ecn.flags != 0 {
+            self.ecn_on_transmit(r);
+        }
         let mut used = 0u16;
         if self.opts.ts_ok {
             r.timestamp = Some(TcpTimestamp {

@@ -103,6 +103,9 @@ pub struct Options {
 pub struct EcnState {
     /// [`ecn_flag`] bits.
     pub flags: u8,
+    /// The codepoint of the segment being processed (set by `handle_segment_ecn` on an ECN
+    /// connection, read once its text was taken); not carried by a snapshot.
+    pub rx: wire::Ecn,
     /// SND.MAX when the sender entered its ECN window reduction (Linux `high_seq`): once
     /// SND.UNA reaches it the reduction is over (one reduction per window of data, §6.1.2).
     pub cwr_end: SeqNumber,
