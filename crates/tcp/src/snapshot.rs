@@ -256,6 +256,9 @@ impl Connection {
             rack_deadline_ns: _,
             // `tcp_info`'s chronographs and reordering degree restart with the importer.
             info: _,
+            // HyStart starts afresh with the importer (it relearns the minimum RTT in one
+            // round; Linux's `struct bictcp` has no export either).
+            hystart: _,
             // Record boundaries stay behind (`connection/records.rs`).
             records: _,
             counters,
@@ -370,6 +373,7 @@ impl Connection {
             rack,
             rack_deadline_ns: NEVER,
             info: Some(crate::connection::InfoState::new(now)),
+            hystart: None,
             records: None,
             config,
             counters: Box::new(s.counters),

@@ -41,6 +41,7 @@ impl Connection {
             scoreboard: OooQueue,
             rack: Option<Rack>,
             info: Option<super::chrono::InfoState>,
+            hystart: Option<crate::cc::Hystart>,
             records: Option<Box<super::records::RecordEnds>>,
             counters: Box<Counters>,
         };

@@ -322,6 +322,9 @@ pub struct Connection {
     /// received, segment counts (`chrono.rs`); created on first use. Inline: every data
     /// segment counts in it.
     pub(crate) info: Option<chrono::InfoState>,
+    /// CUBIC's HyStart ([`Config::hystart`], `cc/hystart.rs`): created by the first ACK
+    /// that gives it a sample, dropped by a retransmission timeout.
+    pub(crate) hystart: Option<crate::cc::Hystart>,
     /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
     pub(crate) records: Option<Box<records::RecordEnds>>,
     /// Counters, boxed: 352 bytes, of which a segment writes the first 32
@@ -461,6 +464,7 @@ impl Connection {
             scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX),
             rack: None,
             info: None,
+            hystart: None,
             records: None,
             config,
             counters: Box::default(),

@@ -116,6 +116,8 @@ impl Connection {
         let mss = u32::from(self.eff_mss());
         let flight = fwd(self.snd.una, self.snd.max);
         self.cc.on_rto(now, flight, mss);
+        // Linux `cubictcp_state(TCP_CA_Loss)`: HyStart starts afresh with the new slow start.
+        self.hystart = None;
         // RFC 6582 §3.2 step 4: record the highest sequence sent.
         self.rec.recover = self.snd.max;
         self.rec.in_recovery = false;
