@@ -14,6 +14,9 @@
 use crate::config::{CongestionControl, NS_PER_S};
 use crate::connection::rebase_instant;
 
+mod hystart;
+pub use hystart::{Hystart, HystartAck};
+
 /// CUBIC multiplicative decrease factor β (RFC 9438 §4.6).
 const CUBIC_BETA: f64 = 0.7;
 /// CUBIC scaling constant C in segments/s³ (RFC 9438 §5).

@@ -215,6 +215,15 @@ pub struct Config {
     /// grows cwnd only on ACKs that acknowledge new data cumulatively. Outside loss recovery
     /// only, and subject to [`Config::cwnd_growth_requires_limited`]. Default false.
     pub cwnd_grows_on_sack_when_reordering: bool,
+    /// CUBIC's HyStart as Linux's `tcp_cubic.c` runs it (`hystart_update`, both detectors of
+    /// `hystart_detect=3`; [`crate::cc::Hystart`]): in slow start with cwnd ≥ 16 segments,
+    /// end slow start with ssthresh = cwnd when the smallest RTT of a round's first 8 ACKs
+    /// exceeds the connection's smallest by clamp(min/8, 4 ms, 16 ms) (delay increase), or
+    /// when ACKs at most 2 ms apart keep arriving for more than half the minimum RTT after
+    /// the round began (ACK train). RFC 9438 §4.10 lets CUBIC leave slow start early with a
+    /// HyStart; the RFC it names is RFC 9406's HyStart++, which this is not. Only with
+    /// [`CongestionControl::Cubic`]. Default false (slow start ends at the first loss).
+    pub hystart: bool,
     /// Congestion controller. Default NewReno.
     pub congestion_control: CongestionControl,
     /// Challenge ACKs allowed per second per connection (RFC 5961 §7), ACKs that answer an
@@ -310,6 +319,7 @@ impl Default for Config {
             rack: true,
             rack_rtt_from_last_in_sequence: false,
             cwnd_grows_on_sack_when_reordering: false,
+            hystart: false,
             congestion_control: CongestionControl::NewReno,
             challenge_acks_per_s_max: 10,
             ack_unsent_data_replies: true,

@@ -304,6 +304,9 @@ impl Connection {
             records,
             // The skb accounting restarts with the importer: its queue as one skb.
             skb: _,
+            // HyStart starts afresh with the importer (it relearns the minimum RTT in one
+            // round; Linux's `struct bictcp` has no export either).
+            hystart: _,
             counters,
         } = self;
         if !state.is_synchronized() {
@@ -434,6 +437,7 @@ impl Connection {
             info: Some(crate::connection::InfoState::new(now)),
             records: crate::connection::records_from_ends(&s.record_ends),
             skb: None,
+            hystart: None,
             config,
             counters: Box::new(s.counters),
         };

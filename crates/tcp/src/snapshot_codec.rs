@@ -321,6 +321,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
         rack,
         rack_rtt_from_last_in_sequence,
         cwnd_grows_on_sack_when_reordering,
+        hystart,
         congestion_control,
         challenge_acks_per_s_max,
         ack_unsent_data_replies,
@@ -366,6 +367,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
     w.bool(rack);
     w.bool(rack_rtt_from_last_in_sequence);
     w.bool(cwnd_grows_on_sack_when_reordering);
+    w.bool(hystart);
     w.u8(cc_algorithm_code(congestion_control));
     w.u32(challenge_acks_per_s_max);
     w.bool(ack_unsent_data_replies);
@@ -426,6 +428,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
         rack: r.bool("config.rack")?,
         rack_rtt_from_last_in_sequence: r.bool("config.rack_rtt_from_last_in_sequence")?,
         cwnd_grows_on_sack_when_reordering: r.bool("config.cwnd_grows_on_sack_when_reordering")?,
+        hystart: r.bool("config.hystart")?,
         congestion_control: cc_algorithm(r.u8()?, "config.congestion_control")?,
         challenge_acks_per_s_max: r.u32()?,
         ack_unsent_data_replies: r.bool("config.ack_unsent_data_replies")?,

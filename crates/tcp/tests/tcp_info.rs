@@ -224,6 +224,53 @@ fn a_sack_does_not_grow_cwnd_by_default_whatever_the_reordering() {
     );
 }
 
+/// A CUBIC sender (slow start unlimited per ACK, no tail loss probe) whose first ten
+/// segments are acknowledged together after 20 ms, then the next ones one per millisecond
+/// from 40 ms (an ACK train at the minimum RTT): `tcpi_snd_ssthresh` after fifteen of them.
+fn ssthresh_after_an_ack_train(hystart: bool) -> u32 {
+    let config = Config {
+        congestion_control: tcp::CongestionControl::Cubic,
+        hystart,
+        slow_start_increase_limit_segments: 0,
+        tail_loss_probe: false,
+        ..no_ts()
+    };
+    let mut p = Pair::established(config, no_ts(), 5 * MS);
+    p.filter = Box::new(|c, s| {
+        if c.dir == Dir::AtoB && s.is_data() {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    p.a.send(&pattern(200 * 1460)).unwrap();
+    p.flush();
+    let (una, _, _) = p.a.sequence_state();
+    let t0 = p.now;
+    p.now = t0 + 20 * MS;
+    let s = ack_with_sacks(&p, una, una + 10 * 1460, &[]);
+    deliver_to_a(&mut p, &s);
+    assert_eq!(p.a.tcp_info(p.now).snd_cwnd, 20);
+    for k in 1..=15u32 {
+        p.now = t0 + 40 * MS + u64::from(k) * MS;
+        let s = ack_with_sacks(&p, una, una + (10 + k) * 1460, &[]);
+        deliver_to_a(&mut p, &s);
+    }
+    p.a.tcp_info(p.now).snd_ssthresh
+}
+
+#[test]
+fn hystart_ends_cubic_slow_start_on_an_ack_train_with_ssthresh_at_cwnd() {
+    // Round from 41 ms; the train outlasts (20 ms + the 1 ms TSO allowance) / 2 at 52 ms,
+    // the twelfth ACK of the round, when cwnd was 20 + 11 segments.
+    assert_eq!(ssthresh_after_an_ack_train(true), 31);
+}
+
+#[test]
+fn without_hystart_cubic_slow_start_runs_on_through_an_ack_train() {
+    assert_eq!(ssthresh_after_an_ack_train(false), TCP_INFINITE_SSTHRESH);
+}
+
 #[test]
 fn tcp_info_reordering_ignores_blocks_of_one_ack_in_ascending_order() {
     let (mut p, una) = a_with_ten_segments_lost_to_b();

@@ -93,6 +93,8 @@ impl Profile {
                 rack_rtt_from_last_in_sequence: true,
                 // Linux `tcp_may_raise_cwnd`: with reordering seen, a SACK may grow cwnd.
                 cwnd_grows_on_sack_when_reordering: true,
+                // Linux CUBIC's HyStart (`hystart=1`, `hystart_detect=3`).
+                hystart: true,
                 syn_retries_max: 5,
                 // Linux `tcp_early_retrans` = 3: tail loss probes (RFC 8985 §7), PTO =
                 // 2·SRTT + 2 ms with no floor (`tcp_schedule_loss_probe`: `TCP_TIMEOUT_MIN`

@@ -35,6 +35,10 @@ impl Exec {
         }
         let mut cfg = self.tcp_cfg;
         let mut changed = false;
+        if let Some(hystart) = cubic_module_params(text).map_err(Stop::Skip)? {
+            cfg.hystart = hystart;
+            changed = true;
+        }
         let words: Vec<&str> = text.split_whitespace().collect();
         let mut i = 0;
         while let Some(w) = words.get(i) {
@@ -169,4 +173,59 @@ pub(super) fn only_nstat(text: &str) -> bool {
         .filter(|c| !c.is_empty())
         .peekable();
     cmds.peek().is_some() && cmds.all(|c| c.starts_with("nstat"))
+}
+
+/// `echo V > /sys/module/tcp_cubic/parameters/NAME` lines: CUBIC's HyStart switches, the one
+/// module parameter the stack has a setting for (`tcp::Config::hystart`). `hystart` 0/1
+/// and `hystart_detect` 0 (no detector) or 3 (both) map to it; a single detector, or any
+/// other parameter, is a reason to skip. `Ok(None)` when the text sets none.
+fn cubic_module_params(text: &str) -> Result<Option<bool>, String> {
+    const PREFIX: &str = "/sys/module/tcp_cubic/parameters/";
+    let mut hystart = None;
+    for cmd in text.split(['\n', ';', '`']).map(str::trim) {
+        let Some((lhs, path)) = cmd.split_once('>') else {
+            continue;
+        };
+        let Some(name) = path.trim().strip_prefix(PREFIX) else {
+            continue;
+        };
+        let value = lhs
+            .trim()
+            .strip_prefix("echo")
+            .map(str::trim)
+            .unwrap_or_default();
+        hystart = Some(match (name, value) {
+            ("hystart", "0") | ("hystart_detect", "0") => false,
+            ("hystart", "1") | ("hystart_detect", "3") => true,
+            _ => {
+                return Err(format!(
+                    "tcp_cubic module parameter {name}={value} has no stack setting"
+                ));
+            }
+        });
+    }
+    Ok(hystart)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cubic_module_params;
+
+    #[test]
+    fn hystart_module_parameters_map_to_the_hystart_setting() {
+        let both =
+            "../common/defaults.sh\necho 3 > /sys/module/tcp_cubic/parameters/hystart_detect\n";
+        assert_eq!(cubic_module_params(both), Ok(Some(true)));
+        let off = "echo 0 > /sys/module/tcp_cubic/parameters/hystart";
+        assert_eq!(cubic_module_params(off), Ok(Some(false)));
+        assert_eq!(
+            cubic_module_params("sysctl -q net.ipv4.tcp_sack=1"),
+            Ok(None)
+        );
+        // One detector alone, or another parameter: nothing to map it to.
+        let train = "echo 1 > /sys/module/tcp_cubic/parameters/hystart_detect";
+        assert!(cubic_module_params(train).is_err());
+        let beta = "echo 717 > /sys/module/tcp_cubic/parameters/beta";
+        assert!(cubic_module_params(beta).is_err());
+    }
 }

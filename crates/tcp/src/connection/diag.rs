@@ -42,6 +42,7 @@ impl Connection {
             scoreboard: OooQueue,
             rack: Option<Rack>,
             info: Option<super::chrono::InfoState>,
+            hystart: Option<crate::cc::Hystart>,
             records: Option<Box<super::records::RecordEnds>>,
             skb: Option<Box<super::sndbuf::SkbQueue>>,
             counters: Box<Counters>,

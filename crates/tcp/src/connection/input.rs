@@ -8,7 +8,7 @@ use wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
 
 use super::chrono::REORDERING_INITIAL_SEGMENTS;
 use super::*;
-use crate::config::NS_PER_MS;
+use crate::config::{CongestionControl, NS_PER_MS};
 
 impl Connection {
     // ------------------------------------------------------------------ input
@@ -530,7 +530,10 @@ impl Connection {
             if let Some(low) = hole_reord {
                 self.note_reordering(now, low, self.highest_sacked());
             }
-            self.rtt_sample_on_ack(now, seg, ack);
+            let measured = self.rtt_sample_on_ack(now, seg, ack);
+            if let Some(rtt_ns) = rack_delivery.ca_rtt_ns.or(measured) {
+                self.hystart_on_ack(now, rtt_ns, mss);
+            }
             self.timers.unacked_since_ns = now;
             // RFC 8985 §7.2: an ACK advancing SND.UNA ends the tail episode; the probe timeout
             // is scheduled afresh once nothing else is to be sent.
@@ -630,6 +633,10 @@ impl Connection {
             && self.scoreboard.lost_boundary(mss, DUP_THRESH).is_some()
         {
             self.enter_recovery(now, mss, flight_before);
+        }
+        if let (true, Some(rtt_ns)) = (self.snd.una == una_before, rack_delivery.ca_rtt_ns) {
+            // An ACK that only SACKs new data also samples the RTT (Linux `sack_rtt_us`).
+            self.hystart_on_ack(now, rtt_ns, mss);
         }
         if self.config.cwnd_grows_on_sack_when_reordering
             && self.snd.una == una_before
@@ -760,7 +767,14 @@ impl Connection {
         segs
     }
 
-    pub(super) fn rtt_sample_on_ack(&mut self, now: u64, seg: &TcpRepr<'_>, ack: SeqNumber) {
+    /// Returns the RTT measured, if one was.
+    pub(super) fn rtt_sample_on_ack(
+        &mut self,
+        now: u64,
+        seg: &TcpRepr<'_>,
+        ack: SeqNumber,
+    ) -> Option<u64> {
+        let mut measured = None;
         if self.opts.ts_ok {
             // RFC 7323 §4.1: RTTM from the echoed timestamp of an ACK for new data.
             // One exception: an echo older than our last retransmission. When the peer had
@@ -780,21 +794,53 @@ impl Connection {
                     // Not for RACK's minimum RTT: a 1 ms tick is too coarse for it (RFC 8985
                     // §4 wants timing finer than a quarter of the minimum RTT); RACK times
                     // segments on the ns clock itself.
-                    self.rtt.sample(u64::from(ticks) * NS_PER_MS);
+                    let rtt_ns = u64::from(ticks) * NS_PER_MS;
+                    self.rtt.sample(rtt_ns);
                     self.counters.rtt_samples += 1;
+                    measured = Some(rtt_ns);
                 }
             }
             self.timers.clear_rtt_timed();
-            return;
+            return measured;
         }
         // Karn: only a segment that was never retransmitted is timed (the timed segment is cleared on
         // every retransmission).
         if let Some((end, sent_ns)) = self.timers.rtt_timed() {
             if ack.ge(end) {
-                self.rtt_sample(now, now.saturating_sub(sent_ns));
+                let rtt_ns = now.saturating_sub(sent_ns);
+                self.rtt_sample(now, rtt_ns);
                 self.timers.clear_rtt_timed();
+                measured = Some(rtt_ns);
             }
         }
+        measured
+    }
+
+    /// CUBIC's HyStart ([`Config::hystart`]) for one ACK with an RTT sample (Linux
+    /// `cubictcp_acked`), before the ACK grows cwnd.
+    fn hystart_on_ack(&mut self, now: u64, rtt_ns: u64, mss: u32) {
+        if !self.config.hystart || self.cc.algorithm() != CongestionControl::Cubic {
+            return;
+        }
+        // Linux starts HyStart with the connection (`cubictcp_init`: the round ends past
+        // ISS + 1); so does this lazily created state.
+        let first_end = self.snd.iss + 1;
+        let h = self
+            .hystart
+            .get_or_insert_with(|| crate::cc::Hystart::new(now, first_end));
+        let ack = crate::cc::HystartAck {
+            now_ns: now,
+            rtt_ns,
+            snd_una: self.snd.una,
+            snd_nxt: self.snd.nxt,
+            mss,
+            srtt_ns: if self.rtt.has_sample {
+                self.rtt.srtt_ns
+            } else {
+                0
+            },
+        };
+        self.cc.on_hystart_ack(h, ack);
     }
 
     /// One RFC 6298 RTT measurement timed on the ns clock (the handshake, a Karn-timed

@@ -330,6 +330,9 @@ pub struct Connection {
     /// received, segment counts (`chrono.rs`); created on first use. Inline: every data
     /// segment counts in it.
     pub(crate) info: Option<chrono::InfoState>,
+    /// CUBIC's HyStart ([`Config::hystart`], `cc/hystart.rs`): created by the first ACK
+    /// that gives it a sample, dropped by a retransmission timeout.
+    pub(crate) hystart: Option<crate::cc::Hystart>,
     /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
     pub(crate) records: Option<Box<records::RecordEnds>>,
     /// The send queue's skbs under [`Config::send_buffer_skb_accounting`] (`sndbuf.rs`);
@@ -477,6 +480,7 @@ impl Connection {
             scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX),
             rack: None,
             info: None,
+            hystart: None,
             records: None,
             skb: None,
             config,

@@ -118,6 +118,8 @@ impl Connection {
         self.cc.on_rto(now, flight, mss);
         // RFC 3168 §6.1.2: the next new data segment announces the reduction (CWR).
         self.ecn_on_loss_reduction();
+        // Linux `cubictcp_state(TCP_CA_Loss)`: HyStart starts afresh with the new slow start.
+        self.hystart = None;
         // RFC 6582 §3.2 step 4: record the highest sequence sent.
         self.rec.recover = self.snd.max;
         self.rec.in_recovery = false;
