@@ -285,6 +285,17 @@ impl Stack {
         self.tcp_view().0.conns.heap_bytes()
     }
 
+    /// Heap bytes the socket table holds (its slots, spare ones included, the free list and
+    /// the event queue): for memory breakdowns.
+    pub fn socket_table_heap_bytes(&self) -> usize {
+        self.tcp_view().1.heap_bytes()
+    }
+
+    /// Heap bytes the TCP deadline wheel holds (a node per socket slot, its buckets).
+    pub fn tcp_timers_heap_bytes(&self) -> usize {
+        self.tcp_view().0.timers.heap_bytes()
+    }
+
     /// Connections opened from our listeners that `source` holds (slots not yet freed), as
     /// the per-source share (`Limits::tcp_source_share_pct`) counts them.
     pub fn tcp_source_connections(&self, source: IpAddr) -> u32 {
@@ -309,7 +320,7 @@ impl Stack {
         let (_, sockets) = self.tcp_view();
         sockets.iter().find_map(|s| match s {
             Socket::Tcp(TcpState::Conn(c)) => {
-                c.conn.invariant_violation().map(|v| (c.key.tuple, v))
+                c.conn.invariant_violation().map(|v| (c.key.tuple(), v))
             }
             _ => None,
         })
@@ -381,7 +392,7 @@ impl TcpCx<'_> {
             sock_opts: Default::default(),
         };
         self.sockets
-            .alloc(Socket::Tcp(TcpState::Listener(listener)))
+            .alloc(Socket::Tcp(TcpState::Listener(Box::new(listener))))
     }
 
     /// See [`Stack::tcp_accept`].
@@ -406,7 +417,7 @@ impl TcpCx<'_> {
                 continue;
             }
             c.parent = None;
-            let remote = c.key.tuple.remote;
+            let remote = c.key.tuple().remote;
             if let Some(l) = self.listener_mut(li) {
                 l.pending.retain(|&x| x != ci);
             }
@@ -467,7 +478,7 @@ impl TcpCx<'_> {
             parent: None,
             in_table: true,
             app_closed: false,
-            armed_ns: None,
+            armed_ns: crate::tcp_sockets::NOT_ARMED,
             error: None,
             failure_reported: false,
             passive: false,
