@@ -336,7 +336,7 @@ impl Stack {
         let Some(Socket::Tcp(TcpState::Moved(m))) = cx.sockets.get(i) else {
             return Err(SocketError::InvalidState);
         };
-        let tuple = m.key.tuple;
+        let tuple = m.key.tuple();
         let h2 = cx.tcp_import(now, tuple, &snapshot)?;
         debug_assert_eq!(h, h2, "a restore keeps the handle");
         for opt in options {
@@ -632,7 +632,7 @@ impl crate::tcp_sockets::TcpTable {
                 b.state,
                 b.readiness(),
                 u32::try_from(b.send_capacity_bytes).unwrap_or(u32::MAX),
-                key.tuple.remote,
+                key.tuple().remote,
             )),
             _ => None,
         }

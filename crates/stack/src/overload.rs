@@ -167,7 +167,7 @@ impl TcpCx<'_> {
         victims.extend(self.sockets.iter_indexed().filter_map(|(i, s)| match s {
             Socket::Tcp(TcpState::Conn(c)) => {
                 let over_share = share.is_some_and(|share| {
-                    let held = tcp.source_connections(c.key.tuple.remote.ip());
+                    let held = tcp.source_connections(c.key.tuple().remote.ip());
                     usize::try_from(held).unwrap_or(usize::MAX) > share
                 });
                 reclaim_class(c, now, limits, over_share).map(|class| (class, c.last_rx_ns, i))

@@ -38,10 +38,6 @@ pub(crate) enum PortKind {
 }
 
 /// What a slot holds.
-// TCP sockets are the common case and the large one (a listener keeps a whole `tcp::Config`
-// for its children); boxing the variant would add a pointer chase to every TCP lookup to
-// save space in the few UDP slots.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Socket {
     Udp(UdpSocket),
@@ -49,14 +45,19 @@ pub(crate) enum Socket {
 }
 
 /// One entry of the socket table.
+///
+/// `repr(C)` and 64-byte aligned (192 bytes, three cache lines, for a connection): the slot's
+/// own fields, which handles and readiness touch, then the socket, so a connection's hot
+/// fields (`ConnSock`'s first two groups) share the first two lines with them.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub(crate) struct Slot {
     generation: u32,
-    socket: Option<Socket>,
     /// Conditions that became true and were not yet reported.
     pending: Readiness,
     /// True while this slot's index sits in `Sockets::events`.
     queued: bool,
+    socket: Option<Socket>,
 }
 
 impl Slot {
@@ -120,6 +121,14 @@ impl Sockets {
     /// Sockets in the table (moved markers included).
     pub(crate) fn len(&self) -> usize {
         self.in_use
+    }
+
+    /// Heap bytes the table holds: slots (spare capacity included), the free list, the event
+    /// queue (the port index, a few entries per listener, is left out).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.slots.capacity() * core::mem::size_of::<Slot>()
+            + self.free_slots.capacity() * core::mem::size_of::<usize>()
+            + self.events.capacity() * core::mem::size_of::<u32>()
     }
 
     /// Slots in the table, empty ones included (indexes run below this).
@@ -393,6 +402,91 @@ impl Sockets {
         if self.events.capacity() >= 4 * self.events.len().max(COMPACT_MIN_SLOTS) {
             self.events
                 .shrink_to(2 * self.events.len().max(COMPACT_MIN_SLOTS));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp_sockets::{ConnSock, FourTuple, TcpTable};
+
+    /// Byte offset of `field` from the start of `slot`.
+    fn offset<T>(slot: &Slot, field: &T) -> usize {
+        (field as *const T as usize) - (slot as *const Slot as usize)
+    }
+
+    #[test]
+    fn connection_slot_hot_fields_fill_two_lines() {
+        let ifc = crate::config::InterfaceConfig::new(
+            wire::EthernetAddress([2, 0, 0, 0, 0, 1]),
+            crate::config::Ipv4Cidr::new([10, 0, 0, 1].into(), 24),
+        );
+        let cfg = std::sync::Arc::new(crate::config::StackConfig::new(ifc));
+        let table = TcpTable::new(cfg);
+        let tuple = FourTuple {
+            local: "10.0.0.1:80".parse().unwrap(),
+            remote: "10.0.0.2:40000".parse().unwrap(),
+        };
+        let conn =
+            tcp::Connection::connect(0, &tcp::Config::default(), 80, 40000, wire::SeqNumber(1), 0);
+        let sock = ConnSock {
+            key: table.flow_key(tuple, None),
+            conn: Box::new(conn),
+            in_table: true,
+            app_closed: false,
+            failure_reported: false,
+            passive: false,
+            syn_data_acked: false,
+            error: None,
+            parent: None,
+            last_rx_ns: 0,
+            armed_ns: crate::tcp_sockets::NOT_ARMED,
+            mem_bytes: 0,
+            plpmtud: None,
+            fastopen_client: None,
+            ext: None,
+            zero_window: None,
+            send_buffer_before_pressure: None,
+            fastopen_syn_option: None,
+        };
+        let mut sockets = Sockets::new(4);
+        let h = sockets.alloc(Socket::Tcp(TcpState::Conn(sock))).unwrap();
+        let slot = &sockets.slots[h.index as usize];
+        assert_eq!(core::mem::size_of::<Slot>(), 192, "three lines a slot");
+        assert_eq!(
+            slot as *const Slot as usize % 64,
+            0,
+            "slots start on a line"
+        );
+        let Some(Socket::Tcp(TcpState::Conn(c))) = &slot.socket else {
+            panic!("a connection");
+        };
+        // First line: the slot's own fields, the key the table compares, the TCB pointer.
+        let line = |o: usize| o / 64;
+        assert_eq!(line(offset(slot, &slot.generation)), 0);
+        assert_eq!(line(offset(slot, &slot.pending)), 0);
+        assert_eq!(line(offset(slot, &slot.queued)), 0);
+        assert_eq!(line(offset(slot, &c.key)), 0);
+        assert_eq!(
+            line(offset(slot, &c.key) + core::mem::size_of_val(&c.key) - 1),
+            0
+        );
+        assert_eq!(line(offset(slot, &c.conn)), 0);
+        // Second line: what every segment or application call reads besides.
+        for (name, o, len) in [
+            ("in_table", offset(slot, &c.in_table), 1),
+            ("app_closed", offset(slot, &c.app_closed), 1),
+            ("parent", offset(slot, &c.parent), 8),
+            ("last_rx_ns", offset(slot, &c.last_rx_ns), 8),
+            ("armed_ns", offset(slot, &c.armed_ns), 8),
+            ("mem_bytes", offset(slot, &c.mem_bytes), 8),
+            ("plpmtud", offset(slot, &c.plpmtud), 8),
+            ("fastopen_client", offset(slot, &c.fastopen_client), 8),
+            ("ext", offset(slot, &c.ext), 8),
+        ] {
+            assert_eq!(line(o), 1, "{name} at {o}");
+            assert_eq!(line(o + len - 1), 1, "{name} at {o}");
         }
     }
 }

@@ -298,6 +298,17 @@ impl Stack {
         self.tcp_view().0.conns.heap_bytes()
     }
 
+    /// Heap bytes the socket table holds (its slots, spare ones included, the free list and
+    /// the event queue): for memory breakdowns.
+    pub fn socket_table_heap_bytes(&self) -> usize {
+        self.tcp_view().1.heap_bytes()
+    }
+
+    /// Heap bytes the TCP deadline wheel holds (a node per socket slot, its buckets).
+    pub fn tcp_timers_heap_bytes(&self) -> usize {
+        self.tcp_view().0.timers.heap_bytes()
+    }
+
     /// Connections opened from our listeners that `source` holds (slots not yet freed), as
     /// the per-source share (`Limits::tcp_source_share_pct`) counts them.
     pub fn tcp_source_connections(&self, source: IpAddr) -> u32 {
@@ -322,7 +333,7 @@ impl Stack {
         let (_, sockets) = self.tcp_view();
         sockets.iter().find_map(|s| match s {
             Socket::Tcp(TcpState::Conn(c)) => {
-                c.conn.invariant_violation().map(|v| (c.key.tuple, v))
+                c.conn.invariant_violation().map(|v| (c.key.tuple(), v))
             }
             _ => None,
         })
@@ -388,13 +399,13 @@ impl TcpCx<'_> {
             local: SocketAddr::new(ip, port),
             pending: VecDeque::new(),
             backlog_max: backlog.clamp(1, self.cfg.limits.tcp_backlog_max.max(1)),
-            config: Box::new(self.cfg.tcp),
+            config: self.cfg.tcp,
             fastopen_queue_max: 0,
             fastopen_keys: None,
             sock_opts: Default::default(),
         };
         self.sockets
-            .alloc(Socket::Tcp(TcpState::Listener(listener)))
+            .alloc(Socket::Tcp(TcpState::Listener(Box::new(listener))))
     }
 
     /// See [`Stack::tcp_accept`].
@@ -419,7 +430,7 @@ impl TcpCx<'_> {
                 continue;
             }
             c.parent = None;
-            let remote = c.key.tuple.remote;
+            let remote = c.key.tuple().remote;
             if let Some(l) = self.listener_mut(li) {
                 l.pending.retain(|&x| x != ci);
             }
@@ -480,7 +491,7 @@ impl TcpCx<'_> {
             parent: None,
             in_table: true,
             app_closed: false,
-            armed_ns: None,
+            armed_ns: crate::tcp_sockets::NOT_ARMED,
             error: None,
             failure_reported: false,
             passive: false,

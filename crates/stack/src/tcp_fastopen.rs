@@ -101,8 +101,8 @@ impl TcpCx<'_> {
             room,
             syn.fast_open.as_ref(),
             syn.payload.len(),
-            key.tuple.remote.ip(),
-            key.tuple.local.ip(),
+            key.tuple().remote.ip(),
+            key.tuple().local.ip(),
         );
         let counters = &mut self.tcp.counters;
         if queue_max > 0 && !room {

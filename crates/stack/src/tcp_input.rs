@@ -24,8 +24,8 @@ use crate::ip_in::{IpMeta, RxFrame};
 use crate::socket::{Readiness, SocketError};
 use crate::sockets::{Socket, Sockets};
 use crate::tcp_sockets::{
-    ConnSock, FlowKey, FourTuple, Listener, MovedMarker, TcpState, TcpTable, endpoint_bytes,
-    readiness_of,
+    ConnSock, FlowKey, FourTuple, Listener, MovedMarker, NOT_ARMED, TcpState, TcpTable,
+    endpoint_bytes, readiness_of,
 };
 
 /// The TCP part with the parts it borrows for one call. Built by `Stack::tcp_cx`, which
@@ -249,15 +249,15 @@ impl TcpCx<'_> {
         syn: &TcpRepr<'_>,
         iss: Option<SeqNumber>,
     ) {
-        if !self.tcp_overload_admit(now, key.tuple.remote.ip()) {
+        if !self.tcp_overload_admit(now, key.tuple().remote.ip()) {
             return;
         }
         let (load, limits) = self.tcp.listener_load(self.sockets, li);
         let Some(l) = self.listener_mut(li) else {
             return;
         };
-        let base = *l.config;
-        let config = self.tcp.config_for(&base, key.tuple.local.is_ipv4());
+        let base = l.config;
+        let config = self.tcp.config_for(&base, key.tuple().local.is_ipv4());
         let action = admit_syn(load, limits);
         if action == SynAction::Drop {
             self.tcp.counters.tcp_listen_backlog_full += 1;
@@ -265,16 +265,16 @@ impl TcpCx<'_> {
         }
         if action == SynAction::Cookie {
             let (l_ep, r_ep) = (
-                endpoint_bytes(key.tuple.local.ip()),
-                endpoint_bytes(key.tuple.remote.ip()),
+                endpoint_bytes(key.tuple().local.ip()),
+                endpoint_bytes(key.tuple().remote.ip()),
             );
             let local = Endpoint {
                 addr: l_ep.0.get(..l_ep.1).unwrap_or(&[]),
-                port: key.tuple.local.port(),
+                port: key.tuple().local.port(),
             };
             let remote = Endpoint {
                 addr: r_ep.0.get(..r_ep.1).unwrap_or(&[]),
-                port: key.tuple.remote.port(),
+                port: key.tuple().remote.port(),
             };
             let iss =
                 self.tcp
@@ -282,14 +282,18 @@ impl TcpCx<'_> {
                     .generate(now, local, remote, syn.seq_number, syn.max_seg_size);
             // The same per-tuple timestamp offset `from_syn_cookie` will get, so the
             // timestamp clock is continuous across the stateless handshake.
-            let (_, ts_offset) = self.tcp.isn_for(now, &key.tuple);
+            let (_, ts_offset) = self.tcp.isn_for(now, &key.tuple());
             let syn_ack = SynCookies::syn_ack(&config, syn, iss, now, ts_offset);
-            self.egress
-                .send_tcp(now, key.tuple.local.ip(), key.tuple.remote.ip(), &syn_ack);
+            self.egress.send_tcp(
+                now,
+                key.tuple().local.ip(),
+                key.tuple().remote.ip(),
+                &syn_ack,
+            );
             self.tcp.counters.tcp_syn_cookies_sent += 1;
             return;
         }
-        let (generated, ts_offset) = self.tcp.isn_for(now, &key.tuple);
+        let (generated, ts_offset) = self.tcp.isn_for(now, &key.tuple());
         let iss = iss.unwrap_or(generated);
         let decision = self.fastopen_decision(li, &key, syn);
         let Ok((conn, syn_data)) =
@@ -315,21 +319,21 @@ impl TcpCx<'_> {
             return false;
         }
         let (l_ep, r_ep) = (
-            endpoint_bytes(key.tuple.local.ip()),
-            endpoint_bytes(key.tuple.remote.ip()),
+            endpoint_bytes(key.tuple().local.ip()),
+            endpoint_bytes(key.tuple().remote.ip()),
         );
         let local = Endpoint {
             addr: l_ep.0.get(..l_ep.1).unwrap_or(&[]),
-            port: key.tuple.local.port(),
+            port: key.tuple().local.port(),
         };
         let remote = Endpoint {
             addr: r_ep.0.get(..r_ep.1).unwrap_or(&[]),
-            port: key.tuple.remote.port(),
+            port: key.tuple().remote.port(),
         };
         let Some(cookie) = self.tcp.cookies.validate(now, local, remote, ack) else {
             return false;
         };
-        if !self.tcp_overload_admit(now, key.tuple.remote.ip()) {
+        if !self.tcp_overload_admit(now, key.tuple().remote.ip()) {
             // Valid, but its source holds its share of a table under pressure: dropped.
             return true;
         }
@@ -342,9 +346,9 @@ impl TcpCx<'_> {
             self.tcp.counters.tcp_listen_backlog_full += 1;
             return true;
         }
-        let base = *l.config;
-        let config = self.tcp.config_for(&base, key.tuple.local.is_ipv4());
-        let (_, ts_offset) = self.tcp.isn_for(now, &key.tuple);
+        let base = l.config;
+        let config = self.tcp.config_for(&base, key.tuple().local.is_ipv4());
+        let (_, ts_offset) = self.tcp.isn_for(now, &key.tuple());
         let conn = Connection::from_syn_cookie(now, &config, ack, &cookie, ts_offset);
         self.tcp.counters.tcp_syn_cookies_accepted += 1;
         self.tcp_insert_child(now, li, key, conn);
@@ -363,10 +367,11 @@ impl TcpCx<'_> {
         let sock = ConnSock {
             key,
             conn: Box::new(conn),
-            parent: Some(li),
+            // Slot indexes fit a `u32` (socket handles carry them so).
+            parent: u32::try_from(li).ok(),
             in_table: true,
             app_closed: false,
-            armed_ns: None,
+            armed_ns: NOT_ARMED,
             error: None,
             failure_reported: false,
             passive: true,
@@ -387,7 +392,7 @@ impl TcpCx<'_> {
         *self
             .tcp
             .per_source
-            .entry(key.tuple.remote.ip())
+            .entry(key.tuple().remote.ip())
             .or_insert(0) += 1;
         let ci = h.index as usize;
         self.tcp.conns.insert(key.table_hash, ci);
@@ -399,32 +404,33 @@ impl TcpCx<'_> {
 
     /// Keeps the timer index in step with the engine's deadline for connection `i`.
     pub(crate) fn tcp_rearm(&mut self, i: usize) {
-        let Some(c) = self.conn_mut(i) else {
+        let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
             return;
         };
-        let want = if c.in_table {
-            c.conn.poll_timeout()
-        } else {
-            None
-        };
-        let old = core::mem::replace(&mut c.armed_ns, want);
-        if old == want {
-            return;
-        }
-        match want {
-            Some(t) => self.tcp.timers.insert(i, t),
-            None => {
-                self.tcp.timers.remove(i);
-            }
-        }
+        rearm(&mut self.tcp.timers, i, c);
     }
 
     /// After any input to connection `i`: mark it for output, re-arm its timer and turn its
     /// events into readiness.
     pub(crate) fn tcp_after_input(&mut self, i: usize) {
         self.tcp.dirty.insert(i);
-        self.tcp_rearm(i);
-        self.tcp_mem_account(i);
+        // `tcp_rearm` and `tcp_mem_account` on one borrow of the slot (the per-segment path
+        // looks the slot up once for both).
+        let mem_changed = {
+            let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
+                return;
+            };
+            rearm(&mut self.tcp.timers, i, c);
+            let now_bytes = c.conn.buffer_allocated_bytes();
+            let old = core::mem::replace(&mut c.mem_bytes, now_bytes);
+            if now_bytes != old {
+                self.tcp.mem_bytes = self.tcp.mem_bytes - old + now_bytes;
+            }
+            now_bytes != old
+        };
+        if mem_changed {
+            self.tcp_mem_judge();
+        }
         let mut readiness = Readiness::NONE;
         let mut established = false;
         let parent = {
@@ -438,7 +444,7 @@ impl TcpCx<'_> {
                 readiness |= readiness_of(e);
             }
             let has_ext = c.ext.is_some();
-            let parent = c.parent;
+            let parent = c.parent.map(|p| p as usize);
             if has_ext && self.tcp_notify_progress(i, None) {
                 readiness |= Readiness::ERROR_QUEUE;
             }
@@ -638,7 +644,7 @@ impl TcpCx<'_> {
                 // A deferred Fast Open sends nothing before its first send.
                 break;
             }
-            let tuple = c.key.tuple;
+            let (local_ip, remote_ip) = (c.key.local_ip(), c.key.remote_ip());
             // What the next segment can carry at most: a control segment (SYN-ACK, ACK, FIN,
             // RST, a window probe) or a small write needs no TSO-sized buffer. Without this,
             // a burst of them (a reclaim walk's RSTs, SYN-ACKs to a flood) would hold 64 KiB
@@ -650,7 +656,7 @@ impl TcpCx<'_> {
             // One buffer per frame: the engine writes the payload after room for the headers
             // (a TCP header as long as the last one), `send_tcp_frame` emits them in front.
             // The payload room is what the MTU leaves after a bare TCP header.
-            let ip_len = if tuple.remote.is_ipv4() {
+            let ip_len = if remote_ip.is_ipv4() {
                 IPV4_HEADER_LEN
             } else {
                 IPV6_HEADER_LEN
@@ -662,7 +668,7 @@ impl TcpCx<'_> {
             let mtu_room = mtu.saturating_sub(ip_len + TCP_HEADER_MIN);
             let tso_bytes_max = if tso_bytes_max > 0
                 && sendable > mtu_room
-                && self.egress.tso_route_ready(now, tuple.remote.ip())
+                && self.egress.tso_route_ready(now, remote_ip)
             {
                 tso_bytes_max
             } else {
@@ -712,15 +718,7 @@ impl TcpCx<'_> {
                 dont_frag: opts.pmtu.dont_fragment(),
             };
             self.egress.send_tcp_frame(
-                now,
-                tuple.local.ip(),
-                tuple.remote.ip(),
-                &header,
-                frame,
-                payload_at,
-                n,
-                gso_size,
-                ip,
+                now, local_ip, remote_ip, &header, frame, payload_at, n, gso_size, ip,
             );
         }
         self.tcp_notify_after_output(now, i);
@@ -748,7 +746,8 @@ impl TcpCx<'_> {
             self.tcp_rearm(i);
             return;
         }
-        let (key, was_in_table, parent, app_closed) = (c.key, c.in_table, c.parent, c.app_closed);
+        let (key, was_in_table, app_closed) = (c.key, c.in_table, c.app_closed);
+        let parent = c.parent.map(|p| p as usize);
         let unread = c.conn.recv_queue_bytes() > 0;
         c.in_table = false;
         self.tcp_rearm(i);
@@ -785,7 +784,7 @@ impl TcpCx<'_> {
         // at the next call, as before).
         for &i in &due {
             if let Some(c) = self.conn_mut(i) {
-                c.armed_ns = None;
+                c.armed_ns = NOT_ARMED;
             }
         }
         for &i in &due {
@@ -806,8 +805,8 @@ impl TcpCx<'_> {
                 let pl = (timed_out && open)
                     .then(|| tcp::plpmtud::Plpmtud::after_timeout(&mut c.plpmtud, &mut c.conn))
                     .flatten();
-                let doubt =
-                    (timed_out && open && c.conn.path_in_doubt()).then(|| c.key.tuple.remote.ip());
+                let doubt = (timed_out && open && c.conn.path_in_doubt())
+                    .then(|| c.key.tuple().remote.ip());
                 self.tcp.counters.count_plpmtud(pl);
                 if let Some(remote) = doubt {
                     self.egress.advise_unreachable(now, remote);
@@ -822,4 +821,26 @@ impl TcpCx<'_> {
     }
 
     // ------------------------------------------------------------------ application calls
+}
+
+/// Puts connection `i`'s deadline (none unless it is in the table) in `timers`, if it
+/// changed (`TcpTable::timers`' invariant with `ConnSock::armed_ns`).
+#[inline(always)]
+fn rearm(timers: &mut crate::timer_wheel::TimerWheel, i: usize, c: &mut ConnSock) {
+    let want = if c.in_table {
+        c.conn
+            .poll_timeout()
+            .map_or(NOT_ARMED, |t| t.min(NOT_ARMED - 1))
+    } else {
+        NOT_ARMED
+    };
+    let old = core::mem::replace(&mut c.armed_ns, want);
+    if old == want {
+        return;
+    }
+    if want == NOT_ARMED {
+        timers.remove(i);
+    } else {
+        timers.insert(i, want);
+    }
 }

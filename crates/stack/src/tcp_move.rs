@@ -76,7 +76,7 @@ impl Stack {
         for i in slots {
             if let (Some(key), Some(class)) = (slot_key(sockets, i), tcp.move_class(sockets, i)) {
                 out.push(BucketConn {
-                    tuple: key.tuple,
+                    tuple: key.tuple(),
                     class,
                 });
             }
@@ -112,7 +112,7 @@ impl Stack {
     pub fn tcp_live_tuples(&self, out: &mut Vec<FourTuple>) {
         let (tcp, sockets) = self.tcp_view();
         out.extend(tcp.conns.slots().filter_map(|i| match sockets.get(i) {
-            Some(Socket::Tcp(TcpState::Conn(c))) => Some(c.key.tuple),
+            Some(Socket::Tcp(TcpState::Conn(c))) => Some(c.key.tuple()),
             _ => None,
         }));
         out.extend(tcp.tw4.iter().map(|(_, r)| r.tuple()));
@@ -340,7 +340,7 @@ impl TcpCx<'_> {
             ext.encode(&mut snapshot.socket_ext);
         }
         let key = c.key;
-        let parent = c.parent.take();
+        let parent = c.parent.take().map(|p| p as usize);
         c.in_table = false;
         if let Some(li) = parent {
             if let Some(l) = self.listener_mut(li) {
@@ -366,7 +366,7 @@ impl TcpCx<'_> {
         self.tcp.moved += 1;
         self.tcp.timers.insert(i, expires_ns);
         self.tcp.counters.tcp_connections_exported += 1;
-        Ok((key.tuple, snapshot))
+        Ok((key.tuple(), snapshot))
     }
 
     /// See [`Stack::tcp_import`].
@@ -420,10 +420,10 @@ impl TcpCx<'_> {
         let sock = ConnSock {
             key,
             conn: Box::new(conn),
-            parent,
+            parent: parent.and_then(|p| u32::try_from(p).ok()),
             in_table: true,
             app_closed: false,
-            armed_ns: None,
+            armed_ns: crate::tcp_sockets::NOT_ARMED,
             error: None,
             failure_reported: false,
             // Not counted against its source here, nor reclaimed by the overload policy: it

@@ -54,11 +54,101 @@ pub struct FourTuple {
 /// the TIME-WAIT index: `hash` itself where a peer cannot aim tuples at one bucket with it (no
 /// RSS key, so `hash` is the keyed software hash; or a key the driver declared secret,
 /// [`crate::RssConfig::key_is_secret`]: hash once), else the keyed software hash.
+///
+/// 48 bytes, the tuple packed ([`PackedTuple`]): it sits in the first line of a connection's
+/// socket slot, where the connection table compares it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FlowKey {
     pub(crate) hash: u32,
     pub(crate) table_hash: u32,
-    pub(crate) tuple: FourTuple,
+    packed: PackedTuple,
+}
+
+impl FlowKey {
+    /// The connection's addresses.
+    #[inline(always)]
+    pub(crate) fn tuple(&self) -> FourTuple {
+        self.packed.unpack()
+    }
+
+    /// The local address (without unpacking the whole tuple: the transmit path's).
+    #[inline(always)]
+    pub(crate) fn local_ip(&self) -> IpAddr {
+        self.packed.ip(self.packed.local_ip, 1)
+    }
+
+    /// The remote address.
+    #[inline(always)]
+    pub(crate) fn remote_ip(&self) -> IpAddr {
+        self.packed.ip(self.packed.remote_ip, 2)
+    }
+
+    /// True when this is the key of `other`'s 4-tuple.
+    #[inline(always)]
+    pub(crate) fn same_tuple(&self, other: &FlowKey) -> bool {
+        self.packed == other.packed
+    }
+}
+
+/// A 4-tuple in 38 bytes (a [`FourTuple`] is 64: two `SocketAddr`s, room for IPv6 flow
+/// information and scope). IPv4 addresses sit in the first four bytes of their arrays, the
+/// rest zero; `v6` tells the families apart (bit 0: local, bit 1: remote). IPv6 flow
+/// information and scope are not kept: the table matches segments, whose tuples carry
+/// neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PackedTuple {
+    local_port: u16,
+    remote_port: u16,
+    local_ip: [u8; 16],
+    remote_ip: [u8; 16],
+    v6: u8,
+}
+
+impl PackedTuple {
+    #[inline(always)]
+    fn pack(t: &FourTuple) -> PackedTuple {
+        let (local_ip, l6) = ip_bytes(t.local.ip());
+        let (remote_ip, r6) = ip_bytes(t.remote.ip());
+        PackedTuple {
+            local_port: t.local.port(),
+            remote_port: t.remote.port(),
+            local_ip,
+            remote_ip,
+            v6: u8::from(l6) | (u8::from(r6) << 1),
+        }
+    }
+
+    #[inline(always)]
+    fn unpack(&self) -> FourTuple {
+        FourTuple {
+            local: SocketAddr::new(self.ip(self.local_ip, 1), self.local_port),
+            remote: SocketAddr::new(self.ip(self.remote_ip, 2), self.remote_port),
+        }
+    }
+
+    /// The address in `b`, of the family `v6`'s bit `bit` names.
+    #[inline(always)]
+    fn ip(&self, b: [u8; 16], bit: u8) -> IpAddr {
+        if self.v6 & bit != 0 {
+            IpAddr::V6(b.into())
+        } else {
+            IpAddr::V4([b[0], b[1], b[2], b[3]].into())
+        }
+    }
+}
+
+#[inline(always)]
+fn ip_bytes(a: IpAddr) -> ([u8; 16], bool) {
+    match a {
+        IpAddr::V4(ip) => {
+            let o = ip.octets();
+            (
+                [o[0], o[1], o[2], o[3], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                false,
+            )
+        }
+        IpAddr::V6(ip) => (ip.octets(), true),
+    }
 }
 
 /// Software flow hash (FNV-1a over the incoming direction's tuple, seeded with a per-stack
@@ -117,9 +207,8 @@ pub(crate) struct Listener {
     /// Invariant: `pending.len()` ≤ `backlog_max`.
     pub(crate) pending: VecDeque<usize>,
     pub(crate) backlog_max: usize,
-    /// Its children's configuration. Boxed: read once per SYN, and inline it would make every
-    /// socket slot as large as a listener (`Socket` is an enum).
-    pub(crate) config: Box<tcp::Config>,
+    /// Its children's configuration (inline: the whole listener is boxed in its slot).
+    pub(crate) config: tcp::Config,
     /// `TCP_FASTOPEN`: Fast Open children allowed in SYN-RECEIVED (0: none unless the
     /// stack's switches make every listener a Fast Open one; `tcp_fastopen.rs`).
     pub(crate) fastopen_queue_max: u32,
@@ -130,21 +219,24 @@ pub(crate) struct Listener {
 }
 
 /// A connection socket.
+///
+/// Laid out by what the per-segment path reads (`repr(C)`, hot first; issue 17 item 2): the
+/// key the connection table compares and the TCB pointer, then the fields every segment or
+/// application call reads or writes (the flags, the idle clock, the armed deadline, the
+/// memory share, the listener, the boxes it tests), then what only rare events touch (zero
+/// window stalls, memory pressure, Fast Open's SYN option). In its socket slot
+/// (`sockets::Slot`, 64-byte aligned) the first two groups take the slot's first two cache
+/// lines, the cold group the third (`connection_slot_hot_fields_fill_two_lines` checks it).
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct ConnSock {
     pub(crate) key: FlowKey,
     /// Boxed: the TCB is large and listeners share the enum.
     pub(crate) conn: Box<Connection>,
-    /// The listener's slot while this child waits in its backlog.
-    pub(crate) parent: Option<usize>,
     /// True while the connection is in the table.
     pub(crate) in_table: bool,
     /// True once the application called `close` (the slot goes when the engine is done).
     pub(crate) app_closed: bool,
-    /// The deadline this connection holds in `TcpTable::timers`.
-    pub(crate) armed_ns: Option<u64>,
-    /// A hard ICMP error that ended the open, until taken.
-    pub(crate) error: Option<SocketError>,
     /// The connection's failure (reset or time-out) was reported to the application once:
     /// like POSIX `so_error`, it is pending until a call returns it (`recv`, `send`,
     /// `take_error`), after which reads see the end of the stream and writes `Closed`.
@@ -152,35 +244,48 @@ pub(crate) struct ConnSock {
     /// Opened from one of our listeners: counted in `TcpTable::per_source` while the slot
     /// is held, and the only kind the overload policy reclaims (`overload`).
     pub(crate) passive: bool,
+    /// Its SYN's data was accepted (Fast Open): `TCPI_OPT_SYN_DATA`.
+    pub(crate) syn_data_acked: bool,
+    /// A hard ICMP error that ended the open, until taken.
+    pub(crate) error: Option<SocketError>,
+    /// The listener's slot while this child waits in its backlog (slots are `u32`: socket
+    /// handles name them so).
+    pub(crate) parent: Option<u32>,
     /// When the last segment for this connection arrived (its creation before any): how
     /// long it has been idle, for reclaiming under pressure. One store per segment.
     pub(crate) last_rx_ns: u64,
-    /// While stalled at a zero send window with data queued, as last seen when its timers
-    /// fired: since when, and SND.UNA then (any progress restarts the clock).
-    pub(crate) zero_window: Option<(u64, wire::SeqNumber)>,
+    /// The deadline this connection holds in `TcpTable::timers`, or [`NOT_ARMED`] (a `u64`,
+    /// not an `Option`: eight bytes less keeps the second group in one line).
+    pub(crate) armed_ns: u64,
+    /// Ring storage this connection held when last accounted (`tcp_mem`): its share of
+    /// `TcpTable::mem_bytes`.
+    pub(crate) mem_bytes: usize,
     /// Packetization-layer path MTU discovery's search ([`tcp::plpmtud`], beside the TCB,
     /// which has no room): created at the first black hole when `tcp::Config::plpmtud` is
     /// on; not carried when the connection moves.
     pub(crate) plpmtud: Option<Box<tcp::plpmtud::Plpmtud>>,
+    /// An active Fast Open's state (`tcp_fastopen_client.rs`); boxed: most connections
+    /// have none, and the socket slot stays small.
+    pub(crate) fastopen_client: Option<Box<crate::tcp_fastopen_client::ClientOpen>>,
+    /// Zero-copy, timestamping, notsent mark, mark and the error queue (`tcp_notify`), boxed
+    /// on first use.
+    pub(crate) ext: Option<Box<crate::tcp_notify::SockExt>>,
+    // Cold: the rare events'.
+    /// While stalled at a zero send window with data queued, as last seen when its timers
+    /// fired: since when, and SND.UNA then (any progress restarts the clock).
+    pub(crate) zero_window: Option<(u64, wire::SeqNumber)>,
+    /// The send buffer size it had before memory pressure shrank it (given back when the
+    /// stack returns to the normal state).
+    pub(crate) send_buffer_before_pressure: Option<u32>,
     /// The Fast Open option its first SYN or SYN-ACK carries: the server's cookie for the
     /// client, or the client's cookie or cookie request (taken when that segment leaves, so a
     /// retransmission carries none).
     pub(crate) fastopen_syn_option: Option<wire::tcp::FastOpenOption>,
-    /// An active Fast Open's state (`tcp_fastopen_client.rs`); boxed: most connections
-    /// have none, and the socket slot stays small.
-    pub(crate) fastopen_client: Option<Box<crate::tcp_fastopen_client::ClientOpen>>,
-    /// Its SYN's data was accepted (Fast Open): `TCPI_OPT_SYN_DATA`.
-    pub(crate) syn_data_acked: bool,
-    /// Ring storage this connection held when last accounted (`tcp_mem`): its share of
-    /// `TcpTable::mem_bytes`.
-    pub(crate) mem_bytes: usize,
-    /// The send buffer size it had before memory pressure shrank it (given back when the
-    /// stack returns to the normal state).
-    pub(crate) send_buffer_before_pressure: Option<u32>,
-    /// Zero-copy, timestamping, notsent mark, mark and the error queue (`tcp_notify`), boxed
-    /// on first use.
-    pub(crate) ext: Option<Box<crate::tcp_notify::SockExt>>,
 }
+
+/// [`ConnSock::armed_ns`] of a connection that holds no deadline in `TcpTable::timers`;
+/// deadlines are clamped below it (`NOT_ARMED − 1` ns is 584 years after the epoch).
+pub(crate) const NOT_ARMED: u64 = u64::MAX;
 
 /// What a connection exported by [`Stack::tcp_export`] leaves in its slot and in the table
 /// (DESIGN handoff invariant 4): segments for its 4-tuple are never answered with RST; they are
@@ -207,7 +312,9 @@ pub(crate) struct MovedMarker {
 /// Per-socket TCP state.
 #[derive(Debug)]
 pub(crate) enum TcpState {
-    Listener(Listener),
+    /// Boxed: a listener is larger than a connection's state, and every socket slot is as
+    /// large as the largest variant (connections are the many).
+    Listener(Box<Listener>),
     Conn(ConnSock),
     /// A connection that moved to another owner (see [`MovedMarker`]).
     Moved(MovedMarker),
@@ -273,8 +380,8 @@ impl TcpState {
     pub(crate) fn local_addr(&self) -> SocketAddr {
         match self {
             TcpState::Listener(l) => l.local,
-            TcpState::Conn(c) => c.key.tuple.local,
-            TcpState::Moved(m) => m.key.tuple.local,
+            TcpState::Conn(c) => c.key.tuple().local,
+            TcpState::Moved(m) => m.key.tuple().local,
         }
     }
 }
@@ -291,8 +398,8 @@ pub(crate) struct TcpTable {
     pub(crate) flush_cursor: usize,
     /// (deadline, slot) of every connection with a timer and every moved marker: a timing
     /// wheel with exact deadlines, whose first entry is `poll_timeout`. Invariant: holds
-    /// `(t, i)` for a connection `i` iff it has `armed_ns == Some(t)` (`tcp_handle_timeout`
-    /// clears `armed_ns` of what it pops), and `(expires_ns, i)` for each moved marker.
+    /// `(t, i)` for a connection `i` iff it has `armed_ns == t`, `t != NOT_ARMED`
+    /// (`tcp_handle_timeout` clears `armed_ns` of what it pops), and `(expires_ns, i)` for each moved marker.
     pub(crate) timers: TimerWheel,
     /// Reused by `tcp_handle_timeout` for the slots due at one instant (empty between calls),
     /// so firing timers allocates nothing once it has grown.
@@ -445,7 +552,7 @@ impl TcpTable {
         if !c.passive {
             return;
         }
-        let ip = c.key.tuple.remote.ip();
+        let ip = c.key.tuple().remote.ip();
         if let Some(n) = self.per_source.get_mut(&ip) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -553,7 +660,7 @@ impl TcpTable {
         FlowKey {
             hash,
             table_hash,
-            tuple,
+            packed: PackedTuple::pack(&tuple),
         }
     }
 
@@ -561,7 +668,7 @@ impl TcpTable {
     #[inline(always)]
     pub(crate) fn lookup(&self, sockets: &Sockets, key: &FlowKey) -> Option<usize> {
         self.conns.get(key.table_hash, |i| {
-            slot_key(sockets, i).is_some_and(|k| k.tuple == key.tuple)
+            slot_key(sockets, i).is_some_and(|k| k.same_tuple(key))
         })
     }
 
@@ -794,7 +901,7 @@ impl TcpTable {
     ) -> Result<SocketAddr, SocketError> {
         let i = sockets.index(h)?;
         match sockets.get(i) {
-            Some(Socket::Tcp(TcpState::Conn(c))) => Ok(c.key.tuple.remote),
+            Some(Socket::Tcp(TcpState::Conn(c))) => Ok(c.key.tuple().remote),
             Some(Socket::Tcp(TcpState::Listener(_))) => Err(SocketError::InvalidState),
             _ => TcpTable::bypass_view(sockets, i)
                 .map(|v| v.3)
@@ -869,6 +976,37 @@ mod tests {
         bytes.iter().fold(0x811c_9dc5 ^ seed, |h, &b| {
             (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
         })
+    }
+
+    #[test]
+    fn packed_tuple_round_trips_and_tells_families_apart() {
+        let tuples = [
+            ("10.0.0.1:80", "192.168.7.200:54321"),
+            ("0.0.0.0:0", "255.255.255.255:65535"),
+            ("[fe80::1]:443", "[2001:db8::42]:1024"),
+            ("[a00:1::]:80", "[c0a8:7c8::]:54321"),
+            ("10.0.0.1:80", "[2001:db8::42]:1024"),
+            ("[2001:db8::42]:1024", "10.0.0.1:80"),
+        ];
+        let packed: Vec<PackedTuple> = tuples
+            .iter()
+            .map(|(local, remote)| {
+                let t = FourTuple {
+                    local: local.parse().unwrap(),
+                    remote: remote.parse().unwrap(),
+                };
+                let p = PackedTuple::pack(&t);
+                assert_eq!(p.unpack(), t);
+                p
+            })
+            .collect();
+        // IPv4 10.0.0.1 and the IPv6 address with the same leading bytes differ.
+        for (i, a) in packed.iter().enumerate() {
+            for (j, b) in packed.iter().enumerate() {
+                assert_eq!(a == b, i == j, "{:?} vs {:?}", tuples[i], tuples[j]);
+            }
+        }
+        assert_eq!(core::mem::size_of::<FlowKey>(), 48);
     }
 
     #[test]

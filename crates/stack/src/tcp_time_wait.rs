@@ -39,10 +39,10 @@ impl TcpTable {
     /// The record of `key`'s 4-tuple, if it is in TIME-WAIT here.
     #[inline]
     pub(crate) fn tw_find(&self, key: &FlowKey) -> Option<TwPos> {
-        if key.tuple.local.is_ipv4() {
-            self.tw4.find(key.table_hash, &key.tuple).map(TwPos::V4)
+        if key.tuple().local.is_ipv4() {
+            self.tw4.find(key.table_hash, &key.tuple()).map(TwPos::V4)
         } else {
-            self.tw6.find(key.table_hash, &key.tuple).map(TwPos::V6)
+            self.tw6.find(key.table_hash, &key.tuple()).map(TwPos::V6)
         }
     }
 
@@ -128,12 +128,12 @@ impl TcpTable {
         }
         let (cfg, seed, by_flow) = (&*self.cfg, self.hash_seed, self.table_by_flow_hash);
         let h = |t: &FourTuple| table_hash_no_carry(cfg, seed, by_flow, t);
-        let kept = if key.tuple.local.is_ipv4() {
+        let kept = if key.tuple().local.is_ipv4() {
             self.tw4
-                .insert(key.table_hash, &key.tuple, tw, expiry_ns, &h)
+                .insert(key.table_hash, &key.tuple(), tw, expiry_ns, &h)
         } else {
             self.tw6
-                .insert(key.table_hash, &key.tuple, tw, expiry_ns, &h)
+                .insert(key.table_hash, &key.tuple(), tw, expiry_ns, &h)
         };
         kept.is_some()
     }
@@ -240,12 +240,12 @@ impl TcpCx<'_> {
         if input.ack {
             let ack = tw.ack_repr(
                 now,
-                key.tuple.local.port(),
-                key.tuple.remote.port(),
+                key.tuple().local.port(),
+                key.tuple().remote.port(),
                 &mut self.tcp.counters_released,
             );
             self.egress
-                .send_tcp(now, key.tuple.local.ip(), key.tuple.remote.ip(), &ack);
+                .send_tcp(now, key.tuple().local.ip(), key.tuple().remote.ip(), &ack);
         }
     }
 

@@ -15,7 +15,8 @@
 //!   always the next to expire and expiry is O(1) — the wheel of a single duration.
 //!
 //! Invariants: `index` holds exactly one slot per record, found from the record's flow hash
-//! (the connection table's, [`crate::tcp_sockets::FlowKey`]); the queue links every record
+//! (the connection table's table hash, `FlowKey::table_hash`: keyed unless the RSS key is
+//! secret); the queue links every record
 //! once, expiries non-decreasing from `head` to `tail`; `recs.len() < MAX_RECORDS`.
 //!
 //! The table is bounded by `Limits::tcp_time_wait_max` (both families together): a new

@@ -121,6 +121,13 @@ impl TimerWheel {
         }
     }
 
+    /// Heap bytes the wheel holds (nodes, buckets, scratch; spare capacity included).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.nodes.capacity() * core::mem::size_of::<Node>()
+            + self.buckets.capacity() * core::mem::size_of::<Bucket>()
+            + self.scratch.capacity() * core::mem::size_of::<u32>()
+    }
+
     /// Entries in the wheel.
     pub(crate) fn len(&self) -> usize {
         self.len

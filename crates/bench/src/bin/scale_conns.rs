@@ -15,7 +15,11 @@
 //!   and what the TIME-WAIT records alone hold per record (`Stack::tcp_time_wait_heap_bytes`);
 //!   after traffic also after 3 s of silence (`ScaleWorld::idle_for`: idle rings released).
 //!   Heap is counted by the binary's global allocator (`src/live_alloc.rs`): requested bytes,
-//!   so malloc's own per-block overhead is not in the figure.
+//!   so malloc's own per-block overhead is not in the figure;
+//! - `memory_breakdown` (unless `--no-memory`), idle and after traffic + 3 s idle: what an
+//!   endpoint's heap holds, per endpoint — the TCB (`tcp::Connection`) and its counters box,
+//!   the socket table's slots, the connection table's index, the deadline wheel (the last three
+//!   with their spare capacity), and the rest (ring storage still held, per-stack state).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -99,6 +103,7 @@ fn run(a: &Args) -> Result<(), BulkError> {
     let h_base = heap().bytes;
     w.connect()?;
     let h_idle = heap().bytes;
+    breakdown(&w, "idle", h_idle - h_base);
     w.warm_up()?;
 
     let mut wall_ns_per_frame = Vec::with_capacity(a.runs);
@@ -134,6 +139,7 @@ fn run(a: &Args) -> Result<(), BulkError> {
     // for the sweep (1,024 slots per 10 ms) to visit 100,000 slots per stack twice.
     w.idle_for(3_000_000_000, 10_000_000);
     let h_idle_after = heap().bytes;
+    breakdown(&w, "after_traffic_idle", h_idle_after - h_base);
     let (time_wait, server_left) = w.close_all()?;
     let h_closed = heap().bytes;
     let ScaleWorld { idle, .. } = w;
@@ -160,4 +166,31 @@ fn run(a: &Args) -> Result<(), BulkError> {
         per(client_bytes.saturating_sub(empty_client_bytes), n),
     );
     Ok(())
+}
+
+/// Prints what `total_bytes` of heap (both stacks, above their empty state) holds, per
+/// connection endpoint.
+fn breakdown(w: &ScaleWorld, when: &str, total_bytes: usize) {
+    let (c, s) = (&w.idle.client, &w.idle.server);
+    let endpoints = 2 * w.opts.connections;
+    let live = c.tcp_connection_count() + s.tcp_connection_count();
+    let tcb = live * core::mem::size_of::<tcp::Connection>();
+    let counters = live * core::mem::size_of::<tcp::Counters>();
+    let slots = c.socket_table_heap_bytes() + s.socket_table_heap_bytes();
+    let table = c.tcp_conn_table_heap_bytes() + s.tcp_conn_table_heap_bytes();
+    let timers = c.tcp_timers_heap_bytes() + s.tcp_timers_heap_bytes();
+    let rest = total_bytes.saturating_sub(tcb + counters + slots + table + timers);
+    println!(
+        "memory_breakdown when={when} connections={} total_bytes_per_endpoint={:.1} \
+         tcb_bytes={:.1} tcb_counters_bytes={:.1} socket_slots_bytes={:.1} \
+         conn_table_bytes={:.1} timer_wheel_bytes={:.1} rest_bytes={:.1}",
+        w.opts.connections,
+        per(total_bytes, endpoints),
+        per(tcb, endpoints),
+        per(counters, endpoints),
+        per(slots, endpoints),
+        per(table, endpoints),
+        per(timers, endpoints),
+        per(rest, endpoints),
+    );
 }
