@@ -369,7 +369,7 @@ impl TcpCx<'_> {
             local: SocketAddr::new(ip, port),
             pending: VecDeque::new(),
             backlog_max: backlog.clamp(1, self.cfg.limits.tcp_backlog_max.max(1)),
-            config: self.cfg.tcp,
+            config: Box::new(self.cfg.tcp),
             fastopen_queue_max: 0,
             fastopen_keys: None,
             sock_opts: Default::default(),

@@ -254,7 +254,7 @@ impl TcpCx<'_> {
         let Some(l) = self.listener_mut(li) else {
             return;
         };
-        let base = l.config;
+        let base = *l.config;
         let config = self.tcp.config_for(&base, key.tuple.local.is_ipv4());
         let action = admit_syn(load, limits);
         if action == SynAction::Drop {
@@ -340,7 +340,7 @@ impl TcpCx<'_> {
             self.tcp.counters.tcp_listen_backlog_full += 1;
             return true;
         }
-        let base = l.config;
+        let base = *l.config;
         let config = self.tcp.config_for(&base, key.tuple.local.is_ipv4());
         let (_, ts_offset) = self.tcp.isn_for(now, &key.tuple);
         let conn = Connection::from_syn_cookie(now, &config, ack, &cookie, ts_offset);

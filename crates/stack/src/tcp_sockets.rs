@@ -137,7 +137,9 @@ pub(crate) struct Listener {
     /// Invariant: `pending.len()` ≤ `backlog_max`.
     pub(crate) pending: VecDeque<usize>,
     pub(crate) backlog_max: usize,
-    pub(crate) config: tcp::Config,
+    /// Boxed: read once per SYN, and inline it would make every socket slot as large as a
+    /// listener.
+    pub(crate) config: Box<tcp::Config>,
     /// `TCP_FASTOPEN`: Fast Open children allowed in SYN-RECEIVED (0: none unless the
     /// stack's switches make every listener a Fast Open one; `tcp_fastopen.rs`).
     pub(crate) fastopen_queue_max: u32,

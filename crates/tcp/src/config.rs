@@ -84,6 +84,14 @@ pub struct Config {
     pub quickack_segments: u16,
     /// Disable the Nagle algorithm (RFC 9293 §3.7.4). Default false.
     pub nodelay: bool,
+    /// Minshall's variant of the Nagle algorithm (draft-minshall-nagle; Linux
+    /// `tcp_nagle_check`/`tcp_minshall_check`): a short segment waits only while an earlier
+    /// *short* segment is unacknowledged, not while any data is. A write's short tail then
+    /// leaves at once behind its full segments, and a request-response exchange of several
+    /// segments is not held a round trip for its last one; the limit Nagle exists for (at
+    /// most one small segment in flight) still holds. Default false: RFC 9293 §3.7.4's rule
+    /// (no short segment while anything is unacknowledged).
+    pub nagle_minshall: bool,
     /// TIME-WAIT duration, 2·MSL (RFC 9293 §3.4.2). Default 60 s. Also bounds FIN-WAIT-2
     /// after a full `close()` (nobody could use the connection any more).
     pub time_wait_ns: u64,
@@ -220,6 +228,7 @@ impl Default for Config {
             delayed_ack_ns: 40 * NS_PER_MS,
             quickack_segments: 0,
             nodelay: false,
+            nagle_minshall: false,
             time_wait_ns: 60 * NS_PER_S,
             send_buffer_bytes: 256 * 1024,
             recv_buffer_bytes: 256 * 1024,

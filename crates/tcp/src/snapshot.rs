@@ -258,6 +258,10 @@ impl Connection {
             info: _,
             // Record boundaries stay behind (`connection/records.rs`).
             records: _,
+            // Minshall's mark restarts at SND.NXT with the importer (`Connection::snd_sml`).
+            snd_sml: _,
+            // The importer's application starts with its next `send`.
+            send_cut: _,
             counters,
         } = self;
         if !state.is_synchronized() {
@@ -371,6 +375,8 @@ impl Connection {
             rack_deadline_ns: NEVER,
             info: Some(crate::connection::InfoState::new(now)),
             records: None,
+            snd_sml: snd.nxt,
+            send_cut: false,
             config,
             counters: Box::new(s.counters),
         };

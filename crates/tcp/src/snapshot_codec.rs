@@ -1,6 +1,6 @@
 //! A byte encoding of [`ConnectionSnapshot`], for the handoff rings (DESIGN "Handoff protocol").
 //!
-//! # Format, version 3
+//! # Format, version 4
 //!
 //! Little-endian throughout. A 12-byte header, then the body:
 //!
@@ -50,7 +50,7 @@ use crate::snapshot::{ConnectionSnapshot, SnapshotError};
 /// The first four bytes of every encoded snapshot.
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"RSCS";
 /// The format version this code writes and reads; a change of layout changes it.
-pub const SNAPSHOT_VERSION: u16 = 3;
+pub const SNAPSHOT_VERSION: u16 = 4;
 /// Header bytes before the body.
 pub const SNAPSHOT_HEADER_BYTES: usize = 12;
 /// Absolute cap on each of the three byte buffers, whatever the configuration says: the
@@ -272,6 +272,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
         delayed_ack_ns,
         quickack_segments,
         nodelay,
+        nagle_minshall,
         time_wait_ns,
         send_buffer_bytes,
         recv_buffer_bytes,
@@ -311,6 +312,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
     w.u64(delayed_ack_ns);
     w.u16(quickack_segments);
     w.bool(nodelay);
+    w.bool(nagle_minshall);
     w.u64(time_wait_ns);
     w.u32(send_buffer_bytes);
     w.u32(recv_buffer_bytes);
@@ -365,6 +367,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
         delayed_ack_ns: r.u64()?,
         quickack_segments: r.u16()?,
         nodelay: r.bool("config.nodelay")?,
+        nagle_minshall: r.bool("config.nagle_minshall")?,
         time_wait_ns: r.u64()?,
         send_buffer_bytes: r.u32()?,
         recv_buffer_bytes: r.u32()?,
@@ -404,7 +407,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
 }
 
 impl ConnectionSnapshot {
-    /// Appends the snapshot's encoding (module documentation: format version 3) to `out`.
+    /// Appends the snapshot's encoding (module documentation: format version 4) to `out`.
     ///
     /// Every snapshot encodes; one whose buffers exceed [`SNAPSHOT_BUFFER_BYTES_MAX`] (which
     /// no export produces) encodes but does not decode.

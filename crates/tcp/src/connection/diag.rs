@@ -42,6 +42,8 @@ impl Connection {
             rack: Option<Rack>,
             info: Option<super::chrono::InfoState>,
             records: Option<Box<super::records::RecordEnds>>,
+            snd_sml: SeqNumber,
+            send_cut: bool,
             counters: Box<Counters>,
         };
         v.sort_by_key(|&(_, offset, _)| offset);

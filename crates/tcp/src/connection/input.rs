@@ -99,6 +99,15 @@ impl Connection {
             self.snd.nxt = ack;
             self.snd.wl2 = ack;
             self.on_syn_acked(now);
+            if !syn_fully_acked && self.rack_active() {
+                // SYN data the SYN-ACK left unacknowledged is in flight like any data sent:
+                // RACK records it (sent with the SYN; `now`, the latest it can have been
+                // sent, until it is sent again at once), so sending it again is a
+                // retransmission there too (`tcpi_retrans`: Linux marks it lost and
+                // retransmits it, `tcp_rcv_fastopen_synack`).
+                let syn_end = self.snd.max;
+                self.rack_state(now).on_send(ack, syn_end, now);
+            }
             self.state = State::Established;
             self.push_event(Event::Connected);
             if self.send_buf.free() > 0 {
