@@ -184,6 +184,13 @@ pub struct Config {
     /// acknowledged and discarded (`rx_discard_after_close_bytes`) and the close finishes
     /// gracefully.
     pub reset_on_data_after_close: bool,
+    /// In SYN-SENT, refuse a SYN-ACK whose timestamp option echoes (non-zero) a value our
+    /// timestamp clock has not shown since the connection was opened, as Linux does
+    /// (`tcp_rcv_synsent_state_process`, `LINUX_MIB_PAWSACTIVEREJECTED`): it answers with a
+    /// RST at the segment's acknowledgment number and stays in SYN-SENT (a late SYN-ACK of an
+    /// older connection, or a forged one, is not taken). RFC 7323 asks no such check of a
+    /// SYN-ACK. Counted `rx_drop_syn_ack_bad_echo`. Default false.
+    pub syn_ack_checks_ts_echo: bool,
     /// Keepalive; `None` disables it. Default `None`.
     pub keepalive: Option<KeepaliveConfig>,
     /// Abort when sent data stays unacknowledged this long (RFC 9293 §3.8.3, "R2"; RFC 5482).
@@ -249,6 +256,7 @@ impl Default for Config {
             ack_unsent_data_replies: true,
             accept_missing_timestamps: false,
             reset_on_data_after_close: false,
+            syn_ack_checks_ts_echo: false,
             keepalive: None,
             user_timeout_ns: Some(300 * NS_PER_S),
             syn_retries_max: 6,

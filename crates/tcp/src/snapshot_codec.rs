@@ -293,6 +293,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
         ack_unsent_data_replies,
         accept_missing_timestamps,
         reset_on_data_after_close,
+        syn_ack_checks_ts_echo,
         keepalive,
         user_timeout_ns,
         syn_retries_max,
@@ -333,6 +334,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
     w.bool(ack_unsent_data_replies);
     w.bool(accept_missing_timestamps);
     w.bool(reset_on_data_after_close);
+    w.bool(syn_ack_checks_ts_echo);
     match keepalive {
         None => w.u8(0),
         Some(KeepaliveConfig {
@@ -388,6 +390,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
         ack_unsent_data_replies: r.bool("config.ack_unsent_data_replies")?,
         accept_missing_timestamps: r.bool("config.accept_missing_timestamps")?,
         reset_on_data_after_close: r.bool("config.reset_on_data_after_close")?,
+        syn_ack_checks_ts_echo: r.bool("config.syn_ack_checks_ts_echo")?,
         keepalive: if r.tag("config.keepalive")? {
             Some(KeepaliveConfig {
                 idle_ns: r.u64()?,

@@ -105,6 +105,9 @@ impl Profile {
                 // Linux resets a connection closed by its application when new data arrives
                 // (`tcp_rcv_state_process`, "abort on data"; `user_timeout/user_timeout`).
                 reset_on_data_after_close: true,
+                // Linux refuses a SYN-ACK echoing a TS val it never sent
+                // (`tcp_rcv_synsent_state_process`; `fastopen/client/synack-data`).
+                syn_ack_checks_ts_echo: true,
                 // Linux's Nagle is Minshall's (`tcp_nagle_check`, `tcp_minshall_check`): a
                 // write's short tail leaves with its full segments.
                 nagle_minshall: true,

@@ -346,6 +346,34 @@ mod tests {
     }
 
     #[test]
+    fn data_and_fin_a_syn_ack_carries_are_taken_after_its_sequence_number() {
+        // RFC 9293 §3.10.7.3: text in a SYN-ACK is processed as in a later segment
+        // (`fastopen/client/synack-data`: a Fast Open server answers with data).
+        let mut c = client(&[7u8; 100], None);
+        let mut buf = [0u8; 1500];
+        c.poll_transmit(0, &mut buf).unwrap();
+        let sa = TcpRepr {
+            payload: &[9u8; 40],
+            flags: TcpFlags::SYN | TcpFlags::ACK | TcpFlags::FIN,
+            ..syn_ack(ISS + 101, 1460)
+        };
+        c.handle_segment(10, &sa);
+        assert_eq!(c.state(), State::CloseWait);
+        let mut out = [0u8; 64];
+        assert_eq!(c.recv(&mut out), Ok(40));
+        assert_eq!(&out[..40], &[9u8; 40]);
+        assert_eq!(c.recv(&mut out), Err(Error::Finished));
+        let a = c.poll_transmit(10, &mut buf).unwrap();
+        assert_eq!(
+            a.ack_number,
+            SeqNumber(500 + 1 + 40 + 1),
+            "data and FIN acknowledged"
+        );
+        assert_eq!(c.counters().rx_duplicate_bytes, 0);
+        assert_eq!(c.invariant_violation(), None);
+    }
+
+    #[test]
     fn partly_acknowledged_syn_data_resends_only_the_rest() {
         let mut c = client(&[7u8; 18], None);
         let mut buf = [0u8; 1500];
