@@ -622,6 +622,7 @@ impl Exec {
                     _ => return skip(format!("script option --mss={v}: not an MSS")),
                 },
                 ("strict_segments", None) => self.strict_segments = true,
+                ("tcp_ts_ecr_scaled", None) => self.ctx.ts_ecr_scaled = true,
                 ("ip_version", Some("ipv4")) => {}
                 ("ip_version", Some("ipv4-mapped-ipv6")) => self.ipv4_mapped_ipv6 = true,
                 ("ip_version", Some("ipv6")) => {}

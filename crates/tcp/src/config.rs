@@ -110,6 +110,14 @@ pub struct Config {
     pub quickack_segments: u16,
     /// Disable the Nagle algorithm (RFC 9293 §3.7.4). Default false.
     pub nodelay: bool,
+    /// Minshall's variant of the Nagle algorithm (draft-minshall-nagle; Linux
+    /// `tcp_nagle_check`/`tcp_minshall_check`): a short segment waits only while an earlier
+    /// *short* segment is unacknowledged, not while any data is. A write's short tail then
+    /// leaves at once behind its full segments, and a request-response exchange of several
+    /// segments is not held a round trip for its last one; the limit Nagle exists for (at
+    /// most one small segment in flight) still holds. Default false: RFC 9293 §3.7.4's rule
+    /// (no short segment while anything is unacknowledged).
+    pub nagle_minshall: bool,
     /// TIME-WAIT duration, 2·MSL (RFC 9293 §3.4.2). Default 60 s. Also bounds FIN-WAIT-2
     /// after a full `close()` (nobody could use the connection any more).
     pub time_wait_ns: u64,
@@ -249,6 +257,13 @@ pub struct Config {
     /// acknowledged and discarded (`rx_discard_after_close_bytes`) and the close finishes
     /// gracefully.
     pub reset_on_data_after_close: bool,
+    /// In SYN-SENT, refuse a SYN-ACK whose timestamp option echoes (non-zero) a value our
+    /// timestamp clock has not shown since the connection was opened, as Linux does
+    /// (`tcp_rcv_synsent_state_process`, `LINUX_MIB_PAWSACTIVEREJECTED`): it answers with a
+    /// RST at the segment's acknowledgment number and stays in SYN-SENT (a late SYN-ACK of an
+    /// older connection, or a forged one, is not taken). RFC 7323 asks no such check of a
+    /// SYN-ACK. Counted `rx_drop_syn_ack_bad_echo`. Default false.
+    pub syn_ack_checks_ts_echo: bool,
     /// Keepalive; `None` disables it. Default `None`.
     pub keepalive: Option<KeepaliveConfig>,
     /// Abort when sent data stays unacknowledged this long (RFC 9293 §3.8.3, "R2"; RFC 5482).
@@ -299,6 +314,7 @@ impl Default for Config {
             delayed_ack_ns: 40 * NS_PER_MS,
             quickack_segments: 0,
             nodelay: false,
+            nagle_minshall: false,
             time_wait_ns: 60 * NS_PER_S,
             send_buffer_bytes: 256 * 1024,
             send_buffer_skb_accounting: false,
@@ -325,6 +341,7 @@ impl Default for Config {
             ack_unsent_data_replies: true,
             accept_missing_timestamps: false,
             reset_on_data_after_close: false,
+            syn_ack_checks_ts_echo: false,
             keepalive: None,
             user_timeout_ns: Some(300 * NS_PER_S),
             syn_retries_max: 6,

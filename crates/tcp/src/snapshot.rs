@@ -307,6 +307,10 @@ impl Connection {
             // HyStart starts afresh with the importer (it relearns the minimum RTT in one
             // round; Linux's `struct bictcp` has no export either).
             hystart: _,
+            // Minshall's mark restarts at SND.NXT with the importer (`Connection::snd_sml`).
+            snd_sml: _,
+            // The importer's application starts with its next `send`.
+            send_cut: _,
             counters,
         } = self;
         if !state.is_synchronized() {
@@ -438,6 +442,8 @@ impl Connection {
             records: crate::connection::records_from_ends(&s.record_ends),
             skb: None,
             hystart: None,
+            snd_sml: snd.nxt,
+            send_cut: false,
             config,
             counters: Box::new(s.counters),
         };

@@ -301,6 +301,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
         delayed_ack_ns,
         quickack_segments,
         nodelay,
+        nagle_minshall,
         time_wait_ns,
         send_buffer_bytes,
         send_buffer_skb_accounting,
@@ -327,6 +328,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
         ack_unsent_data_replies,
         accept_missing_timestamps,
         reset_on_data_after_close,
+        syn_ack_checks_ts_echo,
         keepalive,
         user_timeout_ns,
         syn_retries_max,
@@ -347,6 +349,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
     w.u64(delayed_ack_ns);
     w.u16(quickack_segments);
     w.bool(nodelay);
+    w.bool(nagle_minshall);
     w.u64(time_wait_ns);
     w.u32(send_buffer_bytes);
     w.bool(send_buffer_skb_accounting);
@@ -373,6 +376,7 @@ fn encode_config(w: &mut Writer<'_>, c: &Config) {
     w.bool(ack_unsent_data_replies);
     w.bool(accept_missing_timestamps);
     w.bool(reset_on_data_after_close);
+    w.bool(syn_ack_checks_ts_echo);
     match keepalive {
         None => w.u8(0),
         Some(KeepaliveConfig {
@@ -408,6 +412,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
         delayed_ack_ns: r.u64()?,
         quickack_segments: r.u16()?,
         nodelay: r.bool("config.nodelay")?,
+        nagle_minshall: r.bool("config.nagle_minshall")?,
         time_wait_ns: r.u64()?,
         send_buffer_bytes: r.u32()?,
         send_buffer_skb_accounting: r.bool("config.send_buffer_skb_accounting")?,
@@ -434,6 +439,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
         ack_unsent_data_replies: r.bool("config.ack_unsent_data_replies")?,
         accept_missing_timestamps: r.bool("config.accept_missing_timestamps")?,
         reset_on_data_after_close: r.bool("config.reset_on_data_after_close")?,
+        syn_ack_checks_ts_echo: r.bool("config.syn_ack_checks_ts_echo")?,
         keepalive: if r.tag("config.keepalive")? {
             Some(KeepaliveConfig {
                 idle_ns: r.u64()?,

@@ -358,3 +358,48 @@ fn duplicate_syn_of_a_simultaneous_open_is_acknowledged_with_a_dsack() {
     assert_eq!(a.state(), State::Established);
     assert!(a.poll_transmit(2 * MS, &mut buf).is_none());
 }
+
+/// A connects at 0 (timestamp clock offset 0, so its TS val is the time in ms) and, 10 ms
+/// later, gets a SYN-ACK echoing `tsecr`; returns A and what it sent in answer.
+fn syn_ack_echoing(config: Config, tsecr: u32) -> (Connection, Option<Seg>) {
+    let mut a = Connection::connect(0, &config, 1000, 80, SeqNumber(100), 0);
+    let mut buf = [0u8; 2000];
+    a.poll_transmit(0, &mut buf).expect("SYN");
+    let mut sa = seg(
+        80,
+        1000,
+        SeqNumber(5000),
+        SeqNumber(101),
+        TcpFlags::SYN | TcpFlags::ACK,
+    );
+    sa.hdr.max_seg_size = Some(1460);
+    sa.hdr.timestamp = Some(TcpTimestamp { tsval: 77, tsecr });
+    a.handle_segment(10 * MS, &sa.repr());
+    let out = a
+        .poll_transmit(10 * MS, &mut buf)
+        .map(|r| Seg::from_repr(&r));
+    (a, out)
+}
+
+#[test]
+fn syn_ack_checks_ts_echo_refuses_an_echo_our_clock_never_showed() {
+    // Linux `tcp_rcv_synsent_state_process` (`fastopen/client/synack-data`, TEST 5): a
+    // SYN-ACK echoing 9999 when our clock read 0..10 is answered with `R` at its ACK, and the
+    // connection waits in SYN-SENT for a valid one.
+    let config = Config {
+        syn_ack_checks_ts_echo: true,
+        ..Config::default()
+    };
+    let (a, out) = syn_ack_echoing(config, 9999);
+    let out = out.expect("a reply");
+    assert!(out.has(TcpFlags::RST) && !out.has(TcpFlags::ACK));
+    assert_eq!(out.seq(), SeqNumber(101));
+    assert_eq!(a.state(), State::SynSent);
+    assert_eq!(a.counters().rx_drop_syn_ack_bad_echo, 1);
+    // An echo of the SYN's own TS val (0) or of any later reading is taken.
+    let (a, _) = syn_ack_echoing(config, 5);
+    assert_eq!(a.state(), State::Established);
+    // Off (the default, RFC 7323 asks no such check), the bad echo is taken too.
+    let (a, _) = syn_ack_echoing(Config::default(), 9999);
+    assert_eq!(a.state(), State::Established);
+}

@@ -375,6 +375,7 @@ impl Exec {
                 let mut ctx = MatchContext::new(PEER_ISN);
                 ctx.tolerance_usecs = self.ctx.tolerance_usecs;
                 ctx.ts_tick_usecs = self.ctx.ts_tick_usecs;
+                ctx.ts_ecr_scaled = self.ctx.ts_ecr_scaled;
                 self.ctx = ctx;
                 self.remote_port = REMOTE_PORT.wrapping_add(self.passive_conns);
             }

@@ -116,6 +116,12 @@ impl Profile {
                 // `sk_sndbuf` (`tcp_sendmsg_locked`), which grows with cwnd
                 // (`tcp_sndbuf_expand`): write returns, EPOLLOUT edges, `tcpi_sndbuf_limited`.
                 send_buffer_skb_accounting: true,
+                // Linux refuses a SYN-ACK echoing a TS val it never sent
+                // (`tcp_rcv_synsent_state_process`; `fastopen/client/synack-data`).
+                syn_ack_checks_ts_echo: true,
+                // Linux's Nagle is Minshall's (`tcp_nagle_check`, `tcp_minshall_check`): a
+                // write's short tail leaves with its full segments.
+                nagle_minshall: true,
                 ..tcp::Config::default()
             },
             check_psh: false,

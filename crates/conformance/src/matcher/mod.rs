@@ -18,7 +18,9 @@
 //! through it and checked only when `--tcp_ts_tick_usecs` is given:
 //! `|actual_script - expected| * tick_usecs <= tolerance_usecs`. Every matched outbound TS val
 //! is also recorded as script value → live value (`ts_val_map`); an inbound ACK's `ecr` is
-//! rewritten through that map, so it echoes a value the stack really sent. Inbound TS vals go
+//! rewritten through that map, so it echoes a value the stack really sent (with
+//! `--tcp_ts_ecr_scaled`, an `ecr` no outbound val had is moved by `ts_val_offset` instead, as
+//! packetdrill interpolates it). Inbound TS vals go
 //! out as written, so outbound `ecr` values are compared literally.
 //!
 //! Fields a line leaves out: no `win` → window not checked; no `urg` → urgent pointer must be
@@ -136,6 +138,11 @@ pub struct MatchContext {
     pub ts_val_map: BTreeMap<u32, u32>,
     /// `--tcp_ts_tick_usecs`: when set, outbound TS vals are checked.
     pub ts_tick_usecs: Option<u64>,
+    /// `--tcp_ts_ecr_scaled`: an inbound ACK's TS `ecr` that echoes no TS val the stack sent
+    /// is interpolated on the stack's clock (`ecr + ts_val_offset`, packetdrill's
+    /// `first_actual_ts_val - first_script_ts_val`) instead of failing the build; without
+    /// it, or before any outbound TS val, such an `ecr` is [`BuildError::NoTsValMapping`].
+    pub ts_ecr_scaled: bool,
     /// `--tolerance_usecs`.
     pub tolerance_usecs: u64,
 }
@@ -148,6 +155,7 @@ impl MatchContext {
             ts_val_offset: None,
             ts_val_map: BTreeMap::new(),
             ts_tick_usecs: None,
+            ts_ecr_scaled: false,
             tolerance_usecs: crate::ast::DEFAULT_TOLERANCE_USECS,
         }
     }
@@ -493,9 +501,14 @@ impl MatchContext {
                 }
                 TcpOption::Timestamp { val, ecr } => {
                     let tsecr = if line.flags.contains(TcpFlags::ACK) {
-                        *self
-                            .ts_val_map
+                        let scaled = self
+                            .ts_val_offset
+                            .filter(|_| self.ts_ecr_scaled)
+                            .map(|offset| ecr.wrapping_add(offset));
+                        self.ts_val_map
                             .get(ecr)
+                            .copied()
+                            .or(scaled)
                             .ok_or(BuildError::NoTsValMapping { script_ecr: *ecr })?
                     } else {
                         *ecr

@@ -699,3 +699,36 @@ fn raw_options_text_keeps_wire_order_and_padding() {
     );
     assert_eq!(raw_options_text(&[2, 9], &seq), "<malformed>");
 }
+
+#[test]
+fn ts_ecr_scaled_moves_an_unknown_ecr_by_the_stack_clock_offset() {
+    // fastopen/client/synack-data.pkt: `--tcp_ts_ecr_scaled` and a SYN-ACK echoing a TS val
+    // the stack never sent (ecr 9999).
+    let mut ctx = MatchContext::new(SeqNumber(PEER));
+    let syn = line("> S 0:0(0) <mss 1460,sackOK,TS val 1 ecr 0,nop,wscale 8>");
+    let mut got = seg(TcpFlags::SYN, STACK, 0, &[]);
+    got.max_seg_size = Some(1460);
+    got.sack_permitted = true;
+    got.window_scale = Some(8);
+    got.timestamp = Some(TcpTimestamp {
+        tsval: 501,
+        tsecr: 0,
+    });
+    assert_eq!(ctx.match_outbound(&syn, &got), Ok(()));
+    let syn_ack = line("< S. 0:0(0) ack 1 win 5840 <mss 1040,TS val 7 ecr 9999>");
+    let echo = |ctx: &MatchContext| {
+        ctx.build_inbound(&syn_ack, 40_000, 8_080, &[])
+            .map(|r| r.timestamp.map(|t| t.tsecr))
+    };
+    assert_eq!(
+        echo(&ctx).unwrap_err(),
+        BuildError::NoTsValMapping { script_ecr: 9999 },
+        "without the option an unknown ecr is refused"
+    );
+    ctx.ts_ecr_scaled = true;
+    assert_eq!(echo(&ctx), Ok(Some(9999 + 500)));
+    // A known val still maps exactly.
+    let ack = line("< . 1:1(0) ack 1 win 5840 <nop,nop,TS val 8 ecr 1>");
+    let r = ctx.build_inbound(&ack, 40_000, 8_080, &[]).unwrap();
+    assert_eq!(r.timestamp.map(|t| t.tsecr), Some(501));
+}

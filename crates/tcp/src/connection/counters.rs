@@ -68,6 +68,9 @@ connection_counters! {
     rx_drop_no_ack,
     /// Unacceptable ACK in SYN-SENT or SYN-RECEIVED (answered with RST).
     rx_drop_bad_ack,
+    /// SYN-ACK whose timestamp echo is no value our clock showed since the first SYN
+    /// ([`crate::Config::syn_ack_checks_ts_echo`]; answered with RST).
+    rx_drop_syn_ack_bad_echo,
     /// ACK for data never sent (RFC 5961 §5.2 / RFC 9293 §3.10.7.4).
     rx_drop_ack_unsent,
     /// ACK older than SND.UNA − MAX.SND.WND (RFC 5961 §5.2).

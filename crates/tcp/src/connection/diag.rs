@@ -45,6 +45,8 @@ impl Connection {
             hystart: Option<crate::cc::Hystart>,
             records: Option<Box<super::records::RecordEnds>>,
             skb: Option<Box<super::sndbuf::SkbQueue>>,
+            snd_sml: SeqNumber,
+            send_cut: bool,
             counters: Box<Counters>,
         };
         v.sort_by_key(|&(_, offset, _)| offset);

@@ -371,6 +371,58 @@ mod tests {
     }
 
     #[test]
+    fn syn_data_sent_again_counts_in_tcpi_retrans_until_acknowledged() {
+        // Linux marks the SYN data the SYN-ACK left unacknowledged lost and retransmits it
+        // (`tcp_rcv_fastopen_synack`): `tcpi_retrans` counts it (`syn-data-only-syn-acked`).
+        let mut c = client(&[7u8; 3000], None);
+        let mut buf = [0u8; 1500];
+        assert_eq!(c.poll_transmit(0, &mut buf).unwrap().payload.len(), 1420);
+        let sa = TcpRepr {
+            sack_permitted: true,
+            ..syn_ack(ISS + 1, 1460)
+        };
+        c.handle_segment(10, &sa);
+        assert_eq!(c.invariant_violation(), None, "RACK covers the SYN data");
+        let d = c.poll_transmit(10, &mut buf).unwrap();
+        assert_eq!((d.seq_number, d.payload.len()), (SeqNumber(ISS + 1), 1420));
+        let d = c.poll_transmit(10, &mut buf).unwrap();
+        assert_eq!(d.seq_number, SeqNumber(ISS + 1421), "new data follows");
+        let info = c.tcp_info(10);
+        assert_eq!((info.retrans, info.unacked), (Some(1), 2));
+        c.handle_segment(20, &ack(501, ISS + 1421 + 1460, b""));
+        assert_eq!(c.tcp_info(20).retrans, Some(0));
+        assert_eq!(c.invariant_violation(), None);
+    }
+
+    #[test]
+    fn data_and_fin_a_syn_ack_carries_are_taken_after_its_sequence_number() {
+        // RFC 9293 §3.10.7.3: text in a SYN-ACK is processed as in a later segment
+        // (`fastopen/client/synack-data`: a Fast Open server answers with data).
+        let mut c = client(&[7u8; 100], None);
+        let mut buf = [0u8; 1500];
+        c.poll_transmit(0, &mut buf).unwrap();
+        let sa = TcpRepr {
+            payload: &[9u8; 40],
+            flags: TcpFlags::SYN | TcpFlags::ACK | TcpFlags::FIN,
+            ..syn_ack(ISS + 101, 1460)
+        };
+        c.handle_segment(10, &sa);
+        assert_eq!(c.state(), State::CloseWait);
+        let mut out = [0u8; 64];
+        assert_eq!(c.recv(&mut out), Ok(40));
+        assert_eq!(&out[..40], &[9u8; 40]);
+        assert_eq!(c.recv(&mut out), Err(Error::Finished));
+        let a = c.poll_transmit(10, &mut buf).unwrap();
+        assert_eq!(
+            a.ack_number,
+            SeqNumber(500 + 1 + 40 + 1),
+            "data and FIN acknowledged"
+        );
+        assert_eq!(c.counters().rx_duplicate_bytes, 0);
+        assert_eq!(c.invariant_violation(), None);
+    }
+
+    #[test]
     fn partly_acknowledged_syn_data_resends_only_the_rest() {
         let mut c = client(&[7u8; 18], None);
         let mut buf = [0u8; 1500];

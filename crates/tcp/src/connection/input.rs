@@ -92,6 +92,11 @@ impl Connection {
             self.counters.rx_drop_syn_sent += 1;
             return;
         }
+        if has_ack && self.config.syn_ack_checks_ts_echo && self.syn_ack_echo_impossible(now, seg) {
+            self.counters.rx_drop_syn_ack_bad_echo += 1;
+            self.queue_rst(seg.ack_number, None);
+            return;
+        }
         self.rcv.irs = seg.seq_number;
         self.rcv.nxt = seg.seq_number + 1;
         // Our SYN offered an unscaled window (RFC 7323 §2.2); the peer may use it.
@@ -135,6 +140,15 @@ impl Connection {
             self.snd.wl2 = ack;
             self.on_syn_acked(now);
             self.ecn_on_syn_ack(seg);
+            if !syn_fully_acked && self.rack_active() {
+                // SYN data the SYN-ACK left unacknowledged is in flight like any data sent:
+                // RACK records it (sent with the SYN; `now`, the latest it can have been
+                // sent, until it is sent again at once), so sending it again is a
+                // retransmission there too (`tcpi_retrans`: Linux marks it lost and
+                // retransmits it, `tcp_rcv_fastopen_synack`).
+                let syn_end = self.snd.max;
+                self.rack_state(now).on_send(ack, syn_end, now);
+            }
             self.state = State::Established;
             self.push_event(Event::Connected);
             if self.send_buf.free() > 0 {
@@ -146,6 +160,17 @@ impl Connection {
             if self.app.fin_queued {
                 self.state = State::FinWait1;
             }
+            // "If there are other controls or text in the segment, then continue processing
+            // at the sixth step" (RFC 9293 §3.10.7.3): data and a FIN the SYN-ACK carries
+            // (a Fast Open server may send data with it, RFC 7413 §4.2) are taken as in any
+            // later segment; they start after the SYN's sequence number.
+            if !seg.payload.is_empty() || flags.contains(TcpFlags::FIN) {
+                let text = TcpRepr {
+                    seq_number: seg.seq_number + 1,
+                    ..*seg
+                };
+                self.rx_text_and_fin(now, &text, 0);
+            }
         } else {
             // Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
             // No ECN: neither SYN-ACK will be an answer to an ECN-setup SYN.
@@ -155,6 +180,21 @@ impl Connection {
             self.snd.wl2 = self.snd.iss;
             self.timers.rtx_deadline_ns = NEVER;
         }
+    }
+
+    /// A SYN-ACK's timestamp echo (non-zero, our SYN having offered timestamps) lies outside
+    /// what our clock showed from the connection's opening to `now` (Linux's `between(tsecr,
+    /// retrans_stamp, now)`); `ts.rtx_floor` holds the clock at the opening until data is
+    /// retransmitted, which cannot happen before the SYN-ACK.
+    fn syn_ack_echo_impossible(&self, now: u64, seg: &TcpRepr<'_>) -> bool {
+        let Some(ts) = seg.timestamp.filter(|t| t.tsecr != 0) else {
+            return false;
+        };
+        if !self.config.timestamps {
+            return false;
+        }
+        let (first, last) = (self.ts.rtx_floor, self.ts_now(now));
+        ts.tsecr.wrapping_sub(first) > last.wrapping_sub(first)
     }
 
     /// The SYN we sent has been acknowledged: take the first RTT sample of the connection.

@@ -244,7 +244,8 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// padding is added), then the headers every segment reads (the two rings, the out-of-order
 /// queue and the SACK scoreboard), the configuration copy, RACK's state and the
 /// `tcp_info` state (inline: each was a box of its own, one more allocation and a pointer to
-/// chase per segment), and last the pointer to the counters (boxed: 392 bytes, of which a
+/// chase per segment), the cold fields (record ends, Minshall's `snd_sml` and `send_cut`, in
+/// what was padding), and last the pointer to the counters (boxed: 408 bytes, of which a
 /// segment writes 32). `Connection::layout` reports the offsets, `cargo run -p bench --bin
 /// tcb_size` prints them. The whole is at most 1,024 bytes with at least 8 to spare for the
 /// next fields (test `tcb_fits_one_kilobyte_with_room_to_spare`).
@@ -338,6 +339,19 @@ pub struct Connection {
     /// The send queue's skbs under [`Config::send_buffer_skb_accounting`] (`sndbuf.rs`);
     /// boxed on the first write.
     pub(crate) skb: Option<Box<sndbuf::SkbQueue>>,
+    // ---- cold: read only when a short segment is about to be sent ----
+    /// The end of the last short segment of new data sent (Linux `snd_sml`): a payload not a
+    /// whole number of segments. Minshall's Nagle ([`Config::nagle_minshall`]) holds a short
+    /// segment only while this lies in (SND.UNA, SND.NXT]. Starts at ISS (no short segment
+    /// outstanding); an imported connection starts at SND.NXT, which holds as RFC 9293's rule
+    /// does until its flight is acknowledged.
+    pub(crate) snd_sml: SeqNumber,
+    /// The last `send` did not fit whole: the application waits for room to write the
+    /// rest. Minshall's Nagle then holds the buffer's short tail under RFC 9293's rule: Linux
+    /// fills a write's buffers in whole segments before it blocks (`tcp_sendmsg` copies into
+    /// skbs of the size goal), so a waiting write leaves no short tail there, while this
+    /// stack's buffer takes bytes up to its capacity. Cleared by a `send` taken whole.
+    pub(crate) send_cut: bool,
     /// Counters, boxed: 408 bytes, of which a segment writes the first 32
     /// (`rx_segments`, `tx_segments`, `rx_payload_bytes`, `tx_payload_bytes`).
     pub(crate) counters: Box<Counters>,
@@ -483,6 +497,8 @@ impl Connection {
             hystart: None,
             records: None,
             skb: None,
+            snd_sml: iss,
+            send_cut: false,
             config,
             counters: Box::default(),
         }
@@ -798,6 +814,7 @@ impl Connection {
             return Ok(self.skb_admit(data));
         }
         let n = self.send_buf.push(data);
+        self.send_cut = n < data.len();
         if n < data.len() {
             // The application waits for room: `tcpi_sndbuf_limited` (`chrono.rs`; its
             // clock starts at the next output, application calls carry none).

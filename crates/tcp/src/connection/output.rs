@@ -396,6 +396,10 @@ impl Connection {
         }
         if !probe && end.gt(self.snd.max) {
             self.note_flight(end);
+            // Linux `tcp_minshall_update`: new data whose last wire segment is short.
+            if n % seg_room != 0 {
+                self.snd_sml = end;
+            }
         }
         if self.rec.in_recovery || self.ecn_in_cwr() {
             self.rec.prr_out_bytes = self
@@ -449,6 +453,13 @@ impl Connection {
             self.rec.flight_max_seq = end;
             self.rec.cwnd_limited = limited;
         }
+    }
+
+    /// A short segment of new data is unacknowledged (Linux `tcp_minshall_check`): the last
+    /// one sent ends in (SND.UNA, SND.NXT]. After a timeout pulls SND.NXT back below it, it
+    /// is not counted until sent again.
+    fn short_segment_unacked(&self) -> bool {
+        self.snd_sml.gt(self.snd.una) && !self.snd_sml.gt(self.snd.nxt)
     }
 
     /// Bytes in the send buffer not yet sent (beyond SND.NXT).
@@ -583,6 +594,11 @@ impl Connection {
             .as_ref()
             .and_then(|i| i.syn_data_end)
             .is_some_and(|end| self.snd.nxt.lt(end));
+        // Minshall's Nagle (`Config::nagle_minshall`): a short tail waits only behind an
+        // unacknowledged short segment, not behind full ones (nor for the rest of a write
+        // that did not fit, `send_cut`).
+        let minshall_ok =
+            self.config.nagle_minshall && !self.send_cut && !self.short_segment_unacked();
         if segments_max > 1 {
             let big = unsent
                 .min(usable)
@@ -596,7 +612,8 @@ impl Connection {
                     && (self.config.nodelay
                         || self.app.fin_queued
                         || !last_run
-                        || resends_syn_data);
+                        || resends_syn_data
+                        || minshall_ok);
                 let len = if tail_ok { big } else { big - big % mss };
                 return self.data_segment_tso(now, self.snd.nxt, len, buf, false, segments_max);
             }
@@ -612,7 +629,8 @@ impl Connection {
                 || data_flight == 0
                 || self.app.fin_queued
                 || !last_run
-                || resends_syn_data;
+                || resends_syn_data
+                || minshall_ok;
             // TCP_CORK / MSG_MORE (Linux tcp(7)): only full segments until pushed (`held`).
             let send = len > 0
                 && (len == mss
