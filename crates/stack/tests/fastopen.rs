@@ -36,44 +36,7 @@ fn from_a(seq: u32, ack: u32, flags: TcpFlags, fo: Option<FastOpenOption>, data:
         fast_open: fo,
         payload: data,
     };
-    let ip = Ipv4Repr {
-        src_addr: IP_A,
-        dst_addr: IP_B,
-        protocol: IpProtocol::TCP,
-        payload_len: seg.buffer_len(),
-        hop_limit: 64,
-        dscp: 0,
-        ecn: 0,
-        ident: 0,
-        dont_frag: true,
-        more_frags: false,
-        frag_offset_bytes: 0,
-    };
-    let mut f = vec![0u8; ETH + ip.buffer_len()];
-    EthernetRepr {
-        src_addr: MAC_A,
-        dst_addr: MAC_B,
-        vlan: None,
-        ethertype: EtherType::IPV4,
-    }
-    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]))
-    .unwrap();
-    ip.emit(
-        &mut Ipv4Packet::new_unchecked(&mut f[ETH..]),
-        ChecksumCaps::ALL,
-    )
-    .unwrap();
-    let hl = ETH + 20;
-    seg.emit(
-        &mut TcpPacket::new_unchecked(&mut f[hl..]),
-        &IpPair::V4 {
-            src: IP_A,
-            dst: IP_B,
-        },
-        ChecksumCaps::ALL,
-    )
-    .unwrap();
-    f
+    tcp_v4_frame((MAC_A, IP_A), (MAC_B, IP_B), &seg)
 }
 
 /// Answers B's ARP request for A.
@@ -351,39 +314,7 @@ fn unreachable_from_a(code: u8, seq: u32) -> Vec<u8> {
     quote.extend_from_slice(&CLIENT_PORT.to_be_bytes());
     quote.extend_from_slice(&seq.to_be_bytes());
     let icmp = wire::icmpv4::Icmpv4Repr::DstUnreachable { code, data: &quote };
-    let ip = Ipv4Repr {
-        src_addr: IP_A,
-        dst_addr: IP_B,
-        protocol: IpProtocol::ICMP,
-        payload_len: icmp.buffer_len(),
-        hop_limit: 64,
-        dscp: 0,
-        ecn: 0,
-        ident: 0,
-        dont_frag: false,
-        more_frags: false,
-        frag_offset_bytes: 0,
-    };
-    let mut f = vec![0u8; ETH + ip.buffer_len()];
-    EthernetRepr {
-        src_addr: MAC_A,
-        dst_addr: MAC_B,
-        vlan: None,
-        ethertype: EtherType::IPV4,
-    }
-    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]))
-    .unwrap();
-    ip.emit(
-        &mut Ipv4Packet::new_unchecked(&mut f[ETH..]),
-        ChecksumCaps::ALL,
-    )
-    .unwrap();
-    icmp.emit(
-        &mut wire::Icmpv4Packet::new_unchecked(&mut f[ETH + 20..]),
-        ChecksumCaps::ALL,
-    )
-    .unwrap();
-    f
+    icmpv4_frame((MAC_A, IP_A), (MAC_B, IP_B), &icmp)
 }
 
 /// A Fast Open child holding "early" from its SYN, not accepted, and its SYN-ACK's sequence

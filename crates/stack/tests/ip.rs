@@ -9,8 +9,8 @@ use stack::RxMeta;
 use wire::icmpv4::Icmpv4Repr;
 use wire::icmpv6::Icmpv6Repr;
 use wire::{
-    ChecksumCaps, EtherType, EthernetFrame, EthernetRepr, Icmpv4Packet, Icmpv6Packet, IpPair,
-    IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, SeqNumber, TcpFlags, TcpPacket, TcpRepr,
+    ChecksumCaps, Icmpv4Packet, Icmpv6Packet, IpPair, IpProtocol, Ipv4Packet, Ipv6Packet,
+    SeqNumber, TcpFlags, TcpPacket, TcpRepr,
 };
 
 fn payload(len: usize) -> Vec<u8> {
@@ -352,44 +352,7 @@ fn tcp_frame(flags: TcpFlags, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
         fast_open: None,
         payload,
     };
-    let pair = IpPair::V4 {
-        src: IP_A,
-        dst: IP_B,
-    };
-    let ip = Ipv4Repr {
-        src_addr: IP_A,
-        dst_addr: IP_B,
-        protocol: IpProtocol::TCP,
-        payload_len: seg.buffer_len(),
-        hop_limit: 64,
-        dscp: 0,
-        ecn: 0,
-        ident: 1,
-        dont_frag: true,
-        more_frags: false,
-        frag_offset_bytes: 0,
-    };
-    let mut f = vec![0u8; ETH + ip.buffer_len()];
-    EthernetRepr {
-        src_addr: MAC_A,
-        dst_addr: MAC_B,
-        vlan: None,
-        ethertype: EtherType::IPV4,
-    }
-    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]))
-    .unwrap();
-    ip.emit(
-        &mut Ipv4Packet::new_unchecked(&mut f[ETH..]),
-        ChecksumCaps::ALL,
-    )
-    .unwrap();
-    seg.emit(
-        &mut TcpPacket::new_unchecked(&mut f[ETH + 20..]),
-        &pair,
-        ChecksumCaps::ALL,
-    )
-    .unwrap();
-    f
+    tcp_v4_frame((MAC_A, IP_A), (MAC_B, IP_B), &seg)
 }
 
 fn only_tcp_reply(p: &mut Pair) -> (TcpFlags, u32, u32) {

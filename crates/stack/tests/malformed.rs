@@ -218,10 +218,7 @@ fn tcp_from_a(
     mss: Option<u16>,
     payload: &[u8],
 ) -> Vec<u8> {
-    use wire::{
-        ChecksumCaps, EtherType, EthernetFrame, EthernetRepr, IpPair, IpProtocol, Ipv4Packet,
-        Ipv4Repr, SeqNumber, TcpFlags, TcpPacket, TcpRepr,
-    };
+    use wire::{SeqNumber, TcpFlags, TcpRepr};
     let seg = TcpRepr {
         src_port: sport,
         dst_port: dport,
@@ -238,44 +235,7 @@ fn tcp_from_a(
         fast_open: None,
         payload,
     };
-    let ip = Ipv4Repr {
-        src_addr: IP_A,
-        dst_addr: IP_B,
-        protocol: IpProtocol::TCP,
-        payload_len: seg.buffer_len(),
-        hop_limit: 64,
-        dscp: 0,
-        ecn: 0,
-        ident: 0,
-        dont_frag: true,
-        more_frags: false,
-        frag_offset_bytes: 0,
-    };
-    let mut f = vec![0u8; ETH + ip.buffer_len()];
-    EthernetRepr {
-        src_addr: MAC_A,
-        dst_addr: MAC_B,
-        vlan: None,
-        ethertype: EtherType::IPV4,
-    }
-    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]))
-    .unwrap();
-    ip.emit(
-        &mut Ipv4Packet::new_unchecked(&mut f[ETH..]),
-        ChecksumCaps::ALL,
-    )
-    .unwrap();
-    let pair = IpPair::V4 {
-        src: IP_A,
-        dst: IP_B,
-    };
-    seg.emit(
-        &mut TcpPacket::new_unchecked(&mut f[ETH + 20..]),
-        &pair,
-        ChecksumCaps::ALL,
-    )
-    .unwrap();
-    f
+    tcp_v4_frame((MAC_A, IP_A), (MAC_B, IP_B), &seg)
 }
 
 proptest! {

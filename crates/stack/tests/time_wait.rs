@@ -10,8 +10,8 @@ use core::net::SocketAddr;
 use stack::{RxMeta, SocketError, SocketHandle, Stack, StackConfig};
 use tcp::State;
 use wire::{
-    ChecksumCaps, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpPair, IpProtocol,
-    Ipv4Packet, Ipv4Repr, SeqNumber, TcpFlags, TcpPacket, TcpRepr, TcpTimestamp,
+    ChecksumCaps, EtherType, EthernetAddress, EthernetFrame, IpPair, IpProtocol, Ipv4Packet,
+    Ipv4Repr, SeqNumber, TcpFlags, TcpPacket, TcpRepr, TcpTimestamp,
 };
 
 /// What a test reads of a segment.
@@ -62,40 +62,7 @@ fn frame(
     let (core::net::IpAddr::V4(s), core::net::IpAddr::V4(d)) = (src.1.ip(), dst.1.ip()) else {
         panic!("IPv4 only");
     };
-    let ip = Ipv4Repr {
-        src_addr: s,
-        dst_addr: d,
-        protocol: IpProtocol::TCP,
-        payload_len: seg.buffer_len(),
-        hop_limit: 64,
-        dscp: 0,
-        ecn: 0,
-        ident: 0,
-        dont_frag: true,
-        more_frags: false,
-        frag_offset_bytes: 0,
-    };
-    let mut f = vec![0u8; ETH + ip.buffer_len()];
-    EthernetRepr {
-        src_addr: src.0,
-        dst_addr: dst.0,
-        vlan: None,
-        ethertype: EtherType::IPV4,
-    }
-    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]))
-    .expect("eth");
-    ip.emit(
-        &mut Ipv4Packet::new_unchecked(&mut f[ETH..]),
-        ChecksumCaps::ALL,
-    )
-    .expect("ip");
-    seg.emit(
-        &mut TcpPacket::new_unchecked(&mut f[ETH + 20..]),
-        &IpPair::V4 { src: s, dst: d },
-        ChecksumCaps::ALL,
-    )
-    .expect("tcp");
-    f
+    tcp_v4_frame((src.0, s), (dst.0, d), seg)
 }
 
 fn seg(

@@ -153,36 +153,36 @@ pub fn v6_set_frag_offset(frame: &mut [u8], offset_bytes: u16) {
     frame[at..at + 2].copy_from_slice(&v.to_be_bytes());
 }
 
-/// An ICMPv4 error from B (IP_B, MAC_B) to A about the IP packet in `frame` (which A sent):
-/// `icmp` builds the message around the quote (the IP header and 8 bytes of TCP).
-pub fn icmpv4_from_b_about(
-    frame: &[u8],
-    icmp: impl FnOnce(&[u8]) -> wire::icmpv4::Icmpv4Repr<'_>,
+/// An Ethernet + IPv4 frame from `src` to `dst` (MAC, address) whose IPv4 header announces
+/// `payload_len` bytes of `protocol`, DF as `dont_frag`; the payload, at `ETH + 20`, is left
+/// zero for the caller to write.
+pub fn ipv4_frame(
+    src: (EthernetAddress, Ipv4Addr),
+    dst: (EthernetAddress, Ipv4Addr),
+    protocol: wire::IpProtocol,
+    payload_len: usize,
+    dont_frag: bool,
 ) -> Vec<u8> {
-    use wire::{
-        ChecksumCaps, EtherType, EthernetFrame, EthernetRepr, Icmpv4Packet, IpProtocol, Ipv4Packet,
-        Ipv4Repr,
-    };
-    let icmp = icmp(&frame[ETH..ETH + 28]);
+    use wire::{ChecksumCaps, EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr};
     let ip = Ipv4Repr {
-        src_addr: IP_B,
-        dst_addr: IP_A,
-        protocol: IpProtocol::ICMP,
-        payload_len: icmp.buffer_len(),
+        src_addr: src.1,
+        dst_addr: dst.1,
+        protocol,
+        payload_len,
         hop_limit: 64,
         dscp: 0,
         ecn: 0,
-        ident: 9,
-        dont_frag: false,
+        ident: 0,
+        dont_frag,
         more_frags: false,
         frag_offset_bytes: 0,
     };
     let mut f = vec![0u8; ETH + ip.buffer_len()];
     EthernetRepr {
-        src_addr: MAC_B,
-        dst_addr: MAC_A,
+        src_addr: src.0,
+        dst_addr: dst.0,
         vlan: None,
-        ethertype: EtherType::IPV4,
+        ethertype: wire::EtherType::IPV4,
     }
     .emit(&mut EthernetFrame::new_unchecked(&mut f[..]))
     .unwrap();
@@ -191,10 +191,50 @@ pub fn icmpv4_from_b_about(
         ChecksumCaps::ALL,
     )
     .unwrap();
-    icmp.emit(
-        &mut Icmpv4Packet::new_unchecked(&mut f[ETH + 20..]),
-        ChecksumCaps::ALL,
+    f
+}
+
+/// `seg` in an Ethernet/IPv4 frame from `src` to `dst` (MAC, address), DF set, checksums
+/// filled.
+pub fn tcp_v4_frame(
+    src: (EthernetAddress, Ipv4Addr),
+    dst: (EthernetAddress, Ipv4Addr),
+    seg: &wire::TcpRepr<'_>,
+) -> Vec<u8> {
+    let mut f = ipv4_frame(src, dst, wire::IpProtocol::TCP, seg.buffer_len(), true);
+    seg.emit(
+        &mut wire::TcpPacket::new_unchecked(&mut f[ETH + 20..]),
+        &wire::IpPair::V4 {
+            src: src.1,
+            dst: dst.1,
+        },
+        wire::ChecksumCaps::ALL,
     )
     .unwrap();
     f
+}
+
+/// `icmp` in an Ethernet/IPv4 frame from `src` to `dst` (MAC, address), checksums filled.
+pub fn icmpv4_frame(
+    src: (EthernetAddress, Ipv4Addr),
+    dst: (EthernetAddress, Ipv4Addr),
+    icmp: &wire::icmpv4::Icmpv4Repr<'_>,
+) -> Vec<u8> {
+    let mut f = ipv4_frame(src, dst, wire::IpProtocol::ICMP, icmp.buffer_len(), false);
+    icmp.emit(
+        &mut wire::Icmpv4Packet::new_unchecked(&mut f[ETH + 20..]),
+        wire::ChecksumCaps::ALL,
+    )
+    .unwrap();
+    f
+}
+
+/// An ICMPv4 error from B (IP_B, MAC_B) to A about the IP packet in `frame` (which A sent):
+/// `icmp` builds the message around the quote (the IP header and 8 bytes of TCP).
+pub fn icmpv4_from_b_about(
+    frame: &[u8],
+    icmp: impl FnOnce(&[u8]) -> wire::icmpv4::Icmpv4Repr<'_>,
+) -> Vec<u8> {
+    let icmp = icmp(&frame[ETH..ETH + 28]);
+    icmpv4_frame((MAC_B, IP_B), (MAC_A, IP_A), &icmp)
 }
