@@ -215,12 +215,7 @@ impl Connection {
         let pipe = self.pipe_bytes();
         let ssthresh = self.cc.ssthresh_bytes();
         let sndcnt = if pipe > ssthresh {
-            let fs = u64::from(self.rec.prr_recover_fs_bytes.max(1));
-            let target =
-                (u64::from(self.rec.prr_delivered_bytes) * u64::from(ssthresh)).div_ceil(fs);
-            u32::try_from(target)
-                .unwrap_or(u32::MAX)
-                .saturating_sub(self.rec.prr_out_bytes)
+            self.prr_proportional_sndcnt(ssthresh)
         } else {
             // PRR-CRB (RFC 6937 §3): no more than was delivered.
             (ssthresh - pipe).min(delivered_bytes)

@@ -29,6 +29,17 @@ impl Connection {
         // dupacks 1 and 2: RFC 3042 limited transmit, applied in `usable_window`.
     }
 
+    /// RFC 6937 §3's proportional part, while the pipe is above ssthresh: what may be sent
+    /// now so that all sent in the episode stays `ssthresh / RecoverFS` of all delivered,
+    /// rounded up (`CEIL(prr_delivered · ssthresh / RecoverFS) − prr_out`).
+    pub(super) fn prr_proportional_sndcnt(&self, ssthresh: u32) -> u32 {
+        let fs = u64::from(self.rec.prr_recover_fs_bytes.max(1));
+        let target = (u64::from(self.rec.prr_delivered_bytes) * u64::from(ssthresh)).div_ceil(fs);
+        u32::try_from(target)
+            .unwrap_or(u32::MAX)
+            .saturating_sub(self.rec.prr_out_bytes)
+    }
+
     /// RFC 6937 §3, on every ACK in SACK recovery: cwnd = pipe + sndcnt, where sndcnt keeps
     /// what was sent in proportion ssthresh/RecoverFS to what was delivered while the pipe is
     /// above ssthresh, and otherwise lets it grow back by what was delivered (plus one segment
@@ -42,12 +53,7 @@ impl Connection {
         let pipe = self.pipe_bytes();
         let ssthresh = self.cc.ssthresh_bytes();
         let sndcnt = if pipe > ssthresh {
-            let fs = u64::from(self.rec.prr_recover_fs_bytes.max(1));
-            let target =
-                (u64::from(self.rec.prr_delivered_bytes) * u64::from(ssthresh)).div_ceil(fs);
-            u32::try_from(target)
-                .unwrap_or(u32::MAX)
-                .saturating_sub(self.rec.prr_out_bytes)
+            self.prr_proportional_sndcnt(ssthresh)
         } else {
             let mut limit = self
                 .rec
