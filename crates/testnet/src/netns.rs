@@ -17,11 +17,22 @@ fn ip(args: &[&str]) -> Result<CmdOutput> {
 /// The comment that tags the rule counting the packets the loss rules judge.
 pub const LOSS_SEEN_TAG: &str = "rsstack-loss-seen";
 
+/// The comment that tags the drop rule for packets of [`LOSS_DATA_BYTES_MIN`] bytes or more
+/// entering the namespace (those that carry data to it).
+const LOSS_DATA_IN_TAG: &str = "rsstack-loss-data-in";
+
+/// Packets this long or longer count as carrying data (a bare TCP/IPv6 ACK with options is
+/// well under it).
+const LOSS_DATA_BYTES_MIN: u32 = 200;
+
 /// Packets the random-loss rules of one namespace judged and dropped.
 #[derive(Debug, Clone, Default)]
 pub struct LossCounts {
     pub seen: u64,
     pub dropped: u64,
+    /// Of `dropped`: packets of 200 bytes or more entering the namespace, i.e. data sent to
+    /// it (a sender that lost one of them must have sent something again).
+    pub dropped_data_in: u64,
     /// `iptables -L -n -v -x` and the same of `ip6tables`.
     pub listing: String,
 }
@@ -81,7 +92,10 @@ impl Netns {
     /// Drops each packet entering or leaving this namespace's kernel with probability
     /// `probability` (iptables and ip6tables `statistic` match on INPUT and OUTPUT). Before
     /// each drop rule a rule tagged [`LOSS_SEEN_TAG`] counts every packet the drop rule
-    /// judges. The rules live in the namespace and vanish with it.
+    /// judges. On INPUT the drop is two rules by length (under 200 bytes, and 200 or more,
+    /// tagged so [`LossCounts::dropped_data_in`] can count it), each with `probability`:
+    /// every packet still meets exactly one. The rules live in the namespace and vanish
+    /// with it.
     pub fn add_random_loss(&self, probability: f64) -> Result<()> {
         let p = format!("{probability}");
         let count: [&str; 4] = ["-m", "comment", "--comment", LOSS_SEEN_TAG];
@@ -95,11 +109,30 @@ impl Netns {
             "-j",
             "DROP",
         ];
+        let small = format!("0:{}", LOSS_DATA_BYTES_MIN - 1);
+        let large = format!("{}:65535", LOSS_DATA_BYTES_MIN);
+        let by_length = |range: &'static str, len: &str| -> Vec<String> {
+            let mut r: Vec<String> =
+                vec!["-m".into(), "length".into(), "--length".into(), len.into()];
+            if !range.is_empty() {
+                r.extend(["-m", "comment", "--comment", range].map(String::from));
+            }
+            r.extend(drop.iter().map(|a| a.to_string()));
+            r
+        };
+        let input_drops = [by_length("", &small), by_length(LOSS_DATA_IN_TAG, &large)];
         for tool in ["iptables", "ip6tables"] {
             for chain in ["INPUT", "OUTPUT"] {
-                for rule in [&count[..], &drop[..]] {
+                let mut rules: Vec<Vec<String>> =
+                    vec![count.iter().map(|a| a.to_string()).collect()];
+                if chain == "INPUT" {
+                    rules.extend(input_drops.iter().cloned());
+                } else {
+                    rules.push(drop.iter().map(|a| a.to_string()).collect());
+                }
+                for rule in &rules {
                     let mut args = vec!["-w", "-A", chain];
-                    args.extend_from_slice(rule);
+                    args.extend(rule.iter().map(String::as_str));
                     self.run_ok(tool, &args)?;
                 }
             }
@@ -122,6 +155,7 @@ impl Netns {
             };
             counts.seen += packets(LOSS_SEEN_TAG);
             counts.dropped += packets("statistic mode random");
+            counts.dropped_data_in += packets(LOSS_DATA_IN_TAG);
             counts.listing.push_str(&out.stdout);
         }
         Ok(counts)
