@@ -55,17 +55,26 @@ const SUM_BLOCK_BYTES: usize = 128;
 /// one (`platform::checksum`: AVX2, 32-bit words widened into 64-bit lanes) and the rest to
 /// the chain; the kernel's unfolded accumulator is the chain's starting value.
 pub fn sum(data: &[u8]) -> u16 {
+    if data.len() >= VECTOR_MIN_BYTES {
+        return sum_long(data);
+    }
+    u16::from_be(fold(sum_scalar(0, data)))
+}
+
+/// [`sum`] from [`VECTOR_MIN_BYTES`] on: the CPU's vector kernel for the whole blocks, the
+/// chain for the rest. Out of line, so the short path (headers, small segments) stays a leaf
+/// function without the register saves a call through the kernel pointer needs.
+#[inline(never)]
+fn sum_long(data: &[u8]) -> u16 {
     let mut acc: u64 = 0;
     let mut rest = data;
-    if data.len() >= VECTOR_MIN_BYTES {
-        if let Some(kernel) = *KERNEL.get_or_init(platform::checksum::sum_kernel) {
-            let whole = data.len() - data.len() % platform::checksum::KERNEL_BLOCK_BYTES;
-            // The prefix is a whole number of even-length blocks, so the rest keeps its
-            // bytes' even/odd positions and the two native-order sums add up (§2(B)).
-            if let Some(head) = kernel(&data[..whole]) {
-                acc = head;
-                rest = &data[whole..];
-            }
+    if let Some(kernel) = *KERNEL.get_or_init(platform::checksum::sum_kernel) {
+        let whole = data.len() - data.len() % platform::checksum::KERNEL_BLOCK_BYTES;
+        // The prefix is a whole number of even-length blocks, so the rest keeps its bytes'
+        // even/odd positions and the two native-order sums add up (§2(B)).
+        if let Some(head) = kernel(&data[..whole]) {
+            acc = head;
+            rest = &data[whole..];
         }
     }
     u16::from_be(fold(sum_scalar(acc, rest)))
