@@ -216,6 +216,17 @@ fn a_ce_mark_is_echoed_until_cwr_and_the_sender_announces_its_reduction() {
     assert!(after.iter().all(|(s, _)| !s.has(TcpFlags::ECE)));
 }
 
+/// The peer's ACK of everything before `ack` (window 65,535), with ECE when `ece`, handed to
+/// the sender at `now`.
+fn ack_to_sender(a: &mut Connection, now: u64, ack: SeqNumber, ece: bool) {
+    let mut seg = harness::seg(80, 40_000, SeqNumber(5_001), ack, TcpFlags::ACK);
+    if ece {
+        seg.hdr.flags |= TcpFlags::ECE;
+    }
+    seg.hdr.window_len = 65_535;
+    a.handle_segment_ecn(now, &seg.repr(), 0, Ecn::NotEct);
+}
+
 /// The sender's reaction, as Linux's `cwnd-moderation-ecn-enter-cwr` script checks it: ten
 /// segments of cwnd, four in flight, an ECE on the ACK of the first.
 fn sender_after_one_ece(prr: bool) -> (Connection, u64, Vec<(Seg, Ecn)>, u32) {
@@ -230,16 +241,7 @@ fn sender_after_one_ece(prr: bool) -> (Connection, u64, Vec<(Seg, Ecn)>, u32) {
     let data = drain(&mut a, now);
     assert_eq!(a.cwnd_bytes(), 10 * mss);
     now += RTT_NS;
-    let mut ack = harness::seg(
-        80,
-        40_000,
-        SeqNumber(5_001),
-        data[0].0.seq() + mss,
-        TcpFlags::ACK,
-    );
-    ack.hdr.flags |= TcpFlags::ECE;
-    ack.hdr.window_len = 65_535;
-    a.handle_segment_ecn(now, &ack.repr(), 0, Ecn::NotEct);
+    ack_to_sender(&mut a, now, data[0].0.seq() + mss, true);
     (a, now, data, mss)
 }
 
@@ -283,10 +285,7 @@ fn ece_reduces_the_window_once_per_window_of_data() {
     // More ECEs for the same window: no further reduction.
     for (d, _) in &data[1..3] {
         now += MS;
-        let mut ack = harness::seg(80, 40_000, SeqNumber(5_001), d.seq() + mss, TcpFlags::ACK);
-        ack.hdr.flags |= TcpFlags::ECE;
-        ack.hdr.window_len = 65_535;
-        a.handle_segment_ecn(now, &ack.repr(), 0, Ecn::NotEct);
+        ack_to_sender(&mut a, now, d.seq() + mss, true);
     }
     assert_eq!(a.counters().ecn_window_reductions, 1);
     assert_eq!(a.ssthresh_bytes(), ssthresh);
@@ -305,16 +304,7 @@ fn ece_reduces_the_window_once_per_window_of_data() {
     let next = drain(&mut a, now);
     assert!(next[0].0.has(TcpFlags::CWR));
     now += RTT_NS;
-    let mut ack = harness::seg(
-        80,
-        40_000,
-        SeqNumber(5_001),
-        next[0].0.seq() + mss,
-        TcpFlags::ACK,
-    );
-    ack.hdr.flags |= TcpFlags::ECE;
-    ack.hdr.window_len = 65_535;
-    a.handle_segment_ecn(now, &ack.repr(), 0, Ecn::NotEct);
+    ack_to_sender(&mut a, now, next[0].0.seq() + mss, true);
     assert_eq!(a.counters().ecn_window_reductions, 2);
 }
 
