@@ -20,7 +20,7 @@
 //! exceeds the delayed-ACK time (40 ms), the client's delayed ACKs fire and add a third.
 //! Costs are reported per frame moved (both directions), so the frame mix is in the figure.
 
-use stack::{Readiness, RxMeta, SocketError, Stack};
+use stack::{Readiness, RxLookahead, RxMeta, SocketError, Stack};
 
 use crate::bulk::BulkError;
 use crate::idle::IdleWorld;
@@ -34,6 +34,15 @@ pub struct ScaleOptions {
     pub payload_bytes: usize,
     /// Virtual time between two exchanges (the offered load: 100 ns = 10 M exchanges/s).
     pub step_ns: u64,
+    /// Exchanges in flight together (1: one at a time). With `burst` = B > 1 the client
+    /// writes requests on B consecutive connections, the server receives their frames as one
+    /// burst (as a NIC poll hands a loaded server a batch), answers all, and the client
+    /// receives the responses as one burst.
+    pub burst: usize,
+    /// With `burst` > 1: each receiving stack walks a [`stack::RxLookahead`] over the burst
+    /// (prefetching the next frames' connection state); false processes the same bursts
+    /// without it, for a side-by-side figure.
+    pub lookahead: bool,
 }
 
 impl ScaleOptions {
@@ -43,6 +52,8 @@ impl ScaleOptions {
             connections,
             payload_bytes: 64,
             step_ns: 100,
+            burst: 1,
+            lookahead: true,
         }
     }
 }
@@ -202,6 +213,9 @@ pub fn scale_loop(w: &mut ScaleWorld, exchanges: u64) -> Result<ScaleCounts, Bul
 }
 
 fn run_exchanges(w: &mut ScaleWorld, exchanges: u64) -> Result<ScaleCounts, BulkError> {
+    if w.opts.burst > 1 {
+        return run_bursts(w, exchanges);
+    }
     let mut c = ScaleCounts::default();
     let n = w.opts.connections;
     let msg_len = w.message.len();
@@ -271,6 +285,127 @@ fn run_exchanges(w: &mut ScaleWorld, exchanges: u64) -> Result<ScaleCounts, Bulk
         }
         c.exchanges += 1;
         *now += opts.step_ns;
+        if *now >= *deadline_ns {
+            client.handle_timeout(*now);
+            server.handle_timeout(*now);
+            c.frames += move_frames(client, server, *now);
+            while client.poll_event().is_some() {}
+            while server.poll_event().is_some() {}
+            c.timer_runs += 1;
+        }
+        *deadline_ns = earliest(client, server);
+    }
+    Ok(c)
+}
+
+/// Hands `frames` to `to` as one burst (with the look-ahead when `lookahead`), and their
+/// buffers back to `from`.
+fn deliver_burst(
+    from: &mut Stack,
+    to: &mut Stack,
+    now: u64,
+    frames: &mut Vec<Vec<u8>>,
+    lookahead: bool,
+) {
+    fn view(f: &Vec<u8>) -> (&[u8], &RxMeta) {
+        (f.as_slice(), &RxMeta::NONE)
+    }
+    let mut la = RxLookahead::default();
+    if lookahead {
+        la.start(to, frames, view);
+    }
+    let mut it = frames.drain(..);
+    while let Some(f) = it.next() {
+        if lookahead {
+            la.advance(to, it.as_slice(), view);
+        }
+        to.receive(now, &f, &RxMeta::NONE);
+        from.recycle(f);
+    }
+}
+
+/// [`run_exchanges`] with `opts.burst` exchanges in flight together (see
+/// [`ScaleOptions::burst`]); `exchanges` is rounded up to whole bursts.
+fn run_bursts(w: &mut ScaleWorld, exchanges: u64) -> Result<ScaleCounts, BulkError> {
+    let mut c = ScaleCounts::default();
+    let n = w.opts.connections;
+    let burst = w.opts.burst.min(n).max(1);
+    let lookahead = w.opts.lookahead;
+    let msg_len = w.message.len();
+    let ScaleWorld {
+        idle,
+        next,
+        message,
+        buf,
+        deadline_ns,
+        opts,
+    } = w;
+    let IdleWorld {
+        client,
+        server,
+        now,
+        client_socks,
+        ..
+    } = idle;
+    let mut frames: Vec<Vec<u8>> = Vec::with_capacity(2 * burst);
+    let mut handles = Vec::with_capacity(burst);
+    *deadline_ns = earliest(client, server);
+    while c.exchanges < exchanges {
+        handles.clear();
+        for _ in 0..burst {
+            let Some(&h) = client_socks.get(*next) else {
+                return Err(BulkError::NotConnected);
+            };
+            *next = (*next + 1) % n;
+            match client.tcp_send(h, message) {
+                Ok(k) if k == msg_len => {}
+                Ok(_) | Err(SocketError::WouldBlock) => {
+                    return Err(BulkError::Stalled { received_bytes: 0 });
+                }
+                Err(e) => return Err(BulkError::Socket("send request", e)),
+            }
+            handles.push(h);
+        }
+        while let Some(f) = client.poll_transmit(*now) {
+            frames.push(f);
+        }
+        c.frames += frames.len() as u64;
+        deliver_burst(client, server, *now, &mut frames, lookahead);
+        while let Some(e) = server.poll_event() {
+            if !e.readiness.contains(Readiness::READABLE) {
+                continue;
+            }
+            while let Ok(k) = server.tcp_recv(e.handle, buf) {
+                if k == 0 {
+                    break;
+                }
+                server
+                    .tcp_send(e.handle, message.get(..k).unwrap_or_default())
+                    .map_err(|e| BulkError::Socket("send response", e))?;
+            }
+        }
+        while let Some(f) = server.poll_transmit(*now) {
+            frames.push(f);
+        }
+        c.frames += frames.len() as u64;
+        deliver_burst(server, client, *now, &mut frames, lookahead);
+        for &h in &handles {
+            let mut got = 0;
+            while let Ok(k) = client.tcp_recv(h, buf) {
+                if k == 0 {
+                    break;
+                }
+                got += k;
+            }
+            if got != msg_len {
+                return Err(BulkError::Stalled {
+                    received_bytes: got as u64,
+                });
+            }
+        }
+        while client.poll_event().is_some() {}
+        c.exchanges += burst as u64;
+        *now += opts.step_ns * burst as u64;
         if *now >= *deadline_ns {
             client.handle_timeout(*now);
             server.handle_timeout(*now);

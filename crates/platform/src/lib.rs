@@ -17,6 +17,7 @@ pub mod doorbell;
 pub mod heap;
 pub mod mempolicy;
 pub mod pcap;
+pub mod prefetch;
 mod sys;
 pub mod tap;
 pub mod toeplitz;

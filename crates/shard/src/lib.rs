@@ -47,7 +47,7 @@ use std::collections::VecDeque;
 use app::{App, Ctx, ShardInfo};
 use nic::{Nic, RxDescriptor, TxChecksum, TxOffload, TxVerdict};
 use rss::Reta;
-use stack::{SocketEvent, Stack};
+use stack::{RxLookahead, RxMeta, SocketEvent, Stack};
 
 pub use handoff::{Conversation, EngineCmd, HostCmd};
 pub use mem_trim::MemTrim;
@@ -543,9 +543,20 @@ impl<A: App> Shard<A> {
             self.scheduled = !p.drained;
         }
         let work = descs.len();
-        for d in descs.drain(..) {
+        // The burst's next frames' connection state is asked for while this one is
+        // processed (`stack::RxLookahead`: hints only, so frames steered elsewhere or held
+        // cost a wasted prefetch, nothing more).
+        fn view(d: &RxDescriptor) -> (&[u8], &RxMeta) {
+            (&d.frame, &d.meta)
+        }
+        let mut la = RxLookahead::default();
+        la.start(&self.stack, &descs, view);
+        let mut it = descs.drain(..);
+        while let Some(d) = it.next() {
+            la.advance(&self.stack, it.as_slice(), view);
             self.dispatch(now_ns, d);
         }
+        drop(it);
         self.descs = descs;
         work
     }

@@ -77,6 +77,22 @@ impl ConnTable {
         (hash.wrapping_mul(MUL) >> self.shift) as usize
     }
 
+    /// Look-ahead, first step: asks for the line holding `hash`'s home entry (a hint only).
+    #[inline]
+    pub(crate) fn prefetch_home(&self, hash: u32) {
+        if let Some(e) = self.entries.get(self.home(hash)) {
+            platform::prefetch::prefetch_line(e);
+        }
+    }
+
+    /// Look-ahead, second step: the slot of the first entry with `hash`, without comparing
+    /// keys (a colliding entry names the wrong slot: the hint is then wasted, never wrong,
+    /// since only [`ConnTable::get`] decides which connection a segment is for).
+    #[inline]
+    pub(crate) fn first_with_hash(&self, hash: u32) -> Option<usize> {
+        self.get(hash, |_| true)
+    }
+
     /// The slot of the entry with `hash` for which `is_key(slot)` holds.
     #[inline]
     pub(crate) fn get(&self, hash: u32, mut is_key: impl FnMut(usize) -> bool) -> Option<usize> {

@@ -17,6 +17,8 @@
 //! `poll_transmit`, `poll_event` (and `poll_forward` when connections move). `now` must never
 //! go backwards.
 
+mod rx_lookahead;
+
 use core::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -32,6 +34,8 @@ use crate::sockets::{Socket, Sockets};
 use crate::tcp_input::TcpCx;
 use crate::tcp_sockets::TcpTable;
 use crate::udp::{Udp, UdpCx};
+
+pub use rx_lookahead::{FlowHint, RxLookahead};
 
 /// One shard's host stack. See the module documentation for the driver contract.
 pub struct Stack {

@@ -146,6 +146,14 @@ impl TimerWheel {
         }
     }
 
+    /// Asks for `slot`'s node to be brought into the cache (a hint only).
+    #[inline]
+    pub(crate) fn prefetch_node(&self, slot: usize) {
+        if let Some(n) = self.nodes.get(slot) {
+            platform::prefetch::prefetch_line(n);
+        }
+    }
+
     /// The deadline of `slot`, if it has one.
     pub(crate) fn get(&self, slot: usize) -> Option<u64> {
         self.nodes

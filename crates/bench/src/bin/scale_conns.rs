@@ -1,10 +1,13 @@
 //! Cost per packet and memory per connection as connections grow (issue 17 item 1; see
 //! `bench::scale`).
 //!
-//! `scale_conns N [--exchanges E] [--runs R] [--step-ns S] [--no-memory]` opens N
-//! connections between two stacks, warms every one with one exchange, then runs R measured
-//! loops of E 64-byte request/response exchanges (default E = max(N, 100,000), R = 5)
-//! round-robin over them, and closes them all client first. It prints `key=value` lines:
+//! `scale_conns N [--exchanges E] [--runs R] [--step-ns S] [--burst B] [--no-lookahead]
+//! [--no-memory]` opens N connections between two stacks, warms every one with one exchange,
+//! then runs R measured loops of E 64-byte request/response exchanges (default E = max(N,
+//! 100,000), R = 5) round-robin over them, and closes them all client first. `--burst B`
+//! puts B exchanges in flight together, each side receiving the other's B frames as one
+//! burst through `stack::RxLookahead` (`--no-lookahead`: the same bursts without it; see
+//! `bench::scale::ScaleOptions`). It prints `key=value` lines:
 //!
 //! - `run`: each measured loop's frames and wall time;
 //! - `result`: the median wall ns per frame and frames per exchange (the callgrind script
@@ -36,6 +39,8 @@ struct Args {
     exchanges: u64,
     runs: usize,
     memory: bool,
+    /// `--compare-burst B`: one world, the three receive modes in rotation (see `compare`).
+    compare_burst: Option<usize>,
 }
 
 fn parse() -> Option<Args> {
@@ -50,6 +55,7 @@ fn parse() -> Option<Args> {
         exchanges: (n as u64).max(100_000),
         runs: 5,
         memory: true,
+        compare_burst: None,
     };
     while let Some(flag) = it.next() {
         match flag.as_str() {
@@ -57,6 +63,11 @@ fn parse() -> Option<Args> {
             "--exchanges" => a.exchanges = bench::parse_bytes(&it.next()?)?,
             "--runs" => a.runs = it.next()?.parse().ok().filter(|&r| r > 0)?,
             "--step-ns" => a.opts.step_ns = it.next()?.parse().ok()?,
+            "--burst" => a.opts.burst = it.next()?.parse().ok().filter(|&b| b > 0)?,
+            "--no-lookahead" => a.opts.lookahead = false,
+            "--compare-burst" => {
+                a.compare_burst = Some(it.next()?.parse().ok().filter(|&b| b > 1)?);
+            }
             _ => return None,
         }
     }
@@ -66,7 +77,8 @@ fn parse() -> Option<Args> {
 fn main() -> ExitCode {
     let Some(args) = parse() else {
         eprintln!(
-            "usage: scale_conns CONNECTIONS [--exchanges E] [--runs R] [--step-ns S] [--no-memory]"
+            "usage: scale_conns CONNECTIONS [--exchanges E] [--runs R] [--step-ns S] [--burst B] \
+             [--no-lookahead] [--compare-burst B] [--no-memory]"
         );
         return ExitCode::from(2);
     };
@@ -77,6 +89,59 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The calling thread's CPU time in ns (`/proc/thread-self/schedstat`), if the kernel reports
+/// it: unlike wall time, not inflated by other jobs taking the CPU away.
+fn thread_cpu_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// The middle value (the upper one of an even count), 0 for none.
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// `--compare-burst B`: on one warmed world, R rounds of three measured loops each — one
+/// exchange at a time, bursts of B with the look-ahead, bursts of B without — so the three
+/// modes share the memory layout and the machine's load; prints each loop and the medians of
+/// thread CPU ns per frame, and the two burst modes' ratio.
+fn compare(w: &mut ScaleWorld, a: &Args, b: usize) -> Result<(), BulkError> {
+    let n = a.opts.connections;
+    let modes = [
+        ("single", 1, false),
+        ("burst_lookahead", b, true),
+        ("burst_plain", b, false),
+    ];
+    let mut cpu: [Vec<f64>; 3] = Default::default();
+    for r in 0..a.runs {
+        for (k, &(name, burst, lookahead)) in modes.iter().enumerate() {
+            w.opts.burst = burst;
+            w.opts.lookahead = lookahead;
+            let cpu0 = thread_cpu_ns();
+            let c = scale_loop(w, a.exchanges)?;
+            let t = cpu0.and_then(|t0| Some(thread_cpu_ns()?.saturating_sub(t0)));
+            let ns = t.map_or(f64::NAN, |t| t as f64 / c.frames.max(1) as f64);
+            println!(
+                "compare_run={r} connections={n} mode={name} frames={} cpu_ns_per_frame={ns:.1}",
+                c.frames
+            );
+            if let Some(v) = cpu.get_mut(k) {
+                v.push(ns);
+            }
+        }
+    }
+    let [single, with, plain] = cpu.map(|mut v| median(&mut v));
+    println!(
+        "compare connections={n} burst={b} runs={} single_cpu_ns_per_frame={single:.1} \
+         burst_lookahead_cpu_ns_per_frame={with:.1} burst_plain_cpu_ns_per_frame={plain:.1} \
+         lookahead_over_plain={:.3}",
+        a.runs,
+        with / plain
+    );
+    Ok(())
 }
 
 fn per(bytes: usize, n: usize) -> f64 {
@@ -105,31 +170,41 @@ fn run(a: &Args) -> Result<(), BulkError> {
     let h_idle = heap().bytes;
     breakdown(&w, "idle", h_idle - h_base);
     w.warm_up()?;
+    if let Some(b) = a.compare_burst {
+        return compare(&mut w, a, b);
+    }
 
     let mut wall_ns_per_frame = Vec::with_capacity(a.runs);
+    let mut cpu_ns_per_frame = Vec::with_capacity(a.runs);
     let mut frames_per_exchange = 0.0;
     for r in 0..a.runs {
         let start = Instant::now();
+        let cpu0 = thread_cpu_ns();
         let c = scale_loop(&mut w, a.exchanges)?;
+        let cpu_ns = cpu0.and_then(|t0| Some(thread_cpu_ns()?.saturating_sub(t0)));
         let wall_ns = start.elapsed().as_nanos() as f64;
-        let ns = wall_ns / c.frames.max(1) as f64;
+        let frames = c.frames.max(1) as f64;
+        let ns = wall_ns / frames;
+        let cpu = cpu_ns.map_or(f64::NAN, |t| t as f64 / frames);
         frames_per_exchange = c.frames as f64 / c.exchanges.max(1) as f64;
         println!(
-            "run={r} connections={n} exchanges={} frames={} timer_runs={} wall_ns={wall_ns:.0} \
-             ns_per_frame={ns:.1}",
-            c.exchanges, c.frames, c.timer_runs
+            "run={r} connections={n} burst={} exchanges={} frames={} timer_runs={} \
+             wall_ns={wall_ns:.0} ns_per_frame={ns:.1} cpu_ns_per_frame={cpu:.1}",
+            a.opts.burst, c.exchanges, c.frames, c.timer_runs
         );
         wall_ns_per_frame.push(ns);
+        cpu_ns_per_frame.push(cpu);
     }
-    wall_ns_per_frame.sort_by(f64::total_cmp);
-    let median = wall_ns_per_frame
-        .get(wall_ns_per_frame.len() / 2)
-        .copied()
-        .unwrap_or(0.0);
+    let median_wall = median(&mut wall_ns_per_frame);
+    let median_cpu = median(&mut cpu_ns_per_frame);
     println!(
-        "result connections={n} exchanges_per_run={} runs={} median_ns_per_frame={median:.1} \
+        "result connections={n} burst={} lookahead={} exchanges_per_run={} runs={} \
+         median_ns_per_frame={median_wall:.1} median_cpu_ns_per_frame={median_cpu:.1} \
          frames_per_exchange={frames_per_exchange:.3}",
-        a.exchanges, a.runs
+        a.opts.burst,
+        a.opts.burst > 1 && a.opts.lookahead,
+        a.exchanges,
+        a.runs
     );
     if !a.memory {
         return Ok(());
