@@ -521,14 +521,25 @@ impl Connection {
         // Bytes this ACK covers that earlier ACKs SACKed, or, without SACK, that earlier
         // duplicate ACKs stood for (one segment each), for
         // `Config::ack_counts_previously_sacked_bytes`.
-        let reported_before = if self.opts.sack_ok {
+        // With nothing SACKed and no SACK block in the segment the SACK work below changes
+        // nothing (no bytes reported, SND.UNA the highest SACKed, no block to record): skip
+        // it, as on every ACK of a loss-free transfer.
+        let sack_work = self.opts.sack_ok
+            && (!self.scoreboard.is_empty() || seg.sack_blocks.iter().any(Option::is_some));
+        let reported_before = if !self.opts.sack_ok {
+            u32::from(self.rec.dupacks).saturating_mul(mss)
+        } else if sack_work {
             self.scoreboard.bytes_in(self.snd.una, ack)
         } else {
-            u32::from(self.rec.dupacks).saturating_mul(mss)
+            0
         };
         let sacked_bytes_before = self.scoreboard.bytes();
-        let prior_fack = self.highest_sacked();
-        let sacked_new = self.opts.sack_ok && self.rx_sack_blocks(now, seg);
+        let prior_fack = if self.scoreboard.is_empty() {
+            self.snd.una
+        } else {
+            self.highest_sacked()
+        };
+        let sacked_new = sack_work && self.rx_sack_blocks(now, seg);
         let una_before = self.snd.una;
         // RFC 3168 §6.1.2: an ECN-Echo starts the window reduction before this ACK's
         // acknowledgment could grow cwnd.
