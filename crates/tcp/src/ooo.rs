@@ -70,6 +70,13 @@ impl OooQueue {
         self.ranges.is_empty()
     }
 
+    /// True when no range and no FIN beyond a hole is held (what header prediction asks of
+    /// the receiver's queue: an in-order segment then pulls nothing in after it).
+    #[inline]
+    pub fn holds_nothing(&self) -> bool {
+        self.ranges.is_empty() && self.marks & FIN_SET == 0
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> u32 {
         self.bytes

@@ -41,7 +41,12 @@ impl Connection {
                 self.counters.rx_drop_closed += 1;
             }
             State::SynSent => self.rx_syn_sent(now, seg),
-            _ => self.rx_synchronized(now, seg, gro_mss_bytes),
+            _ => {
+                // Header prediction (`predict.rs`) first; the full path when it declines.
+                if !self.rx_predicted(now, seg, gro_mss_bytes) {
+                    self.rx_synchronized(now, seg, gro_mss_bytes);
+                }
+            }
         }
     }
 
@@ -387,17 +392,8 @@ impl Connection {
             self.challenge_ack(now);
             return;
         }
-        // RFC 7323 §4.3 (3): update TS.Recent when SEG.SEQ ≤ Last.ACK.sent.
-        if let (true, Some(ts)) = (self.opts.ts_ok, seg.timestamp) {
-            if !ts_lt(ts.tsval, self.ts.recent) && seg.seq_number.le(self.ts.last_ack_sent) {
-                self.ts.recent = ts.tsval;
-                self.ts.recent_age_ns = now;
-            }
-        }
-        self.timers.keepalive_probes = 0;
-        if self.timers.keepalive_deadline_ns != NEVER {
-            self.start_keepalive(now);
-        }
+        self.note_ts_recent(now, seg);
+        self.note_peer_alive(now);
         self.rx_ack(now, seg);
         // `MSG_MORE` holds a tail only for the push of its own `send`: an arriving ACK pushes
         // queued data under the socket's Nagle and cork settings alone, as Linux's
@@ -410,6 +406,28 @@ impl Connection {
         self.rx_text_and_fin(now, seg, gro_mss_bytes);
         if self.ecn.flags != 0 {
             self.ecn_on_data(seg);
+        }
+    }
+
+    /// RFC 7323 §4.3 (3): TS.Recent takes the segment's TSval when SEG.SEQ ≤ Last.ACK.sent
+    /// (and the value does not go back).
+    #[inline]
+    pub(super) fn note_ts_recent(&mut self, now: u64, seg: &TcpRepr<'_>) {
+        if let (true, Some(ts)) = (self.opts.ts_ok, seg.timestamp) {
+            if !ts_lt(ts.tsval, self.ts.recent) && seg.seq_number.le(self.ts.last_ack_sent) {
+                self.ts.recent = ts.tsval;
+                self.ts.recent_age_ns = now;
+            }
+        }
+    }
+
+    /// An acceptable segment with ACK arrived: unanswered keepalive probes are forgotten and
+    /// the idle timer starts again (RFC 9293 §3.8.4).
+    #[inline]
+    pub(super) fn note_peer_alive(&mut self, now: u64) {
+        self.timers.keepalive_probes = 0;
+        if self.timers.keepalive_deadline_ns != NEVER {
+            self.start_keepalive(now);
         }
     }
 
@@ -503,14 +521,25 @@ impl Connection {
         // Bytes this ACK covers that earlier ACKs SACKed, or, without SACK, that earlier
         // duplicate ACKs stood for (one segment each), for
         // `Config::ack_counts_previously_sacked_bytes`.
-        let reported_before = if self.opts.sack_ok {
+        // With nothing SACKed and no SACK block in the segment the SACK work below changes
+        // nothing (no bytes reported, SND.UNA the highest SACKed, no block to record): skip
+        // it, as on every ACK of a loss-free transfer.
+        let sack_work = self.opts.sack_ok
+            && (!self.scoreboard.is_empty() || seg.sack_blocks.iter().any(Option::is_some));
+        let reported_before = if !self.opts.sack_ok {
+            u32::from(self.rec.dupacks).saturating_mul(mss)
+        } else if sack_work {
             self.scoreboard.bytes_in(self.snd.una, ack)
         } else {
-            u32::from(self.rec.dupacks).saturating_mul(mss)
+            0
         };
         let sacked_bytes_before = self.scoreboard.bytes();
-        let prior_fack = self.highest_sacked();
-        let sacked_new = self.opts.sack_ok && self.rx_sack_blocks(now, seg);
+        let prior_fack = if self.scoreboard.is_empty() {
+            self.snd.una
+        } else {
+            self.highest_sacked()
+        };
+        let sacked_new = sack_work && self.rx_sack_blocks(now, seg);
         let una_before = self.snd.una;
         // RFC 3168 §6.1.2: an ECN-Echo starts the window reduction before this ACK's
         // acknowledgment could grow cwnd.
@@ -709,22 +738,7 @@ impl Connection {
             let delivered = delivered();
             self.ecn_cwr_on_ack(delivered);
         }
-        // RFC 9293 §3.10.7.4: window update when SND.WL1 < SEG.SEQ or
-        // (SND.WL1 = SEG.SEQ and SND.WL2 ≤ SEG.ACK).
-        if self.snd.wl1.lt(seg.seq_number)
-            || (self.snd.wl1 == seg.seq_number && self.snd.wl2.le(ack))
-        {
-            let was_zero = self.snd.wnd == 0;
-            self.snd.wnd = new_wnd;
-            self.snd.wl1 = seg.seq_number;
-            self.snd.wl2 = ack;
-            self.snd.max_wnd = self.snd.max_wnd.max(new_wnd);
-            if new_wnd > 0 && (was_zero || self.timers.persist_deadline_ns != NEVER) {
-                // The window opened: stop probing.
-                self.timers.persist_deadline_ns = NEVER;
-                self.timers.persist_shift = 0;
-            }
-        }
+        self.update_send_window(seg.seq_number, ack, new_wnd);
         // State transitions driven by the acknowledgment of our FIN.
         if self.fin_acked() {
             match self.state {
@@ -743,6 +757,30 @@ impl Connection {
                     self.enter_closed(CloseReason::Normal);
                 }
                 _ => {}
+            }
+        }
+    }
+
+    /// RFC 9293 §3.10.7.4: the window update, when SND.WL1 < SEG.SEQ or (SND.WL1 = SEG.SEQ
+    /// and SND.WL2 ≤ SEG.ACK); a window that opens stops the persist timer. `new_wnd_bytes`
+    /// is the segment's window field, scaled.
+    #[inline]
+    pub(super) fn update_send_window(
+        &mut self,
+        seq: SeqNumber,
+        ack: SeqNumber,
+        new_wnd_bytes: u32,
+    ) {
+        if self.snd.wl1.lt(seq) || (self.snd.wl1 == seq && self.snd.wl2.le(ack)) {
+            let was_zero = self.snd.wnd == 0;
+            self.snd.wnd = new_wnd_bytes;
+            self.snd.wl1 = seq;
+            self.snd.wl2 = ack;
+            self.snd.max_wnd = self.snd.max_wnd.max(new_wnd_bytes);
+            if new_wnd_bytes > 0 && (was_zero || self.timers.persist_deadline_ns != NEVER) {
+                // The window opened: stop probing.
+                self.timers.persist_deadline_ns = NEVER;
+                self.timers.persist_shift = 0;
             }
         }
     }

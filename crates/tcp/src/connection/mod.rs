@@ -39,6 +39,7 @@ mod input;
 mod mem;
 mod open;
 mod output;
+mod predict;
 mod read;
 mod receive;
 mod records;

@@ -91,16 +91,7 @@ impl Connection {
             return;
         }
         if !data.is_empty() {
-            let seg_bytes = match gro_mss_bytes {
-                0 => data.len().min(usize::from(u16::MAX)) as u16,
-                mss => mss.min(data.len().min(usize::from(u16::MAX)) as u16),
-            };
-            self.rcv.mss_seen = self.rcv.mss_seen.max(seg_bytes);
-            self.counters.rx_payload_bytes += data.len() as u64;
-            let info = self.info_mut(now);
-            info.rx_data_segments += 1;
-            info.last_data_rx_ns = now;
-            info.ato_started = true;
+            self.count_text(now, data.len(), gro_mss_bytes);
         }
         if start == self.rcv.nxt {
             if !data.is_empty() {
@@ -146,6 +137,23 @@ impl Connection {
             // RCV.NXT reached a FIN that arrived beyond a hole (RFC 9293 §3.10.7.4, eighth).
             self.rx_fin(now);
         }
+    }
+
+    /// Text of `len_bytes` (> 0) is taken, in order or not: the largest segment seen (of the
+    /// wire segments' size `gro_mss_bytes` when a receive offload coalesced them, else of
+    /// this one), the payload counter and `tcp_info`'s data arrival.
+    #[inline]
+    pub(super) fn count_text(&mut self, now: u64, len_bytes: usize, gro_mss_bytes: u16) {
+        let seg_bytes = match gro_mss_bytes {
+            0 => len_bytes.min(usize::from(u16::MAX)) as u16,
+            mss => mss.min(len_bytes.min(usize::from(u16::MAX)) as u16),
+        };
+        self.rcv.mss_seen = self.rcv.mss_seen.max(seg_bytes);
+        self.counters.rx_payload_bytes += len_bytes as u64;
+        let info = self.info_mut(now);
+        info.rx_data_segments += 1;
+        info.last_data_rx_ns = now;
+        info.ato_started = true;
     }
 
     /// RCV.NXT += `n` (less than 2^31), counting a pass of its distance from IRS + 1 over a
