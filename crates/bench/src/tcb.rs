@@ -111,9 +111,9 @@ pub fn touched_fields() -> Vec<Field> {
             4 * 8,
         ),
         f(
-            "config: mss, recv buffer, nodelay, options",
+            "config: its pointer (the shared configuration's line is warm: all connections read it)",
             ColdTouched,
-            2 + 4 + 1 + 3,
+            size_of::<tcp::SharedConfig>(),
         ),
         f("send_buf: Ring header", ColdTouched, size_of::<Ring>()),
         f("recv_buf: Ring header", ColdTouched, size_of::<Ring>()),
@@ -148,7 +148,11 @@ pub fn sizes() -> Vec<Part> {
             bytes: size_of::<Connection>(),
         },
         Part {
-            name: "  of which tcp::Config (copy per connection)",
+            name: "  of which the configuration's pointer (tcp::SharedConfig)",
+            bytes: size_of::<tcp::SharedConfig>(),
+        },
+        Part {
+            name: "tcp::Config (shared by the connections of a listener or stack)",
             bytes: size_of::<Config>(),
         },
         Part {

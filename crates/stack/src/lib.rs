@@ -77,6 +77,7 @@ pub mod socket;
 mod sockets;
 mod stack;
 mod tcp_api;
+mod tcp_config_share;
 mod tcp_fastopen;
 pub mod tcp_fastopen_client;
 mod tcp_idle;

@@ -304,6 +304,27 @@ impl Stack {
         self.tcp_view().1.heap_bytes()
     }
 
+    /// The distinct TCP configurations the live connections hold (one shared by many counts
+    /// once: `tcp_config_share`) and the heap bytes they take, `Arc` counts included: for
+    /// memory breakdowns and tests of the sharing. Walks every slot.
+    pub fn tcp_configs_held(&self) -> (usize, usize) {
+        let mut ptrs: Vec<*const tcp::Config> = self
+            .tcp_view()
+            .1
+            .iter()
+            .filter_map(|s| match s {
+                Socket::Tcp(TcpState::Conn(c)) => {
+                    Some(std::sync::Arc::as_ptr(c.conn.shared_config()))
+                }
+                _ => None,
+            })
+            .collect();
+        ptrs.sort_unstable();
+        ptrs.dedup();
+        let each = core::mem::size_of::<tcp::Config>() + 2 * core::mem::size_of::<usize>();
+        (ptrs.len(), ptrs.len() * each)
+    }
+
     /// Heap bytes the TCP deadline wheel holds (a node per socket slot, its buckets).
     pub fn tcp_timers_heap_bytes(&self) -> usize {
         self.tcp_view().0.timers.heap_bytes()

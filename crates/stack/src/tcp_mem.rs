@@ -125,7 +125,8 @@ impl TcpCx<'_> {
     }
 
     /// Back to normal: shrunk send buffers get their size back (storage grows again only as
-    /// they are written).
+    /// they are written), and with it a configuration equal to the one they shared before
+    /// the shrink gave each a copy: shared again (`tcp_config_share`).
     #[cold]
     fn tcp_mem_restore_all(&mut self) {
         for (_, s) in self.sockets.iter_indexed_mut() {
@@ -133,6 +134,8 @@ impl TcpCx<'_> {
                 && let Some(size) = c.send_buffer_before_pressure.take()
             {
                 c.conn.set_send_buffer(size);
+                let shared = self.tcp.configs.get(*c.conn.config());
+                c.conn.share_config(&shared);
             }
         }
     }

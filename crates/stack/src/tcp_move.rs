@@ -408,7 +408,11 @@ impl TcpCx<'_> {
         if marker.is_none() && self.tcp.holds(self.sockets, &key) {
             return Err(SocketError::AddrInUse);
         }
-        let conn = tcp::Connection::import(now, snapshot).map_err(|_| SocketError::InvalidState)?;
+        let mut conn =
+            tcp::Connection::import(now, snapshot).map_err(|_| SocketError::InvalidState)?;
+        // Share the configuration with this stack's connections that have an equal one.
+        let shared = self.tcp.configs.get(*conn.config());
+        conn.share_config(&shared);
         if let Some(pos) = self.tcp.tw_find(&key) {
             // The connection comes back (or another owner's incarnation arrives): a record
             // of an earlier one here is stale, and a 4-tuple is never both a connection and

@@ -410,6 +410,9 @@ pub(crate) struct TcpTable {
     /// starts as `StackConfig::tcp.ecn`, changed by `Stack::tcp_set_ecn`; `config_for`
     /// applies it over a listener's or the stack's configuration copy.
     pub(crate) ecn: tcp::EcnMode,
+    /// The configurations connections share (`tcp_config_share`): what `config_for` derives
+    /// is looked up here, so connections of one listener and family hold one `Arc`.
+    pub(crate) configs: crate::tcp_config_share::ConfigShare,
     /// Fast Open switches and server keys (`tcp_fastopen.rs`).
     pub(crate) fastopen: tcp::fastopen::FastOpenConfig,
     pub(crate) fastopen_keys: tcp::fastopen::FastOpenKeys,
@@ -499,6 +502,7 @@ impl TcpTable {
             ]),
             // A third key, for Fast Open cookies (RFC 7413 §4.1.2).
             ecn: cfg.tcp.ecn,
+            configs: crate::tcp_config_share::ConfigShare::default(),
             fastopen: cfg.tcp_fastopen,
             fastopen_keys: tcp::fastopen::FastOpenKeys::new(
                 tcp::fastopen::FastOpenKey::from_words([
@@ -679,8 +683,9 @@ impl TcpTable {
 
     /// The TCP configuration for a connection over `family`, its MSS clamped to the MTU
     /// (IPv4: MTU − 40; IPv6: MTU − 60, RFC 9293 §3.7.1, RFC 8200 §5), with the stack's
-    /// current ECN mode.
-    pub(crate) fn config_for(&self, base: &tcp::Config, v4: bool) -> tcp::Config {
+    /// current ECN mode; shared with the connections that derived an equal one
+    /// (`tcp_config_share`).
+    pub(crate) fn config_for(&mut self, base: &tcp::Config, v4: bool) -> tcp::SharedConfig {
         let overhead = if v4 { 40 } else { 60 };
         let mut c = *base;
         c.ecn = self.ecn;
@@ -694,7 +699,7 @@ impl TcpTable {
         c.mss_bytes = c
             .mss_bytes
             .min(self.cfg.interface.mtu_bytes.saturating_sub(overhead));
-        c
+        self.configs.get(c)
     }
 
     pub(crate) fn isn_for(&self, now: u64, tuple: &FourTuple) -> (SeqNumber, u32) {

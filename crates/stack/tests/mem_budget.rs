@@ -193,3 +193,35 @@ fn an_emptied_socket_table_gives_its_slots_back_and_stale_handles_stay_invalid()
     }
     assert!(p.a.close(p.now, handles[0]).is_ok());
 }
+
+/// Pressure shrinks a connection's send buffer, which gives it a configuration copy of its
+/// own (issue 17 item 2: connections share one); back to normal, its buffer gets its size
+/// back and it shares the listener's configuration again, so pressure leaves no copy behind.
+#[test]
+fn leaving_pressure_shares_the_restored_configuration_again() {
+    let mut p = pair();
+    let l = p.a.tcp_listen(v4(IP_A, 80), 64).expect("listen");
+    let mut conns = Vec::new();
+    for _ in 0..3 {
+        conns.push(zero_window_client(&mut p, l).expect("admitted"));
+    }
+    assert_eq!(p.a.tcp_mem_state(), MemState::Pressure);
+    let (third_c, third_s) = conns[2];
+    assert!(p.a.tcp_send_buffer_bytes(third_s).unwrap() < SEND_BUFFER_BYTES);
+    assert!(p.a.tcp_configs_held().0 >= 2, "shrunk ones hold copies");
+    // Two clients leave: the sum falls below the low mark, the state returns to normal.
+    for &(c, s) in &conns[..2] {
+        p.b.tcp_abort(c).expect("abort");
+        p.advance(MS);
+        p.b.close(p.now, c).expect("close client");
+        p.a.close(p.now, s).expect("close server");
+    }
+    p.advance(S);
+    assert_eq!(p.a.tcp_mem_state(), MemState::Normal);
+    assert_eq!(
+        p.a.tcp_send_buffer_bytes(third_s).unwrap(),
+        SEND_BUFFER_BYTES
+    );
+    assert_eq!(p.a.tcp_configs_held().0, 1, "shared again");
+    assert_eq!(p.b.tcp_state(third_c), Some(State::Established));
+}

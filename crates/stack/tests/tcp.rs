@@ -940,3 +940,51 @@ fn tcp_inq_hint_counts_ready_bytes_then_one_after_the_peers_fin() {
     assert_eq!(p.a.tcp_inq_hint(c), Ok(1));
     assert_eq!(p.a.tcp_recv(c, &mut buf), Err(SocketError::Finished));
 }
+
+/// Issue 17 item 2: connections opened with the same configuration hold one copy of it
+/// (`tcp_config_share`), a socket option that changes it gives that connection a copy of its
+/// own (and one that changes nothing copies nothing), and an exported connection imported
+/// again shares the configuration once more.
+#[test]
+fn connections_share_one_configuration_until_an_option_changes_one() {
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(v4(IP_B, 80), 8).expect("listen");
+    let cs: Vec<_> = (0..3)
+        .map(|_| p.a.tcp_connect(p.now, v4(IP_B, 80), 0).expect("connect"))
+        .collect();
+    p.exchange();
+    let ss: Vec<_> = (0..3)
+        .map(|_| p.b.tcp_accept(l).expect("accept").0)
+        .collect();
+    assert_eq!(p.a.tcp_configs_held().0, 1, "active opens share");
+    assert_eq!(p.b.tcp_configs_held().0, 1, "a listener's children share");
+    p.a.set_option(cs[1], SocketOption::NoDelay(false))
+        .expect("no change");
+    assert_eq!(
+        p.a.tcp_configs_held().0,
+        1,
+        "an option that changes nothing"
+    );
+    p.a.set_option(cs[0], SocketOption::NoDelay(true))
+        .expect("nodelay");
+    assert_eq!(p.a.tcp_configs_held().0, 2, "the changed one has its own");
+    // Every connection still carries data both ways with its own setting.
+    for (&c, &s) in cs.iter().zip(&ss) {
+        assert_eq!(p.a.tcp_send(c, b"ping"), Ok(4));
+        p.exchange();
+        assert_eq!(read_all(&mut p.b, s), b"ping");
+        assert_eq!(p.b.tcp_send(s, b"pong"), Ok(4));
+        p.exchange();
+        assert_eq!(read_all(&mut p.a, c), b"pong");
+    }
+    // Exported and imported back: the snapshot carries the whole configuration, and the
+    // import shares the stack's copy again.
+    let (tuple, snapshot) = p.b.tcp_export(p.now, ss[2]).expect("export");
+    assert_eq!(p.b.tcp_configs_held().0, 1);
+    assert!(!snapshot.config.nodelay);
+    let back = p.b.tcp_import(p.now, tuple, &snapshot).expect("import");
+    assert_eq!(back, ss[2]);
+    assert_eq!(p.b.tcp_configs_held().0, 1, "the imported one shares again");
+    let (n, bytes) = p.b.tcp_configs_held();
+    assert_eq!(bytes, n * (core::mem::size_of::<tcp::Config>() + 16));
+}

@@ -1,5 +1,7 @@
 //! Per-connection configuration: every knob, with its unit in its name and its default documented.
 
+use std::sync::Arc;
+
 /// Nanoseconds per millisecond.
 pub const NS_PER_MS: u64 = 1_000_000;
 /// Nanoseconds per second.
@@ -62,8 +64,11 @@ impl Default for KeepaliveConfig {
     }
 }
 
-/// Configuration of one connection. Copied into the connection at open; later changes to the
-/// caller's copy have no effect.
+/// Configuration of one connection. Taken by the connection at open (validated) and held
+/// behind an [`Arc`]: connections opened from the same validated configuration may share one
+/// (see [`SharedConfig`]), and a socket option that changes one connection's configuration
+/// copies it first (`Arc::make_mut`), so later changes to the caller's copy, or to another
+/// connection's, have no effect.
 ///
 /// Invariants (enforced by [`Config::validated`], which every constructor applies):
 /// `mss_bytes ≥ peer_mss_floor_bytes ≥ 64`, `rto_min_ns ≤ rto_initial_ns ≤ rto_max_ns`,
@@ -281,7 +286,7 @@ pub struct Config {
     /// RFC 8985's WCDelAckT, 200 ms, is added instead: the peer may hold its ACK that long). Default 0, as
     /// RFC 8985 §7.2; Linux adds `TCP_TIMEOUT_MIN`, two 1 ms ticks (`tcp_schedule_loss_probe`).
     ///
-    /// 32 bits (up to 4.29 s) keep the per-connection configuration copy small.
+    /// 32 bits (up to 4.29 s) keep the configuration small.
     pub tlp_pto_extra_ns: u32,
     /// Lower bound of the PTO. Default 10 ms, the floor of the original TLP proposal
     /// (draft-dukkipati-tcpm-tcp-loss-probe), which keeps a probe from racing an ACK that a
@@ -350,6 +355,38 @@ impl Default for Config {
             tlp_pto_floor_ns: 10 * NS_PER_MS as u32,
             plpmtud: false,
             ecn: EcnMode::Off,
+        }
+    }
+}
+
+/// A validated configuration that connections share: the stack keeps one per listener and
+/// family (a bounded cache, `stack::tcp_sockets`), so per-segment reads of the configuration
+/// hit one cache line that every connection uses instead of a copy in each TCB (issue 17
+/// item 2).
+pub type SharedConfig = Arc<Config>;
+
+/// What a connection's constructors accept as its configuration: a plain `&Config` (copied,
+/// validated, a new [`SharedConfig`] of the connection's own) or a `&SharedConfig`, shared as
+/// it is when it is already valid ([`Config::validated`] leaves it unchanged) and otherwise
+/// replaced by a validated copy.
+pub trait IntoSharedConfig {
+    /// The validated configuration to hold.
+    fn into_shared(self) -> SharedConfig;
+}
+
+impl IntoSharedConfig for &Config {
+    fn into_shared(self) -> SharedConfig {
+        Arc::new(self.validated())
+    }
+}
+
+impl IntoSharedConfig for &SharedConfig {
+    fn into_shared(self) -> SharedConfig {
+        let v = self.validated();
+        if v == **self {
+            Arc::clone(self)
+        } else {
+            Arc::new(v)
         }
     }
 }

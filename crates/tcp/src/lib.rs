@@ -86,7 +86,9 @@ pub mod snapshot;
 pub mod snapshot_codec;
 pub mod time_wait;
 
-pub use config::{Config, CongestionControl, EcnMode, KeepaliveConfig};
+pub use config::{
+    Config, CongestionControl, EcnMode, IntoSharedConfig, KeepaliveConfig, SharedConfig,
+};
 pub use connection::{
     AcceptError, CaState, CloseReason, Connection, Counters, EcnState, Error, Event, Negotiated,
     RECORDS_OUTSTANDING_MAX, SEND_BUFFER_AUTOTUNE_MAX_BYTES, SKB_OVERHEAD_BYTES, State,

@@ -343,7 +343,7 @@ impl Connection {
         }
         Ok(ConnectionSnapshot {
             exported_at_ns: now,
-            config: *config,
+            config: **config,
             state: *state,
             local_port: *local_port,
             remote_port: *remote_port,
@@ -444,7 +444,7 @@ impl Connection {
             hystart: None,
             snd_sml: snd.nxt,
             send_cut: false,
-            config,
+            config: std::sync::Arc::new(config),
             counters: Box::new(s.counters),
         };
         if !c.recv_buf.is_empty() {

@@ -21,7 +21,8 @@
 //!   so malloc's own per-block overhead is not in the figure;
 //! - `memory_breakdown` (unless `--no-memory`), idle and after traffic + 3 s idle: what an
 //!   endpoint's heap holds, per endpoint — the TCB (`tcp::Connection`) and its counters box,
-//!   the socket table's slots, the connection table's index, the deadline wheel (the last three
+//!   the TCP configurations the connections share (`Stack::tcp_configs_held`), the socket
+//!   table's slots, the connection table's index, the deadline wheel (the last three
 //!   with their spare capacity), and the rest (ring storage still held, per-stack state).
 
 use std::process::ExitCode;
@@ -251,18 +252,20 @@ fn breakdown(w: &ScaleWorld, when: &str, total_bytes: usize) {
     let live = c.tcp_connection_count() + s.tcp_connection_count();
     let tcb = live * core::mem::size_of::<tcp::Connection>();
     let counters = live * core::mem::size_of::<tcp::Counters>();
+    let configs = c.tcp_configs_held().1 + s.tcp_configs_held().1;
     let slots = c.socket_table_heap_bytes() + s.socket_table_heap_bytes();
     let table = c.tcp_conn_table_heap_bytes() + s.tcp_conn_table_heap_bytes();
     let timers = c.tcp_timers_heap_bytes() + s.tcp_timers_heap_bytes();
-    let rest = total_bytes.saturating_sub(tcb + counters + slots + table + timers);
+    let rest = total_bytes.saturating_sub(tcb + counters + configs + slots + table + timers);
     println!(
         "memory_breakdown when={when} connections={} total_bytes_per_endpoint={:.1} \
-         tcb_bytes={:.1} tcb_counters_bytes={:.1} socket_slots_bytes={:.1} \
+         tcb_bytes={:.1} tcb_counters_bytes={:.1} tcp_configs_bytes={:.1} socket_slots_bytes={:.1} \
          conn_table_bytes={:.1} timer_wheel_bytes={:.1} rest_bytes={:.1}",
         w.opts.connections,
         per(total_bytes, endpoints),
         per(tcb, endpoints),
         per(counters, endpoints),
+        per(configs, endpoints),
         per(slots, endpoints),
         per(table, endpoints),
         per(timers, endpoints),

@@ -35,7 +35,7 @@ impl Connection {
             out: Output,
             local_port: u16,
             remote_port: u16,
-            config: Config,
+            config: crate::config::SharedConfig,
             send_buf: Ring,
             recv_buf: Ring,
             ooo: OooQueue,

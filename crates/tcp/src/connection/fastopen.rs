@@ -28,7 +28,7 @@ impl Connection {
     /// connection and the bytes of SYN data accepted (`TCPI_OPT_SYN_DATA` when nonzero).
     pub fn accept_fast_open(
         now: u64,
-        config: &Config,
+        config: impl IntoSharedConfig,
         syn: &TcpRepr<'_>,
         iss: SeqNumber,
         ts_offset: u32,

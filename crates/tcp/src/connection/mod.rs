@@ -23,7 +23,7 @@
 use wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
 
 use crate::cc::Congestion;
-use crate::config::{Config, NS_PER_MS};
+use crate::config::{Config, IntoSharedConfig, NS_PER_MS, SharedConfig};
 use crate::ooo::OooQueue;
 use crate::rack::Rack;
 use crate::ring::Ring;
@@ -244,7 +244,8 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// touches (the list is in the comment below): first the engine's groups, which every
 /// segment reads and most write (376 bytes, six lines, ordered by alignment so that no
 /// padding is added), then the headers every segment reads (the two rings, the out-of-order
-/// queue and the SACK scoreboard), the configuration copy, RACK's state and the
+/// queue and the SACK scoreboard), the pointer to the shared configuration (one copy for all
+/// the connections of a listener or stack, copied on write), RACK's state and the
 /// `tcp_info` state (inline: each was a box of its own, one more allocation and a pointer to
 /// chase per segment), the cold fields (record ends, Minshall's `snd_sml` and `send_cut`, in
 /// what was padding), and last the pointer to the counters (boxed: 408 bytes, of which a
@@ -323,7 +324,11 @@ pub struct Connection {
     /// SACK scoreboard (sender side): ranges above SND.UNA the peer reported holding.
     pub(crate) scoreboard: OooQueue,
     // ---- a few fields each per segment ----
-    pub(crate) config: Config,
+    /// The configuration, validated, shared with every connection opened from the same one
+    /// (the stack's listeners and active opens, [`crate::config::SharedConfig`]): its fields
+    /// are read per segment from one cache line all connections use. A socket option that
+    /// changes it copies it first (`Arc::make_mut`, [`Connection::config_mut`]).
+    pub(crate) config: SharedConfig,
     /// RACK loss detection state (RFC 8985 §6), used when [`Config::rack`] is on and SACK
     /// was negotiated (see [`Connection::rack_active`]); created by the first data
     /// transmission ([`Connection::rack_state`]). Inline: every ACK and data segment of such
@@ -390,13 +395,13 @@ fn fwd(a: SeqNumber, b: SeqNumber) -> u32 {
 impl Connection {
     fn new(
         now: u64,
-        config: &Config,
+        config: impl IntoSharedConfig,
         local_port: u16,
         remote_port: u16,
         iss: SeqNumber,
         ts_offset: u32,
     ) -> Self {
-        let config = config.validated();
+        let config = config.into_shared();
         let snd_mss = config.default_peer_mss_bytes.min(config.mss_bytes);
         Connection {
             state: State::Closed,
@@ -528,7 +533,9 @@ impl Connection {
     /// Switches the Nagle algorithm off (`true`) or on at run time (RFC 9293 §3.7.4).
     /// Setting it also pushes data held by a cork or `MSG_MORE` once, as Linux does.
     pub fn set_nodelay(&mut self, nodelay: bool) {
-        self.config.nodelay = nodelay;
+        if self.config.nodelay != nodelay {
+            self.config_mut().nodelay = nodelay;
+        }
         if nodelay {
             self.app.push_pending = true;
         }
@@ -541,6 +548,21 @@ impl Connection {
         self.app.cork = cork;
         if !cork {
             self.app.push_pending = true;
+        }
+    }
+
+    /// This connection's configuration for a change: copied first when shared with other
+    /// connections (`Arc::make_mut`), so the change is this connection's alone. Callers keep
+    /// it valid ([`Config::validated`]).
+    pub(crate) fn config_mut(&mut self) -> &mut Config {
+        std::sync::Arc::make_mut(&mut self.config)
+    }
+
+    /// Takes `c` (valid) as this connection's configuration: copied on write only when it
+    /// differs, so a change to what is already in force keeps the shared configuration.
+    pub(crate) fn replace_config(&mut self, c: Config) {
+        if *self.config != c {
+            *self.config_mut() = c;
         }
     }
 
@@ -586,7 +608,7 @@ impl Connection {
     ///
     /// The conditions on the hot groups are tested before the configuration is read: with
     /// nothing outstanding (a request/response connection after its reply is acknowledged)
-    /// the configuration's cache line is not touched (issue 17 item 2).
+    /// the configuration's pointer is not read (issue 17 item 2).
     fn user_timeout_deadline_ns(&self) -> u64 {
         if self.snd.una == self.snd.max
             || self.timers.persist_deadline_ns != NEVER

@@ -11,7 +11,7 @@ impl Connection {
     /// `ts_offset` is a per-connection random offset for the timestamp clock (RFC 7323 §7.1).
     pub fn connect(
         now: u64,
-        config: &Config,
+        config: impl IntoSharedConfig,
         local_port: u16,
         remote_port: u16,
         iss: SeqNumber,
@@ -35,7 +35,7 @@ impl Connection {
     /// calls this for a SYN on a listening port.
     pub fn accept(
         now: u64,
-        config: &Config,
+        config: impl IntoSharedConfig,
         syn: &TcpRepr<'_>,
         iss: SeqNumber,
         ts_offset: u32,
@@ -69,7 +69,7 @@ impl Connection {
     /// processed.
     pub fn from_syn_cookie(
         now: u64,
-        config: &Config,
+        config: impl IntoSharedConfig,
         ack: &TcpRepr<'_>,
         cookie: &crate::isn::ValidCookie,
         ts_offset: u32,

@@ -56,6 +56,21 @@ impl Connection {
     pub fn config(&self) -> &Config {
         &self.config
     }
+    /// The configuration as held: shared with every connection opened or imported with an
+    /// equal one, until a socket option gives this connection a copy of its own.
+    pub fn shared_config(&self) -> &crate::config::SharedConfig {
+        &self.config
+    }
+    /// Holds `shared` instead of this connection's configuration when the two are equal (the
+    /// stack's import path: a moved connection then shares its new owner's). True when it
+    /// did; otherwise nothing changes.
+    pub fn share_config(&mut self, shared: &crate::config::SharedConfig) -> bool {
+        if **shared != *self.config {
+            return false;
+        }
+        self.config = std::sync::Arc::clone(shared);
+        true
+    }
     /// Why the connection closed, once it has.
     pub fn close_reason(&self) -> Option<CloseReason> {
         self.app.close_reason

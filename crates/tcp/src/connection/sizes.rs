@@ -13,11 +13,12 @@ impl Connection {
         if self.state != State::SynSent || self.snd.nxt != self.snd.iss {
             return Err(Error::InvalidState);
         }
-        self.config = Config {
+        let c = Config {
             mss_bytes: mss_bytes.min(self.config.mss_bytes),
-            ..self.config
+            ..*self.config
         }
         .validated();
+        self.replace_config(c);
         self.opts.snd_mss = self.opts.snd_mss.min(self.config.mss_bytes);
         Ok(())
     }
@@ -75,22 +76,24 @@ impl Connection {
         if self.state != State::SynSent {
             return false;
         }
-        self.config = Config {
+        let c = Config {
             mss_bytes: mss_bytes.min(self.config.mss_bytes),
-            ..self.config
+            ..*self.config
         }
         .validated();
+        self.replace_config(c);
         true
     }
 
     /// Resizes the send buffer (Linux `SO_SNDBUF` on a live socket): unacknowledged plus
     /// unsent bytes. Never below one MSS ([`Config::validated`]) nor below what it holds.
     pub fn set_send_buffer(&mut self, send_buffer_bytes: u32) {
-        self.config = Config {
+        let c = Config {
             send_buffer_bytes,
-            ..self.config
+            ..*self.config
         }
         .validated();
+        self.replace_config(c);
         self.send_buf
             .set_capacity(self.config.send_ring_capacity_bytes());
     }
@@ -99,7 +102,9 @@ impl Connection {
     /// [`Connection::set_send_buffer`], and autotuning stops for good
     /// ([`Config::send_buffer_autotune`]; Linux `SOCK_SNDBUF_LOCK`).
     pub fn set_send_buffer_by_application(&mut self, send_buffer_bytes: u32) {
-        self.config.send_buffer_autotune = false;
+        if self.config.send_buffer_autotune {
+            self.config_mut().send_buffer_autotune = false;
+        }
         self.set_send_buffer(send_buffer_bytes);
     }
 }

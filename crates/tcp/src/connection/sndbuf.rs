@@ -429,7 +429,7 @@ impl Connection {
             .saturating_mul(per_mss)
             .min(SEND_BUFFER_AUTOTUNE_MAX_BYTES);
         if want > self.config.send_buffer_bytes {
-            self.config.send_buffer_bytes = want;
+            self.config_mut().send_buffer_bytes = want;
             self.send_buf
                 .set_capacity(self.config.send_ring_capacity_bytes());
         }

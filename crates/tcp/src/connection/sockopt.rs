@@ -11,21 +11,27 @@ impl Connection {
     /// before the connection is abandoned. Takes effect at once: the deadline is derived
     /// from the time the oldest unacknowledged data was sent ([`Connection::poll_timeout`]).
     pub fn set_user_timeout(&mut self, user_timeout_ns: Option<u64>) {
-        self.config.user_timeout_ns = user_timeout_ns;
+        if self.config.user_timeout_ns != user_timeout_ns {
+            self.config_mut().user_timeout_ns = user_timeout_ns;
+        }
     }
 
     /// How many times the SYN (or SYN-ACK) is sent again before the open times out (Linux
     /// `TCP_SYNCNT`); counts the retransmissions already made. Takes effect at the next
     /// retransmission timeout.
     pub fn set_syn_retries(&mut self, syn_retries_max: u8) {
-        self.config.syn_retries_max = syn_retries_max;
+        if self.config.syn_retries_max != syn_retries_max {
+            self.config_mut().syn_retries_max = syn_retries_max;
+        }
     }
 
     /// Turns keepalive on with `keepalive`'s timing, or off (`None`). On a connection that
     /// can probe (synchronized and not in TIME-WAIT) the idle time restarts at `now`, and
     /// unanswered probes are forgotten.
     pub fn set_keepalive(&mut self, now: u64, keepalive: Option<KeepaliveConfig>) {
-        self.config.keepalive = keepalive;
+        if self.config.keepalive != keepalive {
+            self.config_mut().keepalive = keepalive;
+        }
         self.timers.keepalive_probes = 0;
         self.timers.keepalive_deadline_ns = NEVER;
         if self.state.keepalive_may_probe() {

@@ -165,3 +165,55 @@ fn hot_parts_come_first_without_padding_in_six_cache_lines() {
     );
     assert_eq!(*names.last().unwrap(), "counters");
 }
+
+/// Issue 17 item 2: connections opened from one shared configuration hold it without a copy;
+/// a socket option copies it for its connection alone (the others keep the shared one), and
+/// one that changes nothing copies nothing.
+#[test]
+fn socket_options_copy_a_shared_configuration_for_their_connection_alone() {
+    let shared = std::sync::Arc::new(Config::default());
+    let mut a = Connection::accept(0, &shared, &syn(), SeqNumber(5), 0).unwrap();
+    let b = Connection::accept(0, &shared, &syn(), SeqNumber(6), 0).unwrap();
+    assert!(std::sync::Arc::ptr_eq(a.shared_config(), &shared));
+    assert!(std::sync::Arc::ptr_eq(b.shared_config(), &shared));
+    a.set_user_timeout(Config::default().user_timeout_ns);
+    a.set_nodelay(false);
+    assert!(
+        std::sync::Arc::ptr_eq(a.shared_config(), &shared),
+        "no change, no copy"
+    );
+    a.set_user_timeout(Some(5 * crate::config::NS_PER_S));
+    assert!(!std::sync::Arc::ptr_eq(a.shared_config(), &shared));
+    assert_eq!(
+        a.config().user_timeout_ns,
+        Some(5 * crate::config::NS_PER_S)
+    );
+    assert_eq!(
+        b.config().user_timeout_ns,
+        Config::default().user_timeout_ns
+    );
+    assert_eq!(*shared, Config::default());
+    // Equal again: sharing may resume.
+    a.set_user_timeout(Config::default().user_timeout_ns);
+    assert!(a.share_config(&shared));
+    assert!(std::sync::Arc::ptr_eq(a.shared_config(), &shared));
+    a.set_nodelay(true);
+    assert!(
+        !a.share_config(&shared),
+        "different configurations are not shared"
+    );
+}
+
+/// A shared configuration that is not valid is not held as it is: the connection takes a
+/// validated copy, as from a plain [`Config`].
+#[test]
+fn an_invalid_shared_configuration_is_replaced_by_a_validated_copy() {
+    let raw = std::sync::Arc::new(Config {
+        rto_min_ns: 10,
+        rto_max_ns: 5,
+        ..Config::default()
+    });
+    let c = Connection::accept(0, &raw, &syn(), SeqNumber(5), 0).unwrap();
+    assert!(!std::sync::Arc::ptr_eq(c.shared_config(), &raw));
+    assert_eq!(*c.config(), raw.validated());
+}
