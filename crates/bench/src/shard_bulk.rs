@@ -123,6 +123,46 @@ pub struct ShardLink {
     pub now: u64,
 }
 
+/// What the two stacks know of their NICs' RSS key (the NICs hash every frame either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ShardRss {
+    /// No RSS configuration in the stacks: they hash each segment's tuple themselves (once).
+    #[default]
+    None,
+    /// The NICs' key is the public default and the stacks are told so, as the runtime and the
+    /// simulator were configured before each host drew its own key: the stacks take the
+    /// carried hash for RETA buckets and hash the tuple again for their tables.
+    Public,
+    /// The NICs' key is secret (a fixed key standing for one drawn at random): the stacks
+    /// index their tables by the carried hash (hash once), as the runtime and the simulator
+    /// now do.
+    Secret,
+}
+
+impl ShardRss {
+    /// The NICs' hasher and the stacks' RSS configuration, or `None`.
+    fn config(self) -> Option<(rss::RssHasher, stack::RssConfig)> {
+        let (key, key_is_secret) = match self {
+            ShardRss::None => return None,
+            ShardRss::Public => (rss::RssKey::default(), false),
+            ShardRss::Secret => {
+                let mut bytes = [0u8; rss::KEY_LEN_BYTES];
+                for (i, b) in bytes.iter_mut().enumerate() {
+                    *b = (i as u8).wrapping_mul(0x9d) ^ 0x5c;
+                }
+                (rss::RssKey::new(bytes), true)
+            }
+        };
+        let hasher = rss::RssHasher::new(&key, rss::SymmetricMode::None);
+        let cfg = stack::RssConfig {
+            hasher: hasher.clone(),
+            home: None,
+            key_is_secret,
+        };
+        Some((hasher, cfg))
+    }
+}
+
 /// One end's NIC: one queue, moderation off, coalescing as asked.
 fn nic(gro: bool) -> Result<Nic, BulkError> {
     let mut cfg = NicConfig {
@@ -167,7 +207,30 @@ fn pump<A: App, B: App>(from: &mut Shard<A>, to: &mut Shard<B>, now: u64) -> Mov
 impl ShardLink {
     /// Builds both shards and runs until the connection is established.
     pub fn connect(opts: &BulkOptions, bytes: u64, gro: bool) -> Result<ShardLink, BulkError> {
+        Self::connect_with(opts, bytes, gro, ShardRss::None)
+    }
+
+    /// [`ShardLink::connect`] with the stacks told about their NICs' RSS key as `rss` says.
+    pub fn connect_with(
+        opts: &BulkOptions,
+        bytes: u64,
+        gro: bool,
+        rss: ShardRss,
+    ) -> Result<ShardLink, BulkError> {
         let info = ShardInfo::SINGLE;
+        let rss = rss.config();
+        let stack_config = |mac, ip| {
+            let mut cfg = bulk_config(mac, ip, opts);
+            cfg.rss = rss.as_ref().map(|(_, r)| r.clone());
+            cfg
+        };
+        let nic = |gro| {
+            let mut n = nic(gro)?;
+            if let Some((hasher, _)) = &rss {
+                n.set_hasher(hasher.clone());
+            }
+            Ok::<Nic, BulkError>(n)
+        };
         let sender = BulkSender {
             remote: SocketAddr::new(IpAddr::V4(SERVER_IP), SERVER_PORT),
             conn: None,
@@ -191,13 +254,13 @@ impl ShardLink {
             client: Shard::new(
                 ShardConfig::new(info),
                 nic(gro)?,
-                Stack::new(bulk_config(CLIENT_MAC, CLIENT_IP, opts)),
+                Stack::new(stack_config(CLIENT_MAC, CLIENT_IP)),
                 sender,
             ),
             server: Shard::new(
                 ShardConfig::new(info),
                 nic(gro)?,
-                Stack::new(bulk_config(SERVER_MAC, SERVER_IP, opts)),
+                Stack::new(stack_config(SERVER_MAC, SERVER_IP)),
                 receiver,
             ),
             now: 0,
@@ -292,7 +355,12 @@ pub struct LoopCounts {
 /// Runs one bulk transfer through two shard cores: setup, then the timed (and
 /// callgrind-counted) loop.
 pub fn run(opts: BulkOptions, gro: bool) -> Result<BulkReport, BulkError> {
-    let mut link = ShardLink::connect(&opts, opts.bytes, gro)?;
+    run_with(opts, gro, ShardRss::None)
+}
+
+/// [`run`] with the stacks told about their NICs' RSS key as `rss` says.
+pub fn run_with(opts: BulkOptions, gro: bool, rss: ShardRss) -> Result<BulkReport, BulkError> {
+    let mut link = ShardLink::connect_with(&opts, opts.bytes, gro, rss)?;
     let start_ns = link.now;
     let start = Instant::now();
     let c = shard_transfer_loop(&mut link, opts.bytes)?;

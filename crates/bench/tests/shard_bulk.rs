@@ -37,6 +37,21 @@ fn one_mib_arrives_intact_through_two_shard_cores() {
     }
 }
 
+#[test]
+fn one_mib_arrives_intact_whether_the_stacks_know_a_public_or_a_secret_rss_key() {
+    // Public: the table is indexed by the stacks' own hash; secret: by the NIC's carried hash.
+    for rss in [shard_bulk::ShardRss::Public, shard_bulk::ShardRss::Secret] {
+        let opts = BulkOptions {
+            verify: true,
+            ..BulkOptions::new(MIB)
+        };
+        let r = shard_bulk::run_with(opts, false, rss).expect("shard bulk run");
+        assert_eq!(r.bytes, MIB, "{rss:?}");
+        let (sent, received) = r.hashes.expect("verify was asked for");
+        assert_eq!(sent, received, "{rss:?}: received stream differs");
+    }
+}
+
 /// Through the shard path the NIC model verifies every checksum and the stack trusts its
 /// verdict: every frame either stack receives during the transfer skips software
 /// verification of both its IPv4 header and its TCP checksum ("no second checksum").

@@ -115,6 +115,18 @@ fn shards_name_the_nic_queue_limit() {
 }
 
 #[test]
+fn a_malformed_rss_key_is_refused() {
+    for key in [
+        "6d5a",
+        "zz5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa",
+    ] {
+        refused(&["demo", "--rss-key", key], &["--rss-key", "RSS key"]);
+        let args = with(&["serve", "echo", "--rss-key", key], &TAP);
+        refused_owned(&args, &["--rss-key", "RSS key"]);
+    }
+}
+
+#[test]
 fn mtu_names_its_range() {
     for mtu in ["100000", "100", "9001"] {
         let args = with(&["serve", "echo", "--mtu", mtu], &TAP);

@@ -20,8 +20,10 @@
 //! message returns a buffer of its pool to the sender on a ring beside the message ring.
 //!
 //! Each shard's stack gets `StackConfig.rss` with the NIC's hasher and the shard's home in the
-//! shard-level RETA, so connections are keyed by the carried hash and `connect` picks source
-//! ports whose replies hash back to the opening shard.
+//! shard-level RETA, so `connect` picks source ports whose replies hash back to the opening
+//! shard. Each host draws its RSS key at random ([`rss_key`]), so the stacks index their
+//! connection tables by the carried hash (hash once); under a pinned key they hash tuples
+//! themselves.
 //!
 //! A placement plan (`topo::plan`) is executed through [`HostConfig::place`]: each shard is
 //! pinned to the plan's CPU, reports the plan's node in its `ShardInfo`, and on a machine of
@@ -44,6 +46,7 @@ pub mod rebalance;
 pub mod ring;
 pub mod router;
 pub mod router_host;
+pub mod rss_key;
 pub mod shard;
 pub mod wire;
 
@@ -85,8 +88,13 @@ pub struct HostConfig {
     /// Hardware receive queues, `1..=shards`.
     pub queues: u16,
     /// The NIC's RSS hash function (a symmetric one puts both directions of a flow on one
-    /// queue index).
+    /// queue index). [`HostConfig::new`] gives it a key drawn at random for this host
+    /// ([`rss_key::random_rss_key`]); [`HostConfig::pin_rss_key`] sets a known one.
     pub hasher: RssHasher,
+    /// The key [`HostConfig::new`] drew for this host; `None` once a key was pinned. The
+    /// stacks trust the carried hash for their connection tables only while `hasher` uses
+    /// this key in plain mode ([`HostConfig::rss_key_is_secret`]).
+    pub random_rss_key: Option<rss::RssKey>,
     /// Per-shard NIC settings (moderation, ring slots, coalescing); `queues` is ignored (each
     /// shard's NIC has one queue).
     pub nic: NicConfig,
@@ -168,13 +176,16 @@ impl NicOffload {
 }
 
 impl HostConfig {
-    /// A host with `shards` shards and as many queues, default NIC and limits, unpinned.
+    /// A host with `shards` shards and as many queues, default NIC and limits, unpinned, and
+    /// an RSS key drawn at random (secret: the stacks hash each segment once).
     pub fn new(interface: InterfaceConfig, shards: u16) -> Self {
+        let key = rss_key::random_rss_key();
         HostConfig {
             interface,
             shards,
             queues: shards,
-            hasher: RssHasher::default(),
+            hasher: RssHasher::new(&key, rss::SymmetricMode::None),
+            random_rss_key: Some(key),
             nic: NicConfig::default(),
             limits: Limits {
                 // Every connection a client shard opens at start waits for the one ARP
@@ -543,8 +554,9 @@ where
         stack_cfg.rss = Some(RssConfig {
             hasher: cfg.hasher.clone(),
             home: Some((sw_reta.clone(), shard)),
-            // The default key is public: the stack indexes its table by its own keyed hash.
-            key_is_secret: false,
+            // A key drawn for this host: the table is indexed by the carried hash; a known
+            // (pinned, symmetric) one: by the stack's own keyed hash.
+            key_is_secret: cfg.rss_key_is_secret(),
         });
         stack_cfg.secret = [cfg.seed ^ 0x5eed_0000_0000_0001, (i as u64) << 32 | 0x5eed];
         // TSO wherever asked (the device segments, or the NIC model in software); partial

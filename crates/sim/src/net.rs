@@ -23,7 +23,7 @@ use core::any::Any;
 use app::{App, ShardInfo};
 use nic::{Nic, NicConfig};
 use offload::{Engine, EngineConfig, HostConfig, HostOffload, Steer};
-use rss::{Reta, RssHasher};
+use rss::{Reta, RssHasher, RssKey, SymmetricMode};
 use shard::{Msg, Shard, ShardConfig, is_arp_reply};
 use stack::{FourTuple, RssConfig, SocketHandle, Stack, StackConfig};
 
@@ -47,8 +47,14 @@ pub struct ShardedHostConfig {
     pub queues: u16,
     /// The NIC's settings (moderation, rings, coalescing); `queues` is set from `shards`.
     pub nic: NicConfig,
-    /// The NIC's RSS hash function.
+    /// The NIC's RSS hash function. [`ShardedHostConfig::new`] gives it a key derived from
+    /// `stack.secret` (so from the workload's seed: deterministic), which no peer in the world
+    /// knows; [`ShardedHostConfig::pin_rss_key`] sets a known one.
     pub hasher: RssHasher,
+    /// The key derived for this host; `None` once a key was pinned. The stacks trust the
+    /// carried hash for their connection tables only while `hasher` uses this key in plain
+    /// mode ([`ShardedHostConfig::rss_key_is_secret`]).
+    pub derived_rss_key: Option<RssKey>,
     /// NAPI budget per poll.
     pub budget_packets: usize,
     /// Wildcard steering rules (`ethtool -N`): the steering NIC's with a queue per shard,
@@ -60,14 +66,16 @@ pub struct ShardedHostConfig {
 }
 
 impl ShardedHostConfig {
-    /// One shard, the default NIC and hasher.
+    /// One shard, the default NIC, and a hasher whose key is derived from `stack.secret`.
     pub fn new(stack: StackConfig) -> Self {
+        let key = rss_key_from_secret(stack.secret);
         ShardedHostConfig {
             stack,
             shards: 1,
             queues: 1,
             nic: NicConfig::default(),
-            hasher: RssHasher::default(),
+            hasher: RssHasher::new(&key, SymmetricMode::None),
+            derived_rss_key: Some(key),
             budget_packets: nic::BUDGET_DEFAULT_PACKETS,
             rules: rss::RuleSet::default(),
             atr: false,
@@ -86,6 +94,40 @@ impl ShardedHostConfig {
         self.queues = queues;
         self
     }
+
+    /// True when the stacks may index their tables by the carried hash: the hasher still uses
+    /// the key derived for this host, in plain mode. Any other key, or a symmetric mode,
+    /// counts as known to the peers (as in `runtime::HostConfig::rss_key_is_secret`).
+    pub fn rss_key_is_secret(&self) -> bool {
+        self.hasher.mode() == SymmetricMode::None
+            && self.derived_rss_key.as_ref() == Some(self.hasher.key())
+    }
+
+    /// Uses `key` (plain Toeplitz) instead of the derived one; it counts as known.
+    pub fn pin_rss_key(mut self, key: &RssKey) -> Self {
+        self.hasher = RssHasher::new(key, SymmetricMode::None);
+        self.derived_rss_key = None;
+        self
+    }
+}
+
+/// The RSS key a simulated host derives from its stack secret: 40 bytes of SplitMix64 seeded
+/// with both secret words (a different stream from the ISN and cookie keys, which use the
+/// words directly). Deterministic, so a seed replays the same steering.
+pub fn rss_key_from_secret(secret: [u64; 2]) -> RssKey {
+    let mut state = secret[0] ^ secret[1].rotate_left(23) ^ 0x7f4a_7c15_0b5e_ed55;
+    let mut bytes = [0u8; rss::KEY_LEN_BYTES];
+    for chunk in bytes.chunks_mut(8) {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        for (b, w) in chunk.iter_mut().zip(z.to_le_bytes()) {
+            *b = w;
+        }
+    }
+    RssKey::new(bytes)
 }
 
 /// What the host's NIC front counted (each shard's own NIC queue counts the rest).
@@ -197,8 +239,9 @@ impl<A: App> ShardedHost<A> {
             stack_cfg.rss = Some(RssConfig {
                 hasher: cfg.hasher.clone(),
                 home: Some((reta.clone(), shard)),
-                // The default key is public: the stack indexes its table by its own keyed hash.
-                key_is_secret: false,
+                // The derived key: the table is indexed by the carried hash; a pinned or
+                // symmetric one: by the stack's own keyed hash.
+                key_is_secret: cfg.rss_key_is_secret(),
             });
             stack_cfg.secret[1] ^= u64::from(shard) << 32;
             let mut nic = Nic::new(NicConfig {

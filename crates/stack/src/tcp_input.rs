@@ -89,7 +89,13 @@ impl TcpCx<'_> {
         whole: &[u8],
         rx: RxFrame<'_>,
     ) {
-        let hash = rx.meta.hash;
+        // The carried hash is this segment's flow hash only when the NIC hashed the TCP
+        // 4-tuple: a fragment (or a hash-type set without TCP ports) carries the hash of the
+        // addresses alone, under which the table would miss the connection.
+        let hash = match rx.meta.hash_type {
+            Some(wire::RssHashType::TcpIpv4 | wire::RssHashType::TcpIpv6) => rx.meta.hash,
+            _ => None,
+        };
         let Some(pair) = meta.pair() else {
             cold_path();
             return;

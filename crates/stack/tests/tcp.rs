@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use core::net::SocketAddr;
-use stack::RxMeta;
+use stack::{RssHashType, RxMeta};
 
 use stack::{Readiness, SocketError, SocketEvent, SocketHandle, SocketOption, Stack};
 
@@ -194,10 +194,10 @@ fn tcp_listen_port_conflict_and_close_aborts_unaccepted_children() {
     assert_eq!(p.a.tcp_recv(c, &mut [0u8; 1]), Err(SocketError::Reset));
 }
 
-/// Sends "one" with the hash a NIC would carry, then "two" with a wrong carried hash, to the
-/// server of a pair whose server has an RSS key (`key_is_secret` as given); returns what the
-/// server read and how many stray segments met its listener.
-fn carried_hash_exchange(key_is_secret: bool) -> (Vec<u8>, u64) {
+/// Sends "one" with the hash a NIC would carry, then "two" with a wrong carried hash of type
+/// `second_type`, to the server of a pair whose server has an RSS key (`key_is_secret` as
+/// given); returns what the server read and how many stray segments met its listener.
+fn carried_hash_exchange(key_is_secret: bool, second_type: RssHashType) -> (Vec<u8>, u64) {
     let hasher = rss::RssHasher::default();
     let mut cb = config_b();
     cb.rss = Some(stack::RssConfig {
@@ -224,6 +224,7 @@ fn carried_hash_exchange(key_is_secret: bool) -> (Vec<u8>, u64) {
         &f,
         &RxMeta {
             hash: Some(nic_hash),
+            hash_type: Some(RssHashType::TcpIpv4),
             ..RxMeta::NONE
         },
     );
@@ -239,6 +240,7 @@ fn carried_hash_exchange(key_is_secret: bool) -> (Vec<u8>, u64) {
         &f,
         &RxMeta {
             hash: Some(nic_hash ^ 1),
+            hash_type: Some(second_type),
             ..RxMeta::NONE
         },
     );
@@ -251,16 +253,25 @@ fn carried_hash_exchange(key_is_secret: bool) -> (Vec<u8>, u64) {
 fn connection_table_uses_the_carried_rss_hash_when_the_key_is_secret() {
     // The table trusts the carried hash (hash once): a wrong one misses the connection and
     // meets the listener as a stray ACK (RST, RFC 9293 §3.10.7.2).
-    let (read, strays) = carried_hash_exchange(true);
+    let (read, strays) = carried_hash_exchange(true, RssHashType::TcpIpv4);
     assert_eq!(read, b"one");
     assert_eq!(strays, 1);
+}
+
+#[test]
+fn an_address_only_carried_hash_is_not_the_tcp_tables_key() {
+    // A fragment (or a NIC hashing addresses only) carries the hash of the two addresses:
+    // even under a secret key the stack hashes the 4-tuple itself and finds the connection.
+    let (read, strays) = carried_hash_exchange(true, RssHashType::Ipv4);
+    assert_eq!(read, b"onetwo");
+    assert_eq!(strays, 0);
 }
 
 #[test]
 fn connection_table_hashes_tuples_itself_under_a_public_rss_key() {
     // Under the well-known default key a peer could aim tuples at one bucket, so the table
     // indexes by the stack's keyed hash of the tuple: the carried hash does not matter.
-    let (read, strays) = carried_hash_exchange(false);
+    let (read, strays) = carried_hash_exchange(false, RssHashType::TcpIpv4);
     assert_eq!(read, b"onetwo");
     assert_eq!(strays, 0);
 }

@@ -6,7 +6,10 @@
 //! leaves checksums to the "NIC" on both stacks; `--no-timestamps` turns RFC 7323 timestamps
 //! off (smoltcp's default); `--shard` runs the transfer between two shard cores (NIC model,
 //! NAPI poll, stack, application) instead of two bare stacks (`bench::shard_bulk`), and
-//! `--gro` turns the NIC model's receive coalescing on there. Prints one `key=value` line (see
+//! `--gro` turns the NIC model's receive coalescing on there; `--rss-public` / `--rss-secret`
+//! (with `--shard`) tell both stacks their NIC's RSS key, public (the default key: the stacks
+//! hash each tuple again for their tables) or secret (hash once), as the runtime configures
+//! them (`bench::shard_bulk::ShardRss`). Prints one `key=value` line (see
 //! `bench::bulk::summary_line`).
 
 use std::process::ExitCode;
@@ -16,10 +19,13 @@ use bench::bulk::{self, BulkOptions};
 fn main() -> ExitCode {
     let mut opts = BulkOptions::new(100_000_000);
     let (mut shard, mut gro) = (false, false);
+    let mut rss = bench::shard_bulk::ShardRss::None;
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--shard" => shard = true,
             "--gro" => gro = true,
+            "--rss-public" => rss = bench::shard_bulk::ShardRss::Public,
+            "--rss-secret" => rss = bench::shard_bulk::ShardRss::Secret,
             "--verify" => opts.verify = true,
             "--offload" => opts.checksum_offload = true,
             "--no-timestamps" => opts.timestamps = false,
@@ -27,7 +33,7 @@ fn main() -> ExitCode {
                 Some(n) => opts.bytes = n,
                 None => {
                     eprintln!(
-                        "usage: rsstack_bulk [BYTES] [--verify] [--offload] [--no-timestamps] [--shard] [--gro]"
+                        "usage: rsstack_bulk [BYTES] [--verify] [--offload] [--no-timestamps] [--shard] [--gro] [--rss-public|--rss-secret]"
                     );
                     return ExitCode::from(2);
                 }
@@ -40,7 +46,7 @@ fn main() -> ExitCode {
         } else {
             "rsstack-shard"
         };
-        (name, bench::shard_bulk::run(opts, gro))
+        (name, bench::shard_bulk::run_with(opts, gro, rss))
     } else {
         ("rsstack", bulk::run(opts))
     };

@@ -53,6 +53,11 @@ pub struct DemoArgs {
     #[arg(long, value_name = "Q",
           value_parser = clap::value_parser!(u16).range(1..=i64::from(nic::QUEUES_MAX)))]
     queues: Option<u16>,
+    /// Pin both hosts' RSS key (80 hex digits, `ethtool -x` form) instead of drawing one per
+    /// host at random: the same steering on every run. A key given here counts as known, so
+    /// the stacks hash each segment's 4-tuple again for their connection tables.
+    #[arg(long = "rss-key", value_name = "HEX", value_parser = super::rss::parse_rss_key)]
+    rss_key: Option<rss::RssKey>,
     /// Client shards: 1 to 128 (`nic::QUEUES_MAX`).
     #[arg(long, default_value_t = 1, value_name = "C",
           value_parser = clap::value_parser!(u16).range(1..=i64::from(nic::QUEUES_MAX)))]
@@ -298,6 +303,9 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
     let duration = Duration::from_secs_f64(args.duration);
 
     let mut server = host(1, SERVER_IP, shards);
+    if let Some(key) = &args.rss_key {
+        server.pin_rss_key(key);
+    }
     server.queues = queues;
     if let Some(m) = args.coalesce {
         server.nic.moderation = m;
@@ -333,7 +341,14 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
     let fail_after = args.offload.engine_fail_after;
     let elephant_ports = if args.skew {
         let want = args.elephants.unwrap_or(4 * u64::from(shards)) as usize;
-        let ports = super::skew::elephant_ports(CLIENT_IP, SERVER_IP, HTTP_PORT, shards, want);
+        let ports = super::skew::elephant_ports(
+            &server.hasher,
+            CLIENT_IP,
+            SERVER_IP,
+            HTTP_PORT,
+            shards,
+            want,
+        );
         if ports.len() < want {
             return Err(CliError::Usage(format!(
                 "--elephants {want}: only {} RETA buckets of server shard 0 are reachable from the client's ports",
@@ -358,7 +373,10 @@ pub fn run(args: DemoArgs, out: &mut impl Write) -> Result<(), CliError> {
         }
     };
     // Connections per client shard: K split as evenly as possible.
-    let client = host(2, CLIENT_IP, args.client_shards);
+    let mut client = host(2, CLIENT_IP, args.client_shards);
+    if let Some(key) = &args.rss_key {
+        client.pin_rss_key(key);
+    }
     let k = args.connections as usize;
     let cs = usize::from(args.client_shards);
     let files = Arc::new(FileSet::demo(object_bytes));
@@ -740,6 +758,7 @@ mod tests {
             connections: 8,
             shards: Some(2),
             queues: None,
+            rss_key: None,
             client_shards: 1,
             object_bytes: 512,
             rate_gbps: None,

@@ -87,6 +87,12 @@ pub struct IoArgs {
     #[arg(long, default_value_t = 1500, value_name = "BYTES",
           value_parser = clap::value_parser!(u16).range(i64::from(MTU_MIN)..=i64::from(MTU_MAX)))]
     mtu: u16,
+    /// Pin the RSS key (80 hex digits, `ethtool -x` form) instead of drawing one at random at
+    /// start: the same steering on every run, for tests and reproductions. A key given here
+    /// counts as known, so the stacks hash each segment's 4-tuple again for their connection
+    /// tables (under the random key they use the NIC's hash: hash once).
+    #[arg(long = "rss-key", value_name = "HEX", value_parser = super::rss::parse_rss_key)]
+    rss_key: Option<rss::RssKey>,
     /// TAP or AF_XDP queues (1..=shards).
     #[arg(long, default_value_t = 1, value_name = "Q",
           value_parser = clap::value_parser!(u16).range(1..=i64::from(nic::QUEUES_MAX)))]
@@ -404,6 +410,9 @@ impl IoArgs {
             Some(_) => return Err(usage("--duration must be in (0, 31536000] seconds")),
         };
         let mut host = HostConfig::new(iface, self.shards);
+        if let Some(key) = &self.rss_key {
+            host.pin_rss_key(key);
+        }
         self.overload.apply(&mut host.limits)?;
         host.queues = self.queues;
         if let Some(m) = self.coalesce {

@@ -109,6 +109,12 @@ fn usage(msg: impl std::fmt::Display) -> CliError {
     CliError::Usage(msg.to_string())
 }
 
+/// `--rss-key HEX` of the live commands and `demo`: a key in `ethtool -x` form (80 hex
+/// digits, `:` between bytes allowed). A bad key is a usage error (clap exits with 2).
+pub fn parse_rss_key(text: &str) -> Result<RssKey, String> {
+    RssKey::from_hex(text).map_err(|e| e.to_string())
+}
+
 fn build_hasher(args: &KeyArgs) -> Result<RssHasher, CliError> {
     let key = match &args.key {
         Some(hex) => RssKey::from_hex(hex).map_err(|e| usage(format!("--key: {e}")))?,

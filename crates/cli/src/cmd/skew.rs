@@ -18,9 +18,11 @@ use runtime::{PairReport, RebalanceReport};
 const ELEPHANT_PORTS: core::ops::RangeInclusive<u16> = 20_000..=40_000;
 
 /// Up to `count` client ports whose connections to `server:server_port` the server's RSS
-/// (the default hasher, an equal RETA over `shards`) steers to shard 0, each in a different
-/// RETA bucket.
+/// (`hasher`, an equal RETA over `shards`) steers to shard 0, each in a different RETA
+/// bucket. The demo's load client is told the server's key: a skew an outside peer could
+/// only build under a known key.
 pub fn elephant_ports(
+    hasher: &RssHasher,
     client: Ipv4Addr,
     server: Ipv4Addr,
     server_port: u16,
@@ -30,7 +32,6 @@ pub fn elephant_ports(
     let Ok(reta) = Reta::with_equal(rss::RETA_SIZE_DEFAULT, shards) else {
         return Vec::new();
     };
-    let hasher = RssHasher::default();
     let q = rss::SteeredPortsQuery {
         client: client.into(),
         server: server.into(),
@@ -38,7 +39,7 @@ pub fn elephant_ports(
         server_queue: 0,
         range: ELEPHANT_PORTS,
     };
-    rss::ports_steered_to(&hasher, &reta, &q, count)
+    rss::ports_steered_to(hasher, &reta, &q, count)
 }
 
 /// What the rebalancer and the moves did, for the summary.
