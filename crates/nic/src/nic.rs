@@ -17,6 +17,8 @@ use crate::pool::{BufferPool, PoolCounters};
 use crate::rxq::{Accept, Arrival, FlushReason, RxDescriptor, RxQueue};
 use crate::tso::{TxOffload, TxOffloadError, apply};
 
+mod steer;
+
 /// Why a received frame was dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RxDrop {
@@ -214,48 +216,6 @@ impl Nic {
             add_counters(&mut t, &q.counters);
         }
         t
-    }
-
-    /// Where `frame` would be steered (filter → RSS → default queue), without receiving it:
-    /// for a driver that dispatches frames to per-shard NICs itself (one `Nic` with
-    /// `queues: 1` per shard thread, fed with [`Nic::receive_on_queue`]), or for tests.
-    pub fn steer(&self, frame: &[u8]) -> Result<rss::SteerDecision, RxDrop> {
-        self.steering
-            .steer_frame(frame)
-            .map_err(|_| RxDrop::Malformed)
-    }
-
-    /// [`Nic::steer`], counting the packet in its RETA bucket's load
-    /// ([`Nic::reta_bucket_packets`]) when RSS decided: for a driver that steers frames to
-    /// queues itself (the `mem` wire) and rebalances.
-    /// Rule hits are counted too ([`Nic::rule_hits`]); a [`SteerHow::RuleDrop`] decision is
-    /// the caller's to drop.
-    pub fn steer_counted(&mut self, frame: &[u8]) -> Result<rss::SteerDecision, RxDrop> {
-        let d = self.steer(frame)?;
-        if let SteerHow::Rule | SteerHow::RuleDrop = d.how {
-            if let Some(n) = self.rule_hits.get_mut(usize::from(d.rule)) {
-                *n += 1;
-            }
-        }
-        if let (SteerHow::Rss, Some(h)) = (d.how, d.hash) {
-            let i = self.steering.reta.index_for_hash(h);
-            if let Some(n) = self.bucket_packets.get_mut(i) {
-                *n += 1;
-            }
-        }
-        Ok(d)
-    }
-
-    /// Packets RSS steered through each RETA entry since creation or the last
-    /// [`Nic::reset_reta_bucket_packets`]: the load per bucket a rebalancer needs to decide
-    /// which entries to move (filter-steered and unhashed packets are not counted).
-    pub fn reta_bucket_packets(&self) -> &[u64] {
-        &self.bucket_packets
-    }
-
-    /// Starts a new measurement window for [`Nic::reta_bucket_packets`].
-    pub fn reset_reta_bucket_packets(&mut self) {
-        self.bucket_packets.iter_mut().for_each(|n| *n = 0);
     }
 
     /// Buffer pool statistics.

@@ -435,6 +435,15 @@ impl RssHasher {
         &self.toeplitz
     }
 
+    /// The same hasher on tables only, without the carry-less-multiply kernels
+    /// ([`Toeplitz::tables_only`]): for tests and side-by-side measurements.
+    pub fn tables_only(&self) -> Self {
+        Self {
+            toeplitz: self.toeplitz.tables_only(),
+            mode: self.mode,
+        }
+    }
+
     /// The RSS hash of `input` under this hasher's key and mode.
     #[inline]
     pub fn hash(&self, input: &HashInput) -> u32 {

@@ -73,4 +73,4 @@ pub use sport::{SourcePortQuery, SteeredPortsQuery, pick_source_port, ports_stee
 pub use steer::{
     FILTERS_MAX_DEFAULT, FilterError, FilterTable, FiveTuple, SteerDecision, SteerHow, Steering,
 };
-pub use toeplitz::{TABLE_BYTES, TABLE_POSITIONS, Toeplitz, toeplitz_reference};
+pub use toeplitz::{HASH_BURST_TUPLES, TABLE_BYTES, TABLE_POSITIONS, Toeplitz, toeplitz_reference};

@@ -15,6 +15,7 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, OnceLock};
 
 use platform::toeplitz::ClmulToeplitz;
+use platform::toeplitz_burst::{BURST_TUPLES, BurstToeplitz, TupleWindow};
 
 use crate::key::{KEY_LEN_BYTES, RssKey};
 
@@ -70,7 +71,14 @@ pub struct Toeplitz {
     /// `platform::toeplitz` tests it against the reference, the property tests here compare
     /// every path).
     clmul: Option<ClmulToeplitz>,
+    /// The eight-tuple AVX-512 kernel where the CPU has it (found by every constructor but
+    /// [`Toeplitz::tables_only`]): the burst hashes ([`Toeplitz::hash_v4_tuples`],
+    /// [`Toeplitz::hash_v4_windows`]) use it, the one-tuple hashes never do.
+    burst: Option<BurstToeplitz>,
 }
+
+/// Tuples one call of [`Toeplitz::hash_v4_windows`] hashes at most: the kernel's width.
+pub const HASH_BURST_TUPLES: usize = BURST_TUPLES;
 
 type Tables = [[u32; 256]; TABLE_POSITIONS];
 
@@ -101,6 +109,7 @@ impl Toeplitz {
             key: *key,
             tables,
             clmul: None,
+            burst: BurstToeplitz::new(key.as_bytes()),
         }
     }
 
@@ -111,8 +120,10 @@ impl Toeplitz {
     /// costs 2.71 ns on the kernel against 2.58–2.77 ns on the tables (the kernel cannot be
     /// inlined into code compiled without the features, and three dependent multiplications
     /// are its floor); without GFNI the kernel must bit-reverse its result in scalar code and
-    /// takes 5.2 ns. It is here for CPUs where that balance differs and as the base of a
-    /// batched (AVX-512 VPCLMULQDQ) hash; `crates/bench/README.md` has the figures.
+    /// takes 5.2 ns. It is here for CPUs where that balance differs; many tuples at once go
+    /// through the burst hashes ([`Toeplitz::hash_v4_tuples`], [`Toeplitz::hash_v4_windows8`]),
+    /// eight per AVX-512 kernel call (~0.8 ns per tuple). `crates/bench/README.md` has the
+    /// figures.
     pub fn with_clmul(key: &RssKey) -> Self {
         Self {
             clmul: ClmulToeplitz::new(key.as_bytes()).filter(ClmulToeplitz::uses_gfni),
@@ -120,11 +131,12 @@ impl Toeplitz {
         }
     }
 
-    /// The same hasher without the carry-less-multiply kernel: tables only (for tests and
-    /// side-by-side measurements).
+    /// The same hasher without the carry-less-multiply kernels, one-tuple or burst: tables
+    /// only (for tests and side-by-side measurements).
     pub fn tables_only(&self) -> Self {
         Self {
             clmul: None,
+            burst: None,
             ..self.clone()
         }
     }
@@ -132,6 +144,11 @@ impl Toeplitz {
     /// Whether the 4-tuple hashes run on the carry-less-multiply kernel on this CPU.
     pub fn uses_clmul(&self) -> bool {
         self.clmul.is_some()
+    }
+
+    /// Whether the burst hashes run on the eight-tuple AVX-512 kernel on this CPU.
+    pub fn uses_burst_kernel(&self) -> bool {
+        self.burst.is_some()
     }
 
     /// The key the tables were built from.
@@ -190,6 +207,40 @@ impl Toeplitz {
         match &self.clmul {
             Some(k) => k.hash_v4_tuple(tuple),
             None => self.hash_array(tuple),
+        }
+    }
+
+    /// IPv4 4-tuple hashes of many tuples: `out[i]` = [`Toeplitz::hash_v4_tuple`] of
+    /// `tuples[i]`, for `i` below the shorter length (the rest of `out` is left as it was).
+    /// Eight tuples per instruction sequence on the AVX-512 kernel where the CPU has it, else
+    /// one at a time.
+    pub fn hash_v4_tuples(&self, tuples: &[[u8; 12]], out: &mut [u32]) {
+        match &self.burst {
+            Some(k) => k.hash_tuples(tuples, out),
+            None => {
+                for (o, t) in out.iter_mut().zip(tuples) {
+                    *o = self.hash_v4_tuple(t);
+                }
+            }
+        }
+    }
+
+    /// IPv4 4-tuple hashes of [`HASH_BURST_TUPLES`] windows whose first 12 bytes are the
+    /// input (`src ‖ dst ‖ sport ‖ dport`; the 4 bytes after them are ignored — in a frame,
+    /// the next header's): hash `i` is [`Toeplitz::hash_v4_tuple`] of `windows[i][..12]`. One
+    /// kernel call where the CPU has it ([`Toeplitz::uses_burst_kernel`]), else eight hashes
+    /// on the tables.
+    #[inline]
+    pub fn hash_v4_windows8(
+        &self,
+        windows: &[&TupleWindow; HASH_BURST_TUPLES],
+    ) -> [u32; HASH_BURST_TUPLES] {
+        match &self.burst {
+            Some(k) => k.hash8(windows),
+            None => windows.map(|w| {
+                let [a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, ..] = *w;
+                self.hash_v4_tuple(&[a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11])
+            }),
         }
     }
 

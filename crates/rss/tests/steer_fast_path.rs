@@ -1,6 +1,8 @@
 //! The whole-frame steering fast path (fixed offsets for untagged IPv4 TCP/UDP) decides exactly
 //! as the general walk does, for well-formed frames and for frames with any header byte
-//! changed, under every hash-type set, symmetric mode and filter table.
+//! changed, under every hash-type set, symmetric mode and filter table; and the burst path
+//! (`steer_burst`, eight tuples per kernel call) decides exactly as `steer_frame` does, frame
+//! by frame, with the AVX-512 kernel (where the CPU has it) and on tables.
 
 use core::net::{IpAddr, Ipv4Addr};
 
@@ -97,6 +99,83 @@ proptest! {
             prop_assert_eq!(Ok(Some(fast)), FlowFields::from_frame(&f));
         }
     }
+}
+
+/// One frame of a burst: protocol, addresses, ports, L4 length, padding, edits, truncation.
+type FrameSpec = (
+    u8,
+    (u32, u32, u16, u16),
+    (usize, usize),
+    Vec<(usize, u8)>,
+    Option<usize>,
+);
+
+fn frame_spec() -> impl Strategy<Value = FrameSpec> {
+    (
+        prop_oneof![4 => Just(6u8), 2 => Just(17u8), 1 => Just(1u8)],
+        (any::<u32>(), any::<u32>(), any::<u16>(), any::<u16>()),
+        (0usize..40, 0usize..8),
+        prop::collection::vec((0usize..64, any::<u8>()), 0..2),
+        prop::option::weighted(0.2, 0usize..64),
+    )
+}
+
+fn build(spec: &FrameSpec) -> Vec<u8> {
+    let (protocol, (src, dst, sport, dport), (l4_len, pad), edits, truncate) = spec;
+    let mut f = frame(*protocol, *src, *dst, *sport, *dport, *l4_len, *pad);
+    for &(at, v) in edits {
+        if let Some(b) = f.get_mut(at) {
+            *b = v;
+        }
+    }
+    if let Some(n) = truncate {
+        f.truncate(*n);
+    }
+    f
+}
+
+proptest! {
+    #[test]
+    fn steer_burst_equals_steer_frame(
+        specs in prop::collection::vec(frame_spec(), 0..30),
+        extra_out in 0usize..3,
+        types in any::<u8>(), mode in any::<u8>(), filtered in any::<bool>(), queue in any::<u16>(),
+    ) {
+        let frames: Vec<Vec<u8>> = specs.iter().map(build).collect();
+        let filter = specs
+            .first()
+            .filter(|_| filtered)
+            .map(|(_, (s, d, sp, dp), ..)| (*s, *d, *sp, *dp, queue));
+        let kernel = steering(types, mode, filter);
+        let tables = Steering { hasher: kernel.hasher.tables_only(), ..kernel.clone() };
+        prop_assert!(!tables.hasher.toeplitz().uses_burst_kernel());
+        for s in [&kernel, &tables] {
+            let sentinel = Err(rss::FrameError::TruncatedL4);
+            let mut out = vec![sentinel; frames.len() + extra_out];
+            s.steer_burst(&frames, &mut out);
+            for (i, f) in frames.iter().enumerate() {
+                prop_assert_eq!(out[i], s.steer_frame(f), "frame {}", i);
+            }
+            // Past the frames, `out` is untouched.
+            prop_assert!(out[frames.len()..].iter().all(|o| *o == sentinel));
+            // A shorter `out` takes the first frames only.
+            let mut short = vec![sentinel; frames.len() / 2];
+            s.steer_burst(&frames, &mut short);
+            for (i, o) in short.iter().enumerate() {
+                prop_assert_eq!(*o, s.steer_frame(&frames[i]));
+            }
+        }
+    }
+}
+
+#[test]
+fn the_burst_kernel_is_found_where_the_cpu_has_avx512_gfni_and_vpclmulqdq() {
+    let toeplitz = rss::Toeplitz::default();
+    assert_eq!(
+        toeplitz.uses_burst_kernel(),
+        platform::toeplitz_burst::burst_available()
+    );
+    assert!(!toeplitz.tables_only().uses_burst_kernel());
 }
 
 #[test]
