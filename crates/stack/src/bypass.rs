@@ -362,6 +362,10 @@ impl Stack {
 }
 
 /// Fits the engine's snapshot to what the host kept: false when it does not.
+///
+/// The byte comparisons go by contiguous pieces (a `VecDeque`'s two halves against the
+/// snapshot's vectors), not byte by byte: a restore of a connection with a full buffer
+/// compares up to two buffers' worth of bytes.
 fn reconcile(b: &Bypass, s: &mut tcp::ConnectionSnapshot) -> bool {
     // Receive: the engine consumed what the host reported read; the host may have read more
     // (its `Recvd` crossed the restore). Everything the snapshot holds was delivered.
@@ -375,7 +379,10 @@ fn reconcile(b: &Bypass, s: &mut tcp::ConnectionSnapshot) -> bool {
     let Ok(skip) = usize::try_from(skip) else {
         return false;
     };
-    if skip > s.recv_unread.len() || !s.recv_unread[skip..].iter().eq(b.recv.iter()) {
+    let Some(engine_unread) = s.recv_unread.get(skip..) else {
+        return false;
+    };
+    if !pieces_eq(&[engine_unread], &deque_range(&b.recv, b.recv.len())) {
         return false;
     }
     s.recv_unread.drain(..skip);
@@ -384,15 +391,61 @@ fn reconcile(b: &Bypass, s: &mut tcp::ConnectionSnapshot) -> bool {
     if engine_send > b.send_retained.len() {
         return false;
     }
-    let head = s.send_unacked.iter().chain(s.send_unsent.iter());
-    if !head.eq(b.send_retained.range(..engine_send)) {
+    let head = [s.send_unacked.as_slice(), s.send_unsent.as_slice()];
+    if !pieces_eq(&head, &deque_range(&b.send_retained, engine_send)) {
         return false;
     }
     if engine_send < b.send_retained.len() && s.app.fin_queued {
         return false;
     }
-    s.send_unsent.extend(b.send_retained.range(engine_send..));
+    let (front, back) = b.send_retained.as_slices();
+    let from_back = engine_send.saturating_sub(front.len());
+    s.send_unsent
+        .extend_from_slice(front.get(engine_send..).unwrap_or(&[]));
+    s.send_unsent
+        .extend_from_slice(back.get(from_back..).unwrap_or(&[]));
     true
+}
+
+/// The first `n` (≤ `d.len()`) bytes of `d` as its two contiguous pieces.
+fn deque_range(d: &VecDeque<u8>, n: usize) -> [&[u8]; 2] {
+    let (front, back) = d.as_slices();
+    match front.get(..n) {
+        Some(f) => [f, &[]],
+        None => [front, back.get(..n - front.len()).unwrap_or(back)],
+    }
+}
+
+/// Whether the concatenation of `a`'s pieces equals that of `b`'s.
+fn pieces_eq(a: &[&[u8]], b: &[&[u8]]) -> bool {
+    let total = |p: &[&[u8]]| p.iter().map(|x| x.len()).sum::<usize>();
+    if total(a) != total(b) {
+        return false;
+    }
+    let mut a = a.iter().copied().filter(|x| !x.is_empty());
+    let mut b = b.iter().copied().filter(|x| !x.is_empty());
+    let (mut x, mut y): (&[u8], &[u8]) = (&[], &[]);
+    loop {
+        if x.is_empty() {
+            match a.next() {
+                Some(next) => x = next,
+                None => return true,
+            }
+        }
+        if y.is_empty() {
+            match b.next() {
+                Some(next) => y = next,
+                // Equal totals: `b` cannot run out before `a`.
+                None => return false,
+            }
+        }
+        let k = x.len().min(y.len());
+        if x[..k] != y[..k] {
+            return false;
+        }
+        x = &x[k..];
+        y = &y[k..];
+    }
 }
 
 impl TcpCx<'_> {
@@ -636,5 +689,51 @@ impl crate::tcp_sockets::TcpTable {
             )),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A deque whose bytes wrap: `front` pushed at the front, `back` at the back.
+    fn wrapped(front: &[u8], back: &[u8]) -> VecDeque<u8> {
+        let mut d = VecDeque::with_capacity(front.len() + back.len());
+        d.extend(back);
+        for &x in front.iter().rev() {
+            d.push_front(x);
+        }
+        d
+    }
+
+    proptest! {
+        /// `pieces_eq` and `deque_range` agree with comparing the concatenated bytes, however
+        /// the pieces are cut and the deque wraps.
+        #[test]
+        fn piecewise_comparison_equals_concatenated_comparison(
+            a in proptest::collection::vec(0u8..3, 0..40),
+            b in proptest::collection::vec(0u8..3, 0..40),
+            cut_a in 0usize..41,
+            split in 0usize..41,
+            n in 0usize..41,
+        ) {
+            let cut_a = cut_a.min(a.len());
+            let split = split.min(b.len());
+            let d = wrapped(&b[..split], &b[split..]);
+            let n = n.min(d.len());
+            let prefix: Vec<u8> = d.iter().take(n).copied().collect();
+            let got = pieces_eq(&[&a[..cut_a], &a[cut_a..]], &deque_range(&d, n));
+            prop_assert_eq!(got, a == prefix);
+        }
+    }
+
+    #[test]
+    fn piecewise_comparison_finds_a_difference_in_the_second_piece() {
+        let d = wrapped(b"abc", b"def");
+        assert!(pieces_eq(&[b"ab", b"cdef"], &deque_range(&d, 6)));
+        assert!(!pieces_eq(&[b"ab", b"cdeg"], &deque_range(&d, 6)));
+        assert!(!pieces_eq(&[b"abcde"], &deque_range(&d, 6)));
+        assert!(pieces_eq(&[b"abcd"], &deque_range(&d, 4)));
     }
 }

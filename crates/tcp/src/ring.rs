@@ -15,11 +15,14 @@
 //! benchmark's 64-byte request/response every exchange empties four rings, and the release
 //! and the next first write cost ~560 instructions per frame (+7.7 %).
 //!
-//! Growing copies the bytes into the new storage once and zero-fills only the new part (it
-//! used to zero all of it and copy over); pooled buffers are reused as they are (a ring
-//! reads only bytes it wrote). A `Vec` whose length is the prefix written would spare the
-//! zero-fill too, but makes the ring 48 bytes instead of 32, and the TCB, which holds two,
-//! past its 1 KiB budget (`connection::tests`).
+//! Growing builds the new storage in one pass: the old bytes (each at its offset from
+//! `head`), then the bytes of the write that needed the room, then zeros for the rest only
+//! (a `Box<[u8]>` must be initialized, and `unsafe` stays in `platform`); so a write of
+//! `n` bytes that grows the storage to `size` writes `size` bytes once, where it used to
+//! zero the new part and then copy the `n` bytes over it. Pooled buffers are reused as they
+//! are (a ring reads only bytes it wrote). A `Vec` whose length is the prefix written would
+//! spare the zeros of the tail too, but makes the ring 40 bytes instead of 32, in a TCB that
+//! holds two.
 
 use std::cell::RefCell;
 
@@ -191,37 +194,39 @@ impl Ring {
         size
     }
 
-    /// Makes the storage at least `needed_bytes` (≤ capacity) long: the next power of two, at
-    /// least [`STORAGE_MIN_BYTES`], at most the capacity. The bytes keep their offsets from
-    /// `head`, which moves to 0.
+    /// Grows the storage for a write of `data` at `offset` that reaches past it
+    /// (`offset + data.len()` ≤ capacity) and writes `data` on the way: the new size is the
+    /// next power of two of the end, at least [`STORAGE_MIN_BYTES`], at most the capacity.
+    /// The bytes keep their offsets from `head`, which moves to 0.
     #[cold]
-    fn grow(&mut self, needed_bytes: usize) {
-        let size = needed_bytes
+    fn grow_writing(&mut self, offset: usize, data: &[u8]) {
+        let end = offset + data.len();
+        let size = end
             .max(STORAGE_MIN_BYTES)
             .checked_next_power_of_two()
             .unwrap_or(usize::MAX)
             .min(self.capacity());
         let old = core::mem::take(&mut self.storage);
-        self.head_to_zero_into(old, size);
-    }
-
-    /// Moves the written bytes of `old` into new storage of `size` bytes, each at its offset
-    /// from `head`, which becomes 0.
-    fn head_to_zero_into(&mut self, old: Box<[u8]>, size: usize) {
         if old.is_empty() && size == STORAGE_MIN_BYTES {
             // A first write (or the first after a release): nothing to carry over.
             self.storage = pool_take();
             self.head = 0;
+            self.storage[offset..end].copy_from_slice(data);
             return;
         }
-        // Every written byte lies below the old size (invariant), so copying the old storage
-        // from `head` on, wrapped, keeps each byte at its offset. The copied bytes are
-        // written once (not zeroed first); only the new part is zero-filled (a `Box<[u8]>`
-        // must be initialized, and `unsafe` stays in `platform`).
+        // Every written byte lies below the old size (invariant), so the old storage from
+        // `head` on, wrapped, keeps each byte at its offset. Bytes from `offset` on are
+        // overwritten by `data` (it reaches past the old size), so the copy stops there.
         let mut new = Vec::with_capacity(size);
         let (tail, front) = old.split_at(self.head().min(old.len()));
-        new.extend_from_slice(front);
-        new.extend_from_slice(tail);
+        let keep = offset.min(old.len());
+        let from_front = keep.min(front.len());
+        new.extend_from_slice(&front[..from_front]);
+        new.extend_from_slice(&tail[..keep - from_front]);
+        // A gap between the old bytes and an out-of-order write is never read before it is
+        // written; it is zeroed only because the storage must be initialized.
+        new.resize(offset, 0);
+        new.extend_from_slice(data);
         new.resize(size, 0);
         pool_give(old);
         self.storage = new.into_boxed_slice();
@@ -244,7 +249,9 @@ impl Ring {
         }
         let n = data.len().min(cap - offset);
         if offset + n > self.storage.len() {
-            self.grow(offset + n);
+            self.grow_writing(offset, &data[..n]);
+            self.ahead = self.ahead.max((offset + n) as u32);
+            return n;
         }
         let size = self.storage.len();
         let start = self.wrap(self.head() + offset);
@@ -313,8 +320,13 @@ impl Ring {
 
     /// All readable bytes in order, as one vector (used by snapshots, not on the hot path).
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.len()];
-        self.read_at(0, &mut v);
+        // Built from the two readable pieces: no zero-fill before the copy.
+        let size = self.storage.len();
+        let (head, len) = (self.head(), self.len());
+        let first = len.min(size - head.min(size));
+        let mut v = Vec::with_capacity(len);
+        v.extend_from_slice(&self.storage[head..head + first]);
+        v.extend_from_slice(&self.storage[..len - first]);
         v
     }
 }
@@ -385,6 +397,34 @@ mod tests {
         assert!(all[1000..3000].iter().all(|&b| b == 0xaa));
         assert!(all[3000..10_000].iter().all(|&b| b == 0xbb));
         assert_eq!(&all[10_000..], b"late");
+    }
+
+    #[test]
+    fn a_write_that_starts_inside_wrapped_storage_and_grows_it_keeps_every_byte() {
+        let mut r = Ring::new(1 << 16);
+        let first: Vec<u8> = (0..4000u32).map(|i| (i % 253) as u8).collect();
+        r.push(&first);
+        r.consume(2500); // head = 2500 in 4096 bytes of storage, 1500 readable
+        let wrapped: Vec<u8> = (0..2000u32).map(|i| (i % 241) as u8 ^ 0x5a).collect();
+        r.push(&wrapped); // offsets 1500..3500, wrapping past the storage's end
+        assert_eq!(r.allocated_bytes(), STORAGE_MIN_BYTES);
+        // From offset 3500 (inside the old storage) to 9500 (past it): grows while writing.
+        let grown: Vec<u8> = (0..6000u32).map(|i| (i % 239) as u8 ^ 0xc3).collect();
+        assert_eq!(r.push(&grown), 6000);
+        assert_eq!(r.allocated_bytes(), 16_384);
+        let mut want = first[2500..].to_vec();
+        want.extend_from_slice(&wrapped);
+        want.extend_from_slice(&grown);
+        assert_eq!(r.to_vec(), want);
+        // A first write far ahead (out of order) on an empty ring, past the minimum size.
+        let mut r = Ring::new(1 << 16);
+        assert_eq!(r.write_at(5000, b"far"), 3);
+        assert_eq!((r.len(), r.allocated_bytes()), (0, 8192));
+        assert_eq!(r.write_at(0, &[9u8; 5000]), 5000);
+        assert_eq!(r.commit(5003), 5003);
+        let all = r.to_vec();
+        assert!(all[..5000].iter().all(|&b| b == 9));
+        assert_eq!(&all[5000..], b"far");
     }
 
     #[test]
