@@ -10,7 +10,7 @@
 //!
 //! Written with `asm!` rather than intrinsics: the workspace's MSRV (1.85) predates the
 //! stable AVX-512 intrinsics and `#[target_feature(enable = "avx512f")]` (1.89), so the
-//! instructions are spelled out and the registers they use declared clobbered. Valgrind
+//! instructions are spelled out and every vector register declared clobbered. Valgrind
 //! (3.19 here) decodes none of them and reports none of the features in CPUID, so code under
 //! callgrind never gets a [`BurstToeplitz`] and takes the caller's fallback.
 
@@ -243,7 +243,8 @@ mod x86 {
         // SAFETY: the caller guarantees the instructions and the 16 readable bytes behind each
         // pointer; `kappa`, the statics and `out` are valid for the sizes read and written
         // (16, 16, 8, 32 and 32 bytes). The vector registers used are declared clobbered
-        // (`clobber_abi("C")`: every vector register is caller-saved), which also covers the
+        // (`clobber_abi("sysv64")`: every vector register is caller-saved in that ABI, on any
+        // OS — the Windows ABI's callee-saved xmm6–15 are clobbered too), which also covers the
         // final `vzeroupper` (it clears the upper halves of zmm0–15 only); `rax` is an
         // early-clobbered output, so no input shares it.
         unsafe {
@@ -273,7 +274,7 @@ mod x86 {
                 p = in(reg) pointers.as_ptr(),
                 out = in(reg) out.as_mut_ptr(),
                 out("rax") _,
-                clobber_abi("C"),
+                clobber_abi("sysv64"),
                 options(nostack, preserves_flags),
             );
         }
@@ -308,7 +309,7 @@ mod x86 {
                 gather = in(reg) GATHER.as_ptr(),
                 p = in(reg) tuples,
                 out = in(reg) out.as_mut_ptr(),
-                clobber_abi("C"),
+                clobber_abi("sysv64"),
                 options(nostack, preserves_flags),
             );
         }

@@ -340,32 +340,53 @@ impl Steering {
         frames: &[F],
         out: &mut [Result<SteerDecision, FrameError>],
     ) {
+        let frames = frames.get(..out.len()).unwrap_or(frames);
+        self.steer_burst_with(frames, |i, d| {
+            if let Some(o) = out.get_mut(i) {
+                *o = d;
+            }
+        });
+    }
+
+    /// [`Steering::steer_burst`] handing each decision to `decided(i, decision)` for frame
+    /// `i`, every frame once, in no promised order (frames the fast path takes come after the
+    /// others of their group of [`HASH_BURST_TUPLES`]): for a caller that converts or counts
+    /// decisions as they come instead of storing them first.
+    ///
+    /// [`HASH_BURST_TUPLES`]: crate::HASH_BURST_TUPLES
+    #[inline]
+    pub fn steer_burst_with<F: AsRef<[u8]>>(
+        &self,
+        frames: &[F],
+        mut decided: impl FnMut(usize, Result<SteerDecision, FrameError>),
+    ) {
         let toeplitz = self.hasher.toeplitz();
         if !self.plain_fast_path() || !toeplitz.uses_burst_kernel() {
-            for (o, f) in out.iter_mut().zip(frames) {
-                *o = self.steer_frame(f.as_ref());
+            for (i, f) in frames.iter().enumerate() {
+                decided(i, self.steer_frame(f.as_ref()));
             }
             return;
         }
-        for (frames, out) in frames
-            .chunks(HASH_BURST_TUPLES)
-            .zip(out.chunks_mut(HASH_BURST_TUPLES))
-        {
-            // Lane `i` hashes frame `i` when it takes the fast path (else zeroes, unused).
+        for (group, frames) in frames.chunks(HASH_BURST_TUPLES).enumerate() {
+            let base = group * HASH_BURST_TUPLES;
+            // Lane `j` hashes frame `base + j` when it takes the fast path (else zeroes,
+            // unused); the others are decided at once.
             let mut windows = [&ZERO_WINDOW; HASH_BURST_TUPLES];
             let mut types = [None; HASH_BURST_TUPLES];
-            for ((f, w), t) in frames.iter().zip(&mut windows).zip(&mut types) {
-                if let Some((hash_type, window)) = self.plain_ipv4_window(f.as_ref()) {
-                    *w = window;
-                    *t = Some(hash_type);
+            for (j, ((f, w), t)) in frames.iter().zip(&mut windows).zip(&mut types).enumerate() {
+                match self.plain_ipv4_window(f.as_ref()) {
+                    Some((hash_type, window)) => {
+                        *w = window;
+                        *t = Some(hash_type);
+                    }
+                    None => decided(base + j, self.steer_frame(f.as_ref())),
                 }
             }
             let hashes = toeplitz.hash_v4_windows8(&windows);
-            for (((o, f), t), hash) in out.iter_mut().zip(frames).zip(types).zip(hashes) {
-                *o = match t {
-                    Some(hash_type) => Ok(self.rss_decision(hash, hash_type)),
-                    None => self.steer_frame(f.as_ref()),
-                };
+            for (j, (t, hash)) in types.into_iter().zip(hashes).enumerate() {
+                if let Some(hash_type) = t {
+                    decided(base + j, Ok(self.rss_decision(hash, hash_type)));
+                }
             }
         }
     }

@@ -73,11 +73,11 @@ pub struct Toeplitz {
     clmul: Option<ClmulToeplitz>,
     /// The eight-tuple AVX-512 kernel where the CPU has it (found by every constructor but
     /// [`Toeplitz::tables_only`]): the burst hashes ([`Toeplitz::hash_v4_tuples`],
-    /// [`Toeplitz::hash_v4_windows`]) use it, the one-tuple hashes never do.
+    /// [`Toeplitz::hash_v4_windows8`]) use it, the one-tuple hashes never do.
     burst: Option<BurstToeplitz>,
 }
 
-/// Tuples one call of [`Toeplitz::hash_v4_windows`] hashes at most: the kernel's width.
+/// Tuples one call of [`Toeplitz::hash_v4_windows8`] hashes: the kernel's width.
 pub const HASH_BURST_TUPLES: usize = BURST_TUPLES;
 
 type Tables = [[u32; 256]; TABLE_POSITIONS];
