@@ -35,6 +35,7 @@ use crate::world::World;
 mod flow;
 pub mod migrate;
 pub mod offload;
+mod owners;
 mod pattern;
 mod trace;
 
