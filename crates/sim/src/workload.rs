@@ -222,8 +222,9 @@ fn reap(flows: &mut Vec<(u64, Flow)>, summary: &mut RunSummary) {
 const SERVER_PORT: u16 = 5001;
 /// Idle time before a soak connection's first keepalive probe.
 const KEEPALIVE_IDLE_NS: u64 = 60_000_000_000;
-/// The soak's checker walks every connection's TCB invariants once per this many events
-/// (see [`check`]).
+/// The soak's checker walks every connection's TCB invariants once per this many events (a
+/// broken invariant that lasts is caught within that many; a walk after every event tripled
+/// the soak's time). [`run_with_walk_interval`] takes another interval.
 pub const INVARIANT_WALK_EVERY_EVENTS: u64 = 16;
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
