@@ -4,12 +4,16 @@
 //! run's trace digest (same build and seeds ⇒ same value; compare it across a change that must
 //! not alter behaviour).
 //!
-//! Usage: `cargo run --release -p sim --example soak_rate -- [SEEDS] [WORKLOAD]`.
+//! Usage: `cargo run --release -p sim --example soak_rate -- [SEEDS] [WORKLOAD|all]
+//! [WALK_EVERY_EVENTS]`. The third argument walks the TCB invariants after every that many
+//! events instead of the soak's [`sim::workload::INVARIANT_WALK_EVERY_EVENTS`] (`max`: after
+//! the first event only), to measure the simulation with its costliest checker at its
+//! cheapest; the trace digest must not change with it.
 //! CPU time is the thread's own (`/proc/thread-self/schedstat`), so other jobs on the machine
 //! do not inflate it; where that file is missing wall time is used and the line says so.
 
 use sim::Fnv64;
-use sim::workload::{Workload, run};
+use sim::workload::{INVARIANT_WALK_EVERY_EVENTS, Workload, run_with_walk_interval};
 use std::time::Instant;
 
 /// The calling thread's CPU time in ns, if the kernel reports it.
@@ -24,16 +28,29 @@ fn main() {
         None => 20,
         Some(Ok(n)) if n > 0 => n,
         Some(_) => {
-            eprintln!("usage: soak_rate [SEEDS ≥ 1] [WORKLOAD]");
+            eprintln!("usage: soak_rate [SEEDS ≥ 1] [WORKLOAD|all] [WALK_EVERY_EVENTS ≥ 1|max]");
             std::process::exit(2);
         }
     };
-    let workloads: Vec<Workload> = match args.next() {
-        None => Workload::ALL.to_vec(),
-        Some(name) => match Workload::from_name(&name) {
+    let workloads: Vec<Workload> = match args.next().as_deref() {
+        None | Some("all") => Workload::ALL.to_vec(),
+        Some(name) => match Workload::from_name(name) {
             Some(w) => vec![w],
             None => {
                 eprintln!("unknown workload '{name}'");
+                std::process::exit(2);
+            }
+        },
+    };
+    let walk_every_events: u64 = match args.next().as_deref() {
+        None => INVARIANT_WALK_EVERY_EVENTS,
+        Some("max") => u64::MAX,
+        Some(n) => match n.parse() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                eprintln!(
+                    "usage: soak_rate [SEEDS ≥ 1] [WORKLOAD|all] [WALK_EVERY_EVENTS ≥ 1|max]"
+                );
                 std::process::exit(2);
             }
         },
@@ -50,7 +67,7 @@ fn main() {
         let cpu0 = thread_cpu_ns();
         let (mut frames, mut events) = (0u64, 0u64);
         for seed in 0..seeds {
-            match run(w, seed) {
+            match run_with_walk_interval(w, seed, walk_every_events) {
                 Ok(s) => {
                     frames += s.frames_delivered;
                     events += s.events;

@@ -32,9 +32,11 @@ use crate::net::{ShardedHost, ShardedHostConfig};
 use crate::rng::SimRng;
 use crate::world::World;
 
+mod check;
 mod flow;
 pub mod migrate;
 pub mod offload;
+mod owners;
 mod pattern;
 mod trace;
 
@@ -220,8 +222,10 @@ fn reap(flows: &mut Vec<(u64, Flow)>, summary: &mut RunSummary) {
 const SERVER_PORT: u16 = 5001;
 /// Idle time before a soak connection's first keepalive probe.
 const KEEPALIVE_IDLE_NS: u64 = 60_000_000_000;
-/// The soak's checker walks every connection's TCB invariants once per this many events.
-const INVARIANT_WALK_EVERY_EVENTS: u64 = 16;
+/// The soak's checker walks every connection's TCB invariants once per this many events (a
+/// broken invariant that lasts is caught within that many; a walk after every event tripled
+/// the soak's time). [`run_with_walk_interval`] takes another interval.
+pub const INVARIANT_WALK_EVERY_EVENTS: u64 = 16;
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
@@ -690,6 +694,37 @@ pub fn run_with_faults(
     seed: u64,
     faults: FaultProfile,
 ) -> Result<RunSummary, String> {
+    run_two_hosts(workload, seed, faults, INVARIANT_WALK_EVERY_EVENTS)
+}
+
+/// [`run`], with the TCB invariant walk after every `walk_every_events`-th event (the soak
+/// walks every [`INVARIANT_WALK_EVERY_EVENTS`]; `u64::MAX`: after the first event only).
+/// Every other check is [`run`]'s, and the checker only reads, so the trace is the same
+/// whatever the interval. `Migrate` and `Offload` walk no TCBs: they run as [`run`] runs
+/// them. For measuring what the simulation costs without the walk (`soak_rate`).
+pub fn run_with_walk_interval(
+    workload: Workload,
+    seed: u64,
+    walk_every_events: u64,
+) -> Result<RunSummary, String> {
+    if matches!(workload, Workload::Migrate | Workload::Offload) {
+        return run(workload, seed);
+    }
+    run_two_hosts(
+        workload,
+        seed,
+        FaultProfile::for_seed(seed),
+        walk_every_events,
+    )
+}
+
+/// The two-host workloads' run ([`run_with_faults`]).
+fn run_two_hosts(
+    workload: Workload,
+    seed: u64,
+    faults: FaultProfile,
+    walk_every_events: u64,
+) -> Result<RunSummary, String> {
     if matches!(workload, Workload::Migrate | Workload::Offload) {
         return Err(format!(
             "{workload}: runs under its seed's own faults only (use run)"
@@ -731,42 +766,9 @@ pub fn run_with_faults(
     let server = w.add_host(Box::new(server_host));
     connect_faulty(&mut w, client, server, &faults)?;
 
-    // The TCB invariants cost a walk over every socket: checked after every 16th event (a
-    // broken invariant that lasts — the kind that stalls a connection — is still caught within
-    // 16 events; a walk after every event tripled the soak's time).
-    let checks = core::cell::Cell::new(0u64);
-    let check = |w: &World| -> Result<(), String> {
-        let walk_tcbs = checks.get() % INVARIANT_WALK_EVERY_EVENTS == 0;
-        checks.set(checks.get() + 1);
-        for (id, stack, violation) in host_views(w, client, server)? {
-            if let Some(v) = violation {
-                return Err(v.clone());
-            }
-            let limits = &stack.config().limits;
-            // TIME-WAIT records hold no socket slot; they have their own bound.
-            let tw = stack.tcp_time_wait_count();
-            if stack.tcp_connection_count() - tw > limits.sockets_max {
-                return Err(format!(
-                    "{id}: {} connections exceed the socket cap",
-                    stack.tcp_connection_count() - tw
-                ));
-            }
-            if tw > limits.tcp_time_wait_max {
-                return Err(format!("{id}: {tw} TIME-WAIT records exceed their cap"));
-            }
-            if stack.reassembly_in_progress() > limits.reasm_datagrams_max {
-                return Err(format!("{id}: reassembly table over its cap"));
-            }
-            if let Some((tuple, v)) = walk_tcbs.then(|| stack.tcp_invariant_violation()).flatten() {
-                return Err(format!(
-                    "{id}: connection {tuple:?} breaks a TCB invariant: {v}"
-                ));
-            }
-        }
-        Ok(())
-    };
+    let checker = check::Checker::new(client, server, walk_every_events);
     let events = w
-        .run_until_idle_checked(20_000_000, check)
+        .run_until_idle_checked(20_000_000, |w| checker.check(w))
         .map_err(|e| format!("{workload} seed {seed} ({faults:?}): {e}"))?;
 
     let c = w
@@ -882,34 +884,6 @@ pub fn run_with_faults(
     })
 }
 
-/// One shard as the checker sees it: its host, its stack, its application's violation.
-type ShardView<'a> = (HostId, &'a Stack, Option<&'a String>);
-
-/// Every shard's stack and application violation of the client and the server hosts, in
-/// order (client shards first). An iterator, not a collection: the checker runs after every
-/// event and allocates nothing.
-fn host_views(
-    w: &World,
-    client: HostId,
-    server: HostId,
-) -> Result<impl Iterator<Item = ShardView<'_>>, String> {
-    let c = w
-        .host::<ShardedHost<Client>>(client)
-        .ok_or("client host missing")?;
-    let s = w
-        .host::<ShardedHost<Server>>(server)
-        .ok_or("server host missing")?;
-    let clients = c
-        .shards()
-        .iter()
-        .map(move |sh| (client, sh.stack(), sh.app().violation.as_ref()));
-    let servers = s
-        .shards()
-        .iter()
-        .map(move |sh| (server, sh.stack(), sh.app().violation.as_ref()));
-    Ok(clients.chain(servers))
-}
-
 /// The server's shards seen as one: every shard's unfinished flows with its stack, and the
 /// summaries, moves and in-flight drops summed.
 struct ServerTotals<'a> {
@@ -968,6 +942,16 @@ mod tests {
             .feed(&[pattern_byte(3, 6)])
             .expect_err("offset 5 got byte 6");
         assert!(err.contains("offset 5"), "{err}");
+    }
+
+    #[test]
+    fn the_invariant_walk_interval_leaves_the_trace_alone() {
+        let soak = run(Workload::RequestResponse, 4).expect("rr seed 4");
+        for every in [1, u64::MAX] {
+            let other = run_with_walk_interval(Workload::RequestResponse, 4, every)
+                .expect("rr seed 4, another interval");
+            assert_eq!(other, soak, "walk every {every} events");
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ use app::{App, Conn, ConnState, Ctx, Moved};
 use stack::{FourTuple, SocketError, SocketEvent, SocketHandle, Stack};
 
 use super::flow::{CHUNK_BYTES, Flow};
+use super::owners::Owners;
 use super::{
     CLIENT_IP, FaultProfile, RunSummary, SERVER_IP, SERVER_PORT, Workload, c2s_stream, reap,
     s2c_stream, stack_config,
@@ -319,7 +320,7 @@ pub fn run(seed: u64) -> Result<(RunSummary, MigrateStats), String> {
     super::connect_faulty(&mut w, client, server, &faults)?;
 
     let mut stats = MigrateStats::default();
-    let mut tuples: Vec<(u16, FourTuple)> = Vec::new();
+    let mut owners = Owners::default();
     let mut events: u64 = 0;
     // Step through the run, moving a bucket between steps, until the client has finished.
     for _ in 0..20_000 {
@@ -328,7 +329,7 @@ pub fn run(seed: u64) -> Result<(RunSummary, MigrateStats), String> {
         events += w
             .run_until_checked(until, 2_000_000, |w| check(w, client, server))
             .map_err(|e| format!("{context}: {e}"))?;
-        one_owner_each(&w, server, &mut tuples).map_err(|e| format!("{context}: {e}"))?;
+        one_owner_each(&w, server, &mut owners).map_err(|e| format!("{context}: {e}"))?;
         let client_done = w
             .host::<ShardedHost<MigrateClient>>(client)
             .ok_or("client host missing")?
@@ -343,7 +344,7 @@ pub fn run(seed: u64) -> Result<(RunSummary, MigrateStats), String> {
         let host = w
             .host_mut::<ShardedHost<MigrateServer>>(server)
             .ok_or("server host missing")?;
-        if pick_move(host, &mut rng, &tuples) {
+        if pick_move(host, &mut rng, &owners.entries) {
             stats.bucket_moves += 1;
             w.wake(server);
         }
@@ -351,7 +352,7 @@ pub fn run(seed: u64) -> Result<(RunSummary, MigrateStats), String> {
     events += w
         .run_until_idle_checked(20_000_000, |w| check(w, client, server))
         .map_err(|e| format!("{context}: {e}"))?;
-    one_owner_each(&w, server, &mut tuples).map_err(|e| format!("{context}: {e}"))?;
+    one_owner_each(&w, server, &mut owners).map_err(|e| format!("{context}: {e}"))?;
 
     let c = w
         .host::<ShardedHost<MigrateClient>>(client)
@@ -448,33 +449,21 @@ fn check(w: &World, client: HostId, server: HostId) -> Result<(), String> {
     Ok(())
 }
 
-/// No connection is live on two server shards at once (DESIGN handoff invariant 1).
-fn one_owner_each(
-    w: &World,
-    server: HostId,
-    tuples: &mut Vec<(u16, FourTuple)>,
-) -> Result<(), String> {
+/// No connection is live on two server shards at once (DESIGN handoff invariant 1). Leaves
+/// every shard's live tuples in `owners.entries`, sorted by (tuple, shard).
+fn one_owner_each(w: &World, server: HostId, owners: &mut Owners) -> Result<(), String> {
     let s = w
         .host::<ShardedHost<MigrateServer>>(server)
         .ok_or("server host missing")?;
-    tuples.clear();
-    let mut one = Vec::new();
+    owners.entries.clear();
     for sh in s.shards() {
-        one.clear();
-        sh.stack().tcp_live_tuples(&mut one);
-        tuples.extend(one.iter().map(|&t| (sh.info().shard, t)));
+        sh.stack().tcp_live_tuples(&mut owners.one);
+        owners.take_one(sh.info().shard);
     }
-    // Unstable is enough: the key orders distinct entries totally, and equal ones are alike.
-    tuples.sort_unstable_by_key(|&(shard, t)| (t.local, t.remote, shard));
-    for pair in tuples.windows(2) {
-        if pair[0].1 == pair[1].1 {
-            return Err(format!(
-                "{:?} is live on shards {} and {} at once",
-                pair[0].1, pair[0].0, pair[1].0
-            ));
-        }
+    match owners.sort_and_find_shared() {
+        Some((t, a, b)) => Err(format!("{t:?} is live on shards {a} and {b} at once")),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Starts one bucket move: most often the bucket of a live connection (so connections move),
@@ -598,8 +587,7 @@ pub fn run_skew(seed: u64, rebalance: bool) -> Result<SkewOutcome, String> {
         .map_err(|e| e.to_string())?;
     w.run_until_idle_checked(50_000_000, |w| check(w, client, server))
         .map_err(|e| format!("{context}: {e}"))?;
-    let mut tuples = Vec::new();
-    one_owner_each(&w, server, &mut tuples).map_err(|e| format!("{context}: {e}"))?;
+    one_owner_each(&w, server, &mut Owners::default()).map_err(|e| format!("{context}: {e}"))?;
     let c = w
         .host::<ShardedHost<MigrateClient>>(client)
         .ok_or("client host missing")?

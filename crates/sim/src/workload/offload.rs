@@ -17,15 +17,14 @@
 //! steps); the conversation checkers on both sides refused nothing and every restore fitted
 //! what the host kept (invariants 2, 8); every connection completes.
 
-use app::App;
-use shard::handoff::Limits;
-use stack::FourTuple;
-
 use super::migrate::{MigrateClient, MigrateServer, Sizing, reset_violation};
+use super::owners::Owners;
 use super::{CLIENT_IP, FaultProfile, RunSummary, SERVER_IP, Workload, stack_config};
 use crate::net::{ShardedHost, ShardedHostConfig};
 use crate::rng::SimRng;
 use crate::{HostId, World};
+use app::App;
+use shard::handoff::Limits;
 
 use offload::{EngineConfig, HostConfig};
 
@@ -53,6 +52,10 @@ impl OffloadStats {
         self.handoffs + self.restores
     }
 }
+
+/// The owners [`one_owner_each`] tells apart.
+const OWNER_HOST: u16 = 0;
+const OWNER_ENGINE: u16 = 1;
 
 type Client = ShardedHost<MigrateClient>;
 type Server = ShardedHost<MigrateServer>;
@@ -108,14 +111,14 @@ pub fn run(seed: u64) -> Result<(RunSummary, OffloadStats), String> {
     super::connect_faulty(&mut w, client, server, &faults)?;
 
     let mut events: u64 = 0;
-    let mut scratch: Vec<FourTuple> = Vec::new();
+    let mut owners = Owners::default();
     for _ in 0..20_000 {
         let step_ns = 20_000 + rng.gen_range(0..1_000_000);
         let until = w.now_ns().saturating_add(step_ns);
         events += w
             .run_until_checked(until, 2_000_000, |w| check(w, client, server))
             .map_err(|e| format!("{context}: {e}"))?;
-        one_owner_each(&w, server, &mut scratch).map_err(|e| format!("{context}: {e}"))?;
+        one_owner_each(&w, server, &mut owners).map_err(|e| format!("{context}: {e}"))?;
         let client_done = w
             .host::<Client>(client)
             .ok_or("client host missing")?
@@ -144,7 +147,7 @@ pub fn run(seed: u64) -> Result<(RunSummary, OffloadStats), String> {
     events += w
         .run_until_idle_checked(20_000_000, |w| check(w, client, server))
         .map_err(|e| format!("{context}: {e}"))?;
-    one_owner_each(&w, server, &mut scratch).map_err(|e| format!("{context}: {e}"))?;
+    one_owner_each(&w, server, &mut owners).map_err(|e| format!("{context}: {e}"))?;
 
     let c = w.host::<Client>(client).ok_or("client host missing")?.app();
     let s = w.host::<Server>(server).ok_or("server host missing")?;
@@ -239,23 +242,20 @@ fn check(w: &World, client: HostId, server: HostId) -> Result<(), String> {
 }
 
 /// No connection is live on the host and on the engine at once (DESIGN handoff invariant 1).
-fn one_owner_each(w: &World, server: HostId, tuples: &mut Vec<FourTuple>) -> Result<(), String> {
+fn one_owner_each(w: &World, server: HostId, owners: &mut Owners) -> Result<(), String> {
     let s = w.host::<Server>(server).ok_or("server host missing")?;
-    tuples.clear();
-    s.stack().tcp_live_tuples(tuples);
-    let host_n = tuples.len();
+    owners.entries.clear();
+    s.stack().tcp_live_tuples(&mut owners.one);
+    let host_n = owners.one.len();
+    owners.take_one(OWNER_HOST);
     if let Some(e) = s.engine() {
-        e.stack().tcp_live_tuples(tuples);
+        e.stack().tcp_live_tuples(&mut owners.one);
+        owners.take_one(OWNER_ENGINE);
     }
-    // Unstable is enough: equal tuples are indistinguishable.
-    tuples.sort_unstable();
-    for pair in tuples.windows(2) {
-        if pair[0] == pair[1] {
-            return Err(format!(
-                "{:?} is live on the host and on the engine at once ({host_n} on the host)",
-                pair[0]
-            ));
-        }
+    match owners.sort_and_find_shared() {
+        Some((t, _, _)) => Err(format!(
+            "{t:?} is live on the host and on the engine at once ({host_n} on the host)"
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
