@@ -165,3 +165,23 @@ fn hot_parts_come_first_without_padding_in_six_cache_lines() {
     );
     assert_eq!(*names.last().unwrap(), "counters");
 }
+
+#[test]
+fn event_bits_follow_the_polling_order() {
+    for (i, e) in EVENT_ORDER.iter().enumerate() {
+        assert_eq!(event_bit(*e), 1 << i, "{e:?}");
+    }
+    // Several pending events come out lowest bit first, each once.
+    let mut c = receiver(100);
+    c.out.events = 0;
+    for e in [
+        Event::Closed,
+        Event::Readable,
+        Event::Writable,
+        Event::Readable,
+    ] {
+        c.push_event(e);
+    }
+    let polled: Vec<Event> = core::iter::from_fn(|| c.poll_event()).collect();
+    assert_eq!(polled, [Event::Readable, Event::Writable, Event::Closed]);
+}
