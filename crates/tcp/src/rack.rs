@@ -263,6 +263,11 @@ impl Rack {
         if !left.lt(right) {
             return 0;
         }
+        // New data at the table's right edge, the common case: what the general case below
+        // does for it (no byte below the edge, so no retransmission) is this append.
+        if self.records.back().is_some_and(|b| b.right == left) {
+            return self.append(left, right, now);
+        }
         let Some((lo, hi)) = self.covered() else {
             return self.append(left, right, now);
         };

@@ -132,6 +132,8 @@ pub enum Event {
     Closed,
 }
 
+/// The events in polling order: `EVENT_ORDER[i]`'s bit is `1 << i` (test
+/// `event_bits_follow_the_polling_order`), so the next event to poll is the lowest bit set.
 const EVENT_ORDER: [Event; 7] = [
     Event::Connected,
     Event::Readable,
@@ -578,14 +580,14 @@ impl Connection {
     /// The next event, in the order Connected, Readable, Writable, PeerClosed, Reset,
     /// TimedOut, Closed. Events are level-collapsed: several occurrences before a poll yield one.
     pub fn poll_event(&mut self) -> Option<Event> {
-        for e in EVENT_ORDER {
-            let b = event_bit(e);
-            if self.out.events & b != 0 {
-                self.out.events &= !b;
-                return Some(e);
-            }
+        let events = self.out.events;
+        if events == 0 {
+            return None;
         }
-        None
+        // The lowest bit set is the first pending event in `EVENT_ORDER`.
+        let i = events.trailing_zeros() as usize;
+        self.out.events = events & (events - 1);
+        EVENT_ORDER.get(i).copied()
     }
 
     /// The earliest deadline at which `handle_timeout` must be called, if any.

@@ -216,4 +216,22 @@ fn an_invalid_shared_configuration_is_replaced_by_a_validated_copy() {
     let c = Connection::accept(0, &raw, &syn(), SeqNumber(5), 0).unwrap();
     assert!(!std::sync::Arc::ptr_eq(c.shared_config(), &raw));
     assert_eq!(*c.config(), raw.validated());
+#[test]
+fn event_bits_follow_the_polling_order() {
+    for (i, e) in EVENT_ORDER.iter().enumerate() {
+        assert_eq!(event_bit(*e), 1 << i, "{e:?}");
+    }
+    // Several pending events come out lowest bit first, each once.
+    let mut c = receiver(100);
+    c.out.events = 0;
+    for e in [
+        Event::Closed,
+        Event::Readable,
+        Event::Writable,
+        Event::Readable,
+    ] {
+        c.push_event(e);
+    }
+    let polled: Vec<Event> = core::iter::from_fn(|| c.poll_event()).collect();
+    assert_eq!(polled, [Event::Readable, Event::Writable, Event::Closed]);
 }
