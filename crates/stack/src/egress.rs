@@ -65,6 +65,10 @@ pub(crate) struct Egress {
     checksums: wire::ChecksumCaps,
     hop_limit: u8,
     mac: EthernetAddress,
+    /// The last destination the TCP fast path routed and its next hop
+    /// ([`Egress::unicast_next_hop`], a function of the destination and the configuration
+    /// alone, so never stale): a flow's segments skip the prefix and broadcast checks.
+    last_hop: Option<(IpAddr, Option<IpAddr>)>,
 }
 
 impl core::fmt::Debug for Egress {
@@ -144,6 +148,7 @@ impl Egress {
             checksums: cfg.checksums,
             hop_limit: cfg.hop_limit,
             mac: cfg.interface.mac,
+            last_hop: None,
             cfg,
         }
     }
@@ -272,6 +277,20 @@ impl Egress {
                 }
             }
         }
+    }
+
+    /// [`Egress::unicast_next_hop`], answered from `last_hop` when `dst` is the last
+    /// destination asked about.
+    #[inline]
+    pub(crate) fn unicast_next_hop_cached(&mut self, dst: IpAddr) -> Option<IpAddr> {
+        if let Some((d, hop)) = self.last_hop {
+            if d == dst {
+                return hop;
+            }
+        }
+        let hop = self.unicast_next_hop(dst);
+        self.last_hop = Some((dst, hop));
+        hop
     }
 
     /// A TSO frame to `dst` can leave now: its next hop is a resolved neighbour. A frame beyond

@@ -130,6 +130,10 @@ pub(crate) struct IpIn {
     /// never changes once the stack is built), saving a load through the `Arc` each.
     mac: EthernetAddress,
     checksums: ChecksumCaps,
+    /// The interface's IPv4 address and directed broadcast when it has exactly one IPv4
+    /// prefix (the usual case): every datagram's source and destination checks compare with
+    /// these instead of walking the prefixes and computing their masks. `None`: walk.
+    one_v4: Option<(core::net::Ipv4Addr, Option<core::net::Ipv4Addr>)>,
 }
 
 impl IpIn {
@@ -142,6 +146,10 @@ impl IpIn {
             reasm,
             mac: cfg.interface.mac,
             checksums: cfg.checksums,
+            one_v4: match cfg.interface.ipv4.as_slice() {
+                [c] => Some((c.addr, c.broadcast())),
+                _ => None,
+            },
             cfg,
         }
     }
@@ -154,6 +162,24 @@ impl IpIn {
     /// The reassembler (read-only; it changes through input and timers).
     pub(crate) fn reasm(&self) -> &Reassembler {
         &self.reasm
+    }
+
+    /// [`crate::config::InterfaceConfig::is_v4_broadcast`], from `one_v4` when it is set.
+    #[inline(always)]
+    fn is_v4_broadcast(&self, a: core::net::Ipv4Addr) -> bool {
+        match self.one_v4 {
+            Some((_, bcast)) => a == core::net::Ipv4Addr::BROADCAST || Some(a) == bcast,
+            None => self.cfg.interface.is_v4_broadcast(a),
+        }
+    }
+
+    /// [`crate::config::InterfaceConfig::is_our_v4`], from `one_v4` when it is set.
+    #[inline(always)]
+    fn is_our_v4(&self, a: core::net::Ipv4Addr) -> bool {
+        match self.one_v4 {
+            Some((ours, _)) => a == ours,
+            None => self.cfg.interface.is_our_v4(a),
+        }
     }
 
     /// Runs the reassembly timers.
@@ -273,14 +299,14 @@ impl IpIn {
             }
         };
         // RFC 1122 §3.2.1.3: a source that is broadcast or multicast is silently discarded.
-        if repr.src_addr.is_multicast() || self.cfg.interface.is_v4_broadcast(repr.src_addr) {
+        if repr.src_addr.is_multicast() || self.is_v4_broadcast(repr.src_addr) {
             cold_path();
             self.counters.rx_drop_bad_source += 1;
             return;
         }
         let dst = repr.dst_addr;
-        let dst_unicast = self.cfg.interface.is_our_v4(dst);
-        if !dst_unicast && !self.cfg.interface.is_v4_broadcast(dst) {
+        let dst_unicast = self.is_our_v4(dst);
+        if !dst_unicast && !self.is_v4_broadcast(dst) {
             // Hosts do not forward (RFC 1122 §3.3.1); no multicast group membership yet.
             cold_path();
             self.counters.rx_drop_not_for_us += 1;

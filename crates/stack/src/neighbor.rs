@@ -70,6 +70,14 @@ pub struct TimeoutActions {
 #[derive(Debug)]
 pub struct NeighborCache {
     entries: BTreeMap<IpAddr, State>,
+    /// The last answer of [`NeighborCache::lookup_for_send`] that asked for no refresh:
+    /// `(addr, mac, valid_until_ns)`, served again without the tree walk while `now <
+    /// valid_until_ns` (a TCP flow sends every segment to one neighbour). Invariant: while
+    /// set, `entries[addr]` is `Reachable` with this `mac`, and `valid_until_ns` is no later
+    /// than its expiry, nor than the instant its refresh falls due if none was sent — so a
+    /// hit answers exactly what the walk would. Every method that may replace, insert or
+    /// remove an entry clears it (expiry needs no clearing: the bound covers it).
+    last_send: Option<(IpAddr, EthernetAddress, u64)>,
     /// Invariant: `entries.len()` ≤ `entries_max`.
     entries_max: usize,
     pending_max: usize,
@@ -88,6 +96,7 @@ impl NeighborCache {
     ) -> Self {
         NeighborCache {
             entries: BTreeMap::new(),
+            last_send: None,
             entries_max: entries_max.max(1),
             pending_max,
             reachable_ns,
@@ -119,7 +128,19 @@ impl NeighborCache {
     /// an entry in use within `refresh_before_ns` of its expiry is re-validated once
     /// (RFC 1122 §2.3.2.1 unicast poll, RFC 4861 §7.3.3 probe) so a busy flow never falls into
     /// the queue-and-resolve path when the entry times out.
+    #[inline]
     pub fn lookup_for_send(&mut self, now: u64, addr: IpAddr) -> Option<(EthernetAddress, bool)> {
+        if let Some((a, mac, valid_until_ns)) = self.last_send {
+            if a == addr && now < valid_until_ns {
+                return Some((mac, false));
+            }
+        }
+        self.lookup_for_send_walk(now, addr)
+    }
+
+    /// [`NeighborCache::lookup_for_send`] through the tree; remembers an answer that asked
+    /// for no refresh, until the entry's refresh falls due or it expires.
+    fn lookup_for_send_walk(&mut self, now: u64, addr: IpAddr) -> Option<(EthernetAddress, bool)> {
         let refresh_before_ns = self.retry_ns.saturating_mul(u64::from(self.requests_max));
         match self.entries.get_mut(&addr) {
             Some(State::Reachable {
@@ -132,9 +153,20 @@ impl NeighborCache {
                 if due {
                     *refresh_sent = true;
                 }
+                // Valid while neither the refresh falls due (`expires − now ≤
+                // refresh_before`) nor the entry expires.
+                let valid_until_ns = if *refresh_sent {
+                    *expires_ns
+                } else {
+                    *expires_ns - refresh_before_ns
+                };
+                self.last_send = (!due).then_some((addr, *mac, valid_until_ns));
                 Some((*mac, due))
             }
-            _ => None,
+            _ => {
+                self.last_send = None;
+                None
+            }
         }
     }
 
@@ -151,6 +183,7 @@ impl NeighborCache {
         addr: IpAddr,
         packet: PendingPacket,
     ) -> (Resolution, bool) {
+        self.last_send = None;
         let mut evicted = false;
         match self.entries.get_mut(&addr) {
             Some(State::Reachable {
@@ -207,6 +240,7 @@ impl NeighborCache {
     /// full of unresolved entries: [`Resolution::DroppedCacheFull`]) and whether an entry was
     /// evicted for it.
     pub fn start_resolution(&mut self, now: u64, addr: IpAddr) -> (Resolution, bool) {
+        self.last_send = None;
         match self.entries.get(&addr) {
             Some(State::Reachable { expires_ns, .. }) if *expires_ns <= now => {
                 self.entries.remove(&addr);
@@ -235,6 +269,7 @@ impl NeighborCache {
     /// Evicts the resolved entry closest to expiry (lowest address on ties). False when every
     /// entry is unresolved.
     fn evict_one(&mut self) -> bool {
+        self.last_send = None;
         let victim = self
             .entries
             .iter()
@@ -263,6 +298,7 @@ impl NeighborCache {
         mac: EthernetAddress,
         create: bool,
     ) -> (Vec<PendingPacket>, bool) {
+        self.last_send = None;
         let expires_ns = now.saturating_add(self.reachable_ns);
         let revalidate_after_ns = now.saturating_add(self.retry_ns);
         let mut evicted = false;
@@ -398,6 +434,42 @@ mod tests {
 
     fn ip(n: u8) -> IpAddr {
         IpAddr::V4(Ipv4Addr::new(10, 0, 0, n))
+    }
+
+    #[test]
+    fn send_lookups_answer_the_same_across_refresh_relearn_eviction_and_expiry() {
+        // Reachable 100 ns, refresh due within 3 × 10 ns of expiry.
+        let mut c = NeighborCache::new(2, 1, 100, 10, 3);
+        let (a, b) = (
+            EthernetAddress([2, 0, 0, 0, 0, 0xa]),
+            EthernetAddress([2, 0, 0, 0, 0, 0xb]),
+        );
+        c.learn(0, ip(1), a, true);
+        for now in 0..70 {
+            assert_eq!(c.lookup_for_send(now, ip(1)), Some((a, false)), "t={now}");
+        }
+        // The refresh falls due once, at 70, whether or not the last answer was remembered.
+        assert_eq!(c.lookup_for_send(70, ip(1)), Some((a, true)));
+        assert_eq!(c.lookup_for_send(71, ip(1)), Some((a, false)));
+        assert_eq!(c.lookup_for_send(99, ip(1)), Some((a, false)));
+        assert_eq!(c.lookup_for_send(100, ip(1)), None, "expired");
+        // A new answer replaces the remembered MAC at once.
+        c.learn(100, ip(1), a, true);
+        assert_eq!(c.lookup_for_send(110, ip(1)), Some((a, false)));
+        c.learn(111, ip(1), b, false);
+        assert_eq!(c.lookup_for_send(112, ip(1)), Some((b, false)));
+        // Another neighbour's lookup, then an eviction of the remembered one.
+        c.learn(112, ip(2), a, true);
+        assert_eq!(c.lookup_for_send(113, ip(2)), Some((a, false)));
+        assert_eq!(c.lookup_for_send(113, ip(1)), Some((b, false)));
+        let (r, evicted) = c.lookup_or_queue(114, ip(3), pkt(1));
+        assert_eq!((r, evicted), (Resolution::QueuedSendRequest, true));
+        assert_eq!(
+            c.lookup_for_send(115, ip(1)),
+            None,
+            "ip 1 expired first: evicted"
+        );
+        assert_eq!(c.lookup_for_send(115, ip(2)), Some((a, false)));
     }
 
     #[test]

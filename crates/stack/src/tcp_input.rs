@@ -640,7 +640,10 @@ impl TcpCx<'_> {
                 drained = false;
                 break;
             }
-            let Some(c) = self.conn_mut(i) else {
+            // The slot through the socket table itself (not `conn_mut`, which borrows the
+            // whole context): `c` stays usable beside `self.egress` for the whole iteration,
+            // one slot lookup per segment instead of two.
+            let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
                 break;
             };
             if c.fastopen_client
@@ -687,10 +690,6 @@ impl TcpCx<'_> {
             };
             let mut frame = self.egress.take_frame_buf(payload_at + room);
             let layout = self.egress.cfg.tcp_option_layout;
-            let Some(c) = self.conn_mut(i) else {
-                self.egress.recycle(frame);
-                break;
-            };
             let segments_max = if tso_bytes_max > 0 {
                 let per = usize::from(c.conn.eff_mss()).max(1);
                 u16::try_from(tso_bytes_max / per).unwrap_or(u16::MAX)

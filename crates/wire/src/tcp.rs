@@ -519,6 +519,34 @@ impl<'a> TcpRepr<'a> {
             fast_open: None,
             payload: bytes.get(header_len..).unwrap_or(&[]),
         };
+        // The options of nearly every segment of an established connection: none, or NOP NOP
+        // timestamps (the layout Linux, BSD and this stack send once timestamps were
+        // negotiated, RFC 7323 Appendix A). Read in place; the walk below gives the same
+        // result for them, and takes every other layout.
+        match *options {
+            [] => return Ok((repr, report)),
+            [
+                kind::NOP,
+                kind::NOP,
+                kind::TIMESTAMP,
+                10,
+                v0,
+                v1,
+                v2,
+                v3,
+                e0,
+                e1,
+                e2,
+                e3,
+            ] => {
+                repr.timestamp = Some(TcpTimestamp {
+                    tsval: u32::from_be_bytes([v0, v1, v2, v3]),
+                    tsecr: u32::from_be_bytes([e0, e1, e2, e3]),
+                });
+                return Ok((repr, report));
+            }
+            _ => {}
+        }
         for opt in TcpOptions::new(options) {
             match opt? {
                 TcpOption::EndOfList | TcpOption::NoOperation => {}

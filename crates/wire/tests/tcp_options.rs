@@ -226,3 +226,73 @@ proptest! {
         }
     }
 }
+
+/// The options `parse` should report for `options`, computed from the public option iterator
+/// (the general walk): `None` where the walk meets a malformed option.
+fn options_by_walk(options: &[u8]) -> Option<TcpRepr<'static>> {
+    let mut r = base(&[]);
+    for opt in TcpOptions::new(options) {
+        match opt.ok()? {
+            TcpOption::EndOfList | TcpOption::NoOperation => {}
+            TcpOption::MaxSegmentSize(m) => r.max_seg_size = Some(m),
+            TcpOption::WindowScale(s) => r.window_scale = Some(s.min(wire::tcp::MAX_WINDOW_SCALE)),
+            TcpOption::SackPermitted => r.sack_permitted = true,
+            TcpOption::SackRange(b) => r.sack_blocks = b,
+            TcpOption::Timestamp(ts) => r.timestamp = Some(ts),
+            TcpOption::Unknown { kind, data } => {
+                if let Some(fo) = wire::tcp::FastOpenOption::parse(kind, data) {
+                    r.fast_open = Some(fo);
+                }
+            }
+        }
+    }
+    Some(r)
+}
+
+/// Options areas of 0 to 40 bytes, half of them the 12-byte NOP NOP timestamps layout with
+/// one byte possibly changed (so near misses of the in-place path reach the walk).
+fn options_area() -> impl Strategy<Value = Vec<u8>> {
+    let ts = (any::<[u8; 8]>(), 0..24usize, any::<u8>()).prop_map(|(v, at, b)| {
+        let mut o = vec![1, 1, 8, 10];
+        o.extend_from_slice(&v);
+        if let Some(x) = o.get_mut(at) {
+            *x = b;
+        }
+        o
+    });
+    let any_area =
+        (0..=10usize).prop_flat_map(|words| proptest::collection::vec(any::<u8>(), 4 * words));
+    prop_oneof![ts, any_area]
+}
+
+proptest! {
+    #[test]
+    fn parse_reads_every_options_area_as_the_option_walk_does(options in options_area()) {
+        let payload = [7u8; 3];
+        let hdr_words = 5 + options.len() / 4;
+        let mut b = vec![0u8; 20 + options.len() + payload.len()];
+        base(&payload)
+            .emit(&mut TcpPacket::new_unchecked(&mut b[..]), &V4, ChecksumCaps::default())
+            .ok();
+        // The emitted fixed header (no options), then ours: offset, options, payload.
+        let mut seg = b[..20].to_vec();
+        seg[12] = (hdr_words as u8) << 4;
+        seg.extend_from_slice(&options);
+        seg.extend_from_slice(&payload);
+        let caps = ChecksumCaps { verify_rx: false, ..ChecksumCaps::default() };
+        let got = TcpRepr::parse(&TcpPacket::new_unchecked(&seg[..]), &V4, caps);
+        match options_by_walk(&options) {
+            None => prop_assert!(got.is_err(), "{options:?}: {got:?}"),
+            Some(want) => {
+                let got = got.map_err(|e| TestCaseError::fail(format!("{options:?}: {e:?}")))?;
+                prop_assert_eq!(got.timestamp, want.timestamp);
+                prop_assert_eq!(got.max_seg_size, want.max_seg_size);
+                prop_assert_eq!(got.window_scale, want.window_scale);
+                prop_assert_eq!(got.sack_permitted, want.sack_permitted);
+                prop_assert_eq!(got.sack_blocks, want.sack_blocks);
+                prop_assert_eq!(got.fast_open, want.fast_open);
+                prop_assert_eq!(got.payload, &payload[..]);
+            }
+        }
+    }
+}

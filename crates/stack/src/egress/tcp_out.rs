@@ -133,7 +133,7 @@ impl Egress {
         } else {
             ip_len + ip_payload_len <= usize::from(self.mtu_bytes)
         };
-        let route = match self.unicast_next_hop(dst) {
+        let route = match self.unicast_next_hop_cached(dst) {
             Some(hop) if fits && tcp_len <= TCP_HEADER_MAX => self
                 .neighbors
                 .lookup_for_send(now, hop)
