@@ -216,6 +216,8 @@ fn an_invalid_shared_configuration_is_replaced_by_a_validated_copy() {
     let c = Connection::accept(0, &raw, &syn(), SeqNumber(5), 0).unwrap();
     assert!(!std::sync::Arc::ptr_eq(c.shared_config(), &raw));
     assert_eq!(*c.config(), raw.validated());
+}
+
 #[test]
 fn event_bits_follow_the_polling_order() {
     for (i, e) in EVENT_ORDER.iter().enumerate() {
