@@ -13,11 +13,14 @@
 #
 # Workloads (E1/E2 exchanges, default 2000 and 6000; B1/B2 bytes, default 2M and 6M):
 # - rr: `scale_conns 1 --exchanges E --runs 1 --no-memory` (64-byte request/response; per
-#   exchange each end receives one segment and sends one);
+#   exchange each end receives one segment and sends one); rr-ecn: the same with `--ecn`;
 # - bulk: `rsstack_bulk B` (client = sender, server = receiver; unit = one data segment,
 #   the ACKs between the runs reported beside);
-# - bulk-ecn: `rsstack_bulk B --ecn` (ECN negotiated: every segment takes the full input
-#   path, not header prediction's short one).
+# - bulk-ecn: `rsstack_bulk B --ecn`.
+# With ECN negotiated every segment takes the full input path, not header prediction's short
+# one (`crates/tcp/src/connection/predict.rs`), so NAME-ecn against NAME shows what the short
+# path spares (ECN adds its own few bytes: `ecn.rx`, the CE/ECT checks). The report ends with
+# that comparison.
 # Builds into target/hot-bytes (CARGO_PROFILE_RELEASE_DEBUG=2) so the release build of the
 # other scripts is left alone. Output files in $BENCH_OUT (default target/hot-bytes/out).
 set -euo pipefail
@@ -45,9 +48,14 @@ field() { # KEY LINE
 }
 
 specs=()
-dhat "$OUT/rr.$E1.json" "$BIN/scale_conns" 1 --exchanges "$E1" --runs 1 --no-memory >"$OUT/rr.$E1.txt"
-dhat "$OUT/rr.$E2.json" "$BIN/scale_conns" 1 --exchanges "$E2" --runs 1 --no-memory >"$OUT/rr.$E2.txt"
-specs+=("rr (per exchange, one segment in and one out at each end):$OUT/rr.$E1.json:$OUT/rr.$E2.json:$((E2 - E1))")
+for variant in rr rr-ecn; do
+  extra=()
+  [ "$variant" = rr-ecn ] && extra=(--ecn)
+  for e in "$E1" "$E2"; do
+    dhat "$OUT/$variant.$e.json" "$BIN/scale_conns" 1 --exchanges "$e" --runs 1 --no-memory "${extra[@]}" >"$OUT/$variant.$e.txt"
+  done
+  specs+=("$variant (per exchange, one segment in and one out at each end):$OUT/$variant.$E1.json:$OUT/$variant.$E2.json:$((E2 - E1))")
+done
 for variant in bulk bulk-ecn; do
   extra=()
   [ "$variant" = bulk-ecn ] && extra=(--ecn)

@@ -9,6 +9,13 @@ cancel in the difference; what remains, divided by the units between the runs, i
 each byte is read or written per unit in the steady loop. Offsets are mapped to fields with
 the layouts gdb reads from the binary's debug information (`ptype /o`).
 
+Output per block: bytes touched per unit (count >= PER_UNIT per unit), per ACK only (bulk),
+the distinct 64-byte lines they fall in (from the block's start: the TCB and the slots are
+64-byte aligned, the counters box only 16), and byte-accesses per unit (DHAT counts each
+byte an access covers: an 8-byte load adds 8). Per field: [U rate] touched per unit, [A rate]
+per ACK, [o rate] occasionally, rate = the field's most-accessed byte's count per unit (per
+ACK for A).
+
 Called by scripts/bench-hot-bytes.sh; usage:
   hot-bytes.py BINARY LABEL:SMALL.json:LARGE.json:UNITS[:SECONDARY_UNITS] ...
 UNITS is the primary unit count between the two runs (exchanges, or data segments),
@@ -180,7 +187,7 @@ def report(label, small, large, units, units2, sizes, fields_of):
         print(
             f"  {kind:8} {side:7} {len(delta):5} B: per unit {per['unit']} B in {lines['unit']} lines; "
             f"per ACK only {per['secondary']} B; per unit or ACK {len(hot)} B in {hot_lines} lines; "
-            f"occasional {per['occasional']} B; accesses per unit {sum(max(d, 0) for d in delta) / units:.1f}"
+            f"occasional {per['occasional']} B; byte-accesses per unit {sum(max(d, 0) for d in delta) / units:.1f}"
         )
         fields = fields_of.get(kind)
         if not fields:
@@ -237,7 +244,7 @@ def compare(name_a, ra, name_b, rb, fields_of):
             if span & only_a:
                 names_a.append(path)
         print(
-            f"  {key[0]:8} {key[1]:7} accesses per unit {sum(pa):.1f} -> {sum(pb):.1f}; "
+            f"  {key[0]:8} {key[1]:7} byte-accesses per unit {sum(pa):.1f} -> {sum(pb):.1f}; "
             f"bytes {len(hot_a)} -> {len(hot_b)}; only in {name_b}: {len(only_b)} B {' '.join(names_b)}; "
             f"only in {name_a}: {len(only_a)} B {' '.join(names_a)}"
         )
