@@ -29,6 +29,10 @@ E1="${1:-2000}"
 E2="${2:-6000}"
 B1="${3:-2M}"
 B2="${4:-6M}"
+if ! [[ "$E1" =~ ^[0-9]+$ && "$E2" =~ ^[0-9]+$ ]] || [ "$E2" -le "$E1" ]; then
+  echo "usage: scripts/bench-hot-bytes.sh [E1 E2 B1 B2] (exchanges E1 < E2; bytes B1 < B2, suffixes k/M)" >&2
+  exit 2
+fi
 export CARGO_TARGET_DIR="${HOT_BYTES_TARGET_DIR:-$PWD/target/hot-bytes}"
 for tool in valgrind gdb python3; do
   command -v "$tool" >/dev/null || { echo "$tool is missing" >&2; exit 1; }
@@ -64,6 +68,10 @@ for variant in bulk bulk-ecn; do
   echo "$a" >"$OUT/$variant.$B1.txt"
   echo "$b" >"$OUT/$variant.$B2.txt"
   segs=$(($(field data_segments "$b") - $(field data_segments "$a")))
+  if [ "$segs" -le 0 ]; then
+    echo "bulk: no more data segments with $B2 than with $B1 (B1 < B2 needed)" >&2
+    exit 2
+  fi
   acks=$(($(field frames_to_client "$b") - $(field frames_to_client "$a")))
   specs+=("$variant (per data segment; active = sender, passive = receiver):$OUT/$variant.$B1.json:$OUT/$variant.$B2.json:$segs:$acks")
 done

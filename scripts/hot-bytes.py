@@ -171,6 +171,9 @@ def report(label, small, large, units, units2, sizes, fields_of):
     """Prints one workload's table; returns {(kind, side): (classes per byte, accesses per unit per byte)}."""
     result = {}
     a, b = blocks(small, sizes), blocks(large, sizes)
+    if not any(k[0] == "tcb" for k in b):
+        # DHAT keeps per-byte counts only for blocks of at most 1,024 bytes.
+        sys.exit(f"{label}: no TCB block with per-byte counts in {large} (TCB over 1,024 bytes?)")
     print(f"== {label}: {units} units between the runs" + (f", {units2} ACKs" if units2 else ""))
     for key in sorted(b):
         if key not in a or len(a[key]) != len(b[key]):
@@ -189,6 +192,11 @@ def report(label, small, large, units, units2, sizes, fields_of):
             f"per ACK only {per['secondary']} B; per unit or ACK {len(hot)} B in {hot_lines} lines; "
             f"occasional {per['occasional']} B; byte-accesses per unit {sum(max(d, 0) for d in delta) / units:.1f}"
         )
+        per_line = [
+            sum(1 for i in range(k, min(k + LINE, len(cls))) if cls[i] in ("unit", "secondary"))
+            for k in range(0, len(cls), LINE)
+        ]
+        print(f"    bytes per unit or ACK by 64-byte line: {' '.join(f'{k}:{n}' for k, n in enumerate(per_line))}")
         fields = fields_of.get(kind)
         if not fields:
             continue
@@ -251,11 +259,16 @@ def compare(name_a, ra, name_b, rb, fields_of):
 
 
 def main():
+    if len(sys.argv) < 3 or any(len(a.split(":")) not in (4, 5) for a in sys.argv[2:]):
+        print("usage:\n" + __doc__.split("usage:\n")[1].strip(), file=sys.stderr)
+        sys.exit(2)
     binary = sys.argv[1]
     tcb_t = "tcp::connection::Connection"
     cnt_t = "tcp::connection::counters::Counters"
     slot_t = "stack::sockets::Slot"
     layouts = gdb_layouts(binary, [tcb_t, cnt_t, slot_t, "stack::tcp_sockets::ConnSock"])
+    if layouts.get(tcb_t, (None,))[0] is None:
+        sys.exit(f"gdb found no layout of {tcb_t} in {binary} (built without debug=2?)")
     sizes = {"tcb": layouts[tcb_t][0]}
     tcb_fields, cnt_fields, slot_fields = [], [], []
     leaves(layouts, tcb_t, 0, "", tcb_fields)
