@@ -46,6 +46,11 @@ pub struct BulkOptions {
     /// RFC 7323 timestamps (rsstack's default: on; 12 option bytes per segment, so 1448
     /// payload bytes per full segment instead of 1460).
     pub timestamps: bool,
+    /// Both stacks ask for and agree on ECN (RFC 3168, `EcnMode::On`; rsstack's default is
+    /// off). A connection with ECN negotiated never takes header prediction's short path
+    /// (`tcp/src/connection/predict.rs`), so this runs the transfer through the full input
+    /// path (`scripts/bench-hot-bytes.sh` compares the two).
+    pub ecn: bool,
 }
 
 impl BulkOptions {
@@ -56,6 +61,7 @@ impl BulkOptions {
             verify: false,
             checksum_offload: false,
             timestamps: true,
+            ecn: false,
         }
     }
 }
@@ -128,6 +134,9 @@ pub fn stack_config(mac: EthernetAddress, ip: Ipv4Addr, checksum_offload: bool) 
 pub(crate) fn bulk_config(mac: EthernetAddress, ip: Ipv4Addr, opts: &BulkOptions) -> StackConfig {
     let mut cfg = stack_config(mac, ip, opts.checksum_offload);
     cfg.tcp.timestamps = opts.timestamps;
+    if opts.ecn {
+        cfg.tcp.ecn = tcp::EcnMode::On;
+    }
     cfg
 }
 

@@ -71,8 +71,18 @@ fn exchange(client: &mut Stack, server: &mut Stack, now: u64) -> Result<(), Bulk
 impl IdleWorld {
     /// Two stacks sized for `connections`, with the server's listeners open, nothing else.
     pub fn new(connections: usize) -> Result<IdleWorld, BulkError> {
-        let mut client = Stack::new(config_for(CLIENT_MAC, CLIENT_IP, connections));
-        let mut server = Stack::new(config_for(SERVER_MAC, SERVER_IP, connections));
+        IdleWorld::with_ecn(connections, tcp::EcnMode::Off)
+    }
+
+    /// As [`IdleWorld::new`], both stacks' connections under ECN mode `ecn` (`EcnMode::On`:
+    /// every connection negotiates ECN, and so never takes header prediction's short path).
+    pub fn with_ecn(connections: usize, ecn: tcp::EcnMode) -> Result<IdleWorld, BulkError> {
+        let mut client_cfg = config_for(CLIENT_MAC, CLIENT_IP, connections);
+        let mut server_cfg = config_for(SERVER_MAC, SERVER_IP, connections);
+        client_cfg.tcp.ecn = ecn;
+        server_cfg.tcp.ecn = ecn;
+        let mut client = Stack::new(client_cfg);
+        let mut server = Stack::new(server_cfg);
         let ports = connections.div_ceil(LOCAL_PORTS_PER_SERVER_PORT).max(1);
         let mut listeners = Vec::with_capacity(ports);
         for p in 0..ports {

@@ -43,6 +43,9 @@ pub struct ScaleOptions {
     /// (prefetching the next frames' connection state); false processes the same bursts
     /// without it, for a side-by-side figure.
     pub lookahead: bool,
+    /// Both stacks negotiate ECN (`scale_conns --ecn`): every segment then takes the full
+    /// input path instead of header prediction's (`scripts/bench-hot-bytes.sh`).
+    pub ecn: bool,
 }
 
 impl ScaleOptions {
@@ -54,6 +57,7 @@ impl ScaleOptions {
             step_ns: 100,
             burst: 1,
             lookahead: true,
+            ecn: false,
         }
     }
 }
@@ -88,7 +92,14 @@ impl ScaleWorld {
     /// (the baseline the memory figures subtract).
     pub fn new(opts: ScaleOptions) -> Result<ScaleWorld, BulkError> {
         Ok(ScaleWorld {
-            idle: IdleWorld::new(opts.connections)?,
+            idle: IdleWorld::with_ecn(
+                opts.connections,
+                if opts.ecn {
+                    tcp::EcnMode::On
+                } else {
+                    tcp::EcnMode::Off
+                },
+            )?,
             opts,
             next: 0,
             message: vec![b'x'; opts.payload_bytes],

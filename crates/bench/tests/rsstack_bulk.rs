@@ -70,3 +70,39 @@ fn idle_world_establishes_every_connection_across_server_ports() {
     assert_eq!(w.client.tcp_connection_count(), n);
     assert_eq!(w.server.tcp_connection_count(), n);
 }
+
+#[test]
+fn ecn_option_negotiates_ecn_on_both_ends_and_moves_the_same_stream() {
+    let opts = BulkOptions {
+        verify: true,
+        ecn: true,
+        ..BulkOptions::new(300_001)
+    };
+    let link = bulk::BulkLink::connect(&opts).expect("connect");
+    for (stack, h, end) in [
+        (&link.client, link.client_sock, "client"),
+        (&link.server, link.server_sock, "server"),
+    ] {
+        let info = stack.tcp_info(link.now, h).expect("tcp_info");
+        assert_ne!(
+            info.options & tcp::tcpi_opt::ECN,
+            0,
+            "{end}: ECN not negotiated"
+        );
+    }
+    let plain = bulk::BulkLink::connect(&BulkOptions::new(1)).expect("connect");
+    let info = plain
+        .client
+        .tcp_info(plain.now, plain.client_sock)
+        .expect("tcp_info");
+    assert_eq!(
+        info.options & tcp::tcpi_opt::ECN,
+        0,
+        "ECN is off by default"
+    );
+    let r = bulk::run(opts).expect("bulk run");
+    assert_eq!(r.bytes, 300_001);
+    let (sent, received) = r.hashes.expect("verify was asked for");
+    assert_eq!(sent, received);
+    sensible_segment_count(r.bytes, r.data_segments);
+}

@@ -27,3 +27,38 @@ fn delayed_acks_fire_when_a_sweep_outlasts_them() {
     assert_eq!(c.exchanges, 500);
     assert!(c.timer_runs > 0 && c.frames > 1_000, "{c:?}");
 }
+
+#[test]
+fn ecn_option_negotiates_ecn_on_every_connection_and_exchanges_still_take_two_frames() {
+    let mut opts = ScaleOptions::new(20);
+    opts.ecn = true;
+    let mut w = ScaleWorld::new(opts).expect("world");
+    w.connect().expect("connect");
+    let now = w.idle.now;
+    for (stack, socks) in [
+        (&w.idle.client, &w.idle.client_socks),
+        (&w.idle.server, &w.idle.server_socks),
+    ] {
+        assert_eq!(socks.len(), 20);
+        for &h in socks {
+            let info = stack.tcp_info(now, h).expect("tcp_info");
+            assert_ne!(info.options & tcp::tcpi_opt::ECN, 0, "ECN not negotiated");
+        }
+    }
+    w.warm_up().expect("warm up");
+    let c = scale_loop(&mut w, 200).expect("loop");
+    assert_eq!((c.exchanges, c.frames), (200, 400), "{c:?}");
+    let mut plain = ScaleWorld::new(ScaleOptions::new(1)).expect("world");
+    plain.connect().expect("connect");
+    let h = plain.idle.client_socks[0];
+    let info = plain
+        .idle
+        .client
+        .tcp_info(plain.idle.now, h)
+        .expect("tcp_info");
+    assert_eq!(
+        info.options & tcp::tcpi_opt::ECN,
+        0,
+        "ECN is off by default"
+    );
+}

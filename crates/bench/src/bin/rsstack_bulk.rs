@@ -1,10 +1,11 @@
 //! Bulk transfer between two rsstack stacks over a perfect in-memory link (issue 3).
 //!
-//! `rsstack_bulk [BYTES] [--verify] [--offload] [--no-timestamps] [--shard] [--gro]` — BYTES
+//! `rsstack_bulk [BYTES] [--verify] [--offload] [--no-timestamps] [--ecn] [--shard] [--gro]` — BYTES
 //! defaults to 100M (suffixes k, M, G, KiB, MiB, GiB). `--verify` hashes both byte streams and
 //! fails on a mismatch (costs instructions, so the callgrind script leaves it off); `--offload`
 //! leaves checksums to the "NIC" on both stacks; `--no-timestamps` turns RFC 7323 timestamps
-//! off (smoltcp's default); `--shard` runs the transfer between two shard cores (NIC model,
+//! off (smoltcp's default); `--ecn` has both stacks negotiate ECN (every segment then takes
+//! the full input path, not header prediction's); `--shard` runs the transfer between two shard cores (NIC model,
 //! NAPI poll, stack, application) instead of two bare stacks (`bench::shard_bulk`), and
 //! `--gro` turns the NIC model's receive coalescing on there; `--rss-public` / `--rss-secret`
 //! (with `--shard`) tell both stacks their NIC's RSS key, public (the default key: the stacks
@@ -29,11 +30,12 @@ fn main() -> ExitCode {
             "--verify" => opts.verify = true,
             "--offload" => opts.checksum_offload = true,
             "--no-timestamps" => opts.timestamps = false,
+            "--ecn" => opts.ecn = true,
             s => match bench::parse_bytes(s) {
                 Some(n) => opts.bytes = n,
                 None => {
                     eprintln!(
-                        "usage: rsstack_bulk [BYTES] [--verify] [--offload] [--no-timestamps] [--shard] [--gro] [--rss-public|--rss-secret]"
+                        "usage: rsstack_bulk [BYTES] [--verify] [--offload] [--no-timestamps] [--ecn] [--shard] [--gro] [--rss-public|--rss-secret]"
                     );
                     return ExitCode::from(2);
                 }

@@ -2,12 +2,14 @@
 //! `bench::scale`).
 //!
 //! `scale_conns N [--exchanges E] [--runs R] [--step-ns S] [--burst B] [--no-lookahead]
-//! [--no-memory]` opens N connections between two stacks, warms every one with one exchange,
+//! [--no-memory] [--ecn]` opens N connections between two stacks, warms every one with one exchange,
 //! then runs R measured loops of E 64-byte request/response exchanges (default E = max(N,
 //! 100,000), R = 5) round-robin over them, and closes them all client first. `--burst B`
 //! puts B exchanges in flight together, each side receiving the other's B frames as one
 //! burst through `stack::RxLookahead` (`--no-lookahead`: the same bursts without it; see
-//! `bench::scale::ScaleOptions`). It prints `key=value` lines:
+//! `bench::scale::ScaleOptions`). `--ecn` has both stacks negotiate ECN, so every segment
+//! takes the full input path rather than header prediction's (`scripts/bench-hot-bytes.sh`).
+//! It prints `key=value` lines:
 //!
 //! - `run`: each measured loop's frames and wall time;
 //! - `result`: the median wall ns per frame and frames per exchange (the callgrind script
@@ -66,6 +68,7 @@ fn parse() -> Option<Args> {
             "--step-ns" => a.opts.step_ns = it.next()?.parse().ok()?,
             "--burst" => a.opts.burst = it.next()?.parse().ok().filter(|&b| b > 0)?,
             "--no-lookahead" => a.opts.lookahead = false,
+            "--ecn" => a.opts.ecn = true,
             "--compare-burst" => {
                 a.compare_burst = Some(it.next()?.parse().ok().filter(|&b| b > 1)?);
             }
@@ -79,7 +82,7 @@ fn main() -> ExitCode {
     let Some(args) = parse() else {
         eprintln!(
             "usage: scale_conns CONNECTIONS [--exchanges E] [--runs R] [--step-ns S] [--burst B] \
-             [--no-lookahead] [--compare-burst B] [--no-memory]"
+             [--no-lookahead] [--compare-burst B] [--no-memory] [--ecn]"
         );
         return ExitCode::from(2);
     };
