@@ -114,8 +114,11 @@ pub struct HostConfig {
     pub wire_ring_slots: usize,
     /// Slots of each shard → shard ring.
     pub cross_ring_slots: usize,
-    /// Seed of the stacks' ISN secrets.
-    pub seed: u64,
+    /// The host's secret (128 bits): each shard's stack keys its initial sequence numbers
+    /// (RFC 6528), SYN cookies and table hash with it (shard `i`'s second word is XORed with
+    /// `i << 32`, so no two shards share a key). Drawn at random by [`HostConfig::new`]
+    /// ([`rss_key::random_secret`]): a peer must not predict a run's ISNs from another run's.
+    pub secret: [u64; 2],
     /// Live RSS rebalancing ([`rebalance`]): the RETA follows the load and the connections of
     /// a moved bucket migrate to their new shard. `mem` hosts with one queue per shard only.
     pub rebalance: Option<RebalanceSettings>,
@@ -200,7 +203,7 @@ impl HostConfig {
             budget_packets: nic::BUDGET_DEFAULT_PACKETS,
             wire_ring_slots: 4096,
             cross_ring_slots: 1024,
-            seed: 1,
+            secret: rss_key::random_secret(),
             rebalance: None,
             offload: None,
             nic_offload: NicOffload::NONE,
@@ -558,7 +561,7 @@ where
             // (pinned, symmetric) one: by the stack's own keyed hash.
             key_is_secret: cfg.rss_key_is_secret(),
         });
-        stack_cfg.secret = [cfg.seed ^ 0x5eed_0000_0000_0001, (i as u64) << 32 | 0x5eed];
+        stack_cfg.secret = [cfg.secret[0], cfg.secret[1] ^ ((i as u64) << 32)];
         // TSO wherever asked (the device segments, or the NIC model in software); partial
         // TCP checksums only where the device completes them.
         let tx_offload_in_device = io.tx_offload_in_device();

@@ -821,6 +821,7 @@ pub(crate) fn duration_ns(d: Duration) -> u64 {
 pub(crate) fn engine_stack_config(cfg: &HostConfig) -> StackConfig {
     let mut stack_cfg = StackConfig::new(cfg.interface.clone());
     stack_cfg.limits = cfg.limits.clone();
-    stack_cfg.secret = [cfg.seed ^ 0x5eed_0000_0000_0001, 0x0e09_0000_5eed];
+    // Not any shard's key (shard `i` XORs `i << 32` into the second word; `u16` shards).
+    stack_cfg.secret = [cfg.secret[0], cfg.secret[1] ^ 0x0e09_0000_0000_5eed];
     stack_cfg
 }

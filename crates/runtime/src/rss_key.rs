@@ -14,12 +14,11 @@ use rss::{KEY_LEN_BYTES, RssKey};
 
 use crate::HostConfig;
 
-/// A fresh random key: 40 bytes from the OS (`/dev/urandom`). Should that file be unreadable
-/// (a sandbox without `/dev`), the bytes come from std's randomly keyed SipHash
-/// ([`RandomState`], whose 128-bit key std draws from the OS's random source), over a counter.
-pub fn random_rss_key() -> RssKey {
-    let mut bytes = [0u8; KEY_LEN_BYTES];
-    let from_os = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+/// Fills `bytes` from the OS (`/dev/urandom`). Should that file be unreadable (a sandbox
+/// without `/dev`), the bytes come from std's randomly keyed SipHash ([`RandomState`], whose
+/// 128-bit key std draws from the OS's random source), over a counter.
+fn random_bytes(bytes: &mut [u8]) {
+    let from_os = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(bytes));
     if from_os.is_err() {
         let state = RandomState::new();
         for (i, chunk) in bytes.chunks_mut(8).enumerate() {
@@ -29,7 +28,22 @@ pub fn random_rss_key() -> RssKey {
             }
         }
     }
+}
+
+/// A fresh random key: 40 bytes from the OS ([`random_bytes`]).
+pub fn random_rss_key() -> RssKey {
+    let mut bytes = [0u8; KEY_LEN_BYTES];
+    random_bytes(&mut bytes);
     RssKey::new(bytes)
+}
+
+/// A fresh random 128-bit host secret (`HostConfig::secret`: ISNs, SYN cookies, table hash).
+pub fn random_secret() -> [u64; 2] {
+    let mut bytes = [0u8; 16];
+    random_bytes(&mut bytes);
+    let (a, b) = bytes.split_at(8);
+    let word = |s: &[u8]| u64::from_le_bytes(s.try_into().unwrap_or([0; 8]));
+    [word(a), word(b)]
 }
 
 impl HostConfig {
@@ -64,6 +78,13 @@ mod tests {
             stack::Ipv4Cidr::new([10, 0, 0, 1].into(), 24),
         );
         HostConfig::new(iface, 2)
+    }
+
+    #[test]
+    fn each_host_draws_its_own_secret_so_runs_do_not_share_isns() {
+        let (a, b) = (host(), host());
+        assert_ne!(a.secret, b.secret);
+        assert_ne!(a.secret, [0, 0]);
     }
 
     #[test]
