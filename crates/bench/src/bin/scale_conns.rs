@@ -129,8 +129,9 @@ fn compare(w: &mut ScaleWorld, a: &Args, b: usize) -> Result<(), BulkError> {
             let t = cpu0.and_then(|t0| Some(thread_cpu_ns()?.saturating_sub(t0)));
             let ns = t.map_or(f64::NAN, |t| t as f64 / c.frames.max(1) as f64);
             println!(
-                "compare_run={r} connections={n} mode={name} frames={} cpu_ns_per_frame={ns:.1}",
-                c.frames
+                "compare_run={r} connections={n} mode={name} frames={} timer_runs={} \
+                 cpu_ns_per_frame={ns:.1}",
+                c.frames, c.timer_runs
             );
             if let Some(v) = cpu.get_mut(k) {
                 v.push(ns);
