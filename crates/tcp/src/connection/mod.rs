@@ -53,6 +53,7 @@ mod time_wait;
 mod timers;
 
 pub use counters::Counters;
+pub(crate) use counters::HotCounters;
 pub use info::{CaState, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt};
 pub use records::RECORDS_OUTSTANDING_MAX;
 pub(crate) use records::records_from_ends;
@@ -322,6 +323,10 @@ pub struct Connection {
     pub(crate) ooo: OooQueue,
     /// SACK scoreboard (sender side): ranges above SND.UNA the peer reported holding.
     pub(crate) scoreboard: OooQueue,
+    /// The counters every segment or exchange bumps (segments and payload bytes each way,
+    /// RTT samples, pure and delayed ACKs), inline: no separate allocation, and with the
+    /// scoreboard's tail in one cache line. The rest are in `counters_rare`.
+    pub(crate) counters: HotCounters,
     // ---- a few fields each per segment ----
     /// The configuration, validated, shared with every connection opened from the same one
     /// (the stack's listeners and active opens, [`crate::config::SharedConfig`]): its fields
@@ -338,8 +343,9 @@ pub struct Connection {
     /// segment counts in it.
     pub(crate) info: Option<chrono::InfoState>,
     /// CUBIC's HyStart ([`Config::hystart`], `cc/hystart.rs`): created by the first ACK
-    /// that gives it a sample, dropped by a retransmission timeout.
-    pub(crate) hystart: Option<crate::cc::Hystart>,
+    /// that gives it a sample, dropped by a retransmission timeout. Boxed: only CUBIC
+    /// connections with HyStart on have one, and inline it took 32 bytes of every TCB.
+    pub(crate) hystart: Option<Box<crate::cc::Hystart>>,
     /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
     pub(crate) records: Option<Box<records::RecordEnds>>,
     /// The send queue's skbs under [`Config::send_buffer_skb_accounting`] (`sndbuf.rs`);
@@ -358,9 +364,11 @@ pub struct Connection {
     /// skbs of the size goal), so a waiting write leaves no short tail there, while this
     /// stack's buffer takes bytes up to its capacity. Cleared by a `send` taken whole.
     pub(crate) send_cut: bool,
-    /// Counters, boxed: 408 bytes, of which a segment writes the first 32
-    /// (`rx_segments`, `tx_segments`, `rx_payload_bytes`, `tx_payload_bytes`).
-    pub(crate) counters: Box<Counters>,
+    /// The counters of rare events (drops, retransmissions, ECN, RACK, ...), boxed by the
+    /// first of them ([`Connection::rare_counters`]) and read as zeros while absent: an
+    /// established connection that loses nothing never allocates them. Its fields named in
+    /// [`HotCounters`] stay zero (those live in `counters`).
+    pub(crate) counters_rare: Option<Box<Counters>>,
 }
 
 /// The window scale we offer for a receive buffer: the smallest shift that lets the 16-bit
@@ -506,7 +514,8 @@ impl Connection {
             snd_sml: iss,
             send_cut: false,
             config,
-            counters: Box::default(),
+            counters: HotCounters::default(),
+            counters_rare: None,
         }
     }
 
@@ -522,6 +531,26 @@ impl Connection {
             }
             r
         })
+    }
+
+    /// The rare counters, boxed on first use (a rare event's increment).
+    #[cold]
+    pub(crate) fn rare_counters(&mut self) -> &mut Counters {
+        self.counters_rare.get_or_insert_with(Box::default)
+    }
+
+    /// Adds `n` to one rare counter; boxes the rare counters only when `n` is not zero (an
+    /// ACK that marks nothing lost, a send that merges no record, count nothing).
+    #[inline]
+    pub(crate) fn count_rare(&mut self, n: u64, counter: impl FnOnce(&mut Counters) -> &mut u64) {
+        if n != 0 {
+            *counter(self.rare_counters()) += n;
+        }
+    }
+
+    /// One rare counter's value: zero while none was counted.
+    pub(crate) fn rare_counter(&self, get: impl Fn(&Counters) -> u64) -> u64 {
+        self.counters_rare.as_deref().map_or(0, get)
     }
 
     /// Stops the RACK reordering timer.
