@@ -230,7 +230,8 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// spaces, negotiated options, timestamps, loss recovery, congestion control (behind
 /// [`crate::cc::CongestionController`]), RTT estimation, timers, application flags, owed
 /// output, then the parts a segment reads a few fields of (buffers, tables, configuration,
-/// RACK, `tcp_info` state) and the boxed counters. A snapshot carries
+/// RACK, `tcp_info` state) and the counters (inline the per-segment ones, boxed the rare
+/// ones). A snapshot carries
 /// the groups whole (`snapshot.rs`).
 ///
 /// Cross-group invariants (checked by [`Connection::invariant_violation`]):
@@ -244,12 +245,13 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// touches (the list is in the comment below): first the engine's groups, which every
 /// segment reads and most write (376 bytes, six lines, ordered by alignment so that no
 /// padding is added), then the headers every segment reads (the two rings, the out-of-order
-/// queue and the SACK scoreboard), the pointer to the shared configuration (one copy for all
-/// the connections of a listener or stack, copied on write), RACK's state and the
+/// queue and the SACK scoreboard), the counters every segment bumps ([`HotCounters`], 56
+/// bytes), the pointer to the shared configuration (one copy for all the connections of a
+/// listener or stack, copied on write), RACK's state and the
 /// `tcp_info` state (inline: each was a box of its own, one more allocation and a pointer to
 /// chase per segment), the cold fields (record ends, Minshall's `snd_sml` and `send_cut`, in
-/// what was padding), and last the pointer to the counters (boxed: 408 bytes, of which a
-/// segment writes 32). `Connection::layout` reports the offsets, `cargo run -p bench --bin
+/// what was padding), and last the pointer to the rare counters (boxed by the first rare
+/// event, `count_rare`). `Connection::layout` reports the offsets, `cargo run -p bench --bin
 /// tcb_size` prints them. The whole is at most 1,024 bytes with at least 8 to spare for the
 /// next fields (test `tcb_fits_one_kilobyte_with_room_to_spare`).
 ///
