@@ -245,7 +245,7 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// touches (the list is in the comment below): first the engine's groups, which every
 /// segment reads and most write (376 bytes, six lines, ordered by alignment so that no
 /// padding is added), then the headers every segment reads (the two rings, the out-of-order
-/// queue and the SACK scoreboard), the counters every segment bumps ([`HotCounters`], 56
+/// queue and the SACK scoreboard), the counters every segment bumps (`HotCounters`, 56
 /// bytes), the pointer to the shared configuration (one copy for all the connections of a
 /// listener or stack, copied on write), RACK's state and the
 /// `tcp_info` state (inline: each was a box of its own, one more allocation and a pointer to
