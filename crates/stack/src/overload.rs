@@ -219,12 +219,14 @@ impl TcpCx<'_> {
         let mut victims = core::mem::take(&mut self.tcp.reclaim_scratch);
         victims.clear();
         victims.extend(self.sockets.iter_indexed().filter_map(|(i, s)| match s {
-            Socket::Tcp(TcpState::Conn(c)) if c.passive && c.in_table => match c.zero_window {
-                Some((since_ns, _)) if now.saturating_sub(since_ns) >= RECLAIM_STALLED_NS => {
-                    Some((0, since_ns, i))
+            Socket::Tcp(TcpState::Conn(c)) if c.passive && c.in_table => {
+                match c.rare().and_then(|r| r.zero_window) {
+                    Some((since_ns, _)) if now.saturating_sub(since_ns) >= RECLAIM_STALLED_NS => {
+                        Some((0, since_ns, i))
+                    }
+                    _ => None,
                 }
-                _ => None,
-            },
+            }
             _ => None,
         }));
         victims.sort_unstable_by_key(|&(_, since_ns, i)| (since_ns, i));
@@ -262,18 +264,21 @@ impl TcpCx<'_> {
             && c.conn.send_window_bytes() == 0
             && c.conn.send_queue_bytes() > 0;
         if !stalled {
-            c.zero_window = None;
+            if let Some(r) = c.rare.as_deref_mut() {
+                r.zero_window = None;
+            }
+            c.rare_tidy();
             return;
         }
         let una = c.conn.sequence_state().0;
-        match c.zero_window {
+        match c.rare().and_then(|r| r.zero_window) {
             Some((since_ns, at)) if at == una => {
                 if now.saturating_sub(since_ns) >= limit_ns {
                     c.conn.abort();
                     self.tcp.counters.tcp_zero_window_aborts += 1;
                 }
             }
-            _ => c.zero_window = Some((now, una)),
+            _ => c.rare_mut().zero_window = Some((now, una)),
         }
     }
 }

@@ -46,7 +46,7 @@ pub(crate) enum Socket {
 
 /// One entry of the socket table.
 ///
-/// `repr(C)` and 64-byte aligned (192 bytes, three cache lines, for a connection): the slot's
+/// `repr(C)` and 64-byte aligned (128 bytes, two cache lines, for a connection): the slot's
 /// own fields, which handles and readiness touch, then the socket, so a connection's hot
 /// fields (`ConnSock`'s first two groups) share the first two lines with them.
 #[derive(Debug)]
@@ -452,17 +452,13 @@ mod tests {
             last_rx_ns: 0,
             armed_ns: crate::tcp_sockets::NOT_ARMED,
             mem_bytes: 0,
-            plpmtud: None,
-            fastopen_client: None,
             ext: None,
-            zero_window: None,
-            send_buffer_before_pressure: None,
-            fastopen_syn_option: None,
+            rare: None,
         };
         let mut sockets = Sockets::new(4);
         let h = sockets.alloc(Socket::Tcp(TcpState::Conn(sock))).unwrap();
         let slot = &sockets.slots[h.index as usize];
-        assert_eq!(core::mem::size_of::<Slot>(), 192, "three lines a slot");
+        assert_eq!(core::mem::size_of::<Slot>(), 128, "two lines a slot");
         assert_eq!(
             slot as *const Slot as usize % 64,
             0,
@@ -490,9 +486,8 @@ mod tests {
             ("last_rx_ns", offset(slot, &c.last_rx_ns), 8),
             ("armed_ns", offset(slot, &c.armed_ns), 8),
             ("mem_bytes", offset(slot, &c.mem_bytes), 8),
-            ("plpmtud", offset(slot, &c.plpmtud), 8),
-            ("fastopen_client", offset(slot, &c.fastopen_client), 8),
             ("ext", offset(slot, &c.ext), 8),
+            ("rare", offset(slot, &c.rare), 8),
         ] {
             assert_eq!(line(o), 1, "{name} at {o}");
             assert_eq!(line(o + len - 1), 1, "{name} at {o}");

@@ -325,6 +325,19 @@ impl Stack {
         (ptrs.len(), ptrs.len() * each)
     }
 
+    /// Heap bytes the live connections' rare-counter boxes take (`tcp::Connection::
+    /// counters_heap_bytes`: none until a connection counts a rare event). Walks every slot.
+    pub fn tcp_counters_heap_bytes(&self) -> usize {
+        self.tcp_view()
+            .1
+            .iter()
+            .map(|s| match s {
+                Socket::Tcp(TcpState::Conn(c)) => c.conn.counters_heap_bytes(),
+                _ => 0,
+            })
+            .sum()
+    }
+
     /// Heap bytes the TCP deadline wheel holds (a node per socket slot, its buckets).
     pub fn tcp_timers_heap_bytes(&self) -> usize {
         self.tcp_view().0.timers.heap_bytes()
@@ -517,14 +530,10 @@ impl TcpCx<'_> {
             failure_reported: false,
             passive: false,
             last_rx_ns: now,
-            zero_window: None,
-            plpmtud: None,
-            fastopen_syn_option: None,
-            fastopen_client: None,
             syn_data_acked: false,
             mem_bytes: 0,
-            send_buffer_before_pressure: None,
             ext: None,
+            rare: None,
         };
         let h = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock)))?;
         self.tcp.conns.insert(key.table_hash, h.index as usize);

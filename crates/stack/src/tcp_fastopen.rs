@@ -133,7 +133,9 @@ impl TcpCx<'_> {
         let Some(c) = self.conn_mut(ci) else {
             return;
         };
-        c.fastopen_syn_option = decision.syn_ack_option;
+        if decision.syn_ack_option.is_some() {
+            c.rare_mut().fastopen_syn_option = decision.syn_ack_option;
+        }
         c.syn_data_acked = syn_data_bytes > 0;
         if decision.accept_data {
             self.tcp.counters.tcp_fastopen_children += 1;

@@ -295,7 +295,7 @@ impl Stack {
             return false;
         };
         matches!(sockets.get(i), Some(Socket::Tcp(TcpState::Conn(c)))
-            if c.fastopen_client.as_ref().is_some_and(|f| f.deferred.is_some()))
+            if c.fastopen_deferred())
     }
 
     /// What the client's Fast Open cache holds for `server`.
@@ -371,7 +371,7 @@ impl TcpCx<'_> {
     ) -> Result<usize, SocketError> {
         let (i, c) = self.conn_for(h)?;
         if defer {
-            c.fastopen_client = Some(Box::new(ClientOpen {
+            c.rare_mut().fastopen_client = Some(Box::new(ClientOpen {
                 deferred: Some(decision),
                 option_sent: None,
             }));
@@ -394,8 +394,9 @@ impl TcpCx<'_> {
             ClientSyn::Request { experimental } => (Some(FastOpenOption::request(experimental)), 0),
             ClientSyn::Plain => (None, 0),
         };
-        c.fastopen_syn_option = option;
-        c.fastopen_client = Some(Box::new(ClientOpen {
+        let rare = c.rare_mut();
+        rare.fastopen_syn_option = option;
+        rare.fastopen_client = Some(Box::new(ClientOpen {
             deferred: None,
             option_sent: option.map(|o| o.experimental),
         }));
@@ -418,7 +419,7 @@ impl TcpCx<'_> {
         data: &[u8],
     ) -> Option<Result<usize, SocketError>> {
         let c = self.conn_mut(i)?;
-        let decision = c.fastopen_client.as_ref()?.deferred?;
+        let decision = c.rare()?.fastopen_client.as_ref()?.deferred?;
         Some(self.fastopen_client_start(h, decision, data, false))
     }
 
@@ -435,7 +436,7 @@ impl TcpCx<'_> {
         let Some(c) = self.conn_mut(i) else {
             return;
         };
-        let Some(client) = c.fastopen_client.as_deref().copied() else {
+        let Some(client) = c.rare().and_then(|r| r.fastopen_client.as_deref().copied()) else {
             return;
         };
         if !c.conn.state().is_synchronized() {
@@ -499,7 +500,7 @@ impl TcpCx<'_> {
 /// (`None` otherwise, at the cost of one pointer's test per segment).
 #[inline(always)]
 pub(crate) fn before_synack(c: &crate::tcp_sockets::ConnSock) -> Option<BeforeSynAck> {
-    c.fastopen_client.as_ref()?;
+    c.rare()?.fastopen_client.as_ref()?;
     before_synack_client(c)
 }
 

@@ -48,7 +48,7 @@ impl TcpCx<'_> {
             self.tcp.timers.truncate(self.sockets.slot_count());
         }
         if let Some(Socket::Tcp(TcpState::Conn(c))) = freed {
-            self.tcp.counters_released.add(c.engine_counters());
+            self.tcp.counters_released.add(&c.engine_counters());
             self.tcp.forget_source(&c);
             crate::tcp_mem::mem_forget(self.tcp, &c);
             self.tcp_mem_judge();
@@ -132,7 +132,7 @@ impl TcpCx<'_> {
                 if before.is_some() && c.conn.state() != State::SynSent {
                     synack = before;
                 }
-                if let Some(p) = c.plpmtud.as_deref_mut() {
+                if let Some(p) = c.rare.as_deref_mut().and_then(|r| r.plpmtud.as_deref_mut()) {
                     let e = p.after_input(now, &mut c.conn);
                     self.tcp.counters.count_plpmtud(e);
                 }
@@ -382,14 +382,10 @@ impl TcpCx<'_> {
             failure_reported: false,
             passive: true,
             last_rx_ns: now,
-            zero_window: None,
-            plpmtud: None,
-            fastopen_syn_option: None,
-            fastopen_client: None,
             syn_data_acked: false,
             mem_bytes: 0,
-            send_buffer_before_pressure: None,
             ext: inherited,
+            rare: None,
         };
         let Ok(h) = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock))) else {
             self.tcp.counters.tcp_conn_table_full += 1;
@@ -646,10 +642,7 @@ impl TcpCx<'_> {
             let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
                 break;
             };
-            if c.fastopen_client
-                .as_ref()
-                .is_some_and(|f| f.deferred.is_some())
-            {
+            if c.fastopen_deferred() {
                 // A deferred Fast Open sends nothing before its first send.
                 break;
             }
@@ -709,7 +702,11 @@ impl TcpCx<'_> {
             if header.flags.contains(TcpFlags::SYN) {
                 // The first SYN-ACK of a Fast Open exchange carries the cookie; an active
                 // Fast Open's first SYN its cookie or cookie request.
-                header.fast_open = c.fastopen_syn_option.take();
+                header.fast_open = c
+                    .rare
+                    .as_deref_mut()
+                    .and_then(|r| r.fastopen_syn_option.take());
+                c.rare_tidy();
             }
             let gso_size = if tso_bytes_max > 0 {
                 c.conn.segment_payload_bytes(header.header_len_in(layout))
@@ -808,7 +805,13 @@ impl TcpCx<'_> {
                 // Packetization-layer PMTUD (RFC 4821/8899): a black hole, or a size tried
                 // upward that did not pass.
                 let pl = (timed_out && open)
-                    .then(|| tcp::plpmtud::Plpmtud::after_timeout(&mut c.plpmtud, &mut c.conn))
+                    .then(|| {
+                        let rare = c.rare.get_or_insert_with(Box::default);
+                        let pl =
+                            tcp::plpmtud::Plpmtud::after_timeout(&mut rare.plpmtud, &mut c.conn);
+                        c.rare_tidy();
+                        pl
+                    })
                     .flatten();
                 let doubt = (timed_out && open && c.conn.path_in_doubt())
                     .then(|| c.key.tuple().remote.ip());

@@ -112,7 +112,7 @@ impl TcpCx<'_> {
             if held >= size as usize {
                 continue;
             }
-            c.send_buffer_before_pressure.get_or_insert(size);
+            c.rare_mut().send_buffer_before_pressure.get_or_insert(size);
             c.conn
                 .set_send_buffer(u32::try_from(held).unwrap_or(u32::MAX));
             shrunk += 1;
@@ -131,8 +131,12 @@ impl TcpCx<'_> {
     fn tcp_mem_restore_all(&mut self) {
         for (_, s) in self.sockets.iter_indexed_mut() {
             if let Socket::Tcp(TcpState::Conn(c)) = s
-                && let Some(size) = c.send_buffer_before_pressure.take()
+                && let Some(size) = c
+                    .rare
+                    .as_deref_mut()
+                    .and_then(|r| r.send_buffer_before_pressure.take())
             {
+                c.rare_tidy();
                 c.conn.set_send_buffer(size);
                 let shared = self.tcp.configs.get(*c.conn.config());
                 c.conn.share_config(&shared);

@@ -358,7 +358,7 @@ impl TcpCx<'_> {
             bypass: None,
         });
         if let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.replace(i, Socket::Tcp(marker)) {
-            self.tcp.counters_released.add(c.engine_counters());
+            self.tcp.counters_released.add(&c.engine_counters());
             self.tcp.forget_source(&c);
             crate::tcp_mem::mem_forget(self.tcp, &c);
             self.tcp_mem_judge();
@@ -434,14 +434,10 @@ impl TcpCx<'_> {
             // was admitted by the stack it came from.
             passive: false,
             last_rx_ns: now,
-            zero_window: None,
-            plpmtud: None,
-            fastopen_syn_option: None,
-            fastopen_client: None,
             syn_data_acked: false,
             mem_bytes: 0,
-            send_buffer_before_pressure: None,
             ext,
+            rare: None,
         };
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {

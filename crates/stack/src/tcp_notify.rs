@@ -576,11 +576,7 @@ impl TcpCx<'_> {
             allowed = allowed.min((lowat as usize).saturating_sub(c.conn.notsent_bytes()));
         }
         let allowed = data.get(..allowed).unwrap_or(data);
-        let n = if c
-            .fastopen_client
-            .as_ref()
-            .is_some_and(|f| f.deferred.is_some())
-        {
+        let n = if c.fastopen_deferred() {
             let r = self.fastopen_client_first_send(i, h, allowed);
             if let Some(Ok(n)) = r {
                 self.tcp_after_send(i, n, flags);

@@ -223,16 +223,39 @@ pub(crate) struct Listener {
 /// Laid out by what the per-segment path reads (`repr(C)`, hot first; issue 17 item 2): the
 /// key the connection table compares and the TCB pointer, then the fields every segment or
 /// application call reads or writes (the flags, the idle clock, the armed deadline, the
-/// memory share, the listener, the boxes it tests), then what only rare events touch (zero
-/// window stalls, memory pressure, Fast Open's SYN option). In its socket slot
-/// (`sockets::Slot`, 64-byte aligned) the first two groups take the slot's first two cache
-/// lines, the cold group the third (`connection_slot_hot_fields_fill_two_lines` checks it).
+/// memory share, the listener, the boxes it tests); what only rare events touch (PLPMTUD,
+/// an active Fast Open, zero-window stalls, memory pressure, Fast Open's SYN option) is in
+/// one box, [`ConnRare`]. Its socket slot (`sockets::Slot`, 64-byte aligned) is those two
+/// cache lines (`connection_slot_hot_fields_fill_two_lines` checks it).
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct ConnSock {
     pub(crate) key: FlowKey,
     /// Boxed: the TCB is large and listeners share the enum.
     pub(crate) conn: Box<Connection>,
+    /// When the last segment for this connection arrived (its creation before any): how
+    /// long it has been idle, for reclaiming under pressure. One store per segment.
+    pub(crate) last_rx_ns: u64,
+    /// The deadline this connection holds in `TcpTable::timers`, or [`NOT_ARMED`] (a `u64`,
+    /// not an `Option`: eight bytes less keeps the second group in one line).
+    pub(crate) armed_ns: u64,
+    /// Ring storage this connection held when last accounted (`tcp_mem`): its share of
+    /// `TcpTable::mem_bytes`.
+    pub(crate) mem_bytes: usize,
+    /// Zero-copy, timestamping, notsent mark, mark and the error queue (`tcp_notify`), boxed
+    /// on first use.
+    pub(crate) ext: Option<Box<crate::tcp_notify::SockExt>>,
+    /// What only rare events give a connection (PLPMTUD, an active Fast Open, a zero-window
+    /// stall, memory pressure, a Fast Open SYN option), boxed on first use and dropped when
+    /// empty again ([`ConnSock::rare_tidy`]): the slot is two cache lines, not three.
+    pub(crate) rare: Option<Box<ConnRare>>,
+    // The listener and the flags last: the largest niche (`parent`'s tag) must lie past a
+    // moved marker's fields, so that it tells the socket enums' variants apart without a tag
+    // of their own and the key starts the slot's first line
+    // (`connection_slot_hot_fields_fill_two_lines`).
+    /// The listener's slot while this child waits in its backlog (slots are `u32`: socket
+    /// handles name them so).
+    pub(crate) parent: Option<u32>,
     /// True while the connection is in the table.
     pub(crate) in_table: bool,
     /// True once the application called `close` (the slot goes when the engine is done).
@@ -248,29 +271,17 @@ pub(crate) struct ConnSock {
     pub(crate) syn_data_acked: bool,
     /// A hard ICMP error that ended the open, until taken.
     pub(crate) error: Option<SocketError>,
-    /// The listener's slot while this child waits in its backlog (slots are `u32`: socket
-    /// handles name them so).
-    pub(crate) parent: Option<u32>,
-    /// When the last segment for this connection arrived (its creation before any): how
-    /// long it has been idle, for reclaiming under pressure. One store per segment.
-    pub(crate) last_rx_ns: u64,
-    /// The deadline this connection holds in `TcpTable::timers`, or [`NOT_ARMED`] (a `u64`,
-    /// not an `Option`: eight bytes less keeps the second group in one line).
-    pub(crate) armed_ns: u64,
-    /// Ring storage this connection held when last accounted (`tcp_mem`): its share of
-    /// `TcpTable::mem_bytes`.
-    pub(crate) mem_bytes: usize,
+}
+
+/// A connection socket's rare state ([`ConnSock::rare`]).
+#[derive(Debug, Default)]
+pub(crate) struct ConnRare {
     /// Packetization-layer path MTU discovery's search ([`tcp::plpmtud`], beside the TCB,
     /// which has no room): created at the first black hole when `tcp::Config::plpmtud` is
     /// on; not carried when the connection moves.
     pub(crate) plpmtud: Option<Box<tcp::plpmtud::Plpmtud>>,
-    /// An active Fast Open's state (`tcp_fastopen_client.rs`); boxed: most connections
-    /// have none, and the socket slot stays small.
+    /// An active Fast Open's state (`tcp_fastopen_client.rs`).
     pub(crate) fastopen_client: Option<Box<crate::tcp_fastopen_client::ClientOpen>>,
-    /// Zero-copy, timestamping, notsent mark, mark and the error queue (`tcp_notify`), boxed
-    /// on first use.
-    pub(crate) ext: Option<Box<crate::tcp_notify::SockExt>>,
-    // Cold: the rare events'.
     /// While stalled at a zero send window with data queued, as last seen when its timers
     /// fired: since when, and SND.UNA then (any progress restarts the clock).
     pub(crate) zero_window: Option<(u64, wire::SeqNumber)>,
@@ -281,6 +292,42 @@ pub(crate) struct ConnSock {
     /// client, or the client's cookie or cookie request (taken when that segment leaves, so a
     /// retransmission carries none).
     pub(crate) fastopen_syn_option: Option<wire::tcp::FastOpenOption>,
+}
+
+impl ConnRare {
+    fn is_empty(&self) -> bool {
+        self.plpmtud.is_none()
+            && self.fastopen_client.is_none()
+            && self.zero_window.is_none()
+            && self.send_buffer_before_pressure.is_none()
+            && self.fastopen_syn_option.is_none()
+    }
+}
+
+impl ConnSock {
+    /// The rare state, if any.
+    pub(crate) fn rare(&self) -> Option<&ConnRare> {
+        self.rare.as_deref()
+    }
+
+    /// The rare state, boxed on first use; [`ConnSock::rare_tidy`] gives an empty one back.
+    pub(crate) fn rare_mut(&mut self) -> &mut ConnRare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    /// Drops the rare state's box when nothing is left in it.
+    pub(crate) fn rare_tidy(&mut self) {
+        if self.rare.as_ref().is_some_and(|r| r.is_empty()) {
+            self.rare = None;
+        }
+    }
+
+    /// An active Fast Open whose SYN waits for the application's first send.
+    pub(crate) fn fastopen_deferred(&self) -> bool {
+        self.rare()
+            .and_then(|r| r.fastopen_client.as_ref())
+            .is_some_and(|f| f.deferred.is_some())
+    }
 }
 
 /// [`ConnSock::armed_ns`] of a connection that holds no deadline in `TcpTable::timers`;
@@ -352,7 +399,7 @@ impl ConnSock {
     }
 
     /// The engine's counters of this connection.
-    pub(crate) fn engine_counters(&self) -> &tcp::Counters {
+    pub(crate) fn engine_counters(&self) -> tcp::Counters {
         self.conn.counters()
     }
 }
@@ -872,10 +919,7 @@ impl TcpTable {
                     r |= Readiness::PEER_CLOSED;
                 }
                 // A deferred Fast Open is writable: its first send makes the SYN.
-                let deferred = c
-                    .fastopen_client
-                    .as_ref()
-                    .is_some_and(|f| f.deferred.is_some());
+                let deferred = c.fastopen_deferred();
                 if (matches!(state, State::Established | State::CloseWait) || deferred)
                     && c.notsent_writable(self.cfg.tcp_notsent_lowat_bytes)
                 {
@@ -934,7 +978,7 @@ impl TcpTable {
         let mut total = self.counters_released;
         for s in sockets.iter() {
             if let Socket::Tcp(TcpState::Conn(c)) = s {
-                total.add(c.engine_counters());
+                total.add(&c.engine_counters());
             }
         }
         total

@@ -311,7 +311,9 @@ impl Connection {
             snd_sml: _,
             // The importer's application starts with its next `send`.
             send_cut: _,
-            counters,
+            // Both parts move, as one `Counters` (`Connection::counters`).
+            counters: _,
+            counters_rare: _,
         } = self;
         if !state.is_synchronized() {
             return Err(SnapshotError::NotSynchronized);
@@ -361,7 +363,7 @@ impl Connection {
             send_unacked: unacked.to_vec(),
             send_unsent: unsent.to_vec(),
             recv_unread: recv_buf.to_vec(),
-            counters: **counters,
+            counters: self.counters(),
             record_ends: records
                 .as_ref()
                 .map(|r| r.ends_after(snd.una.max(snd.buf_seq)))
@@ -380,6 +382,9 @@ impl Connection {
         s.check()?;
         let config = s.config.validated();
         let (snd, rcv) = (s.snd, s.rcv);
+        let mut rare = s.counters;
+        let counters = crate::connection::HotCounters::take_from(&mut rare);
+        let counters_rare = (rare != Counters::default()).then(|| Box::new(rare));
         let mut send_buf = Ring::new(config.send_ring_capacity_bytes());
         send_buf.push(&s.send_unacked);
         send_buf.push(&s.send_unsent);
@@ -445,7 +450,8 @@ impl Connection {
             snd_sml: snd.nxt,
             send_cut: false,
             config: std::sync::Arc::new(config),
-            counters: Box::new(s.counters),
+            counters,
+            counters_rare,
         };
         if !c.recv_buf.is_empty() {
             c.push_event(crate::Event::Readable);
@@ -566,7 +572,7 @@ mod tests {
             ..moved_app(c.app)
         };
         c.counters.rx_segments = 11;
-        c.counters.fast_retransmits = 2;
+        c.rare_counters().fast_retransmits = 2;
         c.out = Output::new(now, 0);
         c
     }
@@ -588,7 +594,7 @@ mod tests {
         assert_ne!(c.rtt, fresh.rtt);
         assert_ne!(c.timers, fresh.timers);
         assert_ne!(c.app, fresh.app);
-        assert_ne!(c.counters, fresh.counters);
+        assert_ne!(c.counters(), fresh.counters());
 
         let s = c.export(EXPORT_NS).unwrap();
         let d = Connection::import(IMPORT_NS, &s).unwrap();
@@ -608,7 +614,9 @@ mod tests {
         assert_eq!(d.timers, c.timers.rebased(EXPORT_NS, IMPORT_NS));
         assert_eq!(d.timers.rtx_deadline_ns, IMPORT_NS + 100_000);
         assert_eq!(d.app, c.app);
-        assert_eq!(d.counters, c.counters);
+        assert_eq!(d.counters(), c.counters());
+        assert_eq!(d.counters, c.counters, "the inline counters");
+        assert_eq!(d.counters_rare, c.counters_rare, "the rare ones, boxed");
         assert_eq!(d.send_buf.to_vec(), c.send_buf.to_vec());
         assert_eq!(d.recv_buf.to_vec(), c.recv_buf.to_vec());
         // And the move is the identity on the snapshot.

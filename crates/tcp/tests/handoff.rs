@@ -344,7 +344,7 @@ fn rack_path_state_moves_and_the_flight_is_judged_again_after_import() {
     );
     let min_rtt = p.a.rack_min_rtt_ns();
     assert_eq!(min_rtt, Some(20 * MS));
-    let before = *p.a.counters();
+    let before = p.a.counters();
     assert_eq!(
         before.retransmitted_segments, 0,
         "the loss is not yet repaired at the move"

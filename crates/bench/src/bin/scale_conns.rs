@@ -22,7 +22,7 @@
 //!   Heap is counted by the binary's global allocator (`src/live_alloc.rs`): requested bytes,
 //!   so malloc's own per-block overhead is not in the figure;
 //! - `memory_breakdown` (unless `--no-memory`), idle and after traffic + 3 s idle: what an
-//!   endpoint's heap holds, per endpoint — the TCB (`tcp::Connection`) and its counters box,
+//!   endpoint's heap holds, per endpoint — the TCB (`tcp::Connection`) and its rare counters' boxes (none without a rare event),
 //!   the TCP configurations the connections share (`Stack::tcp_configs_held`), the socket
 //!   table's slots, the connection table's index, the deadline wheel (the last three
 //!   with their spare capacity), and the rest (ring storage still held, per-stack state).
@@ -255,7 +255,7 @@ fn breakdown(w: &ScaleWorld, when: &str, total_bytes: usize) {
     let endpoints = 2 * w.opts.connections;
     let live = c.tcp_connection_count() + s.tcp_connection_count();
     let tcb = live * core::mem::size_of::<tcp::Connection>();
-    let counters = live * core::mem::size_of::<tcp::Counters>();
+    let counters = c.tcp_counters_heap_bytes() + s.tcp_counters_heap_bytes();
     let configs = c.tcp_configs_held().1 + s.tcp_configs_held().1;
     let slots = c.socket_table_heap_bytes() + s.socket_table_heap_bytes();
     let table = c.tcp_conn_table_heap_bytes() + s.tcp_conn_table_heap_bytes();

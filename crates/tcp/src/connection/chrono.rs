@@ -224,7 +224,9 @@ impl Connection {
         match self.rack.as_ref() {
             Some(r) => r.retransmitted_in(left, right),
             // Without RACK's records: anything below the highest retransmission.
-            None => self.counters.retransmitted_segments > 0 && left.lt(self.rec.high_rxt),
+            None => {
+                self.rare_counter(|k| k.retransmitted_segments) > 0 && left.lt(self.rec.high_rxt)
+            }
         }
     }
 }

@@ -1,4 +1,10 @@
 //! Per-connection counters: one per event and per drop path.
+//!
+//! Stored in two parts (issue 17 item 2): the few that an established connection's every
+//! segment or exchange bumps ([`HotCounters`]) inline in the TCB, the rest in a box
+//! allocated by the first rare event (`Connection::rare_counters`), read as zeros while
+//! absent. [`crate::Connection::counters`] puts them together: what `tcp_info`, the stack's
+//! sums and snapshots see is one [`Counters`], identical to a single store's.
 
 /// Declares [`Counters`] from a list of documented names: the struct, `add` and `named`.
 macro_rules! connection_counters {
@@ -148,4 +154,65 @@ connection_counters! {
     /// Segments delivered by ACKs that carried ECE (Linux `delivered_ce`,
     /// `tcpi_delivered_ce`).
     delivered_ce_segments,
+}
+
+/// Declares [`HotCounters`] from the names of the [`Counters`] every segment or exchange of an
+/// established connection bumps (and a handshake, so an idle connection has no rare box).
+macro_rules! hot_counters {
+    ($( $name:ident ),* $(,)?) => {
+        /// The counters kept inline in the TCB: the segments and payload bytes each way, RTT
+        /// samples, pure and delayed ACKs. Each field is the [`Counters`] field of that name;
+        /// the boxed rare store keeps those at zero.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub(crate) struct HotCounters {
+            $( pub(crate) $name: u64, )*
+        }
+
+        impl HotCounters {
+            /// Writes these counters' values into `all`.
+            pub(crate) fn write_into(&self, all: &mut Counters) {
+                $( all.$name = self.$name; )*
+            }
+
+            /// Takes these counters out of `all` (left at zero there).
+            pub(crate) fn take_from(all: &mut Counters) -> HotCounters {
+                HotCounters { $( $name: core::mem::take(&mut all.$name), )* }
+            }
+        }
+    };
+}
+
+hot_counters! {
+    rx_segments,
+    tx_segments,
+    rx_payload_bytes,
+    tx_payload_bytes,
+    rtt_samples,
+    pure_acks_sent,
+    delayed_acks_sent,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hot_counters_split_and_join_without_loss() {
+        let mut all = Counters::default();
+        let mut v = 1;
+        all.for_each_mut(|c| {
+            *c = v;
+            v += 1;
+        });
+        let whole = all;
+        let hot = HotCounters::take_from(&mut all);
+        assert_eq!(hot.rx_segments, whole.rx_segments);
+        assert_eq!(
+            all.rx_segments, 0,
+            "the rare store keeps hot counters at zero"
+        );
+        assert_eq!(all.rx_drop_paws, whole.rx_drop_paws);
+        hot.write_into(&mut all);
+        assert_eq!(all, whole);
+    }
 }

@@ -42,12 +42,13 @@ impl Connection {
             scoreboard: OooQueue,
             rack: Option<Rack>,
             info: Option<super::chrono::InfoState>,
-            hystart: Option<crate::cc::Hystart>,
+            hystart: Option<Box<crate::cc::Hystart>>,
             records: Option<Box<super::records::RecordEnds>>,
             skb: Option<Box<super::sndbuf::SkbQueue>>,
             snd_sml: SeqNumber,
             send_cut: bool,
-            counters: Box<Counters>,
+            counters: super::HotCounters,
+            counters_rare: Option<Box<Counters>>,
         };
         v.sort_by_key(|&(_, offset, _)| offset);
         v

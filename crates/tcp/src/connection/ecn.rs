@@ -112,7 +112,7 @@ impl Connection {
         if self.ecn.flags & ecn_flag::DEMAND_CWR != 0 {
             // A RST with ACK too, as Linux's `tcp_ecn_send` marks every segment.
             r.flags |= TcpFlags::ECE;
-            self.counters.tx_ece_segments += 1;
+            self.rare_counters().tx_ece_segments += 1;
         }
     }
 
@@ -147,7 +147,7 @@ impl Connection {
         }
         match ecn {
             Ecn::Ce => {
-                self.counters.rx_ce_segments += 1;
+                self.rare_counters().rx_ce_segments += 1;
                 if self.ecn.flags & ecn_flag::DEMAND_CWR == 0 {
                     self.ecn.flags |= ecn_flag::DEMAND_CWR;
                     // Linux enters quick-ACK mode: the sender may have a very small cwnd.
@@ -171,7 +171,7 @@ impl Connection {
         {
             return false;
         }
-        self.counters.rx_ece_acks += 1;
+        self.rare_counters().rx_ece_acks += 1;
         if flight_bytes == 0
             || self.rec.in_recovery
             || self.ecn_in_cwr()
@@ -180,7 +180,7 @@ impl Connection {
             return true;
         }
         let mss = u32::from(self.eff_mss());
-        self.counters.ecn_window_reductions += 1;
+        self.rare_counters().ecn_window_reductions += 1;
         // With PRR the window comes down with the ACKs (`ecn_cwr_on_ack`); without, at once
         // (RFC 3168 §6.1.2: halve cwnd, reduce ssthresh).
         let prr = self.config.prr;

@@ -309,23 +309,23 @@ impl Connection {
             snd_ssthresh,
             snd_cwnd: self.cc.cwnd_bytes() / mss,
             advmss,
-            total_retrans: sat_u32(self.counters.retransmitted_segments),
+            total_retrans: sat_u32(self.rare_counter(|k| k.retransmitted_segments)),
             // Distances in sequence space taken modulo 2^32, plus the passes counted: exact
             // past 2 GiB (where a signed difference turns negative) and past 4 GiB.
             bytes_acked: if self.snd.una == self.snd.iss {
                 0 // our SYN is not acknowledged yet
             } else {
-                (self.counters.snd_una_wraps << 32)
+                (self.rare_counter(|k| k.snd_una_wraps) << 32)
                     + u64::from(self.snd.una.0.wrapping_sub((self.snd.iss + 1).0))
             },
             bytes_received: if synchronized || self.state == State::SynReceived {
-                (self.counters.rcv_nxt_wraps << 32)
+                (self.rare_counter(|k| k.rcv_nxt_wraps) << 32)
                     + u64::from(self.rcv.nxt.0.wrapping_sub((self.rcv.irs + 1).0))
             } else {
                 0
             },
             bytes_sent: self.counters.tx_payload_bytes,
-            bytes_retrans: self.counters.retransmitted_bytes,
+            bytes_retrans: self.rare_counter(|k| k.retransmitted_bytes),
             segs_out: sat_u32(self.counters.tx_segments),
             segs_in: sat_u32(self.counters.rx_segments),
             notsent_bytes: sat_u32(self.notsent_bytes() as u64),
@@ -336,11 +336,11 @@ impl Connection {
             } else {
                 0
             },
-            dsack_dups: sat_u32(self.counters.rx_dsack_blocks),
+            dsack_dups: sat_u32(self.rare_counter(|k| k.rx_dsack_blocks)),
             reordering: x.reordering,
             reord_seen: sat_u32(x.reordering_events),
             delivered: sat_u32(x.delivered_segments),
-            delivered_ce: sat_u32(self.counters.delivered_ce_segments),
+            delivered_ce: sat_u32(self.rare_counter(|k| k.delivered_ce_segments)),
             data_segs_in: sat_u32(x.rx_data_segments),
             data_segs_out: sat_u32(x.tx_data_segments),
             last_data_recv_ms: sat_u32(now.saturating_sub(x.last_data_rx_ns) / NS_PER_MS),

@@ -30,7 +30,7 @@ impl Connection {
     pub fn handle_segment_gro(&mut self, now: u64, seg: &TcpRepr<'_>, gro_mss_bytes: u16) {
         self.counters.rx_segments += 1;
         if seg.dst_port != self.local_port || seg.src_port != self.remote_port {
-            self.counters.rx_drop_wrong_port += 1;
+            self.rare_counters().rx_drop_wrong_port += 1;
             return;
         }
         if self.skb.is_some() {
@@ -38,7 +38,7 @@ impl Connection {
         }
         match self.state {
             State::Closed => {
-                self.counters.rx_drop_closed += 1;
+                self.rare_counters().rx_drop_closed += 1;
             }
             State::SynSent => self.rx_syn_sent(now, seg),
             _ => {
@@ -77,7 +77,7 @@ impl Connection {
         if has_ack {
             // "If SEG.ACK =< ISS or SEG.ACK > SND.NXT, send a reset (unless the RST bit is set)".
             if seg.ack_number.le(self.snd.iss) || seg.ack_number.gt(self.snd.max) {
-                self.counters.rx_drop_bad_ack += 1;
+                self.rare_counters().rx_drop_bad_ack += 1;
                 if !flags.contains(TcpFlags::RST) {
                     self.queue_rst(seg.ack_number, None);
                 }
@@ -89,16 +89,16 @@ impl Connection {
             if has_ack {
                 self.enter_closed(CloseReason::Reset);
             } else {
-                self.counters.rx_drop_syn_sent += 1;
+                self.rare_counters().rx_drop_syn_sent += 1;
             }
             return;
         }
         if !flags.contains(TcpFlags::SYN) {
-            self.counters.rx_drop_syn_sent += 1;
+            self.rare_counters().rx_drop_syn_sent += 1;
             return;
         }
         if has_ack && self.config.syn_ack_checks_ts_echo && self.syn_ack_echo_impossible(now, seg) {
-            self.counters.rx_drop_syn_ack_bad_echo += 1;
+            self.rare_counters().rx_drop_syn_ack_bad_echo += 1;
             self.queue_rst(seg.ack_number, None);
             return;
         }
@@ -135,7 +135,7 @@ impl Connection {
             if self.snd.una != self.snd.iss
                 && ack.0.wrapping_sub(base) < self.snd.una.0.wrapping_sub(base)
             {
-                self.counters.snd_una_wraps += 1;
+                self.rare_counters().snd_una_wraps += 1;
             }
             self.snd.una = ack;
             // SND.NXT goes to the acknowledgment: a SYN retransmission owed (the RTO rewound
@@ -270,7 +270,7 @@ impl Connection {
             && self.state != State::SynReceived
             && !self.config.accept_missing_timestamps
         {
-            self.counters.rx_drop_missing_ts += 1;
+            self.rare_counters().rx_drop_missing_ts += 1;
             return;
         }
         // RFC 7323 §5.3 R1 (PAWS), before the acceptability test.
@@ -282,7 +282,7 @@ impl Connection {
                         self.ts.recent = ts.tsval;
                         self.ts.recent_age_ns = now;
                     } else {
-                        self.counters.rx_drop_paws += 1;
+                        self.rare_counters().rx_drop_paws += 1;
                         self.ack_unacceptable(now, seg);
                         return;
                     }
@@ -292,9 +292,9 @@ impl Connection {
         let seg_len = seq_len(seg);
         // For the acceptability test a SYN we already hold counts, so use the full length.
         if !self.acceptable(seg.seq_number, seg_len) {
-            self.counters.rx_drop_out_of_window += 1;
+            self.rare_counters().rx_drop_out_of_window += 1;
             if rst {
-                self.counters.rx_drop_rst_out_of_window += 1;
+                self.rare_counters().rx_drop_rst_out_of_window += 1;
                 return;
             }
             if self.state == State::SynReceived
@@ -323,7 +323,7 @@ impl Connection {
         if rst {
             if self.state == State::TimeWait {
                 // RFC 1337: ignore RST in TIME-WAIT to avoid assassination.
-                self.counters.rx_drop_rst_time_wait += 1;
+                self.rare_counters().rx_drop_rst_time_wait += 1;
                 return;
             }
             if seg.seq_number == self.rcv.nxt {
@@ -338,13 +338,13 @@ impl Connection {
         // Fourth: SYN (RFC 5961 §4.2): any SYN on a synchronized (or SYN-RECEIVED)
         // connection gets a challenge ACK, whatever its sequence number.
         if flags.contains(TcpFlags::SYN) {
-            self.counters.rx_drop_syn_in_window += 1;
+            self.rare_counters().rx_drop_syn_in_window += 1;
             self.challenge_ack(now);
             return;
         }
         // Fifth: ACK.
         if !flags.contains(TcpFlags::ACK) {
-            self.counters.rx_drop_no_ack += 1;
+            self.rare_counters().rx_drop_no_ack += 1;
             return;
         }
         let ack = seg.ack_number;
@@ -374,21 +374,21 @@ impl Connection {
                 }
             } else {
                 // "If the segment acknowledgment is not acceptable, form a reset segment".
-                self.counters.rx_drop_bad_ack += 1;
+                self.rare_counters().rx_drop_bad_ack += 1;
                 self.queue_rst(ack, None);
                 return;
             }
         }
         // RFC 5961 §5.2: acceptable iff SND.UNA − MAX.SND.WND ≤ SEG.ACK ≤ SND.NXT.
         if ack.gt(self.snd.max) {
-            self.counters.rx_drop_ack_unsent += 1;
+            self.rare_counters().rx_drop_ack_unsent += 1;
             if self.config.ack_unsent_data_replies {
                 self.challenge_ack(now);
             }
             return;
         }
         if ack.lt(self.snd.una - self.snd.max_wnd.max(1)) {
-            self.counters.rx_drop_ack_too_old += 1;
+            self.rare_counters().rx_drop_ack_too_old += 1;
             self.challenge_ack(now);
             return;
         }
@@ -468,10 +468,10 @@ impl Connection {
         }
         if self.out.challenge_acks_in_window < self.config.challenge_acks_per_s_max {
             self.out.challenge_acks_in_window += 1;
-            self.counters.challenge_acks_sent += 1;
+            self.rare_counters().challenge_acks_sent += 1;
             self.out.ack_due = AckDue::Now;
         } else {
-            self.counters.challenge_acks_suppressed += 1;
+            self.rare_counters().challenge_acks_suppressed += 1;
         }
     }
 
@@ -582,7 +582,7 @@ impl Connection {
             if self.snd.una != self.snd.iss
                 && ack.0.wrapping_sub(base) < self.snd.una.0.wrapping_sub(base)
             {
-                self.counters.snd_una_wraps += 1;
+                self.rare_counters().snd_una_wraps += 1;
             }
             self.snd.una = ack;
             if self.snd.nxt.lt(ack) {
@@ -682,7 +682,7 @@ impl Connection {
             && flight_before > 0
         {
             // RFC 5681 §2: a duplicate acknowledgment.
-            self.counters.dup_acks_rx += 1;
+            self.rare_counters().dup_acks_rx += 1;
             self.on_dupack(now, mss, flight_before);
         }
         if rack {
@@ -723,7 +723,7 @@ impl Connection {
         let delivered_segs =
             self.count_delivered(now, una_before, reported_before, sacked_bytes_before);
         if ece {
-            self.counters.delivered_ce_segments += u64::from(delivered_segs);
+            self.count_rare(u64::from(delivered_segs), |k| &mut k.delivered_ce_segments);
         }
         // RFC 6937 DeliveredData: the change in SND.UNA plus the change in SACKed bytes.
         let delivered = || {
@@ -905,7 +905,7 @@ impl Connection {
         let first_end = self.snd.iss + 1;
         let h = self
             .hystart
-            .get_or_insert_with(|| crate::cc::Hystart::new(now, first_end));
+            .get_or_insert_with(|| Box::new(crate::cc::Hystart::new(now, first_end)));
         let ack = crate::cc::HystartAck {
             now_ns: now,
             rtt_ns,

@@ -54,6 +54,7 @@ mod time_wait;
 mod timers;
 
 pub use counters::Counters;
+pub(crate) use counters::HotCounters;
 pub use info::{CaState, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt};
 pub use records::RECORDS_OUTSTANDING_MAX;
 pub(crate) use records::records_from_ends;
@@ -232,7 +233,8 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// spaces, negotiated options, timestamps, loss recovery, congestion control (behind
 /// [`crate::cc::CongestionController`]), RTT estimation, timers, application flags, owed
 /// output, then the parts a segment reads a few fields of (buffers, tables, configuration,
-/// RACK, `tcp_info` state) and the boxed counters. A snapshot carries
+/// RACK, `tcp_info` state) and the counters (inline the per-segment ones, boxed the rare
+/// ones). A snapshot carries
 /// the groups whole (`snapshot.rs`).
 ///
 /// Cross-group invariants (checked by [`Connection::invariant_violation`]):
@@ -246,12 +248,13 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// touches (the list is in the comment below): first the engine's groups, which every
 /// segment reads and most write (376 bytes, six lines, ordered by alignment so that no
 /// padding is added), then the headers every segment reads (the two rings, the out-of-order
-/// queue and the SACK scoreboard), the pointer to the shared configuration (one copy for all
-/// the connections of a listener or stack, copied on write), RACK's state and the
+/// queue and the SACK scoreboard), the counters every segment bumps (`HotCounters`, 56
+/// bytes), the pointer to the shared configuration (one copy for all the connections of a
+/// listener or stack, copied on write), RACK's state and the
 /// `tcp_info` state (inline: each was a box of its own, one more allocation and a pointer to
 /// chase per segment), the cold fields (record ends, Minshall's `snd_sml` and `send_cut`, in
-/// what was padding), and last the pointer to the counters (boxed: 408 bytes, of which a
-/// segment writes 32). `Connection::layout` reports the offsets, `cargo run -p bench --bin
+/// what was padding), and last the pointer to the rare counters (boxed by the first rare
+/// event, `count_rare`). `Connection::layout` reports the offsets, `cargo run -p bench --bin
 /// tcb_size` prints them. The whole is at most 1,024 bytes with at least 8 to spare for the
 /// next fields (test `tcb_fits_one_kilobyte_with_room_to_spare`).
 ///
@@ -325,6 +328,10 @@ pub struct Connection {
     pub(crate) ooo: OooQueue,
     /// SACK scoreboard (sender side): ranges above SND.UNA the peer reported holding.
     pub(crate) scoreboard: OooQueue,
+    /// The counters every segment or exchange bumps (segments and payload bytes each way,
+    /// RTT samples, pure and delayed ACKs), inline: no separate allocation, and with the
+    /// scoreboard's tail in one cache line. The rest are in `counters_rare`.
+    pub(crate) counters: HotCounters,
     // ---- a few fields each per segment ----
     /// The configuration, validated, shared with every connection opened from the same one
     /// (the stack's listeners and active opens, [`crate::config::SharedConfig`]): its fields
@@ -341,8 +348,9 @@ pub struct Connection {
     /// segment counts in it.
     pub(crate) info: Option<chrono::InfoState>,
     /// CUBIC's HyStart ([`Config::hystart`], `cc/hystart.rs`): created by the first ACK
-    /// that gives it a sample, dropped by a retransmission timeout.
-    pub(crate) hystart: Option<crate::cc::Hystart>,
+    /// that gives it a sample, dropped by a retransmission timeout. Boxed: only CUBIC
+    /// connections with HyStart on have one, and inline it took 32 bytes of every TCB.
+    pub(crate) hystart: Option<Box<crate::cc::Hystart>>,
     /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
     pub(crate) records: Option<Box<records::RecordEnds>>,
     /// The send queue's skbs under [`Config::send_buffer_skb_accounting`] (`sndbuf.rs`);
@@ -361,9 +369,11 @@ pub struct Connection {
     /// skbs of the size goal), so a waiting write leaves no short tail there, while this
     /// stack's buffer takes bytes up to its capacity. Cleared by a `send` taken whole.
     pub(crate) send_cut: bool,
-    /// Counters, boxed: 408 bytes, of which a segment writes the first 32
-    /// (`rx_segments`, `tx_segments`, `rx_payload_bytes`, `tx_payload_bytes`).
-    pub(crate) counters: Box<Counters>,
+    /// The counters of rare events (drops, retransmissions, ECN, RACK, ...), boxed by the
+    /// first of them ([`Connection::rare_counters`]) and read as zeros while absent: an
+    /// established connection that loses nothing never allocates them. Its fields named in
+    /// [`HotCounters`] stay zero (those live in `counters`).
+    pub(crate) counters_rare: Option<Box<Counters>>,
 }
 
 /// The window scale we offer for a receive buffer: the smallest shift that lets the 16-bit
@@ -509,7 +519,8 @@ impl Connection {
             snd_sml: iss,
             send_cut: false,
             config,
-            counters: Box::default(),
+            counters: HotCounters::default(),
+            counters_rare: None,
         }
     }
 
@@ -525,6 +536,26 @@ impl Connection {
             }
             r
         })
+    }
+
+    /// The rare counters, boxed on first use (a rare event's increment).
+    #[cold]
+    pub(crate) fn rare_counters(&mut self) -> &mut Counters {
+        self.counters_rare.get_or_insert_with(Box::default)
+    }
+
+    /// Adds `n` to one rare counter; boxes the rare counters only when `n` is not zero (an
+    /// ACK that marks nothing lost, a send that merges no record, count nothing).
+    #[inline]
+    pub(crate) fn count_rare(&mut self, n: u64, counter: impl FnOnce(&mut Counters) -> &mut u64) {
+        if n != 0 {
+            *counter(self.rare_counters()) += n;
+        }
+    }
+
+    /// One rare counter's value: zero while none was counted.
+    pub(crate) fn rare_counter(&self, get: impl Fn(&Counters) -> u64) -> u64 {
+        self.counters_rare.as_deref().map_or(0, get)
     }
 
     /// Stops the RACK reordering timer.

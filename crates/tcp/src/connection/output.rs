@@ -41,7 +41,7 @@ impl Connection {
         if let Some((seq, ack)) = self.out.rst_pending.take() {
             // Not ECN-capable (a RST with ACK also passes through `fill_options`).
             self.ecn.flags &= !ecn_flag::TX_ECT;
-            self.counters.resets_sent += 1;
+            self.rare_counters().resets_sent += 1;
             self.counters.tx_segments += 1;
             let mut r = self.base_repr(seq);
             r.flags = TcpFlags::RST;
@@ -115,7 +115,7 @@ impl Connection {
         }
         if self.out.keepalive_pending {
             self.out.keepalive_pending = false;
-            self.counters.keepalive_probes_sent += 1;
+            self.rare_counters().keepalive_probes_sent += 1;
             // RFC 9293 §3.8.4: a probe with SEG.SEQ = SND.NXT − 1 and no data elicits an ACK.
             let r = self.ack_repr(now, self.snd.una - 1);
             return Some(r);
@@ -367,15 +367,15 @@ impl Connection {
         if self.rack_active() {
             // RFC 8985 §6.1: every transmission's time, per segment.
             let merges = self.rack_state(now).on_send(seq, end, now);
-            self.counters.rack_records_merged += u64::from(merges);
+            self.count_rare(u64::from(merges), |k| &mut k.rack_records_merged);
         }
         if is_rtx {
             if self.rec.in_recovery && end.gt(self.rec.high_rxt) {
                 self.rec.high_rxt = end;
             }
-            self.counters.retransmitted_segments += 1;
+            self.rare_counters().retransmitted_segments += 1;
             self.ts.rtx_floor = self.ts_now(now);
-            self.counters.retransmitted_bytes += n as u64;
+            self.count_rare(n as u64, |k| &mut k.retransmitted_bytes);
             // Karn: a retransmission makes any running RTT measurement ambiguous.
             self.timers.clear_rtt_timed();
         } else if self.timers.rtt_timed().is_none() && !self.opts.ts_ok {
@@ -654,7 +654,7 @@ impl Connection {
             // RFC 9293 §3.8.6.1: "The sending TCP peer must regularly transmit at least one
             // octet of new data (if available)". The probe byte sits at SND.UNA; if the peer
             // accepts it, its ACK moves SND.NXT past it.
-            self.counters.window_probes_sent += 1;
+            self.rare_counters().window_probes_sent += 1;
             self.timers.persist_shift = self.timers.persist_shift.saturating_add(1).min(16);
             let una = self.snd.una;
             if !self.config.zero_window_probe_carries_data {

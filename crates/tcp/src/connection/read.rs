@@ -48,9 +48,18 @@ impl Connection {
         let opts = u16::try_from(tcp_header_bytes.saturating_sub(20)).unwrap_or(u16::MAX);
         self.opts.snd_mss.saturating_sub(opts).max(1)
     }
-    /// Counters.
-    pub fn counters(&self) -> &Counters {
-        &self.counters
+    /// Counters: the inline ones and the boxed rare ones (zeros while never counted) put
+    /// together.
+    pub fn counters(&self) -> Counters {
+        let mut all = self.counters_rare.as_deref().copied().unwrap_or_default();
+        self.counters.write_into(&mut all);
+        all
+    }
+    /// Heap bytes the rare counters' box takes: 0 until a rare event was counted.
+    pub fn counters_heap_bytes(&self) -> usize {
+        self.counters_rare
+            .as_ref()
+            .map_or(0, |_| core::mem::size_of::<Counters>())
     }
     /// The configuration in force (validated).
     pub fn config(&self) -> &Config {

@@ -23,7 +23,7 @@ impl Connection {
         if dup == 0 {
             return;
         }
-        self.counters.rx_duplicate_bytes += u64::from(dup);
+        self.count_rare(u64::from(dup), |k| &mut k.rx_duplicate_bytes);
         if let Some(r) = self
             .ooo
             .ranges()
@@ -56,7 +56,7 @@ impl Connection {
         if start.lt(self.rcv.nxt) {
             let skip = fwd(start, self.rcv.nxt) as usize;
             let dup = skip.min(data.len());
-            self.counters.rx_duplicate_bytes += dup as u64;
+            self.count_rare(dup as u64, |k| &mut k.rx_duplicate_bytes);
             if dup > 0 {
                 self.note_dsack(start, start + dup as u32);
             }
@@ -70,7 +70,9 @@ impl Connection {
         // Trim what lies beyond the advertised window.
         let room = fwd(start, self.rcv.adv) as usize;
         if data.len() > room {
-            self.counters.rx_trim_beyond_window_bytes += (data.len() - room) as u64;
+            self.count_rare((data.len() - room) as u64, |k| {
+                &mut k.rx_trim_beyond_window_bytes
+            });
             data = data.get(..room).unwrap_or(&[]);
             fin = false;
             // RFC 9293 §3.8.6.1: a zero-window probe (or any data beyond the window) is
@@ -85,7 +87,7 @@ impl Connection {
             // RFC 1122 §4.2.2.13: new data after CLOSE SHOULD draw a RST, to show it was
             // lost (Linux `tcp_rcv_state_process`, "abort on data"). The RST answers the
             // segment: its sequence number is the segment's acknowledgment (RFC 9293 §3.5.2).
-            self.counters.rx_discard_after_close_bytes += data.len() as u64;
+            self.count_rare(data.len() as u64, |k| &mut k.rx_discard_after_close_bytes);
             self.queue_rst(seg.ack_number, None);
             self.enter_closed(CloseReason::Aborted);
             return;
@@ -163,7 +165,7 @@ impl Connection {
         let before = self.rcv.nxt.0.wrapping_sub(base.0);
         self.rcv.nxt += n;
         if self.rcv.nxt.0.wrapping_sub(base.0) < before {
-            self.counters.rcv_nxt_wraps += 1;
+            self.rare_counters().rcv_nxt_wraps += 1;
         }
     }
 
@@ -171,7 +173,7 @@ impl Connection {
         let n = data.len() as u32;
         if self.app.app_closed {
             // Nobody will read: acknowledge and discard.
-            self.counters.rx_discard_after_close_bytes += u64::from(n);
+            self.count_rare(u64::from(n), |k| &mut k.rx_discard_after_close_bytes);
             self.advance_rcv_nxt(n);
             self.rcv.adv = self.rcv.adv.max(self.rcv.nxt);
             self.ooo.clear();
@@ -200,7 +202,7 @@ impl Connection {
     /// Queues an out-of-order segment's bytes; returns whether they were kept.
     pub(super) fn accept_out_of_order(&mut self, start: SeqNumber, data: &[u8]) -> bool {
         if !self.keeps_out_of_order() {
-            self.counters.rx_drop_ooo_ranges += 1;
+            self.rare_counters().rx_drop_ooo_ranges += 1;
             return false;
         }
         let end = start + data.len() as u32;
@@ -209,15 +211,15 @@ impl Connection {
                 let offset = self.recv_buf.len() + fwd(self.rcv.nxt, start) as usize;
                 let written = self.recv_buf.write_at(offset, data);
                 debug_assert_eq!(written, data.len(), "out-of-order data outside the window");
-                self.counters.rx_ooo_segments += 1;
+                self.rare_counters().rx_ooo_segments += 1;
                 true
             }
             Err(crate::ooo::OooReject::TooManyRanges) => {
-                self.counters.rx_drop_ooo_ranges += 1;
+                self.rare_counters().rx_drop_ooo_ranges += 1;
                 false
             }
             Err(crate::ooo::OooReject::TooManyBytes) => {
-                self.counters.rx_drop_ooo_bytes += 1;
+                self.rare_counters().rx_drop_ooo_bytes += 1;
                 false
             }
         }

@@ -117,8 +117,10 @@ impl Connection {
         let reo_wnd_ns = rack.reo_wnd_ns(in_recovery || rack.rto_recovery, srtt_ns);
         let d = rack.detect_loss(now, reo_wnd_ns);
         self.rack_deadline_ns = d.deadline_ns.unwrap_or(NEVER);
-        self.counters.rack_loss_marks += u64::from(d.lost);
-        self.counters.rack_lost_retransmits += u64::from(d.lost_retransmissions);
+        self.count_rare(u64::from(d.lost), |k| &mut k.rack_loss_marks);
+        self.count_rare(u64::from(d.lost_retransmissions), |k| {
+            &mut k.rack_lost_retransmits
+        });
     }
 
     /// Starts recovery when RACK has marked a segment lost (RFC 8985 §6.2: the sender enters
@@ -162,7 +164,7 @@ impl Connection {
         // RFC 5681 §3.2 step 2 / RFC 6675 §5 step (4.3): retransmit the first unacked segment
         // (with RACK, the first segment it deemed lost), whatever the pipe.
         self.rec.rtx_pending = true;
-        self.counters.fast_retransmits += 1;
+        self.rare_counters().fast_retransmits += 1;
     }
 
     /// Records the SACK blocks of an acceptable ACK (RFC 2018 §4, RFC 6675 §5); returns
@@ -177,11 +179,11 @@ impl Connection {
             if i == 0 && dsack {
                 // RFC 2883 §4: the peer got something twice (a spurious retransmission or a
                 // duplicated segment).
-                self.counters.rx_dsack_blocks += 1;
+                self.rare_counters().rx_dsack_blocks += 1;
                 continue;
             }
             if !(floor.lt(b.left) && b.left.lt(b.right) && b.right.le(self.snd.max)) {
-                self.counters.rx_sack_blocks_invalid += 1;
+                self.rare_counters().rx_sack_blocks_invalid += 1;
                 continue;
             }
             valid[i] = Some(*b);
@@ -202,7 +204,7 @@ impl Connection {
                 reord = Some(reord.map_or(low, |r| if low.lt(r) { low } else { r }));
             }
             if self.scoreboard.insert(b.left, b.right, u32::MAX).is_err() {
-                self.counters.rx_sack_blocks_dropped += 1;
+                self.rare_counters().rx_sack_blocks_dropped += 1;
             } else if b.right.gt(highest) {
                 highest = b.right;
             }

@@ -93,7 +93,7 @@ impl Connection {
 
     /// RFC 6298 §5.4–§5.6 retransmission timeout.
     pub(super) fn on_rto(&mut self, now: u64) {
-        self.counters.rto_expirations += 1;
+        self.rare_counters().rto_expirations += 1;
         match self.state {
             State::SynSent | State::SynReceived => {
                 if self.timers.syn_retries >= self.config.syn_retries_max {
@@ -148,7 +148,7 @@ impl Connection {
         if !self.rack_active() || !self.state.is_synchronized() || self.snd.una == self.snd.max {
             return;
         }
-        self.counters.rack_reo_timeouts += 1;
+        self.rare_counters().rack_reo_timeouts += 1;
         self.rack_detect_loss(now);
         let mss = u32::from(self.eff_mss());
         let flight = fwd(self.snd.una, self.snd.max);
@@ -219,7 +219,7 @@ impl Connection {
         }
         self.rec.tlp_pending = true;
         self.rec.tlp_sent = true;
-        self.counters.tail_loss_probes += 1;
+        self.rare_counters().tail_loss_probes += 1;
         if self.timers.persist_deadline_ns == NEVER {
             self.timers.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
         }
