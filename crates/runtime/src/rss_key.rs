@@ -30,7 +30,8 @@ fn random_bytes(bytes: &mut [u8]) {
     }
 }
 
-/// A fresh random key: 40 bytes from the OS ([`random_bytes`]).
+/// A fresh random key: 40 bytes from the OS (`/dev/urandom`, or std's OS-seeded hasher where
+/// that file cannot be read).
 pub fn random_rss_key() -> RssKey {
     let mut bytes = [0u8; KEY_LEN_BYTES];
     random_bytes(&mut bytes);

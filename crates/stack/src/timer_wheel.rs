@@ -90,6 +90,11 @@ pub(crate) struct TimerWheel {
     len: usize,
     /// Reused by sorting and cascading (empty between calls).
     scratch: Vec<u32>,
+    /// Nodes stepped over by in-place inserts into the first bucket (tests: the walk's cost).
+    #[cfg(test)]
+    walked: u64,
+    /// `refine_first` on (tests turn it off to show what it saves).
+    refines: bool,
 }
 
 impl core::fmt::Debug for TimerWheel {
@@ -118,6 +123,9 @@ impl TimerWheel {
             levels_occupied: 0,
             len: 0,
             scratch: Vec::new(),
+            #[cfg(test)]
+            walked: 0,
+            refines: true,
         }
     }
 
@@ -187,7 +195,13 @@ impl TimerWheel {
         if let Some(n) = self.nodes.get_mut(slot) {
             n.deadline_ns = deadline_ns;
         }
-        let b = self.bucket_for(deadline_ns);
+        let mut b = self.bucket_for(deadline_ns);
+        // Into the middle of a coarse first bucket: refine it first, so the in-place walk
+        // that keeps the first bucket sorted stays short (`refine_first`).
+        while self.refines && self.first_bucket() == Some(b) && self.lands_inside(b, i) {
+            self.refine_first(b);
+            b = self.bucket_for(deadline_ns);
+        }
         let first = self.first_bucket();
         self.link(i, b, first == Some(b));
         self.len += 1;
@@ -326,6 +340,10 @@ impl TimerWheel {
         } else if keep_sorted {
             let mut at = bk.tail;
             while at != NIL && self.key(at) > key {
+                #[cfg(test)]
+                {
+                    self.walked += 1;
+                }
                 at = self.nodes.get(at as usize).map_or(NIL, |n| n.prev);
             }
             at
@@ -416,6 +434,41 @@ impl TimerWheel {
         }
         list.clear();
         self.scratch = list;
+    }
+
+    /// True when node `i` (deadline set) would go strictly inside bucket `b` — after its
+    /// head, before its tail — of a level above 0: an insert the sorted first bucket could
+    /// only take by walking.
+    fn lands_inside(&self, b: u16, i: u32) -> bool {
+        let Some(bk) = self.buckets.get(usize::from(b)) else {
+            return false;
+        };
+        let key = self.key(i);
+        usize::from(b) >= SLOTS
+            && b != PAST
+            && bk.head != NIL
+            && bk.sorted
+            && key > self.key(bk.head)
+            && key < self.key(bk.tail)
+    }
+
+    /// Cascades the first bucket `b` (a level above 0) into finer ones by moving the
+    /// reference time up to its earliest deadline. Nothing in the wheel is earlier, so the
+    /// invariants hold with `cur_ns` past the caller's clock: a deadline inserted below it
+    /// later goes to the past bucket, which is below every level. Without this, a wheel whose
+    /// reference time stayed behind (no timer fired for a while: a busy server re-arms every
+    /// deadline before it is due) keeps deadlines far apart — `now + 40 ms` delayed ACKs and
+    /// `now + 200 ms` retransmission timeouts — in one first bucket spanning up to a second,
+    /// and each insert between them walks past all the later ones: O(connections) per
+    /// segment. Amortised O(1): an entry descends at most once per level in its life.
+    fn refine_first(&mut self, b: u16) {
+        let head = self.buckets.get(usize::from(b)).map_or(NIL, |bk| bk.head);
+        let Some(m) = self.nodes.get(head as usize).map(|n| n.deadline_ns) else {
+            return;
+        };
+        // `m` is in bucket `b` of a level above 0, so it differs from `cur_ns` there:
+        // `advance` drains exactly `b`.
+        self.advance(m);
     }
 
     /// Empties bucket `b` into `out` (list order), leaving the nodes' deadlines in place.
@@ -589,6 +642,58 @@ mod tests {
             prop_assert_eq!(due, m.pop_due(u64::MAX));
             prop_assert_eq!(w.len(), 0);
         }
+    }
+
+    /// A busy server's pattern: no timer fires for a while because every connection's
+    /// deadline keeps moving out, re-armed to `now + 40 ms` (delayed ACK) or `now + 200 ms`
+    /// (retransmission) as segments come and go, while the clock crosses a 2^30 ns boundary
+    /// of the stale reference time. Without refining, both kinds share one level-5 first
+    /// bucket (1.07 s wide) and every delayed-ACK insert walks past the later timeouts:
+    /// O(connections) per insert (`bench::scale` at 100,000 connections spent 90 % of its
+    /// time there, 100 µs per frame). Refined, the walks all but vanish; the wheel answers
+    /// the same either way.
+    #[test]
+    fn refining_the_first_bucket_keeps_inserts_on_a_busy_wheel_from_walking_it() {
+        let run = |refines: bool| {
+            let mut w = TimerWheel::new();
+            w.refines = refines;
+            let mut now = 4 * (1u64 << 30) - 300_000_000;
+            let mut due = Vec::new();
+            w.pop_due(now, &mut due);
+            let slots = 2_000;
+            for s in 0..slots {
+                w.insert(s, now + 200_000_000);
+            }
+            let mut firsts = Vec::new();
+            for k in 0..60 * slots {
+                now += 5_000; // all slots once per 10 ms
+                let s = k % slots;
+                let dt = if (k / slots + s) % 2 == 0 {
+                    40_000_000
+                } else {
+                    200_000_000
+                };
+                w.insert(s, now + dt);
+                if k % 97 == 0 {
+                    firsts.push(w.peek());
+                }
+            }
+            due.clear();
+            w.pop_due(u64::MAX, &mut due);
+            (w.walked, firsts, due)
+        };
+        let (stale, firsts_stale, order_stale) = run(false);
+        let (refined, firsts_refined, order_refined) = run(true);
+        assert_eq!(firsts_stale, firsts_refined);
+        assert_eq!(order_stale, order_refined);
+        assert!(
+            stale > 1_000 * 60 * 2_000 / 10,
+            "the coarse bucket is walked: {stale}"
+        );
+        assert!(
+            refined < 2 * 60 * 2_000,
+            "refined, inserts are appends: {refined}"
+        );
     }
 
     #[test]
