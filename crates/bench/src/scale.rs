@@ -20,7 +20,7 @@
 //! exceeds the delayed-ACK time (40 ms), the client's delayed ACKs fire and add a third.
 //! Costs are reported per frame moved (both directions), so the frame mix is in the figure.
 
-use stack::{Readiness, RxLookahead, RxMeta, SocketError, Stack};
+use stack::{Readiness, RxLookahead, RxMeta, SocketError, SocketHandle, Stack};
 
 use crate::bulk::BulkError;
 use crate::idle::IdleWorld;
@@ -251,49 +251,20 @@ fn run_exchanges(w: &mut ScaleWorld, exchanges: u64) -> Result<ScaleCounts, Bulk
             return Err(BulkError::NotConnected);
         };
         *next = (*next + 1) % n;
-        match client.tcp_send(h, message) {
-            Ok(k) if k == msg_len => {}
-            Ok(_) | Err(SocketError::WouldBlock) => {
-                return Err(BulkError::Stalled { received_bytes: 0 });
-            }
-            Err(e) => return Err(BulkError::Socket("send request", e)),
-        }
+        send_request(client, h, message)?;
         while let Some(f) = client.poll_transmit(*now) {
             c.frames += 1;
             server.receive(*now, &f, &RxMeta::NONE);
             client.recycle(f);
         }
-        while let Some(e) = server.poll_event() {
-            if !e.readiness.contains(Readiness::READABLE) {
-                continue;
-            }
-            while let Ok(k) = server.tcp_recv(e.handle, buf) {
-                if k == 0 {
-                    break;
-                }
-                server
-                    .tcp_send(e.handle, message.get(..k).unwrap_or_default())
-                    .map_err(|e| BulkError::Socket("send response", e))?;
-            }
-        }
+        echo_readable(server, buf, message)?;
         while let Some(f) = server.poll_transmit(*now) {
             c.frames += 1;
             client.receive(*now, &f, &RxMeta::NONE);
             server.recycle(f);
         }
-        let mut got = 0;
-        while let Ok(k) = client.tcp_recv(h, buf) {
-            if k == 0 {
-                break;
-            }
-            got += k;
-        }
+        read_response(client, h, buf, msg_len)?;
         while client.poll_event().is_some() {}
-        if got != msg_len {
-            return Err(BulkError::Stalled {
-                received_bytes: got as u64,
-            });
-        }
         c.exchanges += 1;
         *now += opts.step_ns;
         if *now >= *deadline_ns {
@@ -307,6 +278,58 @@ fn run_exchanges(w: &mut ScaleWorld, exchanges: u64) -> Result<ScaleCounts, Bulk
         *deadline_ns = earliest(client, server);
     }
     Ok(c)
+}
+
+/// The client writes one request on `h` (whole, or the run has stalled).
+#[inline(always)]
+fn send_request(client: &mut Stack, h: SocketHandle, message: &[u8]) -> Result<(), BulkError> {
+    match client.tcp_send(h, message) {
+        Ok(k) if k == message.len() => Ok(()),
+        Ok(_) | Err(SocketError::WouldBlock) => Err(BulkError::Stalled { received_bytes: 0 }),
+        Err(e) => Err(BulkError::Socket("send request", e)),
+    }
+}
+
+/// The server echoes what each readable socket holds (up to a message's length per read).
+#[inline(always)]
+fn echo_readable(server: &mut Stack, buf: &mut [u8], message: &[u8]) -> Result<(), BulkError> {
+    while let Some(e) = server.poll_event() {
+        if !e.readiness.contains(Readiness::READABLE) {
+            continue;
+        }
+        while let Ok(k) = server.tcp_recv(e.handle, buf) {
+            if k == 0 {
+                break;
+            }
+            server
+                .tcp_send(e.handle, message.get(..k).unwrap_or_default())
+                .map_err(|e| BulkError::Socket("send response", e))?;
+        }
+    }
+    Ok(())
+}
+
+/// The client reads the response on `h`: exactly `msg_len` bytes, or the run has stalled.
+#[inline(always)]
+fn read_response(
+    client: &mut Stack,
+    h: SocketHandle,
+    buf: &mut [u8],
+    msg_len: usize,
+) -> Result<(), BulkError> {
+    let mut got = 0;
+    while let Ok(k) = client.tcp_recv(h, buf) {
+        if k == 0 {
+            break;
+        }
+        got += k;
+    }
+    if got != msg_len {
+        return Err(BulkError::Stalled {
+            received_bytes: got as u64,
+        });
+    }
+    Ok(())
 }
 
 /// Hands `frames` to `to` as one burst (with the look-ahead when `lookahead`), and their
@@ -368,13 +391,7 @@ fn run_bursts(w: &mut ScaleWorld, exchanges: u64) -> Result<ScaleCounts, BulkErr
                 return Err(BulkError::NotConnected);
             };
             *next = (*next + 1) % n;
-            match client.tcp_send(h, message) {
-                Ok(k) if k == msg_len => {}
-                Ok(_) | Err(SocketError::WouldBlock) => {
-                    return Err(BulkError::Stalled { received_bytes: 0 });
-                }
-                Err(e) => return Err(BulkError::Socket("send request", e)),
-            }
+            send_request(client, h, message)?;
             handles.push(h);
         }
         while let Some(f) = client.poll_transmit(*now) {
@@ -382,37 +399,14 @@ fn run_bursts(w: &mut ScaleWorld, exchanges: u64) -> Result<ScaleCounts, BulkErr
         }
         c.frames += frames.len() as u64;
         deliver_burst(client, server, *now, &mut frames, lookahead);
-        while let Some(e) = server.poll_event() {
-            if !e.readiness.contains(Readiness::READABLE) {
-                continue;
-            }
-            while let Ok(k) = server.tcp_recv(e.handle, buf) {
-                if k == 0 {
-                    break;
-                }
-                server
-                    .tcp_send(e.handle, message.get(..k).unwrap_or_default())
-                    .map_err(|e| BulkError::Socket("send response", e))?;
-            }
-        }
+        echo_readable(server, buf, message)?;
         while let Some(f) = server.poll_transmit(*now) {
             frames.push(f);
         }
         c.frames += frames.len() as u64;
         deliver_burst(server, client, *now, &mut frames, lookahead);
         for &h in &handles {
-            let mut got = 0;
-            while let Ok(k) = client.tcp_recv(h, buf) {
-                if k == 0 {
-                    break;
-                }
-                got += k;
-            }
-            if got != msg_len {
-                return Err(BulkError::Stalled {
-                    received_bytes: got as u64,
-                });
-            }
+            read_response(client, h, buf, msg_len)?;
         }
         while client.poll_event().is_some() {}
         c.exchanges += burst as u64;
