@@ -25,20 +25,27 @@ pub enum OooReject {
 /// Filled ranges beyond RCV.NXT.
 ///
 /// Invariants: `ranges` is sorted by `left`, ranges neither overlap nor touch, every range is
-/// non-empty, `ranges.len() ≤ ranges_max`, `bytes` = the sum of range lengths ≤ the
-/// `bytes_max` of every insertion.
+/// non-empty, `ranges.len() ≤` the `ranges_max` of every insertion, `bytes` = the sum of range
+/// lengths ≤ the `bytes_max` of every insertion.
 /// `recent` (when set) indexes the range holding the most recently received segment.
 /// `fin` (when set) lies at or beyond the right edge of every range: no data is held past
 /// the FIN.
 ///
-/// The two optional sequence numbers are stored as values plus one byte of flags (two
-/// `Option<SeqNumber>` take 16 bytes, these fields 9), and the byte cap is the caller's, so a
-/// queue takes 40 bytes: a connection holds two queues inside its 1 KiB TCB.
+/// Eight bytes in the TCB: everything lives in a box made by the first insertion or FIN
+/// (`Held`; most connections never reorder or lose a segment, so their two queues — out of
+/// order and SACK scoreboard — cost a null pointer each, and the per-segment emptiness tests
+/// read only that pointer). The caps are the caller's, passed on each insertion. Once made,
+/// the box stays (a cleared queue keeps its range table for the next loss).
 #[derive(Debug, Clone, Default)]
 pub struct OooQueue {
+    held: Option<Box<Held>>,
+}
+
+/// What a queue holds once it has held anything.
+#[derive(Debug, Clone, Default)]
+struct Held {
     ranges: Vec<SackBlock>,
     bytes: u32,
-    ranges_max: u16,
     recent_seq: SeqNumber,
     fin_seq: SeqNumber,
     /// [`RECENT_SET`] and [`FIN_SET`]: which of `recent_seq`, `fin_seq` hold a value.
@@ -53,82 +60,79 @@ fn len_of(b: &SackBlock) -> u32 {
 }
 
 impl OooQueue {
-    /// An empty queue with the given caps (its small range table is allocated on first use).
-    pub fn new(ranges_max: u16) -> OooQueue {
-        OooQueue {
-            ranges: Vec::new(),
-            bytes: 0,
-            ranges_max,
-            recent_seq: SeqNumber(0),
-            fin_seq: SeqNumber(0),
-            marks: 0,
-        }
+    /// An empty queue (nothing allocated until it holds something).
+    pub fn new() -> OooQueue {
+        OooQueue { held: None }
+    }
+
+    fn held_mut(&mut self) -> &mut Held {
+        self.held.get_or_insert_with(Box::default)
     }
 
     /// True when nothing is held.
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
+        self.held.as_ref().is_none_or(|h| h.ranges.is_empty())
     }
 
     /// True when no range and no FIN beyond a hole is held (what header prediction asks of
     /// the receiver's queue: an in-order segment then pulls nothing in after it).
     #[inline]
     pub fn holds_nothing(&self) -> bool {
-        self.ranges.is_empty() && self.marks & FIN_SET == 0
+        self.held
+            .as_ref()
+            .is_none_or(|h| h.ranges.is_empty() && h.marks & FIN_SET == 0)
     }
 
     /// Bytes held.
     pub fn bytes(&self) -> u32 {
-        self.bytes
+        self.held.as_ref().map_or(0, |h| h.bytes)
     }
 
-    /// Ranges held.
+    /// The ranges, in sequence order.
     pub fn ranges(&self) -> &[SackBlock] {
-        &self.ranges
+        self.held.as_ref().map_or(&[], |h| &h.ranges)
     }
 
-    /// Forgets everything, a remembered FIN included (out-of-order data is never carried
-    /// across a snapshot).
+    /// Forgets everything (the range table is kept for reuse).
     pub fn clear(&mut self) {
-        self.ranges.clear();
-        self.bytes = 0;
-        self.marks = 0;
+        if let Some(h) = self.held.as_deref_mut() {
+            h.ranges.clear();
+            h.bytes = 0;
+            h.marks = 0;
+        }
     }
 
-    /// Where the most recently received segment starts, if remembered.
     fn recent(&self) -> Option<SeqNumber> {
-        (self.marks & RECENT_SET != 0).then_some(self.recent_seq)
-    }
-
-    fn set_recent(&mut self, seq: SeqNumber) {
-        self.recent_seq = seq;
-        self.marks |= RECENT_SET;
+        let h = self.held.as_ref()?;
+        (h.marks & RECENT_SET != 0).then_some(h.recent_seq)
     }
 
     fn forget_fin(&mut self) {
-        self.marks &= !FIN_SET;
+        if let Some(h) = self.held.as_deref_mut() {
+            h.marks &= !FIN_SET;
+        }
     }
 
-    /// The sequence number of a FIN received beyond a hole, if one is remembered.
+    /// Where the peer's FIN lies, when it arrived beyond a hole.
     pub fn fin(&self) -> Option<SeqNumber> {
-        (self.marks & FIN_SET != 0).then_some(self.fin_seq)
+        let h = self.held.as_ref()?;
+        (h.marks & FIN_SET != 0).then_some(h.fin_seq)
     }
 
-    /// Remembers a FIN received beyond a hole at `seq` (the sequence number the FIN itself
-    /// occupies). A later FIN replaces an earlier one. Ignored when data is already held past
-    /// `seq`: such a FIN contradicts what the peer sent before (a conforming peer never sends
-    /// data beyond its FIN), and the peer will send the FIN again if it is real.
+    /// Remembers a FIN at `seq` beyond a hole (ignored when data is held past it: the FIN is
+    /// then not where the stream ends).
     pub fn set_fin(&mut self, seq: SeqNumber) {
-        if self.ranges.last().is_some_and(|r| r.right.gt(seq)) {
+        if self.ranges().last().is_some_and(|r| r.right.gt(seq)) {
             return;
         }
-        self.fin_seq = seq;
-        self.marks |= FIN_SET;
+        let h = self.held_mut();
+        h.fin_seq = seq;
+        h.marks |= FIN_SET;
     }
 
-    /// Takes the remembered FIN once RCV.NXT has reached it: returns true (and forgets it) when
-    /// it lies exactly at `rcv_nxt`; forgets it without effect when `rcv_nxt` has passed it
-    /// (in-order data beyond a FIN means that FIN was not real).
+    /// True when the remembered FIN sits at `rcv_nxt` (and forgets it); a FIN below
+    /// `rcv_nxt` is forgotten too.
     pub fn take_fin_at(&mut self, rcv_nxt: SeqNumber) -> bool {
         match self.fin() {
             Some(f) if f == rcv_nxt => {
@@ -143,28 +147,29 @@ impl OooQueue {
         }
     }
 
-    /// Records `[left, right)` as received, unless the queue would then hold more than
-    /// `bytes_max` bytes (the cap is the caller's: the TCB keeps it in its configuration, not
-    /// in each queue). On `Err` nothing changes and the caller must not keep the bytes.
+    /// Records [left, right) as filled, merging with what it overlaps or touches; refused
+    /// (and nothing changed) when the result would exceed `ranges_max` ranges or `bytes_max`
+    /// bytes.
     pub fn insert(
         &mut self,
         left: SeqNumber,
         right: SeqNumber,
         bytes_max: u32,
+        ranges_max: u16,
     ) -> Result<(), OooReject> {
         if right.le(left) {
             return Ok(());
         }
+        let ranges = self.ranges();
         // Find the ranges that overlap or touch [left, right).
-        let first = self
-            .ranges
+        let first = ranges
             .iter()
             .position(|r| r.right.ge(left))
-            .unwrap_or(self.ranges.len());
+            .unwrap_or(ranges.len());
         let mut last = first;
         let mut merged = SackBlock { left, right };
         let mut covered = 0u32;
-        while let Some(r) = self.ranges.get(last) {
+        while let Some(r) = ranges.get(last) {
             if r.left.gt(right) {
                 break;
             }
@@ -173,22 +178,24 @@ impl OooQueue {
             covered += len_of(r);
             last += 1;
         }
-        let new_bytes = self.bytes - covered + len_of(&merged);
-        let new_ranges = self.ranges.len() - (last - first) + 1;
-        if new_ranges > usize::from(self.ranges_max) {
+        let new_bytes = self.bytes() - covered + len_of(&merged);
+        let new_ranges = ranges.len() - (last - first) + 1;
+        if new_ranges > usize::from(ranges_max) {
             return Err(OooReject::TooManyRanges);
         }
         if new_bytes > bytes_max {
             return Err(OooReject::TooManyBytes);
         }
-        if self.ranges.capacity() == 0 {
+        let h = self.held_mut();
+        if h.ranges.capacity() == 0 {
             // Allocated once, on first use, at its final size.
-            self.ranges.reserve_exact(usize::from(self.ranges_max));
+            h.ranges.reserve_exact(usize::from(ranges_max));
         }
-        self.ranges.drain(first..last);
-        self.ranges.insert(first, merged);
-        self.bytes = new_bytes;
-        self.set_recent(left);
+        h.ranges.drain(first..last);
+        h.ranges.insert(first, merged);
+        h.bytes = new_bytes;
+        h.recent_seq = left;
+        h.marks |= RECENT_SET;
         if self.fin().is_some_and(|f| right.gt(f)) {
             // Data beyond the remembered FIN: the FIN was not where the peer's stream ends.
             self.forget_fin();
@@ -196,28 +203,30 @@ impl OooQueue {
         Ok(())
     }
 
-    /// If the first range starts at or before `rcv_nxt`, removes it and returns its right edge:
-    /// the new RCV.NXT once its bytes are committed.
+    /// Takes the first range when it starts at or below `rcv_nxt`: returns its right edge.
     pub fn pop_contiguous(&mut self, rcv_nxt: SeqNumber) -> Option<SeqNumber> {
-        let first = *self.ranges.first()?;
+        let h = self.held.as_deref_mut()?;
+        let first = *h.ranges.first()?;
         if first.left.gt(rcv_nxt) {
             return None;
         }
-        self.ranges.remove(0);
-        self.bytes -= len_of(&first);
+        h.ranges.remove(0);
+        h.bytes -= len_of(&first);
         Some(first.right)
     }
 
-    /// Forgets everything below `seq` (trimming a range that straddles it). Used by the SACK
-    /// scoreboard when the cumulative ACK advances.
+    /// Forgets everything below `seq` (ranges cut at it).
     pub fn remove_below(&mut self, seq: SeqNumber) {
-        while let Some(first) = self.ranges.first_mut() {
+        let Some(h) = self.held.as_deref_mut() else {
+            return;
+        };
+        while let Some(first) = h.ranges.first_mut() {
             if first.right.le(seq) {
-                self.bytes -= len_of(first);
-                self.ranges.remove(0);
+                h.bytes -= len_of(first);
+                h.ranges.remove(0);
             } else {
                 if first.left.lt(seq) {
-                    self.bytes -= seq.diff(first.left) as u32;
+                    h.bytes -= seq.diff(first.left) as u32;
                     first.left = seq;
                 }
                 break;
@@ -227,7 +236,7 @@ impl OooQueue {
 
     /// Bytes held within `[a, b)`.
     pub fn bytes_in(&self, a: SeqNumber, b: SeqNumber) -> u32 {
-        self.ranges
+        self.ranges()
             .iter()
             .map(|r| {
                 let l = r.left.max(a);
@@ -240,7 +249,7 @@ impl OooQueue {
     /// The first sequence number at or after `from` not covered by a range.
     pub fn next_hole(&self, from: SeqNumber) -> SeqNumber {
         let mut s = from;
-        for r in &self.ranges {
+        for r in self.ranges() {
             if r.left.le(s) && r.right.gt(s) {
                 s = r.right;
             }
@@ -250,7 +259,7 @@ impl OooQueue {
 
     /// The left edge of the first range starting after `seq`, if any.
     pub fn next_left_after(&self, seq: SeqNumber) -> Option<SeqNumber> {
-        self.ranges.iter().map(|r| r.left).find(|l| l.gt(seq))
+        self.ranges().iter().map(|r| r.left).find(|l| l.gt(seq))
     }
 
     /// RFC 6675 §4 IsLost as a boundary: every hole below the returned sequence number has
@@ -258,7 +267,7 @@ impl OooQueue {
     pub fn lost_boundary(&self, mss: u32, dupthresh: u32) -> Option<SeqNumber> {
         let mut bytes = 0u32;
         let mut count = 0u32;
-        for r in self.ranges.iter().rev() {
+        for r in self.ranges().iter().rev() {
             bytes = bytes.saturating_add(len_of(r));
             count += 1;
             if count >= dupthresh || bytes > (dupthresh - 1) * mss {
@@ -272,16 +281,16 @@ impl OooQueue {
     /// received segment, the rest follow highest-first. Returns the number written.
     pub fn sack_blocks(&self, out: &mut [Option<SackBlock>]) -> usize {
         let recent_idx = self.recent().and_then(|s| {
-            self.ranges
+            self.ranges()
                 .iter()
                 .position(|r| r.left.le(s) && r.right.gt(s))
         });
         let mut n = 0;
         if let (Some(i), Some(slot)) = (recent_idx, out.first_mut()) {
-            *slot = self.ranges.get(i).copied();
+            *slot = self.ranges().get(i).copied();
             n = 1;
         }
-        for (i, r) in self.ranges.iter().enumerate().rev() {
+        for (i, r) in self.ranges().iter().enumerate().rev() {
             if Some(i) == recent_idx {
                 continue;
             }
@@ -305,10 +314,10 @@ mod tests {
 
     #[test]
     fn adjacent_ranges_merge_and_pop_when_contiguous() {
-        let mut q = OooQueue::new(4);
+        let (mut q, max) = (OooQueue::new(), 4);
         let cap = 1000;
-        q.insert(s(200), s(300), cap).unwrap();
-        q.insert(s(100), s(200), cap).unwrap();
+        q.insert(s(200), s(300), cap, max).unwrap();
+        q.insert(s(100), s(200), cap, max).unwrap();
         assert_eq!(q.ranges().len(), 1);
         assert_eq!(q.bytes(), 200);
         assert_eq!(q.pop_contiguous(s(50)), None);
@@ -318,41 +327,47 @@ mod tests {
 
     #[test]
     fn range_cap_rejects_a_new_hole() {
-        let mut q = OooQueue::new(2);
+        let (mut q, max) = (OooQueue::new(), 2);
         let cap = 1000;
-        q.insert(s(100), s(110), cap).unwrap();
-        q.insert(s(200), s(210), cap).unwrap();
-        assert_eq!(q.insert(s(300), s(310), cap), Err(OooReject::TooManyRanges));
+        q.insert(s(100), s(110), cap, max).unwrap();
+        q.insert(s(200), s(210), cap, max).unwrap();
+        assert_eq!(
+            q.insert(s(300), s(310), cap, max),
+            Err(OooReject::TooManyRanges)
+        );
         // Extending an existing range is still fine.
-        assert_eq!(q.insert(s(110), s(120), cap), Ok(()));
+        assert_eq!(q.insert(s(110), s(120), cap, max), Ok(()));
     }
 
     #[test]
     fn byte_cap_rejects_and_leaves_queue_unchanged() {
-        let mut q = OooQueue::new(8);
+        let (mut q, max) = (OooQueue::new(), 8);
         let cap = 50;
-        q.insert(s(100), s(140), cap).unwrap();
-        assert_eq!(q.insert(s(200), s(220), cap), Err(OooReject::TooManyBytes));
+        q.insert(s(100), s(140), cap, max).unwrap();
+        assert_eq!(
+            q.insert(s(200), s(220), cap, max),
+            Err(OooReject::TooManyBytes)
+        );
         assert_eq!(q.bytes(), 40);
     }
 
     #[test]
     fn overlapping_insert_counts_bytes_once_across_wrap() {
-        let mut q = OooQueue::new(8);
+        let (mut q, max) = (OooQueue::new(), 8);
         let cap = 1000;
-        q.insert(s(u32::MAX - 10), s(10), cap).unwrap();
-        q.insert(s(0), s(30), cap).unwrap();
+        q.insert(s(u32::MAX - 10), s(10), cap, max).unwrap();
+        q.insert(s(0), s(30), cap, max).unwrap();
         assert_eq!(q.bytes(), 41);
         assert_eq!(q.ranges().len(), 1);
     }
 
     #[test]
     fn scoreboard_queries_find_holes_and_the_lost_boundary() {
-        let mut q = OooQueue::new(8);
+        let (mut q, max) = (OooQueue::new(), 8);
         let cap = u32::MAX;
-        q.insert(s(200), s(300), cap).unwrap();
-        q.insert(s(400), s(500), cap).unwrap();
-        q.insert(s(600), s(700), cap).unwrap();
+        q.insert(s(200), s(300), cap, max).unwrap();
+        q.insert(s(400), s(500), cap, max).unwrap();
+        q.insert(s(600), s(700), cap, max).unwrap();
         assert_eq!(q.next_hole(s(100)), s(100));
         assert_eq!(q.next_hole(s(250)), s(300));
         assert_eq!(q.next_left_after(s(300)), Some(s(400)));
@@ -370,9 +385,9 @@ mod tests {
 
     #[test]
     fn remembered_fin_is_taken_exactly_when_rcv_nxt_reaches_it() {
-        let mut q = OooQueue::new(8);
+        let (mut q, max) = (OooQueue::new(), 8);
         let cap = 1000;
-        q.insert(s(200), s(300), cap).unwrap();
+        q.insert(s(200), s(300), cap, max).unwrap();
         q.set_fin(s(300));
         assert_eq!(q.fin(), Some(s(300)));
         assert!(!q.take_fin_at(s(100)), "the hole below is not filled yet");
@@ -384,13 +399,13 @@ mod tests {
 
     #[test]
     fn remembered_fin_is_forgotten_when_data_lies_beyond_it() {
-        let mut q = OooQueue::new(8);
+        let (mut q, max) = (OooQueue::new(), 8);
         let cap = 1000;
-        q.insert(s(200), s(300), cap).unwrap();
+        q.insert(s(200), s(300), cap, max).unwrap();
         q.set_fin(s(250));
         assert_eq!(q.fin(), None, "data already held past it");
         q.set_fin(s(300));
-        q.insert(s(400), s(410), cap).unwrap();
+        q.insert(s(400), s(410), cap, max).unwrap();
         assert_eq!(q.fin(), None, "data arrived past it");
         q.set_fin(s(500));
         assert!(!q.take_fin_at(s(600)), "in-order data went past it");
@@ -402,12 +417,12 @@ mod tests {
 
     #[test]
     fn first_sack_block_is_the_most_recent_segment() {
-        let mut q = OooQueue::new(8);
+        let (mut q, max) = (OooQueue::new(), 8);
         let cap = 1000;
-        q.insert(s(300), s(310), cap).unwrap();
-        q.insert(s(100), s(110), cap).unwrap();
-        q.insert(s(500), s(510), cap).unwrap();
-        q.insert(s(110), s(120), cap).unwrap();
+        q.insert(s(300), s(310), cap, max).unwrap();
+        q.insert(s(100), s(110), cap, max).unwrap();
+        q.insert(s(500), s(510), cap, max).unwrap();
+        q.insert(s(110), s(120), cap, max).unwrap();
         let mut out = [None; 3];
         assert_eq!(q.sack_blocks(&mut out), 3);
         assert_eq!(

@@ -24,7 +24,7 @@ use crate::cc::Congestion;
 use crate::config::Config;
 use crate::connection::{
     AckDue, AppFlags, Connection, Counters, EcnState, NEVER, Options, Output, Recovery, RecvSeq,
-    SCOREBOARD_RANGES_MAX, SendSeq, State, Timers, Timestamps, ecn_flag,
+    SendSeq, State, Timers, Timestamps, ecn_flag,
 };
 use crate::ooo::OooQueue;
 use crate::rack::{Rack, RackPathState};
@@ -439,8 +439,8 @@ impl Connection {
             remote_port: s.remote_port,
             send_buf,
             recv_buf,
-            ooo: OooQueue::new(config.ooo_segments_max),
-            scoreboard: OooQueue::new(SCOREBOARD_RANGES_MAX),
+            ooo: OooQueue::new(),
+            scoreboard: OooQueue::new(),
             rack,
             rack_deadline_ns: NEVER,
             info: Some(crate::connection::InfoState::new(now)),

@@ -206,7 +206,12 @@ impl Connection {
             return false;
         }
         let end = start + data.len() as u32;
-        match self.ooo.insert(start, end, self.config.ooo_bytes_max) {
+        match self.ooo.insert(
+            start,
+            end,
+            self.config.ooo_bytes_max,
+            self.config.ooo_segments_max,
+        ) {
             Ok(()) => {
                 let offset = self.recv_buf.len() + fwd(self.rcv.nxt, start) as usize;
                 let written = self.recv_buf.write_at(offset, data);

@@ -203,7 +203,11 @@ impl Connection {
                 // Never-retransmitted data SACKed below data SACKed before: reordering.
                 reord = Some(reord.map_or(low, |r| if low.lt(r) { low } else { r }));
             }
-            if self.scoreboard.insert(b.left, b.right, u32::MAX).is_err() {
+            if self
+                .scoreboard
+                .insert(b.left, b.right, u32::MAX, SCOREBOARD_RANGES_MAX)
+                .is_err()
+            {
                 self.rare_counters().rx_sack_blocks_dropped += 1;
             } else if b.right.gt(highest) {
                 highest = b.right;

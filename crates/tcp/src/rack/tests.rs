@@ -6,9 +6,9 @@ fn s(n: u32) -> SeqNumber {
 
 /// A scoreboard holding the SACKed ranges `[l, r)`.
 fn sb(blocks: &[(u32, u32)]) -> OooQueue {
-    let mut q = OooQueue::new(16);
+    let mut q = OooQueue::new();
     for &(l, r) in blocks {
-        q.insert(s(l), s(r), u32::MAX).unwrap();
+        q.insert(s(l), s(r), u32::MAX, 16).unwrap();
     }
     q
 }
