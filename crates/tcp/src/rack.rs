@@ -109,6 +109,19 @@ pub(crate) struct Detection {
     pub deadline_ns: Option<u64>,
 }
 
+impl Rack {
+    /// Gives back the record table's storage when it holds no record (nothing in flight);
+    /// returns the bytes released.
+    pub(crate) fn release_if_empty(&mut self) -> usize {
+        if !self.records.is_empty() || self.records.capacity() == 0 {
+            return 0;
+        }
+        let bytes = self.records.capacity() * core::mem::size_of::<Record>();
+        self.records = VecDeque::new();
+        bytes
+    }
+}
+
 /// The RACK state of one connection (RFC 8985 §5.2, §6).
 ///
 /// Invariants: records are sorted by sequence number, non-empty, and contiguous (each record's

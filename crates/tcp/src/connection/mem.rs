@@ -20,9 +20,12 @@ impl Connection {
     }
 
     /// Gives back the storage of each ring that holds nothing (the send ring: everything
-    /// acknowledged; the receive ring: everything read, nothing out of order); returns the
-    /// bytes released. The next write allocates again (`ring`).
+    /// acknowledged; the receive ring: everything read, nothing out of order), and RACK's
+    /// record table when nothing is in flight; returns the bytes released. The next write
+    /// allocates again (`ring`; the record table on the next transmission).
     pub fn release_idle_buffers(&mut self) -> usize {
-        self.send_buf.release_if_empty() + self.recv_buf.release_if_empty()
+        self.send_buf.release_if_empty()
+            + self.recv_buf.release_if_empty()
+            + self.rack.as_mut().map_or(0, Rack::release_if_empty)
     }
 }

@@ -351,3 +351,38 @@ fn sequence_space_wraps() {
     r.on_cumulative_ack(s(hi));
     assert_eq!(r.covered(), Some((s(hi), s(base.wrapping_add(10_000)))));
 }
+
+#[test]
+fn an_empty_record_table_gives_its_storage_back_and_a_busy_one_keeps_it() {
+    let mut r = burst(1, 100 * MS);
+    assert_eq!(
+        r.release_if_empty(),
+        0,
+        "ten segments in flight keep their records"
+    );
+    r.on_ack(
+        200 * MS,
+        s(10_001),
+        &sb(&[]),
+        |_| false,
+        RackRttOrder::LatestSent,
+    );
+    r.on_cumulative_ack(s(10_001));
+    let released = r.release_if_empty();
+    assert!(
+        released >= 10 * core::mem::size_of::<Record>(),
+        "{released}"
+    );
+    assert_eq!(r.release_if_empty(), 0, "nothing left to give back");
+    // The table works on: the next transmission allocates again.
+    r.on_send(s(10_001), s(11_001), 300 * MS);
+    r.on_ack(
+        400 * MS,
+        s(11_001),
+        &sb(&[]),
+        |_| false,
+        RackRttOrder::LatestSent,
+    );
+    r.on_cumulative_ack(s(11_001));
+    assert!(r.release_if_empty() > 0);
+}
