@@ -4,7 +4,9 @@
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use stack::RxMeta;
 
-use stack::{InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Stack, StackConfig};
+use stack::{
+    InterfaceConfig, Ipv4Cidr, Ipv6Cidr, Readiness, SocketEvent, SocketHandle, Stack, StackConfig,
+};
 use wire::EthernetAddress;
 
 pub const MAC_A: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x0a]);
@@ -237,4 +239,45 @@ pub fn icmpv4_from_b_about(
 ) -> Vec<u8> {
     let icmp = icmp(&frame[ETH..ETH + 28]);
     icmpv4_frame((MAC_B, IP_B), (MAC_A, IP_A), &icmp)
+}
+
+// TCP helpers shared by the tests of a connection between A and B.
+
+pub fn events(s: &mut Stack) -> Vec<SocketEvent> {
+    std::iter::from_fn(|| s.poll_event()).collect()
+}
+
+pub fn readiness_of(evs: &[SocketEvent], h: SocketHandle) -> Readiness {
+    evs.iter()
+        .filter(|e| e.handle == h)
+        .fold(Readiness::NONE, |acc, e| acc | e.readiness)
+}
+
+/// Listener on B, connection from A, accepted: (client, server) handles.
+pub fn establish(p: &mut Pair, server: SocketAddr) -> (SocketHandle, SocketHandle) {
+    let l = p.b.tcp_listen(server, 8).expect("listen");
+    let c = p.a.tcp_connect(p.now, server, 0).expect("connect");
+    p.exchange();
+    let ev_a = events(&mut p.a);
+    assert!(readiness_of(&ev_a, c).contains(Readiness::CONNECTED));
+    let ev_b = events(&mut p.b);
+    assert!(
+        readiness_of(&ev_b, l).contains(Readiness::READABLE),
+        "listener readable"
+    );
+    let (s, peer) = p.b.tcp_accept(l).expect("accept");
+    assert_eq!(peer, p.a.local_addr(c).expect("local"));
+    assert_eq!(p.b.peer_addr(s), Ok(peer));
+    (c, s)
+}
+
+pub fn read_all(s: &mut Stack, h: SocketHandle) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.tcp_recv(h, &mut buf) {
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(_) => return out,
+        }
+    }
 }
