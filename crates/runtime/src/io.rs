@@ -243,7 +243,7 @@ impl MemIo {
         let (done_p, done_c) = ring(slots.saturating_mul(2));
         let wire_end = crate::wire::WireShard {
             tx: tx_c,
-            held: None,
+            held: std::collections::VecDeque::new(),
             completions: done_p,
             completion_held: None,
             posted: post_c,

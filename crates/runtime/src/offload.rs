@@ -747,7 +747,7 @@ pub(crate) fn parts(
     let (done_p, done_c) = ring(slots.saturating_mul(2));
     port.shards.push(WireShard {
         tx: tx_c,
-        held: None,
+        held: std::collections::VecDeque::new(),
         completions: done_p,
         completion_held: None,
         posted: post_c,

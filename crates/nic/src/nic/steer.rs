@@ -74,6 +74,19 @@ impl Nic {
         });
     }
 
+    /// Counts a decision [`Nic::steer`] or [`Nic::steer_burst`] made, as
+    /// [`Nic::steer_counted`] would have: its rule's hit, or its RETA bucket's packet. For a
+    /// driver that steers a burst ahead and counts each frame once, when it is delivered.
+    #[inline]
+    pub fn count_steered(&mut self, d: &rss::SteerDecision) {
+        count_steered(
+            &self.steering.reta,
+            &mut self.bucket_packets,
+            &mut self.rule_hits,
+            d,
+        );
+    }
+
     /// Packets RSS steered through each RETA entry since creation or the last
     /// [`Nic::reset_reta_bucket_packets`]: the load per bucket a rebalancer needs to decide
     /// which entries to move (filter-steered and unhashed packets are not counted).
