@@ -59,6 +59,7 @@ pub use info::{CaState, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt};
 pub use records::RECORDS_OUTSTANDING_MAX;
 pub(crate) use records::records_from_ends;
 pub use sndbuf::{SEND_BUFFER_AUTOTUNE_MAX_BYTES, SKB_OVERHEAD_BYTES};
+pub(crate) use timers::Deadline;
 pub use timers::{PATH_DOUBT_SYN_TIMEOUTS, PATH_DOUBT_TIMEOUTS};
 
 pub(crate) use chrono::InfoState;
@@ -322,6 +323,10 @@ pub struct Connection {
     /// RACK state. Here, not in [`Rack`]: `poll_timeout` reads it after every input and
     /// output, and in the hot groups it costs no cache line of its own (issue 17 item 2).
     pub(crate) rack_deadline_ns: u64,
+    /// The minimum of the seven deadlines (`timers`' six and `rack_deadline_ns`), `NEVER`
+    /// when none is armed: what `poll_timeout` reads instead of all seven. Kept equal to
+    /// their minimum by [`Connection::set_deadline`], the only writer of any of them.
+    pub(crate) earliest_deadline_ns: u64,
     // ---- read by every segment: buffer and table headers ----
     pub(crate) send_buf: Ring,
     pub(crate) recv_buf: Ring,
@@ -418,6 +423,7 @@ impl Connection {
         Connection {
             state: State::Closed,
             rack_deadline_ns: NEVER,
+            earliest_deadline_ns: NEVER,
             snd: SendSeq {
                 una: iss,
                 nxt: iss,
@@ -560,7 +566,7 @@ impl Connection {
 
     /// Stops the RACK reordering timer.
     pub(crate) fn rack_disarm(&mut self) {
-        self.rack_deadline_ns = NEVER;
+        self.set_deadline(Deadline::Rack, NEVER);
     }
 
     /// Switches the Nagle algorithm off (`true`) or on at run time (RFC 9293 §3.7.4).
@@ -622,16 +628,17 @@ impl Connection {
     }
 
     /// The earliest deadline at which `handle_timeout` must be called, if any.
+    ///
+    /// Reads the stored earliest deadline (`earliest_deadline_ns`), not the seven deadlines,
+    /// and the user timeout, which follows from the send sequence space.
     pub fn poll_timeout(&self) -> Option<u64> {
+        debug_assert_eq!(
+            self.earliest_deadline_ns,
+            self.deadlines_min_ns(),
+            "stored earliest deadline is not the deadlines' minimum"
+        );
         let t = self
-            .timers
-            .rtx_deadline_ns
-            .min(self.timers.tlp_deadline_ns)
-            .min(self.rack_deadline_ns)
-            .min(self.timers.persist_deadline_ns)
-            .min(self.timers.delack_deadline_ns)
-            .min(self.timers.keepalive_deadline_ns)
-            .min(self.timers.time_wait_deadline_ns)
+            .earliest_deadline_ns
             .min(self.user_timeout_deadline_ns());
         (t != NEVER).then_some(t)
     }
@@ -847,14 +854,14 @@ impl Connection {
         }
         self.state = State::Closed;
         self.app.close_reason = Some(reason);
-        self.timers.rtx_deadline_ns = NEVER;
-        self.timers.tlp_deadline_ns = NEVER;
+        self.set_deadline(Deadline::Rtx, NEVER);
+        self.set_deadline(Deadline::Tlp, NEVER);
         self.rec.tlp_pending = false;
         self.rack_disarm();
-        self.timers.persist_deadline_ns = NEVER;
-        self.timers.delack_deadline_ns = NEVER;
-        self.timers.keepalive_deadline_ns = NEVER;
-        self.timers.time_wait_deadline_ns = NEVER;
+        self.set_deadline(Deadline::Persist, NEVER);
+        self.set_deadline(Deadline::Delack, NEVER);
+        self.set_deadline(Deadline::Keepalive, NEVER);
+        self.set_deadline(Deadline::TimeWait, NEVER);
         self.out.ack_due = AckDue::None;
         self.out.dupacks_owed = 0;
         self.rec.rtx_pending = false;
