@@ -245,19 +245,30 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// not have, and `rcv.adv` never moves left).
 ///
 /// `repr(C, align(64))` keeps the declaration order and starts the TCB on a cache line (the
-/// stack boxes it, so the box is 64-byte aligned too). The order follows what a segment
-/// touches (the list is in the comment below): first the engine's groups, which every
-/// segment reads and most write (376 bytes, six lines, ordered by alignment so that no
-/// padding is added), then the headers every segment reads (the two rings, the out-of-order
-/// queue and the SACK scoreboard), the counters every segment bumps (`HotCounters`, 56
-/// bytes), the pointer to the shared configuration (one copy for all the connections of a
-/// listener or stack, copied on write), RACK's state and the
-/// `tcp_info` state (inline: each was a box of its own, one more allocation and a pointer to
-/// chase per segment), the cold fields (record ends, Minshall's `snd_sml` and `send_cut`, in
-/// what was padding), and last the pointer to the rare counters (boxed by the first rare
-/// event, `count_rare`). `Connection::layout` reports the offsets, `cargo run -p bench --bin
-/// tcb_size` prints them. The whole is at most 1,024 bytes with at least 8 to spare for the
-/// next fields (test `tcb_fits_one_kilobyte_with_room_to_spare`).
+/// stack boxes it, so the box is 64-byte aligned too); the groups of `tcb.rs` are `repr(C)`
+/// too, each with the fields a segment touches first and its cold fields (ISS, IRS, the PRR
+/// counts, the challenge-ACK budget, the TIME-WAIT deadline, the SYN retries) last. The
+/// order follows what a segment touches, as measured per byte with
+/// `scripts/bench-hot-bytes.sh` (DHAT; `crates/bench/README.md`, "Hot state, measured"):
+/// - lines 0–1 (offsets 0–159): what both directions read or write — `state`, `app`,
+///   `opts`, `ecn`, the ports, `rcv`, `snd`, `ts`, the stored earliest deadline
+///   (`earliest_deadline_ns`, the only time `poll_timeout` reads) and `out` (its per-segment
+///   bytes first);
+/// - then the deadlines (`timers`, delayed ACK and keepalive first, the receiver's), loss
+///   recovery (`rec`, its per-segment flags first), the two ring headers, the out-of-order
+///   queue and scoreboard pointers, the configuration's pointer (one copy for all the
+///   connections of a listener or stack, copied on write), the `skb` and `records` pointers
+///   tested per segment, and the counters every segment bumps (`HotCounters`), ending at 440
+///   (test `hot_parts_come_first_without_padding`);
+/// - then what an ACK of new data reads: the window (`cc`), the RTT estimate (`rtt`), RACK's
+///   timer and state and the `tcp_info` state (inline: each was a box of its own, one more
+///   allocation and a pointer to chase per segment);
+/// - last the cold fields (HyStart's box, Minshall's `snd_sml` and `send_cut`) and the
+///   pointer to the rare counters (boxed by the first rare event, `count_rare`).
+///
+/// `Connection::layout` reports the offsets, `cargo run -p bench --bin tcb_size` prints them.
+/// The whole is at most 1,024 bytes with at least 8 to spare for the next fields (test
+/// `tcb_fits_one_kilobyte_with_room_to_spare`).
 ///
 /// What the three common segments of an established connection touch (timestamps and SACK
 /// negotiated, RACK on, no loss), read from `input.rs`, `receive.rs`, `output.rs`,
@@ -303,46 +314,51 @@ pub(crate) const NEVER: u64 = u64::MAX;
 #[derive(Debug, Clone)]
 #[repr(C, align(64))]
 pub struct Connection {
-    // ---- hot: the engine's groups, touched by every segment ----
-    pub(crate) cc: Congestion,
-    pub(crate) rtt: RttEstimator,
-    pub(crate) timers: Timers,
-    pub(crate) ts: Timestamps,
-    pub(crate) out: Output,
-    pub(crate) rec: Recovery,
-    pub(crate) snd: SendSeq,
-    pub(crate) rcv: RecvSeq,
+    // ---- hot: what every segment of an established connection reads or writes, both ways (lines 0-1) ----
+    pub(crate) state: State,
+    pub(crate) app: AppFlags,
     pub(crate) opts: Options,
     /// ECN (RFC 3168): negotiation, the echo owed, the sender's reduction (`ecn.rs`).
     pub(crate) ecn: EcnState,
     pub(crate) local_port: u16,
     pub(crate) remote_port: u16,
-    pub(crate) app: AppFlags,
-    pub(crate) state: State,
-    /// RACK's reordering timer (RFC 8985 §6.2 step 5), `NEVER` when disarmed or without
-    /// RACK state. Here, not in [`Rack`]: `poll_timeout` reads it after every input and
-    /// output, and in the hot groups it costs no cache line of its own (issue 17 item 2).
-    pub(crate) rack_deadline_ns: u64,
+    pub(crate) rcv: RecvSeq,
+    pub(crate) snd: SendSeq,
+    pub(crate) ts: Timestamps,
     /// The minimum of the seven deadlines (`timers`' six and `rack_deadline_ns`), `NEVER`
     /// when none is armed: what `poll_timeout` reads instead of all seven. Kept equal to
     /// their minimum by [`Connection::set_deadline`], the only writer of any of them.
     pub(crate) earliest_deadline_ns: u64,
-    // ---- read by every segment: buffer and table headers ----
+    pub(crate) out: Output,
+    // ---- the deadlines, loss recovery, the buffer and table headers and the inline counters ----
+    pub(crate) timers: Timers,
+    pub(crate) rec: Recovery,
     pub(crate) send_buf: Ring,
     pub(crate) recv_buf: Ring,
     pub(crate) ooo: OooQueue,
     /// SACK scoreboard (sender side): ranges above SND.UNA the peer reported holding.
     pub(crate) scoreboard: OooQueue,
-    /// The counters every segment or exchange bumps (segments and payload bytes each way,
-    /// RTT samples, pure and delayed ACKs), inline: no separate allocation, and with the
-    /// scoreboard's tail in one cache line. The rest are in `counters_rare`.
-    pub(crate) counters: HotCounters,
-    // ---- a few fields each per segment ----
     /// The configuration, validated, shared with every connection opened from the same one
     /// (the stack's listeners and active opens, [`crate::config::SharedConfig`]): its fields
     /// are read per segment from one cache line all connections use. A socket option that
     /// changes it copies it first (`Arc::make_mut`, [`Connection::config_mut`]).
     pub(crate) config: SharedConfig,
+    /// The send queue's skbs under [`Config::send_buffer_skb_accounting`] (`sndbuf.rs`);
+    /// boxed on the first write.
+    pub(crate) skb: Option<Box<sndbuf::SkbQueue>>,
+    /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
+    pub(crate) records: Option<Box<records::RecordEnds>>,
+    /// The counters every segment or exchange bumps (segments and payload bytes each way,
+    /// RTT samples, pure and delayed ACKs), inline: no separate allocation, and with the
+    /// scoreboard's tail in one cache line. The rest are in `counters_rare`.
+    pub(crate) counters: HotCounters,
+    // ---- per ACK of new data: the window, the RTT estimate, RACK and tcp_info ----
+    pub(crate) cc: Congestion,
+    pub(crate) rtt: RttEstimator,
+    /// RACK's reordering timer (RFC 8985 §6.2 step 5), `NEVER` when disarmed or without
+    /// RACK state. Here, not in [`Rack`]: `poll_timeout` reads it after every input and
+    /// output, and in the hot groups it costs no cache line of its own (issue 17 item 2).
+    pub(crate) rack_deadline_ns: u64,
     /// RACK loss detection state (RFC 8985 §6), used when [`Config::rack`] is on and SACK
     /// was negotiated (see [`Connection::rack_active`]); created by the first data
     /// transmission ([`Connection::rack_state`]). Inline: every ACK and data segment of such
@@ -352,16 +368,11 @@ pub struct Connection {
     /// received, segment counts (`chrono.rs`); created on first use. Inline: every data
     /// segment counts in it.
     pub(crate) info: Option<chrono::InfoState>,
+    // ---- cold ----
     /// CUBIC's HyStart ([`Config::hystart`], `cc/hystart.rs`): created by the first ACK
     /// that gives it a sample, dropped by a retransmission timeout. Boxed: only CUBIC
     /// connections with HyStart on have one, and inline it took 32 bytes of every TCB.
     pub(crate) hystart: Option<Box<crate::cc::Hystart>>,
-    /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
-    pub(crate) records: Option<Box<records::RecordEnds>>,
-    /// The send queue's skbs under [`Config::send_buffer_skb_accounting`] (`sndbuf.rs`);
-    /// boxed on the first write.
-    pub(crate) skb: Option<Box<sndbuf::SkbQueue>>,
-    // ---- cold: read only when a short segment is about to be sent ----
     /// The end of the last short segment of new data sent (Linux `snd_sml`): a payload not a
     /// whole number of segments. Minshall's Nagle ([`Config::nagle_minshall`]) holds a short
     /// segment only while this lies in (SND.UNA, SND.NXT]. Starts at ISS (no short segment
