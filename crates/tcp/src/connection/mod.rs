@@ -250,21 +250,23 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// counts, the challenge-ACK budget, the TIME-WAIT deadline, the SYN retries) last. The
 /// order follows what a segment touches, as measured per byte with
 /// `scripts/bench-hot-bytes.sh` (DHAT; `crates/bench/README.md`, "Hot state, measured"):
-/// - lines 0–1 (offsets 0–159): what both directions read or write — `state`, `app`,
-///   `opts`, `ecn`, the ports, `rcv`, `snd`, `ts`, the stored earliest deadline
-///   (`earliest_deadline_ns`, the only time `poll_timeout` reads) and `out` (its per-segment
-///   bytes first);
-/// - then the deadlines (`timers`, delayed ACK and keepalive first, the receiver's), loss
-///   recovery (`rec`, its per-segment flags first), the two ring headers, the out-of-order
-///   queue and scoreboard pointers, the configuration's pointer (one copy for all the
-///   connections of a listener or stack, copied on write), the `skb` and `records` pointers
-///   tested per segment, and the counters every segment bumps (`HotCounters`), ending at 440
-///   (test `hot_parts_come_first_without_padding`);
-/// - then what an ACK of new data reads: the window (`cc`), the RTT estimate (`rtt`), RACK's
-///   timer and state and the `tcp_info` state (inline: each was a box of its own, one more
-///   allocation and a pointer to chase per segment);
-/// - last the cold fields (HyStart's box, Minshall's `snd_sml` and `send_cut`) and the
-///   pointer to the rare counters (boxed by the first rare event, `count_rare`).
+/// - lines 0–1 (offsets 0–127): what both directions read or write — `state`, `app`,
+///   `opts`, `ecn`, the ports, `rcv`, `snd` and `out` (its per-segment bytes first);
+/// - line 2: the stored earliest deadline (`earliest_deadline_ns`, the only time
+///   `poll_timeout` reads), RACK's reordering timer and `timers`' six deadlines, so arming,
+///   disarming and finding a new minimum stay in one line;
+/// - then `timers`' instants, the timestamps (`ts`), loss recovery (`rec`, its per-segment
+///   flags first), the two ring headers, the out-of-order queue and scoreboard pointers, the
+///   configuration's pointer (one copy for all the connections of a listener or stack, copied
+///   on write), the `skb` and `records` pointers tested per segment, and the counters every
+///   segment bumps (`HotCounters`), ending at 448, seven lines (test
+///   `hot_parts_come_first_without_padding`);
+/// - then the `tcp_info` state (its per-segment fields and its presence niche in its first
+///   64 bytes), the window (`cc`), the RTT estimate (`rtt`), the cold fields (HyStart's box,
+///   Minshall's `snd_sml` and `send_cut`), RACK's state (inline, 120 bytes starting a line)
+///   and last the pointer to the rare counters (boxed by the first rare event,
+///   `count_rare`). `tcp_info` and RACK were boxes of their own once: one more allocation
+///   and a pointer to chase per segment.
 ///
 /// `Connection::layout` reports the offsets, `cargo run -p bench --bin tcb_size` prints them.
 /// The whole is at most 1,024 bytes with at least 8 to spare for the next fields (test
@@ -324,14 +326,19 @@ pub struct Connection {
     pub(crate) remote_port: u16,
     pub(crate) rcv: RecvSeq,
     pub(crate) snd: SendSeq,
-    pub(crate) ts: Timestamps,
+    pub(crate) out: Output,
+    // ---- line 2: the stored earliest deadline and the seven deadlines it is the minimum of ----
     /// The minimum of the seven deadlines (`timers`' six and `rack_deadline_ns`), `NEVER`
     /// when none is armed: what `poll_timeout` reads instead of all seven. Kept equal to
     /// their minimum by [`Connection::set_deadline`], the only writer of any of them.
     pub(crate) earliest_deadline_ns: u64,
-    pub(crate) out: Output,
-    // ---- the deadlines, loss recovery, the buffer and table headers and the inline counters ----
+    /// RACK's reordering timer (RFC 8985 §6.2 step 5), `NEVER` when disarmed or without
+    /// RACK state. Here, not in [`Rack`]: `poll_timeout` reads it after every input and
+    /// output, and in the hot groups it costs no cache line of its own (issue 17 item 2).
+    pub(crate) rack_deadline_ns: u64,
     pub(crate) timers: Timers,
+    // ---- timestamps, loss recovery, the buffer and table headers, pointers, the inline counters ----
+    pub(crate) ts: Timestamps,
     pub(crate) rec: Recovery,
     pub(crate) send_buf: Ring,
     pub(crate) recv_buf: Ring,
@@ -352,22 +359,15 @@ pub struct Connection {
     /// RTT samples, pure and delayed ACKs), inline: no separate allocation, and with the
     /// scoreboard's tail in one cache line. The rest are in `counters_rare`.
     pub(crate) counters: HotCounters,
-    // ---- per ACK of new data: the window, the RTT estimate, RACK and tcp_info ----
-    pub(crate) cc: Congestion,
-    pub(crate) rtt: RttEstimator,
-    /// RACK's reordering timer (RFC 8985 §6.2 step 5), `NEVER` when disarmed or without
-    /// RACK state. Here, not in [`Rack`]: `poll_timeout` reads it after every input and
-    /// output, and in the hot groups it costs no cache line of its own (issue 17 item 2).
-    pub(crate) rack_deadline_ns: u64,
-    /// RACK loss detection state (RFC 8985 §6), used when [`Config::rack`] is on and SACK
-    /// was negotiated (see [`Connection::rack_active`]); created by the first data
-    /// transmission ([`Connection::rack_state`]). Inline: every ACK and data segment of such
-    /// a connection reads it (its transmit records are a table of their own).
-    pub(crate) rack: Option<Rack>,
+    // ---- tcp_info (its per-segment fields first), then what an ACK of new data reads: the
+    // window, the RTT estimate, (after the cold fields, to start RACK's 120 bytes on a line)
+    // RACK ----
     /// What `tcp_info` reports beyond the TCB: chronographs, reordering degree, last data
     /// received, segment counts (`chrono.rs`); created on first use. Inline: every data
     /// segment counts in it.
     pub(crate) info: Option<chrono::InfoState>,
+    pub(crate) cc: Congestion,
+    pub(crate) rtt: RttEstimator,
     // ---- cold ----
     /// CUBIC's HyStart ([`Config::hystart`], `cc/hystart.rs`): created by the first ACK
     /// that gives it a sample, dropped by a retransmission timeout. Boxed: only CUBIC
@@ -385,6 +385,11 @@ pub struct Connection {
     /// skbs of the size goal), so a waiting write leaves no short tail there, while this
     /// stack's buffer takes bytes up to its capacity. Cleared by a `send` taken whole.
     pub(crate) send_cut: bool,
+    /// RACK loss detection state (RFC 8985 §6), used when [`Config::rack`] is on and SACK
+    /// was negotiated (see [`Connection::rack_active`]); created by the first data
+    /// transmission ([`Connection::rack_state`]). Inline: every ACK and data segment of such
+    /// a connection reads it (its transmit records are a table of their own).
+    pub(crate) rack: Option<Rack>,
     /// The counters of rare events (drops, retransmissions, ECN, RACK, ...), boxed by the
     /// first of them ([`Connection::rare_counters`]) and read as zeros while absent: an
     /// established connection that loses nothing never allocates them. Its fields named in

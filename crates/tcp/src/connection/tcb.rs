@@ -243,6 +243,8 @@ pub struct Timers {
     pub rtx_deadline_ns: u64,
     /// Probe timeout (RFC 8985 §7.2).
     pub tlp_deadline_ns: u64,
+    /// TIME-WAIT (2·MSL).
+    pub time_wait_deadline_ns: u64,
     /// When we last sent data (RFC 5681 §4.1 restart after idle).
     pub last_tx_ns: u64,
     /// When the oldest unacknowledged data was first sent (user timeout reference).
@@ -250,8 +252,6 @@ pub struct Timers {
     /// ... and when it was sent, or `NEVER` when nothing is timed. Two fields, not an
     /// `Option` of a pair, which would take 24 bytes of the 1 KiB TCB instead of 12.
     pub rtt_timed_sent_ns: u64,
-    /// TIME-WAIT (2·MSL).
-    pub time_wait_deadline_ns: u64,
     /// The segment being timed for RTT without timestamps (RFC 6298 §3, Karn): the
     /// sequence number its ACK must cover ...
     pub rtt_timed_end: SeqNumber,
