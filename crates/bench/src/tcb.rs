@@ -214,7 +214,7 @@ pub fn sizes() -> Vec<Part> {
 /// of an established connection touches somewhere: the hot and timer groups and the ports.
 /// The cold parts (configuration, buffers, tables, counters) are touched in a few fields each
 /// and left out.
-pub const HOT_PARTS: [&str; 15] = [
+pub const HOT_PARTS: [&str; 16] = [
     "state",
     "snd",
     "rcv",
@@ -230,6 +230,7 @@ pub const HOT_PARTS: [&str; 15] = [
     "local_port",
     "remote_port",
     "rack_deadline_ns",
+    "earliest_deadline_ns",
 ];
 
 /// Bytes of the hot parts and the distinct 64-byte lines they occupy in the real layout

@@ -103,16 +103,37 @@ impl CongestionController for NewReno {
 ///
 /// Invariants: `k_ns` is derived from `w_max_bytes` at the last reduction; `epoch_start_ns`
 /// is a time on the connection's clock (moved by [`Congestion::rebased`] on handoff).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cubic {
     /// W_max in bytes: the window before the last reduction (RFC 9438 §4.1).
     w_max_bytes: u32,
-    /// Start of the current congestion-avoidance epoch, if one is running (RFC 9438 §4.2).
-    epoch_start_ns: Option<u64>,
+    /// Start of the current congestion-avoidance epoch (RFC 9438 §4.2), [`NO_EPOCH`] when
+    /// none is running: 8 bytes where an `Option<u64>` takes 16 (the TCB's budget, issue 17).
+    epoch_start_ns: u64,
     /// K in ns: the time to grow back to W_max (RFC 9438 §4.2, equation 2).
     k_ns: u64,
     /// Reno-friendly estimate W_est in bytes (RFC 9438 §4.3).
     w_est_bytes: u32,
+}
+
+/// [`Cubic`]'s `epoch_start_ns` when no epoch is running; an epoch's start is at most one
+/// less.
+const NO_EPOCH: u64 = u64::MAX;
+
+impl Default for Cubic {
+    fn default() -> Cubic {
+        Cubic {
+            w_max_bytes: 0,
+            epoch_start_ns: NO_EPOCH,
+            k_ns: 0,
+            w_est_bytes: 0,
+        }
+    }
+}
+
+/// An epoch start as stored: `None` is [`NO_EPOCH`], a time is kept below it.
+fn epoch_from(t: Option<u64>) -> u64 {
+    t.map_or(NO_EPOCH, |t| t.min(NO_EPOCH - 1))
 }
 
 impl Cubic {
@@ -126,7 +147,7 @@ impl Cubic {
     }
     /// Start of the running congestion-avoidance epoch, if any.
     pub fn epoch_start_ns(&self) -> Option<u64> {
-        self.epoch_start_ns
+        (self.epoch_start_ns != NO_EPOCH).then_some(self.epoch_start_ns)
     }
     /// W_est in bytes.
     pub fn w_est_bytes(&self) -> u32 {
@@ -145,12 +166,12 @@ impl CongestionController for Cubic {
     ) {
         let mss_f = f64::from(mss);
         let cwnd_seg = f64::from(w.cwnd_bytes) / mss_f;
-        let epoch_start = match self.epoch_start_ns {
+        let epoch_start = match self.epoch_start_ns() {
             Some(t) => t,
             None => {
                 // RFC 9438 §4.2: a new epoch starts; if there was no reduction yet, W_max is
                 // the current window and K = 0.
-                self.epoch_start_ns = Some(now);
+                self.epoch_start_ns = epoch_from(Some(now));
                 if self.w_max_bytes < w.cwnd_bytes {
                     self.w_max_bytes = w.cwnd_bytes;
                     self.k_ns = 0;
@@ -197,7 +218,7 @@ impl CongestionController for Cubic {
         let w_max_seg = f64::from(self.w_max_bytes) / f64::from(mss);
         let k_s = (w_max_seg * (1.0 - CUBIC_BETA) / CUBIC_C).cbrt();
         self.k_ns = (k_s * NS_PER_S as f64) as u64;
-        self.epoch_start_ns = None;
+        self.epoch_start_ns = NO_EPOCH;
     }
 }
 
@@ -290,7 +311,7 @@ impl Congestion {
             ssthresh_bytes,
             ca_acked_bytes,
             cubic_w_max_bytes: w_max_bytes,
-            cubic_epoch_start_ns: epoch_start_ns,
+            cubic_epoch_start_ns: (epoch_start_ns != NO_EPOCH).then_some(epoch_start_ns),
             cubic_k_ns: k_ns,
             cubic_w_est_bytes: w_est_bytes,
         }
@@ -308,7 +329,7 @@ impl Congestion {
             },
             cubic: Cubic {
                 w_max_bytes: p.cubic_w_max_bytes,
-                epoch_start_ns: p.cubic_epoch_start_ns,
+                epoch_start_ns: epoch_from(p.cubic_epoch_start_ns),
                 k_ns: p.cubic_k_ns,
                 w_est_bytes: p.cubic_w_est_bytes,
             },
@@ -346,7 +367,11 @@ impl Congestion {
             window,
             cubic: Cubic {
                 w_max_bytes,
-                epoch_start_ns: epoch_start_ns.map(|t| rebase_instant(t, from, to)),
+                epoch_start_ns: if epoch_start_ns == NO_EPOCH {
+                    NO_EPOCH
+                } else {
+                    epoch_from(Some(rebase_instant(epoch_start_ns, from, to)))
+                },
                 k_ns,
                 w_est_bytes,
             },

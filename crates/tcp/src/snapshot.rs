@@ -299,6 +299,8 @@ impl Connection {
             rack,
             // RACK's reordering timer does not move: the importer's next ACK re-arms it.
             rack_deadline_ns: _,
+            // Recomputed from the moved deadlines by the importer.
+            earliest_deadline_ns: _,
             // `tcp_info`'s chronographs and reordering degree restart with the importer.
             info: _,
             records,
@@ -443,6 +445,7 @@ impl Connection {
             scoreboard: OooQueue::new(),
             rack,
             rack_deadline_ns: NEVER,
+            earliest_deadline_ns: NEVER,
             info: Some(crate::connection::InfoState::new(now)),
             records: crate::connection::records_from_ends(&s.record_ends),
             skb: None,
@@ -453,6 +456,7 @@ impl Connection {
             counters,
             counters_rare,
         };
+        c.earliest_deadline_ns = c.deadlines_min_ns();
         if !c.recv_buf.is_empty() {
             c.push_event(crate::Event::Readable);
         }
@@ -567,6 +571,8 @@ mod tests {
             keepalive_probes: 2,
             ..c.timers
         });
+        // The deadlines were written whole, not through `set_deadline`: store their minimum.
+        c.earliest_deadline_ns = c.deadlines_min_ns();
         c.app = AppFlags {
             fin_received: true,
             ..moved_app(c.app)

@@ -120,7 +120,7 @@ impl Congestion {
     pub fn on_hystart_ack(&mut self, h: &mut Hystart, a: HystartAck) {
         if self
             .cubic
-            .epoch_start_ns
+            .epoch_start_ns()
             .is_some_and(|e| a.now_ns.saturating_sub(e) < EPOCH_QUIET_NS)
         {
             return;

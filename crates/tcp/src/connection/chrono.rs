@@ -40,25 +40,13 @@ pub(crate) enum Chrono {
 /// lies in `REORDERING_INITIAL_SEGMENTS..=REORDERING_MAX_SEGMENTS` and never decreases; the
 /// counts only increase.
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub(crate) struct InfoState {
-    /// Segments delivered to the peer, acknowledged or SACKed (Linux `tp->delivered`): the
-    /// SYN (or SYN-ACK) once acknowledged, then `ceil(bytes / MSS)` of each ACK's newly
-    /// delivered bytes, and a FIN acknowledged alone.
-    pub(crate) delivered_segments: u64,
-    /// Segments received carrying data (a GRO frame counts once).
-    pub(crate) rx_data_segments: u64,
-    /// Segments sent carrying data, retransmissions included, a TSO segment as the wire
-    /// segments it is cut into.
-    pub(crate) tx_data_segments: u64,
-    /// SACKs or cumulative ACKs that delivered never-retransmitted data below the highest
-    /// SACKed sequence (Linux `tp->reord_seen`).
-    pub(crate) reordering_events: u64,
-    pub(crate) chrono_ns: [u64; 3],
-    pub(crate) chrono_start_ns: u64,
-    /// When in-order or out-of-order data last arrived, or the handshake completed.
-    pub(crate) last_data_rx_ns: u64,
-    /// Linux `tp->reordering`, in segments.
-    pub(crate) reordering: u32,
+    /// The end of the data our Fast Open SYN carried, while the SYN-ACK left some of it
+    /// unacknowledged: a segment that sends it again ends there, as the SYN's own did (Linux
+    /// retransmits the SYN's data buffer whole, `tcp_rcv_fastopen_synack`). Cleared once
+    /// acknowledged.
+    pub(crate) syn_data_end: Option<SeqNumber>,
     pub(crate) chrono: Chrono,
     /// A write found the send buffer full; the sndbuf-limited chronograph starts at the
     /// next output (application calls carry no clock).
@@ -75,11 +63,24 @@ pub(crate) struct InfoState {
     /// quick-ACK mode is suspended ([`crate::Config::quickack_segments`]). Left when a
     /// delayed ACK had to be sent by its timer. Only set while quick-ACK mode is configured.
     pub(crate) pingpong: bool,
-    /// The end of the data our Fast Open SYN carried, while the SYN-ACK left some of it
-    /// unacknowledged: a segment that sends it again ends there, as the SYN's own did (Linux
-    /// retransmits the SYN's data buffer whole, `tcp_rcv_fastopen_synack`). Cleared once
-    /// acknowledged.
-    pub(crate) syn_data_end: Option<SeqNumber>,
+    /// Linux `tp->reordering`, in segments.
+    pub(crate) reordering: u32,
+    /// Segments received carrying data (a GRO frame counts once).
+    pub(crate) rx_data_segments: u64,
+    /// Segments sent carrying data, retransmissions included, a TSO segment as the wire
+    /// segments it is cut into.
+    pub(crate) tx_data_segments: u64,
+    /// When in-order or out-of-order data last arrived, or the handshake completed.
+    pub(crate) last_data_rx_ns: u64,
+    pub(crate) chrono_start_ns: u64,
+    /// Segments delivered to the peer, acknowledged or SACKed (Linux `tp->delivered`): the
+    /// SYN (or SYN-ACK) once acknowledged, then `ceil(bytes / MSS)` of each ACK's newly
+    /// delivered bytes, and a FIN acknowledged alone.
+    pub(crate) delivered_segments: u64,
+    pub(crate) chrono_ns: [u64; 3],
+    /// SACKs or cumulative ACKs that delivered never-retransmitted data below the highest
+    /// SACKed sequence (Linux `tp->reord_seen`).
+    pub(crate) reordering_events: u64,
 }
 
 impl InfoState {

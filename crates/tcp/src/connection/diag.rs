@@ -22,6 +22,7 @@ impl Connection {
         let mut v = parts! {
             state: State,
             rack_deadline_ns: u64,
+            earliest_deadline_ns: u64,
             snd: SendSeq,
             rcv: RecvSeq,
             opts: Options,
@@ -57,6 +58,9 @@ impl Connection {
     /// The first violated TCB invariant, if any (for checkers in tests and simulations; cheap
     /// enough to call after every input).
     pub fn invariant_violation(&self) -> Option<&'static str> {
+        if self.earliest_deadline_ns != self.deadlines_min_ns() {
+            return Some("stored earliest deadline is not the deadlines' minimum");
+        }
         if self.snd.nxt.lt(self.snd.una) {
             return Some("SND.NXT < SND.UNA");
         }

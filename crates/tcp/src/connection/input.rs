@@ -183,7 +183,7 @@ impl Connection {
             self.state = State::SynReceived;
             self.snd.nxt = self.snd.iss;
             self.snd.wl2 = self.snd.iss;
-            self.timers.rtx_deadline_ns = NEVER;
+            self.set_deadline(Deadline::Rtx, NEVER);
         }
     }
 
@@ -206,7 +206,7 @@ impl Connection {
     pub(super) fn on_syn_acked(&mut self, now: u64) {
         // Linux `tcp_init_buffer_space`: the send buffer is sized for the initial window.
         self.skb_autotune();
-        self.timers.rtx_deadline_ns = NEVER;
+        self.set_deadline(Deadline::Rtx, NEVER);
         self.timers.last_tx_ns = now;
         // Linux counts the SYN's delivery and starts `tcpi_last_data_recv` here.
         let info = self.info_mut(now);
@@ -307,7 +307,10 @@ impl Connection {
             }
             if self.state == State::TimeWait && flags.contains(TcpFlags::FIN) {
                 // RFC 9293 §3.10.7.4: a retransmitted FIN restarts the 2 MSL timeout.
-                self.timers.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
+                self.set_deadline(
+                    Deadline::TimeWait,
+                    now.saturating_add(self.config.time_wait_ns),
+                );
             }
             // "If an incoming segment is not acceptable, an acknowledgment should be sent".
             self.ack_unacceptable(now, seg);
@@ -481,7 +484,7 @@ impl Connection {
 
     pub(super) fn start_keepalive(&mut self, now: u64) {
         if let Some(ka) = self.config.keepalive {
-            self.timers.keepalive_deadline_ns = now.saturating_add(ka.idle_ns);
+            self.set_deadline(Deadline::Keepalive, now.saturating_add(ka.idle_ns));
         }
     }
 
@@ -607,7 +610,7 @@ impl Connection {
             // RFC 8985 §7.2: an ACK advancing SND.UNA ends the tail episode; the probe timeout
             // is scheduled afresh once nothing else is to be sent.
             self.rec.tlp_sent = false;
-            self.timers.tlp_deadline_ns = NEVER;
+            self.set_deadline(Deadline::Tlp, NEVER);
             // Congestion control (RFC 5681 §3, RFC 6582 §3.2).
             if self.rec.in_recovery {
                 if ack.ge(self.rec.recover) {
@@ -669,10 +672,10 @@ impl Connection {
             }
             // RFC 6298 §5.2/§5.3: all acknowledged → stop; otherwise restart the timer.
             if self.snd.una == self.snd.max {
-                self.timers.rtx_deadline_ns = NEVER;
+                self.set_deadline(Deadline::Rtx, NEVER);
                 self.rack_disarm();
             } else if self.timers.persist_deadline_ns == NEVER {
-                self.timers.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
+                self.set_deadline(Deadline::Rtx, now.saturating_add(self.rtt.rto_ns()));
             }
         } else if ack == self.snd.una
             && seg.payload.is_empty()
@@ -744,12 +747,14 @@ impl Connection {
             match self.state {
                 State::FinWait1 => {
                     self.state = State::FinWait2;
-                    self.timers.rtx_deadline_ns = NEVER;
+                    self.set_deadline(Deadline::Rtx, NEVER);
                     if self.app.app_closed {
                         // Nobody can read or write any more: do not wait forever for the
                         // peer's FIN (the FIN-WAIT-2 timer of BSD and Linux), reuse 2·MSL.
-                        self.timers.time_wait_deadline_ns =
-                            now.saturating_add(self.config.time_wait_ns);
+                        self.set_deadline(
+                            Deadline::TimeWait,
+                            now.saturating_add(self.config.time_wait_ns),
+                        );
                     }
                 }
                 State::Closing => self.enter_time_wait(now),
@@ -779,7 +784,7 @@ impl Connection {
             self.snd.max_wnd = self.snd.max_wnd.max(new_wnd_bytes);
             if new_wnd_bytes > 0 && (was_zero || self.timers.persist_deadline_ns != NEVER) {
                 // The window opened: stop probing.
-                self.timers.persist_deadline_ns = NEVER;
+                self.set_deadline(Deadline::Persist, NEVER);
                 self.timers.persist_shift = 0;
             }
         }
@@ -934,9 +939,12 @@ impl Connection {
 
     pub(super) fn enter_time_wait(&mut self, now: u64) {
         self.state = State::TimeWait;
-        self.timers.rtx_deadline_ns = NEVER;
-        self.timers.persist_deadline_ns = NEVER;
-        self.timers.keepalive_deadline_ns = NEVER;
-        self.timers.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
+        self.set_deadline(Deadline::Rtx, NEVER);
+        self.set_deadline(Deadline::Persist, NEVER);
+        self.set_deadline(Deadline::Keepalive, NEVER);
+        self.set_deadline(
+            Deadline::TimeWait,
+            now.saturating_add(self.config.time_wait_ns),
+        );
     }
 }

@@ -59,6 +59,7 @@ pub use info::{CaState, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt};
 pub use records::RECORDS_OUTSTANDING_MAX;
 pub(crate) use records::records_from_ends;
 pub use sndbuf::{SEND_BUFFER_AUTOTUNE_MAX_BYTES, SKB_OVERHEAD_BYTES};
+pub(crate) use timers::Deadline;
 pub use timers::{PATH_DOUBT_SYN_TIMEOUTS, PATH_DOUBT_TIMEOUTS};
 
 pub(crate) use chrono::InfoState;
@@ -244,19 +245,32 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// not have, and `rcv.adv` never moves left).
 ///
 /// `repr(C, align(64))` keeps the declaration order and starts the TCB on a cache line (the
-/// stack boxes it, so the box is 64-byte aligned too). The order follows what a segment
-/// touches (the list is in the comment below): first the engine's groups, which every
-/// segment reads and most write (376 bytes, six lines, ordered by alignment so that no
-/// padding is added), then the headers every segment reads (the two rings, the out-of-order
-/// queue and the SACK scoreboard), the counters every segment bumps (`HotCounters`, 56
-/// bytes), the pointer to the shared configuration (one copy for all the connections of a
-/// listener or stack, copied on write), RACK's state and the
-/// `tcp_info` state (inline: each was a box of its own, one more allocation and a pointer to
-/// chase per segment), the cold fields (record ends, Minshall's `snd_sml` and `send_cut`, in
-/// what was padding), and last the pointer to the rare counters (boxed by the first rare
-/// event, `count_rare`). `Connection::layout` reports the offsets, `cargo run -p bench --bin
-/// tcb_size` prints them. The whole is at most 1,024 bytes with at least 8 to spare for the
-/// next fields (test `tcb_fits_one_kilobyte_with_room_to_spare`).
+/// stack boxes it, so the box is 64-byte aligned too); the groups of `tcb.rs` are `repr(C)`
+/// too, each with the fields a segment touches first and its cold fields (ISS, IRS, the PRR
+/// counts, the challenge-ACK budget, the TIME-WAIT deadline, the SYN retries) last. The
+/// order follows what a segment touches, as measured per byte with
+/// `scripts/bench-hot-bytes.sh` (DHAT; `crates/bench/README.md`, "Hot state, measured"):
+/// - lines 0–1 (offsets 0–127): what both directions read or write — `state`, `app`,
+///   `opts`, `ecn`, the ports, `rcv`, `snd` and `out` (its per-segment bytes first);
+/// - line 2: the stored earliest deadline (`earliest_deadline_ns`, the only time
+///   `poll_timeout` reads), RACK's reordering timer and `timers`' six deadlines, so arming,
+///   disarming and finding a new minimum stay in one line;
+/// - then `timers`' instants, the timestamps (`ts`), loss recovery (`rec`, its per-segment
+///   flags first), the two ring headers, the out-of-order queue and scoreboard pointers, the
+///   configuration's pointer (one copy for all the connections of a listener or stack, copied
+///   on write), the `skb` and `records` pointers tested per segment, and the counters every
+///   segment bumps (`HotCounters`), ending at 448, seven lines (test
+///   `hot_parts_come_first_without_padding`);
+/// - then the `tcp_info` state (its per-segment fields and its presence niche in its first
+///   64 bytes), the window (`cc`), the RTT estimate (`rtt`), the cold fields (HyStart's box,
+///   Minshall's `snd_sml` and `send_cut`), RACK's state (inline, 120 bytes starting a line)
+///   and last the pointer to the rare counters (boxed by the first rare event,
+///   `count_rare`). `tcp_info` and RACK were boxes of their own once: one more allocation
+///   and a pointer to chase per segment.
+///
+/// `Connection::layout` reports the offsets, `cargo run -p bench --bin tcb_size` prints them.
+/// The whole is at most 1,024 bytes with at least 8 to spare for the next fields (test
+/// `tcb_fits_one_kilobyte_with_room_to_spare`).
 ///
 /// What the three common segments of an established connection touch (timestamps and SACK
 /// negotiated, RACK on, no loss), read from `input.rs`, `receive.rs`, `output.rs`,
@@ -302,61 +316,63 @@ pub(crate) const NEVER: u64 = u64::MAX;
 #[derive(Debug, Clone)]
 #[repr(C, align(64))]
 pub struct Connection {
-    // ---- hot: the engine's groups, touched by every segment ----
-    pub(crate) cc: Congestion,
-    pub(crate) rtt: RttEstimator,
-    pub(crate) timers: Timers,
-    pub(crate) ts: Timestamps,
-    pub(crate) out: Output,
-    pub(crate) rec: Recovery,
-    pub(crate) snd: SendSeq,
-    pub(crate) rcv: RecvSeq,
+    // ---- hot: what every segment of an established connection reads or writes, both ways (lines 0-1) ----
+    pub(crate) state: State,
+    pub(crate) app: AppFlags,
     pub(crate) opts: Options,
     /// ECN (RFC 3168): negotiation, the echo owed, the sender's reduction (`ecn.rs`).
     pub(crate) ecn: EcnState,
     pub(crate) local_port: u16,
     pub(crate) remote_port: u16,
-    pub(crate) app: AppFlags,
-    pub(crate) state: State,
+    pub(crate) rcv: RecvSeq,
+    pub(crate) snd: SendSeq,
+    pub(crate) out: Output,
+    // ---- line 2: the stored earliest deadline and the seven deadlines it is the minimum of ----
+    /// The minimum of the seven deadlines (`timers`' six and `rack_deadline_ns`), `NEVER`
+    /// when none is armed: what `poll_timeout` reads instead of all seven. Kept equal to
+    /// their minimum by [`Connection::set_deadline`], the only writer of any of them.
+    pub(crate) earliest_deadline_ns: u64,
     /// RACK's reordering timer (RFC 8985 §6.2 step 5), `NEVER` when disarmed or without
     /// RACK state. Here, not in [`Rack`]: `poll_timeout` reads it after every input and
     /// output, and in the hot groups it costs no cache line of its own (issue 17 item 2).
     pub(crate) rack_deadline_ns: u64,
-    // ---- read by every segment: buffer and table headers ----
+    pub(crate) timers: Timers,
+    // ---- timestamps, loss recovery, the buffer and table headers, pointers, the inline counters ----
+    pub(crate) ts: Timestamps,
+    pub(crate) rec: Recovery,
     pub(crate) send_buf: Ring,
     pub(crate) recv_buf: Ring,
     pub(crate) ooo: OooQueue,
     /// SACK scoreboard (sender side): ranges above SND.UNA the peer reported holding.
     pub(crate) scoreboard: OooQueue,
-    /// The counters every segment or exchange bumps (segments and payload bytes each way,
-    /// RTT samples, pure and delayed ACKs), inline: no separate allocation, and with the
-    /// scoreboard's tail in one cache line. The rest are in `counters_rare`.
-    pub(crate) counters: HotCounters,
-    // ---- a few fields each per segment ----
     /// The configuration, validated, shared with every connection opened from the same one
     /// (the stack's listeners and active opens, [`crate::config::SharedConfig`]): its fields
     /// are read per segment from one cache line all connections use. A socket option that
     /// changes it copies it first (`Arc::make_mut`, [`Connection::config_mut`]).
     pub(crate) config: SharedConfig,
-    /// RACK loss detection state (RFC 8985 §6), used when [`Config::rack`] is on and SACK
-    /// was negotiated (see [`Connection::rack_active`]); created by the first data
-    /// transmission ([`Connection::rack_state`]). Inline: every ACK and data segment of such
-    /// a connection reads it (its transmit records are a table of their own).
-    pub(crate) rack: Option<Rack>,
+    /// The send queue's skbs under [`Config::send_buffer_skb_accounting`] (`sndbuf.rs`);
+    /// boxed on the first write.
+    pub(crate) skb: Option<Box<sndbuf::SkbQueue>>,
+    /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
+    pub(crate) records: Option<Box<records::RecordEnds>>,
+    /// The counters every segment or exchange bumps (segments and payload bytes each way,
+    /// RTT samples, pure and delayed ACKs), inline: no separate allocation, and with the
+    /// scoreboard's tail in one cache line. The rest are in `counters_rare`.
+    pub(crate) counters: HotCounters,
+    // ---- tcp_info (its per-segment fields first), then what an ACK of new data reads: the
+    // window, the RTT estimate, (after the cold fields, to start RACK's 120 bytes on a line)
+    // RACK ----
     /// What `tcp_info` reports beyond the TCB: chronographs, reordering degree, last data
     /// received, segment counts (`chrono.rs`); created on first use. Inline: every data
     /// segment counts in it.
     pub(crate) info: Option<chrono::InfoState>,
+    pub(crate) cc: Congestion,
+    pub(crate) rtt: RttEstimator,
+    // ---- cold ----
     /// CUBIC's HyStart ([`Config::hystart`], `cc/hystart.rs`): created by the first ACK
     /// that gives it a sample, dropped by a retransmission timeout. Boxed: only CUBIC
     /// connections with HyStart on have one, and inline it took 32 bytes of every TCB.
     pub(crate) hystart: Option<Box<crate::cc::Hystart>>,
-    /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
-    pub(crate) records: Option<Box<records::RecordEnds>>,
-    /// The send queue's skbs under [`Config::send_buffer_skb_accounting`] (`sndbuf.rs`);
-    /// boxed on the first write.
-    pub(crate) skb: Option<Box<sndbuf::SkbQueue>>,
-    // ---- cold: read only when a short segment is about to be sent ----
     /// The end of the last short segment of new data sent (Linux `snd_sml`): a payload not a
     /// whole number of segments. Minshall's Nagle ([`Config::nagle_minshall`]) holds a short
     /// segment only while this lies in (SND.UNA, SND.NXT]. Starts at ISS (no short segment
@@ -369,6 +385,11 @@ pub struct Connection {
     /// skbs of the size goal), so a waiting write leaves no short tail there, while this
     /// stack's buffer takes bytes up to its capacity. Cleared by a `send` taken whole.
     pub(crate) send_cut: bool,
+    /// RACK loss detection state (RFC 8985 §6), used when [`Config::rack`] is on and SACK
+    /// was negotiated (see [`Connection::rack_active`]); created by the first data
+    /// transmission ([`Connection::rack_state`]). Inline: every ACK and data segment of such
+    /// a connection reads it (its transmit records are a table of their own).
+    pub(crate) rack: Option<Rack>,
     /// The counters of rare events (drops, retransmissions, ECN, RACK, ...), boxed by the
     /// first of them ([`Connection::rare_counters`]) and read as zeros while absent: an
     /// established connection that loses nothing never allocates them. Its fields named in
@@ -418,6 +439,7 @@ impl Connection {
         Connection {
             state: State::Closed,
             rack_deadline_ns: NEVER,
+            earliest_deadline_ns: NEVER,
             snd: SendSeq {
                 una: iss,
                 nxt: iss,
@@ -560,7 +582,7 @@ impl Connection {
 
     /// Stops the RACK reordering timer.
     pub(crate) fn rack_disarm(&mut self) {
-        self.rack_deadline_ns = NEVER;
+        self.set_deadline(Deadline::Rack, NEVER);
     }
 
     /// Switches the Nagle algorithm off (`true`) or on at run time (RFC 9293 §3.7.4).
@@ -622,16 +644,17 @@ impl Connection {
     }
 
     /// The earliest deadline at which `handle_timeout` must be called, if any.
+    ///
+    /// Reads the stored earliest deadline (`earliest_deadline_ns`), not the seven deadlines,
+    /// and the user timeout, which follows from the send sequence space.
     pub fn poll_timeout(&self) -> Option<u64> {
+        debug_assert_eq!(
+            self.earliest_deadline_ns,
+            self.deadlines_min_ns(),
+            "stored earliest deadline is not the deadlines' minimum"
+        );
         let t = self
-            .timers
-            .rtx_deadline_ns
-            .min(self.timers.tlp_deadline_ns)
-            .min(self.rack_deadline_ns)
-            .min(self.timers.persist_deadline_ns)
-            .min(self.timers.delack_deadline_ns)
-            .min(self.timers.keepalive_deadline_ns)
-            .min(self.timers.time_wait_deadline_ns)
+            .earliest_deadline_ns
             .min(self.user_timeout_deadline_ns());
         (t != NEVER).then_some(t)
     }
@@ -847,14 +870,14 @@ impl Connection {
         }
         self.state = State::Closed;
         self.app.close_reason = Some(reason);
-        self.timers.rtx_deadline_ns = NEVER;
-        self.timers.tlp_deadline_ns = NEVER;
+        self.set_deadline(Deadline::Rtx, NEVER);
+        self.set_deadline(Deadline::Tlp, NEVER);
         self.rec.tlp_pending = false;
         self.rack_disarm();
-        self.timers.persist_deadline_ns = NEVER;
-        self.timers.delack_deadline_ns = NEVER;
-        self.timers.keepalive_deadline_ns = NEVER;
-        self.timers.time_wait_deadline_ns = NEVER;
+        self.set_deadline(Deadline::Persist, NEVER);
+        self.set_deadline(Deadline::Delack, NEVER);
+        self.set_deadline(Deadline::Keepalive, NEVER);
+        self.set_deadline(Deadline::TimeWait, NEVER);
         self.out.ack_due = AckDue::None;
         self.out.dupacks_owed = 0;
         self.rec.rtx_pending = false;

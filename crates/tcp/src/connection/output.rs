@@ -233,10 +233,10 @@ impl Connection {
             self.timers.time_rtt(self.snd.nxt, now);
         }
         if self.timers.rtx_deadline_ns == NEVER {
-            self.timers.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
+            self.set_deadline(Deadline::Rtx, now.saturating_add(self.rtt.rto_ns()));
         }
         self.out.ack_due = AckDue::None;
-        self.timers.delack_deadline_ns = NEVER;
+        self.set_deadline(Deadline::Delack, NEVER);
         self.counters.tx_segments += 1;
         r
     }
@@ -289,7 +289,7 @@ impl Connection {
 
     pub(super) fn on_ack_sent(&mut self) {
         self.out.ack_due = AckDue::None;
-        self.timers.delack_deadline_ns = NEVER;
+        self.set_deadline(Deadline::Delack, NEVER);
         self.out.rcv_unacked_bytes = 0;
         self.ts.last_ack_sent = self.rcv.nxt;
     }
@@ -390,9 +390,9 @@ impl Connection {
             }
             // RFC 6298 §5.1: start the timer if it is not running.
             if self.timers.rtx_deadline_ns == NEVER {
-                self.timers.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
+                self.set_deadline(Deadline::Rtx, now.saturating_add(self.rtt.rto_ns()));
             }
-            self.timers.persist_deadline_ns = NEVER;
+            self.set_deadline(Deadline::Persist, NEVER);
         }
         if !probe && end.gt(self.snd.max) {
             self.note_flight(end);
@@ -415,7 +415,7 @@ impl Connection {
             // RFC 8985 §7.2: a new transmission reschedules the probe timeout (rearmed once
             // `poll_transmit` runs dry).
             self.rec.tlp_last_seq = seq.max(self.snd.max);
-            self.timers.tlp_deadline_ns = NEVER;
+            self.set_deadline(Deadline::Tlp, NEVER);
             self.snd.max = end;
         }
         self.on_ack_sent();

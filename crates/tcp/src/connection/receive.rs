@@ -45,7 +45,10 @@ impl Connection {
         if !accepts_text {
             // CLOSE-WAIT, CLOSING, LAST-ACK, TIME-WAIT: the peer already sent FIN; ignore text.
             if fin && self.state == State::TimeWait {
-                self.timers.time_wait_deadline_ns = now.saturating_add(self.config.time_wait_ns);
+                self.set_deadline(
+                    Deadline::TimeWait,
+                    now.saturating_add(self.config.time_wait_ns),
+                );
                 self.out.ack_due = AckDue::Now;
             }
             return;
@@ -247,7 +250,10 @@ impl Connection {
         } else if self.out.ack_due < AckDue::Delayed {
             self.out.ack_due = AckDue::Delayed;
             if self.timers.delack_deadline_ns == NEVER {
-                self.timers.delack_deadline_ns = now.saturating_add(self.config.delayed_ack_ns);
+                self.set_deadline(
+                    Deadline::Delack,
+                    now.saturating_add(self.config.delayed_ack_ns),
+                );
             }
         }
     }

@@ -116,7 +116,7 @@ impl Connection {
         };
         let reo_wnd_ns = rack.reo_wnd_ns(in_recovery || rack.rto_recovery, srtt_ns);
         let d = rack.detect_loss(now, reo_wnd_ns);
-        self.rack_deadline_ns = d.deadline_ns.unwrap_or(NEVER);
+        self.set_deadline(Deadline::Rack, d.deadline_ns.unwrap_or(NEVER));
         self.count_rare(u64::from(d.lost), |k| &mut k.rack_loss_marks);
         self.count_rare(u64::from(d.lost_retransmissions), |k| {
             &mut k.rack_lost_retransmits

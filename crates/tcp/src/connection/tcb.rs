@@ -34,6 +34,7 @@ pub(crate) fn rebase_deadline(t: u64, from: u64, to: u64) -> u64 {
 /// of the first byte in the send buffer and equals `una` once the SYN is acknowledged (until
 /// our FIN is, after which `una = buf_seq + 1`); `wnd ≤ max_wnd`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub struct SendSeq {
     /// SND.UNA: oldest unacknowledged sequence number.
     pub una: SeqNumber,
@@ -43,14 +44,14 @@ pub struct SendSeq {
     pub max: SeqNumber,
     /// SND.WND: the peer's window in bytes, already scaled.
     pub wnd: u32,
+    /// Sequence number of the first byte held in the send buffer.
+    pub buf_seq: SeqNumber,
     /// SND.WL1: segment sequence number of the last window update.
     pub wl1: SeqNumber,
     /// SND.WL2: segment acknowledgment number of the last window update.
     pub wl2: SeqNumber,
     /// Largest window the peer ever offered (MAX.SND.WND of RFC 5961 §5.2).
     pub max_wnd: u32,
-    /// Sequence number of the first byte held in the send buffer.
-    pub buf_seq: SeqNumber,
     /// ISS: our initial sequence number.
     pub iss: SeqNumber,
 }
@@ -61,15 +62,16 @@ pub struct SendSeq {
 /// left; `adv − nxt` plus the unread bytes fits the receive buffer (we never advertise room
 /// we do not have).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub struct RecvSeq {
     /// RCV.NXT: next sequence number expected.
     pub nxt: SeqNumber,
     /// Right edge of the window we advertised (RCV.NXT + RCV.WND when last sent).
     pub adv: SeqNumber,
-    /// IRS: the peer's initial sequence number.
-    pub irs: SeqNumber,
     /// Largest payload received so far, for "every second full-sized segment".
     pub mss_seen: u16,
+    /// IRS: the peer's initial sequence number.
+    pub irs: SeqNumber,
 }
 
 /// The options negotiated on the SYNs (RFC 9293 §3.7.1, RFC 7323, RFC 2018).
@@ -139,18 +141,19 @@ pub mod ecn_flag {
 /// Invariants: our clock is `now / 1 ms + offset` (wrapping); `recent_age_ns` is an instant
 /// on the engine's clock, not after "now".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub struct Timestamps {
-    /// Offset of our 1 ms timestamp clock from the engine's clock (RFC 7323 §7.1).
-    pub offset: u32,
     /// TS.Recent.
     pub recent: u32,
-    /// When TS.Recent was last updated (for the 24-day rule, RFC 7323 §5.5).
-    pub recent_age_ns: u64,
     /// Last.ACK.sent (RFC 7323 §4.3).
     pub last_ack_sent: SeqNumber,
+    /// Offset of our 1 ms timestamp clock from the engine's clock (RFC 7323 §7.1).
+    pub offset: u32,
     /// Our timestamp clock at the last retransmission: echoes older than this are ambiguous
     /// RTT samples.
     pub rtx_floor: u32,
+    /// When TS.Recent was last updated (for the 24-day rule, RFC 7323 §5.5).
+    pub recent_age_ns: u64,
 }
 
 impl Timestamps {
@@ -188,28 +191,23 @@ impl Timestamps {
 /// only mean something while `in_recovery`; `tlp_sent` is cleared by every ACK advancing
 /// SND.UNA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub struct Recovery {
     /// In fast recovery.
     pub in_recovery: bool,
-    /// RFC 6582 `recover`: SND.MAX when the last recovery (or RTO) began.
-    pub recover: SeqNumber,
     /// Consecutive duplicate ACKs (RFC 5681 §2).
     pub dupacks: u8,
     /// A fast (or partial-ACK) retransmission of the segment at SND.UNA is owed.
     pub rtx_pending: bool,
-    /// RFC 6675 HighRxt: highest sequence number retransmitted in this recovery, plus one.
-    pub high_rxt: SeqNumber,
-    /// PRR (RFC 6937): bytes the peer reported delivered since recovery began.
-    pub prr_delivered_bytes: u32,
-    /// PRR: bytes sent since recovery began.
-    pub prr_out_bytes: u32,
-    /// PRR: the flight when recovery began (RecoverFS).
-    pub prr_recover_fs_bytes: u32,
     /// The tail loss probe timer fired: send one probe (RFC 8985 §7.3).
     pub tlp_pending: bool,
     /// A tail loss probe was sent in this tail episode; cleared when an ACK advances SND.UNA
     /// (RFC 8985 §7.2: at most one probe until then).
     pub tlp_sent: bool,
+    /// The sender filled cwnd during the recorded round trip (Linux `is_cwnd_limited`).
+    pub cwnd_limited: bool,
+    /// RFC 6582 `recover`: SND.MAX when the last recovery (or RTO) began.
+    pub recover: SeqNumber,
     /// Where the most recently sent new segment starts: the one a tail loss probe resends
     /// (RFC 8985 §7.3).
     pub tlp_last_seq: SeqNumber,
@@ -218,8 +216,14 @@ pub struct Recovery {
     /// SND.NXT when `flight_max_bytes` was recorded: once SND.UNA passes it, a round trip
     /// ended and the next transmission starts a new record (Linux `max_packets_seq`).
     pub flight_max_seq: SeqNumber,
-    /// The sender filled cwnd during the recorded round trip (Linux `is_cwnd_limited`).
-    pub cwnd_limited: bool,
+    /// RFC 6675 HighRxt: highest sequence number retransmitted in this recovery, plus one.
+    pub high_rxt: SeqNumber,
+    /// PRR (RFC 6937): bytes the peer reported delivered since recovery began.
+    pub prr_delivered_bytes: u32,
+    /// PRR: bytes sent since recovery began.
+    pub prr_out_bytes: u32,
+    /// PRR: the flight when recovery began (RecoverFS).
+    pub prr_recover_fs_bytes: u32,
 }
 
 /// Timer deadlines and the state of the timers' backoffs.
@@ -227,35 +231,36 @@ pub struct Recovery {
 /// Invariants: every `*_deadline_ns` is an absolute time or `NEVER` (`u64::MAX`);
 /// `unacked_since_ns` and `last_tx_ns` are instants not after "now".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub struct Timers {
-    /// Retransmission timer (RFC 6298).
-    pub rtx_deadline_ns: u64,
-    /// Persist timer (zero window, RFC 9293 §3.8.6.1).
-    pub persist_deadline_ns: u64,
     /// Delayed ACK (RFC 9293 §3.8.6.3).
     pub delack_deadline_ns: u64,
     /// Keepalive (RFC 9293 §3.8.4).
     pub keepalive_deadline_ns: u64,
-    /// TIME-WAIT (2·MSL).
-    pub time_wait_deadline_ns: u64,
+    /// Persist timer (zero window, RFC 9293 §3.8.6.1).
+    pub persist_deadline_ns: u64,
+    /// Retransmission timer (RFC 6298).
+    pub rtx_deadline_ns: u64,
     /// Probe timeout (RFC 8985 §7.2).
     pub tlp_deadline_ns: u64,
-    /// When the oldest unacknowledged data was first sent (user timeout reference).
-    pub unacked_since_ns: u64,
+    /// TIME-WAIT (2·MSL).
+    pub time_wait_deadline_ns: u64,
     /// When we last sent data (RFC 5681 §4.1 restart after idle).
     pub last_tx_ns: u64,
+    /// When the oldest unacknowledged data was first sent (user timeout reference).
+    pub unacked_since_ns: u64,
+    /// ... and when it was sent, or `NEVER` when nothing is timed. Two fields, not an
+    /// `Option` of a pair, which would take 24 bytes of the 1 KiB TCB instead of 12.
+    pub rtt_timed_sent_ns: u64,
+    /// The segment being timed for RTT without timestamps (RFC 6298 §3, Karn): the
+    /// sequence number its ACK must cover ...
+    pub rtt_timed_end: SeqNumber,
+    /// Unanswered keepalive probes.
+    pub keepalive_probes: u8,
     /// Persist timer backoff.
     pub persist_shift: u8,
     /// SYN (or SYN-ACK) retransmissions so far.
     pub syn_retries: u8,
-    /// Unanswered keepalive probes.
-    pub keepalive_probes: u8,
-    /// The segment being timed for RTT without timestamps (RFC 6298 §3, Karn): the
-    /// sequence number its ACK must cover ...
-    pub rtt_timed_end: SeqNumber,
-    /// ... and when it was sent, or `NEVER` when nothing is timed. Two fields, not an
-    /// `Option` of a pair, which would take 24 bytes of the 1 KiB TCB instead of 12.
-    pub rtt_timed_sent_ns: u64,
 }
 
 impl Timers {
@@ -368,16 +373,19 @@ pub(crate) enum FastOpenRole {
 /// Invariants: `dupacks_owed ≤ DUPACKS_OWED_MAX`; `events` holds only the bits of
 /// `event_bit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub(crate) struct Output {
     pub(crate) ack_due: AckDue,
+    /// Events not yet polled, one bit each.
+    pub(crate) events: u8,
     /// Data segments still to be acknowledged at once (quick-ACK mode,
     /// [`crate::Config::quickack_segments`]); a restored connection starts with it spent,
     /// which only delays ACKs as RFC 5681 §4.2 allows.
     pub(crate) quickacks_left: u16,
+    /// Bytes received in order since the last ACK we sent.
+    pub(crate) rcv_unacked_bytes: u32,
     /// Duplicate ACKs still owed for out-of-order segments received since the last poll.
     pub(crate) dupacks_owed: u8,
-    /// Events not yet polled, one bit each.
-    pub(crate) events: u8,
     /// Persist timer fired: send a window probe (window 0) or override SWS avoidance.
     pub(crate) probe_pending: bool,
     pub(crate) keepalive_pending: bool,
@@ -387,16 +395,14 @@ pub(crate) struct Output {
     /// spare); never carried by a snapshot (export needs a synchronized connection, for
     /// which it no longer matters).
     pub(crate) fast_open: FastOpenRole,
-    /// Bytes received in order since the last ACK we sent.
-    pub(crate) rcv_unacked_bytes: u32,
-    /// A RST owed: (sequence number, acknowledgment number if ACK is set).
-    pub(crate) rst_pending: Option<(SeqNumber, Option<SeqNumber>)>,
     /// A duplicate range to report in the next ACK (RFC 2883 D-SACK).
     pub(crate) dsack: Option<SackBlock>,
-    /// Start of the current second of the RFC 5961 §7 challenge ACK budget.
-    pub(crate) challenge_window_start_ns: u64,
+    /// A RST owed: (sequence number, acknowledgment number if ACK is set).
+    pub(crate) rst_pending: Option<(SeqNumber, Option<SeqNumber>)>,
     /// Challenge ACKs sent in that second.
     pub(crate) challenge_acks_in_window: u32,
+    /// Start of the current second of the RFC 5961 §7 challenge ACK budget.
+    pub(crate) challenge_window_start_ns: u64,
 }
 
 impl Output {

@@ -92,7 +92,7 @@ impl Connection {
         c.app.fin_queued = true;
         c.app.fin_received = true;
         c.app.app_closed = true;
-        c.timers.time_wait_deadline_ns = expiry_ns;
+        c.set_deadline(Deadline::TimeWait, expiry_ns);
         c
     }
 }

@@ -19,7 +19,67 @@ pub const PATH_DOUBT_SYN_TIMEOUTS: u8 = 2;
 /// holds: RFC 1122 §4.2.3.5's R1 "at least 3 retransmissions" (Linux's `tcp_retries1`, 3).
 pub const PATH_DOUBT_TIMEOUTS: u8 = 3;
 
+/// One of the connection's deadlines, named for [`Connection::set_deadline`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Deadline {
+    /// Retransmission timer (RFC 6298), `timers.rtx_deadline_ns`.
+    Rtx,
+    /// Persist timer (RFC 9293 §3.8.6.1), `timers.persist_deadline_ns`.
+    Persist,
+    /// Delayed ACK (RFC 9293 §3.8.6.3), `timers.delack_deadline_ns`.
+    Delack,
+    /// Keepalive (RFC 9293 §3.8.4), `timers.keepalive_deadline_ns`.
+    Keepalive,
+    /// TIME-WAIT or the FIN-WAIT-2 timeout, `timers.time_wait_deadline_ns`.
+    TimeWait,
+    /// Tail loss probe (RFC 8985 §7.2), `timers.tlp_deadline_ns`.
+    Tlp,
+    /// RACK's reordering timer (RFC 8985 §6.2 step 5), `rack_deadline_ns`.
+    Rack,
+}
+
 impl Connection {
+    // ------------------------------------------------------------------ deadlines
+
+    /// Arms (or, with `NEVER`, disarms) one deadline, keeping `earliest_deadline_ns` equal to
+    /// the minimum of the seven. Every write of a deadline goes through here: a stored
+    /// minimum later than the true one is a missed timer (`poll_timeout` reads only it;
+    /// `invariant_violation` and a debug assertion in `poll_timeout` check it).
+    ///
+    /// Reads the other deadlines only when the one moved was the minimum and moves later
+    /// (an ACK disarming the retransmission timer, a reply taking the delayed ACK): a later
+    /// or equal minimum then has to be found again.
+    #[inline]
+    pub(crate) fn set_deadline(&mut self, which: Deadline, t_ns: u64) {
+        let slot = match which {
+            Deadline::Rtx => &mut self.timers.rtx_deadline_ns,
+            Deadline::Persist => &mut self.timers.persist_deadline_ns,
+            Deadline::Delack => &mut self.timers.delack_deadline_ns,
+            Deadline::Keepalive => &mut self.timers.keepalive_deadline_ns,
+            Deadline::TimeWait => &mut self.timers.time_wait_deadline_ns,
+            Deadline::Tlp => &mut self.timers.tlp_deadline_ns,
+            Deadline::Rack => &mut self.rack_deadline_ns,
+        };
+        let old_ns = core::mem::replace(slot, t_ns);
+        if t_ns <= self.earliest_deadline_ns {
+            self.earliest_deadline_ns = t_ns;
+        } else if old_ns == self.earliest_deadline_ns {
+            self.earliest_deadline_ns = self.deadlines_min_ns();
+        }
+    }
+
+    /// The minimum of the seven deadlines, read from each (`NEVER` when none is armed).
+    pub(crate) fn deadlines_min_ns(&self) -> u64 {
+        self.timers
+            .rtx_deadline_ns
+            .min(self.timers.tlp_deadline_ns)
+            .min(self.rack_deadline_ns)
+            .min(self.timers.persist_deadline_ns)
+            .min(self.timers.delack_deadline_ns)
+            .min(self.timers.keepalive_deadline_ns)
+            .min(self.timers.time_wait_deadline_ns)
+    }
+
     // ------------------------------------------------------------------ timers
 
     /// True when the path to the peer is in doubt: the segment at the head of the
@@ -41,14 +101,14 @@ impl Connection {
     /// Fires every deadline that is due at `now`.
     pub fn handle_timeout(&mut self, now: u64) {
         if self.timers.time_wait_deadline_ns <= now {
-            self.timers.time_wait_deadline_ns = NEVER;
+            self.set_deadline(Deadline::TimeWait, NEVER);
             if matches!(self.state, State::TimeWait | State::FinWait2) {
                 self.enter_closed(CloseReason::Normal);
                 return;
             }
         }
         if self.timers.delack_deadline_ns <= now {
-            self.timers.delack_deadline_ns = NEVER;
+            self.set_deadline(Deadline::Delack, NEVER);
             if self.out.ack_due == AckDue::Delayed {
                 self.out.ack_due = AckDue::Now;
                 self.counters.delayed_acks_sent += 1;
@@ -67,11 +127,11 @@ impl Connection {
         // The probe before the RTO: a probe capped at the RTO's expiry (RFC 8985 §7.2) goes
         // out instead of it and rearms it.
         if self.timers.tlp_deadline_ns <= now {
-            self.timers.tlp_deadline_ns = NEVER;
+            self.set_deadline(Deadline::Tlp, NEVER);
             self.on_probe_timeout(now);
         }
         if self.timers.rtx_deadline_ns <= now {
-            self.timers.rtx_deadline_ns = NEVER;
+            self.set_deadline(Deadline::Rtx, NEVER);
             self.on_rto(now);
             if self.state == State::Closed {
                 return;
@@ -82,11 +142,11 @@ impl Connection {
             self.on_rack_timeout(now);
         }
         if self.timers.persist_deadline_ns <= now {
-            self.timers.persist_deadline_ns = NEVER;
+            self.set_deadline(Deadline::Persist, NEVER);
             self.out.probe_pending = true;
         }
         if self.timers.keepalive_deadline_ns <= now {
-            self.timers.keepalive_deadline_ns = NEVER;
+            self.set_deadline(Deadline::Keepalive, NEVER);
             self.on_keepalive(now);
         }
     }
@@ -123,7 +183,7 @@ impl Connection {
         // RFC 6582 §3.2 step 4: record the highest sequence sent.
         self.rec.recover = self.snd.max;
         self.rec.in_recovery = false;
-        self.timers.tlp_deadline_ns = NEVER;
+        self.set_deadline(Deadline::Tlp, NEVER);
         self.rec.tlp_pending = false;
         self.rec.dupacks = 0;
         self.rec.rtx_pending = false;
@@ -136,7 +196,7 @@ impl Connection {
             // all, and RFC 8985's "RTO recovery" lasts until SND.UNA passes `recover`.
             r.on_rto();
         }
-        self.rack_deadline_ns = NEVER;
+        self.set_deadline(Deadline::Rack, NEVER);
         self.timers.clear_rtt_timed();
         // RFC 6298 §5.5: back off.
         self.rtt.back_off();
@@ -203,7 +263,10 @@ impl Connection {
         // probe due at the RTO's expiry goes out in its place (`handle_timeout` judges the
         // probe first, and the probe rearms the RTO), as Linux's probe timer replaces its
         // retransmission timer. The RTO stays the backstop once the probe is spent.
-        self.timers.tlp_deadline_ns = now.saturating_add(pto).min(self.timers.rtx_deadline_ns);
+        self.set_deadline(
+            Deadline::Tlp,
+            now.saturating_add(pto).min(self.timers.rtx_deadline_ns),
+        );
     }
 
     /// RFC 8985 §7.3: the probe timeout expired — owe one probe and rearm the RTO. Not once
@@ -221,7 +284,7 @@ impl Connection {
         self.rec.tlp_sent = true;
         self.rare_counters().tail_loss_probes += 1;
         if self.timers.persist_deadline_ns == NEVER {
-            self.timers.rtx_deadline_ns = now.saturating_add(self.rtt.rto_ns());
+            self.set_deadline(Deadline::Rtx, now.saturating_add(self.rtt.rto_ns()));
         }
     }
 
@@ -234,7 +297,7 @@ impl Connection {
         }
         if self.snd.una != self.snd.max || !self.send_buf.is_empty() {
             // Data is outstanding; the retransmission timer watches the peer.
-            self.timers.keepalive_deadline_ns = now.saturating_add(ka.idle_ns);
+            self.set_deadline(Deadline::Keepalive, now.saturating_add(ka.idle_ns));
             return;
         }
         if self.timers.keepalive_probes >= ka.probes_max {
@@ -244,7 +307,7 @@ impl Connection {
         }
         self.timers.keepalive_probes += 1;
         self.out.keepalive_pending = true;
-        self.timers.keepalive_deadline_ns = now.saturating_add(ka.interval_ns);
+        self.set_deadline(Deadline::Keepalive, now.saturating_add(ka.interval_ns));
     }
 
     pub(super) fn arm_persist(&mut self, now: u64) {
@@ -257,7 +320,7 @@ impl Connection {
             .checked_shl(u32::from(self.timers.persist_shift))
             .unwrap_or(self.config.rto_max_ns)
             .min(self.config.rto_max_ns);
-        self.timers.persist_deadline_ns = now.saturating_add(interval);
-        self.timers.rtx_deadline_ns = NEVER;
+        self.set_deadline(Deadline::Persist, now.saturating_add(interval));
+        self.set_deadline(Deadline::Rtx, NEVER);
     }
 }
