@@ -351,9 +351,11 @@ fn deliver_burst(
     let mut it = frames.drain(..);
     while let Some(f) = it.next() {
         if lookahead {
-            la.advance(to, it.as_slice(), view);
+            let hint = la.advance(to, it.as_slice(), view);
+            to.receive_hinted(now, &f, &RxMeta::NONE, &hint);
+        } else {
+            to.receive(now, &f, &RxMeta::NONE);
         }
-        to.receive(now, &f, &RxMeta::NONE);
         from.recycle(f);
     }
 }

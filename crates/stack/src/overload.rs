@@ -167,7 +167,7 @@ impl TcpCx<'_> {
         victims.extend(self.sockets.iter_indexed().filter_map(|(i, s)| match s {
             Socket::Tcp(TcpState::Conn(c)) => {
                 let over_share = share.is_some_and(|share| {
-                    let held = tcp.source_connections(c.key.tuple().remote.ip());
+                    let held = tcp.source_connections(c.key().tuple().remote.ip());
                     usize::try_from(held).unwrap_or(usize::MAX) > share
                 });
                 reclaim_class(c, now, limits, over_share).map(|class| (class, c.last_rx_ns, i))
@@ -264,7 +264,7 @@ impl TcpCx<'_> {
             && c.conn.send_window_bytes() == 0
             && c.conn.send_queue_bytes() > 0;
         if !stalled {
-            if let Some(r) = c.rare.as_deref_mut() {
+            if let Some(r) = c.rare_if_any_mut() {
                 r.zero_window = None;
             }
             c.rare_tidy();

@@ -46,9 +46,10 @@ pub(crate) enum Socket {
 
 /// One entry of the socket table.
 ///
-/// `repr(C)` and 64-byte aligned (128 bytes, two cache lines, for a connection): the slot's
-/// own fields, which handles and readiness touch, then the socket, so a connection's hot
-/// fields (`ConnSock`'s first two groups) share the first two lines with them.
+/// `repr(C)` and 64-byte aligned (128 bytes, two cache lines): the slot's own fields, which
+/// handles and readiness touch (8 bytes), then the socket, so a connection's hot fields
+/// (`ConnSock`'s first 56 bytes) share the first line with them and an established IPv4
+/// connection's segments touch that line alone.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub(crate) struct Slot {
@@ -141,12 +142,12 @@ impl Sockets {
         self.slots.get(i).and_then(|s| s.socket.as_ref())
     }
 
-    /// Asks for slot `i`'s first two lines (a connection's hot fields) to be brought into
-    /// the cache (a hint only; nothing for an index past the table).
+    /// Asks for slot `i`'s first line (a connection's hot fields, all of an IPv4 key) to be
+    /// brought into the cache (a hint only; nothing for an index past the table).
     #[inline]
     pub(crate) fn prefetch_slot(&self, i: usize) {
         if let Some(s) = self.slots.get(i) {
-            platform::prefetch::prefetch_bytes(s, 2 * platform::prefetch::CACHE_LINE_BYTES);
+            platform::prefetch::prefetch_line(s);
         }
     }
 
@@ -418,7 +419,7 @@ impl Sockets {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tcp_sockets::{ConnSock, FourTuple, TcpTable};
+    use crate::tcp_sockets::{ConnSock, FlowKey, FourTuple, TcpTable};
 
     /// Byte offset of `field` from the start of `slot`.
     fn offset<T>(slot: &Slot, field: &T) -> usize {
@@ -426,7 +427,7 @@ mod tests {
     }
 
     #[test]
-    fn connection_slot_hot_fields_fill_two_lines() {
+    fn connection_slot_hot_fields_fill_the_first_line() {
         let ifc = crate::config::InterfaceConfig::new(
             wire::EthernetAddress([2, 0, 0, 0, 0, 1]),
             crate::config::Ipv4Cidr::new([10, 0, 0, 1].into(), 24),
@@ -439,22 +440,8 @@ mod tests {
         };
         let conn =
             tcp::Connection::connect(0, &tcp::Config::default(), 80, 40000, wire::SeqNumber(1), 0);
-        let sock = ConnSock {
-            key: table.flow_key(tuple, None),
-            conn: Box::new(conn),
-            in_table: true,
-            app_closed: false,
-            failure_reported: false,
-            passive: false,
-            syn_data_acked: false,
-            error: None,
-            parent: None,
-            last_rx_ns: 0,
-            armed_ns: crate::tcp_sockets::NOT_ARMED,
-            mem_bytes: 0,
-            ext: None,
-            rare: None,
-        };
+        let key = table.flow_key(tuple, None);
+        let sock = ConnSock::new(key, Box::new(conn), 0, Some(3), false, None);
         let mut sockets = Sockets::new(4);
         let h = sockets.alloc(Socket::Tcp(TcpState::Conn(sock))).unwrap();
         let slot = &sockets.slots[h.index as usize];
@@ -467,30 +454,89 @@ mod tests {
         let Some(Socket::Tcp(TcpState::Conn(c))) = &slot.socket else {
             panic!("a connection");
         };
-        // First line: the slot's own fields, the key the table compares, the TCB pointer.
+        assert_eq!(c.key(), key, "the key's two parts join back");
+        assert!(c.has_tuple(&key));
+        assert_eq!(c.ips(), (tuple.local.ip(), tuple.remote.ip()));
+        // The first line: the slot's own fields and everything an established connection's
+        // segment or application call reads or writes (`ConnSock`'s doc).
         let line = |o: usize| o / 64;
-        assert_eq!(line(offset(slot, &slot.generation)), 0);
-        assert_eq!(line(offset(slot, &slot.pending)), 0);
-        assert_eq!(line(offset(slot, &slot.queued)), 0);
-        assert_eq!(line(offset(slot, &c.key)), 0);
-        assert_eq!(
-            line(offset(slot, &c.key) + core::mem::size_of_val(&c.key) - 1),
-            0
-        );
-        assert_eq!(line(offset(slot, &c.conn)), 0);
-        // Second line: what every segment or application call reads besides.
+        let hot = c.hot_field_spans();
         for (name, o, len) in [
-            ("in_table", offset(slot, &c.in_table), 1),
-            ("app_closed", offset(slot, &c.app_closed), 1),
-            ("parent", offset(slot, &c.parent), 8),
-            ("last_rx_ns", offset(slot, &c.last_rx_ns), 8),
-            ("armed_ns", offset(slot, &c.armed_ns), 8),
-            ("mem_bytes", offset(slot, &c.mem_bytes), 8),
-            ("ext", offset(slot, &c.ext), 8),
-            ("rare", offset(slot, &c.rare), 8),
-        ] {
-            assert_eq!(line(o), 1, "{name} at {o}");
-            assert_eq!(line(o + len - 1), 1, "{name} at {o}");
+            ("generation", offset(slot, &slot.generation), 4),
+            ("pending", offset(slot, &slot.pending), 1),
+            ("queued", offset(slot, &slot.queued), 1),
+        ]
+        .into_iter()
+        .chain(
+            hot.iter()
+                .map(|&(name, addr, len)| (name, addr - (slot as *const Slot as usize), len)),
+        ) {
+            assert_eq!(line(o), 0, "{name} at {o}");
+            assert_eq!(line(o + len - 1), 0, "{name} at {o}");
+        }
+        assert_eq!(hot.len(), 8, "every hot field checked");
+        // The socket enums need no tag of their own: they use the largest niche of their
+        // largest variant, `parent`'s tag (a `u32` holding 0 or 1), which is in the first
+        // line (above), so telling a connection from a marker or a listener reads that line.
+        assert_eq!(
+            core::mem::size_of::<Option<Socket>>(),
+            core::mem::size_of::<ConnSock>()
+        );
+    }
+
+    #[test]
+    fn connection_tuples_match_by_head_and_ipv6_tails() {
+        let ifc = crate::config::InterfaceConfig::new(
+            wire::EthernetAddress([2, 0, 0, 0, 0, 1]),
+            crate::config::Ipv4Cidr::new([10, 0, 0, 1].into(), 24),
+        );
+        let table = TcpTable::new(std::sync::Arc::new(crate::config::StackConfig::new(ifc)));
+        let tuples = [
+            ("10.0.0.1:80", "10.0.0.2:40000"),
+            ("10.0.0.1:80", "10.0.0.2:40001"),
+            ("10.0.0.1:80", "10.0.0.3:40000"),
+            ("[2001:db8::1]:80", "[2001:db8::2]:40000"),
+            // Same first four bytes and ports as the one above: only the tails differ.
+            ("[2001:db8::1]:80", "[2001:db8::3]:40000"),
+            ("[2001:db8::9:1]:80", "[2001:db8::2]:40000"),
+            // The IPv6 address whose first bytes are the IPv4 one's.
+            ("[a00:1::]:80", "[a00:2::]:40000"),
+            ("10.0.0.1:80", "[2001:db8::2]:40000"),
+        ];
+        let keys: Vec<FlowKey> = tuples
+            .iter()
+            .map(|(l, r)| {
+                table.flow_key(
+                    FourTuple {
+                        local: l.parse().unwrap(),
+                        remote: r.parse().unwrap(),
+                    },
+                    None,
+                )
+            })
+            .collect();
+        for (i, a) in keys.iter().enumerate() {
+            let conn = tcp::Connection::connect(
+                0,
+                &tcp::Config::default(),
+                80,
+                40000,
+                wire::SeqNumber(1),
+                0,
+            );
+            let sock = ConnSock::new(*a, Box::new(conn), 0, None, false, None);
+            assert_eq!(sock.key(), *a);
+            let t = a.tuple();
+            assert_eq!(sock.ips(), (t.local.ip(), t.remote.ip()), "{:?}", tuples[i]);
+            for (j, b) in keys.iter().enumerate() {
+                assert_eq!(
+                    sock.has_tuple(b),
+                    i == j,
+                    "{:?} vs {:?}",
+                    tuples[i],
+                    tuples[j]
+                );
+            }
         }
     }
 }

@@ -367,7 +367,7 @@ impl Stack {
         let (_, sockets) = self.tcp_view();
         sockets.iter().find_map(|s| match s {
             Socket::Tcp(TcpState::Conn(c)) => {
-                c.conn.invariant_violation().map(|v| (c.key.tuple(), v))
+                c.conn.invariant_violation().map(|v| (c.key().tuple(), v))
             }
             _ => None,
         })
@@ -464,7 +464,7 @@ impl TcpCx<'_> {
                 continue;
             }
             c.parent = None;
-            let remote = c.key.tuple().remote;
+            let remote = c.key().tuple().remote;
             if let Some(l) = self.listener_mut(li) {
                 l.pending.retain(|&x| x != ci);
             }
@@ -519,22 +519,7 @@ impl TcpCx<'_> {
         let config = self.tcp.config_for(&self.cfg.tcp, remote.is_ipv4());
         let (iss, ts_offset) = self.tcp.isn_for(now, &tuple);
         let conn = Connection::connect(now, &config, port, remote.port(), iss, ts_offset);
-        let sock = ConnSock {
-            key,
-            conn: Box::new(conn),
-            parent: None,
-            in_table: true,
-            app_closed: false,
-            armed_ns: crate::tcp_sockets::NOT_ARMED,
-            error: None,
-            failure_reported: false,
-            passive: false,
-            last_rx_ns: now,
-            syn_data_acked: false,
-            mem_bytes: 0,
-            ext: None,
-            rare: None,
-        };
+        let sock = ConnSock::new(key, Box::new(conn), now, None, false, None);
         let h = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock)))?;
         self.tcp.conns.insert(key.table_hash, h.index as usize);
         self.tcp.dirty.insert(h.index as usize);

@@ -443,7 +443,7 @@ impl TcpCx<'_> {
             // A simultaneous open, a reset or a refused SYN-ACK: nothing learnt.
             return;
         }
-        let server = c.key.tuple().remote.ip();
+        let server = c.key().tuple().remote.ip();
         let (una, _, _) = c.conn.sequence_state();
         let all_acked = before.syn_data_bytes > 0 && !una.lt(before.syn_data_end);
         let data_unacked = before.syn_data_bytes > 0 && una.lt(before.syn_data_end);

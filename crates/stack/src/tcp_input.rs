@@ -89,13 +89,7 @@ impl TcpCx<'_> {
         whole: &[u8],
         rx: RxFrame<'_>,
     ) {
-        // The carried hash is this segment's flow hash only when the NIC hashed the TCP
-        // 4-tuple: a fragment (or a hash-type set without TCP ports) carries the hash of the
-        // addresses alone, under which the table would miss the connection.
-        let hash = match rx.meta.hash_type {
-            Some(wire::RssHashType::TcpIpv4 | wire::RssHashType::TcpIpv6) => rx.meta.hash,
-            _ => None,
-        };
+        let hash = crate::tcp_sockets::carried_tcp_hash(rx.meta);
         let Some(pair) = meta.pair() else {
             cold_path();
             return;
@@ -120,7 +114,7 @@ impl TcpCx<'_> {
             local: SocketAddr::new(meta.dst, seg.dst_port),
             remote: SocketAddr::new(meta.src, seg.src_port),
         };
-        let key = self.tcp.flow_key(tuple, hash);
+        let key = self.tcp.rx_flow_key(tuple, hash);
         if let Some(i) = self.tcp.lookup(self.sockets, &key) {
             let mut synack = None;
             if let Some(c) = self.conn_mut(i) {
@@ -132,8 +126,10 @@ impl TcpCx<'_> {
                 if before.is_some() && c.conn.state() != State::SynSent {
                     synack = before;
                 }
-                if let Some(p) = c.rare.as_deref_mut().and_then(|r| r.plpmtud.as_deref_mut()) {
-                    let e = p.after_input(now, &mut c.conn);
+                if let Some((r, conn)) = c.rare_if_any_and_conn_mut()
+                    && let Some(p) = r.plpmtud.as_deref_mut()
+                {
+                    let e = p.after_input(now, conn);
                     self.tcp.counters.count_plpmtud(e);
                 }
             } else if let Some(m) = self.moved_mut(i) {
@@ -370,23 +366,9 @@ impl TcpCx<'_> {
             .map(|l| l.sock_opts)
             .filter(|o| *o != crate::tcp_notify::SockOpts::default())
             .map(|o| Box::new(crate::tcp_notify::SockExt::new(o, conn.send_queue_bytes())));
-        let sock = ConnSock {
-            key,
-            conn: Box::new(conn),
-            // Slot indexes fit a `u32` (socket handles carry them so).
-            parent: u32::try_from(li).ok(),
-            in_table: true,
-            app_closed: false,
-            armed_ns: NOT_ARMED,
-            error: None,
-            failure_reported: false,
-            passive: true,
-            last_rx_ns: now,
-            syn_data_acked: false,
-            mem_bytes: 0,
-            ext: inherited,
-            rare: None,
-        };
+        // Slot indexes fit a `u32` (socket handles carry them so).
+        let parent = u32::try_from(li).ok();
+        let sock = ConnSock::new(key, Box::new(conn), now, parent, true, inherited);
         let Ok(h) = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock))) else {
             self.tcp.counters.tcp_conn_table_full += 1;
             return;
@@ -445,7 +427,7 @@ impl TcpCx<'_> {
                 }
                 readiness |= readiness_of(e);
             }
-            let has_ext = c.ext.is_some();
+            let has_ext = c.has_ext();
             let parent = c.parent.map(|p| p as usize);
             if has_ext && self.tcp_notify_progress(i, None) {
                 readiness |= Readiness::ERROR_QUEUE;
@@ -646,7 +628,7 @@ impl TcpCx<'_> {
                 // A deferred Fast Open sends nothing before its first send.
                 break;
             }
-            let (local_ip, remote_ip) = (c.key.local_ip(), c.key.remote_ip());
+            let (local_ip, remote_ip) = c.ips();
             // What the next segment can carry at most: a control segment (SYN-ACK, ACK, FIN,
             // RST, a window probe) or a small write needs no TSO-sized buffer. Without this,
             // a burst of them (a reclaim walk's RSTs, SYN-ACKs to a flood) would hold 64 KiB
@@ -703,8 +685,7 @@ impl TcpCx<'_> {
                 // The first SYN-ACK of a Fast Open exchange carries the cookie; an active
                 // Fast Open's first SYN its cookie or cookie request.
                 header.fast_open = c
-                    .rare
-                    .as_deref_mut()
+                    .rare_if_any_mut()
                     .and_then(|r| r.fastopen_syn_option.take());
                 c.rare_tidy();
             }
@@ -748,7 +729,7 @@ impl TcpCx<'_> {
             self.tcp_rearm(i);
             return;
         }
-        let (key, was_in_table, app_closed) = (c.key, c.in_table, c.app_closed);
+        let (key, was_in_table, app_closed) = (c.key(), c.in_table, c.app_closed);
         let parent = c.parent.map(|p| p as usize);
         let unread = c.conn.recv_queue_bytes() > 0;
         c.in_table = false;
@@ -806,15 +787,14 @@ impl TcpCx<'_> {
                 // upward that did not pass.
                 let pl = (timed_out && open)
                     .then(|| {
-                        let rare = c.rare.get_or_insert_with(Box::default);
-                        let pl =
-                            tcp::plpmtud::Plpmtud::after_timeout(&mut rare.plpmtud, &mut c.conn);
+                        let (rare, conn) = c.rare_and_conn_mut();
+                        let pl = tcp::plpmtud::Plpmtud::after_timeout(&mut rare.plpmtud, conn);
                         c.rare_tidy();
                         pl
                     })
                     .flatten();
                 let doubt = (timed_out && open && c.conn.path_in_doubt())
-                    .then(|| c.key.tuple().remote.ip());
+                    .then(|| c.key().tuple().remote.ip());
                 self.tcp.counters.count_plpmtud(pl);
                 if let Some(remote) = doubt {
                     self.egress.advise_unreachable(now, remote);

@@ -132,8 +132,7 @@ impl TcpCx<'_> {
         for (_, s) in self.sockets.iter_indexed_mut() {
             if let Socket::Tcp(TcpState::Conn(c)) = s
                 && let Some(size) = c
-                    .rare
-                    .as_deref_mut()
+                    .rare_if_any_mut()
                     .and_then(|r| r.send_buffer_before_pressure.take())
             {
                 c.rare_tidy();

@@ -112,7 +112,7 @@ impl Stack {
     pub fn tcp_live_tuples(&self, out: &mut Vec<FourTuple>) {
         let (tcp, sockets) = self.tcp_view();
         out.extend(tcp.conns.slots().filter_map(|i| match sockets.get(i) {
-            Some(Socket::Tcp(TcpState::Conn(c))) => Some(c.key.tuple()),
+            Some(Socket::Tcp(TcpState::Conn(c))) => Some(c.key().tuple()),
             _ => None,
         }));
         out.extend(tcp.tw4.iter().map(|(_, r)| r.tuple()));
@@ -336,10 +336,10 @@ impl TcpCx<'_> {
             }
         })?;
         // The socket's options and notification queues go with it.
-        if let Some(ext) = &c.ext {
+        if let Some(ext) = c.ext() {
             ext.encode(&mut snapshot.socket_ext);
         }
-        let key = c.key;
+        let key = c.key();
         let parent = c.parent.take().map(|p| p as usize);
         c.in_table = false;
         if let Some(li) = parent {
@@ -421,24 +421,10 @@ impl TcpCx<'_> {
             self.tcp.counters.tcp_connections_closed += 1;
         }
         let readable = conn.recv_queue_bytes() > 0;
-        let sock = ConnSock {
-            key,
-            conn: Box::new(conn),
-            parent: parent.and_then(|p| u32::try_from(p).ok()),
-            in_table: true,
-            app_closed: false,
-            armed_ns: crate::tcp_sockets::NOT_ARMED,
-            error: None,
-            failure_reported: false,
-            // Not counted against its source here, nor reclaimed by the overload policy: it
-            // was admitted by the stack it came from.
-            passive: false,
-            last_rx_ns: now,
-            syn_data_acked: false,
-            mem_bytes: 0,
-            ext,
-            rare: None,
-        };
+        // Not counted against its source here (not `passive`), nor reclaimed by the
+        // overload policy: it was admitted by the stack it came from.
+        let parent_slot = parent.and_then(|p| u32::try_from(p).ok());
+        let sock = ConnSock::new(key, Box::new(conn), now, parent_slot, false, ext);
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {
             Some(mi) => {

@@ -393,13 +393,12 @@ impl ConnSock {
     /// This module's state, made on first use.
     pub(crate) fn ext_mut(&mut self) -> &mut SockExt {
         let sq = self.conn.send_queue_bytes();
-        self.ext
-            .get_or_insert_with(|| Box::new(SockExt::new(SockOpts::default(), sq)))
+        self.ext_or_insert_with(|| Box::new(SockExt::new(SockOpts::default(), sq)))
     }
 
     /// The socket's options of this module.
     pub(crate) fn sock_opts(&self) -> SockOpts {
-        self.ext.as_ref().map(|e| e.opts).unwrap_or_default()
+        self.ext().map(|e| e.opts).unwrap_or_default()
     }
 
     /// Whether the socket reports itself writable under the notsent mark in force (its own,
@@ -412,7 +411,7 @@ impl ConnSock {
 
     /// Whether the error queue holds a notification.
     pub(crate) fn has_notifications(&self) -> bool {
-        self.ext.as_ref().is_some_and(|e| e.has_queued())
+        self.ext().is_some_and(|e| e.has_queued())
     }
 }
 
@@ -442,8 +441,7 @@ impl Stack {
     pub fn tcp_recv_notification(&mut self, h: SocketHandle) -> Result<Notification, SocketError> {
         let mut cx = self.tcp_cx();
         let (_, c) = cx.conn_for(h)?;
-        c.ext
-            .as_mut()
+        c.ext_if_any_mut()
             .and_then(|e| e.errqueue.pop_front())
             .ok_or(SocketError::WouldBlock)
     }
@@ -563,7 +561,7 @@ impl TcpCx<'_> {
             data.len()
         };
         let (i, c) = self.conn_for(h)?;
-        if let Some(e) = c.ext.as_ref()
+        if let Some(e) = c.ext()
             && !e.zerocopy_admits(flags)
         {
             return Err(SocketError::NoBufferSpace);
@@ -606,7 +604,7 @@ impl TcpCx<'_> {
 
     /// Records `n` bytes a send with `flags` queued on connection `i`.
     pub(crate) fn tcp_after_send(&mut self, i: usize, n: usize, flags: SendFlags) {
-        let Some(e) = self.conn_mut(i).and_then(|c| c.ext.as_mut()) else {
+        let Some(e) = self.conn_mut(i).and_then(|c| c.ext_if_any_mut()) else {
             return;
         };
         if !e.after_send(n, flags) {
@@ -626,7 +624,7 @@ impl TcpCx<'_> {
             c.conn.notsent_bytes(),
             c.last_rx_ns,
         );
-        let Some(e) = c.ext.as_mut() else {
+        let Some(e) = c.ext_if_any_mut() else {
             return false;
         };
         let (queued, dropped) = e.progress(sq, unsent, now_ns.unwrap_or(acked_ns), acked_ns);
@@ -636,9 +634,7 @@ impl TcpCx<'_> {
 
     /// After connection `i`'s output at `now`: departures may be due.
     pub(crate) fn tcp_notify_after_output(&mut self, now: u64, i: usize) {
-        if self.conn_mut(i).is_some_and(|c| c.ext.is_some())
-            && self.tcp_notify_progress(i, Some(now))
-        {
+        if self.conn_mut(i).is_some_and(|c| c.has_ext()) && self.tcp_notify_progress(i, Some(now)) {
             match self.conn_mut(i).and_then(|c| c.parent) {
                 Some(_) => self.sockets.add_pending(i, Readiness::ERROR_QUEUE),
                 None => self.sockets.notify(i, Readiness::ERROR_QUEUE),

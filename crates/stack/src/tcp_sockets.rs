@@ -44,6 +44,7 @@ pub use flow_key::FourTuple;
 #[cfg(test)]
 use flow_key::PackedTuple;
 pub(crate) use flow_key::{FlowKey, endpoint_bytes, rss_flow_hash, software_hash};
+use flow_key::{KeyRest, TupleHead};
 
 /// A listening socket.
 #[derive(Debug)]
@@ -66,44 +67,57 @@ pub(crate) struct Listener {
 
 /// A connection socket.
 ///
-/// Laid out by what the per-segment path reads (`repr(C)`, hot first; issue 17 item 2): the
-/// key the connection table compares and the TCB pointer, then the fields every segment or
-/// application call reads or writes (the flags, the idle clock, the armed deadline, the
-/// memory share, the listener, the boxes it tests); what only rare events touch (PLPMTUD,
-/// an active Fast Open, zero-window stalls, memory pressure, Fast Open's SYN option) is in
-/// one box, [`ConnRare`]. Its socket slot (`sockets::Slot`, 64-byte aligned) is those two
-/// cache lines (`connection_slot_hot_fields_fill_two_lines` checks it).
+/// Laid out by what the per-segment path reads (`repr(C)`, hot first; issue 17 item 2): in
+/// the socket slot's first cache line (`sockets::Slot`, 64-byte aligned; its own fields take
+/// the first 8 bytes, these the other 56) everything an established connection's segment or
+/// application call reads or writes — the TCB pointer, the listener (whose tag is the niche
+/// the socket enums use for theirs, so telling a connection from a marker reads this line),
+/// the armed deadline, the idle clock, the memory share, the head of the 4-tuple the
+/// connection table compares (all of an IPv4 tuple), `in_table` and the presence bits of the
+/// two optional boxes. The second line holds the rest of the key (the hashes, the tails of
+/// IPv6 addresses), the boxes themselves and the flags only application calls and rare
+/// events read. What only rare events touch (PLPMTUD, an active Fast Open, zero-window
+/// stalls, memory pressure, Fast Open's SYN option) is in one box, [`ConnRare`].
+/// `connection_slot_hot_fields_fill_the_first_line` checks the layout.
+///
+/// Invariants: `boxes & HAS_EXT` is set iff `ext` is `Some`, `boxes & HAS_RARE` iff `rare`
+/// is (the fields are private; every change goes through the methods that keep the bits).
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct ConnSock {
-    pub(crate) key: FlowKey,
     /// Boxed: the TCB is large and listeners share the enum.
     pub(crate) conn: Box<Connection>,
+    /// The listener's slot while this child waits in its backlog (slots are `u32`: socket
+    /// handles name them so). Its tag is the largest niche of the socket enums: it must lie
+    /// in the first line, with the other variants (a moved marker, a UDP socket) fitting
+    /// after it.
+    pub(crate) parent: Option<u32>,
+    /// The deadline this connection holds in `TcpTable::timers`, or [`NOT_ARMED`] (a `u64`,
+    /// not an `Option`: eight bytes less keeps the hot fields in one line).
+    pub(crate) armed_ns: u64,
     /// When the last segment for this connection arrived (its creation before any): how
     /// long it has been idle, for reclaiming under pressure. One store per segment.
     pub(crate) last_rx_ns: u64,
-    /// The deadline this connection holds in `TcpTable::timers`, or [`NOT_ARMED`] (a `u64`,
-    /// not an `Option`: eight bytes less keeps the second group in one line).
-    pub(crate) armed_ns: u64,
     /// Ring storage this connection held when last accounted (`tcp_mem`): its share of
     /// `TcpTable::mem_bytes`.
     pub(crate) mem_bytes: usize,
-    /// Zero-copy, timestamping, notsent mark, mark and the error queue (`tcp_notify`), boxed
-    /// on first use.
-    pub(crate) ext: Option<Box<crate::tcp_notify::SockExt>>,
-    /// What only rare events give a connection (PLPMTUD, an active Fast Open, a zero-window
-    /// stall, memory pressure, a Fast Open SYN option), boxed on first use and dropped when
-    /// empty again ([`ConnSock::rare_tidy`]): the slot is two cache lines, not three.
-    pub(crate) rare: Option<Box<ConnRare>>,
-    // The listener and the flags last: the largest niche (`parent`'s tag) must lie past a
-    // moved marker's fields, so that it tells the socket enums' variants apart without a tag
-    // of their own and the key starts the slot's first line
-    // (`connection_slot_hot_fields_fill_two_lines`).
-    /// The listener's slot while this child waits in its backlog (slots are `u32`: socket
-    /// handles name them so).
-    pub(crate) parent: Option<u32>,
+    /// The 4-tuple's head (`FlowKey::split`): what a lookup compares first.
+    head: TupleHead,
     /// True while the connection is in the table.
     pub(crate) in_table: bool,
+    /// Which of `ext` and `rare` are present ([`HAS_EXT`], [`HAS_RARE`]): the per-segment
+    /// tests read this byte, not the pointers in the second line.
+    boxes: u8,
+    // The second line.
+    /// The rest of the key: the hashes and the tails of IPv6 addresses.
+    rest: KeyRest,
+    /// Zero-copy, timestamping, notsent mark, mark and the error queue (`tcp_notify`), boxed
+    /// on first use.
+    ext: Option<Box<crate::tcp_notify::SockExt>>,
+    /// What only rare events give a connection (PLPMTUD, an active Fast Open, a zero-window
+    /// stall, memory pressure, a Fast Open SYN option), boxed on first use and dropped when
+    /// empty again ([`ConnSock::rare_tidy`]).
+    rare: Option<Box<ConnRare>>,
     /// True once the application called `close` (the slot goes when the engine is done).
     pub(crate) app_closed: bool,
     /// The connection's failure (reset or time-out) was reported to the application once:
@@ -118,6 +132,11 @@ pub(crate) struct ConnSock {
     /// A hard ICMP error that ended the open, until taken.
     pub(crate) error: Option<SocketError>,
 }
+
+/// [`ConnSock::boxes`]: `ext` is present.
+const HAS_EXT: u8 = 1;
+/// [`ConnSock::boxes`]: `rare` is present.
+const HAS_RARE: u8 = 2;
 
 /// A connection socket's rare state ([`ConnSock::rare`]).
 #[derive(Debug, Default)]
@@ -151,20 +170,166 @@ impl ConnRare {
 }
 
 impl ConnSock {
+    /// A connection in its table: `conn` under `key`, opened at `now`, a child of the
+    /// listener in slot `parent` while it waits for `accept`, `passive` when opened from one
+    /// of our listeners, with the socket options `ext` (inherited or moved with it).
+    pub(crate) fn new(
+        key: FlowKey,
+        conn: Box<Connection>,
+        now: u64,
+        parent: Option<u32>,
+        passive: bool,
+        ext: Option<Box<crate::tcp_notify::SockExt>>,
+    ) -> ConnSock {
+        let (head, rest) = key.split();
+        ConnSock {
+            conn,
+            parent,
+            armed_ns: NOT_ARMED,
+            last_rx_ns: now,
+            mem_bytes: 0,
+            head,
+            in_table: true,
+            boxes: if ext.is_some() { HAS_EXT } else { 0 },
+            rest,
+            ext,
+            rare: None,
+            app_closed: false,
+            failure_reported: false,
+            passive,
+            syn_data_acked: false,
+            error: None,
+        }
+    }
+
+    /// The connection's table key.
+    #[inline(always)]
+    pub(crate) fn key(&self) -> FlowKey {
+        FlowKey::join(self.head, self.rest)
+    }
+
+    /// True when `key` is this connection's 4-tuple; reads only the first line for IPv4.
+    #[inline(always)]
+    pub(crate) fn has_tuple(&self, key: &FlowKey) -> bool {
+        key.same_tuple_parts(&self.head, &self.rest)
+    }
+
+    /// The local and remote addresses (the transmit path's; the first line only for IPv4).
+    #[inline(always)]
+    pub(crate) fn ips(&self) -> (IpAddr, IpAddr) {
+        match (self.head.local_ip4(), self.head.remote_ip4()) {
+            (Some(l), Some(r)) => (l, r),
+            _ => {
+                let k = self.key();
+                (k.local_ip(), k.remote_ip())
+            }
+        }
+    }
+
+    /// Each field the first line must hold (`ConnSock`'s doc): name, address, bytes; the
+    /// layout test checks them.
+    #[cfg(test)]
+    pub(crate) fn hot_field_spans(&self) -> [(&'static str, usize, usize); 8] {
+        fn at<T>(f: &T) -> usize {
+            f as *const T as usize
+        }
+        [
+            ("conn", at(&self.conn), 8),
+            (
+                "parent",
+                at(&self.parent),
+                core::mem::size_of_val(&self.parent),
+            ),
+            ("armed_ns", at(&self.armed_ns), 8),
+            ("last_rx_ns", at(&self.last_rx_ns), 8),
+            (
+                "mem_bytes",
+                at(&self.mem_bytes),
+                core::mem::size_of::<usize>(),
+            ),
+            ("head", at(&self.head), core::mem::size_of::<TupleHead>()),
+            ("in_table", at(&self.in_table), 1),
+            ("boxes", at(&self.boxes), 1),
+        ]
+    }
+
+    /// The socket-option state, if any.
+    #[inline(always)]
+    pub(crate) fn ext(&self) -> Option<&crate::tcp_notify::SockExt> {
+        if self.boxes & HAS_EXT == 0 {
+            return None;
+        }
+        self.ext.as_deref()
+    }
+
+    /// The socket-option state to change, if any.
+    #[inline(always)]
+    pub(crate) fn ext_if_any_mut(&mut self) -> Option<&mut crate::tcp_notify::SockExt> {
+        if self.boxes & HAS_EXT == 0 {
+            return None;
+        }
+        self.ext.as_deref_mut()
+    }
+
+    /// True when the socket-option state exists (reads the presence byte only).
+    #[inline(always)]
+    pub(crate) fn has_ext(&self) -> bool {
+        self.boxes & HAS_EXT != 0
+    }
+
+    /// The socket-option state, made by `make` on first use.
+    pub(crate) fn ext_or_insert_with(
+        &mut self,
+        make: impl FnOnce() -> Box<crate::tcp_notify::SockExt>,
+    ) -> &mut crate::tcp_notify::SockExt {
+        self.boxes |= HAS_EXT;
+        self.ext.get_or_insert_with(make)
+    }
+
     /// The rare state, if any.
+    #[inline(always)]
     pub(crate) fn rare(&self) -> Option<&ConnRare> {
+        if self.boxes & HAS_RARE == 0 {
+            return None;
+        }
         self.rare.as_deref()
+    }
+
+    /// The rare state to change, if any.
+    #[inline(always)]
+    pub(crate) fn rare_if_any_mut(&mut self) -> Option<&mut ConnRare> {
+        if self.boxes & HAS_RARE == 0 {
+            return None;
+        }
+        self.rare.as_deref_mut()
     }
 
     /// The rare state, boxed on first use; [`ConnSock::rare_tidy`] gives an empty one back.
     pub(crate) fn rare_mut(&mut self) -> &mut ConnRare {
+        self.boxes |= HAS_RARE;
         self.rare.get_or_insert_with(Box::default)
+    }
+
+    /// The rare state (boxed on first use, as [`ConnSock::rare_mut`]) beside the TCB.
+    pub(crate) fn rare_and_conn_mut(&mut self) -> (&mut ConnRare, &mut Connection) {
+        self.boxes |= HAS_RARE;
+        (self.rare.get_or_insert_with(Box::default), &mut self.conn)
+    }
+
+    /// The rare state, if any, beside the TCB.
+    #[inline(always)]
+    pub(crate) fn rare_if_any_and_conn_mut(&mut self) -> Option<(&mut ConnRare, &mut Connection)> {
+        if self.boxes & HAS_RARE == 0 {
+            return None;
+        }
+        Some((self.rare.as_deref_mut()?, &mut self.conn))
     }
 
     /// Drops the rare state's box when nothing is left in it.
     pub(crate) fn rare_tidy(&mut self) {
         if self.rare.as_ref().is_some_and(|r| r.is_empty()) {
             self.rare = None;
+            self.boxes &= !HAS_RARE;
         }
     }
 
@@ -273,7 +438,7 @@ impl TcpState {
     pub(crate) fn local_addr(&self) -> SocketAddr {
         match self {
             TcpState::Listener(l) => l.local,
-            TcpState::Conn(c) => c.key.tuple().local,
+            TcpState::Conn(c) => c.key().tuple().local,
             TcpState::Moved(m) => m.key.tuple().local,
         }
     }
@@ -313,6 +478,10 @@ pub(crate) struct TcpTable {
     pub(crate) fastopen_cache: crate::tcp_fastopen_client::ClientCache,
     /// Seed of the software flow hash.
     pub(crate) hash_seed: u32,
+    /// The table key the receive look-ahead computed for the frame being received
+    /// ([`crate::Stack::receive_hinted`]; `None` outside it): TCP input takes it and uses it
+    /// when the segment's tuple is the key's, instead of hashing the tuple again.
+    pub(crate) rx_key_hint: Option<FlowKey>,
     /// `cfg.rss.is_some()`, copied (read per segment by `flow_key`).
     pub(crate) rss_on: bool,
     /// True when [`FlowKey::table_hash`] is the flow hash itself (no RSS key, or a secret
@@ -409,6 +578,7 @@ impl TcpTable {
                 cfg.limits.tcp_fastopen_cache_servers_max,
             ),
             hash_seed: (secret[0] ^ secret[1].rotate_left(32)) as u32,
+            rx_key_hint: None,
             rss_on: cfg.rss.is_some(),
             table_by_flow_hash: cfg.rss.as_ref().is_none_or(|r| r.key_is_secret),
             moved: 0,
@@ -449,7 +619,7 @@ impl TcpTable {
         if !c.passive {
             return;
         }
-        let ip = c.key.tuple().remote.ip();
+        let ip = c.key().tuple().remote.ip();
         if let Some(n) = self.per_source.get_mut(&ip) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -526,12 +696,23 @@ impl TcpTable {
         FlowKey::new(hash, table_hash, &tuple)
     }
 
+    /// The table key of a received segment's `tuple` with its `carried` hash
+    /// ([`carried_tcp_hash`]): the receive look-ahead's ([`TcpTable::rx_key_hint`]) when it
+    /// is this tuple's, else [`TcpTable::flow_key`]'s. Either is the same key: the hint was
+    /// computed by `flow_key` from the same frame's tuple and carried hash.
+    #[inline(always)]
+    pub(crate) fn rx_flow_key(&mut self, tuple: FourTuple, carried: Option<u32>) -> FlowKey {
+        match self.rx_key_hint.take() {
+            Some(k) if k.is_key_of(&tuple) => k,
+            _ => self.flow_key(tuple, carried),
+        }
+    }
+
     /// The slot the connection table holds for `key` (a connection or a moved marker).
     #[inline(always)]
     pub(crate) fn lookup(&self, sockets: &Sockets, key: &FlowKey) -> Option<usize> {
-        self.conns.get(key.table_hash, |i| {
-            slot_key(sockets, i).is_some_and(|k| k.same_tuple(key))
-        })
+        self.conns
+            .get(key.table_hash, |i| slot_has_tuple(sockets, i, key))
     }
 
     /// True when the connection table holds `key`.
@@ -761,7 +942,7 @@ impl TcpTable {
     ) -> Result<SocketAddr, SocketError> {
         let i = sockets.index(h)?;
         match sockets.get(i) {
-            Some(Socket::Tcp(TcpState::Conn(c))) => Ok(c.key.tuple().remote),
+            Some(Socket::Tcp(TcpState::Conn(c))) => Ok(c.key().tuple().remote),
             Some(Socket::Tcp(TcpState::Listener(_))) => Err(SocketError::InvalidState),
             _ => TcpTable::bypass_view(sockets, i)
                 .map(|v| v.3)
@@ -799,11 +980,33 @@ impl TcpTable {
 /// The key of the connection or moved marker in slot `i` (the connection table compares a
 /// key with its tuple).
 #[inline(always)]
-pub(crate) fn slot_key(sockets: &Sockets, i: usize) -> Option<&FlowKey> {
+pub(crate) fn slot_key(sockets: &Sockets, i: usize) -> Option<FlowKey> {
     match sockets.get(i) {
-        Some(Socket::Tcp(TcpState::Conn(c))) => Some(&c.key),
-        Some(Socket::Tcp(TcpState::Moved(m))) => Some(&m.key),
+        Some(Socket::Tcp(TcpState::Conn(c))) => Some(c.key()),
+        Some(Socket::Tcp(TcpState::Moved(m))) => Some(m.key),
         _ => None,
+    }
+}
+
+/// The carried RSS hash when it is a received TCP segment's flow hash: only when the NIC
+/// hashed the TCP 4-tuple (a fragment, or a hash type without TCP ports, carries the hash of
+/// the addresses alone, under which the table would miss the connection).
+#[inline(always)]
+pub(crate) fn carried_tcp_hash(meta: &wire::RxMeta) -> Option<u32> {
+    match meta.hash_type {
+        Some(wire::RssHashType::TcpIpv4 | wire::RssHashType::TcpIpv6) => meta.hash,
+        _ => None,
+    }
+}
+
+/// True when slot `i` holds the connection or moved marker of `key`'s 4-tuple (a
+/// connection's IPv4 tuple is compared in its slot's first line).
+#[inline(always)]
+pub(crate) fn slot_has_tuple(sockets: &Sockets, i: usize, key: &FlowKey) -> bool {
+    match sockets.get(i) {
+        Some(Socket::Tcp(TcpState::Conn(c))) => c.has_tuple(key),
+        Some(Socket::Tcp(TcpState::Moved(m))) => m.key.same_tuple(key),
+        _ => false,
     }
 }
 

@@ -174,7 +174,7 @@ impl TcpCx<'_> {
         let Some((tw, expiry_ns)) = c.conn.take_time_wait(now) else {
             return false;
         };
-        let key = c.key;
+        let key = c.key();
         c.in_table = false;
         self.tcp_rearm(i);
         self.tcp.conns.remove(key.table_hash, i);

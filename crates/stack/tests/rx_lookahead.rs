@@ -88,27 +88,71 @@ fn observe(s: &mut Stack, socks: &[SocketHandle]) -> (String, String, Vec<Vec<u8
     (counters, tcp, data)
 }
 
+/// How a test burst is received.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    /// `receive`, no look-ahead.
+    Plain,
+    /// The look-ahead, each frame received with its own hint (`receive_hinted`).
+    Hinted,
+    /// The look-ahead, each frame received with the previous frame's hint: wrong keys.
+    WrongHints,
+}
+
 #[test]
 fn a_burst_with_lookahead_ends_in_the_state_it_ends_in_without() {
-    let run = |lookahead: bool| {
+    for server in [v4(IP_B, 80), v6(IP6_B, 80)] {
+        let without = burst_end_state(server, Mode::Plain);
+        for mode in [Mode::Hinted, Mode::WrongHints] {
+            let with = burst_end_state(server, mode);
+            assert_eq!(
+                with.0.2.iter().filter(|d| !d.is_empty()).count(),
+                9,
+                "{server} {mode:?}: every request arrived"
+            );
+            assert_eq!(with, without, "{server} {mode:?}");
+        }
+    }
+}
+
+type EndState = (
+    (String, String, Vec<Vec<u8>>),
+    Vec<SocketHandle>,
+    Vec<Vec<u8>>,
+);
+
+/// Nine connections' requests as one burst to B, with garbage and a stray segment mixed in,
+/// received as `mode` says; what B holds and sent afterwards.
+fn burst_end_state(server: std::net::SocketAddr, mode: Mode) -> EndState {
+    {
         let mut p = Pair::new();
         resolve(&mut p);
-        let conns = connections(&mut p, v4(IP_B, 80), 9);
+        let conns = connections(&mut p, server, 9);
         // Garbage and a frame for no connection mixed in: the look-ahead skips them.
         let mut frames = burst_from_a(&mut p, &conns);
         frames.insert(3, vec![0xff; 7]);
         let mut stray = frames[0].clone();
-        stray[14 + 20] ^= 0x55; // another source port: no connection, a RST from B
+        let l3 = if server.is_ipv4() { 20 } else { 40 };
+        stray[14 + l3] ^= 0x55; // another source port: no connection, a RST from B
         frames.insert(5, stray);
         let mut la = RxLookahead::default();
-        if lookahead {
+        if mode != Mode::Plain {
             la.start(&p.b, &frames, view);
         }
+        let mut previous = FlowHint::NONE;
         for k in 0..frames.len() {
-            if lookahead {
-                la.advance(&p.b, &frames[k + 1..], view);
+            match mode {
+                Mode::Plain => p.b.receive(p.now, &frames[k], &RxMeta::NONE),
+                Mode::Hinted => {
+                    let hint = la.advance(&p.b, &frames[k + 1..], view);
+                    p.b.receive_hinted(p.now, &frames[k], &RxMeta::NONE, &hint);
+                }
+                Mode::WrongHints => {
+                    let hint = la.advance(&p.b, &frames[k + 1..], view);
+                    p.b.receive_hinted(p.now, &frames[k], &RxMeta::NONE, &previous);
+                    previous = hint;
+                }
             }
-            p.b.receive(p.now, &frames[k], &RxMeta::NONE);
         }
         let mut ready = Vec::new();
         while let Some(e) = p.b.poll_event() {
@@ -122,15 +166,19 @@ fn a_burst_with_lookahead_ends_in_the_state_it_ends_in_without() {
             sent.push(f);
         }
         (observe(&mut p.b, &socks), ready, sent)
-    };
-    let with = run(true);
-    let without = run(false);
-    assert_eq!(
-        with.0.2.iter().filter(|d| !d.is_empty()).count(),
-        9,
-        "every request arrived"
-    );
-    assert_eq!(with, without);
+    }
+}
+
+#[test]
+fn a_hint_carries_the_key_of_its_own_segment_only() {
+    let mut p = Pair::new();
+    resolve(&mut p);
+    let conns = connections(&mut p, v4(IP_B, 80), 2);
+    let frames = burst_from_a(&mut p, &conns);
+    let h0 = p.b.lookahead_flow(&frames[0], &RxMeta::NONE);
+    let h1 = p.b.lookahead_flow(&frames[1], &RxMeta::NONE);
+    assert_ne!(h0, h1, "two flows, two keys");
+    assert_eq!(h0, p.b.lookahead_flow(&frames[0], &RxMeta::NONE));
 }
 
 proptest! {

@@ -12,14 +12,17 @@
 //!
 //! 1. frame + 3: parse the 4-tuple at fixed offsets, hash it as the connection table does,
 //!    ask for the table entry's line;
-//! 2. frame + 2: read the entry (now cached): the slot; ask for the slot's two hot lines;
+//! 2. frame + 2: read the entry (now cached): the slot; ask for the slot's hot line;
 //! 3. frame + 1: read the slot (now cached): ask for the TCB's lines and the wheel node.
 //!
 //! Everything here is a hint: a frame the look-ahead cannot parse, a hash collision, a
 //! connection that goes away in between — the hint is wasted, never wrong, because the frame
-//! is then processed by [`Stack::receive`] exactly as without it. Cost: the tuple parse and
-//! the table hash once more per frame (the carried RSS hash when the key is secret), a few
-//! reads of lines that are about to be read anyway, and the prefetch instructions.
+//! is then processed by [`Stack::receive`] exactly as without it. Cost: the tuple parse at
+//! fixed offsets (none when the table is indexed by a carried, secret-keyed RSS hash), a few
+//! reads of lines that are about to be read anyway, and the prefetch instructions. The table
+//! key stage 1 computes (its hashes) is not computed twice: [`RxLookahead::advance`] returns
+//! the current frame's hint and [`Stack::receive_hinted`] hands its key to the connection
+//! lookup, which uses it when the segment's parsed 4-tuple is the key's.
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -29,7 +32,7 @@ use wire::RxMeta;
 use super::Stack;
 use crate::socket::SocketHandle;
 use crate::sockets::Socket;
-use crate::tcp_sockets::{FourTuple, TcpState};
+use crate::tcp_sockets::{FlowKey, FourTuple, TcpState, carried_tcp_hash};
 
 /// Cache lines of a TCB (`tcp::Connection`), all asked for by stage 3.
 const TCB_LINES: usize = core::mem::size_of::<tcp::Connection>().div_ceil(CACHE_LINE_BYTES);
@@ -37,6 +40,11 @@ const TCB_LINES: usize = core::mem::size_of::<tcp::Connection>().div_ceil(CACHE_
 /// What the look-ahead knows about one frame so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowHint {
+    /// The table key stage 1 computed from the frame's 4-tuple read at fixed offsets (none
+    /// when the carried hash indexed the table without a parse), and the hash seed of the
+    /// stack that computed it: [`Stack::receive_hinted`] uses it only on that stack, and
+    /// only when the segment's parsed tuple is the key's.
+    key: Option<(FlowKey, u32)>,
     /// The connection-table hash of the frame's flow (`NO_FLOW`'s field when none).
     table_hash: u32,
     /// The slot the table names for it, once stage 2 ran (`u32::MAX`: none).
@@ -48,6 +56,7 @@ pub struct FlowHint {
 impl FlowHint {
     /// Nothing known (not TCP, unparsable, or not looked at yet).
     pub const NONE: FlowHint = FlowHint {
+        key: None,
         table_hash: 0,
         slot: u32::MAX,
         tcp: false,
@@ -111,19 +120,23 @@ impl Stack {
     /// asked for.
     pub fn lookahead_flow(&self, frame: &[u8], meta: &RxMeta) -> FlowHint {
         let tcp = &self.up.tcp;
-        let table_hash = match meta.hash {
+        let (table_hash, key) = match meta.hash {
             // Hash once: the table is indexed by the carried hash itself (a secret key), so
             // the frame need not be parsed here (a non-TCP frame's hint is wasted, harmless).
-            Some(h) if tcp.rss_on && tcp.table_by_flow_hash => h,
+            Some(h) if tcp.rss_on && tcp.table_by_flow_hash => (h, None),
             _ => {
                 let Some(tuple) = tcp_tuple(frame) else {
                     return FlowHint::NONE;
                 };
-                tcp.flow_key(tuple, meta.hash).table_hash
+                // The key TCP input would compute for this segment (the carried hash taken
+                // under the same condition), kept for it.
+                let key = tcp.flow_key(tuple, carried_tcp_hash(meta));
+                (key.table_hash, Some((key, tcp.hash_seed)))
             }
         };
         tcp.conns.prefetch_home(table_hash);
         FlowHint {
+            key,
             table_hash,
             slot: u32::MAX,
             tcp: true,
@@ -131,7 +144,7 @@ impl Stack {
     }
 
     /// Look-ahead stage 2: the slot the table names for the hint's hash (the entry's line
-    /// asked for by stage 1), and the slot's hot lines asked for.
+    /// asked for by stage 1), and the slot's hot line asked for.
     pub fn lookahead_slot(&self, hint: &mut FlowHint) {
         if !hint.tcp {
             return;
@@ -198,8 +211,14 @@ impl RxLookahead {
 
     /// Moves the stages one frame on: call before processing a frame, with `rest` = the
     /// frames after it (so `rest[0]` gets stage 3, `rest[1]` stage 2, `rest[2]` stage 1).
-    pub fn advance<T>(&mut self, stack: &Stack, rest: &[T], view: impl Fn(&T) -> (&[u8], &RxMeta)) {
-        let [_, h0, mut h1] = self.hints;
+    /// Returns the hint of the frame about to be processed, for [`Stack::receive_hinted`].
+    pub fn advance<T>(
+        &mut self,
+        stack: &Stack,
+        rest: &[T],
+        view: impl Fn(&T) -> (&[u8], &RxMeta),
+    ) -> FlowHint {
+        let [current, h0, mut h1] = self.hints;
         // `h0` (stages 1–2 done) gets stage 3, `h1` (stage 1 done) stage 2.
         stack.lookahead_conn(&h0);
         stack.lookahead_slot(&mut h1);
@@ -208,6 +227,22 @@ impl RxLookahead {
             stack.lookahead_flow(b, m)
         });
         self.hints = [h0, h1, h2];
+        current
+    }
+}
+
+impl Stack {
+    /// [`Stack::receive`] with the look-ahead's hint for this frame
+    /// ([`RxLookahead::advance`]'s result): a TCP segment whose parsed 4-tuple is the key the
+    /// hint carries is looked up under that key, so its flow is not hashed again. The hint
+    /// changes nothing else: a hint for another frame, another stack or no flow leaves the
+    /// frame processed exactly as by [`Stack::receive`].
+    pub fn receive_hinted(&mut self, now: u64, frame: &[u8], meta: &RxMeta, hint: &FlowHint) {
+        self.up.tcp.rx_key_hint = hint
+            .key
+            .and_then(|(key, seed)| (seed == self.up.tcp.hash_seed).then_some(key));
+        self.receive(now, frame, meta);
+        self.up.tcp.rx_key_hint = None;
     }
 }
 

@@ -23,8 +23,10 @@ pub struct FourTuple {
 /// RSS key, so `hash` is the keyed software hash; or a key the driver declared secret,
 /// [`crate::RssConfig::key_is_secret`]: hash once), else the keyed software hash.
 ///
-/// 48 bytes, the tuple packed ([`PackedTuple`]): it sits in the first line of a connection's
-/// socket slot, where the connection table compares it.
+/// 48 bytes, the tuple packed ([`PackedTuple`]). A connection's socket slot does not hold it
+/// whole: the tuple's [`TupleHead`] (all of an IPv4 tuple) sits in the slot's first line,
+/// where the connection table compares it, and the rest ([`KeyRest`]) in its second
+/// (`ConnSock::key` puts them back together).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FlowKey {
     pub(crate) hash: u32,
@@ -43,6 +45,34 @@ impl FlowKey {
         }
     }
 
+    /// The key from its two parts ([`FlowKey::split`]).
+    #[inline(always)]
+    pub(crate) fn join(head: TupleHead, rest: KeyRest) -> FlowKey {
+        FlowKey {
+            hash: rest.hash,
+            table_hash: rest.table_hash,
+            packed: PackedTuple {
+                head,
+                local_tail: rest.local_tail,
+                remote_tail: rest.remote_tail,
+            },
+        }
+    }
+
+    /// The part of the key a lookup compares first (all of an IPv4 tuple) and the rest.
+    #[inline(always)]
+    pub(crate) fn split(&self) -> (TupleHead, KeyRest) {
+        (
+            self.packed.head,
+            KeyRest {
+                hash: self.hash,
+                table_hash: self.table_hash,
+                local_tail: self.packed.local_tail,
+                remote_tail: self.packed.remote_tail,
+            },
+        )
+    }
+
     /// The connection's addresses.
     #[inline(always)]
     pub(crate) fn tuple(&self) -> FourTuple {
@@ -52,13 +82,23 @@ impl FlowKey {
     /// The local address (without unpacking the whole tuple: the transmit path's).
     #[inline(always)]
     pub(crate) fn local_ip(&self) -> IpAddr {
-        self.packed.ip(self.packed.local_ip, 1)
+        self.packed
+            .head
+            .ip(self.packed.head.local_ip4, &self.packed.local_tail, 1)
     }
 
     /// The remote address.
     #[inline(always)]
     pub(crate) fn remote_ip(&self) -> IpAddr {
-        self.packed.ip(self.packed.remote_ip, 2)
+        self.packed
+            .head
+            .ip(self.packed.head.remote_ip4, &self.packed.remote_tail, 2)
+    }
+
+    /// True when this is the key of `tuple` (its tuple; the hashes are not compared).
+    #[inline(always)]
+    pub(crate) fn is_key_of(&self, tuple: &FourTuple) -> bool {
+        self.packed == PackedTuple::pack(tuple)
     }
 
     /// True when this is the key of `other`'s 4-tuple.
@@ -66,20 +106,80 @@ impl FlowKey {
     pub(crate) fn same_tuple(&self, other: &FlowKey) -> bool {
         self.packed == other.packed
     }
+
+    /// True when `head` and the tails of `rest` are this key's tuple. Reads `rest` only for
+    /// a tuple with an IPv6 address: an IPv4 tuple is all in its head, so a connection's
+    /// lookup stays in its slot's first line.
+    #[inline(always)]
+    pub(crate) fn same_tuple_parts(&self, head: &TupleHead, rest: &KeyRest) -> bool {
+        self.packed.head == *head
+            && (head.v6 == 0
+                || (self.packed.local_tail == rest.local_tail
+                    && self.packed.remote_tail == rest.remote_tail))
+    }
+}
+
+/// The part of a 4-tuple compared first, 14 bytes: the ports, the first four bytes of each
+/// address (all of an IPv4 one) and which addresses are IPv6 (bit 0: local, bit 1: remote).
+/// Equal heads with `v6 == 0` are equal IPv4 tuples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub(crate) struct TupleHead {
+    local_port: u16,
+    remote_port: u16,
+    local_ip4: [u8; 4],
+    remote_ip4: [u8; 4],
+    v6: u8,
+}
+
+impl TupleHead {
+    /// The address whose first four bytes are `first` and the rest `tail`, of the family
+    /// `v6`'s bit `bit` names.
+    #[inline(always)]
+    fn ip(&self, first: [u8; 4], tail: &[u8; 12], bit: u8) -> IpAddr {
+        if self.v6 & bit != 0 {
+            let mut b = [0u8; 16];
+            b[..4].copy_from_slice(&first);
+            b[4..].copy_from_slice(tail);
+            IpAddr::V6(b.into())
+        } else {
+            IpAddr::V4(first.into())
+        }
+    }
+
+    /// The local address of an IPv4 tuple (`None` for an IPv6 one).
+    #[inline(always)]
+    pub(crate) fn local_ip4(&self) -> Option<IpAddr> {
+        (self.v6 & 1 == 0).then(|| IpAddr::V4(self.local_ip4.into()))
+    }
+
+    /// The remote address of an IPv4 tuple (`None` for an IPv6 one).
+    #[inline(always)]
+    pub(crate) fn remote_ip4(&self) -> Option<IpAddr> {
+        (self.v6 & 2 == 0).then(|| IpAddr::V4(self.remote_ip4.into()))
+    }
+}
+
+/// What a [`FlowKey`] holds besides its [`TupleHead`]: the two hashes and the last twelve
+/// bytes of each IPv6 address (zero for IPv4), 32 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub(crate) struct KeyRest {
+    hash: u32,
+    table_hash: u32,
+    local_tail: [u8; 12],
+    remote_tail: [u8; 12],
 }
 
 /// A 4-tuple in 38 bytes (a [`FourTuple`] is 64: two `SocketAddr`s, room for IPv6 flow
-/// information and scope). IPv4 addresses sit in the first four bytes of their arrays, the
-/// rest zero; `v6` tells the families apart (bit 0: local, bit 1: remote). IPv6 flow
-/// information and scope are not kept: the table matches segments, whose tuples carry
-/// neither.
+/// information and scope): its [`TupleHead`], then the last twelve bytes of each address
+/// (zero for IPv4). IPv6 flow information and scope are not kept: the table matches
+/// segments, whose tuples carry neither.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct PackedTuple {
-    local_port: u16,
-    remote_port: u16,
-    local_ip: [u8; 16],
-    remote_ip: [u8; 16],
-    v6: u8,
+    head: TupleHead,
+    local_tail: [u8; 12],
+    remote_tail: [u8; 12],
 }
 
 impl PackedTuple {
@@ -87,32 +187,36 @@ impl PackedTuple {
     pub(super) fn pack(t: &FourTuple) -> PackedTuple {
         let (local_ip, l6) = ip_bytes(t.local.ip());
         let (remote_ip, r6) = ip_bytes(t.remote.ip());
+        let (l4, lt) = split16(local_ip);
+        let (r4, rt) = split16(remote_ip);
         PackedTuple {
-            local_port: t.local.port(),
-            remote_port: t.remote.port(),
-            local_ip,
-            remote_ip,
-            v6: u8::from(l6) | (u8::from(r6) << 1),
+            head: TupleHead {
+                local_port: t.local.port(),
+                remote_port: t.remote.port(),
+                local_ip4: l4,
+                remote_ip4: r4,
+                v6: u8::from(l6) | (u8::from(r6) << 1),
+            },
+            local_tail: lt,
+            remote_tail: rt,
         }
     }
 
     #[inline(always)]
     pub(super) fn unpack(&self) -> FourTuple {
+        let h = &self.head;
         FourTuple {
-            local: SocketAddr::new(self.ip(self.local_ip, 1), self.local_port),
-            remote: SocketAddr::new(self.ip(self.remote_ip, 2), self.remote_port),
+            local: SocketAddr::new(h.ip(h.local_ip4, &self.local_tail, 1), h.local_port),
+            remote: SocketAddr::new(h.ip(h.remote_ip4, &self.remote_tail, 2), h.remote_port),
         }
     }
+}
 
-    /// The address in `b`, of the family `v6`'s bit `bit` names.
-    #[inline(always)]
-    fn ip(&self, b: [u8; 16], bit: u8) -> IpAddr {
-        if self.v6 & bit != 0 {
-            IpAddr::V6(b.into())
-        } else {
-            IpAddr::V4([b[0], b[1], b[2], b[3]].into())
-        }
-    }
+/// An address's 16 bytes as its first four and the other twelve.
+#[inline(always)]
+fn split16(b: [u8; 16]) -> ([u8; 4], [u8; 12]) {
+    let [a0, a1, a2, a3, t @ ..] = b;
+    ([a0, a1, a2, a3], t)
 }
 
 #[inline(always)]
