@@ -24,6 +24,7 @@ use crate::counters::Counters;
 use crate::neighbor::{NeighborCache, PendingPacket, Resolution};
 use crate::tx_pool::TxPool;
 
+mod tcp_headers;
 mod tcp_out;
 pub(crate) use tcp_out::{TcpIpFields, header_only};
 

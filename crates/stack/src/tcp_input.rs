@@ -647,14 +647,6 @@ impl TcpCx<'_> {
                 break;
             }
             let (local_ip, remote_ip) = (c.key.local_ip(), c.key.remote_ip());
-            // What the next segment can carry at most: a control segment (SYN-ACK, ACK, FIN,
-            // RST, a window probe) or a small write needs no TSO-sized buffer. Without this,
-            // a burst of them (a reclaim walk's RSTs, SYN-ACKs to a flood) would hold 64 KiB
-            // per frame queued for transmission.
-            let sendable = c
-                .conn
-                .send_queue_bytes()
-                .min(c.conn.send_window_bytes() as usize);
             // One buffer per frame: the engine writes the payload after room for the headers
             // (a TCP header as long as the last one), `send_tcp_frame` emits them in front.
             // The payload room is what the MTU leaves after a bare TCP header.
@@ -668,8 +660,15 @@ impl TcpCx<'_> {
             // its MSS up to it (`poll_transmit_tso`). Not while the neighbour is unresolved:
             // a frame beyond the MTU could not wait in its queue.
             let mtu_room = mtu.saturating_sub(ip_len + TCP_HEADER_MIN);
+            // What the next segment can carry at most (asked only with TSO on): a control
+            // segment (SYN-ACK, ACK, FIN, RST, a window probe) or a small write needs no
+            // TSO-sized buffer. Without this, a burst of them (a reclaim walk's RSTs,
+            // SYN-ACKs to a flood) would hold 64 KiB per frame queued for transmission.
             let tso_bytes_max = if tso_bytes_max > 0
-                && sendable > mtu_room
+                && c.conn
+                    .send_queue_bytes()
+                    .min(c.conn.send_window_bytes() as usize)
+                    > mtu_room
                 && self.egress.tso_route_ready(now, remote_ip)
             {
                 tso_bytes_max

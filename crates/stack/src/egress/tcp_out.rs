@@ -4,11 +4,9 @@
 
 use core::net::IpAddr;
 
-use wire::{
-    Ecn, EtherType, EthernetFrame, EthernetRepr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr,
-    Ipv6Packet, Ipv6Repr, TcpPacket, TcpRepr, TxMeta,
-};
+use wire::{Ecn, IpPair, IpProtocol, TcpPacket, TcpRepr, TxMeta};
 
+use super::tcp_headers::{FrameHeaders, write_headers};
 use super::{ETHERNET_HEADER_LEN, Egress, IPV4_HEADER_LEN, IPV6_HEADER_LEN, TCP_HEADER_MAX};
 
 /// The IP header fields of a TCP segment that its connection chooses; the rest are the
@@ -166,87 +164,31 @@ impl Egress {
             frame.copy_within(payload_at..payload_at + n, want_at);
         }
         frame.truncate(frame_len);
-        // Reused buffers hold old bytes: clear the header part (at most 114 bytes) so bits
-        // the emitters do not write (reserved, padding) are zero.
-        if let Some(h) = frame.get_mut(..want_at) {
-            h.fill(0);
-        }
-        let checksums = self.checksums;
         let partial = gso || self.cfg.tx_offload.tcp_csum;
-        let tcp_caps = if partial {
-            wire::ChecksumCaps {
-                fill_tx: false,
-                ..checksums
-            }
-        } else {
-            checksums
+        let checksums = self.checksums;
+        let ident = self.ipv4_ident;
+        let h = FrameHeaders {
+            src_mac: self.mac,
+            dst_mac: mac,
+            pair,
+            ident,
+            hop_limit: self.hop_limit,
+            ip,
+            tcp_caps: if partial {
+                wire::ChecksumCaps {
+                    fill_tx: false,
+                    ..checksums
+                }
+            } else {
+                checksums
+            },
+            ip_caps: checksums,
         };
-        let Some(tcp_bytes) = frame.get_mut(tcp_at..) else {
-            return self.recycle(frame);
-        };
-        if header
-            .emit_in(
-                &mut TcpPacket::new_unchecked(tcp_bytes),
-                &pair,
-                tcp_caps,
-                layout,
-            )
-            .is_err()
-        {
+        if !write_headers(&mut frame, &h, header, layout) {
             return self.recycle(frame);
         }
-        let Some(ip_bytes) = frame.get_mut(ETHERNET_HEADER_LEN..) else {
-            return self.recycle(frame);
-        };
-        let (ip_ok, ethertype) = match pair {
-            IpPair::V4 { src, dst } => {
-                let ident = self.ipv4_ident;
-                self.ipv4_ident = self.ipv4_ident.wrapping_add(1);
-                let repr = Ipv4Repr {
-                    src_addr: src,
-                    dst_addr: dst,
-                    protocol: IpProtocol::TCP,
-                    payload_len: ip_payload_len,
-                    hop_limit: self.hop_limit,
-                    dscp: ip.tos >> 2,
-                    ecn: ip.ecn.bits(),
-                    ident,
-                    dont_frag: ip.dont_frag,
-                    more_frags: false,
-                    frag_offset_bytes: 0,
-                };
-                let ok = repr
-                    .emit(&mut Ipv4Packet::new_unchecked(ip_bytes), checksums)
-                    .is_ok();
-                (ok, EtherType::IPV4)
-            }
-            IpPair::V6 { src, dst } => {
-                let repr = Ipv6Repr {
-                    src_addr: src,
-                    dst_addr: dst,
-                    next_header: IpProtocol::TCP,
-                    payload_len: ip_payload_len,
-                    hop_limit: self.hop_limit,
-                    traffic_class: ip.ecn.bits(),
-                    flow_label: 0,
-                    ext_headers: [None; wire::MAX_EXT_HEADERS],
-                };
-                let ok = repr.emit(&mut Ipv6Packet::new_unchecked(ip_bytes)).is_ok();
-                (ok, EtherType::IPV6)
-            }
-        };
-        let eth = EthernetRepr {
-            src_addr: self.mac,
-            dst_addr: mac,
-            vlan: None,
-            ethertype,
-        };
-        if !ip_ok
-            || eth
-                .emit(&mut EthernetFrame::new_unchecked(&mut frame[..]))
-                .is_err()
-        {
-            return self.recycle(frame);
+        if !pair.is_ipv6() {
+            self.ipv4_ident = self.ipv4_ident.wrapping_add(1);
         }
         let meta = TxMeta {
             gso_size_bytes: if gso { gso_size_bytes } else { 0 },
