@@ -630,6 +630,12 @@ impl TcpCx<'_> {
             .tx_offload
             .tso_payload_bytes_max
             .min(crate::config::TSO_PAYLOAD_BYTES_MAX) as usize;
+        // The connection's addresses do not change while it drains: unpacked once (`None`
+        // for a slot that holds no connection, which the loop leaves at once).
+        let addrs = match self.sockets.get_mut(i) {
+            Some(Socket::Tcp(TcpState::Conn(c))) => Some((c.key.local_ip(), c.key.remote_ip())),
+            _ => None,
+        };
         let mut drained = true;
         loop {
             if self.egress.tx_full() {
@@ -639,14 +645,15 @@ impl TcpCx<'_> {
             // The slot through the socket table itself (not `conn_mut`, which borrows the
             // whole context): `c` stays usable beside `self.egress` for the whole iteration,
             // one slot lookup per segment instead of two.
-            let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
+            let (Some(Socket::Tcp(TcpState::Conn(c))), Some((local_ip, remote_ip))) =
+                (self.sockets.get_mut(i), addrs)
+            else {
                 break;
             };
             if c.fastopen_deferred() {
                 // A deferred Fast Open sends nothing before its first send.
                 break;
             }
-            let (local_ip, remote_ip) = (c.key.local_ip(), c.key.remote_ip());
             // One buffer per frame: the engine writes the payload after room for the headers
             // (a TCP header as long as the last one), `send_tcp_frame` emits them in front.
             // The payload room is what the MTU leaves after a bare TCP header.

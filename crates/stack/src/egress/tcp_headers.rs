@@ -218,14 +218,18 @@ pub(crate) fn write_fixed_v4(
     // The pseudo-header's other words: zero, protocol, TCP length (RFC 9293 §3.1).
     let [len_hi, len_lo] = (total_len - IPV4_HEADER_LEN as u16).to_be_bytes();
     let proto_len = u64::from(u32::from_ne_bytes([0, IpProtocol::TCP.0, len_hi, len_lo]));
-    let pseudo = u16::from_be(checksum::fold(addrs_sum + proto_len));
     let tcp_checksum = if h.tcp_caps.fill_tx {
         let seg = frame
             .get(ETHERNET_HEADER_LEN + IPV4_HEADER_LEN..)
             .unwrap_or(&[]);
-        checksum::finish(checksum::combine(&[pseudo, checksum::sum(seg)]))
+        // The segment's folded sum, back in native order, joins the pseudo-header's words:
+        // one fold for both.
+        let seg_sum = u64::from(checksum::sum(seg).to_be());
+        checksum::finish(u16::from_be(checksum::fold(
+            addrs_sum + proto_len + seg_sum,
+        )))
     } else {
-        pseudo
+        u16::from_be(checksum::fold(addrs_sum + proto_len))
     };
     if let Some(c) = frame.get_mut(50..52) {
         c.copy_from_slice(&tcp_checksum.to_be_bytes());
