@@ -332,7 +332,7 @@ mod tests {
             h.dst_mac = EthernetAddress(dst_mac);
             h.ident = ident;
             h.hop_limit = hop_limit;
-            h.ip = TcpIpFields { ecn: Ecn::from_bits(ecn), tos: tos & !0x03, dont_frag };
+            h.ip = TcpIpFields { ecn: Ecn::from_bits(ecn), tos, dont_frag };
             let tcp = TcpRepr {
                 src_port: ports.0,
                 dst_port: ports.1,

@@ -50,10 +50,22 @@ pub(crate) fn header_only(seg: &TcpRepr<'_>) -> TcpRepr<'static> {
     }
 }
 
+/// The address pair of a segment from `src` to `dst`; `None` when their families differ.
+pub(crate) fn tcp_pair(src: IpAddr, dst: IpAddr) -> Option<IpPair> {
+    match (src, dst) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => Some(IpPair::V4 { src, dst }),
+        (IpAddr::V6(src), IpAddr::V6(dst)) => Some(IpPair::V6 { src, dst }),
+        _ => None,
+    }
+}
+
 impl Egress {
     /// Emits one segment from `src` to `dst` (DF set for IPv4: TCP sizes segments to the MSS),
     /// not ECN-capable (the stack's own RSTs, SYN-cookie SYN-ACKs and TIME-WAIT ACKs).
     pub(crate) fn send_tcp(&mut self, now: u64, src: IpAddr, dst: IpAddr, seg: &TcpRepr<'_>) {
+        let Some(pair) = tcp_pair(src, dst) else {
+            return;
+        };
         let ip_len = if src.is_ipv4() {
             IPV4_HEADER_LEN
         } else {
@@ -69,8 +81,7 @@ impl Egress {
         let header = header_only(seg);
         self.send_tcp_frame(
             now,
-            src,
-            dst,
+            &pair,
             &header,
             frame,
             payload_at,
@@ -102,8 +113,7 @@ impl Egress {
     pub(crate) fn send_tcp_frame(
         &mut self,
         now: u64,
-        src: IpAddr,
-        dst: IpAddr,
+        pair: &IpPair,
         header: &TcpRepr<'static>,
         mut frame: Vec<u8>,
         payload_at: usize,
@@ -112,15 +122,10 @@ impl Egress {
         ip: TcpIpFields,
     ) {
         debug_assert!(header.payload.is_empty());
-        let pair = match (src, dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => IpPair::V4 { src: s, dst: d },
-            (IpAddr::V6(s), IpAddr::V6(d)) => IpPair::V6 { src: s, dst: d },
-            _ => return self.recycle(frame),
-        };
-        let ip_len = if src.is_ipv4() {
-            IPV4_HEADER_LEN
-        } else {
-            IPV6_HEADER_LEN
+        let pair = *pair;
+        let (dst, ip_len) = match pair {
+            IpPair::V4 { dst, .. } => (IpAddr::V4(dst), IPV4_HEADER_LEN),
+            IpPair::V6 { dst, .. } => (IpAddr::V6(dst), IPV6_HEADER_LEN),
         };
         let layout = self.cfg.tcp_option_layout;
         let tcp_len = header.header_len_in(layout);
