@@ -24,8 +24,9 @@ use crate::counters::Counters;
 use crate::neighbor::{NeighborCache, PendingPacket, Resolution};
 use crate::tx_pool::TxPool;
 
+mod tcp_headers;
 mod tcp_out;
-pub(crate) use tcp_out::{TcpIpFields, header_only};
+pub(crate) use tcp_out::{TcpIpFields, header_only, tcp_pair};
 
 /// RFC 4861 §7.1.1/§7.1.2: NDP messages must arrive with hop limit 255 (not forwarded).
 pub(crate) const NDP_HOP_LIMIT: u8 = 255;

@@ -612,6 +612,21 @@ impl TcpCx<'_> {
             .tx_offload
             .tso_payload_bytes_max
             .min(crate::config::TSO_PAYLOAD_BYTES_MAX) as usize;
+        // The connection's addresses do not change while it drains: unpacked once into the
+        // pair the frame writer takes (`None` for a slot that holds no connection, or
+        // addresses of two families, which no connection has: the loop leaves at once).
+        let addrs = match self.sockets.get_mut(i) {
+            Some(Socket::Tcp(TcpState::Conn(c))) => {
+                let (local_ip, remote_ip) = c.ips();
+                crate::egress::tcp_pair(local_ip, remote_ip).map(|p| (p, remote_ip))
+            }
+            _ => None,
+        };
+        let ip_len = if addrs.as_ref().is_some_and(|(pair, _)| pair.is_ipv6()) {
+            IPV6_HEADER_LEN
+        } else {
+            IPV4_HEADER_LEN
+        };
         let mut drained = true;
         loop {
             if self.egress.tx_full() {
@@ -621,38 +636,33 @@ impl TcpCx<'_> {
             // The slot through the socket table itself (not `conn_mut`, which borrows the
             // whole context): `c` stays usable beside `self.egress` for the whole iteration,
             // one slot lookup per segment instead of two.
-            let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
+            let (Some(Socket::Tcp(TcpState::Conn(c))), Some((pair, remote_ip))) =
+                (self.sockets.get_mut(i), addrs.as_ref())
+            else {
                 break;
             };
             if c.fastopen_deferred() {
                 // A deferred Fast Open sends nothing before its first send.
                 break;
             }
-            let (local_ip, remote_ip) = c.ips();
-            // What the next segment can carry at most: a control segment (SYN-ACK, ACK, FIN,
-            // RST, a window probe) or a small write needs no TSO-sized buffer. Without this,
-            // a burst of them (a reclaim walk's RSTs, SYN-ACKs to a flood) would hold 64 KiB
-            // per frame queued for transmission.
-            let sendable = c
-                .conn
-                .send_queue_bytes()
-                .min(c.conn.send_window_bytes() as usize);
             // One buffer per frame: the engine writes the payload after room for the headers
             // (a TCP header as long as the last one), `send_tcp_frame` emits them in front.
             // The payload room is what the MTU leaves after a bare TCP header.
-            let ip_len = if remote_ip.is_ipv4() {
-                IPV4_HEADER_LEN
-            } else {
-                IPV6_HEADER_LEN
-            };
             let payload_at = ETHERNET_HEADER_LEN + ip_len + self.egress.tx_header_guess();
             // With TSO the room is the device's limit; the engine sends whole segments of
             // its MSS up to it (`poll_transmit_tso`). Not while the neighbour is unresolved:
             // a frame beyond the MTU could not wait in its queue.
             let mtu_room = mtu.saturating_sub(ip_len + TCP_HEADER_MIN);
+            // What the next segment can carry at most (asked only with TSO on): a control
+            // segment (SYN-ACK, ACK, FIN, RST, a window probe) or a small write needs no
+            // TSO-sized buffer. Without this, a burst of them (a reclaim walk's RSTs,
+            // SYN-ACKs to a flood) would hold 64 KiB per frame queued for transmission.
             let tso_bytes_max = if tso_bytes_max > 0
-                && sendable > mtu_room
-                && self.egress.tso_route_ready(now, remote_ip)
+                && c.conn
+                    .send_queue_bytes()
+                    .min(c.conn.send_window_bytes() as usize)
+                    > mtu_room
+                && self.egress.tso_route_ready(now, *remote_ip)
             {
                 tso_bytes_max
             } else {
@@ -700,9 +710,8 @@ impl TcpCx<'_> {
                 tos: opts.tos,
                 dont_frag: opts.pmtu.dont_fragment(),
             };
-            self.egress.send_tcp_frame(
-                now, local_ip, remote_ip, &header, frame, payload_at, n, gso_size, ip,
-            );
+            self.egress
+                .send_tcp_frame(now, pair, &header, frame, payload_at, n, gso_size, ip);
         }
         self.tcp_notify_after_output(now, i);
         if drained {

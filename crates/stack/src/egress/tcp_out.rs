@@ -4,11 +4,9 @@
 
 use core::net::IpAddr;
 
-use wire::{
-    Ecn, EtherType, EthernetFrame, EthernetRepr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr,
-    Ipv6Packet, Ipv6Repr, TcpPacket, TcpRepr, TxMeta,
-};
+use wire::{Ecn, IpPair, IpProtocol, TcpPacket, TcpRepr, TxMeta};
 
+use super::tcp_headers::{FrameHeaders, write_headers};
 use super::{ETHERNET_HEADER_LEN, Egress, IPV4_HEADER_LEN, IPV6_HEADER_LEN, TCP_HEADER_MAX};
 
 /// The IP header fields of a TCP segment that its connection chooses; the rest are the
@@ -52,10 +50,22 @@ pub(crate) fn header_only(seg: &TcpRepr<'_>) -> TcpRepr<'static> {
     }
 }
 
+/// The address pair of a segment from `src` to `dst`; `None` when their families differ.
+pub(crate) fn tcp_pair(src: IpAddr, dst: IpAddr) -> Option<IpPair> {
+    match (src, dst) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => Some(IpPair::V4 { src, dst }),
+        (IpAddr::V6(src), IpAddr::V6(dst)) => Some(IpPair::V6 { src, dst }),
+        _ => None,
+    }
+}
+
 impl Egress {
     /// Emits one segment from `src` to `dst` (DF set for IPv4: TCP sizes segments to the MSS),
     /// not ECN-capable (the stack's own RSTs, SYN-cookie SYN-ACKs and TIME-WAIT ACKs).
     pub(crate) fn send_tcp(&mut self, now: u64, src: IpAddr, dst: IpAddr, seg: &TcpRepr<'_>) {
+        let Some(pair) = tcp_pair(src, dst) else {
+            return;
+        };
         let ip_len = if src.is_ipv4() {
             IPV4_HEADER_LEN
         } else {
@@ -71,8 +81,7 @@ impl Egress {
         let header = header_only(seg);
         self.send_tcp_frame(
             now,
-            src,
-            dst,
+            &pair,
             &header,
             frame,
             payload_at,
@@ -104,8 +113,7 @@ impl Egress {
     pub(crate) fn send_tcp_frame(
         &mut self,
         now: u64,
-        src: IpAddr,
-        dst: IpAddr,
+        pair: &IpPair,
         header: &TcpRepr<'static>,
         mut frame: Vec<u8>,
         payload_at: usize,
@@ -114,15 +122,10 @@ impl Egress {
         ip: TcpIpFields,
     ) {
         debug_assert!(header.payload.is_empty());
-        let pair = match (src, dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => IpPair::V4 { src: s, dst: d },
-            (IpAddr::V6(s), IpAddr::V6(d)) => IpPair::V6 { src: s, dst: d },
-            _ => return self.recycle(frame),
-        };
-        let ip_len = if src.is_ipv4() {
-            IPV4_HEADER_LEN
-        } else {
-            IPV6_HEADER_LEN
+        let pair = *pair;
+        let (dst, ip_len) = match pair {
+            IpPair::V4 { dst, .. } => (IpAddr::V4(dst), IPV4_HEADER_LEN),
+            IpPair::V6 { dst, .. } => (IpAddr::V6(dst), IPV6_HEADER_LEN),
         };
         let layout = self.cfg.tcp_option_layout;
         let tcp_len = header.header_len_in(layout);
@@ -166,87 +169,31 @@ impl Egress {
             frame.copy_within(payload_at..payload_at + n, want_at);
         }
         frame.truncate(frame_len);
-        // Reused buffers hold old bytes: clear the header part (at most 114 bytes) so bits
-        // the emitters do not write (reserved, padding) are zero.
-        if let Some(h) = frame.get_mut(..want_at) {
-            h.fill(0);
-        }
-        let checksums = self.checksums;
         let partial = gso || self.cfg.tx_offload.tcp_csum;
-        let tcp_caps = if partial {
-            wire::ChecksumCaps {
-                fill_tx: false,
-                ..checksums
-            }
-        } else {
-            checksums
+        let checksums = self.checksums;
+        let ident = self.ipv4_ident;
+        let h = FrameHeaders {
+            src_mac: self.mac,
+            dst_mac: mac,
+            pair,
+            ident,
+            hop_limit: self.hop_limit,
+            ip,
+            tcp_caps: if partial {
+                wire::ChecksumCaps {
+                    fill_tx: false,
+                    ..checksums
+                }
+            } else {
+                checksums
+            },
+            ip_caps: checksums,
         };
-        let Some(tcp_bytes) = frame.get_mut(tcp_at..) else {
-            return self.recycle(frame);
-        };
-        if header
-            .emit_in(
-                &mut TcpPacket::new_unchecked(tcp_bytes),
-                &pair,
-                tcp_caps,
-                layout,
-            )
-            .is_err()
-        {
+        if !write_headers(&mut frame, &h, header, layout) {
             return self.recycle(frame);
         }
-        let Some(ip_bytes) = frame.get_mut(ETHERNET_HEADER_LEN..) else {
-            return self.recycle(frame);
-        };
-        let (ip_ok, ethertype) = match pair {
-            IpPair::V4 { src, dst } => {
-                let ident = self.ipv4_ident;
-                self.ipv4_ident = self.ipv4_ident.wrapping_add(1);
-                let repr = Ipv4Repr {
-                    src_addr: src,
-                    dst_addr: dst,
-                    protocol: IpProtocol::TCP,
-                    payload_len: ip_payload_len,
-                    hop_limit: self.hop_limit,
-                    dscp: ip.tos >> 2,
-                    ecn: ip.ecn.bits(),
-                    ident,
-                    dont_frag: ip.dont_frag,
-                    more_frags: false,
-                    frag_offset_bytes: 0,
-                };
-                let ok = repr
-                    .emit(&mut Ipv4Packet::new_unchecked(ip_bytes), checksums)
-                    .is_ok();
-                (ok, EtherType::IPV4)
-            }
-            IpPair::V6 { src, dst } => {
-                let repr = Ipv6Repr {
-                    src_addr: src,
-                    dst_addr: dst,
-                    next_header: IpProtocol::TCP,
-                    payload_len: ip_payload_len,
-                    hop_limit: self.hop_limit,
-                    traffic_class: ip.ecn.bits(),
-                    flow_label: 0,
-                    ext_headers: [None; wire::MAX_EXT_HEADERS],
-                };
-                let ok = repr.emit(&mut Ipv6Packet::new_unchecked(ip_bytes)).is_ok();
-                (ok, EtherType::IPV6)
-            }
-        };
-        let eth = EthernetRepr {
-            src_addr: self.mac,
-            dst_addr: mac,
-            vlan: None,
-            ethertype,
-        };
-        if !ip_ok
-            || eth
-                .emit(&mut EthernetFrame::new_unchecked(&mut frame[..]))
-                .is_err()
-        {
-            return self.recycle(frame);
+        if !pair.is_ipv6() {
+            self.ipv4_ident = self.ipv4_ident.wrapping_add(1);
         }
         let meta = TxMeta {
             gso_size_bytes: if gso { gso_size_bytes } else { 0 },

@@ -246,6 +246,7 @@ impl Connection {
     /// Every segment but a SYN and a bare RST is built through here, so the ECN marks of such
     /// segments are applied here too (`ecn.rs`): ECE while a CE mark is owed, Not-ECT unless
     /// the caller (new data) sets ECT afterwards.
+    #[inline]
     pub(super) fn fill_options(&mut self, now: u64, r: &mut TcpRepr<'_>, with_sack: bool) -> u16 {
         if self.ecn.flags != 0 {
             self.ecn_on_transmit(r);
