@@ -29,6 +29,40 @@ pub fn sum_kernel() -> Option<SumKernel> {
     None
 }
 
+/// A copy-and-sum kernel: copies `src` into `dst` and returns the unfolded one's-complement
+/// accumulator of `src`'s native-order 16-bit words (as [`SumKernel`] does), in one pass over
+/// the bytes. Only for `dst.len() == src.len()` and a length that is a multiple of
+/// [`COPY_SUM_VECTOR_BYTES`]; anything else returns `None` with `dst` untouched.
+pub type CopySumKernel = fn(dst: &mut [u8], src: &[u8]) -> Option<u64>;
+
+/// The copy-and-sum kernel consumes whole vectors of this many bytes (one AVX2 register).
+pub const COPY_SUM_VECTOR_BYTES: usize = 32;
+
+/// The AVX2 copy-and-sum kernel when this CPU has AVX2, else `None`. Where data is copied
+/// anyway (a received segment's payload into its connection's receive ring), the copy's load
+/// feeds the sum: each 32 bytes cost a load, a store and the sum's flip, multiply-add and add
+/// in one pass, where a copy followed by a separate sum loads them twice.
+pub fn copy_sum_kernel() -> Option<CopySumKernel> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            return Some(avx2_copy_entry);
+        }
+    }
+    None
+}
+
+/// The safe entry [`copy_sum_kernel`] hands out, only after the detection succeeded.
+#[cfg(target_arch = "x86_64")]
+fn avx2_copy_entry(dst: &mut [u8], src: &[u8]) -> Option<u64> {
+    if dst.len() != src.len() || src.len() % COPY_SUM_VECTOR_BYTES != 0 {
+        return None;
+    }
+    // SAFETY: reachable only through `copy_sum_kernel`, which returns it only when
+    // `is_x86_feature_detected!("avx2")` held; the lengths were checked just above.
+    Some(unsafe { x86::copy_sum_avx2(dst, src) })
+}
+
 /// The safe entry the function pointer names; handed out by [`sum_kernel`] only after the
 /// detection succeeded.
 #[cfg(target_arch = "x86_64")]
@@ -104,6 +138,68 @@ mod x86 {
             (total + (1 << 15) * words) as u64
         }
     }
+
+    /// Copies `src` into `dst` and returns the sum of `src`'s native-order 16-bit words as a
+    /// plain (unfolded) `u64`: [`sum_blocks_avx2`]'s arithmetic (top bits flipped,
+    /// `VPMADDWD` by 1 into 32-bit lanes, offsets added back at the end) on the vectors as
+    /// they pass from load to store. 128-byte blocks into four accumulators, then the last
+    /// 0..=3 vectors into the first three; the 32-bit lanes are widened every 2^14 blocks
+    /// (each lane gains at most 2^16 per vector: (2^14 + 1) · 2^16 < 2^31).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2. `dst.len() == src.len()`, a multiple of
+    /// [`COPY_SUM_VECTOR_BYTES`](super::COPY_SUM_VECTOR_BYTES).
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn copy_sum_avx2(dst: &mut [u8], src: &[u8]) -> u64 {
+        const V: usize = super::COPY_SUM_VECTOR_BYTES;
+        debug_assert_eq!(dst.len(), src.len());
+        debug_assert_eq!(src.len() % V, 0);
+        // SAFETY: register intrinsics; unaligned 32-byte loads from `src` and stores into
+        // `dst` at offsets 0, 32, 64 and 96 of equal `KERNEL_BLOCK_BYTES` chunks of the two
+        // (or at offset 0 of equal `V`-byte chunks), so every access lies inside its slice;
+        // `src` and `dst` cannot overlap (a shared and a unique borrow); an unaligned
+        // 32-byte store into a local array of 4 `i64`s; the caller guarantees AVX2.
+        unsafe {
+            let flip = _mm256_set1_epi16(i16::MIN);
+            let one = _mm256_set1_epi16(1);
+            let mut wide = _mm256_setzero_si256();
+            let span = BLOCKS_PER_FLUSH * KERNEL_BLOCK_BYTES;
+            for (d, s) in dst.chunks_mut(span).zip(src.chunks(span)) {
+                let mut acc: [__m256i; 4] = [_mm256_setzero_si256(); 4];
+                let mut dblocks = d.chunks_exact_mut(KERNEL_BLOCK_BYTES);
+                let mut sblocks = s.chunks_exact(KERNEL_BLOCK_BYTES);
+                for (db, sb) in (&mut dblocks).zip(&mut sblocks) {
+                    let (q, p) = (db.as_mut_ptr(), sb.as_ptr());
+                    for (i, a) in acc.iter_mut().enumerate() {
+                        let v = _mm256_loadu_si256(p.add(V * i).cast::<__m256i>());
+                        _mm256_storeu_si256(q.add(V * i).cast::<__m256i>(), v);
+                        let pairs = _mm256_madd_epi16(_mm256_xor_si256(v, flip), one);
+                        *a = _mm256_add_epi32(*a, pairs);
+                    }
+                }
+                let tails = dblocks
+                    .into_remainder()
+                    .chunks_exact_mut(V)
+                    .zip(sblocks.remainder().chunks_exact(V));
+                for ((dv, sv), a) in tails.zip(acc.iter_mut()) {
+                    let v = _mm256_loadu_si256(sv.as_ptr().cast::<__m256i>());
+                    _mm256_storeu_si256(dv.as_mut_ptr().cast::<__m256i>(), v);
+                    let pairs = _mm256_madd_epi16(_mm256_xor_si256(v, flip), one);
+                    *a = _mm256_add_epi32(*a, pairs);
+                }
+                for a in acc {
+                    let low = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(a));
+                    let high = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(a));
+                    wide = _mm256_add_epi64(wide, _mm256_add_epi64(low, high));
+                }
+            }
+            let mut lanes = [0i64; 4];
+            _mm256_storeu_si256(lanes.as_mut_ptr().cast::<__m256i>(), wide);
+            let total: i64 = lanes.iter().sum();
+            let words = (src.len() / 2) as i64;
+            (total + (1 << 15) * words) as u64
+        }
+    }
 }
 
 #[cfg(test)]
@@ -153,6 +249,59 @@ mod tests {
             let acc = kernel(&big).expect("whole blocks");
             assert_eq!(acc, u64::from(u16::from_ne_bytes([byte, byte])) * 1_280_000);
             assert_eq!(fold16(acc), reference(&big), "byte {byte:#x}");
+        }
+    }
+
+    #[test]
+    fn the_copy_kernel_copies_and_sums_as_the_reference_for_every_vector_count() {
+        let Some(kernel) = copy_sum_kernel() else {
+            eprintln!("no AVX2 on this CPU: the kernel is never used here");
+            return;
+        };
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let data: Vec<u8> = (0..70 * COPY_SUM_VECTOR_BYTES + 1)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        // Every vector count from 0 to 70 (whole blocks and 1..=3 trailing vectors), from an
+        // even and an odd start in the source.
+        for start in [0usize, 1] {
+            for vectors in 0..=70 {
+                let s = &data[start..start + vectors * COPY_SUM_VECTOR_BYTES];
+                let mut d = vec![0x5au8; s.len()];
+                let acc = kernel(&mut d, s).expect("whole vectors");
+                assert_eq!(fold16(acc), reference(s), "{vectors} vectors from {start}");
+                assert_eq!(d, s, "{vectors} vectors from {start}: the copy");
+            }
+        }
+        // Past the widening point, with the bytes that grow every lane fastest.
+        for byte in [0xffu8, 0x80, 0x00] {
+            let n = 20_000 * KERNEL_BLOCK_BYTES + 3 * COPY_SUM_VECTOR_BYTES;
+            let big = vec![byte; n];
+            let mut d = vec![!byte; n];
+            let acc = kernel(&mut d, &big).expect("whole vectors");
+            assert_eq!(
+                acc,
+                u64::from(u16::from_ne_bytes([byte, byte])) * (n as u64 / 2)
+            );
+            assert!(d == big, "byte {byte:#x}: the copy");
+        }
+    }
+
+    #[test]
+    fn the_copy_kernel_refuses_unequal_or_partial_lengths_and_leaves_dst_alone() {
+        if let Some(kernel) = copy_sum_kernel() {
+            let src = [7u8; 2 * COPY_SUM_VECTOR_BYTES];
+            let mut short = [0u8; COPY_SUM_VECTOR_BYTES];
+            assert_eq!(kernel(&mut short, &src), None);
+            assert_eq!(short, [0u8; COPY_SUM_VECTOR_BYTES]);
+            let mut odd = [0u8; COPY_SUM_VECTOR_BYTES + 2];
+            assert_eq!(kernel(&mut odd, &src[..COPY_SUM_VECTOR_BYTES + 2]), None);
+            assert_eq!(odd, [0u8; COPY_SUM_VECTOR_BYTES + 2]);
         }
     }
 

@@ -109,6 +109,42 @@ fn sum_scalar(acc: u64, data: &[u8]) -> u64 {
     add64(acc, u64::from(carry))
 }
 
+/// Copies `src` into `dst` (of the same length) and returns [`sum`] of `src`: what
+/// `dst.copy_from_slice(src)` followed by `sum(src)` give, with the bytes read once where the
+/// CPU has a copy-and-sum kernel (`platform::checksum::copy_sum_kernel`: AVX2, whole 32-byte
+/// vectors; the last 0..=31 bytes are copied and summed by the chain). For a receive path
+/// that verifies a segment's checksum while it copies the payload into a buffer: the copy
+/// lands before the verdict is known, so the destination must be space nothing reads yet.
+///
+/// # Panics
+/// When `dst.len() != src.len()` (as `copy_from_slice`).
+pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u16 {
+    assert_eq!(dst.len(), src.len(), "copy_and_sum: lengths differ");
+    let mut acc: u64 = 0;
+    let mut done = 0;
+    if src.len() >= COPY_VECTOR_MIN_BYTES {
+        if let Some(kernel) = *COPY_KERNEL.get_or_init(platform::checksum::copy_sum_kernel) {
+            let whole = src.len() - src.len() % platform::checksum::COPY_SUM_VECTOR_BYTES;
+            // `whole` is even: the rest keeps its bytes' even/odd positions (§2(B)).
+            if let Some(head) = kernel(&mut dst[..whole], &src[..whole]) {
+                acc = head;
+                done = whole;
+            }
+        }
+    }
+    let rest = &src[done..];
+    dst[done..].copy_from_slice(rest);
+    u16::from_be(fold(sum_scalar(acc, rest)))
+}
+
+/// Below this length [`copy_and_sum`] copies and sums separately (the kernel's setup and
+/// lane reduction cost more than one pass saves).
+const COPY_VECTOR_MIN_BYTES: usize = 128;
+
+/// The copy-and-sum kernel of this CPU, looked up once.
+static COPY_KERNEL: std::sync::OnceLock<Option<platform::checksum::CopySumKernel>> =
+    std::sync::OnceLock::new();
+
 /// The portable sum alone (no vector kernel): what [`sum`] computes on a CPU without AVX2.
 /// For tests and benchmarks that compare the two.
 pub fn sum_portable(data: &[u8]) -> u16 {
@@ -285,6 +321,45 @@ mod tests {
         }
     }
 
+    /// The copy and the sum of [`copy_and_sum`] are `copy_from_slice` and [`sum`], for every
+    /// length 0..=600 (below the kernel, whole vectors, every tail) at every source offset
+    /// 0..16, and on all-ones data (the sum must stay 0xffff, never 0).
+    #[test]
+    fn copy_and_sum_copies_and_sums_as_copy_then_sum_for_every_length_and_offset() {
+        let data: Vec<u8> = (0..640u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8 | 0x80)
+            .collect();
+        for offset in 0..16 {
+            for len in 0..=600 {
+                let s = &data[offset..offset + len];
+                let mut d = vec![0u8; len];
+                assert_eq!(
+                    copy_and_sum(&mut d, s),
+                    sum_naive(s),
+                    "offset {offset} len {len}"
+                );
+                assert_eq!(d, s, "offset {offset} len {len}: the copy");
+            }
+        }
+        let ones = [0xffu8; 700];
+        let mut d = [0u8; 700];
+        for len in 1..ones.len() {
+            let want = if len % 2 == 0 {
+                0xffff
+            } else {
+                sum_naive(&ones[..len])
+            };
+            assert_eq!(copy_and_sum(&mut d[..len], &ones[..len]), want, "len {len}");
+        }
+        assert_eq!(copy_and_sum(&mut [], &[]), 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "lengths differ")]
+    fn copy_and_sum_refuses_unequal_lengths() {
+        copy_and_sum(&mut [0u8; 3], &[1u8; 4]);
+    }
+
     proptest::proptest! {
         /// Random bytes, lengths and start offsets: the wide native-order sum (with the
         /// CPU's vector kernel from 256 bytes, and without) equals the 16-bit big-endian
@@ -302,6 +377,20 @@ mod tests {
             let cut = (cut.min(d.len())) & !1;
             let (a, b) = d.split_at(cut);
             proptest::prop_assert_eq!(combine(&[sum(a), sum(b)]), sum_naive(d));
+        }
+
+        /// Random bytes and start offsets: [`copy_and_sum`] copies every byte and returns
+        /// the reference sum (the kernel's whole vectors plus the chain's tail).
+        #[test]
+        fn copy_and_sum_equals_copy_then_reference(
+            data in proptest::collection::vec(proptest::num::u8::ANY, 0..3000),
+            start in 0usize..64,
+        ) {
+            let start = start.min(data.len());
+            let s = &data[start..];
+            let mut d = vec![0u8; s.len()];
+            proptest::prop_assert_eq!(copy_and_sum(&mut d, s), sum_naive(s));
+            proptest::prop_assert_eq!(&d[..], s);
         }
     }
 
