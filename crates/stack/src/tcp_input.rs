@@ -28,6 +28,32 @@ use crate::tcp_sockets::{
     endpoint_bytes, readiness_of,
 };
 
+/// The sum (`wire::checksum`, folded) of a TCP segment's pseudo-header and header: `bytes`
+/// is the segment, its header `header_len` long. With the text's sum it makes the whole
+/// segment's (`tcp::Connection::handle_segment_summing`). `None` for an IPv4 segment too
+/// long for its pseudo-header's 16-bit length (it cannot have come in one datagram): the
+/// caller verifies it the ordinary way, which refuses it.
+#[inline]
+fn header_sum(bytes: &[u8], header_len: usize, pair: &wire::IpPair) -> Option<u16> {
+    let header = bytes.get(..header_len).unwrap_or(&[]);
+    match *pair {
+        wire::IpPair::V4 { src, dst } => Some(wire::checksum::sum_pseudo_v4_header(
+            src,
+            dst,
+            wire::IpProtocol::TCP.0,
+            u16::try_from(bytes.len()).ok()?,
+            header,
+        )),
+        wire::IpPair::V6 { .. } => Some(wire::checksum::combine(&[
+            pair.pseudo_header_sum(
+                wire::IpProtocol::TCP,
+                u32::try_from(bytes.len()).unwrap_or(u32::MAX),
+            ),
+            wire::checksum::sum_header(header),
+        ])),
+    }
+}
+
 /// The TCP part with the parts it borrows for one call. Built by `Stack::tcp_cx`, which
 /// splits the stack's borrows. TCP writes only `tcp`; it changes the socket table and the
 /// egress part only through their methods.
@@ -105,7 +131,18 @@ impl TcpCx<'_> {
             self.tcp.counters.rx_drop_tcp_malformed += 1;
             return;
         };
-        let Ok(seg) = TcpRepr::parse(&view, &pair, caps) else {
+        // A checksum to verify is verified after the lookup: a connection's predicted data
+        // segment has it summed while the engine copies the text into the receive buffer
+        // (`summing_input`), every other segment by a pass of its own before anything acts
+        // on it. Either way a segment that fails is dropped, counted, with nothing changed.
+        let Ok(seg) = TcpRepr::parse(
+            &view,
+            &pair,
+            wire::ChecksumCaps {
+                verify_rx: false,
+                ..caps
+            },
+        ) else {
             cold_path();
             self.tcp.counters.rx_drop_tcp_malformed += 1;
             return;
@@ -115,7 +152,28 @@ impl TcpCx<'_> {
             remote: SocketAddr::new(meta.src, seg.src_port),
         };
         let key = self.tcp.rx_flow_key(tuple, hash);
-        if let Some(i) = self.tcp.lookup(self.sockets, &key) {
+        let found = self.tcp.lookup(self.sockets, &key);
+        if caps.verify_rx {
+            let summed =
+                found.and_then(|i| Some((i, header_sum(payload, view.header_len(), &pair)?)));
+            if let Some((i, sum)) = summed {
+                match self.summing_input(now, i, sum, &seg, rx) {
+                    tcp::SummedInput::Taken => return,
+                    tcp::SummedInput::BadChecksum => {
+                        cold_path();
+                        self.tcp.counters.rx_drop_tcp_malformed += 1;
+                        return;
+                    }
+                    tcp::SummedInput::Declined => {}
+                }
+            }
+            if !view.verify_checksum(&pair) {
+                cold_path();
+                self.tcp.counters.rx_drop_tcp_malformed += 1;
+                return;
+            }
+        }
+        if let Some(i) = found {
             let mut synack = None;
             if let Some(c) = self.conn_mut(i) {
                 c.last_rx_ns = now;
@@ -178,6 +236,40 @@ impl TcpCx<'_> {
             }
             ListenInput::Ignore => self.tcp.counters.tcp_listen_bad_segment += 1,
         }
+    }
+
+    /// A segment whose checksum is still to verify, for the connection in slot `i` (a moved
+    /// marker's slot declines): offered to the engine's summing input
+    /// (`tcp::Connection::handle_segment_summing`) with `header_sum`, the sum of its
+    /// pseudo-header and TCP header ([`header_sum`]); when the engine takes it, what follows
+    /// a connection's input (`process_tcp`) follows. A predicted segment is ESTABLISHED, so
+    /// no Fast Open SYN-ACK. Out of line: inlined, it grew IP input until `Ipv4Repr::parse`
+    /// no longer was.
+    #[inline(never)]
+    fn summing_input(
+        &mut self,
+        now: u64,
+        i: usize,
+        header_sum: u16,
+        seg: &TcpRepr<'_>,
+        rx: RxFrame<'_>,
+    ) -> tcp::SummedInput {
+        let Some(c) = self.conn_mut(i) else {
+            return tcp::SummedInput::Declined;
+        };
+        let got = c
+            .conn
+            .handle_segment_summing(now, seg, rx.meta.gro_mss_bytes, header_sum);
+        if got != tcp::SummedInput::Taken {
+            return got;
+        }
+        c.last_rx_ns = now;
+        if let Some(p) = c.rare.as_deref_mut().and_then(|r| r.plpmtud.as_deref_mut()) {
+            let e = p.after_input(now, &mut c.conn);
+            self.tcp.counters.count_plpmtud(e);
+        }
+        self.tcp_after_input(i);
+        tcp::SummedInput::Taken
     }
 
     /// A frame for a moved-away connection: never processed here (no RST, no state), but

@@ -207,3 +207,61 @@ fn an_l4_verdict_never_covers_a_datagram_reassembled_from_fragments() {
     assert_eq!(c.rx_csum_trusted, 0);
     assert!(p.b.udp_recv_from(srv).is_err());
 }
+
+/// Without a NIC, a data segment the connection predicts on a receive buffer that already
+/// has storage has its checksum verified while the engine copies its text into the buffer
+/// (`tcp::Connection::handle_segment_summing`): a segment whose payload was corrupted (its
+/// checksum field intact) is dropped and counted as any bad checksum is, the engine sees
+/// nothing, nothing becomes readable and nothing is sent in answer; the intact segment is
+/// then taken whole.
+#[test]
+fn a_predicted_segment_whose_payload_fails_its_checksum_is_a_counted_drop_that_changes_nothing() {
+    let (mut p, c, s) = connected();
+    // Every write leaves at once (no Nagle wait behind an unacknowledged small segment).
+    p.a.set_option(c, stack::SocketOption::NoDelay(true))
+        .expect("nodelay");
+    // The receive buffer's storage comes with a first segment, read at once.
+    let first = data_segment(&mut p, c, &[7u8; 300]);
+    p.b.receive(p.now, &first, &RxMeta::NONE);
+    assert_eq!(read_all(&mut p.b, s), [7u8; 300]);
+    for len in [1usize, 127, 128, 1000, 1448] {
+        // B's answers so far reach A; then A's next segment is captured.
+        p.exchange();
+        let payload: Vec<u8> = (0..len).map(|i| (i * 31 + len) as u8).collect();
+        let f = data_segment(&mut p, c, &payload);
+        let before = p.b.counters();
+        let engine_before = p.b.tcp_counters();
+        for at in [f.len() - len, f.len() - 1] {
+            let mut bad = f.clone();
+            corrupt(&mut bad, at);
+            p.b.receive(p.now, &bad, &RxMeta::NONE);
+        }
+        let after = p.b.counters();
+        assert_eq!(
+            after.rx_drop_tcp_malformed,
+            before.rx_drop_tcp_malformed + 2,
+            "{len} bytes: both corrupted copies dropped"
+        );
+        assert_eq!(
+            p.b.tcp_counters().rx_segments,
+            engine_before.rx_segments,
+            "{len} bytes: the engine saw neither"
+        );
+        assert_eq!(read_all(&mut p.b, s), b"", "{len} bytes: nothing readable");
+        assert!(
+            p.b.poll_transmit(p.now).is_none(),
+            "{len} bytes: nothing answers"
+        );
+        p.b.receive(p.now, &f, &RxMeta::NONE);
+        assert_eq!(
+            read_all(&mut p.b, s),
+            payload,
+            "{len} bytes: the intact copy"
+        );
+        assert_eq!(
+            p.b.counters().rx_drop_tcp_malformed,
+            after.rx_drop_tcp_malformed,
+            "{len} bytes"
+        );
+    }
+}

@@ -263,6 +263,40 @@ impl Ring {
         n
     }
 
+    /// Copies all of `data` to `offset` bytes past `head`, as [`Ring::write_at`] would, and
+    /// returns the Internet checksum sum of `data` (`wire::checksum::sum`), computed in the
+    /// same pass (`wire::checksum::copy_and_sum`). Only into storage already allocated:
+    /// `None`, with nothing written, when `data` does not fit below the storage's size (a
+    /// write that would grow it, or pass the capacity) — the caller copies the other way.
+    ///
+    /// The bytes land where nothing is read until [`Ring::commit`] makes them readable, and
+    /// this does not move the written-ahead mark: a caller that finds the sum wrong leaves
+    /// them there, and the ring is as before (the next write over that space overwrites
+    /// them). A caller that keeps them commits them at once.
+    pub fn write_summed_at(&mut self, offset: usize, data: &[u8]) -> Option<u16> {
+        let size = self.storage.len();
+        if offset.checked_add(data.len())? > size {
+            return None;
+        }
+        let start = self.wrap(self.head() + offset);
+        if let Some(dst) = self.storage.get_mut(start..start + data.len()) {
+            // No wrap: one piece.
+            return Some(wire::checksum::copy_and_sum(dst, data));
+        }
+        let first = size - start;
+        let (a, b) = data.split_at(first);
+        let sum_a = wire::checksum::copy_and_sum(&mut self.storage[start..], a);
+        let sum_b = wire::checksum::copy_and_sum(&mut self.storage[..b.len()], b);
+        // After an odd-length first piece the second one's words straddle the pair
+        // boundaries: its sum counts byte-swapped (RFC 1071 §2(B)).
+        let sum_b = if first % 2 == 1 {
+            sum_b.swap_bytes()
+        } else {
+            sum_b
+        };
+        Some(wire::checksum::combine(&[sum_a, sum_b]))
+    }
+
     /// Makes `n` more bytes (previously written with [`Ring::write_at`]) readable; clamps at the
     /// capacity and returns the number committed.
     pub fn commit(&mut self, n: usize) -> usize {
@@ -487,6 +521,64 @@ mod tests {
         let mut out = [0u8; 8];
         assert_eq!(r.pop(&mut out), 6);
         assert_eq!(&out[..6], b"6abcxy");
+    }
+
+    /// `write_summed_at` writes what `write_at` writes and returns `wire::checksum::sum` of
+    /// the data, at every head position of a 4 KiB storage (so every split of a wrapping
+    /// write, odd first pieces included) and for lengths around the kernel's vector size;
+    /// until committed the bytes are not readable and the written-ahead mark has not moved.
+    #[test]
+    fn a_summed_write_sums_as_the_checksum_and_writes_as_write_at_across_every_wrap() {
+        let data: Vec<u8> = (0..1500u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for len in [1usize, 31, 32, 33, 127, 128, 129, 1448, 1500] {
+            for head in (0..STORAGE_MIN_BYTES)
+                .step_by(37)
+                .chain([4095, 4094, 4096 - 700])
+            {
+                let mut r = Ring::new(1 << 20);
+                r.push(&vec![0u8; head]);
+                r.consume(head);
+                r.push(&[1u8; 100]);
+                let d = &data[..len];
+                // Past the storage's end it would have to grow: refused, nothing written.
+                let beyond = STORAGE_MIN_BYTES - len + 1;
+                assert_eq!(r.write_summed_at(beyond, d), None, "len {len} head {head}");
+                assert_eq!(r.allocated_bytes(), STORAGE_MIN_BYTES);
+                let offset = r.len();
+                let got = r.write_summed_at(offset, d);
+                assert_eq!(got, Some(wire::checksum::sum(d)), "len {len} head {head}");
+                assert_eq!(r.len(), offset, "not readable before the commit");
+                assert_eq!(r.release_if_empty(), 0);
+                assert_eq!(r.commit(len), len);
+                let mut out = vec![0u8; len];
+                assert_eq!(r.read_at(offset, &mut out), len);
+                assert_eq!(out, d, "len {len} head {head}");
+            }
+        }
+    }
+
+    /// A summed write that is dropped (the caller found its checksum wrong) leaves the ring
+    /// as it was: an empty ring still gives its storage back, and later writes read right.
+    #[test]
+    fn a_summed_write_left_uncommitted_changes_nothing_readable() {
+        let mut r = Ring::new(1 << 16);
+        r.push(b"abc");
+        r.consume(3);
+        assert_eq!(
+            r.write_summed_at(0, b"garbage"),
+            Some(wire::checksum::sum(b"garbage"))
+        );
+        assert!(r.is_empty());
+        assert_eq!(r.release_if_empty(), STORAGE_MIN_BYTES);
+        // Without storage nothing fits: the caller takes the copying path.
+        assert_eq!(r.write_summed_at(0, b"x"), None);
+        assert_eq!(r.allocated_bytes(), 0);
+        r.push(b"xy");
+        let mut out = [0u8; 4];
+        assert_eq!(r.pop(&mut out), 2);
+        assert_eq!(&out[..2], b"xy");
     }
 
     proptest! {

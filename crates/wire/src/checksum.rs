@@ -109,6 +109,122 @@ fn sum_scalar(acc: u64, data: &[u8]) -> u64 {
     add64(acc, u64::from(carry))
 }
 
+/// [`sum`] for a header: `data` of 20 to [`HEADER_SUM_MAX_BYTES`] bytes whose length is a
+/// multiple of 4 (an IPv4 or TCP header, options included); see [`sum_pseudo_v4_header`].
+#[inline]
+pub fn sum_header(data: &[u8]) -> u16 {
+    let acc = match header_words(data) {
+        Some(acc) => acc,
+        None => return sum(data),
+    };
+    u16::from_be(fold_short(acc))
+}
+
+/// The combined sum of an IPv4 pseudo-header (RFC 9293 §3.1: `src`, `dst`, zero, `protocol`,
+/// `length_bytes`) and a transport header `header`: what
+/// `combine(&[pseudo_header_v4(..), sum(header)])` gives, in one accumulator. A header of 20
+/// to [`HEADER_SUM_MAX_BYTES`] bytes whose length is a multiple of 4 (a TCP header, options
+/// included) is summed as independent 32-bit native-order adds, unrolled for 20 and 32 bytes
+/// (no options; timestamps), without a carry chain (a few dozen words cannot overflow 64
+/// bits), and folded once; any other takes [`sum`]. A receive path that verifies a
+/// segment's checksum in pieces (the text summed while it is copied) sums this part so,
+/// where `sum`'s block and word loops, tail and call, and a separate pseudo-header sum, cost
+/// more than the adds.
+#[inline]
+pub fn sum_pseudo_v4_header(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    protocol: u8,
+    length_bytes: u16,
+    header: &[u8],
+) -> u16 {
+    let [lh, ll] = length_bytes.to_be_bytes();
+    // The pseudo-header's words in the native order the header's are read in.
+    let pseudo = u64::from(u32::from_ne_bytes(src.octets()))
+        + u64::from(u32::from_ne_bytes(dst.octets()))
+        + u64::from(u32::from_ne_bytes([0, protocol, lh, ll]));
+    match header_words(header) {
+        Some(acc) => u16::from_be(fold_short(acc + pseudo)),
+        None => combine(&[
+            pseudo_header_v4(src, dst, protocol, u32::from(length_bytes)),
+            sum(header),
+        ]),
+    }
+}
+
+/// The unfolded native-order sum of a header's 32-bit words, for 20 to
+/// [`HEADER_SUM_MAX_BYTES`] bytes in whole words (unrolled for 20 and 32); `None` otherwise.
+#[inline(always)]
+fn header_words(data: &[u8]) -> Option<u64> {
+    let w =
+        |h: &[u8], i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+    if let Some(h) = data.first_chunk::<32>().filter(|_| data.len() == 32) {
+        return Some(
+            w(h, 0) + w(h, 4) + w(h, 8) + w(h, 12) + w(h, 16) + w(h, 20) + w(h, 24) + w(h, 28),
+        );
+    }
+    if let Some(h) = data.first_chunk::<20>().filter(|_| data.len() == 20) {
+        return Some(w(h, 0) + w(h, 4) + w(h, 8) + w(h, 12) + w(h, 16));
+    }
+    if data.len() < 20 || data.len() > HEADER_SUM_MAX_BYTES || data.len() % 4 != 0 {
+        return None;
+    }
+    Some(data.chunks_exact(4).map(|c| w(c, 0)).sum())
+}
+
+/// [`fold`] for an accumulator below 2^36 (a few dozen 32-bit words): two folds to 32 bits,
+/// two to 16.
+#[inline(always)]
+fn fold_short(acc: u64) -> u16 {
+    let a = (acc & 0xffff_ffff) + (acc >> 32);
+    let a = (a & 0xffff_ffff) + (a >> 32);
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    a as u16
+}
+
+/// [`sum`] of a 20-byte header (an IPv4 header without options, the one every datagram of
+/// a TCP flow carries): five 32-bit adds and a short fold, no loop.
+#[inline]
+pub fn sum_20(h: &[u8; 20]) -> u16 {
+    let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+    u16::from_be(fold_short(w(0) + w(4) + w(8) + w(12) + w(16)))
+}
+
+/// The longest input [`sum_header`] sums itself: an IPv4 or TCP header with options.
+pub const HEADER_SUM_MAX_BYTES: usize = 60;
+
+/// Copies `src` into `dst` (of the same length) and returns [`sum`] of `src`: what
+/// `dst.copy_from_slice(src)` followed by `sum(src)` give, with the bytes read once where the
+/// CPU has a copy-and-sum kernel (`platform::checksum::copy_sum_kernel`: AVX2, from
+/// 128 bytes on; shorter inputs are copied, then summed). For a receive path
+/// that verifies a segment's checksum while it copies the payload into a buffer: the copy
+/// lands before the verdict is known, so the destination must be space nothing reads yet.
+///
+/// # Panics
+/// When `dst.len() != src.len()` (as `copy_from_slice`).
+#[inline]
+pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u16 {
+    assert_eq!(dst.len(), src.len(), "copy_and_sum: lengths differ");
+    if src.len() >= COPY_VECTOR_MIN_BYTES {
+        if let Some(kernel) = *COPY_KERNEL.get_or_init(platform::checksum::copy_sum_kernel) {
+            if let Some(acc) = kernel(dst, src) {
+                return u16::from_be(fold(acc));
+            }
+        }
+    }
+    dst.copy_from_slice(src);
+    sum(src)
+}
+
+/// Below this length [`copy_and_sum`] copies and sums separately (the kernel's setup and
+/// lane reduction cost more than one pass saves).
+const COPY_VECTOR_MIN_BYTES: usize = 128;
+
+/// The copy-and-sum kernel of this CPU, looked up once.
+static COPY_KERNEL: std::sync::OnceLock<Option<platform::checksum::CopySumKernel>> =
+    std::sync::OnceLock::new();
+
 /// The portable sum alone (no vector kernel): what [`sum`] computes on a CPU without AVX2.
 /// For tests and benchmarks that compare the two.
 pub fn sum_portable(data: &[u8]) -> u16 {
@@ -285,6 +401,113 @@ mod tests {
         }
     }
 
+    /// The copy and the sum of [`copy_and_sum`] are `copy_from_slice` and [`sum`], for every
+    /// length 0..=600 (below the kernel, whole vectors, every tail) at every source offset
+    /// 0..16, and on all-ones data (the sum must stay 0xffff, never 0).
+    #[test]
+    fn copy_and_sum_copies_and_sums_as_copy_then_sum_for_every_length_and_offset() {
+        let data: Vec<u8> = (0..640u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8 | 0x80)
+            .collect();
+        for offset in 0..16 {
+            for len in 0..=600 {
+                let s = &data[offset..offset + len];
+                let mut d = vec![0u8; len];
+                assert_eq!(
+                    copy_and_sum(&mut d, s),
+                    sum_naive(s),
+                    "offset {offset} len {len}"
+                );
+                assert_eq!(d, s, "offset {offset} len {len}: the copy");
+            }
+        }
+        let ones = [0xffu8; 700];
+        let mut d = [0u8; 700];
+        for len in 1..ones.len() {
+            let want = if len % 2 == 0 {
+                0xffff
+            } else {
+                sum_naive(&ones[..len])
+            };
+            assert_eq!(copy_and_sum(&mut d[..len], &ones[..len]), want, "len {len}");
+        }
+        assert_eq!(copy_and_sum(&mut [], &[]), 0);
+    }
+
+    /// [`sum_header`] equals the reference for every length 0..=80 (multiples of 4 up to
+    /// 60 summed by its adds, the rest by `sum`) at every start offset 0..8, and keeps
+    /// 0xffff for all ones.
+    #[test]
+    fn sum_header_equals_the_reference_for_every_length_and_offset() {
+        let data: Vec<u8> = (0..96u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 9) as u8 | 0x81)
+            .collect();
+        for offset in 0..8 {
+            for len in 0..=80 {
+                let d = &data[offset..offset + len];
+                assert_eq!(sum_header(d), sum_naive(d), "offset {offset} len {len}");
+            }
+        }
+        for len in (4..=60).step_by(4) {
+            assert_eq!(sum_header(&[0xff; 60][..len]), 0xffff, "len {len}");
+        }
+        assert_eq!(sum_header(&[]), 0);
+    }
+
+    /// [`sum_pseudo_v4_header`] equals the pseudo-header sum combined with the header's, for
+    /// every header length 0..=64 (the unrolled 20 and 32, the word loop, the fallback) and
+    /// random addresses, protocols and lengths.
+    #[test]
+    fn sum_pseudo_v4_header_equals_pseudo_header_combined_with_the_header_sum() {
+        let data: Vec<u8> = (0..80u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8)
+            .collect();
+        let mut x = 0x1234_5678u32;
+        for len in 0..=64 {
+            for _ in 0..20 {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let (src, dst) = (Ipv4Addr::from(x), Ipv4Addr::from(x.rotate_left(11)));
+                let (proto, seg_len) = (x as u8, (x >> 8) as u16);
+                let h = &data[(x % 8) as usize..][..len];
+                let want = combine(&[
+                    pseudo_header_v4(src, dst, proto, u32::from(seg_len)),
+                    sum_naive(h),
+                ]);
+                assert_eq!(
+                    sum_pseudo_v4_header(src, dst, proto, seg_len, h),
+                    want,
+                    "len {len}"
+                );
+            }
+        }
+    }
+
+    /// [`sum_20`] equals the reference on random headers, all ones and all zeros.
+    #[test]
+    fn sum_20_equals_the_reference() {
+        let mut x = 0x9e37_79b9u32;
+        for _ in 0..2_000 {
+            let mut h = [0u8; 20];
+            for b in &mut h {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                *b = x as u8;
+            }
+            assert_eq!(sum_20(&h), sum_naive(&h), "{h:?}");
+        }
+        assert_eq!(sum_20(&[0xff; 20]), 0xffff);
+        assert_eq!(sum_20(&[0; 20]), 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "lengths differ")]
+    fn copy_and_sum_refuses_unequal_lengths() {
+        copy_and_sum(&mut [0u8; 3], &[1u8; 4]);
+    }
+
     proptest::proptest! {
         /// Random bytes, lengths and start offsets: the wide native-order sum (with the
         /// CPU's vector kernel from 256 bytes, and without) equals the 16-bit big-endian
@@ -302,6 +525,20 @@ mod tests {
             let cut = (cut.min(d.len())) & !1;
             let (a, b) = d.split_at(cut);
             proptest::prop_assert_eq!(combine(&[sum(a), sum(b)]), sum_naive(d));
+        }
+
+        /// Random bytes and start offsets: [`copy_and_sum`] copies every byte and returns
+        /// the reference sum (the kernel's whole vectors plus the chain's tail).
+        #[test]
+        fn copy_and_sum_equals_copy_then_reference(
+            data in proptest::collection::vec(proptest::num::u8::ANY, 0..3000),
+            start in 0usize..64,
+        ) {
+            let start = start.min(data.len());
+            let s = &data[start..];
+            let mut d = vec![0u8; s.len()];
+            proptest::prop_assert_eq!(copy_and_sum(&mut d, s), sum_naive(s));
+            proptest::prop_assert_eq!(&d[..], s);
         }
     }
 

@@ -169,8 +169,15 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
     /// True when the header checksum verifies (RFC 791 §3.1: the sum over the header is 0xffff).
     pub fn verify_checksum(&self) -> bool {
+        let len = self.header_len();
+        if len == field::HEADER_LEN {
+            // No options (nearly every datagram): the unrolled sum.
+            if let Some(h) = self.b().first_chunk::<{ field::HEADER_LEN }>() {
+                return checksum::sum_20(h) == 0xffff;
+            }
+        }
         self.b()
-            .get(..self.header_len())
+            .get(..len)
             .is_some_and(|h| checksum::sum(h) == 0xffff)
     }
     /// The payload the total length covers (Ethernet padding excluded).

@@ -56,6 +56,7 @@ mod timers;
 pub use counters::Counters;
 pub(crate) use counters::HotCounters;
 pub use info::{CaState, TCP_INFINITE_SSTHRESH, TcpInfo, tcpi_opt};
+pub use predict::SummedInput;
 pub use records::RECORDS_OUTSTANDING_MAX;
 pub(crate) use records::records_from_ends;
 pub use sndbuf::{SEND_BUFFER_AUTOTUNE_MAX_BYTES, SKB_OVERHEAD_BYTES};

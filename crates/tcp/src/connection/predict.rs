@@ -48,12 +48,32 @@ thread_local! {
     pub(crate) static PREDICTION_OFF: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
     /// Test counter: segments taken by the short path on this thread.
     pub(crate) static PREDICTED_SEGMENTS: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+    /// Test counter: segments taken by [`Connection::handle_segment_summing`] on this thread.
+    pub(crate) static SUMMED_SEGMENTS: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+}
+
+/// What [`Connection::handle_segment_summing`] did with a segment whose checksum nobody has
+/// verified yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SummedInput {
+    /// Predicted; its text was copied into the receive buffer with the checksum summed in
+    /// the same pass, the checksum verified, and the segment taken exactly as
+    /// [`Connection::handle_segment_ecn`] would have taken it.
+    Taken,
+    /// Predicted, but the checksum does not verify: nothing changed (the copied bytes lie in
+    /// free space of the receive buffer, unread). The caller drops and counts the segment.
+    BadChecksum,
+    /// Not taken this way (not predicted, no text, or the buffer's storage must grow):
+    /// nothing changed. The caller verifies the checksum itself and, if it holds, hands the
+    /// segment to [`Connection::handle_segment_ecn`].
+    Declined,
 }
 
 impl Connection {
     /// Whether `seg` is predicted (the module's conditions). Reads the TCB's hot groups and
-    /// the two queue headers; no configuration.
-    #[inline]
+    /// the two queue headers; no configuration. Inlined into both of its callers (out of
+    /// line it cost ~25 instructions per segment in calls and spills).
+    #[inline(always)]
     fn predicts(&self, seg: &TcpRepr<'_>) -> bool {
         let len = seg.payload.len();
         // SND.UNA ≤ SEG.ACK ≤ SND.MAX as one unsigned comparison of distances from SND.UNA
@@ -79,13 +99,10 @@ impl Connection {
             && self.scoreboard.is_empty()
     }
 
-    /// Takes `seg` by the short path when it is predicted; returns false (having changed
-    /// nothing) when the full path must take it.
-    #[inline]
-    pub(super) fn rx_predicted(&mut self, now: u64, seg: &TcpRepr<'_>, gro_mss_bytes: u16) -> bool {
-        if !self.predicts(seg) {
-            return false;
-        }
+    /// Whether the short path may run: always, but in tests that switch it off for the twin
+    /// taking the full path (and there it counts the segments it takes).
+    #[inline(always)]
+    fn prediction_allowed() -> bool {
         #[cfg(test)]
         {
             if PREDICTION_OFF.with(|off| off.get()) {
@@ -93,6 +110,88 @@ impl Connection {
             }
             PREDICTED_SEGMENTS.with(|n| n.set(n.get() + 1));
         }
+        true
+    }
+
+    /// Takes `seg` by the short path when it is predicted; returns false (having changed
+    /// nothing) when the full path must take it.
+    #[inline]
+    pub(super) fn rx_predicted(&mut self, now: u64, seg: &TcpRepr<'_>, gro_mss_bytes: u16) -> bool {
+        if !self.predicts(seg) || !Self::prediction_allowed() {
+            return false;
+        }
+        self.rx_predicted_taken(now, seg, gro_mss_bytes, false);
+        true
+    }
+
+    /// [`Connection::handle_segment_ecn`] for a segment whose TCP checksum is not verified
+    /// yet, verified here on the way: when `seg` is predicted and carries text (the
+    /// receiver's side of a bulk transfer), the text is copied into the free space of the
+    /// receive buffer and summed in the same pass (`Ring::write_summed_at`); with
+    /// `header_sum` — the folded sum (`wire::checksum`) of the pseudo-header and the TCP
+    /// header as received, checksum field included — the segment verifies when the two sums
+    /// combine to 0xffff (RFC 1071). Only then is anything changed: the bytes are committed
+    /// and the segment takes the short path as `handle_segment_ecn` takes it. A copy and a
+    /// separate pass over the segment become one pass.
+    ///
+    /// `seg.payload` must be the segment's text as received (the bytes `header_sum`'s
+    /// header preceded). ECN: a predicted segment belongs to a connection without ECN, so
+    /// the codepoint plays no part.
+    pub fn handle_segment_summing(
+        &mut self,
+        now: u64,
+        seg: &TcpRepr<'_>,
+        gro_mss_bytes: u16,
+        header_sum: u16,
+    ) -> SummedInput {
+        if seg.payload.is_empty()
+            || seg.dst_port != self.local_port
+            || seg.src_port != self.remote_port
+            || self.skb.is_some()
+            || !self.predicts(seg)
+        {
+            return SummedInput::Declined;
+        }
+        #[cfg(test)]
+        {
+            if PREDICTION_OFF.with(|off| off.get()) {
+                return SummedInput::Declined;
+            }
+        }
+        // `predicts` holds: ESTABLISHED, the text in order and inside the window, nothing
+        // held out of order, so the free space past the readable bytes holds nothing.
+        let Some(text_sum) = self
+            .recv_buf
+            .write_summed_at(self.recv_buf.len(), seg.payload)
+        else {
+            return SummedInput::Declined;
+        };
+        if wire::checksum::combine(&[header_sum, text_sum]) != 0xffff {
+            return SummedInput::BadChecksum;
+        }
+        #[cfg(test)]
+        {
+            PREDICTED_SEGMENTS.with(|n| n.set(n.get() + 1));
+            SUMMED_SEGMENTS.with(|n| n.set(n.get() + 1));
+        }
+        // `handle_segment_gro`'s preamble for it: the segment counter (the port check and
+        // the skb hook are done or not needed; the state is ESTABLISHED).
+        self.counters.rx_segments += 1;
+        self.rx_predicted_taken(now, seg, gro_mss_bytes, true);
+        SummedInput::Taken
+    }
+
+    /// The short path's changes for a predicted `seg`; `text_written`: its text is already
+    /// in the receive buffer past the readable bytes (`handle_segment_summing`), to commit
+    /// rather than copy.
+    #[inline(always)]
+    fn rx_predicted_taken(
+        &mut self,
+        now: u64,
+        seg: &TcpRepr<'_>,
+        gro_mss_bytes: u16,
+        text_written: bool,
+    ) {
         self.note_ts_recent(now, seg);
         self.note_peer_alive(now);
         if seg.ack_number == self.snd.una {
@@ -106,10 +205,13 @@ impl Connection {
         // acknowledged, so the state stays).
         if !seg.payload.is_empty() {
             self.count_text(now, seg.payload.len(), gro_mss_bytes);
-            self.accept_in_order(seg.payload);
+            if text_written {
+                self.commit_in_order(seg.payload.len());
+            } else {
+                self.accept_in_order(seg.payload);
+            }
             self.schedule_ack(now);
         }
-        true
     }
 
     /// `rx_ack` for a predicted segment with text whose ACK is SND.UNA (nothing SACKed, no

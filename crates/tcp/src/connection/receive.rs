@@ -184,6 +184,13 @@ impl Connection {
         }
         let written = self.recv_buf.write_at(self.recv_buf.len(), data);
         debug_assert_eq!(written, data.len(), "window promised room the buffer lacks");
+        self.commit_in_order(written);
+    }
+
+    /// In-order text of `written` bytes, already written past the readable bytes of the
+    /// receive buffer, is taken: committed, RCV.NXT advanced, out-of-order ranges it made
+    /// contiguous pulled in, the reader told. The application has not closed.
+    pub(super) fn commit_in_order(&mut self, written: usize) {
         self.recv_buf.commit(written);
         self.advance_rcv_nxt(written as u32);
         self.out.rcv_unacked_bytes = self.out.rcv_unacked_bytes.saturating_add(written as u32);

@@ -1,10 +1,12 @@
-//! Header prediction changes nothing but the path: twin worlds, each a connection pair over
+//! Header prediction changes nothing but the path: three worlds, each a connection pair over
 //! a link the test drives, take the same random operations (application sends and reads,
-//! segments delivered in order, out of order, twice, mutated, or dropped, time passing and
-//! timers firing); the second world's connections take every segment by the full path. After
-//! every operation both worlds must hold the same TCBs (every group, the counters, RACK,
-//! `tcp_info`, the queues' headers: the `Debug` form of `Connection`), the same segments on
-//! the link and the same bytes read.
+//! segments delivered in order, out of order, twice, mutated, corrupted or dropped, time
+//! passing and timers firing); the first world's connections predict, the second's take
+//! every segment by the full path, the third's are given every segment as the stack gives
+//! one whose checksum it has not verified (`handle_segment_summing`, the full
+//! `handle_segment` when it declines). After every operation the worlds must hold the same
+//! TCBs (every group, the counters, RACK, `tcp_info`, the queues' headers: the `Debug` form
+//! of `Connection`), the same segments on the link and the same bytes read.
 
 use std::collections::VecDeque;
 
@@ -12,7 +14,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
 use wire::tcp::{SackBlock, SeqNumber, TcpFlags, TcpRepr, TcpTimestamp};
 
-use super::{PREDICTED_SEGMENTS, PREDICTION_OFF};
+use super::{PREDICTED_SEGMENTS, PREDICTION_OFF, SUMMED_SEGMENTS, SummedInput};
 use crate::config::{CongestionControl, EcnMode, KeepaliveConfig, NS_PER_MS};
 use crate::{Config, Connection};
 
@@ -71,6 +73,10 @@ enum Op {
     Advance(u64),
     /// The application on that side shuts its sending direction.
     Shutdown(bool),
+    /// A copy whose checksum does not verify is offered (the original stays on the link):
+    /// the summing world hands it to `handle_segment_summing`, which must not take it; the
+    /// others drop it, as the stack's checksum check does.
+    Corrupt(usize),
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
@@ -106,6 +112,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => ((0usize..4), mutation()).prop_map(|(i, m)| Op::Mutated(i, m)),
         6 => prop::sample::select(vec![1u64, 5, 40, 200, 1000, 3000]).prop_map(Op::Advance),
         1 => any::<bool>().prop_map(Op::Shutdown),
+        3 => (0usize..4).prop_map(Op::Corrupt),
     ]
 }
 
@@ -157,16 +164,28 @@ struct World {
     read: [Vec<u8>; 2],
     sent: [usize; 2],
     events: Vec<(bool, crate::Event)>,
-    /// This world takes every segment by the full path.
-    full_path_only: bool,
+    /// How this world's connections take segments.
+    mode: Mode,
     /// `poll_transmit`'s payload buffer.
     buf: Vec<u8>,
 }
 
 const LINK_MAX: usize = 400;
 
+/// How a world's connections are given segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// `handle_segment`, header prediction on.
+    Predict,
+    /// `handle_segment`, every segment by the full path.
+    FullPath,
+    /// `handle_segment_summing` with the sum a verifying checksum gives, then
+    /// `handle_segment` when it declines.
+    Summing,
+}
+
 impl World {
-    fn new(config_a: &Config, config_b: &Config, full_path_only: bool) -> World {
+    fn new(config_a: &Config, config_b: &Config, mode: Mode) -> World {
         let now = 1_000 * NS_PER_MS;
         let mut a = Connection::connect(now, config_a, 1000, 80, SeqNumber(0xffff_f000), 0x1000);
         let mut buf = vec![0u8; 65_536];
@@ -181,7 +200,7 @@ impl World {
             read: [Vec::new(), Vec::new()],
             sent: [0, 0],
             events: Vec::new(),
-            full_path_only,
+            mode,
             buf,
         };
         w.flush();
@@ -215,11 +234,36 @@ impl World {
 
     fn deliver(&mut self, towards_b: bool, seg: &Seg) {
         let now = self.now;
-        let off = self.full_path_only;
+        let off = self.mode == Mode::FullPath;
         PREDICTION_OFF.with(|p| p.set(off));
+        let summing = self.mode == Mode::Summing;
         let c = if towards_b { &mut self.b } else { &mut self.a };
-        c.handle_segment(now, &seg.repr());
+        // The header's sum that makes the whole verify: its complement of the text's.
+        let header_sum = !wire::checksum::sum(&seg.payload);
+        if !summing
+            || c.handle_segment_summing(now, &seg.repr(), 0, header_sum) == SummedInput::Declined
+        {
+            c.handle_segment(now, &seg.repr());
+        }
         PREDICTION_OFF.with(|p| p.set(false));
+    }
+
+    /// A copy of `seg` whose checksum does not verify arrives: only `handle_segment_summing`
+    /// sees it (the other paths' caller drops it before the connection), and must not take it.
+    fn deliver_corrupt(&mut self, towards_b: bool, seg: &Seg) {
+        if self.mode != Mode::Summing {
+            return;
+        }
+        let now = self.now;
+        let c = if towards_b { &mut self.b } else { &mut self.a };
+        // One bit off the verifying header sum: the combined sum is no longer 0xffff.
+        let header_sum = !wire::checksum::sum(&seg.payload) ^ 1;
+        let got = c.handle_segment_summing(now, &seg.repr(), 0, header_sum);
+        assert_ne!(
+            got,
+            SummedInput::Taken,
+            "a segment whose checksum fails was taken"
+        );
     }
 
     fn apply(&mut self, op: &Op) {
@@ -271,6 +315,13 @@ impl World {
             Op::Shutdown(a) => {
                 let _ = self.conn(*a).shutdown_write();
             }
+            Op::Corrupt(i) => {
+                if self.link.is_empty() {
+                    return;
+                }
+                let (towards_b, seg) = self.link[i % self.link.len()].clone();
+                self.deliver_corrupt(towards_b, &seg);
+            }
         }
         self.flush();
     }
@@ -313,23 +364,54 @@ fn mutate(seg: &mut Seg, m: &Mutation) {
     }
 }
 
-/// Runs `ops` on the twin worlds, comparing after each; returns the segments the short
-/// path took in the predicting world.
-fn run_twins(config_a: &Config, config_b: &Config, ops: &[Op]) -> Result<u64, TestCaseError> {
+/// Runs `ops` on the three worlds, comparing after each; returns the segments the short
+/// path took in the predicting and summing worlds, and those the summing path took.
+fn run_twins(
+    config_a: &Config,
+    config_b: &Config,
+    ops: &[Op],
+) -> Result<(u64, u64), TestCaseError> {
     let before = PREDICTED_SEGMENTS.with(|n| n.get());
-    let mut fast = World::new(config_a, config_b, false);
-    let mut full = World::new(config_a, config_b, true);
+    let summed_before = SUMMED_SEGMENTS.with(|n| n.get());
+    let mut fast = World::new(config_a, config_b, Mode::Predict);
+    let mut full = World::new(config_a, config_b, Mode::FullPath);
+    let mut summing = World::new(config_a, config_b, Mode::Summing);
     // The handshake first, so that most operations find both ends established.
     let warmup = [Op::Deliver(0), Op::Deliver(0), Op::Deliver(0)];
     for (step, op) in warmup.iter().chain(ops).enumerate() {
         fast.apply(op);
         full.apply(op);
-        if !fast.same_io(&full) {
-            return Err(TestCaseError::fail(format!(
-                "step {step} ({op:?}): the segments on the link, the bytes read or the events differ"
-            )));
+        summing.apply(op);
+        for (name, w) in [("predicting", &fast), ("summing", &summing)] {
+            if !w.same_io(&full) {
+                return Err(TestCaseError::fail(format!(
+                    "step {step} ({op:?}): {name}: the segments on the link, the bytes read or the events differ"
+                )));
+            }
         }
-        let (f, s) = (fast.tcbs(), full.tcbs());
+        compare(step, op, "predicting", &fast, &full)?;
+        compare(step, op, "summing", &summing, &full)?;
+        for (who, c) in [
+            ("A", &fast.a),
+            ("B", &fast.b),
+            ("summing A", &summing.a),
+            ("summing B", &summing.b),
+        ] {
+            if let Some(v) = c.invariant_violation() {
+                return Err(TestCaseError::fail(format!("step {step}: {who}: {v}")));
+            }
+        }
+    }
+    Ok((
+        PREDICTED_SEGMENTS.with(|n| n.get()) - before,
+        SUMMED_SEGMENTS.with(|n| n.get()) - summed_before,
+    ))
+}
+
+/// The TCBs of `w` and of the full-path world `full` are the same.
+fn compare(step: usize, op: &Op, name: &str, w: &World, full: &World) -> Result<(), TestCaseError> {
+    {
+        let (f, s) = (w.tcbs(), full.tcbs());
         if f != s {
             let at = f
                 .lines()
@@ -337,18 +419,13 @@ fn run_twins(config_a: &Config, config_b: &Config, ops: &[Op]) -> Result<u64, Te
                 .position(|(x, y)| x != y)
                 .unwrap_or(0);
             return Err(TestCaseError::fail(format!(
-                "step {step} ({op:?}): the worlds differ at line {at}\npredicting: {}\nfull path:  {}",
+                "step {step} ({op:?}): the worlds differ at line {at}\n{name}: {}\nfull path:  {}",
                 f.lines().nth(at).unwrap_or(""),
                 s.lines().nth(at).unwrap_or("")
             )));
         }
-        for (who, c) in [("A", &fast.a), ("B", &fast.b)] {
-            if let Some(v) = c.invariant_violation() {
-                return Err(TestCaseError::fail(format!("step {step}: {who}: {v}")));
-            }
-        }
     }
-    Ok(PREDICTED_SEGMENTS.with(|n| n.get()) - before)
+    Ok(())
 }
 
 #[test]
@@ -359,26 +436,38 @@ fn header_prediction_leaves_state_counters_and_segments_as_the_full_path_does() 
         ..RunnerConfig::default()
     });
     let total = std::cell::Cell::new(0u64);
+    let summed = std::cell::Cell::new(0u64);
     let strategy = (config(), config(), prop::collection::vec(op(), 1..400));
     runner
         .run(&strategy, |(config_a, config_b, ops)| {
-            total.set(total.get() + run_twins(&config_a, &config_b, &ops)?);
+            let (p, s) = run_twins(&config_a, &config_b, &ops)?;
+            total.set(total.get() + p);
+            summed.set(summed.get() + s);
             Ok(())
         })
         .unwrap();
-    // The comparison means something only if the short path ran.
-    eprintln!("segments the short path took: {}", total.get());
+    // The comparison means something only if the short paths ran.
+    eprintln!(
+        "segments the short path took: {}, by the summing path: {}",
+        total.get(),
+        summed.get()
+    );
     assert!(
         total.get() > 2_000,
         "the short path took only {} segments over all cases",
         total.get()
+    );
+    assert!(
+        summed.get() > 1_000,
+        "the summing path took only {} segments over all cases",
+        summed.get()
     );
 }
 
 #[test]
 fn in_order_bulk_data_takes_the_short_path_and_other_segments_do_not() {
     let config = Config::default();
-    let mut w = World::new(&config, &config, false);
+    let mut w = World::new(&config, &config, Mode::Predict);
     for _ in 0..3 {
         w.apply(&Op::Deliver(0));
     }
