@@ -68,5 +68,5 @@ pub use host::{Host, HostId, PortId};
 pub use link::{ChannelConfig, ChannelCounters, Dir, JitterOrder, LinkId};
 pub use rng::SimRng;
 pub use scenario::{SeedFailure, SeedFailures, run_seeds, run_seeds_parallel, seeds_from_env_or};
-pub use trace::{Fnv64, TraceEvent, frame_digest};
+pub use trace::{Fnv64, TraceDigest, TraceEvent, frame_digest};
 pub use world::{ConnectError, FrameTap, RunError, World, WorldCounters};

@@ -216,7 +216,7 @@ fn digest_of_the_reference_scenario_is_pinned() {
     );
 }
 
-const PINNED_REFERENCE_DIGEST: &str = "cf1233f7b3d396b9";
+const PINNED_REFERENCE_DIGEST: &str = "2c3517f6ec2d8c5a";
 
 #[test]
 fn run_until_checked_bounds_a_world_that_never_idles() {

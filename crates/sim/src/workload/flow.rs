@@ -3,7 +3,7 @@
 
 use stack::{SocketError, SocketHandle, Stack};
 
-use super::pattern::{Pattern, TxCache};
+use super::pattern::Pattern;
 
 /// Checks an incoming byte stream against its pattern.
 #[derive(Debug, Clone)]
@@ -62,7 +62,6 @@ impl StreamCheck {
 pub(super) struct Flow {
     pub(super) handle: SocketHandle,
     tx_pattern: Pattern,
-    tx_cache: TxCache,
     pub(super) tx_total: u64,
     /// How much of the stream the application has released so far (request/response
     /// workloads release it in steps).
@@ -77,7 +76,10 @@ pub(super) struct Flow {
     pub(super) closed: bool,
 }
 
+/// The applications' read and write size: at most one pattern window, so a write is one
+/// slice of the table.
 pub(super) const CHUNK_BYTES: usize = 16 * 1024;
+const _: () = assert!(CHUNK_BYTES <= super::pattern::WINDOW_BYTES_MAX);
 
 impl Flow {
     pub(super) fn new(
@@ -90,7 +92,6 @@ impl Flow {
         Flow {
             handle,
             tx_pattern: Pattern::new(tx_stream),
-            tx_cache: TxCache::new(),
             tx_total,
             tx_allowed: tx_total,
             tx_sent: 0,
@@ -125,11 +126,8 @@ impl Flow {
         while self.error.is_none() && self.tx_sent < self.tx_allowed {
             let n = usize::try_from(self.tx_allowed - self.tx_sent)
                 .map_or(scratch.len(), |r| r.min(scratch.len()));
-            // The same bytes as before the cache (offered again after a short write), each
-            // generated once.
-            let data = self
-                .tx_cache
-                .bytes(&self.tx_pattern, self.tx_sent, n, scratch.len());
+            // A slice of the shared pattern table: nothing generated, nothing copied.
+            let data = self.tx_pattern.window(self.tx_sent, n);
             match stack.tcp_send(self.handle, data) {
                 Ok(k) => self.tx_sent += k as u64,
                 Err(SocketError::WouldBlock) => break,

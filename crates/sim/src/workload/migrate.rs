@@ -154,6 +154,8 @@ pub(super) struct MigrateServer {
     /// Connections that arrived from another shard, and state given back after a failed move.
     pub(super) imported: u64,
     pub(super) returned: u64,
+    /// The handles one poll works, kept between polls so a poll allocates nothing.
+    work: Vec<SocketHandle>,
 }
 
 impl MigrateServer {
@@ -168,6 +170,7 @@ impl MigrateServer {
             summary: RunSummary::default(),
             imported: 0,
             returned: 0,
+            work: Vec::new(),
         }
     }
 
@@ -196,7 +199,9 @@ impl App for MigrateServer {
         if self.violation.is_some() {
             return;
         }
-        let mut work: Vec<SocketHandle> = events.iter().map(|e| e.handle).collect();
+        let mut work = core::mem::take(&mut self.work);
+        work.clear();
+        work.extend(events.iter().map(|e| e.handle));
         if let Some(l) = self.listener {
             while let Ok((h, peer)) = stack.tcp_accept(l) {
                 let id = u64::from(peer.port());
@@ -212,9 +217,10 @@ impl App for MigrateServer {
                 work.push(h);
             }
         }
-        for h in work {
+        for &h in &work {
             self.work(now, stack, h);
         }
+        self.work = work;
         if self.violation.is_none() {
             self.violation = reset_violation(&self.flows, "server");
         }

@@ -1,46 +1,103 @@
-//! The soak's position-keyed byte pattern ([`super::pattern_byte`]), generated and checked a
-//! block at a time.
+//! The soak's position-keyed byte pattern ([`super::pattern_byte`]): one table of random
+//! bytes shared by every stream, so sending is a slice of it and checking is one `memcmp`.
 //!
-//! `pattern_byte(s, o)` is the top byte of `(o ^ R) · C` (wrapping, `R = s.rotate_left(23)`)
-//! XOR the offset's low byte. Within one 256-byte block (`o = base | i`, `base` a multiple of
-//! 256) `o ^ R = A + j` with `A = (base ^ R) & !0xff` and `j = i ^ (R & 0xff) < 256`, so
-//! `(o ^ R) · C = A·C + j·C`: one multiplication per block, and per byte an addition of the
-//! stream's precomputed `lanes[i] = (i ^ (R & 0xff)) · C`, a shift and an XOR — a loop the
-//! compiler vectorises. The bytes are exactly `pattern_byte`'s (a unit test compares them).
+//! Stream `s` carries at offset `o` the byte `TABLE[(start(s) + o) mod PERIOD_BYTES]`, where
+//! `start(s)` is a hash of the stream id. Why this catches what the soak must catch:
+//!
+//! - **Misplacement within a stream** (a lost, duplicated, reordered or shifted segment, a
+//!   sequence-number error): bytes placed `k` positions away from their own offset read
+//!   another part of the table unless `k` is a multiple of [`PERIOD_BYTES`]. The period is a
+//!   prime just under 2 MiB: more than both ends of a soak connection can hold at once (send
+//!   and receive buffers of at most 256 KiB each in the stacks, 768 KiB in the offload
+//!   engine), so no byte the stacks hold can be delivered a whole period away from its
+//!   place; and `2^32 mod PERIOD_BYTES ≠ 0`, so a sequence-space wrap is no multiple either.
+//!   Within one period, the table is built so that **no two 8-byte windows are equal**
+//!   (checked by `no_two_eight_byte_windows_of_the_table_are_equal`): any run of 8 or more
+//!   bytes in the wrong place is certainly caught, shorter ones with the odds of random
+//!   bytes.
+//! - **A duplicated, dropped or swapped byte**: the table never holds the same byte twice in
+//!   a row (also across the wrap; each byte's top bit is its position's parity), so a byte
+//!   repeated, or two neighbours swapped, always changes what is read; a dropped byte shifts
+//!   everything after it (above), by one: every byte after it differs in its top bit.
+//! - **A flipped bit**: every byte is compared.
+//! - **Bytes of another stream**: they match only if the two streams' table positions
+//!   coincide there (`start(a) + o_a ≡ start(b) + o_b`), one alignment in `PERIOD_BYTES`;
+//!   two streams of one run start at the same place with odds of about one in two million
+//!   per pair.
+//!
+//! The mutation tests below swap, duplicate, drop and flip bytes and segments of a stream and
+//! check every change is caught.
+//!
+//! The table is `PERIOD_BYTES + WINDOW_BYTES_MAX` long, its tail a copy of its head, so any
+//! window of up to [`WINDOW_BYTES_MAX`] bytes is one contiguous slice. It is built once per
+//! process (2 MiB of SplitMix64 output over a counter, about 3 M instructions), from a fixed
+//! seed: the same bytes in every run.
 
-use super::pattern_byte;
+use std::sync::OnceLock;
 
-/// The multiplier of [`super::pattern_byte`].
-const PATTERN_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
-const BLOCK_BYTES: u64 = 256;
+use crate::rng::splitmix64_mix;
 
-/// One stream's pattern generator.
+/// The pattern's period in bytes: a prime, larger than all the bytes both ends of a soak
+/// connection can hold (see the module documentation).
+pub(crate) const PERIOD_BYTES: usize = 2_097_143;
+
+/// The longest window [`Pattern::window`] serves as one slice.
+pub(crate) const WINDOW_BYTES_MAX: usize = 64 * 1024;
+
+/// The table's fixed seed.
+const TABLE_SEED: u64 = 0x5041_5454_4552_4e31; // "PATTERN1"
+
+/// The shared table: `PERIOD_BYTES` bytes, followed by a copy of the first
+/// `WINDOW_BYTES_MAX`. Seven random bits per byte; the top bit is the position's parity
+/// (clear at even positions, set at odd ones), so no byte equals its neighbour, and a byte
+/// shifted by an odd amount always differs in that bit. The one neighbouring pair of equal
+/// parity, across the wrap (`PERIOD_BYTES` is odd), is made to differ too.
+fn table() -> &'static [u8] {
+    static TABLE: OnceLock<Box<[u8]>> = OnceLock::new();
+    TABLE.get_or_init(build_table)
+}
+
+/// Bytes 1, 3, 5 and 7 of a little-endian word: the odd positions of a word that starts at
+/// an even one.
+const ODD_TOP_BITS: u64 = 0x8000_8000_8000_8000;
+
+fn build_table() -> Box<[u8]> {
+    let mut t = vec![0u8; PERIOD_BYTES + WINDOW_BYTES_MAX];
+    let (period, tail) = t.split_at_mut(PERIOD_BYTES);
+    // SplitMix64 over a counter (one multiply pair per 8 bytes, no dependency between words).
+    let mut counter = TABLE_SEED;
+    let mut next_word = || {
+        counter = counter.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        ((splitmix64_mix(counter) & 0x7f7f_7f7f_7f7f_7f7f) | ODD_TOP_BITS).to_le_bytes()
+    };
+    let mut words = period.chunks_exact_mut(8);
+    for word in &mut words {
+        if let Ok(word) = <&mut [u8; 8]>::try_from(word) {
+            *word = next_word();
+        }
+    }
+    let rest = words.into_remainder();
+    let last = next_word();
+    rest.copy_from_slice(last.get(..rest.len()).unwrap_or(&[]));
+    // Positions PERIOD_BYTES - 1 and 0 are both even: make the last differ from the first
+    // (it differs from its other neighbour, at an odd position, by the top bit).
+    if let [first, .., last] = period {
+        if last == first {
+            *last = (*last + 1) & 0x7f;
+        }
+    }
+    tail.copy_from_slice(period.get(..WINDOW_BYTES_MAX).unwrap_or(&[]));
+    t.into_boxed_slice()
+}
+
+/// One stream's view of the table.
 #[derive(Clone)]
 pub(super) struct Pattern {
     stream_id: u64,
-    /// `stream_id.rotate_left(23)` with its low byte cleared (that byte is in `lanes`).
-    rot_high: u64,
-    /// `lanes[i] = (i ^ (rot & 0xff)) · C` (wrapping), split into 32-bit halves so the
-    /// per-byte loop works on 32-bit lanes (4 to a 128-bit vector) with an explicit carry.
-    lanes: Box<Lanes>,
+    /// Where offset 0 of the stream is in the table (`< PERIOD_BYTES`).
+    start: usize,
+    table: &'static [u8],
 }
-
-#[derive(Clone)]
-struct Lanes {
-    high: [u32; BLOCK_BYTES as usize],
-    low: [u32; BLOCK_BYTES as usize],
-}
-
-/// `IOTA[i] = i`: the offset's low byte XORed into each pattern byte.
-const IOTA: [u8; BLOCK_BYTES as usize] = {
-    let mut t = [0u8; BLOCK_BYTES as usize];
-    let mut i = 0;
-    while i < t.len() {
-        t[i] = i as u8;
-        i += 1;
-    }
-    t
-};
 
 impl core::fmt::Debug for Pattern {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -50,17 +107,11 @@ impl core::fmt::Debug for Pattern {
 
 impl Pattern {
     pub(super) fn new(stream_id: u64) -> Self {
-        let rot = stream_id.rotate_left(23);
-        let low = rot & 0xff;
-        let lane = |i: usize| ((i as u64) ^ low).wrapping_mul(PATTERN_MUL);
-        let lanes = Box::new(Lanes {
-            high: core::array::from_fn(|i| (lane(i) >> 32) as u32),
-            low: core::array::from_fn(|i| lane(i) as u32),
-        });
+        let start = splitmix64_mix(stream_id ^ 0x7374_7265_616d) % PERIOD_BYTES as u64; // "stream"
         Pattern {
             stream_id,
-            rot_high: rot & !0xff,
-            lanes,
+            start: start as usize,
+            table: table(),
         }
     }
 
@@ -68,54 +119,24 @@ impl Pattern {
         self.stream_id
     }
 
-    /// The whole 256-byte block starting at `base` (a multiple of 256): a fixed-length loop
-    /// the compiler vectorises.
-    #[inline]
-    fn block(&self, base: u64, out: &mut [u8; BLOCK_BYTES as usize]) {
-        let ac = (base ^ self.rot_high).wrapping_mul(PATTERN_MUL);
-        let (ac_high, ac_low) = ((ac >> 32) as u32, ac as u32);
-        let lanes = &*self.lanes;
-        for i in 0..out.len() {
-            // Top byte of the 64-bit sum ac + lane, from 32-bit halves and the low carry.
-            let low = ac_low.wrapping_add(lanes.low[i]);
-            let carry = u32::from(low < ac_low);
-            let high = ac_high.wrapping_add(lanes.high[i]).wrapping_add(carry);
-            out[i] = ((high >> 24) as u8) ^ IOTA[i];
-        }
+    /// The table position of stream offset `offset`.
+    fn position(&self, offset: u64) -> usize {
+        ((self.start as u64 + offset % PERIOD_BYTES as u64) % PERIOD_BYTES as u64) as usize
     }
 
-    /// `out[k] = pattern_byte(stream_id, offset + k)` for every `k`.
-    pub(super) fn fill(&self, offset: u64, out: &mut [u8]) {
-        let mut at = offset;
-        let mut rest = out;
-        let mut tmp = [0u8; BLOCK_BYTES as usize];
-        while !rest.is_empty() {
-            let first = (at % BLOCK_BYTES) as usize;
-            let take = rest.len().min(BLOCK_BYTES as usize - first);
-            let (part, tail) = rest.split_at_mut(take);
-            match <&mut [u8; BLOCK_BYTES as usize]>::try_from(&mut *part) {
-                Ok(whole) => self.block(at, whole),
-                Err(_) => {
-                    self.block(at - first as u64, &mut tmp);
-                    part.copy_from_slice(tmp.get(first..first + take).unwrap_or(&[]));
-                }
-            }
-            at += take as u64;
-            rest = tail;
-        }
+    /// The pattern bytes `[offset, offset + n)`, `n` at most [`WINDOW_BYTES_MAX`] (longer
+    /// requests get that many).
+    pub(super) fn window(&self, offset: u64, n: usize) -> &'static [u8] {
+        let at = self.position(offset);
+        let table: &'static [u8] = self.table;
+        table.get(at..at + n.min(WINDOW_BYTES_MAX)).unwrap_or(&[])
     }
 
     /// The index of the first byte of `bytes` that is not the pattern at `offset + index`.
     pub(super) fn first_mismatch(&self, offset: u64, bytes: &[u8]) -> Option<usize> {
-        let mut expected = [0u8; BLOCK_BYTES as usize];
         let mut done = 0usize;
-        while done < bytes.len() {
-            let at = offset + done as u64;
-            let first = (at % BLOCK_BYTES) as usize;
-            let take = (bytes.len() - done).min(BLOCK_BYTES as usize - first);
-            self.block(at - first as u64, &mut expected);
-            let want = expected.get(first..first + take).unwrap_or(&[]);
-            let got = bytes.get(done..done + take).unwrap_or(&[]);
+        for got in bytes.chunks(WINDOW_BYTES_MAX) {
+            let want = self.window(offset + done as u64, got.len());
             if want != got {
                 return got
                     .iter()
@@ -123,67 +144,14 @@ impl Pattern {
                     .position(|(a, b)| a != b)
                     .map(|k| done + k);
             }
-            done += take;
+            done += got.len();
         }
         None
     }
 
-    /// The byte at `offset` (for messages).
+    /// The byte at `offset`.
     pub(super) fn byte(&self, offset: u64) -> u8 {
-        pattern_byte(self.stream_id, offset)
-    }
-}
-
-/// Pattern bytes of one outgoing stream generated once each and kept until sent: the
-/// application offers the stack the same bytes again after a short write, so without this
-/// cache every offer regenerates up to a whole chunk.
-///
-/// Invariant: `buf[k]` for `k < valid` is the pattern byte at `start + k`; `buf` only grows
-/// (zero-filled once per byte of capacity, never per request) and stays at most
-/// `2 · chunk` bytes once requests of at most `chunk` bytes are served.
-#[derive(Debug, Clone)]
-pub(super) struct TxCache {
-    start: u64,
-    valid: usize,
-    buf: Vec<u8>,
-}
-
-impl TxCache {
-    pub(super) fn new() -> Self {
-        TxCache {
-            start: 0,
-            valid: 0,
-            buf: Vec::new(),
-        }
-    }
-
-    /// The pattern bytes `[from, from + n)`; `from` never goes backwards in use (a request
-    /// before the cached range regenerates it).
-    pub(super) fn bytes(&mut self, pattern: &Pattern, from: u64, n: usize, chunk: usize) -> &[u8] {
-        let end_cached = self.start + self.valid as u64;
-        if from < self.start || from > end_cached {
-            self.valid = 0;
-            self.start = from;
-        }
-        let mut skip = (from - self.start) as usize;
-        if skip + n > 2 * chunk.max(n) {
-            // Slide the unsent bytes to the front.
-            self.buf.copy_within(skip..self.valid, 0);
-            self.valid -= skip;
-            self.start = from;
-            skip = 0;
-        }
-        if self.valid < skip + n {
-            let end = skip + n;
-            if self.buf.len() < end {
-                self.buf
-                    .resize(end.next_power_of_two().min(2 * chunk.max(n)).max(end), 0);
-            }
-            let at = self.start + self.valid as u64;
-            pattern.fill(at, self.buf.get_mut(self.valid..end).unwrap_or(&mut []));
-            self.valid = end;
-        }
-        self.buf.get(skip..skip + n).unwrap_or(&[])
+        self.table.get(self.position(offset)).copied().unwrap_or(0)
     }
 }
 
@@ -192,50 +160,147 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fill_equals_pattern_byte_across_block_edges() {
+    fn windows_equal_bytes_across_the_period_edge() {
         for stream in [0u64, 1, 7, 0xdead_beef_1234_5678, u64::MAX] {
             let p = Pattern::new(stream);
-            for offset in [0u64, 1, 255, 256, 300, 65_535, (1 << 40) - 3] {
-                let mut out = vec![0u8; 1_000];
-                p.fill(offset, &mut out);
-                for (k, b) in out.iter().enumerate() {
-                    assert_eq!(
-                        *b,
-                        pattern_byte(stream, offset + k as u64),
-                        "{stream} {offset} {k}"
-                    );
+            let edge = (PERIOD_BYTES - p.start) as u64;
+            for offset in [0u64, 1, 255, edge - 3, edge, (1 << 40) - 3] {
+                let w = p.window(offset, 1_000);
+                assert_eq!(w.len(), 1_000);
+                for (k, b) in w.iter().enumerate() {
+                    assert_eq!(*b, p.byte(offset + k as u64), "{stream} {offset} {k}");
+                }
+            }
+            assert_eq!(p.byte(0), p.byte(PERIOD_BYTES as u64), "period");
+        }
+    }
+
+    #[test]
+    fn no_byte_of_the_table_equals_its_neighbour() {
+        let t = table();
+        for i in 0..PERIOD_BYTES {
+            assert_ne!(t[i], t[(i + 1) % PERIOD_BYTES], "at {i}");
+        }
+        assert_eq!(t[PERIOD_BYTES..], t[..WINDOW_BYTES_MAX]);
+    }
+
+    #[test]
+    fn no_two_eight_byte_windows_of_the_table_are_equal() {
+        let t = table();
+        let mut windows: Vec<u64> = (0..PERIOD_BYTES)
+            .map(|i| {
+                let mut w = [0u8; 8];
+                for (k, b) in w.iter_mut().enumerate() {
+                    *b = t[(i + k) % PERIOD_BYTES];
+                }
+                u64::from_le_bytes(w)
+            })
+            .collect();
+        windows.sort_unstable();
+        let before = windows.len();
+        windows.dedup();
+        assert_eq!(windows.len(), before, "two equal 8-byte windows");
+    }
+
+    #[test]
+    fn the_period_is_a_prime_that_no_sequence_wrap_divides() {
+        let p = PERIOD_BYTES as u64;
+        assert!((2..).take_while(|d| d * d <= p).all(|d| p % d != 0));
+        assert_ne!((1u64 << 32) % p, 0);
+        // More than both ends can hold: 2 × 256 KiB in the stacks, 768 KiB in the engine.
+        assert!(p > 2 * 768 * 1024);
+    }
+
+    #[test]
+    fn first_mismatch_finds_the_first_wrong_byte_only() {
+        let p = Pattern::new(42);
+        let mut data = p.window(1_000, 700).to_vec();
+        assert_eq!(p.first_mismatch(1_000, &data), None);
+        data[600] ^= 1;
+        data[650] ^= 1;
+        assert_eq!(p.first_mismatch(1_000, &data), Some(600));
+        assert_eq!(p.first_mismatch(1_001, &data[1..]), Some(599));
+        let long: Vec<u8> = (0..3 * WINDOW_BYTES_MAX as u64 + 5)
+            .map(|o| p.byte(o))
+            .collect();
+        assert_eq!(p.first_mismatch(0, &long), None);
+        let mut bad = long.clone();
+        bad[2 * WINDOW_BYTES_MAX + 1] ^= 0x80;
+        assert_eq!(p.first_mismatch(0, &bad), Some(2 * WINDOW_BYTES_MAX + 1));
+    }
+
+    /// A stream of `len` bytes from `offset`, as the receiver would get it.
+    fn stream(p: &Pattern, offset: u64, len: usize) -> Vec<u8> {
+        (0..len as u64).map(|k| p.byte(offset + k)).collect()
+    }
+
+    #[test]
+    fn mutation_a_swapped_duplicated_dropped_or_flipped_byte_is_caught() {
+        let p = Pattern::new(0x1234);
+        for offset in [0u64, 77, (PERIOD_BYTES - p.start - 20) as u64] {
+            let good = stream(&p, offset, 64);
+            for i in 0..good.len() - 1 {
+                let mut swapped = good.clone();
+                swapped.swap(i, i + 1);
+                assert!(p.first_mismatch(offset, &swapped).is_some(), "swap {i}");
+
+                let mut duplicated = good.clone();
+                duplicated.insert(i, good[i]);
+                assert!(p.first_mismatch(offset, &duplicated).is_some(), "dup {i}");
+
+                let mut dropped = good.clone();
+                dropped.remove(i);
+                assert!(p.first_mismatch(offset, &dropped).is_some(), "drop {i}");
+
+                for bit in 0..8 {
+                    let mut flipped = good.clone();
+                    flipped[i] ^= 1 << bit;
+                    assert_eq!(p.first_mismatch(offset, &flipped), Some(i), "flip {i}");
                 }
             }
         }
     }
 
     #[test]
-    fn first_mismatch_finds_the_first_wrong_byte_only() {
-        let p = Pattern::new(42);
-        let mut data = vec![0u8; 700];
-        p.fill(1_000, &mut data);
-        assert_eq!(p.first_mismatch(1_000, &data), None);
-        data[600] ^= 1;
-        data[650] ^= 1;
-        assert_eq!(p.first_mismatch(1_000, &data), Some(600));
-        assert_eq!(p.first_mismatch(1_001, &data[1..]), Some(599));
-    }
-
-    #[test]
-    fn tx_cache_serves_overlapping_requests_with_pattern_bytes_and_stays_bounded() {
-        let p = Pattern::new(9);
-        let mut c = TxCache::new();
-        let mut from = 0u64;
-        for (n, accepted) in [(100, 30), (100, 100), (64, 0), (64, 64), (100, 7)].repeat(50) {
-            let got = c.bytes(&p, from, n, 128).to_vec();
-            let want: Vec<u8> = (0..n as u64).map(|k| pattern_byte(9, from + k)).collect();
-            assert_eq!(got, want);
+    fn mutation_a_lost_duplicated_or_reordered_segment_is_caught() {
+        let p = Pattern::new(0xfeed);
+        let mss = 1_460usize;
+        let good = stream(&p, 0, 8 * mss);
+        let seg = |k: usize| &good[k * mss..(k + 1) * mss];
+        let rebuild =
+            |order: &[usize]| -> Vec<u8> { order.iter().flat_map(|&k| seg(k)).copied().collect() };
+        for k in 0..7 {
+            let mut lost: Vec<usize> = (0..8).collect();
+            lost.remove(k);
+            assert!(p.first_mismatch(0, &rebuild(&lost)).is_some(), "lost {k}");
+            let mut dup: Vec<usize> = (0..8).collect();
+            dup.insert(k, k);
+            assert!(p.first_mismatch(0, &rebuild(&dup)).is_some(), "dup {k}");
+            let mut reordered: Vec<usize> = (0..8).collect();
+            reordered.swap(k, k + 1);
             assert!(
-                c.buf.len() <= 256 && c.valid <= c.buf.len(),
-                "{}",
-                c.buf.len()
+                p.first_mismatch(0, &rebuild(&reordered)).is_some(),
+                "swap {k}"
             );
-            from += accepted;
         }
+        // Shifted by any amount up to the largest window both ends hold, and by 2^32.
+        for shift in [
+            1u64,
+            7,
+            8,
+            255,
+            256,
+            1_460,
+            65_536,
+            1 << 20,
+            3 * (1 << 19),
+            1 << 32,
+        ] {
+            let moved = stream(&p, shift, 4 * mss);
+            assert!(p.first_mismatch(0, &moved).is_some(), "shift {shift}");
+        }
+        // Another stream's bytes at the same offset.
+        let other = Pattern::new(0xfeed ^ 1);
+        assert!(p.first_mismatch(0, &stream(&other, 0, mss)).is_some());
     }
 }
