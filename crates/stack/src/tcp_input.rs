@@ -264,8 +264,10 @@ impl TcpCx<'_> {
             return got;
         }
         c.last_rx_ns = now;
-        if let Some(p) = c.rare.as_deref_mut().and_then(|r| r.plpmtud.as_deref_mut()) {
-            let e = p.after_input(now, &mut c.conn);
+        if let Some((r, conn)) = c.rare_if_any_and_conn_mut()
+            && let Some(p) = r.plpmtud.as_deref_mut()
+        {
+            let e = p.after_input(now, conn);
             self.tcp.counters.count_plpmtud(e);
         }
         self.tcp_after_input(i);
