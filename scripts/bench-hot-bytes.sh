@@ -21,6 +21,8 @@
 # one (`crates/tcp/src/connection/predict.rs`), so NAME-ecn against NAME shows what the short
 # path spares (ECN adds its own few bytes: `ecn.rx`, the CE/ECT checks). The report ends with
 # that comparison.
+# The runs set RSSTACK_HUGE_BOX=off: the TCBs are then heap blocks of their own, as DHAT
+# needs, instead of slots of huge-page chunks (`platform::huge_box`); layout is the same.
 # Builds into target/hot-bytes (CARGO_PROFILE_RELEASE_DEBUG=2) so the release build of the
 # other scripts is left alone. Output files in $BENCH_OUT (default target/hot-bytes/out).
 set -euo pipefail
@@ -45,7 +47,9 @@ mkdir -p "$OUT"
 dhat() { # OUTFILE BINARY ARGS... ; prints the program's stdout
   local out="$1"
   shift
-  valgrind --tool=dhat --dhat-out-file="$out" "$@" 2>"$out.log"
+  # TCBs as heap blocks of their own, which DHAT watches (not in huge-page chunks:
+  # platform::huge_box).
+  RSSTACK_HUGE_BOX=off valgrind --tool=dhat --dhat-out-file="$out" "$@" 2>"$out.log"
 }
 field() { # KEY LINE
   sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"

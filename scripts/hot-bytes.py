@@ -145,7 +145,12 @@ def blocks(path, sizes):
             kind = "counters"
         elif "sockets::Slot" in frames:
             kind = "slots"
-        elif "new<tcp::connection::Connection>" in frames and pp["tb"] // pp["tbk"] == sizes["tcb"]:
+        elif (
+            "new<tcp::connection::Connection>" in frames
+            # `platform::huge_box` with RSSTACK_HUGE_BOX=off: one block per TCB (the only
+            # type boxed so; the size check below confirms it).
+            or "huge_box::heap_alloc" in frames
+        ) and pp["tb"] // pp["tbk"] == sizes["tcb"]:
             kind = "tcb"
         if kind and side:
             counts = unrle(pp["acc"])

@@ -81,6 +81,12 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
+/// Bytes of huge-page chunks mapped now (`platform::huge_box`): the boxes' slots plus the
+/// chunks' free slots and headers.
+pub fn huge_chunk_bytes() -> usize {
+    platform::huge_box::stats().mapped_bytes
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Heap {
     /// Live bytes (requested sizes).
@@ -93,10 +99,12 @@ pub struct Heap {
     pub class_blocks: [usize; CLASSES],
 }
 
-/// The live heap now.
+/// The live heap now. `bytes` includes the slots of live `platform::huge_box` boxes (the
+/// TCBs), which come from chunks the global allocator does not see; their chunks' bytes
+/// mapped are [`huge_chunk_bytes`]. The size classes are the global allocator's alone.
 pub fn heap() -> Heap {
     Heap {
-        bytes: LIVE_BYTES.load(Ordering::Relaxed),
+        bytes: LIVE_BYTES.load(Ordering::Relaxed) + platform::huge_box::stats().live_bytes,
         blocks: LIVE_BLOCKS.load(Ordering::Relaxed),
         class_bytes: core::array::from_fn(|k| CLASS_BYTES[k].load(Ordering::Relaxed)),
         class_blocks: core::array::from_fn(|k| CLASS_BLOCKS[k].load(Ordering::Relaxed)),

@@ -15,6 +15,7 @@ pub mod checksum;
 pub mod cpu;
 pub mod doorbell;
 pub mod heap;
+pub mod huge_box;
 pub mod mempolicy;
 pub mod pcap;
 pub mod prefetch;

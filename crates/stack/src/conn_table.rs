@@ -93,8 +93,9 @@ impl ConnTable {
         self.get(hash, |_| true)
     }
 
-    /// The slot of the entry with `hash` for which `is_key(slot)` holds.
-    #[inline]
+    /// The slot of the entry with `hash` for which `is_key(slot)` holds. Always inlined: it
+    /// is the per-segment lookup, and as a call the key goes through memory.
+    #[inline(always)]
     pub(crate) fn get(&self, hash: u32, mut is_key: impl FnMut(usize) -> bool) -> Option<usize> {
         if self.entries.is_empty() {
             return None;

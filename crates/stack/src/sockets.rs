@@ -441,7 +441,14 @@ mod tests {
         let conn =
             tcp::Connection::connect(0, &tcp::Config::default(), 80, 40000, wire::SeqNumber(1), 0);
         let key = table.flow_key(tuple, None);
-        let sock = ConnSock::new(key, Box::new(conn), 0, Some(3), false, None);
+        let sock = ConnSock::new(
+            key,
+            platform::huge_box::HugeBox::new(conn),
+            0,
+            Some(3),
+            false,
+            None,
+        );
         let mut sockets = Sockets::new(4);
         let h = sockets.alloc(Socket::Tcp(TcpState::Conn(sock))).unwrap();
         let slot = &sockets.slots[h.index as usize];
@@ -524,7 +531,14 @@ mod tests {
                 wire::SeqNumber(1),
                 0,
             );
-            let sock = ConnSock::new(*a, Box::new(conn), 0, None, false, None);
+            let sock = ConnSock::new(
+                *a,
+                platform::huge_box::HugeBox::new(conn),
+                0,
+                None,
+                false,
+                None,
+            );
             assert_eq!(sock.key(), *a);
             let t = a.tuple();
             assert_eq!(sock.ips(), (t.local.ip(), t.remote.ip()), "{:?}", tuples[i]);

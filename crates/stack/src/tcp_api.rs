@@ -519,7 +519,14 @@ impl TcpCx<'_> {
         let config = self.tcp.config_for(&self.cfg.tcp, remote.is_ipv4());
         let (iss, ts_offset) = self.tcp.isn_for(now, &tuple);
         let conn = Connection::connect(now, &config, port, remote.port(), iss, ts_offset);
-        let sock = ConnSock::new(key, Box::new(conn), now, None, false, None);
+        let sock = ConnSock::new(
+            key,
+            platform::huge_box::HugeBox::new(conn),
+            now,
+            None,
+            false,
+            None,
+        );
         let h = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock)))?;
         self.tcp.conns.insert(key.table_hash, h.index as usize);
         self.tcp.dirty.insert(h.index as usize);

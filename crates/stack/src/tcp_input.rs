@@ -462,7 +462,14 @@ impl TcpCx<'_> {
             .map(|o| Box::new(crate::tcp_notify::SockExt::new(o, conn.send_queue_bytes())));
         // Slot indexes fit a `u32` (socket handles carry them so).
         let parent = u32::try_from(li).ok();
-        let sock = ConnSock::new(key, Box::new(conn), now, parent, true, inherited);
+        let sock = ConnSock::new(
+            key,
+            platform::huge_box::HugeBox::new(conn),
+            now,
+            parent,
+            true,
+            inherited,
+        );
         let Ok(h) = self.sockets.alloc(Socket::Tcp(TcpState::Conn(sock))) else {
             self.tcp.counters.tcp_conn_table_full += 1;
             return;

@@ -424,7 +424,14 @@ impl TcpCx<'_> {
         // Not counted against its source here (not `passive`), nor reclaimed by the
         // overload policy: it was admitted by the stack it came from.
         let parent_slot = parent.and_then(|p| u32::try_from(p).ok());
-        let sock = ConnSock::new(key, Box::new(conn), now, parent_slot, false, ext);
+        let sock = ConnSock::new(
+            key,
+            platform::huge_box::HugeBox::new(conn),
+            now,
+            parent_slot,
+            false,
+            ext,
+        );
         let socket = Socket::Tcp(TcpState::Conn(sock));
         let h = match marker {
             Some(mi) => {

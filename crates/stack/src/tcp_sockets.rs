@@ -25,6 +25,7 @@ use core::net::{IpAddr, SocketAddr};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use platform::huge_box::HugeBox;
 use tcp::isn::{Endpoint, IsnGenerator, SynCookies};
 use tcp::listen::{ListenLimits, ListenLoad, reset_reply};
 use tcp::{Connection, Event, State};
@@ -85,8 +86,10 @@ pub(crate) struct Listener {
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct ConnSock {
-    /// Boxed: the TCB is large and listeners share the enum.
-    pub(crate) conn: Box<Connection>,
+    /// Boxed: the TCB is large and listeners share the enum. In a huge-page chunk of this
+    /// thread's TCBs (`platform::huge_box`): with many connections a TCB's lines miss the
+    /// TLB as well as the caches, and 2,729 TCBs share one 2 MiB page's TLB entry.
+    pub(crate) conn: HugeBox<Connection>,
     /// The listener's slot while this child waits in its backlog (slots are `u32`: socket
     /// handles name them so). Its tag is the largest niche of the socket enums: it must lie
     /// in the first line, with the other variants (a moved marker, a UDP socket) fitting
@@ -175,7 +178,7 @@ impl ConnSock {
     /// of our listeners, with the socket options `ext` (inherited or moved with it).
     pub(crate) fn new(
         key: FlowKey,
-        conn: Box<Connection>,
+        conn: HugeBox<Connection>,
         now: u64,
         parent: Option<u32>,
         passive: bool,
@@ -217,13 +220,19 @@ impl ConnSock {
     /// The local and remote addresses (the transmit path's; the first line only for IPv4).
     #[inline(always)]
     pub(crate) fn ips(&self) -> (IpAddr, IpAddr) {
-        match (self.head.local_ip4(), self.head.remote_ip4()) {
-            (Some(l), Some(r)) => (l, r),
-            _ => {
-                let k = self.key();
-                (k.local_ip(), k.remote_ip())
-            }
+        if self.head.is_v4() {
+            let (l, r) = self.head.ips4();
+            (IpAddr::V4(l), IpAddr::V4(r))
+        } else {
+            self.ips_any()
         }
+    }
+
+    /// [`ConnSock::ips`] for a tuple with an IPv6 address.
+    #[inline(never)]
+    fn ips_any(&self) -> (IpAddr, IpAddr) {
+        let k = self.key();
+        (k.local_ip(), k.remote_ip())
     }
 
     /// Each field the first line must hold (`ConnSock`'s doc): name, address, bytes; the
@@ -702,10 +711,21 @@ impl TcpTable {
     /// computed by `flow_key` from the same frame's tuple and carried hash.
     #[inline(always)]
     pub(crate) fn rx_flow_key(&mut self, tuple: FourTuple, carried: Option<u32>) -> FlowKey {
-        match self.rx_key_hint.take() {
-            Some(k) if k.is_key_of(&tuple) => k,
-            _ => self.flow_key(tuple, carried),
+        // Tested before anything is taken: without a hint (every segment but a look-ahead
+        // burst's) this is one byte read, and the tuple stays in registers.
+        if self.rx_key_hint.is_some() {
+            let key = self.flow_key_from_hint(tuple);
+            if let Some(k) = key {
+                return k;
+            }
         }
+        self.flow_key(tuple, carried)
+    }
+
+    /// The look-ahead's key, taken, when it is `tuple`'s.
+    #[inline(never)]
+    fn flow_key_from_hint(&mut self, tuple: FourTuple) -> Option<FlowKey> {
+        self.rx_key_hint.take().filter(|k| k.is_key_of(&tuple))
     }
 
     /// The slot the connection table holds for `key` (a connection or a moved marker).

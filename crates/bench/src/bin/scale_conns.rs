@@ -20,7 +20,10 @@
 //!   and what the TIME-WAIT records alone hold per record (`Stack::tcp_time_wait_heap_bytes`);
 //!   after traffic also after 3 s of silence (`ScaleWorld::idle_for`: idle rings released).
 //!   Heap is counted by the binary's global allocator (`src/live_alloc.rs`): requested bytes,
-//!   so malloc's own per-block overhead is not in the figure;
+//!   so malloc's own per-block overhead is not in the figure; the TCBs live in huge-page
+//!   chunks (`platform::huge_box`), counted by their slots (768 bytes each), with the chunks'
+//!   bytes mapped after the handshakes printed as `huge_chunk_bytes_idle` (the slots, the
+//!   last chunk's unused part, one empty chunk kept per thread);
 //! - `memory_breakdown` (unless `--no-memory`), idle and after traffic + 3 s idle: what an
 //!   endpoint's heap holds, per endpoint — the TCB (`tcp::Connection`) and its rare counters' boxes (none without a rare event),
 //!   the TCP configurations the connections share (`Stack::tcp_configs_held`), the socket
@@ -173,6 +176,8 @@ fn run(a: &Args) -> Result<(), BulkError> {
     let h_base = heap().bytes;
     w.connect()?;
     let h_idle = heap().bytes;
+    // The TCBs' huge-page chunks mapped (their live slots are in `heap().bytes`).
+    let huge_idle = live_alloc::huge_chunk_bytes();
     breakdown(&w, "idle", h_idle - h_base);
     w.warm_up()?;
     if let Some(b) = a.compare_burst {
@@ -239,7 +244,7 @@ fn run(a: &Args) -> Result<(), BulkError> {
          after_traffic_idle_bytes_per_endpoint={:.1} time_wait_connections={time_wait} server_connections_left={server_left} \
          time_wait_bytes_per_connection={:.1} time_wait_table_bytes_per_record={tw_table:.1} \
          empty_stack_bytes_client={empty_client_bytes} \
-         empty_stack_bytes_server={empty_server_bytes}",
+         empty_stack_bytes_server={empty_server_bytes} huge_chunk_bytes_idle={huge_idle}",
         per(h_idle - h_base, 2 * n),
         per(h_traffic - h_base, 2 * n),
         per(h_idle_after - h_base, 2 * n),

@@ -2,7 +2,7 @@
 //! connection-table key [`FlowKey`] with its tuple packed into 38 bytes, and the hashes — the
 //! stack's keyed software hash and the RSS flow hash of a tuple with no carried hash.
 
-use core::net::{IpAddr, SocketAddr};
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::config::StackConfig;
 
@@ -147,16 +147,17 @@ impl TupleHead {
         }
     }
 
-    /// The local address of an IPv4 tuple (`None` for an IPv6 one).
+    /// True when neither address is IPv6 (the head is then the whole tuple).
     #[inline(always)]
-    pub(crate) fn local_ip4(&self) -> Option<IpAddr> {
-        (self.v6 & 1 == 0).then(|| IpAddr::V4(self.local_ip4.into()))
+    pub(crate) fn is_v4(&self) -> bool {
+        self.v6 == 0
     }
 
-    /// The remote address of an IPv4 tuple (`None` for an IPv6 one).
+    /// The addresses' first four bytes as IPv4 addresses (local, remote): the addresses
+    /// themselves when [`TupleHead::is_v4`].
     #[inline(always)]
-    pub(crate) fn remote_ip4(&self) -> Option<IpAddr> {
-        (self.v6 & 2 == 0).then(|| IpAddr::V4(self.remote_ip4.into()))
+    pub(crate) fn ips4(&self) -> (Ipv4Addr, Ipv4Addr) {
+        (self.local_ip4.into(), self.remote_ip4.into())
     }
 }
 
