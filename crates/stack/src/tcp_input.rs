@@ -154,10 +154,8 @@ impl TcpCx<'_> {
         let key = self.tcp.rx_flow_key(tuple, hash);
         let found = self.tcp.lookup(self.sockets, &key);
         if caps.verify_rx {
-            let summed =
-                found.and_then(|i| Some((i, header_sum(payload, view.header_len(), &pair)?)));
-            if let Some((i, sum)) = summed {
-                match self.summing_input(now, i, sum, &seg, rx) {
+            if let Some(i) = found {
+                match self.summing_input(now, i, payload, &pair, &seg, rx) {
                     tcp::SummedInput::Taken => return,
                     tcp::SummedInput::BadChecksum => {
                         cold_path();
@@ -238,23 +236,30 @@ impl TcpCx<'_> {
         }
     }
 
-    /// A segment whose checksum is still to verify, for the connection in slot `i` (a moved
-    /// marker's slot declines): offered to the engine's summing input
-    /// (`tcp::Connection::handle_segment_summing`) with `header_sum`, the sum of its
+    /// A segment (`bytes`, parsed as `seg`) whose checksum is still to verify, for the
+    /// connection in slot `i` (a moved marker's slot declines): offered to the engine's
+    /// summing input (`tcp::Connection::handle_segment_summing`) with the sum of its
     /// pseudo-header and TCP header ([`header_sum`]); when the engine takes it, what follows
     /// a connection's input (`process_tcp`) follows. A predicted segment is ESTABLISHED, so
-    /// no Fast Open SYN-ACK. Out of line: inlined, it grew IP input until `Ipv4Repr::parse`
-    /// no longer was.
+    /// no Fast Open SYN-ACK. Out of line, and everything it needs computed here: inlined
+    /// into IP input (or with the header sum left to its caller), it grew IP input until
+    /// `Ipv4Repr::parse` was no longer inlined (callgrind: +60 instructions per segment).
     #[inline(never)]
     fn summing_input(
         &mut self,
         now: u64,
         i: usize,
-        header_sum: u16,
+        bytes: &[u8],
+        pair: &wire::IpPair,
         seg: &TcpRepr<'_>,
         rx: RxFrame<'_>,
     ) -> tcp::SummedInput {
         let Some(c) = self.conn_mut(i) else {
+            return tcp::SummedInput::Declined;
+        };
+        // The header is what precedes the text `seg` carries.
+        let header_len = bytes.len() - seg.payload.len();
+        let Some(header_sum) = header_sum(bytes, header_len, pair) else {
             return tcp::SummedInput::Declined;
         };
         let got = c

@@ -218,7 +218,9 @@ impl Connection {
     /// SACK block, no ECN): RACK sees no delivery but ends a DSACK round SND.UNA has passed,
     /// and may start recovery on a loss its reordering timer marked; nothing is delivered,
     /// so only the chronographs stop when the send queues are empty; then the window update.
-    #[inline]
+    /// Inlined into both short paths (called from two, a plain `#[inline]` left it out of
+    /// line: ~20 instructions per segment).
+    #[inline(always)]
     fn rx_ack_nothing_new(&mut self, now: u64, seg: &TcpRepr<'_>) {
         if self.rack_active() {
             let (una, max) = (self.snd.una, self.snd.max);

@@ -189,7 +189,9 @@ impl Connection {
 
     /// In-order text of `written` bytes, already written past the readable bytes of the
     /// receive buffer, is taken: committed, RCV.NXT advanced, out-of-order ranges it made
-    /// contiguous pulled in, the reader told. The application has not closed.
+    /// contiguous pulled in, the reader told. The application has not closed. Inlined into
+    /// its callers (`accept_in_order` and the short paths) as its body was before it had two.
+    #[inline(always)]
     pub(super) fn commit_in_order(&mut self, written: usize) {
         self.recv_buf.commit(written);
         self.advance_rcv_nxt(written as u32);
