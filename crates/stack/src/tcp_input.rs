@@ -114,8 +114,10 @@ impl TcpCx<'_> {
             local: SocketAddr::new(meta.dst, seg.dst_port),
             remote: SocketAddr::new(meta.src, seg.src_port),
         };
-        let key = self.tcp.rx_flow_key(tuple, hash);
-        if let Some(i) = self.tcp.lookup(self.sockets, &key) {
+        // Under the look-ahead's table hash when `Stack::receive_hinted` gave one; `key` is
+        // then the segment's own key whenever nothing was found (the paths below use it).
+        let (key, found) = self.tcp.rx_lookup(self.sockets, tuple, hash);
+        if let Some(i) = found {
             let mut synack = None;
             if let Some(c) = self.conn_mut(i) {
                 c.last_rx_ns = now;

@@ -487,10 +487,10 @@ pub(crate) struct TcpTable {
     pub(crate) fastopen_cache: crate::tcp_fastopen_client::ClientCache,
     /// Seed of the software flow hash.
     pub(crate) hash_seed: u32,
-    /// The table key the receive look-ahead computed for the frame being received
-    /// ([`crate::Stack::receive_hinted`]; `None` outside it): TCP input takes it and uses it
-    /// when the segment's tuple is the key's, instead of hashing the tuple again.
-    pub(crate) rx_key_hint: Option<FlowKey>,
+    /// The table hash the receive look-ahead computed for the frame being received
+    /// ([`crate::Stack::receive_hinted`]; `None` outside it): TCP input looks the segment up
+    /// under it ([`TcpTable::rx_lookup`]).
+    pub(crate) rx_table_hash_hint: Option<u32>,
     /// `cfg.rss.is_some()`, copied (read per segment by `flow_key`).
     pub(crate) rss_on: bool,
     /// True when [`FlowKey::table_hash`] is the flow hash itself (no RSS key, or a secret
@@ -587,7 +587,7 @@ impl TcpTable {
                 cfg.limits.tcp_fastopen_cache_servers_max,
             ),
             hash_seed: (secret[0] ^ secret[1].rotate_left(32)) as u32,
-            rx_key_hint: None,
+            rx_table_hash_hint: None,
             rss_on: cfg.rss.is_some(),
             table_by_flow_hash: cfg.rss.as_ref().is_none_or(|r| r.key_is_secret),
             moved: 0,
@@ -705,27 +705,45 @@ impl TcpTable {
         FlowKey::new(hash, table_hash, &tuple)
     }
 
-    /// The table key of a received segment's `tuple` with its `carried` hash
-    /// ([`carried_tcp_hash`]): the receive look-ahead's ([`TcpTable::rx_key_hint`]) when it
-    /// is this tuple's, else [`TcpTable::flow_key`]'s. Either is the same key: the hint was
-    /// computed by `flow_key` from the same frame's tuple and carried hash.
+    /// A received segment's table key and the slot the table holds for it. With the
+    /// look-ahead's table hash ([`TcpTable::rx_table_hash_hint`], taken) the tuple is not
+    /// hashed: the slot found under it holds this very tuple (compared in the slot), which is
+    /// all the found path needs — the key's RETA hash is then not computed (0). When nothing
+    /// is found under it, the key is computed from `tuple` and `carried`
+    /// ([`carried_tcp_hash`]) and looked up again, so a wrong hint changes nothing.
     #[inline(always)]
-    pub(crate) fn rx_flow_key(&mut self, tuple: FourTuple, carried: Option<u32>) -> FlowKey {
-        // Tested before anything is taken: without a hint (every segment but a look-ahead
-        // burst's) this is one byte read, and the tuple stays in registers.
-        if self.rx_key_hint.is_some() {
-            let key = self.flow_key_from_hint(tuple);
-            if let Some(k) = key {
-                return k;
-            }
+    pub(crate) fn rx_lookup(
+        &mut self,
+        sockets: &Sockets,
+        tuple: FourTuple,
+        carried: Option<u32>,
+    ) -> (FlowKey, Option<usize>) {
+        // One byte tested on the common path (no look-ahead); the hinted one out of line.
+        if self.rx_table_hash_hint.is_some() {
+            return self.rx_lookup_hinted(sockets, tuple, carried);
         }
-        self.flow_key(tuple, carried)
+        let key = self.flow_key(tuple, carried);
+        let found = self.lookup(sockets, &key);
+        (key, found)
     }
 
-    /// The look-ahead's key, taken, when it is `tuple`'s.
+    /// [`TcpTable::rx_lookup`] with the look-ahead's table hash.
     #[inline(never)]
-    fn flow_key_from_hint(&mut self, tuple: FourTuple) -> Option<FlowKey> {
-        self.rx_key_hint.take().filter(|k| k.is_key_of(&tuple))
+    fn rx_lookup_hinted(
+        &mut self,
+        sockets: &Sockets,
+        tuple: FourTuple,
+        carried: Option<u32>,
+    ) -> (FlowKey, Option<usize>) {
+        if let Some(th) = self.rx_table_hash_hint.take() {
+            let probe = FlowKey::new(0, th, &tuple);
+            if let Some(i) = self.lookup(sockets, &probe) {
+                return (probe, Some(i));
+            }
+        }
+        let key = self.flow_key(tuple, carried);
+        let found = self.lookup(sockets, &key);
+        (key, found)
     }
 
     /// The slot the connection table holds for `key` (a connection or a moved marker).
