@@ -151,8 +151,9 @@ impl TcpCx<'_> {
             local: SocketAddr::new(meta.dst, seg.dst_port),
             remote: SocketAddr::new(meta.src, seg.src_port),
         };
-        let key = self.tcp.rx_flow_key(tuple, hash);
-        let found = self.tcp.lookup(self.sockets, &key);
+        // Under the look-ahead's table hash when `Stack::receive_hinted` gave one; `key` is
+        // then the segment's own key whenever nothing was found (the paths below use it).
+        let (key, found) = self.tcp.rx_lookup(self.sockets, tuple, hash);
         if caps.verify_rx {
             if let Some(i) = found {
                 match self.summing_input(now, i, payload, &pair, &seg, rx) {

@@ -170,7 +170,7 @@ fn burst_end_state(server: std::net::SocketAddr, mode: Mode) -> EndState {
 }
 
 #[test]
-fn a_hint_carries_the_key_of_its_own_segment_only() {
+fn hints_of_two_flows_differ_and_the_same_frame_gives_the_same_hint() {
     let mut p = Pair::new();
     resolve(&mut p);
     let conns = connections(&mut p, v4(IP_B, 80), 2);

@@ -20,9 +20,10 @@
 //! is then processed by [`Stack::receive`] exactly as without it. Cost: the tuple parse at
 //! fixed offsets (none when the table is indexed by a carried, secret-keyed RSS hash), a few
 //! reads of lines that are about to be read anyway, and the prefetch instructions. The table
-//! key stage 1 computes (its hashes) is not computed twice: [`RxLookahead::advance`] returns
-//! the current frame's hint and [`Stack::receive_hinted`] hands its key to the connection
-//! lookup, which uses it when the segment's parsed 4-tuple is the key's.
+//! hash stage 1 computes is not computed twice: [`RxLookahead::advance`] returns the current
+//! frame's hint and [`Stack::receive_hinted`] hands its table hash to TCP input, which looks
+//! the segment up under it (the 4-tuple is compared in the slot, so a wrong hash can only
+//! miss) and, when that finds nothing, computes the key itself and looks again.
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -32,7 +33,7 @@ use wire::RxMeta;
 use super::Stack;
 use crate::socket::SocketHandle;
 use crate::sockets::Socket;
-use crate::tcp_sockets::{FlowKey, FourTuple, TcpState, carried_tcp_hash};
+use crate::tcp_sockets::{FourTuple, TcpState, carried_tcp_hash};
 
 /// Cache lines of a TCB (`tcp::Connection`), all asked for by stage 3.
 const TCB_LINES: usize = core::mem::size_of::<tcp::Connection>().div_ceil(CACHE_LINE_BYTES);
@@ -40,11 +41,6 @@ const TCB_LINES: usize = core::mem::size_of::<tcp::Connection>().div_ceil(CACHE_
 /// What the look-ahead knows about one frame so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowHint {
-    /// The table key stage 1 computed from the frame's 4-tuple read at fixed offsets (none
-    /// when the carried hash indexed the table without a parse), and the hash seed of the
-    /// stack that computed it: [`Stack::receive_hinted`] uses it only on that stack, and
-    /// only when the segment's parsed tuple is the key's.
-    key: Option<(FlowKey, u32)>,
     /// The connection-table hash of the frame's flow (`NO_FLOW`'s field when none).
     table_hash: u32,
     /// The slot the table names for it, once stage 2 ran (`u32::MAX`: none).
@@ -56,7 +52,6 @@ pub struct FlowHint {
 impl FlowHint {
     /// Nothing known (not TCP, unparsable, or not looked at yet).
     pub const NONE: FlowHint = FlowHint {
-        key: None,
         table_hash: 0,
         slot: u32::MAX,
         tcp: false,
@@ -120,23 +115,21 @@ impl Stack {
     /// asked for.
     pub fn lookahead_flow(&self, frame: &[u8], meta: &RxMeta) -> FlowHint {
         let tcp = &self.up.tcp;
-        let (table_hash, key) = match meta.hash {
+        let table_hash = match meta.hash {
             // Hash once: the table is indexed by the carried hash itself (a secret key), so
             // the frame need not be parsed here (a non-TCP frame's hint is wasted, harmless).
-            Some(h) if tcp.rss_on && tcp.table_by_flow_hash => (h, None),
+            Some(h) if tcp.rss_on && tcp.table_by_flow_hash => h,
             _ => {
                 let Some(tuple) = tcp_tuple(frame) else {
                     return FlowHint::NONE;
                 };
-                // The key TCP input would compute for this segment (the carried hash taken
-                // under the same condition), kept for it.
-                let key = tcp.flow_key(tuple, carried_tcp_hash(meta));
-                (key.table_hash, Some((key, tcp.hash_seed)))
+                // As TCP input computes it for this segment (the carried hash taken under the
+                // same condition).
+                tcp.flow_key(tuple, carried_tcp_hash(meta)).table_hash
             }
         };
         tcp.conns.prefetch_home(table_hash);
         FlowHint {
-            key,
             table_hash,
             slot: u32::MAX,
             tcp: true,
@@ -233,16 +226,15 @@ impl RxLookahead {
 
 impl Stack {
     /// [`Stack::receive`] with the look-ahead's hint for this frame
-    /// ([`RxLookahead::advance`]'s result): a TCP segment whose parsed 4-tuple is the key the
-    /// hint carries is looked up under that key, so its flow is not hashed again. The hint
-    /// changes nothing else: a hint for another frame, another stack or no flow leaves the
-    /// frame processed exactly as by [`Stack::receive`].
+    /// ([`RxLookahead::advance`]'s result): a TCP segment is looked up under the hint's table
+    /// hash, so a segment of a known connection is not hashed again. The lookup compares the
+    /// segment's own 4-tuple in the slot, so a hint for another frame, another stack or no
+    /// flow finds nothing, and the segment is then looked up under its own key as by
+    /// [`Stack::receive`]: the frame is processed exactly as without the hint.
     pub fn receive_hinted(&mut self, now: u64, frame: &[u8], meta: &RxMeta, hint: &FlowHint) {
-        self.up.tcp.rx_key_hint = hint
-            .key
-            .and_then(|(key, seed)| (seed == self.up.tcp.hash_seed).then_some(key));
+        self.up.tcp.rx_table_hash_hint = hint.tcp.then_some(hint.table_hash);
         self.receive(now, frame, meta);
-        self.up.tcp.rx_key_hint = None;
+        self.up.tcp.rx_table_hash_hint = None;
     }
 }
 

@@ -95,12 +95,6 @@ impl FlowKey {
             .ip(self.packed.head.remote_ip4, &self.packed.remote_tail, 2)
     }
 
-    /// True when this is the key of `tuple` (its tuple; the hashes are not compared).
-    #[inline(always)]
-    pub(crate) fn is_key_of(&self, tuple: &FourTuple) -> bool {
-        self.packed == PackedTuple::pack(tuple)
-    }
-
     /// True when this is the key of `other`'s 4-tuple.
     #[inline(always)]
     pub(crate) fn same_tuple(&self, other: &FlowKey) -> bool {
