@@ -185,7 +185,7 @@ fn fold_short(acc: u64) -> u16 {
 
 /// [`sum`] of a 20-byte header (an IPv4 header without options, the one every datagram of
 /// a TCP flow carries): five 32-bit adds and a short fold, no loop.
-#[inline]
+#[inline(always)]
 pub fn sum_20(h: &[u8; 20]) -> u16 {
     let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
     u16::from_be(fold_short(w(0) + w(4) + w(8) + w(12) + w(16)))
