@@ -241,15 +241,7 @@ impl MemIo {
         let (tx_p, tx_c) = ring(slots);
         let (post_p, post_c) = ring(slots);
         let (done_p, done_c) = ring(slots.saturating_mul(2));
-        let wire_end = crate::wire::WireShard {
-            tx: tx_c,
-            held: std::collections::VecDeque::new(),
-            completions: done_p,
-            completion_held: None,
-            posted: post_c,
-            spare: None,
-            rx: rx_p,
-        };
+        let wire_end = crate::wire::WireShard::new(tx_c, done_p, post_c, rx_p);
         let io = MemIo {
             rx: rx_c,
             tx: tx_p,

@@ -745,15 +745,7 @@ pub(crate) fn parts(
     let (tx_p, tx_c) = ring(slots);
     let (post_p, post_c) = ring(slots);
     let (done_p, done_c) = ring(slots.saturating_mul(2));
-    port.shards.push(WireShard {
-        tx: tx_c,
-        held: std::collections::VecDeque::new(),
-        completions: done_p,
-        completion_held: None,
-        posted: post_c,
-        spare: None,
-        rx: rx_p,
-    });
+    port.shards.push(WireShard::new(tx_c, done_p, post_c, rx_p));
     let (steer_p, steer_c) = ring(o.ring_slots);
     port.steer = Some(steer_c);
     let (installed_p, installed_c) = ring(o.ring_slots);

@@ -114,6 +114,24 @@ pub(crate) struct WireShard {
 }
 
 impl WireShard {
+    /// The wire's end of a shard's four rings, with nothing held.
+    pub(crate) fn new(
+        tx: Consumer<Vec<u8>>,
+        completions: Producer<Vec<u8>>,
+        posted: Consumer<Vec<u8>>,
+        rx: Producer<Vec<u8>>,
+    ) -> Self {
+        WireShard {
+            tx,
+            held: VecDeque::new(),
+            completions,
+            completion_held: None,
+            posted,
+            spare: None,
+            rx,
+        }
+    }
+
     /// A posted buffer of this shard, if it has one.
     fn rx_buffer(&mut self) -> Option<Vec<u8>> {
         self.spare.take().or_else(|| self.posted.pop())

@@ -42,15 +42,7 @@ fn shard(slots: usize) -> (WireShard, ShardEnds) {
     let (tx_p, tx_c) = ring(64);
     let (post_p, post_c) = ring(slots);
     let (done_p, done_c) = ring(128);
-    let wire_end = WireShard {
-        tx: tx_c,
-        held: std::collections::VecDeque::new(),
-        completions: done_p,
-        completion_held: None,
-        posted: post_c,
-        spare: None,
-        rx: rx_p,
-    };
+    let wire_end = WireShard::new(tx_c, done_p, post_c, rx_p);
     let ends = ShardEnds {
         tx: tx_p,
         completions: done_c,
