@@ -120,10 +120,20 @@ impl TcpCx<'_> {
             cold_path();
             return;
         };
-        let Ok(view) = TcpPacket::new_checked(payload) else {
-            cold_path();
-            self.tcp.counters.rx_drop_tcp_malformed += 1;
-            return;
+        // The header is read at fixed offsets when it has no options or NOP NOP timestamps
+        // (`wire::tcp_fixed`: the same `TcpRepr` the general parser builds, and `payload`
+        // then holds the whole header), by the general parser otherwise. The checks and the
+        // counters keep the general order: length, the NIC's verdict, the options.
+        let fixed = wire::tcp_fixed::parse_fixed(payload);
+        let view = if fixed.is_some() {
+            TcpPacket::new_unchecked(payload)
+        } else {
+            let Ok(view) = TcpPacket::new_checked(payload) else {
+                cold_path();
+                self.tcp.counters.rx_drop_tcp_malformed += 1;
+                return;
+            };
+            view
         };
         // The NIC's verdict decides whether the checksum is verified here (`Stack::receive`).
         let Some(caps) = rx.l4_caps(self.cfg.checksums, &mut self.tcp.counters) else {
@@ -135,17 +145,23 @@ impl TcpCx<'_> {
         // segment has it summed while the engine copies the text into the receive buffer
         // (`summing_input`), every other segment by a pass of its own before anything acts
         // on it. Either way a segment that fails is dropped, counted, with nothing changed.
-        let Ok(seg) = TcpRepr::parse(
-            &view,
-            &pair,
-            wire::ChecksumCaps {
-                verify_rx: false,
-                ..caps
-            },
-        ) else {
-            cold_path();
-            self.tcp.counters.rx_drop_tcp_malformed += 1;
-            return;
+        let seg = match fixed {
+            Some(seg) => seg,
+            None => {
+                let Ok(seg) = TcpRepr::parse(
+                    &view,
+                    &pair,
+                    wire::ChecksumCaps {
+                        verify_rx: false,
+                        ..caps
+                    },
+                ) else {
+                    cold_path();
+                    self.tcp.counters.rx_drop_tcp_malformed += 1;
+                    return;
+                };
+                seg
+            }
         };
         let tuple = FourTuple {
             local: SocketAddr::new(meta.dst, seg.dst_port),

@@ -53,6 +53,7 @@ pub mod meta;
 pub mod partial;
 pub mod tcp;
 pub mod tcp_fast_open;
+pub mod tcp_fixed;
 pub mod tcp_option_layout;
 pub mod udp;
 
