@@ -788,16 +788,10 @@ impl TcpCx<'_> {
             } else {
                 1
             };
-            // The payload's checksum sum in the copy (`copy_and_sum`) when the stack fills
-            // the TCP checksum of this frame; not for TSO nor checksum offload (partial).
-            let sum_payload = tso_bytes_max == 0
-                && !self.egress.cfg.tx_offload.tcp_csum
-                && self.egress.cfg.checksums.fill_tx;
-            let Some((seg, payload_sum)) = c.conn.poll_transmit_summed(
+            let Some(seg) = c.conn.poll_transmit_tso(
                 now,
                 frame.get_mut(payload_at..).unwrap_or_default(),
                 segments_max,
-                sum_payload,
             ) else {
                 self.egress.recycle(frame);
                 break;
@@ -823,17 +817,8 @@ impl TcpCx<'_> {
                 tos: opts.tos,
                 dont_frag: opts.pmtu.dont_fragment(),
             };
-            self.egress.send_tcp_frame(
-                now,
-                pair,
-                &header,
-                frame,
-                payload_at,
-                n,
-                gso_size,
-                ip,
-                payload_sum,
-            );
+            self.egress
+                .send_tcp_frame(now, pair, &header, frame, payload_at, n, gso_size, ip);
         }
         self.tcp_notify_after_output(now, i);
         if drained {

@@ -322,34 +322,6 @@ impl Ring {
         n
     }
 
-    /// [`Ring::read_at`] that also returns the Internet checksum sum (`wire::checksum::sum`)
-    /// of the bytes copied, computed in the same pass (`wire::checksum::copy_and_sum`): for a
-    /// sender that copies a segment's payload into its frame and needs the payload's sum for
-    /// the TCP checksum.
-    pub fn read_summed_at(&self, offset: usize, out: &mut [u8]) -> (usize, u16) {
-        if offset >= self.len() {
-            return (0, 0);
-        }
-        let size = self.storage.len();
-        let n = out.len().min(self.len() - offset);
-        let start = self.wrap(self.head() + offset);
-        let first = n.min(size - start);
-        let (a, b) = out[..n].split_at_mut(first);
-        let sum_a = wire::checksum::copy_and_sum(a, &self.storage[start..start + first]);
-        if b.is_empty() {
-            return (n, sum_a);
-        }
-        let sum_b = wire::checksum::copy_and_sum(b, &self.storage[..b.len()]);
-        // After an odd-length first piece the second one's words straddle the pair
-        // boundaries: its sum counts byte-swapped (RFC 1071 §2(B)).
-        let sum_b = if first % 2 == 1 {
-            sum_b.swap_bytes()
-        } else {
-            sum_b
-        };
-        (n, wire::checksum::combine(&[sum_a, sum_b]))
-    }
-
     /// Discards up to `n` readable bytes from the front; returns the number discarded.
     pub fn consume(&mut self, n: usize) -> usize {
         let n = n.min(self.len());
@@ -583,41 +555,6 @@ mod tests {
                 let mut out = vec![0u8; len];
                 assert_eq!(r.read_at(offset, &mut out), len);
                 assert_eq!(out, d, "len {len} head {head}");
-            }
-        }
-    }
-
-    /// `read_summed_at` copies what `read_at` copies and returns `wire::checksum::sum` of
-    /// the bytes copied, at every head position of a 4 KiB storage (every split of a
-    /// wrapping read, odd first pieces included), for lengths around the kernel's vector
-    /// size and for reads cut short by the readable bytes or past them.
-    #[test]
-    fn a_summed_read_copies_as_read_at_and_sums_as_the_checksum_across_every_wrap() {
-        let data: Vec<u8> = (0..1600u32)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-            .collect();
-        for len in [1usize, 31, 32, 33, 127, 128, 129, 1448, 1500] {
-            for head in (0..STORAGE_MIN_BYTES)
-                .step_by(37)
-                .chain([4095, 4094, 4096 - 700])
-            {
-                let mut r = Ring::new(STORAGE_MIN_BYTES);
-                r.push(&vec![0u8; head]);
-                r.consume(head);
-                r.push(&data[..len + 7]);
-                for (offset, want_n) in [(0usize, len), (7, len), (len, len.min(7)), (len + 7, 0)] {
-                    let mut want = vec![0xeeu8; len];
-                    assert_eq!(r.read_at(offset, &mut want), want_n);
-                    let mut got = vec![0x11u8; len];
-                    let (n, sum) = r.read_summed_at(offset, &mut got);
-                    assert_eq!(n, want_n, "len {len} head {head} offset {offset}");
-                    assert_eq!(&got[..n], &want[..n], "len {len} head {head}");
-                    assert_eq!(
-                        sum,
-                        wire::checksum::sum(&want[..n]),
-                        "len {len} head {head}"
-                    );
-                }
             }
         }
     }

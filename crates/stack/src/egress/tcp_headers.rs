@@ -31,12 +31,6 @@ pub(crate) struct FrameHeaders {
     pub(crate) tcp_caps: ChecksumCaps,
     /// `fill_tx` for the IPv4 header checksum: false writes zero.
     pub(crate) ip_caps: ChecksumCaps,
-    /// The payload's Internet checksum sum (`checksum::sum` of the bytes after the TCP
-    /// header), when the TCP engine computed it while copying the payload into the frame
-    /// (`tcp::Connection::poll_transmit_summed`): the fixed-layout writer then sums the TCP
-    /// header alone and folds this in; the general writer ignores it. Must be the sum of
-    /// the frame's payload as written, or the checksum is wrong.
-    pub(crate) payload_sum: Option<u16>,
 }
 
 /// Bytes of the fixed-layout headers with timestamps: Ethernet, IPv4, TCP with NOP NOP TS.
@@ -225,23 +219,12 @@ pub(crate) fn write_fixed_v4(
     let [len_hi, len_lo] = (total_len - IPV4_HEADER_LEN as u16).to_be_bytes();
     let proto_len = u64::from(u32::from_ne_bytes([0, IpProtocol::TCP.0, len_hi, len_lo]));
     let tcp_checksum = if h.tcp_caps.fill_tx {
+        let seg = frame
+            .get(ETHERNET_HEADER_LEN + IPV4_HEADER_LEN..)
+            .unwrap_or(&[]);
         // The segment's folded sum, back in native order, joins the pseudo-header's words:
-        // one fold for both. The payload starts at an even offset of the segment (the TCP
-        // header is 20 or 32 bytes), so a sum handed over for it adds as it is.
-        let seg_sum = match h.payload_sum {
-            Some(payload_sum) => {
-                let header = frame
-                    .get(ETHERNET_HEADER_LEN + IPV4_HEADER_LEN..headers_len)
-                    .unwrap_or(&[]);
-                u64::from(checksum::sum(header).to_be()) + u64::from(payload_sum.to_be())
-            }
-            None => {
-                let seg = frame
-                    .get(ETHERNET_HEADER_LEN + IPV4_HEADER_LEN..)
-                    .unwrap_or(&[]);
-                u64::from(checksum::sum(seg).to_be())
-            }
-        };
+        // one fold for both.
+        let seg_sum = u64::from(checksum::sum(seg).to_be());
         checksum::finish(u16::from_be(checksum::fold(
             addrs_sum + proto_len + seg_sum,
         )))
@@ -288,7 +271,6 @@ mod tests {
             ip: TcpIpFields::PLAIN,
             tcp_caps: caps(tcp_fill),
             ip_caps: caps(ip_fill),
-            payload_sum: None,
         }
     }
 
@@ -369,13 +351,6 @@ mod tests {
             prop_assert!(write_general(&mut general, &h, &tcp, layout));
             prop_assert_eq!(write_fixed_v4(&mut fast, &h, &tcp), Some(true));
             prop_assert_eq!(&fast, &general);
-            // With the payload's sum handed over (as the engine's summed copy gives it), the
-            // fixed writer writes the same bytes again.
-            let mut handed = frame_with(headers_len, junk.wrapping_add(0x33), &payload);
-            let with_sum = FrameHeaders { payload_sum: Some(checksum::copy_and_sum(
-                &mut vec![0u8; payload.len()], &payload)), ..h };
-            prop_assert_eq!(write_fixed_v4(&mut handed, &with_sum, &tcp), Some(true));
-            prop_assert_eq!(&handed, &general);
             // And the frame parses back to what was written, checksums included.
             let eth = EthernetFrame::new_checked(&general[..]).unwrap();
             let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();

@@ -88,7 +88,6 @@ impl Egress {
             n,
             0,
             TcpIpFields::PLAIN,
-            None,
         );
     }
 
@@ -110,10 +109,6 @@ impl Egress {
     /// `ip` holds the IP header fields the connection chooses: the ECN codepoint the TCP
     /// engine chose for the segment (`tcp::Connection::transmit_ecn`; IPv4 TOS, IPv6 traffic
     /// class, RFC 3168 §5), and for IPv4 the socket's `IP_TOS` and DF (`IP_MTU_DISCOVER`).
-    ///
-    /// `payload_sum`: the payload's checksum sum when the engine computed it in its copy
-    /// (`tcp::Connection::poll_transmit_summed`); used only when the stack fills the TCP
-    /// checksum itself (ignored for partial checksums and on the slow path).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_tcp_frame(
         &mut self,
@@ -125,7 +120,6 @@ impl Egress {
         n: usize,
         gso_size_bytes: u16,
         ip: TcpIpFields,
-        payload_sum: Option<u16>,
     ) {
         debug_assert!(header.payload.is_empty());
         let pair = *pair;
@@ -194,7 +188,6 @@ impl Egress {
                 checksums
             },
             ip_caps: checksums,
-            payload_sum: if partial { None } else { payload_sum },
         };
         if !write_headers(&mut frame, &h, header, layout) {
             return self.recycle(frame);

@@ -38,42 +38,6 @@ impl Connection {
         payload_buf: &'b mut [u8],
         segments_max: u16,
     ) -> Option<TcpRepr<'b>> {
-        self.poll_transmit_inner(now, payload_buf, segments_max, None)
-    }
-
-    /// As [`Connection::poll_transmit_tso`], and when `sum_payload` is set, new data is
-    /// copied into `payload_buf` with its Internet checksum sum computed in the same pass
-    /// (`wire::checksum::copy_and_sum`): the second value is then `Some` sum
-    /// (`wire::checksum::sum`) of the returned payload, for a caller that fills the TCP
-    /// checksum and need not sum the payload again. `None` when not summed: `sum_payload`
-    /// off, or a segment other than new data (retransmissions, probes, SYNs, ACKs — rare,
-    /// their caller sums them).
-    pub fn poll_transmit_summed<'b>(
-        &mut self,
-        now: u64,
-        payload_buf: &'b mut [u8],
-        segments_max: u16,
-        sum_payload: bool,
-    ) -> Option<(TcpRepr<'b>, Option<u16>)> {
-        let mut sum = None;
-        let r = self.poll_transmit_inner(
-            now,
-            payload_buf,
-            segments_max,
-            sum_payload.then_some(&mut sum),
-        )?;
-        Some((r, sum))
-    }
-
-    /// [`Connection::poll_transmit_tso`]; new data's payload sum goes to `sum_into` when
-    /// given (see [`Connection::poll_transmit_summed`]).
-    fn poll_transmit_inner<'b>(
-        &mut self,
-        now: u64,
-        payload_buf: &'b mut [u8],
-        segments_max: u16,
-        sum_into: Option<&mut Option<u16>>,
-    ) -> Option<TcpRepr<'b>> {
         if let Some((seq, ack)) = self.out.rst_pending.take() {
             // Not ECN-capable (a RST with ACK also passes through `fill_options`).
             self.ecn.flags &= !ecn_flag::TX_ECT;
@@ -146,7 +110,7 @@ impl Connection {
                 }
             }
         }
-        if let Some(r) = self.send_new_data(now, payload_buf, segments_max.max(1), sum_into) {
+        if let Some(r) = self.send_new_data(now, payload_buf, segments_max.max(1)) {
             return Some(r);
         }
         if self.out.keepalive_pending {
@@ -342,13 +306,10 @@ impl Connection {
         buf: &'b mut [u8],
         probe: bool,
     ) -> Option<TcpRepr<'b>> {
-        self.data_segment_tso(now, seq, max_len, buf, probe, 1, None)
+        self.data_segment_tso(now, seq, max_len, buf, probe, 1)
     }
 
     /// [`Connection::data_segment`] with room for up to `segments` segments' payload (TSO).
-    /// With `sum_into` the payload is copied with its checksum sum computed in the same pass
-    /// and stored there (`Some(wire::checksum::sum(payload))`).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn data_segment_tso<'b>(
         &mut self,
         now: u64,
@@ -357,7 +318,6 @@ impl Connection {
         buf: &'b mut [u8],
         probe: bool,
         segments: u16,
-        sum_into: Option<&mut Option<u16>>,
     ) -> Option<TcpRepr<'b>> {
         let offset = fwd(self.snd.buf_seq, seq) as usize;
         let avail = self.send_buf.len().saturating_sub(offset);
@@ -388,15 +348,9 @@ impl Connection {
         if len == 0 && !fin {
             return None;
         }
-        let out = buf.get_mut(..len).unwrap_or(&mut []);
-        let n = match sum_into {
-            Some(slot) => {
-                let (n, sum) = self.send_buf.read_summed_at(offset, out);
-                *slot = Some(sum);
-                n
-            }
-            None => self.send_buf.read_at(offset, out),
-        };
+        let n = self
+            .send_buf
+            .read_at(offset, buf.get_mut(..len).unwrap_or(&mut []));
         if fin {
             r.flags |= TcpFlags::FIN;
         }
@@ -577,7 +531,6 @@ impl Connection {
         now: u64,
         buf: &'b mut [u8],
         segments_max: u16,
-        sum_into: Option<&mut Option<u16>>,
     ) -> Option<TcpRepr<'b>> {
         if !matches!(
             self.state,
@@ -663,15 +616,7 @@ impl Connection {
                         || resends_syn_data
                         || minshall_ok);
                 let len = if tail_ok { big } else { big - big % mss };
-                return self.data_segment_tso(
-                    now,
-                    self.snd.nxt,
-                    len,
-                    buf,
-                    false,
-                    segments_max,
-                    sum_into,
-                );
+                return self.data_segment_tso(now, self.snd.nxt, len, buf, false, segments_max);
             }
         }
         let len = unsent.min(usable).min(mss);
@@ -701,7 +646,7 @@ impl Connection {
                 return None;
             }
         }
-        self.data_segment_tso(now, self.snd.nxt, len, buf, false, 1, sum_into)
+        self.data_segment(now, self.snd.nxt, len, buf, false)
     }
 
     /// Persist timer expiry: probe a zero window with one byte, or override SWS avoidance.

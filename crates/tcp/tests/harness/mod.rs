@@ -99,12 +99,6 @@ pub struct Pair {
     /// `Connection::poll_transmit_tso`); 1: none. The peer receives the large segment whole,
     /// as after GRO.
     pub tso_segments: u16,
-    /// Poll with `Connection::poll_transmit_summed` asking for the payload's sum; every sum
-    /// handed back is checked against `wire::checksum::sum` of the payload (a panic names
-    /// the segment) and counted in `summed_segments`.
-    pub sum_payload: bool,
-    /// Segments whose payload sum the engine handed back (with `sum_payload`).
-    pub summed_segments: usize,
     sent_count: [usize; 2],
     data_count: [usize; 2],
     /// Highest right edge each side advertised (checked on every segment).
@@ -155,8 +149,6 @@ impl Pair {
             a_to_send: Vec::new(),
             b_to_send: Vec::new(),
             tso_segments: 1,
-            sum_payload: false,
-            summed_segments: 0,
             sent_count: [1, 0],
             data_count: [0, 0],
             right_edge: [None, None],
@@ -187,8 +179,6 @@ impl Pair {
             a_to_send: Vec::new(),
             b_to_send: Vec::new(),
             tso_segments: 1,
-            sum_payload: false,
-            summed_segments: 0,
             sent_count: [0, 0],
             data_count: [0, 0],
             right_edge: [None, None],
@@ -224,24 +214,8 @@ impl Pair {
                 loop {
                     let now = self.now;
                     let tso = self.tso_segments;
-                    let want_sum = self.sum_payload;
-                    let seg = match self
-                        .conn(dir)
-                        .poll_transmit_summed(now, &mut buf, tso, want_sum)
-                    {
-                        Some((r, sum)) => {
-                            if let Some(sum) = sum {
-                                assert!(want_sum, "a sum nobody asked for");
-                                assert_eq!(
-                                    sum,
-                                    wire::checksum::sum(r.payload),
-                                    "payload sum of {dir:?} seq {}",
-                                    r.seq_number.0
-                                );
-                                self.summed_segments += 1;
-                            }
-                            Seg::from_repr(&r)
-                        }
+                    let seg = match self.conn(dir).poll_transmit_tso(now, &mut buf, tso) {
+                        Some(r) => Seg::from_repr(&r),
                         None => break,
                     };
                     self.enqueue(dir, seg);
