@@ -139,8 +139,15 @@ struct ConfigCase {
 
 /// Both streams of `k` arrive intact over its lossy, reordering, duplicating link and the
 /// close completes cleanly.
+///
+/// The user timeout (R2, default 300 s) is off: at up to 15 % loss each way, without
+/// timestamps every ACK after a go-back covers retransmitted data, so Karn's rule leaves the
+/// RTO backed off at its 60 s cap, and five lost tries in a row (a lost segment or its ACK,
+/// ~26 % each) reach 300 s and abort the connection, as they should. This test is about
+/// delivery; the abort has its own tests.
 fn random_configuration(k: ConfigCase) -> Result<(), TestCaseError> {
     let c = Config {
+        user_timeout_ns: None,
         mss_bytes: k.mss,
         recv_buffer_bytes: k.buf,
         send_buffer_bytes: k.buf,
@@ -310,4 +317,26 @@ fn tso_sends_whole_segment_runs_within_cwnd_and_the_tail_last() {
         "{} transmissions",
         data_segs.len()
     );
+}
+
+/// A case the proptest above found (2026-11-28): 14.2 % loss without timestamps, SACK or an
+/// out-of-order queue. B's RTO was at its 60 s cap (Karn: only retransmitted data was
+/// acknowledged) and four of its tries were lost in a row, so the default 300 s user timeout
+/// aborted it while A, its data all acknowledged, had nothing left to do.
+#[test]
+fn recorded_random_configuration_heavy_loss_backed_off_rto_is_not_aborted() {
+    random_configuration(ConfigCase {
+        seed: 5672147711500426054,
+        mss: 442,
+        buf: 10034,
+        sack: false,
+        ts: false,
+        ws: false,
+        cubic: true,
+        nodelay: true,
+        loss_per_mille: 142,
+        delay_ms: 1,
+        ooo: 0,
+    })
+    .unwrap();
 }
