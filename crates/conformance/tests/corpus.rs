@@ -177,20 +177,16 @@ const TS_OFFSET: u32 = 0x4000_0000;
 /// What a perfectly conforming stack would send for an outbound line.
 fn ideal_outbound<'a>(l: &TcpLine, payload: &'a [u8]) -> TcpRepr<'a> {
     let mut r = TcpRepr {
-        src_port: 8080,
-        dst_port: 40000,
-        seq_number: SeqNumber(STACK_BASE.wrapping_add(l.seq.start)),
-        ack_number: SeqNumber(PEER_BASE.wrapping_add(l.ack.unwrap_or(0))),
-        flags: l.flags,
-        window_len: l.win.unwrap_or(1000),
         urgent_pointer: l.urg.unwrap_or(0),
-        max_seg_size: None,
-        window_scale: None,
-        sack_permitted: false,
-        sack_blocks: [None; 4],
-        timestamp: None,
-        fast_open: None,
         payload,
+        ..TcpRepr::bare(
+            8080,
+            40000,
+            SeqNumber(STACK_BASE.wrapping_add(l.seq.start)),
+            SeqNumber(PEER_BASE.wrapping_add(l.ack.unwrap_or(0))),
+            l.flags,
+            l.win.unwrap_or(1000),
+        )
     };
     if let TcpOptionsSpec::List(list) = &l.options {
         let mut n = 0;

@@ -125,23 +125,21 @@ fn frames() -> Vec<(Vec<u8>, &'static str)> {
     out.push((f, "eth:ethertype:arp"));
 
     let syn = TcpRepr {
-        src_port: 49152,
-        dst_port: 80,
-        seq_number: SeqNumber(0x0102_0304),
-        ack_number: SeqNumber(0),
-        flags: TcpFlags::SYN,
-        window_len: 64240,
-        urgent_pointer: 0,
         max_seg_size: Some(1460),
         window_scale: Some(7),
         sack_permitted: true,
-        sack_blocks: [None; 4],
         timestamp: Some(TcpTimestamp {
             tsval: 1000,
             tsecr: 0,
         }),
-        fast_open: None,
-        payload: &[],
+        ..TcpRepr::bare(
+            49152,
+            80,
+            SeqNumber(0x0102_0304),
+            SeqNumber(0),
+            TcpFlags::SYN,
+            64240,
+        )
     };
     out.push((tcp_frame(&syn, false), "eth:ethertype:ip:tcp"));
 

@@ -337,20 +337,8 @@ fn broadcast_to_closed_port_gets_no_icmp_error() {
 /// A TCP segment from A to B, as a frame.
 fn tcp_frame(flags: TcpFlags, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
     let seg = TcpRepr {
-        src_port: 40000,
-        dst_port: 80,
-        seq_number: SeqNumber(seq),
-        ack_number: SeqNumber(ack),
-        flags,
-        window_len: 1000,
-        urgent_pointer: 0,
-        max_seg_size: None,
-        window_scale: None,
-        sack_permitted: false,
-        sack_blocks: [None; 4],
-        timestamp: None,
-        fast_open: None,
         payload,
+        ..TcpRepr::bare(40000, 80, SeqNumber(seq), SeqNumber(ack), flags, 1000)
     };
     tcp_v4_frame((MAC_A, IP_A), (MAC_B, IP_B), &seg)
 }

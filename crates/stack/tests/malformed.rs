@@ -220,20 +220,16 @@ fn tcp_from_a(
 ) -> Vec<u8> {
     use wire::{SeqNumber, TcpFlags, TcpRepr};
     let seg = TcpRepr {
-        src_port: sport,
-        dst_port: dport,
-        seq_number: SeqNumber(seq),
-        ack_number: SeqNumber(ack),
-        flags: TcpFlags(flags),
-        window_len: window,
-        urgent_pointer: 0,
         max_seg_size: mss,
-        window_scale: None,
-        sack_permitted: false,
-        sack_blocks: [None; 4],
-        timestamp: None,
-        fast_open: None,
         payload,
+        ..TcpRepr::bare(
+            sport,
+            dport,
+            SeqNumber(seq),
+            SeqNumber(ack),
+            TcpFlags(flags),
+            window,
+        )
     };
     tcp_v4_frame((MAC_A, IP_A), (MAC_B, IP_B), &seg)
 }

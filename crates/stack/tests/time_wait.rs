@@ -73,20 +73,8 @@ fn seg(
     flags: TcpFlags,
 ) -> TcpRepr<'static> {
     TcpRepr {
-        src_port: from.port(),
-        dst_port: to.port(),
-        seq_number: seq,
-        ack_number: ack,
-        flags,
-        window_len: 1000,
-        urgent_pointer: 0,
         max_seg_size: flags.contains(TcpFlags::SYN).then_some(1460),
-        window_scale: None,
-        sack_permitted: false,
-        sack_blocks: [None; 4],
-        timestamp: None,
-        fast_open: None,
-        payload: &[],
+        ..TcpRepr::bare(from.port(), to.port(), seq, ack, flags, 1000)
     }
 }
 

@@ -286,20 +286,15 @@ impl SynCookies {
     ) -> TcpRepr<'static> {
         let config = config.validated();
         let mut r = TcpRepr {
-            src_port: syn.dst_port,
-            dst_port: syn.src_port,
-            seq_number: iss,
-            ack_number: syn.seq_number + 1,
-            flags: TcpFlags::SYN | TcpFlags::ACK,
-            window_len: config.recv_buffer_bytes.min(0xffff) as u16,
-            urgent_pointer: 0,
             max_seg_size: Some(config.mss_bytes),
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
-            timestamp: None,
-            fast_open: None,
-            payload: &[],
+            ..TcpRepr::bare(
+                syn.dst_port,
+                syn.src_port,
+                iss,
+                syn.seq_number + 1,
+                TcpFlags::SYN | TcpFlags::ACK,
+                config.recv_buffer_bytes.min(0xffff) as u16,
+            )
         };
         if let (Some(peer_ts), true) = (syn.timestamp, config.timestamps) {
             let opts = CookieOptions {
@@ -387,22 +382,7 @@ mod tests {
     }
 
     fn ack_for(iss: SeqNumber, irs: SeqNumber) -> TcpRepr<'static> {
-        TcpRepr {
-            src_port: R.port,
-            dst_port: L.port,
-            seq_number: irs + 1,
-            ack_number: iss + 1,
-            flags: TcpFlags::ACK,
-            window_len: 1000,
-            urgent_pointer: 0,
-            max_seg_size: None,
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
-            timestamp: None,
-            fast_open: None,
-            payload: &[],
-        }
+        TcpRepr::bare(R.port, L.port, irs + 1, iss + 1, TcpFlags::ACK, 1000)
     }
 
     #[test]

@@ -153,22 +153,14 @@ pub fn reset_reply(seg: &wire::tcp::TcpRepr<'_>) -> Option<wire::tcp::TcpRepr<'s
             TcpFlags::RST | TcpFlags::ACK,
         )
     };
-    Some(TcpRepr {
-        src_port: seg.dst_port,
-        dst_port: seg.src_port,
-        seq_number: seq,
-        ack_number: ack,
+    Some(TcpRepr::bare(
+        seg.dst_port,
+        seg.src_port,
+        seq,
+        ack,
         flags,
-        window_len: 0,
-        urgent_pointer: 0,
-        max_seg_size: None,
-        window_scale: None,
-        sack_permitted: false,
-        sack_blocks: [None; 4],
-        timestamp: None,
-        fast_open: None,
-        payload: &[],
-    })
+        0,
+    ))
 }
 
 #[cfg(test)]
@@ -178,20 +170,8 @@ mod reply_tests {
 
     fn seg(flags: TcpFlags, payload: &'static [u8]) -> TcpRepr<'static> {
         TcpRepr {
-            src_port: 5000,
-            dst_port: 80,
-            seq_number: SeqNumber(100),
-            ack_number: SeqNumber(777),
-            flags,
-            window_len: 100,
-            urgent_pointer: 0,
-            max_seg_size: None,
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
-            timestamp: None,
-            fast_open: None,
             payload,
+            ..TcpRepr::bare(5000, 80, SeqNumber(100), SeqNumber(777), flags, 100)
         }
     }
 

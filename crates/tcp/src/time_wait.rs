@@ -291,23 +291,18 @@ impl TimeWait {
         counters.pure_acks_sent += 1;
         counters.tx_segments += 1;
         TcpRepr {
-            src_port: local_port,
-            dst_port: remote_port,
-            seq_number: self.snd_nxt,
-            ack_number: self.rcv_nxt,
-            flags: TcpFlags::ACK,
-            window_len: self.window,
-            urgent_pointer: 0,
-            max_seg_size: None,
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
             timestamp: self.ts_ok().then(|| TcpTimestamp {
                 tsval: ((now / NS_PER_MS) as u32).wrapping_add(self.ts_offset),
                 tsecr: self.ts_recent,
             }),
-            fast_open: None,
-            payload: &[],
+            ..TcpRepr::bare(
+                local_port,
+                remote_port,
+                self.snd_nxt,
+                self.rcv_nxt,
+                TcpFlags::ACK,
+                self.window,
+            )
         }
     }
 }
@@ -349,20 +344,8 @@ mod tests {
 
     fn seg(seq: u32, ack: u32, flags: TcpFlags, tsval: Option<u32>) -> TcpRepr<'static> {
         TcpRepr {
-            src_port: 80,
-            dst_port: 4000,
-            seq_number: SeqNumber(seq),
-            ack_number: SeqNumber(ack),
-            flags,
-            window_len: 100,
-            urgent_pointer: 0,
-            max_seg_size: None,
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
             timestamp: tsval.map(|tsval| TcpTimestamp { tsval, tsecr: 0 }),
-            fast_open: None,
-            payload: &[],
+            ..TcpRepr::bare(80, 4000, SeqNumber(seq), SeqNumber(ack), flags, 100)
         }
     }
 

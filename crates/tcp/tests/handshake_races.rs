@@ -17,24 +17,20 @@ const S: u64 = 1_000_000_000;
 
 fn seg(seq: u32, ack: Option<u32>, flags: TcpFlags, payload: &[u8]) -> TcpRepr<'_> {
     TcpRepr {
-        src_port: 49161,
-        dst_port: 5001,
-        seq_number: SeqNumber(seq),
-        ack_number: SeqNumber(ack.unwrap_or(0)),
-        flags: if ack.is_some() {
-            flags | TcpFlags::ACK
-        } else {
-            flags
-        },
-        window_len: 16384,
-        urgent_pointer: 0,
         max_seg_size: Some(1460),
-        window_scale: None,
-        sack_permitted: false,
-        sack_blocks: [None; 4],
-        timestamp: None,
-        fast_open: None,
         payload,
+        ..TcpRepr::bare(
+            49161,
+            5001,
+            SeqNumber(seq),
+            SeqNumber(ack.unwrap_or(0)),
+            if ack.is_some() {
+                flags | TcpFlags::ACK
+            } else {
+                flags
+            },
+            16384,
+        )
     }
 }
 

@@ -33,16 +33,7 @@ fn tcp_frame() -> Vec<u8> {
     let dst = Ipv4Addr::new(10, 0, 0, 2);
     let payload = [0xabu8; 64];
     let tcp = TcpRepr {
-        src_port: 40000,
-        dst_port: 80,
-        seq_number: SeqNumber(1000),
-        ack_number: SeqNumber(2000),
-        flags: TcpFlags::ACK | TcpFlags::PSH,
-        window_len: 502,
-        urgent_pointer: 0,
         max_seg_size: Some(1460),
-        window_scale: None,
-        sack_permitted: false,
         sack_blocks: [
             Some(SackBlock {
                 left: SeqNumber(3000),
@@ -56,8 +47,15 @@ fn tcp_frame() -> Vec<u8> {
             None,
         ],
         timestamp: Some(TcpTimestamp { tsval: 1, tsecr: 2 }),
-        fast_open: None,
         payload: &payload,
+        ..TcpRepr::bare(
+            40000,
+            80,
+            SeqNumber(1000),
+            SeqNumber(2000),
+            TcpFlags::ACK | TcpFlags::PSH,
+            502,
+        )
     };
     let ip = Ipv4Repr {
         src_addr: src,

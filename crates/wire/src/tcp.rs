@@ -474,6 +474,38 @@ pub struct TcpParseReport {
     pub unknown_options: u8,
 }
 
+impl TcpRepr<'static> {
+    /// A header with no options, a zero urgent pointer and no payload: the fields every
+    /// segment has, and nothing else. Callers add what they carry with struct update syntax
+    /// (`TcpRepr { timestamp: Some(ts), ..TcpRepr::bare(..) }`); a `'static` header coerces to
+    /// any payload lifetime.
+    pub const fn bare(
+        src_port: u16,
+        dst_port: u16,
+        seq_number: SeqNumber,
+        ack_number: SeqNumber,
+        flags: TcpFlags,
+        window_len: u16,
+    ) -> Self {
+        TcpRepr {
+            src_port,
+            dst_port,
+            seq_number,
+            ack_number,
+            flags,
+            window_len,
+            urgent_pointer: 0,
+            max_seg_size: None,
+            window_scale: None,
+            sack_permitted: false,
+            sack_blocks: [None; 4],
+            timestamp: None,
+            fast_open: None,
+            payload: &[],
+        }
+    }
+}
+
 impl<'a> TcpRepr<'a> {
     /// Parses a segment; see [`TcpRepr::parse_with_report`].
     pub fn parse<T: AsRef<[u8]> + ?Sized>(

@@ -38,20 +38,15 @@ pub fn parse_fixed(bytes: &[u8]) -> Option<TcpRepr<'_>> {
     let h = bytes.first_chunk::<{ field::HEADER_LEN }>()?;
     let words = h[field::DATA_OFFSET] >> 4;
     let mut repr = TcpRepr {
-        src_port: be16_at(h, 0),
-        dst_port: be16_at(h, 2),
-        seq_number: SeqNumber(be32_at(h, 4)),
-        ack_number: SeqNumber(be32_at(h, 8)),
-        flags: TcpFlags(h[field::FLAGS]),
-        window_len: be16_at(h, 14),
         urgent_pointer: be16_at(h, 18),
-        max_seg_size: None,
-        window_scale: None,
-        sack_permitted: false,
-        sack_blocks: [None; 4],
-        timestamp: None,
-        fast_open: None,
-        payload: &[],
+        ..TcpRepr::bare(
+            be16_at(h, 0),
+            be16_at(h, 2),
+            SeqNumber(be32_at(h, 4)),
+            SeqNumber(be32_at(h, 8)),
+            TcpFlags(h[field::FLAGS]),
+            be16_at(h, 14),
+        )
     };
     if words == BARE_WORDS {
         repr.payload = bytes.get(field::HEADER_LEN..)?;

@@ -164,22 +164,14 @@ mod tests {
     use crate::tcp_fast_open::FastOpenOption;
 
     fn repr() -> TcpRepr<'static> {
-        TcpRepr {
-            src_port: 1,
-            dst_port: 2,
-            seq_number: SeqNumber(10),
-            ack_number: SeqNumber(20),
-            flags: TcpFlags::SYN | TcpFlags::ACK,
-            window_len: 65535,
-            urgent_pointer: 0,
-            max_seg_size: None,
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
-            timestamp: None,
-            fast_open: None,
-            payload: &[],
-        }
+        TcpRepr::bare(
+            1,
+            2,
+            SeqNumber(10),
+            SeqNumber(20),
+            TcpFlags::SYN | TcpFlags::ACK,
+            65535,
+        )
     }
 
     fn options_in(r: &TcpRepr<'_>, layout: TcpOptionLayout) -> Vec<u8> {

@@ -10,20 +10,15 @@ use wire::{
 
 fn segment() -> TcpRepr<'static> {
     TcpRepr {
-        src_port: 40000,
-        dst_port: 443,
-        seq_number: SeqNumber(0xdead_beef),
-        ack_number: SeqNumber(1),
-        flags: TcpFlags::ACK,
-        window_len: 100,
-        urgent_pointer: 0,
-        max_seg_size: None,
-        window_scale: None,
-        sack_permitted: false,
-        sack_blocks: [None; 4],
-        timestamp: None,
-        fast_open: None,
         payload: &[0x55; 1400],
+        ..TcpRepr::bare(
+            40000,
+            443,
+            SeqNumber(0xdead_beef),
+            SeqNumber(1),
+            TcpFlags::ACK,
+            100,
+        )
     }
 }
 

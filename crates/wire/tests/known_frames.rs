@@ -59,23 +59,21 @@ fn emit_reproduces_linux_syn_byte_for_byte() {
     let src = Ipv4Addr::new(192, 168, 1, 10);
     let dst = Ipv4Addr::new(93, 184, 216, 34);
     let tcp = TcpRepr {
-        src_port: 51234,
-        dst_port: 443,
-        seq_number: SeqNumber(0x6e5d_3c2b),
-        ack_number: SeqNumber(0),
-        flags: TcpFlags::SYN,
-        window_len: 64240,
-        urgent_pointer: 0,
         max_seg_size: Some(1460),
         window_scale: Some(7),
         sack_permitted: true,
-        sack_blocks: [None; 4],
         timestamp: Some(TcpTimestamp {
             tsval: 0x1a2b_3c4d,
             tsecr: 0,
         }),
-        fast_open: None,
-        payload: &[],
+        ..TcpRepr::bare(
+            51234,
+            443,
+            SeqNumber(0x6e5d_3c2b),
+            SeqNumber(0),
+            TcpFlags::SYN,
+            64240,
+        )
     };
     let ip = Ipv4Repr {
         src_addr: src,

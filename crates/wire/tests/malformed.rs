@@ -71,20 +71,8 @@ fn parse_ipv6(b: &[u8]) -> Result<(), Error> {
 
 fn tcp_repr(payload: &[u8]) -> TcpRepr<'_> {
     TcpRepr {
-        src_port: 1,
-        dst_port: 2,
-        seq_number: SeqNumber(100),
-        ack_number: SeqNumber(200),
-        flags: TcpFlags::ACK,
-        window_len: 1000,
-        urgent_pointer: 0,
-        max_seg_size: None,
-        window_scale: None,
-        sack_permitted: false,
-        sack_blocks: [None; 4],
-        timestamp: None,
-        fast_open: None,
         payload,
+        ..TcpRepr::bare(1, 2, SeqNumber(100), SeqNumber(200), TcpFlags::ACK, 1000)
     }
 }
 

@@ -17,20 +17,15 @@ const V4: IpPair = IpPair::V4 {
 
 fn base(payload: &[u8]) -> TcpRepr<'_> {
     TcpRepr {
-        src_port: 5000,
-        dst_port: 80,
-        seq_number: SeqNumber(0xffff_fff0),
-        ack_number: SeqNumber(42),
-        flags: TcpFlags::ACK,
-        window_len: 512,
-        urgent_pointer: 0,
-        max_seg_size: None,
-        window_scale: None,
-        sack_permitted: false,
-        sack_blocks: [None; 4],
-        timestamp: None,
-        fast_open: None,
         payload,
+        ..TcpRepr::bare(
+            5000,
+            80,
+            SeqNumber(0xffff_fff0),
+            SeqNumber(42),
+            TcpFlags::ACK,
+            512,
+        )
     }
 }
 

@@ -460,20 +460,16 @@ impl MatchContext {
             None => SeqNumber(0),
         };
         let mut repr = TcpRepr {
-            src_port,
-            dst_port,
-            seq_number: self.seq.peer_live_in(line.seq.start, line.flags),
-            ack_number,
-            flags: line.flags,
-            window_len,
             urgent_pointer: line.urg.unwrap_or(0),
-            max_seg_size: None,
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
-            timestamp: None,
-            fast_open: None,
             payload,
+            ..TcpRepr::bare(
+                src_port,
+                dst_port,
+                self.seq.peer_live_in(line.seq.start, line.flags),
+                ack_number,
+                line.flags,
+                window_len,
+            )
         };
         let list = match &line.options {
             TcpOptionsSpec::Absent => return Ok(repr),

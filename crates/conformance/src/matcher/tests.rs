@@ -16,20 +16,8 @@ fn line(src: &str) -> TcpLine {
 
 fn seg(flags: TcpFlags, seq: u32, ack: u32, payload: &[u8]) -> TcpRepr<'_> {
     TcpRepr {
-        src_port: 8080,
-        dst_port: 40000,
-        seq_number: SeqNumber(seq),
-        ack_number: SeqNumber(ack),
-        flags,
-        window_len: 502,
-        urgent_pointer: 0,
-        max_seg_size: None,
-        window_scale: None,
-        sack_permitted: false,
-        sack_blocks: [None; 4],
-        timestamp: None,
-        fast_open: None,
         payload,
+        ..TcpRepr::bare(8080, 40000, SeqNumber(seq), SeqNumber(ack), flags, 502)
     }
 }
 

@@ -82,20 +82,17 @@ impl Seg {
     /// Builds the Ethernet frame, checksums filled.
     pub fn build(&self) -> Vec<u8> {
         let tcp = TcpRepr {
-            src_port: self.sport,
-            dst_port: self.dport,
-            seq_number: SeqNumber(self.seq),
-            ack_number: SeqNumber(self.ack),
-            flags: self.flags,
-            window_len: self.window,
-            urgent_pointer: 0,
             max_seg_size: self.mss_opt,
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
             timestamp: self.ts.map(|(tsval, tsecr)| TcpTimestamp { tsval, tsecr }),
-            fast_open: None,
             payload: &self.payload,
+            ..TcpRepr::bare(
+                self.sport,
+                self.dport,
+                SeqNumber(self.seq),
+                SeqNumber(self.ack),
+                self.flags,
+                self.window,
+            )
         };
         let addrs = self.addrs();
         let tcp_len = tcp.buffer_len();

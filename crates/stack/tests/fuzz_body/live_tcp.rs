@@ -428,20 +428,20 @@ impl World {
             (PORT_B, a_port)
         };
         let seg = TcpRepr {
-            src_port: sport,
-            dst_port: dport,
-            seq_number: SeqNumber(isn_s.wrapping_add(1).wrapping_add(seq_off)),
-            ack_number: SeqNumber(isn_r.wrapping_add(1).wrapping_add(ack_off)),
-            flags,
-            window_len: window,
-            urgent_pointer: 0,
             max_seg_size: (opts & 0x20 != 0).then_some(input.u16()),
             window_scale: (opts & 0x40 != 0).then_some(input.u8()),
             sack_permitted: opts & 0x80 != 0,
             sack_blocks,
             timestamp,
-            fast_open: None,
             payload: &payload,
+            ..TcpRepr::bare(
+                sport,
+                dport,
+                SeqNumber(isn_s.wrapping_add(1).wrapping_add(seq_off)),
+                SeqNumber(isn_r.wrapping_add(1).wrapping_add(ack_off)),
+                flags,
+                window,
+            )
         };
         let frame = tcp_frame(dir == 0, &seg);
         let now = self.now;
@@ -459,20 +459,15 @@ impl World {
             _ => input.u8(),
         });
         let seg = TcpRepr {
-            src_port: port,
-            dst_port: PORT_B,
-            seq_number: SeqNumber(input.u32()),
-            ack_number: SeqNumber(input.u32()),
-            flags,
-            window_len: input.u16(),
-            urgent_pointer: 0,
             max_seg_size: Some(1460),
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
-            timestamp: None,
-            fast_open: None,
-            payload: &[],
+            ..TcpRepr::bare(
+                port,
+                PORT_B,
+                SeqNumber(input.u32()),
+                SeqNumber(input.u32()),
+                flags,
+                input.u16(),
+            )
         };
         let frame = tcp_frame(true, &seg);
         let now = self.now;

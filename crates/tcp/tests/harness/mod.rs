@@ -424,22 +424,7 @@ impl Pair {
 /// A bare segment from `src_port` to `dst_port` for injection tests.
 pub fn seg(src_port: u16, dst_port: u16, seq: SeqNumber, ack: SeqNumber, flags: TcpFlags) -> Seg {
     Seg {
-        hdr: TcpRepr {
-            src_port,
-            dst_port,
-            seq_number: seq,
-            ack_number: ack,
-            flags,
-            window_len: 1000,
-            urgent_pointer: 0,
-            max_seg_size: None,
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
-            timestamp: None,
-            fast_open: None,
-            payload: &[],
-        },
+        hdr: TcpRepr::bare(src_port, dst_port, seq, ack, flags, 1000),
         payload: Vec::new(),
     }
 }
