@@ -175,6 +175,16 @@ impl Egress {
         self.tx.len()
     }
 
+    /// Frames the transmit queue has room for.
+    pub(crate) fn tx_room(&self) -> usize {
+        self.tx_queue_max.saturating_sub(self.tx.len())
+    }
+
+    /// Counts `n` segments sent in a train (`tcp_train.rs`).
+    pub(crate) fn count_train_segments(&mut self, n: u16) {
+        self.counters.tx_train_segments += u64::from(n);
+    }
+
     /// True when the transmit queue has no room for another frame.
     pub(crate) fn tx_full(&self) -> bool {
         self.tx.len() >= self.tx_queue_max
