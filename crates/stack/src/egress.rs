@@ -26,6 +26,7 @@ use crate::tx_pool::TxPool;
 
 mod tcp_headers;
 mod tcp_out;
+mod tcp_train_out;
 pub(crate) use tcp_out::{TcpIpFields, header_only, tcp_pair};
 
 /// RFC 4861 §7.1.1/§7.1.2: NDP messages must arrive with hop limit 255 (not forwarded).

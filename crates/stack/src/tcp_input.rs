@@ -762,7 +762,7 @@ impl TcpCx<'_> {
             // Full segments of new data in the steady bulk state: as a train (`tcp_train.rs`).
             if trains
                 && let Some((pair, _)) = addrs.as_ref()
-                && self.tcp_flush_train(now, i, pair, ip_len, mtu_room)
+                && self.tcp_flush_train(now, i, pair, mtu_room)
             {
                 continue;
             }

@@ -12,14 +12,14 @@
 
 use wire::IpPair;
 
-use crate::egress::{ETHERNET_HEADER_LEN, TcpIpFields};
+use crate::egress::TcpIpFields;
 use crate::sockets::Socket;
 use crate::tcp_input::TcpCx;
 use crate::tcp_sockets::TcpState;
 
 impl TcpCx<'_> {
     /// Sends connection `i`'s train if it has one (see the module): true when it sent one.
-    /// `ip_len` is the IP header's length, `mtu_room_bytes` the payload a frame without TCP
+    /// `mtu_room_bytes` the payload a frame without TCP
     /// options has room for (the per-segment path's buffer). Never more segments than the
     /// transmit queue has room for, so none is dropped for want of it.
     #[inline]
@@ -28,7 +28,6 @@ impl TcpCx<'_> {
         now: u64,
         i: usize,
         pair: &IpPair,
-        ip_len: usize,
         mtu_room_bytes: usize,
     ) -> bool {
         if !self.tcp.trains {
@@ -52,16 +51,17 @@ impl TcpCx<'_> {
             dont_frag: opts.pmtu.dont_fragment(),
         };
         self.egress.count_train_segments(train.segments);
-        for j in 0..train.segments {
-            let payload_at = ETHERNET_HEADER_LEN + ip_len + self.egress.tx_header_guess();
-            let mut frame = self.egress.take_frame_buf(payload_at + mtu_room_bytes);
-            let n =
-                c.conn
-                    .train_payload(&train, j, frame.get_mut(payload_at..).unwrap_or_default());
-            let header = train.segment(j);
-            self.egress
-                .send_tcp_frame(now, pair, &header, frame, payload_at, n, 0, ip);
-        }
+        let conn = &c.conn;
+        self.egress.send_tcp_train(
+            now,
+            pair,
+            train.segments,
+            usize::from(train.seg_bytes),
+            |j| train.segment(j),
+            |j, dst| conn.train_payload(&train, j, dst),
+            ip,
+            mtu_room_bytes,
+        );
         true
     }
 }
