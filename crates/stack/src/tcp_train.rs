@@ -19,8 +19,8 @@ use crate::tcp_sockets::TcpState;
 
 impl TcpCx<'_> {
     /// Sends connection `i`'s train if it has one (see the module): true when it sent one.
-    /// `mtu_room_bytes` the payload a frame without TCP
-    /// options has room for (the per-segment path's buffer). Never more segments than the
+    /// `mtu_room_bytes` is what the MTU leaves after the IP and a bare TCP header (a
+    /// segment's options and payload must fit it). Never more segments than the
     /// transmit queue has room for, so none is dropped for want of it.
     #[inline]
     pub(crate) fn tcp_flush_train(
@@ -33,6 +33,12 @@ impl TcpCx<'_> {
         if !self.tcp.trains {
             return false;
         }
+        let IpPair::V4 { dst, .. } = *pair else {
+            return false;
+        };
+        let Some(dst_mac) = self.egress.train_route(now, dst) else {
+            return false;
+        };
         let room = self.egress.tx_room();
         let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
             return false;
@@ -53,14 +59,13 @@ impl TcpCx<'_> {
         self.egress.count_train_segments(train.segments);
         let conn = &c.conn;
         self.egress.send_tcp_train(
-            now,
             pair,
+            dst_mac,
             train.segments,
             usize::from(train.seg_bytes),
             |j| train.segment(j),
             |j, dst| conn.train_payload(&train, j, dst),
             ip,
-            mtu_room_bytes,
         );
         true
     }

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use stack::{RxMeta, Stack, StackConfig};
+use stack::{RxMeta, Stack, StackConfig, TxMeta};
 
 /// xorshift64*: the same fault and workload decisions in both worlds.
 struct Rng(u64);
@@ -37,6 +37,9 @@ struct Case {
     loss_per_mille: u64,
     write_bytes_max: usize,
     read_bytes_max: usize,
+    v6: bool,
+    csum_offload: bool,
+    neighbor_reachable_ms: u64,
 }
 
 /// Everything one world showed: the frames in order (A's and B's, tagged), `tcp_info` of both
@@ -59,7 +62,18 @@ fn stack_config(base: StackConfig, k: &Case) -> StackConfig {
     c.tcp.nodelay = k.nodelay;
     c.tcp.send_buffer_bytes = k.send_buffer_bytes;
     c.tcp.recv_buffer_bytes = k.recv_buffer_bytes;
+    c.tx_offload.tcp_csum = k.csum_offload;
+    c.limits.neighbor_reachable_ns = k.neighbor_reachable_ms * MS;
     c
+}
+
+/// `f` as the device sends it: a partial checksum completed.
+fn on_the_wire(f: &[u8], meta: TxMeta) -> Vec<u8> {
+    let mut f = f.to_vec();
+    if meta.l4_csum_partial {
+        assert!(wire::partial::complete_l4_checksum(&mut f));
+    }
+    f
 }
 
 fn world(k: &Case, trains: bool) -> Trace {
@@ -67,7 +81,11 @@ fn world(k: &Case, trains: bool) -> Trace {
     let mut b = Stack::new(stack_config(config_b(), k));
     a.set_tcp_trains(trains);
     b.set_tcp_trains(trains);
-    let server = v4(IP_B, 5000);
+    let server = if k.v6 {
+        v6(IP6_B, 5000)
+    } else {
+        v4(IP_B, 5000)
+    };
     let l = b.tcp_listen(server, 8).expect("listen");
     let c = a.tcp_connect(0, server, 0).expect("connect");
     let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
@@ -101,18 +119,17 @@ fn world(k: &Case, trains: bool) -> Trace {
             let _ = a.tcp_shutdown(c);
         }
         let mut moved = false;
-        while let Some(f) = a.poll_transmit(now) {
+        while let Some((f, meta)) = a.poll_transmit_meta(now) {
             moved = true;
-            let drop = rng.chance(k.loss_per_mille);
-            if !drop {
-                b.receive(now, &f, &RxMeta::NONE);
+            if !rng.chance(k.loss_per_mille) {
+                b.receive(now, &on_the_wire(&f, meta), &RxMeta::NONE);
             }
             t.frames.push((b'a', f));
         }
-        while let Some(f) = b.poll_transmit(now) {
+        while let Some((f, meta)) = b.poll_transmit_meta(now) {
             moved = true;
             if !rng.chance(k.loss_per_mille / 2) {
-                a.receive(now, &f, &RxMeta::NONE);
+                a.receive(now, &on_the_wire(&f, meta), &RxMeta::NONE);
             }
             t.frames.push((b'b', f));
         }
@@ -173,7 +190,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     /// Random MSS, MTU, options, Nagle, buffers (so windows), transmit queue room, loss, write
-    /// and read sizes: the train path's frames and connections are the per-segment path's.
+    /// and read sizes, IPv4 or IPv6, TCP checksum offload, neighbour entries that need
+    /// refreshing or expire mid-transfer: the train path's frames and connections are the per-segment path's.
     #[test]
     fn trains_emit_the_frames_of_single_segments(
         seed in any::<u64>(),
@@ -188,10 +206,14 @@ proptest! {
         loss_per_mille in prop_oneof![Just(0u64), 0u64..50],
         write_bytes_max in 1usize..70_000,
         read_bytes_max in 1usize..65_536,
+        v6 in any::<bool>(),
+        csum_offload in any::<bool>(),
+        neighbor_reachable_ms in prop_oneof![Just(30_000u64), 5u64..500],
     ) {
         twin(Case {
             seed, mss, mtu, timestamps, sack, nodelay, send_buffer_bytes, recv_buffer_bytes,
-            tx_queue_frames, loss_per_mille, write_bytes_max, read_bytes_max,
+            tx_queue_frames, loss_per_mille, write_bytes_max, read_bytes_max, v6,
+            csum_offload, neighbor_reachable_ms,
         })?;
     }
 }
@@ -212,6 +234,9 @@ fn a_bulk_sender_emits_most_segments_in_trains() {
         loss_per_mille: 0,
         write_bytes_max: 65_536,
         read_bytes_max: 65_536,
+        v6: false,
+        csum_offload: false,
+        neighbor_reachable_ms: 30_000,
     };
     let in_trains = twin(k).unwrap();
     // 200 kB at 1,448 bytes a segment: 139 data segments.

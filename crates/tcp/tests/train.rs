@@ -226,10 +226,16 @@ fn a_train_is_no_longer_than_the_room_the_caller_has() {
     // The last one empties the buffer: PSH, as `poll_transmit` sets it.
     assert!(u.psh_last && u.segment(8).flags.contains(TcpFlags::PSH));
     assert!(!u.segment(7).flags.contains(TcpFlags::PSH));
-    // No train when fewer than two segments fit the caller's buffer or queue.
+    // No train when fewer than two segments fit the caller's queue, or a segment's options
+    // and payload (the send MSS, 1,460: 12 bytes of timestamps and 1,448 of data) its frame.
+    assert_eq!(eff, 1448);
     p.a.send(&pattern(4 * eff)).unwrap();
     assert!(p.a.poll_transmit_train(p.now, 1, 65536).is_none());
-    assert!(p.a.poll_transmit_train(p.now, 64, eff - 1).is_none());
+    assert!(p.a.poll_transmit_train(p.now, 64, 1459).is_none());
+    assert_eq!(
+        p.a.poll_transmit_train(p.now, 64, 1460).map(|t| t.segments),
+        Some(4)
+    );
 }
 
 #[test]

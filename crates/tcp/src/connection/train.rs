@@ -48,9 +48,11 @@ impl TxTrain {
 
 impl Connection {
     /// The train of full segments `poll_transmit` would return one after another now, at most
-    /// `segments_max` of them, each fitting `payload_room_bytes`; `None` (nothing changed)
+    /// `segments_max` of them; `None` (nothing changed)
     /// when the connection is not in the steady bulk state or fewer than two segments may
-    /// leave. On `Some`, the connection is advanced as if every segment had been returned by
+    /// leave, or when a segment's options and payload (the send MSS) would not fit
+    /// `option_and_payload_room_bytes` (the caller's frame less its IP and bare TCP headers:
+    /// there the per-segment path decides). On `Some`, the connection is advanced as if every segment had been returned by
     /// `poll_transmit`: the caller must emit all of them.
     ///
     /// The steady bulk state: ESTABLISHED or CLOSE-WAIT (or FIN-WAIT-1 and LAST-ACK before
@@ -61,7 +63,7 @@ impl Connection {
         &mut self,
         now: u64,
         segments_max: u16,
-        payload_room_bytes: usize,
+        option_and_payload_room_bytes: usize,
     ) -> Option<TxTrain> {
         if segments_max < 2
             || !matches!(
@@ -90,7 +92,7 @@ impl Connection {
             .snd_mss
             .saturating_sub(if self.opts.ts_ok { TS_OPTION_BYTES } else { 0 })
             .max(1);
-        if mss != seg_room || usize::from(mss) > payload_room_bytes {
+        if mss != seg_room || usize::from(self.opts.snd_mss) > option_and_payload_room_bytes {
             return None;
         }
         let mss32 = u32::from(mss);
