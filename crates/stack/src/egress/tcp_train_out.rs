@@ -127,6 +127,22 @@ struct Template {
     tcp_fill: bool,
 }
 
+/// Bytes of the headers without TCP options.
+const BARE_HEADERS_LEN: usize = ETHERNET_HEADER_LEN + IPV4_HEADER_LEN + 20;
+
+/// Copies the first `N` bytes of `head` to the front of `frame`; false when `frame` is
+/// shorter.
+#[inline(always)]
+fn copy_head<const N: usize>(frame: &mut [u8], head: &[u8; TEMPLATE_BYTES_MAX]) -> bool {
+    match (frame.first_chunk_mut::<N>(), head.first_chunk::<N>()) {
+        (Some(dst), Some(src)) => {
+            *dst = *src;
+            true
+        }
+        _ => false,
+    }
+}
+
 /// The native-order 16-bit word at `at` (0 past the end).
 #[inline(always)]
 fn ne16(b: &[u8], at: usize) -> u64 {
@@ -187,13 +203,19 @@ impl Template {
     /// Writes the headers of a frame of `frame_len` bytes whose payload is in place.
     #[inline]
     fn write(&self, frame: &mut [u8], ident: u16, seg: &TcpRepr<'static>) {
-        let (Some(head), Some(src)) = (
-            frame.get_mut(..self.head_len),
-            self.head.get(..self.head_len),
-        ) else {
+        // Copies of a constant length (moves, no `memcpy` call): the two header lengths.
+        let copied = match self.head_len {
+            TEMPLATE_BYTES_MAX => copy_head::<TEMPLATE_BYTES_MAX>(frame, &self.head),
+            BARE_HEADERS_LEN => copy_head::<BARE_HEADERS_LEN>(frame, &self.head),
+            _ => false,
+        };
+        // Every field patched lies in the bare headers.
+        let Some(head) = frame
+            .first_chunk_mut::<BARE_HEADERS_LEN>()
+            .filter(|_| copied)
+        else {
             return;
         };
-        head.copy_from_slice(src);
         head[IDENT_AT..IDENT_AT + 2].copy_from_slice(&ident.to_be_bytes());
         if self.ip_fill {
             let sum = self.ip_base + ne16(head, IDENT_AT);
