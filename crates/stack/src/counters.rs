@@ -356,6 +356,9 @@ counters! {
     tx_tso_segments,
     /// TCP frames handed out with a partial checksum for the device to complete.
     tx_csum_partial_frames,
+    /// TCP segments sent in trains (`tcp_train.rs`): runs of full segments of new data whose
+    /// connection was asked and advanced once per run (the frames are the per-segment path's).
+    tx_train_segments,
 }
 
 impl Counters {

@@ -26,6 +26,7 @@ use crate::tx_pool::TxPool;
 
 mod tcp_headers;
 mod tcp_out;
+mod tcp_train_out;
 pub(crate) use tcp_out::{TcpIpFields, header_only, tcp_pair};
 
 /// RFC 4861 §7.1.1/§7.1.2: NDP messages must arrive with hop limit 255 (not forwarded).
@@ -173,6 +174,16 @@ impl Egress {
     /// Frames waiting in the transmit queue.
     pub(crate) fn tx_len(&self) -> usize {
         self.tx.len()
+    }
+
+    /// Frames the transmit queue has room for.
+    pub(crate) fn tx_room(&self) -> usize {
+        self.tx_queue_max.saturating_sub(self.tx.len())
+    }
+
+    /// Counts `n` segments sent in a train (`tcp_train.rs`).
+    pub(crate) fn count_train_segments(&mut self, n: u16) {
+        self.counters.tx_train_segments += u64::from(n);
     }
 
     /// True when the transmit queue has no room for another frame.

@@ -87,6 +87,7 @@ mod tcp_move;
 pub mod tcp_notify;
 pub mod tcp_sockets;
 mod tcp_time_wait;
+mod tcp_train;
 mod time_wait;
 mod timer_wheel;
 mod tx_pool;

@@ -138,6 +138,17 @@ impl NeighborCache {
         self.lookup_for_send_walk(now, addr)
     }
 
+    /// The MAC [`NeighborCache::lookup_for_send`] would answer for `addr` at `now` from its
+    /// remembered last answer, with no refresh due; `None` when that answer is not
+    /// remembered or no longer valid (ask `lookup_for_send`). Changes nothing.
+    #[inline]
+    pub(crate) fn cached_for_send(&self, now: u64, addr: IpAddr) -> Option<EthernetAddress> {
+        match self.last_send {
+            Some((a, mac, valid_until_ns)) if a == addr && now < valid_until_ns => Some(mac),
+            _ => None,
+        }
+    }
+
     /// [`NeighborCache::lookup_for_send`] through the tree; remembers an answer that asked
     /// for no refresh, until the entry's refresh falls due or it expires.
     fn lookup_for_send_walk(&mut self, now: u64, addr: IpAddr) -> Option<(EthernetAddress, bool)> {

@@ -27,6 +27,14 @@ impl Stack {
         self.tcp_cx().tcp.ecn = mode;
     }
 
+    /// Whether the TCP flush sends runs of full segments as trains (on by default). The
+    /// frames and the connections' state are the same either way; off is the reference a
+    /// test compares the train path with.
+    #[doc(hidden)]
+    pub fn set_tcp_trains(&mut self, on: bool) {
+        self.tcp_cx().tcp.trains = on;
+    }
+
     /// The stack-wide ECN mode.
     pub fn tcp_ecn(&self) -> tcp::EcnMode {
         self.tcp_view().0.ecn

@@ -750,11 +750,21 @@ impl TcpCx<'_> {
         } else {
             IPV4_HEADER_LEN
         };
+        // The payload room of a frame without TCP options, and whether the device segments.
+        let mtu_room = mtu.saturating_sub(ip_len + TCP_HEADER_MIN);
+        let trains = tso_bytes_max == 0;
         let mut drained = true;
         loop {
             if self.egress.tx_full() {
                 drained = false;
                 break;
+            }
+            // Full segments of new data in the steady bulk state: as a train (`tcp_train.rs`).
+            if trains
+                && let Some((pair, _)) = addrs.as_ref()
+                && self.tcp_flush_train(now, i, pair, mtu_room)
+            {
+                continue;
             }
             // The slot through the socket table itself (not `conn_mut`, which borrows the
             // whole context): `c` stays usable beside `self.egress` for the whole iteration,
@@ -775,7 +785,6 @@ impl TcpCx<'_> {
             // With TSO the room is the device's limit; the engine sends whole segments of
             // its MSS up to it (`poll_transmit_tso`). Not while the neighbour is unresolved:
             // a frame beyond the MTU could not wait in its queue.
-            let mtu_room = mtu.saturating_sub(ip_len + TCP_HEADER_MIN);
             // What the next segment can carry at most (asked only with TSO on): a control
             // segment (SYN-ACK, ACK, FIN, RST, a window probe) or a small write needs no
             // TSO-sized buffer. Without this, a burst of them (a reclaim walk's RSTs,

@@ -178,6 +178,9 @@ pub(crate) struct TcpTable {
     /// Connections that may have output, by slot index (ordered: deterministic output; a
     /// bitmap, O(1) insert and remove per segment).
     pub(crate) dirty: IndexSet,
+    /// Whether the flush sends runs of full segments as trains (`tcp_train.rs`); on unless
+    /// a test turns it off (`Stack::set_tcp_trains`).
+    pub(crate) trains: bool,
     /// Where the next flush starts (round-robin over `dirty`).
     pub(crate) flush_cursor: usize,
     /// (deadline, slot) of every connection with a timer and every moved marker: a timing
@@ -278,6 +281,7 @@ impl TcpTable {
         TcpTable {
             conns: ConnTable::default(),
             dirty: IndexSet::new(),
+            trains: true,
             flush_cursor: 0,
             timers: TimerWheel::new(),
             due_scratch: Vec::new(),

@@ -92,7 +92,7 @@ pub use config::{
 pub use connection::{
     AcceptError, CaState, CloseReason, Connection, Counters, EcnState, Error, Event, Negotiated,
     RECORDS_OUTSTANDING_MAX, SEND_BUFFER_AUTOTUNE_MAX_BYTES, SKB_OVERHEAD_BYTES, State,
-    SummedInput, TCP_INFINITE_SSTHRESH, TcpInfo, ecn_flag, tcpi_opt,
+    SummedInput, TCP_INFINITE_SSTHRESH, TcpInfo, TxTrain, ecn_flag, tcpi_opt,
 };
 pub use rack::RackPathState;
 pub use snapshot::{ConnectionSnapshot, SOCKET_EXT_BYTES_MAX, SnapshotError};

@@ -52,6 +52,7 @@ mod tcb;
 mod tests;
 mod time_wait;
 mod timers;
+mod train;
 
 pub use counters::Counters;
 pub(crate) use counters::HotCounters;
@@ -62,6 +63,7 @@ pub(crate) use records::records_from_ends;
 pub use sndbuf::{SEND_BUFFER_AUTOTUNE_MAX_BYTES, SKB_OVERHEAD_BYTES};
 pub(crate) use timers::Deadline;
 pub use timers::{PATH_DOUBT_SYN_TIMEOUTS, PATH_DOUBT_TIMEOUTS};
+pub use train::TxTrain;
 
 pub(crate) use chrono::InfoState;
 pub use tcb::{

@@ -442,7 +442,7 @@ impl Connection {
 
     /// Records the flight after new data up to `end` left (Linux `tcp_cwnd_validate`): a new
     /// round trip, a larger flight, or a full cwnd starts a new record.
-    fn note_flight(&mut self, end: SeqNumber) {
+    pub(super) fn note_flight(&mut self, end: SeqNumber) {
         let flight = fwd(self.snd.una, end);
         let mss = u32::from(self.eff_mss());
         let limited = flight.saturating_add(mss) > self.cc.cwnd_bytes();
@@ -504,7 +504,7 @@ impl Connection {
     /// Whether the next segment of `unsent` bytes waits for the peer's window alone: the
     /// congestion window would let it go (Linux `tcp_write_xmit`'s `is_rwnd_limited`, the
     /// window test coming after the congestion window's).
-    fn rwnd_limited(&self, unsent: u32) -> bool {
+    pub(super) fn rwnd_limited(&self, unsent: u32) -> bool {
         if unsent == 0 {
             return false;
         }

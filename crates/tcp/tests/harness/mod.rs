@@ -99,6 +99,12 @@ pub struct Pair {
     /// `Connection::poll_transmit_tso`); 1: none. The peer receives the large segment whole,
     /// as after GRO.
     pub tso_segments: u16,
+    /// Trains (`Connection::poll_transmit_train`) of at most this many segments drain each
+    /// side, checked against a twin drained through `poll_transmit` alone: the same segments
+    /// and the same connection afterwards. 0 or 1: no trains.
+    pub train_segments_max: u16,
+    /// Segments sent in trains so far.
+    pub train_segments_sent: u64,
     sent_count: [usize; 2],
     data_count: [usize; 2],
     /// Highest right edge each side advertised (checked on every segment).
@@ -149,6 +155,8 @@ impl Pair {
             a_to_send: Vec::new(),
             b_to_send: Vec::new(),
             tso_segments: 1,
+            train_segments_max: 0,
+            train_segments_sent: 0,
             sent_count: [1, 0],
             data_count: [0, 0],
             right_edge: [None, None],
@@ -179,6 +187,8 @@ impl Pair {
             a_to_send: Vec::new(),
             b_to_send: Vec::new(),
             tso_segments: 1,
+            train_segments_max: 0,
+            train_segments_sent: 0,
             sent_count: [0, 0],
             data_count: [0, 0],
             right_edge: [None, None],
@@ -211,6 +221,10 @@ impl Pair {
         for _ in 0..4 {
             self.run_apps();
             for dir in [Dir::AtoB, Dir::BtoA] {
+                if self.train_segments_max > 1 {
+                    self.drain_in_trains_against_twin(dir, &mut buf);
+                    continue;
+                }
                 loop {
                     let now = self.now;
                     let tso = self.tso_segments;
@@ -221,6 +235,58 @@ impl Pair {
                     self.enqueue(dir, seg);
                 }
             }
+        }
+    }
+
+    /// Drains `dir`'s side with trains and `poll_transmit`, and a clone of it with
+    /// `poll_transmit` alone; panics unless both emit the same segments in the same order and
+    /// end equal (every field of `Connection`, through its `Debug`).
+    fn drain_in_trains_against_twin(&mut self, dir: Dir, buf: &mut [u8]) {
+        let now = self.now;
+        let max = self.train_segments_max;
+        let mut twin = self.conn(dir).clone();
+        let mut single = Vec::new();
+        while let Some(r) = twin.poll_transmit(now, buf) {
+            single.push(Seg::from_repr(&r));
+        }
+        let mut trained = Vec::new();
+        let mut in_trains = 0u64;
+        let c = self.conn(dir);
+        loop {
+            if let Some(t) = c.poll_transmit_train(now, max, buf.len()) {
+                assert!(
+                    t.segments >= 2 && t.segments <= max,
+                    "train of {}",
+                    t.segments
+                );
+                for j in 0..t.segments {
+                    let n = c.train_payload(&t, j, buf);
+                    trained.push(Seg {
+                        hdr: t.segment(j),
+                        payload: buf[..n].to_vec(),
+                    });
+                }
+                in_trains += u64::from(t.segments);
+                continue;
+            }
+            match c.poll_transmit(now, buf) {
+                Some(r) => trained.push(Seg::from_repr(&r)),
+                None => break,
+            }
+        }
+        assert_eq!(
+            format!("{single:?}"),
+            format!("{trained:?}"),
+            "{dir:?} at {now}: the train path's segments differ from poll_transmit's"
+        );
+        assert_eq!(
+            format!("{twin:?}"),
+            format!("{c:?}"),
+            "{dir:?} at {now}: the connection differs after the train path"
+        );
+        self.train_segments_sent += in_trains;
+        for seg in trained {
+            self.enqueue(dir, seg);
         }
     }
 
