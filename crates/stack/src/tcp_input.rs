@@ -54,6 +54,25 @@ fn header_sum(bytes: &[u8], header_len: usize, pair: &wire::IpPair) -> Option<u1
     }
 }
 
+/// What the last-flow record (`conn_table::LastFlow`) compares for a segment: its IPv4
+/// addresses and ports as received and the carried hash; `None` for IPv6 (looked up every
+/// time).
+#[inline(always)]
+fn last_flow_key(
+    meta: &IpMeta,
+    seg: &TcpRepr<'_>,
+    carried: Option<u32>,
+) -> Option<crate::conn_table::LastFlowKey> {
+    let (core::net::IpAddr::V4(src), core::net::IpAddr::V4(dst)) = (meta.src, meta.dst) else {
+        return None;
+    };
+    Some(crate::conn_table::LastFlowKey {
+        addrs: (u64::from(src.to_bits()) << 32) | u64::from(dst.to_bits()),
+        ports: (u32::from(seg.src_port) << 16) | u32::from(seg.dst_port),
+        carried,
+    })
+}
+
 /// The TCP part with the parts it borrows for one call. Built by `Stack::tcp_cx`, which
 /// splits the stack's borrows. TCP writes only `tcp`; it changes the socket table and the
 /// egress part only through their methods.
@@ -163,13 +182,35 @@ impl TcpCx<'_> {
                 seg
             }
         };
-        let tuple = FourTuple {
+        let tuple = |seg: &TcpRepr<'_>| FourTuple {
             local: SocketAddr::new(meta.dst, seg.dst_port),
             remote: SocketAddr::new(meta.src, seg.src_port),
         };
-        // Under the look-ahead's table hash when `Stack::receive_hinted` gave one; `key` is
-        // then the segment's own key whenever nothing was found (the paths below use it).
-        let (key, found) = self.tcp.rx_lookup(self.sockets, tuple, hash);
+        // The last flow found first (`conn_table::LastFlow`: an IPv4 tuple compared in a few
+        // words, the answer the lookup would give); else the lookup, under the look-ahead's
+        // table hash when `Stack::receive_hinted` gave one. `key` is the segment's own key
+        // whenever nothing was found (the paths below use it); a hit consumes the hint too.
+        let last = last_flow_key(&meta, &seg, hash);
+        let epoch = self.sockets.epoch();
+        let (key, found) = match last.and_then(|k| self.tcp.conns.last_get(&k, epoch)) {
+            Some(i) => {
+                debug_assert_eq!(
+                    self.tcp
+                        .lookup(self.sockets, &self.tcp.flow_key(tuple(&seg), hash)),
+                    Some(i),
+                    "the last-flow record disagrees with the table"
+                );
+                self.tcp.rx_table_hash_hint = None;
+                (None, Some(i))
+            }
+            None => {
+                let (key, found) = self.tcp.rx_lookup(self.sockets, tuple(&seg), hash);
+                if let (Some(k), Some(i)) = (last, found) {
+                    self.tcp.conns.last_set(k, i, epoch);
+                }
+                (Some(key), found)
+            }
+        };
         if caps.verify_rx {
             if let Some(i) = found {
                 match self.summing_input(now, i, payload, &pair, &seg, rx) {
@@ -221,6 +262,8 @@ impl TcpCx<'_> {
             self.tcp_after_input(i);
             return;
         }
+        // Nothing found: the lookup ran and made the key.
+        let key = key.unwrap_or_else(|| self.tcp.flow_key(tuple(&seg), hash));
         if self.tcp.tw_len() > 0 {
             if let Some(pos) = self.tcp.tw_find(&key) {
                 self.tcp_time_wait_segment(now, meta, key, pos, &seg);
@@ -519,25 +562,49 @@ impl TcpCx<'_> {
 
     /// After any input to connection `i`: mark it for output, re-arm its timer and turn its
     /// events into readiness.
+    ///
+    /// The per-segment case — the buffers' storage unchanged, no socket extension, no
+    /// listener waiting for the connection — is finished on the one borrow of the slot:
+    /// its events become readiness there, exactly as [`TcpCx::tcp_after_input_events`]
+    /// would turn them (which every other case runs).
     pub(crate) fn tcp_after_input(&mut self, i: usize) {
         self.tcp.dirty.insert(i);
         // `tcp_rearm` and `tcp_mem_account` on one borrow of the slot (the per-segment path
         // looks the slot up once for both).
-        let mem_changed = {
-            let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
-                return;
-            };
-            rearm(&mut self.tcp.timers, i, c);
-            let now_bytes = c.conn.buffer_allocated_bytes();
-            let old = core::mem::replace(&mut c.mem_bytes, now_bytes);
-            if now_bytes != old {
-                self.tcp.mem_bytes = self.tcp.mem_bytes - old + now_bytes;
-            }
-            now_bytes != old
+        let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
+            return;
         };
-        if mem_changed {
+        rearm(&mut self.tcp.timers, i, c);
+        let now_bytes = c.conn.buffer_allocated_bytes();
+        let old = core::mem::replace(&mut c.mem_bytes, now_bytes);
+        if now_bytes != old {
+            self.tcp.mem_bytes = self.tcp.mem_bytes - old + now_bytes;
             self.tcp_mem_judge();
+            self.tcp_after_input_events(i);
+            return;
         }
+        if c.has_ext() || c.parent.is_some() {
+            self.tcp_after_input_events(i);
+            return;
+        }
+        let mut readiness = Readiness::NONE;
+        while let Some(e) = c.conn.poll_event() {
+            if e == Event::Connected {
+                cold_path();
+                self.tcp.counters.tcp_connections_established += 1;
+            }
+            readiness |= readiness_of(e);
+        }
+        if !readiness.is_empty() {
+            self.sockets.notify(i, readiness);
+        }
+    }
+
+    /// The second half of [`TcpCx::tcp_after_input`] in general: connection `i`'s events
+    /// turned into readiness (its own, or its listener's while it waits for `accept`), the
+    /// socket extension's progress reported.
+    #[inline(never)]
+    fn tcp_after_input_events(&mut self, i: usize) {
         let mut readiness = Readiness::NONE;
         let mut established = false;
         let parent = {
