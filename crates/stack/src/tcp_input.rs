@@ -164,10 +164,13 @@ impl TcpCx<'_> {
         // segment has it summed while the engine copies the text into the receive buffer
         // (`summing_input`), every other segment by a pass of its own before anything acts
         // on it. Either way a segment that fails is dropped, counted, with nothing changed.
-        let seg = match fixed {
+        // By reference: the fixed read's `TcpRepr` is not moved out of its `Option` (a copy
+        // of the whole struct per segment).
+        let parsed;
+        let seg = match &fixed {
             Some(seg) => seg,
             None => {
-                let Ok(seg) = TcpRepr::parse(
+                let Ok(p) = TcpRepr::parse(
                     &view,
                     &pair,
                     wire::ChecksumCaps {
@@ -179,7 +182,8 @@ impl TcpCx<'_> {
                     self.tcp.counters.rx_drop_tcp_malformed += 1;
                     return;
                 };
-                seg
+                parsed = p;
+                &parsed
             }
         };
         let tuple = |seg: &TcpRepr<'_>| FourTuple {
@@ -190,13 +194,13 @@ impl TcpCx<'_> {
         // words, the answer the lookup would give); else the lookup, under the look-ahead's
         // table hash when `Stack::receive_hinted` gave one. `key` is the segment's own key
         // whenever nothing was found (the paths below use it); a hit consumes the hint too.
-        let last = last_flow_key(&meta, &seg, hash);
+        let last = last_flow_key(&meta, seg, hash);
         let epoch = self.sockets.epoch();
         let (key, found) = match last.and_then(|k| self.tcp.conns.last_get(&k, epoch)) {
             Some(i) => {
                 debug_assert_eq!(
                     self.tcp
-                        .lookup(self.sockets, &self.tcp.flow_key(tuple(&seg), hash)),
+                        .lookup(self.sockets, &self.tcp.flow_key(tuple(seg), hash)),
                     Some(i),
                     "the last-flow record disagrees with the table"
                 );
@@ -204,7 +208,7 @@ impl TcpCx<'_> {
                 (None, Some(i))
             }
             None => {
-                let (key, found) = self.tcp.rx_lookup(self.sockets, tuple(&seg), hash);
+                let (key, found) = self.tcp.rx_lookup(self.sockets, tuple(seg), hash);
                 if let (Some(k), Some(i)) = (last, found) {
                     self.tcp.conns.last_set(k, i, epoch);
                 }
@@ -213,7 +217,7 @@ impl TcpCx<'_> {
         };
         if caps.verify_rx {
             if let Some(i) = found {
-                match self.summing_input(now, i, payload, &pair, &seg, rx) {
+                match self.summing_input(now, i, payload, &pair, seg, rx) {
                     tcp::SummedInput::Taken => return,
                     tcp::SummedInput::BadChecksum => {
                         cold_path();
@@ -236,7 +240,7 @@ impl TcpCx<'_> {
                 // An active Fast Open in SYN-SENT: the SYN-ACK teaches the client's cache.
                 let before = crate::tcp_fastopen_client::before_synack(c);
                 c.conn
-                    .handle_segment_ecn(now, &seg, rx.meta.gro_mss_bytes, meta.ecn);
+                    .handle_segment_ecn(now, seg, rx.meta.gro_mss_bytes, meta.ecn);
                 if before.is_some() && c.conn.state() != State::SynSent {
                     synack = before;
                 }
@@ -257,16 +261,16 @@ impl TcpCx<'_> {
             }
             if let Some(before) = synack {
                 cold_path();
-                self.fastopen_client_synack(now, i, &seg, before);
+                self.fastopen_client_synack(now, i, seg, before);
             }
             self.tcp_after_input(i);
             return;
         }
         // Nothing found: the lookup ran and made the key.
-        let key = key.unwrap_or_else(|| self.tcp.flow_key(tuple(&seg), hash));
+        let key = key.unwrap_or_else(|| self.tcp.flow_key(tuple(seg), hash));
         if self.tcp.tw_len() > 0 {
             if let Some(pos) = self.tcp.tw_find(&key) {
-                self.tcp_time_wait_segment(now, meta, key, pos, &seg);
+                self.tcp_time_wait_segment(now, meta, key, pos, seg);
                 return;
             }
         }
@@ -276,21 +280,21 @@ impl TcpCx<'_> {
             None
         };
         let Some(li) = listener else {
-            self.reply_rst(now, meta, &seg);
+            self.reply_rst(now, meta, seg);
             return;
         };
         // RFC 9293 §3.10.7.2 (LISTEN): RST is ignored, ACK draws a RST (unless it completes
         // a SYN-cookie handshake, RFC 4987 §3.6), SYN opens.
-        match classify_listen_segment(&seg) {
-            ListenInput::Syn => self.tcp_open_child(now, li, key, &seg),
+        match classify_listen_segment(seg) {
+            ListenInput::Syn => self.tcp_open_child(now, li, key, seg),
             ListenInput::Ack => {
                 if !seg.flags.contains(TcpFlags::SYN)
-                    && self.tcp_open_from_cookie(now, li, key, &seg)
+                    && self.tcp_open_from_cookie(now, li, key, seg)
                 {
                     return;
                 }
                 self.tcp.counters.tcp_listen_bad_segment += 1;
-                self.reply_rst(now, meta, &seg);
+                self.reply_rst(now, meta, seg);
             }
             ListenInput::Ignore => self.tcp.counters.tcp_listen_bad_segment += 1,
         }
@@ -314,7 +318,8 @@ impl TcpCx<'_> {
         seg: &TcpRepr<'_>,
         rx: RxFrame<'_>,
     ) -> tcp::SummedInput {
-        let Some(c) = self.conn_mut(i) else {
+        // The slot borrowed by field, so that it stays borrowed to the end.
+        let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
             return tcp::SummedInput::Declined;
         };
         // The header is what precedes the text `seg` carries.
@@ -335,7 +340,10 @@ impl TcpCx<'_> {
             let e = p.after_input(now, conn);
             self.tcp.counters.count_plpmtud(e);
         }
-        self.tcp_after_input(i);
+        // `tcp_after_input` on the slot already borrowed (it is not looked up again).
+        self.tcp.dirty.insert(i);
+        let after = after_input_on_slot(self.tcp, i, c);
+        self.tcp_after_input_finish(i, after);
         tcp::SummedInput::Taken
     }
 
@@ -574,29 +582,25 @@ impl TcpCx<'_> {
         let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
             return;
         };
-        rearm(&mut self.tcp.timers, i, c);
-        let now_bytes = c.conn.buffer_allocated_bytes();
-        let old = core::mem::replace(&mut c.mem_bytes, now_bytes);
-        if now_bytes != old {
-            self.tcp.mem_bytes = self.tcp.mem_bytes - old + now_bytes;
-            self.tcp_mem_judge();
-            self.tcp_after_input_events(i);
-            return;
-        }
-        if c.has_ext() || c.parent.is_some() {
-            self.tcp_after_input_events(i);
-            return;
-        }
-        let mut readiness = Readiness::NONE;
-        while let Some(e) = c.conn.poll_event() {
-            if e == Event::Connected {
-                cold_path();
-                self.tcp.counters.tcp_connections_established += 1;
+        let after = after_input_on_slot(self.tcp, i, c);
+        self.tcp_after_input_finish(i, after);
+    }
+
+    /// What follows [`after_input_on_slot`] (the slot's borrow ended): the readiness it
+    /// gathered reported, or the general second half run.
+    #[inline(always)]
+    fn tcp_after_input_finish(&mut self, i: usize, after: AfterInput) {
+        match after {
+            AfterInput::Ready(readiness) => {
+                if !readiness.is_empty() {
+                    self.sockets.notify(i, readiness);
+                }
             }
-            readiness |= readiness_of(e);
-        }
-        if !readiness.is_empty() {
-            self.sockets.notify(i, readiness);
+            AfterInput::MemChanged => {
+                self.tcp_mem_judge();
+                self.tcp_after_input_events(i);
+            }
+            AfterInput::General => self.tcp_after_input_events(i),
         }
     }
 
@@ -1008,6 +1012,46 @@ impl TcpCx<'_> {
     }
 
     // ------------------------------------------------------------------ application calls
+}
+
+/// How [`TcpCx::tcp_after_input`] ends for a connection, decided on its slot.
+pub(crate) enum AfterInput {
+    /// The per-segment case (buffers' storage unchanged, no socket extension, no listener
+    /// waiting for it): the readiness its events made, to report.
+    Ready(Readiness),
+    /// The buffers' storage changed (accounted already): the memory judge, then the
+    /// general second half.
+    MemChanged,
+    /// The general second half (`TcpCx::tcp_after_input_events`).
+    General,
+}
+
+/// `TcpCx::tcp_after_input`'s work on connection `i`'s slot `c` once it is marked dirty:
+/// the timer re-armed, the buffers' storage accounted, and in the per-segment case the
+/// events turned into readiness (`tcp_connections_established` counted) exactly as
+/// `TcpCx::tcp_after_input_events` would; the caller finishes with
+/// `TcpCx::tcp_after_input_finish`.
+#[inline(always)]
+fn after_input_on_slot(tcp: &mut TcpTable, i: usize, c: &mut ConnSock) -> AfterInput {
+    rearm(&mut tcp.timers, i, c);
+    let now_bytes = c.conn.buffer_allocated_bytes();
+    let old = core::mem::replace(&mut c.mem_bytes, now_bytes);
+    if now_bytes != old {
+        tcp.mem_bytes = tcp.mem_bytes - old + now_bytes;
+        return AfterInput::MemChanged;
+    }
+    if c.has_ext() || c.parent.is_some() {
+        return AfterInput::General;
+    }
+    let mut readiness = Readiness::NONE;
+    while let Some(e) = c.conn.poll_event() {
+        if e == Event::Connected {
+            cold_path();
+            tcp.counters.tcp_connections_established += 1;
+        }
+        readiness |= readiness_of(e);
+    }
+    AfterInput::Ready(readiness)
 }
 
 /// Puts connection `i`'s deadline (none unless it is in the table) in `timers`, if it
