@@ -15,6 +15,13 @@
 //! leak into behaviour: [`ConnTable::slots`] walks positions, a function of the hashes, which
 //! are themselves a deterministic function of the stack's secret.
 //!
+//! In front of the lookup sits a one-entry record of the last flow a segment found
+//! ([`LastFlow`]): the IPv4 4-tuple (and the carried hash) compared in a few words, so a
+//! run of segments of one flow — a bulk transfer — skips the key, the hash and the probe.
+//! It answers only what [`ConnTable::get`] would: every change of the table drops it, and
+//! it is used only while the socket table's contents are unchanged since it was made
+//! (`Sockets::epoch`).
+//!
 //! Invariants: `entries.len()` is 0 or a power of two ≥ [`MIN_ENTRIES`]; `len` entries are
 //! non-zero, `len * 4 ≤ entries.len() * 3` (so every run ends in an empty entry); every
 //! entry sits in the run that starts at or after its home position with no empty entry
@@ -37,6 +44,33 @@ pub(crate) struct ConnTable {
     len: usize,
     /// `32 − log2(entries.len())`: the position is the top bits of `hash · MUL`.
     shift: u32,
+    /// The last flow a received segment found (see the module doc); `None` after any change
+    /// of the table.
+    last: Option<LastFlow>,
+}
+
+/// What [`LastFlow`] compares: an IPv4 segment's addresses and ports as received, and the
+/// hash the NIC carried with it (the lookup's key depends on it when the table is keyed by
+/// the carried hash: a segment with another hash is looked up again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LastFlowKey {
+    /// Source address (high half) and destination address (low half), as received.
+    pub(crate) addrs: u64,
+    /// Source port (high half) and destination port (low half).
+    pub(crate) ports: u32,
+    /// The carried hash, if any.
+    pub(crate) carried: Option<u32>,
+}
+
+/// The one-entry record of the last flow found. Invariant: while `ConnTable::last` holds
+/// it and `Sockets::epoch` still equals `sockets_epoch`, the table's lookup of the segment
+/// key `key` describes answers `Some(slot)`: the table has not changed (every change drops
+/// the record) and neither has any slot's content (every change bumps the epoch).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LastFlow {
+    key: LastFlowKey,
+    slot: usize,
+    sockets_epoch: u64,
 }
 
 #[inline(always)]
@@ -117,9 +151,32 @@ impl ConnTable {
         }
     }
 
+    /// The slot the last-flow record holds for `key`, when it holds one made at
+    /// `sockets_epoch` (the socket table's current epoch): the slot [`ConnTable::get`] would
+    /// find (see [`LastFlow`]).
+    #[inline(always)]
+    pub(crate) fn last_get(&self, key: &LastFlowKey, sockets_epoch: u64) -> Option<usize> {
+        match &self.last {
+            Some(l) if l.key == *key && l.sockets_epoch == sockets_epoch => Some(l.slot),
+            _ => None,
+        }
+    }
+
+    /// Records that the lookup of the segment `key` describes found `slot`, with the socket
+    /// table at `sockets_epoch`.
+    #[inline(always)]
+    pub(crate) fn last_set(&mut self, key: LastFlowKey, slot: usize, sockets_epoch: u64) {
+        self.last = Some(LastFlow {
+            key,
+            slot,
+            sockets_epoch,
+        });
+    }
+
     /// Adds the entry (`hash`, `slot`), unless the table already holds it. The caller keeps
     /// one entry per key: it inserts a key only when `get` found none or found this slot.
     pub(crate) fn insert(&mut self, hash: u32, slot: usize) {
+        self.last = None;
         if self.position(hash, slot).is_some() {
             return;
         }
@@ -132,6 +189,7 @@ impl ConnTable {
 
     /// Removes the entry (`hash`, `slot`); false when there was none.
     pub(crate) fn remove(&mut self, hash: u32, slot: usize) -> bool {
+        self.last = None;
         let Some(mut hole) = self.position(hash, slot) else {
             return false;
         };
@@ -217,6 +275,7 @@ impl ConnTable {
     /// hashes the entries carry: the socket slots are not read.
     #[cold]
     fn resize(&mut self, n: usize) {
+        self.last = None;
         debug_assert!(n.is_power_of_two() && self.len * 4 <= n * 3);
         let old = core::mem::replace(&mut self.entries, vec![0; n]);
         self.shift = 32 - n.trailing_zeros();
@@ -283,6 +342,51 @@ mod tests {
         check_against(&t, &model);
         t.shrink();
         assert_eq!(t.heap_bytes(), 0, "an empty table frees its array");
+    }
+
+    #[test]
+    fn the_last_flow_record_is_dropped_by_every_change_of_the_table() {
+        let key = LastFlowKey {
+            addrs: 0x0a00_0001_0a00_0002,
+            ports: 0x1234_0050,
+            carried: None,
+        };
+        let mut t = ConnTable::default();
+        t.insert(7, 3);
+        t.last_set(key, 3, 5);
+        assert_eq!(t.last_get(&key, 5), Some(3));
+        // Another epoch of the socket table, another key: no answer.
+        assert_eq!(t.last_get(&key, 6), None);
+        let other = LastFlowKey {
+            carried: Some(1),
+            ..key
+        };
+        assert_eq!(t.last_get(&other, 5), None);
+        // An insert drops it.
+        t.insert(9, 4);
+        assert_eq!(t.last_get(&key, 5), None);
+        // A removal drops it, even of another entry, and one that finds nothing.
+        t.last_set(key, 3, 5);
+        t.remove(9, 4);
+        assert_eq!(t.last_get(&key, 5), None);
+        t.last_set(key, 3, 5);
+        assert!(!t.remove(1, 1));
+        assert_eq!(t.last_get(&key, 5), None);
+        // A shrink that changes nothing keeps it; one that rebuilds the array drops it.
+        t.last_set(key, 3, 5);
+        t.shrink();
+        assert_eq!(t.last_get(&key, 5), Some(3));
+        for i in 0..64 {
+            t.insert(100 + i, 10 + i as usize);
+        }
+        for i in 0..64 {
+            t.remove(100 + i, 10 + i as usize);
+        }
+        t.last_set(key, 3, 5);
+        let before = t.capacity();
+        t.shrink();
+        assert!(t.capacity() < before, "the array shrank");
+        assert_eq!(t.last_get(&key, 5), None);
     }
 
     #[test]

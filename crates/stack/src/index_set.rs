@@ -83,8 +83,32 @@ impl IndexSet {
             .is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
 
-    /// Adds `i`; false if it was there.
+    /// Adds `i`; false if it was there. Inlined for the per-segment case (a connection
+    /// already in the set, or its level-0 word the only level or already non-zero: one
+    /// word touched); the rest out of line.
+    #[inline(always)]
     pub(crate) fn insert(&mut self, i: usize) -> bool {
+        let bit = 1u64 << (i % 64);
+        let single = self.levels.len() == 1;
+        if let Some(word) = self.levels.first_mut().and_then(|v| v.get_mut(i / 64)) {
+            let was = *word;
+            if was & bit != 0 {
+                return false;
+            }
+            if was != 0 || single {
+                // No level above changes: the word was already marked there, or there is
+                // no level above.
+                *word = was | bit;
+                self.len += 1;
+                return true;
+            }
+        }
+        self.insert_slow(i)
+    }
+
+    /// [`IndexSet::insert`] when the levels must grow or a higher level changes.
+    #[inline(never)]
+    fn insert_slow(&mut self, i: usize) -> bool {
         let bit = 1u64 << (i % 64);
         if self.levels.first().is_none_or(|v| v.len() <= i / 64) {
             self.reserve_index(i);

@@ -100,6 +100,10 @@ pub(crate) struct Sockets {
     /// given back to the allocator had (`compact`), so a stale handle for a slot that was
     /// dropped never names the slot that later takes its index.
     generation_base: u32,
+    /// Bumped whenever what any slot holds changes (a socket put in, taken out or replaced,
+    /// slots dropped): never decreases, so a record made at one value
+    /// (`conn_table::LastFlow`) is known stale once it differs.
+    epoch: u64,
 }
 
 /// A table this many slots long or shorter is never compacted.
@@ -116,7 +120,15 @@ impl Sockets {
             events: VecDeque::new(),
             next_ephemeral: EPHEMERAL_FIRST,
             generation_base: 0,
+            epoch: 0,
         }
+    }
+
+    /// The slot contents' change count (see `Sockets::epoch`'s field doc): equal at two
+    /// times only if no slot's content changed between them.
+    #[inline(always)]
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// Sockets in the table (moved markers included).
@@ -181,6 +193,7 @@ impl Sockets {
     /// Replaces what slot `i` holds (a connection by its moved marker, say), dropping any
     /// readiness not yet reported; returns the old content. The handle stays reserved.
     pub(crate) fn replace(&mut self, i: usize, socket: Socket) -> Option<Socket> {
+        self.epoch += 1;
         let slot = self.slots.get_mut(i)?;
         slot.pending = Readiness::NONE;
         slot.socket.replace(socket)
@@ -240,6 +253,7 @@ impl Sockets {
     }
 
     /// Records `readiness` for the slot and queues it for `poll_event` once.
+    #[inline]
     pub(crate) fn notify(&mut self, index: usize, readiness: Readiness) {
         let Some(slot) = self.slots.get_mut(index) else {
             return;
@@ -255,6 +269,7 @@ impl Sockets {
 
     /// Puts `socket` in a free slot.
     pub(crate) fn alloc(&mut self, socket: Socket) -> Result<SocketHandle, SocketError> {
+        self.epoch += 1;
         let bound = port_key(&socket);
         // Entries `compact` left past the end are skipped (each once: nothing is pushed while
         // any remain).
@@ -322,6 +337,7 @@ impl Sockets {
     /// Puts `socket` back in slot `i`, which a moved marker held, keeping the slot's
     /// generation: the connection gets the handle it had before it moved away.
     pub(crate) fn reuse(&mut self, i: usize, socket: Socket) -> Option<SocketHandle> {
+        self.epoch += 1;
         let slot = self.slots.get_mut(i)?;
         slot.socket = Some(socket);
         slot.pending = Readiness::NONE;
@@ -353,6 +369,7 @@ impl Sockets {
 
     /// Frees a slot without any protocol action; returns what it held.
     pub(crate) fn free(&mut self, i: usize) -> Option<Socket> {
+        self.epoch += 1;
         let slot = self.slots.get_mut(i)?;
         let socket = slot.socket.take()?;
         slot.pending = Readiness::NONE;
@@ -384,6 +401,7 @@ impl Sockets {
     /// application drains every iteration).
     #[cold]
     fn compact(&mut self) {
+        self.epoch += 1;
         let mut keep = self.slots.len();
         while keep > 0 {
             let slot = &self.slots[keep - 1];

@@ -54,6 +54,25 @@ fn header_sum(bytes: &[u8], header_len: usize, pair: &wire::IpPair) -> Option<u1
     }
 }
 
+/// What the last-flow record (`conn_table::LastFlow`) compares for a segment: its IPv4
+/// addresses and ports as received and the carried hash; `None` for IPv6 (looked up every
+/// time).
+#[inline(always)]
+fn last_flow_key(
+    meta: &IpMeta,
+    seg: &TcpRepr<'_>,
+    carried: Option<u32>,
+) -> Option<crate::conn_table::LastFlowKey> {
+    let (core::net::IpAddr::V4(src), core::net::IpAddr::V4(dst)) = (meta.src, meta.dst) else {
+        return None;
+    };
+    Some(crate::conn_table::LastFlowKey {
+        addrs: (u64::from(src.to_bits()) << 32) | u64::from(dst.to_bits()),
+        ports: (u32::from(seg.src_port) << 16) | u32::from(seg.dst_port),
+        carried,
+    })
+}
+
 /// The TCP part with the parts it borrows for one call. Built by `Stack::tcp_cx`, which
 /// splits the stack's borrows. TCP writes only `tcp`; it changes the socket table and the
 /// egress part only through their methods.
@@ -145,10 +164,13 @@ impl TcpCx<'_> {
         // segment has it summed while the engine copies the text into the receive buffer
         // (`summing_input`), every other segment by a pass of its own before anything acts
         // on it. Either way a segment that fails is dropped, counted, with nothing changed.
-        let seg = match fixed {
+        // By reference: the fixed read's `TcpRepr` is not moved out of its `Option` (a copy
+        // of the whole struct per segment).
+        let parsed;
+        let seg = match &fixed {
             Some(seg) => seg,
             None => {
-                let Ok(seg) = TcpRepr::parse(
+                let Ok(p) = TcpRepr::parse(
                     &view,
                     &pair,
                     wire::ChecksumCaps {
@@ -160,19 +182,42 @@ impl TcpCx<'_> {
                     self.tcp.counters.rx_drop_tcp_malformed += 1;
                     return;
                 };
-                seg
+                parsed = p;
+                &parsed
             }
         };
-        let tuple = FourTuple {
+        let tuple = |seg: &TcpRepr<'_>| FourTuple {
             local: SocketAddr::new(meta.dst, seg.dst_port),
             remote: SocketAddr::new(meta.src, seg.src_port),
         };
-        // Under the look-ahead's table hash when `Stack::receive_hinted` gave one; `key` is
-        // then the segment's own key whenever nothing was found (the paths below use it).
-        let (key, found) = self.tcp.rx_lookup(self.sockets, tuple, hash);
+        // The last flow found first (`conn_table::LastFlow`: an IPv4 tuple compared in a few
+        // words, the answer the lookup would give); else the lookup, under the look-ahead's
+        // table hash when `Stack::receive_hinted` gave one. `key` is the segment's own key
+        // whenever nothing was found (the paths below use it); a hit consumes the hint too.
+        let last = last_flow_key(&meta, seg, hash);
+        let epoch = self.sockets.epoch();
+        let (key, found) = match last.and_then(|k| self.tcp.conns.last_get(&k, epoch)) {
+            Some(i) => {
+                debug_assert_eq!(
+                    self.tcp
+                        .lookup(self.sockets, &self.tcp.flow_key(tuple(seg), hash)),
+                    Some(i),
+                    "the last-flow record disagrees with the table"
+                );
+                self.tcp.rx_table_hash_hint = None;
+                (None, Some(i))
+            }
+            None => {
+                let (key, found) = self.tcp.rx_lookup(self.sockets, tuple(seg), hash);
+                if let (Some(k), Some(i)) = (last, found) {
+                    self.tcp.conns.last_set(k, i, epoch);
+                }
+                (Some(key), found)
+            }
+        };
         if caps.verify_rx {
             if let Some(i) = found {
-                match self.summing_input(now, i, payload, &pair, &seg, rx) {
+                match self.summing_input(now, i, payload, &pair, seg, rx) {
                     tcp::SummedInput::Taken => return,
                     tcp::SummedInput::BadChecksum => {
                         cold_path();
@@ -195,7 +240,7 @@ impl TcpCx<'_> {
                 // An active Fast Open in SYN-SENT: the SYN-ACK teaches the client's cache.
                 let before = crate::tcp_fastopen_client::before_synack(c);
                 c.conn
-                    .handle_segment_ecn(now, &seg, rx.meta.gro_mss_bytes, meta.ecn);
+                    .handle_segment_ecn(now, seg, rx.meta.gro_mss_bytes, meta.ecn);
                 if before.is_some() && c.conn.state() != State::SynSent {
                     synack = before;
                 }
@@ -216,14 +261,16 @@ impl TcpCx<'_> {
             }
             if let Some(before) = synack {
                 cold_path();
-                self.fastopen_client_synack(now, i, &seg, before);
+                self.fastopen_client_synack(now, i, seg, before);
             }
             self.tcp_after_input(i);
             return;
         }
+        // Nothing found: the lookup ran and made the key.
+        let key = key.unwrap_or_else(|| self.tcp.flow_key(tuple(seg), hash));
         if self.tcp.tw_len() > 0 {
             if let Some(pos) = self.tcp.tw_find(&key) {
-                self.tcp_time_wait_segment(now, meta, key, pos, &seg);
+                self.tcp_time_wait_segment(now, meta, key, pos, seg);
                 return;
             }
         }
@@ -233,21 +280,21 @@ impl TcpCx<'_> {
             None
         };
         let Some(li) = listener else {
-            self.reply_rst(now, meta, &seg);
+            self.reply_rst(now, meta, seg);
             return;
         };
         // RFC 9293 §3.10.7.2 (LISTEN): RST is ignored, ACK draws a RST (unless it completes
         // a SYN-cookie handshake, RFC 4987 §3.6), SYN opens.
-        match classify_listen_segment(&seg) {
-            ListenInput::Syn => self.tcp_open_child(now, li, key, &seg),
+        match classify_listen_segment(seg) {
+            ListenInput::Syn => self.tcp_open_child(now, li, key, seg),
             ListenInput::Ack => {
                 if !seg.flags.contains(TcpFlags::SYN)
-                    && self.tcp_open_from_cookie(now, li, key, &seg)
+                    && self.tcp_open_from_cookie(now, li, key, seg)
                 {
                     return;
                 }
                 self.tcp.counters.tcp_listen_bad_segment += 1;
-                self.reply_rst(now, meta, &seg);
+                self.reply_rst(now, meta, seg);
             }
             ListenInput::Ignore => self.tcp.counters.tcp_listen_bad_segment += 1,
         }
@@ -271,7 +318,8 @@ impl TcpCx<'_> {
         seg: &TcpRepr<'_>,
         rx: RxFrame<'_>,
     ) -> tcp::SummedInput {
-        let Some(c) = self.conn_mut(i) else {
+        // The slot borrowed by field, so that it stays borrowed to the end.
+        let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
             return tcp::SummedInput::Declined;
         };
         // The header is what precedes the text `seg` carries.
@@ -292,7 +340,10 @@ impl TcpCx<'_> {
             let e = p.after_input(now, conn);
             self.tcp.counters.count_plpmtud(e);
         }
-        self.tcp_after_input(i);
+        // `tcp_after_input` on the slot already borrowed (it is not looked up again).
+        self.tcp.dirty.insert(i);
+        let after = after_input_on_slot(self.tcp, i, c);
+        self.tcp_after_input_finish(i, after);
         tcp::SummedInput::Taken
     }
 
@@ -519,25 +570,45 @@ impl TcpCx<'_> {
 
     /// After any input to connection `i`: mark it for output, re-arm its timer and turn its
     /// events into readiness.
+    ///
+    /// The per-segment case — the buffers' storage unchanged, no socket extension, no
+    /// listener waiting for the connection — is finished on the one borrow of the slot:
+    /// its events become readiness there, exactly as [`TcpCx::tcp_after_input_events`]
+    /// would turn them (which every other case runs).
     pub(crate) fn tcp_after_input(&mut self, i: usize) {
         self.tcp.dirty.insert(i);
         // `tcp_rearm` and `tcp_mem_account` on one borrow of the slot (the per-segment path
         // looks the slot up once for both).
-        let mem_changed = {
-            let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
-                return;
-            };
-            rearm(&mut self.tcp.timers, i, c);
-            let now_bytes = c.conn.buffer_allocated_bytes();
-            let old = core::mem::replace(&mut c.mem_bytes, now_bytes);
-            if now_bytes != old {
-                self.tcp.mem_bytes = self.tcp.mem_bytes - old + now_bytes;
-            }
-            now_bytes != old
+        let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.get_mut(i) else {
+            return;
         };
-        if mem_changed {
-            self.tcp_mem_judge();
+        let after = after_input_on_slot(self.tcp, i, c);
+        self.tcp_after_input_finish(i, after);
+    }
+
+    /// What follows [`after_input_on_slot`] (the slot's borrow ended): the readiness it
+    /// gathered reported, or the general second half run.
+    #[inline(always)]
+    fn tcp_after_input_finish(&mut self, i: usize, after: AfterInput) {
+        match after {
+            AfterInput::Ready(readiness) => {
+                if !readiness.is_empty() {
+                    self.sockets.notify(i, readiness);
+                }
+            }
+            AfterInput::MemChanged => {
+                self.tcp_mem_judge();
+                self.tcp_after_input_events(i);
+            }
+            AfterInput::General => self.tcp_after_input_events(i),
         }
+    }
+
+    /// The second half of [`TcpCx::tcp_after_input`] in general: connection `i`'s events
+    /// turned into readiness (its own, or its listener's while it waits for `accept`), the
+    /// socket extension's progress reported.
+    #[inline(never)]
+    fn tcp_after_input_events(&mut self, i: usize) {
         let mut readiness = Readiness::NONE;
         let mut established = false;
         let parent = {
@@ -950,6 +1021,46 @@ impl TcpCx<'_> {
     }
 
     // ------------------------------------------------------------------ application calls
+}
+
+/// How [`TcpCx::tcp_after_input`] ends for a connection, decided on its slot.
+pub(crate) enum AfterInput {
+    /// The per-segment case (buffers' storage unchanged, no socket extension, no listener
+    /// waiting for it): the readiness its events made, to report.
+    Ready(Readiness),
+    /// The buffers' storage changed (accounted already): the memory judge, then the
+    /// general second half.
+    MemChanged,
+    /// The general second half (`TcpCx::tcp_after_input_events`).
+    General,
+}
+
+/// `TcpCx::tcp_after_input`'s work on connection `i`'s slot `c` once it is marked dirty:
+/// the timer re-armed, the buffers' storage accounted, and in the per-segment case the
+/// events turned into readiness (`tcp_connections_established` counted) exactly as
+/// `TcpCx::tcp_after_input_events` would; the caller finishes with
+/// `TcpCx::tcp_after_input_finish`.
+#[inline(always)]
+fn after_input_on_slot(tcp: &mut TcpTable, i: usize, c: &mut ConnSock) -> AfterInput {
+    rearm(&mut tcp.timers, i, c);
+    let now_bytes = c.conn.buffer_allocated_bytes();
+    let old = core::mem::replace(&mut c.mem_bytes, now_bytes);
+    if now_bytes != old {
+        tcp.mem_bytes = tcp.mem_bytes - old + now_bytes;
+        return AfterInput::MemChanged;
+    }
+    if c.has_ext() || c.parent.is_some() {
+        return AfterInput::General;
+    }
+    let mut readiness = Readiness::NONE;
+    while let Some(e) = c.conn.poll_event() {
+        if e == Event::Connected {
+            cold_path();
+            tcp.counters.tcp_connections_established += 1;
+        }
+        readiness |= readiness_of(e);
+    }
+    AfterInput::Ready(readiness)
 }
 
 /// Puts connection `i`'s deadline (none unless it is in the table) in `timers`, if it
