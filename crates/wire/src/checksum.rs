@@ -102,9 +102,9 @@ pub fn sum_header(data: &[u8]) -> u16 {
 /// `length_bytes`) and a transport header `header`: what
 /// `combine(&[pseudo_header_v4(..), sum(header)])` gives, in one accumulator. A header of 20
 /// to [`HEADER_SUM_MAX_BYTES`] bytes whose length is a multiple of 4 (a TCP header, options
-/// included) is summed as independent 32-bit native-order adds, unrolled for 20 and 32 bytes
-/// (no options; timestamps), without a carry chain (a few dozen words cannot overflow 64
-/// bits), and folded once; any other takes [`sum`]. A receive path that verifies a
+/// included) is summed in native order, unrolled for 20 and 32 bytes (no options;
+/// timestamps) as a short add-with-carry chain of 64-bit words, and folded once; any other
+/// takes [`sum`]. A receive path that verifies a
 /// segment's checksum in pieces (the text summed while it is copied) sums this part so,
 /// where `sum`'s block and word loops, tail and call, and a separate pseudo-header sum, cost
 /// more than the adds.
@@ -122,7 +122,7 @@ pub fn sum_pseudo_v4_header(
         + u64::from(u32::from_ne_bytes(dst.octets()))
         + u64::from(u32::from_ne_bytes([0, protocol, lh, ll]));
     match header_words(header) {
-        Some(acc) => u16::from_be(fold(acc + pseudo)),
+        Some(acc) => u16::from_be(fold(add64(acc, pseudo))),
         None => combine(&[
             pseudo_header_v4(src, dst, protocol, u32::from(length_bytes)),
             sum(header),
@@ -130,32 +130,44 @@ pub fn sum_pseudo_v4_header(
     }
 }
 
-/// The unfolded native-order sum of a header's 32-bit words, for 20 to
-/// [`HEADER_SUM_MAX_BYTES`] bytes in whole words (unrolled for 20 and 32); `None` otherwise.
+/// The unfolded native-order one's-complement accumulator of a header's words, for 20 to
+/// [`HEADER_SUM_MAX_BYTES`] bytes in whole 4-byte words; `None` otherwise. The 20- and
+/// 32-byte headers (no options; timestamps) as 64-bit words in one add-with-carry chain
+/// (`add`, then an `adc` per word and one for the last carry), the others as 32-bit adds.
 #[inline(always)]
 fn header_words(data: &[u8]) -> Option<u64> {
-    let w =
-        |h: &[u8], i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
     if let Some(h) = data.first_chunk::<32>().filter(|_| data.len() == 32) {
-        return Some(
-            w(h, 0) + w(h, 4) + w(h, 8) + w(h, 12) + w(h, 16) + w(h, 20) + w(h, 24) + w(h, 28),
-        );
+        let q = |i: usize| ne64(&h[i..i + 8]);
+        let (acc, carry) = carrying_add(q(0), q(8), false);
+        let (acc, carry) = carrying_add(acc, q(16), carry);
+        let (acc, carry) = carrying_add(acc, q(24), carry);
+        return Some(add64(acc, u64::from(carry)));
     }
     if let Some(h) = data.first_chunk::<20>().filter(|_| data.len() == 20) {
-        return Some(w(h, 0) + w(h, 4) + w(h, 8) + w(h, 12) + w(h, 16));
+        return Some(words_20(h));
     }
     if data.len() < 20 || data.len() > HEADER_SUM_MAX_BYTES || data.len() % 4 != 0 {
         return None;
     }
-    Some(data.chunks_exact(4).map(|c| w(c, 0)).sum())
+    let w = |c: &[u8]| u64::from(u32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
+    Some(data.chunks_exact(4).map(w).sum())
+}
+
+/// The unfolded native-order one's-complement accumulator of 20 bytes: two 64-bit words
+/// with carry, and the last 32-bit word.
+#[inline(always)]
+fn words_20(h: &[u8; 20]) -> u64 {
+    let (acc, carry) = carrying_add(ne64(&h[0..8]), ne64(&h[8..16]), false);
+    let last = u64::from(u32::from_ne_bytes([h[16], h[17], h[18], h[19]]));
+    let (acc, carry) = carrying_add(acc, last, carry);
+    add64(acc, u64::from(carry))
 }
 
 /// [`sum`] of a 20-byte header (an IPv4 header without options, the one every datagram of
-/// a TCP flow carries): five 32-bit adds and a fold, no loop.
+/// a TCP flow carries): three adds with carry and a fold, no loop.
 #[inline(always)]
 pub fn sum_20(h: &[u8; 20]) -> u16 {
-    let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
-    u16::from_be(fold(w(0) + w(4) + w(8) + w(12) + w(16)))
+    u16::from_be(fold(words_20(h)))
 }
 
 /// The longest input [`sum_header`] sums itself: an IPv4 or TCP header with options.
@@ -450,6 +462,30 @@ mod tests {
                     want,
                     "len {len}"
                 );
+            }
+        }
+    }
+
+    /// [`sum_pseudo_v4_header`] and [`sum_header`] with the words that carry most (all ones
+    /// in the header and the pseudo-header: every add of the 64-bit chain carries) and none.
+    #[test]
+    fn header_sums_carry_through_all_ones_headers_and_pseudo_headers() {
+        let ones = Ipv4Addr::new(255, 255, 255, 255);
+        for len in [20usize, 24, 32, 60] {
+            for (addr, proto, seg_len, byte) in
+                [(ones, 0xff, 0xffff, 0xff), (Ipv4Addr::UNSPECIFIED, 0, 0, 0)]
+            {
+                let h = vec![byte; len];
+                let want = combine(&[
+                    pseudo_header_v4(addr, addr, proto, u32::from(seg_len)),
+                    sum_naive(&h),
+                ]);
+                assert_eq!(
+                    sum_pseudo_v4_header(addr, addr, proto, seg_len, &h),
+                    want,
+                    "len {len}"
+                );
+                assert_eq!(sum_header(&h), sum_naive(&h), "len {len}");
             }
         }
     }
