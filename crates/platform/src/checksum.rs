@@ -1,80 +1,183 @@
-//! A vector kernel for the Internet checksum (RFC 1071), chosen at run time.
+//! Vector kernels for the Internet checksum (RFC 1071), chosen once at run time.
 //!
-//! `wire::checksum::sum` is the portable sum (one add-with-carry chain, ~0.28 instructions per
-//! byte); this module adds an AVX2 kernel for the bulk of long buffers and hands it out only
-//! when the CPU has AVX2 ([`sum_kernel`]). The kernel returns the plain sum of the buffer's
-//! native-order 16-bit words as a `u64` (unfolded); by RFC 1071 §2(B) (byte-order
-//! independence) its fold is the buffer's one's-complement sum in native order, so the caller
-//! adds it into its own accumulator with end-around carry and folds once.
+//! Two kernels, both for any length and any alignment: [`sum_or`] sums a buffer, and
+//! [`copy_and_sum_or`] copies one while it sums it. Each returns what `wire::checksum::sum`
+//! returns: the folded 16-bit one's-complement sum of the bytes taken as big-endian words,
+//! an odd last byte padded with a zero byte after it (RFC 1071 §4.1), not complemented.
+//!
+//! The kernel is picked on the first call and remembered in a function pointer (an
+//! `AtomicPtr` that starts at a resolver, as an ELF IFUNC does): every later call is one load
+//! and one indirect call, with no feature test and no `Option`. Where the CPU has no AVX2 the
+//! pointer names the caller's own portable function, passed along with every call (`wire`
+//! keeps its scalar add-with-carry chain; this crate does not duplicate it).
 //!
 //! Why here: calling a `#[target_feature]` function from code compiled without the feature is
 //! `unsafe`, and `unsafe` lives in this crate only.
 
-/// A checksum kernel: the unfolded one's-complement accumulator of `data`'s native-order
-/// 16-bit words. Only for lengths that are a multiple of [`KERNEL_BLOCK_BYTES`]; other lengths
-/// return `None` and the caller sums them itself.
-pub type SumKernel = fn(data: &[u8]) -> Option<u64>;
+use core::sync::atomic::{AtomicPtr, Ordering};
 
-/// The kernel consumes whole blocks of this many bytes (four 32-byte vectors).
-pub const KERNEL_BLOCK_BYTES: usize = 128;
+/// A sum function: the folded one's-complement sum of `data` as big-endian 16-bit words (an
+/// odd last byte padded with zero), as `wire::checksum::sum` returns it. Any length.
+pub type SumFn = fn(data: &[u8]) -> u16;
 
-/// The AVX2 kernel when this CPU has AVX2, else `None` (checked once, then cached by std).
-pub fn sum_kernel() -> Option<SumKernel> {
+/// A copy-and-sum function: copies `src` into `dst` (of the same length) and returns
+/// [`SumFn`]'s sum of `src`. Any length.
+pub type CopySumFn = fn(dst: &mut [u8], src: &[u8]) -> u16;
+
+/// What [`SUM`] holds: a sum function that is handed the caller's portable one as well.
+type SumDispatch = fn(&[u8], SumFn) -> u16;
+
+/// What [`COPY_SUM`] holds.
+type CopySumDispatch = fn(&mut [u8], &[u8], CopySumFn) -> u16;
+
+/// The sum function of this CPU: [`resolve_sum`] until the first call, then the AVX2 kernel's
+/// entry or [`portable_sum`]. Invariant: it only ever holds a [`SumDispatch`] cast to a
+/// pointer.
+static SUM: AtomicPtr<()> = AtomicPtr::new(resolve_sum as *mut ());
+
+/// The copy-and-sum function of this CPU, as [`SUM`]. Invariant: it only ever holds a
+/// [`CopySumDispatch`] cast to a pointer.
+static COPY_SUM: AtomicPtr<()> = AtomicPtr::new(resolve_copy_sum as *mut ());
+
+/// [`SumFn`]'s sum of `data` by this CPU's kernel (AVX2), or by `portable` where there is none.
+/// The choice is made on the first call and kept: one load and one indirect call per call.
+#[inline]
+pub fn sum_or(data: &[u8], portable: SumFn) -> u16 {
+    let f = SUM.load(Ordering::Relaxed);
+    // SAFETY: `SUM` only ever holds `SumDispatch` function pointers (its initial value and
+    // what `resolve_sum` stores), and a function pointer round-trips through `*mut ()`.
+    let f = unsafe { core::mem::transmute::<*mut (), SumDispatch>(f) };
+    f(data, portable)
+}
+
+/// Copies `src` into `dst` and returns [`SumFn`]'s sum of `src`, in one pass by this CPU's
+/// kernel (AVX2), or by `portable` where there is none; chosen once, as [`sum_or`].
+///
+/// # Panics
+/// When `dst.len() != src.len()` (as `copy_from_slice`).
+#[inline]
+pub fn copy_and_sum_or(dst: &mut [u8], src: &[u8], portable: CopySumFn) -> u16 {
+    assert_eq!(dst.len(), src.len(), "copy_and_sum: lengths differ");
+    let f = COPY_SUM.load(Ordering::Relaxed);
+    // SAFETY: `COPY_SUM` only ever holds `CopySumDispatch` function pointers (its initial
+    // value and what `resolve_copy_sum` stores).
+    let f = unsafe { core::mem::transmute::<*mut (), CopySumDispatch>(f) };
+    f(dst, src, portable)
+}
+
+/// The AVX2 sum kernel when this CPU has AVX2, else `None`: for tests and benchmarks that
+/// call it directly (the data path goes through [`sum_or`]).
+pub fn sum_kernel() -> Option<SumFn> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") {
-            return Some(avx2_entry);
+            return Some(avx2_sum);
         }
     }
     None
 }
 
-/// A copy-and-sum kernel: copies `src` into `dst` and returns the unfolded one's-complement
-/// accumulator of `src`'s native-order 16-bit words (as [`SumKernel`] does; an odd last byte
-/// is padded with a zero byte after it, RFC 1071 §4.1), in one pass over the bytes. Any
-/// length; `dst.len() != src.len()` returns `None` with `dst` untouched.
-pub type CopySumKernel = fn(dst: &mut [u8], src: &[u8]) -> Option<u64>;
-
-/// The copy-and-sum kernel's vector width in bytes (one AVX2 register): whole vectors are
-/// loaded and stored plainly, the last 0..=31 bytes with masked moves of 4-byte lanes and
-/// then single bytes.
-pub const COPY_SUM_VECTOR_BYTES: usize = 32;
-
-/// The AVX2 copy-and-sum kernel when this CPU has AVX2, else `None`. Where data is copied
-/// anyway (a received segment's payload into its connection's receive ring), the copy's load
-/// feeds the sum: each 32 bytes cost a load, a store and the sum's flip, multiply-add and add
-/// in one pass, where a copy followed by a separate sum loads them twice.
-pub fn copy_sum_kernel() -> Option<CopySumKernel> {
+/// The AVX2 copy-and-sum kernel when this CPU has AVX2, else `None` (as [`sum_kernel`]).
+/// Unequal lengths panic, as [`copy_and_sum_or`].
+pub fn copy_sum_kernel() -> Option<CopySumFn> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") {
-            return Some(avx2_copy_entry);
+            return Some(avx2_copy_sum);
         }
     }
     None
+}
+
+/// [`SUM`]'s first value: picks the kernel, stores it for every later call, and runs it.
+/// Racing first calls store the same choice.
+fn resolve_sum(data: &[u8], portable: SumFn) -> u16 {
+    let chosen = choose_sum(sum_kernel().is_some());
+    SUM.store(chosen as *mut (), Ordering::Relaxed);
+    chosen(data, portable)
+}
+
+/// [`COPY_SUM`]'s first value, as [`resolve_sum`].
+fn resolve_copy_sum(dst: &mut [u8], src: &[u8], portable: CopySumFn) -> u16 {
+    let chosen = choose_copy_sum(copy_sum_kernel().is_some());
+    COPY_SUM.store(chosen as *mut (), Ordering::Relaxed);
+    chosen(dst, src, portable)
+}
+
+/// What [`resolve_sum`] stores: the AVX2 kernel's entry when `avx2` (the CPU has it), else
+/// the caller's portable function.
+fn choose_sum(avx2: bool) -> SumDispatch {
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        return avx2_sum_dispatch;
+    }
+    let _ = avx2;
+    portable_sum
+}
+
+/// What [`resolve_copy_sum`] stores, as [`choose_sum`].
+fn choose_copy_sum(avx2: bool) -> CopySumDispatch {
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        return avx2_copy_sum_dispatch;
+    }
+    let _ = avx2;
+    portable_copy_sum
+}
+
+/// The choice where the CPU has no kernel: the caller's own function.
+fn portable_sum(data: &[u8], portable: SumFn) -> u16 {
+    portable(data)
+}
+
+/// The copy-and-sum choice where the CPU has no kernel: the caller's own function.
+fn portable_copy_sum(dst: &mut [u8], src: &[u8], portable: CopySumFn) -> u16 {
+    portable(dst, src)
+}
+
+/// The AVX2 choice of [`SUM`]; stored only after the detection succeeded.
+#[cfg(target_arch = "x86_64")]
+fn avx2_sum_dispatch(data: &[u8], _portable: SumFn) -> u16 {
+    // SAFETY: stored in `SUM` only by `resolve_sum`, after `sum_kernel` found AVX2.
+    unsafe { x86::sum_avx2(data) }
+}
+
+/// The AVX2 choice of [`COPY_SUM`]; stored only after the detection succeeded. The lengths
+/// were checked equal by [`copy_and_sum_or`].
+#[cfg(target_arch = "x86_64")]
+fn avx2_copy_sum_dispatch(dst: &mut [u8], src: &[u8], _portable: CopySumFn) -> u16 {
+    // SAFETY: stored in `COPY_SUM` only by `resolve_copy_sum`, after `copy_sum_kernel` found
+    // AVX2; `copy_and_sum_or`, its only caller, asserted `dst.len() == src.len()`.
+    unsafe { x86::copy_sum_avx2(dst, src) }
+}
+
+/// The safe entry [`sum_kernel`] hands out, only after the detection succeeded.
+#[cfg(target_arch = "x86_64")]
+fn avx2_sum(data: &[u8]) -> u16 {
+    // SAFETY: reachable only through `sum_kernel`, which returns it only when
+    // `is_x86_feature_detected!("avx2")` held.
+    unsafe { x86::sum_avx2(data) }
 }
 
 /// The safe entry [`copy_sum_kernel`] hands out, only after the detection succeeded.
 #[cfg(target_arch = "x86_64")]
-fn avx2_copy_entry(dst: &mut [u8], src: &[u8]) -> Option<u64> {
-    if dst.len() != src.len() {
-        return None;
-    }
+fn avx2_copy_sum(dst: &mut [u8], src: &[u8]) -> u16 {
+    assert_eq!(dst.len(), src.len(), "copy_and_sum: lengths differ");
     // SAFETY: reachable only through `copy_sum_kernel`, which returns it only when
     // `is_x86_feature_detected!("avx2")` held; the lengths were checked just above.
-    Some(unsafe { x86::copy_sum_avx2(dst, src) })
+    unsafe { x86::copy_sum_avx2(dst, src) }
 }
 
-/// The safe entry the function pointer names; handed out by [`sum_kernel`] only after the
-/// detection succeeded.
-#[cfg(target_arch = "x86_64")]
-fn avx2_entry(data: &[u8]) -> Option<u64> {
-    if data.len() % KERNEL_BLOCK_BYTES != 0 {
-        return None;
-    }
-    // SAFETY: this function is reachable only through `sum_kernel`, which returns it only
-    // when `is_x86_feature_detected!("avx2")` held, so the CPU executes AVX2.
-    Some(unsafe { x86::sum_blocks_avx2(data) })
+/// The RFC 1071 fold of a 64-bit accumulator to 16 bits, then swapped to the big-endian value
+/// (the kernels sum native-order words; by §2(B) the fold of that sum is the big-endian sum
+/// byte-swapped). Two end-around-carry folds by rotation: the high half of `x + rotl(x, h)`
+/// is `hi + lo` plus the carry out of `lo + hi`, which is the one's-complement sum of the two
+/// halves (never 0 unless both are).
+#[inline(always)]
+fn fold_swap(acc: u64) -> u16 {
+    let a = (acc.wrapping_add(acc.rotate_left(32)) >> 32) as u32;
+    let a = (a.wrapping_add(a.rotate_left(16)) >> 16) as u16;
+    u16::from_be(a)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -83,299 +186,200 @@ fn avx2_entry(data: &[u8]) -> Option<u64> {
 #[allow(unused_unsafe)]
 mod x86 {
     use core::arch::x86_64::{
-        __m256i, _mm256_add_epi32, _mm256_add_epi64, _mm256_castsi256_si128, _mm256_cmpgt_epi32,
-        _mm256_cvtepi32_epi64, _mm256_extracti128_si256, _mm256_lddqu_si256, _mm256_loadu_si256,
-        _mm256_madd_epi16, _mm256_maskload_epi32, _mm256_maskstore_epi32, _mm256_set1_epi16,
-        _mm256_set1_epi32, _mm256_setr_epi32, _mm256_setzero_si256, _mm256_storeu_si256,
-        _mm256_xor_si256,
+        __m256i, _mm_add_epi32, _mm_cvtsi128_si32, _mm_shuffle_epi32, _mm256_add_epi32,
+        _mm256_and_si256, _mm256_castsi256_si128, _mm256_cmpgt_epi32, _mm256_extracti128_si256,
+        _mm256_lddqu_si256, _mm256_loadu_si256, _mm256_madd_epi16, _mm256_maskload_epi32,
+        _mm256_maskstore_epi32, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_setr_epi32,
+        _mm256_setzero_si256, _mm256_storeu_si256, _mm256_xor_si256,
     };
 
-    use super::KERNEL_BLOCK_BYTES;
+    use super::fold_swap;
 
-    /// Blocks summed into the 32-bit lanes before they are widened: each lane gains at most
-    /// 2^16 in magnitude per block, so 2^14 blocks stay inside an `i32` (2^30 at most).
-    const BLOCKS_PER_FLUSH: usize = 1 << 14;
+    /// One AVX2 register.
+    const V: usize = 32;
 
-    /// [`copy_sum_avx2`]'s blocks between flushes: its four accumulators are added together
-    /// in 32 bits before widening, so they share [`BLOCKS_PER_FLUSH`]'s bound: 4 · (2^12 + 1)
-    /// vectors of at most 2^16 per lane stay inside an `i32`.
-    const COPY_BLOCKS_PER_FLUSH: usize = 1 << 12;
+    /// Bytes per iteration of the main loop: eight vectors added into one accumulator.
+    const BLOCK: usize = 8 * V;
 
-    /// The sum of `data`'s native-order 16-bit words, as a plain (unfolded) `u64`.
+    /// Bytes whose 32-bit lanes are reduced to one `i32` at a time. Each lane of a
+    /// multiply-add is at most 2^16 in magnitude per vector, so every partial sum of the
+    /// accumulator's eight lanes over 2^11 vectors plus the masked one stays below
+    /// (2^11 + 1) · 8 · 2^16 < 2^31: they are added in 32 bits and the result is exact.
+    const CHUNK: usize = 2048 * V;
+
+    /// The sum of `data`: [`sum_native`] folded and swapped.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn sum_avx2(data: &[u8]) -> u16 {
+        // SAFETY: `data` is `data.len()` readable bytes; nothing is written (`COPY` false);
+        // the caller guarantees AVX2.
+        fold_swap(unsafe { sum_native::<false>(core::ptr::null_mut(), data.as_ptr(), data.len()) })
+    }
+
+    /// Copies `src` into `dst` and returns the sum of `src`: [`sum_native`] with its stores.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2. `dst.len() == src.len()`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn copy_sum_avx2(dst: &mut [u8], src: &[u8]) -> u16 {
+        debug_assert_eq!(dst.len(), src.len());
+        let len = src.len().min(dst.len());
+        // SAFETY: both slices hold at least `len` bytes; a shared and a unique borrow cannot
+        // overlap; the caller guarantees AVX2.
+        fold_swap(unsafe { sum_native::<true>(dst.as_mut_ptr(), src.as_ptr(), len) })
+    }
+
+    /// The plain (unfolded) sum of the `len` bytes at `p` taken as native-order 16-bit words,
+    /// an odd last byte as a word of its own (zero-padded after it); with `COPY`, each byte is
+    /// also written to the same offset at `q` as it passes.
     ///
     /// `VPMADDWD` multiplies signed 16-bit lanes and adds neighbours into 32-bit lanes, so
     /// each word `w` is first offset to `w − 2^15` (its top bit flipped, which reads as that
     /// signed value); multiplied by 1 and paired, that gives a 32-bit lane sum, and the
     /// offsets come back at the end as `2^15` times the word count. Three instructions per 32
-    /// bytes (flip, multiply-add, add), four independent accumulators per 128-byte block.
+    /// bytes (flip, multiply-add, add; with `COPY` a load and a store besides).
+    ///
+    /// The walk, for any length: [`BLOCK`]s of eight vectors added as a tree into one
+    /// accumulator (its dependency chain one add per block); the rest below a block by its binary digits (four vectors, two, one); the whole 4-byte
+    /// lanes of the last 0..=31 bytes by one masked load (`VPMASKMOVD`: lanes outside the
+    /// mask are neither read nor written and load as zero; their flip is masked too, so they
+    /// add nothing); then 0..=3 bytes as scalars. Every [`CHUNK`] the lanes are reduced into
+    /// one `i64`. No alignment is assumed (unaligned loads cost the same on AVX2 CPUs).
+    ///
+    /// Without `COPY` the loads are plain (`VMOVDQU`, folded into the flip's `VPXOR`); with
+    /// `COPY` they are `VLDDQU` (an unaligned load, as `VMOVDQU` on every AVX2
+    /// CPU): with plain loads LLVM recognizes the load-store pairs as a copy loop, calls
+    /// `memcpy` for it and keeps the loads for the sum — two passes again.
     ///
     /// # Safety
-    /// The CPU must have AVX2. `data.len()` must be a multiple of [`KERNEL_BLOCK_BYTES`].
+    /// The CPU must have AVX2. `p` is valid for reading `len` bytes; with `COPY`, `q` is valid
+    /// for writing `len` bytes and the two ranges do not overlap.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn sum_blocks_avx2(data: &[u8]) -> u64 {
-        debug_assert_eq!(data.len() % KERNEL_BLOCK_BYTES, 0);
-        // SAFETY: register intrinsics; unaligned 32-byte loads at offsets 0, 32, 64 and 96 of
-        // a `KERNEL_BLOCK_BYTES` chunk of `data`, and unaligned 32-byte stores into a local
-        // array of 4 `i64`s; the caller guarantees AVX2.
+    #[inline]
+    unsafe fn sum_native<const COPY: bool>(q: *mut u8, p: *const u8, len: usize) -> u64 {
+        // SAFETY: every access below is at `p + off` / `q + off` for a range inside
+        // `0..len`: whole vectors with `off + 32 ≤ chunk_end ≤ len`; masked 4-byte lanes at
+        // `off + 4k` for `k < lanes` with `off + 4 · lanes ≤ len` (masked-off lanes are not
+        // accessed); the 2-byte word at `len & !3` when `len & 2`, and the byte at `len − 1`
+        // when `len & 1`, both below `len`. The caller guarantees the ranges, the overlap and
+        // AVX2.
         unsafe {
             let flip = _mm256_set1_epi16(i16::MIN);
             let one = _mm256_set1_epi16(1);
-            let mut wide = _mm256_setzero_si256();
-            for chunk in data.chunks(BLOCKS_PER_FLUSH * KERNEL_BLOCK_BYTES) {
-                let mut acc: [__m256i; 4] = [_mm256_setzero_si256(); 4];
-                for block in chunk.chunks_exact(KERNEL_BLOCK_BYTES) {
-                    let p = block.as_ptr();
-                    for (i, a) in acc.iter_mut().enumerate() {
-                        let v = _mm256_loadu_si256(p.add(32 * i).cast::<__m256i>());
-                        let pairs = _mm256_madd_epi16(_mm256_xor_si256(v, flip), one);
-                        *a = _mm256_add_epi32(*a, pairs);
-                    }
-                }
-                // Widened to 64-bit lanes one accumulator at a time (their 32-bit sum could
-                // overflow), in registers.
-                for a in acc {
-                    let low = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(a));
-                    let high = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(a));
-                    wide = _mm256_add_epi64(wide, _mm256_add_epi64(low, high));
-                }
+            // One vector at `off`: loaded (and stored), flipped and pair-added. A macro, not a
+            // closure: a closure would not carry the function's `avx2` into the intrinsics.
+            macro_rules! step {
+                ($off:expr) => {{
+                    let at = $off;
+                    let v = if COPY {
+                        let v = _mm256_lddqu_si256(p.add(at).cast::<__m256i>());
+                        _mm256_storeu_si256(q.add(at).cast::<__m256i>(), v);
+                        v
+                    } else {
+                        _mm256_loadu_si256(p.add(at).cast::<__m256i>())
+                    };
+                    _mm256_madd_epi16(_mm256_xor_si256(v, flip), one)
+                }};
             }
-            let mut lanes = [0i64; 4];
-            _mm256_storeu_si256(lanes.as_mut_ptr().cast::<__m256i>(), wide);
-            let total: i64 = lanes.iter().sum();
-            let words = (data.len() / 2) as i64;
-            // Σ(w − 2^15) + 2^15 · words = Σw ≥ 0.
-            (total + (1 << 15) * words) as u64
-        }
-    }
-
-    /// Copies `src` into `dst` and returns the sum of `src`'s native-order 16-bit words as a
-    /// plain (unfolded) `u64`: [`sum_blocks_avx2`]'s arithmetic (top bits flipped,
-    /// `VPMADDWD` by 1 into 32-bit lanes, offsets added back at the end) on the vectors as
-    /// they pass from load to store. 128-byte blocks into four accumulators, then the last
-    /// 0..=3 vectors into the first three; every [`COPY_BLOCKS_PER_FLUSH`] blocks the four
-    /// are added in 32 bits and widened into 64-bit lanes.
-    ///
-    /// The loads are `VLDDQU` (an unaligned load, as `VMOVDQU` on every AVX2 CPU): with
-    /// plain loads LLVM recognizes the load-store pairs as a copy loop, calls `memcpy` for
-    /// it and keeps the loads for the sum — two passes again (callgrind showed the call).
-    ///
-    /// The last 0..=31 bytes: their whole 4-byte lanes by one masked load and store
-    /// (`VPMASKMOVD`: lanes outside the mask are neither read nor written, and load as zero,
-    /// which the offset correction counts like any word), then 0..=3 single bytes added as
-    /// one zero-padded native-order word.
-    ///
-    /// # Safety
-    /// The CPU must have AVX2. `dst.len() == src.len()`.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn copy_sum_avx2(dst: &mut [u8], src: &[u8]) -> u64 {
-        const V: usize = super::COPY_SUM_VECTOR_BYTES;
-        debug_assert_eq!(dst.len(), src.len());
-        let len = src.len().min(dst.len());
-        let blocks_end = len - len % KERNEL_BLOCK_BYTES;
-        let vectors_end = len - len % V;
-        let (p, q) = (src.as_ptr(), dst.as_mut_ptr());
-        // SAFETY: register intrinsics; unaligned 32-byte loads from `p + off` and stores to
-        // `q + off` with `off + 32 ≤ vectors_end ≤ len`, the length of both slices; masked
-        // 4-byte lanes at `vectors_end + 4k` for `k < lanes`, `vectors_end + 4 · lanes ≤
-        // len` (masked-off lanes are not accessed); single bytes at `done + k < len`: every
-        // access lies inside both slices; `src` and `dst` cannot overlap (a shared and a unique
-        // borrow); an unaligned 32-byte store into a local array of 4 `i64`s; the caller
-        // guarantees AVX2.
-        unsafe {
-            let flip = _mm256_set1_epi16(i16::MIN);
-            let one = _mm256_set1_epi16(1);
-            let mut wide = _mm256_setzero_si256();
+            // `n` vectors from `off` added into one accumulator as a tree (as many adds as
+            // vectors, one of them on the accumulator's dependency chain).
+            macro_rules! sum_vectors {
+                ($off:expr, 1) => {
+                    step!($off)
+                };
+                ($off:expr, 2) => {
+                    _mm256_add_epi32(step!($off), step!($off + V))
+                };
+                ($off:expr, 4) => {
+                    _mm256_add_epi32(sum_vectors!($off, 2), sum_vectors!($off + 2 * V, 2))
+                };
+                ($off:expr, 8) => {
+                    _mm256_add_epi32(sum_vectors!($off, 4), sum_vectors!($off + 4 * V, 4))
+                };
+            }
+            // The eight 32-bit lanes of an accumulator added in 32 bits (exact: see `CHUNK`).
+            macro_rules! reduce {
+                ($a:expr) => {{
+                    let a = $a;
+                    let h =
+                        _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256::<1>(a));
+                    let h = _mm_add_epi32(h, _mm_shuffle_epi32::<0b01_00_11_10>(h));
+                    let h = _mm_add_epi32(h, _mm_shuffle_epi32::<0b10_11_00_01>(h));
+                    i64::from(_mm_cvtsi128_si32(h))
+                }};
+            }
+            let mut total: i64 = 0;
             let mut off = 0;
-            loop {
-                let mut acc: [__m256i; 4] = [_mm256_setzero_si256(); 4];
-                let flush_end = blocks_end.min(off + COPY_BLOCKS_PER_FLUSH * KERNEL_BLOCK_BYTES);
-                while off < flush_end {
-                    for (i, a) in acc.iter_mut().enumerate() {
-                        let v = _mm256_lddqu_si256(p.add(off + V * i).cast::<__m256i>());
-                        _mm256_storeu_si256(q.add(off + V * i).cast::<__m256i>(), v);
-                        let pairs = _mm256_madd_epi16(_mm256_xor_si256(v, flip), one);
-                        *a = _mm256_add_epi32(*a, pairs);
-                    }
-                    off += KERNEL_BLOCK_BYTES;
+            // Whole chunks while more than one is left (never for a packet).
+            while len - off > CHUNK {
+                let mut acc = _mm256_setzero_si256();
+                let end = off + CHUNK;
+                while off < end {
+                    acc = _mm256_add_epi32(acc, sum_vectors!(off, 8));
+                    off += BLOCK;
                 }
-                if off == blocks_end {
-                    // The last 0..=3 vectors, one into each of the first accumulators.
-                    for a in acc.iter_mut() {
-                        if off == vectors_end {
-                            break;
-                        }
-                        let v = _mm256_lddqu_si256(p.add(off).cast::<__m256i>());
-                        _mm256_storeu_si256(q.add(off).cast::<__m256i>(), v);
-                        let pairs = _mm256_madd_epi16(_mm256_xor_si256(v, flip), one);
-                        *a = _mm256_add_epi32(*a, pairs);
-                        off += V;
-                    }
-                }
-                // The four accumulators added in 32 bits (each lane of the sum gained at most
-                // 2^16 per vector over at most 4 · (2^12 + 1) vectors: below 2^31), then
-                // widened to 64-bit lanes once.
-                let a = _mm256_add_epi32(
-                    _mm256_add_epi32(acc[0], acc[1]),
-                    _mm256_add_epi32(acc[2], acc[3]),
-                );
-                let low = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(a));
-                let high = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(a));
-                wide = _mm256_add_epi64(wide, _mm256_add_epi64(low, high));
-                if off >= vectors_end {
-                    break;
-                }
+                total += reduce!(acc);
             }
-            // The whole 4-byte lanes of the last 0..=31 bytes: `lanes` of the eight, by mask.
-            let lanes = (len - vectors_end) / 4;
-            let mut words = vectors_end / 2;
-            if lanes > 0 {
+            // The last 0..=CHUNK bytes: blocks, then the rest below a block by its binary
+            // digits (four vectors, two, one), then the whole 4-byte lanes by mask.
+            let mut acc = _mm256_setzero_si256();
+            let rest = len - off;
+            let blocks_end = off + rest / BLOCK * BLOCK;
+            while off < blocks_end {
+                acc = _mm256_add_epi32(acc, sum_vectors!(off, 8));
+                off += BLOCK;
+            }
+            if rest & (4 * V) != 0 {
+                acc = _mm256_add_epi32(acc, sum_vectors!(off, 4));
+                off += 4 * V;
+            }
+            if rest & (2 * V) != 0 {
+                acc = _mm256_add_epi32(acc, sum_vectors!(off, 2));
+                off += 2 * V;
+            }
+            if rest & V != 0 {
+                acc = _mm256_add_epi32(acc, sum_vectors!(off, 1));
+                off += V;
+            }
+            let lanes = (rest % V) / 4;
+            if lanes != 0 {
                 let mask = _mm256_cmpgt_epi32(
                     _mm256_set1_epi32(lanes as i32),
                     _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                 );
-                let v = _mm256_maskload_epi32(p.add(vectors_end).cast::<i32>(), mask);
-                _mm256_maskstore_epi32(q.add(vectors_end).cast::<i32>(), mask, v);
-                let pairs = _mm256_madd_epi16(_mm256_xor_si256(v, flip), one);
-                let low = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(pairs));
-                let high = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(pairs));
-                wide = _mm256_add_epi64(wide, _mm256_add_epi64(low, high));
-                // All 16 words were counted, the masked-off zeros too (flipped, then
-                // corrected back to 0).
-                words += V / 2;
+                let v = _mm256_maskload_epi32(p.add(off).cast::<i32>(), mask);
+                if COPY {
+                    _mm256_maskstore_epi32(q.add(off).cast::<i32>(), mask, v);
+                }
+                let flipped = _mm256_xor_si256(v, _mm256_and_si256(flip, mask));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(flipped, one));
             }
-            let mut store = [0i64; 4];
-            _mm256_storeu_si256(store.as_mut_ptr().cast::<__m256i>(), wide);
-            let total: i64 = store.iter().sum();
-            let mut acc = (total + (1 << 15) * words as i64) as u64;
-            // The last 0..=3 bytes, zero-padded after them.
-            let done = vectors_end + 4 * lanes;
-            let mut last = [0u8; 4];
-            for (k, b) in last.iter_mut().enumerate().take(len - done) {
-                *b = *p.add(done + k);
-                *q.add(done + k) = *b;
+            total += reduce!(acc);
+            // Σ(w − 2^15) + 2^15 · words = Σw ≥ 0, over the words of the whole 4-byte lanes.
+            let lanes_end = len & !3;
+            let mut acc = (total + (1i64 << 14) * lanes_end as i64) as u64;
+            // The last 0..=3 bytes: a whole word, then an odd byte as the low byte of a
+            // native-order (little-endian) word padded with zero after it.
+            if len & 2 != 0 {
+                let w = p.add(lanes_end).cast::<u16>().read_unaligned();
+                if COPY {
+                    q.add(lanes_end).cast::<u16>().write_unaligned(w);
+                }
+                acc += u64::from(w);
             }
-            acc += u64::from(u32::from_ne_bytes(last));
+            if len & 1 != 0 {
+                let b = *p.add(len - 1);
+                if COPY {
+                    *q.add(len - 1) = b;
+                }
+                acc += u64::from(b);
+            }
             acc
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The reference: native-order 16-bit words summed one at a time, folded.
-    fn fold16(mut acc: u64) -> u16 {
-        while acc >> 16 != 0 {
-            acc = (acc & 0xffff) + (acc >> 16);
-        }
-        acc as u16
-    }
-
-    fn reference(data: &[u8]) -> u16 {
-        fold16(
-            data.chunks_exact(2)
-                .map(|w| u64::from(u16::from_ne_bytes([w[0], w[1]])))
-                .sum(),
-        )
-    }
-
-    #[test]
-    fn the_kernel_folds_to_the_reference_sum_for_every_block_count() {
-        let Some(kernel) = sum_kernel() else {
-            eprintln!("no AVX2 on this CPU: the kernel is never used here");
-            return;
-        };
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let data: Vec<u8> = (0..64 * KERNEL_BLOCK_BYTES)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
-        for blocks in 0..=64 {
-            let d = &data[..blocks * KERNEL_BLOCK_BYTES];
-            let acc = kernel(d).expect("whole blocks");
-            assert_eq!(fold16(acc), reference(d), "{blocks} blocks");
-        }
-        // Past the 2^14 blocks after which the 32-bit lanes are widened, on bytes that make
-        // every lane's magnitude grow fastest (all ones, all zeros with the top bits set).
-        for byte in [0xffu8, 0x80, 0x00] {
-            let big = vec![byte; 20_000 * KERNEL_BLOCK_BYTES];
-            let acc = kernel(&big).expect("whole blocks");
-            assert_eq!(acc, u64::from(u16::from_ne_bytes([byte, byte])) * 1_280_000);
-            assert_eq!(fold16(acc), reference(&big), "byte {byte:#x}");
-        }
-    }
-
-    /// The reference with an odd last byte padded by a zero byte after it (RFC 1071 §4.1).
-    fn reference_padded(data: &[u8]) -> u16 {
-        let mut padded = data.to_vec();
-        if padded.len() % 2 == 1 {
-            padded.push(0);
-        }
-        reference(&padded)
-    }
-
-    #[test]
-    fn the_copy_kernel_copies_and_sums_as_the_reference_for_every_length() {
-        let Some(kernel) = copy_sum_kernel() else {
-            eprintln!("no AVX2 on this CPU: the kernel is never used here");
-            return;
-        };
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let data: Vec<u8> = (0..70 * COPY_SUM_VECTOR_BYTES + 1)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
-        // Every length from 0 to 70 vectors (whole blocks, 1..=3 trailing vectors, every
-        // masked tail and 0..=3 last bytes), from an even and an odd start in the source;
-        // the bytes after the destination are never written.
-        const GUARD: usize = 40;
-        for start in [0usize, 1] {
-            for len in 0..=70 * COPY_SUM_VECTOR_BYTES {
-                let s = &data[start..start + len];
-                let mut d = vec![0x5au8; len + GUARD];
-                let acc = kernel(&mut d[..len], s).expect("equal lengths");
-                assert_eq!(fold16(acc), reference_padded(s), "{len} bytes from {start}");
-                assert_eq!(&d[..len], s, "{len} bytes from {start}: the copy");
-                assert!(
-                    d[len..].iter().all(|&b| b == 0x5a),
-                    "{len} bytes: wrote past the end"
-                );
-            }
-        }
-        // Past the widening point, with the bytes that grow every lane fastest.
-        for byte in [0xffu8, 0x80, 0x00] {
-            let n = 20_000 * KERNEL_BLOCK_BYTES + 3 * COPY_SUM_VECTOR_BYTES + 30;
-            let big = vec![byte; n];
-            let mut d = vec![!byte; n];
-            let acc = kernel(&mut d, &big).expect("equal lengths");
-            assert_eq!(fold16(acc), reference_padded(&big), "byte {byte:#x}");
-            assert!(d == big, "byte {byte:#x}: the copy");
-        }
-    }
-
-    #[test]
-    fn the_copy_kernel_refuses_unequal_lengths_and_leaves_dst_alone() {
-        if let Some(kernel) = copy_sum_kernel() {
-            let src = [7u8; 2 * COPY_SUM_VECTOR_BYTES];
-            let mut short = [0u8; COPY_SUM_VECTOR_BYTES];
-            assert_eq!(kernel(&mut short, &src), None);
-            assert_eq!(short, [0u8; COPY_SUM_VECTOR_BYTES]);
-        }
-    }
-
-    #[test]
-    fn the_kernel_refuses_a_length_that_is_not_whole_blocks() {
-        if let Some(kernel) = sum_kernel() {
-            assert_eq!(kernel(&[0u8; KERNEL_BLOCK_BYTES + 2]), None);
-        }
-    }
-}
+mod tests;

@@ -8,15 +8,15 @@
 use core::net::{Ipv4Addr, Ipv6Addr};
 
 /// Folds a 64-bit one's-complement accumulator down to 16 bits (end-around carries).
+///
+/// Two folds by rotation: the high half of `x + rotl(x, h)` (wrapping) is `hi + lo` plus the
+/// carry out of the low halves' sum, which is the one's-complement sum of the two halves; it
+/// is 0 only when both are. Four instructions a fold (the masks and shifts of the plain
+/// `(x & 0xffff) + (x >> 16)` steps took twice as many).
 #[inline]
-pub fn fold(mut acc: u64) -> u16 {
-    // Each step adds the high half into the low half; carries shrink until none remain.
-    acc = (acc & 0xffff_ffff) + (acc >> 32);
-    acc = (acc & 0xffff_ffff) + (acc >> 32);
-    acc = (acc & 0xffff) + (acc >> 16);
-    acc = (acc & 0xffff) + (acc >> 16);
-    acc = (acc & 0xffff) + (acc >> 16);
-    acc as u16
+pub fn fold(acc: u64) -> u16 {
+    let a = (acc.wrapping_add(acc.rotate_left(32)) >> 32) as u32;
+    (a.wrapping_add(a.rotate_left(16)) >> 16) as u16
 }
 
 /// One's-complement 64-bit add with end-around carry.
@@ -51,43 +51,21 @@ const SUM_BLOCK_BYTES: usize = 128;
 /// §4.1 asks. Any length, any alignment; no `unsafe`. Callgrind: ~0.28 instructions per byte
 /// over a 1,460-byte payload (the big-endian two-accumulator loop it replaced: 0.66).
 ///
-/// From 256 bytes on, the whole 128-byte blocks go to the CPU's vector kernel when it has
-/// one (`platform::checksum`: AVX2, 32-bit words widened into 64-bit lanes) and the rest to
-/// the chain; the kernel's unfolded accumulator is the chain's starting value.
+/// From [`VECTOR_MIN_BYTES`] on, the CPU's vector kernel takes the whole buffer when it has
+/// one (`platform::checksum::sum_or`: AVX2, any length, chosen once and called through a
+/// function pointer; on a CPU without AVX2 the pointer names [`sum_portable`], the chain).
+#[inline]
 pub fn sum(data: &[u8]) -> u16 {
     if data.len() >= VECTOR_MIN_BYTES {
-        return sum_long(data);
+        return platform::checksum::sum_or(data, sum_portable);
     }
     u16::from_be(fold(sum_scalar(0, data)))
 }
 
-/// [`sum`] from [`VECTOR_MIN_BYTES`] on: the CPU's vector kernel for the whole blocks, the
-/// chain for the rest. Out of line, so the short path (headers, small segments) stays a leaf
-/// function without the register saves a call through the kernel pointer needs.
-#[inline(never)]
-fn sum_long(data: &[u8]) -> u16 {
-    let mut acc: u64 = 0;
-    let mut rest = data;
-    if let Some(kernel) = *KERNEL.get_or_init(platform::checksum::sum_kernel) {
-        let whole = data.len() - data.len() % platform::checksum::KERNEL_BLOCK_BYTES;
-        // The prefix is a whole number of even-length blocks, so the rest keeps its bytes'
-        // even/odd positions and the two native-order sums add up (§2(B)).
-        if let Some(head) = kernel(&data[..whole]) {
-            acc = head;
-            rest = &data[whole..];
-        }
-    }
-    u16::from_be(fold(sum_scalar(acc, rest)))
-}
-
-/// Below this length the vector kernel is not asked (its setup and the lane reduction cost
-/// more than the chain saves).
-const VECTOR_MIN_BYTES: usize = 256;
-
-/// The vector kernel of this CPU, looked up once (`platform::checksum::sum_kernel`: AVX2 when
-/// present; under valgrind too, which emulates it).
-static KERNEL: std::sync::OnceLock<Option<platform::checksum::SumKernel>> =
-    std::sync::OnceLock::new();
+/// Below this length [`sum`] keeps to the chain (the kernel's call, lane reduction and fold
+/// cost about what its vectors save). Callgrind, per call: the chain and the AVX2 kernel cost
+/// the same at ~24 bytes; at 64 bytes the kernel is ~20 instructions cheaper, at 96 ~30.
+pub const VECTOR_MIN_BYTES: usize = 64;
 
 /// `acc` plus `data`'s native-order words, unfolded: one add-with-carry chain, 128 bytes per
 /// iteration, the last 0..7 bytes as one zero-padded word.
@@ -117,16 +95,16 @@ pub fn sum_header(data: &[u8]) -> u16 {
         Some(acc) => acc,
         None => return sum(data),
     };
-    u16::from_be(fold_short(acc))
+    u16::from_be(fold(acc))
 }
 
 /// The combined sum of an IPv4 pseudo-header (RFC 9293 §3.1: `src`, `dst`, zero, `protocol`,
 /// `length_bytes`) and a transport header `header`: what
 /// `combine(&[pseudo_header_v4(..), sum(header)])` gives, in one accumulator. A header of 20
 /// to [`HEADER_SUM_MAX_BYTES`] bytes whose length is a multiple of 4 (a TCP header, options
-/// included) is summed as independent 32-bit native-order adds, unrolled for 20 and 32 bytes
-/// (no options; timestamps), without a carry chain (a few dozen words cannot overflow 64
-/// bits), and folded once; any other takes [`sum`]. A receive path that verifies a
+/// included) is summed in native order, unrolled for 20 and 32 bytes (no options;
+/// timestamps) as a short add-with-carry chain of 64-bit words, and folded once; any other
+/// takes [`sum`]. A receive path that verifies a
 /// segment's checksum in pieces (the text summed while it is copied) sums this part so,
 /// where `sum`'s block and word loops, tail and call, and a separate pseudo-header sum, cost
 /// more than the adds.
@@ -144,7 +122,7 @@ pub fn sum_pseudo_v4_header(
         + u64::from(u32::from_ne_bytes(dst.octets()))
         + u64::from(u32::from_ne_bytes([0, protocol, lh, ll]));
     match header_words(header) {
-        Some(acc) => u16::from_be(fold_short(acc + pseudo)),
+        Some(acc) => u16::from_be(fold(add64(acc, pseudo))),
         None => combine(&[
             pseudo_header_v4(src, dst, protocol, u32::from(length_bytes)),
             sum(header),
@@ -152,43 +130,44 @@ pub fn sum_pseudo_v4_header(
     }
 }
 
-/// The unfolded native-order sum of a header's 32-bit words, for 20 to
-/// [`HEADER_SUM_MAX_BYTES`] bytes in whole words (unrolled for 20 and 32); `None` otherwise.
+/// The unfolded native-order one's-complement accumulator of a header's words, for 20 to
+/// [`HEADER_SUM_MAX_BYTES`] bytes in whole 4-byte words; `None` otherwise. The 20- and
+/// 32-byte headers (no options; timestamps) as 64-bit words in one add-with-carry chain
+/// (`add`, then an `adc` per word and one for the last carry), the others as 32-bit adds.
 #[inline(always)]
 fn header_words(data: &[u8]) -> Option<u64> {
-    let w =
-        |h: &[u8], i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
     if let Some(h) = data.first_chunk::<32>().filter(|_| data.len() == 32) {
-        return Some(
-            w(h, 0) + w(h, 4) + w(h, 8) + w(h, 12) + w(h, 16) + w(h, 20) + w(h, 24) + w(h, 28),
-        );
+        let q = |i: usize| ne64(&h[i..i + 8]);
+        let (acc, carry) = carrying_add(q(0), q(8), false);
+        let (acc, carry) = carrying_add(acc, q(16), carry);
+        let (acc, carry) = carrying_add(acc, q(24), carry);
+        return Some(add64(acc, u64::from(carry)));
     }
     if let Some(h) = data.first_chunk::<20>().filter(|_| data.len() == 20) {
-        return Some(w(h, 0) + w(h, 4) + w(h, 8) + w(h, 12) + w(h, 16));
+        return Some(words_20(h));
     }
     if data.len() < 20 || data.len() > HEADER_SUM_MAX_BYTES || data.len() % 4 != 0 {
         return None;
     }
-    Some(data.chunks_exact(4).map(|c| w(c, 0)).sum())
+    let w = |c: &[u8]| u64::from(u32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
+    Some(data.chunks_exact(4).map(w).sum())
 }
 
-/// [`fold`] for an accumulator below 2^36 (a few dozen 32-bit words): two folds to 32 bits,
-/// two to 16.
+/// The unfolded native-order one's-complement accumulator of 20 bytes: two 64-bit words
+/// with carry, and the last 32-bit word.
 #[inline(always)]
-fn fold_short(acc: u64) -> u16 {
-    let a = (acc & 0xffff_ffff) + (acc >> 32);
-    let a = (a & 0xffff_ffff) + (a >> 32);
-    let a = (a & 0xffff) + (a >> 16);
-    let a = (a & 0xffff) + (a >> 16);
-    a as u16
+fn words_20(h: &[u8; 20]) -> u64 {
+    let (acc, carry) = carrying_add(ne64(&h[0..8]), ne64(&h[8..16]), false);
+    let last = u64::from(u32::from_ne_bytes([h[16], h[17], h[18], h[19]]));
+    let (acc, carry) = carrying_add(acc, last, carry);
+    add64(acc, u64::from(carry))
 }
 
 /// [`sum`] of a 20-byte header (an IPv4 header without options, the one every datagram of
-/// a TCP flow carries): five 32-bit adds and a short fold, no loop.
+/// a TCP flow carries): three adds with carry and a fold, no loop.
 #[inline(always)]
 pub fn sum_20(h: &[u8; 20]) -> u16 {
-    let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
-    u16::from_be(fold_short(w(0) + w(4) + w(8) + w(12) + w(16)))
+    u16::from_be(fold(words_20(h)))
 }
 
 /// The longest input [`sum_header`] sums itself: an IPv4 or TCP header with options.
@@ -196,10 +175,11 @@ pub const HEADER_SUM_MAX_BYTES: usize = 60;
 
 /// Copies `src` into `dst` (of the same length) and returns [`sum`] of `src`: what
 /// `dst.copy_from_slice(src)` followed by `sum(src)` give, with the bytes read once where the
-/// CPU has a copy-and-sum kernel (`platform::checksum::copy_sum_kernel`: AVX2, from
-/// 128 bytes on; shorter inputs are copied, then summed). For a receive path
-/// that verifies a segment's checksum while it copies the payload into a buffer: the copy
-/// lands before the verdict is known, so the destination must be space nothing reads yet.
+/// CPU has a copy-and-sum kernel (`platform::checksum::copy_and_sum_or`: AVX2, any length,
+/// from [`COPY_VECTOR_MIN_BYTES`] on; shorter inputs, and every input on a CPU without AVX2,
+/// are copied, then summed). For a receive path that verifies a segment's checksum while it
+/// copies the payload into a buffer: the copy lands before the verdict is known, so the
+/// destination must be space nothing reads yet.
 ///
 /// # Panics
 /// When `dst.len() != src.len()` (as `copy_from_slice`).
@@ -207,23 +187,25 @@ pub const HEADER_SUM_MAX_BYTES: usize = 60;
 pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u16 {
     assert_eq!(dst.len(), src.len(), "copy_and_sum: lengths differ");
     if src.len() >= COPY_VECTOR_MIN_BYTES {
-        if let Some(kernel) = *COPY_KERNEL.get_or_init(platform::checksum::copy_sum_kernel) {
-            if let Some(acc) = kernel(dst, src) {
-                return u16::from_be(fold(acc));
-            }
-        }
+        return platform::checksum::copy_and_sum_or(dst, src, copy_then_sum);
     }
+    copy_then_sum(dst, src)
+}
+
+/// [`copy_and_sum`] in two passes: `copy_from_slice`, then [`sum`]. The portable function
+/// the copy-and-sum kernel falls back to.
+///
+/// # Panics
+/// When `dst.len() != src.len()`.
+pub fn copy_then_sum(dst: &mut [u8], src: &[u8]) -> u16 {
     dst.copy_from_slice(src);
     sum(src)
 }
 
-/// Below this length [`copy_and_sum`] copies and sums separately (the kernel's setup and
-/// lane reduction cost more than one pass saves).
-const COPY_VECTOR_MIN_BYTES: usize = 128;
-
-/// The copy-and-sum kernel of this CPU, looked up once.
-static COPY_KERNEL: std::sync::OnceLock<Option<platform::checksum::CopySumKernel>> =
-    std::sync::OnceLock::new();
+/// Below this length [`copy_and_sum`] copies and sums separately. Callgrind counts the
+/// kernel cheaper at every length (the two-pass path calls `memcpy`); the few shortest
+/// copies are left to `copy_from_slice`, whose fixed-size moves need no vector setup.
+pub const COPY_VECTOR_MIN_BYTES: usize = 32;
 
 /// The portable sum alone (no vector kernel): what [`sum`] computes on a CPU without AVX2.
 /// For tests and benchmarks that compare the two.
@@ -484,6 +466,30 @@ mod tests {
         }
     }
 
+    /// [`sum_pseudo_v4_header`] and [`sum_header`] with the words that carry most (all ones
+    /// in the header and the pseudo-header: every add of the 64-bit chain carries) and none.
+    #[test]
+    fn header_sums_carry_through_all_ones_headers_and_pseudo_headers() {
+        let ones = Ipv4Addr::new(255, 255, 255, 255);
+        for len in [20usize, 24, 32, 60] {
+            for (addr, proto, seg_len, byte) in
+                [(ones, 0xff, 0xffff, 0xff), (Ipv4Addr::UNSPECIFIED, 0, 0, 0)]
+            {
+                let h = vec![byte; len];
+                let want = combine(&[
+                    pseudo_header_v4(addr, addr, proto, u32::from(seg_len)),
+                    sum_naive(&h),
+                ]);
+                assert_eq!(
+                    sum_pseudo_v4_header(addr, addr, proto, seg_len, &h),
+                    want,
+                    "len {len}"
+                );
+                assert_eq!(sum_header(&h), sum_naive(&h), "len {len}");
+            }
+        }
+    }
+
     /// [`sum_20`] equals the reference on random headers, all ones and all zeros.
     #[test]
     fn sum_20_equals_the_reference() {
@@ -510,7 +516,7 @@ mod tests {
 
     proptest::proptest! {
         /// Random bytes, lengths and start offsets: the wide native-order sum (with the
-        /// CPU's vector kernel from 256 bytes, and without) equals the 16-bit big-endian
+        /// CPU's vector kernel from `VECTOR_MIN_BYTES`, and without) equals the 16-bit big-endian
         /// reference, and pieces at even offsets combine to the whole.
         #[test]
         fn sum_equals_the_reference(
@@ -540,6 +546,69 @@ mod tests {
             proptest::prop_assert_eq!(copy_and_sum(&mut d, s), sum_naive(s));
             proptest::prop_assert_eq!(&d[..], s);
         }
+    }
+
+    /// [`sum`] (the chain below [`VECTOR_MIN_BYTES`], the CPU's kernel from it), the chain
+    /// alone ([`sum_portable`]: what a CPU without AVX2 runs at every length),
+    /// [`copy_and_sum`] and its two-pass fallback [`copy_then_sum`] equal the RFC 1071
+    /// reference for every length 0..=300 (and the bulk segment's 1,448), from an even and an
+    /// odd start, on random bytes and on the constant bytes that stress the carries and the
+    /// vector lanes (0xff, 0x80, 0x00).
+    #[test]
+    fn sums_and_copies_equal_the_reference_for_every_length_both_alignments_and_extreme_bytes() {
+        let random: Vec<u8> = (0..2_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for (name, data) in [
+            ("random", random),
+            ("0xff", vec![0xff; 2_000]),
+            ("0x80", vec![0x80; 2_000]),
+            ("0x00", vec![0x00; 2_000]),
+        ] {
+            for start in [0usize, 1] {
+                for len in (0..=300).chain([1_448, 1_460, 1_999]) {
+                    let d = &data[start..start + len];
+                    let want = sum_naive(d);
+                    assert_eq!(sum(d), want, "{name}: sum of {len} from {start}");
+                    assert_eq!(sum_portable(d), want, "{name}: chain of {len} from {start}");
+                    let mut out = vec![0x5au8; len];
+                    assert_eq!(copy_and_sum(&mut out, d), want, "{name}: copy of {len}");
+                    assert_eq!(out, d, "{name}: the copy of {len} from {start}");
+                    let mut out = vec![0x5au8; len];
+                    assert_eq!(
+                        copy_then_sum(&mut out, d),
+                        want,
+                        "{name}: two passes of {len}"
+                    );
+                    assert_eq!(out, d, "{name}: the two-pass copy of {len} from {start}");
+                }
+            }
+        }
+    }
+
+    /// [`fold`] is the end-around-carry fold: the plain mask-and-shift steps agree on random
+    /// accumulators and the edge values (0 stays 0, non-zero multiples of 0xffff give 0xffff).
+    #[test]
+    fn fold_equals_repeated_end_around_carry_folding() {
+        let slow = |mut acc: u64| {
+            while acc >> 16 != 0 {
+                acc = (acc & 0xffff) + (acc >> 16);
+            }
+            acc as u16
+        };
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut cases = vec![0, 1, 0xffff, 0x1_0000, 0xfffe_0001, 0xffff_ffff, u64::MAX];
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            cases.extend([x, x >> 28, x >> 40, x & 0x0000_ffff_ffff_0000]);
+        }
+        for acc in cases {
+            assert_eq!(fold(acc), slow(acc), "{acc:#x}");
+        }
+        assert_eq!(fold(0), 0);
+        assert_eq!(fold(0xffff * 12_345), 0xffff);
     }
 
     #[test]
