@@ -106,9 +106,9 @@ pub fn touched_fields() -> Vec<Field> {
         f("timers.rtt_timed_end + rtt_timed_sent_ns", Timers, SEQ + 8),
         f("local_port + remote_port", ColdTouched, 4),
         f(
-            "counters (inline): rx/tx segments, rx/tx payload bytes",
+            "counters (inline, 32-bit deltas): rx/tx segments, rx/tx payload bytes",
             ColdTouched,
-            4 * 8,
+            4 * 4,
         ),
         f(
             "config: its pointer (the shared configuration's line is warm: all connections read it)",

@@ -324,10 +324,10 @@ impl Connection {
             } else {
                 0
             },
-            bytes_sent: self.counters.tx_payload_bytes,
+            bytes_sent: self.hot_total(|k| k.tx_payload_bytes, |k| k.tx_payload_bytes),
             bytes_retrans: self.rare_counter(|k| k.retransmitted_bytes),
-            segs_out: sat_u32(self.counters.tx_segments),
-            segs_in: sat_u32(self.counters.rx_segments),
+            segs_out: sat_u32(self.hot_total(|k| k.tx_segments, |k| k.tx_segments)),
+            segs_in: sat_u32(self.hot_total(|k| k.rx_segments, |k| k.rx_segments)),
             notsent_bytes: sat_u32(self.notsent_bytes() as u64),
             min_rtt_us: self.rack_min_rtt_ns().map(rtt_us),
             snd_wnd: self.snd.wnd,

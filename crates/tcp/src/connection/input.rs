@@ -28,7 +28,7 @@ impl Connection {
     /// A segment given this way carries no ECN codepoint (Not-ECT); see
     /// [`Connection::handle_segment_ecn`].
     pub fn handle_segment_gro(&mut self, now: u64, seg: &TcpRepr<'_>, gro_mss_bytes: u16) {
-        self.counters.rx_segments += 1;
+        self.count_hot(1, |k| &mut k.rx_segments);
         if seg.dst_port != self.local_port || seg.src_port != self.remote_port {
             self.rare_counters().rx_drop_wrong_port += 1;
             return;
@@ -879,7 +879,7 @@ impl Connection {
                     // segments on the ns clock itself.
                     let rtt_ns = u64::from(ticks) * NS_PER_MS;
                     self.rtt.sample(rtt_ns);
-                    self.counters.rtt_samples += 1;
+                    self.count_hot(1, |k| &mut k.rtt_samples);
                     measured = Some(rtt_ns);
                 }
             }
@@ -934,7 +934,7 @@ impl Connection {
         if let Some(r) = self.rack.as_mut() {
             r.note_rtt_sample(now, rtt_ns);
         }
-        self.counters.rtt_samples += 1;
+        self.count_hot(1, |k| &mut k.rtt_samples);
     }
 
     pub(super) fn enter_time_wait(&mut self, now: u64) {

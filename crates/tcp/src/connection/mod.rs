@@ -260,14 +260,14 @@ pub(crate) const NEVER: u64 = u64::MAX;
 ///   flags first), the two ring headers, the out-of-order queue and scoreboard pointers, the
 ///   configuration's pointer (one copy for all the connections of a listener or stack, copied
 ///   on write), the `skb` and `records` pointers tested per segment, and the counters every
-///   segment bumps (`HotCounters`), ending at 448, seven lines (test
+///   segment bumps (`HotCounters`, 32-bit deltas), ending at 420, within seven lines (test
 ///   `hot_parts_come_first_without_padding`);
 /// - then the `tcp_info` state (its per-segment fields and its presence niche in its first
 ///   64 bytes), the window (`cc`), the RTT estimate (`rtt`), the cold fields (HyStart's box,
-///   Minshall's `snd_sml` and `send_cut`), RACK's state (inline, 120 bytes starting a line)
-///   and last the pointer to the rare counters (boxed by the first rare event,
-///   `count_rare`). `tcp_info` and RACK were boxes of their own once: one more allocation
-///   and a pointer to chase per segment.
+///   Minshall's `snd_sml` and `send_cut`), the pointer to the rare counters (boxed by the
+///   first rare event, `count_rare`) and last RACK's state (inline, 120 bytes; `Rack` is
+///   aligned to a line, so it takes two). `tcp_info` and RACK were boxes of their own once:
+///   one more allocation and a pointer to chase per segment.
 ///
 /// `Connection::layout` reports the offsets, `cargo run -p bench --bin tcb_size` prints them.
 /// The whole is at most 1,024 bytes with at least 8 to spare for the next fields (test
@@ -356,8 +356,9 @@ pub struct Connection {
     /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
     pub(crate) records: Option<Box<records::RecordEnds>>,
     /// The counters every segment or exchange bumps (segments and payload bytes each way,
-    /// RTT samples, pure and delayed ACKs), inline: no separate allocation, and with the
-    /// scoreboard's tail in one cache line. The rest are in `counters_rare`.
+    /// RTT samples, pure and delayed ACKs), inline as 32-bit deltas of the totals
+    /// (`HotCounters`, bumped by [`Connection::count_hot`]): no separate allocation. The
+    /// rest, and the folded part of these, are in `counters_rare`.
     pub(crate) counters: HotCounters,
     // ---- tcp_info (its per-segment fields first), then what an ACK of new data reads: the
     // window, the RTT estimate, (after the cold fields, to start RACK's 120 bytes on a line)
@@ -385,16 +386,17 @@ pub struct Connection {
     /// skbs of the size goal), so a waiting write leaves no short tail there, while this
     /// stack's buffer takes bytes up to its capacity. Cleared by a `send` taken whole.
     pub(crate) send_cut: bool,
+    /// The counters of rare events (drops, retransmissions, ECN, RACK, ...), boxed by the
+    /// first of them ([`Connection::rare_counters`]) and read as zeros while absent: an
+    /// established connection that loses nothing never allocates them. Its fields named in
+    /// [`HotCounters`] hold what their 32-bit deltas in `counters` folded (zero until a
+    /// delta would have wrapped, after 4 Gi increments): a total is the two added.
+    pub(crate) counters_rare: Option<Box<Counters>>,
     /// RACK loss detection state (RFC 8985 §6), used when [`Config::rack`] is on and SACK
     /// was negotiated (see [`Connection::rack_active`]); created by the first data
     /// transmission ([`Connection::rack_state`]). Inline: every ACK and data segment of such
     /// a connection reads it (its transmit records are a table of their own).
     pub(crate) rack: Option<Rack>,
-    /// The counters of rare events (drops, retransmissions, ECN, RACK, ...), boxed by the
-    /// first of them ([`Connection::rare_counters`]) and read as zeros while absent: an
-    /// established connection that loses nothing never allocates them. Its fields named in
-    /// [`HotCounters`] stay zero (those live in `counters`).
-    pub(crate) counters_rare: Option<Box<Counters>>,
 }
 
 /// The window scale we offer for a receive buffer: the smallest shift that lets the 16-bit
@@ -573,6 +575,38 @@ impl Connection {
         if n != 0 {
             *counter(self.rare_counters()) += n;
         }
+    }
+
+    /// Adds `n` to one of the inline counters' 32-bit deltas ([`HotCounters`]; `delta` names
+    /// it, e.g. `|c| &mut c.rx_segments`). An add that would wrap the delta first folds
+    /// every delta into the rare store's totals (boxing it): the totals stay exact.
+    #[inline]
+    pub(crate) fn count_hot(&mut self, n: u32, delta: impl Fn(&mut HotCounters) -> &mut u32) {
+        let d = delta(&mut self.counters);
+        match d.checked_add(n) {
+            Some(v) => *d = v,
+            None => self.count_hot_after_fold(n, delta),
+        }
+    }
+
+    /// [`Connection::count_hot`]'s rare path: folds the deltas, then adds `n` (which fits
+    /// a zero delta).
+    #[cold]
+    #[inline(never)]
+    fn count_hot_after_fold(&mut self, n: u32, delta: impl Fn(&mut HotCounters) -> &mut u32) {
+        let mut hot = self.counters;
+        hot.fold_into(self.rare_counters());
+        self.counters = hot;
+        *delta(&mut self.counters) = n;
+    }
+
+    /// One inline counter's total: the rare store's part plus the delta.
+    pub(crate) fn hot_total(
+        &self,
+        delta: impl Fn(&HotCounters) -> u32,
+        total: impl Fn(&Counters) -> u64,
+    ) -> u64 {
+        self.rare_counter(total) + u64::from(delta(&self.counters))
     }
 
     /// One rare counter's value: zero while none was counted.

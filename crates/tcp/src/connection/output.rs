@@ -42,7 +42,7 @@ impl Connection {
             // Not ECN-capable (a RST with ACK also passes through `fill_options`).
             self.ecn.flags &= !ecn_flag::TX_ECT;
             self.rare_counters().resets_sent += 1;
-            self.counters.tx_segments += 1;
+            self.count_hot(1, |k| &mut k.tx_segments);
             let mut r = self.base_repr(seq);
             r.flags = TcpFlags::RST;
             if let Some(a) = ack {
@@ -89,7 +89,7 @@ impl Connection {
             // Duplicate ACKs must be pure ACKs (RFC 5681 §2), so they go before data.
             if self.out.dupacks_owed > 0 {
                 self.out.dupacks_owed -= 1;
-                self.counters.pure_acks_sent += 1;
+                self.count_hot(1, |k| &mut k.pure_acks_sent);
                 let seq = self.snd.max;
                 return Some(self.ack_repr(now, seq));
             }
@@ -121,7 +121,7 @@ impl Connection {
             return Some(r);
         }
         if self.out.ack_due == AckDue::Now {
-            self.counters.pure_acks_sent += 1;
+            self.count_hot(1, |k| &mut k.pure_acks_sent);
             // A pure ACK carries SND.MAX, not SND.NXT: while retransmitting after a timeout
             // SND.NXT lies behind what the peer already holds, and an ACK with such an old
             // sequence number would fail its acceptability test (the BSD rule).
@@ -237,7 +237,7 @@ impl Connection {
         }
         self.out.ack_due = AckDue::None;
         self.set_deadline(Deadline::Delack, NEVER);
-        self.counters.tx_segments += 1;
+        self.count_hot(1, |k| &mut k.tx_segments);
         r
     }
 
@@ -284,7 +284,7 @@ impl Connection {
         r.window_len = self.advertise_window();
         self.fill_options(now, &mut r, true);
         self.on_ack_sent();
-        self.counters.tx_segments += 1;
+        self.count_hot(1, |k| &mut k.tx_segments);
         r
     }
 
@@ -422,7 +422,7 @@ impl Connection {
         self.on_ack_sent();
         self.timers.last_tx_ns = now;
         // A TSO segment counts as the wire segments the device cuts it into.
-        self.counters.tx_segments += n.div_ceil(seg_room).max(1) as u64;
+        self.count_hot(n.div_ceil(seg_room).max(1) as u32, |k| &mut k.tx_segments);
         if n > 0 {
             let quickack = self.config.quickack_segments > 0;
             let ato_ns = self.config.delayed_ack_ns;
@@ -434,7 +434,7 @@ impl Connection {
                 info.pingpong = true;
             }
         }
-        self.counters.tx_payload_bytes += n as u64;
+        self.count_hot(n as u32, |k| &mut k.tx_payload_bytes);
         let (filled, _) = buf.split_at(n);
         r.payload = filled;
         Some(r)

@@ -52,7 +52,7 @@ impl Connection {
     /// together.
     pub fn counters(&self) -> Counters {
         let mut all = self.counters_rare.as_deref().copied().unwrap_or_default();
-        self.counters.write_into(&mut all);
+        self.counters.add_into(&mut all);
         all
     }
     /// Heap bytes the rare counters' box takes: 0 until a rare event was counted.

@@ -111,7 +111,7 @@ impl Connection {
             self.set_deadline(Deadline::Delack, NEVER);
             if self.out.ack_due == AckDue::Delayed {
                 self.out.ack_due = AckDue::Now;
-                self.counters.delayed_acks_sent += 1;
+                self.count_hot(1, |k| &mut k.delayed_acks_sent);
                 // Linux `tcp_delack_timer_handler`: no reply carried the ACK in time, so the
                 // connection is not interactive after all.
                 if let Some(info) = self.info.as_mut() {
