@@ -465,12 +465,13 @@ impl Connection {
 
     /// RFC 5961 §7: challenge ACKs are rate limited per connection.
     pub(super) fn challenge_ack(&mut self, now: u64) {
-        if now.saturating_sub(self.out.challenge_window_start_ns) >= crate::config::NS_PER_S {
-            self.out.challenge_window_start_ns = now;
-            self.out.challenge_acks_in_window = 0;
+        let budget = &mut self.out_rare;
+        if now.saturating_sub(budget.challenge_window_start_ns) >= crate::config::NS_PER_S {
+            budget.challenge_window_start_ns = now;
+            budget.challenge_acks_in_window = 0;
         }
-        if self.out.challenge_acks_in_window < self.config.challenge_acks_per_s_max {
-            self.out.challenge_acks_in_window += 1;
+        if budget.challenge_acks_in_window < self.config.challenge_acks_per_s_max {
+            budget.challenge_acks_in_window += 1;
             self.rare_counters().challenge_acks_sent += 1;
             self.out.ack_due = AckDue::Now;
         } else {
@@ -479,7 +480,7 @@ impl Connection {
     }
 
     pub(super) fn queue_rst(&mut self, seq: SeqNumber, ack: Option<SeqNumber>) {
-        self.out.rst_pending = Some((seq, ack));
+        self.owe_rst(seq, ack);
     }
 
     pub(super) fn start_keepalive(&mut self, now: u64) {

@@ -67,7 +67,7 @@ pub(crate) use chrono::InfoState;
 pub use tcb::{
     AppFlags, EcnState, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps, ecn_flag,
 };
-pub(crate) use tcb::{FastOpenRole, Output, rebase_instant};
+pub(crate) use tcb::{FastOpenRole, Output, OutputRare, rebase_instant};
 
 /// RFC 7323 §5.5: TS.Recent older than 24 days is invalid (the peer's clock may have wrapped).
 const PAWS_IDLE_NS: u64 = 24 * 86_400 * 1_000_000_000;
@@ -327,6 +327,12 @@ pub struct Connection {
     pub(crate) rcv: RecvSeq,
     pub(crate) snd: SendSeq,
     pub(crate) out: Output,
+    pub(crate) ts: Timestamps,
+    /// The configuration, validated, shared with every connection opened from the same one
+    /// (the stack's listeners and active opens, [`crate::config::SharedConfig`]): its fields
+    /// are read per segment from one cache line all connections use. A socket option that
+    /// changes it copies it first (`Arc::make_mut`, [`Connection::config_mut`]).
+    pub(crate) config: SharedConfig,
     // ---- line 2: the stored earliest deadline and the seven deadlines it is the minimum of ----
     /// The minimum of the seven deadlines (`timers`' six and `rack_deadline_ns`), `NEVER`
     /// when none is armed: what `poll_timeout` reads instead of all seven. Kept equal to
@@ -337,19 +343,13 @@ pub struct Connection {
     /// output, and in the hot groups it costs no cache line of its own (issue 17 item 2).
     pub(crate) rack_deadline_ns: u64,
     pub(crate) timers: Timers,
-    // ---- timestamps, loss recovery, the buffer and table headers, pointers, the inline counters ----
-    pub(crate) ts: Timestamps,
+    // ---- loss recovery, the buffer and table headers, pointers, the inline counters ----
     pub(crate) rec: Recovery,
     pub(crate) send_buf: Ring,
     pub(crate) recv_buf: Ring,
     pub(crate) ooo: OooQueue,
     /// SACK scoreboard (sender side): ranges above SND.UNA the peer reported holding.
     pub(crate) scoreboard: OooQueue,
-    /// The configuration, validated, shared with every connection opened from the same one
-    /// (the stack's listeners and active opens, [`crate::config::SharedConfig`]): its fields
-    /// are read per segment from one cache line all connections use. A socket option that
-    /// changes it copies it first (`Arc::make_mut`, [`Connection::config_mut`]).
-    pub(crate) config: SharedConfig,
     /// The send queue's skbs under [`Config::send_buffer_skb_accounting`] (`sndbuf.rs`);
     /// boxed on the first write.
     pub(crate) skb: Option<Box<sndbuf::SkbQueue>>,
@@ -386,6 +386,9 @@ pub struct Connection {
     /// skbs of the size goal), so a waiting write leaves no short tail there, while this
     /// stack's buffer takes bytes up to its capacity. Cleared by a `send` taken whole.
     pub(crate) send_cut: bool,
+    /// What the output rarely owes (a RST, a D-SACK block) and the challenge-ACK budget, out
+    /// of the hot lines; `out.rare_owed` says when to look.
+    pub(crate) out_rare: OutputRare,
     /// The counters of rare events (drops, retransmissions, ECN, RACK, ...), boxed by the
     /// first of them ([`Connection::rare_counters`]) and read as zeros while absent: an
     /// established connection that loses nothing never allocates them. Its fields named in
@@ -528,7 +531,8 @@ impl Connection {
                 push_pending: false,
                 close_reason: None,
             },
-            out: Output::new(now, config.quickack_segments),
+            out: Output::new(config.quickack_segments),
+            out_rare: OutputRare::new(now),
             local_port,
             remote_port,
             send_buf: Ring::new(config.send_ring_capacity_bytes()),
@@ -885,7 +889,7 @@ impl Connection {
             } else {
                 self.snd.max
             };
-            self.out.rst_pending = Some((seq, Some(self.rcv.nxt)));
+            self.owe_rst(seq, Some(self.rcv.nxt));
         }
         self.enter_closed(CloseReason::Aborted);
     }

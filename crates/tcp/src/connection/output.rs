@@ -2,11 +2,62 @@
 //! data under flow control, congestion control, Nagle and SWS avoidance, retransmissions
 //! (fast, RFC 6675 NextSeg, go-back after timeout), window probes, keepalives, pure ACKs.
 
-use wire::tcp::{SeqNumber, TcpFlags, TcpRepr, TcpTimestamp};
+use wire::tcp::{SackBlock, SeqNumber, TcpFlags, TcpRepr, TcpTimestamp};
 
 use super::*;
 
 impl Connection {
+    // ------------------------------------------------------------------ rare output owed
+
+    /// Owes a RST: `(seq, ack)`, with ACK set when `ack` is `Some`.
+    pub(super) fn owe_rst(&mut self, seq: SeqNumber, ack: Option<SeqNumber>) {
+        self.out_rare.rst_pending = Some((seq, ack));
+        self.out.rare_owed = true;
+    }
+
+    /// The RST owed, if any (`out.rare_owed` first: one hot byte when none is).
+    #[inline]
+    pub(crate) fn rst_pending(&self) -> Option<(SeqNumber, Option<SeqNumber>)> {
+        if self.out.rare_owed {
+            self.out_rare.rst_pending
+        } else {
+            None
+        }
+    }
+
+    /// The RST owed, if any, owed no more.
+    #[inline]
+    fn take_rst_pending(&mut self) -> Option<(SeqNumber, Option<SeqNumber>)> {
+        if !self.out.rare_owed {
+            return None;
+        }
+        let rst = self.out_rare.rst_pending.take();
+        self.out.rare_owed = self.out_rare.dsack.is_some();
+        rst
+    }
+
+    /// Owes a D-SACK block in the next ACK (only the latest is kept).
+    pub(super) fn owe_dsack(&mut self, block: SackBlock) {
+        self.out_rare.dsack = Some(block);
+        self.out.rare_owed = true;
+    }
+
+    /// True when a D-SACK block is owed.
+    #[inline]
+    fn dsack_owed(&self) -> bool {
+        self.out.rare_owed && self.out_rare.dsack.is_some()
+    }
+
+    /// The D-SACK block owed, if any, owed no more.
+    fn take_dsack(&mut self) -> Option<SackBlock> {
+        if !self.out.rare_owed {
+            return None;
+        }
+        let block = self.out_rare.dsack.take();
+        self.out.rare_owed = self.out_rare.rst_pending.is_some();
+        block
+    }
+
     // ------------------------------------------------------------------ output
 
     /// The next segment to send, if any. Payload bytes are copied into `payload_buf` and the
@@ -38,7 +89,7 @@ impl Connection {
         payload_buf: &'b mut [u8],
         segments_max: u16,
     ) -> Option<TcpRepr<'b>> {
-        if let Some((seq, ack)) = self.out.rst_pending.take() {
+        if let Some((seq, ack)) = self.take_rst_pending() {
             // Not ECN-capable (a RST with ACK also passes through `fill_options`).
             self.ecn.flags &= !ecn_flag::TX_ECT;
             self.rare_counters().resets_sent += 1;
@@ -259,12 +310,12 @@ impl Connection {
             });
             used += TS_OPTION_BYTES;
         }
-        if with_sack && self.opts.sack_ok && (!self.ooo.is_empty() || self.out.dsack.is_some()) {
+        if with_sack && self.opts.sack_ok && (!self.ooo.is_empty() || self.dsack_owed()) {
             // RFC 2018 §3: at most 4 blocks, 3 alongside timestamps (40 bytes of options).
             let max_blocks = if self.opts.ts_ok { 3 } else { 4 };
             let mut n = 0;
             // RFC 2883 §4: a D-SACK block goes first, and is reported once.
-            if let Some(d) = self.out.dsack.take() {
+            if let Some(d) = self.take_dsack() {
                 r.sack_blocks[0] = Some(d);
                 n = 1;
             }

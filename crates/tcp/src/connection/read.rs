@@ -125,7 +125,7 @@ impl Connection {
     }
     /// True once the connection is CLOSED and has nothing left to send: the driver may drop it.
     pub fn is_finished(&self) -> bool {
-        self.state == State::Closed && self.out.rst_pending.is_none()
+        self.state == State::Closed && self.rst_pending().is_none()
     }
 
     /// True while in fast recovery.

@@ -10,7 +10,7 @@ impl Connection {
     /// was negotiated. Only the latest duplicate is reported.
     pub(super) fn note_dsack(&mut self, left: SeqNumber, right: SeqNumber) {
         if self.opts.sack_ok && left.lt(right) {
-            self.out.dsack = Some(wire::tcp::SackBlock { left, right });
+            self.owe_dsack(wire::tcp::SackBlock { left, right });
         }
     }
 

@@ -120,7 +120,7 @@ impl Connection {
             }
         }
         if self.user_timeout_deadline_ns() <= now {
-            self.out.rst_pending = Some((self.snd.max, None));
+            self.owe_rst(self.snd.max, None);
             self.enter_closed(CloseReason::TimedOut);
             return;
         }
@@ -301,7 +301,7 @@ impl Connection {
             return;
         }
         if self.timers.keepalive_probes >= ka.probes_max {
-            self.out.rst_pending = Some((self.snd.max, None));
+            self.owe_rst(self.snd.max, None);
             self.enter_closed(CloseReason::TimedOut);
             return;
         }
