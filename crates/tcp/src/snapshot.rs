@@ -426,15 +426,11 @@ impl Connection {
                 .cc
                 .rebased(from, to)
                 .with_algorithm(config.congestion_control),
-            rtt: RttEstimator {
-                base_rto_ns: s
-                    .rtt
-                    .base_rto_ns
-                    .clamp(config.rto_min_ns, config.rto_max_ns),
-                rto_min_ns: config.rto_min_ns,
-                rto_max_ns: config.rto_max_ns,
-                min_bounds_variance: config.rto_min_bounds_variance,
-                ..s.rtt
+            rtt: {
+                // The importer's bounds (its configuration's) hold the base RTO.
+                let mut rtt = s.rtt;
+                rtt.set_base_rto_ns(rtt.base_rto_ns(), config.rto_bounds());
+                rtt
             },
             timers: moved_timers(s.timers.rebased(from, to)),
             app: moved_app(s.app),
@@ -560,8 +556,9 @@ mod tests {
         c.cc.on_congestion_event(now - 2_000_000, 20_000, 1400);
         c.cc.on_ack(now - 1_000_000, 1400, 1400, 10_000_000);
         c.cc.on_ack(now - 1_000_000, 1400, 1400, 10_000_000);
-        c.rtt.sample(12_000_000);
-        c.rtt.sample(15_000_000);
+        let bounds = c.config.rto_bounds();
+        c.rtt.sample(12_000_000, bounds);
+        c.rtt.sample(15_000_000, bounds);
         c.rtt.backoff_shift = 1;
         c.timers = moved_timers(Timers {
             rtx_deadline_ns: now + 100_000,

@@ -286,7 +286,7 @@ impl Connection {
             options,
             snd_wscale: self.opts.snd_wscale,
             rcv_wscale: self.opts.rcv_wscale,
-            rto_us: rtt_us(self.rtt.rto_ns()),
+            rto_us: rtt_us(self.rtt.rto_ns(self.config.rto_bounds())),
             ato_us: rtt_us(self.config.delayed_ack_ns),
             snd_mss: mss,
             rcv_mss,
@@ -297,12 +297,12 @@ impl Connection {
             fackets: 0,
             last_data_sent_ms: sat_u32(now.saturating_sub(self.timers.last_tx_ns) / NS_PER_MS),
             rtt_us: if self.rtt.has_sample {
-                rtt_us(self.rtt.srtt_ns)
+                rtt_us(self.rtt.srtt_ns())
             } else {
                 0
             },
             rttvar_us: if self.rtt.has_sample {
-                rtt_us(self.rtt.rttvar_ns)
+                rtt_us(self.rtt.rttvar_ns())
             } else {
                 0
             },

@@ -221,8 +221,10 @@ impl Connection {
             // re-initialized to 3 seconds when data transmission begins" if it is below that.
             self.timers.clear_rtt_timed();
             self.rtt.backoff_shift = 0;
-            if self.rtt.base_rto_ns < RTO_AFTER_SYN_TIMEOUT_NS {
-                self.rtt.base_rto_ns = RTO_AFTER_SYN_TIMEOUT_NS.min(self.config.rto_max_ns);
+            if self.rtt.base_rto_ns() < RTO_AFTER_SYN_TIMEOUT_NS {
+                let bounds = self.config.rto_bounds();
+                self.rtt
+                    .set_base_rto_ns(RTO_AFTER_SYN_TIMEOUT_NS.min(bounds.max_ns), bounds);
             }
         }
     }
@@ -676,7 +678,10 @@ impl Connection {
                 self.set_deadline(Deadline::Rtx, NEVER);
                 self.rack_disarm();
             } else if self.timers.persist_deadline_ns == NEVER {
-                self.set_deadline(Deadline::Rtx, now.saturating_add(self.rtt.rto_ns()));
+                self.set_deadline(
+                    Deadline::Rtx,
+                    now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
+                );
             }
         } else if ack == self.snd.una
             && seg.payload.is_empty()
@@ -804,7 +809,7 @@ impl Connection {
             now,
             counted_bytes,
             mss,
-            self.rtt.srtt_ns,
+            self.rtt.srtt_ns(),
             ss_increase_max_bytes,
         );
     }
@@ -879,7 +884,7 @@ impl Connection {
                     // §4 wants timing finer than a quarter of the minimum RTT); RACK times
                     // segments on the ns clock itself.
                     let rtt_ns = u64::from(ticks) * NS_PER_MS;
-                    self.rtt.sample(rtt_ns);
+                    self.rtt.sample(rtt_ns, self.config.rto_bounds());
                     self.count_hot(1, |k| &mut k.rtt_samples);
                     measured = Some(rtt_ns);
                 }
@@ -919,7 +924,7 @@ impl Connection {
             snd_nxt: self.snd.nxt,
             mss,
             srtt_ns: if self.rtt.has_sample {
-                self.rtt.srtt_ns
+                self.rtt.srtt_ns()
             } else {
                 0
             },
@@ -931,7 +936,7 @@ impl Connection {
     /// segment): feeds the RTO estimator and RACK's windowed minimum RTT (RFC 8985 §6.2 step
     /// 1).
     fn rtt_sample(&mut self, now: u64, rtt_ns: u64) {
-        self.rtt.sample(rtt_ns);
+        self.rtt.sample(rtt_ns, self.config.rto_bounds());
         if let Some(r) = self.rack.as_mut() {
             r.note_rtt_sample(now, rtt_ns);
         }

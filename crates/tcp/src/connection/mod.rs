@@ -503,10 +503,7 @@ impl Connection {
                 config.initial_window_segments,
                 u32::from(snd_mss),
             ),
-            rtt: RttEstimator {
-                min_bounds_variance: config.rto_min_bounds_variance,
-                ..RttEstimator::new(config.rto_initial_ns, config.rto_min_ns, config.rto_max_ns)
-            },
+            rtt: RttEstimator::new(config.rto_initial_ns, config.rto_bounds()),
             timers: Timers {
                 rtx_deadline_ns: NEVER,
                 persist_deadline_ns: NEVER,
@@ -556,7 +553,7 @@ impl Connection {
     /// RACK active. `RACK.min_RTT` starts from SRTT then, which before any data is the
     /// handshake's sample.
     pub(crate) fn rack_state(&mut self, now: u64) -> &mut Rack {
-        let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns);
+        let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns());
         self.rack.get_or_insert_with(|| {
             let mut r = Rack::default();
             if let Some(srtt_ns) = srtt_ns {

@@ -284,7 +284,10 @@ impl Connection {
             self.timers.time_rtt(self.snd.nxt, now);
         }
         if self.timers.rtx_deadline_ns == NEVER {
-            self.set_deadline(Deadline::Rtx, now.saturating_add(self.rtt.rto_ns()));
+            self.set_deadline(
+                Deadline::Rtx,
+                now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
+            );
         }
         self.out.ack_due = AckDue::None;
         self.set_deadline(Deadline::Delack, NEVER);
@@ -442,7 +445,10 @@ impl Connection {
             }
             // RFC 6298 §5.1: start the timer if it is not running.
             if self.timers.rtx_deadline_ns == NEVER {
-                self.set_deadline(Deadline::Rtx, now.saturating_add(self.rtt.rto_ns()));
+                self.set_deadline(
+                    Deadline::Rtx,
+                    now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
+                );
             }
             self.set_deadline(Deadline::Persist, NEVER);
         }
@@ -620,7 +626,8 @@ impl Connection {
         if self.config.restart_after_idle
             && flight == 0
             && self.snd.wnd > 0
-            && now.saturating_sub(self.timers.last_tx_ns) > self.rtt.rto_ns()
+            && now.saturating_sub(self.timers.last_tx_ns)
+                > self.rtt.rto_ns(self.config.rto_bounds())
         {
             // RFC 5681 §4.1: after an idle period longer than the RTO, restart from
             // RW = min(IW, cwnd) "before beginning transmission": not while the peer's window

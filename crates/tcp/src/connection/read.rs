@@ -18,11 +18,11 @@ impl Connection {
     }
     /// Smoothed RTT, once sampled.
     pub fn srtt_ns(&self) -> Option<u64> {
-        self.rtt.has_sample.then_some(self.rtt.srtt_ns)
+        self.rtt.has_sample.then_some(self.rtt.srtt_ns())
     }
     /// Current retransmission timeout, backoff included.
     pub fn rto_ns(&self) -> u64 {
-        self.rtt.rto_ns()
+        self.rtt.rto_ns(self.config.rto_bounds())
     }
     /// Congestion window.
     pub fn cwnd_bytes(&self) -> u32 {

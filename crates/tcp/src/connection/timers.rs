@@ -253,7 +253,7 @@ impl Connection {
             } else {
                 u64::from(self.config.tlp_pto_extra_ns)
             };
-            let pto = self.rtt.srtt_ns.saturating_mul(2);
+            let pto = self.rtt.srtt_ns().saturating_mul(2);
             pto.saturating_add(allowance_ns)
                 .max(u64::from(self.config.tlp_pto_floor_ns))
         } else {
@@ -284,7 +284,10 @@ impl Connection {
         self.rec.tlp_sent = true;
         self.rare_counters().tail_loss_probes += 1;
         if self.timers.persist_deadline_ns == NEVER {
-            self.set_deadline(Deadline::Rtx, now.saturating_add(self.rtt.rto_ns()));
+            self.set_deadline(
+                Deadline::Rtx,
+                now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
+            );
         }
     }
 
@@ -315,7 +318,7 @@ impl Connection {
             return;
         }
         // RFC 9293 §3.8.6.1: probe at exponentially growing intervals.
-        let base = self.rtt.base_rto_ns;
+        let base = self.rtt.base_rto_ns();
         let interval = base
             .checked_shl(u32::from(self.timers.persist_shift))
             .unwrap_or(self.config.rto_max_ns)
