@@ -18,7 +18,7 @@ use tcp::ooo::OooQueue;
 use tcp::ring::Ring;
 use tcp::rtt::RttEstimator;
 use tcp::{Config, Connection, Counters, State};
-use wire::tcp::{SackBlock, SeqNumber};
+use wire::tcp::SeqNumber;
 
 /// One line of the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,9 +81,9 @@ pub fn touched_fields() -> Vec<Field> {
         ),
         f("rec.dupacks", Hot, 1),
         f(
-            "9 flags (rec.in_recovery .. out.keepalive_pending)",
+            "10 flags (rec.in_recovery .. out.keepalive_pending, out.rare_owed)",
             Hot,
-            9 * size_of::<bool>(),
+            10 * size_of::<bool>(),
         ),
         f("out.events + out.dupacks_owed", Hot, 2),
         f("out.rcv_unacked_bytes", Hot, 4),
@@ -106,9 +106,9 @@ pub fn touched_fields() -> Vec<Field> {
         f("timers.rtt_timed_end + rtt_timed_sent_ns", Timers, SEQ + 8),
         f("local_port + remote_port", ColdTouched, 4),
         f(
-            "counters (inline): rx/tx segments, rx/tx payload bytes",
+            "counters (inline, 32-bit deltas): rx/tx segments, rx/tx payload bytes",
             ColdTouched,
-            4 * 8,
+            4 * 4,
         ),
         f(
             "config: its pointer (the shared configuration's line is warm: all connections read it)",
@@ -122,7 +122,8 @@ pub fn touched_fields() -> Vec<Field> {
             ColdTouched,
             2 * size_of::<OooQueue>(),
         ),
-        f("out.dsack", ColdTouched, size_of::<Option<SackBlock>>()),
+        // `out.rare_owed` (in the flags above) stands for the D-SACK block and the RST owed,
+        // which are out of the hot lines (`OutputRare`).
         // RACK (RFC 8985, on by default with SACK): its state (crate-private `Rack`: RACK.rtt,
         // xmit_ts, fack, min_RTT, reordering window, the reordering deadline, the header of its
         // transmit records) is inline in the TCB, created by the first data segment and

@@ -91,7 +91,7 @@ pub struct Config {
     pub rto_min_ns: u64,
     /// Apply `rto_min_ns` to the variance term of the RTO (RTO = SRTT + max(4·RTTVAR,
     /// rto_min)) instead of to the whole RTO (RFC 6298 §2.4), as Linux does; see
-    /// [`crate::rtt::RttEstimator::min_bounds_variance`]. Default false.
+    /// [`crate::rtt::RtoBounds::min_bounds_variance`]. Default false.
     pub rto_min_bounds_variance: bool,
     /// Upper bound of the retransmission timeout, including backoff (RFC 6298 §2.5). Default 60 s.
     pub rto_max_ns: u64,
@@ -403,6 +403,16 @@ pub const RECV_BUFFER_MAX_BYTES: u32 = 1 << 30;
 pub const SEND_BUFFER_SKB_OVERSHOOT_BYTES_MAX: u32 = 2 * 65_536;
 
 impl Config {
+    /// The RTO's bounds and rule, for the RTT estimator (read per use: a TCB holds no copy).
+    #[inline]
+    pub fn rto_bounds(&self) -> crate::rtt::RtoBounds {
+        crate::rtt::RtoBounds {
+            min_ns: self.rto_min_ns,
+            max_ns: self.rto_max_ns,
+            min_bounds_variance: self.rto_min_bounds_variance,
+        }
+    }
+
     /// The payload the send ring may hold: `send_buffer_bytes`, plus
     /// [`SEND_BUFFER_SKB_OVERSHOOT_BYTES_MAX`] under skb accounting.
     pub fn send_ring_capacity_bytes(&self) -> usize {

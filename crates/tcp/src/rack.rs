@@ -128,7 +128,11 @@ impl Rack {
 /// `left` is its predecessor's `right`); the connection keeps them covering exactly
 /// `[SND.UNA, SND.MAX)` of a synchronized connection (checked by
 /// `Connection::invariant_violation`); at most [`RECORDS_MAX`] records.
+///
+/// Aligned to a cache line: its 120 bytes, read on every ACK of new data, take two lines of
+/// the TCB wherever the fields before it end (test `hot_parts_come_first_without_padding`).
 #[derive(Debug, Clone)]
+#[repr(align(64))]
 pub(crate) struct Rack {
     records: VecDeque<Record>,
     /// `RACK.xmit_ts` and `RACK.end_seq`: the most recently sent segment known delivered.

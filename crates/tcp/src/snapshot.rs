@@ -23,8 +23,8 @@ use wire::tcp::SeqNumber;
 use crate::cc::Congestion;
 use crate::config::Config;
 use crate::connection::{
-    AckDue, AppFlags, Connection, Counters, EcnState, NEVER, Options, Output, Recovery, RecvSeq,
-    SendSeq, State, Timers, Timestamps, ecn_flag,
+    AckDue, AppFlags, Connection, Counters, EcnState, NEVER, Options, Output, OutputRare, Recovery,
+    RecvSeq, SendSeq, State, Timers, Timestamps, ecn_flag,
 };
 use crate::ooo::OooQueue;
 use crate::rack::{Rack, RackPathState};
@@ -287,6 +287,9 @@ impl Connection {
             app,
             // Owed output: must be empty (checked below), never carried.
             out,
+            // A D-SACK block owed is dropped (advisory, RFC 2883); a RST owed refuses the
+            // export (checked below); the challenge-ACK budget restarts with the importer.
+            out_rare,
             local_port,
             remote_port,
             config,
@@ -323,14 +326,13 @@ impl Connection {
         let Output {
             ack_due,
             dupacks_owed,
-            rst_pending,
             probe_pending,
             keepalive_pending,
             ..
         } = *out;
         if ack_due != AckDue::None
             || dupacks_owed > 0
-            || rst_pending.is_some()
+            || out_rare.rst_pending.is_some()
             || probe_pending
             || rec.tlp_pending
             || keepalive_pending
@@ -424,19 +426,16 @@ impl Connection {
                 .cc
                 .rebased(from, to)
                 .with_algorithm(config.congestion_control),
-            rtt: RttEstimator {
-                base_rto_ns: s
-                    .rtt
-                    .base_rto_ns
-                    .clamp(config.rto_min_ns, config.rto_max_ns),
-                rto_min_ns: config.rto_min_ns,
-                rto_max_ns: config.rto_max_ns,
-                min_bounds_variance: config.rto_min_bounds_variance,
-                ..s.rtt
+            rtt: {
+                // The importer's bounds (its configuration's) hold the base RTO.
+                let mut rtt = s.rtt;
+                rtt.set_base_rto_ns(rtt.base_rto_ns(), config.rto_bounds());
+                rtt
             },
             timers: moved_timers(s.timers.rebased(from, to)),
             app: moved_app(s.app),
-            out: Output::new(now, 0),
+            out: Output::new(0),
+            out_rare: OutputRare::new(now),
             local_port: s.local_port,
             remote_port: s.remote_port,
             send_buf,
@@ -547,8 +546,9 @@ mod tests {
         c.cc.on_congestion_event(now - 2_000_000, 20_000, 1400);
         c.cc.on_ack(now - 1_000_000, 1400, 1400, 10_000_000);
         c.cc.on_ack(now - 1_000_000, 1400, 1400, 10_000_000);
-        c.rtt.sample(12_000_000);
-        c.rtt.sample(15_000_000);
+        let bounds = c.config.rto_bounds();
+        c.rtt.sample(12_000_000, bounds);
+        c.rtt.sample(15_000_000, bounds);
         c.rtt.backoff_shift = 1;
         c.timers = moved_timers(Timers {
             rtx_deadline_ns: now + 100_000,
@@ -569,7 +569,8 @@ mod tests {
         };
         c.counters.rx_segments = 11;
         c.rare_counters().fast_retransmits = 2;
-        c.out = Output::new(now, 0);
+        c.out = Output::new(0);
+        c.out_rare = OutputRare::new(now);
         c
     }
 

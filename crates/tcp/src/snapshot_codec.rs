@@ -1,6 +1,6 @@
 //! A byte encoding of [`ConnectionSnapshot`], for the handoff rings (DESIGN "Handoff protocol").
 //!
-//! # Format, version 4
+//! # Format, version 5
 //!
 //! Little-endian throughout. A 12-byte header, then the body:
 //!
@@ -53,7 +53,7 @@ use crate::snapshot::{ConnectionSnapshot, SnapshotError};
 /// The first four bytes of every encoded snapshot.
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"RSCS";
 /// The format version this code writes and reads; a change of layout changes it.
-pub const SNAPSHOT_VERSION: u16 = 4;
+pub const SNAPSHOT_VERSION: u16 = 5;
 /// Header bytes before the body.
 pub const SNAPSHOT_HEADER_BYTES: usize = 12;
 /// Absolute cap on each of the three byte buffers, whatever the configuration says: the
@@ -460,7 +460,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, CodecError> {
 }
 
 impl ConnectionSnapshot {
-    /// Appends the snapshot's encoding (module documentation: format version 4) to `out`.
+    /// Appends the snapshot's encoding (module documentation: format version 5) to `out`.
     ///
     /// Every snapshot encodes; one whose buffers exceed [`SNAPSHOT_BUFFER_BYTES_MAX`] (which
     /// no export produces) encodes but does not decode.
@@ -613,23 +613,17 @@ impl ConnectionSnapshot {
         w.u64(cubic_k_ns);
         w.u32(cubic_w_est_bytes);
         let RttEstimator {
-            srtt_ns,
-            rttvar_ns,
-            base_rto_ns,
+            srtt_us,
+            rttvar_us,
+            base_rto_us,
             backoff_shift,
             has_sample,
-            rto_min_ns,
-            rto_max_ns,
-            min_bounds_variance,
         } = *rtt;
-        w.u64(srtt_ns);
-        w.u64(rttvar_ns);
-        w.u64(base_rto_ns);
+        w.u32(srtt_us);
+        w.u32(rttvar_us);
+        w.u32(base_rto_us);
         w.u8(backoff_shift);
         w.bool(has_sample);
-        w.u64(rto_min_ns);
-        w.u64(rto_max_ns);
-        w.bool(min_bounds_variance);
         let RackPathState {
             min_rtt_ns,
             min_rtt_age_ns,
@@ -826,14 +820,11 @@ fn decode_body(r: &mut Reader<'_>) -> Result<ConnectionSnapshot, CodecError> {
         return Err(CodecError::InvalidField("cc.ssthresh_bytes"));
     }
     let rtt = RttEstimator {
-        srtt_ns: r.u64()?,
-        rttvar_ns: r.u64()?,
-        base_rto_ns: r.u64()?,
+        srtt_us: r.u32()?,
+        rttvar_us: r.u32()?,
+        base_rto_us: r.u32()?,
         backoff_shift: r.u8()?,
         has_sample: r.bool("rtt.has_sample")?,
-        rto_min_ns: r.u64()?,
-        rto_max_ns: r.u64()?,
-        min_bounds_variance: r.bool("rtt.min_bounds_variance")?,
     };
     let rack_path = RackPathState {
         min_rtt_ns: r.opt_u64("rack_path.min_rtt_ns")?,

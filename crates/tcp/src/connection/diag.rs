@@ -34,6 +34,7 @@ impl Connection {
             timers: Timers,
             app: AppFlags,
             out: Output,
+            out_rare: super::OutputRare,
             local_port: u16,
             remote_port: u16,
             config: crate::config::SharedConfig,
@@ -60,6 +61,11 @@ impl Connection {
     pub fn invariant_violation(&self) -> Option<&'static str> {
         if self.earliest_deadline_ns != self.deadlines_min_ns() {
             return Some("stored earliest deadline is not the deadlines' minimum");
+        }
+        if self.out.rare_owed
+            != (self.out_rare.rst_pending.is_some() || self.out_rare.dsack.is_some())
+        {
+            return Some("out.rare_owed disagrees with the rare output owed");
         }
         if self.snd.nxt.lt(self.snd.una) {
             return Some("SND.NXT < SND.UNA");

@@ -43,7 +43,7 @@ impl Connection {
                 c.rcv.nxt += n as u32;
                 c.rcv.adv = c.rcv.nxt;
                 c.ts.last_ack_sent = c.rcv.nxt;
-                c.counters.rx_payload_bytes += n as u64;
+                c.count_hot(n as u32, |k| &mut k.rx_payload_bytes);
                 c.push_event(Event::Readable);
             }
         }
@@ -110,7 +110,7 @@ impl Connection {
         }
         self.snd.nxt = self.snd.iss + 1 + n as u32;
         self.snd.max = self.snd.nxt;
-        self.counters.tx_payload_bytes += n as u64;
+        self.count_hot(n as u32, |k| &mut k.tx_payload_bytes);
         let (filled, _) = buf.split_at(n);
         r.payload = filled;
         r

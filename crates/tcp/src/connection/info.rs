@@ -286,7 +286,7 @@ impl Connection {
             options,
             snd_wscale: self.opts.snd_wscale,
             rcv_wscale: self.opts.rcv_wscale,
-            rto_us: rtt_us(self.rtt.rto_ns()),
+            rto_us: rtt_us(self.rtt.rto_ns(self.config.rto_bounds())),
             ato_us: rtt_us(self.config.delayed_ack_ns),
             snd_mss: mss,
             rcv_mss,
@@ -297,12 +297,12 @@ impl Connection {
             fackets: 0,
             last_data_sent_ms: sat_u32(now.saturating_sub(self.timers.last_tx_ns) / NS_PER_MS),
             rtt_us: if self.rtt.has_sample {
-                rtt_us(self.rtt.srtt_ns)
+                rtt_us(self.rtt.srtt_ns())
             } else {
                 0
             },
             rttvar_us: if self.rtt.has_sample {
-                rtt_us(self.rtt.rttvar_ns)
+                rtt_us(self.rtt.rttvar_ns())
             } else {
                 0
             },
@@ -324,10 +324,10 @@ impl Connection {
             } else {
                 0
             },
-            bytes_sent: self.counters.tx_payload_bytes,
+            bytes_sent: self.hot_total(|k| k.tx_payload_bytes, |k| k.tx_payload_bytes),
             bytes_retrans: self.rare_counter(|k| k.retransmitted_bytes),
-            segs_out: sat_u32(self.counters.tx_segments),
-            segs_in: sat_u32(self.counters.rx_segments),
+            segs_out: sat_u32(self.hot_total(|k| k.tx_segments, |k| k.tx_segments)),
+            segs_in: sat_u32(self.hot_total(|k| k.rx_segments, |k| k.rx_segments)),
             notsent_bytes: sat_u32(self.notsent_bytes() as u64),
             min_rtt_us: self.rack_min_rtt_ns().map(rtt_us),
             snd_wnd: self.snd.wnd,

@@ -28,7 +28,7 @@ impl Connection {
     /// A segment given this way carries no ECN codepoint (Not-ECT); see
     /// [`Connection::handle_segment_ecn`].
     pub fn handle_segment_gro(&mut self, now: u64, seg: &TcpRepr<'_>, gro_mss_bytes: u16) {
-        self.counters.rx_segments += 1;
+        self.count_hot(1, |k| &mut k.rx_segments);
         if seg.dst_port != self.local_port || seg.src_port != self.remote_port {
             self.rare_counters().rx_drop_wrong_port += 1;
             return;
@@ -221,8 +221,10 @@ impl Connection {
             // re-initialized to 3 seconds when data transmission begins" if it is below that.
             self.timers.clear_rtt_timed();
             self.rtt.backoff_shift = 0;
-            if self.rtt.base_rto_ns < RTO_AFTER_SYN_TIMEOUT_NS {
-                self.rtt.base_rto_ns = RTO_AFTER_SYN_TIMEOUT_NS.min(self.config.rto_max_ns);
+            if self.rtt.base_rto_ns() < RTO_AFTER_SYN_TIMEOUT_NS {
+                let bounds = self.config.rto_bounds();
+                self.rtt
+                    .set_base_rto_ns(RTO_AFTER_SYN_TIMEOUT_NS.min(bounds.max_ns), bounds);
             }
         }
     }
@@ -465,12 +467,13 @@ impl Connection {
 
     /// RFC 5961 §7: challenge ACKs are rate limited per connection.
     pub(super) fn challenge_ack(&mut self, now: u64) {
-        if now.saturating_sub(self.out.challenge_window_start_ns) >= crate::config::NS_PER_S {
-            self.out.challenge_window_start_ns = now;
-            self.out.challenge_acks_in_window = 0;
+        let budget = &mut self.out_rare;
+        if now.saturating_sub(budget.challenge_window_start_ns) >= crate::config::NS_PER_S {
+            budget.challenge_window_start_ns = now;
+            budget.challenge_acks_in_window = 0;
         }
-        if self.out.challenge_acks_in_window < self.config.challenge_acks_per_s_max {
-            self.out.challenge_acks_in_window += 1;
+        if budget.challenge_acks_in_window < self.config.challenge_acks_per_s_max {
+            budget.challenge_acks_in_window += 1;
             self.rare_counters().challenge_acks_sent += 1;
             self.out.ack_due = AckDue::Now;
         } else {
@@ -479,7 +482,7 @@ impl Connection {
     }
 
     pub(super) fn queue_rst(&mut self, seq: SeqNumber, ack: Option<SeqNumber>) {
-        self.out.rst_pending = Some((seq, ack));
+        self.owe_rst(seq, ack);
     }
 
     pub(super) fn start_keepalive(&mut self, now: u64) {
@@ -675,7 +678,10 @@ impl Connection {
                 self.set_deadline(Deadline::Rtx, NEVER);
                 self.rack_disarm();
             } else if self.timers.persist_deadline_ns == NEVER {
-                self.set_deadline(Deadline::Rtx, now.saturating_add(self.rtt.rto_ns()));
+                self.set_deadline(
+                    Deadline::Rtx,
+                    now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
+                );
             }
         } else if ack == self.snd.una
             && seg.payload.is_empty()
@@ -803,7 +809,7 @@ impl Connection {
             now,
             counted_bytes,
             mss,
-            self.rtt.srtt_ns,
+            self.rtt.srtt_ns(),
             ss_increase_max_bytes,
         );
     }
@@ -878,8 +884,8 @@ impl Connection {
                     // §4 wants timing finer than a quarter of the minimum RTT); RACK times
                     // segments on the ns clock itself.
                     let rtt_ns = u64::from(ticks) * NS_PER_MS;
-                    self.rtt.sample(rtt_ns);
-                    self.counters.rtt_samples += 1;
+                    self.rtt.sample(rtt_ns, self.config.rto_bounds());
+                    self.count_hot(1, |k| &mut k.rtt_samples);
                     measured = Some(rtt_ns);
                 }
             }
@@ -918,7 +924,7 @@ impl Connection {
             snd_nxt: self.snd.nxt,
             mss,
             srtt_ns: if self.rtt.has_sample {
-                self.rtt.srtt_ns
+                self.rtt.srtt_ns()
             } else {
                 0
             },
@@ -930,11 +936,11 @@ impl Connection {
     /// segment): feeds the RTO estimator and RACK's windowed minimum RTT (RFC 8985 §6.2 step
     /// 1).
     fn rtt_sample(&mut self, now: u64, rtt_ns: u64) {
-        self.rtt.sample(rtt_ns);
+        self.rtt.sample(rtt_ns, self.config.rto_bounds());
         if let Some(r) = self.rack.as_mut() {
             r.note_rtt_sample(now, rtt_ns);
         }
-        self.counters.rtt_samples += 1;
+        self.count_hot(1, |k| &mut k.rtt_samples);
     }
 
     pub(super) fn enter_time_wait(&mut self, now: u64) {

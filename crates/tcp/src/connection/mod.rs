@@ -69,7 +69,7 @@ pub(crate) use chrono::InfoState;
 pub use tcb::{
     AppFlags, EcnState, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps, ecn_flag,
 };
-pub(crate) use tcb::{FastOpenRole, Output, rebase_instant};
+pub(crate) use tcb::{FastOpenRole, Output, OutputRare, rebase_instant};
 
 /// RFC 7323 §5.5: TS.Recent older than 24 days is invalid (the peer's clock may have wrapped).
 const PAWS_IDLE_NS: u64 = 24 * 86_400 * 1_000_000_000;
@@ -262,14 +262,14 @@ pub(crate) const NEVER: u64 = u64::MAX;
 ///   flags first), the two ring headers, the out-of-order queue and scoreboard pointers, the
 ///   configuration's pointer (one copy for all the connections of a listener or stack, copied
 ///   on write), the `skb` and `records` pointers tested per segment, and the counters every
-///   segment bumps (`HotCounters`), ending at 448, seven lines (test
+///   segment bumps (`HotCounters`, 32-bit deltas), ending at 420, within seven lines (test
 ///   `hot_parts_come_first_without_padding`);
 /// - then the `tcp_info` state (its per-segment fields and its presence niche in its first
 ///   64 bytes), the window (`cc`), the RTT estimate (`rtt`), the cold fields (HyStart's box,
-///   Minshall's `snd_sml` and `send_cut`), RACK's state (inline, 120 bytes starting a line)
-///   and last the pointer to the rare counters (boxed by the first rare event,
-///   `count_rare`). `tcp_info` and RACK were boxes of their own once: one more allocation
-///   and a pointer to chase per segment.
+///   Minshall's `snd_sml` and `send_cut`), the pointer to the rare counters (boxed by the
+///   first rare event, `count_rare`) and last RACK's state (inline, 120 bytes; `Rack` is
+///   aligned to a line, so it takes two). `tcp_info` and RACK were boxes of their own once:
+///   one more allocation and a pointer to chase per segment.
 ///
 /// `Connection::layout` reports the offsets, `cargo run -p bench --bin tcb_size` prints them.
 /// The whole is at most 1,024 bytes with at least 8 to spare for the next fields (test
@@ -329,6 +329,12 @@ pub struct Connection {
     pub(crate) rcv: RecvSeq,
     pub(crate) snd: SendSeq,
     pub(crate) out: Output,
+    pub(crate) ts: Timestamps,
+    /// The configuration, validated, shared with every connection opened from the same one
+    /// (the stack's listeners and active opens, [`crate::config::SharedConfig`]): its fields
+    /// are read per segment from one cache line all connections use. A socket option that
+    /// changes it copies it first (`Arc::make_mut`, [`Connection::config_mut`]).
+    pub(crate) config: SharedConfig,
     // ---- line 2: the stored earliest deadline and the seven deadlines it is the minimum of ----
     /// The minimum of the seven deadlines (`timers`' six and `rack_deadline_ns`), `NEVER`
     /// when none is armed: what `poll_timeout` reads instead of all seven. Kept equal to
@@ -339,27 +345,22 @@ pub struct Connection {
     /// output, and in the hot groups it costs no cache line of its own (issue 17 item 2).
     pub(crate) rack_deadline_ns: u64,
     pub(crate) timers: Timers,
-    // ---- timestamps, loss recovery, the buffer and table headers, pointers, the inline counters ----
-    pub(crate) ts: Timestamps,
+    // ---- loss recovery, the buffer and table headers, pointers, the inline counters ----
     pub(crate) rec: Recovery,
     pub(crate) send_buf: Ring,
     pub(crate) recv_buf: Ring,
     pub(crate) ooo: OooQueue,
     /// SACK scoreboard (sender side): ranges above SND.UNA the peer reported holding.
     pub(crate) scoreboard: OooQueue,
-    /// The configuration, validated, shared with every connection opened from the same one
-    /// (the stack's listeners and active opens, [`crate::config::SharedConfig`]): its fields
-    /// are read per segment from one cache line all connections use. A socket option that
-    /// changes it copies it first (`Arc::make_mut`, [`Connection::config_mut`]).
-    pub(crate) config: SharedConfig,
     /// The send queue's skbs under [`Config::send_buffer_skb_accounting`] (`sndbuf.rs`);
     /// boxed on the first write.
     pub(crate) skb: Option<Box<sndbuf::SkbQueue>>,
     /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
     pub(crate) records: Option<Box<records::RecordEnds>>,
     /// The counters every segment or exchange bumps (segments and payload bytes each way,
-    /// RTT samples, pure and delayed ACKs), inline: no separate allocation, and with the
-    /// scoreboard's tail in one cache line. The rest are in `counters_rare`.
+    /// RTT samples, pure and delayed ACKs), inline as 32-bit deltas of the totals
+    /// (`HotCounters`, bumped by [`Connection::count_hot`]): no separate allocation. The
+    /// rest, and the folded part of these, are in `counters_rare`.
     pub(crate) counters: HotCounters,
     // ---- tcp_info (its per-segment fields first), then what an ACK of new data reads: the
     // window, the RTT estimate, (after the cold fields, to start RACK's 120 bytes on a line)
@@ -387,16 +388,20 @@ pub struct Connection {
     /// skbs of the size goal), so a waiting write leaves no short tail there, while this
     /// stack's buffer takes bytes up to its capacity. Cleared by a `send` taken whole.
     pub(crate) send_cut: bool,
+    /// What the output rarely owes (a RST, a D-SACK block) and the challenge-ACK budget, out
+    /// of the hot lines; `out.rare_owed` says when to look.
+    pub(crate) out_rare: OutputRare,
+    /// The counters of rare events (drops, retransmissions, ECN, RACK, ...), boxed by the
+    /// first of them ([`Connection::rare_counters`]) and read as zeros while absent: an
+    /// established connection that loses nothing never allocates them. Its fields named in
+    /// [`HotCounters`] hold what their 32-bit deltas in `counters` folded (zero until a
+    /// delta would have wrapped, after 4 Gi increments): a total is the two added.
+    pub(crate) counters_rare: Option<Box<Counters>>,
     /// RACK loss detection state (RFC 8985 §6), used when [`Config::rack`] is on and SACK
     /// was negotiated (see [`Connection::rack_active`]); created by the first data
     /// transmission ([`Connection::rack_state`]). Inline: every ACK and data segment of such
     /// a connection reads it (its transmit records are a table of their own).
     pub(crate) rack: Option<Rack>,
-    /// The counters of rare events (drops, retransmissions, ECN, RACK, ...), boxed by the
-    /// first of them ([`Connection::rare_counters`]) and read as zeros while absent: an
-    /// established connection that loses nothing never allocates them. Its fields named in
-    /// [`HotCounters`] stay zero (those live in `counters`).
-    pub(crate) counters_rare: Option<Box<Counters>>,
 }
 
 /// The window scale we offer for a receive buffer: the smallest shift that lets the 16-bit
@@ -500,10 +505,7 @@ impl Connection {
                 config.initial_window_segments,
                 u32::from(snd_mss),
             ),
-            rtt: RttEstimator {
-                min_bounds_variance: config.rto_min_bounds_variance,
-                ..RttEstimator::new(config.rto_initial_ns, config.rto_min_ns, config.rto_max_ns)
-            },
+            rtt: RttEstimator::new(config.rto_initial_ns, config.rto_bounds()),
             timers: Timers {
                 rtx_deadline_ns: NEVER,
                 persist_deadline_ns: NEVER,
@@ -528,7 +530,8 @@ impl Connection {
                 push_pending: false,
                 close_reason: None,
             },
-            out: Output::new(now, config.quickack_segments),
+            out: Output::new(config.quickack_segments),
+            out_rare: OutputRare::new(now),
             local_port,
             remote_port,
             send_buf: Ring::new(config.send_ring_capacity_bytes()),
@@ -552,7 +555,7 @@ impl Connection {
     /// RACK active. `RACK.min_RTT` starts from SRTT then, which before any data is the
     /// handshake's sample.
     pub(crate) fn rack_state(&mut self, now: u64) -> &mut Rack {
-        let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns);
+        let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns());
         self.rack.get_or_insert_with(|| {
             let mut r = Rack::default();
             if let Some(srtt_ns) = srtt_ns {
@@ -575,6 +578,38 @@ impl Connection {
         if n != 0 {
             *counter(self.rare_counters()) += n;
         }
+    }
+
+    /// Adds `n` to one of the inline counters' 32-bit deltas ([`HotCounters`]; `delta` names
+    /// it, e.g. `|c| &mut c.rx_segments`). An add that would wrap the delta first folds
+    /// every delta into the rare store's totals (boxing it): the totals stay exact.
+    #[inline]
+    pub(crate) fn count_hot(&mut self, n: u32, delta: impl Fn(&mut HotCounters) -> &mut u32) {
+        let d = delta(&mut self.counters);
+        match d.checked_add(n) {
+            Some(v) => *d = v,
+            None => self.count_hot_after_fold(n, delta),
+        }
+    }
+
+    /// [`Connection::count_hot`]'s rare path: folds the deltas, then adds `n` (which fits
+    /// a zero delta).
+    #[cold]
+    #[inline(never)]
+    fn count_hot_after_fold(&mut self, n: u32, delta: impl Fn(&mut HotCounters) -> &mut u32) {
+        let mut hot = self.counters;
+        hot.fold_into(self.rare_counters());
+        self.counters = hot;
+        *delta(&mut self.counters) = n;
+    }
+
+    /// One inline counter's total: the rare store's part plus the delta.
+    pub(crate) fn hot_total(
+        &self,
+        delta: impl Fn(&HotCounters) -> u32,
+        total: impl Fn(&Counters) -> u64,
+    ) -> u64 {
+        self.rare_counter(total) + u64::from(delta(&self.counters))
     }
 
     /// One rare counter's value: zero while none was counted.
@@ -853,7 +888,7 @@ impl Connection {
             } else {
                 self.snd.max
             };
-            self.out.rst_pending = Some((seq, Some(self.rcv.nxt)));
+            self.owe_rst(seq, Some(self.rcv.nxt));
         }
         self.enter_closed(CloseReason::Aborted);
     }

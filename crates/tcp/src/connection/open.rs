@@ -57,7 +57,7 @@ impl Connection {
         c.snd.max_wnd = c.snd.wnd;
         c.snd.wl1 = syn.seq_number;
         c.snd.wl2 = iss;
-        c.counters.rx_segments += 1;
+        c.count_hot(1, |k| &mut k.rx_segments);
         Ok(c)
     }
 

@@ -2,11 +2,62 @@
 //! data under flow control, congestion control, Nagle and SWS avoidance, retransmissions
 //! (fast, RFC 6675 NextSeg, go-back after timeout), window probes, keepalives, pure ACKs.
 
-use wire::tcp::{SeqNumber, TcpFlags, TcpRepr, TcpTimestamp};
+use wire::tcp::{SackBlock, SeqNumber, TcpFlags, TcpRepr, TcpTimestamp};
 
 use super::*;
 
 impl Connection {
+    // ------------------------------------------------------------------ rare output owed
+
+    /// Owes a RST: `(seq, ack)`, with ACK set when `ack` is `Some`.
+    pub(super) fn owe_rst(&mut self, seq: SeqNumber, ack: Option<SeqNumber>) {
+        self.out_rare.rst_pending = Some((seq, ack));
+        self.out.rare_owed = true;
+    }
+
+    /// The RST owed, if any (`out.rare_owed` first: one hot byte when none is).
+    #[inline]
+    pub(crate) fn rst_pending(&self) -> Option<(SeqNumber, Option<SeqNumber>)> {
+        if self.out.rare_owed {
+            self.out_rare.rst_pending
+        } else {
+            None
+        }
+    }
+
+    /// The RST owed, if any, owed no more.
+    #[inline]
+    fn take_rst_pending(&mut self) -> Option<(SeqNumber, Option<SeqNumber>)> {
+        if !self.out.rare_owed {
+            return None;
+        }
+        let rst = self.out_rare.rst_pending.take();
+        self.out.rare_owed = self.out_rare.dsack.is_some();
+        rst
+    }
+
+    /// Owes a D-SACK block in the next ACK (only the latest is kept).
+    pub(super) fn owe_dsack(&mut self, block: SackBlock) {
+        self.out_rare.dsack = Some(block);
+        self.out.rare_owed = true;
+    }
+
+    /// True when a D-SACK block is owed.
+    #[inline]
+    fn dsack_owed(&self) -> bool {
+        self.out.rare_owed && self.out_rare.dsack.is_some()
+    }
+
+    /// The D-SACK block owed, if any, owed no more.
+    fn take_dsack(&mut self) -> Option<SackBlock> {
+        if !self.out.rare_owed {
+            return None;
+        }
+        let block = self.out_rare.dsack.take();
+        self.out.rare_owed = self.out_rare.rst_pending.is_some();
+        block
+    }
+
     // ------------------------------------------------------------------ output
 
     /// The next segment to send, if any. Payload bytes are copied into `payload_buf` and the
@@ -38,11 +89,11 @@ impl Connection {
         payload_buf: &'b mut [u8],
         segments_max: u16,
     ) -> Option<TcpRepr<'b>> {
-        if let Some((seq, ack)) = self.out.rst_pending.take() {
+        if let Some((seq, ack)) = self.take_rst_pending() {
             // Not ECN-capable (a RST with ACK also passes through `fill_options`).
             self.ecn.flags &= !ecn_flag::TX_ECT;
             self.rare_counters().resets_sent += 1;
-            self.counters.tx_segments += 1;
+            self.count_hot(1, |k| &mut k.tx_segments);
             let mut r = self.base_repr(seq);
             r.flags = TcpFlags::RST;
             if let Some(a) = ack {
@@ -89,7 +140,7 @@ impl Connection {
             // Duplicate ACKs must be pure ACKs (RFC 5681 §2), so they go before data.
             if self.out.dupacks_owed > 0 {
                 self.out.dupacks_owed -= 1;
-                self.counters.pure_acks_sent += 1;
+                self.count_hot(1, |k| &mut k.pure_acks_sent);
                 let seq = self.snd.max;
                 return Some(self.ack_repr(now, seq));
             }
@@ -121,7 +172,7 @@ impl Connection {
             return Some(r);
         }
         if self.out.ack_due == AckDue::Now {
-            self.counters.pure_acks_sent += 1;
+            self.count_hot(1, |k| &mut k.pure_acks_sent);
             // A pure ACK carries SND.MAX, not SND.NXT: while retransmitting after a timeout
             // SND.NXT lies behind what the peer already holds, and an ACK with such an old
             // sequence number would fail its acceptability test (the BSD rule).
@@ -233,11 +284,14 @@ impl Connection {
             self.timers.time_rtt(self.snd.nxt, now);
         }
         if self.timers.rtx_deadline_ns == NEVER {
-            self.set_deadline(Deadline::Rtx, now.saturating_add(self.rtt.rto_ns()));
+            self.set_deadline(
+                Deadline::Rtx,
+                now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
+            );
         }
         self.out.ack_due = AckDue::None;
         self.set_deadline(Deadline::Delack, NEVER);
-        self.counters.tx_segments += 1;
+        self.count_hot(1, |k| &mut k.tx_segments);
         r
     }
 
@@ -259,12 +313,12 @@ impl Connection {
             });
             used += TS_OPTION_BYTES;
         }
-        if with_sack && self.opts.sack_ok && (!self.ooo.is_empty() || self.out.dsack.is_some()) {
+        if with_sack && self.opts.sack_ok && (!self.ooo.is_empty() || self.dsack_owed()) {
             // RFC 2018 §3: at most 4 blocks, 3 alongside timestamps (40 bytes of options).
             let max_blocks = if self.opts.ts_ok { 3 } else { 4 };
             let mut n = 0;
             // RFC 2883 §4: a D-SACK block goes first, and is reported once.
-            if let Some(d) = self.out.dsack.take() {
+            if let Some(d) = self.take_dsack() {
                 r.sack_blocks[0] = Some(d);
                 n = 1;
             }
@@ -284,7 +338,7 @@ impl Connection {
         r.window_len = self.advertise_window();
         self.fill_options(now, &mut r, true);
         self.on_ack_sent();
-        self.counters.tx_segments += 1;
+        self.count_hot(1, |k| &mut k.tx_segments);
         r
     }
 
@@ -391,7 +445,10 @@ impl Connection {
             }
             // RFC 6298 §5.1: start the timer if it is not running.
             if self.timers.rtx_deadline_ns == NEVER {
-                self.set_deadline(Deadline::Rtx, now.saturating_add(self.rtt.rto_ns()));
+                self.set_deadline(
+                    Deadline::Rtx,
+                    now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
+                );
             }
             self.set_deadline(Deadline::Persist, NEVER);
         }
@@ -422,7 +479,7 @@ impl Connection {
         self.on_ack_sent();
         self.timers.last_tx_ns = now;
         // A TSO segment counts as the wire segments the device cuts it into.
-        self.counters.tx_segments += n.div_ceil(seg_room).max(1) as u64;
+        self.count_hot(n.div_ceil(seg_room).max(1) as u32, |k| &mut k.tx_segments);
         if n > 0 {
             let quickack = self.config.quickack_segments > 0;
             let ato_ns = self.config.delayed_ack_ns;
@@ -434,7 +491,7 @@ impl Connection {
                 info.pingpong = true;
             }
         }
-        self.counters.tx_payload_bytes += n as u64;
+        self.count_hot(n as u32, |k| &mut k.tx_payload_bytes);
         let (filled, _) = buf.split_at(n);
         r.payload = filled;
         Some(r)
@@ -569,7 +626,8 @@ impl Connection {
         if self.config.restart_after_idle
             && flight == 0
             && self.snd.wnd > 0
-            && now.saturating_sub(self.timers.last_tx_ns) > self.rtt.rto_ns()
+            && now.saturating_sub(self.timers.last_tx_ns)
+                > self.rtt.rto_ns(self.config.rto_bounds())
         {
             // RFC 5681 §4.1: after an idle period longer than the RTO, restart from
             // RW = min(IW, cwnd) "before beginning transmission": not while the peer's window

@@ -176,7 +176,7 @@ impl Connection {
         }
         // `handle_segment_gro`'s preamble for it: the segment counter (the port check and
         // the skb hook are done or not needed; the state is ESTABLISHED).
-        self.counters.rx_segments += 1;
+        self.count_hot(1, |k| &mut k.rx_segments);
         self.rx_predicted_taken(now, seg, gro_mss_bytes, true);
         SummedInput::Taken
     }

@@ -18,11 +18,11 @@ impl Connection {
     }
     /// Smoothed RTT, once sampled.
     pub fn srtt_ns(&self) -> Option<u64> {
-        self.rtt.has_sample.then_some(self.rtt.srtt_ns)
+        self.rtt.has_sample.then_some(self.rtt.srtt_ns())
     }
     /// Current retransmission timeout, backoff included.
     pub fn rto_ns(&self) -> u64 {
-        self.rtt.rto_ns()
+        self.rtt.rto_ns(self.config.rto_bounds())
     }
     /// Congestion window.
     pub fn cwnd_bytes(&self) -> u32 {
@@ -52,7 +52,7 @@ impl Connection {
     /// together.
     pub fn counters(&self) -> Counters {
         let mut all = self.counters_rare.as_deref().copied().unwrap_or_default();
-        self.counters.write_into(&mut all);
+        self.counters.add_into(&mut all);
         all
     }
     /// Heap bytes the rare counters' box takes: 0 until a rare event was counted.
@@ -125,7 +125,7 @@ impl Connection {
     }
     /// True once the connection is CLOSED and has nothing left to send: the driver may drop it.
     pub fn is_finished(&self) -> bool {
-        self.state == State::Closed && self.out.rst_pending.is_none()
+        self.state == State::Closed && self.rst_pending().is_none()
     }
 
     /// True while in fast recovery.

@@ -10,7 +10,7 @@ impl Connection {
     /// was negotiated. Only the latest duplicate is reported.
     pub(super) fn note_dsack(&mut self, left: SeqNumber, right: SeqNumber) {
         if self.opts.sack_ok && left.lt(right) {
-            self.out.dsack = Some(wire::tcp::SackBlock { left, right });
+            self.owe_dsack(wire::tcp::SackBlock { left, right });
         }
     }
 
@@ -154,7 +154,7 @@ impl Connection {
             mss => mss.min(len_bytes.min(usize::from(u16::MAX)) as u16),
         };
         self.rcv.mss_seen = self.rcv.mss_seen.max(seg_bytes);
-        self.counters.rx_payload_bytes += len_bytes as u64;
+        self.count_hot(len_bytes as u32, |k| &mut k.rx_payload_bytes);
         let info = self.info_mut(now);
         info.rx_data_segments += 1;
         info.last_data_rx_ns = now;

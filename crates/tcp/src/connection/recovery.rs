@@ -109,7 +109,7 @@ impl Connection {
     /// RFC 8985 §6.2 step 5 (`RACK_detect_loss_and_arm_timer`): marks what is lost by now and
     /// sets the reordering timer for the segments not yet old enough to judge.
     pub(super) fn rack_detect_loss(&mut self, now: u64) {
-        let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns);
+        let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns());
         let in_recovery = self.rec.in_recovery;
         let Some(rack) = self.rack.as_mut() else {
             return;

@@ -367,11 +367,15 @@ pub(crate) enum FastOpenRole {
     SynData,
 }
 
-/// Output owed and its rate limits: what the next `poll_transmit` must send besides data.
-/// Never carried by a snapshot (export refuses while anything is owed).
+/// Output owed: what the next `poll_transmit` must send besides data. Never carried by a
+/// snapshot (export refuses while anything is owed). Sixteen bytes, in the TCB's hot lines:
+/// the rarely owed parts (a RST, a D-SACK block) and the challenge-ACK budget are in
+/// [`OutputRare`], out of them, behind the flag `rare_owed`.
 ///
 /// Invariants: `dupacks_owed ≤ DUPACKS_OWED_MAX`; `events` holds only the bits of
-/// `event_bit`.
+/// `event_bit`; `rare_owed` is true exactly when [`OutputRare`] holds a RST or a D-SACK
+/// block (`Connection::invariant_violation` checks it), so a segment that owes neither reads
+/// one byte of this line for both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub(crate) struct Output {
@@ -391,10 +395,36 @@ pub(crate) struct Output {
     pub(crate) keepalive_pending: bool,
     /// The connection's part in TCP Fast Open (RFC 7413, `fastopen.rs`): a server's child
     /// that may send while still in SYN-RECEIVED, or a client whose first SYN carries data.
-    /// Kept here because it fills the struct's padding byte (the TCB has no other byte to
-    /// spare); never carried by a snapshot (export needs a synchronized connection, for
-    /// which it no longer matters).
+    /// Never carried by a snapshot (export needs a synchronized connection, for which it no
+    /// longer matters).
     pub(crate) fast_open: FastOpenRole,
+    /// [`OutputRare`] holds a RST or a D-SACK block to send.
+    pub(crate) rare_owed: bool,
+}
+
+impl Output {
+    /// Nothing owed, with `quickacks_left` quick ACKs to give.
+    pub(crate) fn new(quickacks_left: u16) -> Output {
+        Output {
+            ack_due: AckDue::None,
+            quickacks_left,
+            dupacks_owed: 0,
+            events: 0,
+            probe_pending: false,
+            keepalive_pending: false,
+            fast_open: FastOpenRole::None,
+            rcv_unacked_bytes: 0,
+            rare_owed: false,
+        }
+    }
+}
+
+/// The output a segment rarely owes, and the challenge-ACK budget: in the TCB's cold part,
+/// read only when [`Output::rare_owed`] says something is owed (or a challenge ACK is
+/// considered). Never carried by a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub(crate) struct OutputRare {
     /// A duplicate range to report in the next ACK (RFC 2883 D-SACK).
     pub(crate) dsack: Option<SackBlock>,
     /// A RST owed: (sequence number, acknowledgment number if ACK is set).
@@ -405,22 +435,14 @@ pub(crate) struct Output {
     pub(crate) challenge_window_start_ns: u64,
 }
 
-impl Output {
-    /// Nothing owed, at `now`, with `quickacks_left` quick ACKs to give.
-    pub(crate) fn new(now: u64, quickacks_left: u16) -> Output {
-        Output {
-            ack_due: AckDue::None,
-            quickacks_left,
-            dupacks_owed: 0,
-            events: 0,
-            probe_pending: false,
-            keepalive_pending: false,
-            fast_open: FastOpenRole::None,
-            rcv_unacked_bytes: 0,
-            rst_pending: None,
+impl OutputRare {
+    /// Nothing owed, the challenge-ACK budget's second starting at `now`.
+    pub(crate) fn new(now: u64) -> OutputRare {
+        OutputRare {
             dsack: None,
-            challenge_window_start_ns: now,
+            rst_pending: None,
             challenge_acks_in_window: 0,
+            challenge_window_start_ns: now,
         }
     }
 }

@@ -131,16 +131,16 @@ const HOT_PARTS: [&str; 22] = [
     "rcv",
     "snd",
     "out",
+    "ts",
+    "config",
     "earliest_deadline_ns",
     "rack_deadline_ns",
     "timers",
-    "ts",
     "rec",
     "send_buf",
     "recv_buf",
     "ooo",
     "scoreboard",
-    "config",
     "skb",
     "records",
     "counters",
@@ -204,7 +204,36 @@ fn hot_parts_come_first_without_padding() {
         line_of("rack").0 * 64,
         core::mem::offset_of!(Connection, rack)
     );
-    assert_eq!(*names.last().unwrap(), "counters_rare");
+    assert_eq!(*names.last().unwrap(), "rack");
+}
+
+/// The inline counters are 32-bit deltas (`HotCounters`): one that would wrap folds every
+/// delta into the rare store's 64-bit totals first, so totals read through `counters()` and
+/// `tcp_info` stay exact past 4 GiB.
+#[test]
+fn hot_counter_deltas_fold_into_the_totals_before_they_wrap() {
+    let mut c = receiver(100);
+    let rx_before = c.counters().rx_segments;
+    c.counters.tx_payload_bytes = u32::MAX - 10;
+    assert!(c.counters_rare.is_none(), "no rare event yet");
+    c.count_hot(100, |k| &mut k.tx_payload_bytes);
+    assert_eq!(
+        c.counters.tx_payload_bytes, 100,
+        "the delta restarts after the fold"
+    );
+    assert_eq!(
+        c.counters().tx_payload_bytes,
+        u64::from(u32::MAX) - 10 + 100,
+        "total kept across the fold"
+    );
+    assert_eq!(
+        c.counters().rx_segments,
+        rx_before,
+        "the other deltas folded whole"
+    );
+    assert_eq!(c.tcp_info(0).bytes_sent, u64::from(u32::MAX) + 90);
+    c.count_hot(5, |k| &mut k.tx_payload_bytes);
+    assert_eq!(c.counters().tx_payload_bytes, u64::from(u32::MAX) + 95);
 }
 
 /// Issue 17 item 2: connections opened from one shared configuration hold it without a copy;

@@ -13,7 +13,7 @@ impl Connection {
     pub fn take_time_wait(&mut self, now: u64) -> Option<(TimeWait, u64)> {
         if self.state != State::TimeWait
             || self.out.ack_due != AckDue::None
-            || self.out.rst_pending.is_some()
+            || self.rst_pending().is_some()
         {
             return None;
         }

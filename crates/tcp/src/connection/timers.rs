@@ -111,7 +111,7 @@ impl Connection {
             self.set_deadline(Deadline::Delack, NEVER);
             if self.out.ack_due == AckDue::Delayed {
                 self.out.ack_due = AckDue::Now;
-                self.counters.delayed_acks_sent += 1;
+                self.count_hot(1, |k| &mut k.delayed_acks_sent);
                 // Linux `tcp_delack_timer_handler`: no reply carried the ACK in time, so the
                 // connection is not interactive after all.
                 if let Some(info) = self.info.as_mut() {
@@ -120,7 +120,7 @@ impl Connection {
             }
         }
         if self.user_timeout_deadline_ns() <= now {
-            self.out.rst_pending = Some((self.snd.max, None));
+            self.owe_rst(self.snd.max, None);
             self.enter_closed(CloseReason::TimedOut);
             return;
         }
@@ -253,7 +253,7 @@ impl Connection {
             } else {
                 u64::from(self.config.tlp_pto_extra_ns)
             };
-            let pto = self.rtt.srtt_ns.saturating_mul(2);
+            let pto = self.rtt.srtt_ns().saturating_mul(2);
             pto.saturating_add(allowance_ns)
                 .max(u64::from(self.config.tlp_pto_floor_ns))
         } else {
@@ -284,7 +284,10 @@ impl Connection {
         self.rec.tlp_sent = true;
         self.rare_counters().tail_loss_probes += 1;
         if self.timers.persist_deadline_ns == NEVER {
-            self.set_deadline(Deadline::Rtx, now.saturating_add(self.rtt.rto_ns()));
+            self.set_deadline(
+                Deadline::Rtx,
+                now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
+            );
         }
     }
 
@@ -301,7 +304,7 @@ impl Connection {
             return;
         }
         if self.timers.keepalive_probes >= ka.probes_max {
-            self.out.rst_pending = Some((self.snd.max, None));
+            self.owe_rst(self.snd.max, None);
             self.enter_closed(CloseReason::TimedOut);
             return;
         }
@@ -315,7 +318,7 @@ impl Connection {
             return;
         }
         // RFC 9293 §3.8.6.1: probe at exponentially growing intervals.
-        let base = self.rtt.base_rto_ns;
+        let base = self.rtt.base_rto_ns();
         let interval = base
             .checked_shl(u32::from(self.timers.persist_shift))
             .unwrap_or(self.config.rto_max_ns)
