@@ -44,7 +44,7 @@ impl Connection {
 
     /// True when a D-SACK block is owed.
     #[inline]
-    fn dsack_owed(&self) -> bool {
+    pub(super) fn dsack_owed(&self) -> bool {
         self.out.rare_owed && self.out_rare.dsack.is_some()
     }
 

@@ -70,7 +70,7 @@ impl Connection {
                 self.state,
                 State::Established | State::CloseWait | State::FinWait1 | State::LastAck
             )
-            || self.out.rst_pending.is_some()
+            || self.rst_pending().is_some()
             || self.rec.rtx_pending
             || self.rec.in_recovery
             || self.out.dupacks_owed > 0
@@ -81,7 +81,7 @@ impl Connection {
             || self.ecn.flags != 0
             || self.records.is_some()
             || self.skb.is_some()
-            || (self.opts.sack_ok && (!self.ooo.is_empty() || self.out.dsack.is_some()))
+            || (self.opts.sack_ok && (!self.ooo.is_empty() || self.dsack_owed()))
             || self.info.as_ref().is_some_and(|i| i.syn_data_end.is_some())
         {
             return None;
@@ -105,7 +105,8 @@ impl Connection {
         if self.config.restart_after_idle
             && self.snd.una == self.snd.nxt
             && self.snd.wnd > 0
-            && now.saturating_sub(self.timers.last_tx_ns) > self.rtt.rto_ns()
+            && now.saturating_sub(self.timers.last_tx_ns)
+                > self.rtt.rto_ns(self.config.rto_bounds())
         {
             return None;
         }
@@ -157,7 +158,10 @@ impl Connection {
         }
         self.snd.nxt = end;
         if self.timers.rtx_deadline_ns == NEVER {
-            self.set_deadline(Deadline::Rtx, now.saturating_add(self.rtt.rto_ns()));
+            self.set_deadline(
+                Deadline::Rtx,
+                now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
+            );
         }
         self.set_deadline(Deadline::Persist, NEVER);
         // `note_flight` per segment leaves what one call at the last segment's end leaves
@@ -168,7 +172,7 @@ impl Connection {
         self.snd.max = end;
         self.on_ack_sent();
         self.timers.last_tx_ns = now;
-        self.counters.tx_segments += u64::from(k);
+        self.count_hot(u32::from(k), |c| &mut c.tx_segments);
         let quickack = self.config.quickack_segments > 0;
         let ato_ns = self.config.delayed_ack_ns;
         let info = self.info_mut(now);
@@ -176,7 +180,7 @@ impl Connection {
         if quickack && info.ato_started && now.saturating_sub(info.last_data_rx_ns) < ato_ns {
             info.pingpong = true;
         }
-        self.counters.tx_payload_bytes += u64::from(bytes);
+        self.count_hot(bytes, |c| &mut c.tx_payload_bytes);
         Some(TxTrain {
             header: r,
             segments: k,
