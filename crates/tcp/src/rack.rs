@@ -339,6 +339,28 @@ impl Rack {
         }
     }
 
+    /// `k` transmissions of new data at `now`, back to back from `left`, `seg` bytes each:
+    /// what `k` calls of [`Rack::on_send`] leave (one record per segment), appended in one
+    /// go when they continue the table at its right edge and fit it without merging; else
+    /// through `on_send` one by one. Returns the merges done.
+    pub(crate) fn on_send_run(&mut self, left: SeqNumber, seg: u32, k: u32, now: u64) -> u32 {
+        let continues = self.records.back().is_none_or(|b| b.right == left);
+        if seg > 0 && continues && self.records.len() + k as usize <= RECORDS_MAX {
+            self.records.extend((0..k).map(|j| Record {
+                left: left + j * seg,
+                right: left + (j + 1) * seg,
+                xmit_ns: now,
+                flags: 0,
+            }));
+            return 0;
+        }
+        let mut merges = 0;
+        for j in 0..k {
+            merges += self.on_send(left + j * seg, left + (j + 1) * seg, now);
+        }
+        merges
+    }
+
     /// Appends a new transmission at the right edge.
     fn append(&mut self, left: SeqNumber, right: SeqNumber, now: u64) -> u32 {
         let merges = self.make_room(1);

@@ -74,6 +74,7 @@ impl Egress {
             let n = copy(j, frame.get_mut(payload_at..).unwrap_or_default());
             frame.truncate(payload_at + n);
             if self.tx.len() >= self.tx_queue_max {
+                // Not reached: the caller sized the train to the queue's room.
                 self.counters.tx_drop_queue_full += 1;
                 self.recycle(frame);
                 continue;
@@ -162,8 +163,12 @@ const TCP_CSUM_AT: usize = TCP_AT + 16;
 
 impl Template {
     /// The template of `frame`, whose headers the fixed writer wrote with `h` and whose
-    /// payload starts at `head_len`; `None` when they do not fit one.
+    /// payload starts at `head_len`; `None` when they do not fit one (a TCP header other than
+    /// 20 bytes or 32 with timestamps: each frame then has its headers written whole).
     fn new(frame: &[u8], head_len: usize, h: &FrameHeaders) -> Option<Template> {
+        if head_len != BARE_HEADERS_LEN && head_len != TEMPLATE_BYTES_MAX {
+            return None;
+        }
         let mut head = [0u8; TEMPLATE_BYTES_MAX];
         head.get_mut(..head_len)?
             .copy_from_slice(frame.get(..head_len)?);

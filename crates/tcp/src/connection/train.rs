@@ -141,12 +141,9 @@ impl Connection {
         let psh_last = offset + bytes as usize == self.send_buf.len() && !self.app.more;
         if self.rack_active() {
             // RFC 8985 §6.1: one record per segment, as `k` transmissions leave them.
-            let mut merges = 0u32;
-            let rack = self.rack_state(now);
-            for j in 0..u32::from(k) {
-                let left = seq0 + j * mss32;
-                merges += rack.on_send(left, left + mss32, now);
-            }
+            let merges = self
+                .rack_state(now)
+                .on_send_run(seq0, mss32, u32::from(k), now);
             self.count_rare(u64::from(merges), |c| &mut c.rack_records_merged);
         }
         if self.timers.rtt_timed().is_none() && !self.opts.ts_ok {
