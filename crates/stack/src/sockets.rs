@@ -253,7 +253,7 @@ impl Sockets {
     }
 
     /// Records `readiness` for the slot and queues it for `poll_event` once.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn notify(&mut self, index: usize, readiness: Readiness) {
         let Some(slot) = self.slots.get_mut(index) else {
             return;

@@ -179,6 +179,7 @@ impl Connection {
     /// An ACK freed send buffer space: the sndbuf-limited chronograph stops (under skb
     /// accounting only when the socket becomes writable, `sndbuf.rs`), and every one stops
     /// once nothing is left.
+    #[inline(always)]
     pub(super) fn chrono_on_ack(&mut self, now: u64, freed: bool) {
         let empty = self.send_queues_empty();
         let freed = freed && self.skb.is_none();

@@ -775,7 +775,7 @@ impl Connection {
     /// RFC 9293 §3.10.7.4: the window update, when SND.WL1 < SEG.SEQ or (SND.WL1 = SEG.SEQ
     /// and SND.WL2 ≤ SEG.ACK); a window that opens stops the persist timer. `new_wnd_bytes`
     /// is the segment's window field, scaled.
-    #[inline]
+    #[inline(always)]
     pub(super) fn update_send_window(
         &mut self,
         seq: SeqNumber,

@@ -684,6 +684,7 @@ impl Connection {
     ///
     /// Reads the stored earliest deadline (`earliest_deadline_ns`), not the seven deadlines,
     /// and the user timeout, which follows from the send sequence space.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<u64> {
         debug_assert_eq!(
             self.earliest_deadline_ns,

@@ -147,7 +147,7 @@ impl Connection {
     /// Text of `len_bytes` (> 0) is taken, in order or not: the largest segment seen (of the
     /// wire segments' size `gro_mss_bytes` when a receive offload coalesced them, else of
     /// this one), the payload counter and `tcp_info`'s data arrival.
-    #[inline]
+    #[inline(always)]
     pub(super) fn count_text(&mut self, now: u64, len_bytes: usize, gro_mss_bytes: u16) {
         let seg_bytes = match gro_mss_bytes {
             0 => len_bytes.min(usize::from(u16::MAX)) as u16,
@@ -248,6 +248,7 @@ impl Connection {
     /// interactive (`InfoState::pingpong`: our reply will carry the ACK).
     ///
     /// [`Config::quickack_segments`]: crate::Config::quickack_segments
+    #[inline(always)]
     pub(super) fn schedule_ack(&mut self, now: u64) {
         let full = u32::from(self.rcv.mss_seen.max(1));
         let pingpong = self.info.as_ref().is_some_and(|i| i.pingpong);
