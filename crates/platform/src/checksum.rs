@@ -264,11 +264,14 @@ mod x86 {
     #[inline]
     unsafe fn sum_native<const COPY: bool>(q: *mut u8, p: *const u8, len: usize) -> u64 {
         // SAFETY: every access below is at `p + off` / `q + off` for a range inside
-        // `0..len`: whole vectors with `off + 32 ≤ chunk_end ≤ len`; masked 4-byte lanes at
-        // `off + 4k` for `k < lanes` with `off + 4 · lanes ≤ len` (masked-off lanes are not
-        // accessed); the 2-byte word at `len & !3` when `len & 2`, and the byte at `len − 1`
-        // when `len & 1`, both below `len`. The caller guarantees the ranges, the overlap and
-        // AVX2.
+        // `0..len`: whole vectors with `off + 32 ≤ len` (full chunks only while more than
+        // `CHUNK` bytes remain; the last part's blocks end at `len − rest`, and each step
+        // below a block is taken only when `rest`, the bytes left, has that bit); masked
+        // 4-byte lanes at `off + 4k` for `k < lanes` with `off + 4 · lanes ≤ len` (`off` is
+        // then `len − rest % 32`; masked-off lanes are not accessed); the 2-byte word at
+        // `len & !3` when `len & 2`, and the byte at `len − 1` when `len & 1`, both below
+        // `len`. `q` is used only when `COPY`. The caller guarantees the ranges, that they do
+        // not overlap, and AVX2.
         unsafe {
             let flip = _mm256_set1_epi16(i16::MIN);
             let one = _mm256_set1_epi16(1);
