@@ -198,8 +198,11 @@ mod x86 {
     /// One AVX2 register.
     const V: usize = 32;
 
-    /// Bytes per iteration of the main loop: eight vectors added into one accumulator.
+    /// Bytes per iteration of the main loop: eight vectors added into one accumulator. The
+    /// rest below a block is taken by its binary digits from four vectors down, so a block
+    /// is eight.
     const BLOCK: usize = 8 * V;
+    const _: () = assert!(BLOCK == 8 * V);
 
     /// Bytes whose 32-bit lanes are reduced to one `i32` at a time. Each lane of a
     /// multiply-add is at most 2^16 in magnitude per vector, so every partial sum of the
@@ -242,16 +245,17 @@ mod x86 {
     /// bytes (flip, multiply-add, add; with `COPY` a load and a store besides).
     ///
     /// The walk, for any length: [`BLOCK`]s of eight vectors added as a tree into one
-    /// accumulator (its dependency chain one add per block); the rest below a block by its binary digits (four vectors, two, one); the whole 4-byte
-    /// lanes of the last 0..=31 bytes by one masked load (`VPMASKMOVD`: lanes outside the
-    /// mask are neither read nor written and load as zero; their flip is masked too, so they
-    /// add nothing); then 0..=3 bytes as scalars. Every [`CHUNK`] the lanes are reduced into
-    /// one `i64`. No alignment is assumed (unaligned loads cost the same on AVX2 CPUs).
+    /// accumulator (its dependency chain one add per block); the rest below a block by its
+    /// binary digits (four vectors, two, one); the whole 4-byte lanes of the last 0..=31
+    /// bytes by one masked load (`VPMASKMOVD`: lanes outside the mask are neither read nor
+    /// written and load as zero; their flip is masked too, so they add nothing); then 0..=3
+    /// bytes as scalars. Every [`CHUNK`] the lanes are reduced into one `i64`. No alignment
+    /// is assumed (unaligned loads cost the same on AVX2 CPUs).
     ///
     /// Without `COPY` the loads are plain (`VMOVDQU`, folded into the flip's `VPXOR`); with
-    /// `COPY` they are `VLDDQU` (an unaligned load, as `VMOVDQU` on every AVX2
-    /// CPU): with plain loads LLVM recognizes the load-store pairs as a copy loop, calls
-    /// `memcpy` for it and keeps the loads for the sum — two passes again.
+    /// `COPY` they are `VLDDQU` (an unaligned load, as `VMOVDQU` on every AVX2 CPU): with
+    /// plain loads LLVM recognizes the load-store pairs as a copy loop, calls `memcpy` for
+    /// it and keeps the loads for the sum — two passes again.
     ///
     /// # Safety
     /// The CPU must have AVX2. `p` is valid for reading `len` bytes; with `COPY`, `q` is valid
@@ -260,11 +264,14 @@ mod x86 {
     #[inline]
     unsafe fn sum_native<const COPY: bool>(q: *mut u8, p: *const u8, len: usize) -> u64 {
         // SAFETY: every access below is at `p + off` / `q + off` for a range inside
-        // `0..len`: whole vectors with `off + 32 ≤ chunk_end ≤ len`; masked 4-byte lanes at
-        // `off + 4k` for `k < lanes` with `off + 4 · lanes ≤ len` (masked-off lanes are not
-        // accessed); the 2-byte word at `len & !3` when `len & 2`, and the byte at `len − 1`
-        // when `len & 1`, both below `len`. The caller guarantees the ranges, the overlap and
-        // AVX2.
+        // `0..len`: whole vectors with `off + 32 ≤ len` (full chunks only while more than
+        // `CHUNK` bytes remain; the last part's blocks end at `len − rest`, and each step
+        // below a block is taken only when `rest`, the bytes left, has that bit); masked
+        // 4-byte lanes at `off + 4k` for `k < lanes` with `off + 4 · lanes ≤ len` (`off` is
+        // then `len − rest % 32`; masked-off lanes are not accessed); the 2-byte word at
+        // `len & !3` when `len & 2`, and the byte at `len − 1` when `len & 1`, both below
+        // `len`. `q` is used only when `COPY`. The caller guarantees the ranges, that they do
+        // not overlap, and AVX2.
         unsafe {
             let flip = _mm256_set1_epi16(i16::MIN);
             let one = _mm256_set1_epi16(1);
@@ -325,8 +332,8 @@ mod x86 {
             // The last 0..=CHUNK bytes: blocks, then the rest below a block by its binary
             // digits (four vectors, two, one), then the whole 4-byte lanes by mask.
             let mut acc = _mm256_setzero_si256();
-            let rest = len - off;
-            let blocks_end = off + rest / BLOCK * BLOCK;
+            let rest = (len - off) % BLOCK;
+            let blocks_end = len - rest;
             while off < blocks_end {
                 acc = _mm256_add_epi32(acc, sum_vectors!(off, 8));
                 off += BLOCK;
