@@ -312,9 +312,10 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// `timers.syn_retries`, `timers.persist_shift`, `rec.high_rxt` and the PRR counts (only in
 /// recovery), `out.challenge_*`, `out.fast_open`, `app.close_reason`, most of `config` and
 /// all counters but the five named. Measured (`crates/bench/README.md`, "Hot state,
-/// packed"): a data segment received in order touches 211 bytes in 9 lines, a data segment
-/// sent 293 in 11, a request/response exchange ~600 in all 12; two lines (128 B) for the
-/// first two would need narrower representations of times (see ARCHITECTURE.md, "The TCB").
+/// narrowed"): a data segment received in order touches 203 bytes in 8 lines, a data segment
+/// sent 270 in 10, a request/response exchange ~536 in 11 of the 12; two lines (128 B) for
+/// the first two would need the deadlines and instants narrowed too (see ARCHITECTURE.md,
+/// "The TCB").
 #[derive(Debug, Clone)]
 #[repr(C, align(64))]
 pub struct Connection {

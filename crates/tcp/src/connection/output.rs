@@ -8,6 +8,10 @@ use super::*;
 
 impl Connection {
     // ------------------------------------------------------------------ rare output owed
+    //
+    // `out.rare_owed` is tested inline; what it guards is read out of line (`#[cold]`,
+    // `#[inline(never)]`): inlined, the compiler may load `out_rare` before the test (the
+    // loads are safe to speculate), and a segment would touch its line for nothing.
 
     /// Owes a RST: `(seq, ack)`, with ACK set when `ack` is `Some`.
     pub(super) fn owe_rst(&mut self, seq: SeqNumber, ack: Option<SeqNumber>) {
@@ -19,18 +23,31 @@ impl Connection {
     #[inline]
     pub(crate) fn rst_pending(&self) -> Option<(SeqNumber, Option<SeqNumber>)> {
         if self.out.rare_owed {
-            self.out_rare.rst_pending
+            self.out_rare_rst()
         } else {
             None
         }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn out_rare_rst(&self) -> Option<(SeqNumber, Option<SeqNumber>)> {
+        self.out_rare.rst_pending
+    }
+
     /// The RST owed, if any, owed no more.
     #[inline]
     fn take_rst_pending(&mut self) -> Option<(SeqNumber, Option<SeqNumber>)> {
-        if !self.out.rare_owed {
-            return None;
+        if self.out.rare_owed {
+            self.take_out_rare_rst()
+        } else {
+            None
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_out_rare_rst(&mut self) -> Option<(SeqNumber, Option<SeqNumber>)> {
         let rst = self.out_rare.rst_pending.take();
         self.out.rare_owed = self.out_rare.dsack.is_some();
         rst
@@ -46,13 +63,29 @@ impl Connection {
     #[inline]
     pub(super) fn dsack_owed(&self) -> bool {
         self.out.rare_owed && self.out_rare.dsack.is_some()
+    fn dsack_owed(&self) -> bool {
+        self.out.rare_owed && self.out_rare_dsack_owed()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn out_rare_dsack_owed(&self) -> bool {
+        self.out_rare.dsack.is_some()
     }
 
     /// The D-SACK block owed, if any, owed no more.
+    #[inline]
     fn take_dsack(&mut self) -> Option<SackBlock> {
-        if !self.out.rare_owed {
-            return None;
+        if self.out.rare_owed {
+            self.take_out_rare_dsack()
+        } else {
+            None
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_out_rare_dsack(&mut self) -> Option<SackBlock> {
         let block = self.out_rare.dsack.take();
         self.out.rare_owed = self.out_rare.rst_pending.is_some();
         block
