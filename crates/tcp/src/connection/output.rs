@@ -62,8 +62,6 @@ impl Connection {
     /// True when a D-SACK block is owed.
     #[inline]
     pub(super) fn dsack_owed(&self) -> bool {
-        self.out.rare_owed && self.out_rare.dsack.is_some()
-    fn dsack_owed(&self) -> bool {
         self.out.rare_owed && self.out_rare_dsack_owed()
     }
 
