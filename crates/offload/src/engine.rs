@@ -354,11 +354,16 @@ impl Engine {
                 } else {
                     None
                 };
+                let delivered = snapshot.recv_unread.len();
+                let (fin_received, app_closed) =
+                    (snapshot.app.fin_received, snapshot.app.app_closed);
+                let queued_total =
+                    (snapshot.send_unacked.len() + snapshot.send_unsent.len()) as u64;
                 let reason = match reason {
                     Some(r) => Err(r),
                     None => self
                         .stack
-                        .tcp_import(now, tuple, &snapshot)
+                        .tcp_import_owned(now, tuple, *snapshot)
                         .map_err(|_| RefuseReason::BadSnapshot),
                 };
                 match reason {
@@ -372,17 +377,15 @@ impl Engine {
                             EConn {
                                 handle,
                                 tuple,
-                                delivered: snapshot.recv_unread.len(),
-                                queued_total: (snapshot.send_unacked.len()
-                                    + snapshot.send_unsent.len())
-                                    as u64,
+                                delivered,
+                                queued_total,
                                 acked_total: 0,
                                 pending_send: VecDeque::new(),
                                 posted_room_bytes: None,
-                                fin_reported: snapshot.app.fin_received,
+                                fin_reported: fin_received,
                                 error_reported: false,
                                 restore_requested: false,
-                                host_closed: snapshot.app.app_closed,
+                                host_closed: app_closed,
                                 shutdown_wanted: false,
                                 exhausted: false,
                                 dirty: false,

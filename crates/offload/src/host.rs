@@ -140,7 +140,7 @@ struct Link {
     cid: Option<Cid>,
     /// While the handoff awaits its answer: the request, the host's own snapshot and the
     /// socket's operations meanwhile.
-    pending: Option<(ReqId, Box<tcp::ConnectionSnapshot>, Vec<BypassOp>)>,
+    pending: Option<(ReqId, Kept, Vec<BypassOp>)>,
     /// Activity since the policy last looked (bytes and operations), for `adaptive`.
     activity: u64,
     /// `Some` once the host asked the connection back (`Restore` sent): from then on the
@@ -149,6 +149,39 @@ struct Link {
     /// host wait here, oldest first, at most [`FRAMES_HELD_MAX`], to be processed once the
     /// connection is back.
     restoring: Option<Vec<Vec<u8>>>,
+}
+
+/// The host's own snapshot of a connection whose handoff awaits its answer, kept for a
+/// refusal: everything but the byte buffers, which the handoff carries to the engine. The
+/// bypass socket holds those bytes (all of them: before the engine accepts, it has
+/// acknowledged and delivered nothing), so a refusal takes them back from it
+/// ([`Stack::bypass_refill_snapshot`]) — the snapshot the export made, without a copy of its
+/// buffers per handoff.
+#[derive(Debug)]
+struct Kept {
+    /// The export's snapshot with empty `send_unacked`, `send_unsent` and `recv_unread`.
+    snapshot: Box<tcp::ConnectionSnapshot>,
+    /// The lengths those had.
+    send_unacked_bytes: usize,
+    send_unsent_bytes: usize,
+}
+
+impl Kept {
+    /// `s` without its buffers (`s` is left as it was).
+    fn of(s: &mut tcp::ConnectionSnapshot) -> Kept {
+        let bufs = (
+            core::mem::take(&mut s.send_unacked),
+            core::mem::take(&mut s.send_unsent),
+            core::mem::take(&mut s.recv_unread),
+        );
+        let snapshot = Box::new(s.clone());
+        (s.send_unacked, s.send_unsent, s.recv_unread) = bufs;
+        Kept {
+            snapshot,
+            send_unacked_bytes: s.send_unacked.len(),
+            send_unsent_bytes: s.send_unsent.len(),
+        }
+    }
 }
 
 /// Frames held per connection between the host's `Restore` and the engine's answer; beyond
@@ -339,18 +372,21 @@ impl HostOffload {
             self.counters.handoffs_no_resource += 1;
             return Err(OffloadError::NoResource);
         }
-        let (tuple, snapshot) = stack.tcp_offload(now, h).map_err(OffloadError::Stack)?;
+        let (tuple, mut snapshot) = stack.tcp_offload(now, h).map_err(OffloadError::Stack)?;
+        let kept = Kept::of(&mut snapshot);
         let req = ReqId(self.next_req);
         self.next_req = self.next_req.wrapping_add(1);
         let cmd = HostCmd::Handoff {
             req,
             tuple,
-            snapshot: Box::new(snapshot.clone()),
+            snapshot: Box::new(snapshot),
         };
         if self.conv.host_cmd(&cmd).is_err() {
             // The checker refuses (a tuple still known to it): keep the connection here.
             self.counters.host_cmds_refused += 1;
-            let _ = stack.tcp_restore(now, h, snapshot);
+            if let HostCmd::Handoff { snapshot, .. } = cmd {
+                let _ = stack.tcp_restore(now, h, *snapshot);
+            }
             return Err(OffloadError::AlreadyOffloaded);
         }
         self.flush_staged();
@@ -370,7 +406,7 @@ impl HostOffload {
             Link {
                 tuple,
                 cid: None,
-                pending: Some((req, Box::new(snapshot), Vec::new())),
+                pending: Some((req, kept, Vec::new())),
                 activity: 0,
                 restoring: None,
             },
@@ -560,8 +596,23 @@ impl HostOffload {
                 let Some(l) = self.links.remove(&h) else {
                     return;
                 };
-                if let Some((_, snapshot, ops)) = l.pending {
-                    self.take_back(now, stack, h, *snapshot);
+                if let Some((_, kept, ops)) = l.pending {
+                    let mut snapshot = *kept.snapshot;
+                    let refilled = stack.bypass_refill_snapshot(
+                        h,
+                        &mut snapshot,
+                        kept.send_unacked_bytes,
+                        kept.send_unsent_bytes,
+                    );
+                    if refilled.is_ok() {
+                        self.take_back(now, stack, h, snapshot);
+                    } else {
+                        // The bypass socket no longer holds the bytes the export had (it
+                        // cannot happen before an acceptance): the state is lost, as when a
+                        // restore does not fit.
+                        self.counters.restore_failed += 1;
+                        let _ = stack.bypass_error(h, SocketError::Reset, true);
+                    }
                     // Frames that waited are the host's to process, oldest first; the
                     // socket's other operations were reconciled by the restore.
                     for op in ops {

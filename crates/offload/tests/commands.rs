@@ -419,3 +419,60 @@ fn ctrl_keepalive_on_a_silent_peer_ends_in_engine_ctrl_timed_out() {
         "the engine itself is fine"
     );
 }
+
+/// A refused handoff brings back every byte the export had — unacknowledged and unsent send
+/// bytes, unread received bytes — although the host keeps its own snapshot without them (the
+/// bypass socket holds them): reads and writes the application made while the handoff was
+/// unanswered are reconciled, and both directions deliver every byte once, in order.
+#[test]
+fn a_refused_handoff_takes_back_unacked_unsent_and_unread_bytes_and_the_crossed_calls() {
+    let limits = Limits {
+        buffer_bytes_max: 1000,
+        ..Limits::default()
+    };
+    let mut n = Net::with_engine_limits(limits);
+    let (c, h) = n.connect();
+    // 3,000 unread bytes on the host: beyond the engine's memory, so it refuses.
+    n.client.tcp_send(c, &pattern(3000, 3)).expect("send");
+    n.advance(2_000_000);
+    // The client goes silent: what the host sends now stays unacknowledged (in flight) or
+    // unsent (beyond the window).
+    n.client_dead = true;
+    let out = pattern(40_000, 5);
+    let mut sent = 0;
+    while sent < out.len() {
+        match n.host.tcp_send(h, &out[sent..]) {
+            Ok(k) if k > 0 => sent += k,
+            _ => break,
+        }
+        n.settle();
+    }
+    assert!(sent > 20_000, "the send buffer took {sent} bytes");
+    n.off.offload(n.now, &mut n.host, h).expect("sent");
+    assert!(n.host.tcp_offloaded(h));
+    // Before the engine answers: the application reads some and writes more.
+    let mut first = [0u8; 1000];
+    assert_eq!(n.host.tcp_recv(h, &mut first), Ok(1000));
+    let more = pattern(700, 9);
+    assert_eq!(n.host.tcp_send(h, &more), Ok(700));
+    n.settle();
+    assert_eq!(n.engine.counters().refused_no_buffer, 1);
+    assert_eq!(n.off.counters().handoffs_refused, 1);
+    assert_eq!(n.off.counters().restore_failed, 0);
+    assert_eq!(n.host.counters().tcp_bypass_restore_mismatch, 0);
+    assert!(!n.host.tcp_offloaded(h));
+    // Everything arrives once, in order, both ways.
+    n.client_dead = false;
+    n.advance(3_000_000_000);
+    let mut got_in = first.to_vec();
+    got_in.extend(Net::read_all(&mut n.host, h));
+    assert_eq!(got_in, pattern(3000, 3));
+    let got_out = Net::read_all(&mut n.client, c);
+    let mut want = out[..sent].to_vec();
+    want.extend_from_slice(&more);
+    assert_eq!(got_out.len(), want.len());
+    assert!(
+        got_out == want,
+        "the client's bytes differ from what the host wrote"
+    );
+}

@@ -385,20 +385,22 @@ impl<A: App> Shard<A> {
         let me = self.info.shard;
         let waited_ns = now_ns.saturating_sub(m.snapshot.exported_at_ns);
         match m.owner {
-            MovedOwner::App(state) => match self.stack.tcp_import(now_ns, m.tuple, &m.snapshot) {
-                Ok(h) => {
-                    self.moves.counters.conns_in += 1;
-                    let mut ctx = Ctx::new(now_ns, self.info, &mut self.stack);
-                    let conn = ctx.conn(h);
-                    let moved = Moved {
-                        from: m.from,
-                        to: me,
-                        state,
-                    };
-                    self.app.import_conn(&mut ctx, conn, moved);
+            MovedOwner::App(state) => {
+                match self.stack.tcp_import_owned(now_ns, m.tuple, m.snapshot) {
+                    Ok(h) => {
+                        self.moves.counters.conns_in += 1;
+                        let mut ctx = Ctx::new(now_ns, self.info, &mut self.stack);
+                        let conn = ctx.conn(h);
+                        let moved = Moved {
+                            from: m.from,
+                            to: me,
+                            state,
+                        };
+                        self.app.import_conn(&mut ctx, conn, moved);
+                    }
+                    Err(_) => self.moves.counters.import_failed += 1,
                 }
-                Err(_) => self.moves.counters.import_failed += 1,
-            },
+            }
             MovedOwner::Unowned(kind) => {
                 match self
                     .stack

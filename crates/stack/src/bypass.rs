@@ -89,15 +89,33 @@ pub(crate) struct Bypass {
 }
 
 impl Bypass {
-    fn new(s: &tcp::ConnectionSnapshot) -> Bypass {
-        let mut send_retained = VecDeque::with_capacity(s.send_unacked.len() + s.send_unsent.len());
-        send_retained.extend(&s.send_unacked);
-        send_retained.extend(&s.send_unsent);
+    /// The bypass socket of the connection `s` was exported from. `rings`: that connection's
+    /// send and receive rings, whose readable bytes are the snapshot's send bytes (unacked,
+    /// then unsent) and unread bytes: their storage becomes the socket's buffers without a
+    /// copy (`tcp::ring::Ring::into_deque`); without them the bytes are copied from `s`.
+    fn new(
+        s: &tcp::ConnectionSnapshot,
+        rings: Option<(tcp::ring::Ring, tcp::ring::Ring)>,
+    ) -> Bypass {
+        let (send_retained, recv) = match rings {
+            Some((send, recv)) => (send.into_deque(), recv.into_deque()),
+            None => {
+                let mut send = VecDeque::with_capacity(s.send_unacked.len() + s.send_unsent.len());
+                send.extend(&s.send_unacked);
+                send.extend(&s.send_unsent);
+                (send, s.recv_unread.iter().copied().collect())
+            }
+        };
+        debug_assert!(
+            send_retained.len() == s.send_unacked.len() + s.send_unsent.len()
+                && recv.len() == s.recv_unread.len(),
+            "the rings hold the snapshot's bytes"
+        );
         let cap = (s.config.send_buffer_bytes as usize).max(send_retained.len());
         Bypass {
             send_retained,
             send_capacity_bytes: cap,
-            recv: s.recv_unread.iter().copied().collect(),
+            recv,
             recv_delivered_total: s.recv_unread.len() as u64,
             recv_read_total: 0,
             shutdown: s.app.fin_queued,
@@ -198,10 +216,11 @@ impl Stack {
         if c.app_closed || !c.in_table || c.error.is_some() || !c.conn.state().is_synchronized() {
             return Err(SocketError::InvalidState);
         }
-        let (tuple, snapshot) = cx.export_slot(now, i)?;
+        let mut rings = None;
+        let (tuple, snapshot) = cx.export_slot(now, i, Some(&mut rings))?;
         let m = cx.moved_mut(i).ok_or(SocketError::InvalidState)?;
         m.expires_ns = u64::MAX;
-        m.bypass = Some(Box::new(Bypass::new(&snapshot)));
+        m.bypass = Some(Box::new(Bypass::new(&snapshot, rings)));
         cx.tcp.timers.remove(i);
         cx.tcp.counters.tcp_offloaded += 1;
         Ok((tuple, snapshot))
@@ -309,6 +328,42 @@ impl Stack {
         Ok(())
     }
 
+    /// Gives `s`, the host's own snapshot of a connection whose handoff was refused, kept
+    /// without its byte buffers, the bytes the export had back from the bypass socket `h`:
+    /// the send bytes it retains from the first on, `send_unacked_bytes` then
+    /// `send_unsent_bytes` of them, and every received byte not read yet. Before the engine
+    /// accepted, it acknowledged and delivered nothing, so the socket still holds every send
+    /// byte of the export (plus writes since, which [`Stack::tcp_restore`] re-queues) and
+    /// the export's unread bytes less what the application read since — so the restore
+    /// reconciles this snapshot exactly as it would the export's own. `InvalidState` when
+    /// `h` is not a bypass socket or retains fewer send bytes than that.
+    pub fn bypass_refill_snapshot(
+        &mut self,
+        h: SocketHandle,
+        s: &mut tcp::ConnectionSnapshot,
+        send_unacked_bytes: usize,
+        send_unsent_bytes: usize,
+    ) -> Result<(), SocketError> {
+        let mut cx = self.tcp_cx();
+        let (_, b) = cx.bypass_for(h)?;
+        let send_bytes = send_unacked_bytes
+            .checked_add(send_unsent_bytes)
+            .filter(|&n| n <= b.send_retained.len())
+            .ok_or(SocketError::InvalidState)?;
+        let [front, back] = deque_range(&b.send_retained, send_bytes);
+        let mut all = Vec::with_capacity(send_bytes);
+        all.extend_from_slice(front);
+        all.extend_from_slice(back);
+        s.send_unsent = all.split_off(send_unacked_bytes);
+        s.send_unacked = all;
+        let (front, back) = b.recv.as_slices();
+        s.recv_unread.clear();
+        s.recv_unread.reserve_exact(b.recv.len());
+        s.recv_unread.extend_from_slice(front);
+        s.recv_unread.extend_from_slice(back);
+        Ok(())
+    }
+
     /// `ch_os_restore` / the answer to `ch_nic_restore` (or a refused handoff, with the
     /// host's own snapshot): the connection comes back into its slot under the same handle.
     /// Writes that crossed the engine's restore in flight are re-queued after the engine's
@@ -337,7 +392,7 @@ impl Stack {
             return Err(SocketError::InvalidState);
         };
         let tuple = m.key.tuple();
-        let h2 = cx.tcp_import(now, tuple, &snapshot)?;
+        let h2 = cx.tcp_import(now, tuple, crate::tcp_move::Snap::Owned(snapshot))?;
         debug_assert_eq!(h, h2, "a restore keeps the handle");
         for opt in options {
             // Each was accepted on the bypass socket, and a live connection takes all four.

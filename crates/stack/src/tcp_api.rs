@@ -167,7 +167,21 @@ impl Stack {
         tuple: FourTuple,
         snapshot: &tcp::ConnectionSnapshot,
     ) -> Result<SocketHandle, SocketError> {
-        self.tcp_cx().tcp_import(now, tuple, snapshot)
+        self.tcp_cx()
+            .tcp_import(now, tuple, crate::tcp_move::Snap::Borrowed(snapshot))
+    }
+
+    /// [`Stack::tcp_import`] of a snapshot the caller gives up: the connection's rings adopt
+    /// its byte vectors instead of copying them (`tcp::Connection::import_owned`). The same
+    /// connection, handle and errors.
+    pub fn tcp_import_owned(
+        &mut self,
+        now: u64,
+        tuple: FourTuple,
+        snapshot: tcp::ConnectionSnapshot,
+    ) -> Result<SocketHandle, SocketError> {
+        self.tcp_cx()
+            .tcp_import(now, tuple, crate::tcp_move::Snap::Owned(snapshot))
     }
 
     /// The engine state of a connection (`None` for listeners and invalid handles).

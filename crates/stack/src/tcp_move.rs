@@ -157,7 +157,7 @@ impl Stack {
             Some(MoveClass::Orphan) => Unowned::Orphan,
             _ => return Err(SocketError::InvalidState),
         };
-        let (_, snapshot) = cx.export_slot(now, i)?;
+        let (_, snapshot) = cx.export_slot(now, i, None)?;
         cx.tcp.counters.tcp_unowned_exported += 1;
         Ok((snapshot, kind))
     }
@@ -191,7 +191,7 @@ impl Stack {
                 Some(li)
             }
         };
-        let h = cx.import_slot(now, tuple, snapshot, parent)?;
+        let h = cx.import_slot(now, tuple, Snap::Borrowed(snapshot), parent)?;
         let i = h.index as usize;
         if kind == Unowned::Orphan {
             if let Some(c) = cx.conn_mut(i) {
@@ -303,6 +303,25 @@ fn conn_class(sockets: &crate::sockets::Sockets, i: usize, c: &ConnSock) -> Move
     }
 }
 
+/// A snapshot to import: borrowed (its bytes copied into the new rings) or given up (the
+/// rings adopt its vectors, `tcp::Connection::import_owned`).
+// A parameter that lives for one call, never stored: boxing the owned snapshot would cost an
+// allocation per import for nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Snap<'a> {
+    Borrowed(&'a tcp::ConnectionSnapshot),
+    Owned(tcp::ConnectionSnapshot),
+}
+
+impl Snap<'_> {
+    fn get(&self) -> &tcp::ConnectionSnapshot {
+        match self {
+            Snap::Borrowed(s) => s,
+            Snap::Owned(s) => s,
+        }
+    }
+}
+
 impl TcpCx<'_> {
     /// See [`Stack::tcp_export`].
     pub(crate) fn tcp_export(
@@ -311,16 +330,19 @@ impl TcpCx<'_> {
         h: SocketHandle,
     ) -> Result<(FourTuple, tcp::ConnectionSnapshot), SocketError> {
         let (i, _) = self.conn_for(h)?;
-        self.export_slot(now, i)
+        self.export_slot(now, i, None)
     }
 
     /// Exports the connection in slot `i` (an application's, or a backlog child's): flushes
     /// a delayed ACK and owed output, freezes the connection, and leaves a moved marker in its
-    /// slot and table entry.
+    /// slot and table entry. With `buffers`, the exported connection's send and receive rings
+    /// (their readable bytes are the snapshot's send and received bytes) are put there
+    /// instead of being freed with it, after its memory was forgotten.
     pub(crate) fn export_slot(
         &mut self,
         now: u64,
         i: usize,
+        buffers: Option<&mut Option<(tcp::ring::Ring, tcp::ring::Ring)>>,
     ) -> Result<(FourTuple, tcp::ConnectionSnapshot), SocketError> {
         let c = self.conn_mut(i).ok_or(SocketError::InvalidHandle)?;
         c.conn.flush_delayed_ack();
@@ -357,11 +379,16 @@ impl TcpCx<'_> {
             forward: None,
             bypass: None,
         });
-        if let Some(Socket::Tcp(TcpState::Conn(c))) = self.sockets.replace(i, Socket::Tcp(marker)) {
+        if let Some(Socket::Tcp(TcpState::Conn(mut c))) =
+            self.sockets.replace(i, Socket::Tcp(marker))
+        {
             self.tcp.counters_released.add(&c.engine_counters());
             self.tcp.forget_source(&c);
             crate::tcp_mem::mem_forget(self.tcp, &c);
             self.tcp_mem_judge();
+            if let Some(out) = buffers {
+                *out = Some(c.conn.take_buffers());
+            }
         }
         self.tcp.moved += 1;
         self.tcp.timers.insert(i, expires_ns);
@@ -369,12 +396,12 @@ impl TcpCx<'_> {
         Ok((key.tuple(), snapshot))
     }
 
-    /// See [`Stack::tcp_import`].
+    /// See [`Stack::tcp_import`] and [`Stack::tcp_import_owned`].
     pub(crate) fn tcp_import(
         &mut self,
         now: u64,
         tuple: FourTuple,
-        snapshot: &tcp::ConnectionSnapshot,
+        snapshot: Snap<'_>,
     ) -> Result<SocketHandle, SocketError> {
         let h = self.import_slot(now, tuple, snapshot, None)?;
         self.tcp.counters.tcp_connections_imported += 1;
@@ -387,7 +414,7 @@ impl TcpCx<'_> {
         &mut self,
         now: u64,
         tuple: FourTuple,
-        snapshot: &tcp::ConnectionSnapshot,
+        snapshot: Snap<'_>,
         parent: Option<usize>,
     ) -> Result<SocketHandle, SocketError> {
         if !self.egress.is_our_ip(tuple.local.ip())
@@ -396,7 +423,7 @@ impl TcpCx<'_> {
             return Err(SocketError::AddrNotAvailable);
         }
         // Checked before anything changes: bytes our export did not write refuse the import.
-        let ext = match snapshot.socket_ext.as_slice() {
+        let ext = match snapshot.get().socket_ext.as_slice() {
             [] => None,
             bytes => Some(Box::new(
                 crate::tcp_notify::SockExt::decode(bytes).ok_or(SocketError::InvalidState)?,
@@ -408,8 +435,11 @@ impl TcpCx<'_> {
         if marker.is_none() && self.tcp.holds(self.sockets, &key) {
             return Err(SocketError::AddrInUse);
         }
-        let mut conn =
-            tcp::Connection::import(now, snapshot).map_err(|_| SocketError::InvalidState)?;
+        let conn = match snapshot {
+            Snap::Borrowed(s) => tcp::Connection::import(now, s),
+            Snap::Owned(s) => tcp::Connection::import_owned(now, s),
+        };
+        let mut conn = conn.map_err(|_| SocketError::InvalidState)?;
         // Share the configuration with this stack's connections that have an equal one.
         let shared = self.tcp.configs.get(*conn.config());
         conn.share_config(&shared);

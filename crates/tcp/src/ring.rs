@@ -25,6 +25,7 @@
 //! holds two.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 
 /// The first allocation of a ring's storage, bytes (or the capacity, when smaller).
 pub const STORAGE_MIN_BYTES: usize = 4096;
@@ -69,6 +70,19 @@ pub fn pool_clear() -> usize {
         *p = Vec::new();
         freed_bytes
     })
+}
+
+/// The storage a ring of `capacity_bytes` allocates to hold `n` bytes from its head (the
+/// growth rule: the next power of two, at least [`STORAGE_MIN_BYTES`], at most the
+/// capacity; 0 for no bytes).
+pub fn storage_bytes_for(capacity_bytes: usize, n: usize) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    n.max(STORAGE_MIN_BYTES)
+        .checked_next_power_of_two()
+        .unwrap_or(usize::MAX)
+        .min(capacity_bytes)
 }
 
 /// A fixed-capacity byte ring.
@@ -354,14 +368,107 @@ impl Ring {
 
     /// All readable bytes in order, as one vector (used by snapshots, not on the hot path).
     pub fn to_vec(&self) -> Vec<u8> {
-        // Built from the two readable pieces: no zero-fill before the copy.
-        let size = self.storage.len();
-        let (head, len) = (self.head(), self.len());
-        let first = len.min(size - head.min(size));
-        let mut v = Vec::with_capacity(len);
-        v.extend_from_slice(&self.storage[head..head + first]);
-        v.extend_from_slice(&self.storage[..len - first]);
+        self.range_to_vec(0, self.len())
+    }
+
+    /// The readable bytes from `offset` on, at most `n` of them, in order, as one vector:
+    /// one copy from the (at most two) pieces they occupy, no zero-fill first. A snapshot
+    /// splits its send buffer into unacknowledged and unsent bytes with two of these.
+    pub fn range_to_vec(&self, offset: usize, n: usize) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.range_into(offset, n, &mut v);
         v
+    }
+
+    /// [`Ring::range_to_vec`], appended to `out` (whose capacity the caller may have
+    /// reserved).
+    pub fn range_into(&self, offset: usize, n: usize, out: &mut Vec<u8>) {
+        let offset = offset.min(self.len());
+        let n = n.min(self.len() - offset);
+        if n == 0 {
+            return;
+        }
+        let size = self.storage.len();
+        let start = self.wrap(self.head() + offset);
+        let first = n.min(size - start);
+        out.reserve(n);
+        out.extend_from_slice(&self.storage[start..start + first]);
+        out.extend_from_slice(&self.storage[..n - first]);
+    }
+
+    /// The readable bytes as a `VecDeque`, in the ring's own storage: the storage becomes
+    /// the deque's buffer (a full deque, so moving its start to `head` copies nothing) and
+    /// the bytes past the readable ones are cut off. No byte is copied.
+    pub fn into_deque(mut self) -> VecDeque<u8> {
+        let storage = core::mem::take(&mut self.storage);
+        let (head, len) = (self.head(), self.len());
+        let mut d = VecDeque::from(storage.into_vec());
+        if d.is_empty() {
+            return d;
+        }
+        d.rotate_left(head.min(d.len()));
+        d.truncate(len);
+        d
+    }
+
+    /// A ring of `capacity_bytes` holding `v`'s bytes then `more`'s (as much as fits), as
+    /// [`Ring::from_pieces`] builds it, with `v`'s allocation as the storage: `more` is
+    /// appended and the rest of the storage size ([`storage_bytes_for`]) zero-filled in place,
+    /// so when `v`'s capacity is at least that size nothing of `v` is copied. (A smaller
+    /// capacity grows `v` first, which may copy it once.)
+    pub fn from_vec(capacity_bytes: usize, mut v: Vec<u8>, more: &[u8]) -> Ring {
+        let mut r = Ring::new(capacity_bytes);
+        let n = v.len().saturating_add(more.len()).min(r.capacity());
+        if n == 0 {
+            return r;
+        }
+        let size = storage_bytes_for(r.capacity(), n);
+        v.truncate(n);
+        let k = n - v.len();
+        v.reserve_exact(size - v.len());
+        v.extend_from_slice(&more[..k]);
+        v.resize(size, 0);
+        r.storage = v.into_boxed_slice();
+        r.len = n as u32;
+        r.ahead = n as u32;
+        r
+    }
+
+    /// A ring of `capacity_bytes` whose readable bytes are the concatenation of `pieces`
+    /// (as much of it as fits), in storage allocated once at the size the growth rule gives
+    /// for that many bytes: what [`Ring::push`] of each piece in turn leaves, without the
+    /// intermediate growth that copies the first pieces again. For snapshot import.
+    pub fn from_pieces(capacity_bytes: usize, pieces: &[&[u8]]) -> Ring {
+        let mut r = Ring::new(capacity_bytes);
+        let total: usize = pieces.iter().map(|p| p.len()).sum();
+        let n = total.min(r.capacity());
+        if n == 0 {
+            return r;
+        }
+        let size = storage_bytes_for(r.capacity(), n);
+        let mut left = n;
+        if size == STORAGE_MIN_BYTES {
+            r.storage = pool_take();
+            let mut at = 0;
+            for p in pieces {
+                let k = p.len().min(left);
+                r.storage[at..at + k].copy_from_slice(&p[..k]);
+                at += k;
+                left -= k;
+            }
+        } else {
+            let mut v = Vec::with_capacity(size);
+            for p in pieces {
+                let k = p.len().min(left);
+                v.extend_from_slice(&p[..k]);
+                left -= k;
+            }
+            v.resize(size, 0);
+            r.storage = v.into_boxed_slice();
+        }
+        r.len = n as u32;
+        r.ahead = n as u32;
+        r
     }
 }
 
@@ -658,6 +765,56 @@ mod tests {
                     prop_assert_eq!(Some(b), model[i]);
                 }
             }
+        }
+
+        /// A ring built at once from pieces holds what pushing them one by one leaves (the
+        /// same readable bytes and the same storage size), and a range read gives exactly
+        /// the slice of the readable bytes, wherever the ring has wrapped.
+        #[test]
+        fn ring_from_pieces_equals_pushes_and_ranges_equal_slices(
+            pieces in proptest::collection::vec(0usize..9000, 0..4),
+            cap in 1usize..40_000,
+            consumed in 0usize..5000,
+            offset in 0usize..30_000,
+            n in 0usize..30_000,
+        ) {
+            let mut next = 0u8;
+            let pieces: Vec<Vec<u8>> = pieces
+                .iter()
+                .map(|&k| (0..k).map(|_| { next = next.wrapping_add(7); next }).collect())
+                .collect();
+            let refs: Vec<&[u8]> = pieces.iter().map(|p| p.as_slice()).collect();
+            let built = Ring::from_pieces(cap, &refs);
+            let mut pushed = Ring::new(cap);
+            for p in &pieces {
+                pushed.push(p);
+            }
+            prop_assert_eq!(built.to_vec(), pushed.to_vec());
+            prop_assert_eq!(built.len(), pushed.len());
+            prop_assert_eq!(built.allocated_bytes(), pushed.allocated_bytes());
+            // Adopting the first piece's vector (whatever its capacity) builds the same ring.
+            if let Some((first, rest)) = pieces.split_first() {
+                let rest: Vec<u8> = rest.concat();
+                for reserve in [0, 4096, 70_000] {
+                    let mut v = Vec::with_capacity(first.len() + reserve);
+                    v.extend_from_slice(first);
+                    let adopted = Ring::from_vec(cap, v, &rest);
+                    prop_assert_eq!(adopted.to_vec(), pushed.to_vec());
+                    prop_assert_eq!(adopted.allocated_bytes(), pushed.allocated_bytes());
+                }
+            }
+            // Wrap it: consume some, push as many again.
+            let mut r = built;
+            let k = r.consume(consumed);
+            let again: Vec<u8> = (0..k).map(|i| i as u8).collect();
+            r.push(&again);
+            let all = r.to_vec();
+            let from = offset.min(all.len());
+            let to = (from + n).min(all.len());
+            prop_assert_eq!(r.range_to_vec(offset, n), all[from..to].to_vec());
+            // Its storage as a deque holds exactly the readable bytes.
+            let d: Vec<u8> = r.into_deque().into_iter().collect();
+            prop_assert_eq!(d, all);
         }
 
         #[test]

@@ -339,9 +339,21 @@ impl Connection {
         {
             return Err(SnapshotError::OutputPending);
         }
-        let all = send_buf.to_vec();
-        let split = (snd.nxt.diff(snd.buf_seq).max(0) as usize).min(all.len());
-        let (unacked, unsent) = all.split_at(split);
+        // Each part copied once, straight from the ring. The unacknowledged bytes' and the
+        // received bytes' vectors reserve the storage an importer's ring takes for all its
+        // bytes (`Connection::import_owned` adopts them; reserved, not written).
+        let split = (snd.nxt.diff(snd.buf_seq).max(0) as usize).min(send_buf.len());
+        let mut unacked = Vec::with_capacity(crate::ring::storage_bytes_for(
+            send_buf.capacity(),
+            send_buf.len(),
+        ));
+        send_buf.range_into(0, split, &mut unacked);
+        let unsent = send_buf.range_to_vec(split, send_buf.len() - split);
+        let mut unread = Vec::with_capacity(crate::ring::storage_bytes_for(
+            recv_buf.capacity(),
+            recv_buf.len(),
+        ));
+        recv_buf.range_into(0, recv_buf.len(), &mut unread);
         let mut cc = *cc;
         if ecn.flags & ecn_flag::IN_CWR != 0 && config.prr {
             // The proportional reduction's state does not move: end it as its last ACK would.
@@ -364,9 +376,9 @@ impl Connection {
             timers: moved_timers(*timers),
             app: moved_app(*app),
             ecn: moved_ecn(*ecn),
-            send_unacked: unacked.to_vec(),
-            send_unsent: unsent.to_vec(),
-            recv_unread: recv_buf.to_vec(),
+            send_unacked: unacked,
+            send_unsent: unsent,
+            recv_unread: unread,
             counters: self.counters(),
             record_ends: records
                 .as_ref()
@@ -377,6 +389,18 @@ impl Connection {
         })
     }
 
+    /// The send and receive rings, taken out of an exported connection that is about to be
+    /// dropped (empty rings of the same capacities are left): a bypass socket keeps their
+    /// storage as its buffers instead of a copy of the snapshot's bytes.
+    pub fn take_buffers(&mut self) -> (Ring, Ring) {
+        let send = Ring::new(self.send_buf.capacity());
+        let recv = Ring::new(self.recv_buf.capacity());
+        (
+            core::mem::replace(&mut self.send_buf, send),
+            core::mem::replace(&mut self.recv_buf, recv),
+        )
+    }
+
     /// Resumes a frozen connection at `now` (any clock origin: every time keeps its distance
     /// to the export). Validates the snapshot's invariants first. The application on the new
     /// owner has seen nothing yet, so the resumed engine announces its readiness: `Readable`
@@ -385,15 +409,44 @@ impl Connection {
     pub fn import(now: u64, s: &ConnectionSnapshot) -> Result<Connection, SnapshotError> {
         s.check()?;
         let config = s.config.validated();
+        // Each ring's storage allocated once, at its final size.
+        let send_buf = Ring::from_pieces(
+            config.send_ring_capacity_bytes(),
+            &[&s.send_unacked, &s.send_unsent],
+        );
+        let recv_buf = Ring::from_pieces(config.recv_buffer_bytes as usize, &[&s.recv_unread]);
+        Ok(Self::import_checked(now, s, config, send_buf, recv_buf))
+    }
+
+    /// [`Connection::import`] of a snapshot the caller gives up: the same connection, but
+    /// the rings adopt the snapshot's vectors as their storage where they can (the received
+    /// bytes, and the unacknowledged send bytes with the unsent ones appended) instead of
+    /// copying them — no copy at all when a vector's capacity already is the storage size
+    /// the ring's growth rule gives for its bytes ([`crate::ring::storage_bytes_for`], the
+    /// capacity [`Connection::export`] reserves), only the tail's zeros.
+    pub fn import_owned(now: u64, mut s: ConnectionSnapshot) -> Result<Connection, SnapshotError> {
+        s.check()?;
+        let config = s.config.validated();
+        let unacked = core::mem::take(&mut s.send_unacked);
+        let send_buf = Ring::from_vec(config.send_ring_capacity_bytes(), unacked, &s.send_unsent);
+        let unread = core::mem::take(&mut s.recv_unread);
+        let recv_buf = Ring::from_vec(config.recv_buffer_bytes as usize, unread, &[]);
+        Ok(Self::import_checked(now, &s, config, send_buf, recv_buf))
+    }
+
+    /// The import of a snapshot already checked, its buffers already in `send_buf` and
+    /// `recv_buf` (`s`'s byte vectors are not read).
+    fn import_checked(
+        now: u64,
+        s: &ConnectionSnapshot,
+        config: Config,
+        send_buf: Ring,
+        recv_buf: Ring,
+    ) -> Connection {
         let (snd, rcv) = (s.snd, s.rcv);
         let mut rare = s.counters;
         let counters = crate::connection::HotCounters::take_from(&mut rare);
         let counters_rare = (rare != Counters::default()).then(|| Box::new(rare));
-        let mut send_buf = Ring::new(config.send_ring_capacity_bytes());
-        send_buf.push(&s.send_unacked);
-        send_buf.push(&s.send_unsent);
-        let mut recv_buf = Ring::new(config.recv_buffer_bytes as usize);
-        recv_buf.push(&s.recv_unread);
         let (from, to) = (s.exported_at_ns, now);
         // RACK's per-segment send times do not move, like the SACK scoreboard they are read
         // with: the flight is recorded as sent now (`Rack::import_flight`), the latest it can
@@ -465,7 +518,7 @@ impl Connection {
         if !c.app.fin_queued && c.send_buf.free() > 0 {
             c.push_event(crate::Event::Writable);
         }
-        Ok(c)
+        c
     }
 }
 

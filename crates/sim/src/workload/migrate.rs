@@ -17,7 +17,7 @@
 use core::net::{IpAddr, SocketAddr};
 
 use app::{App, Conn, ConnState, Ctx, Moved};
-use stack::{FourTuple, SocketError, SocketEvent, SocketHandle, Stack};
+use stack::{SocketError, SocketEvent, SocketHandle, Stack};
 
 use super::flow::{CHUNK_BYTES, Flow};
 use super::owners::Owners;
@@ -350,7 +350,7 @@ pub fn run(seed: u64) -> Result<(RunSummary, MigrateStats), String> {
         let host = w
             .host_mut::<ShardedHost<MigrateServer>>(server)
             .ok_or("server host missing")?;
-        if pick_move(host, &mut rng, &owners.entries) {
+        if pick_move(host, &mut rng, &mut owners) {
             stats.bucket_moves += 1;
             w.wake(server);
         }
@@ -456,7 +456,7 @@ fn check(w: &World, client: HostId, server: HostId) -> Result<(), String> {
 }
 
 /// No connection is live on two server shards at once (DESIGN handoff invariant 1). Leaves
-/// every shard's live tuples in `owners.entries`, sorted by (tuple, shard).
+/// every shard's live tuples in `owners` (drawn from in `(tuple, shard)` order).
 fn one_owner_each(w: &World, server: HostId, owners: &mut Owners) -> Result<(), String> {
     let s = w
         .host::<ShardedHost<MigrateServer>>(server)
@@ -466,7 +466,7 @@ fn one_owner_each(w: &World, server: HostId, owners: &mut Owners) -> Result<(), 
         sh.stack().tcp_live_tuples(&mut owners.one);
         owners.take_one(sh.info().shard);
     }
-    match owners.sort_and_find_shared() {
+    match owners.find_shared() {
         Some((t, a, b)) => Err(format!("{t:?} is live on shards {a} and {b} at once")),
         None => Ok(()),
     }
@@ -474,16 +474,13 @@ fn one_owner_each(w: &World, server: HostId, owners: &mut Owners) -> Result<(), 
 
 /// Starts one bucket move: most often the bucket of a live connection (so connections move),
 /// sometimes any bucket; to a random other shard. False when nothing was started.
-fn pick_move(
-    host: &mut ShardedHost<MigrateServer>,
-    rng: &mut SimRng,
-    tuples: &[(u16, FourTuple)],
-) -> bool {
+fn pick_move(host: &mut ShardedHost<MigrateServer>, rng: &mut SimRng, tuples: &mut Owners) -> bool {
     let entries = host.steering().steering().reta.len();
     let bucket = if !tuples.is_empty() && rng.chance(0.85) {
-        let (shard, t) = tuples[rng.gen_range(0..tuples.len() as u64) as usize];
-        host.shard(shard)
-            .and_then(|sh| sh.stack().tcp_flow_bucket(t, entries))
+        let k = rng.gen_range(0..tuples.len() as u64) as usize;
+        tuples
+            .nth_in_order(k)
+            .and_then(|(shard, t)| host.shard(shard)?.stack().tcp_flow_bucket(t, entries))
             .map_or(0, usize::from)
     } else {
         rng.gen_range(0..entries as u64) as usize

@@ -252,7 +252,7 @@ fn one_owner_each(w: &World, server: HostId, owners: &mut Owners) -> Result<(), 
         e.stack().tcp_live_tuples(&mut owners.one);
         owners.take_one(OWNER_ENGINE);
     }
-    match owners.sort_and_find_shared() {
+    match owners.find_shared() {
         Some((t, _, _)) => Err(format!(
             "{t:?} is live on the host and on the engine at once ({host_n} on the host)"
         )),
