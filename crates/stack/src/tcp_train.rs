@@ -33,6 +33,11 @@ impl TcpCx<'_> {
         if !self.tcp.trains {
             return false;
         }
+        // The cheap test first: most flushes of request/response traffic stop here.
+        if !matches!(self.sockets.get(i), Some(Socket::Tcp(TcpState::Conn(c))) if c.conn.train_candidate())
+        {
+            return false;
+        }
         let IpPair::V4 { dst, .. } = *pair else {
             return false;
         };

@@ -47,6 +47,20 @@ impl TxTrain {
 }
 
 impl Connection {
+    /// Whether a train could go at all: at least two full segments of unsent data. Reads only
+    /// fields every send reads anyway, so a caller tests it before anything costlier (the
+    /// route, [`Connection::poll_transmit_train`]'s state checks): request/response traffic,
+    /// whose writes are shorter than two segments, stops here. `false` implies
+    /// `poll_transmit_train` would return `None`; `true` decides nothing.
+    #[inline]
+    pub fn train_candidate(&self) -> bool {
+        if self.snd.nxt.lt(self.snd.buf_seq) {
+            return false;
+        }
+        let offset = fwd(self.snd.buf_seq, self.snd.nxt) as usize;
+        self.send_buf.len().saturating_sub(offset) >= 2 * usize::from(self.eff_mss())
+    }
+
     /// The train of full segments `poll_transmit` would return one after another now, at most
     /// `segments_max` of them; `None` (nothing changed)
     /// when the connection is not in the steady bulk state or fewer than two segments may
@@ -65,6 +79,8 @@ impl Connection {
         segments_max: u16,
         option_and_payload_room_bytes: usize,
     ) -> Option<TxTrain> {
+        // `train_candidate`'s promise, checked by every debug run that sends a train.
+        let candidate = cfg!(debug_assertions) && self.train_candidate();
         if segments_max < 2
             || !matches!(
                 self.state,
@@ -178,6 +194,10 @@ impl Connection {
             info.pingpong = true;
         }
         self.count_hot(bytes, |c| &mut c.tx_payload_bytes);
+        debug_assert!(
+            candidate || !cfg!(debug_assertions),
+            "a train went where train_candidate said none could"
+        );
         Some(TxTrain {
             header: r,
             segments: k,
