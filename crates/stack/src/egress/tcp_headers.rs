@@ -283,20 +283,8 @@ mod tests {
 
     fn plain_ack() -> TcpRepr<'static> {
         TcpRepr {
-            src_port: 80,
-            dst_port: 4000,
-            seq_number: SeqNumber(1),
-            ack_number: SeqNumber(2),
-            flags: TcpFlags::ACK,
-            window_len: 100,
-            urgent_pointer: 0,
-            max_seg_size: None,
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
             timestamp: Some(TcpTimestamp { tsval: 5, tsecr: 6 }),
-            fast_open: None,
-            payload: &[],
+            ..TcpRepr::bare(80, 4000, SeqNumber(1), SeqNumber(2), TcpFlags::ACK, 100)
         }
     }
 

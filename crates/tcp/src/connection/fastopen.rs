@@ -125,20 +125,16 @@ mod tests {
 
     fn syn(payload: &[u8]) -> TcpRepr<'_> {
         TcpRepr {
-            src_port: 40000,
-            dst_port: 80,
-            seq_number: SeqNumber(1000),
-            ack_number: SeqNumber(0),
-            flags: TcpFlags::SYN,
-            window_len: 65535,
-            urgent_pointer: 0,
             max_seg_size: Some(1460),
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
-            timestamp: None,
-            fast_open: None,
             payload,
+            ..TcpRepr::bare(
+                40000,
+                80,
+                SeqNumber(1000),
+                SeqNumber(0),
+                TcpFlags::SYN,
+                65535,
+            )
         }
     }
 

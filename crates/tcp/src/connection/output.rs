@@ -247,22 +247,14 @@ impl Connection {
     }
 
     pub(super) fn base_repr(&self, seq: SeqNumber) -> TcpRepr<'static> {
-        TcpRepr {
-            src_port: self.local_port,
-            dst_port: self.remote_port,
-            seq_number: seq,
-            ack_number: SeqNumber(0),
-            flags: TcpFlags::NONE,
-            window_len: 0,
-            urgent_pointer: 0,
-            max_seg_size: None,
-            window_scale: None,
-            sack_permitted: false,
-            sack_blocks: [None; 4],
-            timestamp: None,
-            fast_open: None,
-            payload: &[],
-        }
+        TcpRepr::bare(
+            self.local_port,
+            self.remote_port,
+            seq,
+            SeqNumber(0),
+            TcpFlags::NONE,
+            0,
+        )
     }
 
     /// SYN (active open) or SYN-ACK (passive or simultaneous open), with options.
