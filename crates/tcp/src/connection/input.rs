@@ -430,7 +430,11 @@ impl Connection {
     /// the idle timer starts again (RFC 9293 §3.8.4).
     #[inline]
     pub(super) fn note_peer_alive(&mut self, now: u64) {
-        self.timers.keepalive_probes = 0;
+        // The count lies in a line a receiver does not otherwise touch: cleared only when set.
+        if self.out.keepalive_probed {
+            self.timers.keepalive_probes = 0;
+            self.out.keepalive_probed = false;
+        }
         if self.timers.keepalive_deadline_ns != NEVER {
             self.start_keepalive(now);
         }

@@ -557,6 +557,7 @@ impl Connection {
     /// handshake's sample.
     pub(crate) fn rack_state(&mut self, now: u64) -> &mut Rack {
         let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns());
+        self.out.rack_present = true;
         self.rack.get_or_insert_with(|| {
             let mut r = Rack::default();
             if let Some(srtt_ns) = srtt_ns {
