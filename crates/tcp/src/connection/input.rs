@@ -564,7 +564,8 @@ impl Connection {
             None
         };
         let rack = self.rack_active();
-        let rack_delivery = if rack {
+        // Without RACK state (`out.rack_present`, in a hot line) there is nothing to deliver.
+        let rack_delivery = if rack && self.out.rack_present {
             self.rack_on_ack(now, seg)
         } else {
             crate::rack::Delivery::default()
