@@ -83,6 +83,46 @@ fn answered_keepalives_keep_an_idle_connection_open() {
     );
 }
 
+/// The probe count lies out of the receiver's hot lines, behind a hint an acceptable segment
+/// tests (`out.keepalive_probed`): unanswered probes are counted, and the answer to them
+/// clears the count, with the TCB's invariants (hint and count agreeing among them) holding
+/// at each step.
+#[test]
+fn an_answered_probe_clears_the_unanswered_probe_count() {
+    let ka = tcp::KeepaliveConfig {
+        idle_ns: 10_000 * MS,
+        interval_ns: 1_000 * MS,
+        probes_max: 5,
+    };
+    let c = Config {
+        keepalive: Some(ka),
+        ..Config::default()
+    };
+    let mut p = Pair::established(c, Config::default(), 5 * MS);
+    // B hears nothing for a while: two probes go unanswered.
+    p.filter = Box::new(|c, _| {
+        if c.dir == Dir::AtoB {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
+    p.run_until(|p| p.a.counters().keepalive_probes_sent == 2, 20_000 * MS);
+    assert_eq!(p.a.tcp_info(p.now).probes, 2);
+    assert_eq!(p.a.invariant_violation(), None);
+    // The next probe reaches B, whose answer clears the count.
+    p.filter = Box::new(|_, _| Verdict::Pass);
+    p.run_until(|p| p.a.counters().keepalive_probes_sent == 3, 20_000 * MS);
+    p.run_for(100 * MS);
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(
+        p.a.tcp_info(p.now).probes,
+        0,
+        "the answer cleared the count"
+    );
+    assert_eq!(p.a.invariant_violation(), None);
+}
+
 #[test]
 fn keepalive_probes_in_fin_wait_2_and_ends_a_half_closed_connection_whose_peer_vanished() {
     // Seed 1011357 of the simulator's `many` workload (17.8 % loss) in miniature. A (the

@@ -430,7 +430,11 @@ impl Connection {
     /// the idle timer starts again (RFC 9293 §3.8.4).
     #[inline]
     pub(super) fn note_peer_alive(&mut self, now: u64) {
-        self.timers.keepalive_probes = 0;
+        // The count lies in a line a receiver does not otherwise touch: cleared only when set.
+        if self.out.keepalive_probed {
+            self.timers.keepalive_probes = 0;
+            self.out.keepalive_probed = false;
+        }
         if self.timers.keepalive_deadline_ns != NEVER {
             self.start_keepalive(now);
         }
@@ -560,7 +564,8 @@ impl Connection {
             None
         };
         let rack = self.rack_active();
-        let rack_delivery = if rack {
+        // Without RACK state (`out.rack_present`, in a hot line) there is nothing to deliver.
+        let rack_delivery = if rack && self.out.rack_present {
             self.rack_on_ack(now, seg)
         } else {
             crate::rack::Delivery::default()

@@ -282,8 +282,9 @@ pub(crate) const NEVER: u64 = u64::MAX;
 ///   `rx_ack` → `rx_text_and_fin` → `accept_in_order` → `schedule_ack`): `state`, the
 ///   ports, `opts` (ts_ok, sack_ok, snd_wscale, snd_mss), `ts` (recent, recent_age_ns,
 ///   last_ack_sent, offset, rtx_floor), `rcv` (nxt, adv, mss_seen), `snd` (una, max,
-///   max_wnd, wl1, wl2, wnd), `timers` (keepalive, persist, delack deadlines,
-///   keepalive_probes), `out` (ack_due, quickacks_left, rcv_unacked_bytes, events), `rec`
+///   max_wnd, wl1, wl2, wnd), `timers` (keepalive, persist, delack deadlines;
+///   keepalive_probes only when `out.keepalive_probed`), `out` (ack_due, quickacks_left,
+///   rcv_unacked_bytes, events, the hints keepalive_probed and rack_present), `rec`
 ///   (dupacks, in_recovery, recover), `app` (more, fin_received, app_closed), `ooo` and
 ///   `scoreboard` (emptiness, bytes), `recv_buf` (head, len, storage), `config`
 ///   (recv_buffer_bytes, delayed_ack_ns, keepalive, prr, rack, time_wait_ns;
@@ -312,8 +313,8 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// `timers.syn_retries`, `timers.persist_shift`, `rec.high_rxt` and the PRR counts (only in
 /// recovery), `out.challenge_*`, `out.fast_open`, `app.close_reason`, most of `config` and
 /// all counters but the five named. Measured (`crates/bench/README.md`, "Hot state,
-/// narrowed"): a data segment received in order touches 203 bytes in 8 lines, a data segment
-/// sent 270 in 10, a request/response exchange ~536 in 11 of the 12; two lines (128 B) for
+/// narrowed"): a data segment received in order touches 191 bytes in 6 lines, a data segment
+/// sent 276 in 11, a request/response exchange ~537 in 11 of the 12; two lines (128 B) for
 /// the first two would need the deadlines and instants narrowed too (see ARCHITECTURE.md,
 /// "The TCB").
 #[derive(Debug, Clone)]
@@ -557,6 +558,7 @@ impl Connection {
     /// handshake's sample.
     pub(crate) fn rack_state(&mut self, now: u64) -> &mut Rack {
         let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns());
+        self.out.rack_present = true;
         self.rack.get_or_insert_with(|| {
             let mut r = Rack::default();
             if let Some(srtt_ns) = srtt_ns {

@@ -193,19 +193,6 @@ impl Timestamps {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub struct Recovery {
-    /// In fast recovery.
-    pub in_recovery: bool,
-    /// Consecutive duplicate ACKs (RFC 5681 §2).
-    pub dupacks: u8,
-    /// A fast (or partial-ACK) retransmission of the segment at SND.UNA is owed.
-    pub rtx_pending: bool,
-    /// The tail loss probe timer fired: send one probe (RFC 8985 §7.3).
-    pub tlp_pending: bool,
-    /// A tail loss probe was sent in this tail episode; cleared when an ACK advances SND.UNA
-    /// (RFC 8985 §7.2: at most one probe until then).
-    pub tlp_sent: bool,
-    /// The sender filled cwnd during the recorded round trip (Linux `is_cwnd_limited`).
-    pub cwnd_limited: bool,
     /// RFC 6582 `recover`: SND.MAX when the last recovery (or RTO) began.
     pub recover: SeqNumber,
     /// Where the most recently sent new segment starts: the one a tail loss probe resends
@@ -224,6 +211,23 @@ pub struct Recovery {
     pub prr_out_bytes: u32,
     /// PRR: the flight when recovery began (RecoverFS).
     pub prr_recover_fs_bytes: u32,
+    // ---- the flags last: a receiver reads `in_recovery` per segment and the three
+    // owed-output flags per ACK, and with them here they share the line of the ring headers
+    // that follow (the sequence numbers above share the timers' line, which a receiver
+    // does not touch) ----
+    /// In fast recovery.
+    pub in_recovery: bool,
+    /// Consecutive duplicate ACKs (RFC 5681 §2).
+    pub dupacks: u8,
+    /// A fast (or partial-ACK) retransmission of the segment at SND.UNA is owed.
+    pub rtx_pending: bool,
+    /// The tail loss probe timer fired: send one probe (RFC 8985 §7.3).
+    pub tlp_pending: bool,
+    /// A tail loss probe was sent in this tail episode; cleared when an ACK advances SND.UNA
+    /// (RFC 8985 §7.2: at most one probe until then).
+    pub tlp_sent: bool,
+    /// The sender filled cwnd during the recorded round trip (Linux `is_cwnd_limited`).
+    pub cwnd_limited: bool,
 }
 
 /// Timer deadlines and the state of the timers' backoffs.
@@ -375,7 +379,9 @@ pub(crate) enum FastOpenRole {
 /// Invariants: `dupacks_owed ≤ DUPACKS_OWED_MAX`; `events` holds only the bits of
 /// `event_bit`; `rare_owed` is true exactly when [`OutputRare`] holds a RST or a D-SACK
 /// block (`Connection::invariant_violation` checks it), so a segment that owes neither reads
-/// one byte of this line for both.
+/// one byte of this line for both. Two hints of cold state ride in its spare bytes (also
+/// checked there): `keepalive_probed` is true exactly when `Timers::keepalive_probes` is not
+/// 0, `rack_present` exactly when the connection has RACK state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub(crate) struct Output {
@@ -400,6 +406,13 @@ pub(crate) struct Output {
     pub(crate) fast_open: FastOpenRole,
     /// [`OutputRare`] holds a RST or a D-SACK block to send.
     pub(crate) rare_owed: bool,
+    /// Hint: `Timers::keepalive_probes` is not 0 (exactly then). An acceptable segment
+    /// tests this instead of clearing the count, which lies in a line a receiver does not
+    /// otherwise touch.
+    pub(crate) keepalive_probed: bool,
+    /// Hint: the connection has RACK state (`Connection::rack` is `Some`, exactly then).
+    /// The short receive path tests this instead of `Option<Rack>`'s niche, in a cold line.
+    pub(crate) rack_present: bool,
 }
 
 impl Output {
@@ -415,6 +428,8 @@ impl Output {
             fast_open: FastOpenRole::None,
             rcv_unacked_bytes: 0,
             rare_owed: false,
+            keepalive_probed: false,
+            rack_present: false,
         }
     }
 }

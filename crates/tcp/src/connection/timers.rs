@@ -137,7 +137,7 @@ impl Connection {
                 return;
             }
         }
-        if self.rack.is_some() && self.rack_deadline_ns <= now {
+        if self.out.rack_present && self.rack_deadline_ns <= now {
             self.rack_disarm();
             self.on_rack_timeout(now);
         }
@@ -309,6 +309,7 @@ impl Connection {
             return;
         }
         self.timers.keepalive_probes += 1;
+        self.out.keepalive_probed = true;
         self.out.keepalive_pending = true;
         self.set_deadline(Deadline::Keepalive, now.saturating_add(ka.interval_ns));
     }
