@@ -85,6 +85,7 @@ mod tcp_input;
 pub mod tcp_mem;
 mod tcp_move;
 pub mod tcp_notify;
+mod tcp_output;
 pub mod tcp_sockets;
 mod tcp_time_wait;
 mod tcp_train;
