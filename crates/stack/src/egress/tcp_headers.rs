@@ -33,6 +33,21 @@ pub(crate) struct FrameHeaders {
     pub(crate) ip_caps: ChecksumCaps,
 }
 
+impl FrameHeaders {
+    /// The TCP checksum's capabilities for a frame: the device's `checksums`, with the sum
+    /// left partial (pseudo-header only, for the device to complete) when `partial`.
+    pub(crate) fn tcp_caps_for(checksums: ChecksumCaps, partial: bool) -> ChecksumCaps {
+        if partial {
+            ChecksumCaps {
+                fill_tx: false,
+                ..checksums
+            }
+        } else {
+            checksums
+        }
+    }
+}
+
 /// Bytes of the fixed-layout headers with timestamps: Ethernet, IPv4, TCP with NOP NOP TS.
 const TS_HEADERS_LEN: usize = ETHERNET_HEADER_LEN + IPV4_HEADER_LEN + 20 + 12;
 

@@ -179,14 +179,7 @@ impl Egress {
             ident,
             hop_limit: self.hop_limit,
             ip,
-            tcp_caps: if partial {
-                wire::ChecksumCaps {
-                    fill_tx: false,
-                    ..checksums
-                }
-            } else {
-                checksums
-            },
+            tcp_caps: FrameHeaders::tcp_caps_for(checksums, partial),
             ip_caps: checksums,
         };
         if !write_headers(&mut frame, &h, header, layout) {

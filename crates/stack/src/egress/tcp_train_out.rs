@@ -51,14 +51,7 @@ impl Egress {
             ident: 0,
             hop_limit: self.hop_limit,
             ip,
-            tcp_caps: if partial {
-                wire::ChecksumCaps {
-                    fill_tx: false,
-                    ..checksums
-                }
-            } else {
-                checksums
-            },
+            tcp_caps: FrameHeaders::tcp_caps_for(checksums, partial),
             ip_caps: checksums,
         };
         self.tx_header_guess = tcp_len;
