@@ -9,20 +9,6 @@ use common::*;
 use proptest::prelude::*;
 use stack::{RxMeta, Stack, StackConfig, TxMeta};
 
-/// xorshift64*: the same fault and workload decisions in both worlds.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn chance(&mut self, per_mille: u64) -> bool {
-        self.next() % 1000 < per_mille
-    }
-}
-
 #[derive(Debug, Clone, Copy)]
 struct Case {
     seed: u64,
@@ -89,7 +75,7 @@ fn world(k: &Case, trains: bool) -> Trace {
     let l = b.tcp_listen(server, 8).expect("listen");
     let c = a.tcp_connect(0, server, 0).expect("connect");
     let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
-    let mut rng = Rng(k.seed | 1);
+    let mut rng = FaultRng(k.seed | 1);
     let mut t = Trace {
         frames: Vec::new(),
         infos: Vec::new(),

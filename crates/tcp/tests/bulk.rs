@@ -3,40 +3,11 @@
 
 mod harness;
 
-use harness::{MS, Pair, Verdict, pattern};
+use harness::FaultRng as Rng;
+use harness::{Knobs, MS, Pair, Verdict, clean_close, finished, pattern};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use tcp::{CloseReason, Config, CongestionControl, Connection, State};
-
-/// xorshift64*: a tiny deterministic RNG for fault decisions.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn chance(&mut self, per_mille: u64) -> bool {
-        self.next() % 1000 < per_mille
-    }
-}
-
-/// Whether `c` has finished closing: in TIME-WAIT, or CLOSED. A wait for this stops on any
-/// close; [`clean_close`] then says whether it was the orderly one.
-fn finished(c: &Connection) -> bool {
-    matches!(c.state(), State::TimeWait | State::Closed)
-}
-
-/// `Ok` when `c` closed the orderly way: TIME-WAIT (it closed first and both FINs were
-/// acknowledged), or CLOSED with the engine's reason `Normal` — not a reset, a timeout or an
-/// abort, which also end in CLOSED.
-fn clean_close(who: &str, c: &Connection) -> Result<(), String> {
-    match (c.state(), c.close_reason()) {
-        (State::TimeWait, None) | (State::Closed, Some(CloseReason::Normal)) => Ok(()),
-        (state, reason) => Err(format!("{who} ended in {state:?}, close reason {reason:?}")),
-    }
-}
+use tcp::{CloseReason, Config, CongestionControl, State};
 
 fn run(seed: u64, loss_per_mille: u64, config: Config) {
     run_tso(seed, loss_per_mille, config, 1);
@@ -125,13 +96,7 @@ fn pure_acks_stay_acceptable_while_both_sides_retransmit() {
 #[derive(Debug, Clone, Copy)]
 struct ConfigCase {
     seed: u64,
-    mss: u16,
-    buf: u32,
-    sack: bool,
-    ts: bool,
-    ws: bool,
-    cubic: bool,
-    nodelay: bool,
+    knobs: Knobs,
     loss_per_mille: u64,
     delay_ms: u64,
     ooo: u16,
@@ -148,20 +113,8 @@ struct ConfigCase {
 fn random_configuration(k: ConfigCase) -> Result<(), TestCaseError> {
     let c = Config {
         user_timeout_ns: None,
-        mss_bytes: k.mss,
-        recv_buffer_bytes: k.buf,
-        send_buffer_bytes: k.buf,
-        sack: k.sack,
-        timestamps: k.ts,
-        window_scale: k.ws,
-        nodelay: k.nodelay,
         ooo_segments_max: k.ooo,
-        congestion_control: if k.cubic {
-            CongestionControl::Cubic
-        } else {
-            CongestionControl::NewReno
-        },
-        ..Config::default()
+        ..k.knobs.config()
     };
     let (loss_per_mille, delay_ms) = (k.loss_per_mille, k.delay_ms);
     let mut p = Pair::established(c, c, delay_ms * MS);
@@ -216,7 +169,11 @@ proptest! {
         ooo in 0u16..6,
     ) {
         random_configuration(ConfigCase {
-            seed, mss, buf, sack, ts, ws, cubic, nodelay, loss_per_mille, delay_ms, ooo,
+            seed,
+            knobs: Knobs { mss, buf, sack, ts, ws, cubic, nodelay },
+            loss_per_mille,
+            delay_ms,
+            ooo,
         })?;
     }
 }
@@ -231,13 +188,15 @@ proptest! {
 fn recorded_random_configuration_small_mss_timestamps_without_sack() {
     random_configuration(ConfigCase {
         seed: 7572298625526230286,
-        mss: 322,
-        buf: 4960,
-        sack: false,
-        ts: true,
-        ws: false,
-        cubic: false,
-        nodelay: false,
+        knobs: Knobs {
+            mss: 322,
+            buf: 4960,
+            sack: false,
+            ts: true,
+            ws: false,
+            cubic: false,
+            nodelay: false,
+        },
         loss_per_mille: 12,
         delay_ms: 10,
         ooo: 0,
@@ -327,13 +286,15 @@ fn tso_sends_whole_segment_runs_within_cwnd_and_the_tail_last() {
 fn recorded_random_configuration_heavy_loss_backed_off_rto_is_not_aborted() {
     random_configuration(ConfigCase {
         seed: 5672147711500426054,
-        mss: 442,
-        buf: 10034,
-        sack: false,
-        ts: false,
-        ws: false,
-        cubic: true,
-        nodelay: true,
+        knobs: Knobs {
+            mss: 442,
+            buf: 10034,
+            sack: false,
+            ts: false,
+            ws: false,
+            cubic: true,
+            nodelay: true,
+        },
         loss_per_mille: 142,
         delay_ms: 1,
         ooo: 0,

@@ -5,36 +5,17 @@
 
 mod harness;
 
-use harness::{MS, Pair, Verdict, pattern};
+use harness::FaultRng as Rng;
+use harness::{Knobs, MS, Pair, Verdict, finished, pattern};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use tcp::{Config, CongestionControl, Connection, State};
+use tcp::{Config, Connection};
 use wire::tcp::TcpFlags;
-
-/// xorshift64*: deterministic fault decisions.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn chance(&mut self, per_mille: u64) -> bool {
-        self.next() % 1000 < per_mille
-    }
-}
 
 #[derive(Debug, Clone, Copy)]
 struct TwinCase {
     seed: u64,
-    mss: u16,
-    buf: u32,
-    sack: bool,
-    ts: bool,
-    ws: bool,
-    cubic: bool,
-    nodelay: bool,
+    knobs: Knobs,
     rack: bool,
     restart_after_idle: bool,
     loss_per_mille: u64,
@@ -47,21 +28,9 @@ struct TwinCase {
 /// checked against its single-segment twin (the harness panics on a difference).
 fn twin_run(k: TwinCase) -> Result<u64, TestCaseError> {
     let c = Config {
-        mss_bytes: k.mss,
-        recv_buffer_bytes: k.buf,
-        send_buffer_bytes: k.buf,
-        sack: k.sack,
-        timestamps: k.ts,
-        window_scale: k.ws,
-        nodelay: k.nodelay,
         rack: k.rack,
         restart_after_idle: k.restart_after_idle,
-        congestion_control: if k.cubic {
-            CongestionControl::Cubic
-        } else {
-            CongestionControl::NewReno
-        },
-        ..Config::default()
+        ..k.knobs.config()
     };
     let (loss, delay_ms) = (k.loss_per_mille, k.delay_ms);
     let mut p = Pair::established(c, c, delay_ms * MS);
@@ -99,13 +68,7 @@ fn twin_run(k: TwinCase) -> Result<u64, TestCaseError> {
     prop_assert!(p.a_read == b);
     p.a.shutdown_write().unwrap();
     p.b.shutdown_write().unwrap();
-    p.run_until(
-        |p| {
-            matches!(p.a.state(), State::TimeWait | State::Closed)
-                && matches!(p.b.state(), State::TimeWait | State::Closed)
-        },
-        3_000_000 * MS,
-    );
+    p.run_until(|p| finished(&p.a) && finished(&p.b), 3_000_000 * MS);
     prop_assert!(p.a.invariant_violation().is_none() && p.b.invariant_violation().is_none());
     Ok(p.train_segments_sent)
 }
@@ -135,8 +98,14 @@ proptest! {
         chunk_bytes in prop_oneof![Just(90_000usize), 100usize..20_000],
     ) {
         twin_run(TwinCase {
-            seed, mss, buf, sack, ts, ws, cubic, nodelay, rack, restart_after_idle,
-            loss_per_mille, delay_ms, train_max, chunk_bytes,
+            seed,
+            knobs: Knobs { mss, buf, sack, ts, ws, cubic, nodelay },
+            rack,
+            restart_after_idle,
+            loss_per_mille,
+            delay_ms,
+            train_max,
+            chunk_bytes,
         })?;
     }
 }
@@ -146,13 +115,15 @@ proptest! {
 fn a_loss_free_bulk_transfer_goes_out_in_trains() {
     let k = TwinCase {
         seed: 7,
-        mss: 1460,
-        buf: 64 * 1024,
-        sack: true,
-        ts: true,
-        ws: true,
-        cubic: false,
-        nodelay: false,
+        knobs: Knobs {
+            mss: 1460,
+            buf: 64 * 1024,
+            sack: true,
+            ts: true,
+            ws: true,
+            cubic: false,
+            nodelay: false,
+        },
         rack: true,
         restart_after_idle: true,
         loss_per_mille: 0,

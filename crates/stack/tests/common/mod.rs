@@ -281,3 +281,20 @@ pub fn read_all(s: &mut Stack, h: SocketHandle) -> Vec<u8> {
         }
     }
 }
+
+/// xorshift64*: deterministic fault and workload decisions for the random-link tests.
+pub struct FaultRng(pub u64);
+
+impl FaultRng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// True with probability `per_mille` / 1000.
+    pub fn chance(&mut self, per_mille: u64) -> bool {
+        self.next() % 1000 < per_mille
+    }
+}

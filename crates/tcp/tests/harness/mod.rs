@@ -6,7 +6,7 @@
 //! deadline), so a test of minutes of protocol time runs in microseconds.
 #![allow(dead_code)]
 
-use tcp::{Config, Connection, Event, State};
+use tcp::{CloseReason, Config, CongestionControl, Connection, Event, State};
 use wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
 
 pub const MS: u64 = 1_000_000;
@@ -522,4 +522,72 @@ pub fn through_the_wire(seg: &Seg) -> Seg {
         TcpRepr::parse(&view, &addrs, ChecksumCaps::ALL).expect("emitted segment must parse");
     assert_eq!(parsed, repr, "wire round trip changed the segment");
     Seg::from_repr(&parsed)
+}
+
+/// xorshift64*: deterministic fault and workload decisions for the random-link tests.
+pub struct FaultRng(pub u64);
+
+impl FaultRng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// True with probability `per_mille` / 1000.
+    pub fn chance(&mut self, per_mille: u64) -> bool {
+        self.next() % 1000 < per_mille
+    }
+}
+
+/// The connection options the random-configuration tests draw, both ends alike.
+#[derive(Debug, Clone, Copy)]
+pub struct Knobs {
+    pub mss: u16,
+    /// Send and receive buffer, each.
+    pub buf: u32,
+    pub sack: bool,
+    pub ts: bool,
+    pub ws: bool,
+    /// CUBIC, else NewReno.
+    pub cubic: bool,
+    pub nodelay: bool,
+}
+
+impl Knobs {
+    /// The default configuration with these options.
+    pub fn config(&self) -> Config {
+        Config {
+            mss_bytes: self.mss,
+            recv_buffer_bytes: self.buf,
+            send_buffer_bytes: self.buf,
+            sack: self.sack,
+            timestamps: self.ts,
+            window_scale: self.ws,
+            nodelay: self.nodelay,
+            congestion_control: if self.cubic {
+                CongestionControl::Cubic
+            } else {
+                CongestionControl::NewReno
+            },
+            ..Config::default()
+        }
+    }
+}
+
+/// Whether `c` has finished closing: in TIME-WAIT, or CLOSED. A wait for this stops on any
+/// close; [`clean_close`] then says whether it was the orderly one.
+pub fn finished(c: &Connection) -> bool {
+    matches!(c.state(), State::TimeWait | State::Closed)
+}
+
+/// `Ok` when `c` closed the orderly way: TIME-WAIT (it closed first and both FINs were
+/// acknowledged), or CLOSED with the engine's reason `Normal` — not a reset, a timeout or an
+/// abort, which also end in CLOSED.
+pub fn clean_close(who: &str, c: &Connection) -> Result<(), String> {
+    match (c.state(), c.close_reason()) {
+        (State::TimeWait, None) | (State::Closed, Some(CloseReason::Normal)) => Ok(()),
+        (state, reason) => Err(format!("{who} ended in {state:?}, close reason {reason:?}")),
+    }
 }
