@@ -178,6 +178,19 @@ impl Ring {
         self.storage.len()
     }
 
+    /// The address of the byte a write at the end of the readable bytes stores first (where
+    /// [`Ring::push`] writes, where in-order received data lands, and — once everything was
+    /// read — where the next read starts), for a prefetch hint (`stack`'s
+    /// `tcp_prefetch`). Address arithmetic only: never dereferenced, and dangling when no
+    /// storage is allocated (a prefetch of it is harmless).
+    #[inline]
+    pub fn tail_addr(&self) -> *const u8 {
+        // `head + len` is below twice the size (`head < size`, `len ≤ size`); with no
+        // storage both are 0.
+        let pos = self.wrap(self.head() + self.len());
+        self.storage.as_ptr().wrapping_add(pos)
+    }
+
     /// `pos` (below twice the storage size) wrapped into the storage.
     #[inline]
     fn wrap(&self, pos: usize) -> usize {
@@ -604,6 +617,27 @@ mod tests {
             (r.allocated_bytes(), r.to_vec()),
             (STORAGE_MIN_BYTES, b"again".to_vec())
         );
+    }
+
+    #[test]
+    fn tail_addr_is_where_the_next_push_stores_its_first_byte_across_the_wrap() {
+        let mut r = Ring::new(8);
+        // No storage: the empty box's address, never read.
+        assert_eq!(r.tail_addr(), r.storage.as_ptr());
+        r.push(b"123456");
+        let base = r.storage.as_ptr() as usize;
+        let size = r.storage.len();
+        assert_eq!(r.tail_addr() as usize, base + 6);
+        // Read everything but one byte, then fill past the end of the storage: the tail
+        // wraps to the front.
+        r.consume(5);
+        r.push(&vec![b'z'; size - 6]);
+        assert_eq!(r.tail_addr() as usize, base, "head + len = size wraps to 0");
+        r.push(b"ab");
+        assert_eq!(r.tail_addr() as usize, base + 2);
+        let mut out = vec![0u8; size];
+        let n = r.pop(&mut out);
+        assert_eq!(&out[n - 2..n], b"ab", "the bytes went where the tail said");
     }
 
     #[test]
