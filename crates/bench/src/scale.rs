@@ -43,6 +43,10 @@ pub struct ScaleOptions {
     /// (prefetching the next frames' connection state); false processes the same bursts
     /// without it, for a side-by-side figure.
     pub lookahead: bool,
+    /// Both stacks ask for a connection's state all at once when a segment or an
+    /// application call first reaches it (`Stack::set_tcp_prefetch`, on by default);
+    /// false (`scale_conns --no-prefetch`) is the side-by-side reference.
+    pub prefetch: bool,
     /// Both stacks negotiate ECN (`scale_conns --ecn`): every segment then takes the full
     /// input path instead of header prediction's (`scripts/bench-hot-bytes.sh`).
     pub ecn: bool,
@@ -57,6 +61,7 @@ impl ScaleOptions {
             step_ns: 100,
             burst: 1,
             lookahead: true,
+            prefetch: true,
             ecn: false,
         }
     }
@@ -224,6 +229,8 @@ pub fn scale_loop(w: &mut ScaleWorld, exchanges: u64) -> Result<ScaleCounts, Bul
 }
 
 fn run_exchanges(w: &mut ScaleWorld, exchanges: u64) -> Result<ScaleCounts, BulkError> {
+    w.idle.client.set_tcp_prefetch(w.opts.prefetch);
+    w.idle.server.set_tcp_prefetch(w.opts.prefetch);
     if w.opts.burst > 1 {
         return run_bursts(w, exchanges);
     }

@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 pub const CHUNK_BYTES: usize = 2 << 20;
 
 /// Slots are cache-line aligned and a multiple of a line long.
-const SLOT_ALIGN_BYTES: usize = 64;
+pub(crate) const SLOT_ALIGN_BYTES: usize = 64;
 
 /// The largest slot: larger objects would leave too much of a chunk unused
 /// ([`HugeBox::new`] refuses them at compile time).
@@ -88,7 +88,7 @@ pub fn stats() -> Stats {
 }
 
 /// True unless `RSSTACK_HUGE_BOX=off` (read once).
-fn chunked() -> bool {
+pub(crate) fn chunked() -> bool {
     static MODE: OnceLock<bool> = OnceLock::new();
     *MODE.get_or_init(|| std::env::var("RSSTACK_HUGE_BOX").map_or(true, |v| v != "off"))
 }
@@ -299,7 +299,7 @@ fn lock(pool: &Pool) -> MutexGuard<'_, PoolState> {
 }
 
 /// A slot of `slot_bytes` from this thread's pool.
-fn pool_alloc(slot_bytes: usize) -> NonNull<u8> {
+pub(crate) fn pool_alloc(slot_bytes: usize) -> NonNull<u8> {
     let new_pool = |orphaned: bool| {
         Arc::new(Pool {
             slot_bytes,
@@ -361,7 +361,7 @@ fn pool_alloc(slot_bytes: usize) -> NonNull<u8> {
 }
 
 /// Gives a slot back to the pool of its chunk.
-fn pool_free(slot: NonNull<u8>) {
+pub(crate) fn pool_free(slot: NonNull<u8>) {
     let addr = slot.as_ptr() as usize;
     let base = addr & !(CHUNK_BYTES - 1);
     // SAFETY: the slot was handed out by `pool_alloc` from a chunk whose base is its address

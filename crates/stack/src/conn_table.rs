@@ -277,7 +277,11 @@ impl ConnTable {
     fn resize(&mut self, n: usize) {
         self.last = None;
         debug_assert!(n.is_power_of_two() && self.len * 4 <= n * 3);
-        let old = core::mem::replace(&mut self.entries, vec![0; n]);
+        // The new array on huge pages (one random entry per segment): advised before the
+        // zeros are written.
+        let mut entries = platform::huge_vec::with_capacity_huge(n);
+        entries.resize(n, 0);
+        let old = core::mem::replace(&mut self.entries, entries);
         self.shift = 32 - n.trailing_zeros();
         for e in old.into_iter().filter(|&e| e != 0) {
             self.place(e);

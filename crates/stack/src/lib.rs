@@ -86,6 +86,7 @@ pub mod tcp_mem;
 mod tcp_move;
 pub mod tcp_notify;
 mod tcp_output;
+mod tcp_prefetch;
 pub mod tcp_sockets;
 mod tcp_time_wait;
 mod tcp_train;

@@ -293,6 +293,8 @@ impl Sockets {
                 return Err(SocketError::TooManySockets);
             }
             let generation = self.generation_base;
+            // A grown slot vector's buffer on huge pages (one random slot per segment).
+            platform::huge_vec::reserve_huge(&mut self.slots, 1);
             self.slots.push(Slot {
                 generation,
                 socket: Some(socket),

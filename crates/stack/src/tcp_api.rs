@@ -579,6 +579,7 @@ impl TcpCx<'_> {
         h: SocketHandle,
         out: &mut [u8],
     ) -> Result<usize, SocketError> {
+        self.prefetch_handle(h);
         if let Some(r) = self.bypass_read(h, out) {
             return r;
         }

@@ -215,6 +215,11 @@ impl TcpCx<'_> {
                 (Some(key), found)
             }
         };
+        // The slot's first line is cached now: ask for the rest of the connection's state
+        // at once (`tcp_prefetch`; nothing when the last segment or call was for it).
+        if let Some(i) = found {
+            self.prefetch_conn(i);
+        }
         if caps.verify_rx {
             if let Some(i) = found {
                 match self.summing_input(now, i, payload, &pair, seg, rx) {
@@ -792,7 +797,9 @@ impl TcpCx<'_> {
                 c.armed_ns = NOT_ARMED;
             }
         }
-        for &i in &due {
+        for (k, &i) in due.iter().enumerate() {
+            // The next due connection's state is asked for while this one runs.
+            self.prefetch_next_due(due.get(k + 1).copied());
             if self.moved_mut(i).is_some() {
                 self.tcp_drop_marker(i);
                 self.tcp.counters.tcp_moved_expired += 1;

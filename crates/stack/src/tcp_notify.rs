@@ -549,6 +549,7 @@ impl TcpCx<'_> {
         data: &[u8],
         flags: SendFlags,
     ) -> Result<usize, SocketError> {
+        self.prefetch_handle(h);
         if let Some(r) = self.bypass_send(h, data, flags.more) {
             return r;
         }

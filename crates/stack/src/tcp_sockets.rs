@@ -183,6 +183,14 @@ pub(crate) struct TcpTable {
     pub(crate) trains: bool,
     /// Where the next flush starts (round-robin over `dirty`).
     pub(crate) flush_cursor: usize,
+    /// Whether a connection's state is asked for all at once when a segment or an
+    /// application call first reaches it (`tcp_prefetch`); on unless turned off
+    /// (`Stack::set_tcp_prefetch`: the reference the tests and the benchmark compare with).
+    pub(crate) prefetch: bool,
+    /// The slot the last prefetch was for (`usize::MAX`: none): its state is taken to be
+    /// cached, so the calls that follow on the same connection ask for nothing (a hint: a
+    /// wrong guess only skips or repeats a prefetch).
+    pub(crate) warm_slot: usize,
     /// (deadline, slot) of every connection with a timer and every moved marker: a timing
     /// wheel with exact deadlines, whose first entry is `poll_timeout`. Invariant: holds
     /// `(t, i)` for a connection `i` iff it has `armed_ns == t`, `t != NOT_ARMED`
@@ -283,6 +291,8 @@ impl TcpTable {
             dirty: IndexSet::new(),
             trains: true,
             flush_cursor: 0,
+            prefetch: true,
+            warm_slot: usize::MAX,
             timers: TimerWheel::new(),
             due_scratch: Vec::new(),
             isn: IsnGenerator::new(secret),

@@ -190,6 +190,9 @@ impl TimerWheel {
             self.len -= 1;
         }
         if self.nodes.len() <= slot {
+            // A grown node array's buffer on huge pages (one random node per segment).
+            let more = slot + 1 - self.nodes.len();
+            platform::huge_vec::reserve_huge(&mut self.nodes, more);
             self.nodes.resize(slot + 1, FREE_NODE);
         }
         if let Some(n) = self.nodes.get_mut(slot) {

@@ -84,6 +84,7 @@ pub mod ring;
 pub mod rtt;
 pub mod snapshot;
 pub mod snapshot_codec;
+mod tcb_addrs;
 pub mod time_wait;
 
 pub use config::{

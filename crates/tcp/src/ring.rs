@@ -15,6 +15,12 @@
 //! benchmark's 64-byte request/response every exchange empties four rings, and the release
 //! and the next first write cost ~560 instructions per frame (+7.7 %).
 //!
+//! The minimum-size storage (the first allocation, and the pool's) is a slot of the
+//! thread's huge-page chunks (`platform::huge_bytes`): with many connections each ring's
+//! 4 KiB would otherwise sit on a 4 KiB page of its own and every segment's copy would miss
+//! the TLB (issue 17). Larger storage, and storage adopted from a vector (snapshots), is an
+//! ordinary allocation.
+//!
 //! Growing builds the new storage in one pass: the old bytes (each at its offset from
 //! `head`), then the bytes of the write that needed the room, then zeros for the rest only
 //! (a `Box<[u8]>` must be initialized, and `unsafe` stays in `platform`); so a write of
@@ -27,6 +33,8 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
+use platform::huge_bytes::HugeBytes;
+
 /// The first allocation of a ring's storage, bytes (or the capacity, when smaller).
 pub const STORAGE_MIN_BYTES: usize = 4096;
 
@@ -36,18 +44,20 @@ pub const POOL_BUFFERS_MAX: usize = 256;
 
 thread_local! {
     /// Empty buffers of capacity [`STORAGE_MIN_BYTES`], at most [`POOL_BUFFERS_MAX`].
-    static POOL: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
+    static POOL: RefCell<Vec<HugeBytes>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A buffer of [`STORAGE_MIN_BYTES`], from the pool if it has one, else zero-filled.
-fn pool_take() -> Box<[u8]> {
+/// A buffer of [`STORAGE_MIN_BYTES`], from the pool if it has one, else a zero-filled
+/// slot of the thread's huge-page chunks (`platform::huge_bytes`: with many connections a
+/// ring's 4 KiB on a page of its own would miss the TLB at every segment).
+fn pool_take() -> HugeBytes {
     POOL.with(|p| p.borrow_mut().pop())
-        .unwrap_or_else(|| vec![0u8; STORAGE_MIN_BYTES].into_boxed_slice())
+        .unwrap_or_else(|| HugeBytes::zeroed(STORAGE_MIN_BYTES))
 }
 
 /// Gives a minimum-size buffer back to the pool (freed when the pool is full, or when it
 /// is of another size). Its bytes are kept: a ring reads only what it wrote.
-fn pool_give(v: Box<[u8]>) {
+fn pool_give(v: HugeBytes) {
     if v.len() != STORAGE_MIN_BYTES {
         return;
     }
@@ -96,7 +106,7 @@ pub fn storage_bytes_for(capacity_bytes: usize, n: usize) -> usize {
 /// Positions are kept as `u32` (a connection's buffers are at most 2^30 bytes, and two rings
 /// sit inside its TCB: 32 bytes each); the API speaks `usize`.
 pub struct Ring {
-    storage: Box<[u8]>,
+    storage: HugeBytes,
     capacity: u32,
     head: u32,
     len: u32,
@@ -134,7 +144,7 @@ impl Ring {
     /// A ring able to hold `capacity_bytes` bytes (at most `u32::MAX`).
     pub fn new(capacity_bytes: usize) -> Ring {
         Ring {
-            storage: Box::default(),
+            storage: HugeBytes::new(),
             capacity: u32::try_from(capacity_bytes).unwrap_or(u32::MAX),
             head: 0,
             len: 0,
@@ -176,6 +186,19 @@ impl Ring {
     #[inline]
     pub fn allocated_bytes(&self) -> usize {
         self.storage.len()
+    }
+
+    /// The address of the byte a write at the end of the readable bytes stores first (where
+    /// [`Ring::push`] writes, where in-order received data lands, and — once everything was
+    /// read — where the next read starts), for a prefetch hint (`stack`'s
+    /// `tcp_prefetch`). Address arithmetic only: never dereferenced, and dangling when no
+    /// storage is allocated (a prefetch of it is harmless).
+    #[inline]
+    pub fn tail_addr(&self) -> *const u8 {
+        // `head + len` is below twice the size (`head < size`, `len ≤ size`); with no
+        // storage both are 0.
+        let pos = self.wrap(self.head() + self.len());
+        self.storage.as_ptr().wrapping_add(pos)
     }
 
     /// `pos` (below twice the storage size) wrapped into the storage.
@@ -243,7 +266,7 @@ impl Ring {
         new.extend_from_slice(data);
         new.resize(size, 0);
         pool_give(old);
-        self.storage = new.into_boxed_slice();
+        self.storage = HugeBytes::from_box(new.into_boxed_slice());
         self.head = 0;
     }
 
@@ -398,11 +421,13 @@ impl Ring {
 
     /// The readable bytes as a `VecDeque`, in the ring's own storage: the storage becomes
     /// the deque's buffer (a full deque, so moving its start to `head` copies nothing) and
-    /// the bytes past the readable ones are cut off. No byte is copied.
+    /// the bytes past the readable ones are cut off. No byte is copied, except from
+    /// minimum-size storage, a huge-page chunk slot, which is copied once (4 KiB) into an
+    /// allocation of the deque's own.
     pub fn into_deque(mut self) -> VecDeque<u8> {
         let storage = core::mem::take(&mut self.storage);
         let (head, len) = (self.head(), self.len());
-        let mut d = VecDeque::from(storage.into_vec());
+        let mut d = VecDeque::from(storage.into_box().into_vec());
         if d.is_empty() {
             return d;
         }
@@ -428,7 +453,7 @@ impl Ring {
         v.reserve_exact(size - v.len());
         v.extend_from_slice(&more[..k]);
         v.resize(size, 0);
-        r.storage = v.into_boxed_slice();
+        r.storage = HugeBytes::from_box(v.into_boxed_slice());
         r.len = n as u32;
         r.ahead = n as u32;
         r
@@ -464,7 +489,7 @@ impl Ring {
                 left -= k;
             }
             v.resize(size, 0);
-            r.storage = v.into_boxed_slice();
+            r.storage = HugeBytes::from_box(v.into_boxed_slice());
         }
         r.len = n as u32;
         r.ahead = n as u32;
@@ -604,6 +629,27 @@ mod tests {
             (r.allocated_bytes(), r.to_vec()),
             (STORAGE_MIN_BYTES, b"again".to_vec())
         );
+    }
+
+    #[test]
+    fn tail_addr_is_where_the_next_push_stores_its_first_byte_across_the_wrap() {
+        let mut r = Ring::new(8);
+        // No storage: the empty box's address, never read.
+        assert_eq!(r.tail_addr(), r.storage.as_ptr());
+        r.push(b"123456");
+        let base = r.storage.as_ptr() as usize;
+        let size = r.storage.len();
+        assert_eq!(r.tail_addr() as usize, base + 6);
+        // Read everything but one byte, then fill past the end of the storage: the tail
+        // wraps to the front.
+        r.consume(5);
+        r.push(&vec![b'z'; size - 6]);
+        assert_eq!(r.tail_addr() as usize, base, "head + len = size wraps to 0");
+        r.push(b"ab");
+        assert_eq!(r.tail_addr() as usize, base + 2);
+        let mut out = vec![0u8; size];
+        let n = r.pop(&mut out);
+        assert_eq!(&out[n - 2..n], b"ab", "the bytes went where the tail said");
     }
 
     #[test]

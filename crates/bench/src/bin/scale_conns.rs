@@ -2,12 +2,14 @@
 //! `bench::scale`).
 //!
 //! `scale_conns N [--exchanges E] [--runs R] [--step-ns S] [--burst B] [--no-lookahead]
-//! [--no-memory] [--ecn]` opens N connections between two stacks, warms every one with one exchange,
+//! [--no-prefetch] [--compare-burst B | --compare-prefetch] [--no-memory] [--ecn]` opens N connections between two stacks, warms every one with one exchange,
 //! then runs R measured loops of E 64-byte request/response exchanges (default E = max(N,
 //! 100,000), R = 5) round-robin over them, and closes them all client first. `--burst B`
 //! puts B exchanges in flight together, each side receiving the other's B frames as one
 //! burst through `stack::RxLookahead` (`--no-lookahead`: the same bursts without it; see
-//! `bench::scale::ScaleOptions`). `--ecn` has both stacks negotiate ECN, so every segment
+//! `bench::scale::ScaleOptions`). `--no-prefetch` turns off the stacks' per-connection
+//! prefetch (`Stack::set_tcp_prefetch`); `--compare-prefetch` runs R rounds of a loop with it
+//! and a loop without on one warmed world and prints both medians. `--ecn` has both stacks negotiate ECN, so every segment
 //! takes the full input path rather than header prediction's (`scripts/bench-hot-bytes.sh`).
 //! It prints `key=value` lines:
 //!
@@ -47,6 +49,9 @@ struct Args {
     memory: bool,
     /// `--compare-burst B`: one world, the three receive modes in rotation (see `compare`).
     compare_burst: Option<usize>,
+    /// `--compare-prefetch`: one world, loops with and without the prefetch alternated
+    /// (see `compare_prefetch`).
+    compare_prefetch: bool,
 }
 
 fn parse() -> Option<Args> {
@@ -62,6 +67,7 @@ fn parse() -> Option<Args> {
         runs: 5,
         memory: true,
         compare_burst: None,
+        compare_prefetch: false,
     };
     while let Some(flag) = it.next() {
         match flag.as_str() {
@@ -71,6 +77,8 @@ fn parse() -> Option<Args> {
             "--step-ns" => a.opts.step_ns = it.next()?.parse().ok()?,
             "--burst" => a.opts.burst = it.next()?.parse().ok().filter(|&b| b > 0)?,
             "--no-lookahead" => a.opts.lookahead = false,
+            "--no-prefetch" => a.opts.prefetch = false,
+            "--compare-prefetch" => a.compare_prefetch = true,
             "--ecn" => a.opts.ecn = true,
             "--compare-burst" => {
                 a.compare_burst = Some(it.next()?.parse().ok().filter(|&b| b > 1)?);
@@ -85,7 +93,8 @@ fn main() -> ExitCode {
     let Some(args) = parse() else {
         eprintln!(
             "usage: scale_conns CONNECTIONS [--exchanges E] [--runs R] [--step-ns S] [--burst B] \
-             [--no-lookahead] [--compare-burst B] [--no-memory] [--ecn]"
+             [--no-lookahead] [--no-prefetch] [--compare-burst B | --compare-prefetch] \
+             [--no-memory] [--ecn]"
         );
         return ExitCode::from(2);
     };
@@ -152,6 +161,41 @@ fn compare(w: &mut ScaleWorld, a: &Args, b: usize) -> Result<(), BulkError> {
     Ok(())
 }
 
+/// `--compare-prefetch`: on one warmed world, R rounds of two measured loops each — with
+/// the stacks' per-connection prefetch and without (`ScaleOptions::prefetch`), in the mode
+/// the other flags give (`--burst`) — so both share the memory layout and the machine's
+/// load; prints each loop and the medians of thread CPU ns per frame, and their ratio.
+fn compare_prefetch(w: &mut ScaleWorld, a: &Args) -> Result<(), BulkError> {
+    let n = a.opts.connections;
+    let mut cpu: [Vec<f64>; 2] = Default::default();
+    for r in 0..a.runs {
+        for (k, on) in [true, false].into_iter().enumerate() {
+            w.opts.prefetch = on;
+            let cpu0 = thread_cpu_ns();
+            let c = scale_loop(w, a.exchanges)?;
+            let t = cpu0.and_then(|t0| Some(thread_cpu_ns()?.saturating_sub(t0)));
+            let ns = t.map_or(f64::NAN, |t| t as f64 / c.frames.max(1) as f64);
+            println!(
+                "compare_run={r} connections={n} burst={} prefetch={on} frames={} \
+                 timer_runs={} cpu_ns_per_frame={ns:.1}",
+                a.opts.burst, c.frames, c.timer_runs
+            );
+            if let Some(v) = cpu.get_mut(k) {
+                v.push(ns);
+            }
+        }
+    }
+    let [with, without] = cpu.map(|mut v| median(&mut v));
+    println!(
+        "compare_prefetch connections={n} burst={} runs={} prefetch_cpu_ns_per_frame={with:.1} \
+         plain_cpu_ns_per_frame={without:.1} prefetch_over_plain={:.3}",
+        a.opts.burst,
+        a.runs,
+        with / without
+    );
+    Ok(())
+}
+
 fn per(bytes: usize, n: usize) -> f64 {
     bytes as f64 / n.max(1) as f64
 }
@@ -183,6 +227,9 @@ fn run(a: &Args) -> Result<(), BulkError> {
     if let Some(b) = a.compare_burst {
         return compare(&mut w, a, b);
     }
+    if a.compare_prefetch {
+        return compare_prefetch(&mut w, a);
+    }
 
     let mut wall_ns_per_frame = Vec::with_capacity(a.runs);
     let mut cpu_ns_per_frame = Vec::with_capacity(a.runs);
@@ -208,11 +255,12 @@ fn run(a: &Args) -> Result<(), BulkError> {
     let median_wall = median(&mut wall_ns_per_frame);
     let median_cpu = median(&mut cpu_ns_per_frame);
     println!(
-        "result connections={n} burst={} lookahead={} exchanges_per_run={} runs={} \
+        "result connections={n} burst={} lookahead={} prefetch={} exchanges_per_run={} runs={} \
          median_ns_per_frame={median_wall:.1} median_cpu_ns_per_frame={median_cpu:.1} \
          frames_per_exchange={frames_per_exchange:.3}",
         a.opts.burst,
         a.opts.burst > 1 && a.opts.lookahead,
+        a.opts.prefetch,
         a.exchanges,
         a.runs
     );
