@@ -511,6 +511,7 @@ impl Connection {
         c.earliest_deadline_ns = c.deadlines_min_ns();
         c.out.rack_present = c.rack.is_some();
         c.out.keepalive_probed = c.timers.keepalive_probes != 0;
+        c.out.held = c.held_hints();
         if !c.recv_buf.is_empty() {
             c.push_event(crate::Event::Readable);
         }
@@ -629,6 +630,7 @@ mod tests {
             rack_present: c.rack.is_some(),
             ..Output::new(0)
         };
+        c.out.held = c.held_hints();
         c.out_rare = OutputRare::new(now);
         c
     }

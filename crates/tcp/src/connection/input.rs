@@ -119,7 +119,7 @@ impl Connection {
             let syn_fully_acked = !ack.lt(self.snd.max);
             if !syn_fully_acked && self.snd.max.gt(self.snd.iss + 1) {
                 let syn_end = self.snd.max;
-                self.info_mut(now).syn_data_end = Some(syn_end);
+                self.info_mut(now).set_syn_data_end(Some(syn_end));
             }
             self.send_buf.consume(data_acked as usize);
             self.snd.buf_seq += data_acked;
@@ -435,7 +435,7 @@ impl Connection {
             self.timers.keepalive_probes = 0;
             self.out.keepalive_probed = false;
         }
-        if self.timers.keepalive_deadline_ns != NEVER {
+        if self.out.held & held::KEEPALIVE != 0 {
             self.start_keepalive(now);
         }
     }
@@ -577,7 +577,7 @@ impl Connection {
             let syn_fully_acked = !ack.lt(self.snd.max);
             if !syn_fully_acked && self.snd.max.gt(self.snd.iss + 1) {
                 let syn_end = self.snd.max;
-                self.info_mut(now).syn_data_end = Some(syn_end);
+                self.info_mut(now).set_syn_data_end(Some(syn_end));
             }
             self.send_buf.consume(data_acked as usize);
             self.snd.buf_seq += data_acked;
@@ -682,7 +682,7 @@ impl Connection {
             if self.snd.una == self.snd.max {
                 self.set_deadline(Deadline::Rtx, NEVER);
                 self.rack_disarm();
-            } else if self.timers.persist_deadline_ns == NEVER {
+            } else if self.out.held & held::PERSIST == 0 {
                 self.set_deadline(
                     Deadline::Rtx,
                     now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
@@ -793,7 +793,7 @@ impl Connection {
             self.snd.wl1 = seq;
             self.snd.wl2 = ack;
             self.snd.max_wnd = self.snd.max_wnd.max(new_wnd_bytes);
-            if new_wnd_bytes > 0 && (was_zero || self.timers.persist_deadline_ns != NEVER) {
+            if new_wnd_bytes > 0 && (was_zero || self.out.held & held::PERSIST != 0) {
                 // The window opened: stop probing.
                 self.set_deadline(Deadline::Persist, NEVER);
                 self.timers.persist_shift = 0;

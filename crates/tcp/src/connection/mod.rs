@@ -69,7 +69,7 @@ pub(crate) use chrono::InfoState;
 pub use tcb::{
     AppFlags, EcnState, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps, ecn_flag,
 };
-pub(crate) use tcb::{FastOpenRole, Output, OutputRare, rebase_instant};
+pub(crate) use tcb::{FastOpenRole, Output, OutputRare, held, rebase_instant};
 
 /// RFC 7323 §5.5: TS.Recent older than 24 days is invalid (the peer's clock may have wrapped).
 const PAWS_IDLE_NS: u64 = 24 * 86_400 * 1_000_000_000;
@@ -708,7 +708,7 @@ impl Connection {
     /// the configuration's pointer is not read (issue 17 item 2).
     fn user_timeout_deadline_ns(&self) -> u64 {
         if self.snd.una == self.snd.max
-            || self.timers.persist_deadline_ns != NEVER
+            || self.out.held & held::PERSIST != 0
             || !self.state.is_synchronized()
             || self.state == State::TimeWait
         {

@@ -407,10 +407,10 @@ impl Connection {
         let room = seg_room * usize::from(segments.max(1));
         let mut max_len = max_len;
         if let Some(info) = self.info.as_mut()
-            && let Some(end) = info.syn_data_end
+            && let Some(end) = info.syn_data_end()
         {
             if !self.snd.una.lt(end) {
-                info.syn_data_end = None;
+                info.set_syn_data_end(None);
             } else if seq.lt(end) {
                 max_len = max_len.min(fwd(seq, end));
             }
@@ -674,7 +674,7 @@ impl Connection {
         let resends_syn_data = self
             .info
             .as_ref()
-            .and_then(|i| i.syn_data_end)
+            .and_then(|i| i.syn_data_end())
             .is_some_and(|end| self.snd.nxt.lt(end));
         // Minshall's Nagle (`Config::nagle_minshall`): a short tail waits only behind an
         // unacknowledged short segment, not behind full ones (nor for the rest of a write

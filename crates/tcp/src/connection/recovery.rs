@@ -207,11 +207,13 @@ impl Connection {
                 // Never-retransmitted data SACKed below data SACKed before: reordering.
                 reord = Some(reord.map_or(low, |r| if low.lt(r) { low } else { r }));
             }
-            if self
+            let inserted = self
                 .scoreboard
-                .insert(b.left, b.right, u32::MAX, SCOREBOARD_RANGES_MAX)
-                .is_err()
-            {
+                .insert(b.left, b.right, u32::MAX, SCOREBOARD_RANGES_MAX);
+            if self.scoreboard.is_allocated() {
+                self.out.held |= held::SCOREBOARD;
+            }
+            if inserted.is_err() {
                 self.rare_counters().rx_sack_blocks_dropped += 1;
             } else if b.right.gt(highest) {
                 highest = b.right;

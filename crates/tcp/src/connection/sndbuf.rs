@@ -93,6 +93,7 @@ impl Connection {
     fn skb_queue(&mut self) -> &mut SkbQueue {
         let write_end = self.write_end();
         let nxt = self.snd.nxt.max(self.snd.buf_seq);
+        self.out.held |= held::SKB;
         self.skb.get_or_insert_with(|| {
             let mut ends = VecDeque::new();
             if write_end.gt(nxt) {

@@ -381,7 +381,11 @@ pub(crate) enum FastOpenRole {
 /// block (`Connection::invariant_violation` checks it), so a segment that owes neither reads
 /// one byte of this line for both. Two hints of cold state ride in its spare bytes (also
 /// checked there): `keepalive_probed` is true exactly when `Timers::keepalive_probes` is not
-/// 0, `rack_present` exactly when the connection has RACK state.
+/// 0, `rack_present` exactly when the connection has RACK state; and `held` says, one bit
+/// each ([`held`]), which of the persist and keepalive deadlines are armed and which of the
+/// out-of-order queue, the SACK scoreboard and the skb queue have their box, so the short
+/// receive path reads one byte here instead of two deadlines and three pointers in other
+/// lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub(crate) struct Output {
@@ -413,6 +417,28 @@ pub(crate) struct Output {
     /// Hint: the connection has RACK state (`Connection::rack` is `Some`, exactly then).
     /// The short receive path tests this instead of `Option<Rack>`'s niche, in a cold line.
     pub(crate) rack_present: bool,
+    /// Hints, [`held`] bits: exactly the deadlines armed and the boxes made that they name
+    /// (`Connection::held_hints` recomputes them; `invariant_violation` compares).
+    pub(crate) held: u8,
+}
+
+/// The bits of [`Output::held`]. Each is set by the writer of what it names: the two
+/// deadlines by `Connection::set_deadline` (their only writer), the three boxes where they
+/// are made (a box, once made, stays for the connection's life).
+pub(crate) mod held {
+    /// `timers.persist_deadline_ns` is armed (not `NEVER`).
+    pub(crate) const PERSIST: u8 = 1;
+    /// `timers.keepalive_deadline_ns` is armed.
+    pub(crate) const KEEPALIVE: u8 = 2;
+    /// The out-of-order queue has its box (it may hold ranges or a FIN).
+    pub(crate) const OOO: u8 = 4;
+    /// The SACK scoreboard has its box (it may hold ranges).
+    pub(crate) const SCOREBOARD: u8 = 8;
+    /// The skb queue exists (`Connection::skb` is `Some`).
+    pub(crate) const SKB: u8 = 16;
+    /// What header prediction must look behind: with none of these set, no persist timer
+    /// runs and neither queue holds anything.
+    pub(crate) const PREDICT: u8 = PERSIST | OOO | SCOREBOARD;
 }
 
 impl Output {
@@ -430,6 +456,7 @@ impl Output {
             rare_owed: false,
             keepalive_probed: false,
             rack_present: false,
+            held: 0,
         }
     }
 }
