@@ -431,9 +431,9 @@ impl Connection {
     #[inline]
     pub(super) fn note_peer_alive(&mut self, now: u64) {
         // The count lies in a line a receiver does not otherwise touch: cleared only when set.
-        if self.out.keepalive_probed {
+        if self.out.held & held::PROBED != 0 {
             self.timers.keepalive_probes = 0;
-            self.out.keepalive_probed = false;
+            self.out.held &= !held::PROBED;
         }
         if self.out.held & held::KEEPALIVE != 0 {
             self.start_keepalive(now);
@@ -564,8 +564,8 @@ impl Connection {
             None
         };
         let rack = self.rack_active();
-        // Without RACK state (`out.rack_present`, in a hot line) there is nothing to deliver.
-        let rack_delivery = if rack && self.out.rack_present {
+        // Without RACK state (`held::RACK` in `out.held`, a hot line) there is nothing to deliver.
+        let rack_delivery = if rack && self.out.held & held::RACK != 0 {
             self.rack_on_ack(now, seg)
         } else {
             crate::rack::Delivery::default()

@@ -283,8 +283,8 @@ pub(crate) const NEVER: u64 = u64::MAX;
 ///   ports, `opts` (ts_ok, sack_ok, snd_wscale, snd_mss), `ts` (recent, recent_age_ns,
 ///   last_ack_sent, offset, rtx_floor), `rcv` (nxt, adv, mss_seen), `snd` (una, max,
 ///   max_wnd, wl1, wl2, wnd), `timers` (keepalive, persist, delack deadlines;
-///   keepalive_probes only when `out.keepalive_probed`), `out` (ack_due, quickacks_left,
-///   rcv_unacked_bytes, events, the hints keepalive_probed and rack_present), `rec`
+///   keepalive_probes only when `held::PROBED`), `out` (ack_due, quickacks_left,
+///   rcv_unacked_bytes, events, the hints byte `held`), `rec`
 ///   (dupacks, in_recovery, recover), `app` (more, fin_received, app_closed), `ooo` and
 ///   `scoreboard` (emptiness, bytes), `recv_buf` (head, len, storage), `config`
 ///   (recv_buffer_bytes, delayed_ack_ns, keepalive, prr, rack, time_wait_ns;
@@ -558,7 +558,7 @@ impl Connection {
     /// handshake's sample.
     pub(crate) fn rack_state(&mut self, now: u64) -> &mut Rack {
         let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns());
-        self.out.rack_present = true;
+        self.out.held |= held::RACK;
         self.rack.get_or_insert_with(|| {
             let mut r = Rack::default();
             if let Some(srtt_ns) = srtt_ns {
@@ -753,9 +753,12 @@ impl Connection {
             return Err(Error::InvalidState);
         }
         if self.config.send_buffer_skb_accounting {
-            return Ok(self.skb_admit(data));
+            let n = self.skb_admit(data);
+            self.note_send_storage();
+            return Ok(n);
         }
         let n = self.send_buf.push(data);
+        self.note_send_storage();
         self.send_cut = n < data.len();
         if n < data.len() {
             // The application waits for room: `tcpi_sndbuf_limited` (`chrono.rs`; its

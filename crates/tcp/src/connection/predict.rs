@@ -232,9 +232,9 @@ impl Connection {
     /// line: ~20 instructions per segment).
     #[inline(always)]
     fn rx_ack_nothing_new(&mut self, now: u64, seg: &TcpRepr<'_>) {
-        // `out.rack_present` first: a connection that never sent data (a receiver) has no
+        // `held::RACK` first: a connection that never sent data (a receiver) has no
         // RACK state, and the hint spares it `Option<Rack>`'s niche, in a cold line.
-        if self.out.rack_present && self.rack_active() {
+        if self.out.held & held::RACK != 0 && self.rack_active() {
             let (una, max) = (self.snd.una, self.snd.max);
             if let Some(r) = self.rack.as_mut() {
                 r.on_dsack_round(una, max, false);

@@ -110,7 +110,7 @@ impl Connection {
     /// sets the reordering timer for the segments not yet old enough to judge.
     pub(super) fn rack_detect_loss(&mut self, now: u64) {
         // The hint first (a hot line): a receiver has no RACK state, and its niche is cold.
-        if !self.out.rack_present {
+        if self.out.held & held::RACK == 0 {
             return;
         }
         let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns());
@@ -131,7 +131,7 @@ impl Connection {
     /// fast recovery on RACK's loss inference), with RFC 6582 §3.2's guard: not for data sent
     /// before a timeout's recovery point, which the timeout's go-back is already resending.
     pub(super) fn rack_maybe_enter_recovery(&mut self, now: u64, mss: u32, flight: u32) {
-        if self.rec.in_recovery || !self.out.rack_present {
+        if self.rec.in_recovery || self.out.held & held::RACK == 0 {
             return;
         }
         let Some(first_lost) = self.rack.as_mut().and_then(|r| r.first_lost()) else {

@@ -433,6 +433,7 @@ impl Connection {
             self.config_mut().send_buffer_bytes = want;
             self.send_buf
                 .set_capacity(self.config.send_ring_capacity_bytes());
+            self.note_send_storage();
         }
     }
 

@@ -84,6 +84,9 @@ impl Connection {
             | bit(self.ooo.is_allocated(), held::OOO)
             | bit(self.scoreboard.is_allocated(), held::SCOREBOARD)
             | bit(self.skb.is_some(), held::SKB)
+            | bit(self.timers.keepalive_probes != 0, held::PROBED)
+            | bit(self.rack.is_some(), held::RACK)
+            | bit(self.send_buf.allocated_bytes() != 0, held::SEND_STORAGE)
     }
 
     /// The minimum of the seven deadlines, read from each (`NEVER` when none is armed).
@@ -155,7 +158,7 @@ impl Connection {
                 return;
             }
         }
-        if self.out.rack_present && self.rack_deadline_ns <= now {
+        if self.out.held & held::RACK != 0 && self.rack_deadline_ns <= now {
             self.rack_disarm();
             self.on_rack_timeout(now);
         }
@@ -327,7 +330,7 @@ impl Connection {
             return;
         }
         self.timers.keepalive_probes += 1;
-        self.out.keepalive_probed = true;
+        self.out.held |= held::PROBED;
         self.out.keepalive_pending = true;
         self.set_deadline(Deadline::Keepalive, now.saturating_add(ka.interval_ns));
     }
