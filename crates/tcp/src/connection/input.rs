@@ -33,7 +33,7 @@ impl Connection {
             self.rare_counters().rx_drop_wrong_port += 1;
             return;
         }
-        if self.skb.is_some() {
+        if self.out.held & held::SKB != 0 {
             self.skb_on_input();
         }
         match self.state {
@@ -534,8 +534,11 @@ impl Connection {
         // With nothing SACKed and no SACK block in the segment the SACK work below changes
         // nothing (no bytes reported, SND.UNA the highest SACKed, no block to record): skip
         // it, as on every ACK of a loss-free transfer.
-        let sack_work = self.opts.sack_ok
-            && (!self.scoreboard.is_empty() || seg.sack_blocks.iter().any(Option::is_some));
+        // Nothing SACKed when the scoreboard has no box (`held::SCOREBOARD`): its pointer,
+        // in another line, is read only behind the bit.
+        let sacked_any = self.out.held & held::SCOREBOARD != 0 && !self.scoreboard.is_empty();
+        let sack_work =
+            self.opts.sack_ok && (sacked_any || seg.sack_blocks.iter().any(Option::is_some));
         let reported_before = if !self.opts.sack_ok {
             u32::from(self.rec.dupacks).saturating_mul(mss)
         } else if sack_work {
@@ -543,8 +546,12 @@ impl Connection {
         } else {
             0
         };
-        let sacked_bytes_before = self.scoreboard.bytes();
-        let prior_fack = if self.scoreboard.is_empty() {
+        let sacked_bytes_before = if sacked_any {
+            self.scoreboard.bytes()
+        } else {
+            0
+        };
+        let prior_fack = if !sacked_any {
             self.snd.una
         } else {
             self.highest_sacked()
@@ -604,7 +611,7 @@ impl Connection {
                 r.on_cumulative_ack(ack);
             }
             // Under skb accounting the wake-up is `sndbuf.rs`'s, after the output.
-            if data_acked > 0 && !self.app.fin_queued && self.skb.is_none() {
+            if data_acked > 0 && !self.app.fin_queued && self.out.held & held::SKB == 0 {
                 self.push_event(Event::Writable);
             }
             if let Some(low) = hole_reord {

@@ -216,6 +216,13 @@ impl Connection {
         !self.app.app_closed && self.config.ooo_segments_max > 0
     }
 
+    /// Whether the out-of-order queue holds a range: its pointer (another line) is read only
+    /// once it has its box ([`held::OOO`]).
+    #[inline]
+    pub(super) fn ooo_holds_ranges(&self) -> bool {
+        self.out.held & held::OOO != 0 && !self.ooo.is_empty()
+    }
+
     /// Sets `out.held`'s [`held::OOO`] once the out-of-order queue has its box (after any
     /// call that may make it: an insertion, a FIN).
     fn note_ooo_box(&mut self) {

@@ -97,7 +97,7 @@ impl Connection {
             || self.ecn.flags != 0
             || self.records.is_some()
             || self.out.held & held::SKB != 0
-            || (self.opts.sack_ok && (!self.ooo.is_empty() || self.dsack_owed()))
+            || (self.opts.sack_ok && (self.ooo_holds_ranges() || self.dsack_owed()))
             || self
                 .info
                 .as_ref()
