@@ -69,6 +69,11 @@ impl OooQueue {
         self.held.get_or_insert_with(Box::default)
     }
 
+    /// True once the queue has its box (made by the first insertion or FIN; it then stays).
+    pub fn is_allocated(&self) -> bool {
+        self.held.is_some()
+    }
+
     /// True when nothing is held.
     #[inline]
     pub fn is_empty(&self) -> bool {

@@ -343,6 +343,15 @@ impl Ring {
         n
     }
 
+    /// [`Ring::commit`] for `n` bytes the caller wrote past the readable ones (with
+    /// [`Ring::write_at`] or [`Ring::write_summed_at`]), which therefore lie in the storage
+    /// and fit the capacity: no clamp, so the capacity is not read.
+    pub fn commit_written(&mut self, n: usize) {
+        debug_assert!(n <= self.free(), "committed bytes were never written");
+        self.len += n as u32;
+        self.ahead = self.ahead.max(self.len);
+    }
+
     /// Copies readable bytes starting `offset` bytes past `head` into `out` without consuming
     /// them; returns the number copied.
     pub fn read_at(&self, offset: usize, out: &mut [u8]) -> usize {

@@ -509,8 +509,7 @@ impl Connection {
             counters_rare,
         };
         c.earliest_deadline_ns = c.deadlines_min_ns();
-        c.out.rack_present = c.rack.is_some();
-        c.out.keepalive_probed = c.timers.keepalive_probes != 0;
+        c.out.held = c.held_hints();
         if !c.recv_buf.is_empty() {
             c.push_event(crate::Event::Readable);
         }
@@ -624,11 +623,8 @@ mod tests {
         };
         c.counters.rx_segments = 11;
         c.rare_counters().fast_retransmits = 2;
-        c.out = Output {
-            keepalive_probed: true,
-            rack_present: c.rack.is_some(),
-            ..Output::new(0)
-        };
+        c.out = Output { ..Output::new(0) };
+        c.out.held = c.held_hints();
         c.out_rare = OutputRare::new(now);
         c
     }

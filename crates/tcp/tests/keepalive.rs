@@ -84,7 +84,7 @@ fn answered_keepalives_keep_an_idle_connection_open() {
 }
 
 /// The probe count lies out of the receiver's hot lines, behind a hint an acceptable segment
-/// tests (`out.keepalive_probed`): unanswered probes are counted, and the answer to them
+/// tests (`held::PROBED` in `out.held`): unanswered probes are counted, and the answer to them
 /// clears the count, with the TCB's invariants (hint and count agreeing among them) holding
 /// at each step.
 #[test]

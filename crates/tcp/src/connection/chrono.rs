@@ -43,20 +43,25 @@ pub(crate) enum Chrono {
 #[repr(C)]
 pub(crate) struct InfoState {
     /// The end of the data our Fast Open SYN carried, while the SYN-ACK left some of it
-    /// unacknowledged: a segment that sends it again ends there, as the SYN's own did (Linux
-    /// retransmits the SYN's data buffer whole, `tcp_rcv_fastopen_synack`). Cleared once
-    /// acknowledged.
-    pub(crate) syn_data_end: Option<SeqNumber>,
+    /// unacknowledged and `syn_data_unacked` is set: a segment that sends it again ends
+    /// there, as the SYN's own did (Linux retransmits the SYN's data buffer whole,
+    /// `tcp_rcv_fastopen_synack`). Cleared once acknowledged. Two fields, not an
+    /// `Option<SeqNumber>`: that one's 4-byte tag would be `Option<InfoState>`'s niche, read
+    /// per data segment; now the niche is `ato_started`, the first `bool`, which a data
+    /// segment writes anyway ([`InfoState::syn_data_end`]).
+    syn_data_end_seq: SeqNumber,
     pub(crate) chrono: Chrono,
-    /// A write found the send buffer full; the sndbuf-limited chronograph starts at the
-    /// next output (application calls carry no clock).
-    pub(crate) sndbuf_full: bool,
     /// The delayed-ACK engine is running (Linux: `icsk_ack.ato` is no longer 0): data has
     /// arrived, or the SYN-ACK found an application write waiting for the connection (data
     /// queued beyond what our SYN carried, all of which it acknowledged; Linux
     /// `sk_write_pending` in `tcp_rcv_synsent_state_process`). Until then no reply makes the
-    /// connection interactive.
+    /// connection interactive. The first `bool` here: `Option<InfoState>`'s niche.
     pub(crate) ato_started: bool,
+    /// `syn_data_end_seq` holds a value.
+    syn_data_unacked: bool,
+    /// A write found the send buffer full; the sndbuf-limited chronograph starts at the
+    /// next output (application calls carry no clock).
+    pub(crate) sndbuf_full: bool,
     /// Interactive (ping-pong) mode, Linux `inet_csk_in_pingpong_mode`: with `ato_started`,
     /// data was sent within the delayed-ACK time of the last data received (or of the
     /// handshake's completion), so the peer's next data is answered by our next reply and
@@ -65,8 +70,10 @@ pub(crate) struct InfoState {
     pub(crate) pingpong: bool,
     /// Linux `tp->reordering`, in segments.
     pub(crate) reordering: u32,
-    /// Segments received carrying data (a GRO frame counts once).
-    pub(crate) rx_data_segments: u64,
+    /// Segments received carrying data (a GRO frame counts once), saturating at
+    /// `u32::MAX` as `tcpi_data_segs_in` does (a `u32`: four bytes written per segment,
+    /// not eight).
+    pub(crate) rx_data_segments: u32,
     /// Segments sent carrying data, retransmissions included, a TSO segment as the wire
     /// segments it is cut into.
     pub(crate) tx_data_segments: u64,
@@ -98,8 +105,20 @@ impl InfoState {
             sndbuf_full: false,
             ato_started: false,
             pingpong: false,
-            syn_data_end: None,
+            syn_data_end_seq: SeqNumber(0),
+            syn_data_unacked: false,
         }
+    }
+
+    /// The end of the Fast Open SYN's data still unacknowledged, if any.
+    pub(crate) fn syn_data_end(&self) -> Option<SeqNumber> {
+        self.syn_data_unacked.then_some(self.syn_data_end_seq)
+    }
+
+    /// Sets (or, with `None`, clears) [`InfoState::syn_data_end`].
+    pub(crate) fn set_syn_data_end(&mut self, end: Option<SeqNumber>) {
+        self.syn_data_unacked = end.is_some();
+        self.syn_data_end_seq = end.unwrap_or(SeqNumber(0));
     }
 
     fn set(&mut self, now: u64, kind: Chrono) {
@@ -181,8 +200,13 @@ impl Connection {
     /// once nothing is left.
     #[inline(always)]
     pub(super) fn chrono_on_ack(&mut self, now: u64, freed: bool) {
+        let freed = freed && self.out.held & held::SKB == 0;
+        // Idle, nothing freed: nothing to stop (`stop` changes only a running chronograph),
+        // and the send queues (another line) need not be read.
+        if !freed && self.info.as_ref().is_none_or(|i| i.chrono == Chrono::Idle) {
+            return;
+        }
         let empty = self.send_queues_empty();
-        let freed = freed && self.skb.is_none();
         let Some(info) = self.info.as_mut() else {
             return;
         };

@@ -67,11 +67,8 @@ impl Connection {
         {
             return Some("out.rare_owed disagrees with the rare output owed");
         }
-        if self.out.keepalive_probed != (self.timers.keepalive_probes != 0) {
-            return Some("out.keepalive_probed disagrees with the keepalive probes count");
-        }
-        if self.out.rack_present != self.rack.is_some() {
-            return Some("out.rack_present disagrees with the RACK state");
+        if self.out.held != self.held_hints() {
+            return Some("out.held disagrees with the state it summarizes");
         }
         if self.snd.nxt.lt(self.snd.una) {
             return Some("SND.NXT < SND.UNA");

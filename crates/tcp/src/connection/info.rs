@@ -254,7 +254,7 @@ impl Connection {
             0 => advmss.min(mss).min(536),
             seen => u32::from(seen),
         };
-        let probing = self.timers.persist_deadline_ns != NEVER;
+        let probing = self.out.held & held::PERSIST != 0;
         let retransmits = if synchronized {
             self.rtt.backoff_shift
         } else {
@@ -341,7 +341,7 @@ impl Connection {
             reord_seen: sat_u32(x.reordering_events),
             delivered: sat_u32(x.delivered_segments),
             delivered_ce: sat_u32(self.rare_counter(|k| k.delivered_ce_segments)),
-            data_segs_in: sat_u32(x.rx_data_segments),
+            data_segs_in: x.rx_data_segments,
             data_segs_out: sat_u32(x.tx_data_segments),
             last_data_recv_ms: sat_u32(now.saturating_sub(x.last_data_rx_ns) / NS_PER_MS),
             busy_time_us: (x.elapsed_ns(now, Chrono::Busy) + rwnd_limited_ns + sndbuf_limited_ns)

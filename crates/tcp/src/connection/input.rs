@@ -33,7 +33,7 @@ impl Connection {
             self.rare_counters().rx_drop_wrong_port += 1;
             return;
         }
-        if self.skb.is_some() {
+        if self.out.held & held::SKB != 0 {
             self.skb_on_input();
         }
         match self.state {
@@ -119,7 +119,7 @@ impl Connection {
             let syn_fully_acked = !ack.lt(self.snd.max);
             if !syn_fully_acked && self.snd.max.gt(self.snd.iss + 1) {
                 let syn_end = self.snd.max;
-                self.info_mut(now).syn_data_end = Some(syn_end);
+                self.info_mut(now).set_syn_data_end(Some(syn_end));
             }
             self.send_buf.consume(data_acked as usize);
             self.snd.buf_seq += data_acked;
@@ -431,11 +431,11 @@ impl Connection {
     #[inline]
     pub(super) fn note_peer_alive(&mut self, now: u64) {
         // The count lies in a line a receiver does not otherwise touch: cleared only when set.
-        if self.out.keepalive_probed {
+        if self.out.held & held::PROBED != 0 {
             self.timers.keepalive_probes = 0;
-            self.out.keepalive_probed = false;
+            self.out.held &= !held::PROBED;
         }
-        if self.timers.keepalive_deadline_ns != NEVER {
+        if self.out.held & held::KEEPALIVE != 0 {
             self.start_keepalive(now);
         }
     }
@@ -534,8 +534,11 @@ impl Connection {
         // With nothing SACKed and no SACK block in the segment the SACK work below changes
         // nothing (no bytes reported, SND.UNA the highest SACKed, no block to record): skip
         // it, as on every ACK of a loss-free transfer.
-        let sack_work = self.opts.sack_ok
-            && (!self.scoreboard.is_empty() || seg.sack_blocks.iter().any(Option::is_some));
+        // Nothing SACKed when the scoreboard has no box (`held::SCOREBOARD`): its pointer,
+        // in another line, is read only behind the bit.
+        let sacked_any = self.out.held & held::SCOREBOARD != 0 && !self.scoreboard.is_empty();
+        let sack_work =
+            self.opts.sack_ok && (sacked_any || seg.sack_blocks.iter().any(Option::is_some));
         let reported_before = if !self.opts.sack_ok {
             u32::from(self.rec.dupacks).saturating_mul(mss)
         } else if sack_work {
@@ -543,8 +546,12 @@ impl Connection {
         } else {
             0
         };
-        let sacked_bytes_before = self.scoreboard.bytes();
-        let prior_fack = if self.scoreboard.is_empty() {
+        let sacked_bytes_before = if sacked_any {
+            self.scoreboard.bytes()
+        } else {
+            0
+        };
+        let prior_fack = if !sacked_any {
             self.snd.una
         } else {
             self.highest_sacked()
@@ -564,8 +571,8 @@ impl Connection {
             None
         };
         let rack = self.rack_active();
-        // Without RACK state (`out.rack_present`, in a hot line) there is nothing to deliver.
-        let rack_delivery = if rack && self.out.rack_present {
+        // Without RACK state (`held::RACK` in `out.held`, a hot line) there is nothing to deliver.
+        let rack_delivery = if rack && self.out.held & held::RACK != 0 {
             self.rack_on_ack(now, seg)
         } else {
             crate::rack::Delivery::default()
@@ -577,7 +584,7 @@ impl Connection {
             let syn_fully_acked = !ack.lt(self.snd.max);
             if !syn_fully_acked && self.snd.max.gt(self.snd.iss + 1) {
                 let syn_end = self.snd.max;
-                self.info_mut(now).syn_data_end = Some(syn_end);
+                self.info_mut(now).set_syn_data_end(Some(syn_end));
             }
             self.send_buf.consume(data_acked as usize);
             self.snd.buf_seq += data_acked;
@@ -604,7 +611,7 @@ impl Connection {
                 r.on_cumulative_ack(ack);
             }
             // Under skb accounting the wake-up is `sndbuf.rs`'s, after the output.
-            if data_acked > 0 && !self.app.fin_queued && self.skb.is_none() {
+            if data_acked > 0 && !self.app.fin_queued && self.out.held & held::SKB == 0 {
                 self.push_event(Event::Writable);
             }
             if let Some(low) = hole_reord {
@@ -682,7 +689,7 @@ impl Connection {
             if self.snd.una == self.snd.max {
                 self.set_deadline(Deadline::Rtx, NEVER);
                 self.rack_disarm();
-            } else if self.timers.persist_deadline_ns == NEVER {
+            } else if self.out.held & held::PERSIST == 0 {
                 self.set_deadline(
                     Deadline::Rtx,
                     now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
@@ -793,7 +800,7 @@ impl Connection {
             self.snd.wl1 = seq;
             self.snd.wl2 = ack;
             self.snd.max_wnd = self.snd.max_wnd.max(new_wnd_bytes);
-            if new_wnd_bytes > 0 && (was_zero || self.timers.persist_deadline_ns != NEVER) {
+            if new_wnd_bytes > 0 && (was_zero || self.out.held & held::PERSIST != 0) {
                 // The window opened: stop probing.
                 self.set_deadline(Deadline::Persist, NEVER);
                 self.timers.persist_shift = 0;

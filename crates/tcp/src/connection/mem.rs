@@ -8,7 +8,24 @@ impl Connection {
     /// Bytes of storage the send and receive rings hold now (out-of-order data lives in the
     /// receive ring's storage, so it is included).
     pub fn buffer_allocated_bytes(&self) -> usize {
-        self.send_buf.allocated_bytes() + self.recv_buf.allocated_bytes()
+        // The send ring's header only when it has storage (`held::SEND_STORAGE`): a
+        // receiver's segments then read no byte of it.
+        let send = if self.out.held & held::SEND_STORAGE != 0 {
+            self.send_buf.allocated_bytes()
+        } else {
+            0
+        };
+        send + self.recv_buf.allocated_bytes()
+    }
+
+    /// Sets `out.held`'s [`held::SEND_STORAGE`] from the send ring, after any call that may
+    /// allocate or free its storage (a write, a capacity change, a release).
+    pub(super) fn note_send_storage(&mut self) {
+        if self.send_buf.allocated_bytes() != 0 {
+            self.out.held |= held::SEND_STORAGE;
+        } else {
+            self.out.held &= !held::SEND_STORAGE;
+        }
     }
 
     /// Bytes the send ring can take without allocating: its allocated storage less what it
@@ -24,8 +41,9 @@ impl Connection {
     /// record table when nothing is in flight; returns the bytes released. The next write
     /// allocates again (`ring`; the record table on the next transmission).
     pub fn release_idle_buffers(&mut self) -> usize {
-        self.send_buf.release_if_empty()
-            + self.recv_buf.release_if_empty()
+        let send = self.send_buf.release_if_empty();
+        self.note_send_storage();
+        send + self.recv_buf.release_if_empty()
             + self.rack.as_mut().map_or(0, Rack::release_if_empty)
     }
 }

@@ -69,7 +69,7 @@ pub(crate) use chrono::InfoState;
 pub use tcb::{
     AppFlags, EcnState, Options, Recovery, RecvSeq, SendSeq, Timers, Timestamps, ecn_flag,
 };
-pub(crate) use tcb::{FastOpenRole, Output, OutputRare, rebase_instant};
+pub(crate) use tcb::{FastOpenRole, Output, OutputRare, held, rebase_instant};
 
 /// RFC 7323 §5.5: TS.Recent older than 24 days is invalid (the peer's clock may have wrapped).
 const PAWS_IDLE_NS: u64 = 24 * 86_400 * 1_000_000_000;
@@ -283,8 +283,8 @@ pub(crate) const NEVER: u64 = u64::MAX;
 ///   ports, `opts` (ts_ok, sack_ok, snd_wscale, snd_mss), `ts` (recent, recent_age_ns,
 ///   last_ack_sent, offset, rtx_floor), `rcv` (nxt, adv, mss_seen), `snd` (una, max,
 ///   max_wnd, wl1, wl2, wnd), `timers` (keepalive, persist, delack deadlines;
-///   keepalive_probes only when `out.keepalive_probed`), `out` (ack_due, quickacks_left,
-///   rcv_unacked_bytes, events, the hints keepalive_probed and rack_present), `rec`
+///   keepalive_probes only when `held::PROBED`), `out` (ack_due, quickacks_left,
+///   rcv_unacked_bytes, events, the hints byte `held`), `rec`
 ///   (dupacks, in_recovery, recover), `app` (more, fin_received, app_closed), `ooo` and
 ///   `scoreboard` (emptiness, bytes), `recv_buf` (head, len, storage), `config`
 ///   (recv_buffer_bytes, delayed_ack_ns, keepalive, prr, rack, time_wait_ns;
@@ -332,25 +332,41 @@ pub struct Connection {
     pub(crate) snd: SendSeq,
     pub(crate) out: Output,
     pub(crate) ts: Timestamps,
+    /// The minimum of the seven deadlines (`timers`' six and `rack_deadline_ns`), `NEVER`
+    /// when none is armed: what `poll_timeout` reads instead of all seven. Kept equal to
+    /// their minimum by [`Connection::set_deadline`], the only writer of any of them. In
+    /// the hot lines: the stack reads it after every input, so a receiver, whose segments
+    /// arm no deadline, touches no line of the deadlines for it.
+    pub(crate) earliest_deadline_ns: u64,
+    // ---- line 2: the configuration's pointer and the seven deadlines ----
     /// The configuration, validated, shared with every connection opened from the same one
     /// (the stack's listeners and active opens, [`crate::config::SharedConfig`]): its fields
     /// are read per segment from one cache line all connections use. A socket option that
     /// changes it copies it first (`Arc::make_mut`, [`Connection::config_mut`]).
     pub(crate) config: SharedConfig,
-    // ---- line 2: the stored earliest deadline and the seven deadlines it is the minimum of ----
-    /// The minimum of the seven deadlines (`timers`' six and `rack_deadline_ns`), `NEVER`
-    /// when none is armed: what `poll_timeout` reads instead of all seven. Kept equal to
-    /// their minimum by [`Connection::set_deadline`], the only writer of any of them.
-    pub(crate) earliest_deadline_ns: u64,
     /// RACK's reordering timer (RFC 8985 §6.2 step 5), `NEVER` when disarmed or without
     /// RACK state. Here, not in [`Rack`]: `poll_timeout` reads it after every input and
     /// output, and in the hot groups it costs no cache line of its own (issue 17 item 2).
     pub(crate) rack_deadline_ns: u64,
     pub(crate) timers: Timers,
-    // ---- loss recovery, the buffer and table headers, pointers, the inline counters ----
+    // ---- loss recovery (its flags in line 4), the receive ring's header and the inline
+    // counters (line 4: with lines 0-1, what a data segment received touches), the send
+    // ring's header, the pointers ----
     pub(crate) rec: Recovery,
-    pub(crate) send_buf: Ring,
     pub(crate) recv_buf: Ring,
+    /// The counters every segment or exchange bumps (segments and payload bytes each way,
+    /// RTT samples, pure and delayed ACKs), inline as 32-bit deltas of the totals
+    /// (`HotCounters`, bumped by [`Connection::count_hot`]): no separate allocation. The
+    /// rest, and the folded part of these, are in `counters_rare`.
+    pub(crate) counters: HotCounters,
+    /// The end of the last short segment of new data sent (Linux `snd_sml`): a payload not a
+    /// whole number of segments. Minshall's Nagle ([`Config::nagle_minshall`]) holds a short
+    /// segment only while this lies in (SND.UNA, SND.NXT]. Starts at ISS (no short segment
+    /// outstanding); an imported connection starts at SND.NXT, which holds as RFC 9293's rule
+    /// does until its flight is acknowledged. Here, after the 28 bytes of `counters`: read per
+    /// data segment sent, and no padding before the send ring's header.
+    pub(crate) snd_sml: SeqNumber,
+    pub(crate) send_buf: Ring,
     pub(crate) ooo: OooQueue,
     /// SACK scoreboard (sender side): ranges above SND.UNA the peer reported holding.
     pub(crate) scoreboard: OooQueue,
@@ -359,11 +375,6 @@ pub struct Connection {
     pub(crate) skb: Option<Box<sndbuf::SkbQueue>>,
     /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
     pub(crate) records: Option<Box<records::RecordEnds>>,
-    /// The counters every segment or exchange bumps (segments and payload bytes each way,
-    /// RTT samples, pure and delayed ACKs), inline as 32-bit deltas of the totals
-    /// (`HotCounters`, bumped by [`Connection::count_hot`]): no separate allocation. The
-    /// rest, and the folded part of these, are in `counters_rare`.
-    pub(crate) counters: HotCounters,
     // ---- tcp_info (its per-segment fields first), then what an ACK of new data reads: the
     // window, the RTT estimate, (after the cold fields, to start RACK's 120 bytes on a line)
     // RACK ----
@@ -378,12 +389,6 @@ pub struct Connection {
     /// that gives it a sample, dropped by a retransmission timeout. Boxed: only CUBIC
     /// connections with HyStart on have one, and inline it took 32 bytes of every TCB.
     pub(crate) hystart: Option<Box<crate::cc::Hystart>>,
-    /// The end of the last short segment of new data sent (Linux `snd_sml`): a payload not a
-    /// whole number of segments. Minshall's Nagle ([`Config::nagle_minshall`]) holds a short
-    /// segment only while this lies in (SND.UNA, SND.NXT]. Starts at ISS (no short segment
-    /// outstanding); an imported connection starts at SND.NXT, which holds as RFC 9293's rule
-    /// does until its flight is acknowledged.
-    pub(crate) snd_sml: SeqNumber,
     /// The last `send` did not fit whole: the application waits for room to write the
     /// rest. Minshall's Nagle then holds the buffer's short tail under RFC 9293's rule: Linux
     /// fills a write's buffers in whole segments before it blocks (`tcp_sendmsg` copies into
@@ -558,7 +563,7 @@ impl Connection {
     /// handshake's sample.
     pub(crate) fn rack_state(&mut self, now: u64) -> &mut Rack {
         let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns());
-        self.out.rack_present = true;
+        self.out.held |= held::RACK;
         self.rack.get_or_insert_with(|| {
             let mut r = Rack::default();
             if let Some(srtt_ns) = srtt_ns {
@@ -708,7 +713,7 @@ impl Connection {
     /// the configuration's pointer is not read (issue 17 item 2).
     fn user_timeout_deadline_ns(&self) -> u64 {
         if self.snd.una == self.snd.max
-            || self.timers.persist_deadline_ns != NEVER
+            || self.out.held & held::PERSIST != 0
             || !self.state.is_synchronized()
             || self.state == State::TimeWait
         {
@@ -753,9 +758,12 @@ impl Connection {
             return Err(Error::InvalidState);
         }
         if self.config.send_buffer_skb_accounting {
-            return Ok(self.skb_admit(data));
+            let n = self.skb_admit(data);
+            self.note_send_storage();
+            return Ok(n);
         }
         let n = self.send_buf.push(data);
+        self.note_send_storage();
         self.send_cut = n < data.len();
         if n < data.len() {
             // The application waits for room: `tcpi_sndbuf_limited` (`chrono.rs`; its

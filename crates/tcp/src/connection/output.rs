@@ -211,7 +211,7 @@ impl Connection {
             return Some(self.ack_repr(now, seq));
         }
         self.arm_tail_loss_probe(now);
-        if self.skb.is_some() {
+        if self.out.held & held::SKB != 0 {
             self.skb_check_space(now);
         }
         None
@@ -336,7 +336,7 @@ impl Connection {
             });
             used += TS_OPTION_BYTES;
         }
-        if with_sack && self.opts.sack_ok && (!self.ooo.is_empty() || self.dsack_owed()) {
+        if with_sack && self.opts.sack_ok && (self.ooo_holds_ranges() || self.dsack_owed()) {
             // RFC 2018 §3: at most 4 blocks, 3 alongside timestamps (40 bytes of options).
             let max_blocks = if self.opts.ts_ok { 3 } else { 4 };
             let mut n = 0;
@@ -407,10 +407,10 @@ impl Connection {
         let room = seg_room * usize::from(segments.max(1));
         let mut max_len = max_len;
         if let Some(info) = self.info.as_mut()
-            && let Some(end) = info.syn_data_end
+            && let Some(end) = info.syn_data_end()
         {
             if !self.snd.una.lt(end) {
-                info.syn_data_end = None;
+                info.set_syn_data_end(None);
             } else if seq.lt(end) {
                 max_len = max_len.min(fwd(seq, end));
             }
@@ -439,7 +439,7 @@ impl Connection {
         }
         let end = seq + n as u32 + u32::from(fin);
         let is_rtx = seq.lt(self.snd.max);
-        if !is_rtx && !probe && n > 0 && self.skb.is_some() && seq == self.snd.nxt {
+        if !is_rtx && !probe && n > 0 && self.out.held & held::SKB != 0 && seq == self.snd.nxt {
             self.skb_on_send(n as u32);
         }
         if self.rack_active() {
@@ -674,7 +674,7 @@ impl Connection {
         let resends_syn_data = self
             .info
             .as_ref()
-            .and_then(|i| i.syn_data_end)
+            .and_then(|i| i.syn_data_end())
             .is_some_and(|end| self.snd.nxt.lt(end));
         // Minshall's Nagle (`Config::nagle_minshall`): a short tail waits only behind an
         // unacknowledged short segment, not behind full ones (nor for the rest of a write

@@ -87,7 +87,6 @@ impl Connection {
             && len <= fwd(self.rcv.nxt, self.rcv.adv) as usize
             && self.ecn.flags == 0
             && !self.rec.in_recovery
-            && self.timers.persist_deadline_ns == NEVER
             && !self.app.app_closed
             && match (self.opts.ts_ok, seg.timestamp) {
                 (false, _) => true,
@@ -95,6 +94,17 @@ impl Connection {
                 (true, None) => false,
             }
             && seg.sack_blocks.iter().all(Option::is_none)
+            // One byte (`out.held`) for a persist timer and both queues: all three checked
+            // only behind a bit, their state lying in lines a receiver does not touch.
+            && (self.out.held & held::PREDICT == 0 || self.predicts_held())
+    }
+
+    /// The conditions behind [`held::PREDICT`]: no persist timer, nothing held out of order,
+    /// nothing on the scoreboard.
+    #[cold]
+    #[inline(never)]
+    fn predicts_held(&self) -> bool {
+        self.timers.persist_deadline_ns == NEVER
             && self.ooo.holds_nothing()
             && self.scoreboard.is_empty()
     }
@@ -147,7 +157,7 @@ impl Connection {
         if seg.payload.is_empty()
             || seg.dst_port != self.local_port
             || seg.src_port != self.remote_port
-            || self.skb.is_some()
+            || self.out.held & held::SKB != 0
             || !self.predicts(seg)
         {
             return SummedInput::Declined;
@@ -222,9 +232,9 @@ impl Connection {
     /// line: ~20 instructions per segment).
     #[inline(always)]
     fn rx_ack_nothing_new(&mut self, now: u64, seg: &TcpRepr<'_>) {
-        // `out.rack_present` first: a connection that never sent data (a receiver) has no
+        // `held::RACK` first: a connection that never sent data (a receiver) has no
         // RACK state, and the hint spares it `Option<Rack>`'s niche, in a cold line.
-        if self.out.rack_present && self.rack_active() {
+        if self.out.held & held::RACK != 0 && self.rack_active() {
             let (una, max) = (self.snd.una, self.snd.max);
             if let Some(r) = self.rack.as_mut() {
                 r.on_dsack_round(una, max, false);

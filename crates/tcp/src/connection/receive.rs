@@ -116,6 +116,7 @@ impl Connection {
                 // RFC 9293 §3.10.7.4 processes segments in sequence order: the FIN is processed
                 // when RCV.NXT reaches it, so it stays with the queued data.
                 self.ooo.set_fin(start + data.len() as u32);
+                self.note_ooo_box();
             }
             // RFC 5681 §4.2: an out-of-order segment triggers an immediate (duplicate) ACK —
             // one per segment, even when a burst is processed before the next poll, or the
@@ -132,6 +133,7 @@ impl Connection {
             // (as out-of-order data would be) for when the hole fills.
             if self.keeps_out_of_order() {
                 self.ooo.set_fin(start);
+                self.note_ooo_box();
             }
             self.out.ack_due = AckDue::Now;
             fin = false;
@@ -156,7 +158,7 @@ impl Connection {
         self.rcv.mss_seen = self.rcv.mss_seen.max(seg_bytes);
         self.count_hot(len_bytes as u32, |k| &mut k.rx_payload_bytes);
         let info = self.info_mut(now);
-        info.rx_data_segments += 1;
+        info.rx_data_segments = info.rx_data_segments.saturating_add(1);
         info.last_data_rx_ns = now;
         info.ato_started = true;
     }
@@ -193,14 +195,17 @@ impl Connection {
     /// its callers (`accept_in_order` and the short paths) as its body was before it had two.
     #[inline(always)]
     pub(super) fn commit_in_order(&mut self, written: usize) {
-        self.recv_buf.commit(written);
+        self.recv_buf.commit_written(written);
         self.advance_rcv_nxt(written as u32);
         self.out.rcv_unacked_bytes = self.out.rcv_unacked_bytes.saturating_add(written as u32);
-        // Pull in out-of-order ranges that are now contiguous (already in the ring).
-        while let Some(right) = self.ooo.pop_contiguous(self.rcv.nxt) {
-            let extra = fwd(self.rcv.nxt, right);
-            self.recv_buf.commit(extra as usize);
-            self.advance_rcv_nxt(extra);
+        // Pull in out-of-order ranges that are now contiguous (already in the ring); a queue
+        // without its box holds none (`out.held`: its pointer lies in another line).
+        if self.out.held & held::OOO != 0 {
+            while let Some(right) = self.ooo.pop_contiguous(self.rcv.nxt) {
+                let extra = fwd(self.rcv.nxt, right);
+                self.recv_buf.commit(extra as usize);
+                self.advance_rcv_nxt(extra);
+            }
         }
         self.push_event(Event::Readable);
     }
@@ -211,6 +216,21 @@ impl Connection {
         !self.app.app_closed && self.config.ooo_segments_max > 0
     }
 
+    /// Whether the out-of-order queue holds a range: its pointer (another line) is read only
+    /// once it has its box ([`held::OOO`]).
+    #[inline]
+    pub(super) fn ooo_holds_ranges(&self) -> bool {
+        self.out.held & held::OOO != 0 && !self.ooo.is_empty()
+    }
+
+    /// Sets `out.held`'s [`held::OOO`] once the out-of-order queue has its box (after any
+    /// call that may make it: an insertion, a FIN).
+    fn note_ooo_box(&mut self) {
+        if self.ooo.is_allocated() {
+            self.out.held |= held::OOO;
+        }
+    }
+
     /// Queues an out-of-order segment's bytes; returns whether they were kept.
     pub(super) fn accept_out_of_order(&mut self, start: SeqNumber, data: &[u8]) -> bool {
         if !self.keeps_out_of_order() {
@@ -218,12 +238,14 @@ impl Connection {
             return false;
         }
         let end = start + data.len() as u32;
-        match self.ooo.insert(
+        let inserted = self.ooo.insert(
             start,
             end,
             self.config.ooo_bytes_max,
             self.config.ooo_segments_max,
-        ) {
+        );
+        self.note_ooo_box();
+        match inserted {
             Ok(()) => {
                 let offset = self.recv_buf.len() + fwd(self.rcv.nxt, start) as usize;
                 let written = self.recv_buf.write_at(offset, data);

@@ -110,7 +110,7 @@ impl Connection {
     /// sets the reordering timer for the segments not yet old enough to judge.
     pub(super) fn rack_detect_loss(&mut self, now: u64) {
         // The hint first (a hot line): a receiver has no RACK state, and its niche is cold.
-        if !self.out.rack_present {
+        if self.out.held & held::RACK == 0 {
             return;
         }
         let srtt_ns = self.rtt.has_sample.then_some(self.rtt.srtt_ns());
@@ -131,7 +131,7 @@ impl Connection {
     /// fast recovery on RACK's loss inference), with RFC 6582 §3.2's guard: not for data sent
     /// before a timeout's recovery point, which the timeout's go-back is already resending.
     pub(super) fn rack_maybe_enter_recovery(&mut self, now: u64, mss: u32, flight: u32) {
-        if self.rec.in_recovery || !self.out.rack_present {
+        if self.rec.in_recovery || self.out.held & held::RACK == 0 {
             return;
         }
         let Some(first_lost) = self.rack.as_mut().and_then(|r| r.first_lost()) else {
@@ -207,11 +207,13 @@ impl Connection {
                 // Never-retransmitted data SACKed below data SACKed before: reordering.
                 reord = Some(reord.map_or(low, |r| if low.lt(r) { low } else { r }));
             }
-            if self
+            let inserted = self
                 .scoreboard
-                .insert(b.left, b.right, u32::MAX, SCOREBOARD_RANGES_MAX)
-                .is_err()
-            {
+                .insert(b.left, b.right, u32::MAX, SCOREBOARD_RANGES_MAX);
+            if self.scoreboard.is_allocated() {
+                self.out.held |= held::SCOREBOARD;
+            }
+            if inserted.is_err() {
                 self.rare_counters().rx_sack_blocks_dropped += 1;
             } else if b.right.gt(highest) {
                 highest = b.right;

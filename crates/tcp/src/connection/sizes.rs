@@ -96,6 +96,7 @@ impl Connection {
         self.replace_config(c);
         self.send_buf
             .set_capacity(self.config.send_ring_capacity_bytes());
+        self.note_send_storage();
     }
 
     /// The application sets the send buffer (Linux `SO_SNDBUF`): as

@@ -93,6 +93,7 @@ impl Connection {
     fn skb_queue(&mut self) -> &mut SkbQueue {
         let write_end = self.write_end();
         let nxt = self.snd.nxt.max(self.snd.buf_seq);
+        self.out.held |= held::SKB;
         self.skb.get_or_insert_with(|| {
             let mut ends = VecDeque::new();
             if write_end.gt(nxt) {
@@ -432,6 +433,7 @@ impl Connection {
             self.config_mut().send_buffer_bytes = want;
             self.send_buf
                 .set_capacity(self.config.send_ring_capacity_bytes());
+            self.note_send_storage();
         }
     }
 

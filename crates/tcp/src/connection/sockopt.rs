@@ -33,7 +33,7 @@ impl Connection {
             self.config_mut().keepalive = keepalive;
         }
         self.timers.keepalive_probes = 0;
-        self.out.keepalive_probed = false;
+        self.out.held &= !held::PROBED;
         self.set_deadline(Deadline::Keepalive, NEVER);
         if self.state.keepalive_may_probe() {
             self.start_keepalive(now);

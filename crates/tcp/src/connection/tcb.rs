@@ -379,9 +379,12 @@ pub(crate) enum FastOpenRole {
 /// Invariants: `dupacks_owed ≤ DUPACKS_OWED_MAX`; `events` holds only the bits of
 /// `event_bit`; `rare_owed` is true exactly when [`OutputRare`] holds a RST or a D-SACK
 /// block (`Connection::invariant_violation` checks it), so a segment that owes neither reads
-/// one byte of this line for both. Two hints of cold state ride in its spare bytes (also
-/// checked there): `keepalive_probed` is true exactly when `Timers::keepalive_probes` is not
-/// 0, `rack_present` exactly when the connection has RACK state.
+/// one byte of this line for both. Hints of cold state ride in its spare byte `held` (also
+/// checked there), one bit each ([`held`]): which of the persist and keepalive deadlines
+/// are armed, which of the out-of-order queue, the SACK scoreboard and the skb queue have
+/// their box, whether keepalive probes are unanswered, RACK state exists and the send ring
+/// has storage — so the short receive path reads one byte here instead of two deadlines,
+/// four pointers, a count and a niche in other lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub(crate) struct Output {
@@ -406,13 +409,38 @@ pub(crate) struct Output {
     pub(crate) fast_open: FastOpenRole,
     /// [`OutputRare`] holds a RST or a D-SACK block to send.
     pub(crate) rare_owed: bool,
-    /// Hint: `Timers::keepalive_probes` is not 0 (exactly then). An acceptable segment
-    /// tests this instead of clearing the count, which lies in a line a receiver does not
-    /// otherwise touch.
-    pub(crate) keepalive_probed: bool,
-    /// Hint: the connection has RACK state (`Connection::rack` is `Some`, exactly then).
-    /// The short receive path tests this instead of `Option<Rack>`'s niche, in a cold line.
-    pub(crate) rack_present: bool,
+    /// Hints, [`held`] bits: exactly the deadlines armed and the boxes made that they name
+    /// (`Connection::held_hints` recomputes them; `invariant_violation` compares).
+    pub(crate) held: u8,
+}
+
+/// The bits of [`Output::held`]. Each is set by the writer of what it names: the two
+/// deadlines by `Connection::set_deadline` (their only writer), the three boxes where they
+/// are made (a box, once made, stays for the connection's life).
+pub(crate) mod held {
+    /// `timers.persist_deadline_ns` is armed (not `NEVER`).
+    pub(crate) const PERSIST: u8 = 1;
+    /// `timers.keepalive_deadline_ns` is armed.
+    pub(crate) const KEEPALIVE: u8 = 2;
+    /// The out-of-order queue has its box (it may hold ranges or a FIN).
+    pub(crate) const OOO: u8 = 4;
+    /// The SACK scoreboard has its box (it may hold ranges).
+    pub(crate) const SCOREBOARD: u8 = 8;
+    /// The skb queue exists (`Connection::skb` is `Some`).
+    pub(crate) const SKB: u8 = 16;
+    /// `Timers::keepalive_probes` is not 0. An acceptable segment tests this instead of
+    /// clearing the count, which lies in a line a receiver does not otherwise touch.
+    pub(crate) const PROBED: u8 = 32;
+    /// The connection has RACK state (`Connection::rack` is `Some`). The short receive
+    /// path tests this instead of `Option<Rack>`'s niche, in a cold line.
+    pub(crate) const RACK: u8 = 64;
+    /// The send ring has storage (`Ring::allocated_bytes` is not 0): a connection that
+    /// never sent data reports its buffers' storage without reading the send ring's header
+    /// (`Connection::buffer_allocated_bytes`, asked after every input).
+    pub(crate) const SEND_STORAGE: u8 = 128;
+    /// What header prediction must look behind: with none of these set, no persist timer
+    /// runs and neither queue holds anything.
+    pub(crate) const PREDICT: u8 = PERSIST | OOO | SCOREBOARD;
 }
 
 impl Output {
@@ -428,8 +456,7 @@ impl Output {
             fast_open: FastOpenRole::None,
             rcv_unacked_bytes: 0,
             rare_owed: false,
-            keepalive_probed: false,
-            rack_present: false,
+            held: 0,
         }
     }
 }

@@ -51,11 +51,18 @@ impl Connection {
     /// or equal minimum then has to be found again.
     #[inline]
     pub(crate) fn set_deadline(&mut self, which: Deadline, t_ns: u64) {
+        let armed = |bit: u8| if t_ns == NEVER { 0 } else { bit };
         let slot = match which {
             Deadline::Rtx => &mut self.timers.rtx_deadline_ns,
-            Deadline::Persist => &mut self.timers.persist_deadline_ns,
+            Deadline::Persist => {
+                self.out.held = self.out.held & !held::PERSIST | armed(held::PERSIST);
+                &mut self.timers.persist_deadline_ns
+            }
             Deadline::Delack => &mut self.timers.delack_deadline_ns,
-            Deadline::Keepalive => &mut self.timers.keepalive_deadline_ns,
+            Deadline::Keepalive => {
+                self.out.held = self.out.held & !held::KEEPALIVE | armed(held::KEEPALIVE);
+                &mut self.timers.keepalive_deadline_ns
+            }
             Deadline::TimeWait => &mut self.timers.time_wait_deadline_ns,
             Deadline::Tlp => &mut self.timers.tlp_deadline_ns,
             Deadline::Rack => &mut self.rack_deadline_ns,
@@ -66,6 +73,20 @@ impl Connection {
         } else if old_ns == self.earliest_deadline_ns {
             self.earliest_deadline_ns = self.deadlines_min_ns();
         }
+    }
+
+    /// `out.held` as the state it summarizes says it must be: for a TCB whose deadlines or
+    /// boxes were written whole (a snapshot's import, tests) and for `invariant_violation`.
+    pub(crate) fn held_hints(&self) -> u8 {
+        let bit = |on: bool, b: u8| if on { b } else { 0 };
+        bit(self.timers.persist_deadline_ns != NEVER, held::PERSIST)
+            | bit(self.timers.keepalive_deadline_ns != NEVER, held::KEEPALIVE)
+            | bit(self.ooo.is_allocated(), held::OOO)
+            | bit(self.scoreboard.is_allocated(), held::SCOREBOARD)
+            | bit(self.skb.is_some(), held::SKB)
+            | bit(self.timers.keepalive_probes != 0, held::PROBED)
+            | bit(self.rack.is_some(), held::RACK)
+            | bit(self.send_buf.allocated_bytes() != 0, held::SEND_STORAGE)
     }
 
     /// The minimum of the seven deadlines, read from each (`NEVER` when none is armed).
@@ -137,7 +158,7 @@ impl Connection {
                 return;
             }
         }
-        if self.out.rack_present && self.rack_deadline_ns <= now {
+        if self.out.held & held::RACK != 0 && self.rack_deadline_ns <= now {
             self.rack_disarm();
             self.on_rack_timeout(now);
         }
@@ -231,7 +252,7 @@ impl Connection {
             || self.snd.nxt != self.snd.max
             || self.rec.in_recovery
             || self.rtt.backoff_shift > 0
-            || self.timers.persist_deadline_ns != NEVER
+            || self.out.held & held::PERSIST != 0
             || self.timers.rtx_deadline_ns == NEVER
             || !matches!(
                 self.state,
@@ -283,7 +304,7 @@ impl Connection {
         self.rec.tlp_pending = true;
         self.rec.tlp_sent = true;
         self.rare_counters().tail_loss_probes += 1;
-        if self.timers.persist_deadline_ns == NEVER {
+        if self.out.held & held::PERSIST == 0 {
             self.set_deadline(
                 Deadline::Rtx,
                 now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
@@ -309,13 +330,13 @@ impl Connection {
             return;
         }
         self.timers.keepalive_probes += 1;
-        self.out.keepalive_probed = true;
+        self.out.held |= held::PROBED;
         self.out.keepalive_pending = true;
         self.set_deadline(Deadline::Keepalive, now.saturating_add(ka.interval_ns));
     }
 
     pub(super) fn arm_persist(&mut self, now: u64) {
-        if self.timers.persist_deadline_ns != NEVER {
+        if self.out.held & held::PERSIST != 0 {
             return;
         }
         // RFC 9293 §3.8.6.1: probe at exponentially growing intervals.

@@ -96,9 +96,12 @@ impl Connection {
             || self.snd.nxt.lt(self.snd.buf_seq)
             || self.ecn.flags != 0
             || self.records.is_some()
-            || self.skb.is_some()
-            || (self.opts.sack_ok && (!self.ooo.is_empty() || self.dsack_owed()))
-            || self.info.as_ref().is_some_and(|i| i.syn_data_end.is_some())
+            || self.out.held & held::SKB != 0
+            || (self.opts.sack_ok && (self.ooo_holds_ranges() || self.dsack_owed()))
+            || self
+                .info
+                .as_ref()
+                .is_some_and(|i| i.syn_data_end().is_some())
         {
             return None;
         }
