@@ -47,7 +47,7 @@ use std::collections::VecDeque;
 use app::{App, Ctx, ShardInfo};
 use nic::{Nic, RxDescriptor, TxChecksum, TxOffload, TxVerdict};
 use rss::Reta;
-use stack::{RxLookahead, RxMeta, SocketEvent, Stack};
+use stack::{RxLookahead, RxMeta, SocketEvent, Stack, earliest_deadline};
 
 pub use handoff::{Conversation, EngineCmd, HostCmd};
 pub use mem_trim::MemTrim;
@@ -515,16 +515,16 @@ impl<A: App> Shard<A> {
         if self.iteration_due() {
             return Some(self.now_ns);
         }
-        [
-            self.stack.poll_timeout(),
-            self.nic.next_deadline(),
-            self.app.poll_timeout(),
-            (self.nic.pool_idle_buffers() > 0).then_some(self.next_pool_reap_ns),
-            self.mem_trim.retry_at_ns(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        // Pairwise, not through an iterator over an array of options: drivers ask after
+        // every activation.
+        let reap = (self.nic.pool_idle_buffers() > 0).then_some(self.next_pool_reap_ns);
+        earliest_deadline(
+            earliest_deadline(self.stack.poll_timeout(), self.nic.next_deadline()),
+            earliest_deadline(
+                earliest_deadline(self.app.poll_timeout(), reap),
+                self.mem_trim.retry_at_ns(),
+            ),
+        )
     }
 
     // ---- the iteration's steps ----
@@ -543,6 +543,16 @@ impl<A: App> Shard<A> {
             self.scheduled = !p.drained;
         }
         let work = descs.len();
+        if work == 1 {
+            // A burst of one has no next frame to look ahead for (the simulator's usual
+            // case: one frame per activation): the look-ahead would only parse and hash it
+            // once more.
+            if let Some(d) = descs.pop() {
+                self.dispatch(now_ns, d);
+            }
+            self.descs = descs;
+            return work;
+        }
         // The burst's next frames' connection state is asked for while this one is
         // processed (`stack::RxLookahead`: hints only, so frames steered elsewhere or held
         // cost a wasted prefetch, nothing more).
