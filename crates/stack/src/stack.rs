@@ -330,6 +330,19 @@ impl Stack {
         )
     }
 
+    /// True when the stack holds nothing a driver's iteration would take from it without new
+    /// input or a due timer ([`Stack::poll_timeout`]'s): no frame queued for transmission, no
+    /// connection with output to flush, no readiness event, no frame caught mid-move waiting
+    /// to be forwarded. Then `poll_transmit*`, `poll_event` and `poll_forward` would all
+    /// return `None` and change nothing, so a driver whose NIC and application are idle too
+    /// may skip the iteration (`shard::Shard::handle_timeout` does).
+    pub fn is_quiescent(&self) -> bool {
+        self.up.egress.tx_len() == 0
+            && self.up.tcp.dirty.len() == 0
+            && !self.up.sockets.has_events()
+            && self.up.tcp.forward.is_empty()
+    }
+
     /// Runs every timer due at `now`: the transmit buffer pool's trim, neighbour retries and
     /// expiry, reassembly timeouts, TCP timers (and moved markers' expiry).
     pub fn handle_timeout(&mut self, now: u64) {
