@@ -118,6 +118,19 @@ impl ShardConfig {
     }
 }
 
+/// What [`Shard::handle_timeout`] checks an idle iteration left alone, in debug builds: the
+/// shard's counters, frames ready, messages ready, left-over flags (poll scheduled, transmit
+/// and application rounds), its deadline, the stack's counters and quiescence.
+type IdleWitness = (
+    ShardCounters,
+    usize,
+    usize,
+    (bool, bool, bool),
+    Option<u64>,
+    stack::Counters,
+    bool,
+);
+
 /// What one shard counted (the NIC queue's and the stack's own counters are theirs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ShardCounters {
@@ -440,8 +453,39 @@ impl<A: App> Shard<A> {
     pub fn handle_timeout(&mut self, now_ns: u64) -> usize {
         self.now_ns = self.now_ns.max(now_ns);
         if self.nothing_due(now_ns) {
+            if cfg!(debug_assertions) {
+                // The claim, checked by every debug run (the test suite's soaks): the whole
+                // iteration would have done nothing.
+                let before = self.idle_witness();
+                let work = self.iterate(now_ns);
+                assert!(
+                    work == 0 && self.idle_witness() == before,
+                    "shard {}: an iteration judged idle at {now_ns} did {work} units of work",
+                    self.info.shard
+                );
+            }
             return 0;
         }
+        self.iterate(now_ns)
+    }
+
+    /// What an idle iteration must leave as it found it (checked in debug builds): the
+    /// counters, the frames and messages ready for the driver, the left-over flags and every
+    /// deadline.
+    fn idle_witness(&self) -> IdleWitness {
+        (
+            self.counters,
+            self.tx_ready.len(),
+            self.outbox.len(),
+            (self.scheduled, self.tx_more, self.app_more),
+            self.poll_timeout(),
+            self.stack.counters(),
+            self.stack.is_quiescent(),
+        )
+    }
+
+    /// [`Shard::handle_timeout`]'s iteration proper.
+    fn iterate(&mut self, now_ns: u64) -> usize {
         if !self.started {
             self.start(now_ns);
         }
