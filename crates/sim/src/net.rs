@@ -25,7 +25,7 @@ use nic::{Nic, NicConfig};
 use offload::{Engine, EngineConfig, HostConfig, HostOffload, Steer};
 use rss::{Reta, RssHasher, RssKey, SymmetricMode};
 use shard::{Msg, Shard, ShardConfig, is_arp_reply};
-use stack::{FourTuple, RssConfig, SocketHandle, Stack, StackConfig};
+use stack::{FourTuple, RssConfig, SocketHandle, Stack, StackConfig, earliest_deadline};
 
 use crate::host::{Host, PortId};
 
@@ -719,15 +719,15 @@ impl<A: App + 'static> Host for ShardedHost<A> {
     }
 
     fn poll_timeout(&self) -> Option<u64> {
-        let engine = self.engine.as_ref().and_then(|e| {
+        // Asked after every activation: folded pairwise, without iterator adapters.
+        let mut at = self.engine.as_ref().and_then(|e| {
             let engine = (!e.failed).then(|| e.engine.poll_timeout()).flatten();
-            [engine, e.host.poll_timeout()].into_iter().flatten().min()
+            earliest_deadline(engine, e.host.poll_timeout())
         });
-        self.shards
-            .iter()
-            .filter_map(Shard::poll_timeout)
-            .chain(engine)
-            .min()
+        for s in &self.shards {
+            at = earliest_deadline(at, s.poll_timeout());
+        }
+        at
     }
 
     fn as_any(&self) -> &dyn Any {

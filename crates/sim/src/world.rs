@@ -9,8 +9,9 @@
 //! third of the heap's pops in the soak's bulk workload were such events); the order of
 //! events is the same. Finding the earliest slot is a scan over the hosts, fine for the
 //! handful of hosts a simulated network has.
-//! Hosts and links live in `Vec`s indexed by their ids and port attachments in a `BTreeMap`:
-//! no hash-map iteration order can leak into behaviour.
+//! Hosts and links live in `Vec`s indexed by their ids, and each host's port attachments in a
+//! `Vec` indexed by port number: no hash-map iteration order can leak into behaviour, and a
+//! transmitted frame finds its link with two indexings.
 
 use crate::fault::{DropReason, FaultRule, Flap};
 use crate::host::{Host, HostId, PortId};
@@ -19,7 +20,7 @@ use crate::rng::SimRng;
 use crate::trace::{Trace, TraceEvent, frame_digest};
 use core::cmp::Ordering;
 use core::fmt;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 
 /// Stream-id namespaces for [`SimRng::fork`], so link and host streams never collide.
 const STREAM_TAG_LINK: u64 = 0x4c49_4e4b << 32; // "LINK"
@@ -146,6 +147,10 @@ struct HostSlot {
     /// The deadline `poll_timeout` gave when the timer was armed (before clamping to the
     /// clock), to tell whether it moved.
     armed_ns: Option<u64>,
+    /// `ports[p]`: the link port `p` is attached to and the direction frames sent from it
+    /// travel (`None`, or past the end: attached to nothing). Grows only as far as the
+    /// highest port connected.
+    ports: Vec<Option<(LinkId, Dir)>>,
 }
 
 struct Link {
@@ -162,8 +167,6 @@ pub struct World {
     rng: SimRng,
     hosts: Vec<HostSlot>,
     links: Vec<Link>,
-    /// (host, port) → the link and the direction frames sent from that end travel.
-    ports: BTreeMap<(HostId, PortId), (LinkId, Dir)>,
     queue: BinaryHeap<Event>,
     next_seq: u64,
     trace: Trace,
@@ -192,7 +195,6 @@ impl World {
             rng: SimRng::new(seed),
             hosts: Vec::new(),
             links: Vec::new(),
-            ports: BTreeMap::new(),
             queue: BinaryHeap::new(),
             next_seq: 0,
             trace: Trace::default(),
@@ -245,6 +247,7 @@ impl World {
             host,
             timer: None,
             armed_ns: None,
+            ports: Vec::new(),
         });
         self.schedule(self.now_ns, EventKind::Wake { host: id });
         id
@@ -273,7 +276,7 @@ impl World {
             if h.index() >= self.hosts.len() {
                 return Err(ConnectError::UnknownHost(h));
             }
-            if self.ports.contains_key(&(h, p)) {
+            if self.port_link(h, p).is_some() {
                 return Err(ConnectError::PortInUse(h, p));
             }
         }
@@ -288,9 +291,28 @@ impl World {
             ends: [a, b],
             channels: [Channel::new(a_to_b, rng_ab), Channel::new(b_to_a, rng_ba)],
         });
-        self.ports.insert(a, (id, Dir::AToB));
-        self.ports.insert(b, (id, Dir::BToA));
+        for ((h, p), dir) in [(a, Dir::AToB), (b, Dir::BToA)] {
+            if let Some(slot) = self.hosts.get_mut(h.index()) {
+                let at = usize::from(p.0);
+                if slot.ports.len() <= at {
+                    slot.ports.resize(at + 1, None);
+                }
+                if let Some(end) = slot.ports.get_mut(at) {
+                    *end = Some((id, dir));
+                }
+            }
+        }
         Ok(id)
+    }
+
+    /// The link `(host, port)` is attached to and the direction its frames travel.
+    fn port_link(&self, host: HostId, port: PortId) -> Option<(LinkId, Dir)> {
+        self.hosts
+            .get(host.index())?
+            .ports
+            .get(usize::from(port.0))
+            .copied()
+            .flatten()
     }
 
     /// Append a fault rule to the chain of one direction. Returns `false` for an unknown link.
@@ -650,7 +672,7 @@ impl World {
     fn transmit(&mut self, host: HostId, port: PortId, frame: Vec<u8>) {
         let now_ns = self.now_ns;
         let len = frame.len();
-        let Some(&(link, dir)) = self.ports.get(&(host, port)) else {
+        let Some((link, dir)) = self.port_link(host, port) else {
             self.counters.drop_no_link += 1;
             self.trace.push(TraceEvent::Drop {
                 at_ns: now_ns,

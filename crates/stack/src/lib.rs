@@ -112,7 +112,7 @@ pub use counters::Counters;
 pub use socket::{
     EchoReply, Readiness, SocketError, SocketEvent, SocketHandle, SocketOption, UdpDatagram,
 };
-pub use stack::{FlowHint, RxLookahead, Stack};
+pub use stack::{FlowHint, RxLookahead, Stack, earliest_deadline};
 /// The TCP engine's per-connection counters, as [`Stack::tcp_counters`] sums them.
 pub use tcp::Counters as TcpCounters;
 pub use tcp_fastopen_client::{CachedServer, ClientCache, ClientSyn};

@@ -218,6 +218,11 @@ impl Sockets {
     }
 
     /// The next readiness notification, if any.
+    /// Readiness notifications are queued (a slot's pending readiness is queued with it).
+    pub(crate) fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     pub(crate) fn poll_event(&mut self) -> Option<SocketEvent> {
         while let Some(index) = self.events.pop_front() {
             let Some(slot) = self.slots.get_mut(index as usize) else {
