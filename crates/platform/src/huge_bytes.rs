@@ -8,20 +8,20 @@
 //! virtualisation). Taken from 2 MiB chunks advised `MADV_HUGEPAGE`, 511 buffers of 4 KiB
 //! share one TLB entry (issue 17).
 //!
-//! Which sizes: a non-zero multiple of 64 bytes up to [`crate::huge_box::SLOT_BYTES_MAX`]
-//! made by [`HugeBytes::zeroed`] takes a chunk slot of exactly that size (one pool per
-//! thread and size, as for boxes); every other buffer, and every buffer made from a `Box<[u8]>`
-//! ([`HugeBytes::from_box`]) or while `RSSTACK_HUGE_BOX=off` (every huge box and buffer) or
-//! `RSSTACK_HUGE_BYTES=off` (these buffers only: comparisons), is an ordinary allocation. The
-//! buffer remembers which in the top bit of its length, so dropping it needs no lookup and
-//! the slice it derefs to is one mask away.
+//! Which buffers: those of exactly [`CHUNK_LEN_BYTES`] (a ring's first allocation, the size
+//! its pool keeps), made by [`HugeBytes::zeroed`] or adopted by [`HugeBytes::from_box`]
+//! (copied into a slot then), are chunk slots; every other length, and every buffer while
+//! `RSSTACK_HUGE_BOX=off` (every huge box and buffer) or `RSSTACK_HUGE_BYTES=off` (these
+//! buffers only: comparisons), is an ordinary allocation. The length alone tells which, so
+//! the slice a buffer derefs to is its pointer and length as they are, and dropping it needs
+//! no lookup.
 //!
 //! The type is 16 bytes, as `Box<[u8]>` is, so a structure that held one keeps its layout.
 
 use core::ptr::NonNull;
 use std::sync::OnceLock;
 
-use crate::huge_box::{SLOT_ALIGN_BYTES, SLOT_BYTES_MAX, chunked, pool_alloc, pool_free};
+use crate::huge_box::{chunked, pool_alloc, pool_free};
 
 /// True unless `RSSTACK_HUGE_BOX=off` or `RSSTACK_HUGE_BYTES=off` (read once).
 fn bytes_chunked() -> bool {
@@ -31,18 +31,18 @@ fn bytes_chunked() -> bool {
     })
 }
 
-/// Set in `tagged_len` when the storage is a chunk slot (lengths stay far below it).
-const CHUNK_TAG: usize = 1 << (usize::BITS - 1);
+/// The one length kept in huge-page chunk slots (module docs).
+pub const CHUNK_LEN_BYTES: usize = 4096;
 
 /// An owned, initialized byte buffer (see the module docs), used as `Box<[u8]>` is.
 ///
 /// Invariant: `ptr` points to `len` initialized bytes this value owns exclusively (dangling
-/// when `len` is 0): a chunk slot of exactly `len` bytes from [`pool_alloc`] when the tag is
-/// set, else the allocation of a `Box<[u8]>` of `len` bytes.
+/// when `len` is 0): a chunk slot of exactly `len` bytes from [`pool_alloc`] when
+/// `len == CHUNK_LEN_BYTES` and [`bytes_chunked`] (fixed once read), else the allocation of a
+/// `Box<[u8]>` of `len` bytes.
 pub struct HugeBytes {
     ptr: NonNull<u8>,
-    /// The length, with [`CHUNK_TAG`] set for a chunk slot.
-    tagged_len: usize,
+    len: usize,
 }
 
 // SAFETY: a `HugeBytes` owns its bytes exclusively, as `Box<[u8]>` does; a chunk slot dropped
@@ -56,35 +56,44 @@ impl HugeBytes {
     pub const fn new() -> HugeBytes {
         HugeBytes {
             ptr: NonNull::dangling(),
-            tagged_len: 0,
+            len: 0,
         }
     }
 
-    /// `len` zero bytes: a huge-page chunk slot when `len` is a slot size (module docs) and
-    /// chunks are on, else an ordinary allocation.
+    /// `len` zero bytes: a huge-page chunk slot when `len` is [`CHUNK_LEN_BYTES`] and chunks
+    /// are on, else an ordinary allocation.
     pub fn zeroed(len: usize) -> HugeBytes {
-        if len > 0 && len % SLOT_ALIGN_BYTES == 0 && len <= SLOT_BYTES_MAX && bytes_chunked() {
+        if len == CHUNK_LEN_BYTES && bytes_chunked() {
             let p = pool_alloc(len);
-            // SAFETY: `p` is a fresh slot of exactly `len` bytes (slot sizes are the requested
-            // size rounded up to 64, and `len` is a multiple of 64), owned by nobody else;
-            // zeroing it makes every byte initialized whatever the slot held before.
+            // SAFETY: `p` is a fresh slot of exactly `len` bytes (a multiple of 64: the slot
+            // size is `len` itself), owned by nobody else; zeroing it makes every byte
+            // initialized whatever the slot held before.
             unsafe { p.as_ptr().write_bytes(0, len) };
-            return HugeBytes {
-                ptr: p,
-                tagged_len: len | CHUNK_TAG,
-            };
+            return HugeBytes { ptr: p, len };
         }
-        HugeBytes::from_box(vec![0u8; len].into_boxed_slice())
+        HugeBytes::adopt(vec![0u8; len].into_boxed_slice())
     }
 
-    /// Takes over `b`'s allocation (an ordinary allocation: never a chunk slot).
+    /// The bytes of `b`: its allocation itself, except at [`CHUNK_LEN_BYTES`] with chunks
+    /// on, where they are copied into a chunk slot (the invariant: that length is always a
+    /// slot).
     pub fn from_box(b: Box<[u8]>) -> HugeBytes {
+        if b.len() == CHUNK_LEN_BYTES && bytes_chunked() {
+            let mut h = HugeBytes::zeroed(CHUNK_LEN_BYTES);
+            h.copy_from_slice(&b);
+            return h;
+        }
+        HugeBytes::adopt(b)
+    }
+
+    /// Takes over `b`'s allocation (callers: not a chunk-slot length with chunks on).
+    fn adopt(b: Box<[u8]>) -> HugeBytes {
         let len = b.len();
         let raw = Box::into_raw(b).cast::<u8>();
         HugeBytes {
             // `Box::into_raw` never returns null.
             ptr: NonNull::new(raw).unwrap_or(NonNull::dangling()),
-            tagged_len: len,
+            len,
         }
     }
 
@@ -95,13 +104,13 @@ impl HugeBytes {
             return Box::from(&self[..]);
         }
         let me = core::mem::ManuallyDrop::new(self);
-        let len = me.len_bytes();
+        let len = me.len;
         if len == 0 {
             return Box::default();
         }
         let slice = core::ptr::slice_from_raw_parts_mut(me.ptr.as_ptr(), len);
-        // SAFETY: untagged and non-empty, so `ptr`/`len` are a `Box<[u8]>`'s allocation
-        // (`from_box`), owned by this value, which is not dropped (ManuallyDrop): ownership
+        // SAFETY: not a chunk slot and non-empty, so `ptr`/`len` are a `Box<[u8]>`'s
+        // allocation (`adopt`), owned by this value, which is not dropped (ManuallyDrop): ownership
         // passes to the box once.
         unsafe { Box::from_raw(slice) }
     }
@@ -109,12 +118,7 @@ impl HugeBytes {
     /// True when the bytes are in a huge-page chunk slot.
     #[inline]
     pub fn in_chunk(&self) -> bool {
-        self.tagged_len & CHUNK_TAG != 0
-    }
-
-    #[inline(always)]
-    fn len_bytes(&self) -> usize {
-        self.tagged_len & !CHUNK_TAG
+        self.len == CHUNK_LEN_BYTES && bytes_chunked()
     }
 }
 
@@ -126,13 +130,13 @@ impl Default for HugeBytes {
 
 impl Drop for HugeBytes {
     fn drop(&mut self) {
-        let len = self.len_bytes();
+        let len = self.len;
         if self.in_chunk() {
             pool_free(self.ptr);
         } else if len > 0 {
             let slice = core::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), len);
-            // SAFETY: untagged and non-empty: a `Box<[u8]>`'s allocation owned by this value
-            // (`from_box`), released once, here.
+            // SAFETY: not a chunk slot and non-empty: a `Box<[u8]>`'s allocation owned by
+            // this value (`adopt`), released once, here.
             drop(unsafe { Box::from_raw(slice) });
         }
     }
@@ -144,7 +148,7 @@ impl core::ops::Deref for HugeBytes {
     fn deref(&self) -> &[u8] {
         // SAFETY: `ptr` points to `len` initialized bytes owned by this value (dangling and
         // aligned for `u8` when `len` is 0), borrowed for `self`'s borrow.
-        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len_bytes()) }
+        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 
@@ -152,18 +156,13 @@ impl core::ops::DerefMut for HugeBytes {
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as `deref`, and `&mut self` makes the borrow exclusive.
-        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len_bytes()) }
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
 impl Clone for HugeBytes {
-    /// A copy of the same kind (a chunk slot for a chunk slot).
+    /// A copy (of the same kind: the kind follows the length).
     fn clone(&self) -> HugeBytes {
-        if self.in_chunk() {
-            let mut c = HugeBytes::zeroed(self.len_bytes());
-            c.copy_from_slice(self);
-            return c;
-        }
         HugeBytes::from_box(Box::from(&self[..]))
     }
 }
@@ -172,7 +171,7 @@ impl core::fmt::Debug for HugeBytes {
     // The bytes themselves (up to a ring's gigabyte) are left out.
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("HugeBytes")
-            .field("len", &self.len_bytes())
+            .field("len", &self.len)
             .field("in_chunk", &self.in_chunk())
             .finish()
     }
@@ -191,24 +190,13 @@ mod tests {
     }
 
     #[test]
-    fn slot_sizes_come_from_chunks_and_others_from_the_heap_and_all_start_zeroed() {
+    fn the_chunk_length_comes_from_chunks_and_others_from_the_heap_and_all_start_zeroed() {
         let on = bytes_chunked();
-        for len in [
-            0usize,
-            1,
-            63,
-            64,
-            100,
-            4096,
-            8192,
-            SLOT_BYTES_MAX,
-            SLOT_BYTES_MAX + 64,
-        ] {
+        for len in [0usize, 1, 64, 100, 4095, 4096, 4160, 8192, 70_000] {
             let b = HugeBytes::zeroed(len);
             assert_eq!(b.len(), len);
             assert!(b.iter().all(|&x| x == 0), "{len} bytes zeroed");
-            let slot_size = len > 0 && len % 64 == 0 && len <= SLOT_BYTES_MAX;
-            assert_eq!(b.in_chunk(), on && slot_size, "{len} bytes");
+            assert_eq!(b.in_chunk(), on && len == CHUNK_LEN_BYTES, "{len} bytes");
             if b.in_chunk() {
                 assert_eq!(b.as_ptr() as usize % 64, 0, "slots are line-aligned");
             }
@@ -228,9 +216,10 @@ mod tests {
             let boxed = b.into_box();
             assert_eq!(&boxed[..], &c[..]);
             let back = HugeBytes::from_box(boxed);
-            assert!(
-                !back.in_chunk(),
-                "a box's allocation stays a heap allocation"
+            assert_eq!(
+                back.in_chunk(),
+                bytes_chunked() && len == CHUNK_LEN_BYTES,
+                "the chunk length is always a slot, any other length the box's allocation"
             );
             assert_eq!(&back[..], &c[..]);
         }

@@ -11,7 +11,8 @@
 //! flight there is nothing to run ahead of. Here, as soon as a path knows which connection
 //! it works on (TCP input right after the lookup found the slot, `tcp_send` and
 //! `tcp_recv` from the handle, the timers before a due connection runs), every line it will
-//! touch is asked for at once, so the misses overlap each other instead:
+//! touch is asked for at once (the TCB's lines, 12 today, the node, two per ring), so the
+//! misses overlap each other instead:
 //!
 //! - every line of the TCB (the pointer is in the slot's first line, which the caller has
 //!   just read or is about to);

@@ -38,6 +38,9 @@ use platform::huge_bytes::HugeBytes;
 /// The first allocation of a ring's storage, bytes (or the capacity, when smaller).
 pub const STORAGE_MIN_BYTES: usize = 4096;
 
+// The first allocation is the one length `HugeBytes` keeps in huge-page chunk slots.
+const _: () = assert!(STORAGE_MIN_BYTES == platform::huge_bytes::CHUNK_LEN_BYTES);
+
 /// Buffers of [`STORAGE_MIN_BYTES`] the per-thread pool keeps for reuse (a shard is one
 /// thread: 1 MiB at most per shard); more are freed.
 pub const POOL_BUFFERS_MAX: usize = 256;
@@ -449,7 +452,8 @@ impl Ring {
     /// [`Ring::from_pieces`] builds it, with `v`'s allocation as the storage: `more` is
     /// appended and the rest of the storage size ([`storage_bytes_for`]) zero-filled in place,
     /// so when `v`'s capacity is at least that size nothing of `v` is copied. (A smaller
-    /// capacity grows `v` first, which may copy it once.)
+    /// capacity grows `v` first, which may copy it once; storage of [`STORAGE_MIN_BYTES`] is
+    /// copied once into a huge-page chunk slot, `HugeBytes::from_box`.)
     pub fn from_vec(capacity_bytes: usize, mut v: Vec<u8>, more: &[u8]) -> Ring {
         let mut r = Ring::new(capacity_bytes);
         let n = v.len().saturating_add(more.len()).min(r.capacity());
