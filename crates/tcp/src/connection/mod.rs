@@ -317,8 +317,8 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// recovery), `out.challenge_*`, `out.fast_open`, `app.close_reason`, most of `config` and
 /// all counters but the five named. Measured (`crates/bench/README.md`, "Hot state: the
 /// receiver in two lines"): a data segment received in order touches 126 bytes in 4 lines
-/// (0, 1, 4 and `info`'s first), a bulk data segment sent 48 in 2, a request/response
-/// exchange ~513 in 11 of the 12 (see ARCHITECTURE.md, "The TCB").
+/// (0, 1, 4 and `info`'s first), a bulk data segment sent 45 in 2, a request/response
+/// exchange ~481 in 11 of the 12 (see ARCHITECTURE.md, "The TCB").
 #[derive(Debug, Clone)]
 #[repr(C, align(64))]
 pub struct Connection {
