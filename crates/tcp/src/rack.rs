@@ -129,55 +129,81 @@ impl Rack {
 /// `[SND.UNA, SND.MAX)` of a synchronized connection (checked by
 /// `Connection::invariant_violation`); at most [`RECORDS_MAX`] records.
 ///
-/// Aligned to a cache line: its 120 bytes, read on every ACK of new data, take two lines of
+/// Aligned to a cache line: its 86 bytes, read on every ACK of new data, take two lines of
 /// the TCB wherever the fields before it end (test `hot_parts_come_first_without_padding`).
 #[derive(Debug, Clone)]
-#[repr(align(64))]
+#[repr(C, align(64))]
 pub(crate) struct Rack {
+    // `repr(C)`, in this order: what a sender reads per data segment sent (the records'
+    // header, `RACK.fack` and the presence bits) in the first line, the rest of an ACK's
+    // fields after it.
     records: VecDeque<Record>,
-    /// `RACK.xmit_ts` and `RACK.end_seq`: the most recently sent segment known delivered.
-    latest: Option<(u64, SeqNumber)>,
-    /// `RACK.rtt`: the RTT of the most recently sent segment delivered by the latest ACK that
-    /// delivered an eligible one.
-    rtt_ns: u64,
-    /// `RACK.min_RTT` and when it was sampled (windowed minimum, [`MIN_RTT_WINDOW_NS`]).
-    min_rtt: Option<(u64, u64)>,
-    /// `RACK.fack`: the highest right edge delivered so far.
-    fack: Option<SeqNumber>,
+    /// `RACK.fack`: the highest right edge delivered so far, when [`rack_set::FACK`] is set
+    /// ([`Rack::fack`]).
+    fack_seq: SeqNumber,
+    /// Which of the optional values here hold one ([`rack_set`] bits): one byte for five
+    /// `Option`s, whose tags took 4 to 8 bytes each (issue 17 item 2).
+    set: u8,
     /// `RACK.reordering_seen`.
     reordering_seen: bool,
     /// `RACK.reo_wnd_mult` (≥ 1) and `RACK.reo_wnd_persist`.
     reo_wnd_mult: u8,
     reo_wnd_persist: u8,
-    /// `RACK.dsack_round`: SND.NXT when the window last grew on a DSACK.
-    dsack_round: Option<SeqNumber>,
+    /// `RACK.rtt`: the RTT of the most recently sent segment delivered by the latest ACK that
+    /// delivered an eligible one.
+    rtt_ns: u64,
+    /// `RACK.xmit_ts` (with `latest_end_seq`, when [`rack_set::LATEST`] is set): the most
+    /// recently sent segment known delivered ([`Rack::latest`]).
+    latest_xmit_ns: u64,
+    /// `RACK.min_RTT` and when it was sampled (windowed minimum, [`MIN_RTT_WINDOW_NS`]),
+    /// when [`rack_set::MIN_RTT`] is set ([`Rack::min_rtt`]).
+    min_rtt_value_ns: u64,
+    min_rtt_at_ns: u64,
+    /// `RACK.end_seq`, with `latest_xmit_ns`.
+    latest_end_seq: SeqNumber,
+    /// `RACK.dsack_round`: SND.NXT when the window last grew on a DSACK, when
+    /// [`rack_set::DSACK_ROUND`] is set ([`Rack::dsack_round`]).
+    dsack_round_seq: SeqNumber,
+    /// The right edge of the highest record holding a retransmission, if one is recorded
+    /// ([`rack_set::RTX_RIGHT`], [`Rack::rtx_right`]): every record from there on is an
+    /// original transmission, and originals are sent in sequence order, so their send times
+    /// never decrease along the table. Loss detection stops at the first of them not sent
+    /// before `RACK.xmit_ts`.
+    rtx_right_seq: SeqNumber,
     /// The connection is recovering from a retransmission timeout (until SND.UNA passes the
     /// recovery point): RFC 8985's "RTO recovery".
     pub rto_recovery: bool,
-    /// The right edge of the highest record holding a retransmission, if one is recorded:
-    /// every record from there on is an original transmission, and originals are sent in
-    /// sequence order, so their send times never decrease along the table. Loss detection
-    /// stops at the first of them not sent before `RACK.xmit_ts`.
-    rtx_right: Option<SeqNumber>,
     /// False only when no record is lost: the queries behind every ACK (`first_lost`, the
     /// pipe, NextSeg) then skip the scan.
     lost_hint: bool,
+}
+
+/// The bits of `Rack::set`: which optional value holds one.
+mod rack_set {
+    pub(super) const LATEST: u8 = 1;
+    pub(super) const MIN_RTT: u8 = 2;
+    pub(super) const FACK: u8 = 4;
+    pub(super) const DSACK_ROUND: u8 = 8;
+    pub(super) const RTX_RIGHT: u8 = 16;
 }
 
 impl Default for Rack {
     fn default() -> Self {
         Rack {
             records: VecDeque::new(),
-            latest: None,
             rtt_ns: 0,
-            min_rtt: None,
-            fack: None,
+            latest_xmit_ns: 0,
+            min_rtt_value_ns: 0,
+            min_rtt_at_ns: 0,
+            latest_end_seq: SeqNumber(0),
+            fack_seq: SeqNumber(0),
+            dsack_round_seq: SeqNumber(0),
+            rtx_right_seq: SeqNumber(0),
+            set: 0,
             reordering_seen: false,
             reo_wnd_mult: 1,
             reo_wnd_persist: 0,
-            dsack_round: None,
             rto_recovery: false,
-            rtx_right: None,
             lost_hint: false,
         }
     }
@@ -203,15 +229,69 @@ pub struct RackPathState {
 impl Rack {
     /// Fresh state with the path properties of `path` (a snapshot's) at `now`.
     pub(crate) fn with_path(path: &RackPathState, now: u64) -> Rack {
-        Rack {
-            min_rtt: path
-                .min_rtt_ns
-                .map(|m| (m, now.saturating_sub(path.min_rtt_age_ns))),
+        let mut r = Rack {
             reordering_seen: path.reordering_seen,
             reo_wnd_mult: path.reo_wnd_mult.max(1),
             reo_wnd_persist: path.reo_wnd_persist.min(REO_WND_PERSIST),
             ..Rack::default()
-        }
+        };
+        r.set_min_rtt(
+            path.min_rtt_ns
+                .map(|m| (m, now.saturating_sub(path.min_rtt_age_ns))),
+        );
+        r
+    }
+
+    /// `(RACK.xmit_ts, RACK.end_seq)`, once a delivery set them.
+    fn latest(&self) -> Option<(u64, SeqNumber)> {
+        (self.set & rack_set::LATEST != 0).then_some((self.latest_xmit_ns, self.latest_end_seq))
+    }
+
+    fn set_latest(&mut self, v: (u64, SeqNumber)) {
+        (self.latest_xmit_ns, self.latest_end_seq) = v;
+        self.set |= rack_set::LATEST;
+    }
+
+    /// `(RACK.min_RTT, when sampled)`, once sampled.
+    fn min_rtt(&self) -> Option<(u64, u64)> {
+        (self.set & rack_set::MIN_RTT != 0).then_some((self.min_rtt_value_ns, self.min_rtt_at_ns))
+    }
+
+    fn set_min_rtt(&mut self, v: Option<(u64, u64)>) {
+        let (m, at) = v.unwrap_or((0, 0));
+        (self.min_rtt_value_ns, self.min_rtt_at_ns) = (m, at);
+        self.set = self.set & !rack_set::MIN_RTT | if v.is_some() { rack_set::MIN_RTT } else { 0 };
+    }
+
+    /// `RACK.fack`, once anything was delivered.
+    fn fack(&self) -> Option<SeqNumber> {
+        (self.set & rack_set::FACK != 0).then_some(self.fack_seq)
+    }
+
+    /// `RACK.dsack_round`, while a round runs.
+    fn dsack_round(&self) -> Option<SeqNumber> {
+        (self.set & rack_set::DSACK_ROUND != 0).then_some(self.dsack_round_seq)
+    }
+
+    fn set_dsack_round(&mut self, v: Option<SeqNumber>) {
+        self.dsack_round_seq = v.unwrap_or(SeqNumber(0));
+        self.set = self.set & !rack_set::DSACK_ROUND
+            | if v.is_some() {
+                rack_set::DSACK_ROUND
+            } else {
+                0
+            };
+    }
+
+    /// The right edge of the highest record holding a retransmission, if one is recorded.
+    fn rtx_right(&self) -> Option<SeqNumber> {
+        (self.set & rack_set::RTX_RIGHT != 0).then_some(self.rtx_right_seq)
+    }
+
+    fn set_rtx_right(&mut self, v: Option<SeqNumber>) {
+        self.rtx_right_seq = v.unwrap_or(SeqNumber(0));
+        self.set =
+            self.set & !rack_set::RTX_RIGHT | if v.is_some() { rack_set::RTX_RIGHT } else { 0 };
     }
 
     /// Whether anything worth carrying in a snapshot was learnt.
@@ -222,8 +302,8 @@ impl Rack {
     /// The path properties to carry in a snapshot taken at `now`.
     pub(crate) fn path(&self, now: u64) -> RackPathState {
         RackPathState {
-            min_rtt_ns: self.min_rtt.map(|(m, _)| m),
-            min_rtt_age_ns: self.min_rtt.map_or(0, |(_, at)| now.saturating_sub(at)),
+            min_rtt_ns: self.min_rtt().map(|(m, _)| m),
+            min_rtt_age_ns: self.min_rtt().map_or(0, |(_, at)| now.saturating_sub(at)),
             reordering_seen: self.reordering_seen,
             reo_wnd_mult: self.reo_wnd_mult,
             reo_wnd_persist: self.reo_wnd_persist,
@@ -232,7 +312,7 @@ impl Rack {
 
     /// `RACK.min_RTT`, once sampled.
     pub(crate) fn min_rtt_ns(&self) -> Option<u64> {
-        self.min_rtt.map(|(m, _)| m)
+        self.min_rtt().map(|(m, _)| m)
     }
 
     /// Whether data segment reordering has been seen (§6.2 step 3).
@@ -266,9 +346,9 @@ impl Rack {
     /// not used: their 1 ms tick is coarser than RFC 8985 §4 allows on a sub-millisecond
     /// path, where one zero sample would close the reordering window and the ambiguity guard.
     pub(crate) fn note_rtt_sample(&mut self, now: u64, rtt_ns: u64) {
-        match self.min_rtt {
+        match self.min_rtt() {
             Some((m, at)) if rtt_ns > m && now.saturating_sub(at) <= MIN_RTT_WINDOW_NS => {}
-            _ => self.min_rtt = Some((rtt_ns, now)),
+            _ => self.set_min_rtt(Some((rtt_ns, now))),
         }
     }
 
@@ -334,8 +414,8 @@ impl Rack {
 
     /// A record ending at `right` now holds a retransmission.
     fn note_retransmitted_up_to(&mut self, right: SeqNumber) {
-        if self.rtx_right.is_none_or(|r| r.lt(right)) {
-            self.rtx_right = Some(right);
+        if self.rtx_right().is_none_or(|r| r.lt(right)) {
+            self.set_rtx_right(Some(right));
         }
     }
 
@@ -462,9 +542,9 @@ impl Rack {
                 break;
             }
         }
-        if self.rtx_right.is_some_and(|r| r.le(ack)) {
+        if self.rtx_right().is_some_and(|r| r.le(ack)) {
             // Keeps the edge within the window, where sequence comparisons hold.
-            self.rtx_right = None;
+            self.set_rtx_right(None);
         }
     }
 
@@ -488,7 +568,7 @@ impl Rack {
     ) -> Delivery {
         let sacked = scoreboard.ranges();
         let mut delivery = Delivery::default();
-        let fack_before = self.fack;
+        let fack_before = self.fack();
         let min_rtt = self.min_rtt_ns();
         let mut newest: Option<(u64, SeqNumber)> = None;
         let mut sample_min: Option<u64> = None;
@@ -531,8 +611,10 @@ impl Rack {
             if !rtx && fack_before.is_some_and(|f| r.right.lt(f)) {
                 self.reordering_seen = true;
             }
-            if self.fack.is_none_or(|f| r.right.gt(f)) {
-                self.fack = Some(r.right);
+            // RACK.fack advances (fields by hand: the records are borrowed).
+            if self.set & rack_set::FACK == 0 || r.right.gt(self.fack_seq) {
+                self.fack_seq = r.right;
+                self.set |= rack_set::FACK;
             }
             let rtt_ns = now.saturating_sub(r.xmit_ns);
             // The echo tells only for a segment this ACK covers cumulatively: a receiver takes
@@ -579,8 +661,11 @@ impl Rack {
                     .or(last_sacked_rtt)
                     .unwrap_or_else(|| now.saturating_sub(t)),
             };
-            if self.latest.is_none_or(|(lt, ls)| sent_after(t, s, lt, ls)) {
-                self.latest = Some((t, s));
+            if self
+                .latest()
+                .is_none_or(|(lt, ls)| sent_after(t, s, lt, ls))
+            {
+                self.set_latest((t, s));
             }
         }
         delivery
@@ -600,11 +685,11 @@ impl Rack {
         snd_nxt: SeqNumber,
         dsack: bool,
     ) -> bool {
-        if self.dsack_round.is_some_and(|r| !snd_una.lt(r)) {
-            self.dsack_round = None;
+        if self.dsack_round().is_some_and(|r| !snd_una.lt(r)) {
+            self.set_dsack_round(None);
         }
-        if dsack && self.dsack_round.is_none() {
-            self.dsack_round = Some(snd_nxt);
+        if dsack && self.dsack_round().is_none() {
+            self.set_dsack_round(Some(snd_nxt));
             self.reo_wnd_mult = self.reo_wnd_mult.saturating_add(1);
             self.reo_wnd_persist = REO_WND_PERSIST;
             return true;
@@ -647,11 +732,11 @@ impl Rack {
     /// once.
     pub(crate) fn detect_loss(&mut self, now: u64, reo_wnd_ns: u64) -> Detection {
         let mut d = Detection::default();
-        let Some((rack_ns, rack_end)) = self.latest else {
+        let Some((rack_ns, rack_end)) = self.latest() else {
             return d;
         };
         let wait_ns = self.rtt_ns.saturating_add(reo_wnd_ns);
-        let originals_from = self.rtx_right;
+        let originals_from = self.rtx_right();
         for r in self.records.iter_mut() {
             let before = sent_after(rack_ns, rack_end, r.xmit_ns, r.right);
             if !before && originals_from.is_none_or(|o| !r.left.lt(o)) {
@@ -692,7 +777,7 @@ impl Rack {
     /// reo_wnd has passed, and its delivery never advances RACK.xmit_ts.
     pub(crate) fn import_flight(&mut self, left: SeqNumber, right: SeqNumber, now: u64) {
         self.records.clear();
-        self.rtx_right = None;
+        self.set_rtx_right(None);
         self.lost_hint = false;
         if left.lt(right) {
             self.records.push_back(Record {
@@ -792,11 +877,11 @@ impl Rack {
             if r.has(LOST) && !self.lost_hint {
                 return Some("RACK record lost while the lost hint is off");
             }
-            if r.has(RETRANSMITTED) && self.rtx_right.is_none_or(|x| x.lt(r.right)) {
+            if r.has(RETRANSMITTED) && self.rtx_right().is_none_or(|x| x.lt(r.right)) {
                 return Some("RACK retransmission beyond rtx_right");
             }
             if let Some(p) = prev.filter(|p| !p.has(RETRANSMITTED) && !r.has(RETRANSMITTED)) {
-                if self.rtx_right.is_none_or(|x| !p.left.lt(x)) && p.xmit_ns > r.xmit_ns {
+                if self.rtx_right().is_none_or(|x| !p.left.lt(x)) && p.xmit_ns > r.xmit_ns {
                     return Some("RACK originals past the last retransmission out of send order");
                 }
             }

@@ -254,20 +254,22 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// order follows what a segment touches, as measured per byte with
 /// `scripts/bench-hot-bytes.sh` (DHAT; `crates/bench/README.md`, "Hot state, measured"):
 /// - lines 0–1 (offsets 0–127): what both directions read or write — `state`, `app`,
-///   `opts`, `ecn`, the ports, `rcv`, `snd` and `out` (its per-segment bytes first);
-/// - line 2: the stored earliest deadline (`earliest_deadline_ns`, the only time
-///   `poll_timeout` reads), RACK's reordering timer and `timers`' six deadlines, so arming,
-///   disarming and finding a new minimum stay in one line;
-/// - then `timers`' instants, the timestamps (`ts`), loss recovery (`rec`, its per-segment
-///   flags first), the two ring headers, the out-of-order queue and scoreboard pointers, the
-///   configuration's pointer (one copy for all the connections of a listener or stack, copied
-///   on write), the `skb` and `records` pointers tested per segment, and the counters every
-///   segment bumps (`HotCounters`, 32-bit deltas), ending at 420, within seven lines (test
-///   `hot_parts_come_first_without_padding`);
+///   `opts`, `ecn`, the ports, `rcv`, `snd`, `out` (its per-segment bytes first, and the
+///   hints byte `held`: see [`held`]), the timestamps (`ts`) and the stored earliest
+///   deadline (`earliest_deadline_ns`, the only time `poll_timeout` reads, after every
+///   input and output);
+/// - line 2: the configuration's pointer (one copy for all the connections of a listener or
+///   stack, copied on write), RACK's reordering timer and `timers`' six deadlines, so arming,
+///   disarming and finding a new minimum touch this line and line 1;
+/// - then `timers`' instants, loss recovery (`rec`, its per-segment flags last, in line 4),
+///   the receive ring's header and the counters every segment bumps (`HotCounters`, 32-bit
+///   deltas; line 4), `snd_sml`, the send ring's header, the out-of-order queue and
+///   scoreboard pointers, the `skb` and `records` pointers, ending at 392, within seven lines
+///   (test `hot_parts_come_first_without_padding`);
 /// - then the `tcp_info` state (its per-segment fields and its presence niche in its first
 ///   64 bytes), the window (`cc`), the RTT estimate (`rtt`), the cold fields (HyStart's box,
 ///   Minshall's `snd_sml` and `send_cut`), the pointer to the rare counters (boxed by the
-///   first rare event, `count_rare`) and last RACK's state (inline, 120 bytes; `Rack` is
+///   first rare event, `count_rare`) and last RACK's state (inline, 86 bytes; `Rack` is
 ///   aligned to a line, so it takes two). `tcp_info` and RACK were boxes of their own once:
 ///   one more allocation and a pointer to chase per segment.
 ///
@@ -282,11 +284,12 @@ pub(crate) const NEVER: u64 = u64::MAX;
 ///   `rx_ack` → `rx_text_and_fin` → `accept_in_order` → `schedule_ack`): `state`, the
 ///   ports, `opts` (ts_ok, sack_ok, snd_wscale, snd_mss), `ts` (recent, recent_age_ns,
 ///   last_ack_sent, offset, rtx_floor), `rcv` (nxt, adv, mss_seen), `snd` (una, max,
-///   max_wnd, wl1, wl2, wnd), `timers` (keepalive, persist, delack deadlines;
-///   keepalive_probes only when `held::PROBED`), `out` (ack_due, quickacks_left,
-///   rcv_unacked_bytes, events, the hints byte `held`), `rec`
+///   max_wnd, wl1, wl2, wnd), `timers` (the delack deadline; the keepalive and persist
+///   deadlines and keepalive_probes only behind their `held` bits), `out` (ack_due,
+///   quickacks_left, rcv_unacked_bytes, events, the hints byte `held`), `rec`
 ///   (dupacks, in_recovery, recover), `app` (more, fin_received, app_closed), `ooo` and
-///   `scoreboard` (emptiness, bytes), `recv_buf` (head, len, storage), `config`
+///   `scoreboard` (emptiness, bytes: behind their `held` bits), `recv_buf` (head, len,
+///   storage), `config`
 ///   (recv_buffer_bytes, delayed_ack_ns, keepalive, prr, rack, time_wait_ns;
 ///   user_timeout_ns only with data outstanding), `info` (rx_data_segments, last_data_rx_ns, chronographs) and `counters`
 ///   (rx_segments, rx_payload_bytes);
@@ -312,11 +315,10 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// Not touched by any of them: `snd.iss`, `rcv.irs`, `opts.peer_offered_ws`,
 /// `timers.syn_retries`, `timers.persist_shift`, `rec.high_rxt` and the PRR counts (only in
 /// recovery), `out.challenge_*`, `out.fast_open`, `app.close_reason`, most of `config` and
-/// all counters but the five named. Measured (`crates/bench/README.md`, "Hot state,
-/// narrowed"): a data segment received in order touches 191 bytes in 6 lines, a data segment
-/// sent 276 in 11, a request/response exchange ~537 in 11 of the 12; two lines (128 B) for
-/// the first two would need the deadlines and instants narrowed too (see ARCHITECTURE.md,
-/// "The TCB").
+/// all counters but the five named. Measured (`crates/bench/README.md`, "Hot state: the
+/// receiver in two lines"): a data segment received in order touches 126 bytes in 4 lines
+/// (0, 1, 4 and `info`'s first), a bulk data segment sent 45 in 2, a request/response
+/// exchange ~481 in 11 of the 12 (see ARCHITECTURE.md, "The TCB").
 #[derive(Debug, Clone)]
 #[repr(C, align(64))]
 pub struct Connection {
@@ -376,7 +378,7 @@ pub struct Connection {
     /// Record boundaries (`MSG_EOR`, `records.rs`); boxed on the first record.
     pub(crate) records: Option<Box<records::RecordEnds>>,
     // ---- tcp_info (its per-segment fields first), then what an ACK of new data reads: the
-    // window, the RTT estimate, (after the cold fields, to start RACK's 120 bytes on a line)
+    // window, the RTT estimate, (after the cold fields, to start RACK's 86 bytes on a line)
     // RACK ----
     /// What `tcp_info` reports beyond the TCB: chronographs, reordering degree, last data
     /// received, segment counts (`chrono.rs`); created on first use. Inline: every data

@@ -190,7 +190,7 @@ fn hot_parts_come_first_without_padding() {
             "a deadline outside the line"
         );
     }
-    // RACK's 120 bytes start a line: two lines, not three.
+    // RACK's 86 bytes start a line: two lines, not three.
     assert_eq!(
         line_of("rack").0 * 64,
         core::mem::offset_of!(Connection, rack)

@@ -71,7 +71,7 @@ impl Connection {
         if t_ns <= self.earliest_deadline_ns {
             self.earliest_deadline_ns = t_ns;
         } else if old_ns == self.earliest_deadline_ns {
-            self.earliest_deadline_ns = self.deadlines_min_ns();
+            self.earliest_deadline_ns = self.deadlines_min_hinted_ns();
         }
     }
 
@@ -87,6 +87,25 @@ impl Connection {
             | bit(self.timers.keepalive_probes != 0, held::PROBED)
             | bit(self.rack.is_some(), held::RACK)
             | bit(self.send_buf.allocated_bytes() != 0, held::SEND_STORAGE)
+    }
+
+    /// [`Connection::deadlines_min_ns`] for `set_deadline`, whose `out.held` is current: the
+    /// keepalive and persist deadlines are read only when their bits say they are armed
+    /// (a request/response exchange re-finds the minimum twice and read both for nothing).
+    fn deadlines_min_hinted_ns(&self) -> u64 {
+        let mut t = self
+            .timers
+            .rtx_deadline_ns
+            .min(self.timers.tlp_deadline_ns)
+            .min(self.rack_deadline_ns)
+            .min(self.timers.delack_deadline_ns)
+            .min(self.timers.time_wait_deadline_ns);
+        if self.out.held & (held::PERSIST | held::KEEPALIVE) != 0 {
+            t = t
+                .min(self.timers.persist_deadline_ns)
+                .min(self.timers.keepalive_deadline_ns);
+        }
+        t
     }
 
     /// The minimum of the seven deadlines, read from each (`NEVER` when none is armed).
