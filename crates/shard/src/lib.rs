@@ -42,6 +42,7 @@ pub mod msg;
 pub mod neighbour;
 pub mod steer;
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use app::{App, Ctx, ShardInfo};
@@ -210,6 +211,13 @@ pub const POOL_REAP_INTERVAL_NS: u64 = 1_000_000_000;
 /// One shard: NIC queue pair, stack, application, pool and outbox. See the crate docs for the
 /// order a driver calls it in.
 pub struct Shard<A> {
+    /// [`Shard::poll_timeout`]'s last answer while it still holds (`None`: to be computed).
+    /// Every `&mut` entry point that can change what it depends on — the stack, the NIC, the
+    /// application, the move state, the flags, the reap and trim times — clears it; the
+    /// transmit and message polls (which only pop what is ready) and an iteration with
+    /// nothing due (which changes nothing, checked in debug builds) keep it. Debug builds
+    /// check every cached answer against a fresh one.
+    deadline: Cell<Option<Option<u64>>>,
     info: ShardInfo,
     budget_packets: usize,
     tx_offload_in_device: bool,
@@ -286,6 +294,7 @@ impl<A: App> Shard<A> {
             tx_more: false,
             app_more: false,
             now_ns: 0,
+            deadline: Cell::new(None),
             next_pool_reap_ns: 0,
             mem_trim: MemTrim::default(),
             descs: Vec::with_capacity(budget),
@@ -318,6 +327,7 @@ impl<A: App> Shard<A> {
 
     /// The stack, for drivers and tests that call it directly (a test client, a checker).
     pub fn stack_mut(&mut self) -> &mut Stack {
+        self.deadline_changes();
         &mut self.stack
     }
 
@@ -328,6 +338,7 @@ impl<A: App> Shard<A> {
     /// The application, for tests that drive it from outside; the driver must run an
     /// iteration afterwards so new output is polled.
     pub fn app_mut(&mut self) -> &mut A {
+        self.deadline_changes();
         &mut self.app
     }
 
@@ -390,6 +401,7 @@ impl<A: App> Shard<A> {
 
     /// Starts the application (once; later calls do nothing).
     pub fn start(&mut self, now_ns: u64) {
+        self.deadline_changes();
         if std::mem::replace(&mut self.started, true) {
             return;
         }
@@ -409,6 +421,7 @@ impl<A: App> Shard<A> {
 
     /// The NIC queue as a receive view at `now_ns`, for a port that receives into pool buffers.
     pub fn rx_queue(&mut self, now_ns: u64) -> RxQueue<'_> {
+        self.deadline_changes();
         self.now_ns = self.now_ns.max(now_ns);
         RxQueue {
             nic: &mut self.nic,
@@ -418,6 +431,7 @@ impl<A: App> Shard<A> {
 
     /// A message from another shard (or engine), processed now.
     pub fn handle_msg(&mut self, now_ns: u64, msg: Msg) {
+        self.deadline_changes();
         self.now_ns = self.now_ns.max(now_ns);
         self.counters.msgs.count_rx(msg.kind());
         match msg {
@@ -466,7 +480,13 @@ impl<A: App> Shard<A> {
             }
             return 0;
         }
+        self.deadline_changes();
         self.iterate(now_ns)
+    }
+
+    /// Something [`Shard::poll_timeout`] depends on may change: its cached answer is dropped.
+    fn deadline_changes(&mut self) {
+        *self.deadline.get_mut() = None;
     }
 
     /// What an idle iteration must leave as it found it (checked in debug builds): the
@@ -478,7 +498,7 @@ impl<A: App> Shard<A> {
             self.tx_ready.len(),
             self.outbox.len(),
             (self.scheduled, self.tx_more, self.app_more),
-            self.poll_timeout(),
+            self.deadline_now(),
             self.stack.counters(),
             self.stack.is_quiescent(),
         )
@@ -544,6 +564,8 @@ impl<A: App> Shard<A> {
 
     /// A buffer the port is done with (a transmitted frame), back to the stack's frame pool.
     pub fn recycle_tx(&mut self, buf: Vec<u8>) {
+        // The stack's buffer pool schedules its trim by what it holds.
+        self.deadline_changes();
         self.stack.recycle(buf);
     }
 
@@ -571,6 +593,7 @@ impl<A: App> Shard<A> {
     /// Whether the driver should give freed heap memory back to the OS now (once per due
     /// trim; see [`mem_trim`]). A driver that does reports it with [`Shard::note_mem_trim`].
     pub fn poll_mem_trim(&mut self) -> bool {
+        self.deadline_changes();
         self.mem_trim.take()
     }
 
@@ -578,6 +601,7 @@ impl<A: App> Shard<A> {
     /// process's resident size fell by `resident_released_bytes` meanwhile (counted
     /// `mem_trims`, `mem_trim_released_bytes`).
     pub fn note_mem_trim(&mut self, resident_released_bytes: u64) {
+        self.deadline_changes();
         self.counters.mem_trims += 1;
         self.counters.mem_trim_released_bytes += resident_released_bytes;
     }
@@ -585,7 +609,26 @@ impl<A: App> Shard<A> {
     /// When the shard next needs [`Shard::handle_timeout`]: now (the time of the latest call)
     /// while work is pending, else the earliest of the stack's timers, the NIC's moderation and
     /// coalescing deadlines and the application's own deadline.
+    ///
+    /// Drivers ask after every activation, of every shard of a host: the answer is cached
+    /// until something it depends on may change (see the `deadline` field).
     pub fn poll_timeout(&self) -> Option<u64> {
+        if let Some(at) = self.deadline.get() {
+            debug_assert_eq!(
+                at,
+                self.deadline_now(),
+                "shard {}: cached deadline is stale",
+                self.info.shard
+            );
+            return at;
+        }
+        let at = self.deadline_now();
+        self.deadline.set(Some(at));
+        at
+    }
+
+    /// [`Shard::poll_timeout`] computed afresh.
+    fn deadline_now(&self) -> Option<u64> {
         if self.iteration_due() {
             return Some(self.now_ns);
         }

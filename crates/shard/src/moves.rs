@@ -160,6 +160,8 @@ impl<A: App> Shard<A> {
     /// The driver's port has no frame waiting for this shard (it read until empty): a bucket
     /// moving out can finish once the NIC queue has drained too. Drivers without a port queue
     /// of their own (the simulator feeds the NIC directly) call it before every iteration.
+    /// The flag it sets is read by the move steps only, never by [`Shard::poll_timeout`], so
+    /// the cached deadline stays.
     pub fn note_port_empty(&mut self) {
         for o in &mut self.moves.outgoing {
             o.port_clear = true;
