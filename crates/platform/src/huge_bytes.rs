@@ -37,8 +37,8 @@ pub const CHUNK_LEN_BYTES: usize = 4096;
 /// An owned, initialized byte buffer (see the module docs), used as `Box<[u8]>` is.
 ///
 /// Invariant: `ptr` points to `len` initialized bytes this value owns exclusively (dangling
-/// when `len` is 0): a chunk slot of exactly `len` bytes from [`pool_alloc`] when
-/// `len == CHUNK_LEN_BYTES` and [`bytes_chunked`] (fixed once read), else the allocation of a
+/// when `len` is 0): a chunk slot of exactly `len` bytes from `pool_alloc` when
+/// `len == CHUNK_LEN_BYTES` and `bytes_chunked` (fixed once read), else the allocation of a
 /// `Box<[u8]>` of `len` bytes.
 pub struct HugeBytes {
     ptr: NonNull<u8>,
