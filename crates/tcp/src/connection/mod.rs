@@ -255,7 +255,7 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// `scripts/bench-hot-bytes.sh` (DHAT; `crates/bench/README.md`, "Hot state, measured"):
 /// - lines 0–1 (offsets 0–127): what both directions read or write — `state`, `app`,
 ///   `opts`, `ecn`, the ports, `rcv`, `snd`, `out` (its per-segment bytes first, and the
-///   hints byte `held`: see [`held`]), the timestamps (`ts`) and the stored earliest
+///   hints byte `held`: see `held`), the timestamps (`ts`) and the stored earliest
 ///   deadline (`earliest_deadline_ns`, the only time `poll_timeout` reads, after every
 ///   input and output);
 /// - line 2: the configuration's pointer (one copy for all the connections of a listener or
