@@ -43,14 +43,22 @@ pub fn with_capacity_huge<T>(capacity: usize) -> Vec<T> {
     v
 }
 
-/// As `v.reserve(additional)` (the capacity at least doubles when it grows), with the new
-/// buffer from [`with_capacity_huge`]: the elements are moved into it after the advice.
+/// As `v.reserve(additional)`, with the new buffer from [`with_capacity_huge`]: the
+/// elements are moved into it after the advice. The new capacity follows `Vec`'s amortized
+/// rule (twice the old, at least what is needed, at least 8 / 4 / 1 elements by size), so a
+/// vector grown through here ends with the capacity `Vec` itself would give it.
 pub fn reserve_huge<T>(v: &mut Vec<T>, additional: usize) {
     let need = v.len().saturating_add(additional);
     if need <= v.capacity() {
         return;
     }
-    let mut grown = with_capacity_huge(need.max(v.capacity().saturating_mul(2)));
+    let min_cap = match core::mem::size_of::<T>() {
+        1 => 8,
+        s if s <= 1024 => 4,
+        _ => 1,
+    };
+    let cap = need.max(v.capacity().saturating_mul(2)).max(min_cap);
+    let mut grown = with_capacity_huge(cap);
     grown.append(v);
     *v = grown;
 }
@@ -78,6 +86,22 @@ fn advise(_p: *const u8, _len: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserve_grows_to_the_capacity_vec_itself_would() {
+        // A first element at index 2, then jumps past the capacity: the sequence a slot-indexed
+        // array sees.
+        for needs in [[3usize, 5, 9, 40, 41, 300], [1, 2, 3, 17, 18, 19]] {
+            let (mut ours, mut std): (Vec<[u8; 24]>, Vec<[u8; 24]>) = (Vec::new(), Vec::new());
+            for n in needs {
+                let more = n - ours.len();
+                reserve_huge(&mut ours, more);
+                ours.resize(n, [0; 24]);
+                std.resize(n, [0; 24]);
+                assert_eq!(ours.capacity(), std.capacity(), "after growing to {n}");
+            }
+        }
+    }
 
     #[test]
     fn reserve_keeps_every_element_and_at_least_doubles() {

@@ -11,12 +11,15 @@
 //! flight there is nothing to run ahead of. Here, as soon as a path knows which connection
 //! it works on (TCP input right after the lookup found the slot, `tcp_send` and
 //! `tcp_recv` from the handle, the timers before a due connection runs), every line it will
-//! touch is asked for at once (the TCB's lines, 12 today, the node, two per ring), so the
+//! touch is asked for at once (the TCB's lines, 12 today, the node, the table entry, two
+//! per ring), so the
 //! misses overlap each other instead:
 //!
 //! - every line of the TCB (the pointer is in the slot's first line, which the caller has
 //!   just read or is about to);
 //! - the connection's timer-wheel node (indexed by the slot: no dependency);
+//! - the connection-table entry its segments are looked up at (the hash is in the slot's
+//!   second line): after a send, the answer's lookup finds it cached;
 //! - the line each ring's next write stores to and the one after it (`tcp::Connection::
 //!   ring_tail_addrs`: the ring headers are in the TCB, so these wait for that line, and are
 //!   issued last, once the independent requests are out). The send ring's tail is where the
@@ -99,6 +102,9 @@ fn prefetch_conn_state(tcp: &TcpTable, sockets: &Sockets, i: usize) {
         prefetch_line(tcb.wrapping_add(k * CACHE_LINE_BYTES));
     }
     tcp.timers.prefetch_node(i);
+    // The table entry a segment for it will be looked up at (the hash is in the slot's
+    // second line): after a send, the answer's lookup finds it cached.
+    tcp.conns.prefetch_home(c.table_hash());
     // Last: these read the ring headers, a TCB line just asked for.
     for a in c.conn.ring_tail_addrs() {
         prefetch_line(a);

@@ -149,6 +149,12 @@ impl ConnSock {
         }
     }
 
+    /// The connection-table hash of its key (read from the slot's second line).
+    #[inline(always)]
+    pub(crate) fn table_hash(&self) -> u32 {
+        self.rest.table_hash()
+    }
+
     /// The connection's table key.
     #[inline(always)]
     pub(crate) fn key(&self) -> FlowKey {

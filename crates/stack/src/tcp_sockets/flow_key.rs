@@ -166,6 +166,14 @@ pub(crate) struct KeyRest {
     remote_tail: [u8; 12],
 }
 
+impl KeyRest {
+    /// The key's connection-table hash ([`FlowKey::table_hash`]).
+    #[inline(always)]
+    pub(crate) fn table_hash(&self) -> u32 {
+        self.table_hash
+    }
+}
+
 /// A 4-tuple in 38 bytes (a [`FourTuple`] is 64: two `SocketAddr`s, room for IPv6 flow
 /// information and scope): its [`TupleHead`], then the last twelve bytes of each address
 /// (zero for IPv4). IPv6 flow information and scope are not kept: the table matches
