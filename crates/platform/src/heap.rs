@@ -37,11 +37,14 @@ impl Trim {
 pub const TRIM_SUPPORTED: bool = cfg!(all(target_os = "linux", target_env = "gnu"));
 
 /// Returns the allocator's free memory to the OS where the C library can (glibc's
-/// `malloc_trim(0)`); a no-op elsewhere. Costs a walk of every arena and a system call per
+/// `malloc_trim(0)`; a no-op elsewhere), and the empty huge-page chunks the calling
+/// thread's pools keep (`huge_box::release_kept_chunks`; call it on the thread that
+/// allocates from them, a shard's own). Costs a walk of every arena and a system call per
 /// released range: call it after memory was freed, not per operation.
 pub fn trim_heap() -> Trim {
     let resident_before_bytes = resident_bytes().ok();
-    let released = malloc_trim();
+    let released = crate::huge_box::release_kept_chunks() > 0;
+    let released = malloc_trim() || released;
     let resident_after_bytes = resident_bytes().ok();
     Trim {
         released,

@@ -276,18 +276,39 @@ impl Drop for ThreadPools {
         for pool in &self.0 {
             let mut st = lock(pool);
             st.orphaned = true;
-            let empty: Vec<usize> = st
-                .chunks
-                .iter()
-                .filter(|(_, c)| c.live == 0)
-                .map(|(&b, _)| b)
-                .collect();
-            for base in empty {
-                st.empty -= 1;
-                unmap_chunk(&mut st, base);
-            }
+            unmap_empty_chunks(&mut st);
         }
     }
+}
+
+/// Unmaps every chunk of a pool with no slot in use; returns how many.
+fn unmap_empty_chunks(st: &mut PoolState) -> usize {
+    let empty: Vec<usize> = st
+        .chunks
+        .iter()
+        .filter(|(_, c)| c.live == 0)
+        .map(|(&b, _)| b)
+        .collect();
+    for &base in &empty {
+        st.empty -= 1;
+        unmap_chunk(st, base);
+    }
+    empty.len()
+}
+
+/// Gives back the empty chunks the calling thread's pools keep for their next allocations
+/// (at most one per pool); returns the bytes unmapped. For a thread that frees memory after
+/// a burst (`heap::trim_heap` calls it): a kept chunk is 2 MiB of resident memory per pool,
+/// and chunks on huge pages are resident whole. The next allocation maps a chunk again.
+pub fn release_kept_chunks() -> usize {
+    POOLS.with(|p| {
+        let pools = p.borrow();
+        let mut chunks = 0;
+        for pool in &pools.0 {
+            chunks += unmap_empty_chunks(&mut lock(pool));
+        }
+        chunks * CHUNK_BYTES
+    })
 }
 
 fn lock(pool: &Pool) -> MutexGuard<'_, PoolState> {
@@ -585,6 +606,38 @@ mod tests {
             );
             let b = HugeBox::new(Tcb([1; 96]));
             assert_eq!(thread_chunks(), 1, "the kept chunk serves the next box");
+            drop(b);
+        })
+        .join()
+        .expect("thread");
+    }
+
+    #[test]
+    fn released_kept_chunks_leave_none_and_the_next_box_maps_one_again() {
+        std::thread::spawn(|| {
+            let boxes: Vec<HugeBox<Tcb>> =
+                (0..3_000u64).map(|i| HugeBox::new(Tcb([i; 96]))).collect();
+            if !chunked() {
+                return;
+            }
+            let live = HugeBox::new(Tcb([7; 96]));
+            drop(boxes);
+            let kept = thread_chunks();
+            assert!(kept >= 1, "the live box's chunk, and maybe one kept empty");
+            let released = release_kept_chunks();
+            assert_eq!(
+                released,
+                (kept - 1) * CHUNK_BYTES,
+                "only empty chunks go back"
+            );
+            assert_eq!(thread_chunks(), 1, "the chunk holding a live box stays");
+            assert_eq!(live.0[95], 7, "a live box keeps its bytes");
+            drop(live);
+            assert_eq!(thread_chunks(), 1, "an emptied chunk is kept again");
+            assert_eq!(release_kept_chunks(), CHUNK_BYTES);
+            assert_eq!(thread_chunks(), 0);
+            let b = HugeBox::new(Tcb([1; 96]));
+            assert_eq!(thread_chunks(), 1, "the next box maps a chunk");
             drop(b);
         })
         .join()
