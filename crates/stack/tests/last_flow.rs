@@ -23,8 +23,17 @@ fn captured_segment(p: &mut Pair, c: SocketHandle, data: &[u8]) -> Vec<u8> {
     p.captured_a.remove(0)
 }
 
-#[test]
-fn a_segment_for_a_closed_connection_whose_slot_was_reused_is_not_given_to_the_new_owner() {
+/// One connection from A to B's listener on port 80: its first data segment ("one")
+/// delivered and read, so B's last-flow record names its slot; its second ("two")
+/// captured, not delivered, with A still capturing. Returns the pair, the server's
+/// address, the listener, B's socket and the captured frame.
+fn flow_with_a_captured_segment() -> (
+    Pair,
+    core::net::SocketAddr,
+    SocketHandle,
+    SocketHandle,
+    Vec<u8>,
+) {
     let mut p = Pair::new();
     let server = v4(IP_B, 80);
     let l = p.b.tcp_listen(server, 8).expect("listen");
@@ -32,7 +41,6 @@ fn a_segment_for_a_closed_connection_whose_slot_was_reused_is_not_given_to_the_n
     p.exchange();
     let (s1, _) = p.b.tcp_accept(l).expect("accept");
     p.capture_a = true;
-    // The first frame makes B's record name s1's slot.
     let f1 = captured_segment(&mut p, c1, b"one");
     p.b.receive(p.now, &f1, &stack::RxMeta::NONE);
     assert_eq!(read_all(&mut p.b, s1), b"one");
@@ -40,6 +48,12 @@ fn a_segment_for_a_closed_connection_whose_slot_was_reused_is_not_given_to_the_n
     p.exchange();
     p.capture_a = true;
     let f2 = captured_segment(&mut p, c1, b"two");
+    (p, server, l, s1, f2)
+}
+
+#[test]
+fn a_segment_for_a_closed_connection_whose_slot_was_reused_is_not_given_to_the_new_owner() {
+    let (mut p, _, _, s1, f2) = flow_with_a_captured_segment();
     // s1 goes and its slot is freed (A's frames stay captured: B receives nothing more, so
     // no lookup replaces the record)...
     p.b.tcp_abort(s1).expect("abort");
@@ -77,20 +91,7 @@ fn a_segment_for_a_closed_connection_whose_slot_was_reused_is_not_given_to_the_n
 
 #[test]
 fn the_cached_flow_is_still_found_after_another_connection_changed_the_table() {
-    let mut p = Pair::new();
-    let server = v4(IP_B, 80);
-    let l = p.b.tcp_listen(server, 8).expect("listen");
-    let c1 = p.a.tcp_connect(p.now, server, 0).expect("connect");
-    p.exchange();
-    let (s1, _) = p.b.tcp_accept(l).expect("accept");
-    p.capture_a = true;
-    let f1 = captured_segment(&mut p, c1, b"one");
-    p.b.receive(p.now, &f1, &stack::RxMeta::NONE);
-    assert_eq!(read_all(&mut p.b, s1), b"one");
-    p.capture_a = false;
-    p.exchange();
-    p.capture_a = true;
-    let f2 = captured_segment(&mut p, c1, b"two");
+    let (mut p, server, l, s1, f2) = flow_with_a_captured_segment();
     p.capture_a = false;
     // A second connection: the table changes (and the record with it).
     let _c2 = p.a.tcp_connect(p.now, server, 0).expect("connect 2");
