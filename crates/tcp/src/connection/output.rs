@@ -466,14 +466,7 @@ impl Connection {
             if end.gt(self.snd.nxt) {
                 self.snd.nxt = end;
             }
-            // RFC 6298 §5.1: start the timer if it is not running.
-            if self.timers.rtx_deadline_ns == NEVER {
-                self.set_deadline(
-                    Deadline::Rtx,
-                    now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
-                );
-            }
-            self.set_deadline(Deadline::Persist, NEVER);
+            self.arm_rtx_after_send(now);
         }
         if !probe && end.gt(self.snd.max) {
             self.note_flight(end);

@@ -41,6 +41,19 @@ pub(crate) enum Deadline {
 impl Connection {
     // ------------------------------------------------------------------ deadlines
 
+    /// After new data went out: the retransmission timer started if it is not running
+    /// (RFC 6298 §5.1), and the persist timer stopped (the window took data).
+    #[inline]
+    pub(crate) fn arm_rtx_after_send(&mut self, now: u64) {
+        if self.timers.rtx_deadline_ns == NEVER {
+            self.set_deadline(
+                Deadline::Rtx,
+                now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
+            );
+        }
+        self.set_deadline(Deadline::Persist, NEVER);
+    }
+
     /// Arms (or, with `NEVER`, disarms) one deadline, keeping `earliest_deadline_ns` equal to
     /// the minimum of the seven. Every write of a deadline goes through here: a stored
     /// minimum later than the true one is a missed timer (`poll_timeout` reads only it;

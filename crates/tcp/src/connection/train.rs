@@ -173,13 +173,7 @@ impl Connection {
             self.timers.unacked_since_ns = now;
         }
         self.snd.nxt = end;
-        if self.timers.rtx_deadline_ns == NEVER {
-            self.set_deadline(
-                Deadline::Rtx,
-                now.saturating_add(self.rtt.rto_ns(self.config.rto_bounds())),
-            );
-        }
-        self.set_deadline(Deadline::Persist, NEVER);
+        self.arm_rtx_after_send(now);
         // `note_flight` per segment leaves what one call at the last segment's end leaves
         // (its tests are monotone in the flight, and each trigger sets the record to it).
         self.note_flight(end);
